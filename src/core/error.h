@@ -1,0 +1,50 @@
+// One error model for tokenscope (see docs/errors.md):
+//  * UsageError and InputError: bad configuration or bad outside input. The
+//    message names what is wrong and what was expected; the CLI prints it and
+//    exits with code 2.
+//  * IoError: the environment failed us (disk full, unwritable directory).
+//    Exit code 1; results already written stay on disk.
+//  * Per-request outcomes (HTTP errors, timeouts, rejections) are data in the
+//    request record, never exceptions.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace tokenscope {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitInterrupted = 130;
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad outside input: names the file, the 1-based line (0 when the error is not
+// tied to a line), the field and what was expected.
+class InputError : public UsageError {
+ public:
+  InputError(std::string file, std::size_t line, std::string field, const std::string& problem);
+
+  const std::string& file() const { return file_; }
+  std::size_t line() const { return line_; }
+  const std::string& field() const { return field_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string file_;
+  std::size_t line_;
+  std::string field_;
+  std::string problem_;
+};
+
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace tokenscope

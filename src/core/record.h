@@ -1,0 +1,59 @@
+// The request record (shared ARCHITECTURE.md, "Data model"): one per request,
+// written to requests.jsonl as the request finishes. All times are monotonic
+// nanoseconds on the run's clock (virtual time for `sim`); -1 means "did not
+// happen". Output events are stored as offsets from t_send so that a line
+// stays short; event_tokens holds the token count of each output event (all
+// ones for the simulator, which emits a token per event).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace tokenscope {
+
+enum class Outcome {
+  kOk,
+  kHttpError,
+  kTimeout,
+  kConnectError,
+  kProtocolError,
+  kValidationError,
+  kCancelled,
+  kRejected,  // the engine refused the request (too long for the context or the KV cache)
+};
+
+std::string_view outcome_name(Outcome o);
+// Inverse of outcome_name; returns false when the name is unknown.
+bool parse_outcome(std::string_view name, Outcome& out);
+
+struct RequestRecord {
+  std::uint64_t id = 0;
+  std::string tenant;
+  std::string task_class;
+  Nanos t_sched = -1;
+  Nanos t_send = -1;
+  Nanos t_headers = -1;
+  Nanos t_first_scheduled = -1;  // engine: first step that processed the request
+  Nanos t_first_token = -1;
+  Nanos t_last_token = -1;
+  Nanos t_close = -1;
+  // Arrival times of output-carrying events, and the tokens each carried.
+  std::vector<Nanos> event_times;
+  std::vector<std::uint32_t> event_tokens;
+  std::int64_t prompt_tokens = -1;
+  std::int64_t output_tokens = -1;         // as reported by the server (engine: exact)
+  std::int64_t output_tokens_client = -1;  // the client's own count, a cross-check
+  std::int64_t cached_tokens = -1;         // prompt tokens served from the prefix cache
+  std::uint32_t preemptions = 0;
+  Outcome outcome = Outcome::kOk;
+  std::string detail;
+
+  // Appends one JSON object (no newline) to out. Deterministic formatting.
+  void append_json(std::string& out) const;
+};
+
+}  // namespace tokenscope

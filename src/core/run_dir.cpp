@@ -1,0 +1,129 @@
+#include "core/run_dir.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tokenscope {
+
+namespace {
+constexpr std::size_t kBufferBytes = 1 << 16;
+
+[[noreturn]] void throw_io(const std::filesystem::path& path, std::string_view action, int err) {
+  throw IoError(fmt::format("{}: cannot {}: {}", path.string(), action, std::strerror(err)));
+}
+}  // namespace
+
+JsonlWriter::JsonlWriter(std::filesystem::path path, bool line_durable)
+    : path_(std::move(path)), line_durable_(line_durable) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io(path_, "create", errno);
+  buffer_.reserve(kBufferBytes);
+}
+
+JsonlWriter::~JsonlWriter() {
+  try {
+    close();
+  } catch (...) {
+    // Destructors do not throw; callers who care call close() themselves.
+  }
+}
+
+void JsonlWriter::write_all(const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io(path_, "write", errno);
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void JsonlWriter::append_line(std::string_view line) {
+  if (fd_ < 0) throw IoError(fmt::format("{}: write after close", path_.string()));
+  buffer_.append(line);
+  buffer_.push_back('\n');
+  ++lines_;
+  if (line_durable_ || buffer_.size() >= kBufferBytes) flush();
+}
+
+void JsonlWriter::flush() {
+  if (fd_ < 0 || buffer_.empty()) return;
+  // Clear the buffer even when the write fails, so a failing disk does not
+  // make every later call re-raise for the same bytes.
+  std::string pending;
+  pending.swap(buffer_);
+  buffer_.reserve(kBufferBytes);
+  write_all(pending.data(), pending.size());
+}
+
+void JsonlWriter::close() {
+  if (fd_ < 0) return;
+  try {
+    flush();
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    throw_io(path_, "close", errno);
+  }
+  fd_ = -1;
+}
+
+RunDirectory::RunDirectory(std::filesystem::path dir) : dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) throw IoError(fmt::format("{}: cannot create directory: {}", dir_.string(), ec.message()));
+}
+
+JsonlWriter& RunDirectory::requests() {
+  if (!requests_) requests_ = std::make_unique<JsonlWriter>(dir_ / "requests.jsonl", true);
+  return *requests_;
+}
+
+JsonlWriter& RunDirectory::steps() {
+  if (!steps_) steps_ = std::make_unique<JsonlWriter>(dir_ / "steps.jsonl", false);
+  return *steps_;
+}
+
+void RunDirectory::write_run_json(const nlohmann::json& run) {
+  write_file_atomic(dir_ / "run.json", run.dump(2) + "\n");
+}
+
+void RunDirectory::flush() {
+  if (requests_) requests_->flush();
+  if (steps_) steps_->flush();
+}
+
+void RunDirectory::close() {
+  if (requests_) requests_->close();
+  if (steps_) steps_->close();
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    JsonlWriter w(tmp, false);
+    // JsonlWriter appends a newline per line; write the text as one block.
+    std::string_view body = text;
+    if (!body.empty() && body.back() == '\n') body.remove_suffix(1);
+    w.append_line(body);
+    w.close();
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
+}
+
+}  // namespace tokenscope

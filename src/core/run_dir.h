@@ -1,0 +1,66 @@
+// The run directory (shared ARCHITECTURE.md): run.json (settings requested and
+// effective, environment, summary), requests.jsonl (appended as requests
+// finish, flushed line by line so an interrupted run keeps every finished
+// request), steps.jsonl (engine steps, buffered), samples.jsonl later.
+// Every write is checked: a full disk raises IoError naming the file, and
+// what was written before stays readable.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tokenscope {
+
+// An append-only file of JSON lines with its own buffer and checked writes.
+class JsonlWriter {
+ public:
+  // line_durable: write every line through to the kernel as it is appended.
+  JsonlWriter(std::filesystem::path path, bool line_durable);
+  ~JsonlWriter();
+  JsonlWriter(const JsonlWriter&) = delete;
+  JsonlWriter& operator=(const JsonlWriter&) = delete;
+
+  // Appends line plus '\n'. line must not contain a newline.
+  void append_line(std::string_view line);
+  void flush();
+  void close();
+  std::uint64_t lines() const { return lines_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void write_all(const char* data, std::size_t size);
+
+  std::filesystem::path path_;
+  int fd_ = -1;
+  bool line_durable_;
+  std::string buffer_;
+  std::uint64_t lines_ = 0;
+};
+
+class RunDirectory {
+ public:
+  // Creates the directory (and parents). Existing run files are replaced.
+  explicit RunDirectory(std::filesystem::path dir);
+
+  const std::filesystem::path& path() const { return dir_; }
+  JsonlWriter& requests();
+  JsonlWriter& steps();
+  // Writes run.json atomically (temporary file, then rename), pretty-printed.
+  void write_run_json(const nlohmann::json& run);
+  void flush();
+  void close();
+
+ private:
+  std::filesystem::path dir_;
+  std::unique_ptr<JsonlWriter> requests_;
+  std::unique_ptr<JsonlWriter> steps_;
+};
+
+// Writes text to path atomically (path.tmp, fsync-free rename). Throws IoError.
+void write_file_atomic(const std::filesystem::path& path, std::string_view text);
+
+}  // namespace tokenscope

@@ -1,0 +1,88 @@
+#include "core/summary.h"
+
+#include <gtest/gtest.h>
+
+#include "core/metrics.h"
+
+namespace tokenscope {
+namespace {
+
+RequestRecord make_ok(std::uint64_t id, Nanos send, std::vector<Nanos> events) {
+  RequestRecord r;
+  r.id = id;
+  r.t_sched = r.t_send = send;
+  r.event_times = events;
+  r.event_tokens.assign(events.size(), 1);
+  r.t_first_token = events.front();
+  r.t_last_token = r.t_close = events.back();
+  r.prompt_tokens = 10;
+  r.output_tokens = static_cast<std::int64_t>(events.size());
+  return r;
+}
+
+TEST(Summary, HasExactlyTheDocumentedKeys) {
+  SummaryBuilder b;
+  b.add(make_ok(1, 0, {10'000'000, 20'000'000}));
+  const auto s = b.build();
+  std::size_t expected = 0;
+  for (const auto& k : metrics::kScalarKeys) {
+    EXPECT_TRUE(s.contains(std::string(k.key))) << k.key;
+    ++expected;
+  }
+  for (const auto& k : metrics::kDistributionKeys) {
+    ASSERT_TRUE(s.contains(std::string(k.key))) << k.key;
+    for (auto f : metrics::kDistributionFields)
+      EXPECT_TRUE(s[std::string(k.key)].contains(std::string(f))) << k.key << "." << f;
+    ++expected;
+  }
+  EXPECT_EQ(s.size(), expected) << s.dump();
+}
+
+TEST(Summary, ComputesLatenciesFromEventTimes) {
+  SummaryBuilder b;
+  // TTFT 10 ms, then tokens at 20, 30, 40 ms: TPOT 10 ms, E2E 40 ms.
+  b.add(make_ok(1, 0, {10'000'000, 20'000'000, 30'000'000, 40'000'000}));
+  // A second request sent at 100 ms with one event of 3 tokens after the first.
+  auto r = make_ok(2, 100'000'000, {130'000'000, 160'000'000});
+  r.event_tokens = {1, 3};
+  r.output_tokens = 4;
+  b.add(r);
+  RequestRecord bad;
+  bad.t_sched = bad.t_send = 50'000'000;
+  bad.t_close = 300'000'000;
+  bad.outcome = Outcome::kRejected;
+  b.add(bad);
+  const auto s = b.build();
+  EXPECT_EQ(s["requests_total"], 3);
+  EXPECT_EQ(s["requests_completed"], 2);
+  EXPECT_EQ(s["requests_failed"], 1);
+  EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 0.3);
+  EXPECT_EQ(s["output_tokens_total"], 8);
+  EXPECT_DOUBLE_EQ(s["ttft_ms"]["min"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(s["ttft_ms"]["max"].get<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(s["tpot_ms"]["max"].get<double>(), 10.0);  // (60-30)/3
+  EXPECT_DOUBLE_EQ(s["e2e_ms"]["max"].get<double>(), 60.0);
+  // ITL: three gaps of 10 ms, and one 30 ms gap carrying 3 tokens = 3 gaps of 10 ms.
+  EXPECT_EQ(s["itl_ms"]["count"], 6);
+  EXPECT_NEAR(s["itl_ms"]["p99"].get<double>(), 10.0, 0.04);
+  EXPECT_NEAR(s["itl_ms"]["mean"].get<double>(), 10.0, 1e-9);
+}
+
+TEST(Summary, HitRateFromServerCounters) {
+  SummaryBuilder b;
+  ServerCounters c;
+  c.prefix_cache_queries_tokens = 400;
+  c.prefix_cache_hits_tokens = 100;
+  c.preemptions_total = 3;
+  c.kv_cache_usage_peak = 0.5;
+  b.set_server_counters(c);
+  const auto s = b.build();
+  EXPECT_DOUBLE_EQ(s["prefix_cache_hit_rate"].get<double>(), 0.25);
+  EXPECT_EQ(s["preemptions_total"], 3);
+  EXPECT_DOUBLE_EQ(s["kv_cache_usage_peak"].get<double>(), 0.5);
+  EXPECT_EQ(s["ttft_ms"]["count"], 0);
+  EXPECT_TRUE(s["ttft_ms"]["p50"].is_null());
+}
+
+}  // namespace
+}  // namespace tokenscope
