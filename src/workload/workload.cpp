@@ -1,0 +1,57 @@
+#include "workload/workload.h"
+
+#include <algorithm>
+
+#include "core/random.h"
+
+namespace tokenscope::workload {
+
+TokenId hash_block_token(std::uint64_t hash_id, std::uint32_t offset) {
+  return spaced_token_from_key(hash_combine64(hash_id, offset));
+}
+
+void append_prompt_tokens(const Workload& w, const Request& r, std::vector<TokenId>& out) {
+  const std::size_t start = out.size();
+  out.reserve(start + r.input_tokens);
+  auto unique_fill = [&](std::uint32_t from) {
+    const std::uint64_t key = hash_combine64(w.token_seed, r.id);
+    for (std::uint32_t i = from; i < r.input_tokens; ++i)
+      out.push_back(spaced_token_from_key(hash_combine64(key, i)));
+  };
+  switch (r.source) {
+    case PromptSource::kUnique:
+      unique_fill(0);
+      break;
+    case PromptSource::kPrefixGroup: {
+      const std::uint32_t shared = std::min(r.source_count, r.input_tokens);
+      const std::uint64_t key = hash_combine64(w.token_seed ^ 0x5052454649584752ULL, r.source_begin);
+      for (std::uint32_t i = 0; i < shared; ++i)
+        out.push_back(spaced_token_from_key(hash_combine64(key, i)));
+      unique_fill(shared);
+      break;
+    }
+    case PromptSource::kHashIds: {
+      const std::uint32_t block = w.hash_block_tokens;
+      for (std::uint32_t b = 0; b < r.source_count && out.size() - start < r.input_tokens; ++b) {
+        const std::uint64_t id = w.hash_pool[r.source_begin + b];
+        for (std::uint32_t i = 0; i < block && out.size() - start < r.input_tokens; ++i)
+          out.push_back(hash_block_token(id, i));
+      }
+      // Fewer ids than tokens: the tail is unique to the request.
+      if (out.size() - start < r.input_tokens) unique_fill(static_cast<std::uint32_t>(out.size() - start));
+      break;
+    }
+    case PromptSource::kText:
+      tokenize(w.prompts[r.source_begin], out);
+      out.resize(start + r.input_tokens, kInvertibleIds);
+      break;
+  }
+}
+
+void sort_by_arrival(Workload& w) {
+  std::stable_sort(w.requests.begin(), w.requests.end(), [](const Request& a, const Request& b) {
+    return a.arrival_ns < b.arrival_ns;
+  });
+}
+
+}  // namespace tokenscope::workload

@@ -1,0 +1,64 @@
+// A workload: the requests of a run, each with its arrival time, lengths,
+// tenant and the source of its prompt tokens. Readers (trace_readers.h) and
+// the synthetic generator (synthetic.h) produce one; arrival processes
+// (arrivals.h) set or rewrite its timing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "workload/tokenizer.h"
+
+namespace tokenscope::workload {
+
+enum class PromptSource : std::uint8_t {
+  kUnique,       // tokens unique to the request (no prefix sharing)
+  kHashIds,      // Mooncake-style block hash ids: hash_pool[begin, begin+count)
+  kText,         // prompt text: prompts[begin]
+  kPrefixGroup,  // group `begin` shares its first `count` tokens; the rest is unique
+};
+
+struct Request {
+  std::uint64_t id = 0;
+  Nanos arrival_ns = 0;
+  std::uint32_t input_tokens = 0;
+  std::uint32_t output_tokens = 0;
+  std::uint32_t tenant = 0;  // index into Workload::tenants
+  std::int32_t priority = 0;  // lower runs first under the priority policy
+  PromptSource source = PromptSource::kUnique;
+  std::uint32_t source_begin = 0;
+  std::uint32_t source_count = 0;
+};
+
+struct ReadReport {
+  std::uint64_t rows_read = 0;
+  std::uint64_t rows_skipped = 0;
+  std::vector<std::string> skipped_examples;  // the first few messages
+};
+
+struct Workload {
+  std::vector<Request> requests;  // ordered by arrival time, then id
+  std::vector<std::string> prompts;
+  std::vector<std::uint64_t> hash_pool;
+  std::uint32_t hash_block_tokens = 512;
+  std::vector<std::string> tenants = {"default"};
+  std::uint64_t token_seed = 0;  // seeds unique prompt tokens
+  bool has_timestamps = false;   // arrival times came from the trace
+  std::string description;
+  ReadReport read_report;
+};
+
+// The token of a hash-id block at an offset: each 512-token block is derived
+// deterministically from its id alone, so equal leading ids give equal
+// leading tokens, and different ids give different tokens.
+TokenId hash_block_token(std::uint64_t hash_id, std::uint32_t offset);
+
+// Appends the request's prompt tokens (exactly input_tokens of them) to out.
+void append_prompt_tokens(const Workload& w, const Request& r, std::vector<TokenId>& out);
+
+// Sorts requests by (arrival, id) and renumbers nothing.
+void sort_by_arrival(Workload& w);
+
+}  // namespace tokenscope::workload
