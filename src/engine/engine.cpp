@@ -1,0 +1,641 @@
+#include "engine/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/random.h"
+
+namespace tokenscope::engine {
+
+namespace {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr std::uint64_t kRootSalt = 0x746f6b656e73636fULL;
+constexpr std::uint64_t kGeneratedSalt = 0x67656e6572617465ULL;
+
+std::uint64_t nonzero(std::uint64_t h) { return h == 0 ? 1 : h; }
+}  // namespace
+
+SchedulingPolicy parse_scheduling_policy(std::string_view s) {
+  if (s == "fcfs") return SchedulingPolicy::kFcfs;
+  if (s == "priority") return SchedulingPolicy::kPriority;
+  throw UsageError(fmt::format("--policy: expected fcfs or priority, got '{}'", s));
+}
+PreemptionMode parse_preemption_mode(std::string_view s) {
+  if (s == "recompute") return PreemptionMode::kRecompute;
+  if (s == "swap") return PreemptionMode::kSwap;
+  throw UsageError(fmt::format("--preemption: expected recompute or swap, got '{}'", s));
+}
+TenantKvPolicy parse_tenant_kv_policy(std::string_view s) {
+  if (s == "none") return TenantKvPolicy::kNoReuse;
+  if (s == "static") return TenantKvPolicy::kStaticReuse;
+  if (s == "dynamic") return TenantKvPolicy::kDynamicReuse;
+  throw UsageError(fmt::format("--tenant-kv-policy: expected none, static or dynamic, got '{}'", s));
+}
+std::string_view name_of(SchedulingPolicy p) { return p == SchedulingPolicy::kFcfs ? "fcfs" : "priority"; }
+std::string_view name_of(PreemptionMode p) { return p == PreemptionMode::kRecompute ? "recompute" : "swap"; }
+std::string_view name_of(TenantKvPolicy p) {
+  switch (p) {
+    case TenantKvPolicy::kNoReuse: return "none";
+    case TenantKvPolicy::kStaticReuse: return "static";
+    case TenantKvPolicy::kDynamicReuse: return "dynamic";
+  }
+  return "none";
+}
+
+// ---- resolution ----------------------------------------------------------------
+
+nlohmann::json EffectiveEngine::to_json() const {
+  nlohmann::json j;
+  j["model"] = {{"name", model.name},
+                {"layers", model.layers},
+                {"hidden", model.hidden},
+                {"heads", model.heads},
+                {"kv_heads", model.kv_heads},
+                {"head_dim", model.head_dim},
+                {"intermediate", model.intermediate},
+                {"vocab", model.vocab},
+                {"experts", model.experts},
+                {"experts_per_token", model.experts_per_token},
+                {"max_context", model.max_context},
+                {"params", model.total_params()}};
+  j["gpu"] = {{"name", gpu.name},
+              {"peak_tflops", gpu.peak_tflops},
+              {"mem_bw_tbps", gpu.mem_bw_tbps},
+              {"memory_gib", gpu.memory_gib},
+              {"nvlink_gbps", gpu.nvlink_gbps},
+              {"host_link_gbps", gpu.host_link_gbps}};
+  j["tensor_parallel"] = tensor_parallel;
+  j["block_size_tokens"] = block_size_tokens;
+  j["num_gpu_blocks"] = num_gpu_blocks ? nlohmann::json(*num_gpu_blocks) : nlohmann::json("unlimited");
+  j["kv_cache_tokens"] = num_gpu_blocks ? nlohmann::json(static_cast<std::uint64_t>(*num_gpu_blocks) * block_size_tokens)
+                                        : nlohmann::json("unlimited");
+  j["max_model_len"] = max_model_len;
+  j["weights_gib_per_gpu"] = weights_gib_per_gpu;
+  j["kv_cache_gib_per_gpu"] = kv_cache_gib_per_gpu;
+  j["kv_bytes_per_token"] = kv_bytes_per_token;
+  j["notes"] = notes;
+  return j;
+}
+
+EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) {
+  EffectiveEngine e;
+  e.model = catalog.model(s.model);
+  e.gpu = catalog.gpu(s.gpu);
+  if (s.tensor_parallel < 1 || s.tensor_parallel > 64)
+    throw UsageError(fmt::format("--tensor-parallel: expected 1..64, got {}", s.tensor_parallel));
+  if (e.model.heads % s.tensor_parallel != 0)
+    throw UsageError(fmt::format("--tensor-parallel {}: must divide the model's {} attention heads", s.tensor_parallel,
+                                 e.model.heads));
+  if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0))
+    throw UsageError(fmt::format("--gpu-memory-utilization: expected (0, 1], got {}", s.gpu_memory_utilization));
+  if (!(s.activation_reserve_gib >= 0.0) || !std::isfinite(s.activation_reserve_gib))
+    throw UsageError("--activation-reserve-gib: expected GiB >= 0");
+  if (s.block_size_tokens < 1 || s.block_size_tokens > 1024)
+    throw UsageError(fmt::format("--block-size: expected 1..1024 tokens, got {}", s.block_size_tokens));
+  if (s.max_num_batched_tokens < 1) throw UsageError("--max-num-batched-tokens: expected >= 1");
+  if (s.max_num_seqs < 1) throw UsageError("--max-num-seqs: expected >= 1");
+  if (!(s.context_switch_ms >= 0.0) || !std::isfinite(s.context_switch_ms))
+    throw UsageError("--context-switch-ms: expected milliseconds >= 0");
+  if (s.num_tenants < 1) throw UsageError("tenants: expected at least 1");
+  if (s.fixed_step_ms && !(*s.fixed_step_ms >= 0.0 && std::isfinite(*s.fixed_step_ms)))
+    throw UsageError("--fixed-step-ms: expected milliseconds >= 0");
+  const auto& c = s.cost;
+  for (auto [v, name] : {std::pair{c.mfu_linear, "--mfu-linear"}, {c.mfu_attention, "--mfu-attention"},
+                         {c.bw_efficiency, "--bw-efficiency"}, {c.allreduce_efficiency, "--allreduce-efficiency"}})
+    if (!(v > 0.0 && v <= 1.0)) throw UsageError(fmt::format("{}: expected a fraction in (0, 1], got {}", name, v));
+  for (auto [v, name] : {std::pair{c.step_overhead_ms, "--step-overhead-ms"}, {c.layer_overhead_us, "--layer-overhead-us"},
+                         {c.allreduce_latency_us, "--allreduce-latency-us"}})
+    if (!(v >= 0.0) || !std::isfinite(v)) throw UsageError(fmt::format("{}: expected >= 0, got {}", name, v));
+
+  e.tensor_parallel = s.tensor_parallel;
+  e.block_size_tokens = s.block_size_tokens;
+  e.max_model_len = s.max_model_len == 0 ? e.model.max_context : s.max_model_len;
+  if (e.max_model_len > e.model.max_context)
+    e.notes.push_back(fmt::format("max_model_len {} exceeds the model's max_context {} (what-if)", e.max_model_len,
+                                  e.model.max_context));
+  if (!s.enable_chunked_prefill && s.max_num_batched_tokens < e.max_model_len)
+    throw UsageError(fmt::format(
+        "--max-num-batched-tokens {} is smaller than max_model_len {}: with chunked prefill off a long prompt "
+        "could never be scheduled (raise it, lower --max-model-len, or enable chunked prefill)",
+        s.max_num_batched_tokens, e.max_model_len));
+
+  const double tp = s.tensor_parallel;
+  e.weights_gib_per_gpu = e.model.total_params() * e.model.weight_bytes_per_param / tp / kGiB;
+  e.kv_bytes_per_token = e.model.kv_bytes_per_token();
+  // KV heads split over TP ranks; with fewer KV heads than ranks they are replicated.
+  const double kv_per_gpu_per_token =
+      e.kv_bytes_per_token * std::max<double>(e.model.kv_heads, tp) / e.model.kv_heads / tp;
+  e.kv_bytes_per_block = e.kv_bytes_per_token * s.block_size_tokens;
+  const double budget_gib = e.gpu.memory_gib * s.gpu_memory_utilization;
+  const double kv_gib = budget_gib - e.weights_gib_per_gpu - s.activation_reserve_gib;
+  if (s.unlimited_kv) {
+    e.num_gpu_blocks = std::nullopt;
+    e.kv_cache_gib_per_gpu = std::max(0.0, kv_gib);
+    e.notes.push_back("unlimited KV cache (what-if): capacity never runs out");
+  } else if (s.num_gpu_blocks_override) {
+    if (*s.num_gpu_blocks_override == 0) throw UsageError("--num-gpu-blocks: expected at least 1");
+    e.num_gpu_blocks = *s.num_gpu_blocks_override;
+    e.kv_cache_gib_per_gpu = *e.num_gpu_blocks * s.block_size_tokens * kv_per_gpu_per_token / kGiB;
+  } else {
+    if (kv_gib <= 0.0)
+      throw UsageError(fmt::format(
+          "model {} does not fit on {} at tensor parallel {}: {:.1f} GiB of weights per GPU + {:.1f} GiB "
+          "activation reserve > {:.1f} GiB usable ({:.0f} GiB x gpu_memory_utilization {}); raise "
+          "--tensor-parallel or pick a larger GPU",
+          e.model.name, e.gpu.name, s.tensor_parallel, e.weights_gib_per_gpu, s.activation_reserve_gib, budget_gib,
+          e.gpu.memory_gib, s.gpu_memory_utilization));
+    const double blocks = std::floor(kv_gib * kGiB / (s.block_size_tokens * kv_per_gpu_per_token));
+    if (blocks < 1.0)
+      throw UsageError(fmt::format("model {} on {}: no room for a single KV block", e.model.name, e.gpu.name));
+    e.num_gpu_blocks = static_cast<std::uint32_t>(std::min(blocks, 2e9));
+    e.kv_cache_gib_per_gpu = kv_gib;
+  }
+  return e;
+}
+
+// ---- the engine ------------------------------------------------------------------
+
+struct Engine::Seq {
+  std::uint64_t id = 0;
+  std::uint64_t order = 0;  // admission order, for stable priority ties
+  std::uint32_t tenant = 0;
+  std::int32_t priority = 0;
+  Nanos arrival = 0;
+  std::uint32_t prompt_len = 0;
+  std::uint32_t target_output = 0;
+  std::uint32_t num_output = 0;
+  std::uint32_t num_computed = 0;
+  std::vector<std::uint64_t> hashes;  // chained hashes of the full blocks of known tokens
+  std::uint64_t run_hash = 0;         // hash state including the tail tokens
+  std::uint32_t tail_count = 0;
+  std::vector<BlockId> blocks;
+  std::uint32_t num_cached_blocks = 0;
+  std::uint32_t swapped_blocks = 0;
+  Nanos first_scheduled = -1;
+  Nanos first_token = -1;
+  std::uint32_t preemptions = 0;
+  std::uint32_t cached_tokens = 0;
+  bool admitted_once = false;
+
+  std::uint32_t num_tokens() const { return prompt_len + num_output; }
+};
+
+bool Engine::PriorityOrder::operator()(const Seq* a, const Seq* b) const {
+  if (a->priority != b->priority) return a->priority < b->priority;
+  if (a->arrival != b->arrival) return a->arrival < b->arrival;
+  return a->order < b->order;
+}
+
+Engine::Engine(EffectiveEngine effective, EngineSettings settings, std::unique_ptr<CostModel> cost,
+               EngineObserver* observer)
+    : eff_(std::move(effective)), settings_(std::move(settings)), cost_(std::move(cost)), observer_(observer) {
+  static EngineObserver null_observer;
+  if (observer_ == nullptr) observer_ = &null_observer;
+  const bool partitioned = settings_.tenant_kv_policy == TenantKvPolicy::kStaticReuse && settings_.num_tenants > 1;
+  const std::uint32_t num_pools = partitioned ? settings_.num_tenants : 1;
+  std::optional<std::uint32_t> per_pool = eff_.num_gpu_blocks;
+  if (per_pool && partitioned) per_pool = *per_pool / num_pools;
+  for (std::uint32_t p = 0; p < num_pools; ++p) pools_.emplace_back(per_pool, settings_.enable_prefix_caching);
+  resident_.assign(settings_.num_tenants, false);
+  tenant_last_used_.assign(settings_.num_tenants, 0);
+  tenant_live_seqs_.assign(settings_.num_tenants, 0);
+  if (!eff_.num_gpu_blocks) counters_.kv_usage_peak = std::nullopt;
+  else counters_.kv_usage_peak = 0.0;
+}
+
+Engine::~Engine() {
+  for (Seq* s : running_) delete s;
+  for (Seq* s : waiting_fcfs_) delete s;
+  for (Seq* s : waiting_priority_) delete s;
+  for (Seq* s : swapped_) delete s;
+}
+
+bool Engine::waiting_empty() const {
+  return settings_.policy == SchedulingPolicy::kFcfs ? waiting_fcfs_.empty() : waiting_priority_.empty();
+}
+Engine::Seq* Engine::waiting_front() const {
+  return settings_.policy == SchedulingPolicy::kFcfs ? waiting_fcfs_.front() : *waiting_priority_.begin();
+}
+void Engine::waiting_pop_front() {
+  if (settings_.policy == SchedulingPolicy::kFcfs)
+    waiting_fcfs_.pop_front();
+  else
+    waiting_priority_.erase(waiting_priority_.begin());
+}
+void Engine::waiting_push_back(Seq* s) {
+  if (settings_.policy == SchedulingPolicy::kFcfs)
+    waiting_fcfs_.push_back(s);
+  else
+    waiting_priority_.insert(s);
+}
+void Engine::waiting_push_front(Seq* s) {
+  if (settings_.policy == SchedulingPolicy::kFcfs)
+    waiting_fcfs_.push_front(s);
+  else
+    waiting_priority_.insert(s);  // ordered by (priority, arrival): back where it was
+}
+
+std::size_t Engine::num_waiting() const {
+  return waiting_fcfs_.size() + waiting_priority_.size() + swapped_.size();
+}
+
+std::uint32_t Engine::pool_of(const Seq& s) const {
+  return pools_.size() == 1 ? 0 : s.tenant % static_cast<std::uint32_t>(pools_.size());
+}
+
+std::uint64_t Engine::root_hash(std::uint32_t tenant) const {
+  // Prefix-cache entries are per tenant, as with vLLM's cache_salt.
+  return hash_combine64(kRootSalt, tenant + 1ULL);
+}
+
+void Engine::append_known_token(Seq& s, workload::TokenId t) {
+  s.run_hash = hash_combine64(s.run_hash, t);
+  if (++s.tail_count == eff_.block_size_tokens) {
+    s.hashes.push_back(nonzero(s.run_hash));
+    s.tail_count = 0;
+  }
+}
+
+std::uint32_t Engine::kv_blocks_in_use() const {
+  std::uint32_t n = 0;
+  for (const auto& p : pools_) n += p.num_in_use();
+  return n;
+}
+
+bool Engine::add_request(EngineRequest r, Nanos now) {
+  const auto prompt_len = static_cast<std::uint64_t>(r.prompt.size());
+  const std::uint64_t output = std::max<std::uint32_t>(1, r.max_output_tokens);
+  if (prompt_len == 0) {
+    ++counters_.requests_rejected;
+    observer_->on_reject(r.id, now, "empty prompt");
+    return false;
+  }
+  if (prompt_len + output > eff_.max_model_len) {
+    ++counters_.requests_rejected;
+    observer_->on_reject(r.id, now,
+                         fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds max_model_len ({})", prompt_len,
+                                     output, eff_.max_model_len));
+    return false;
+  }
+  const std::uint32_t tenant = r.tenant % settings_.num_tenants;
+  const std::uint32_t B = eff_.block_size_tokens;
+  const auto& pool = pools_[pools_.size() == 1 ? 0 : tenant % pools_.size()];
+  const std::uint64_t blocks_needed = (prompt_len + output - 1 + B - 1) / B;
+  if (pool.capacity() && blocks_needed > *pool.capacity()) {
+    ++counters_.requests_rejected;
+    observer_->on_reject(r.id, now,
+                         fmt::format("needs {} KV blocks ({} tokens) but the cache holds {}", blocks_needed,
+                                     prompt_len + output - 1, *pool.capacity()));
+    return false;
+  }
+  auto* s = new Seq;
+  s->id = r.id;
+  s->order = admit_sequence_++;
+  s->tenant = tenant;
+  s->priority = r.priority;
+  s->arrival = now;
+  s->prompt_len = static_cast<std::uint32_t>(prompt_len);
+  s->target_output = static_cast<std::uint32_t>(output);
+  s->run_hash = root_hash(tenant);
+  s->hashes.reserve(prompt_len / B + 1);
+  for (auto t : r.prompt) append_known_token(*s, t);
+  waiting_push_back(s);
+  return true;
+}
+
+void Engine::cache_full_blocks(Seq& s, std::uint32_t tokens) {
+  auto& pool = pools_[pool_of(s)];
+  const std::size_t full = std::min<std::size_t>(tokens / eff_.block_size_tokens, s.hashes.size());
+  for (std::size_t j = s.num_cached_blocks; j < full && j < s.blocks.size(); ++j)
+    pool.cache(s.blocks[j], s.hashes[j], s.tenant);
+  s.num_cached_blocks = static_cast<std::uint32_t>(std::max<std::size_t>(s.num_cached_blocks, std::min(full, s.blocks.size())));
+}
+
+bool Engine::allocate_slots(Seq& s, std::uint32_t n, std::size_t hit_blocks, std::size_t host_blocks) {
+  auto& pool = pools_[pool_of(s)];
+  const std::uint32_t B = eff_.block_size_tokens;
+  const std::uint64_t base = s.blocks.empty() && s.swapped_blocks == 0
+                                 ? (hit_blocks + host_blocks) * static_cast<std::uint64_t>(B)
+                                 : s.num_computed;
+  const std::uint64_t required = (base + n + B - 1) / B;
+  const std::uint64_t have = s.blocks.size() + hit_blocks;
+  const std::uint64_t fresh = required > have ? required - have : 0;
+  const std::span<const std::uint64_t> hits(s.hashes.data(), hit_blocks);
+  const std::uint64_t available = pool.num_free() - pool.free_among_cached(hits);
+  if (fresh > available) return false;
+  pool.touch(hits, s.blocks);
+  pool.allocate(fresh, s.blocks);
+  cache_full_blocks(s, static_cast<std::uint32_t>(base + n));
+  return true;
+}
+
+Engine::Seq* Engine::pick_victim() const {
+  if (settings_.policy == SchedulingPolicy::kFcfs) return running_.back();
+  // Lowest priority (largest value), then the latest arrival.
+  return *std::max_element(running_.begin(), running_.end(), [](const Seq* a, const Seq* b) {
+    if (a->priority != b->priority) return a->priority < b->priority;
+    if (a->arrival != b->arrival) return a->arrival < b->arrival;
+    return a->order < b->order;
+  });
+}
+
+void Engine::preempt(Seq* v, StepStats& st) {
+  running_.erase(std::find(running_.begin(), running_.end(), v));
+  auto& pool = pools_[pool_of(*v)];
+  pool.release(v->blocks);
+  ++v->preemptions;
+  ++st.preemptions;
+  ++counters_.preemptions;
+  if (settings_.preemption == PreemptionMode::kSwap) {
+    v->swapped_blocks = static_cast<std::uint32_t>(v->blocks.size());
+    const auto bytes = static_cast<std::uint64_t>(v->swapped_blocks * eff_.kv_bytes_per_block);
+    st.swap_out_bytes += bytes;
+    counters_.swap_out_bytes += bytes;
+    v->blocks.clear();
+    v->num_cached_blocks = 0;
+    swapped_.push_back(v);
+  } else {
+    v->blocks.clear();
+    v->num_cached_blocks = 0;
+    v->num_computed = 0;
+    --tenant_live_seqs_[v->tenant];
+    waiting_push_front(v);
+  }
+}
+
+bool Engine::ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double& extra_seconds) {
+  if (settings_.max_active_tenants == 0) return true;
+  if (resident_[tenant]) return true;
+  if (resident_count_ >= settings_.max_active_tenants) {
+    // Evict the least recently used resident tenant with nothing on the GPU.
+    std::optional<std::uint32_t> victim;
+    for (std::uint32_t t = 0; t < resident_.size(); ++t) {
+      if (!resident_[t] || tenant_live_seqs_[t] != 0) continue;
+      if (!victim || tenant_last_used_[t] < tenant_last_used_[*victim]) victim = t;
+    }
+    if (!victim) return false;
+    const std::uint32_t v = *victim;
+    auto& pool = pools_[pools_.size() == 1 ? 0 : v % pools_.size()];
+    switch (settings_.tenant_kv_policy) {
+      case TenantKvPolicy::kNoReuse:
+        pool.drop_cached_with_tag(v);
+        break;
+      case TenantKvPolicy::kStaticReuse:
+        break;  // its partition keeps its prefix cache
+      case TenantKvPolicy::kDynamicReuse: {
+        const auto hashes = pool.cached_hashes_with_tag(v);
+        host_tier_.insert(hashes.begin(), hashes.end());
+        const auto bytes = static_cast<std::uint64_t>(hashes.size() * eff_.kv_bytes_per_block);
+        st.swap_out_bytes += bytes;
+        counters_.swap_out_bytes += bytes;
+        pool.drop_cached_with_tag(v);
+        break;
+      }
+    }
+    resident_[v] = false;
+    --resident_count_;
+  }
+  resident_[tenant] = true;
+  ++resident_count_;
+  ++st.tenant_switches;
+  ++counters_.tenant_switches;
+  extra_seconds += settings_.context_switch_ms * 1e-3;
+  return true;
+}
+
+void Engine::finish(Seq* s, Nanos t) {
+  running_.erase(std::find(running_.begin(), running_.end(), s));
+  pools_[pool_of(*s)].release(s->blocks);
+  --tenant_live_seqs_[s->tenant];
+  ++counters_.requests_finished;
+  FinishedRequest f;
+  f.id = s->id;
+  f.tenant = s->tenant;
+  f.arrival = s->arrival;
+  f.first_scheduled = s->first_scheduled;
+  f.first_token = s->first_token;
+  f.finished = t;
+  f.prompt_tokens = s->prompt_len;
+  f.output_tokens = s->num_output;
+  f.cached_tokens = s->cached_tokens;
+  f.preemptions = s->preemptions;
+  delete s;
+  observer_->on_finish(f);
+}
+
+void Engine::reject_all_waiting(Nanos now, std::string_view reason) {
+  auto reject = [&](Seq* s) {
+    ++counters_.requests_rejected;
+    observer_->on_reject(s->id, now, reason);
+    delete s;
+  };
+  for (Seq* s : waiting_fcfs_) reject(s);
+  for (Seq* s : waiting_priority_) reject(s);
+  for (Seq* s : swapped_) {
+    --tenant_live_seqs_[s->tenant];
+    reject(s);
+  }
+  waiting_fcfs_.clear();
+  waiting_priority_.clear();
+  swapped_.clear();
+}
+
+Nanos Engine::step(Nanos now) {
+  StepStats st;
+  st.index = counters_.steps;
+  st.start = now;
+  scheduled_.clear();
+  double extra_seconds = 0.0;
+  std::uint32_t budget = settings_.max_num_batched_tokens;
+  const std::uint32_t threshold = settings_.long_prefill_token_threshold;
+  const std::uint32_t B = eff_.block_size_tokens;
+  bool preempted = false;
+  auto cap = [&](std::uint32_t n) {
+    n = std::min(n, budget);
+    if (threshold > 0 && n > threshold) n = threshold;
+    return n;
+  };
+  auto unschedule = [&](Seq* v) {
+    for (auto it = scheduled_.begin(); it != scheduled_.end(); ++it)
+      if (it->first == v) {
+        budget += it->second;
+        scheduled_.erase(it);
+        return;
+      }
+  };
+
+  // 1. Running sequences first, in order.
+  std::size_t i = 0;
+  while (i < running_.size() && budget > 0) {
+    Seq* s = running_[i];
+    const std::uint32_t n = cap(s->num_tokens() - s->num_computed);
+    bool ok = false;
+    while (true) {
+      if (allocate_slots(*s, n, 0, 0)) {
+        ok = true;
+        break;
+      }
+      Seq* victim = pick_victim();
+      const auto victim_index = static_cast<std::size_t>(std::find(running_.begin(), running_.end(), victim) - running_.begin());
+      unschedule(victim);
+      preempt(victim, st);
+      preempted = true;
+      if (victim == s) break;
+      if (victim_index < i) --i;
+    }
+    if (ok) {
+      scheduled_.emplace_back(s, n);
+      budget -= n;
+      tenant_last_used_[s->tenant] = counters_.steps + 1;
+      ++i;
+    }
+  }
+
+  // 2. Swapped, then waiting sequences, in steps without a preemption.
+  if (!preempted) {
+    while (!swapped_.empty() && budget > 0 && running_.size() < settings_.max_num_seqs) {
+      Seq* s = swapped_.front();
+      const std::uint32_t n = cap(s->num_tokens() - s->num_computed);
+      if (!allocate_slots(*s, n, 0, 0)) break;
+      const auto bytes = static_cast<std::uint64_t>(s->swapped_blocks * eff_.kv_bytes_per_block);
+      st.swap_in_bytes += bytes;
+      counters_.swap_in_bytes += bytes;
+      s->swapped_blocks = 0;
+      swapped_.pop_front();
+      running_.push_back(s);
+      scheduled_.emplace_back(s, n);
+      budget -= n;
+    }
+    while (!waiting_empty() && budget > 0 && running_.size() < settings_.max_num_seqs) {
+      Seq* s = waiting_front();
+      if (!ensure_tenant_resident(s->tenant, st, extra_seconds)) break;
+      auto& pool = pools_[pool_of(*s)];
+      const std::size_t max_hit_blocks = std::min<std::size_t>((s->num_tokens() - 1) / B, s->hashes.size());
+      const std::span<const std::uint64_t> candidates(s->hashes.data(), max_hit_blocks);
+      const std::size_t gpu_hits = pool.cached_prefix_length(candidates);
+      std::size_t host_hits = 0;
+      if (!host_tier_.empty() && settings_.enable_prefix_caching)
+        while (gpu_hits + host_hits < max_hit_blocks && host_tier_.count(candidates[gpu_hits + host_hits])) ++host_hits;
+      const auto computed = static_cast<std::uint32_t>((gpu_hits + host_hits) * B);
+      const std::uint32_t remaining = s->num_tokens() - computed;
+      if (!settings_.enable_chunked_prefill && remaining > budget) break;
+      const std::uint32_t n = cap(remaining);
+      if (!allocate_slots(*s, n, gpu_hits, host_hits)) break;
+      if (!s->admitted_once) {
+        s->admitted_once = true;
+        s->cached_tokens = computed;
+        counters_.prefix_queries_tokens += s->prompt_len;
+        counters_.prefix_hits_tokens += computed;
+        st.prefix_queries_tokens += s->prompt_len;
+        st.prefix_hits_tokens += computed;
+      } else {
+        counters_.preempted_queries_tokens += s->num_tokens();
+        counters_.preempted_hits_tokens += computed;
+      }
+      if (host_hits > 0) {
+        const auto bytes = static_cast<std::uint64_t>(host_hits * eff_.kv_bytes_per_block);
+        st.swap_in_bytes += bytes;
+        counters_.swap_in_bytes += bytes;
+      }
+      s->num_computed = computed;
+      waiting_pop_front();
+      running_.push_back(s);
+      ++tenant_live_seqs_[s->tenant];
+      tenant_last_used_[s->tenant] = counters_.steps + 1;
+      if (s->first_scheduled < 0) {
+        s->first_scheduled = now;
+        observer_->on_first_scheduled(s->id, now);
+      }
+      scheduled_.emplace_back(s, n);
+      budget -= n;
+    }
+  }
+
+  if (scheduled_.empty() && extra_seconds == 0.0 && st.swap_out_bytes == 0) return 0;
+
+  // 3. Cost of the step.
+  StepShape shape;
+  shape.num_seqs = scheduled_.size();
+  for (const auto& [s, n] : scheduled_) {
+    const std::uint32_t c = s->num_computed;
+    const bool samples = c + n == s->num_tokens();
+    if (s->num_output > 0 && n == 1 && samples) {
+      ++shape.decode_tokens;
+      shape.decode_attention_pairs += static_cast<double>(c) + 1.0;
+    } else {
+      shape.prefill_tokens += n;
+      shape.prefill_attention_pairs += static_cast<double>(n) * c + static_cast<double>(n) * (n + 1) / 2.0;
+      shape.prefill_kv_read_tokens += static_cast<double>(c) + n;
+    }
+    shape.logit_tokens += samples;
+  }
+  shape.host_transfer_bytes = st.swap_in_bytes + st.swap_out_bytes;
+  shape.extra_seconds = extra_seconds;
+  st.cost = cost_->step_cost(shape);
+  const Nanos duration = seconds_to_nanos(st.cost.total_s());
+  const Nanos end = now + duration;
+
+  st.duration = duration;
+  st.num_seqs = static_cast<std::uint32_t>(scheduled_.size());
+  st.prefill_tokens = static_cast<std::uint32_t>(shape.prefill_tokens);
+  st.decode_tokens = static_cast<std::uint32_t>(shape.decode_tokens);
+  counters_.max_batched_tokens_seen = std::max<std::uint64_t>(counters_.max_batched_tokens_seen,
+                                                               shape.prefill_tokens + shape.decode_tokens);
+  std::uint64_t free = 0, capacity = 0;
+  for (const auto& p : pools_) {
+    if (p.capacity()) {
+      free += p.num_free();
+      capacity += *p.capacity();
+    }
+  }
+  st.kv_blocks_in_use = kv_blocks_in_use();
+  counters_.max_blocks_in_use = std::max(counters_.max_blocks_in_use, st.kv_blocks_in_use);
+  if (eff_.num_gpu_blocks) {
+    st.kv_usage = capacity ? 1.0 - static_cast<double>(free) / static_cast<double>(capacity) : 0.0;
+    counters_.kv_usage_peak = std::max(*counters_.kv_usage_peak, st.kv_usage);
+  } else {
+    st.kv_usage = pools_.front().usage();
+  }
+
+  // 4. Advance the sequences; sample a token for each that caught up.
+  ++counters_.steps;
+  for (const auto& [s, n] : scheduled_) {
+    s->num_computed += n;
+    if (s->num_computed != s->num_tokens()) continue;
+    const workload::TokenId token =
+        workload::spaced_token_from_key(hash_combine64(kGeneratedSalt ^ s->id, s->num_output));
+    if (s->num_output == 0) counters_.prompt_tokens += s->prompt_len;
+    ++s->num_output;
+    ++counters_.generation_tokens;
+    append_known_token(*s, token);
+    if (s->first_token < 0) s->first_token = end;
+    observer_->on_token(s->id, end);
+    if (s->num_output >= s->target_output) finish(s, end);
+  }
+  st.num_running = static_cast<std::uint32_t>(running_.size());
+  st.num_waiting = static_cast<std::uint32_t>(num_waiting());
+  observer_->on_step(st);
+  return duration;
+}
+
+bool Engine::check_invariants() const {
+  std::uint32_t blocks = 0;
+  for (const Seq* s : running_) {
+    blocks += static_cast<std::uint32_t>(s->blocks.size());
+    const std::uint64_t needed = (static_cast<std::uint64_t>(s->num_computed) + eff_.block_size_tokens - 1) / eff_.block_size_tokens;
+    if (s->blocks.size() < needed) return false;
+  }
+  for (const auto& p : pools_) {
+    if (!p.check_invariants()) return false;
+    if (p.capacity() && p.num_in_use() > *p.capacity()) return false;
+  }
+  // Blocks shared through the prefix cache count once in the pools and once
+  // per sequence here, so the pools can never hold more than the sequences.
+  return kv_blocks_in_use() <= blocks;
+}
+
+}  // namespace tokenscope::engine

@@ -1,0 +1,246 @@
+// The serving engine: a discrete-event model of a continuous-batching LLM
+// server with vLLM V1 scheduling semantics (docs/engine.md):
+//  * each step has a token budget (max_num_batched_tokens) and at most
+//    max_num_seqs running sequences;
+//  * running sequences are scheduled first (decode: 1 token; unfinished
+//    prefill: the rest of the prompt, chunked to the budget), then waiting
+//    ones in FCFS or priority order, and waiting ones only in steps without a
+//    preemption;
+//  * when KV blocks run out, the newest running sequence (FCFS) or the lowest
+//    priority one is preempted: by recompute (its blocks are freed, it goes
+//    back to the front of the queue and later recomputes prompt and output,
+//    hitting its own cached blocks where they survive), or by swap (its KV
+//    goes to host memory and comes back at host-link bandwidth);
+//  * prefix caching counts queries and hits in tokens on first admission:
+//    hits are whole cached blocks, and the last prompt token is always
+//    recomputed;
+//  * multi-tenant contexts: at most max_active_tenants tenants are resident;
+//    bringing in another costs context_switch_ms and evicts an idle tenant,
+//    whose KV is dropped (no reuse), kept in its own static partition (static
+//    reuse) or moved to host memory and brought back on demand (dynamic reuse).
+// Time is whatever the caller says it is: `sim` drives it virtually, `serve`
+// with the wall clock. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/clock.h"
+#include "engine/catalog.h"
+#include "engine/cost_model.h"
+#include "engine/kv_cache.h"
+#include "workload/tokenizer.h"
+
+namespace tokenscope::engine {
+
+enum class SchedulingPolicy { kFcfs, kPriority };
+enum class PreemptionMode { kRecompute, kSwap };
+enum class TenantKvPolicy { kNoReuse, kStaticReuse, kDynamicReuse };
+
+SchedulingPolicy parse_scheduling_policy(std::string_view s);
+PreemptionMode parse_preemption_mode(std::string_view s);
+TenantKvPolicy parse_tenant_kv_policy(std::string_view s);
+std::string_view name_of(SchedulingPolicy p);
+std::string_view name_of(PreemptionMode p);
+std::string_view name_of(TenantKvPolicy p);
+
+// Settings as the user gives them; units in the names.
+struct EngineSettings {
+  std::string model = "llama-3-8b";
+  std::string gpu = "h100-sxm";
+  std::uint32_t tensor_parallel = 1;
+  double gpu_memory_utilization = 0.9;
+  double activation_reserve_gib = 2.0;  // per GPU: activations, CUDA graphs, workspace
+  std::uint32_t block_size_tokens = 16;
+  std::optional<std::uint32_t> num_gpu_blocks_override;
+  bool unlimited_kv = false;
+  bool enable_prefix_caching = true;
+  std::uint32_t max_num_batched_tokens = 8192;
+  std::uint32_t max_num_seqs = 256;
+  std::uint32_t max_model_len = 0;  // 0: the model's max_context
+  bool enable_chunked_prefill = true;
+  std::uint32_t long_prefill_token_threshold = 0;  // 0: off
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  PreemptionMode preemption = PreemptionMode::kRecompute;
+  std::uint32_t num_tenants = 1;
+  std::uint32_t max_active_tenants = 0;  // 0: every tenant resident, no switches
+  double context_switch_ms = 0.0;
+  TenantKvPolicy tenant_kv_policy = TenantKvPolicy::kNoReuse;
+  RooflineParams cost;
+  std::optional<double> fixed_step_ms;  // replaces the roofline model (e.g. 0 for zero cost)
+};
+
+// Settings after resolution against the catalog and the GPU's memory.
+struct EffectiveEngine {
+  ModelSpec model;
+  GpuSpec gpu;
+  std::uint32_t tensor_parallel = 1;
+  std::uint32_t block_size_tokens = 16;
+  std::optional<std::uint32_t> num_gpu_blocks;  // nullopt: unlimited
+  std::uint32_t max_model_len = 0;
+  double weights_gib_per_gpu = 0.0;
+  double kv_cache_gib_per_gpu = 0.0;
+  double kv_bytes_per_token = 0.0;  // all GPUs
+  double kv_bytes_per_block = 0.0;  // all GPUs
+  std::vector<std::string> notes;   // adjustments the user should know about
+
+  nlohmann::json to_json() const;
+};
+
+// Throws UsageError when the model does not fit, settings are out of range, ...
+EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog);
+
+struct EngineRequest {
+  std::uint64_t id = 0;
+  std::vector<workload::TokenId> prompt;  // the prompt's tokens (moved in)
+  std::uint32_t max_output_tokens = 1;    // the request generates exactly this many
+  std::uint32_t tenant = 0;
+  std::int32_t priority = 0;
+};
+
+struct FinishedRequest {
+  std::uint64_t id = 0;
+  std::uint32_t tenant = 0;
+  Nanos arrival = 0;
+  Nanos first_scheduled = -1;
+  Nanos first_token = -1;
+  Nanos finished = 0;
+  std::uint32_t prompt_tokens = 0;
+  std::uint32_t output_tokens = 0;
+  std::uint32_t cached_tokens = 0;
+  std::uint32_t preemptions = 0;
+};
+
+struct StepStats {
+  std::uint64_t index = 0;
+  Nanos start = 0;
+  Nanos duration = 0;
+  std::uint32_t num_seqs = 0;
+  std::uint32_t prefill_tokens = 0;
+  std::uint32_t decode_tokens = 0;
+  std::uint32_t num_running = 0;  // after the step
+  std::uint32_t num_waiting = 0;  // after the step (incl. swapped)
+  double kv_usage = 0.0;          // after scheduling
+  std::uint32_t kv_blocks_in_use = 0;
+  std::uint64_t prefix_queries_tokens = 0;
+  std::uint64_t prefix_hits_tokens = 0;
+  std::uint32_t preemptions = 0;
+  std::uint32_t tenant_switches = 0;
+  std::uint64_t swap_out_bytes = 0;
+  std::uint64_t swap_in_bytes = 0;
+  StepCost cost;
+};
+
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_first_scheduled(std::uint64_t /*id*/, Nanos /*t*/) {}
+  virtual void on_token(std::uint64_t /*id*/, Nanos /*t*/) {}
+  virtual void on_finish(const FinishedRequest& /*r*/) {}
+  virtual void on_reject(std::uint64_t /*id*/, Nanos /*t*/, std::string_view /*reason*/) {}
+  virtual void on_step(const StepStats& /*s*/) {}
+};
+
+struct EngineCounters {
+  std::uint64_t steps = 0;
+  std::uint64_t prefix_queries_tokens = 0;
+  std::uint64_t prefix_hits_tokens = 0;
+  std::uint64_t preempted_queries_tokens = 0;  // re-admissions after preemption
+  std::uint64_t preempted_hits_tokens = 0;
+  std::uint64_t preemptions = 0;
+  std::uint64_t tenant_switches = 0;
+  std::uint64_t swap_out_bytes = 0;
+  std::uint64_t swap_in_bytes = 0;
+  std::uint64_t requests_finished = 0;
+  std::uint64_t requests_rejected = 0;
+  std::uint64_t prompt_tokens = 0;
+  std::uint64_t generation_tokens = 0;
+  std::uint64_t max_batched_tokens_seen = 0;
+  std::uint32_t max_blocks_in_use = 0;
+  std::optional<double> kv_usage_peak;  // nullopt for an unlimited cache
+};
+
+class Engine {
+ public:
+  Engine(EffectiveEngine effective, EngineSettings settings, std::unique_ptr<CostModel> cost,
+         EngineObserver* observer);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request arriving at `now`. Returns false when it is rejected at
+  // once (too long for the context or for the whole KV cache); the observer
+  // hears why.
+  bool add_request(EngineRequest r, Nanos now);
+  bool has_work() const { return !running_.empty() || !waiting_empty() || !swapped_.empty(); }
+  // Runs one step starting at `now` and returns its duration (0 when nothing
+  // could be scheduled). Tokens are emitted at now + duration.
+  Nanos step(Nanos now);
+  // Rejects everything still queued (e.g. at the end of a run that cannot progress).
+  void reject_all_waiting(Nanos now, std::string_view reason);
+
+  const EngineCounters& counters() const { return counters_; }
+  const EffectiveEngine& effective() const { return eff_; }
+  std::size_t num_running() const { return running_.size(); }
+  std::size_t num_waiting() const;
+  // Sum over pools; for tests.
+  std::uint32_t kv_blocks_in_use() const;
+  bool check_invariants() const;
+
+ private:
+  struct Seq;
+  struct PriorityOrder {
+    bool operator()(const Seq* a, const Seq* b) const;
+  };
+
+  bool waiting_empty() const;
+  Seq* waiting_front() const;
+  void waiting_pop_front();
+  void waiting_push_back(Seq* s);
+  void waiting_push_front(Seq* s);
+
+  std::uint32_t pool_of(const Seq& s) const;
+  std::uint64_t root_hash(std::uint32_t tenant) const;
+  void append_known_token(Seq& s, workload::TokenId t);
+  // Reserves KV blocks so that num_new_tokens more tokens fit, taking
+  // hit_blocks cached blocks and host_blocks restored from host memory for a
+  // sequence being admitted. Returns false (changing nothing) when blocks
+  // run out.
+  bool allocate_slots(Seq& s, std::uint32_t num_new_tokens, std::size_t hit_blocks, std::size_t host_blocks);
+  void cache_full_blocks(Seq& s, std::uint32_t tokens_known_computed);
+  Seq* pick_victim() const;
+  void preempt(Seq* victim, StepStats& st);
+  bool ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double& extra_seconds);
+  void finish(Seq* s, Nanos t);
+
+  EffectiveEngine eff_;
+  EngineSettings settings_;
+  std::unique_ptr<CostModel> cost_;
+  EngineObserver* observer_;
+  std::vector<KvBlockPool> pools_;
+  std::vector<Seq*> running_;
+  std::deque<Seq*> waiting_fcfs_;
+  std::set<Seq*, PriorityOrder> waiting_priority_;
+  std::deque<Seq*> swapped_;
+  std::uint64_t admit_sequence_ = 0;
+  // Tenant residency.
+  std::vector<bool> resident_;
+  std::vector<std::uint64_t> tenant_last_used_;
+  std::vector<std::uint32_t> tenant_live_seqs_;  // running or swapped
+  std::uint32_t resident_count_ = 0;
+  std::unordered_set<std::uint64_t> host_tier_;
+  EngineCounters counters_;
+  // Scratch, reused across steps.
+  std::vector<std::pair<Seq*, std::uint32_t>> scheduled_;
+};
+
+}  // namespace tokenscope::engine

@@ -1,0 +1,291 @@
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "core/random.h"
+
+namespace tokenscope::engine {
+namespace {
+
+using workload::TokenId;
+
+// Records everything the engine reports and checks per-step invariants.
+struct Recorder : EngineObserver {
+  std::map<std::uint64_t, std::vector<Nanos>> tokens;
+  std::map<std::uint64_t, FinishedRequest> finished;
+  std::map<std::uint64_t, std::string> rejected;
+  std::vector<StepStats> steps;
+  void on_token(std::uint64_t id, Nanos t) override { tokens[id].push_back(t); }
+  void on_finish(const FinishedRequest& r) override { finished[r.id] = r; }
+  void on_reject(std::uint64_t id, Nanos, std::string_view why) override { rejected[id] = std::string(why); }
+  void on_step(const StepStats& s) override { steps.push_back(s); }
+};
+
+std::vector<TokenId> prompt(std::uint64_t seed, std::size_t n) {
+  std::vector<TokenId> t;
+  for (std::size_t i = 0; i < n; ++i) t.push_back(static_cast<TokenId>(mix64(seed * 1'000'003 + i) % 100000));
+  return t;
+}
+
+struct Harness {
+  EngineSettings settings;
+  Recorder rec;
+  std::unique_ptr<Engine> engine;
+  Nanos now = 0;
+
+  explicit Harness(EngineSettings s) : settings(std::move(s)) {
+    const auto catalog = Catalog::builtin();
+    auto eff = resolve_engine(settings, catalog);
+    auto cost = std::make_unique<RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, settings.cost);
+    engine = std::make_unique<Engine>(eff, settings, std::move(cost), &rec);
+  }
+  bool add(std::uint64_t id, std::vector<TokenId> p, std::uint32_t out, std::uint32_t tenant = 0,
+           std::int32_t priority = 0) {
+    EngineRequest r;
+    r.id = id;
+    r.prompt = std::move(p);
+    r.max_output_tokens = out;
+    r.tenant = tenant;
+    r.priority = priority;
+    return engine->add_request(std::move(r), now);
+  }
+  // Steps until idle; checks the invariants after every step.
+  void drain(std::size_t max_steps = 1'000'000) {
+    for (std::size_t i = 0; i < max_steps && engine->has_work(); ++i) {
+      const Nanos d = engine->step(now);
+      ASSERT_TRUE(engine->check_invariants()) << "step " << i;
+      if (!rec.steps.empty()) {
+        const auto& s = rec.steps.back();
+        ASSERT_LE(s.prefill_tokens + s.decode_tokens, settings.max_num_batched_tokens);
+        ASSERT_LE(s.num_seqs, settings.max_num_seqs);
+        if (settings.num_gpu_blocks_override) {
+          ASSERT_LE(s.kv_blocks_in_use, *settings.num_gpu_blocks_override);
+        }
+      }
+      now += d;
+    }
+    ASSERT_FALSE(engine->has_work());
+  }
+};
+
+EngineSettings small(std::uint32_t blocks) {
+  EngineSettings s;
+  s.num_gpu_blocks_override = blocks;
+  s.max_num_batched_tokens = 512;
+  s.max_num_seqs = 16;
+  return s;
+}
+
+TEST(Engine, EveryRequestFinishesOrIsRejectedWithAReason) {
+  Harness h(small(64));  // 1024 tokens of KV
+  Rng rng(4);
+  std::size_t expected_rejections = 0;
+  for (std::uint64_t id = 0; id < 200; ++id) {
+    const auto len = rng.uniform_int(1, 1200);
+    const auto out = static_cast<std::uint32_t>(rng.uniform_int(1, 64));
+    if ((len + out - 1 + 15) / 16 > 64) ++expected_rejections;
+    h.add(id, prompt(id, len), out);
+    if (id % 10 == 0) {
+      for (int k = 0; k < 5 && h.engine->has_work(); ++k) h.now += h.engine->step(h.now);
+    }
+  }
+  h.drain();
+  EXPECT_EQ(h.rec.finished.size() + h.rec.rejected.size(), 200u);
+  EXPECT_EQ(h.rec.rejected.size(), expected_rejections);
+  for (const auto& [id, why] : h.rec.rejected) EXPECT_NE(why.find("KV blocks"), std::string::npos) << why;
+  for (const auto& [id, f] : h.rec.finished) {
+    EXPECT_EQ(h.rec.tokens[id].size(), f.output_tokens);
+    EXPECT_GE(f.first_token, f.first_scheduled);
+    EXPECT_GE(f.first_scheduled, f.arrival);
+  }
+  EXPECT_EQ(h.engine->kv_blocks_in_use(), 0u);
+}
+
+TEST(Engine, MemoryPressureCausesCountedPreemptions) {
+  Harness h(small(40));  // 640 tokens; ten 100-token prompts growing by 200 tokens each
+  for (std::uint64_t id = 0; id < 10; ++id) h.add(id, prompt(id, 100), 200);
+  h.drain();
+  EXPECT_EQ(h.rec.finished.size(), 10u);
+  std::uint64_t per_request = 0;
+  for (const auto& [id, f] : h.rec.finished) per_request += f.preemptions;
+  EXPECT_GT(h.engine->counters().preemptions, 0u);
+  EXPECT_EQ(per_request, h.engine->counters().preemptions);
+  std::uint64_t in_steps = 0;
+  for (const auto& s : h.rec.steps) in_steps += s.preemptions;
+  EXPECT_EQ(in_steps, h.engine->counters().preemptions);
+  for (const auto& [id, f] : h.rec.finished) EXPECT_EQ(f.output_tokens, 200u);
+}
+
+TEST(Engine, SwapPreemptionMovesBytesOverTheHostLink) {
+  auto s = small(40);
+  s.preemption = PreemptionMode::kSwap;
+  Harness h(s);
+  for (std::uint64_t id = 0; id < 10; ++id) h.add(id, prompt(id, 100), 200);
+  h.drain();
+  EXPECT_EQ(h.rec.finished.size(), 10u);
+  const auto& c = h.engine->counters();
+  EXPECT_GT(c.preemptions, 0u);
+  EXPECT_GT(c.swap_out_bytes, 0u);
+  EXPECT_EQ(c.swap_out_bytes, c.swap_in_bytes);
+  EXPECT_EQ(c.swap_out_bytes % 2097152, 0u);  // whole blocks of 16 x 131,072 bytes
+}
+
+TEST(Engine, PrefixHitsAreWholeBlocksAndTheLastTokenIsRecomputed) {
+  Harness h(small(1000));
+  h.add(1, prompt(7, 100), 1);
+  h.drain();
+  h.add(2, prompt(7, 100), 1);  // same 100 tokens: 6 full blocks cached, (100-1)/16 = 6
+  h.add(3, prompt(7, 32), 1);   // exactly 2 blocks: only 1 may hit, the last token is recomputed
+  h.drain();
+  EXPECT_EQ(h.rec.finished[2].cached_tokens, 96u);
+  EXPECT_EQ(h.rec.finished[3].cached_tokens, 16u);
+  EXPECT_EQ(h.engine->counters().prefix_queries_tokens, 232u);
+  EXPECT_EQ(h.engine->counters().prefix_hits_tokens, 112u);
+}
+
+TEST(Engine, SharedPrefixDivergingLaterHitsOnlyTheSharedBlocks) {
+  Harness h(small(1000));
+  auto a = prompt(1, 80);
+  auto b = a;
+  b[40] ^= 1;  // diverges in block 2
+  h.add(1, a, 1);
+  h.drain();
+  h.add(2, b, 1);
+  h.drain();
+  EXPECT_EQ(h.rec.finished[2].cached_tokens, 32u);
+}
+
+TEST(Engine, ChunkedPrefillSplitsLongPromptsAtTheBudget) {
+  auto s = small(4000);
+  Harness h(s);
+  h.add(1, prompt(1, 1300), 2);
+  h.drain();
+  ASSERT_GE(h.rec.steps.size(), 4u);
+  EXPECT_EQ(h.rec.steps[0].prefill_tokens, 512u);
+  EXPECT_EQ(h.rec.steps[1].prefill_tokens, 512u);
+  EXPECT_EQ(h.rec.steps[2].prefill_tokens, 276u);
+  EXPECT_EQ(h.rec.tokens[1].front(), h.rec.steps[2].start + h.rec.steps[2].duration);
+  EXPECT_EQ(h.rec.steps[3].decode_tokens, 1u);
+}
+
+TEST(Engine, WithoutChunkingLongPromptsWaitForARoomyStep) {
+  auto s = small(4000);
+  s.enable_chunked_prefill = false;
+  s.max_num_batched_tokens = 8192;
+  s.max_model_len = 8192;
+  Harness h(s);
+  h.add(1, prompt(1, 3000), 1);
+  h.drain();
+  EXPECT_EQ(h.rec.steps[0].prefill_tokens, 3000u);
+}
+
+TEST(Engine, TooLongForTheContextIsRejected) {
+  Harness h(small(100000));
+  EXPECT_FALSE(h.add(1, prompt(1, 8000), 500));
+  EXPECT_NE(h.rec.rejected[1].find("max_model_len (8192)"), std::string::npos);
+  EXPECT_FALSE(h.add(2, {}, 5));
+  EXPECT_FALSE(h.engine->has_work());
+}
+
+TEST(Engine, PriorityPolicyServesLowerValuesFirst) {
+  auto s = small(1000);
+  s.policy = SchedulingPolicy::kPriority;
+  s.max_num_seqs = 1;
+  Harness h(s);
+  h.add(1, prompt(1, 10), 3, 0, 5);
+  h.add(2, prompt(2, 10), 3, 0, -1);
+  h.add(3, prompt(3, 10), 3, 0, 0);
+  h.drain();
+  EXPECT_LT(h.rec.finished[2].finished, h.rec.finished[3].finished);
+  EXPECT_LT(h.rec.finished[3].finished, h.rec.finished[1].finished);
+}
+
+TEST(Engine, FcfsPreemptsTheNewestRunningRequest) {
+  Harness h(small(12));  // 192 tokens
+  h.add(1, prompt(1, 64), 100);
+  h.now += h.engine->step(h.now);
+  h.add(2, prompt(2, 64), 100);
+  h.drain();
+  EXPECT_EQ(h.rec.finished[1].preemptions, 0u);
+  EXPECT_GT(h.rec.finished[2].preemptions, 0u);
+}
+
+Harness tenants(TenantKvPolicy policy) {
+  auto s = small(1000);
+  s.num_tenants = 2;
+  s.max_active_tenants = 1;
+  s.context_switch_ms = 5.0;
+  s.tenant_kv_policy = policy;
+  return Harness(s);
+}
+
+// Tenant 0 runs a prompt, tenant 1 runs one, then tenant 0 repeats its prompt.
+void alternate(Harness& h) {
+  h.add(1, prompt(1, 160), 1, 0);
+  h.drain();
+  h.add(2, prompt(2, 160), 1, 1);
+  h.drain();
+  h.add(3, prompt(1, 160), 1, 0);
+  h.drain();
+}
+
+TEST(Engine, TenantSwitchesCostTimeAndPoliciesDecideReuse) {
+  auto none = tenants(TenantKvPolicy::kNoReuse);
+  alternate(none);
+  EXPECT_EQ(none.engine->counters().tenant_switches, 3u);
+  EXPECT_EQ(none.rec.finished[3].cached_tokens, 0u);  // dropped on switch-out
+
+  auto stat = tenants(TenantKvPolicy::kStaticReuse);
+  alternate(stat);
+  EXPECT_EQ(stat.rec.finished[3].cached_tokens, 144u);
+  EXPECT_EQ(stat.engine->counters().swap_in_bytes, 0u);
+
+  auto dyn = tenants(TenantKvPolicy::kDynamicReuse);
+  alternate(dyn);
+  EXPECT_EQ(dyn.rec.finished[3].cached_tokens, 144u);  // restored from host memory
+  EXPECT_EQ(dyn.engine->counters().swap_in_bytes, 9u * 2097152u);
+  EXPECT_GT(dyn.engine->counters().swap_out_bytes, 0u);
+  // The switch cost is in the step that brought the tenant in.
+  bool saw_switch_cost = false;
+  for (const auto& st : dyn.rec.steps) saw_switch_cost |= st.tenant_switches == 1 && std::abs(st.cost.extra_s - 0.005) < 1e-12;
+  EXPECT_TRUE(saw_switch_cost);
+}
+
+TEST(Engine, TenantsDoNotShareCacheEntries) {
+  auto s = small(1000);
+  s.num_tenants = 2;
+  Harness h(s);
+  h.add(1, prompt(1, 160), 1, 0);
+  h.drain();
+  h.add(2, prompt(1, 160), 1, 1);
+  h.drain();
+  EXPECT_EQ(h.rec.finished[2].cached_tokens, 0u);
+}
+
+TEST(Engine, ResolutionRejectsModelsThatDoNotFit) {
+  EngineSettings s;
+  s.model = "llama-3-70b";
+  s.gpu = "h100-sxm";
+  EXPECT_THROW(resolve_engine(s, Catalog::builtin()), UsageError);
+  s.tensor_parallel = 4;
+  const auto e = resolve_engine(s, Catalog::builtin());
+  ASSERT_TRUE(e.num_gpu_blocks);
+  EXPECT_GT(*e.num_gpu_blocks, 10000u);
+  s.tensor_parallel = 3;  // does not divide 64 heads
+  EXPECT_THROW(resolve_engine(s, Catalog::builtin()), UsageError);
+}
+
+TEST(Engine, KvCapacityFollowsMemoryArithmetic) {
+  EngineSettings s;  // llama-3-8b, h100, 0.9, 2 GiB reserve, 16-token blocks
+  const auto e = resolve_engine(s, Catalog::builtin());
+  // (80 x 0.9 - 8,030,261,248 x 2 / 2^30 - 2) GiB / (16 x 131,072 B)
+  const double kv_gib = 72.0 - 8030261248.0 * 2 / 1073741824.0 - 2.0;
+  EXPECT_EQ(*e.num_gpu_blocks, static_cast<std::uint32_t>(kv_gib * 1073741824.0 / 2097152.0));
+}
+
+}  // namespace
+}  // namespace tokenscope::engine

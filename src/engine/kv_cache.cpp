@@ -1,0 +1,261 @@
+#include "engine/kv_cache.h"
+
+#include <cassert>
+#include <limits>
+
+namespace tokenscope::engine {
+
+// ---- BlockHashMap ------------------------------------------------------------
+
+std::optional<BlockId> BlockHashMap::find(std::uint64_t hash) const {
+  if (size_ == 0) return std::nullopt;
+  for (std::size_t i = slot_of(hash);; i = (i + 1) & mask_) {
+    if (keys_[i] == hash) return values_[i];
+    if (keys_[i] == 0) return std::nullopt;
+  }
+}
+
+bool BlockHashMap::insert(std::uint64_t hash, BlockId block) {
+  if ((size_ + 1) * 4 > keys_.size() * 3 || keys_.empty()) grow();
+  for (std::size_t i = slot_of(hash);; i = (i + 1) & mask_) {
+    if (keys_[i] == hash) return false;
+    if (keys_[i] == 0) {
+      keys_[i] = hash;
+      values_[i] = block;
+      ++size_;
+      return true;
+    }
+  }
+}
+
+void BlockHashMap::erase(std::uint64_t hash, BlockId block) {
+  if (size_ == 0) return;
+  std::size_t i = slot_of(hash);
+  while (keys_[i] != hash) {
+    if (keys_[i] == 0) return;
+    i = (i + 1) & mask_;
+  }
+  if (values_[i] != block) return;
+  // Backward-shift deletion keeps probe chains intact without tombstones.
+  std::size_t hole = i;
+  for (std::size_t j = (i + 1) & mask_; keys_[j] != 0; j = (j + 1) & mask_) {
+    const std::size_t home = slot_of(keys_[j]);
+    // Move j into the hole if its home is not cyclically in (hole, j].
+    const bool in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (!in_range) {
+      keys_[hole] = keys_[j];
+      values_[hole] = values_[j];
+      hole = j;
+    }
+  }
+  keys_[hole] = 0;
+  --size_;
+}
+
+void BlockHashMap::grow() {
+  const std::size_t new_cap = keys_.empty() ? 1024 : keys_.size() * 2;
+  std::vector<std::uint64_t> old_keys(new_cap, 0);
+  std::vector<BlockId> old_values(new_cap, 0);
+  old_keys.swap(keys_);
+  old_values.swap(values_);
+  mask_ = new_cap - 1;
+  size_ = 0;
+  for (std::size_t i = 0; i < old_keys.size(); ++i)
+    if (old_keys[i] != 0) insert(old_keys[i], old_values[i]);
+}
+
+// ---- KvBlockPool ---------------------------------------------------------------
+
+KvBlockPool::KvBlockPool(std::optional<std::uint32_t> num_blocks, bool prefix_caching)
+    : capacity_(num_blocks), prefix_caching_(prefix_caching) {
+  if (capacity_) {
+    ref_.reserve(*capacity_);
+    for (std::uint32_t i = 0; i < *capacity_; ++i) queue_push_back(new_block());
+  }
+}
+
+BlockId KvBlockPool::new_block() {
+  const auto id = static_cast<BlockId>(ref_.size());
+  ref_.push_back(0);
+  hash_.push_back(0);
+  tag_.push_back(0);
+  prev_.push_back(kNone);
+  next_.push_back(kNone);
+  return id;
+}
+
+void KvBlockPool::queue_push_back(BlockId b) {
+  const auto i = static_cast<std::size_t>(b);
+  prev_[i] = tail_;
+  next_[i] = kNone;
+  if (tail_ != kNone)
+    next_[static_cast<std::size_t>(tail_)] = b;
+  else
+    head_ = b;
+  tail_ = b;
+  ++free_count_;
+}
+
+void KvBlockPool::queue_remove(BlockId b) {
+  const auto i = static_cast<std::size_t>(b);
+  if (prev_[i] != kNone)
+    next_[static_cast<std::size_t>(prev_[i])] = next_[i];
+  else
+    head_ = next_[i];
+  if (next_[i] != kNone)
+    prev_[static_cast<std::size_t>(next_[i])] = prev_[i];
+  else
+    tail_ = prev_[i];
+  prev_[i] = next_[i] = kNone;
+  --free_count_;
+}
+
+BlockId KvBlockPool::queue_pop_front() {
+  const BlockId b = head_;
+  queue_remove(b);
+  return b;
+}
+
+void KvBlockPool::forget_hash(BlockId b) {
+  auto& h = hash_[static_cast<std::size_t>(b)];
+  if (h != 0) {
+    index_.erase(h, b);
+    h = 0;
+  }
+}
+
+std::uint64_t KvBlockPool::num_free() const {
+  if (!capacity_) return std::numeric_limits<std::uint32_t>::max();
+  return free_count_;
+}
+
+double KvBlockPool::usage() const {
+  if (!capacity_) return ref_.empty() ? 0.0 : static_cast<double>(in_use_) / static_cast<double>(ref_.size());
+  if (*capacity_ == 0) return 0.0;
+  return 1.0 - static_cast<double>(free_count_) / static_cast<double>(*capacity_);
+}
+
+std::size_t KvBlockPool::cached_prefix_length(std::span<const std::uint64_t> hashes) const {
+  if (!prefix_caching_) return 0;
+  std::size_t n = 0;
+  while (n < hashes.size() && index_.find(hashes[n])) ++n;
+  return n;
+}
+
+std::size_t KvBlockPool::free_among_cached(std::span<const std::uint64_t> hashes) const {
+  std::size_t n = 0;
+  for (std::uint64_t h : hashes) {
+    const auto b = index_.find(h);
+    if (b && ref_[static_cast<std::size_t>(*b)] == 0) ++n;
+  }
+  return n;
+}
+
+void KvBlockPool::touch(std::span<const std::uint64_t> hashes, std::vector<BlockId>& out) {
+  for (std::uint64_t h : hashes) {
+    const auto b = index_.find(h);
+    assert(b);
+    const auto i = static_cast<std::size_t>(*b);
+    if (ref_[i] == 0) {
+      queue_remove(*b);
+      ++in_use_;
+    }
+    ++ref_[i];
+    out.push_back(*b);
+  }
+}
+
+void KvBlockPool::allocate(std::size_t n, std::vector<BlockId>& out) {
+  for (std::size_t k = 0; k < n; ++k) {
+    BlockId b;
+    if (!capacity_) {
+      // Unlimited: never evict cached content; reuse blocks that hold none.
+      if (!spare_.empty()) {
+        b = spare_.back();
+        spare_.pop_back();
+      } else {
+        b = new_block();
+      }
+    } else {
+      assert(head_ != kNone);
+      b = queue_pop_front();
+      forget_hash(b);
+    }
+    ref_[static_cast<std::size_t>(b)] = 1;
+    ++in_use_;
+    out.push_back(b);
+  }
+}
+
+void KvBlockPool::cache(BlockId block, std::uint64_t hash, std::uint32_t tag) {
+  if (!prefix_caching_ || hash == 0) return;
+  const auto i = static_cast<std::size_t>(block);
+  if (hash_[i] != 0) return;  // already holds cached content
+  if (index_.insert(hash, block)) {
+    hash_[i] = hash;
+    tag_[i] = tag;
+  }
+}
+
+std::size_t KvBlockPool::drop_cached_with_tag(std::uint32_t tag) {
+  std::size_t dropped = 0;
+  for (BlockId b = head_; b != kNone; b = next_[static_cast<std::size_t>(b)]) {
+    const auto i = static_cast<std::size_t>(b);
+    if (hash_[i] != 0 && tag_[i] == tag) {
+      forget_hash(b);
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
+std::vector<std::uint64_t> KvBlockPool::cached_hashes_with_tag(std::uint32_t tag) const {
+  std::vector<std::uint64_t> out;
+  for (BlockId b = head_; b != kNone; b = next_[static_cast<std::size_t>(b)]) {
+    const auto i = static_cast<std::size_t>(b);
+    if (hash_[i] != 0 && tag_[i] == tag) out.push_back(hash_[i]);
+  }
+  return out;
+}
+
+void KvBlockPool::release(std::span<const BlockId> blocks) {
+  for (std::size_t k = blocks.size(); k-- > 0;) {
+    const BlockId b = blocks[k];
+    auto& r = ref_[static_cast<std::size_t>(b)];
+    assert(r > 0);
+    if (--r == 0) {
+      --in_use_;
+      if (!capacity_ && hash_[static_cast<std::size_t>(b)] == 0)
+        spare_.push_back(b);
+      else
+        queue_push_back(b);
+    }
+  }
+}
+
+bool KvBlockPool::check_invariants() const {
+  std::size_t queued = 0;
+  for (BlockId b = head_; b != kNone; b = next_[static_cast<std::size_t>(b)]) {
+    if (ref_[static_cast<std::size_t>(b)] != 0) return false;
+    if (++queued > ref_.size()) return false;
+  }
+  if (queued != free_count_) return false;
+  for (BlockId b : spare_)
+    if (ref_[static_cast<std::size_t>(b)] != 0 || hash_[static_cast<std::size_t>(b)] != 0) return false;
+  if (!capacity_ && queued + spare_.size() + in_use_ != ref_.size()) return false;
+  std::size_t in_use = 0, hashed = 0;
+  for (std::size_t i = 0; i < ref_.size(); ++i) {
+    if (ref_[i] < 0) return false;
+    if (ref_[i] > 0) ++in_use;
+    if (hash_[i] != 0) {
+      ++hashed;
+      const auto found = index_.find(hash_[i]);
+      if (!found || *found != static_cast<BlockId>(i)) return false;
+    }
+  }
+  if (in_use != in_use_ || hashed != index_.size()) return false;
+  if (capacity_ && in_use + free_count_ != *capacity_) return false;
+  return true;
+}
+
+}  // namespace tokenscope::engine

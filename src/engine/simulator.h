@@ -1,0 +1,72 @@
+// `tokenscope sim`: replays a workload through the engine in virtual time.
+// Requests enter the engine at the first step boundary at or after their
+// arrival; when the engine is idle, time jumps to the next arrival. Every
+// finished request is written to requests.jsonl as it finishes (its per-token
+// times are held only while it is in flight), every step to steps.jsonl.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/record.h"
+#include "core/run_dir.h"
+#include "core/summary.h"
+#include "engine/engine.h"
+#include "workload/workload.h"
+
+namespace tokenscope::engine {
+
+// Collects the engine's events into request records and the summary, and
+// writes them to a run directory when one is given.
+class RecordingObserver final : public EngineObserver {
+ public:
+  RecordingObserver(const workload::Workload& w, RunDirectory* out, bool write_steps);
+
+  void on_first_scheduled(std::uint64_t id, Nanos t) override;
+  void on_token(std::uint64_t id, Nanos t) override;
+  void on_finish(const FinishedRequest& r) override;
+  void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
+  void on_step(const StepStats& s) override;
+
+  const SummaryBuilder& summary() const { return summary_; }
+  SummaryBuilder& summary() { return summary_; }
+  // For peak-memory accounting in the benchmark.
+  std::size_t in_flight() const { return in_flight_.size(); }
+
+ private:
+  struct InFlight {
+    Nanos first_scheduled = -1;
+    std::vector<Nanos> token_times;
+  };
+  void emit(RequestRecord& r);
+
+  const workload::Workload& workload_;
+  std::vector<std::uint32_t> index_of_id_;  // request id -> position in workload
+  RunDirectory* out_;
+  bool write_steps_;
+  std::unordered_map<std::uint64_t, InFlight> in_flight_;
+  SummaryBuilder summary_;
+  std::string line_;
+};
+
+struct SimReport {
+  std::uint64_t requests_submitted = 0;
+  Nanos virtual_end_ns = 0;
+  bool interrupted = false;
+  EngineCounters counters;
+};
+
+// Runs the whole workload (or until *stop becomes true).
+SimReport run_simulation(const workload::Workload& w, Engine& engine, const std::atomic<bool>* stop = nullptr);
+
+// The summary's engine-side counters from the engine's.
+ServerCounters server_counters(const EngineCounters& c);
+
+}  // namespace tokenscope::engine
