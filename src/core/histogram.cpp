@@ -52,7 +52,7 @@ void LogLinearHistogram::record(std::uint64_t value, std::uint64_t count) {
     max_ = std::max(max_, value);
   }
   count_ += count;
-  const long double v = static_cast<long double>(value);
+  const unsigned __int128 v = value;
   sum_ += v * count;
   sum_sq_ += v * v * count;
 }
@@ -76,13 +76,14 @@ void LogLinearHistogram::merge(const LogLinearHistogram& o) {
 void LogLinearHistogram::clear() { *this = LogLinearHistogram(); }
 
 double LogLinearHistogram::mean() const {
-  return count_ == 0 ? 0.0 : static_cast<double>(sum_ / count_);
+  return count_ == 0 ? 0.0 : static_cast<double>(static_cast<long double>(sum_) / count_);
 }
 
 double LogLinearHistogram::stddev() const {
   if (count_ < 2) return 0.0;
   const long double n = count_;
-  const long double var = (sum_sq_ - sum_ * sum_ / n) / (n - 1);
+  const long double sum = static_cast<long double>(sum_);
+  const long double var = (static_cast<long double>(sum_sq_) - sum * sum / n) / (n - 1);
   return var <= 0 ? 0.0 : std::sqrt(static_cast<double>(var));
 }
 
@@ -109,7 +110,7 @@ nlohmann::json LogLinearHistogram::to_json() const {
           {"min", min_},
           {"max", max_},
           {"sum", static_cast<double>(sum_)},
-          {"sum_sq", static_cast<double>(sum_sq_)},
+          {"sum_sq", static_cast<double>(sum_sq_)},  // rounded to double in the export
           {"buckets", buckets}};
 }
 
@@ -129,8 +130,12 @@ LogLinearHistogram LogLinearHistogram::from_json(const nlohmann::json& j) {
     throw std::invalid_argument("histogram: bucket counts do not add up to count");
   h.min_ = j.at("min").get<std::uint64_t>();
   h.max_ = j.at("max").get<std::uint64_t>();
-  h.sum_ = j.at("sum").get<double>();
-  h.sum_sq_ = j.at("sum_sq").get<double>();
+  const double sum = j.at("sum").get<double>();
+  const double sum_sq = j.at("sum_sq").get<double>();
+  if (!(sum >= 0) || !(sum_sq >= 0) || sum > 1e36 || sum_sq > 1e36)
+    throw std::invalid_argument("histogram: sums out of range");
+  h.sum_ = static_cast<unsigned __int128>(sum);
+  h.sum_sq_ = static_cast<unsigned __int128>(sum_sq);
   return h;
 }
 

@@ -46,8 +46,8 @@ class LogLinearHistogram {
   std::uint64_t count_ = 0;
   std::uint64_t min_ = 0;
   std::uint64_t max_ = 0;
-  long double sum_ = 0;
-  long double sum_sq_ = 0;
+  unsigned __int128 sum_ = 0;     // exact
+  unsigned __int128 sum_sq_ = 0;  // exact
 };
 
 }  // namespace tokenscope

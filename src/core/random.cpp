@@ -4,21 +4,6 @@
 
 namespace tokenscope {
 
-std::uint64_t splitmix64_next(std::uint64_t& state) {
-  state += 0x9e3779b97f4a7c15ULL;
-  return mix64(state);
-}
-
-std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-std::uint64_t hash_combine64(std::uint64_t a, std::uint64_t b) {
-  return mix64(a ^ (mix64(b) + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2)));
-}
-
 std::uint64_t hash_string64(std::string_view s) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : s) {

@@ -14,12 +14,21 @@
 
 namespace tokenscope {
 
-// One splitmix64 step: advances state and returns the next output.
-std::uint64_t splitmix64_next(std::uint64_t& state);
 // A stateless 64-bit mixer (splitmix64 finaliser): a good hash of an integer.
-std::uint64_t mix64(std::uint64_t x);
+inline std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+// One splitmix64 step: advances state and returns the next output.
+inline std::uint64_t splitmix64_next(std::uint64_t& state) {
+  state += 0x9e3779b97f4a7c15ULL;
+  return mix64(state);
+}
 // Combines two 64-bit values into one well-mixed value (order matters).
-std::uint64_t hash_combine64(std::uint64_t a, std::uint64_t b);
+inline std::uint64_t hash_combine64(std::uint64_t a, std::uint64_t b) {
+  return mix64(a ^ (mix64(b) + 0x9e3779b97f4a7c15ULL + (a << 6) + (a >> 2)));
+}
 // FNV-1a of the bytes of s, then mixed.
 std::uint64_t hash_string64(std::string_view s);
 // The seed of one random dimension, derived from the master seed.

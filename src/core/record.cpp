@@ -1,9 +1,8 @@
 #include "core/record.h"
 
-#include <fmt/format.h>
+#include "core/json_out.h"
 
 #include <array>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 namespace tokenscope {
@@ -43,38 +42,56 @@ bool parse_outcome(std::string_view name, Outcome& out) {
 }
 
 void RequestRecord::append_json(std::string& out) const {
-  auto it = std::back_inserter(out);
-  fmt::format_to(it, "{{\"id\":{},\"tenant\":", id);
+  using namespace jsonout;
+  out += "{\"id\":";
+  append_uint(out, id);
+  key(out, "tenant");
   append_escaped(out, tenant);
   if (!task_class.empty()) {
-    out += ",\"class\":";
+    key(out, "class");
     append_escaped(out, task_class);
   }
-  fmt::format_to(it,
-                 ",\"t_sched_ns\":{},\"t_send_ns\":{},\"t_headers_ns\":{},\"t_first_scheduled_ns\":{}"
-                 ",\"t_first_token_ns\":{},\"t_last_token_ns\":{},\"t_close_ns\":{}"
-                 ",\"prompt_tokens\":{},\"output_tokens\":{},\"output_tokens_client\":{}"
-                 ",\"cached_tokens\":{},\"preemptions\":{},\"outcome\":\"{}\"",
-                 t_sched, t_send, t_headers, t_first_scheduled, t_first_token, t_last_token,
-                 t_close, prompt_tokens, output_tokens, output_tokens_client, cached_tokens,
-                 preemptions, outcome_name(outcome));
+  const std::pair<std::string_view, std::int64_t> fields[] = {
+      {"t_sched_ns", t_sched},
+      {"t_send_ns", t_send},
+      {"t_headers_ns", t_headers},
+      {"t_first_scheduled_ns", t_first_scheduled},
+      {"t_first_token_ns", t_first_token},
+      {"t_last_token_ns", t_last_token},
+      {"t_close_ns", t_close},
+      {"prompt_tokens", prompt_tokens},
+      {"output_tokens", output_tokens},
+      {"output_tokens_client", output_tokens_client},
+      {"cached_tokens", cached_tokens},
+      {"preemptions", preemptions},
+  };
+  for (const auto& [name, value] : fields) {
+    key(out, name);
+    append_int(out, value);
+  }
+  key(out, "outcome");
+  out += '"';
+  out += outcome_name(outcome);
+  out += '"';
   if (!detail.empty()) {
-    out += ",\"detail\":";
+    key(out, "detail");
     append_escaped(out, detail);
   }
-  out += ",\"event_offsets_ns\":[";
+  key(out, "event_offsets_ns");
+  out += '[';
   for (std::size_t i = 0; i < event_times.size(); ++i) {
     if (i) out += ',';
-    fmt::format_to(it, "{}", event_times[i] - t_send);
+    append_int(out, event_times[i] - t_send);
   }
   out += ']';
   bool all_single = true;
   for (auto k : event_tokens) all_single &= (k == 1);
   if (!all_single) {
-    out += ",\"event_tokens\":[";
+    key(out, "event_tokens");
+    out += '[';
     for (std::size_t i = 0; i < event_tokens.size(); ++i) {
       if (i) out += ',';
-      fmt::format_to(it, "{}", event_tokens[i]);
+      append_uint(out, event_tokens[i]);
     }
     out += ']';
   }

@@ -55,6 +55,17 @@ void JsonlWriter::append_line(std::string_view line) {
   if (line_durable_ || buffer_.size() >= kBufferBytes) flush();
 }
 
+std::string& JsonlWriter::begin_line() {
+  if (fd_ < 0) throw IoError(fmt::format("{}: write after close", path_.string()));
+  return buffer_;
+}
+
+void JsonlWriter::end_line() {
+  buffer_.push_back('\n');
+  ++lines_;
+  if (line_durable_ || buffer_.size() >= kBufferBytes) flush();
+}
+
 void JsonlWriter::flush() {
   if (fd_ < 0 || buffer_.empty()) return;
   // Clear the buffer even when the write fails, so a failing disk does not

@@ -26,6 +26,10 @@ class JsonlWriter {
 
   // Appends line plus '\n'. line must not contain a newline.
   void append_line(std::string_view line);
+  // Zero-copy variant: append one line's text to the returned buffer, then
+  // call end_line(). Nothing else may be appended in between.
+  std::string& begin_line();
+  void end_line();
   void flush();
   void close();
   std::uint64_t lines() const { return lines_; }

@@ -253,9 +253,12 @@ std::uint64_t Engine::root_hash(std::uint32_t tenant) const {
 }
 
 void Engine::append_known_token(Seq& s, workload::TokenId t) {
-  s.run_hash = hash_combine64(s.run_hash, t);
+  // The running state covers every token so far (so a block's hash chains
+  // over its whole prefix); each step is a bijection of the state, and the
+  // finaliser mixes it at block ends.
+  s.run_hash = ((s.run_hash << 5 | s.run_hash >> 59) ^ t) * 0x9e3779b97f4a7c15ULL;
   if (++s.tail_count == eff_.block_size_tokens) {
-    s.hashes.push_back(nonzero(s.run_hash));
+    s.hashes.push_back(nonzero(mix64(s.run_hash)));
     s.tail_count = 0;
   }
 }
@@ -607,7 +610,7 @@ Nanos Engine::step(Nanos now) {
     s->num_computed += n;
     if (s->num_computed != s->num_tokens()) continue;
     const workload::TokenId token =
-        workload::spaced_token_from_key(hash_combine64(kGeneratedSalt ^ s->id, s->num_output));
+        workload::spaced_token_from_key(mix64(kGeneratedSalt ^ s->id) + s->num_output * 0x9e3779b97f4a7c15ULL);
     if (s->num_output == 0) counters_.prompt_tokens += s->prompt_len;
     ++s->num_output;
     ++counters_.generation_tokens;

@@ -1,13 +1,11 @@
 #include "engine/simulator.h"
 
-#include <fmt/format.h>
-
-#include <iterator>
+#include "core/json_out.h"
 
 namespace tokenscope::engine {
 
 RecordingObserver::RecordingObserver(const workload::Workload& w, RunDirectory* out, bool write_steps)
-    : workload_(w), out_(out), write_steps_(write_steps) {
+    : workload_(w), out_(out), write_steps_(write_steps), token_times_(w.requests.size()) {
   for (std::uint32_t i = 0; i < w.requests.size(); ++i) {
     const auto id = w.requests[i].id;
     if (id >= index_of_id_.size()) index_of_id_.resize(id + 1, UINT32_MAX);
@@ -15,21 +13,23 @@ RecordingObserver::RecordingObserver(const workload::Workload& w, RunDirectory* 
   }
 }
 
-void RecordingObserver::on_first_scheduled(std::uint64_t id, Nanos t) { in_flight_[id].first_scheduled = t; }
+void RecordingObserver::on_first_scheduled(std::uint64_t, Nanos) {}
 
-void RecordingObserver::on_token(std::uint64_t id, Nanos t) { in_flight_[id].token_times.push_back(t); }
+void RecordingObserver::on_token(std::uint64_t id, Nanos t) {
+  auto& times = token_times_[index_of_id_[id]];
+  if (times.empty()) ++in_flight_;
+  times.push_back(t);
+}
 
 void RecordingObserver::emit(RequestRecord& r) {
   summary_.add(r);
   if (out_ != nullptr) {
-    line_.clear();
-    r.append_json(line_);
-    out_->requests().append_line(line_);
+    r.append_json(out_->requests().begin_line());
+    out_->requests().end_line();
   }
 }
 
 void RecordingObserver::on_finish(const FinishedRequest& f) {
-  auto it = in_flight_.find(f.id);
   RequestRecord r;
   r.id = f.id;
   const auto& req = workload_.requests[index_of_id_[f.id]];
@@ -40,10 +40,9 @@ void RecordingObserver::on_finish(const FinishedRequest& f) {
   r.t_first_token = f.first_token;
   r.t_last_token = f.finished;
   r.t_close = f.finished;
-  if (it != in_flight_.end()) {
-    r.event_times = std::move(it->second.token_times);
-    in_flight_.erase(it);
-  }
+  auto& times = token_times_[index_of_id_[f.id]];
+  if (!times.empty()) --in_flight_;
+  r.event_times.swap(times);  // frees the slot's memory with the record
   r.event_tokens.assign(r.event_times.size(), 1);
   r.prompt_tokens = f.prompt_tokens;
   r.output_tokens = f.output_tokens;
@@ -55,7 +54,9 @@ void RecordingObserver::on_finish(const FinishedRequest& f) {
 }
 
 void RecordingObserver::on_reject(std::uint64_t id, Nanos t, std::string_view reason) {
-  in_flight_.erase(id);
+  auto& times = token_times_[index_of_id_[id]];
+  if (!times.empty()) --in_flight_;
+  std::vector<Nanos>().swap(times);
   RequestRecord r;
   r.id = id;
   const auto& req = workload_.requests[index_of_id_[id]];
@@ -71,16 +72,43 @@ void RecordingObserver::on_reject(std::uint64_t id, Nanos t, std::string_view re
 
 void RecordingObserver::on_step(const StepStats& s) {
   if (out_ == nullptr || !write_steps_) return;
-  line_.clear();
-  fmt::format_to(std::back_inserter(line_),
-                 "{{\"step\":{},\"t_ns\":{},\"dur_ns\":{},\"seqs\":{},\"prefill_tokens\":{},\"decode_tokens\":{},"
-                 "\"running\":{},\"waiting\":{},\"kv_usage\":{:.6f},\"kv_blocks\":{},\"query_tokens\":{},"
-                 "\"hit_tokens\":{},\"preemptions\":{},\"tenant_switches\":{},\"swap_out_bytes\":{},"
-                 "\"swap_in_bytes\":{}}}",
-                 s.index, s.start, s.duration, s.num_seqs, s.prefill_tokens, s.decode_tokens, s.num_running,
-                 s.num_waiting, s.kv_usage, s.kv_blocks_in_use, s.prefix_queries_tokens, s.prefix_hits_tokens,
-                 s.preemptions, s.tenant_switches, s.swap_out_bytes, s.swap_in_bytes);
-  out_->steps().append_line(line_);
+  using jsonout::append_uint;
+  // Field names are documented in docs/run-directory.md.
+  std::string& o = out_->steps().begin_line();
+  o += "{\"step\":";
+  append_uint(o, s.index);
+  o += ",\"t_ns\":";
+  append_uint(o, static_cast<std::uint64_t>(s.start));
+  o += ",\"dur_ns\":";
+  append_uint(o, static_cast<std::uint64_t>(s.duration));
+  o += ",\"seqs\":";
+  append_uint(o, s.num_seqs);
+  o += ",\"prefill_tokens\":";
+  append_uint(o, s.prefill_tokens);
+  o += ",\"decode_tokens\":";
+  append_uint(o, s.decode_tokens);
+  o += ",\"running\":";
+  append_uint(o, s.num_running);
+  o += ",\"waiting\":";
+  append_uint(o, s.num_waiting);
+  o += ",\"kv_usage\":";
+  jsonout::append_fixed(o, s.kv_usage, 6);
+  o += ",\"kv_blocks\":";
+  append_uint(o, s.kv_blocks_in_use);
+  o += ",\"query_tokens\":";
+  append_uint(o, s.prefix_queries_tokens);
+  o += ",\"hit_tokens\":";
+  append_uint(o, s.prefix_hits_tokens);
+  o += ",\"preemptions\":";
+  append_uint(o, s.preemptions);
+  o += ",\"tenant_switches\":";
+  append_uint(o, s.tenant_switches);
+  o += ",\"swap_out_bytes\":";
+  append_uint(o, s.swap_out_bytes);
+  o += ",\"swap_in_bytes\":";
+  append_uint(o, s.swap_in_bytes);
+  o += '}';
+  out_->steps().end_line();
 }
 
 SimReport run_simulation(const workload::Workload& w, Engine& engine, const std::atomic<bool>* stop) {
@@ -88,15 +116,12 @@ SimReport run_simulation(const workload::Workload& w, Engine& engine, const std:
   Nanos now = 0;
   std::size_t next = 0;
   const std::size_t n = w.requests.size();
-  std::vector<workload::TokenId> tokens;
   auto admit_until = [&](Nanos t) {
     while (next < n && w.requests[next].arrival_ns <= t) {
       const auto& req = w.requests[next++];
       EngineRequest er;
       er.id = req.id;
-      tokens.clear();
-      workload::append_prompt_tokens(w, req, tokens);
-      er.prompt = tokens;
+      workload::append_prompt_tokens(w, req, er.prompt);
       er.max_output_tokens = req.output_tokens;
       er.tenant = req.tenant;
       er.priority = req.priority;

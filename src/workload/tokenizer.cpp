@@ -104,8 +104,5 @@ TokenId spaced_word_id(std::string_view lowercase_word) {
   return piece_id(std::string(" ") + std::string(lowercase_word));
 }
 
-TokenId spaced_token_from_key(std::uint64_t key) {
-  return kLetterPieces + static_cast<TokenId>(mix64(key) % kLetterPieces);
-}
 
 }  // namespace tokenscope::workload

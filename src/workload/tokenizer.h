@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/random.h"
+
 namespace tokenscope::workload {
 
 using TokenId = std::uint32_t;
@@ -45,6 +47,9 @@ std::optional<std::string> piece_text(TokenId id);
 TokenId spaced_word_id(std::string_view lowercase_word);
 // A token whose text is " " + 1..4 lowercase letters, chosen by a 64-bit key:
 // concatenations of such tokens re-tokenize to exactly the same ids.
-TokenId spaced_token_from_key(std::uint64_t key);
+inline TokenId spaced_token_from_key(std::uint64_t key) {
+  // Multiply-shift range reduction of the top 32 bits (Lemire): no division.
+  return kLetterPieces + static_cast<TokenId>(((mix64(key) >> 32) * kLetterPieces) >> 32);
+}
 
 }  // namespace tokenscope::workload

@@ -1,0 +1,61 @@
+// tokenscope: benchmark and diagnose LLM inference serving.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/sim_command.h"
+#include "core/error.h"
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_signal(int) { g_interrupted.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tokenscope;
+  CLI::App app{
+      "tokenscope " TOKENSCOPE_VERSION
+      ": benchmark and diagnose LLM inference serving.\n\n"
+      "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
+      "                               simulator in virtual time (capacity planning, what-if)\n\n"
+      "Run 'tokenscope COMMAND --help' for the options of a command.",
+      "tokenscope"};
+  app.set_version_flag("--version", TOKENSCOPE_VERSION);
+  app.require_subcommand(1);
+  CLI::App* sim = cli::add_sim_command(app);
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "tokenscope: " << e.what() << "\nRun 'tokenscope --help' for usage.\n";
+    return kExitUsage;
+  }
+  try {
+    if (sim->parsed()) return cli::run_sim(g_interrupted);
+  } catch (const UsageError& e) {
+    std::cerr << "tokenscope: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const IoError& e) {
+    std::cerr << "tokenscope: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tokenscope: out of memory\n";
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::cerr << "tokenscope: internal error: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  return kExitUsage;
+}
