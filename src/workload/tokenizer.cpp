@@ -54,14 +54,13 @@ void tokenize(std::string_view text, std::vector<TokenId>& out) {
     } else if (is_digit(c)) {
       len = 1;
     } else {
-      len = utf8_length(c);
-      // A truncated or malformed sequence: take only its valid lead byte.
-      for (std::size_t k = 1; k < len; ++k) {
-        if (i + k >= n || (at(i + k) & 0xC0) != 0x80) {
-          len = 1;
-          break;
-        }
-      }
+      // A UTF-8 sequence: the lead byte and the continuation bytes that
+      // follow it, up to the length the lead announces. A sequence cut short
+      // (by malformed input or by the end of a prefix) is one shorter piece,
+      // so cutting a text inside a character changes only the last token.
+      const std::size_t expected = utf8_length(c);
+      len = 1;
+      while (len < expected && i + len < n && (at(i + len) & 0xC0) == 0x80) ++len;
     }
     out.push_back(piece_id(text.substr(i, len)));
     i += len;

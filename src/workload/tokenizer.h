@@ -4,8 +4,9 @@
 //   1. a space followed by a letter: the space and up to 4 ASCII letters;
 //   2. a run of up to 4 ASCII letters;
 //   3. a single digit;
-//   4. one complete UTF-8 sequence (any other character, a lone space,
-//      punctuation, newline; an invalid byte is a piece of its own).
+//   4. one UTF-8 sequence (any other character, a lone space, punctuation,
+//      newline): the lead byte and the continuation bytes that follow it, up
+//      to the announced length; a stray continuation byte stands alone.
 // Each decision looks at most one character ahead, so the tokens of a prefix
 // of a text are a prefix of the text's tokens, except that the last token of
 // the prefix may be cut short where the prefix ends inside a piece. Prompts

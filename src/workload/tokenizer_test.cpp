@@ -23,13 +23,14 @@ TEST(Tokenizer, UnicodeAndInvalidBytesNeverCrashAndCountPerCharacter) {
   EXPECT_EQ(count_tokens("é"), 1u);
   EXPECT_EQ(count_tokens("日本"), 2u);
   EXPECT_EQ(count_tokens(std::string("\xff\xfe", 2)), 2u);
-  EXPECT_EQ(count_tokens(std::string("\xe6\x97", 2)), 2u);  // truncated sequence
+  EXPECT_EQ(count_tokens(std::string("\xe6\x97", 2)), 1u);  // truncated sequence: one shorter piece
+  EXPECT_EQ(count_tokens(std::string("\xc3\xe6\x9c\xac", 4)), 2u);  // a lead without continuation, then a character
   EXPECT_EQ(count_tokens(""), 0u);
 }
 
 TEST(Tokenizer, PrefixOfTextGivesPrefixOfTokens) {
   Rng rng(17);
-  const std::string alphabet = "abcXYZ  ,.\n09é";
+  const std::string alphabet = "abcXYZ  ,.\n09\xc3\xa9\xe6\x97\xa5\x9c";
   for (int trial = 0; trial < 300; ++trial) {
     std::string text;
     const auto len = rng.uniform_int(1, 80);

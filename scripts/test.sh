@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite: set up, build, run the unit and black-box tests, run
+# the unit tests again under AddressSanitizer + UBSan, then build every
+# libFuzzer target and run each for a bounded time.
+#   scripts/test.sh            everything (CI runs this)
+#   scripts/test.sh --quick    release build and tests only (day-to-day work)
+# FUZZ_SECONDS (default 30) bounds each fuzz target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+fuzz_seconds="${FUZZ_SECONDS:-30}"
+jobs="$(nproc)"
+
+bash scripts/setup.sh
+
+echo "== release build and tests"
+bash scripts/build.sh release
+ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
+[ "$quick" = 1 ] && exit 0
+
+echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+bash scripts/build.sh asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 1800
+
+echo "== fuzz targets, ${fuzz_seconds}s each"
+bash scripts/build.sh fuzz
+bash fuzz/run.sh build/fuzz/fuzz "$fuzz_seconds"
+echo "== all tests passed"
