@@ -1,0 +1,204 @@
+// Black-box tests of the tokenscope binary: exit codes, messages, files.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "process.h"
+
+namespace tokenscope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kBin = TOKENSCOPE_BINARY;
+const std::string kShared = TOKENSCOPE_SHARED_DIR "/traces/";
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tokenscope_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string file(const std::string& name, const std::string& content) {
+    const auto p = dir_ / name;
+    std::ofstream(p) << content;
+    return p.string();
+  }
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  ProcessResult sim(std::vector<std::string> args) {
+    args.insert(args.begin(), {kBin, "sim"});
+    return run_process(args);
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, HelpExplainsEveryOptionWithDefaults) {
+  const auto top = run_process({kBin, "--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.out.find("tokenscope sim"), std::string::npos);
+  const auto help = run_process({kBin, "sim", "--help"});
+  ASSERT_EQ(help.exit_code, 0);
+  for (const char* needle : {"--trace", "--rate", "requests/s", "--block-size", "KV block size, tokens", "=16",
+                             "--max-num-batched-tokens", "=8192", "--tenant-kv-policy", "--seed", "--out",
+                             "prefix_cache_hit_rate", "ttft_ms", "Exit codes"})
+    EXPECT_NE(help.out.find(needle), std::string::npos) << needle;
+  EXPECT_EQ(run_process({kBin}).exit_code, 2);
+  EXPECT_EQ(run_process({kBin, "sim", "--no-such-flag"}).exit_code, 2);
+}
+
+TEST_F(Cli, BadInputGetsAClearMessageAndExitCode2) {
+  const std::string csv = file("bad.csv",
+                               "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                               "2023-11-16 18:15:46.1,30,4\n"
+                               "2023-11-16 18:15:47.1,thirty,4\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--trace", csv}, csv + ":3: field 'ContextTokens': expected a positive integer, got 'thirty'"},
+      {{"--model", "gpt-9"}, "unknown model 'gpt-9'"},
+      {{"--gpu", "tpu"}, "unknown GPU 'tpu'"},
+      {{"--model", "llama-3-70b", "--gpu", "h100-sxm"}, "does not fit on h100-sxm"},
+      {{"--rate", "-3"}, "--rate: expected requests per second > 0, got -3"},
+      {{"--trace", (dir_ / "missing.csv").string()}, "cannot open trace file"},
+      {{"--input-len", "gaussian:5"}, "--input-len: expected fixed:N"},
+      {{"--policy", "lifo"}, "--policy: expected fcfs or priority"},
+      {{"--rate", "abc"}, "--rate"},
+      {{"--catalog", file("cat.yaml", "models:\n  - name: x\n    layers: zero\n")}, "cat.yaml:2: field 'models[x].layers'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = sim(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "expected: " << c.message << "\ngot: " << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(Cli, SkipBadRowsCountsThemAndRuns) {
+  const std::string csv = file("mixed.csv",
+                               "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                               "2023-11-16 18:15:46.1,30,4\n"
+                               "garbage\n"
+                               "2023-11-16 18:15:47.1,40,5\n");
+  const auto r = sim({"--trace", csv, "--skip-bad-rows", "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("skipped 1 bad rows"), std::string::npos) << r.out;
+  const auto run = nlohmann::json::parse(slurp(dir_ / "run" / "run.json"));
+  EXPECT_EQ(run["settings"]["effective"]["workload"]["rows_skipped"], 1);
+  EXPECT_EQ(run["summary"]["requests_completed"], 2);
+}
+
+TEST_F(Cli, SameSeedGivesByteIdenticalRunDirectories) {
+  const std::vector<std::string> args = {"--num-requests", "300", "--rate", "20", "--prefix-groups", "3",
+                                         "--prefix-tokens", "200", "--tenants", "2", "--seed", "7"};
+  for (const char* name : {"a", "b"}) {
+    auto a = args;
+    a.insert(a.end(), {"--out", (dir_ / name).string(), "--quiet"});
+    ASSERT_EQ(sim(a).exit_code, 0);
+  }
+  for (const char* f : {"run.json", "requests.jsonl", "steps.jsonl"}) {
+    const std::string a = slurp(dir_ / "a" / f);
+    std::string b = slurp(dir_ / "b" / f);
+    if (std::string(f) == "run.json") {  // only the output path differs
+      const auto pos = b.find((dir_ / "b").string());
+      ASSERT_NE(pos, std::string::npos);
+      b.replace(pos, (dir_ / "b").string().size(), (dir_ / "a").string());
+    }
+    EXPECT_EQ(a, b) << f;
+    EXPECT_GT(a.size(), 100u) << f;
+  }
+  auto other = args;
+  other.back() = "8";
+  other.insert(other.end(), {"--out", (dir_ / "c").string(), "--quiet"});
+  ASSERT_EQ(sim(other).exit_code, 0);
+  EXPECT_NE(slurp(dir_ / "a" / "requests.jsonl"), slurp(dir_ / "c" / "requests.jsonl"));
+}
+
+TEST_F(Cli, RunJsonRecordsRequestedAndEffectiveSettings) {
+  const auto r = sim({"--num-requests", "50", "--gpu", "a100", "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = nlohmann::json::parse(slurp(dir_ / "run" / "run.json"));
+  EXPECT_EQ(run["settings"]["requested"]["engine"]["gpu"], "a100");
+  EXPECT_EQ(run["settings"]["effective"]["engine"]["gpu"]["name"], "a100-80g-sxm");
+  EXPECT_GT(run["settings"]["effective"]["engine"]["num_gpu_blocks"].get<long>(), 1000);
+  EXPECT_EQ(run["summary"]["requests_total"], 50);
+  EXPECT_EQ(run["partial"], false);
+  std::ifstream req(dir_ / "run" / "requests.jsonl");
+  std::string line;
+  int n = 0;
+  while (std::getline(req, line)) {
+    EXPECT_NO_THROW(nlohmann::json::parse(line));
+    ++n;
+  }
+  EXPECT_EQ(n, 50);
+  EXPECT_NE(r.out.find("TTFT"), std::string::npos);
+}
+
+TEST_F(Cli, JsonSummaryOnStdout) {
+  const auto r = sim({"--num-requests", "20", "--json"});
+  ASSERT_EQ(r.exit_code, 0);
+  const auto s = nlohmann::json::parse(r.out);
+  EXPECT_EQ(s["requests_completed"], 20);
+}
+
+TEST_F(Cli, InterruptKeepsEveryFinishedRequest) {
+  const auto out = dir_ / "run";
+  Child child({kBin, "sim", "--num-requests", "3000000", "--rate", "2000", "--input-len", "fixed:16",
+               "--output-len", "fixed:64", "--fixed-step-ms", "1", "--no-steps", "--out", out.string()},
+              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  // Wait (bounded) until requests have started to finish, then interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(out / "requests.jsonl") || fs::file_size(out / "requests.jsonl") < 10000))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  child.signal(SIGINT);
+  const auto r = child.wait(60);
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("interrupted"), std::string::npos);
+  const auto run = nlohmann::json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["partial"], true);
+  std::ifstream req(out / "requests.jsonl");
+  std::string line;
+  std::uint64_t n = 0;
+  while (std::getline(req, line)) {
+    ASSERT_NO_THROW(nlohmann::json::parse(line)) << "line " << n;
+    ++n;
+  }
+  EXPECT_GT(n, 0u);
+  EXPECT_LT(n, 3000000u);
+  EXPECT_EQ(run["summary"]["requests_total"].get<std::uint64_t>(), n);
+}
+
+TEST_F(Cli, ReplaysThePublicTraces) {
+  if (!fs::exists(kShared)) GTEST_SKIP() << "shared traces not present";
+  const auto share = sim({"--trace", kShared + "ShareGPT_V3_filtered_500.json", "--rate", "5", "--output-len",
+                          "fixed:100", "--json"});
+  ASSERT_EQ(share.exit_code, 0) << share.err;
+  const auto s = nlohmann::json::parse(share.out);
+  EXPECT_EQ(s["requests_completed"], 500);
+  EXPECT_EQ(s["output_tokens_total"], 50000);
+  const auto moon = sim({"--trace", kShared + "conversation_trace.jsonl", "--max-requests", "300", "--model",
+                         "llama-3.1-8b", "--jitter-bucket-ms", "3000", "--json"});
+  ASSERT_EQ(moon.exit_code, 0) << moon.err;
+  EXPECT_GT(nlohmann::json::parse(moon.out)["prefix_cache_hit_rate"].get<double>(), 0.01);
+}
+
+}  // namespace
+}  // namespace tokenscope::testing

@@ -1,0 +1,35 @@
+// Runs a child process with captured output, for black-box tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace tokenscope::testing {
+
+struct ProcessResult {
+  int exit_code = -1;   // -1 when killed by a signal
+  int term_signal = 0;  // the signal that ended it, if any
+  std::string out;
+  std::string err;
+};
+
+// Runs argv to completion (killed after timeout_s), capturing stdout and stderr.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 120.0);
+
+// A running child whose output goes to files.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file);
+  ~Child();
+  void signal(int sig);
+  // Waits (at most timeout_s; then kills) and returns the exit status.
+  ProcessResult wait(double timeout_s);
+
+ private:
+  pid_t pid_ = -1;
+  std::string out_file_, err_file_;
+};
+
+}  // namespace tokenscope::testing
