@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "core/metrics.h"
 
 namespace tokenscope {
@@ -36,6 +39,17 @@ TEST(Summary, HasExactlyTheDocumentedKeys) {
     ++expected;
   }
   EXPECT_EQ(s.size(), expected) << s.dump();
+}
+
+TEST(Summary, DocsListEveryKey) {
+  std::ifstream in(TOKENSCOPE_SOURCE_DIR "/docs/metrics.md");
+  ASSERT_TRUE(in) << "docs/metrics.md missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  for (const auto& k : metrics::kScalarKeys) EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
+  for (const auto& k : metrics::kDistributionKeys)
+    EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
 }
 
 TEST(Summary, ComputesLatenciesFromEventTimes) {
