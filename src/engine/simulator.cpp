@@ -5,7 +5,7 @@
 namespace tokenscope::engine {
 
 RecordingObserver::RecordingObserver(const workload::Workload& w, RunDirectory* out, bool write_steps)
-    : workload_(w), out_(out), write_steps_(write_steps), token_times_(w.requests.size()) {
+    : workload_(w), out_(out), write_steps_(write_steps), slot_of_(w.requests.size(), 0) {
   for (std::uint32_t i = 0; i < w.requests.size(); ++i) {
     const auto id = w.requests[i].id;
     if (id >= index_of_id_.size()) index_of_id_.resize(id + 1, UINT32_MAX);
@@ -15,11 +15,30 @@ RecordingObserver::RecordingObserver(const workload::Workload& w, RunDirectory* 
 
 void RecordingObserver::on_first_scheduled(std::uint64_t, Nanos) {}
 
-void RecordingObserver::on_token(std::uint64_t id, Nanos t) {
-  auto& times = token_times_[index_of_id_[id]];
-  if (times.empty()) ++in_flight_;
-  times.push_back(t);
+std::vector<Nanos>* RecordingObserver::times_of(std::uint64_t id, bool create) {
+  std::uint32_t& slot = slot_of_[index_of_id_[id]];
+  if (slot == 0) {
+    if (!create) return nullptr;
+    if (free_slots_.empty()) {
+      slots_.emplace_back();
+      slot = static_cast<std::uint32_t>(slots_.size());
+    } else {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
+  }
+  return &slots_[slot - 1];
 }
+
+void RecordingObserver::release_slot(std::uint64_t id) {
+  std::uint32_t& slot = slot_of_[index_of_id_[id]];
+  if (slot == 0) return;
+  slots_[slot - 1].clear();
+  free_slots_.push_back(slot);
+  slot = 0;
+}
+
+void RecordingObserver::on_token(std::uint64_t id, Nanos t) { times_of(id, true)->push_back(t); }
 
 void RecordingObserver::emit(RequestRecord& r) {
   summary_.add(r);
@@ -40,9 +59,8 @@ void RecordingObserver::on_finish(const FinishedRequest& f) {
   r.t_first_token = f.first_token;
   r.t_last_token = f.finished;
   r.t_close = f.finished;
-  auto& times = token_times_[index_of_id_[f.id]];
-  if (!times.empty()) --in_flight_;
-  r.event_times.swap(times);  // frees the slot's memory with the record
+  if (auto* times = times_of(f.id, false)) r.event_times.assign(times->begin(), times->end());
+  release_slot(f.id);
   r.event_tokens.assign(r.event_times.size(), 1);
   r.prompt_tokens = f.prompt_tokens;
   r.output_tokens = f.output_tokens;
@@ -54,9 +72,7 @@ void RecordingObserver::on_finish(const FinishedRequest& f) {
 }
 
 void RecordingObserver::on_reject(std::uint64_t id, Nanos t, std::string_view reason) {
-  auto& times = token_times_[index_of_id_[id]];
-  if (!times.empty()) --in_flight_;
-  std::vector<Nanos>().swap(times);
+  release_slot(id);
   RequestRecord r;
   r.id = id;
   const auto& req = workload_.requests[index_of_id_[id]];

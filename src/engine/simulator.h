@@ -37,19 +37,23 @@ class RecordingObserver final : public EngineObserver {
   const SummaryBuilder& summary() const { return summary_; }
   SummaryBuilder& summary() { return summary_; }
   // Requests with tokens emitted and not finished yet.
-  std::size_t in_flight() const { return in_flight_; }
+  std::size_t in_flight() const { return slots_.size() - free_slots_.size(); }
 
  private:
+  std::vector<Nanos>* times_of(std::uint64_t id, bool create);
+  void release_slot(std::uint64_t id);
   void emit(RequestRecord& r);
 
   const workload::Workload& workload_;
   std::vector<std::uint32_t> index_of_id_;  // request id -> position in workload
   RunDirectory* out_;
   bool write_steps_;
-  // Per workload position: token times while the request is in flight
-  // (an empty vector costs 24 bytes per request, nothing more).
-  std::vector<std::vector<Nanos>> token_times_;
-  std::size_t in_flight_ = 0;
+  // Token times of requests in flight, in reusable slots (their buffers keep
+  // their capacity): 4 bytes per request for the slot index, and memory for
+  // the requests in flight only.
+  std::vector<std::uint32_t> slot_of_;  // per workload position: slot + 1, 0 = none
+  std::vector<std::vector<Nanos>> slots_;
+  std::vector<std::uint32_t> free_slots_;
   SummaryBuilder summary_;
 };
 
