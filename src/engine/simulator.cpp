@@ -153,11 +153,10 @@ SimReport run_simulation(const workload::Workload& w, Engine& engine, const std:
     }
     if (!engine.has_work()) now = std::max(now, w.requests[next].arrival_ns);
     admit_until(now);
-    const Nanos d = engine.step(now);
-    if (d > 0) {
-      now += d;
-    } else if (engine.num_running() == 0 && engine.has_work()) {
-      // Nothing can run and nothing is running: only a later arrival can change that.
+    const std::uint64_t steps_before = engine.counters().steps;
+    now += engine.step(now);
+    if (engine.counters().steps == steps_before && engine.has_work() && engine.num_running() == 0) {
+      // Nothing could run and nothing is running: only a later arrival can change that.
       if (next < n) {
         now = std::max(now, w.requests[next].arrival_ns);
       } else {

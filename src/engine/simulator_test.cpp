@@ -133,6 +133,22 @@ TEST(Simulator, OverloadBuildsQueuesAndPreemptions) {
   EXPECT_EQ(heavy.summary["requests_completed"], 300);
 }
 
+TEST(Simulator, ZeroCostEngineServesEveryRequestAtItsArrival) {
+  EngineSettings s;
+  s.max_num_seqs = 4;  // forces queueing behind full batches at the same instant
+  const auto w = synthetic(2, 500, 1000.0);
+  auto eff = resolve_engine(s, Catalog::builtin());
+  RecordingObserver obs(w, nullptr, false);
+  Engine engine(eff, s, std::make_unique<FixedCostModel>(0.0), &obs);
+  const auto report = run_simulation(w, engine);
+  obs.summary().set_server_counters(server_counters(report.counters));
+  const auto summary = obs.summary().build();
+  EXPECT_EQ(summary["requests_completed"], 500);
+  EXPECT_DOUBLE_EQ(summary["ttft_ms"]["max"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(summary["e2e_ms"]["max"].get<double>(), 0.0);
+  EXPECT_EQ(report.virtual_end_ns, w.requests.back().arrival_ns);
+}
+
 TEST(Simulator, StopFlagEndsTheRunEarly) {
   EngineSettings s;
   const auto w = synthetic(1, 2000, 50.0);
