@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh release
 out="runs/sim-$(date +%Y%m%d-%H%M%S)"
-# The bundled workload (workloads/README.md): a chat service shaped like the
+# The bundled workload (README.md): a chat service shaped like the
 # Azure 2023 conversation trace (lognormal prompts of mean 1,155 tokens and
 # outputs of mean 211), 16 system prompts of 512 tokens shared by all users,
 # Poisson arrivals at 12 req/s for 5 minutes, on Llama-3-8B and one H100.
