@@ -12,18 +12,19 @@
 
 namespace {
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_signal(int) { g_interrupted.store(true); }
+extern "C" void on_signal(int) {
+  g_interrupted.store(true);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace tokenscope;
-  CLI::App app{
-      "tokenscope " TOKENSCOPE_VERSION
-      ": benchmark and diagnose LLM inference serving.\n\n"
-      "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
-      "                               simulator in virtual time (capacity planning, what-if)\n\n"
-      "Run 'tokenscope COMMAND --help' for the options of a command.",
-      "tokenscope"};
+  CLI::App app{"tokenscope " TOKENSCOPE_VERSION
+               ": benchmark and diagnose LLM inference serving.\n\n"
+               "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
+               "                               simulator in virtual time (capacity planning, what-if)\n\n"
+               "Run 'tokenscope COMMAND --help' for the options of a command.",
+               "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
   app.require_subcommand(1);
   CLI::App* sim = cli::add_sim_command(app);

@@ -42,7 +42,8 @@ struct SimOptions {
   std::uint32_t prefix_tokens = 0;
   std::uint32_t tenants = 1;
   std::uint64_t seed = 0;
-  std::optional<std::uint64_t> seed_arrival, seed_input_len, seed_output_len, seed_prefix, seed_tenant, seed_tokens;
+  std::optional<std::uint64_t> seed_arrival, seed_input_len, seed_output_len, seed_prefix, seed_tenant,
+      seed_tokens;
   // Engine.
   engine::EngineSettings engine;
   std::string catalog_file;
@@ -74,7 +75,9 @@ double peak_rss_mib() {
 }
 
 nlohmann::json requested_settings(const SimOptions& o) {
-  auto opt = [](const std::optional<std::uint64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto opt = [](const std::optional<std::uint64_t>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
   const auto& e = o.engine;
   return {
       {"workload",
@@ -156,7 +159,8 @@ BuiltWorkload build_workload(const SimOptions& o) {
   arrival.burstiness = o.burstiness;
   arrival.time_scale = o.time_scale;
   arrival.jitter_bucket_ms = o.jitter_bucket_ms;
-  const auto output_len = workload::parse_length_spec(o.output_len, "--output-len", workload::LengthRole::kOutput);
+  const auto output_len =
+      workload::parse_length_spec(o.output_len, "--output-len", workload::LengthRole::kOutput);
 
   if (o.trace.empty()) {
     workload::SyntheticSettings s;
@@ -178,8 +182,8 @@ BuiltWorkload build_workload(const SimOptions& o) {
     r.max_rows = o.max_requests;
     b.w = workload::read_trace(o.trace, r);
     b.w.token_seed = b.seeds.tokens;
-    arrival.kind = workload::parse_arrival_kind(
-        o.arrival.empty() ? (b.w.has_timestamps ? "trace" : "poisson") : o.arrival);
+    arrival.kind = workload::parse_arrival_kind(o.arrival.empty() ? (b.w.has_timestamps ? "trace" : "poisson")
+                                                                  : o.arrival);
     Rng rng(b.seeds.arrival);
     workload::apply_arrivals(b.w, arrival, rng);
     workload::fill_output_lengths(b.w, output_len, b.seeds.output_len);
@@ -233,29 +237,62 @@ CLI::App* add_sim_command(CLI::App& app) {
   sim->get_formatter()->column_width(44);
 
   const char* W = "Workload";
-  sim->add_option("--trace", o.trace, "Trace file to replay (Azure CSV, Mooncake JSONL, ShareGPT JSON, native JSONL); "
-                                      "without it the workload is synthetic")->group(W);
-  sim->add_option("--trace-format", o.trace_format, "auto|azure|mooncake|sharegpt|native")->capture_default_str()->group(W);
-  sim->add_flag("--skip-bad-rows", o.skip_bad_rows, "Skip and count malformed trace rows instead of failing")->group(W);
-  sim->add_option("--max-requests", o.max_requests, "Use at most N requests of the trace (0: all)")->capture_default_str()->group(W);
-  sim->add_option("--arrival", o.arrival,
-                  "poisson|gamma|constant|trace [default: trace when the trace has timestamps, else poisson]; "
-                  "anything but trace replays the trace in file order with fresh timing")->group(W);
-  sim->add_option("--rate", o.rate_rps, "Arrival rate, requests/s (poisson, gamma, constant)")->capture_default_str()->group(W);
-  sim->add_option("--burstiness", o.burstiness, "Gamma shape: 1 = Poisson, < 1 burstier (CV = 1/sqrt(B))")->capture_default_str()->group(W);
-  sim->add_option("--time-scale", o.time_scale, "Trace replay speed-up: 2 = twice as fast")->capture_default_str()->group(W);
+  sim->add_option("--trace", o.trace,
+                  "Trace file to replay (Azure CSV, Mooncake JSONL, ShareGPT JSON, native JSONL); "
+                  "without it the workload is synthetic")
+      ->group(W);
+  sim->add_option("--trace-format", o.trace_format, "auto|azure|mooncake|sharegpt|native")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_flag("--skip-bad-rows", o.skip_bad_rows, "Skip and count malformed trace rows instead of failing")
+      ->group(W);
+  sim->add_option("--max-requests", o.max_requests, "Use at most N requests of the trace (0: all)")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option(
+         "--arrival", o.arrival,
+         "poisson|gamma|constant|trace [default: trace when the trace has timestamps, else poisson]; "
+         "anything but trace replays the trace in file order with fresh timing")
+      ->group(W);
+  sim->add_option("--rate", o.rate_rps, "Arrival rate, requests/s (poisson, gamma, constant)")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option("--burstiness", o.burstiness, "Gamma shape: 1 = Poisson, < 1 burstier (CV = 1/sqrt(B))")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option("--time-scale", o.time_scale, "Trace replay speed-up: 2 = twice as fast")
+      ->capture_default_str()
+      ->group(W);
   sim->add_option("--jitter-bucket-ms", o.jitter_bucket_ms,
-                  "Trace replay: spread each request uniformly within this bucket, ms (Mooncake: 3000)")->capture_default_str()->group(W);
-  sim->add_option("--num-requests", o.num_requests, "Synthetic: number of requests (overrides --duration-s)")->group(W);
-  sim->add_option("--duration-s", o.duration_s, "Synthetic: schedule length, s")->capture_default_str()->group(W);
+                  "Trace replay: spread each request uniformly within this bucket, ms (Mooncake: 3000)")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option("--num-requests", o.num_requests, "Synthetic: number of requests (overrides --duration-s)")
+      ->group(W);
+  sim->add_option("--duration-s", o.duration_s, "Synthetic: schedule length, s")
+      ->capture_default_str()
+      ->group(W);
   sim->add_option("--input-len", o.input_len,
-                  "Prompt tokens: fixed:N | uniform:MIN:MAX | lognormal:MEAN:SIGMA | empirical:FILE [:max=N]")->capture_default_str()->group(W);
+                  "Prompt tokens: fixed:N | uniform:MIN:MAX | lognormal:MEAN:SIGMA | empirical:FILE [:max=N]")
+      ->capture_default_str()
+      ->group(W);
   sim->add_option("--output-len", o.output_len,
-                  "Output tokens, same forms (also for traces without output lengths)")->capture_default_str()->group(W);
-  sim->add_option("--prefix-groups", o.prefix_groups, "Synthetic: shared-prefix groups (0: none)")->capture_default_str()->group(W);
-  sim->add_option("--prefix-tokens", o.prefix_tokens, "Synthetic: shared prefix length per group, tokens")->capture_default_str()->group(W);
-  sim->add_option("--tenants", o.tenants, "Spread requests uniformly over N tenants (unless the trace names them)")->capture_default_str()->group(W);
-  sim->add_option("--seed", o.seed, "Master seed; each random dimension derives its own")->capture_default_str()->group(W);
+                  "Output tokens, same forms (also for traces without output lengths)")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option("--prefix-groups", o.prefix_groups, "Synthetic: shared-prefix groups (0: none)")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option("--prefix-tokens", o.prefix_tokens, "Synthetic: shared prefix length per group, tokens")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option("--tenants", o.tenants,
+                  "Spread requests uniformly over N tenants (unless the trace names them)")
+      ->capture_default_str()
+      ->group(W);
+  sim->add_option("--seed", o.seed, "Master seed; each random dimension derives its own")
+      ->capture_default_str()
+      ->group(W);
   sim->add_option("--seed-arrival", o.seed_arrival, "Override the arrival-time seed")->group(W);
   sim->add_option("--seed-input-len", o.seed_input_len, "Override the input-length seed")->group(W);
   sim->add_option("--seed-output-len", o.seed_output_len, "Override the output-length seed")->group(W);
@@ -265,36 +302,91 @@ CLI::App* add_sim_command(CLI::App& app) {
 
   auto& e = o.engine;
   const char* E = "Engine";
-  sim->add_option("--model", e.model, "llama-3-8b|llama-3.1-8b|llama-3-70b|qwen2.5-7b|mixtral-8x7b or a --catalog entry")->capture_default_str()->group(E);
-  sim->add_option("--gpu", e.gpu, "a100-80g-sxm|h100-sxm|h200 or a --catalog entry")->capture_default_str()->group(E);
-  sim->add_option("--tensor-parallel,--tp", e.tensor_parallel, "GPUs per model replica")->capture_default_str()->group(E);
-  sim->add_option("--catalog", o.catalog_file, "YAML file adding or overriding GPUs and models (docs/engine.md)")->group(E);
-  sim->add_option("--gpu-memory-utilization", e.gpu_memory_utilization, "Share of GPU memory for weights, activations and KV")->capture_default_str()->group(E);
-  sim->add_option("--activation-reserve-gib", e.activation_reserve_gib, "Per-GPU memory kept for activations and graphs, GiB")->capture_default_str()->group(E);
-  sim->add_option("--block-size", e.block_size_tokens, "KV block size, tokens")->capture_default_str()->group(E);
-  sim->add_option("--num-gpu-blocks", o.num_gpu_blocks, "Override the KV capacity, blocks (0: from memory)")->capture_default_str()->group(E);
+  sim->add_option("--model", e.model,
+                  "llama-3-8b|llama-3.1-8b|llama-3-70b|qwen2.5-7b|mixtral-8x7b or a --catalog entry")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--gpu", e.gpu, "a100-80g-sxm|h100-sxm|h200 or a --catalog entry")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--tensor-parallel,--tp", e.tensor_parallel, "GPUs per model replica")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--catalog", o.catalog_file,
+                  "YAML file adding or overriding GPUs and models (docs/engine.md)")
+      ->group(E);
+  sim->add_option("--gpu-memory-utilization", e.gpu_memory_utilization,
+                  "Share of GPU memory for weights, activations and KV")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--activation-reserve-gib", e.activation_reserve_gib,
+                  "Per-GPU memory kept for activations and graphs, GiB")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--block-size", e.block_size_tokens, "KV block size, tokens")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--num-gpu-blocks", o.num_gpu_blocks, "Override the KV capacity, blocks (0: from memory)")
+      ->capture_default_str()
+      ->group(E);
   sim->add_flag("--unlimited-kv", e.unlimited_kv, "What-if: a KV cache that never runs out")->group(E);
   sim->add_flag("!--no-prefix-caching", e.enable_prefix_caching, "Disable prefix caching")->group(E);
-  sim->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per step")->capture_default_str()->group(E);
-  sim->add_option("--max-num-seqs", e.max_num_seqs, "Running sequences at most")->capture_default_str()->group(E);
-  sim->add_option("--max-model-len", e.max_model_len, "Context length, tokens (0: the model's)")->capture_default_str()->group(E);
+  sim->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per step")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--max-num-seqs", e.max_num_seqs, "Running sequences at most")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--max-model-len", e.max_model_len, "Context length, tokens (0: the model's)")
+      ->capture_default_str()
+      ->group(E);
   sim->add_flag("!--no-chunked-prefill", e.enable_chunked_prefill, "Schedule whole prompts only")->group(E);
-  sim->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold, "Cap a prefill chunk, tokens (0: off)")->capture_default_str()->group(E);
-  sim->add_option("--policy", o.policy, "fcfs|priority (lower priority values first)")->capture_default_str()->group(E);
+  sim->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
+                  "Cap a prefill chunk, tokens (0: off)")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--policy", o.policy, "fcfs|priority (lower priority values first)")
+      ->capture_default_str()
+      ->group(E);
   sim->add_option("--preemption", o.preemption, "recompute|swap")->capture_default_str()->group(E);
-  sim->add_option("--max-active-tenants", e.max_active_tenants, "Resident tenant contexts at most (0: all, no switching)")->capture_default_str()->group(E);
-  sim->add_option("--context-switch-ms", e.context_switch_ms, "Cost of bringing a tenant context in, ms")->capture_default_str()->group(E);
-  sim->add_option("--tenant-kv-policy", o.tenant_kv_policy,
-                  "none (drop an evicted tenant's KV) | static (per-tenant partitions) | dynamic (offload to host)")->capture_default_str()->group(E);
+  sim->add_option("--max-active-tenants", e.max_active_tenants,
+                  "Resident tenant contexts at most (0: all, no switching)")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option("--context-switch-ms", e.context_switch_ms, "Cost of bringing a tenant context in, ms")
+      ->capture_default_str()
+      ->group(E);
+  sim->add_option(
+         "--tenant-kv-policy", o.tenant_kv_policy,
+         "none (drop an evicted tenant's KV) | static (per-tenant partitions) | dynamic (offload to host)")
+      ->capture_default_str()
+      ->group(E);
   const char* C = "Cost model";
-  sim->add_option("--mfu-linear", e.cost.mfu_linear, "Achieved share of peak FLOP/s in GEMMs")->capture_default_str()->group(C);
-  sim->add_option("--mfu-attention", e.cost.mfu_attention, "Achieved share of peak FLOP/s in attention")->capture_default_str()->group(C);
-  sim->add_option("--bw-efficiency", e.cost.bw_efficiency, "Achieved share of HBM bandwidth")->capture_default_str()->group(C);
-  sim->add_option("--step-overhead-ms", e.cost.step_overhead_ms, "Fixed cost per step, ms")->capture_default_str()->group(C);
-  sim->add_option("--layer-overhead-us", e.cost.layer_overhead_us, "Fixed cost per layer per step, us")->capture_default_str()->group(C);
-  sim->add_option("--allreduce-latency-us", e.cost.allreduce_latency_us, "Latency of one all-reduce under TP, us")->capture_default_str()->group(C);
-  sim->add_option("--allreduce-efficiency", e.cost.allreduce_efficiency, "Achieved share of NVLink bandwidth")->capture_default_str()->group(C);
-  sim->add_option("--fixed-step-ms", o.fixed_step_ms, "Replace the cost model: every step takes this long, ms")->group(C);
+  sim->add_option("--mfu-linear", e.cost.mfu_linear, "Achieved share of peak FLOP/s in GEMMs")
+      ->capture_default_str()
+      ->group(C);
+  sim->add_option("--mfu-attention", e.cost.mfu_attention, "Achieved share of peak FLOP/s in attention")
+      ->capture_default_str()
+      ->group(C);
+  sim->add_option("--bw-efficiency", e.cost.bw_efficiency, "Achieved share of HBM bandwidth")
+      ->capture_default_str()
+      ->group(C);
+  sim->add_option("--step-overhead-ms", e.cost.step_overhead_ms, "Fixed cost per step, ms")
+      ->capture_default_str()
+      ->group(C);
+  sim->add_option("--layer-overhead-us", e.cost.layer_overhead_us, "Fixed cost per layer per step, us")
+      ->capture_default_str()
+      ->group(C);
+  sim->add_option("--allreduce-latency-us", e.cost.allreduce_latency_us,
+                  "Latency of one all-reduce under TP, us")
+      ->capture_default_str()
+      ->group(C);
+  sim->add_option("--allreduce-efficiency", e.cost.allreduce_efficiency, "Achieved share of NVLink bandwidth")
+      ->capture_default_str()
+      ->group(C);
+  sim->add_option("--fixed-step-ms", o.fixed_step_ms,
+                  "Replace the cost model: every step takes this long, ms")
+      ->group(C);
 
   const char* O = "Output";
   sim->add_option("--out", o.out, "Run directory for run.json, requests.jsonl, steps.jsonl")->group(O);
@@ -303,8 +395,10 @@ CLI::App* add_sim_command(CLI::App& app) {
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
 
   std::string footer = "\nSummary metrics (run.json \"summary\"):\n";
-  for (const auto& k : metrics::kScalarKeys) footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
-  for (const auto& k : metrics::kDistributionKeys) footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
+  for (const auto& k : metrics::kScalarKeys)
+    footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
+  for (const auto& k : metrics::kDistributionKeys)
+    footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
   footer += "\nExit codes: 0 ok, 1 I/O failure, 2 bad input or options, 130 interrupted (results kept).\n";
   sim->footer(footer);
   return sim;
@@ -335,7 +429,8 @@ int run_sim(const std::atomic<bool>& interrupted) {
   if (settings.fixed_step_ms)
     cost = std::make_unique<engine::FixedCostModel>(*settings.fixed_step_ms * 1e-3);
   else
-    cost = std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, settings.cost);
+    cost =
+        std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, settings.cost);
   engine::Engine eng(eff, settings, std::move(cost), &observer);
 
   const auto report = engine::run_simulation(bw.w, eng, &interrupted);
@@ -361,15 +456,16 @@ int run_sim(const std::atomic<bool>& interrupted) {
     std::cout << summary.dump(2) << "\n";
   } else if (!o.quiet) {
     SummaryHeader h;
-    h.title = fmt::format("tokenscope sim: {} on {}x {} (TP={})", eff.model.name, eff.tensor_parallel, eff.gpu.name,
-                          eff.tensor_parallel);
-    h.lines.push_back(eff.num_gpu_blocks
-                          ? fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} GiB/GPU), max_model_len {}",
-                                        *eff.num_gpu_blocks, eff.block_size_tokens,
-                                        static_cast<std::uint64_t>(*eff.num_gpu_blocks) * eff.block_size_tokens,
-                                        eff.kv_cache_gib_per_gpu, eff.max_model_len)
-                          : fmt::format("KV cache: unlimited ({}-token blocks), max_model_len {}", eff.block_size_tokens,
-                                        eff.max_model_len));
+    h.title = fmt::format("tokenscope sim: {} on {}x {} (TP={})", eff.model.name, eff.tensor_parallel,
+                          eff.gpu.name, eff.tensor_parallel);
+    h.lines.push_back(
+        eff.num_gpu_blocks
+            ? fmt::format("KV cache: {} blocks x {} tokens = {} tokens ({:.1f} GiB/GPU), max_model_len {}",
+                          *eff.num_gpu_blocks, eff.block_size_tokens,
+                          static_cast<std::uint64_t>(*eff.num_gpu_blocks) * eff.block_size_tokens,
+                          eff.kv_cache_gib_per_gpu, eff.max_model_len)
+            : fmt::format("KV cache: unlimited ({}-token blocks), max_model_len {}", eff.block_size_tokens,
+                          eff.max_model_len));
     h.lines.push_back("workload: " + bw.w.description);
     if (bw.w.read_report.rows_skipped > 0)
       h.lines.push_back(fmt::format("skipped {} bad rows (first: {})", bw.w.read_report.rows_skipped,
@@ -377,8 +473,9 @@ int run_sim(const std::atomic<bool>& interrupted) {
     for (const auto& n : eff.notes) h.lines.push_back("note: " + n);
     print_summary_table(std::cout, h, summary);
     const double virt = nanos_to_s(report.virtual_end_ns);
-    std::cout << fmt::format("simulated {:.1f} s in {:.2f} CPU s ({:.0f}x real time), {} steps, peak RSS {:.0f} MiB\n",
-                             virt, cpu, cpu > 0 ? virt / cpu : 0.0, report.counters.steps, peak_rss_mib());
+    std::cout << fmt::format(
+        "simulated {:.1f} s in {:.2f} CPU s ({:.0f}x real time), {} steps, peak RSS {:.0f} MiB\n", virt, cpu,
+        cpu > 0 ? virt / cpu : 0.0, report.counters.steps, peak_rss_mib());
     if (out) std::cout << "run directory: " << o.out << "\n";
   }
   if (report.interrupted) {

@@ -20,23 +20,27 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
   os << h.title << "\n";
   for (const auto& l : h.lines) os << "  " << l << "\n";
   os << rule << "\n";
-  os << fmt::format("{:<18}{} total, {} completed, {} failed\n", "requests", s["requests_total"].get<std::uint64_t>(),
-                    s["requests_completed"].get<std::uint64_t>(), s["requests_failed"].get<std::uint64_t>());
-  os << fmt::format("{:<18}{:.2f} s; {:.2f} req/s, {:.1f} output tok/s\n", "duration", s["duration_s"].get<double>(),
-                    s["request_throughput_rps"].get<double>(), s["output_token_throughput_tps"].get<double>());
+  os << fmt::format("{:<18}{} total, {} completed, {} failed\n", "requests",
+                    s["requests_total"].get<std::uint64_t>(), s["requests_completed"].get<std::uint64_t>(),
+                    s["requests_failed"].get<std::uint64_t>());
+  os << fmt::format("{:<18}{:.2f} s; {:.2f} req/s, {:.1f} output tok/s\n", "duration",
+                    s["duration_s"].get<double>(), s["request_throughput_rps"].get<double>(),
+                    s["output_token_throughput_tps"].get<double>());
   os << fmt::format("{:<18}prompt {}, output {}\n", "tokens", s["prompt_tokens_total"].get<std::uint64_t>(),
                     s["output_tokens_total"].get<std::uint64_t>());
-  os << fmt::format("{:<18}hit rate {} ({} of {} prompt tokens)\n", "prefix cache", pct(s["prefix_cache_hit_rate"]),
-                    s["prefix_cache_hits_tokens"].get<std::uint64_t>(),
+  os << fmt::format("{:<18}hit rate {} ({} of {} prompt tokens)\n", "prefix cache",
+                    pct(s["prefix_cache_hit_rate"]), s["prefix_cache_hits_tokens"].get<std::uint64_t>(),
                     s["prefix_cache_queries_tokens"].get<std::uint64_t>());
-  os << fmt::format("{:<18}{} preemptions, KV usage peak {}\n", "scheduler", s["preemptions_total"].get<std::uint64_t>(),
-                    pct(s["kv_cache_usage_peak"]));
-  os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", "(ms)", "mean", "min", "p50", "p90", "p95",
-                    "p99", "p99.9", "max");
-  for (const auto& [key, label] : {std::pair{"ttft_ms", "TTFT"}, {"tpot_ms", "TPOT"}, {"itl_ms", "ITL"}, {"e2e_ms", "E2E"}}) {
+  os << fmt::format("{:<18}{} preemptions, KV usage peak {}\n", "scheduler",
+                    s["preemptions_total"].get<std::uint64_t>(), pct(s["kv_cache_usage_peak"]));
+  os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", "(ms)", "mean", "min", "p50", "p90",
+                    "p95", "p99", "p99.9", "max");
+  for (const auto& [key, label] :
+       {std::pair{"ttft_ms", "TTFT"}, {"tpot_ms", "TPOT"}, {"itl_ms", "ITL"}, {"e2e_ms", "E2E"}}) {
     const auto& d = s[key];
-    os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", label, num(d["mean"]), num(d["min"]),
-                      num(d["p50"]), num(d["p90"]), num(d["p95"]), num(d["p99"]), num(d["p99_9"]), num(d["max"]));
+    os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", label, num(d["mean"]),
+                      num(d["min"]), num(d["p50"]), num(d["p90"]), num(d["p95"]), num(d["p99"]),
+                      num(d["p99_9"]), num(d["max"]));
   }
   os << rule << "\n";
 }

@@ -5,7 +5,9 @@
 
 namespace tokenscope {
 
-Nanos seconds_to_nanos(double seconds) { return static_cast<Nanos>(std::llround(seconds * 1e9)); }
+Nanos seconds_to_nanos(double seconds) {
+  return static_cast<Nanos>(std::llround(seconds * 1e9));
+}
 
 Nanos SteadyClock::now_ns() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -14,8 +14,12 @@ inline constexpr Nanos kNanosPerMicro = 1'000;
 inline constexpr Nanos kNanosPerMilli = 1'000'000;
 inline constexpr Nanos kNanosPerSecond = 1'000'000'000;
 
-inline double nanos_to_ms(Nanos ns) { return static_cast<double>(ns) / 1e6; }
-inline double nanos_to_s(Nanos ns) { return static_cast<double>(ns) / 1e9; }
+inline double nanos_to_ms(Nanos ns) {
+  return static_cast<double>(ns) / 1e6;
+}
+inline double nanos_to_s(Nanos ns) {
+  return static_cast<double>(ns) / 1e9;
+}
 // Rounds to the nearest nanosecond.
 Nanos seconds_to_nanos(double seconds);
 

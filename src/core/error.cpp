@@ -13,8 +13,7 @@ std::string format_input_error(const std::string& file, std::size_t line, const 
 }
 }  // namespace
 
-InputError::InputError(std::string file, std::size_t line, std::string field,
-                       const std::string& problem)
+InputError::InputError(std::string file, std::size_t line, std::string field, const std::string& problem)
     : UsageError(format_input_error(file, line, field, problem)),
       file_(std::move(file)),
       line_(line),

@@ -17,9 +17,9 @@ constexpr std::uint64_t kHalf = kSubCount / 2;
 
 std::size_t LogLinearHistogram::bucket_index(std::uint64_t v) {
   if (v < kSubCount) return static_cast<std::size_t>(v);
-  const int magnitude = 63 - std::countl_zero(v);          // >= kSubBucketBits
-  const int shift = magnitude - kSubBucketBits + 1;         // >= 1
-  const std::uint64_t top = v >> shift;                     // in [kHalf, kSubCount)
+  const int magnitude = 63 - std::countl_zero(v);    // >= kSubBucketBits
+  const int shift = magnitude - kSubBucketBits + 1;  // >= 1
+  const std::uint64_t top = v >> shift;              // in [kHalf, kSubCount)
   return static_cast<std::size_t>(kSubCount + (static_cast<std::uint64_t>(shift) - 1) * kHalf +
                                   (top - kHalf));
 }
@@ -73,7 +73,9 @@ void LogLinearHistogram::merge(const LogLinearHistogram& o) {
   sum_sq_ += o.sum_sq_;
 }
 
-void LogLinearHistogram::clear() { *this = LogLinearHistogram(); }
+void LogLinearHistogram::clear() {
+  *this = LogLinearHistogram();
+}
 
 double LogLinearHistogram::mean() const {
   return count_ == 0 ? 0.0 : static_cast<double>(static_cast<long double>(sum_) / count_);

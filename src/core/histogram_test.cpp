@@ -24,8 +24,7 @@ TEST(Histogram, BucketsTileTheLineWithoutGaps) {
     }
     expected_lower = upper + 1;
   }
-  EXPECT_EQ(LogLinearHistogram::bucket_index(~0ULL),
-            LogLinearHistogram::bucket_index(~0ULL - 1));
+  EXPECT_EQ(LogLinearHistogram::bucket_index(~0ULL), LogLinearHistogram::bucket_index(~0ULL - 1));
 }
 
 TEST(Histogram, SmallValuesAreExact) {

@@ -48,7 +48,7 @@ inline constexpr KeyDefinition kDistributionKeys[] = {
 };
 
 // The fields of every distribution object, in output order.
-inline constexpr std::string_view kDistributionFields[] = {
-    "count", "mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p99_9"};
+inline constexpr std::string_view kDistributionFields[] = {"count", "mean", "std", "min", "max",
+                                                           "p50",   "p90",  "p95", "p99", "p99_9"};
 
 }  // namespace tokenscope::metrics

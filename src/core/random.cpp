@@ -18,7 +18,9 @@ std::uint64_t derive_seed(std::uint64_t master_seed, std::string_view dimension)
 }
 
 namespace {
-inline std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+inline std::uint64_t rotl(std::uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 }  // namespace
 
 Rng::Rng(std::uint64_t seed) {
@@ -38,9 +40,13 @@ std::uint64_t Rng::next_u64() {
   return result;
 }
 
-double Rng::uniform01() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Rng::uniform01() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
-double Rng::uniform_open01() { return (static_cast<double>(next_u64() >> 11) + 1.0) * 0x1.0p-53; }
+double Rng::uniform_open01() {
+  return (static_cast<double>(next_u64() >> 11) + 1.0) * 0x1.0p-53;
+}
 
 std::uint64_t Rng::uniform_int(std::uint64_t lo, std::uint64_t hi) {
   if (hi <= lo) return lo;
@@ -56,7 +62,9 @@ std::uint64_t Rng::uniform_int(std::uint64_t lo, std::uint64_t hi) {
   return lo + x % n;
 }
 
-double Rng::exponential(double rate) { return -std::log(uniform_open01()) / rate; }
+double Rng::exponential(double rate) {
+  return -std::log(uniform_open01()) / rate;
+}
 
 double Rng::normal() {
   if (has_spare_normal_) {
@@ -96,6 +104,8 @@ double Rng::gamma(double shape, double scale) {
   }
 }
 
-double Rng::lognormal(double mu, double sigma) { return std::exp(mu + sigma * normal()); }
+double Rng::lognormal(double mu, double sigma) {
+  return std::exp(mu + sigma * normal());
+}
 
 }  // namespace tokenscope

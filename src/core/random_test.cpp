@@ -50,8 +50,8 @@ TEST(Rng, DistributionMomentsMatch) {
   }
   EXPECT_NEAR(expo.mean(), 0.25, 0.005);
   EXPECT_NEAR(expo.stddev(), 0.25, 0.005);
-  EXPECT_NEAR(gam.mean(), 2.0, 0.05);              // k*theta
-  EXPECT_NEAR(gam.variance(), 16.0, 0.8);          // k*theta^2
+  EXPECT_NEAR(gam.mean(), 2.0, 0.05);      // k*theta
+  EXPECT_NEAR(gam.variance(), 16.0, 0.8);  // k*theta^2
   EXPECT_NEAR(norm.mean(), 0.0, 0.01);
   EXPECT_NEAR(norm.stddev(), 1.0, 0.01);
   EXPECT_NEAR(logn.mean(), std::exp(1.125), 0.03);  // exp(mu + sigma^2/2)

@@ -20,8 +20,8 @@ std::string slurp(const std::filesystem::path& p) {
 }
 
 std::filesystem::path temp_dir(const std::string& name) {
-  auto p = std::filesystem::temp_directory_path() /
-           ("tokenscope_test_" + name + "_" + std::to_string(::getpid()));
+  auto p =
+      std::filesystem::temp_directory_path() / ("tokenscope_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   return p;
 }

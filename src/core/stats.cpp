@@ -175,6 +175,8 @@ double RunningStats::variance() const {
   return n_ < 2 ? 0.0 : m2_ / static_cast<double>(n_ - 1);
 }
 
-double RunningStats::stddev() const { return std::sqrt(variance()); }
+double RunningStats::stddev() const {
+  return std::sqrt(variance());
+}
 
 }  // namespace tokenscope

@@ -29,13 +29,12 @@ struct OrderStatisticInterval {
 
 // Exact distribution-free confidence interval for the p-quantile (0 < p < 1)
 // from a sample of n, at the given confidence (e.g. 0.95).
-OrderStatisticInterval quantile_confidence_interval(std::size_t n, double p,
-                                                    double confidence = 0.95);
+OrderStatisticInterval quantile_confidence_interval(std::size_t n, double p, double confidence = 0.95);
 
 struct QuantileWithInterval {
   double p = 0.0;
   double value = 0.0;
-  std::optional<double> ci_low;   // nullopt: the sample is too small to bound it
+  std::optional<double> ci_low;  // nullopt: the sample is too small to bound it
   std::optional<double> ci_high;
 };
 

@@ -40,10 +40,8 @@ TEST(QuantileInterval, MatchesExactBinomialComputation) {
   // Reference values computed independently from the binomial CDF with exact
   // integer binomial coefficients.
   const CiCase cases[] = {
-      {100, 0.5, 40, 61, 0.9647997997822952},
-      {20, 0.5, 6, 15, 0.9586105346679688},
-      {1000, 0.99, 983, 997, 0.9760947634979772},
-      {50, 0.9, 41, 50, 0.9703082890880885},
+      {100, 0.5, 40, 61, 0.9647997997822952},          {20, 0.5, 6, 15, 0.9586105346679688},
+      {1000, 0.99, 983, 997, 0.9760947634979772},      {50, 0.9, 41, 50, 0.9703082890880885},
       {10, 0.99, 9, std::nullopt, 0.9957337997571686},
   };
   for (const auto& c : cases) {

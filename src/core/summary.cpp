@@ -1,7 +1,7 @@
 #include "core/summary.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 namespace tokenscope {
 
@@ -109,15 +109,13 @@ nlohmann::json SummaryBuilder::build() const {
   s["output_tokens_total"] = output_tokens_;
   s["prefix_cache_queries_tokens"] = counters_.prefix_cache_queries_tokens;
   s["prefix_cache_hits_tokens"] = counters_.prefix_cache_hits_tokens;
-  s["prefix_cache_hit_rate"] =
-      counters_.prefix_cache_queries_tokens > 0
-          ? static_cast<double>(counters_.prefix_cache_hits_tokens) /
-                static_cast<double>(counters_.prefix_cache_queries_tokens)
-          : 0.0;
+  s["prefix_cache_hit_rate"] = counters_.prefix_cache_queries_tokens > 0
+                                   ? static_cast<double>(counters_.prefix_cache_hits_tokens) /
+                                         static_cast<double>(counters_.prefix_cache_queries_tokens)
+                                   : 0.0;
   s["preemptions_total"] = counters_.preemptions_total;
-  s["kv_cache_usage_peak"] = counters_.kv_cache_usage_peak
-                                 ? nlohmann::json(*counters_.kv_cache_usage_peak)
-                                 : nlohmann::json(nullptr);
+  s["kv_cache_usage_peak"] = counters_.kv_cache_usage_peak ? nlohmann::json(*counters_.kv_cache_usage_peak)
+                                                           : nlohmann::json(nullptr);
   auto dist = [](std::vector<double> v) {  // copy: describe() sorts
     return distribution_json(describe(v));
   };

@@ -47,7 +47,8 @@ TEST(Summary, DocsListEveryKey) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string doc = ss.str();
-  for (const auto& k : metrics::kScalarKeys) EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
+  for (const auto& k : metrics::kScalarKeys)
+    EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
   for (const auto& k : metrics::kDistributionKeys)
     EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
 }

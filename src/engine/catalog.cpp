@@ -18,7 +18,9 @@ double ModelSpec::attention_params_per_layer() const {
   return q + kv + o;
 }
 
-double ModelSpec::mlp_params_per_expert() const { return 3.0 * hidden * intermediate; }
+double ModelSpec::mlp_params_per_expert() const {
+  return 3.0 * hidden * intermediate;
+}
 
 double ModelSpec::params_per_layer() const {
   const double router = experts > 1 ? static_cast<double>(hidden) * experts : 0.0;
@@ -101,7 +103,8 @@ const GpuSpec& Catalog::gpu(std::string_view name) const {
     if (g.name == key) return g;
   std::string known;
   for (const auto& g : gpus_) known += (known.empty() ? "" : ", ") + g.name;
-  throw UsageError(fmt::format("--gpu: unknown GPU '{}' (known: {}; add one with --catalog FILE)", name, known));
+  throw UsageError(
+      fmt::format("--gpu: unknown GPU '{}' (known: {}; add one with --catalog FILE)", name, known));
 }
 
 const ModelSpec& Catalog::model(std::string_view name) const {
@@ -110,12 +113,14 @@ const ModelSpec& Catalog::model(std::string_view name) const {
   if (const auto slash = key.rfind('/'); slash != std::string::npos) key = key.substr(slash + 1);
   if (key.rfind("meta-", 0) == 0) key = key.substr(5);
   for (const auto& suffix : {"-instruct", "-chat", "-v0.1"})
-    if (key.size() > std::string_view(suffix).size() && key.ends_with(suffix)) key.resize(key.size() - std::string_view(suffix).size());
+    if (key.size() > std::string_view(suffix).size() && key.ends_with(suffix))
+      key.resize(key.size() - std::string_view(suffix).size());
   for (const auto& m : models_)
     if (m.name == key) return m;
   std::string known;
   for (const auto& m : models_) known += (known.empty() ? "" : ", ") + m.name;
-  throw UsageError(fmt::format("--model: unknown model '{}' (known: {}; add one with --catalog FILE)", name, known));
+  throw UsageError(
+      fmt::format("--model: unknown model '{}' (known: {}; add one with --catalog FILE)", name, known));
 }
 
 void Catalog::upsert(GpuSpec g) {
@@ -143,7 +148,9 @@ struct EntryReader {
   const std::string& file;
   std::string entry;
 
-  std::size_t line() const { return node.Mark().line >= 0 ? static_cast<std::size_t>(node.Mark().line) + 1 : 0; }
+  std::size_t line() const {
+    return node.Mark().line >= 0 ? static_cast<std::size_t>(node.Mark().line) + 1 : 0;
+  }
 
   double positive(const char* key, bool required, double fallback = 0.0) const {
     const YAML::Node v = node[key];
@@ -157,20 +164,24 @@ struct EntryReader {
     } catch (const YAML::Exception&) {
       throw InputError(file, line(), entry + "." + key, "expected a positive number");
     }
-    if (!(d > 0) || !std::isfinite(d)) throw InputError(file, line(), entry + "." + key, fmt::format("expected a positive number, got {}", d));
+    if (!(d > 0) || !std::isfinite(d))
+      throw InputError(file, line(), entry + "." + key, fmt::format("expected a positive number, got {}", d));
     return d;
   }
   std::uint32_t count(const char* key, bool required, std::uint32_t fallback = 0) const {
     const double d = positive(key, required, fallback);
-    if (d != std::floor(d) || d > 4e9) throw InputError(file, line(), entry + "." + key, "expected a positive integer");
+    if (d != std::floor(d) || d > 4e9)
+      throw InputError(file, line(), entry + "." + key, "expected a positive integer");
     return static_cast<std::uint32_t>(d);
   }
 };
 
 std::string entry_name(const YAML::Node& n, const std::string& file, const char* list, std::size_t i) {
-  if (!n.IsMap()) throw InputError(file, n.Mark().line + 1, fmt::format("{}[{}]", list, i), "expected a mapping");
+  if (!n.IsMap())
+    throw InputError(file, n.Mark().line + 1, fmt::format("{}[{}]", list, i), "expected a mapping");
   if (!n["name"] || !n["name"].IsScalar() || n["name"].as<std::string>().empty())
-    throw InputError(file, n.Mark().line + 1, fmt::format("{}[{}].name", list, i), "missing (expected a string)");
+    throw InputError(file, n.Mark().line + 1, fmt::format("{}[{}].name", list, i),
+                     "missing (expected a string)");
   return lower(n["name"].as<std::string>());
 }
 

@@ -79,9 +79,10 @@ TEST(Catalog, YamlErrorsNameFileLineAndField) {
   EXPECT_THROW(c.load_yaml_text("gpus: [ {name: a, peak_tflops: 1", "cat.yaml"), InputError);
   EXPECT_THROW(c.load_yaml_text("models:\n  - name: x\n    layers: 2\n", "cat.yaml"), InputError);
   EXPECT_THROW(c.load_yaml_text("colours: []\n", "cat.yaml"), InputError);
-  EXPECT_THROW(c.load_yaml_text("gpus:\n  - name: g\n    peak_tflops: lots\n    mem_bw_tbps: 1\n    memory_gib: 1\n",
-                                "cat.yaml"),
-               InputError);
+  EXPECT_THROW(
+      c.load_yaml_text("gpus:\n  - name: g\n    peak_tflops: lots\n    mem_bw_tbps: 1\n    memory_gib: 1\n",
+                       "cat.yaml"),
+      InputError);
 }
 
 }  // namespace

@@ -9,11 +9,11 @@ RooflineCostModel::RooflineCostModel(ModelSpec model, GpuSpec gpu, std::uint32_t
     : model_(std::move(model)), gpu_(std::move(gpu)), tp_(std::max<std::uint32_t>(1, tp)), params_(params) {
   const double bpp = model_.weight_bytes_per_param;
   const double router = model_.experts > 1 ? static_cast<double>(model_.hidden) * model_.experts : 0.0;
-  const double per_layer_dense =
-      model_.attention_params_per_layer() + router + 2.0 * model_.hidden +
-      (model_.experts > 1 ? 0.0 : model_.mlp_params_per_expert());
+  const double per_layer_dense = model_.attention_params_per_layer() + router + 2.0 * model_.hidden +
+                                 (model_.experts > 1 ? 0.0 : model_.mlp_params_per_expert());
   // lm_head is read every step; the input embedding only for the rows used (negligible).
-  dense_weight_bytes_ = (model_.layers * per_layer_dense + static_cast<double>(model_.vocab) * model_.hidden) * bpp;
+  dense_weight_bytes_ =
+      (model_.layers * per_layer_dense + static_cast<double>(model_.vocab) * model_.hidden) * bpp;
   expert_bytes_ = model_.mlp_params_per_expert() * bpp;
 }
 
@@ -37,8 +37,9 @@ StepCost RooflineCostModel::step_cost(const StepShape& s) const {
   const double kv_per_token = model_.kv_bytes_per_token();
 
   if (tokens > 0) {
-    const double f_lin = 2.0 * model_.active_layer_params() * static_cast<double>(tokens) +
-                         2.0 * model_.vocab * static_cast<double>(model_.hidden) * static_cast<double>(s.logit_tokens);
+    const double f_lin =
+        2.0 * model_.active_layer_params() * static_cast<double>(tokens) +
+        2.0 * model_.vocab * static_cast<double>(model_.hidden) * static_cast<double>(s.logit_tokens);
     const double w = weight_bytes_read(tokens);
     c.linear_s = std::max(f_lin / (peak * params_.mfu_linear), w / bw);
 
@@ -53,9 +54,9 @@ StepCost RooflineCostModel::step_cost(const StepShape& s) const {
     c.overhead_s = params_.step_overhead_ms * 1e-3 + model_.layers * params_.layer_overhead_us * 1e-6;
     if (tp_ > 1) {
       const double bytes = static_cast<double>(tokens) * model_.hidden * 2.0;
-      const double per_allreduce = params_.allreduce_latency_us * 1e-6 +
-                                   2.0 * (tp - 1.0) / tp * bytes /
-                                       (gpu_.nvlink_gbps * 1e9 * params_.allreduce_efficiency);
+      const double per_allreduce =
+          params_.allreduce_latency_us * 1e-6 +
+          2.0 * (tp - 1.0) / tp * bytes / (gpu_.nvlink_gbps * 1e9 * params_.allreduce_efficiency);
       c.allreduce_s = 2.0 * model_.layers * per_allreduce;
     }
     c.flops = f_lin + f_ap + f_ad;

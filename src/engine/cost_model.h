@@ -32,14 +32,14 @@ namespace tokenscope::engine {
 
 struct StepShape {
   std::uint64_t num_seqs = 0;
-  std::uint64_t prefill_tokens = 0;        // new tokens of sequences in prefill
-  std::uint64_t decode_tokens = 0;         // sequences decoding (one token each)
-  std::uint64_t logit_tokens = 0;          // sequences that sample a token this step
-  double prefill_attention_pairs = 0.0;    // sum of n*s + n(n+1)/2 over prefill chunks
-  double prefill_kv_read_tokens = 0.0;     // sum of s + n
-  double decode_attention_pairs = 0.0;     // sum of c + 1 over decoding sequences
-  std::uint64_t host_transfer_bytes = 0;   // KV swapped in or out this step
-  double extra_seconds = 0.0;              // fixed costs charged to the step (context switches)
+  std::uint64_t prefill_tokens = 0;       // new tokens of sequences in prefill
+  std::uint64_t decode_tokens = 0;        // sequences decoding (one token each)
+  std::uint64_t logit_tokens = 0;         // sequences that sample a token this step
+  double prefill_attention_pairs = 0.0;   // sum of n*s + n(n+1)/2 over prefill chunks
+  double prefill_kv_read_tokens = 0.0;    // sum of s + n
+  double decode_attention_pairs = 0.0;    // sum of c + 1 over decoding sequences
+  std::uint64_t host_transfer_bytes = 0;  // KV swapped in or out this step
+  double extra_seconds = 0.0;             // fixed costs charged to the step (context switches)
 };
 
 struct StepCost {
@@ -53,8 +53,8 @@ struct StepCost {
   double flops = 0.0;  // total over all GPUs
   double bytes = 0.0;  // HBM bytes, total over all GPUs
   double total_s() const {
-    return linear_s + prefill_attention_s + decode_attention_s + overhead_s + allreduce_s +
-           host_transfer_s + extra_s;
+    return linear_s + prefill_attention_s + decode_attention_s + overhead_s + allreduce_s + host_transfer_s +
+           extra_s;
   }
 };
 
@@ -89,8 +89,8 @@ class RooflineCostModel final : public CostModel {
   GpuSpec gpu_;
   std::uint32_t tp_;
   RooflineParams params_;
-  double dense_weight_bytes_;   // per step, excluding expert MLPs
-  double expert_bytes_;         // one expert of one layer
+  double dense_weight_bytes_;  // per step, excluding expert MLPs
+  double expert_bytes_;        // one expert of one layer
 };
 
 // A model where every step costs exactly `step_seconds` (0 allowed): for

@@ -26,7 +26,7 @@ TEST_F(LlamaOnH100, SingleDecodeIsBandwidthBound) {
   s.logit_tokens = 1;
   s.decode_attention_pairs = 1024;  // 1,023 cached tokens + itself
   const StepCost c = model.step_cost(s);
-  EXPECT_NEAR(c.linear_s, 5.600686997e-3, 1e-12);      // W / 2.68e12
+  EXPECT_NEAR(c.linear_s, 5.600686997e-3, 1e-12);          // W / 2.68e12
   EXPECT_NEAR(c.decode_attention_s, 5.0081242e-5, 1e-12);  // 1024 x 131,072 B / 2.68e12
   EXPECT_NEAR(c.overhead_s, 0.396e-3, 1e-15);
   EXPECT_NEAR(c.total_s(), 6.046768239e-3, 1e-12);

@@ -16,7 +16,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr std::uint64_t kRootSalt = 0x746f6b656e73636fULL;
 constexpr std::uint64_t kGeneratedSalt = 0x67656e6572617465ULL;
 
-std::uint64_t nonzero(std::uint64_t h) { return h == 0 ? 1 : h; }
+std::uint64_t nonzero(std::uint64_t h) {
+  return h == 0 ? 1 : h;
+}
 }  // namespace
 
 SchedulingPolicy parse_scheduling_policy(std::string_view s) {
@@ -35,13 +37,20 @@ TenantKvPolicy parse_tenant_kv_policy(std::string_view s) {
   if (s == "dynamic") return TenantKvPolicy::kDynamicReuse;
   throw UsageError(fmt::format("--tenant-kv-policy: expected none, static or dynamic, got '{}'", s));
 }
-std::string_view name_of(SchedulingPolicy p) { return p == SchedulingPolicy::kFcfs ? "fcfs" : "priority"; }
-std::string_view name_of(PreemptionMode p) { return p == PreemptionMode::kRecompute ? "recompute" : "swap"; }
+std::string_view name_of(SchedulingPolicy p) {
+  return p == SchedulingPolicy::kFcfs ? "fcfs" : "priority";
+}
+std::string_view name_of(PreemptionMode p) {
+  return p == PreemptionMode::kRecompute ? "recompute" : "swap";
+}
 std::string_view name_of(TenantKvPolicy p) {
   switch (p) {
-    case TenantKvPolicy::kNoReuse: return "none";
-    case TenantKvPolicy::kStaticReuse: return "static";
-    case TenantKvPolicy::kDynamicReuse: return "dynamic";
+    case TenantKvPolicy::kNoReuse:
+      return "none";
+    case TenantKvPolicy::kStaticReuse:
+      return "static";
+    case TenantKvPolicy::kDynamicReuse:
+      return "dynamic";
   }
   return "none";
 }
@@ -71,8 +80,9 @@ nlohmann::json EffectiveEngine::to_json() const {
   j["tensor_parallel"] = tensor_parallel;
   j["block_size_tokens"] = block_size_tokens;
   j["num_gpu_blocks"] = num_gpu_blocks ? nlohmann::json(*num_gpu_blocks) : nlohmann::json("unlimited");
-  j["kv_cache_tokens"] = num_gpu_blocks ? nlohmann::json(static_cast<std::uint64_t>(*num_gpu_blocks) * block_size_tokens)
-                                        : nlohmann::json("unlimited");
+  j["kv_cache_tokens"] = num_gpu_blocks
+                             ? nlohmann::json(static_cast<std::uint64_t>(*num_gpu_blocks) * block_size_tokens)
+                             : nlohmann::json("unlimited");
   j["max_model_len"] = max_model_len;
   j["weights_gib_per_gpu"] = weights_gib_per_gpu;
   j["kv_cache_gib_per_gpu"] = kv_cache_gib_per_gpu;
@@ -88,10 +98,11 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
   if (s.tensor_parallel < 1 || s.tensor_parallel > 64)
     throw UsageError(fmt::format("--tensor-parallel: expected 1..64, got {}", s.tensor_parallel));
   if (e.model.heads % s.tensor_parallel != 0)
-    throw UsageError(fmt::format("--tensor-parallel {}: must divide the model's {} attention heads", s.tensor_parallel,
-                                 e.model.heads));
+    throw UsageError(fmt::format("--tensor-parallel {}: must divide the model's {} attention heads",
+                                 s.tensor_parallel, e.model.heads));
   if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0))
-    throw UsageError(fmt::format("--gpu-memory-utilization: expected (0, 1], got {}", s.gpu_memory_utilization));
+    throw UsageError(
+        fmt::format("--gpu-memory-utilization: expected (0, 1], got {}", s.gpu_memory_utilization));
   if (!(s.activation_reserve_gib >= 0.0) || !std::isfinite(s.activation_reserve_gib))
     throw UsageError("--activation-reserve-gib: expected GiB >= 0");
   if (s.block_size_tokens < 1 || s.block_size_tokens > 1024)
@@ -104,10 +115,14 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
   if (s.fixed_step_ms && !(*s.fixed_step_ms >= 0.0 && std::isfinite(*s.fixed_step_ms)))
     throw UsageError("--fixed-step-ms: expected milliseconds >= 0");
   const auto& c = s.cost;
-  for (auto [v, name] : {std::pair{c.mfu_linear, "--mfu-linear"}, {c.mfu_attention, "--mfu-attention"},
-                         {c.bw_efficiency, "--bw-efficiency"}, {c.allreduce_efficiency, "--allreduce-efficiency"}})
-    if (!(v > 0.0 && v <= 1.0)) throw UsageError(fmt::format("{}: expected a fraction in (0, 1], got {}", name, v));
-  for (auto [v, name] : {std::pair{c.step_overhead_ms, "--step-overhead-ms"}, {c.layer_overhead_us, "--layer-overhead-us"},
+  for (auto [v, name] : {std::pair{c.mfu_linear, "--mfu-linear"},
+                         {c.mfu_attention, "--mfu-attention"},
+                         {c.bw_efficiency, "--bw-efficiency"},
+                         {c.allreduce_efficiency, "--allreduce-efficiency"}})
+    if (!(v > 0.0 && v <= 1.0))
+      throw UsageError(fmt::format("{}: expected a fraction in (0, 1], got {}", name, v));
+  for (auto [v, name] : {std::pair{c.step_overhead_ms, "--step-overhead-ms"},
+                         {c.layer_overhead_us, "--layer-overhead-us"},
                          {c.allreduce_latency_us, "--allreduce-latency-us"}})
     if (!(v >= 0.0) || !std::isfinite(v)) throw UsageError(fmt::format("{}: expected >= 0, got {}", name, v));
 
@@ -115,13 +130,14 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
   e.block_size_tokens = s.block_size_tokens;
   e.max_model_len = s.max_model_len == 0 ? e.model.max_context : s.max_model_len;
   if (e.max_model_len > e.model.max_context)
-    e.notes.push_back(fmt::format("max_model_len {} exceeds the model's max_context {} (what-if)", e.max_model_len,
-                                  e.model.max_context));
+    e.notes.push_back(fmt::format("max_model_len {} exceeds the model's max_context {} (what-if)",
+                                  e.max_model_len, e.model.max_context));
   if (!s.enable_chunked_prefill && s.max_num_batched_tokens < e.max_model_len)
-    throw UsageError(fmt::format(
-        "--max-num-batched-tokens {} is smaller than max_model_len {}: with chunked prefill off a long prompt "
-        "could never be scheduled (raise it, lower --max-model-len, or enable chunked prefill)",
-        s.max_num_batched_tokens, e.max_model_len));
+    throw UsageError(
+        fmt::format("--max-num-batched-tokens {} is smaller than max_model_len {}: with chunked prefill off "
+                    "a long prompt "
+                    "could never be scheduled (raise it, lower --max-model-len, or enable chunked prefill)",
+                    s.max_num_batched_tokens, e.max_model_len));
 
   const double tp = s.tensor_parallel;
   e.weights_gib_per_gpu = e.model.total_params() * e.model.weight_bytes_per_param / tp / kGiB;
@@ -146,11 +162,12 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
           "model {} does not fit on {} at tensor parallel {}: {:.1f} GiB of weights per GPU + {:.1f} GiB "
           "activation reserve > {:.1f} GiB usable ({:.0f} GiB x gpu_memory_utilization {}); raise "
           "--tensor-parallel or pick a larger GPU",
-          e.model.name, e.gpu.name, s.tensor_parallel, e.weights_gib_per_gpu, s.activation_reserve_gib, budget_gib,
-          e.gpu.memory_gib, s.gpu_memory_utilization));
+          e.model.name, e.gpu.name, s.tensor_parallel, e.weights_gib_per_gpu, s.activation_reserve_gib,
+          budget_gib, e.gpu.memory_gib, s.gpu_memory_utilization));
     const double blocks = std::floor(kv_gib * kGiB / (s.block_size_tokens * kv_per_gpu_per_token));
     if (blocks < 1.0)
-      throw UsageError(fmt::format("model {} on {}: no room for a single KV block", e.model.name, e.gpu.name));
+      throw UsageError(
+          fmt::format("model {} on {}: no room for a single KV block", e.model.name, e.gpu.name));
     e.num_gpu_blocks = static_cast<std::uint32_t>(std::min(blocks, 2e9));
     e.kv_cache_gib_per_gpu = kv_gib;
   }
@@ -192,19 +209,26 @@ bool Engine::PriorityOrder::operator()(const Seq* a, const Seq* b) const {
 
 Engine::Engine(EffectiveEngine effective, EngineSettings settings, std::unique_ptr<CostModel> cost,
                EngineObserver* observer)
-    : eff_(std::move(effective)), settings_(std::move(settings)), cost_(std::move(cost)), observer_(observer) {
+    : eff_(std::move(effective)),
+      settings_(std::move(settings)),
+      cost_(std::move(cost)),
+      observer_(observer) {
   static EngineObserver null_observer;
   if (observer_ == nullptr) observer_ = &null_observer;
-  const bool partitioned = settings_.tenant_kv_policy == TenantKvPolicy::kStaticReuse && settings_.num_tenants > 1;
+  const bool partitioned =
+      settings_.tenant_kv_policy == TenantKvPolicy::kStaticReuse && settings_.num_tenants > 1;
   const std::uint32_t num_pools = partitioned ? settings_.num_tenants : 1;
   std::optional<std::uint32_t> per_pool = eff_.num_gpu_blocks;
   if (per_pool && partitioned) per_pool = *per_pool / num_pools;
-  for (std::uint32_t p = 0; p < num_pools; ++p) pools_.emplace_back(per_pool, settings_.enable_prefix_caching);
+  for (std::uint32_t p = 0; p < num_pools; ++p)
+    pools_.emplace_back(per_pool, settings_.enable_prefix_caching);
   resident_.assign(settings_.num_tenants, false);
   tenant_last_used_.assign(settings_.num_tenants, 0);
   tenant_live_seqs_.assign(settings_.num_tenants, 0);
-  if (!eff_.num_gpu_blocks) counters_.kv_usage_peak = std::nullopt;
-  else counters_.kv_usage_peak = 0.0;
+  if (!eff_.num_gpu_blocks)
+    counters_.kv_usage_peak = std::nullopt;
+  else
+    counters_.kv_usage_peak = 0.0;
 }
 
 Engine::~Engine() {
@@ -280,8 +304,8 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   if (prompt_len + output > eff_.max_model_len) {
     ++counters_.requests_rejected;
     observer_->on_reject(r.id, now,
-                         fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds max_model_len ({})", prompt_len,
-                                     output, eff_.max_model_len));
+                         fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds max_model_len ({})",
+                                     prompt_len, output, eff_.max_model_len));
     return false;
   }
   const std::uint32_t tenant = r.tenant % settings_.num_tenants;
@@ -315,7 +339,8 @@ void Engine::cache_full_blocks(Seq& s, std::uint32_t tokens) {
   const std::size_t full = std::min<std::size_t>(tokens / eff_.block_size_tokens, s.hashes.size());
   for (std::size_t j = s.num_cached_blocks; j < full && j < s.blocks.size(); ++j)
     pool.cache(s.blocks[j], s.hashes[j], s.tenant);
-  s.num_cached_blocks = static_cast<std::uint32_t>(std::max<std::size_t>(s.num_cached_blocks, std::min(full, s.blocks.size())));
+  s.num_cached_blocks =
+      static_cast<std::uint32_t>(std::max<std::size_t>(s.num_cached_blocks, std::min(full, s.blocks.size())));
 }
 
 bool Engine::allocate_slots(Seq& s, std::uint32_t n, std::size_t hit_blocks, std::size_t host_blocks) {
@@ -483,7 +508,8 @@ Nanos Engine::step(Nanos now) {
         break;
       }
       Seq* victim = pick_victim();
-      const auto victim_index = static_cast<std::size_t>(std::find(running_.begin(), running_.end(), victim) - running_.begin());
+      const auto victim_index =
+          static_cast<std::size_t>(std::find(running_.begin(), running_.end(), victim) - running_.begin());
       unschedule(victim);
       preempt(victim, st);
       preempted = true;
@@ -522,7 +548,8 @@ Nanos Engine::step(Nanos now) {
       const std::size_t gpu_hits = pool.cached_prefix_length(candidates);
       std::size_t host_hits = 0;
       if (!host_tier_.empty() && settings_.enable_prefix_caching)
-        while (gpu_hits + host_hits < max_hit_blocks && host_tier_.count(candidates[gpu_hits + host_hits])) ++host_hits;
+        while (gpu_hits + host_hits < max_hit_blocks && host_tier_.count(candidates[gpu_hits + host_hits]))
+          ++host_hits;
       const auto computed = static_cast<std::uint32_t>((gpu_hits + host_hits) * B);
       const std::uint32_t remaining = s->num_tokens() - computed;
       if (!settings_.enable_chunked_prefill && remaining > budget) break;
@@ -586,8 +613,8 @@ Nanos Engine::step(Nanos now) {
   st.num_seqs = static_cast<std::uint32_t>(scheduled_.size());
   st.prefill_tokens = static_cast<std::uint32_t>(shape.prefill_tokens);
   st.decode_tokens = static_cast<std::uint32_t>(shape.decode_tokens);
-  counters_.max_batched_tokens_seen = std::max<std::uint64_t>(counters_.max_batched_tokens_seen,
-                                                               shape.prefill_tokens + shape.decode_tokens);
+  counters_.max_batched_tokens_seen =
+      std::max<std::uint64_t>(counters_.max_batched_tokens_seen, shape.prefill_tokens + shape.decode_tokens);
   std::uint64_t free = 0, capacity = 0;
   for (const auto& p : pools_) {
     if (p.capacity()) {
@@ -609,8 +636,8 @@ Nanos Engine::step(Nanos now) {
   for (const auto& [s, n] : scheduled_) {
     s->num_computed += n;
     if (s->num_computed != s->num_tokens()) continue;
-    const workload::TokenId token =
-        workload::spaced_token_from_key(mix64(kGeneratedSalt ^ s->id) + s->num_output * 0x9e3779b97f4a7c15ULL);
+    const workload::TokenId token = workload::spaced_token_from_key(mix64(kGeneratedSalt ^ s->id) +
+                                                                    s->num_output * 0x9e3779b97f4a7c15ULL);
     if (s->num_output == 0) counters_.prompt_tokens += s->prompt_len;
     ++s->num_output;
     ++counters_.generation_tokens;
@@ -629,7 +656,8 @@ bool Engine::check_invariants() const {
   std::uint32_t blocks = 0;
   for (const Seq* s : running_) {
     blocks += static_cast<std::uint32_t>(s->blocks.size());
-    const std::uint64_t needed = (static_cast<std::uint64_t>(s->num_computed) + eff_.block_size_tokens - 1) / eff_.block_size_tokens;
+    const std::uint64_t needed =
+        (static_cast<std::uint64_t>(s->num_computed) + eff_.block_size_tokens - 1) / eff_.block_size_tokens;
     if (s->blocks.size() < needed) return false;
   }
   for (const auto& p : pools_) {

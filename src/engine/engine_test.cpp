@@ -251,7 +251,8 @@ TEST(Engine, TenantSwitchesCostTimeAndPoliciesDecideReuse) {
   EXPECT_GT(dyn.engine->counters().swap_out_bytes, 0u);
   // The switch cost is in the step that brought the tenant in.
   bool saw_switch_cost = false;
-  for (const auto& st : dyn.rec.steps) saw_switch_cost |= st.tenant_switches == 1 && std::abs(st.cost.extra_s - 0.005) < 1e-12;
+  for (const auto& st : dyn.rec.steps)
+    saw_switch_cost |= st.tenant_switches == 1 && std::abs(st.cost.extra_s - 0.005) < 1e-12;
   EXPECT_TRUE(saw_switch_cost);
 }
 

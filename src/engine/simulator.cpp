@@ -38,7 +38,9 @@ void RecordingObserver::release_slot(std::uint64_t id) {
   slot = 0;
 }
 
-void RecordingObserver::on_token(std::uint64_t id, Nanos t) { times_of(id, true)->push_back(t); }
+void RecordingObserver::on_token(std::uint64_t id, Nanos t) {
+  times_of(id, true)->push_back(t);
+}
 
 void RecordingObserver::emit(RequestRecord& r) {
   summary_.add(r);

@@ -65,7 +65,8 @@ struct SimReport {
 };
 
 // Runs the whole workload (or until *stop becomes true).
-SimReport run_simulation(const workload::Workload& w, Engine& engine, const std::atomic<bool>* stop = nullptr);
+SimReport run_simulation(const workload::Workload& w, Engine& engine,
+                         const std::atomic<bool>* stop = nullptr);
 
 // The summary's engine-side counters from the engine's.
 ServerCounters server_counters(const EngineCounters& c);

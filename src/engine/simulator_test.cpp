@@ -32,7 +32,8 @@ SimRun simulate(const workload::Workload& w, EngineSettings s, RunDirectory* out
   s.num_tenants = static_cast<std::uint32_t>(w.tenants.size());
   auto eff = resolve_engine(s, catalog);
   RecordingObserver obs(w, out, true);
-  Engine engine(eff, s, std::make_unique<RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, s.cost), &obs);
+  Engine engine(eff, s, std::make_unique<RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, s.cost),
+                &obs);
   SimRun r;
   r.report = run_simulation(w, engine);
   obs.summary().set_server_counters(server_counters(r.report.counters));
@@ -45,8 +46,10 @@ workload::Workload synthetic(std::uint64_t seed, std::uint64_t n, double rate) {
   workload::SyntheticSettings s;
   s.arrival.rate_rps = rate;
   s.num_requests = n;
-  s.input = workload::parse_length_spec("lognormal:800:0.8:max=6000", "--input-len", workload::LengthRole::kInput);
-  s.output = workload::parse_length_spec("lognormal:150:0.7:max=1000", "--output-len", workload::LengthRole::kOutput);
+  s.input =
+      workload::parse_length_spec("lognormal:800:0.8:max=6000", "--input-len", workload::LengthRole::kInput);
+  s.output = workload::parse_length_spec("lognormal:150:0.7:max=1000", "--output-len",
+                                         workload::LengthRole::kOutput);
   s.prefix_groups = 4;
   s.prefix_tokens = 300;
   return workload::make_synthetic(s, workload::WorkloadSeeds::from_master(seed));
@@ -56,7 +59,8 @@ workload::Workload synthetic(std::uint64_t seed, std::uint64_t n, double rate) {
 // order (each request alone) through an unlimited cache with 16-token blocks.
 // The hash ids imply a hit rate of 0.3736 under vLLM's accounting.
 TEST(Simulator, MooncakeConversationPrefixHitRate) {
-  if (!std::filesystem::exists(kShared + "conversation_trace.jsonl")) GTEST_SKIP() << "shared traces not present";
+  if (!std::filesystem::exists(kShared + "conversation_trace.jsonl"))
+    GTEST_SKIP() << "shared traces not present";
   auto w = workload::read_trace(kShared + "conversation_trace.jsonl", {});
   workload::ArrivalSettings order;
   order.kind = workload::ArrivalKind::kConstant;
@@ -76,7 +80,8 @@ TEST(Simulator, MooncakeConversationPrefixHitRate) {
 }
 
 TEST(Simulator, SameSeedGivesByteIdenticalOutput) {
-  const auto base = std::filesystem::temp_directory_path() / ("tokenscope_sim_det_" + std::to_string(::getpid()));
+  const auto base =
+      std::filesystem::temp_directory_path() / ("tokenscope_sim_det_" + std::to_string(::getpid()));
   std::filesystem::remove_all(base);
   EngineSettings s;
   s.num_gpu_blocks_override = 3000;  // tight enough to preempt
@@ -95,7 +100,8 @@ TEST(Simulator, SameSeedGivesByteIdenticalOutput) {
 TEST(Simulator, RecordsCarryEveryTokenTimeAndTheSummaryAddsUp) {
   EngineSettings s;
   const auto w = synthetic(5, 300, 10.0);
-  const auto base = std::filesystem::temp_directory_path() / ("tokenscope_sim_rec_" + std::to_string(::getpid()));
+  const auto base =
+      std::filesystem::temp_directory_path() / ("tokenscope_sim_rec_" + std::to_string(::getpid()));
   std::filesystem::remove_all(base);
   RunDirectory out(base);
   const auto r = simulate(w, s, &out);

@@ -14,15 +14,20 @@ ArrivalKind parse_arrival_kind(std::string_view name) {
   if (name == "gamma") return ArrivalKind::kGamma;
   if (name == "constant") return ArrivalKind::kConstant;
   if (name == "trace") return ArrivalKind::kTrace;
-  throw UsageError(fmt::format("--arrival: unknown process '{}' (expected poisson, gamma, constant or trace)", name));
+  throw UsageError(
+      fmt::format("--arrival: unknown process '{}' (expected poisson, gamma, constant or trace)", name));
 }
 
 std::string_view arrival_kind_name(ArrivalKind k) {
   switch (k) {
-    case ArrivalKind::kPoisson: return "poisson";
-    case ArrivalKind::kGamma: return "gamma";
-    case ArrivalKind::kConstant: return "constant";
-    case ArrivalKind::kTrace: return "trace";
+    case ArrivalKind::kPoisson:
+      return "poisson";
+    case ArrivalKind::kGamma:
+      return "gamma";
+    case ArrivalKind::kConstant:
+      return "constant";
+    case ArrivalKind::kTrace:
+      return "trace";
   }
   return "poisson";
 }
@@ -35,16 +40,21 @@ void validate(const ArrivalSettings& s) {
   if (!(s.time_scale > 0.0 && std::isfinite(s.time_scale)))
     throw UsageError(fmt::format("--time-scale: expected a speed-up factor > 0, got {}", s.time_scale));
   if (!(s.jitter_bucket_ms >= 0.0 && std::isfinite(s.jitter_bucket_ms)))
-    throw UsageError(fmt::format("--jitter-bucket-ms: expected milliseconds >= 0, got {}", s.jitter_bucket_ms));
+    throw UsageError(
+        fmt::format("--jitter-bucket-ms: expected milliseconds >= 0, got {}", s.jitter_bucket_ms));
 }
 
 namespace {
 double next_gap_s(const ArrivalSettings& s, Rng& rng) {
   switch (s.kind) {
-    case ArrivalKind::kPoisson: return rng.exponential(s.rate_rps);
-    case ArrivalKind::kGamma: return rng.gamma(s.burstiness, 1.0 / (s.rate_rps * s.burstiness));
-    case ArrivalKind::kConstant: return 1.0 / s.rate_rps;
-    case ArrivalKind::kTrace: break;
+    case ArrivalKind::kPoisson:
+      return rng.exponential(s.rate_rps);
+    case ArrivalKind::kGamma:
+      return rng.gamma(s.burstiness, 1.0 / (s.rate_rps * s.burstiness));
+    case ArrivalKind::kConstant:
+      return 1.0 / s.rate_rps;
+    case ArrivalKind::kTrace:
+      break;
   }
   throw UsageError("trace arrivals need a trace");
 }

@@ -86,7 +86,8 @@ TEST(Arrivals, TraceReplayScalesAndJittersWithinBuckets) {
   s.time_scale = 2.0;
   Rng rng(3);
   apply_arrivals(scaled, s, rng);
-  for (std::size_t i = 0; i < 100; ++i) EXPECT_EQ(scaled.requests[i].arrival_ns, w.requests[i].arrival_ns / 2);
+  for (std::size_t i = 0; i < 100; ++i)
+    EXPECT_EQ(scaled.requests[i].arrival_ns, w.requests[i].arrival_ns / 2);
 
   Workload jittered = w;
   s.time_scale = 1.0;

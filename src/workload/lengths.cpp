@@ -31,22 +31,28 @@ double number(std::string_view s, std::string_view option, std::string_view what
 }
 
 [[noreturn]] void bad_spec(std::string_view option, std::string_view spec) {
-  throw UsageError(fmt::format(
-      "{}: expected fixed:N, uniform:MIN:MAX, lognormal:MEAN:SIGMA or empirical:FILE (optionally "
-      ":max=N), got '{}'",
-      option, spec));
+  throw UsageError(
+      fmt::format("{}: expected fixed:N, uniform:MIN:MAX, lognormal:MEAN:SIGMA or empirical:FILE (optionally "
+                  ":max=N), got '{}'",
+                  option, spec));
 }
 }  // namespace
 
 std::uint32_t LengthDistribution::sample(Rng& rng) const {
   double v = 1.0;
   switch (kind) {
-    case LengthKind::kFixed: v = a; break;
+    case LengthKind::kFixed:
+      v = a;
+      break;
     case LengthKind::kUniform:
       v = static_cast<double>(rng.uniform_int(static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b)));
       break;
-    case LengthKind::kLognormal: v = std::round(rng.lognormal(std::log(a) - b * b / 2.0, b)); break;
-    case LengthKind::kEmpirical: v = values[rng.uniform_int(0, values.size() - 1)]; break;
+    case LengthKind::kLognormal:
+      v = std::round(rng.lognormal(std::log(a) - b * b / 2.0, b));
+      break;
+    case LengthKind::kEmpirical:
+      v = values[rng.uniform_int(0, values.size() - 1)];
+      break;
   }
   if (v < 1.0) v = 1.0;
   if (max != 0 && v > max) v = max;
@@ -56,9 +62,12 @@ std::uint32_t LengthDistribution::sample(Rng& rng) const {
 
 double LengthDistribution::mean() const {
   switch (kind) {
-    case LengthKind::kFixed: return a;
-    case LengthKind::kUniform: return (a + b) / 2.0;
-    case LengthKind::kLognormal: return a;
+    case LengthKind::kFixed:
+      return a;
+    case LengthKind::kUniform:
+      return (a + b) / 2.0;
+    case LengthKind::kLognormal:
+      return a;
     case LengthKind::kEmpirical: {
       double s = 0;
       for (auto v : values) s += v;
@@ -89,13 +98,15 @@ LengthDistribution parse_length_spec(std::string_view spec, std::string_view opt
     d.a = number(parts[1], option, "MIN", spec);
     d.b = number(parts[2], option, "MAX", spec);
     if (d.a < 1 || d.b < d.a || d.b > 1e9 || d.a != std::floor(d.a) || d.b != std::floor(d.b))
-      throw UsageError(fmt::format("{}: uniform needs integers 1 <= MIN <= MAX <= 1e9, got '{}'", option, spec));
+      throw UsageError(
+          fmt::format("{}: uniform needs integers 1 <= MIN <= MAX <= 1e9, got '{}'", option, spec));
   } else if (kind == "lognormal" && parts.size() == 3) {
     d.kind = LengthKind::kLognormal;
     d.a = number(parts[1], option, "MEAN", spec);
     d.b = number(parts[2], option, "SIGMA", spec);
     if (d.a < 1 || d.a > 1e9 || d.b < 0 || d.b > 5)
-      throw UsageError(fmt::format("{}: lognormal needs MEAN in [1, 1e9] and SIGMA in [0, 5], got '{}'", option, spec));
+      throw UsageError(
+          fmt::format("{}: lognormal needs MEAN in [1, 1e9] and SIGMA in [0, 5], got '{}'", option, spec));
   } else if (kind == "empirical" && parts.size() >= 2) {
     d.kind = LengthKind::kEmpirical;
     // The file name may itself contain ':'.
@@ -109,7 +120,8 @@ LengthDistribution parse_length_spec(std::string_view spec, std::string_view opt
       if (v > 0) d.values.push_back(v);
     }
     if (d.values.empty())
-      throw UsageError(fmt::format("{}: {} has no {} lengths", option, file, role == LengthRole::kInput ? "input" : "output"));
+      throw UsageError(fmt::format("{}: {} has no {} lengths", option, file,
+                                   role == LengthRole::kInput ? "input" : "output"));
   } else {
     bad_spec(option, spec);
   }

@@ -21,11 +21,11 @@ enum class LengthKind { kFixed, kUniform, kLognormal, kEmpirical };
 
 struct LengthDistribution {
   LengthKind kind = LengthKind::kFixed;
-  double a = 0.0;  // fixed: N; uniform: MIN; lognormal: MEAN
-  double b = 0.0;  // uniform: MAX; lognormal: SIGMA
-  std::uint32_t max = 0;  // 0: no cap
+  double a = 0.0;                     // fixed: N; uniform: MIN; lognormal: MEAN
+  double b = 0.0;                     // uniform: MAX; lognormal: SIGMA
+  std::uint32_t max = 0;              // 0: no cap
   std::vector<std::uint32_t> values;  // empirical
-  std::string spec;  // as given, for the run record
+  std::string spec;                   // as given, for the run record
 
   std::uint32_t sample(Rng& rng) const;
   double mean() const;  // analytic mean before the cap (empirical: sample mean)

@@ -30,7 +30,8 @@ TEST(Lengths, EmpiricalReadsTheRightColumn) {
   const std::string path = ::testing::TempDir() + "/lengths_empirical.jsonl";
   {
     std::FILE* f = std::fopen(path.c_str(), "w");
-    std::fputs("{\"input_tokens\": 7, \"output_tokens\": 70}\n{\"input_tokens\": 9, \"output_tokens\": 90}\n", f);
+    std::fputs("{\"input_tokens\": 7, \"output_tokens\": 70}\n{\"input_tokens\": 9, \"output_tokens\": 90}\n",
+               f);
     std::fclose(f);
   }
   Rng rng(1);

@@ -32,9 +32,9 @@ Workload make_synthetic(const SyntheticSettings& s, const WorkloadSeeds& seeds) 
                          : generate_arrivals_until(s.arrival, seconds_to_nanos(s.duration_s), arrival_rng);
   Workload w;
   w.token_seed = seeds.tokens;
-  w.description = fmt::format("synthetic: {} at {} req/s, input {}, output {}",
-                              arrival_kind_name(s.arrival.kind), s.arrival.rate_rps, s.input.spec,
-                              s.output.spec);
+  w.description =
+      fmt::format("synthetic: {} at {} req/s, input {}, output {}", arrival_kind_name(s.arrival.kind),
+                  s.arrival.rate_rps, s.input.spec, s.output.spec);
   w.requests.reserve(times.size());
   for (std::size_t i = 0; i < times.size(); ++i) {
     Request r;

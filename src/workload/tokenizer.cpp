@@ -7,9 +7,15 @@ namespace tokenscope::workload {
 namespace {
 constexpr TokenId kOffsetByLength[5] = {0, 0, 26, 26 + 676, 26 + 676 + 17576};
 
-bool is_letter(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool is_lower(unsigned char c) { return c >= 'a' && c <= 'z'; }
-bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool is_letter(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+bool is_lower(unsigned char c) {
+  return c >= 'a' && c <= 'z';
+}
+bool is_digit(unsigned char c) {
+  return c >= '0' && c <= '9';
+}
 
 std::size_t utf8_length(unsigned char lead) {
   if (lead < 0x80) return 1;
@@ -102,6 +108,5 @@ std::optional<std::string> piece_text(TokenId id) {
 TokenId spaced_word_id(std::string_view lowercase_word) {
   return piece_id(std::string(" ") + std::string(lowercase_word));
 }
-
 
 }  // namespace tokenscope::workload

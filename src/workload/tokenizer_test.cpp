@@ -24,7 +24,8 @@ TEST(Tokenizer, UnicodeAndInvalidBytesNeverCrashAndCountPerCharacter) {
   EXPECT_EQ(count_tokens("日本"), 2u);
   EXPECT_EQ(count_tokens(std::string("\xff\xfe", 2)), 2u);
   EXPECT_EQ(count_tokens(std::string("\xe6\x97", 2)), 1u);  // truncated sequence: one shorter piece
-  EXPECT_EQ(count_tokens(std::string("\xc3\xe6\x9c\xac", 4)), 2u);  // a lead without continuation, then a character
+  EXPECT_EQ(count_tokens(std::string("\xc3\xe6\x9c\xac", 4)),
+            2u);  // a lead without continuation, then a character
   EXPECT_EQ(count_tokens(""), 0u);
 }
 
@@ -55,8 +56,8 @@ TEST(Tokenizer, SpacedTokensRoundTripThroughText) {
 }
 
 TEST(Tokenizer, InvertibleIdsRoundTrip) {
-  for (TokenId id : {0u, 25u, 26u, 701u, 702u, 18277u, 18278u, kLetterPieces - 1, kLetterPieces,
-                     kInvertibleIds - 1}) {
+  for (TokenId id :
+       {0u, 25u, 26u, 701u, 702u, 18277u, 18278u, kLetterPieces - 1, kLetterPieces, kInvertibleIds - 1}) {
     const auto text = piece_text(id);
     ASSERT_TRUE(text) << id;
     const auto back = tokenize(*text);

@@ -78,16 +78,18 @@ std::uint32_t parse_token_count(std::string_view raw, const std::string& file, s
   std::uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
-    throw InputError(file, line, field,
-                     fmt::format("expected a {} integer, got {}", allow_zero ? "non-negative" : "positive", show(s)));
+    throw InputError(
+        file, line, field,
+        fmt::format("expected a {} integer, got {}", allow_zero ? "non-negative" : "positive", show(s)));
   if ((!allow_zero && v == 0) || v > kMaxTokens)
-    throw InputError(file, line, field,
-                     fmt::format("expected a token count in [{}, {}], got {}", allow_zero ? 0 : 1, kMaxTokens, v));
+    throw InputError(
+        file, line, field,
+        fmt::format("expected a token count in [{}, {}], got {}", allow_zero ? 0 : 1, kMaxTokens, v));
   return static_cast<std::uint32_t>(v);
 }
 
-std::uint32_t json_token_count(const json& obj, const char* key, const std::string& file,
-                               std::size_t line, bool required, std::uint32_t fallback = 0) {
+std::uint32_t json_token_count(const json& obj, const char* key, const std::string& file, std::size_t line,
+                               bool required, std::uint32_t fallback = 0) {
   const auto it = obj.find(key);
   if (it == obj.end()) {
     if (required) throw InputError(file, line, key, "missing (expected a positive integer)");
@@ -97,7 +99,8 @@ std::uint32_t json_token_count(const json& obj, const char* key, const std::stri
     throw InputError(file, line, key, fmt::format("expected a positive integer, got {}", show(it->dump())));
   const auto v = it->get<std::int64_t>();
   if (v < 1 || static_cast<std::uint64_t>(v) > kMaxTokens)
-    throw InputError(file, line, key, fmt::format("expected a token count in [1, {}], got {}", kMaxTokens, v));
+    throw InputError(file, line, key,
+                     fmt::format("expected a token count in [1, {}], got {}", kMaxTokens, v));
   return static_cast<std::uint32_t>(v);
 }
 
@@ -108,20 +111,26 @@ double json_time_ms(const json& obj, const char* key, const std::string& file, s
     if (required) throw InputError(file, line, key, "missing (expected milliseconds >= 0)");
     return -1.0;
   }
-  if (!it->is_number()) throw InputError(file, line, key, fmt::format("expected a number of milliseconds, got {}", show(it->dump())));
+  if (!it->is_number())
+    throw InputError(file, line, key,
+                     fmt::format("expected a number of milliseconds, got {}", show(it->dump())));
   const double v = it->get<double>();
-  if (!(v >= 0.0) || v > 1e15) throw InputError(file, line, key, fmt::format("expected milliseconds in [0, 1e15], got {}", v));
+  if (!(v >= 0.0) || v > 1e15)
+    throw InputError(file, line, key, fmt::format("expected milliseconds in [0, 1e15], got {}", v));
   return v;
 }
 
 json parse_json_line(std::string_view line, const std::string& file, std::size_t line_no) {
   json j = json::parse(line.begin(), line.end(), nullptr, false);
-  if (j.is_discarded()) throw InputError(file, line_no, "", "expected one JSON object per line (malformed JSON)");
+  if (j.is_discarded())
+    throw InputError(file, line_no, "", "expected one JSON object per line (malformed JSON)");
   if (!j.is_object()) throw InputError(file, line_no, "", "expected a JSON object");
   return j;
 }
 
-std::int64_t ms_to_ns(double ms) { return static_cast<std::int64_t>(std::llround(ms * 1e6)); }
+std::int64_t ms_to_ns(double ms) {
+  return static_cast<std::int64_t>(std::llround(ms * 1e6));
+}
 
 // ---- Azure CSV -------------------------------------------------------------
 
@@ -135,8 +144,9 @@ void parse_azure(std::string_view text, const std::string& file, Workload& w, co
     if (!header_seen) {
       header_seen = true;
       if (trim(line) != "TIMESTAMP,ContextTokens,GeneratedTokens")
-        throw InputError(file, line_no, "header",
-                         fmt::format("expected 'TIMESTAMP,ContextTokens,GeneratedTokens', got {}", show(line)));
+        throw InputError(
+            file, line_no, "header",
+            fmt::format("expected 'TIMESTAMP,ContextTokens,GeneratedTokens', got {}", show(line)));
       return true;
     }
     return sink.row([&] {
@@ -186,18 +196,21 @@ void parse_mooncake(std::string_view text, const std::string& file, Workload& w,
       r.input_tokens = json_token_count(j, "input_length", file, line_no, true);
       r.output_tokens = json_token_count(j, "output_length", file, line_no, true);
       const auto it = j.find("hash_ids");
-      if (it == j.end() || !it->is_array()) throw InputError(file, line_no, "hash_ids", "expected an array of block ids");
+      if (it == j.end() || !it->is_array())
+        throw InputError(file, line_no, "hash_ids", "expected an array of block ids");
       const std::size_t expected = (r.input_tokens + w.hash_block_tokens - 1) / w.hash_block_tokens;
       if (it->size() != expected)
-        throw InputError(file, line_no, "hash_ids",
-                         fmt::format("expected ceil(input_length/512) = {} ids, got {}", expected, it->size()));
+        throw InputError(
+            file, line_no, "hash_ids",
+            fmt::format("expected ceil(input_length/512) = {} ids, got {}", expected, it->size()));
       r.source = PromptSource::kHashIds;
       r.source_begin = static_cast<std::uint32_t>(w.hash_pool.size());
       r.source_count = static_cast<std::uint32_t>(expected);
       for (const auto& id : *it) {
         if (!id.is_number_unsigned() && !(id.is_number_integer() && id.get<std::int64_t>() >= 0)) {
           w.hash_pool.resize(r.source_begin);
-          throw InputError(file, line_no, "hash_ids", fmt::format("expected non-negative integers, got {}", show(id.dump())));
+          throw InputError(file, line_no, "hash_ids",
+                           fmt::format("expected non-negative integers, got {}", show(id.dump())));
         }
         w.hash_pool.push_back(id.get<std::uint64_t>());
       }
@@ -221,7 +234,8 @@ void parse_sharegpt(std::string_view text, const std::string& file, Workload& w,
   try {
     doc = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
-    throw InputError(file, line_of_offset(text, e.byte), "", "malformed JSON (expected an array of conversations)");
+    throw InputError(file, line_of_offset(text, e.byte), "",
+                     "malformed JSON (expected an array of conversations)");
   }
   if (!doc.is_array()) throw InputError(file, 1, "", "expected a JSON array of conversations");
   RowSink sink(w, o);
@@ -233,7 +247,8 @@ void parse_sharegpt(std::string_view text, const std::string& file, Workload& w,
         throw InputError(file, 0, field, "expected an array of turns");
       const json* prompt = nullptr;
       for (const auto& turn : e["conversations"]) {
-        if (!turn.is_object()) throw InputError(file, 0, field, "expected turn objects with 'from' and 'value'");
+        if (!turn.is_object())
+          throw InputError(file, 0, field, "expected turn objects with 'from' and 'value'");
         const auto from = turn.find("from");
         const auto value = turn.find("value");
         if (from == turn.end() || !from->is_string() || value == turn.end() || !value->is_string())
@@ -264,8 +279,8 @@ void parse_sharegpt(std::string_view text, const std::string& file, Workload& w,
 // ---- native JSONL ----------------------------------------------------------
 
 void parse_native(std::string_view text, const std::string& file, Workload& w, const TraceReadOptions& o) {
-  static const char* const kKnown[] = {"t_ms", "input_tokens", "output_tokens", "tenant", "priority",
-                                       "prompt", "hash_ids", "hash_block_tokens"};
+  static const char* const kKnown[] = {"t_ms",     "input_tokens", "output_tokens", "tenant",
+                                       "priority", "prompt",       "hash_ids",      "hash_block_tokens"};
   RowSink sink(w, o);
   std::size_t with_time = 0;
   bool block_size_set = false;
@@ -306,11 +321,13 @@ void parse_native(std::string_view text, const std::string& file, Workload& w, c
       }
       const bool has_prompt = j.contains("prompt");
       const bool has_hashes = j.contains("hash_ids");
-      if (has_prompt && has_hashes) throw InputError(file, line_no, "prompt", "give either prompt or hash_ids, not both");
+      if (has_prompt && has_hashes)
+        throw InputError(file, line_no, "prompt", "give either prompt or hash_ids, not both");
       if (has_prompt) {
         if (!j["prompt"].is_string()) throw InputError(file, line_no, "prompt", "expected a string");
         const std::size_t n = count_tokens(j["prompt"].get_ref<const std::string&>());
-        if (n == 0 || n > kMaxTokens) throw InputError(file, line_no, "prompt", "expected a non-empty prompt");
+        if (n == 0 || n > kMaxTokens)
+          throw InputError(file, line_no, "prompt", "expected a non-empty prompt");
         r.input_tokens = static_cast<std::uint32_t>(n);
         r.source = PromptSource::kText;
         r.source_begin = static_cast<std::uint32_t>(w.prompts.size());
@@ -325,8 +342,9 @@ void parse_native(std::string_view text, const std::string& file, Workload& w, c
           block_size_set = true;
         }
         if (block != w.hash_block_tokens)
-          throw InputError(file, line_no, "hash_block_tokens",
-                           fmt::format("expected the same block size on every row ({})", w.hash_block_tokens));
+          throw InputError(
+              file, line_no, "hash_block_tokens",
+              fmt::format("expected the same block size on every row ({})", w.hash_block_tokens));
         const auto& ids = j["hash_ids"];
         if (!ids.is_array()) throw InputError(file, line_no, "hash_ids", "expected an array of block ids");
         r.source = PromptSource::kHashIds;
@@ -375,16 +393,22 @@ TraceFormat parse_trace_format(std::string_view name) {
   if (name == "mooncake") return TraceFormat::kMooncake;
   if (name == "sharegpt") return TraceFormat::kShareGpt;
   if (name == "native") return TraceFormat::kNative;
-  throw UsageError(fmt::format("unknown trace format '{}' (expected auto, azure, mooncake, sharegpt or native)", name));
+  throw UsageError(
+      fmt::format("unknown trace format '{}' (expected auto, azure, mooncake, sharegpt or native)", name));
 }
 
 std::string_view trace_format_name(TraceFormat f) {
   switch (f) {
-    case TraceFormat::kAuto: return "auto";
-    case TraceFormat::kAzure: return "azure";
-    case TraceFormat::kMooncake: return "mooncake";
-    case TraceFormat::kShareGpt: return "sharegpt";
-    case TraceFormat::kNative: return "native";
+    case TraceFormat::kAuto:
+      return "auto";
+    case TraceFormat::kAzure:
+      return "azure";
+    case TraceFormat::kMooncake:
+      return "mooncake";
+    case TraceFormat::kShareGpt:
+      return "sharegpt";
+    case TraceFormat::kNative:
+      return "native";
   }
   return "auto";
 }
@@ -393,7 +417,8 @@ TraceFormat detect_trace_format(const std::string& path, std::string_view head) 
   const std::string_view h = trim(head.substr(0, 4096));
   if (h.rfind("TIMESTAMP,", 0) == 0 || ends_with(path, ".csv")) return TraceFormat::kAzure;
   if (!h.empty() && h.front() == '[') return TraceFormat::kShareGpt;
-  if (h.find("\"hash_ids\"") != std::string_view::npos && h.find("\"input_length\"") != std::string_view::npos)
+  if (h.find("\"hash_ids\"") != std::string_view::npos &&
+      h.find("\"input_length\"") != std::string_view::npos)
     return TraceFormat::kMooncake;
   if (!h.empty() && (h.front() == '{' || h.front() == '#')) return TraceFormat::kNative;
   throw UsageError(fmt::format("{}: cannot tell the trace format; pass --trace-format", path));
@@ -405,15 +430,25 @@ Workload parse_trace_text(std::string_view text, const std::string& name, TraceF
   Workload w;
   w.description = fmt::format("{} trace {}", trace_format_name(format), name);
   switch (format) {
-    case TraceFormat::kAzure: parse_azure(text, name, w, options); break;
-    case TraceFormat::kMooncake: parse_mooncake(text, name, w, options); break;
-    case TraceFormat::kShareGpt: parse_sharegpt(text, name, w, options); break;
-    case TraceFormat::kNative: parse_native(text, name, w, options); break;
-    case TraceFormat::kAuto: break;
+    case TraceFormat::kAzure:
+      parse_azure(text, name, w, options);
+      break;
+    case TraceFormat::kMooncake:
+      parse_mooncake(text, name, w, options);
+      break;
+    case TraceFormat::kShareGpt:
+      parse_sharegpt(text, name, w, options);
+      break;
+    case TraceFormat::kNative:
+      parse_native(text, name, w, options);
+      break;
+    case TraceFormat::kAuto:
+      break;
   }
   if (w.requests.empty())
-    throw InputError(name, 0, "", w.read_report.rows_skipped > 0 ? "every row was bad (nothing left to run)"
-                                                                 : "no requests in the trace");
+    throw InputError(name, 0, "",
+                     w.read_report.rows_skipped > 0 ? "every row was bad (nothing left to run)"
+                                                    : "no requests in the trace");
   if (w.has_timestamps) sort_by_arrival(w);
   return w;
 }
@@ -456,7 +491,8 @@ bool parse_civil_timestamp(std::string_view s, std::int64_t& out) {
   const int yy = y - (mo <= 2);
   const int era = (yy >= 0 ? yy : yy - 399) / 400;
   const unsigned yoe = static_cast<unsigned>(yy - era * 400);
-  const unsigned doy = (153 * static_cast<unsigned>(mo + (mo > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(d) - 1;
+  const unsigned doy =
+      (153 * static_cast<unsigned>(mo + (mo > 2 ? -3 : 9)) + 2) / 5 + static_cast<unsigned>(d) - 1;
   const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
   const std::int64_t days = static_cast<std::int64_t>(era) * 146097 + static_cast<std::int64_t>(doe) - 719468;
   out = ((days * 24 + h) * 60 + mi) * 60 * 1'000'000'000LL + sec * 1'000'000'000LL + frac_ns;

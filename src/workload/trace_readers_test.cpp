@@ -42,7 +42,8 @@ TEST(AzureCsv, ErrorsNameFileLineAndField) {
             "t.txt:2: field 'GeneratedTokens': expected a token count in [1, 1073741824], got 0");
   EXPECT_EQ(error_of(hdr + "yesterday,3,4\n", TraceFormat::kAzure),
             "t.txt:2: field 'TIMESTAMP': expected 'YYYY-MM-DD HH:MM:SS[.fraction]', got 'yesterday'");
-  EXPECT_EQ(error_of(hdr + "2023-11-16 18:15:46.1,3\n", TraceFormat::kAzure), "t.txt:2: expected 3 columns, got 2");
+  EXPECT_EQ(error_of(hdr + "2023-11-16 18:15:46.1,3\n", TraceFormat::kAzure),
+            "t.txt:2: expected 3 columns, got 2");
   EXPECT_NE(error_of("time,in,out\n", TraceFormat::kAzure).find("field 'header'"), std::string::npos);
 }
 
@@ -61,11 +62,11 @@ TEST(AzureCsv, SkipBadRowsCountsThem) {
 }
 
 TEST(Mooncake, ParsesHashIdsAndChecksTheirCount) {
-  const auto w = parse_trace_text(
-      R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]})"
-      "\n"
-      R"({"timestamp": 3000, "input_length": 512, "output_length": 7, "hash_ids": [0]})",
-      "m.jsonl", TraceFormat::kMooncake, {});
+  const auto w =
+      parse_trace_text(R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]})"
+                       "\n"
+                       R"({"timestamp": 3000, "input_length": 512, "output_length": 7, "hash_ids": [0]})",
+                       "m.jsonl", TraceFormat::kMooncake, {});
   ASSERT_EQ(w.requests.size(), 2u);
   EXPECT_EQ(w.requests[1].arrival_ns, 3 * kNanosPerSecond);
   EXPECT_EQ(w.requests[0].source, PromptSource::kHashIds);
@@ -112,8 +113,9 @@ TEST(Native, ReadsEveryField) {
   EXPECT_EQ(w.requests[0].priority, -1);
   EXPECT_EQ(w.requests[1].input_tokens, 2u);
   EXPECT_EQ(w.hash_block_tokens, 32u);
-  EXPECT_EQ(error_of(R"({"input_tokens": 1, "output_tokens": 1, "colour": 1})", TraceFormat::kNative).substr(0, 25),
-            "t.txt:1: field 'colour': ");
+  EXPECT_EQ(
+      error_of(R"({"input_tokens": 1, "output_tokens": 1, "colour": 1})", TraceFormat::kNative).substr(0, 25),
+      "t.txt:1: field 'colour': ");
   EXPECT_EQ(error_of(R"({"input_tokens": 1})", TraceFormat::kNative),
             "t.txt:1: field 'output_tokens': missing (expected a positive integer)");
 }

@@ -19,7 +19,8 @@ void append_prompt_tokens(const Workload& w, const Request& r, std::vector<Token
   out.reserve(start + r.input_tokens);
   auto unique_fill = [&](std::uint32_t from) {
     const std::uint64_t key = hash_combine64(w.token_seed, r.id);
-    for (std::uint32_t i = from; i < r.input_tokens; ++i) out.push_back(spaced_token_from_key(key + i * kGolden));
+    for (std::uint32_t i = from; i < r.input_tokens; ++i)
+      out.push_back(spaced_token_from_key(key + i * kGolden));
   };
   switch (r.source) {
     case PromptSource::kUnique:
@@ -51,9 +52,8 @@ void append_prompt_tokens(const Workload& w, const Request& r, std::vector<Token
 }
 
 void sort_by_arrival(Workload& w) {
-  std::stable_sort(w.requests.begin(), w.requests.end(), [](const Request& a, const Request& b) {
-    return a.arrival_ns < b.arrival_ns;
-  });
+  std::stable_sort(w.requests.begin(), w.requests.end(),
+                   [](const Request& a, const Request& b) { return a.arrival_ns < b.arrival_ns; });
 }
 
 }  // namespace tokenscope::workload

@@ -25,7 +25,7 @@ struct Request {
   Nanos arrival_ns = 0;
   std::uint32_t input_tokens = 0;
   std::uint32_t output_tokens = 0;
-  std::uint32_t tenant = 0;  // index into Workload::tenants
+  std::uint32_t tenant = 0;   // index into Workload::tenants
   std::int32_t priority = 0;  // lower runs first under the priority policy
   PromptSource source = PromptSource::kUnique;
   std::uint32_t source_begin = 0;

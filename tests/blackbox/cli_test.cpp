@@ -22,9 +22,8 @@ const std::string kShared = TOKENSCOPE_SHARED_DIR "/traces/";
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tokenscope_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tokenscope_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -54,9 +53,9 @@ TEST_F(Cli, HelpExplainsEveryOptionWithDefaults) {
   EXPECT_NE(top.out.find("tokenscope sim"), std::string::npos);
   const auto help = run_process({kBin, "sim", "--help"});
   ASSERT_EQ(help.exit_code, 0);
-  for (const char* needle : {"--trace", "--rate", "requests/s", "--block-size", "KV block size, tokens", "=16",
-                             "--max-num-batched-tokens", "=8192", "--tenant-kv-policy", "--seed", "--out",
-                             "prefix_cache_hit_rate", "ttft_ms", "Exit codes"})
+  for (const char* needle : {"--trace", "--rate", "requests/s", "--block-size", "KV block size, tokens",
+                             "=16", "--max-num-batched-tokens", "=8192", "--tenant-kv-policy", "--seed",
+                             "--out", "prefix_cache_hit_rate", "ttft_ms", "Exit codes"})
     EXPECT_NE(help.out.find(needle), std::string::npos) << needle;
   EXPECT_EQ(run_process({kBin}).exit_code, 2);
   EXPECT_EQ(run_process({kBin, "sim", "--no-such-flag"}).exit_code, 2);
@@ -81,7 +80,8 @@ TEST_F(Cli, BadInputGetsAClearMessageAndExitCode2) {
       {{"--input-len", "gaussian:5"}, "--input-len: expected fixed:N"},
       {{"--policy", "lifo"}, "--policy: expected fcfs or priority"},
       {{"--rate", "abc"}, "--rate"},
-      {{"--catalog", file("cat.yaml", "models:\n  - name: x\n    layers: zero\n")}, "cat.yaml:2: field 'models[x].layers'"},
+      {{"--catalog", file("cat.yaml", "models:\n  - name: x\n    layers: zero\n")},
+       "cat.yaml:2: field 'models[x].layers'"},
   };
   for (const auto& c : cases) {
     const auto r = sim(c.args);
@@ -106,8 +106,8 @@ TEST_F(Cli, SkipBadRowsCountsThemAndRuns) {
 }
 
 TEST_F(Cli, SameSeedGivesByteIdenticalRunDirectories) {
-  const std::vector<std::string> args = {"--num-requests", "300", "--rate", "20", "--prefix-groups", "3",
-                                         "--prefix-tokens", "200", "--tenants", "2", "--seed", "7"};
+  const std::vector<std::string> args = {"--num-requests",  "300", "--rate",    "20", "--prefix-groups", "3",
+                                         "--prefix-tokens", "200", "--tenants", "2",  "--seed",          "7"};
   for (const char* name : {"a", "b"}) {
     auto a = args;
     a.insert(a.end(), {"--out", (dir_ / name).string(), "--quiet"});

@@ -48,7 +48,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   posix_spawn_file_actions_addclose(&fa, err_pipe[0]);
   pid_t pid;
   auto args = to_argv(argv);
-  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) throw std::runtime_error("spawn failed");
+  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0)
+    throw std::runtime_error("spawn failed");
   posix_spawn_file_actions_destroy(&fa);
   close(out_pipe[1]);
   close(err_pipe[1]);
@@ -58,7 +59,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       kill(pid, SIGKILL);
       break;
@@ -91,7 +93,8 @@ Child::Child(const std::vector<std::string>& argv, const std::string& out_file, 
   posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   auto args = to_argv(argv);
-  if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) throw std::runtime_error("spawn failed");
+  if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0)
+    throw std::runtime_error("spawn failed");
   posix_spawn_file_actions_destroy(&fa);
 }
 
@@ -102,7 +105,9 @@ Child::~Child() {
   }
 }
 
-void Child::signal(int sig) { kill(pid_, sig); }
+void Child::signal(int sig) {
+  kill(pid_, sig);
+}
 
 ProcessResult Child::wait(double timeout_s) {
   ProcessResult r;
