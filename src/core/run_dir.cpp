@@ -124,14 +124,22 @@ void RunDirectory::close() {
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
   const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    JsonlWriter w(tmp, false);
-    // JsonlWriter appends a newline per line; write the text as one block.
-    std::string_view body = text;
-    if (!body.empty() && body.back() == '\n') body.remove_suffix(1);
-    w.append_line(body);
-    w.close();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_io(tmp, "create", errno);
+  const char* data = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw_io(tmp, "write", err);
+    }
+    data += n;
+    left -= static_cast<std::size_t>(n);
   }
+  if (::close(fd) != 0) throw_io(tmp, "close", errno);
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) throw IoError(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
