@@ -236,6 +236,9 @@ void parse_sharegpt(std::string_view text, const std::string& file, Workload& w,
   } catch (const json::parse_error& e) {
     throw InputError(file, line_of_offset(text, e.byte), "",
                      "malformed JSON (expected an array of conversations)");
+  } catch (const json::exception& e) {
+    // e.g. a number too large for a double: not tied to a byte offset.
+    throw InputError(file, 0, "", std::string("invalid JSON: ") + e.what());
   }
   if (!doc.is_array()) throw InputError(file, 1, "", "expected a JSON array of conversations");
   RowSink sink(w, o);

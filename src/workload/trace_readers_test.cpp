@@ -93,6 +93,7 @@ TEST(ShareGpt, FirstHumanTurnIsThePrompt) {
   EXPECT_FALSE(w.has_timestamps);
   EXPECT_NE(error_of(R"([{"conversations": 3}])", TraceFormat::kShareGpt).find("[0].conversations"),
             std::string::npos);
+  EXPECT_NE(error_of("[{\"id\": 4E444}]", TraceFormat::kShareGpt).find("number overflow"), std::string::npos);
   EXPECT_EQ(error_of("[{\n\"a\": }", TraceFormat::kShareGpt),
             "t.txt:2: malformed JSON (expected an array of conversations)");
 }
