@@ -8,8 +8,17 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer and the clang sanitizer runtimes
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 time                        # benchmark scripts, peak-memory measurement
+  libboost-dev                        # Asio and Beast (header-only)
+  curl                                # black-box tests with real third-party clients
+  wrk nginx-light                     # benchmarks: load generator and the ceiling server
+  python3 time bc                     # benchmark scripts, peak-memory measurement
 )
+
+# Node.js and npm may come from elsewhere than Debian (NodeSource ships npm
+# inside its nodejs package): only install Debian's when there is none.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -19,13 +28,19 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages present"
-  exit 0
+  echo "setup: all ${#packages[@]} Debian packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The official OpenAI client from the npm registry, for the black-box tests.
+node_dir="$(dirname "$0")/../tests/blackbox/node"
+if [ ! -d "$node_dir/node_modules/openai" ]; then
+  echo "setup: installing the npm packages of tests/blackbox/node"
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi
