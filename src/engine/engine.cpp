@@ -8,13 +8,13 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "workload/text.h"
 
 namespace tokenscope::engine {
 
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr std::uint64_t kRootSalt = 0x746f6b656e73636fULL;
-constexpr std::uint64_t kGeneratedSalt = 0x67656e6572617465ULL;
 
 std::uint64_t nonzero(std::uint64_t h) {
   return h == 0 ? 1 : h;
@@ -197,6 +197,8 @@ struct Engine::Seq {
   std::uint32_t preemptions = 0;
   std::uint32_t cached_tokens = 0;
   bool admitted_once = false;
+  std::uint64_t output_seed = 0;
+  enum class State { kWaiting, kRunning, kSwapped } state = State::kWaiting;
 
   std::uint32_t num_tokens() const { return prompt_len + num_output; }
 };
@@ -328,9 +330,11 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->prompt_len = static_cast<std::uint32_t>(prompt_len);
   s->target_output = static_cast<std::uint32_t>(output);
   s->run_hash = root_hash(tenant);
+  s->output_seed = r.output_seed.value_or(r.id);
   s->hashes.reserve(prompt_len / B + 1);
   for (auto t : r.prompt) append_known_token(*s, t);
   waiting_push_back(s);
+  by_id_[s->id] = s;
   return true;
 }
 
@@ -435,12 +439,14 @@ bool Engine::ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double&
   return true;
 }
 
-void Engine::finish(Seq* s, Nanos t) {
+void Engine::finish(Seq* s, Nanos t, bool aborted) {
   running_.erase(std::find(running_.begin(), running_.end(), s));
   pools_[pool_of(*s)].release(s->blocks);
   --tenant_live_seqs_[s->tenant];
   ++counters_.requests_finished;
+  by_id_.erase(s->id);
   FinishedRequest f;
+  f.aborted = aborted;
   f.id = s->id;
   f.tenant = s->tenant;
   f.arrival = s->arrival;
@@ -457,6 +463,7 @@ void Engine::finish(Seq* s, Nanos t) {
 
 void Engine::reject_all_waiting(Nanos now, std::string_view reason) {
   auto reject = [&](Seq* s) {
+    by_id_.erase(s->id);
     ++counters_.requests_rejected;
     observer_->on_reject(s->id, now, reason);
     delete s;
@@ -636,20 +643,41 @@ Nanos Engine::step(Nanos now) {
   for (const auto& [s, n] : scheduled_) {
     s->num_computed += n;
     if (s->num_computed != s->num_tokens()) continue;
-    const workload::TokenId token = workload::spaced_token_from_key(mix64(kGeneratedSalt ^ s->id) +
-                                                                    s->num_output * 0x9e3779b97f4a7c15ULL);
+    const workload::TokenId token = workload::generated_token(s->output_seed, s->num_output);
     if (s->num_output == 0) counters_.prompt_tokens += s->prompt_len;
     ++s->num_output;
     ++counters_.generation_tokens;
     append_known_token(*s, token);
     if (s->first_token < 0) s->first_token = end;
-    observer_->on_token(s->id, end);
-    if (s->num_output >= s->target_output) finish(s, end);
+    observer_->on_token(s->id, end, token);
+    if (s->num_output >= s->target_output) finish(s, end, false);
   }
   st.num_running = static_cast<std::uint32_t>(running_.size());
   st.num_waiting = static_cast<std::uint32_t>(num_waiting());
   observer_->on_step(st);
   return duration;
+}
+
+bool Engine::abort(std::uint64_t id, Nanos now) {
+  const auto it = by_id_.find(id);
+  if (it == by_id_.end()) return false;
+  Seq* s = it->second;
+  if (std::find(running_.begin(), running_.end(), s) != running_.end()) {
+    finish(s, now, true);
+    return true;
+  }
+  // Waiting or swapped: it holds no blocks.
+  if (auto w = std::find(waiting_fcfs_.begin(), waiting_fcfs_.end(), s); w != waiting_fcfs_.end()) {
+    waiting_fcfs_.erase(w);
+  } else if (waiting_priority_.erase(s) == 0) {
+    swapped_.erase(std::find(swapped_.begin(), swapped_.end(), s));
+    --tenant_live_seqs_[s->tenant];
+  }
+  // Reuse finish() bookkeeping for the observer without touching running_.
+  running_.push_back(s);
+  ++tenant_live_seqs_[s->tenant];
+  finish(s, now, true);
+  return true;
 }
 
 bool Engine::check_invariants() const {

@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -102,9 +103,10 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog);
 struct EngineRequest {
   std::uint64_t id = 0;
   std::vector<workload::TokenId> prompt;  // the prompt's tokens (moved in)
-  std::uint32_t max_output_tokens = 1;    // the request generates exactly this many
+  std::uint32_t max_output_tokens = 1;    // the request generates exactly this many (unless aborted)
   std::uint32_t tenant = 0;
   std::int32_t priority = 0;
+  std::optional<std::uint64_t> output_seed;  // keys the generated words; default: the id
 };
 
 struct FinishedRequest {
@@ -118,6 +120,7 @@ struct FinishedRequest {
   std::uint32_t output_tokens = 0;
   std::uint32_t cached_tokens = 0;
   std::uint32_t preemptions = 0;
+  bool aborted = false;  // ended by abort() before its last token
 };
 
 struct StepStats {
@@ -144,7 +147,8 @@ class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   virtual void on_first_scheduled(std::uint64_t /*id*/, Nanos /*t*/) {}
-  virtual void on_token(std::uint64_t /*id*/, Nanos /*t*/) {}
+  // A generated token (text: workload::piece_text(token)), emitted at t.
+  virtual void on_token(std::uint64_t /*id*/, Nanos /*t*/, workload::TokenId /*token*/) {}
   virtual void on_finish(const FinishedRequest& /*r*/) {}
   virtual void on_reject(std::uint64_t /*id*/, Nanos /*t*/, std::string_view /*reason*/) {}
   virtual void on_step(const StepStats& /*s*/) {}
@@ -187,6 +191,10 @@ class Engine {
   Nanos step(Nanos now);
   // Rejects everything still queued (e.g. at the end of a run that cannot progress).
   void reject_all_waiting(Nanos now, std::string_view reason);
+  // Ends a request wherever it is (client gone, stop string matched): its
+  // blocks are freed and the observer hears on_finish with aborted = true.
+  // Returns false when the id is unknown (already finished).
+  bool abort(std::uint64_t id, Nanos now);
 
   const EngineCounters& counters() const { return counters_; }
   const EffectiveEngine& effective() const { return eff_; }
@@ -220,7 +228,7 @@ class Engine {
   Seq* pick_victim() const;
   void preempt(Seq* victim, StepStats& st);
   bool ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double& extra_seconds);
-  void finish(Seq* s, Nanos t);
+  void finish(Seq* s, Nanos t, bool aborted);
 
   EffectiveEngine eff_;
   EngineSettings settings_;
@@ -238,6 +246,7 @@ class Engine {
   std::vector<std::uint32_t> tenant_live_seqs_;  // running or swapped
   std::uint32_t resident_count_ = 0;
   std::unordered_set<std::uint64_t> host_tier_;
+  std::unordered_map<std::uint64_t, Seq*> by_id_;
   EngineCounters counters_;
   // Scratch, reused across steps.
   std::vector<std::pair<Seq*, std::uint32_t>> scheduled_;

@@ -19,7 +19,11 @@ struct Recorder : EngineObserver {
   std::map<std::uint64_t, FinishedRequest> finished;
   std::map<std::uint64_t, std::string> rejected;
   std::vector<StepStats> steps;
-  void on_token(std::uint64_t id, Nanos t) override { tokens[id].push_back(t); }
+  std::map<std::uint64_t, std::vector<TokenId>> token_ids;
+  void on_token(std::uint64_t id, Nanos t, TokenId token) override {
+    tokens[id].push_back(t);
+    token_ids[id].push_back(token);
+  }
   void on_finish(const FinishedRequest& r) override { finished[r.id] = r; }
   void on_reject(std::uint64_t id, Nanos, std::string_view why) override { rejected[id] = std::string(why); }
   void on_step(const StepStats& s) override { steps.push_back(s); }
@@ -265,6 +269,43 @@ TEST(Engine, TenantsDoNotShareCacheEntries) {
   h.add(2, prompt(1, 160), 1, 1);
   h.drain();
   EXPECT_EQ(h.rec.finished[2].cached_tokens, 0u);
+}
+
+TEST(Engine, AbortEndsARequestWhereverItIs) {
+  auto s = small(1000);
+  s.max_num_seqs = 1;
+  Harness h(s);
+  h.add(1, prompt(1, 40), 50);
+  h.add(2, prompt(2, 40), 50);  // waits behind request 1
+  for (int k = 0; k < 5; ++k) h.now += h.engine->step(h.now);
+  EXPECT_TRUE(h.engine->abort(1, h.now));
+  EXPECT_TRUE(h.engine->abort(2, h.now));
+  EXPECT_FALSE(h.engine->abort(2, h.now));
+  EXPECT_FALSE(h.engine->has_work());
+  EXPECT_TRUE(h.rec.finished[1].aborted);
+  EXPECT_EQ(h.rec.finished[1].output_tokens, 5u);
+  EXPECT_TRUE(h.rec.finished[2].aborted);
+  EXPECT_EQ(h.rec.finished[2].output_tokens, 0u);
+  EXPECT_EQ(h.engine->kv_blocks_in_use(), 0u);
+  EXPECT_TRUE(h.engine->check_invariants());
+}
+
+TEST(Engine, GeneratedTokensAreWordsKeyedByTheOutputSeed) {
+  Harness h(small(1000));
+  EngineRequest a;
+  a.id = 1;
+  a.prompt = prompt(1, 10);
+  a.max_output_tokens = 20;
+  a.output_seed = 77;
+  EngineRequest b = a;
+  b.id = 2;
+  h.engine->add_request(std::move(a), 0);
+  h.engine->add_request(std::move(b), 0);
+  h.drain();
+  EXPECT_EQ(h.rec.token_ids[1], h.rec.token_ids[2]);  // same seed, same text
+  std::string text;
+  for (auto t : h.rec.token_ids[1]) text += *workload::piece_text(t);
+  EXPECT_EQ(workload::tokenize(text), h.rec.token_ids[1]);
 }
 
 TEST(Engine, ResolutionRejectsModelsThatDoNotFit) {

@@ -38,7 +38,7 @@ void RecordingObserver::release_slot(std::uint64_t id) {
   slot = 0;
 }
 
-void RecordingObserver::on_token(std::uint64_t id, Nanos t) {
+void RecordingObserver::on_token(std::uint64_t id, Nanos t, workload::TokenId) {
   times_of(id, true)->push_back(t);
 }
 
