@@ -1,0 +1,90 @@
+// HTTP/1.1 types shared by the server (and later the client): requests,
+// responses, the serialisation of response heads and chunked bodies, and the
+// two interfaces between the connection layer and an application:
+//  * HttpHandler answers a parsed request through a Responder;
+//  * Responder writes one response, whole or streamed (chunked), from any
+//    thread; it is the seam that lets the application be tested in memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace tokenscope::net {
+
+struct ServerLimits {
+  std::size_t max_body_bytes = 8u << 20;     // larger bodies get 413
+  std::size_t max_header_bytes = 16u << 10;  // larger heads get 431
+  double header_timeout_s = 10.0;            // a first request must arrive whole within this (408)
+  double idle_timeout_s = 60.0;              // keep-alive connections idle longer are closed
+  std::size_t max_connections = 10000;       // more get 503 with Retry-After
+};
+
+struct Header {
+  std::string name;
+  std::string value;
+};
+
+struct HttpRequest {
+  std::string method;
+  std::string target;
+  std::vector<Header> headers;  // names in lowercase
+  std::string body;
+  bool keep_alive = true;
+  Nanos t_received = 0;  // when the whole request had been read
+
+  // The value of a header (name in lowercase), or "" when absent.
+  std::string_view header(std::string_view lowercase_name) const;
+  // The target without its query string.
+  std::string_view path() const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<Header> headers;  // extra headers (Retry-After, ...)
+  std::string body;
+};
+
+std::string_view reason_phrase(int status);
+// Status line, headers, Content-Length and body.
+std::string serialize_response(const HttpResponse& r, bool keep_alive);
+// Status line and headers of a chunked response.
+std::string serialize_stream_head(int status, std::string_view content_type, const std::vector<Header>& headers,
+                                  bool keep_alive);
+// One chunk of a chunked body: "<hex size>\r\n<data>\r\n" (data must not be empty).
+std::string chunk(std::string_view data);
+inline constexpr std::string_view kLastChunk = "0\r\n\r\n";
+
+// Writes one response. Every method is thread-safe and returns at once; the
+// bytes are written in call order on the connection's own executor.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  virtual void respond(HttpResponse r) = 0;
+  virtual void start_stream(int status, std::string content_type, std::vector<Header> headers) = 0;
+  // Sends raw body bytes of a stream (they are framed as one chunk). When
+  // given, on_written runs with the time the bytes were handed to the socket.
+  virtual void send(std::string data, std::function<void(Nanos)> on_written = nullptr) = 0;
+  virtual void end_stream() = 0;
+  // Abortive close: the peer sees a connection reset.
+  virtual void reset() = 0;
+  // cb runs once if the connection ends before the response is complete.
+  virtual void on_disconnect(std::function<void()> cb) = 0;
+};
+
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  virtual void handle(HttpRequest request, std::shared_ptr<Responder> responder) = 0;
+  // The response to a request refused by the connection layer itself (400,
+  // 408, 413, 431, 503), in the application's error format.
+  virtual HttpResponse connection_error(int status, std::string_view message) = 0;
+};
+
+}  // namespace tokenscope::net

@@ -1,0 +1,352 @@
+// One HTTP/1.1 connection: reads requests with Beast's parser under the
+// server's limits, hands them to the HttpHandler, and writes responses from a
+// queue, coalescing what accumulated while a write was in flight. Templated
+// on the stream so that unit tests run it over an in-memory stream
+// (boost::beast::test::stream) and production over a TCP stream.
+//
+// Internal header: include it only where a Session is instantiated.
+#pragma once
+
+#include <atomic>
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/clock.h"
+#include "net/http.h"
+
+namespace tokenscope::net {
+
+// What the sessions of one server share.
+struct ServerContext {
+  HttpHandler* handler = nullptr;
+  const Clock* clock = nullptr;
+  ServerLimits limits;
+  std::atomic<std::size_t> connections{0};
+  std::atomic<bool> draining{false};  // finish current responses, take no new requests
+};
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace asio = boost::asio;
+
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  Session(Stream stream, ServerContext& ctx) : stream_(std::move(stream)), ctx_(ctx) { ++ctx_.connections; }
+  ~Session() { --ctx_.connections; }
+
+  void start() {
+    asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->read_request(); });
+  }
+
+  // Closes the connection if it is between requests (used when draining).
+  void close_if_idle() {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      if (!self->in_response_) self->close();
+    });
+  }
+
+  class SessionResponder;
+
+ private:
+  struct Pending {
+    std::string bytes;
+    std::function<void(Nanos)> on_written;
+  };
+
+  void set_timeout(double seconds) {
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>)
+      stream_.expires_after(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
+  }
+  void clear_timeout() {
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) stream_.expires_never();
+  }
+
+  // One read loop for the connection's life: between responses its bytes
+  // feed the parser (under the header or idle timeout); during a response it
+  // keeps reading without a timeout, buffering pipelined bytes and noticing
+  // at once when the peer goes away.
+  void read_request() {
+    if (ctx_.draining.load() || closed_) return close();
+    reset_parser();
+    if (buffer_.size() > 0 && parse_buffered()) return;
+    arm_read();
+  }
+
+  void reset_parser() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.max_header_bytes));
+    parser_->body_limit(ctx_.limits.max_body_bytes);
+    parser_->eager(true);
+    continue_sent_ = false;
+  }
+
+  void arm_read() {
+    if (reading_ || closed_) return;
+    if (in_response_)
+      clear_timeout();
+    else
+      set_timeout(requests_served_ == 0 || parser_->got_some() ? ctx_.limits.header_timeout_s
+                                                               : ctx_.limits.idle_timeout_s);
+    reading_ = true;
+    stream_.async_read_some(buffer_.prepare(16384),
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->reading_ = false;
+                              self->on_read(ec, n);
+                            });
+  }
+
+  void on_read(beast::error_code ec, std::size_t n) {
+    if (closed_) return;
+    if (ec == asio::error::operation_aborted) return arm_read();  // re-armed with the right timeout
+    if (ec) {
+      if (in_response_) return close();  // the peer left mid-response
+      return on_read_error(ec);
+    }
+    buffer_.commit(n);
+    if (!in_response_ && parse_buffered()) return;
+    if (buffer_.size() > ctx_.limits.max_header_bytes + ctx_.limits.max_body_bytes + 16384) return close();
+    arm_read();
+  }
+
+  // Feeds buffered bytes to the parser; true when a request was dispatched
+  // or the connection is being closed with an error response.
+  bool parse_buffered() {
+    while (buffer_.size() > 0) {
+      beast::error_code ec;
+      const std::size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) {
+        on_read_error(ec);
+        return true;
+      }
+      if (parser_->is_header_done() && !continue_sent_ &&
+          beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+        continue_sent_ = true;
+        enqueue("HTTP/1.1 100 Continue\r\n\r\n", nullptr);
+      }
+      if (parser_->is_done()) {
+        dispatch();
+        return true;
+      }
+      if (used == 0) break;
+    }
+    return false;
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        closed_)
+      return close();
+    int status = 400;
+    std::string message = "malformed HTTP request: " + ec.message();
+    if (ec == beast::error::timeout) {
+      // Nothing started: an idle keep-alive connection simply closes.
+      if (!parser_->got_some()) return close();
+      status = 408;
+      message = "request not received in time";
+    } else if (ec == http::error::header_limit) {
+      status = 431;
+      message = "request headers larger than " + std::to_string(ctx_.limits.max_header_bytes) + " bytes";
+    } else if (ec == http::error::body_limit) {
+      status = 413;
+      message = "request body larger than " + std::to_string(ctx_.limits.max_body_bytes) + " bytes";
+    }
+    HttpResponse r = ctx_.handler->connection_error(status, message);
+    in_response_ = true;
+    keep_alive_ = false;
+    response_done_ = true;
+    enqueue(serialize_response(r, false), nullptr);
+  }
+
+  void dispatch() {
+    auto& msg = parser_->get();
+    HttpRequest req;
+    req.method = std::string(msg.method_string());
+    req.target = std::string(msg.target());
+    for (const auto& f : msg) {
+      std::string name(f.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      req.headers.push_back({std::move(name), std::string(f.value())});
+    }
+    req.body = std::move(msg.body());
+    req.keep_alive = msg.keep_alive();
+    req.t_received = ctx_.clock->now_ns();
+    keep_alive_ = req.keep_alive;
+    in_response_ = true;
+    response_done_ = false;
+    ++requests_served_;
+    responder_ = std::make_shared<SessionResponder>(this->shared_from_this());
+    ctx_.handler->handle(std::move(req), responder_);
+    arm_read();  // watch the peer while answering
+  }
+
+  void enqueue(std::string bytes, std::function<void(Nanos)> on_written) {
+    if (closed_) return;
+    queue_.push_back({std::move(bytes), std::move(on_written)});
+    if (!writing_) do_write();
+  }
+
+  void do_write() {
+    if (queue_.empty()) return after_writes();
+    write_buffer_.clear();
+    written_callbacks_.clear();
+    while (!queue_.empty()) {
+      write_buffer_ += queue_.front().bytes;
+      if (queue_.front().on_written) written_callbacks_.push_back(std::move(queue_.front().on_written));
+      queue_.pop_front();
+    }
+    writing_ = true;
+    const Nanos t = ctx_.clock->now_ns();
+    for (auto& cb : written_callbacks_) cb(t);
+    asio::async_write(stream_, asio::buffer(write_buffer_),
+                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        if (ec) return self->close();
+                        self->do_write();
+                      });
+  }
+
+  void after_writes() {
+    if (!response_done_ || abort_pending_) {
+      if (abort_pending_) abortive_close();
+      return;
+    }
+    in_response_ = false;
+    responder_.reset();
+    if (!keep_alive_ || ctx_.draining.load()) return graceful_close();
+    if (reading_) {
+      // The watch read runs without a timeout: cancel it so that it is
+      // re-armed with the idle timeout (buffered bytes are kept).
+      reset_parser();
+      if (buffer_.size() > 0 && parse_buffered()) return;
+      beast::error_code ec;
+      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) stream_.socket().cancel(ec);
+      return;
+    }
+    read_request();
+  }
+
+  void graceful_close() {
+    if (closed_) return;
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      beast::error_code ec;
+      stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+    }
+    close();
+  }
+
+  void abortive_close() {
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      beast::error_code ec;
+      stream_.socket().set_option(asio::socket_base::linger(true, 0), ec);
+    }
+    close();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ec;
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>)
+      stream_.socket().close(ec);
+    else
+      stream_.close();
+    queue_.clear();
+    if (in_response_ && !response_done_) {
+      auto callbacks = std::move(disconnect_callbacks_);
+      for (auto& cb : callbacks) cb();
+    }
+    responder_.reset();
+  }
+
+  Stream stream_;
+  ServerContext& ctx_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::deque<Pending> queue_;
+  std::string write_buffer_;
+  std::vector<std::function<void(Nanos)>> written_callbacks_;
+  std::shared_ptr<SessionResponder> responder_;
+  std::vector<std::function<void()>> disconnect_callbacks_;
+  std::uint64_t requests_served_ = 0;
+  bool writing_ = false;
+  bool in_response_ = false;
+  bool response_done_ = false;
+  bool keep_alive_ = true;
+  bool streaming_ = false;
+  bool abort_pending_ = false;
+  bool closed_ = false;
+  bool reading_ = false;
+  bool continue_sent_ = false;
+
+ public:
+  // The Responder of the current request: every call hops onto the session's
+  // executor, so it may be used from any thread.
+  class SessionResponder final : public Responder {
+   public:
+    explicit SessionResponder(std::shared_ptr<Session> s) : session_(std::move(s)) {}
+
+    void respond(HttpResponse r) override {
+      run([r = std::move(r)](Session& s) mutable {
+        if (s.response_done_) return;
+        s.response_done_ = true;
+        s.enqueue(serialize_response(r, s.keep_alive_ && !s.ctx_.draining.load()), nullptr);
+      });
+    }
+    void start_stream(int status, std::string content_type, std::vector<Header> headers) override {
+      run([status, ct = std::move(content_type), h = std::move(headers)](Session& s) {
+        if (s.response_done_ || s.streaming_) return;
+        s.streaming_ = true;
+        s.enqueue(serialize_stream_head(status, ct, h, s.keep_alive_), nullptr);
+      });
+    }
+    void send(std::string data, std::function<void(Nanos)> on_written) override {
+      run([d = std::move(data), cb = std::move(on_written)](Session& s) mutable {
+        if (s.response_done_ || !s.streaming_ || d.empty()) return;
+        s.enqueue(chunk(d), std::move(cb));
+      });
+    }
+    void end_stream() override {
+      run([](Session& s) {
+        if (s.response_done_ || !s.streaming_) return;
+        s.streaming_ = false;
+        s.response_done_ = true;
+        s.enqueue(std::string(kLastChunk), nullptr);
+      });
+    }
+    void reset() override {
+      run([](Session& s) {
+        s.response_done_ = true;
+        s.abort_pending_ = true;
+        if (!s.writing_) s.abortive_close();
+      });
+    }
+    void on_disconnect(std::function<void()> cb) override {
+      run([cb = std::move(cb)](Session& s) mutable {
+        if (s.closed_) return cb();
+        s.disconnect_callbacks_.push_back(std::move(cb));
+      });
+    }
+
+   private:
+    template <class F>
+    void run(F&& f) {
+      auto s = session_;
+      asio::post(s->stream_.get_executor(), [s, f = std::forward<F>(f)]() mutable { f(*s); });
+    }
+    std::shared_ptr<Session> session_;
+  };
+};
+
+}  // namespace tokenscope::net

@@ -1,0 +1,158 @@
+// The connection layer over an in-memory stream: parsing, limits, framing.
+#include <gtest/gtest.h>
+
+#include <boost/beast/_experimental/test/stream.hpp>
+
+#include "net/http_session.h"
+
+namespace tokenscope::net {
+namespace {
+
+using TestStream = beast::test::stream;
+
+// Records requests; answers according to the path.
+struct EchoHandler : HttpHandler {
+  std::vector<HttpRequest> seen;
+  std::shared_ptr<Responder> last;
+  bool disconnected = false;
+  void handle(HttpRequest req, std::shared_ptr<Responder> r) override {
+    seen.push_back(req);
+    last = r;
+    if (req.path() == "/stream") {
+      r->on_disconnect([this] { disconnected = true; });
+      r->start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+      r->send("data: one\n\n");
+      r->send("data: two\n\n");
+      if (req.target.find("hold") == std::string::npos) r->end_stream();
+      return;
+    }
+    if (req.path() == "/reset") return r->reset();
+    HttpResponse resp;
+    resp.body = "{\"path\":\"" + std::string(req.path()) + "\",\"len\":" + std::to_string(req.body.size()) + "}";
+    r->respond(resp);
+  }
+  HttpResponse connection_error(int status, std::string_view message) override {
+    HttpResponse r;
+    r.status = status;
+    r.body = "{\"error\":\"" + std::string(message) + "\"}";
+    return r;
+  }
+};
+
+class Connection : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx.handler = &handler;
+    ctx.clock = &clock;
+    ctx.limits.max_body_bytes = 1000;
+    ctx.limits.max_header_bytes = 500;
+    server.connect(client);
+    session = std::make_shared<Session<TestStream>>(std::move(server), ctx);
+    session->start();
+    pump();
+  }
+  void pump() {
+    ioc.restart();
+    while (ioc.poll() > 0) {
+    }
+  }
+  std::string send(const std::string& bytes) {
+    client.write_some(asio::buffer(bytes));
+    pump();
+    std::string out(client.str());
+    client.clear();
+    return out;
+  }
+
+  asio::io_context ioc;
+  ManualClock clock{1000};
+  EchoHandler handler;
+  ServerContext ctx;
+  TestStream server{ioc};
+  TestStream client{ioc};
+  std::shared_ptr<Session<TestStream>> session;
+};
+
+TEST_F(Connection, ParsesRequestsAndKeepsTheConnectionAlive) {
+  const auto a = send("POST /v1/x?y=1 HTTP/1.1\r\nHost: h\r\nX-Key: Val\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(a,
+            "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n"
+            "{\"path\":\"/v1/x\",\"len\":5}");
+  ASSERT_EQ(handler.seen.size(), 1u);
+  EXPECT_EQ(handler.seen[0].method, "POST");
+  EXPECT_EQ(handler.seen[0].target, "/v1/x?y=1");
+  EXPECT_EQ(handler.seen[0].header("x-key"), "Val");
+  EXPECT_EQ(handler.seen[0].body, "hello");
+  EXPECT_EQ(handler.seen[0].t_received, 1000);
+  const auto b = send("GET /again HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_NE(b.find("{\"path\":\"/again\",\"len\":0}"), std::string::npos);
+  EXPECT_EQ(handler.seen.size(), 2u);
+}
+
+TEST_F(Connection, StreamsChunkedFrames) {
+  const auto out = send("POST /stream HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n"
+            "b\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\n0\r\n\r\n");
+  // Still alive for the next request.
+  EXPECT_NE(send("GET /next HTTP/1.1\r\n\r\n").find("200 OK"), std::string::npos);
+}
+
+TEST_F(Connection, OversizedBodyGets413AndClose) {
+  const auto out = send("POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 413 Payload Too Large\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find("Connection: close"), std::string::npos);
+  EXPECT_NE(out.find("larger than 1000 bytes"), std::string::npos);
+  EXPECT_TRUE(handler.seen.empty());
+}
+
+TEST_F(Connection, OversizedHeadersGet431) {
+  const auto out = send("GET /x HTTP/1.1\r\nX-Big: " + std::string(1000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 431 ", 0), 0u) << out;
+  EXPECT_TRUE(handler.seen.empty());
+}
+
+TEST_F(Connection, GarbageGets400) {
+  const auto out = send("NOT HTTP AT ALL\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find("malformed HTTP request"), std::string::npos);
+}
+
+TEST_F(Connection, ExpectContinueIsAnswered) {
+  client.write_some(asio::buffer(std::string("POST /x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")));
+  pump();
+  EXPECT_EQ(std::string(client.str()), "HTTP/1.1 100 Continue\r\n\r\n");
+  client.clear();
+  EXPECT_NE(send("abc").find("\"len\":3"), std::string::npos);
+}
+
+TEST_F(Connection, ConnectionCloseIsHonoured) {
+  const auto out = send("GET /x HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos);
+  send("GET /y HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(handler.seen.size(), 1u);  // closed after the first
+}
+
+TEST_F(Connection, PeerClosingMidStreamIsReported) {
+  send("POST /stream?hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_FALSE(handler.disconnected);
+  client.close();
+  handler.last->send("data: three\n\n");  // the write fails: the peer is gone
+  pump();
+  EXPECT_TRUE(handler.disconnected);
+}
+
+TEST(HttpFormat, ChunksAndResponses) {
+  EXPECT_EQ(chunk("hello world, this is 29 bytes"), "1d\r\nhello world, this is 29 bytes\r\n");
+  HttpResponse r;
+  r.status = 429;
+  r.headers.push_back({"Retry-After", "1"});
+  r.body = "{}";
+  EXPECT_EQ(serialize_response(r, true),
+            "HTTP/1.1 429 Too Many Requests\r\nServer: tokenscope\r\nContent-Type: application/json\r\n"
+            "Retry-After: 1\r\nContent-Length: 2\r\n\r\n{}");
+}
+
+}  // namespace
+}  // namespace tokenscope::net
