@@ -1,0 +1,59 @@
+#include "serve/executor.h"
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+namespace tokenscope::serve {
+
+namespace asio = boost::asio;
+
+struct AsioExecutor::Impl {
+  asio::strand<asio::io_context::executor_type> strand;
+  explicit Impl(asio::io_context& ioc) : strand(asio::make_strand(ioc)) {}
+};
+
+AsioExecutor::AsioExecutor(asio::io_context& ioc) : impl_(std::make_unique<Impl>(ioc)) {}
+AsioExecutor::~AsioExecutor() = default;
+
+void AsioExecutor::post(std::function<void()> f) { asio::post(impl_->strand, std::move(f)); }
+
+void AsioExecutor::post_at(Nanos t, std::function<void()> f) {
+  const Nanos now = clock_.now_ns();
+  if (t <= now) return post(std::move(f));
+  auto timer = std::make_shared<asio::steady_timer>(impl_->strand);
+  // steady_timer and SteadyClock share std::chrono::steady_clock.
+  timer->expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(t)));
+  timer->async_wait([timer, f = std::move(f)](const boost::system::error_code& ec) {
+    if (!ec) f();
+  });
+}
+
+void ManualExecutor::post(std::function<void()> f) { post_at(clock_.now_ns(), std::move(f)); }
+
+void ManualExecutor::post_at(Nanos t, std::function<void()> f) {
+  std::lock_guard lock(mutex_);
+  queue_.emplace(std::make_pair(std::max(t, clock_.now_ns()), sequence_++), std::move(f));
+}
+
+std::size_t ManualExecutor::run_until_idle(std::size_t max_tasks) {
+  std::size_t ran = 0;
+  while (ran < max_tasks) {
+    std::function<void()> f;
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.empty()) break;
+      auto it = queue_.begin();
+      clock_.set(it->first.first);
+      f = std::move(it->second);
+      queue_.erase(it);
+    }
+    f();
+    ++ran;
+  }
+  return ran;
+}
+
+}  // namespace tokenscope::serve

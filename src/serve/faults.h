@@ -1,0 +1,56 @@
+// Fault injection for testing clients (`serve --faults SPEC --fault-seed N`).
+// SPEC is a comma-separated list of KIND=RATE[@MS]:
+//   http_5xx=R          answer 500 with an error body instead of generating
+//   http_429=R          answer 429 with Retry-After: 1
+//   reset=R             reset the connection mid-stream (halfway through the output)
+//   stall=R@MS          hold the stream for MS milliseconds halfway through
+//   malformed=R         send one malformed SSE event halfway through
+//   slow_first_byte=R@MS  delay the response by MS milliseconds before anything is sent
+// Rates are probabilities per generation request (their sum at most 1); one
+// uniform draw per request, in arrival order, from the seeded generator
+// picks at most one fault. Every injected fault is counted in
+// tokenscope:faults_injected_total{kind}.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/random.h"
+
+namespace tokenscope::serve {
+
+enum class FaultKind { kNone, kHttp5xx, kHttp429, kReset, kStall, kMalformed, kSlowFirstByte };
+
+std::string_view fault_name(FaultKind k);
+
+struct FaultRule {
+  FaultKind kind = FaultKind::kNone;
+  double rate = 0.0;
+  double duration_ms = 0.0;  // stall, slow_first_byte
+};
+
+struct Fault {
+  FaultKind kind = FaultKind::kNone;
+  double duration_ms = 0.0;
+};
+
+// Parses SPEC (see above); throws UsageError naming the bad part.
+std::vector<FaultRule> parse_fault_spec(std::string_view spec);
+
+// Draws faults for requests in arrival order. Thread-safe.
+class FaultPlan {
+ public:
+  FaultPlan(std::vector<FaultRule> rules, std::uint64_t seed) : rules_(std::move(rules)), rng_(seed) {}
+  bool enabled() const { return !rules_.empty(); }
+  Fault next();
+
+ private:
+  std::vector<FaultRule> rules_;
+  std::mutex mutex_;
+  Rng rng_;
+};
+
+}  // namespace tokenscope::serve

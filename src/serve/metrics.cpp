@@ -1,0 +1,260 @@
+#include "serve/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace tokenscope::serve {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), v);  // first bound >= v: le semantics
+  ++counts_[static_cast<std::size_t>(it - bounds_.begin())];
+  sum_ += v;
+  ++count_;
+}
+
+std::vector<double> ttft_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+}
+std::vector<double> inter_token_buckets() {
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> request_latency_buckets() {
+  return {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+std::vector<double> iteration_tokens_buckets() {
+  return {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+}
+std::vector<double> buckets_1_2_5(std::uint64_t max_value) {
+  std::vector<double> out;
+  for (double mantissa = 1;; mantissa *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      const double v = m * mantissa;
+      if (v > static_cast<double>(max_value)) return out;
+      out.push_back(v);
+    }
+  }
+}
+
+namespace {
+// Prometheus (and Python's prometheus_client) style numbers: 3.0, 0.25, 1e-05.
+std::string num(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  if (v == std::floor(v) && std::abs(v) < 1e15) return fmt::format("{:.1f}", v);
+  return fmt::format("{}", v);
+}
+
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void sample(std::string& out, std::string_view name, std::string_view labels, double v) {
+  fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, labels, num(v));
+}
+
+void histogram(std::string& out, std::string_view name, std::string_view help, std::string_view labels,
+               const Histogram& h) {
+  header(out, name, "histogram", help);
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < h.bounds().size(); ++i) {
+    cumulative += h.counts()[i];
+    fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, num(h.bounds()[i]),
+                   num(static_cast<double>(cumulative)));
+  }
+  cumulative += h.counts().back();
+  fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels,
+                 num(static_cast<double>(cumulative)));
+  fmt::format_to(std::back_inserter(out), "{}_count{{{}}} {}\n", name, labels, num(static_cast<double>(h.count())));
+  fmt::format_to(std::back_inserter(out), "{}_sum{{{}}} {}\n", name, labels, num(h.sum()));
+}
+
+std::vector<double> lag_buckets() {
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
+}
+}  // namespace
+
+ServeMetrics::ServeMetrics(std::string model_name, std::uint32_t max_model_len)
+    : labels_(fmt::format("model_name=\"{}\",engine=\"0\"", model_name)),
+      ttft_(ttft_buckets()),
+      itl_(inter_token_buckets()),
+      tpot_(inter_token_buckets()),
+      e2e_(request_latency_buckets()),
+      queue_(request_latency_buckets()),
+      prefill_(request_latency_buckets()),
+      decode_(request_latency_buckets()),
+      inference_(request_latency_buckets()),
+      iteration_tokens_(iteration_tokens_buckets()),
+      prompt_hist_(buckets_1_2_5(max_model_len)),
+      generation_hist_(buckets_1_2_5(max_model_len)),
+      batch_size_({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
+      emission_lag_(lag_buckets()) {
+  for (const char* r : {"stop", "length", "abort"}) success_[r] = 0;
+}
+
+void ServeMetrics::on_step(std::uint32_t running, std::uint32_t waiting, double kv_usage, std::uint64_t step_tokens,
+                           std::uint32_t batch_size, std::uint64_t prompt_tokens_delta,
+                           std::uint64_t generation_tokens_delta, std::uint64_t queries_delta,
+                           std::uint64_t hits_delta, std::uint64_t preemptions_delta,
+                           std::uint64_t tenant_switches_delta, std::uint64_t swap_out_delta,
+                           std::uint64_t swap_in_delta) {
+  std::lock_guard lock(mutex_);
+  running_ = running;
+  waiting_ = waiting;
+  kv_usage_ = kv_usage;
+  ++steps_;
+  if (step_tokens > 0) iteration_tokens_.observe(static_cast<double>(step_tokens));
+  if (batch_size > 0) batch_size_.observe(batch_size);
+  prompt_tokens_ += prompt_tokens_delta;
+  generation_tokens_ += generation_tokens_delta;
+  prefix_queries_ += queries_delta;
+  prefix_hits_ += hits_delta;
+  preemptions_ += preemptions_delta;
+  tenant_switches_ += tenant_switches_delta;
+  swap_out_bytes_ += swap_out_delta;
+  swap_in_bytes_ += swap_in_delta;
+}
+
+void ServeMetrics::set_queue(std::uint32_t running, std::uint32_t waiting) {
+  std::lock_guard lock(mutex_);
+  running_ = running;
+  waiting_ = waiting;
+}
+
+void ServeMetrics::on_inter_token(double s) {
+  std::lock_guard lock(mutex_);
+  itl_.observe(s);
+}
+
+void ServeMetrics::on_finished(const FinishedTimes& t) {
+  std::lock_guard lock(mutex_);
+  ++success_[t.finish_reason];
+  if (t.finish_reason == "abort") return;  // vLLM records latencies of completed requests only
+  ttft_.observe(t.ttft_s);
+  e2e_.observe(t.e2e_s);
+  queue_.observe(t.queue_s);
+  prefill_.observe(t.prefill_s);
+  decode_.observe(t.decode_s);
+  inference_.observe(t.inference_s);
+  if (t.tpot_s >= 0) tpot_.observe(t.tpot_s);
+  prompt_hist_.observe(static_cast<double>(t.prompt_tokens));
+  generation_hist_.observe(static_cast<double>(t.generation_tokens));
+}
+
+void ServeMetrics::on_emission_lag(double s) {
+  std::lock_guard lock(mutex_);
+  emission_lag_.observe(s);
+}
+
+void ServeMetrics::on_fault(const std::string& kind) {
+  std::lock_guard lock(mutex_);
+  ++faults_[kind];
+}
+
+void ServeMetrics::on_http_response(int status) {
+  std::lock_guard lock(mutex_);
+  ++http_responses_[status];
+}
+
+void ServeMetrics::set_connections(std::size_t n) {
+  std::lock_guard lock(mutex_);
+  connections_ = n;
+}
+
+double ServeMetrics::value(const std::string& name, const std::string& label) const {
+  std::lock_guard lock(mutex_);
+  if (name == "vllm:num_requests_running") return running_;
+  if (name == "vllm:num_requests_waiting") return waiting_;
+  if (name == "vllm:kv_cache_usage_perc") return kv_usage_;
+  if (name == "vllm:prefix_cache_queries_total") return static_cast<double>(prefix_queries_);
+  if (name == "vllm:prefix_cache_hits_total") return static_cast<double>(prefix_hits_);
+  if (name == "vllm:prompt_tokens_total") return static_cast<double>(prompt_tokens_);
+  if (name == "vllm:generation_tokens_total") return static_cast<double>(generation_tokens_);
+  if (name == "vllm:num_preemptions_total") return static_cast<double>(preemptions_);
+  if (name == "vllm:request_success_total") {
+    const auto it = success_.find(label);
+    return it == success_.end() ? 0.0 : static_cast<double>(it->second);
+  }
+  if (name == "tokenscope:faults_injected_total") {
+    const auto it = faults_.find(label);
+    return it == faults_.end() ? 0.0 : static_cast<double>(it->second);
+  }
+  return 0.0;
+}
+
+std::string ServeMetrics::render() const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  out.reserve(32768);
+  const std::string& l = labels_;
+  header(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
+  sample(out, "vllm:num_requests_running", l, running_);
+  header(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
+  sample(out, "vllm:num_requests_waiting", l, waiting_);
+  header(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
+  sample(out, "vllm:kv_cache_usage_perc", l, kv_usage_);
+  header(out, "vllm:prefix_cache_queries_total", "counter",
+         "Prefix cache queries, in terms of number of queried tokens.");
+  sample(out, "vllm:prefix_cache_queries_total", l, static_cast<double>(prefix_queries_));
+  header(out, "vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.");
+  sample(out, "vllm:prefix_cache_hits_total", l, static_cast<double>(prefix_hits_));
+  header(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
+  sample(out, "vllm:num_preemptions_total", l, static_cast<double>(preemptions_));
+  header(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
+  sample(out, "vllm:prompt_tokens_total", l, static_cast<double>(prompt_tokens_));
+  header(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
+  sample(out, "vllm:generation_tokens_total", l, static_cast<double>(generation_tokens_));
+  header(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
+  for (const auto& [reason, n] : success_)
+    sample(out, "vllm:request_success_total", fmt::format("{},finished_reason=\"{}\"", l, reason),
+           static_cast<double>(n));
+  histogram(out, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", l, prompt_hist_);
+  histogram(out, "vllm:request_generation_tokens", "Number of generation tokens processed.", l, generation_hist_);
+  histogram(out, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", l,
+            iteration_tokens_);
+  histogram(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, ttft_);
+  histogram(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", l, itl_);
+  histogram(out, "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.", l, tpot_);
+  histogram(out, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, e2e_);
+  histogram(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", l,
+            queue_);
+  histogram(out, "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", l,
+            inference_);
+  histogram(out, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", l,
+            prefill_);
+  histogram(out, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", l,
+            decode_);
+  // tokenscope's own series.
+  header(out, "tokenscope:steps_total", "counter", "Engine steps run.");
+  sample(out, "tokenscope:steps_total", l, static_cast<double>(steps_));
+  histogram(out, "tokenscope:batch_size", "Sequences scheduled per engine step.", l, batch_size_);
+  header(out, "tokenscope:tenant_switches_total", "counter", "Tenant contexts brought in.");
+  sample(out, "tokenscope:tenant_switches_total", l, static_cast<double>(tenant_switches_));
+  header(out, "tokenscope:kv_swap_out_bytes_total", "counter", "KV bytes moved from GPU to host memory.");
+  sample(out, "tokenscope:kv_swap_out_bytes_total", l, static_cast<double>(swap_out_bytes_));
+  header(out, "tokenscope:kv_swap_in_bytes_total", "counter", "KV bytes moved from host to GPU memory.");
+  sample(out, "tokenscope:kv_swap_in_bytes_total", l, static_cast<double>(swap_in_bytes_));
+  header(out, "tokenscope:faults_injected_total", "counter", "Faults injected into responses, by kind.");
+  for (const char* kind : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"}) {
+    const auto it = faults_.find(kind);
+    sample(out, "tokenscope:faults_injected_total", fmt::format("{},kind=\"{}\"", l, kind),
+           it == faults_.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  histogram(out, "tokenscope:emission_lag_seconds",
+            "Time from a token's engine emission to its write to the socket.", l, emission_lag_);
+  header(out, "tokenscope:http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [code, n] : http_responses_)
+    sample(out, "tokenscope:http_responses_total", fmt::format("{},code=\"{}\"", l, code), static_cast<double>(n));
+  header(out, "tokenscope:connections", "gauge", "Open client connections.");
+  sample(out, "tokenscope:connections", l, static_cast<double>(connections_));
+  return out;
+}
+
+}  // namespace tokenscope::serve

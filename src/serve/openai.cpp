@@ -1,0 +1,365 @@
+#include "serve/openai.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace tokenscope::serve {
+
+using json = nlohmann::json;
+
+std::string error_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+std::string error_body(const ApiError& e) {
+  json j = {{"error",
+             {{"message", e.message},
+              {"type", error_type(e.status)},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.status}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+ApiError bad(std::string param, std::string message) { return ApiError{400, std::move(message), std::move(param)}; }
+
+std::string kind_of(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+std::optional<ApiError> tokens_from_ids(const json& arr, const std::string& param,
+                                        std::vector<workload::TokenId>& out) {
+  for (const auto& v : arr) {
+    if (!v.is_number_integer() && !v.is_number_unsigned())
+      return bad(param, fmt::format("'{}' must hold integer token ids, got {}", param, kind_of(v)));
+    const auto id = v.get<std::int64_t>();
+    if (id < 0 || id >= static_cast<std::int64_t>(workload::kVocabSize))
+      return bad(param, fmt::format("token id {} is outside the vocabulary [0, {})", id, workload::kVocabSize));
+    out.push_back(static_cast<workload::TokenId>(id));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_prompt(const json& body, std::vector<std::vector<workload::TokenId>>& prompts) {
+  const auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return bad("prompt", "'prompt' is required");
+  const json& p = *it;
+  if (p.is_string()) {
+    prompts.push_back(workload::tokenize(p.get_ref<const std::string&>()));
+  } else if (p.is_array()) {
+    if (p.empty()) return bad("prompt", "'prompt' must not be an empty list");
+    if (p.front().is_string()) {
+      for (const auto& s : p) {
+        if (!s.is_string()) return bad("prompt", "a list 'prompt' must hold only strings or only token ids");
+        prompts.push_back(workload::tokenize(s.get_ref<const std::string&>()));
+      }
+    } else if (p.front().is_array()) {
+      for (const auto& ids : p) {
+        if (!ids.is_array()) return bad("prompt", "a list of token-id lists must hold only lists");
+        prompts.emplace_back();
+        if (auto e = tokens_from_ids(ids, "prompt", prompts.back())) return e;
+      }
+    } else {
+      prompts.emplace_back();
+      if (auto e = tokens_from_ids(p, "prompt", prompts.back())) return e;
+    }
+  } else {
+    return bad("prompt", fmt::format("'prompt' must be a string, a list of strings or token ids, got {}", kind_of(p)));
+  }
+  for (const auto& t : prompts)
+    if (t.empty()) return bad("prompt", "'prompt' must not be empty");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& body, std::string& text) {
+  const auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) return bad("messages", "'messages' is required");
+  if (!it->is_array() || it->empty()) return bad("messages", "'messages' must be a non-empty list");
+  std::vector<std::pair<std::string, std::string>> messages;
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return bad(where, fmt::format("'{}' must be an object", where));
+    const auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || role->get_ref<const std::string&>().empty())
+      return bad(where + ".role", fmt::format("'{}.role' must be a non-empty string", where));
+    std::string content;
+    const auto c = m.find("content");
+    if (c != m.end() && !c->is_null()) {
+      if (c->is_string()) {
+        content = c->get<std::string>();
+      } else if (c->is_array()) {
+        for (const auto& part : *c) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part["text"].is_string())
+            return bad(where + ".content", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+          content += part["text"].get<std::string>();
+        }
+      } else {
+        return bad(where + ".content", fmt::format("'{}.content' must be a string or a list of parts", where));
+      }
+    }
+    messages.emplace_back(role->get<std::string>(), std::move(content));
+  }
+  text = apply_chat_template(messages);
+  return std::nullopt;
+}
+
+template <typename T>
+std::optional<ApiError> optional_uint(const json& body, const char* key, T& out, std::uint64_t min, std::uint64_t max,
+                                      bool& present) {
+  present = false;
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer() && !it->is_number_unsigned())
+    return bad(key, fmt::format("'{}' must be an integer, got {}", key, kind_of(*it)));
+  const auto v = it->get<std::int64_t>();
+  if (v < static_cast<std::int64_t>(min) || static_cast<std::uint64_t>(v) > max)
+    return bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, min, max, v));
+  out = static_cast<T>(v);
+  present = true;
+  return std::nullopt;
+}
+
+std::optional<ApiError> optional_bool(const json& body, const char* key, bool& out) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return bad(key, fmt::format("'{}' must be a boolean, got {}", key, kind_of(*it)));
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages) {
+  std::string out;
+  for (const auto& [role, content] : messages) {
+    out += "<|";
+    out += role;
+    out += "|>\n";
+    out += content;
+    out += '\n';
+  }
+  out += "<|assistant|>\n";
+  return out;
+}
+
+std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std::string_view text,
+                                                                   const ParseContext& ctx) {
+  json body = json::parse(text.begin(), text.end(), nullptr, false);
+  if (body.is_discarded()) return bad("", "the request body is not valid JSON");
+  if (!body.is_object()) return bad("", "the request body must be a JSON object");
+  GenerationRequest r;
+  r.api = api;
+  // model
+  r.model = ctx.model_names.front();
+  if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return bad("model", fmt::format("'model' must be a string, got {}", kind_of(*it)));
+    r.model = it->get<std::string>();
+    bool known = false;
+    for (const auto& n : ctx.model_names) known |= n == r.model;
+    if (!known) return ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "model"};
+  }
+  // prompt or messages
+  if (api == Api::kCompletions) {
+    if (auto e = parse_prompt(body, r.prompts)) return *e;
+    if (body.contains("messages")) return bad("messages", "'messages' belongs to /v1/chat/completions; use 'prompt'");
+  } else {
+    std::string templated;
+    if (auto e = parse_messages(body, templated)) return *e;
+    r.prompts.push_back(workload::tokenize(templated));
+  }
+  // sampling and length
+  bool present = false;
+  if (const auto it = body.find("n"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() != 1)
+      return bad("n", "only n = 1 is supported (one completion per prompt)");
+  }
+  for (const char* unsupported : {"best_of", "logit_bias", "suffix", "tools", "response_format"}) {
+    const auto it = body.find(unsupported);
+    if (it != body.end() && !it->is_null() && !(it->is_array() && it->empty()) &&
+        !(std::string_view(unsupported) == "best_of" && it->is_number_integer() && it->get<std::int64_t>() == 1))
+      return bad(unsupported, fmt::format("'{}' is not supported by the simulator", unsupported));
+  }
+  for (const char* unsupported : {"logprobs", "echo", "top_logprobs"}) {
+    const auto it = body.find(unsupported);
+    if (it != body.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+      return bad(unsupported, fmt::format("'{}' is not supported by the simulator", unsupported));
+  }
+  std::uint32_t max_tokens = 0;
+  if (auto e = optional_uint(body, "max_tokens", max_tokens, 1, ctx.max_model_len, present)) return *e;
+  bool have_max = present;
+  if (auto e = optional_uint(body, "max_completion_tokens", max_tokens, 1, ctx.max_model_len, present)) return *e;
+  have_max |= present;
+  if (auto e = optional_uint(body, "min_tokens", r.min_tokens, 0, ctx.max_model_len, present)) return *e;
+  if (auto e = optional_bool(body, "ignore_eos", r.ignore_eos)) return *e;
+  if (auto e = optional_bool(body, "stream", r.stream)) return *e;
+  if (const auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!r.stream) return bad("stream_options", "'stream_options' is only allowed with \"stream\": true");
+    if (!it->is_object()) return bad("stream_options", "'stream_options' must be an object");
+    if (auto e = optional_bool(*it, "include_usage", r.include_usage)) {
+      e->param = "stream_options.include_usage";
+      return *e;
+    }
+  }
+  if (const auto it = body.find("temperature"); it != body.end() && !it->is_null()) {
+    if (!it->is_number()) return bad("temperature", "'temperature' must be a number");
+    r.temperature = it->get<double>();
+    if (!(r.temperature >= 0.0 && r.temperature <= 2.0))
+      return bad("temperature", fmt::format("'temperature' must be in [0, 2], got {}", r.temperature));
+  }
+  if (const auto it = body.find("top_p"); it != body.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() > 0.0 && it->get<double>() <= 1.0))
+      return bad("top_p", "'top_p' must be a number in (0, 1]");
+  }
+  if (const auto it = body.find("seed"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() && !it->is_number_unsigned()) return bad("seed", "'seed' must be an integer");
+    r.seed = static_cast<std::uint64_t>(it->get<std::int64_t>());
+  }
+  if (const auto it = body.find("priority"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return bad("priority", "'priority' must be an integer");
+    const auto p = it->get<std::int64_t>();
+    if (p < std::numeric_limits<std::int32_t>::min() || p > std::numeric_limits<std::int32_t>::max())
+      return bad("priority", "'priority' must be a 32-bit integer");
+    r.priority = static_cast<std::int32_t>(p);
+  }
+  if (const auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) {
+      r.stop.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      for (const auto& s : *it) {
+        if (!s.is_string()) return bad("stop", "'stop' must be a string or a list of strings");
+        r.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return bad("stop", "'stop' must be a string or a list of strings");
+    }
+    for (const auto& s : r.stop)
+      if (s.empty()) return bad("stop", "'stop' strings must not be empty");
+  }
+  // Length against the context.
+  std::size_t longest = 0;
+  for (const auto& p : r.prompts) longest = std::max(longest, p.size());
+  if (longest >= ctx.max_model_len)
+    return bad(api == Api::kChat ? "messages" : "prompt",
+               fmt::format("This model's maximum context length is {} tokens. However, your request has {} input "
+                           "tokens. Please reduce the length of the input.",
+                           ctx.max_model_len, longest));
+  const std::uint32_t room = ctx.max_model_len - static_cast<std::uint32_t>(longest);
+  if (have_max) {
+    if (max_tokens > room)
+      return bad(api == Api::kChat ? "messages" : "prompt",
+                 fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} "
+                             "in the input, {} in the completion). Please reduce the length of the input or completion.",
+                             ctx.max_model_len, longest + max_tokens, longest, max_tokens));
+    r.max_tokens = max_tokens;
+  } else {
+    r.max_tokens = api == Api::kCompletions ? std::min(ctx.default_completion_max_tokens, room) : room;
+  }
+  if (r.min_tokens > r.max_tokens)
+    return bad("min_tokens", fmt::format("'min_tokens' ({}) must not exceed max_tokens ({})", r.min_tokens, r.max_tokens));
+  return r;
+}
+
+std::variant<std::vector<workload::TokenId>, ApiError> parse_tokenize_request(std::string_view text,
+                                                                              const ParseContext& ctx) {
+  json body = json::parse(text.begin(), text.end(), nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return bad("", "the request body must be a JSON object");
+  if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
+    bool known = false;
+    for (const auto& n : ctx.model_names) known |= it->is_string() && n == it->get<std::string>();
+    if (!known) return ApiError{404, fmt::format("The model `{}` does not exist.", it->dump()), "model"};
+  }
+  if (body.contains("messages")) {
+    std::string templated;
+    if (auto e = parse_messages(body, templated)) return *e;
+    return workload::tokenize(templated);
+  }
+  const auto it = body.find("prompt");
+  if (it == body.end() || !it->is_string()) return bad("prompt", "'prompt' must be a string (or give 'messages')");
+  return workload::tokenize(it->get_ref<const std::string&>());
+}
+
+std::string usage_json(const Usage& u) {
+  return fmt::format(
+      "{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{},\"prompt_tokens_details\":{{"
+      "\"cached_tokens\":{}}}}}",
+      u.prompt_tokens, u.prompt_tokens + u.completion_tokens, u.completion_tokens, u.cached_tokens);
+}
+
+namespace {
+std::string json_quote(std::string_view s) {
+  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+}  // namespace
+
+std::string completion_response(Api api, std::string_view id, std::int64_t created, std::string_view model,
+                                const std::vector<ChoiceResult>& choices, const Usage& usage) {
+  std::string out = fmt::format("{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[", json_quote(id),
+                                api == Api::kChat ? "chat.completion" : "text_completion", created, json_quote(model));
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    const auto& c = choices[i];
+    if (i) out += ',';
+    const std::string stop_reason = c.stop_reason ? json_quote(*c.stop_reason) : "null";
+    if (api == Api::kChat)
+      out += fmt::format(
+          "{{\"index\":{},\"message\":{{\"role\":\"assistant\",\"content\":{}}},\"logprobs\":null,"
+          "\"finish_reason\":\"{}\",\"stop_reason\":{}}}",
+          i, json_quote(c.text), c.finish_reason, stop_reason);
+    else
+      out += fmt::format("{{\"index\":{},\"text\":{},\"logprobs\":null,\"finish_reason\":\"{}\",\"stop_reason\":{}}}",
+                         i, json_quote(c.text), c.finish_reason, stop_reason);
+  }
+  out += "],\"usage\":" + usage_json(usage) + "}";
+  return out;
+}
+
+std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
+                         std::uint32_t index, std::string_view text, bool first_chat_delta,
+                         std::string_view finish_reason) {
+  const std::string finish = finish_reason.empty() ? "null" : fmt::format("\"{}\"", finish_reason);
+  if (api == Api::kChat) {
+    const std::string delta = first_chat_delta ? fmt::format("{{\"role\":\"assistant\",\"content\":{}}}", json_quote(text))
+                                               : fmt::format("{{\"content\":{}}}", json_quote(text));
+    return fmt::format(
+        "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\"choices\":[{{\"index\":{},"
+        "\"delta\":{},\"logprobs\":null,\"finish_reason\":{}}}]}}",
+        json_quote(id), created, json_quote(model), index, delta, finish);
+  }
+  return fmt::format(
+      "{{\"id\":{},\"object\":\"text_completion\",\"created\":{},\"model\":{},\"choices\":[{{\"index\":{},\"text\":{},"
+      "\"logprobs\":null,\"finish_reason\":{}}}]}}",
+      json_quote(id), created, json_quote(model), index, json_quote(text), finish);
+}
+
+std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
+                        const Usage& usage) {
+  return fmt::format("{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{}}}",
+                     json_quote(id), api == Api::kChat ? "chat.completion.chunk" : "text_completion", created,
+                     json_quote(model), usage_json(usage));
+}
+
+std::string sse_event(std::string_view json_text) {
+  std::string out;
+  out.reserve(json_text.size() + 8);
+  out += "data: ";
+  out += json_text;
+  out += "\n\n";
+  return out;
+}
+
+}  // namespace tokenscope::serve

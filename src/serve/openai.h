@@ -1,0 +1,89 @@
+// The OpenAI API surface as vLLM serves it: parsing and validating request
+// bodies, the chat template, and the JSON of responses, stream chunks and
+// errors. Pure functions: no I/O, no engine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "workload/tokenizer.h"
+
+namespace tokenscope::serve {
+
+// An error answered to the client: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string param;  // the offending field, "" when none
+};
+std::string error_type(int status);
+std::string error_body(const ApiError& e);
+
+enum class Api { kCompletions, kChat };
+
+struct GenerationRequest {
+  Api api = Api::kCompletions;
+  std::string model;
+  std::vector<std::vector<workload::TokenId>> prompts;  // one per choice
+  std::uint32_t max_tokens = 16;  // resolved: given, or the default for the API
+  bool stream = false;
+  bool include_usage = false;
+  bool ignore_eos = false;
+  std::uint32_t min_tokens = 0;
+  double temperature = 1.0;
+  std::optional<std::uint64_t> seed;
+  std::vector<std::string> stop;
+  std::int32_t priority = 0;
+};
+
+struct ParseContext {
+  std::vector<std::string> model_names;  // the first is the default
+  std::uint32_t max_model_len = 8192;
+  std::uint32_t default_completion_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)
+};
+
+// Parses and validates a /v1/completions or /v1/chat/completions body. Every
+// error names the field (param) and what was expected.
+std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std::string_view body,
+                                                                   const ParseContext& ctx);
+
+// The chat template: "<|ROLE|>\n" + content + "\n" per message, then
+// "<|assistant|>\n". Each message's text is a prefix of the next turn's.
+std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages);
+
+// /tokenize body: {"prompt": "..."} or {"messages": [...]}; returns the tokens.
+std::variant<std::vector<workload::TokenId>, ApiError> parse_tokenize_request(std::string_view body,
+                                                                              const ParseContext& ctx);
+
+struct Usage {
+  std::uint64_t prompt_tokens = 0;
+  std::uint64_t completion_tokens = 0;
+  std::uint64_t cached_tokens = 0;
+};
+std::string usage_json(const Usage& u);
+
+// One choice of a finished non-streaming response.
+struct ChoiceResult {
+  std::string text;
+  std::string finish_reason;  // "length" or "stop"
+  std::optional<std::string> stop_reason;  // the stop string that matched
+};
+
+std::string completion_response(Api api, std::string_view id, std::int64_t created, std::string_view model,
+                                const std::vector<ChoiceResult>& choices, const Usage& usage);
+
+// Stream chunks, without the "data: " framing. finish_reason may be empty.
+std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
+                         std::uint32_t index, std::string_view text, bool first_chat_delta,
+                         std::string_view finish_reason);
+std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
+                        const Usage& usage);
+// "data: <json>\n\n"
+std::string sse_event(std::string_view json);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+}  // namespace tokenscope::serve

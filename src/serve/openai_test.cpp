@@ -1,0 +1,140 @@
+#include "serve/openai.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tokenscope::serve {
+namespace {
+
+using nlohmann::json;
+
+const ParseContext kCtx{{"llama-3-8b", "alias"}, 8192, 16};
+
+GenerationRequest ok(Api api, const std::string& body) {
+  auto r = parse_generation_request(api, body, kCtx);
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
+  return std::get<GenerationRequest>(r);
+}
+
+ApiError err(Api api, const std::string& body) {
+  auto r = parse_generation_request(api, body, kCtx);
+  if (!std::holds_alternative<ApiError>(r)) {
+    ADD_FAILURE() << "accepted " << body;
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+TEST(OpenAiParse, CompletionPromptsInEveryForm) {
+  EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": "hello world"})").prompts.size(), 1u);
+  EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": ["a", "b", "c"]})").prompts.size(), 3u);
+  const auto ids = ok(Api::kCompletions, R"({"prompt": [1, 2, 3]})");
+  EXPECT_EQ(ids.prompts, (std::vector<std::vector<workload::TokenId>>{{1, 2, 3}}));
+  EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": [[1, 2], [3]]})").prompts.size(), 2u);
+  const auto d = ok(Api::kCompletions, R"({"prompt": "x"})");
+  EXPECT_EQ(d.max_tokens, 16u);  // OpenAI's default for completions
+  EXPECT_EQ(d.model, "llama-3-8b");
+  EXPECT_FALSE(d.stream);
+}
+
+TEST(OpenAiParse, ChatAppliesTheTemplateAndReadsOptions) {
+  const auto r = ok(Api::kChat, R"({"model": "alias", "messages": [{"role": "system", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_completion_tokens": 40, "stream": true,
+      "stream_options": {"include_usage": true}, "ignore_eos": true, "min_tokens": 3, "temperature": 0.5,
+      "seed": 7, "stop": ["\n", "end"], "n": 1, "priority": -2})");
+  EXPECT_EQ(r.prompts[0], workload::tokenize("<|system|>\nbe brief\n<|user|>\nhi\n<|assistant|>\n"));
+  EXPECT_EQ(r.model, "alias");
+  EXPECT_EQ(r.max_tokens, 40u);
+  EXPECT_TRUE(r.stream && r.include_usage && r.ignore_eos);
+  EXPECT_EQ(r.min_tokens, 3u);
+  EXPECT_EQ(r.seed, std::optional<std::uint64_t>(7));
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "end"}));
+  EXPECT_EQ(r.priority, -2);
+  // Without max_tokens a chat request may use the rest of the context.
+  EXPECT_EQ(ok(Api::kChat, R"({"messages": [{"role": "user", "content": "x"}]})").max_tokens,
+            8192u - workload::tokenize("<|user|>\nx\n<|assistant|>\n").size());
+}
+
+TEST(OpenAiParse, ErrorsNameTheField) {
+  struct Case {
+    Api api;
+    std::string body;
+    int status;
+    std::string param;
+    std::string needle;
+  };
+  const Case cases[] = {
+      {Api::kCompletions, "{not json", 400, "", "not valid JSON"},
+      {Api::kCompletions, "[1]", 400, "", "JSON object"},
+      {Api::kCompletions, "{}", 400, "prompt", "'prompt' is required"},
+      {Api::kCompletions, R"({"prompt": 5})", 400, "prompt", "got a number"},
+      {Api::kCompletions, R"({"prompt": ""})", 400, "prompt", "must not be empty"},
+      {Api::kCompletions, R"({"prompt": [-1]})", 400, "prompt", "outside the vocabulary"},
+      {Api::kCompletions, R"({"prompt": "x", "model": "gpt-4"})", 404, "model", "`gpt-4` does not exist"},
+      {Api::kCompletions, R"({"prompt": "x", "n": 2})", 400, "n", "only n = 1"},
+      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 0})", 400, "max_tokens", "in [1, 8192]"},
+      {Api::kCompletions, R"({"prompt": "x", "max_tokens": "ten"})", 400, "max_tokens", "must be an integer"},
+      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 8192})", 400, "prompt", "maximum context length is 8192"},
+      {Api::kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400, "stream_options",
+       "only allowed with"},
+      {Api::kCompletions, R"({"prompt": "x", "temperature": 3})", 400, "temperature", "[0, 2]"},
+      {Api::kCompletions, R"({"prompt": "x", "stop": [1]})", 400, "stop", "list of strings"},
+      {Api::kCompletions, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs", "not supported"},
+      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 5, "min_tokens": 9})", 400, "min_tokens", "must not exceed"},
+      {Api::kChat, R"({"messages": []})", 400, "messages", "non-empty list"},
+      {Api::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role", "non-empty string"},
+      {Api::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
+       "messages[0].content", "only text"},
+  };
+  for (const auto& c : cases) {
+    const ApiError e = err(c.api, c.body);
+    EXPECT_EQ(e.status, c.status) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_NE(e.message.find(c.needle), std::string::npos) << c.body << " -> " << e.message;
+  }
+  std::string long_prompt(9000 * 2, 'a');
+  for (std::size_t i = 0; i < long_prompt.size(); i += 2) long_prompt[i] = ' ';
+  EXPECT_NE(err(Api::kCompletions, json{{"prompt", long_prompt}}.dump()).message.find("9000 input tokens"),
+            std::string::npos);
+}
+
+TEST(OpenAiJson, ErrorBodyHasTheOpenAiShape) {
+  const auto j = json::parse(error_body(ApiError{404, "nope", "model"}));
+  EXPECT_EQ(j["error"]["message"], "nope");
+  EXPECT_EQ(j["error"]["type"], "not_found_error");
+  EXPECT_EQ(j["error"]["param"], "model");
+  EXPECT_EQ(j["error"]["code"], 404);
+  EXPECT_TRUE(json::parse(error_body(ApiError{500, "x", ""}))["error"]["param"].is_null());
+}
+
+TEST(OpenAiJson, ChunksAndResponses) {
+  const auto first = json::parse(stream_chunk(Api::kChat, "id1", 5, "m", 0, "", true, ""));
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const auto next = json::parse(stream_chunk(Api::kChat, "id1", 5, "m", 0, " the", false, "length"));
+  EXPECT_FALSE(next["choices"][0]["delta"].contains("role"));
+  EXPECT_EQ(next["choices"][0]["delta"]["content"], " the");
+  EXPECT_EQ(next["choices"][0]["finish_reason"], "length");
+  const auto text = json::parse(stream_chunk(Api::kCompletions, "id2", 5, "m", 1, "\"q\"", false, ""));
+  EXPECT_EQ(text["choices"][0]["text"], "\"q\"");
+  EXPECT_EQ(text["choices"][0]["index"], 1);
+  const auto usage = json::parse(usage_chunk(Api::kChat, "id1", 5, "m", Usage{10, 4, 8}));
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 14);
+  EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+  const auto full = json::parse(completion_response(Api::kChat, "id", 1, "m", {{"hi", "stop", "\n"}}, Usage{3, 1, 0}));
+  EXPECT_EQ(full["choices"][0]["message"]["content"], "hi");
+  EXPECT_EQ(full["choices"][0]["stop_reason"], "\n");
+  EXPECT_EQ(sse_event("{}"), "data: {}\n\n");
+}
+
+TEST(OpenAiParse, Tokenize) {
+  const auto t = parse_tokenize_request(R"({"prompt": "hello world"})", kCtx);
+  EXPECT_EQ(std::get<std::vector<workload::TokenId>>(t), workload::tokenize("hello world"));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_tokenize_request("{}", kCtx)));
+}
+
+}  // namespace
+}  // namespace tokenscope::serve

@@ -1,0 +1,107 @@
+#include "serve/router.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tokenscope::serve {
+
+Router::Router(ServingCore& core, ServeMetrics& metrics, FaultPlan& faults, RouterSettings settings)
+    : core_(core), metrics_(metrics), faults_(faults), settings_(std::move(settings)) {}
+
+net::HttpResponse Router::connection_error(int status, std::string_view message) {
+  metrics_.on_http_response(status);
+  net::HttpResponse r;
+  r.status = status;
+  r.body = error_body(ApiError{status, std::string(message), ""});
+  return r;
+}
+
+void Router::reply(net::Responder& r, int status, std::string body, std::string content_type,
+                   std::vector<net::Header> headers) {
+  metrics_.on_http_response(status);
+  net::HttpResponse resp;
+  resp.status = status;
+  resp.content_type = std::move(content_type);
+  resp.body = std::move(body);
+  resp.headers = std::move(headers);
+  r.respond(std::move(resp));
+}
+
+void Router::reply_error(net::Responder& r, const ApiError& e, std::vector<net::Header> headers) {
+  reply(r, e.status, error_body(e), "application/json", std::move(headers));
+}
+
+void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> responder) {
+  const std::string_view path = req.path();
+  const bool get = req.method == "GET";
+  const bool post = req.method == "POST";
+  auto method_not_allowed = [&](std::string_view allowed) {
+    reply_error(*responder, ApiError{405, fmt::format("method {} not allowed on {} (use {})", req.method, path, allowed), ""},
+                {{"Allow", std::string(allowed)}});
+  };
+
+  if (path == "/health") {
+    if (!get) return method_not_allowed("GET");
+    return reply(*responder, 200, "", "");
+  }
+  if (!settings_.api_key.empty()) {
+    const std::string_view auth = req.header("authorization");
+    const std::string expected = "Bearer " + settings_.api_key;
+    if (auth != expected)
+      return reply_error(*responder, ApiError{401, "missing or wrong API key (Authorization: Bearer ...)", ""},
+                         {{"WWW-Authenticate", "Bearer"}});
+  }
+  if (path == "/metrics") {
+    if (!get) return method_not_allowed("GET");
+    return reply(*responder, 200, metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+  }
+  if (path == "/v1/models") {
+    if (!get) return method_not_allowed("GET");
+    nlohmann::json data = nlohmann::json::array();
+    for (const auto& name : settings_.parse.model_names)
+      data.push_back({{"id", name},
+                      {"object", "model"},
+                      {"created", settings_.created_unix},
+                      {"owned_by", "tokenscope"},
+                      {"root", settings_.parse.model_names.front()},
+                      {"parent", nullptr},
+                      {"max_model_len", settings_.parse.max_model_len}});
+    return reply(*responder, 200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+  }
+  if (path == "/tokenize") {
+    if (!post) return method_not_allowed("POST");
+    auto parsed = parse_tokenize_request(req.body, settings_.parse);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*responder, *e);
+    const auto& tokens = std::get<std::vector<workload::TokenId>>(parsed);
+    return reply(*responder, 200,
+                 nlohmann::json{{"count", tokens.size()},
+                                {"max_model_len", settings_.parse.max_model_len},
+                                {"tokens", tokens}}
+                     .dump());
+  }
+  Api api;
+  if (path == "/v1/completions")
+    api = Api::kCompletions;
+  else if (path == "/v1/chat/completions")
+    api = Api::kChat;
+  else
+    return reply_error(*responder, ApiError{404, fmt::format("no route for {} {}", req.method, path), ""});
+  if (!post) return method_not_allowed("POST");
+  if (!core_.accepting())
+    return reply_error(*responder, ApiError{503, "the server is shutting down", ""}, {{"Retry-After", "1"}});
+  auto parsed = parse_generation_request(api, req.body, settings_.parse);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*responder, *e);
+  const Fault fault = faults_.enabled() ? faults_.next() : Fault{};
+  if (fault.kind == FaultKind::kHttp5xx) {
+    metrics_.on_fault("http_5xx");
+    return reply_error(*responder, ApiError{500, "injected fault: internal server error", ""});
+  }
+  if (fault.kind == FaultKind::kHttp429) {
+    metrics_.on_fault("http_429");
+    return reply_error(*responder, ApiError{429, "injected fault: too many requests", ""}, {{"Retry-After", "1"}});
+  }
+  core_.submit(std::move(std::get<GenerationRequest>(parsed)), std::move(responder), fault);
+}
+
+}  // namespace tokenscope::serve

@@ -1,0 +1,45 @@
+// The HTTP routes of `tokenscope serve` (docs/serve.md):
+//   POST /v1/completions, POST /v1/chat/completions   generation, streamed or not
+//   GET  /v1/models                                    the served model
+//   POST /tokenize                                     vLLM-style token counts
+//   GET  /metrics                                      Prometheus text, vLLM names
+//   GET  /health                                       200, no authentication
+// With an API key, every route but /health needs "Authorization: Bearer KEY".
+// Errors use the OpenAI body {"error": {"message", "type", "param", "code"}}.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "net/http.h"
+#include "serve/faults.h"
+#include "serve/metrics.h"
+#include "serve/openai.h"
+#include "serve/serving_core.h"
+
+namespace tokenscope::serve {
+
+struct RouterSettings {
+  ParseContext parse;
+  std::string api_key;  // empty: no authentication
+  std::int64_t created_unix = 0;
+};
+
+class Router final : public net::HttpHandler {
+ public:
+  Router(ServingCore& core, ServeMetrics& metrics, FaultPlan& faults, RouterSettings settings);
+  void handle(net::HttpRequest request, std::shared_ptr<net::Responder> responder) override;
+  net::HttpResponse connection_error(int status, std::string_view message) override;
+
+ private:
+  void reply(net::Responder& r, int status, std::string body, std::string content_type = "application/json",
+             std::vector<net::Header> headers = {});
+  void reply_error(net::Responder& r, const ApiError& e, std::vector<net::Header> headers = {});
+
+  ServingCore& core_;
+  ServeMetrics& metrics_;
+  FaultPlan& faults_;
+  RouterSettings settings_;
+};
+
+}  // namespace tokenscope::serve

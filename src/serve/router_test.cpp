@@ -1,0 +1,301 @@
+// The API end to end in memory: router, serving core, engine, on a manual
+// clock (no sockets, no sleeping).
+#include "serve/router.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tokenscope::serve {
+namespace {
+
+using nlohmann::json;
+
+struct FakeResponder : net::Responder {
+  explicit FakeResponder(const Clock& c) : clock(c) {}
+  const Clock& clock;
+  int status = 0;
+  std::string content_type;
+  bool streaming = false, ended = false, was_reset = false;
+  std::vector<std::string> chunks;
+  std::vector<std::pair<Nanos, Nanos>> written;  // (write time, engine time) not known here: write times only
+  std::vector<Nanos> write_times;
+  std::optional<net::HttpResponse> response;
+  std::function<void()> disconnect;
+
+  void respond(net::HttpResponse r) override {
+    status = r.status;
+    response = std::move(r);
+  }
+  void start_stream(int s, std::string ct, std::vector<net::Header>) override {
+    status = s;
+    content_type = std::move(ct);
+    streaming = true;
+  }
+  void send(std::string data, std::function<void(Nanos)> cb) override {
+    if (ended || was_reset) return;
+    chunks.push_back(std::move(data));
+    write_times.push_back(clock.now_ns());
+    if (cb) cb(clock.now_ns());
+  }
+  void end_stream() override { ended = true; }
+  void reset() override { was_reset = true; }
+  void on_disconnect(std::function<void()> cb) override { disconnect = std::move(cb); }
+
+  // The JSON payloads of the SSE events ("[DONE]" kept as a string).
+  std::vector<json> events() const {
+    std::vector<json> out;
+    for (const auto& c : chunks) {
+      EXPECT_EQ(c.rfind("data: ", 0), 0u) << c;
+      EXPECT_EQ(c.substr(c.size() - 2), "\n\n");
+      const std::string payload = c.substr(6, c.size() - 8);
+      out.push_back(payload == "[DONE]" ? json("[DONE]") : json::parse(payload, nullptr, false));
+    }
+    return out;
+  }
+};
+
+class Api : public ::testing::Test {
+ protected:
+  void build(std::string api_key = "", std::string fault_spec = "", std::optional<std::string> natural = {}) {
+    engine::EngineSettings s;
+    const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+    metrics = std::make_unique<ServeMetrics>("llama-3-8b", eff.max_model_len);
+    faults = std::make_unique<FaultPlan>(parse_fault_spec(fault_spec), 5);
+    CoreSettings cs;
+    if (natural)
+      cs.natural_length = workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
+    core = std::make_unique<ServingCore>(
+        exec, eff, s, std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, 1, s.cost), *metrics, nullptr,
+        cs, "llama-3-8b");
+    RouterSettings rs;
+    rs.parse.model_names = {"llama-3-8b"};
+    rs.parse.max_model_len = eff.max_model_len;
+    rs.api_key = std::move(api_key);
+    router = std::make_unique<Router>(*core, *metrics, *faults, rs);
+  }
+  void SetUp() override { build(); }
+
+  std::shared_ptr<FakeResponder> call(std::string method, std::string target, std::string body = "",
+                                      std::vector<net::Header> headers = {}) {
+    auto r = std::make_shared<FakeResponder>(exec.clock());
+    net::HttpRequest req;
+    req.method = std::move(method);
+    req.target = std::move(target);
+    req.body = std::move(body);
+    req.headers = std::move(headers);
+    router->handle(std::move(req), r);
+    exec.run_until_idle();
+    return r;
+  }
+  json body_of(const FakeResponder& r) { return json::parse(r.response->body); }
+
+  ManualExecutor exec{1'000'000'000};
+  std::unique_ptr<ServeMetrics> metrics;
+  std::unique_ptr<FaultPlan> faults;
+  std::unique_ptr<ServingCore> core;
+  std::unique_ptr<Router> router;
+};
+
+TEST_F(Api, NonStreamingCompletion) {
+  const auto r = call("POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": true})");
+  ASSERT_EQ(r->status, 200);
+  const auto j = body_of(*r);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const std::string text = j["choices"][0]["text"];
+  EXPECT_EQ(workload::tokenize(text).size(), 5u);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], workload::tokenize("Once upon a time").size());
+  EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + 5);
+  EXPECT_EQ(core->active(), 0u);
+}
+
+TEST_F(Api, StreamingChatWithUsage) {
+  const auto r = call("POST", "/v1/chat/completions",
+                      R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "ignore_eos": true,
+                          "stream": true, "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(r->streaming);
+  EXPECT_EQ(r->content_type, "text/event-stream");
+  EXPECT_TRUE(r->ended);
+  const auto ev = r->events();
+  ASSERT_EQ(ev.size(), 1u + 4u + 1u + 1u);  // role, 4 tokens, usage, [DONE]
+  EXPECT_EQ(ev[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(ev[0]["choices"][0]["delta"]["content"], "");
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_FALSE(ev[i]["choices"][0]["delta"].contains("role"));
+    EXPECT_FALSE(ev[i]["choices"][0]["delta"]["content"].get<std::string>().empty());
+  }
+  EXPECT_TRUE(ev[3]["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(ev[4]["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(ev[5]["choices"].empty());
+  EXPECT_EQ(ev[5]["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(ev[6], "[DONE]");
+  // Tokens leave at the engine's step ends: strictly increasing times, the
+  // first one after a prefill step and each later one a decode step later.
+  for (int i = 2; i <= 4; ++i) EXPECT_GT(r->write_times[i], r->write_times[i - 1]);
+  EXPECT_GT(r->write_times[1] - 1'000'000'000, 5'000'000);  // at least one 6 ms step
+}
+
+TEST_F(Api, SeveralPromptsAreSeveralChoices) {
+  const auto r = call("POST", "/v1/completions", R"({"prompt": ["a b", "c d"], "max_tokens": 3, "ignore_eos": true, "stream": true})");
+  std::set<int> indexes;
+  for (const auto& e : r->events())
+    if (e.is_object()) indexes.insert(e["choices"][0]["index"].get<int>());
+  EXPECT_EQ(indexes, (std::set<int>{0, 1}));
+}
+
+TEST_F(Api, StopStringsEndTheTextBeforeTheMatch) {
+  const auto free_run = body_of(*call("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 30, "seed": 3, "ignore_eos": true})"));
+  const std::string text = free_run["choices"][0]["text"];
+  const auto words = workload::tokenize(text);
+  const std::string stop = *workload::piece_text(words[10]);  // " word" of the 11th token
+  const std::size_t cut = text.find(stop);
+  json req = {{"prompt", "x"}, {"max_tokens", 30}, {"seed", 3}, {"ignore_eos", true}, {"stop", stop}};
+  const auto stopped = body_of(*call("POST", "/v1/completions", req.dump()));
+  EXPECT_EQ(stopped["choices"][0]["text"], text.substr(0, cut));
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(stopped["choices"][0]["stop_reason"], stop);
+  // Streamed, the same text arrives, with no part of the stop string.
+  req["stream"] = true;
+  std::string streamed;
+  for (const auto& e : call("POST", "/v1/completions", req.dump())->events())
+    if (e.is_object()) streamed += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(streamed, text.substr(0, cut));
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "stop"), 2.0);
+}
+
+TEST_F(Api, TheModelStopsOnItsOwnWithoutIgnoreEos) {
+  build("", "", "fixed:3");
+  const auto j = body_of(*call("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 10})"));
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  const auto k = body_of(*call("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 10, "ignore_eos": true})"));
+  EXPECT_EQ(k["usage"]["completion_tokens"], 10);
+}
+
+TEST_F(Api, ErrorsAndRoutes) {
+  EXPECT_EQ(call("GET", "/nope")->status, 404);
+  EXPECT_EQ(call("GET", "/v1/completions")->status, 405);
+  const auto bad = call("POST", "/v1/completions", R"({"prompt": 3})");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(body_of(*bad)["error"]["param"], "prompt");
+  EXPECT_EQ(call("POST", "/v1/chat/completions", R"({"model": "x", "messages": [{"role": "user", "content": "a"}]})")->status, 404);
+  EXPECT_EQ(call("GET", "/health")->status, 200);
+  const auto models = body_of(*call("GET", "/v1/models"));
+  EXPECT_EQ(models["data"][0]["id"], "llama-3-8b");
+  EXPECT_EQ(models["data"][0]["max_model_len"], 8192);
+  const auto tok = body_of(*call("POST", "/tokenize", R"({"prompt": "hello world"})"));
+  EXPECT_EQ(tok["count"], 4);
+}
+
+TEST_F(Api, ApiKeyGuardsEverythingButHealth) {
+  build("sekret");
+  EXPECT_EQ(call("GET", "/health")->status, 200);
+  EXPECT_EQ(call("GET", "/v1/models")->status, 401);
+  EXPECT_EQ(call("GET", "/metrics", "", {{"authorization", "Bearer wrong"}})->status, 401);
+  EXPECT_EQ(call("GET", "/v1/models", "", {{"authorization", "Bearer sekret"}})->status, 200);
+  const auto denied = call("POST", "/v1/completions", R"({"prompt": "x"})");
+  EXPECT_EQ(body_of(*denied)["error"]["type"], "authentication_error");
+}
+
+TEST_F(Api, MetricsUseVllmNamesLabelsAndBuckets) {
+  call("POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 4, "ignore_eos": true})");
+  call("POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 6, "ignore_eos": true})");
+  const std::string m = call("GET", "/metrics")->response->body;
+  const std::string labels = "model_name=\"llama-3-8b\",engine=\"0\"";
+  for (const std::string& needle : std::vector<std::string>{"# TYPE vllm:num_requests_running gauge", "# TYPE vllm:prefix_cache_queries_total counter",
+        "vllm:generation_tokens_total{" + labels + "} 10.0",
+        "vllm:request_success_total{" + labels + ",finished_reason=\"length\"} 2.0",
+        "vllm:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.001\"}",
+        "vllm:time_to_first_token_seconds_bucket{" + labels + ",le=\"2560.0\"} 2.0",
+        "vllm:inter_token_latency_seconds_count{" + labels + "} 8.0",
+        "vllm:request_time_per_output_token_seconds_count{" + labels + "} 2.0",
+        "vllm:e2e_request_latency_seconds_bucket{" + labels + ",le=\"7680.0\"} 2.0",
+        "vllm:iteration_tokens_total_bucket{" + labels + ",le=\"16384.0\"}",
+        "vllm:request_prompt_tokens_bucket{" + labels + ",le=\"5000.0\"}", "vllm:request_queue_time_seconds_sum",
+        "vllm:request_prefill_time_seconds_count", "vllm:request_decode_time_seconds_count",
+        "vllm:kv_cache_usage_perc{", "vllm:num_preemptions_total{", "vllm:prompt_tokens_total{",
+        "tokenscope:faults_injected_total{" + labels + ",kind=\"reset\"} 0.0", "tokenscope:steps_total{",
+        "tokenscope:emission_lag_seconds_count{" + labels + "} 0.0"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle;
+}
+
+TEST_F(Api, InjectedHttpFaultsAreCounted) {
+  build("", "http_5xx=1");
+  const auto r = call("POST", "/v1/completions", R"({"prompt": "x"})");
+  EXPECT_EQ(r->status, 500);
+  EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "http_5xx"), 1.0);
+  build("", "http_429=1");
+  const auto t = call("POST", "/v1/completions", R"({"prompt": "x"})");
+  EXPECT_EQ(t->status, 429);
+  ASSERT_EQ(t->response->headers.size(), 1u);
+  EXPECT_EQ(t->response->headers[0].name, "Retry-After");
+}
+
+TEST_F(Api, MidStreamFaults) {
+  const std::string req = R"({"prompt": "x", "max_tokens": 10, "ignore_eos": true, "stream": true})";
+  build("", "reset=1");
+  const auto reset = call("POST", "/v1/completions", req);
+  EXPECT_TRUE(reset->was_reset);
+  EXPECT_EQ(reset->chunks.size(), 4u);  // tokens 1-4, then the reset at the 5th
+  EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "reset"), 1.0);
+  EXPECT_EQ(core->active(), 0u);
+
+  build("", "malformed=1");
+  const auto bad = call("POST", "/v1/completions", req);
+  int malformed = 0;
+  for (const auto& e : bad->events()) malformed += e.is_discarded();
+  EXPECT_EQ(malformed, 1);
+  EXPECT_TRUE(bad->ended);
+
+  build("", "stall=1@250");
+  const auto stall = call("POST", "/v1/completions", req);
+  EXPECT_TRUE(stall->ended);
+  // The 5th token waits 250 ms more than the 4th would suggest.
+  EXPECT_GE(stall->write_times[4] - stall->write_times[3], 250'000'000);
+  EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "stall"), 1.0);
+
+  build("", "slow_first_byte=1@400");
+  const auto t0 = exec.clock().now_ns();
+  const auto slow = call("POST", "/v1/completions", req);
+  EXPECT_GE(slow->write_times[0] - t0, 400'000'000);
+}
+
+TEST_F(Api, ClientLeavingAbortsTheRequest) {
+  auto r = std::make_shared<FakeResponder>(exec.clock());
+  net::HttpRequest req;
+  req.method = "POST";
+  req.target = "/v1/completions";
+  req.body = R"({"prompt": "x", "max_tokens": 1000, "ignore_eos": true, "stream": true})";
+  router->handle(std::move(req), r);
+  exec.run_until_idle(40);
+  ASSERT_TRUE(r->disconnect);
+  r->disconnect();
+  exec.run_until_idle();
+  EXPECT_LT(r->chunks.size(), 1000u);
+  EXPECT_EQ(core->active(), 0u);
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "abort"), 1.0);
+  EXPECT_EQ(metrics->value("vllm:num_requests_running"), 0.0);
+}
+
+TEST_F(Api, ShutdownEndsStreamsAfterTheGracePeriod) {
+  auto r = std::make_shared<FakeResponder>(exec.clock());
+  net::HttpRequest req;
+  req.method = "POST";
+  req.target = "/v1/completions";
+  req.body = R"({"prompt": "x", "max_tokens": 5000, "ignore_eos": true, "stream": true})";
+  router->handle(std::move(req), r);
+  exec.run_until_idle(20);
+  bool done = false;
+  core->shutdown(0.5, [&] { done = true; });
+  exec.run_until_idle();
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(r->ended);
+  const auto ev = r->events();
+  EXPECT_TRUE(ev.back().contains("error"));
+  EXPECT_EQ(call("POST", "/v1/completions", R"({"prompt": "x"})")->status, 503);
+}
+
+}  // namespace
+}  // namespace tokenscope::serve

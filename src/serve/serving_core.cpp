@@ -1,0 +1,524 @@
+#include "serve/serving_core.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "core/json_out.h"
+#include "core/random.h"
+
+namespace tokenscope::serve {
+
+// ---- EmissionTrace ----------------------------------------------------------
+
+EmissionTrace::EmissionTrace(const std::string& path) : writer_(path, false) {}
+
+void EmissionTrace::record(std::uint64_t request, std::uint32_t index, Nanos engine_ns, Nanos write_ns) {
+  std::lock_guard lock(mutex_);
+  std::string& o = writer_.begin_line();
+  o += "{\"req\":";
+  jsonout::append_uint(o, request);
+  o += ",\"i\":";
+  jsonout::append_uint(o, index);
+  o += ",\"engine_ns\":";
+  jsonout::append_int(o, engine_ns);
+  o += ",\"write_ns\":";
+  jsonout::append_int(o, write_ns);
+  o += '}';
+  writer_.end_line();
+}
+
+void EmissionTrace::flush() {
+  std::lock_guard lock(mutex_);
+  writer_.flush();
+}
+
+// ---- ResponseTask -------------------------------------------------------------
+
+// One HTTP generation request: its choices (one per prompt), the stream or
+// the whole response, stop strings, injected faults. Engine context only.
+class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
+ public:
+  struct Choice {
+    std::uint64_t engine_id = 0;
+    std::vector<workload::TokenId> prompt;
+    std::uint32_t target = 0;   // tokens it will generate unless a stop string ends it
+    bool natural_end = false;   // target < max_tokens: the model stopped on its own
+    std::string text;           // everything generated (after a stop string: cut there)
+    std::size_t sent = 0;       // bytes of text already streamed
+    std::uint32_t tokens = 0;
+    Nanos last_token_t = -1;
+    bool done = false;
+    std::string finish_reason;
+    std::optional<std::string> stop_reason;
+    std::uint32_t prompt_tokens = 0;
+    std::uint32_t cached_tokens = 0;
+  };
+
+  ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder, Fault fault)
+      : core_(core), req_(std::move(req)), responder_(std::move(responder)), fault_(fault) {
+    id_ = fmt::format("{}-{:016x}", req_.api == Api::kChat ? "chatcmpl" : "cmpl", mix64(core.next_response_serial()));
+    created_ = static_cast<std::int64_t>(std::time(nullptr));
+  }
+
+  GenerationRequest& request() { return req_; }
+  std::vector<Choice>& choices() { return choices_; }
+  const Fault& fault() const { return fault_; }
+  bool finished() const { return finished_; }
+  std::shared_ptr<net::Responder>& responder() { return responder_; }
+
+  // Headers (and the chat role chunks) go out when generation starts.
+  void begin() {
+    begun_ = true;
+    if (!req_.stream) return;
+    responder_->start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    core_.metrics().on_http_response(200);
+    if (req_.api == Api::kChat)
+      for (std::uint32_t i = 0; i < choices_.size(); ++i)
+        responder_->send(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), i, "", true, "")));
+  }
+
+  void on_token(std::uint32_t index, workload::TokenId token, Nanos t) {
+    if (finished_) return;
+    Choice& c = choices_[index];
+    if (c.done) return;
+    if (c.last_token_t >= 0) core_.metrics().on_inter_token(nanos_to_s(t - c.last_token_t));
+    c.last_token_t = t;
+    const std::uint32_t token_index = c.tokens++;
+    const std::size_t before = c.text.size();
+    c.text += workload::piece_text(token).value_or("");
+    // Stop strings (not before min_tokens).
+    bool stopped = false;
+    if (!req_.stop.empty() && c.tokens >= req_.min_tokens) {
+      std::size_t longest = 0;
+      for (const auto& s : req_.stop) longest = std::max(longest, s.size());
+      const std::size_t from = before >= longest ? before - longest + 1 : 0;
+      std::size_t best = std::string::npos;
+      for (const auto& s : req_.stop) {
+        const std::size_t p = c.text.find(s, from);
+        if (p != std::string::npos && p < best) {
+          best = p;
+          c.stop_reason = s;
+        }
+      }
+      if (best != std::string::npos) {
+        c.text.resize(best);
+        stopped = true;
+      }
+    }
+    std::string finish;
+    if (stopped)
+      finish = "stop";
+    else if (c.tokens >= c.target)
+      finish = c.natural_end ? "stop" : "length";
+    // Faults fire halfway through the first choice.
+    const bool fault_now = index == 0 && fault_.kind != FaultKind::kNone && token_index + 1 == fault_point();
+    if (fault_now && apply_midstream_fault()) return;
+    const std::uint64_t engine_id = c.engine_id;
+    if (req_.stream) stream_text(index, c, t, token_index, finish);
+    if (!finish.empty()) complete_choice(index, finish);
+    if (stopped) core_.abort_request(engine_id);  // the engine hears last: the stream is already complete
+  }
+
+  // The engine finished a choice (its last token came just before).
+  // The engine finished a choice: normally after its last token, or aborted
+  // by us (a stop string, a fault, the client leaving).
+  void on_engine_finish(std::uint32_t index, const engine::FinishedRequest& f) {
+    Choice& c = choices_[index];
+    c.prompt_tokens = f.prompt_tokens;
+    c.cached_tokens = f.cached_tokens;
+    if (f.aborted && !c.stop_reason) return;  // counted as "abort" by cancel(), or a fault
+    FinishedTimes t;
+    t.ttft_s = nanos_to_s(f.first_token - f.arrival);
+    t.e2e_s = nanos_to_s(f.finished - f.arrival);
+    t.queue_s = nanos_to_s(f.first_scheduled - f.arrival);
+    t.prefill_s = nanos_to_s(f.first_token - f.first_scheduled);
+    t.decode_s = nanos_to_s(f.finished - f.first_token);
+    t.inference_s = nanos_to_s(f.finished - f.first_scheduled);
+    if (f.output_tokens > 1) t.tpot_s = t.decode_s / (f.output_tokens - 1);
+    t.prompt_tokens = f.prompt_tokens;
+    t.generation_tokens = f.output_tokens;
+    t.finish_reason = c.natural_end || c.stop_reason ? "stop" : "length";
+    core_.metrics().on_finished(t);
+    if (!c.done && !finished_) complete_choice(index, t.finish_reason);
+  }
+
+  void on_reject(std::uint32_t, std::string_view reason) {
+    if (finished_) return;
+    fail(ApiError{400, std::string(reason), req_.api == Api::kChat ? "messages" : "prompt"});
+  }
+
+  // Ends the request at once: an error event on a stream, or an error response.
+  void fail(const ApiError& e) {
+    if (finished_) return;
+    for (auto& c : choices_)
+      if (!c.done) core_.abort_request(c.engine_id);
+    if (req_.stream && begun_) {
+      responder_->send(sse_event(error_body(e)));
+      responder_->end_stream();
+    } else {
+      net::HttpResponse r;
+      r.status = e.status;
+      r.body = error_body(e);
+      responder_->respond(std::move(r));
+      core_.metrics().on_http_response(e.status);
+    }
+    finish_task();
+  }
+
+  // The client went away.
+  void cancel() {
+    if (finished_) return;
+    for (auto& c : choices_) {
+      if (c.done) continue;
+      core_.abort_request(c.engine_id);
+      FinishedTimes t;
+      t.finish_reason = "abort";
+      core_.metrics().on_finished(t);
+    }
+    finish_task();
+  }
+
+ private:
+  std::uint32_t fault_point() const { return std::max<std::uint32_t>(1, (choices_.front().target + 1) / 2); }
+
+  // Returns true when the fault ended the request.
+  bool apply_midstream_fault() {
+    const std::string kind(fault_name(fault_.kind));
+    switch (fault_.kind) {
+      case FaultKind::kReset:
+        core_.metrics().on_fault(kind);
+        for (auto& c : choices_)
+          if (!c.done) core_.abort_request(c.engine_id);
+        responder_->reset();
+        finish_task();
+        return true;
+      case FaultKind::kStall:
+        core_.metrics().on_fault(kind);
+        stall_until_ = core_.executor().clock().now_ns() + static_cast<Nanos>(fault_.duration_ms * 1e6);
+        core_.executor().post_at(stall_until_, [self = shared_from_this()] { self->release_stall(); });
+        return false;
+      case FaultKind::kMalformed:
+        core_.metrics().on_fault(kind);
+        if (req_.stream) write("data: {\"id\": \"malformed-event\", \"choices\": [\n\n", -1, 0, 0);
+        else malformed_body_ = true;
+        return false;
+      default:
+        return false;
+    }
+  }
+
+  void release_stall() {
+    stall_until_ = 0;
+    auto held = std::move(held_);
+    held_.clear();
+    for (auto& h : held) responder_->send(std::move(h.bytes), std::move(h.on_written));
+    if (finished_after_stall_) end();
+  }
+
+  void write(std::string bytes, Nanos engine_t, std::uint64_t engine_id, std::uint32_t index) {
+    std::function<void(Nanos)> on_written;
+    if (engine_t >= 0) {
+      on_written = [metrics = &core_.metrics(), trace = core_.trace(), engine_t, engine_id, index](Nanos w) {
+        metrics->on_emission_lag(nanos_to_s(w - engine_t));
+        if (trace) trace->record(engine_id, index, engine_t, w);
+      };
+    }
+    if (stall_until_ > 0) {
+      held_.push_back({std::move(bytes), std::move(on_written)});
+      return;
+    }
+    responder_->send(std::move(bytes), std::move(on_written));
+  }
+
+  void stream_text(std::uint32_t index, Choice& c, Nanos t, std::uint32_t token_index, const std::string& finish) {
+    // Hold back text that could still turn into a stop string.
+    std::size_t hold = 0;
+    if (finish.empty())
+      for (const auto& s : req_.stop)
+        for (std::size_t k = std::min(s.size() - 1, c.text.size()); k > hold; --k)
+          if (c.text.compare(c.text.size() - k, k, s, 0, k) == 0) {
+            hold = k;
+            break;
+          }
+    const std::size_t upto = c.text.size() - hold;
+    const std::string delta = upto > c.sent ? c.text.substr(c.sent, upto - c.sent) : std::string();
+    c.sent = std::max(c.sent, upto);
+    if (delta.empty() && finish.empty()) return;
+    write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish)), t,
+          c.engine_id, token_index);
+  }
+
+  void complete_choice(std::uint32_t index, const std::string& finish) {
+    Choice& c = choices_[index];
+    if (c.done) return;
+    c.done = true;
+    c.finish_reason = finish;
+    for (const auto& other : choices_)
+      if (!other.done) return;
+    if (stall_until_ > 0) {
+      finished_after_stall_ = true;
+      return;
+    }
+    end();
+  }
+
+  Usage usage() const {
+    Usage u;
+    for (const auto& c : choices_) {
+      u.prompt_tokens += c.prompt.size();
+      u.completion_tokens += c.tokens;
+      u.cached_tokens += c.cached_tokens;
+    }
+    return u;
+  }
+
+  void end() {
+    if (finished_) return;
+    const Usage u = usage();
+    if (req_.stream) {
+      if (req_.include_usage) responder_->send(sse_event(usage_chunk(req_.api, id_, created_, core_.model_name(), u)));
+      responder_->send(std::string(kSseDone));
+      responder_->end_stream();
+    } else {
+      std::vector<ChoiceResult> results;
+      for (const auto& c : choices_) results.push_back({c.text, c.finish_reason, c.stop_reason});
+      net::HttpResponse r;
+      r.body = completion_response(req_.api, id_, created_, core_.model_name(), results, u);
+      if (malformed_body_) r.body.resize(r.body.size() / 2);
+      responder_->respond(std::move(r));
+      core_.metrics().on_http_response(200);
+    }
+    finish_task();
+  }
+
+  void finish_task() {
+    if (finished_) return;
+    finished_ = true;
+    core_.task_done(shared_from_this());
+  }
+
+  struct Held {
+    std::string bytes;
+    std::function<void(Nanos)> on_written;
+  };
+
+  ServingCore& core_;
+  GenerationRequest req_;
+  std::shared_ptr<net::Responder> responder_;
+  Fault fault_;
+  std::string id_;
+  std::int64_t created_ = 0;
+  std::vector<Choice> choices_;
+  bool finished_ = false;
+  bool begun_ = false;
+  Nanos stall_until_ = 0;
+  std::vector<Held> held_;
+  bool finished_after_stall_ = false;
+  bool malformed_body_ = false;
+};
+
+// ---- ServingCore --------------------------------------------------------------
+
+ServingCore::ServingCore(Executor& executor, const engine::EffectiveEngine& effective,
+                         const engine::EngineSettings& settings, std::unique_ptr<engine::CostModel> cost,
+                         ServeMetrics& metrics, EmissionTrace* trace, CoreSettings core_settings, std::string model_name)
+    : executor_(executor),
+      engine_(std::make_unique<engine::Engine>(effective, settings, std::move(cost), this)),
+      metrics_(metrics),
+      trace_(trace),
+      settings_(std::move(core_settings)),
+      model_name_(std::move(model_name)) {}
+
+ServingCore::~ServingCore() = default;
+
+void ServingCore::submit(GenerationRequest request, std::shared_ptr<net::Responder> responder, Fault fault) {
+  auto task = std::make_shared<ResponseTask>(*this, std::move(request), std::move(responder), fault);
+  std::weak_ptr<ResponseTask> weak = task;
+  task->responder()->on_disconnect([this, weak] {
+    executor_.post([weak] {
+      if (auto t = weak.lock()) t->cancel();
+    });
+  });
+  executor_.post([this, task] { start(task); });
+}
+
+void ServingCore::start(std::shared_ptr<ResponseTask> task) {
+  if (!accepting_.load()) {
+    task->fail(ApiError{503, "the server is shutting down", ""});
+    return;
+  }
+  auto& req = task->request();
+  // Lengths: max_tokens, or where the simulated model would stop by itself.
+  Rng rng(hash_combine64(settings_.seed, next_engine_id_));
+  for (std::uint32_t i = 0; i < req.prompts.size(); ++i) {
+    ResponseTask::Choice c;
+    c.prompt = std::move(req.prompts[i]);
+    c.target = req.max_tokens;
+    if (!req.ignore_eos && settings_.natural_length) {
+      const std::uint32_t natural = std::max(req.min_tokens, settings_.natural_length->sample(rng));
+      if (natural < c.target) {
+        c.target = std::max<std::uint32_t>(1, natural);
+        c.natural_end = true;
+      }
+    }
+    task->choices().push_back(std::move(c));
+  }
+  tasks_.push_back(task);
+  if (task->fault().kind == FaultKind::kSlowFirstByte) {
+    metrics_.on_fault("slow_first_byte");
+    executor_.post_at(executor_.clock().now_ns() + static_cast<Nanos>(task->fault().duration_ms * 1e6),
+                      [this, task] {
+                        if (!task->finished()) admit(task);
+                      });
+    return;
+  }
+  admit(task);
+}
+
+void ServingCore::admit(std::shared_ptr<ResponseTask> task) {
+  task->begin();
+  auto& req = task->request();
+  const Nanos now = executor_.clock().now_ns();
+  for (std::uint32_t i = 0; i < task->choices().size() && !task->finished(); ++i) {
+    auto& c = task->choices()[i];
+    c.engine_id = next_engine_id_++;
+    by_engine_id_[c.engine_id] = {task, i};
+    engine::EngineRequest er;
+    er.id = c.engine_id;
+    er.prompt = c.prompt;
+    er.max_output_tokens = c.target;
+    er.priority = req.priority;
+    if (req.seed) er.output_seed = hash_combine64(*req.seed, i);
+    direct_delivery_ = true;
+    engine_->add_request(std::move(er), now);
+    direct_delivery_ = false;
+  }
+  metrics_.set_queue(static_cast<std::uint32_t>(engine_->num_running()),
+                     static_cast<std::uint32_t>(engine_->num_waiting()));
+  ensure_stepping();
+}
+
+void ServingCore::ensure_stepping() {
+  if (stepping_) return;
+  stepping_ = true;
+  executor_.post([this] { step(); });
+}
+
+void ServingCore::step() {
+  const Nanos t0 = executor_.clock().now_ns();
+  const std::uint64_t steps_before = engine_->counters().steps;
+  const Nanos d = engine_->step(t0);
+  if (engine_->counters().steps == steps_before) {
+    stepping_ = false;
+    return;
+  }
+  auto events = std::make_shared<std::vector<Event>>(std::move(pending_));
+  pending_.clear();
+  executor_.post_at(t0 + d, [this, events] {
+    deliver(*events);
+    if (engine_->has_work())
+      step();
+    else
+      stepping_ = false;
+  });
+}
+
+void ServingCore::deliver(std::vector<Event>& events) {
+  for (auto& e : events) {
+    const auto it = by_engine_id_.find(e.id);
+    if (it == by_engine_id_.end()) continue;
+    auto task = it->second.first;
+    const std::uint32_t index = it->second.second;
+    switch (e.kind) {
+      case Event::Kind::kToken:
+        task->on_token(index, e.token, e.t);
+        break;
+      case Event::Kind::kFinish:
+        by_engine_id_.erase(e.id);
+        task->on_engine_finish(index, e.finished);
+        break;
+      case Event::Kind::kReject:
+        by_engine_id_.erase(e.id);
+        task->on_reject(index, e.reason);
+        break;
+    }
+  }
+}
+
+void ServingCore::on_token(std::uint64_t id, Nanos t, workload::TokenId token) {
+  pending_.push_back({Event::Kind::kToken, id, t, token, {}, {}});
+}
+
+void ServingCore::on_finish(const engine::FinishedRequest& r) {
+  if (r.aborted) {
+    // Called from inside engine_->abort(): settle it now.
+    const auto it = by_engine_id_.find(r.id);
+    if (it == by_engine_id_.end()) return;
+    auto [task, index] = it->second;
+    by_engine_id_.erase(it);
+    task->on_engine_finish(index, r);
+    return;
+  }
+  pending_.push_back({Event::Kind::kFinish, r.id, r.finished, 0, r, {}});
+}
+
+void ServingCore::on_reject(std::uint64_t id, Nanos t, std::string_view reason) {
+  Event e{Event::Kind::kReject, id, t, 0, {}, std::string(reason)};
+  if (direct_delivery_) {
+    std::vector<Event> one{std::move(e)};
+    deliver(one);
+  } else {
+    pending_.push_back(std::move(e));
+  }
+}
+
+void ServingCore::on_step(const engine::StepStats& s) {
+  const auto& c = engine_->counters();
+  metrics_.on_step(s.num_running, s.num_waiting, s.kv_usage, s.prefill_tokens + s.decode_tokens, s.num_seqs,
+                   c.prompt_tokens - last_counters_.prompt_tokens,
+                   c.generation_tokens - last_counters_.generation_tokens,
+                   c.prefix_queries_tokens - last_counters_.prefix_queries_tokens,
+                   c.prefix_hits_tokens - last_counters_.prefix_hits_tokens,
+                   c.preemptions - last_counters_.preemptions, c.tenant_switches - last_counters_.tenant_switches,
+                   c.swap_out_bytes - last_counters_.swap_out_bytes, c.swap_in_bytes - last_counters_.swap_in_bytes);
+  last_counters_ = c;
+}
+
+void ServingCore::abort_request(std::uint64_t engine_id) {
+  if (engine_id == 0) return;
+  if (!engine_->abort(engine_id, executor_.clock().now_ns())) by_engine_id_.erase(engine_id);
+  metrics_.set_queue(static_cast<std::uint32_t>(engine_->num_running()),
+                     static_cast<std::uint32_t>(engine_->num_waiting()));
+}
+
+void ServingCore::task_done(const std::shared_ptr<ResponseTask>& task) {
+  tasks_.erase(std::remove(tasks_.begin(), tasks_.end(), task), tasks_.end());
+  if (trace_ && tasks_.empty()) trace_->flush();
+  check_shutdown();
+}
+
+void ServingCore::shutdown(double grace_s, std::function<void()> done) {
+  accepting_.store(false);
+  executor_.post([this, grace_s, done = std::move(done)]() mutable {
+    shutting_down_ = true;
+    on_drained_ = std::move(done);
+    executor_.post_at(executor_.clock().now_ns() + static_cast<Nanos>(grace_s * 1e9), [this] {
+      auto remaining = tasks_;
+      for (auto& t : remaining) t->fail(ApiError{503, "the server is shutting down", ""});
+      check_shutdown();
+    });
+    check_shutdown();
+  });
+}
+
+void ServingCore::check_shutdown() {
+  if (!shutting_down_ || !tasks_.empty() || !on_drained_) return;
+  if (trace_) trace_->flush();
+  auto done = std::move(on_drained_);
+  on_drained_ = nullptr;
+  done();
+}
+
+}  // namespace tokenscope::serve

@@ -1,0 +1,120 @@
+// The engine behind the HTTP API, driven in wall-clock time: requests enter
+// the engine when they arrive, each step runs when the previous one ends,
+// and the tokens a step emits are written to their streams at the step's end
+// time (engine time = clock time). Everything engine-side runs on one serial
+// Executor; responses go out through each request's net::Responder.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/run_dir.h"
+#include "engine/engine.h"
+#include "net/http.h"
+#include "serve/executor.h"
+#include "serve/faults.h"
+#include "serve/metrics.h"
+#include "serve/openai.h"
+#include "workload/lengths.h"
+
+namespace tokenscope::serve {
+
+// --trace-emissions: one JSON line per token written to a stream:
+// {"req": engine request id, "i": token index, "engine_ns": emission time,
+//  "write_ns": when it was handed to the socket} (monotonic clock).
+class EmissionTrace {
+ public:
+  explicit EmissionTrace(const std::string& path);
+  void record(std::uint64_t request, std::uint32_t index, Nanos engine_ns, Nanos write_ns);
+  void flush();
+
+ private:
+  std::mutex mutex_;
+  JsonlWriter writer_;
+};
+
+struct CoreSettings {
+  // When a request does not set ignore_eos, the simulated model stops on its
+  // own after a length drawn from this distribution (seeded by the request),
+  // with finish_reason "stop"; max_tokens still caps it ("length").
+  std::optional<workload::LengthDistribution> natural_length;
+  std::uint64_t seed = 0;
+};
+
+class ResponseTask;
+
+class ServingCore final : public engine::EngineObserver {
+ public:
+  ServingCore(Executor& executor, const engine::EffectiveEngine& effective, const engine::EngineSettings& settings,
+              std::unique_ptr<engine::CostModel> cost, ServeMetrics& metrics, EmissionTrace* trace,
+              CoreSettings core_settings, std::string model_name);
+  ~ServingCore() override;
+
+  // Thread-safe: starts generating for a validated request and answers it
+  // through the responder (streamed or whole).
+  void submit(GenerationRequest request, std::shared_ptr<net::Responder> responder, Fault fault);
+  // Thread-safe: takes no more requests; lets the running ones finish for
+  // grace_s, then ends them with an error; calls done() on the executor.
+  void shutdown(double grace_s, std::function<void()> done);
+  bool accepting() const { return accepting_.load(); }
+  // Requests in progress (engine context; for tests).
+  std::size_t active() const { return tasks_.size(); }
+
+  // EngineObserver: events are buffered and delivered at the step's end time.
+  void on_token(std::uint64_t id, Nanos t, workload::TokenId token) override;
+  void on_finish(const engine::FinishedRequest& r) override;
+  void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
+  void on_step(const engine::StepStats& s) override;
+
+  // Engine-side helpers for ResponseTask (engine context only).
+  Executor& executor() { return executor_; }
+  ServeMetrics& metrics() { return metrics_; }
+  EmissionTrace* trace() { return trace_; }
+  const std::string& model_name() const { return model_name_; }
+  void abort_request(std::uint64_t engine_id);
+  std::uint64_t next_response_serial() { return response_serial_.fetch_add(1); }
+  void task_done(const std::shared_ptr<ResponseTask>& task);
+
+ private:
+  struct Event {
+    enum class Kind { kToken, kFinish, kReject } kind;
+    std::uint64_t id;
+    Nanos t;
+    workload::TokenId token = 0;
+    engine::FinishedRequest finished;
+    std::string reason;
+  };
+  void start(std::shared_ptr<ResponseTask> task);
+  void admit(std::shared_ptr<ResponseTask> task);
+  void ensure_stepping();
+  void step();
+  void deliver(std::vector<Event>& events);
+  void check_shutdown();
+
+  Executor& executor_;
+  std::unique_ptr<engine::Engine> engine_;
+  ServeMetrics& metrics_;
+  EmissionTrace* trace_;
+  CoreSettings settings_;
+  std::string model_name_;
+  std::atomic<bool> accepting_{true};
+  std::atomic<std::uint64_t> response_serial_{1};
+  bool stepping_ = false;
+  bool direct_delivery_ = false;  // events outside a step (rejects in add_request) go out at once
+  std::uint64_t next_engine_id_ = 1;
+  std::vector<Event> pending_;
+  std::unordered_map<std::uint64_t, std::pair<std::shared_ptr<ResponseTask>, std::uint32_t>> by_engine_id_;
+  std::vector<std::shared_ptr<ResponseTask>> tasks_;
+  engine::EngineCounters last_counters_;
+  std::function<void()> on_drained_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace tokenscope::serve
