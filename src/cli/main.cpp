@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/serve_command.h"
 #include "cli/sim_command.h"
 #include "core/error.h"
 
@@ -28,9 +29,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
   app.require_subcommand(1);
   CLI::App* sim = cli::add_sim_command(app);
+  CLI::App* serve = cli::add_serve_command(app);
 
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -44,7 +44,12 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    if (sim->parsed()) return cli::run_sim(g_interrupted);
+    if (sim->parsed()) {
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      return cli::run_sim(g_interrupted);
+    }
+    if (serve->parsed()) return cli::run_serve();  // handles its own signals
   } catch (const UsageError& e) {
     std::cerr << "tokenscope: " << e.what() << "\n";
     return kExitUsage;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/engine_options.h"
 #include "cli/summary_table.h"
 #include "core/error.h"
 #include "core/metrics.h"
@@ -45,13 +46,7 @@ struct SimOptions {
   std::optional<std::uint64_t> seed_arrival, seed_input_len, seed_output_len, seed_prefix, seed_tenant,
       seed_tokens;
   // Engine.
-  engine::EngineSettings engine;
-  std::string catalog_file;
-  std::string policy = "fcfs";
-  std::string preemption = "recompute";
-  std::string tenant_kv_policy = "none";
-  std::uint32_t num_gpu_blocks = 0;
-  double fixed_step_ms = -1.0;
+  EngineOptions engine_options;
   // Output.
   std::string out;
   bool no_steps = false;
@@ -78,7 +73,6 @@ nlohmann::json requested_settings(const SimOptions& o) {
   auto opt = [](const std::optional<std::uint64_t>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
   };
-  const auto& e = o.engine;
   return {
       {"workload",
        {{"trace", o.trace.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.trace)},
@@ -104,36 +98,7 @@ nlohmann::json requested_settings(const SimOptions& o) {
         {"seed_prefix", opt(o.seed_prefix)},
         {"seed_tenant", opt(o.seed_tenant)},
         {"seed_tokens", opt(o.seed_tokens)}}},
-      {"engine",
-       {{"model", e.model},
-        {"gpu", e.gpu},
-        {"catalog", o.catalog_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.catalog_file)},
-        {"tensor_parallel", e.tensor_parallel},
-        {"gpu_memory_utilization", e.gpu_memory_utilization},
-        {"activation_reserve_gib", e.activation_reserve_gib},
-        {"block_size_tokens", e.block_size_tokens},
-        {"num_gpu_blocks", o.num_gpu_blocks},
-        {"unlimited_kv", e.unlimited_kv},
-        {"enable_prefix_caching", e.enable_prefix_caching},
-        {"max_num_batched_tokens", e.max_num_batched_tokens},
-        {"max_num_seqs", e.max_num_seqs},
-        {"max_model_len", e.max_model_len},
-        {"enable_chunked_prefill", e.enable_chunked_prefill},
-        {"long_prefill_token_threshold", e.long_prefill_token_threshold},
-        {"policy", o.policy},
-        {"preemption", o.preemption},
-        {"max_active_tenants", e.max_active_tenants},
-        {"context_switch_ms", e.context_switch_ms},
-        {"tenant_kv_policy", o.tenant_kv_policy},
-        {"fixed_step_ms", o.fixed_step_ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(o.fixed_step_ms)},
-        {"cost",
-         {{"mfu_linear", e.cost.mfu_linear},
-          {"mfu_attention", e.cost.mfu_attention},
-          {"bw_efficiency", e.cost.bw_efficiency},
-          {"step_overhead_ms", e.cost.step_overhead_ms},
-          {"layer_overhead_us", e.cost.layer_overhead_us},
-          {"allreduce_latency_us", e.cost.allreduce_latency_us},
-          {"allreduce_efficiency", e.cost.allreduce_efficiency}}}}},
+      {"engine", engine_options_json(o.engine_options)},
       {"output", {{"out", o.out}, {"steps", !o.no_steps}}},
   };
 }
@@ -300,93 +265,7 @@ CLI::App* add_sim_command(CLI::App& app) {
   sim->add_option("--seed-tenant", o.seed_tenant, "Override the tenant-assignment seed")->group(W);
   sim->add_option("--seed-tokens", o.seed_tokens, "Override the prompt-token seed")->group(W);
 
-  auto& e = o.engine;
-  const char* E = "Engine";
-  sim->add_option("--model", e.model,
-                  "llama-3-8b|llama-3.1-8b|llama-3-70b|qwen2.5-7b|mixtral-8x7b or a --catalog entry")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--gpu", e.gpu, "a100-80g-sxm|h100-sxm|h200 or a --catalog entry")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--tensor-parallel,--tp", e.tensor_parallel, "GPUs per model replica")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--catalog", o.catalog_file,
-                  "YAML file adding or overriding GPUs and models (docs/engine.md)")
-      ->group(E);
-  sim->add_option("--gpu-memory-utilization", e.gpu_memory_utilization,
-                  "Share of GPU memory for weights, activations and KV")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--activation-reserve-gib", e.activation_reserve_gib,
-                  "Per-GPU memory kept for activations and graphs, GiB")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--block-size", e.block_size_tokens, "KV block size, tokens")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--num-gpu-blocks", o.num_gpu_blocks, "Override the KV capacity, blocks (0: from memory)")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_flag("--unlimited-kv", e.unlimited_kv, "What-if: a KV cache that never runs out")->group(E);
-  sim->add_flag("!--no-prefix-caching", e.enable_prefix_caching, "Disable prefix caching")->group(E);
-  sim->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per step")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--max-num-seqs", e.max_num_seqs, "Running sequences at most")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--max-model-len", e.max_model_len, "Context length, tokens (0: the model's)")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_flag("!--no-chunked-prefill", e.enable_chunked_prefill, "Schedule whole prompts only")->group(E);
-  sim->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
-                  "Cap a prefill chunk, tokens (0: off)")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--policy", o.policy, "fcfs|priority (lower priority values first)")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--preemption", o.preemption, "recompute|swap")->capture_default_str()->group(E);
-  sim->add_option("--max-active-tenants", e.max_active_tenants,
-                  "Resident tenant contexts at most (0: all, no switching)")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option("--context-switch-ms", e.context_switch_ms, "Cost of bringing a tenant context in, ms")
-      ->capture_default_str()
-      ->group(E);
-  sim->add_option(
-         "--tenant-kv-policy", o.tenant_kv_policy,
-         "none (drop an evicted tenant's KV) | static (per-tenant partitions) | dynamic (offload to host)")
-      ->capture_default_str()
-      ->group(E);
-  const char* C = "Cost model";
-  sim->add_option("--mfu-linear", e.cost.mfu_linear, "Achieved share of peak FLOP/s in GEMMs")
-      ->capture_default_str()
-      ->group(C);
-  sim->add_option("--mfu-attention", e.cost.mfu_attention, "Achieved share of peak FLOP/s in attention")
-      ->capture_default_str()
-      ->group(C);
-  sim->add_option("--bw-efficiency", e.cost.bw_efficiency, "Achieved share of HBM bandwidth")
-      ->capture_default_str()
-      ->group(C);
-  sim->add_option("--step-overhead-ms", e.cost.step_overhead_ms, "Fixed cost per step, ms")
-      ->capture_default_str()
-      ->group(C);
-  sim->add_option("--layer-overhead-us", e.cost.layer_overhead_us, "Fixed cost per layer per step, us")
-      ->capture_default_str()
-      ->group(C);
-  sim->add_option("--allreduce-latency-us", e.cost.allreduce_latency_us,
-                  "Latency of one all-reduce under TP, us")
-      ->capture_default_str()
-      ->group(C);
-  sim->add_option("--allreduce-efficiency", e.cost.allreduce_efficiency, "Achieved share of NVLink bandwidth")
-      ->capture_default_str()
-      ->group(C);
-  sim->add_option("--fixed-step-ms", o.fixed_step_ms,
-                  "Replace the cost model: every step takes this long, ms")
-      ->group(C);
+  add_engine_options(sim, o.engine_options);
 
   const char* O = "Output";
   sim->add_option("--out", o.out, "Run directory for run.json, requests.jsonl, steps.jsonl")->group(O);
@@ -407,17 +286,10 @@ CLI::App* add_sim_command(CLI::App& app) {
 int run_sim(const std::atomic<bool>& interrupted) {
   auto& o = g_opts;
   const double cpu_start = cpu_seconds();
-  engine::EngineSettings settings = o.engine;
-  settings.policy = engine::parse_scheduling_policy(o.policy);
-  settings.preemption = engine::parse_preemption_mode(o.preemption);
-  settings.tenant_kv_policy = engine::parse_tenant_kv_policy(o.tenant_kv_policy);
-  if (o.num_gpu_blocks > 0) settings.num_gpu_blocks_override = o.num_gpu_blocks;
-  if (o.fixed_step_ms >= 0) settings.fixed_step_ms = o.fixed_step_ms;
+  engine::EngineSettings settings = engine_settings(o.engine_options);
   if (o.rate_rps <= 0 || !std::isfinite(o.rate_rps))
     throw UsageError(fmt::format("--rate: expected requests per second > 0, got {}", o.rate_rps));
-
-  auto catalog = engine::Catalog::builtin();
-  if (!o.catalog_file.empty()) catalog.load_yaml_file(o.catalog_file);
+  const auto catalog = load_catalog(o.engine_options);
   BuiltWorkload bw = build_workload(o);
   settings.num_tenants = static_cast<std::uint32_t>(bw.w.tenants.size());
   const auto eff = engine::resolve_engine(settings, catalog);
@@ -425,12 +297,7 @@ int run_sim(const std::atomic<bool>& interrupted) {
   std::unique_ptr<RunDirectory> out;
   if (!o.out.empty()) out = std::make_unique<RunDirectory>(o.out);
   engine::RecordingObserver observer(bw.w, out.get(), !o.no_steps);
-  std::unique_ptr<engine::CostModel> cost;
-  if (settings.fixed_step_ms)
-    cost = std::make_unique<engine::FixedCostModel>(*settings.fixed_step_ms * 1e-3);
-  else
-    cost =
-        std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, settings.cost);
+  auto cost = make_cost_model(settings, eff);
   engine::Engine eng(eff, settings, std::move(cost), &observer);
 
   const auto report = engine::run_simulation(bw.w, eng, &interrupted);

@@ -1,0 +1,187 @@
+#include "cli/serve_command.h"
+
+#include <fmt/format.h>
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/engine_options.h"
+#include "core/error.h"
+#include "net/http_server.h"
+#include "serve/executor.h"
+#include "serve/faults.h"
+#include "serve/router.h"
+#include "serve/serving_core.h"
+
+namespace tokenscope::cli {
+
+namespace {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;
+  std::string port_file;
+  unsigned threads = 1;
+  std::vector<std::string> served_model_names;
+  std::string api_key;
+  net::ServerLimits limits;
+  double shutdown_grace_s = 10.0;
+  std::string faults;
+  std::uint64_t fault_seed = 0;
+  std::string trace_emissions;
+  std::string natural_output_len = "lognormal:211:0.8:max=4096";
+  std::uint32_t default_completion_max_tokens = 16;
+  std::uint64_t seed = 0;
+  EngineOptions engine_options;
+};
+
+ServeOptions g_opts;
+
+}  // namespace
+
+CLI::App* add_serve_command(CLI::App& app) {
+  auto& o = g_opts;
+  CLI::App* serve = app.add_subcommand(
+      "serve",
+      "Serve the simulator over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions,\n"
+      "/v1/models, /tokenize, /health) with vLLM's Prometheus /metrics. Tokens stream at the times the\n"
+      "engine computes, in real time. Stops gracefully on SIGINT/SIGTERM.");
+  serve->get_formatter()->column_width(44);
+  const char* S = "Server";
+  serve->add_option("--host", o.host, "Address to bind (loopback by default)")->capture_default_str()->group(S);
+  serve->add_option("--port", o.port, "TCP port; 0 picks a free one (see --port-file)")->capture_default_str()->group(S);
+  serve->add_option("--port-file", o.port_file, "Write the bound port to this file once listening")->group(S);
+  serve->add_option("--threads", o.threads, "I/O threads")->capture_default_str()->check(CLI::Range(1u, 256u))->group(S);
+  serve->add_option("--served-model-name", o.served_model_names,
+                    "Model name(s) clients use [default: the --model name]")->group(S);
+  serve->add_option("--api-key", o.api_key,
+                    "Require 'Authorization: Bearer KEY' on every route but /health (or env TOKENSCOPE_API_KEY)")
+      ->group(S);
+  serve->add_option("--max-body-bytes", o.limits.max_body_bytes, "Largest request body, bytes (413 beyond)")
+      ->capture_default_str()->group(S);
+  serve->add_option("--max-header-bytes", o.limits.max_header_bytes, "Largest request head, bytes (431 beyond)")
+      ->capture_default_str()->group(S);
+  serve->add_option("--header-timeout-s", o.limits.header_timeout_s,
+                    "A request must arrive within this, s (408 and close: slow clients are dropped)")
+      ->capture_default_str()->group(S);
+  serve->add_option("--idle-timeout-s", o.limits.idle_timeout_s, "Close keep-alive connections idle this long, s")
+      ->capture_default_str()->group(S);
+  serve->add_option("--max-connections", o.limits.max_connections,
+                    "Open connections at most (503 with Retry-After beyond)")->capture_default_str()->group(S);
+  serve->add_option("--shutdown-grace-s", o.shutdown_grace_s,
+                    "On SIGINT/SIGTERM, let running streams finish this long, s, then end them with an error event")
+      ->capture_default_str()->group(S);
+  const char* G = "Generation";
+  serve->add_option("--natural-output-len", o.natural_output_len,
+                    "Where the simulated model stops by itself when a request does not set ignore_eos "
+                    "(length spec as in sim --output-len, or 'none' to always run to max_tokens)")
+      ->capture_default_str()->group(G);
+  serve->add_option("--default-max-tokens", o.default_completion_max_tokens,
+                    "max_tokens of /v1/completions requests that give none (chat: the rest of the context)")
+      ->capture_default_str()->group(G);
+  serve->add_option("--seed", o.seed, "Seed of the natural output lengths")->capture_default_str()->group(G);
+  const char* T = "Testing";
+  serve->add_option("--faults", o.faults,
+                    "Inject faults: comma-separated KIND=RATE[@MS] with KIND in http_5xx, http_429, reset, "
+                    "stall (needs @MS), malformed, slow_first_byte (needs @MS); see docs/serve.md")->group(T);
+  serve->add_option("--fault-seed", o.fault_seed, "Seed of the fault draws")->capture_default_str()->group(T);
+  serve->add_option("--trace-emissions", o.trace_emissions,
+                    "Write one JSON line per streamed token: engine time and socket write time (ns)")->group(T);
+  add_engine_options(serve, o.engine_options);
+  serve->footer("\nExit codes: 0 after a graceful shutdown, 1 I/O failure, 2 bad options (or the port is taken).\n");
+  return serve;
+}
+
+int run_serve() {
+  auto& o = g_opts;
+  if (o.api_key.empty())
+    if (const char* env = std::getenv("TOKENSCOPE_API_KEY")) o.api_key = env;
+  const engine::EngineSettings settings = engine_settings(o.engine_options);
+  const auto catalog = load_catalog(o.engine_options);
+  const auto eff = engine::resolve_engine(settings, catalog);
+  const auto fault_rules = serve::parse_fault_spec(o.faults);
+  if (!(o.shutdown_grace_s >= 0)) throw UsageError("--shutdown-grace-s: expected seconds >= 0");
+  if (!(o.limits.header_timeout_s > 0) || !(o.limits.idle_timeout_s > 0))
+    throw UsageError("--header-timeout-s and --idle-timeout-s: expected seconds > 0");
+  serve::CoreSettings core_settings;
+  core_settings.seed = o.seed;
+  if (o.natural_output_len != "none")
+    core_settings.natural_length =
+        workload::parse_length_spec(o.natural_output_len, "--natural-output-len", workload::LengthRole::kOutput);
+  std::vector<std::string> names = o.served_model_names;
+  if (names.empty()) names.push_back(o.engine_options.engine.model);
+
+  boost::asio::io_context ioc;
+  serve::AsioExecutor executor(ioc);
+  serve::ServeMetrics metrics(names.front(), eff.max_model_len);
+  std::unique_ptr<serve::EmissionTrace> trace;
+  if (!o.trace_emissions.empty()) trace = std::make_unique<serve::EmissionTrace>(o.trace_emissions);
+  serve::ServingCore core(executor, eff, settings, make_cost_model(settings, eff), metrics, trace.get(),
+                          core_settings, names.front());
+  serve::FaultPlan faults(fault_rules, o.fault_seed);
+  serve::RouterSettings rs;
+  rs.parse.model_names = names;
+  rs.parse.max_model_len = eff.max_model_len;
+  rs.parse.default_completion_max_tokens = o.default_completion_max_tokens;
+  rs.api_key = o.api_key;
+  rs.created_unix = static_cast<std::int64_t>(std::time(nullptr));
+  serve::Router router(core, metrics, faults, rs);
+  net::ServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  net::HttpServer server(ioc, so, o.limits, router, executor.clock());
+  server.start();
+  if (!o.port_file.empty()) {
+    const std::string tmp = o.port_file + ".tmp";
+    std::ofstream(tmp) << server.port() << "\n";
+    std::rename(tmp.c_str(), o.port_file.c_str());
+  }
+  std::cout << fmt::format("tokenscope serve: listening on http://{}:{} (model {} as '{}', {} on {}x {}{})",
+                           o.host, server.port(), eff.model.name, names.front(),
+                           eff.num_gpu_blocks ? fmt::format("{} KV blocks", *eff.num_gpu_blocks) : "unlimited KV",
+                           eff.tensor_parallel, eff.gpu.name, o.api_key.empty() ? "" : ", API key required")
+            << std::endl;
+
+  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  boost::asio::steady_timer linger(ioc);
+  std::function<void()> wait_for_connections;
+  const auto linger_until = std::make_shared<std::chrono::steady_clock::time_point>();
+  wait_for_connections = [&] {
+    // Let the last bytes reach the clients, for at most two seconds.
+    if (server.connections() == 0 || std::chrono::steady_clock::now() > *linger_until) return ioc.stop();
+    linger.expires_after(std::chrono::milliseconds(10));
+    linger.async_wait([&](const boost::system::error_code&) { wait_for_connections(); });
+  };
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    std::cerr << fmt::format("tokenscope serve: signal {}: draining (grace {} s)", signal, o.shutdown_grace_s)
+              << std::endl;
+    server.drain();
+    core.shutdown(o.shutdown_grace_s, [&] {
+      boost::asio::post(ioc, [&] {
+        *linger_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        server.drain();
+        wait_for_connections();
+      });
+    });
+  });
+
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < o.threads; ++i) pool.emplace_back([&] { ioc.run(); });
+  ioc.run();
+  for (auto& t : pool) t.join();
+  if (trace) trace->flush();
+  std::cerr << "tokenscope serve: stopped" << std::endl;
+  return kExitOk;
+}
+
+}  // namespace tokenscope::cli
