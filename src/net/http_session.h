@@ -41,7 +41,10 @@ namespace asio = boost::asio;
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(Stream stream, ServerContext& ctx) : stream_(std::move(stream)), ctx_(ctx) { ++ctx_.connections; }
+  Session(Stream stream, ServerContext& ctx)
+      : stream_(std::move(stream)), ctx_(ctx), timer_(stream_.get_executor()) {
+    ++ctx_.connections;
+  }
   ~Session() { --ctx_.connections; }
 
   void start() {
@@ -63,12 +66,22 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::function<void(Nanos)> on_written;
   };
 
+  // Header and idle timeouts run on our own timer (Beast's stream timeouts
+  // would close the socket before a 408 could be written).
   void set_timeout(double seconds) {
-    if constexpr (std::is_same_v<Stream, beast::tcp_stream>)
-      stream_.expires_after(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
+      timer_.expires_after(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
+      timer_.async_wait([weak = this->weak_from_this()](beast::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self || self->closed_) return;
+        self->timed_out_ = true;
+        beast::error_code ignored;
+        self->stream_.socket().cancel(ignored);
+      });
+    }
   }
   void clear_timeout() {
-    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) stream_.expires_never();
+    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) timer_.cancel();
   }
 
   // One read loop for the connection's life: between responses its bytes
@@ -107,6 +120,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void on_read(beast::error_code ec, std::size_t n) {
     if (closed_) return;
+    if (ec == asio::error::operation_aborted && timed_out_) {
+      timed_out_ = false;
+      return on_read_error(beast::error::timeout);
+    }
     if (ec == asio::error::operation_aborted) return arm_read();  // re-armed with the right timeout
     if (ec) {
       if (in_response_) return close();  // the peer left mid-response
@@ -152,7 +169,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::string message = "malformed HTTP request: " + ec.message();
     if (ec == beast::error::timeout) {
       // Nothing started: an idle keep-alive connection simply closes.
-      if (!parser_->got_some()) return close();
+      if (buffer_.size() == 0 && !parser_->got_some()) return close();
       status = 408;
       message = "request not received in time";
     } else if (ec == http::error::header_limit) {
@@ -257,6 +274,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    clear_timeout();
     beast::error_code ec;
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>)
       stream_.socket().close(ec);
@@ -272,6 +290,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   Stream stream_;
   ServerContext& ctx_;
+  asio::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Pending> queue_;
@@ -289,6 +308,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool closed_ = false;
   bool reading_ = false;
   bool continue_sent_ = false;
+  bool timed_out_ = false;
 
  public:
   // The Responder of the current request: every call hops onto the session's

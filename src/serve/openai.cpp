@@ -201,11 +201,12 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
       return bad(unsupported, fmt::format("'{}' is not supported by the simulator", unsupported));
   }
   std::uint32_t max_tokens = 0;
-  if (auto e = optional_uint(body, "max_tokens", max_tokens, 1, ctx.max_model_len, present)) return *e;
+  constexpr std::uint64_t kLimit = 1u << 30;  // the context check below gives the useful message
+  if (auto e = optional_uint(body, "max_tokens", max_tokens, 1, kLimit, present)) return *e;
   bool have_max = present;
-  if (auto e = optional_uint(body, "max_completion_tokens", max_tokens, 1, ctx.max_model_len, present)) return *e;
+  if (auto e = optional_uint(body, "max_completion_tokens", max_tokens, 1, kLimit, present)) return *e;
   have_max |= present;
-  if (auto e = optional_uint(body, "min_tokens", r.min_tokens, 0, ctx.max_model_len, present)) return *e;
+  if (auto e = optional_uint(body, "min_tokens", r.min_tokens, 0, kLimit, present)) return *e;
   if (auto e = optional_bool(body, "ignore_eos", r.ignore_eos)) return *e;
   if (auto e = optional_bool(body, "stream", r.stream)) return *e;
   if (const auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {

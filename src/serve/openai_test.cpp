@@ -73,7 +73,7 @@ TEST(OpenAiParse, ErrorsNameTheField) {
       {Api::kCompletions, R"({"prompt": [-1]})", 400, "prompt", "outside the vocabulary"},
       {Api::kCompletions, R"({"prompt": "x", "model": "gpt-4"})", 404, "model", "`gpt-4` does not exist"},
       {Api::kCompletions, R"({"prompt": "x", "n": 2})", 400, "n", "only n = 1"},
-      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 0})", 400, "max_tokens", "in [1, 8192]"},
+      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 0})", 400, "max_tokens", "in [1, 1073741824]"},
       {Api::kCompletions, R"({"prompt": "x", "max_tokens": "ten"})", 400, "max_tokens", "must be an integer"},
       {Api::kCompletions, R"({"prompt": "x", "max_tokens": 8192})", 400, "prompt", "maximum context length is 8192"},
       {Api::kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400, "stream_options",
