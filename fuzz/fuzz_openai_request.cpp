@@ -1,0 +1,29 @@
+// libFuzzer target: OpenAI request bodies (completions, chat, tokenize).
+// Every input is accepted with a consistent request or refused with an error
+// that names a status; nothing else may happen.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "serve/openai.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace tokenscope::serve;
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  const ParseContext ctx{{"m", "alias"}, 4096, 16};
+  for (Api api : {Api::kCompletions, Api::kChat}) {
+    const auto r = parse_generation_request(api, body, ctx);
+    if (const auto* req = std::get_if<GenerationRequest>(&r)) {
+      if (req->prompts.empty() || req->max_tokens < 1) __builtin_trap();
+      for (const auto& p : req->prompts)
+        if (p.empty() || p.size() + req->max_tokens > ctx.max_model_len) __builtin_trap();
+      if (req->min_tokens > req->max_tokens) __builtin_trap();
+    } else {
+      const auto& e = std::get<ApiError>(r);
+      if (e.status < 400 || e.status > 599 || e.message.empty()) __builtin_trap();
+      (void)error_body(e);
+    }
+  }
+  (void)parse_tokenize_request(body, ctx);
+  return 0;
+}
