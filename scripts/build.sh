@@ -2,6 +2,7 @@
 # Configures and builds one configuration into build/<name>.
 #   scripts/build.sh release   optimised build with tests and benchmarks (g++)
 #   scripts/build.sh asan      unit tests under AddressSanitizer + UBSan (g++)
+#   scripts/build.sh tsan      the server's tests under ThreadSanitizer (g++)
 #   scripts/build.sh fuzz      libFuzzer targets (clang)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,10 +15,12 @@ case "$config" in
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
   asan)
     flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_BENCH=OFF) ;;
+  tsan)
+    flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DTOKENSCOPE_TSAN=ON -DTOKENSCOPE_BENCH=OFF) ;;
   fuzz)
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DTOKENSCOPE_FUZZ=ON
            -DTOKENSCOPE_TESTS=OFF -DTOKENSCOPE_BENCH=OFF) ;;
-  *) echo "usage: $0 release|asan|fuzz" >&2; exit 2 ;;
+  *) echo "usage: $0 release|asan|tsan|fuzz" >&2; exit 2 ;;
 esac
 cmake -S . -B "build/$config" -G Ninja "${flags[@]}" > "build-$config.cmake.log" 2>&1 || { cat "build-$config.cmake.log"; exit 1; }
 rm -f "build-$config.cmake.log"

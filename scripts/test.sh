@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: set up, build, run the unit and black-box tests, run
-# the unit tests again under AddressSanitizer + UBSan, then build every
-# libFuzzer target and run each for a bounded time.
+# the unit tests again under AddressSanitizer + UBSan, the server's tests
+# under ThreadSanitizer, then build every libFuzzer target and run each for a
+# bounded time.
 #   scripts/test.sh            everything (CI runs this)
 #   scripts/test.sh --quick    release build and tests only (day-to-day work)
 # FUZZ_SECONDS (default 30) bounds each fuzz target.
@@ -23,6 +24,11 @@ echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 bash scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 1800
+
+echo "== the server under ThreadSanitizer (multi-threaded, real sockets)"
+bash scripts/build.sh tsan
+TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1 \
+  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|Api|Connection)\.'
 
 echo "== fuzz targets, ${fuzz_seconds}s each"
 bash scripts/build.sh fuzz

@@ -42,7 +42,9 @@ std::string slurp(const fs::path& p) {
 class Server {
  public:
   Server(const fs::path& dir, std::vector<std::string> extra) : dir_(dir) {
-    std::vector<std::string> args = {kBin, "serve", "--port", "0", "--port-file", (dir / "port").string()};
+    // Several I/O threads, so that the ThreadSanitizer run sees real concurrency.
+    std::vector<std::string> args = {kBin, "serve", "--port", "0", "--port-file", (dir / "port").string(),
+                                     "--threads", "3"};
     args.insert(args.end(), extra.begin(), extra.end());
     child_ = std::make_unique<Child>(args, (dir / "server.out").string(), (dir / "server.err").string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
