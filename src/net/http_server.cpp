@@ -19,9 +19,30 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor;
   std::mutex mutex;
   std::list<std::weak_ptr<Session<beast::tcp_stream>>> sessions;
+  asio::steady_timer sweeper;
+  bool stopped = false;
+
+  // Checks the header and idle deadlines of every connection, every 50 ms.
+  void sweep() {
+    sweeper.expires_after(std::chrono::milliseconds(50));
+    sweeper.async_wait([this](beast::error_code ec) {
+      if (ec) return;
+      const Nanos now = ctx.clock->now_ns();
+      {
+        std::lock_guard lock(mutex);
+        sessions.remove_if([&](const auto& w) {
+          auto s = w.lock();
+          if (!s) return true;
+          s->poll_deadline(now);
+          return false;
+        });
+      }
+      sweep();
+    });
+  }
 
   Impl(asio::io_context& io, ServerOptions o, const ServerLimits& limits, HttpHandler& handler, const Clock& clock)
-      : ioc(io), options(std::move(o)), acceptor(asio::make_strand(io)) {
+      : ioc(io), options(std::move(o)), acceptor(asio::make_strand(io)), sweeper(acceptor.get_executor()) {
     ctx.handler = &handler;
     ctx.clock = &clock;
     ctx.limits = limits;
@@ -40,7 +61,6 @@ struct HttpServer::Impl {
         auto session = std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)), ctx);
         {
           std::lock_guard lock(mutex);
-          if (sessions.size() > 1024) sessions.remove_if([](const auto& w) { return w.expired(); });
           sessions.push_back(session);
         }
         session->start();
@@ -82,6 +102,7 @@ void HttpServer::start() {
     throw UsageError(
         fmt::format("cannot listen on {}:{}: {}", impl_->options.host, impl_->options.port, ec.message()));
   impl_->accept();
+  impl_->sweep();
 }
 
 std::uint16_t HttpServer::port() const {

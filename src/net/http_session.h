@@ -42,7 +42,7 @@ template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   Session(Stream stream, ServerContext& ctx)
-      : stream_(std::move(stream)), ctx_(ctx), timer_(stream_.get_executor()) {
+      : stream_(std::move(stream)), ctx_(ctx) {
     ++ctx_.connections;
   }
   ~Session() { --ctx_.connections; }
@@ -66,24 +66,33 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::function<void(Nanos)> on_written;
   };
 
-  // Header and idle timeouts run on our own timer (Beast's stream timeouts
-  // would close the socket before a 408 could be written).
+  // Header and idle timeouts are deadlines checked by the server's sweeper
+  // (HttpServer, every 50 ms): no timer system call per request, and the
+  // 408 can still be written (Beast's stream timeouts close the socket).
   void set_timeout(double seconds) {
-    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-      timer_.expires_after(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
-      timer_.async_wait([weak = this->weak_from_this()](beast::error_code ec) {
-        auto self = weak.lock();
-        if (ec || !self || self->closed_) return;
-        self->timed_out_ = true;
+    deadline_.store(ctx_.clock->now_ns() + static_cast<Nanos>(seconds * 1e9), std::memory_order_relaxed);
+  }
+  void clear_timeout() { deadline_.store(0, std::memory_order_relaxed); }
+
+ public:
+  // Called by the sweeper from any thread: when the deadline has passed,
+  // the pending read is cancelled and answered as a timeout.
+  void poll_deadline(Nanos now) {
+    const Nanos d = deadline_.load(std::memory_order_relaxed);
+    if (d == 0 || now < d) return;
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      const Nanos dl = self->deadline_.load(std::memory_order_relaxed);
+      if (self->closed_ || self->in_response_ || dl == 0 || self->ctx_.clock->now_ns() < dl) return;
+      self->deadline_.store(0, std::memory_order_relaxed);
+      self->timed_out_ = true;
+      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
         beast::error_code ignored;
         self->stream_.socket().cancel(ignored);
-      });
-    }
-  }
-  void clear_timeout() {
-    if constexpr (std::is_same_v<Stream, beast::tcp_stream>) timer_.cancel();
+      }
+    });
   }
 
+ private:
   // One read loop for the connection's life: between responses its bytes
   // feed the parser (under the header or idle timeout); during a response it
   // keeps reading without a timeout, buffering pipelined bytes and noticing
@@ -124,7 +133,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       timed_out_ = false;
       return on_read_error(beast::error::timeout);
     }
-    if (ec == asio::error::operation_aborted) return arm_read();  // re-armed with the right timeout
+    if (ec == asio::error::operation_aborted) return arm_read();
     if (ec) {
       if (in_response_) return close();  // the peer left mid-response
       return on_read_error(ec);
@@ -243,12 +252,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     responder_.reset();
     if (!keep_alive_ || ctx_.draining.load()) return graceful_close();
     if (reading_) {
-      // The watch read runs without a timeout: cancel it so that it is
-      // re-armed with the idle timeout (buffered bytes are kept).
+      // The watch read stays pending and now waits for the next request.
       reset_parser();
       if (buffer_.size() > 0 && parse_buffered()) return;
-      beast::error_code ec;
-      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) stream_.socket().cancel(ec);
+      set_timeout(ctx_.limits.idle_timeout_s);
       return;
     }
     read_request();
@@ -290,7 +297,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   Stream stream_;
   ServerContext& ctx_;
-  asio::steady_timer timer_;
+  std::atomic<Nanos> deadline_{0};  // 0: none
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Pending> queue_;
