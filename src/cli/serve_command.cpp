@@ -120,7 +120,7 @@ int run_serve() {
   std::vector<std::string> names = o.served_model_names;
   if (names.empty()) names.push_back(o.engine_options.engine.model);
 
-  boost::asio::io_context ioc;
+  boost::asio::io_context ioc(static_cast<int>(o.threads));  // concurrency hint
   serve::AsioExecutor executor(ioc);
   serve::ServeMetrics metrics(names.front(), eff.max_model_len);
   std::unique_ptr<serve::EmissionTrace> trace;

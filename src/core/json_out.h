@@ -29,6 +29,37 @@ inline void append_fixed(std::string& out, double v, int decimals) {
   out.append(buf, r.ptr);
 }
 
+// Appends s as a JSON string literal (quotes included). Control characters
+// and quotes are escaped; bytes >= 0x80 pass through (the caller supplies
+// UTF-8; invalid sequences are the caller's to avoid).
+inline void append_string(std::string& out, std::string_view s) {
+  out += '"';
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s, start, i - start);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default: {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+    }
+    start = i + 1;
+  }
+  out.append(s, start, s.size() - start);
+  out += '"';
+}
+
 // Appends `,"name":` (or `"name":` when first).
 inline void key(std::string& out, std::string_view name, bool first = false) {
   if (!first) out += ',';

@@ -1,5 +1,7 @@
 #include "serve/openai.h"
 
+#include "core/json_out.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -304,7 +306,10 @@ std::string usage_json(const Usage& u) {
 
 namespace {
 std::string json_quote(std::string_view s) {
-  return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out;
+  out.reserve(s.size() + 2);
+  jsonout::append_string(out, s);
+  return out;
 }
 }  // namespace
 

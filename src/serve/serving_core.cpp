@@ -76,7 +76,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     core_.metrics().on_http_response(200);
     if (req_.api == Api::kChat)
       for (std::uint32_t i = 0; i < choices_.size(); ++i)
-        responder_->send(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), i, "", true, "")));
+        core_.send(responder_, sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), i, "", true, "")),
+                   nullptr);
   }
 
   void on_token(std::uint32_t index, workload::TokenId token, Nanos t) {
@@ -114,6 +115,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       finish = c.natural_end ? "stop" : "length";
     // Faults fire halfway through the first choice.
     const bool fault_now = index == 0 && fault_.kind != FaultKind::kNone && token_index + 1 == fault_point();
+    fault_time_ = t;
     if (fault_now && apply_midstream_fault()) return;
     const std::uint64_t engine_id = c.engine_id;
     if (req_.stream) stream_text(index, c, t, token_index, finish);
@@ -155,13 +157,13 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     for (auto& c : choices_)
       if (!c.done) core_.abort_request(c.engine_id);
     if (req_.stream && begun_) {
-      responder_->send(sse_event(error_body(e)));
-      responder_->end_stream();
+      core_.send(responder_, sse_event(error_body(e)), nullptr);
+      core_.end_stream(responder_);
     } else {
       net::HttpResponse r;
       r.status = e.status;
       r.body = error_body(e);
-      responder_->respond(std::move(r));
+      core_.respond(responder_, std::move(r));
       core_.metrics().on_http_response(e.status);
     }
     finish_task();
@@ -191,12 +193,12 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
         core_.metrics().on_fault(kind);
         for (auto& c : choices_)
           if (!c.done) core_.abort_request(c.engine_id);
-        responder_->reset();
+        core_.reset(responder_);
         finish_task();
         return true;
       case FaultKind::kStall:
         core_.metrics().on_fault(kind);
-        stall_until_ = core_.executor().clock().now_ns() + static_cast<Nanos>(fault_.duration_ms * 1e6);
+        stall_until_ = fault_time_ + static_cast<Nanos>(fault_.duration_ms * 1e6);
         core_.executor().post_at(stall_until_, [self = shared_from_this()] { self->release_stall(); });
         return false;
       case FaultKind::kMalformed:
@@ -213,7 +215,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     stall_until_ = 0;
     auto held = std::move(held_);
     held_.clear();
-    for (auto& h : held) responder_->send(std::move(h.bytes), std::move(h.on_written));
+    for (auto& h : held) core_.send(responder_, std::move(h.bytes), std::move(h.on_written));
     if (finished_after_stall_) end();
   }
 
@@ -229,7 +231,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       held_.push_back({std::move(bytes), std::move(on_written)});
       return;
     }
-    responder_->send(std::move(bytes), std::move(on_written));
+    core_.send(responder_, std::move(bytes), std::move(on_written));
   }
 
   void stream_text(std::uint32_t index, Choice& c, Nanos t, std::uint32_t token_index, const std::string& finish) {
@@ -278,16 +280,17 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     if (finished_) return;
     const Usage u = usage();
     if (req_.stream) {
-      if (req_.include_usage) responder_->send(sse_event(usage_chunk(req_.api, id_, created_, core_.model_name(), u)));
-      responder_->send(std::string(kSseDone));
-      responder_->end_stream();
+      if (req_.include_usage)
+        core_.send(responder_, sse_event(usage_chunk(req_.api, id_, created_, core_.model_name(), u)), nullptr);
+      core_.send(responder_, std::string(kSseDone), nullptr);
+      core_.end_stream(responder_);
     } else {
       std::vector<ChoiceResult> results;
       for (const auto& c : choices_) results.push_back({c.text, c.finish_reason, c.stop_reason});
       net::HttpResponse r;
       r.body = completion_response(req_.api, id_, created_, core_.model_name(), results, u);
       if (malformed_body_) r.body.resize(r.body.size() / 2);
-      responder_->respond(std::move(r));
+      core_.respond(responder_, std::move(r));
       core_.metrics().on_http_response(200);
     }
     finish_task();
@@ -317,6 +320,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   std::vector<Held> held_;
   bool finished_after_stall_ = false;
   bool malformed_body_ = false;
+  Nanos fault_time_ = 0;  // the engine time of the token that triggers a fault
 };
 
 // ---- ServingCore --------------------------------------------------------------
@@ -414,15 +418,53 @@ void ServingCore::step() {
     stepping_ = false;
     return;
   }
-  auto events = std::make_shared<std::vector<Event>>(std::move(pending_));
+  // Process the step's events now, while it "runs"; their bytes leave at t0 + d.
+  std::vector<Event> events = std::move(pending_);
   pending_.clear();
-  executor_.post_at(t0 + d, [this, events] {
-    deliver(*events);
+  deferring_ = true;
+  deliver(events);
+  deferring_ = false;
+  auto out = std::make_shared<std::vector<Outgoing>>(std::move(outbox_));
+  outbox_.clear();
+  executor_.post_at(t0 + d, [this, out] {
+    flush(*out);
     if (engine_->has_work())
       step();
     else
       stepping_ = false;
   });
+}
+
+void ServingCore::send(const std::shared_ptr<net::Responder>& r, std::string bytes,
+                       std::function<void(Nanos)> on_written) {
+  if (!deferring_) return r->send(std::move(bytes), std::move(on_written));
+  outbox_.push_back({Outgoing::Op::kSend, r, std::move(bytes), std::move(on_written), {}});
+}
+
+void ServingCore::end_stream(const std::shared_ptr<net::Responder>& r) {
+  if (!deferring_) return r->end_stream();
+  outbox_.push_back({Outgoing::Op::kEnd, r, {}, nullptr, {}});
+}
+
+void ServingCore::respond(const std::shared_ptr<net::Responder>& r, net::HttpResponse response) {
+  if (!deferring_) return r->respond(std::move(response));
+  outbox_.push_back({Outgoing::Op::kRespond, r, {}, nullptr, std::move(response)});
+}
+
+void ServingCore::reset(const std::shared_ptr<net::Responder>& r) {
+  if (!deferring_) return r->reset();
+  outbox_.push_back({Outgoing::Op::kReset, r, {}, nullptr, {}});
+}
+
+void ServingCore::flush(std::vector<Outgoing>& out) {
+  for (auto& o : out) {
+    switch (o.op) {
+      case Outgoing::Op::kSend: o.responder->send(std::move(o.bytes), std::move(o.on_written)); break;
+      case Outgoing::Op::kEnd: o.responder->end_stream(); break;
+      case Outgoing::Op::kRespond: o.responder->respond(std::move(o.response)); break;
+      case Outgoing::Op::kReset: o.responder->reset(); break;
+    }
+  }
 }
 
 void ServingCore::deliver(std::vector<Event>& events) {

@@ -79,6 +79,13 @@ class ServingCore final : public engine::EngineObserver {
   EmissionTrace* trace() { return trace_; }
   const std::string& model_name() const { return model_name_; }
   void abort_request(std::uint64_t engine_id);
+  // Writes of ResponseTask: while a step's events are processed (at the
+  // step's start, so the formatting is done while the step "runs") they are
+  // held and go out together when the clock reaches the step's end.
+  void send(const std::shared_ptr<net::Responder>& r, std::string bytes, std::function<void(Nanos)> on_written);
+  void end_stream(const std::shared_ptr<net::Responder>& r);
+  void respond(const std::shared_ptr<net::Responder>& r, net::HttpResponse response);
+  void reset(const std::shared_ptr<net::Responder>& r);
   std::uint64_t next_response_serial() { return response_serial_.fetch_add(1); }
   void task_done(const std::shared_ptr<ResponseTask>& task);
 
@@ -91,6 +98,14 @@ class ServingCore final : public engine::EngineObserver {
     engine::FinishedRequest finished;
     std::string reason;
   };
+  struct Outgoing {
+    enum class Op { kSend, kEnd, kRespond, kReset } op;
+    std::shared_ptr<net::Responder> responder;
+    std::string bytes;
+    std::function<void(Nanos)> on_written;
+    net::HttpResponse response;
+  };
+  void flush(std::vector<Outgoing>& out);
   void start(std::shared_ptr<ResponseTask> task);
   void admit(std::shared_ptr<ResponseTask> task);
   void ensure_stepping();
@@ -110,6 +125,8 @@ class ServingCore final : public engine::EngineObserver {
   bool direct_delivery_ = false;  // events outside a step (rejects in add_request) go out at once
   std::uint64_t next_engine_id_ = 1;
   std::vector<Event> pending_;
+  bool deferring_ = false;
+  std::vector<Outgoing> outbox_;
   std::unordered_map<std::uint64_t, std::pair<std::shared_ptr<ResponseTask>, std::uint32_t>> by_engine_id_;
   std::vector<std::shared_ptr<ResponseTask>> tasks_;
   engine::EngineCounters last_counters_;
