@@ -138,6 +138,7 @@ int run_serve() {
   net::ServerOptions so;
   so.host = o.host;
   so.port = o.port;
+  so.single_thread = o.threads == 1;
   net::HttpServer server(ioc, so, o.limits, router, executor.clock());
   server.start();
   if (!o.port_file.empty()) {

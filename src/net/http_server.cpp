@@ -46,10 +46,13 @@ struct HttpServer::Impl {
     ctx.handler = &handler;
     ctx.clock = &clock;
     ctx.limits = limits;
+    ctx.single_thread = options.single_thread;
   }
 
   void accept() {
-    acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    auto executor = ctx.single_thread ? asio::any_io_executor(ioc.get_executor())
+                                      : asio::any_io_executor(asio::make_strand(ioc));
+    acceptor.async_accept(executor, [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
         return accept();  // e.g. EMFILE: keep serving the others

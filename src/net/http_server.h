@@ -16,6 +16,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;  // 0: an ephemeral port (see HttpServer::port())
   int backlog = 4096;
+  bool single_thread = false;  // the io_context runs on one thread only
 };
 
 class HttpServer {

@@ -32,6 +32,10 @@ struct ServerContext {
   ServerLimits limits;
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};  // finish current responses, take no new requests
+  // One I/O thread: connections share the io_context's executor (no strands)
+  // and a Responder call made on that thread runs at once instead of being
+  // queued, so a step's writes reach the sockets as they are issued.
+  bool single_thread = false;
 };
 
 namespace beast = boost::beast;
@@ -370,7 +374,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     template <class F>
     void run(F&& f) {
       auto s = session_;
-      asio::post(s->stream_.get_executor(), [s, f = std::forward<F>(f)]() mutable { f(*s); });
+      if (s->ctx_.single_thread)
+        asio::dispatch(s->stream_.get_executor(), [s, f = std::forward<F>(f)]() mutable { f(*s); });
+      else
+        asio::post(s->stream_.get_executor(), [s, f = std::forward<F>(f)]() mutable { f(*s); });
     }
     std::shared_ptr<Session> session_;
   };
