@@ -57,7 +57,7 @@ stop_server 18091
 
 echo
 echo "## 2. Emission lag, streams of 50 tokens, Llama-3-8B / H100 roofline, server on one core"
-for conns in 1000 5000; do
+for conns in 100 1000 5000; do
   trace="$work/emissions.$conns.jsonl"
   start_server 18093 --threads 1 --max-num-seqs 8192 --natural-output-len none --trace-emissions "$trace"
   TOKENS=50 taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --timeout 30s -s bench/serve/stream.lua \
@@ -90,15 +90,21 @@ for _ in range(5000):
 open("/tmp/tokenscope_idle_ready", "w").write("1")
 time.sleep(4)
 PY
+idle_pid=$!
 for _ in $(seq 300); do [ -f /tmp/tokenscope_idle_ready ] && break; sleep 0.01; done
 sleep 0.5
 idle=$(rss)
-wait; rm -f /tmp/tokenscope_idle_ready
+wait "$idle_pid"; rm -f /tmp/tokenscope_idle_ready
 echo "idle: RSS $base KiB -> $idle KiB with 5,000 idle connections: $(( (idle - base) * 1024 / 5000 )) bytes each"
+stop_server 18094
+# A fresh server, so that memory freed by the idle test is not reused.
+start_server 18094 --threads 1 --max-num-seqs 8192 --natural-output-len none
+pid=$(pgrep -f "tokenscope serve --port 18094" | head -1)
 base2=$(rss)
 TOKENS=2000 taskset -c 1 wrk -t1 -c1000 -d4s --timeout 30s -s bench/serve/stream.lua http://127.0.0.1:18094/v1/completions > /dev/null &
+wrk_pid=$!
 sleep 3
 active=$(rss)
-wait
-echo "active: RSS $base2 KiB -> $active KiB with 1,000 streams in flight: $(( (active - base2) * 1024 / 1000 )) bytes each"
+wait "$wrk_pid"
+echo "active: RSS $base2 KiB -> $active KiB with 1,000 streams in flight (engine state included): $(( (active - base2) * 1024 / 1000 )) bytes each"
 stop_server 18094
