@@ -31,6 +31,7 @@ nlohmann::json engine_options_json(const EngineOptions& o);
 engine::EngineSettings engine_settings(const EngineOptions& o);
 // The built-in catalog plus --catalog.
 engine::Catalog load_catalog(const EngineOptions& o);
-std::unique_ptr<engine::CostModel> make_cost_model(const engine::EngineSettings& s, const engine::EffectiveEngine& e);
+std::unique_ptr<engine::CostModel> make_cost_model(const engine::EngineSettings& s,
+                                                   const engine::EffectiveEngine& e);
 
 }  // namespace tokenscope::cli

@@ -57,47 +57,82 @@ CLI::App* add_serve_command(CLI::App& app) {
       "engine computes, in real time. Stops gracefully on SIGINT/SIGTERM.");
   serve->get_formatter()->column_width(44);
   const char* S = "Server";
-  serve->add_option("--host", o.host, "Address to bind (loopback by default)")->capture_default_str()->group(S);
-  serve->add_option("--port", o.port, "TCP port; 0 picks a free one (see --port-file)")->capture_default_str()->group(S);
+  serve->add_option("--host", o.host, "Address to bind (loopback by default)")
+      ->capture_default_str()
+      ->group(S);
+  serve->add_option("--port", o.port, "TCP port; 0 picks a free one (see --port-file)")
+      ->capture_default_str()
+      ->group(S);
   serve->add_option("--port-file", o.port_file, "Write the bound port to this file once listening")->group(S);
-  serve->add_option("--threads", o.threads, "I/O threads")->capture_default_str()->check(CLI::Range(1u, 256u))->group(S);
-  serve->add_option("--served-model-name", o.served_model_names,
-                    "Model name(s) clients use [default: the --model name]")->group(S);
-  serve->add_option("--api-key", o.api_key,
-                    "Require 'Authorization: Bearer KEY' on every route but /health (or env TOKENSCOPE_API_KEY)")
+  serve->add_option("--threads", o.threads, "I/O threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u))
+      ->group(S);
+  serve
+      ->add_option("--served-model-name", o.served_model_names,
+                   "Model name(s) clients use [default: the --model name]")
+      ->group(S);
+  serve
+      ->add_option(
+          "--api-key", o.api_key,
+          "Require 'Authorization: Bearer KEY' on every route but /health (or env TOKENSCOPE_API_KEY)")
       ->group(S);
   serve->add_option("--max-body-bytes", o.limits.max_body_bytes, "Largest request body, bytes (413 beyond)")
-      ->capture_default_str()->group(S);
-  serve->add_option("--max-header-bytes", o.limits.max_header_bytes, "Largest request head, bytes (431 beyond)")
-      ->capture_default_str()->group(S);
-  serve->add_option("--header-timeout-s", o.limits.header_timeout_s,
-                    "A request must arrive within this, s (408 and close: slow clients are dropped)")
-      ->capture_default_str()->group(S);
-  serve->add_option("--idle-timeout-s", o.limits.idle_timeout_s, "Close keep-alive connections idle this long, s")
-      ->capture_default_str()->group(S);
-  serve->add_option("--max-connections", o.limits.max_connections,
-                    "Open connections at most (503 with Retry-After beyond)")->capture_default_str()->group(S);
-  serve->add_option("--shutdown-grace-s", o.shutdown_grace_s,
-                    "On SIGINT/SIGTERM, let running streams finish this long, s, then end them with an error event")
-      ->capture_default_str()->group(S);
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option("--max-header-bytes", o.limits.max_header_bytes,
+                   "Largest request head, bytes (431 beyond)")
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option("--header-timeout-s", o.limits.header_timeout_s,
+                   "A request must arrive within this, s (408 and close: slow clients are dropped)")
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option("--idle-timeout-s", o.limits.idle_timeout_s,
+                   "Close keep-alive connections idle this long, s")
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option("--max-connections", o.limits.max_connections,
+                   "Open connections at most (503 with Retry-After beyond)")
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option(
+          "--shutdown-grace-s", o.shutdown_grace_s,
+          "On SIGINT/SIGTERM, let running streams finish this long, s, then end them with an error event")
+      ->capture_default_str()
+      ->group(S);
   const char* G = "Generation";
-  serve->add_option("--natural-output-len", o.natural_output_len,
-                    "Where the simulated model stops by itself when a request does not set ignore_eos "
-                    "(length spec as in sim --output-len, or 'none' to always run to max_tokens)")
-      ->capture_default_str()->group(G);
-  serve->add_option("--default-max-tokens", o.default_completion_max_tokens,
-                    "max_tokens of /v1/completions requests that give none (chat: the rest of the context)")
-      ->capture_default_str()->group(G);
+  serve
+      ->add_option("--natural-output-len", o.natural_output_len,
+                   "Where the simulated model stops by itself when a request does not set ignore_eos "
+                   "(length spec as in sim --output-len, or 'none' to always run to max_tokens)")
+      ->capture_default_str()
+      ->group(G);
+  serve
+      ->add_option("--default-max-tokens", o.default_completion_max_tokens,
+                   "max_tokens of /v1/completions requests that give none (chat: the rest of the context)")
+      ->capture_default_str()
+      ->group(G);
   serve->add_option("--seed", o.seed, "Seed of the natural output lengths")->capture_default_str()->group(G);
   const char* T = "Testing";
-  serve->add_option("--faults", o.faults,
-                    "Inject faults: comma-separated KIND=RATE[@MS] with KIND in http_5xx, http_429, reset, "
-                    "stall (needs @MS), malformed, slow_first_byte (needs @MS); see docs/serve.md")->group(T);
+  serve
+      ->add_option("--faults", o.faults,
+                   "Inject faults: comma-separated KIND=RATE[@MS] with KIND in http_5xx, http_429, reset, "
+                   "stall (needs @MS), malformed, slow_first_byte (needs @MS); see docs/serve.md")
+      ->group(T);
   serve->add_option("--fault-seed", o.fault_seed, "Seed of the fault draws")->capture_default_str()->group(T);
-  serve->add_option("--trace-emissions", o.trace_emissions,
-                    "Write one JSON line per streamed token: engine time and socket write time (ns)")->group(T);
+  serve
+      ->add_option("--trace-emissions", o.trace_emissions,
+                   "Write one JSON line per streamed token: engine time and socket write time (ns)")
+      ->group(T);
   add_engine_options(serve, o.engine_options);
-  serve->footer("\nExit codes: 0 after a graceful shutdown, 1 I/O failure, 2 bad options (or the port is taken).\n");
+  serve->footer(
+      "\nExit codes: 0 after a graceful shutdown, 1 I/O failure, 2 bad options (or the port is taken).\n");
   return serve;
 }
 
@@ -115,8 +150,8 @@ int run_serve() {
   serve::CoreSettings core_settings;
   core_settings.seed = o.seed;
   if (o.natural_output_len != "none")
-    core_settings.natural_length =
-        workload::parse_length_spec(o.natural_output_len, "--natural-output-len", workload::LengthRole::kOutput);
+    core_settings.natural_length = workload::parse_length_spec(o.natural_output_len, "--natural-output-len",
+                                                               workload::LengthRole::kOutput);
   std::vector<std::string> names = o.served_model_names;
   if (names.empty()) names.push_back(o.engine_options.engine.model);
 
@@ -146,10 +181,11 @@ int run_serve() {
     std::ofstream(tmp) << server.port() << "\n";
     std::rename(tmp.c_str(), o.port_file.c_str());
   }
-  std::cout << fmt::format("tokenscope serve: listening on http://{}:{} (model {} as '{}', {} on {}x {}{})",
-                           o.host, server.port(), eff.model.name, names.front(),
-                           eff.num_gpu_blocks ? fmt::format("{} KV blocks", *eff.num_gpu_blocks) : "unlimited KV",
-                           eff.tensor_parallel, eff.gpu.name, o.api_key.empty() ? "" : ", API key required")
+  std::cout << fmt::format(
+                   "tokenscope serve: listening on http://{}:{} (model {} as '{}', {} on {}x {}{})", o.host,
+                   server.port(), eff.model.name, names.front(),
+                   eff.num_gpu_blocks ? fmt::format("{} KV blocks", *eff.num_gpu_blocks) : "unlimited KV",
+                   eff.tensor_parallel, eff.gpu.name, o.api_key.empty() ? "" : ", API key required")
             << std::endl;
 
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);

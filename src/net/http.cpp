@@ -17,28 +17,44 @@ std::string_view HttpRequest::path() const {
 
 std::string_view reason_phrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
 namespace {
-void append_head(std::string& out, int status, std::string_view content_type, const std::vector<Header>& headers,
-                 bool keep_alive) {
-  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\nServer: tokenscope\r\n", status, reason_phrase(status));
+void append_head(std::string& out, int status, std::string_view content_type,
+                 const std::vector<Header>& headers, bool keep_alive) {
+  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\nServer: tokenscope\r\n", status,
+                 reason_phrase(status));
   if (!content_type.empty()) fmt::format_to(std::back_inserter(out), "Content-Type: {}\r\n", content_type);
   for (const auto& h : headers) fmt::format_to(std::back_inserter(out), "{}: {}\r\n", h.name, h.value);
   if (!keep_alive) out += "Connection: close\r\n";
@@ -54,8 +70,8 @@ std::string serialize_response(const HttpResponse& r, bool keep_alive) {
   return out;
 }
 
-std::string serialize_stream_head(int status, std::string_view content_type, const std::vector<Header>& headers,
-                                  bool keep_alive) {
+std::string serialize_stream_head(int status, std::string_view content_type,
+                                  const std::vector<Header>& headers, bool keep_alive) {
   std::string out;
   append_head(out, status, content_type, headers, keep_alive);
   out += "Transfer-Encoding: chunked\r\n\r\n";

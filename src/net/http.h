@@ -55,8 +55,8 @@ std::string_view reason_phrase(int status);
 // Status line, headers, Content-Length and body.
 std::string serialize_response(const HttpResponse& r, bool keep_alive);
 // Status line and headers of a chunked response.
-std::string serialize_stream_head(int status, std::string_view content_type, const std::vector<Header>& headers,
-                                  bool keep_alive);
+std::string serialize_stream_head(int status, std::string_view content_type,
+                                  const std::vector<Header>& headers, bool keep_alive);
 // One chunk of a chunked body: "<hex size>\r\n<data>\r\n" (data must not be empty).
 std::string chunk(std::string_view data);
 inline constexpr std::string_view kLastChunk = "0\r\n\r\n";

@@ -41,7 +41,8 @@ struct HttpServer::Impl {
     });
   }
 
-  Impl(asio::io_context& io, ServerOptions o, const ServerLimits& limits, HttpHandler& handler, const Clock& clock)
+  Impl(asio::io_context& io, ServerOptions o, const ServerLimits& limits, HttpHandler& handler,
+       const Clock& clock)
       : ioc(io), options(std::move(o)), acceptor(asio::make_strand(io)), sweeper(acceptor.get_executor()) {
     ctx.handler = &handler;
     ctx.clock = &clock;
@@ -61,7 +62,8 @@ struct HttpServer::Impl {
       if (ctx.connections.load() >= ctx.limits.max_connections) {
         refuse(std::move(socket));
       } else {
-        auto session = std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)), ctx);
+        auto session =
+            std::make_shared<Session<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)), ctx);
         {
           std::lock_guard lock(mutex);
           sessions.push_back(session);
@@ -85,8 +87,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(asio::io_context& ioc, ServerOptions options, const ServerLimits& limits, HttpHandler& handler,
-                       const Clock& clock)
+HttpServer::HttpServer(asio::io_context& ioc, ServerOptions options, const ServerLimits& limits,
+                       HttpHandler& handler, const Clock& clock)
     : impl_(std::make_unique<Impl>(ioc, std::move(options), limits, handler, clock)) {}
 
 HttpServer::~HttpServer() = default;
@@ -125,6 +127,8 @@ void HttpServer::drain() {
     if (auto s = w.lock()) s->close_if_idle();
 }
 
-std::size_t HttpServer::connections() const { return impl_->ctx.connections.load(); }
+std::size_t HttpServer::connections() const {
+  return impl_->ctx.connections.load();
+}
 
 }  // namespace tokenscope::net

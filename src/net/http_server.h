@@ -21,8 +21,8 @@ struct ServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(boost::asio::io_context& ioc, ServerOptions options, const ServerLimits& limits, HttpHandler& handler,
-             const Clock& clock);
+  HttpServer(boost::asio::io_context& ioc, ServerOptions options, const ServerLimits& limits,
+             HttpHandler& handler, const Clock& clock);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

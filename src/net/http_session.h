@@ -45,10 +45,7 @@ namespace asio = boost::asio;
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(Stream stream, ServerContext& ctx)
-      : stream_(std::move(stream)), ctx_(ctx) {
-    ++ctx_.connections;
-  }
+  Session(Stream stream, ServerContext& ctx) : stream_(std::move(stream)), ctx_(ctx) { ++ctx_.connections; }
   ~Session() { --ctx_.connections; }
 
   void start() {

@@ -28,7 +28,8 @@ struct EchoHandler : HttpHandler {
     }
     if (req.path() == "/reset") return r->reset();
     HttpResponse resp;
-    resp.body = "{\"path\":\"" + std::string(req.path()) + "\",\"len\":" + std::to_string(req.body.size()) + "}";
+    resp.body =
+        "{\"path\":\"" + std::string(req.path()) + "\",\"len\":" + std::to_string(req.body.size()) + "}";
     r->respond(resp);
   }
   HttpResponse connection_error(int status, std::string_view message) override {
@@ -75,9 +76,10 @@ class Connection : public ::testing::Test {
 
 TEST_F(Connection, ParsesRequestsAndKeepsTheConnectionAlive) {
   const auto a = send("POST /v1/x?y=1 HTTP/1.1\r\nHost: h\r\nX-Key: Val\r\nContent-Length: 5\r\n\r\nhello");
-  EXPECT_EQ(a,
-            "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n"
-            "{\"path\":\"/v1/x\",\"len\":5}");
+  EXPECT_EQ(
+      a,
+      "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n"
+      "{\"path\":\"/v1/x\",\"len\":5}");
   ASSERT_EQ(handler.seen.size(), 1u);
   EXPECT_EQ(handler.seen[0].method, "POST");
   EXPECT_EQ(handler.seen[0].target, "/v1/x?y=1");
@@ -92,7 +94,8 @@ TEST_F(Connection, ParsesRequestsAndKeepsTheConnectionAlive) {
 TEST_F(Connection, StreamsChunkedFrames) {
   const auto out = send("POST /stream HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
   EXPECT_EQ(out,
-            "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: text/event-stream\r\nCache-Control: "
+            "no-cache\r\n"
             "Transfer-Encoding: chunked\r\n\r\n"
             "b\r\ndata: one\n\n\r\nb\r\ndata: two\n\n\r\n0\r\n\r\n");
   // Still alive for the next request.
@@ -120,7 +123,8 @@ TEST_F(Connection, GarbageGets400) {
 }
 
 TEST_F(Connection, ExpectContinueIsAnswered) {
-  client.write_some(asio::buffer(std::string("POST /x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")));
+  client.write_some(
+      asio::buffer(std::string("POST /x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")));
   pump();
   EXPECT_EQ(std::string(client.str()), "HTTP/1.1 100 Continue\r\n\r\n");
   client.clear();

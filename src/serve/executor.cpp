@@ -18,7 +18,9 @@ struct AsioExecutor::Impl {
 AsioExecutor::AsioExecutor(asio::io_context& ioc) : impl_(std::make_unique<Impl>(ioc)) {}
 AsioExecutor::~AsioExecutor() = default;
 
-void AsioExecutor::post(std::function<void()> f) { asio::post(impl_->strand, std::move(f)); }
+void AsioExecutor::post(std::function<void()> f) {
+  asio::post(impl_->strand, std::move(f));
+}
 
 void AsioExecutor::post_at(Nanos t, std::function<void()> f) {
   const Nanos now = clock_.now_ns();
@@ -31,7 +33,9 @@ void AsioExecutor::post_at(Nanos t, std::function<void()> f) {
   });
 }
 
-void ManualExecutor::post(std::function<void()> f) { post_at(clock_.now_ns(), std::move(f)); }
+void ManualExecutor::post(std::function<void()> f) {
+  post_at(clock_.now_ns(), std::move(f));
+}
 
 void ManualExecutor::post_at(Nanos t, std::function<void()> f) {
   std::lock_guard lock(mutex_);

@@ -11,13 +11,20 @@ namespace tokenscope::serve {
 
 std::string_view fault_name(FaultKind k) {
   switch (k) {
-    case FaultKind::kNone: return "none";
-    case FaultKind::kHttp5xx: return "http_5xx";
-    case FaultKind::kHttp429: return "http_429";
-    case FaultKind::kReset: return "reset";
-    case FaultKind::kStall: return "stall";
-    case FaultKind::kMalformed: return "malformed";
-    case FaultKind::kSlowFirstByte: return "slow_first_byte";
+    case FaultKind::kNone:
+      return "none";
+    case FaultKind::kHttp5xx:
+      return "http_5xx";
+    case FaultKind::kHttp429:
+      return "http_429";
+    case FaultKind::kReset:
+      return "reset";
+    case FaultKind::kStall:
+      return "stall";
+    case FaultKind::kMalformed:
+      return "malformed";
+    case FaultKind::kSlowFirstByte:
+      return "slow_first_byte";
   }
   return "none";
 }
@@ -58,16 +65,25 @@ std::vector<FaultRule> parse_fault_spec(std::string_view spec) {
         throw UsageError(fmt::format("--faults: duration in '{}' must be in [0, 3600000] ms", part));
     }
     r.rate = parse_number(value, part);
-    if (r.rate < 0 || r.rate > 1) throw UsageError(fmt::format("--faults: rate in '{}' must be in [0, 1]", part));
-    if (kind == "http_5xx") r.kind = FaultKind::kHttp5xx;
-    else if (kind == "http_429") r.kind = FaultKind::kHttp429;
-    else if (kind == "reset") r.kind = FaultKind::kReset;
-    else if (kind == "stall") r.kind = FaultKind::kStall;
-    else if (kind == "malformed") r.kind = FaultKind::kMalformed;
-    else if (kind == "slow_first_byte") r.kind = FaultKind::kSlowFirstByte;
+    if (r.rate < 0 || r.rate > 1)
+      throw UsageError(fmt::format("--faults: rate in '{}' must be in [0, 1]", part));
+    if (kind == "http_5xx")
+      r.kind = FaultKind::kHttp5xx;
+    else if (kind == "http_429")
+      r.kind = FaultKind::kHttp429;
+    else if (kind == "reset")
+      r.kind = FaultKind::kReset;
+    else if (kind == "stall")
+      r.kind = FaultKind::kStall;
+    else if (kind == "malformed")
+      r.kind = FaultKind::kMalformed;
+    else if (kind == "slow_first_byte")
+      r.kind = FaultKind::kSlowFirstByte;
     else
-      throw UsageError(fmt::format(
-          "--faults: unknown kind '{}' (expected http_5xx, http_429, reset, stall, malformed, slow_first_byte)", kind));
+      throw UsageError(
+          fmt::format("--faults: unknown kind '{}' (expected http_5xx, http_429, reset, stall, malformed, "
+                      "slow_first_byte)",
+                      kind));
     if ((r.kind == FaultKind::kStall || r.kind == FaultKind::kSlowFirstByte) && at == std::string_view::npos)
       throw UsageError(fmt::format("--faults: '{}' needs a duration, e.g. {}=0.01@500ms", kind, kind));
     total += r.rate;

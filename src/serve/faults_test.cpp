@@ -10,7 +10,8 @@ namespace tokenscope::serve {
 namespace {
 
 TEST(Faults, ParsesEveryKind) {
-  const auto rules = parse_fault_spec("http_5xx=0.1,http_429=0.05,reset=0.01,stall=0.02@1500ms,malformed=0.03,slow_first_byte=0.04@250");
+  const auto rules = parse_fault_spec(
+      "http_5xx=0.1,http_429=0.05,reset=0.01,stall=0.02@1500ms,malformed=0.03,slow_first_byte=0.04@250");
   ASSERT_EQ(rules.size(), 6u);
   EXPECT_EQ(rules[3].kind, FaultKind::kStall);
   EXPECT_DOUBLE_EQ(rules[3].duration_ms, 1500.0);
@@ -25,7 +26,8 @@ TEST(Faults, BadSpecsAreUsageErrors) {
 }
 
 TEST(Faults, DrawsMatchRatesAndSeedsRepeat) {
-  FaultPlan a(parse_fault_spec("http_5xx=0.2,reset=0.1"), 9), b(parse_fault_spec("http_5xx=0.2,reset=0.1"), 9);
+  FaultPlan a(parse_fault_spec("http_5xx=0.2,reset=0.1"), 9),
+      b(parse_fault_spec("http_5xx=0.2,reset=0.1"), 9);
   std::map<FaultKind, int> counts;
   for (int i = 0; i < 20000; ++i) {
     const Fault f = a.next();

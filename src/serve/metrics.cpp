@@ -22,7 +22,8 @@ std::vector<double> ttft_buckets() {
           1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
 }
 std::vector<double> inter_token_buckets() {
-  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+  return {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
 }
 std::vector<double> request_latency_buckets() {
   return {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
@@ -65,13 +66,14 @@ void histogram(std::string& out, std::string_view name, std::string_view help, s
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < h.bounds().size(); ++i) {
     cumulative += h.counts()[i];
-    fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, num(h.bounds()[i]),
-                   num(static_cast<double>(cumulative)));
+    fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name, labels,
+                   num(h.bounds()[i]), num(static_cast<double>(cumulative)));
   }
   cumulative += h.counts().back();
   fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels,
                  num(static_cast<double>(cumulative)));
-  fmt::format_to(std::back_inserter(out), "{}_count{{{}}} {}\n", name, labels, num(static_cast<double>(h.count())));
+  fmt::format_to(std::back_inserter(out), "{}_count{{{}}} {}\n", name, labels,
+                 num(static_cast<double>(h.count())));
   fmt::format_to(std::back_inserter(out), "{}_sum{{{}}} {}\n", name, labels, num(h.sum()));
 }
 
@@ -98,12 +100,12 @@ ServeMetrics::ServeMetrics(std::string model_name, std::uint32_t max_model_len)
   for (const char* r : {"stop", "length", "abort"}) success_[r] = 0;
 }
 
-void ServeMetrics::on_step(std::uint32_t running, std::uint32_t waiting, double kv_usage, std::uint64_t step_tokens,
-                           std::uint32_t batch_size, std::uint64_t prompt_tokens_delta,
-                           std::uint64_t generation_tokens_delta, std::uint64_t queries_delta,
-                           std::uint64_t hits_delta, std::uint64_t preemptions_delta,
-                           std::uint64_t tenant_switches_delta, std::uint64_t swap_out_delta,
-                           std::uint64_t swap_in_delta) {
+void ServeMetrics::on_step(std::uint32_t running, std::uint32_t waiting, double kv_usage,
+                           std::uint64_t step_tokens, std::uint32_t batch_size,
+                           std::uint64_t prompt_tokens_delta, std::uint64_t generation_tokens_delta,
+                           std::uint64_t queries_delta, std::uint64_t hits_delta,
+                           std::uint64_t preemptions_delta, std::uint64_t tenant_switches_delta,
+                           std::uint64_t swap_out_delta, std::uint64_t swap_in_delta) {
   std::lock_guard lock(mutex_);
   running_ = running;
   waiting_ = waiting;
@@ -202,7 +204,8 @@ std::string ServeMetrics::render() const {
   header(out, "vllm:prefix_cache_queries_total", "counter",
          "Prefix cache queries, in terms of number of queried tokens.");
   sample(out, "vllm:prefix_cache_queries_total", l, static_cast<double>(prefix_queries_));
-  header(out, "vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.");
+  header(out, "vllm:prefix_cache_hits_total", "counter",
+         "Prefix cache hits, in terms of number of cached tokens.");
   sample(out, "vllm:prefix_cache_hits_total", l, static_cast<double>(prefix_hits_));
   header(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
   sample(out, "vllm:num_preemptions_total", l, static_cast<double>(preemptions_));
@@ -215,22 +218,24 @@ std::string ServeMetrics::render() const {
     sample(out, "vllm:request_success_total", fmt::format("{},finished_reason=\"{}\"", l, reason),
            static_cast<double>(n));
   histogram(out, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", l, prompt_hist_);
-  histogram(out, "vllm:request_generation_tokens", "Number of generation tokens processed.", l, generation_hist_);
+  histogram(out, "vllm:request_generation_tokens", "Number of generation tokens processed.", l,
+            generation_hist_);
   histogram(out, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", l,
             iteration_tokens_);
-  histogram(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, ttft_);
+  histogram(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l,
+            ttft_);
   histogram(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", l, itl_);
   histogram(out, "vllm:request_time_per_output_token_seconds",
             "Histogram of time_per_output_token_seconds per request.", l, tpot_);
   histogram(out, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, e2e_);
-  histogram(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", l,
-            queue_);
-  histogram(out, "vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", l,
-            inference_);
-  histogram(out, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", l,
-            prefill_);
-  histogram(out, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", l,
-            decode_);
+  histogram(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+            l, queue_);
+  histogram(out, "vllm:request_inference_time_seconds",
+            "Histogram of time spent in RUNNING phase for request.", l, inference_);
+  histogram(out, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+            l, prefill_);
+  histogram(out, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+            l, decode_);
   // tokenscope's own series.
   header(out, "tokenscope:steps_total", "counter", "Engine steps run.");
   sample(out, "tokenscope:steps_total", l, static_cast<double>(steps_));
@@ -251,7 +256,8 @@ std::string ServeMetrics::render() const {
             "Time from a token's engine emission to its write to the socket.", l, emission_lag_);
   header(out, "tokenscope:http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [code, n] : http_responses_)
-    sample(out, "tokenscope:http_responses_total", fmt::format("{},code=\"{}\"", l, code), static_cast<double>(n));
+    sample(out, "tokenscope:http_responses_total", fmt::format("{},code=\"{}\"", l, code),
+           static_cast<double>(n));
   header(out, "tokenscope:connections", "gauge", "Open client connections.");
   sample(out, "tokenscope:connections", l, static_cast<double>(connections_));
   return out;

@@ -17,7 +17,9 @@ class Histogram {
   explicit Histogram(std::vector<double> upper_bounds);
   void observe(double v);
   const std::vector<double>& bounds() const { return bounds_; }
-  const std::vector<std::uint64_t>& counts() const { return counts_; }  // per bucket, not cumulative; last = +Inf
+  const std::vector<std::uint64_t>& counts() const {
+    return counts_;
+  }  // per bucket, not cumulative; last = +Inf
   double sum() const { return sum_; }
   std::uint64_t count() const { return count_; }
 
@@ -30,7 +32,7 @@ class Histogram {
 
 // vLLM's buckets.
 std::vector<double> ttft_buckets();
-std::vector<double> inter_token_buckets();  // also request_time_per_output_token
+std::vector<double> inter_token_buckets();      // also request_time_per_output_token
 std::vector<double> request_latency_buckets();  // e2e, queue, prefill, decode, inference
 std::vector<double> iteration_tokens_buckets();
 std::vector<double> buckets_1_2_5(std::uint64_t max_value);  // 1, 2, 5, 10, ... <= max_value
@@ -39,11 +41,11 @@ std::vector<double> buckets_1_2_5(std::uint64_t max_value);  // 1, 2, 5, 10, ...
 struct FinishedTimes {
   double ttft_s = 0.0;
   double e2e_s = 0.0;
-  double queue_s = 0.0;    // arrival -> first scheduled
-  double prefill_s = 0.0;  // first scheduled -> first token
-  double decode_s = 0.0;   // first token -> last token
+  double queue_s = 0.0;      // arrival -> first scheduled
+  double prefill_s = 0.0;    // first scheduled -> first token
+  double decode_s = 0.0;     // first token -> last token
   double inference_s = 0.0;  // first scheduled -> last token
-  double tpot_s = -1.0;    // (last - first token) / (n - 1); < 0 when n <= 1
+  double tpot_s = -1.0;      // (last - first token) / (n - 1); < 0 when n <= 1
   std::uint64_t prompt_tokens = 0;
   std::uint64_t generation_tokens = 0;
   std::string finish_reason;  // "stop", "length", "abort"
@@ -55,9 +57,10 @@ class ServeMetrics {
 
   // Engine state after a step.
   void on_step(std::uint32_t running, std::uint32_t waiting, double kv_usage, std::uint64_t step_tokens,
-               std::uint32_t batch_size, std::uint64_t prompt_tokens_delta, std::uint64_t generation_tokens_delta,
-               std::uint64_t queries_delta, std::uint64_t hits_delta, std::uint64_t preemptions_delta,
-               std::uint64_t tenant_switches_delta, std::uint64_t swap_out_delta, std::uint64_t swap_in_delta);
+               std::uint32_t batch_size, std::uint64_t prompt_tokens_delta,
+               std::uint64_t generation_tokens_delta, std::uint64_t queries_delta, std::uint64_t hits_delta,
+               std::uint64_t preemptions_delta, std::uint64_t tenant_switches_delta,
+               std::uint64_t swap_out_delta, std::uint64_t swap_in_delta);
   // Queue gauges between steps (after admissions and aborts).
   void set_queue(std::uint32_t running, std::uint32_t waiting);
   void on_inter_token(double seconds);
@@ -75,7 +78,8 @@ class ServeMetrics {
   mutable std::mutex mutex_;
   std::string labels_;  // model_name="...",engine="0"
   double running_ = 0, waiting_ = 0, kv_usage_ = 0;
-  std::uint64_t prefix_queries_ = 0, prefix_hits_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0, preemptions_ = 0;
+  std::uint64_t prefix_queries_ = 0, prefix_hits_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0,
+                preemptions_ = 0;
   std::uint64_t steps_ = 0, tenant_switches_ = 0, swap_out_bytes_ = 0, swap_in_bytes_ = 0;
   std::size_t connections_ = 0;
   std::map<std::string, std::uint64_t> success_;  // by finished_reason

@@ -14,10 +14,14 @@ using json = nlohmann::json;
 
 std::string error_type(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
   }
 }
 
@@ -32,7 +36,9 @@ std::string error_body(const ApiError& e) {
 
 namespace {
 
-ApiError bad(std::string param, std::string message) { return ApiError{400, std::move(message), std::move(param)}; }
+ApiError bad(std::string param, std::string message) {
+  return ApiError{400, std::move(message), std::move(param)};
+}
 
 std::string kind_of(const json& v) {
   if (v.is_null()) return "null";
@@ -50,7 +56,8 @@ std::optional<ApiError> tokens_from_ids(const json& arr, const std::string& para
       return bad(param, fmt::format("'{}' must hold integer token ids, got {}", param, kind_of(v)));
     const auto id = v.get<std::int64_t>();
     if (id < 0 || id >= static_cast<std::int64_t>(workload::kVocabSize))
-      return bad(param, fmt::format("token id {} is outside the vocabulary [0, {})", id, workload::kVocabSize));
+      return bad(param,
+                 fmt::format("token id {} is outside the vocabulary [0, {})", id, workload::kVocabSize));
     out.push_back(static_cast<workload::TokenId>(id));
   }
   return std::nullopt;
@@ -80,7 +87,8 @@ std::optional<ApiError> parse_prompt(const json& body, std::vector<std::vector<w
       if (auto e = tokens_from_ids(p, "prompt", prompts.back())) return e;
     }
   } else {
-    return bad("prompt", fmt::format("'prompt' must be a string, a list of strings or token ids, got {}", kind_of(p)));
+    return bad("prompt",
+               fmt::format("'prompt' must be a string, a list of strings or token ids, got {}", kind_of(p)));
   }
   for (const auto& t : prompts)
     if (t.empty()) return bad("prompt", "'prompt' must not be empty");
@@ -108,11 +116,13 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text) {
         for (const auto& part : *c) {
           if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
               !part["text"].is_string())
-            return bad(where + ".content", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+            return bad(where + ".content",
+                       "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
           content += part["text"].get<std::string>();
         }
       } else {
-        return bad(where + ".content", fmt::format("'{}.content' must be a string or a list of parts", where));
+        return bad(where + ".content",
+                   fmt::format("'{}.content' must be a string or a list of parts", where));
       }
     }
     messages.emplace_back(role->get<std::string>(), std::move(content));
@@ -122,8 +132,8 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text) {
 }
 
 template <typename T>
-std::optional<ApiError> optional_uint(const json& body, const char* key, T& out, std::uint64_t min, std::uint64_t max,
-                                      bool& present) {
+std::optional<ApiError> optional_uint(const json& body, const char* key, T& out, std::uint64_t min,
+                                      std::uint64_t max, bool& present) {
   present = false;
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
@@ -179,7 +189,8 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   // prompt or messages
   if (api == Api::kCompletions) {
     if (auto e = parse_prompt(body, r.prompts)) return *e;
-    if (body.contains("messages")) return bad("messages", "'messages' belongs to /v1/chat/completions; use 'prompt'");
+    if (body.contains("messages"))
+      return bad("messages", "'messages' belongs to /v1/chat/completions; use 'prompt'");
   } else {
     std::string templated;
     if (auto e = parse_messages(body, templated)) return *e;
@@ -194,7 +205,8 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   for (const char* unsupported : {"best_of", "logit_bias", "suffix", "tools", "response_format"}) {
     const auto it = body.find(unsupported);
     if (it != body.end() && !it->is_null() && !(it->is_array() && it->empty()) &&
-        !(std::string_view(unsupported) == "best_of" && it->is_number_integer() && it->get<std::int64_t>() == 1))
+        !(std::string_view(unsupported) == "best_of" && it->is_number_integer() &&
+          it->get<std::int64_t>() == 1))
       return bad(unsupported, fmt::format("'{}' is not supported by the simulator", unsupported));
   }
   for (const char* unsupported : {"logprobs", "echo", "top_logprobs"}) {
@@ -230,7 +242,8 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
       return bad("top_p", "'top_p' must be a number in (0, 1]");
   }
   if (const auto it = body.find("seed"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() && !it->is_number_unsigned()) return bad("seed", "'seed' must be an integer");
+    if (!it->is_number_integer() && !it->is_number_unsigned())
+      return bad("seed", "'seed' must be an integer");
     r.seed = static_cast<std::uint64_t>(it->get<std::int64_t>());
   }
   if (const auto it = body.find("priority"); it != body.end() && !it->is_null()) {
@@ -258,23 +271,27 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   std::size_t longest = 0;
   for (const auto& p : r.prompts) longest = std::max(longest, p.size());
   if (longest >= ctx.max_model_len)
-    return bad(api == Api::kChat ? "messages" : "prompt",
-               fmt::format("This model's maximum context length is {} tokens. However, your request has {} input "
-                           "tokens. Please reduce the length of the input.",
-                           ctx.max_model_len, longest));
+    return bad(
+        api == Api::kChat ? "messages" : "prompt",
+        fmt::format("This model's maximum context length is {} tokens. However, your request has {} input "
+                    "tokens. Please reduce the length of the input.",
+                    ctx.max_model_len, longest));
   const std::uint32_t room = ctx.max_model_len - static_cast<std::uint32_t>(longest);
   if (have_max) {
     if (max_tokens > room)
-      return bad(api == Api::kChat ? "messages" : "prompt",
-                 fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} "
-                             "in the input, {} in the completion). Please reduce the length of the input or completion.",
-                             ctx.max_model_len, longest + max_tokens, longest, max_tokens));
+      return bad(
+          api == Api::kChat ? "messages" : "prompt",
+          fmt::format(
+              "This model's maximum context length is {} tokens. However, you requested {} tokens ({} "
+              "in the input, {} in the completion). Please reduce the length of the input or completion.",
+              ctx.max_model_len, longest + max_tokens, longest, max_tokens));
     r.max_tokens = max_tokens;
   } else {
     r.max_tokens = api == Api::kCompletions ? std::min(ctx.default_completion_max_tokens, room) : room;
   }
   if (r.min_tokens > r.max_tokens)
-    return bad("min_tokens", fmt::format("'min_tokens' ({}) must not exceed max_tokens ({})", r.min_tokens, r.max_tokens));
+    return bad("min_tokens",
+               fmt::format("'min_tokens' ({}) must not exceed max_tokens ({})", r.min_tokens, r.max_tokens));
   return r;
 }
 
@@ -293,7 +310,8 @@ std::variant<std::vector<workload::TokenId>, ApiError> parse_tokenize_request(st
     return workload::tokenize(templated);
   }
   const auto it = body.find("prompt");
-  if (it == body.end() || !it->is_string()) return bad("prompt", "'prompt' must be a string (or give 'messages')");
+  if (it == body.end() || !it->is_string())
+    return bad("prompt", "'prompt' must be a string (or give 'messages')");
   return workload::tokenize(it->get_ref<const std::string&>());
 }
 
@@ -315,8 +333,9 @@ std::string json_quote(std::string_view s) {
 
 std::string completion_response(Api api, std::string_view id, std::int64_t created, std::string_view model,
                                 const std::vector<ChoiceResult>& choices, const Usage& usage) {
-  std::string out = fmt::format("{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[", json_quote(id),
-                                api == Api::kChat ? "chat.completion" : "text_completion", created, json_quote(model));
+  std::string out =
+      fmt::format("{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[", json_quote(id),
+                  api == Api::kChat ? "chat.completion" : "text_completion", created, json_quote(model));
   for (std::size_t i = 0; i < choices.size(); ++i) {
     const auto& c = choices[i];
     if (i) out += ',';
@@ -327,8 +346,9 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
           "\"finish_reason\":\"{}\",\"stop_reason\":{}}}",
           i, json_quote(c.text), c.finish_reason, stop_reason);
     else
-      out += fmt::format("{{\"index\":{},\"text\":{},\"logprobs\":null,\"finish_reason\":\"{}\",\"stop_reason\":{}}}",
-                         i, json_quote(c.text), c.finish_reason, stop_reason);
+      out += fmt::format(
+          "{{\"index\":{},\"text\":{},\"logprobs\":null,\"finish_reason\":\"{}\",\"stop_reason\":{}}}", i,
+          json_quote(c.text), c.finish_reason, stop_reason);
   }
   out += "],\"usage\":" + usage_json(usage) + "}";
   return out;
@@ -339,24 +359,28 @@ std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std
                          std::string_view finish_reason) {
   const std::string finish = finish_reason.empty() ? "null" : fmt::format("\"{}\"", finish_reason);
   if (api == Api::kChat) {
-    const std::string delta = first_chat_delta ? fmt::format("{{\"role\":\"assistant\",\"content\":{}}}", json_quote(text))
-                                               : fmt::format("{{\"content\":{}}}", json_quote(text));
+    const std::string delta = first_chat_delta
+                                  ? fmt::format("{{\"role\":\"assistant\",\"content\":{}}}", json_quote(text))
+                                  : fmt::format("{{\"content\":{}}}", json_quote(text));
     return fmt::format(
-        "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\"choices\":[{{\"index\":{},"
+        "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\"choices\":[{{"
+        "\"index\":{},"
         "\"delta\":{},\"logprobs\":null,\"finish_reason\":{}}}]}}",
         json_quote(id), created, json_quote(model), index, delta, finish);
   }
   return fmt::format(
-      "{{\"id\":{},\"object\":\"text_completion\",\"created\":{},\"model\":{},\"choices\":[{{\"index\":{},\"text\":{},"
+      "{{\"id\":{},\"object\":\"text_completion\",\"created\":{},\"model\":{},\"choices\":[{{\"index\":{},"
+      "\"text\":{},"
       "\"logprobs\":null,\"finish_reason\":{}}}]}}",
       json_quote(id), created, json_quote(model), index, json_quote(text), finish);
 }
 
 std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                         const Usage& usage) {
-  return fmt::format("{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{}}}",
-                     json_quote(id), api == Api::kChat ? "chat.completion.chunk" : "text_completion", created,
-                     json_quote(model), usage_json(usage));
+  return fmt::format(
+      "{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{}}}",
+      json_quote(id), api == Api::kChat ? "chat.completion.chunk" : "text_completion", created,
+      json_quote(model), usage_json(usage));
 }
 
 std::string sse_event(std::string_view json_text) {

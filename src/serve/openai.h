@@ -29,7 +29,7 @@ struct GenerationRequest {
   Api api = Api::kCompletions;
   std::string model;
   std::vector<std::vector<workload::TokenId>> prompts;  // one per choice
-  std::uint32_t max_tokens = 16;  // resolved: given, or the default for the API
+  std::uint32_t max_tokens = 16;                        // resolved: given, or the default for the API
   bool stream = false;
   bool include_usage = false;
   bool ignore_eos = false;
@@ -69,7 +69,7 @@ std::string usage_json(const Usage& u);
 // One choice of a finished non-streaming response.
 struct ChoiceResult {
   std::string text;
-  std::string finish_reason;  // "length" or "stop"
+  std::string finish_reason;               // "length" or "stop"
   std::optional<std::string> stop_reason;  // the stop string that matched
 };
 

@@ -75,13 +75,15 @@ TEST(OpenAiParse, ErrorsNameTheField) {
       {Api::kCompletions, R"({"prompt": "x", "n": 2})", 400, "n", "only n = 1"},
       {Api::kCompletions, R"({"prompt": "x", "max_tokens": 0})", 400, "max_tokens", "in [1, 1073741824]"},
       {Api::kCompletions, R"({"prompt": "x", "max_tokens": "ten"})", 400, "max_tokens", "must be an integer"},
-      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 8192})", 400, "prompt", "maximum context length is 8192"},
-      {Api::kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400, "stream_options",
-       "only allowed with"},
+      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 8192})", 400, "prompt",
+       "maximum context length is 8192"},
+      {Api::kCompletions, R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400,
+       "stream_options", "only allowed with"},
       {Api::kCompletions, R"({"prompt": "x", "temperature": 3})", 400, "temperature", "[0, 2]"},
       {Api::kCompletions, R"({"prompt": "x", "stop": [1]})", 400, "stop", "list of strings"},
       {Api::kCompletions, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs", "not supported"},
-      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 5, "min_tokens": 9})", 400, "min_tokens", "must not exceed"},
+      {Api::kCompletions, R"({"prompt": "x", "max_tokens": 5, "min_tokens": 9})", 400, "min_tokens",
+       "must not exceed"},
       {Api::kChat, R"({"messages": []})", 400, "messages", "non-empty list"},
       {Api::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role", "non-empty string"},
       {Api::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
@@ -124,7 +126,8 @@ TEST(OpenAiJson, ChunksAndResponses) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 14);
   EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
-  const auto full = json::parse(completion_response(Api::kChat, "id", 1, "m", {{"hi", "stop", "\n"}}, Usage{3, 1, 0}));
+  const auto full =
+      json::parse(completion_response(Api::kChat, "id", 1, "m", {{"hi", "stop", "\n"}}, Usage{3, 1, 0}));
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hi");
   EXPECT_EQ(full["choices"][0]["stop_reason"], "\n");
   EXPECT_EQ(sse_event("{}"), "data: {}\n\n");

@@ -37,8 +37,10 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
   auto method_not_allowed = [&](std::string_view allowed) {
-    reply_error(*responder, ApiError{405, fmt::format("method {} not allowed on {} (use {})", req.method, path, allowed), ""},
-                {{"Allow", std::string(allowed)}});
+    reply_error(
+        *responder,
+        ApiError{405, fmt::format("method {} not allowed on {} (use {})", req.method, path, allowed), ""},
+        {{"Allow", std::string(allowed)}});
   };
 
   if (path == "/health") {
@@ -49,7 +51,8 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     const std::string_view auth = req.header("authorization");
     const std::string expected = "Bearer " + settings_.api_key;
     if (auth != expected)
-      return reply_error(*responder, ApiError{401, "missing or wrong API key (Authorization: Bearer ...)", ""},
+      return reply_error(*responder,
+                         ApiError{401, "missing or wrong API key (Authorization: Bearer ...)", ""},
                          {{"WWW-Authenticate", "Bearer"}});
   }
   if (path == "/metrics") {
@@ -74,11 +77,11 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     auto parsed = parse_tokenize_request(req.body, settings_.parse);
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*responder, *e);
     const auto& tokens = std::get<std::vector<workload::TokenId>>(parsed);
-    return reply(*responder, 200,
-                 nlohmann::json{{"count", tokens.size()},
-                                {"max_model_len", settings_.parse.max_model_len},
-                                {"tokens", tokens}}
-                     .dump());
+    return reply(
+        *responder, 200,
+        nlohmann::json{
+            {"count", tokens.size()}, {"max_model_len", settings_.parse.max_model_len}, {"tokens", tokens}}
+            .dump());
   }
   Api api;
   if (path == "/v1/completions")
@@ -99,7 +102,8 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
   }
   if (fault.kind == FaultKind::kHttp429) {
     metrics_.on_fault("http_429");
-    return reply_error(*responder, ApiError{429, "injected fault: too many requests", ""}, {{"Retry-After", "1"}});
+    return reply_error(*responder, ApiError{429, "injected fault: too many requests", ""},
+                       {{"Retry-After", "1"}});
   }
   core_.submit(std::move(std::get<GenerationRequest>(parsed)), std::move(responder), fault);
 }

@@ -64,10 +64,11 @@ class Api : public ::testing::Test {
     faults = std::make_unique<FaultPlan>(parse_fault_spec(fault_spec), 5);
     CoreSettings cs;
     if (natural)
-      cs.natural_length = workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
+      cs.natural_length =
+          workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
     core = std::make_unique<ServingCore>(
-        exec, eff, s, std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, 1, s.cost), *metrics, nullptr,
-        cs, "llama-3-8b");
+        exec, eff, s, std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, 1, s.cost), *metrics,
+        nullptr, cs, "llama-3-8b");
     RouterSettings rs;
     rs.parse.model_names = {"llama-3-8b"};
     rs.parse.max_model_len = eff.max_model_len;
@@ -98,7 +99,8 @@ class Api : public ::testing::Test {
 };
 
 TEST_F(Api, NonStreamingCompletion) {
-  const auto r = call("POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": true})");
+  const auto r = call("POST", "/v1/completions",
+                      R"({"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": true})");
   ASSERT_EQ(r->status, 200);
   const auto j = body_of(*r);
   EXPECT_EQ(j["object"], "text_completion");
@@ -112,8 +114,9 @@ TEST_F(Api, NonStreamingCompletion) {
 }
 
 TEST_F(Api, StreamingChatWithUsage) {
-  const auto r = call("POST", "/v1/chat/completions",
-                      R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "ignore_eos": true,
+  const auto r =
+      call("POST", "/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "ignore_eos": true,
                           "stream": true, "stream_options": {"include_usage": true}})");
   ASSERT_TRUE(r->streaming);
   EXPECT_EQ(r->content_type, "text/event-stream");
@@ -138,7 +141,8 @@ TEST_F(Api, StreamingChatWithUsage) {
 }
 
 TEST_F(Api, SeveralPromptsAreSeveralChoices) {
-  const auto r = call("POST", "/v1/completions", R"({"prompt": ["a b", "c d"], "max_tokens": 3, "ignore_eos": true, "stream": true})");
+  const auto r = call("POST", "/v1/completions",
+                      R"({"prompt": ["a b", "c d"], "max_tokens": 3, "ignore_eos": true, "stream": true})");
   std::set<int> indexes;
   for (const auto& e : r->events())
     if (e.is_object()) indexes.insert(e["choices"][0]["index"].get<int>());
@@ -146,7 +150,8 @@ TEST_F(Api, SeveralPromptsAreSeveralChoices) {
 }
 
 TEST_F(Api, StopStringsEndTheTextBeforeTheMatch) {
-  const auto free_run = body_of(*call("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 30, "seed": 3, "ignore_eos": true})"));
+  const auto free_run = body_of(*call("POST", "/v1/completions",
+                                      R"({"prompt": "x", "max_tokens": 30, "seed": 3, "ignore_eos": true})"));
   const std::string text = free_run["choices"][0]["text"];
   const auto words = workload::tokenize(text);
   const std::string stop = *workload::piece_text(words[10]);  // " word" of the 11th token
@@ -170,7 +175,8 @@ TEST_F(Api, TheModelStopsOnItsOwnWithoutIgnoreEos) {
   const auto j = body_of(*call("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 10})"));
   EXPECT_EQ(j["usage"]["completion_tokens"], 3);
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
-  const auto k = body_of(*call("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 10, "ignore_eos": true})"));
+  const auto k =
+      body_of(*call("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 10, "ignore_eos": true})"));
   EXPECT_EQ(k["usage"]["completion_tokens"], 10);
 }
 
@@ -180,7 +186,10 @@ TEST_F(Api, ErrorsAndRoutes) {
   const auto bad = call("POST", "/v1/completions", R"({"prompt": 3})");
   EXPECT_EQ(bad->status, 400);
   EXPECT_EQ(body_of(*bad)["error"]["param"], "prompt");
-  EXPECT_EQ(call("POST", "/v1/chat/completions", R"({"model": "x", "messages": [{"role": "user", "content": "a"}]})")->status, 404);
+  EXPECT_EQ(call("POST", "/v1/chat/completions",
+                 R"({"model": "x", "messages": [{"role": "user", "content": "a"}]})")
+                ->status,
+            404);
   EXPECT_EQ(call("GET", "/health")->status, 200);
   const auto models = body_of(*call("GET", "/v1/models"));
   EXPECT_EQ(models["data"][0]["id"], "llama-3-8b");
@@ -204,20 +213,27 @@ TEST_F(Api, MetricsUseVllmNamesLabelsAndBuckets) {
   call("POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 6, "ignore_eos": true})");
   const std::string m = call("GET", "/metrics")->response->body;
   const std::string labels = "model_name=\"llama-3-8b\",engine=\"0\"";
-  for (const std::string& needle : std::vector<std::string>{"# TYPE vllm:num_requests_running gauge", "# TYPE vllm:prefix_cache_queries_total counter",
-        "vllm:generation_tokens_total{" + labels + "} 10.0",
-        "vllm:request_success_total{" + labels + ",finished_reason=\"length\"} 2.0",
-        "vllm:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.001\"}",
-        "vllm:time_to_first_token_seconds_bucket{" + labels + ",le=\"2560.0\"} 2.0",
-        "vllm:inter_token_latency_seconds_count{" + labels + "} 8.0",
-        "vllm:request_time_per_output_token_seconds_count{" + labels + "} 2.0",
-        "vllm:e2e_request_latency_seconds_bucket{" + labels + ",le=\"7680.0\"} 2.0",
-        "vllm:iteration_tokens_total_bucket{" + labels + ",le=\"16384.0\"}",
-        "vllm:request_prompt_tokens_bucket{" + labels + ",le=\"5000.0\"}", "vllm:request_queue_time_seconds_sum",
-        "vllm:request_prefill_time_seconds_count", "vllm:request_decode_time_seconds_count",
-        "vllm:kv_cache_usage_perc{", "vllm:num_preemptions_total{", "vllm:prompt_tokens_total{",
-        "tokenscope:faults_injected_total{" + labels + ",kind=\"reset\"} 0.0", "tokenscope:steps_total{",
-        "tokenscope:emission_lag_seconds_count{" + labels + "} 0.0"})
+  for (const std::string& needle :
+       std::vector<std::string>{"# TYPE vllm:num_requests_running gauge",
+                                "# TYPE vllm:prefix_cache_queries_total counter",
+                                "vllm:generation_tokens_total{" + labels + "} 10.0",
+                                "vllm:request_success_total{" + labels + ",finished_reason=\"length\"} 2.0",
+                                "vllm:time_to_first_token_seconds_bucket{" + labels + ",le=\"0.001\"}",
+                                "vllm:time_to_first_token_seconds_bucket{" + labels + ",le=\"2560.0\"} 2.0",
+                                "vllm:inter_token_latency_seconds_count{" + labels + "} 8.0",
+                                "vllm:request_time_per_output_token_seconds_count{" + labels + "} 2.0",
+                                "vllm:e2e_request_latency_seconds_bucket{" + labels + ",le=\"7680.0\"} 2.0",
+                                "vllm:iteration_tokens_total_bucket{" + labels + ",le=\"16384.0\"}",
+                                "vllm:request_prompt_tokens_bucket{" + labels + ",le=\"5000.0\"}",
+                                "vllm:request_queue_time_seconds_sum",
+                                "vllm:request_prefill_time_seconds_count",
+                                "vllm:request_decode_time_seconds_count",
+                                "vllm:kv_cache_usage_perc{",
+                                "vllm:num_preemptions_total{",
+                                "vllm:prompt_tokens_total{",
+                                "tokenscope:faults_injected_total{" + labels + ",kind=\"reset\"} 0.0",
+                                "tokenscope:steps_total{",
+                                "tokenscope:emission_lag_seconds_count{" + labels + "} 0.0"})
     EXPECT_NE(m.find(needle), std::string::npos) << needle;
 }
 

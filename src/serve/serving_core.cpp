@@ -43,10 +43,10 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   struct Choice {
     std::uint64_t engine_id = 0;
     std::vector<workload::TokenId> prompt;
-    std::uint32_t target = 0;   // tokens it will generate unless a stop string ends it
-    bool natural_end = false;   // target < max_tokens: the model stopped on its own
-    std::string text;           // everything generated (after a stop string: cut there)
-    std::size_t sent = 0;       // bytes of text already streamed
+    std::uint32_t target = 0;  // tokens it will generate unless a stop string ends it
+    bool natural_end = false;  // target < max_tokens: the model stopped on its own
+    std::string text;          // everything generated (after a stop string: cut there)
+    std::size_t sent = 0;      // bytes of text already streamed
     std::uint32_t tokens = 0;
     Nanos last_token_t = -1;
     bool done = false;
@@ -56,9 +56,11 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     std::uint32_t cached_tokens = 0;
   };
 
-  ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder, Fault fault)
+  ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder,
+               Fault fault)
       : core_(core), req_(std::move(req)), responder_(std::move(responder)), fault_(fault) {
-    id_ = fmt::format("{}-{:016x}", req_.api == Api::kChat ? "chatcmpl" : "cmpl", mix64(core.next_response_serial()));
+    id_ = fmt::format("{}-{:016x}", req_.api == Api::kChat ? "chatcmpl" : "cmpl",
+                      mix64(core.next_response_serial()));
     created_ = static_cast<std::int64_t>(std::time(nullptr));
   }
 
@@ -76,7 +78,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     core_.metrics().on_http_response(200);
     if (req_.api == Api::kChat)
       for (std::uint32_t i = 0; i < choices_.size(); ++i)
-        core_.send(responder_, sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), i, "", true, "")),
+        core_.send(responder_,
+                   sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), i, "", true, "")),
                    nullptr);
   }
 
@@ -203,8 +206,10 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
         return false;
       case FaultKind::kMalformed:
         core_.metrics().on_fault(kind);
-        if (req_.stream) write("data: {\"id\": \"malformed-event\", \"choices\": [\n\n", -1, 0, 0);
-        else malformed_body_ = true;
+        if (req_.stream)
+          write("data: {\"id\": \"malformed-event\", \"choices\": [\n\n", -1, 0, 0);
+        else
+          malformed_body_ = true;
         return false;
       default:
         return false;
@@ -234,7 +239,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     core_.send(responder_, std::move(bytes), std::move(on_written));
   }
 
-  void stream_text(std::uint32_t index, Choice& c, Nanos t, std::uint32_t token_index, const std::string& finish) {
+  void stream_text(std::uint32_t index, Choice& c, Nanos t, std::uint32_t token_index,
+                   const std::string& finish) {
     // Hold back text that could still turn into a stop string.
     std::size_t hold = 0;
     if (finish.empty())
@@ -248,8 +254,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     const std::string delta = upto > c.sent ? c.text.substr(c.sent, upto - c.sent) : std::string();
     c.sent = std::max(c.sent, upto);
     if (delta.empty() && finish.empty()) return;
-    write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish)), t,
-          c.engine_id, token_index);
+    write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish)),
+          t, c.engine_id, token_index);
   }
 
   void complete_choice(std::uint32_t index, const std::string& finish) {
@@ -281,7 +287,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     const Usage u = usage();
     if (req_.stream) {
       if (req_.include_usage)
-        core_.send(responder_, sse_event(usage_chunk(req_.api, id_, created_, core_.model_name(), u)), nullptr);
+        core_.send(responder_, sse_event(usage_chunk(req_.api, id_, created_, core_.model_name(), u)),
+                   nullptr);
       core_.send(responder_, std::string(kSseDone), nullptr);
       core_.end_stream(responder_);
     } else {
@@ -327,7 +334,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
 
 ServingCore::ServingCore(Executor& executor, const engine::EffectiveEngine& effective,
                          const engine::EngineSettings& settings, std::unique_ptr<engine::CostModel> cost,
-                         ServeMetrics& metrics, EmissionTrace* trace, CoreSettings core_settings, std::string model_name)
+                         ServeMetrics& metrics, EmissionTrace* trace, CoreSettings core_settings,
+                         std::string model_name)
     : executor_(executor),
       engine_(std::make_unique<engine::Engine>(effective, settings, std::move(cost), this)),
       metrics_(metrics),
@@ -459,10 +467,18 @@ void ServingCore::reset(const std::shared_ptr<net::Responder>& r) {
 void ServingCore::flush(std::vector<Outgoing>& out) {
   for (auto& o : out) {
     switch (o.op) {
-      case Outgoing::Op::kSend: o.responder->send(std::move(o.bytes), std::move(o.on_written)); break;
-      case Outgoing::Op::kEnd: o.responder->end_stream(); break;
-      case Outgoing::Op::kRespond: o.responder->respond(std::move(o.response)); break;
-      case Outgoing::Op::kReset: o.responder->reset(); break;
+      case Outgoing::Op::kSend:
+        o.responder->send(std::move(o.bytes), std::move(o.on_written));
+        break;
+      case Outgoing::Op::kEnd:
+        o.responder->end_stream();
+        break;
+      case Outgoing::Op::kRespond:
+        o.responder->respond(std::move(o.response));
+        break;
+      case Outgoing::Op::kReset:
+        o.responder->reset();
+        break;
     }
   }
 }
@@ -518,13 +534,13 @@ void ServingCore::on_reject(std::uint64_t id, Nanos t, std::string_view reason) 
 
 void ServingCore::on_step(const engine::StepStats& s) {
   const auto& c = engine_->counters();
-  metrics_.on_step(s.num_running, s.num_waiting, s.kv_usage, s.prefill_tokens + s.decode_tokens, s.num_seqs,
-                   c.prompt_tokens - last_counters_.prompt_tokens,
-                   c.generation_tokens - last_counters_.generation_tokens,
-                   c.prefix_queries_tokens - last_counters_.prefix_queries_tokens,
-                   c.prefix_hits_tokens - last_counters_.prefix_hits_tokens,
-                   c.preemptions - last_counters_.preemptions, c.tenant_switches - last_counters_.tenant_switches,
-                   c.swap_out_bytes - last_counters_.swap_out_bytes, c.swap_in_bytes - last_counters_.swap_in_bytes);
+  metrics_.on_step(
+      s.num_running, s.num_waiting, s.kv_usage, s.prefill_tokens + s.decode_tokens, s.num_seqs,
+      c.prompt_tokens - last_counters_.prompt_tokens, c.generation_tokens - last_counters_.generation_tokens,
+      c.prefix_queries_tokens - last_counters_.prefix_queries_tokens,
+      c.prefix_hits_tokens - last_counters_.prefix_hits_tokens, c.preemptions - last_counters_.preemptions,
+      c.tenant_switches - last_counters_.tenant_switches, c.swap_out_bytes - last_counters_.swap_out_bytes,
+      c.swap_in_bytes - last_counters_.swap_in_bytes);
   last_counters_ = c;
 }
 

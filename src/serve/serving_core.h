@@ -52,9 +52,10 @@ class ResponseTask;
 
 class ServingCore final : public engine::EngineObserver {
  public:
-  ServingCore(Executor& executor, const engine::EffectiveEngine& effective, const engine::EngineSettings& settings,
-              std::unique_ptr<engine::CostModel> cost, ServeMetrics& metrics, EmissionTrace* trace,
-              CoreSettings core_settings, std::string model_name);
+  ServingCore(Executor& executor, const engine::EffectiveEngine& effective,
+              const engine::EngineSettings& settings, std::unique_ptr<engine::CostModel> cost,
+              ServeMetrics& metrics, EmissionTrace* trace, CoreSettings core_settings,
+              std::string model_name);
   ~ServingCore() override;
 
   // Thread-safe: starts generating for a validated request and answers it
@@ -82,7 +83,8 @@ class ServingCore final : public engine::EngineObserver {
   // Writes of ResponseTask: while a step's events are processed (at the
   // step's start, so the formatting is done while the step "runs") they are
   // held and go out together when the clock reaches the step's end.
-  void send(const std::shared_ptr<net::Responder>& r, std::string bytes, std::function<void(Nanos)> on_written);
+  void send(const std::shared_ptr<net::Responder>& r, std::string bytes,
+            std::function<void(Nanos)> on_written);
   void end_stream(const std::shared_ptr<net::Responder>& r);
   void respond(const std::shared_ptr<net::Responder>& r, net::HttpResponse response);
   void reset(const std::shared_ptr<net::Responder>& r);

@@ -40,7 +40,9 @@ const std::vector<TokenId>& word_tokens() {
 }
 }  // namespace
 
-std::span<const std::string_view> generated_words() { return kWords; }
+std::span<const std::string_view> generated_words() {
+  return kWords;
+}
 
 TokenId generated_token(std::uint64_t key, std::uint32_t index) {
   const auto& tokens = word_tokens();

@@ -27,7 +27,8 @@ const std::string kBin = TOKENSCOPE_BINARY;
 const std::string kNodeDir = TOKENSCOPE_SOURCE_DIR "/tests/blackbox/node";
 
 std::int64_t monotonic_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -43,8 +44,8 @@ class Server {
  public:
   Server(const fs::path& dir, std::vector<std::string> extra) : dir_(dir) {
     // Several I/O threads, so that the ThreadSanitizer run sees real concurrency.
-    std::vector<std::string> args = {kBin, "serve", "--port", "0", "--port-file", (dir / "port").string(),
-                                     "--threads", "3"};
+    std::vector<std::string> args = {
+        kBin, "serve", "--port", "0", "--port-file", (dir / "port").string(), "--threads", "3"};
     args.insert(args.end(), extra.begin(), extra.end());
     child_ = std::make_unique<Child>(args, (dir / "server.out").string(), (dir / "server.err").string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -53,7 +54,9 @@ class Server {
     port_ = std::stoi(slurp(dir / "port"));
   }
   int port() const { return port_; }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
   ProcessResult stop(int sig = SIGTERM, double timeout_s = 30) {
     child_->signal(sig);
     return child_->wait(timeout_s);
@@ -80,7 +83,9 @@ class RawClient {
   }
   ~RawClient() { ::close(fd_); }
   bool connected() const { return connected_; }
-  void send(const std::string& s) { EXPECT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size())); }
+  void send(const std::string& s) {
+    EXPECT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
+  }
   // Reads until the peer closes (or the timeout); calls on_data with each read and its time.
   std::string read_all(const std::function<void(std::string_view, std::int64_t)>& on_data = nullptr) {
     std::string all;
@@ -131,10 +136,11 @@ TEST_F(Serve, CurlCompletionsChatStreamingAndMetrics) {
   EXPECT_EQ(j["usage"]["completion_tokens"], 6);
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
 
-  const auto s = curl({"-N", "-H", auth, "-d",
-                       R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "ignore_eos": true,
+  const auto s =
+      curl({"-N", "-H", auth, "-d",
+            R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "ignore_eos": true,
                            "stream": true, "stream_options": {"include_usage": true}})",
-                       server.url("/v1/chat/completions")});
+            server.url("/v1/chat/completions")});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   std::vector<std::string> events;
   std::istringstream lines(s.out);
@@ -170,7 +176,8 @@ TEST_F(Serve, ErrorsAndLimitsOverTheWire) {
   auto [c400, b400] = code({"-d", "{oops", server.url("/v1/completions")});
   EXPECT_EQ(c400, "400");
   EXPECT_EQ(json::parse(b400)["error"]["type"], "invalid_request_error");
-  auto [c413, b413] = code({"-d", json{{"prompt", std::string(5000, 'a')}}.dump(), server.url("/v1/completions")});
+  auto [c413, b413] =
+      code({"-d", json{{"prompt", std::string(5000, 'a')}}.dump(), server.url("/v1/completions")});
   EXPECT_EQ(c413, "413");
   EXPECT_NE(b413.find("larger than 2000 bytes"), std::string::npos);
   auto [c431, b431] = code({"-H", "X-Big: " + std::string(3000, 'b'), server.url("/health")});
@@ -181,7 +188,8 @@ TEST_F(Serve, ErrorsAndLimitsOverTheWire) {
 }
 
 TEST_F(Serve, OfficialOpenAiClientAcceptsTheServer) {
-  if (!fs::exists(kNodeDir + "/node_modules/openai")) GTEST_SKIP() << "npm package 'openai' not installed (scripts/setup.sh)";
+  if (!fs::exists(kNodeDir + "/node_modules/openai"))
+    GTEST_SKIP() << "npm package 'openai' not installed (scripts/setup.sh)";
   Server server(dir_, {"--api-key", "k2"});
   const auto r = run_process({"/usr/bin/node", kNodeDir + "/openai_client.mjs", server.url("/v1"), "k2"}, 60);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -208,8 +216,9 @@ TEST_F(Serve, ClientSeesEveryEmittedTokenAfterItsEngineTime) {
   RawClient client(server.port());
   ASSERT_TRUE(client.connected());
   const int n = 40;
-  client.send(post("/v1/completions",
-                   json{{"prompt", "timing"}, {"max_tokens", n}, {"ignore_eos", true}, {"stream", true}}.dump()));
+  client.send(
+      post("/v1/completions",
+           json{{"prompt", "timing"}, {"max_tokens", n}, {"ignore_eos", true}, {"stream", true}}.dump()));
   std::vector<std::int64_t> received;  // per token event
   std::string pending;
   client.read_all([&](std::string_view data, std::int64_t t) {
@@ -244,8 +253,8 @@ TEST_F(Serve, ClientSeesEveryEmittedTokenAfterItsEngineTime) {
 TEST_F(Serve, GracefulShutdownEndsLongStreamsWithAnErrorEvent) {
   Server server(dir_, {"--shutdown-grace-s", "0.2", "--fixed-step-ms", "5"});
   RawClient client(server.port());
-  client.send(post("/v1/completions",
-                   R"({"prompt": "x", "max_tokens": 5000, "ignore_eos": true, "stream": true})"));
+  client.send(
+      post("/v1/completions", R"({"prompt": "x", "max_tokens": 5000, "ignore_eos": true, "stream": true})"));
   std::string seen;
   bool signalled = false;
   std::unique_ptr<ProcessResult> result;
