@@ -1,0 +1,46 @@
+// Parses the JSON of one OpenAI streaming event (completions or chat) with
+// simdjson's on-demand API, extracting what the client's metrics need
+// (shared METRICS.md): whether the event carries output — non-empty `text`,
+// `delta.content`, `delta.reasoning_content` or `delta.tool_calls`; role-only
+// and empty chunks do not — the output text, finish reasons, the usage block
+// and error events. One parser per connection; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <simdjson.h>
+
+namespace tokenscope::bench {
+
+struct ChunkUsage {
+  std::int64_t prompt_tokens = -1;
+  std::int64_t completion_tokens = -1;
+  std::int64_t cached_tokens = -1;  // prompt_tokens_details.cached_tokens, -1 when absent
+};
+
+struct ChunkInfo {
+  bool valid = false;     // a JSON object of the expected shape
+  bool is_error = false;  // {"error": {...}}
+  std::string error_message;
+  bool has_output = false;  // carries output (the first such event is the first token)
+  bool role_only = false;   // a chat delta with a role and no output
+  std::string text;         // output text of all choices, concatenated
+  std::uint32_t choices = 0;
+  std::string finish_reason;  // the last non-null finish_reason seen in the event
+  std::optional<ChunkUsage> usage;
+};
+
+class ChunkParser {
+ public:
+  // data: the event's data field (not "[DONE]").
+  ChunkInfo parse(std::string_view data);
+
+ private:
+  simdjson::ondemand::parser parser_;
+  std::string buffer_;  // data plus simdjson's padding
+};
+
+}  // namespace tokenscope::bench
