@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
   CLI::App app{"tokenscope " TOKENSCOPE_VERSION
                ": benchmark and diagnose LLM inference serving.\n\n"
                "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
-               "                               simulator in virtual time (capacity planning, what-if)\n\n"
+               "                               simulator in virtual time (capacity planning, what-if)\n"
+               "  tokenscope serve [options]   the simulator as an OpenAI-compatible streaming server\n"
+               "                               with vLLM's Prometheus metrics\n\n"
                "Run 'tokenscope COMMAND --help' for the options of a command.",
                "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);

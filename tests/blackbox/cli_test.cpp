@@ -51,6 +51,12 @@ TEST_F(Cli, HelpExplainsEveryOptionWithDefaults) {
   const auto top = run_process({kBin, "--help"});
   EXPECT_EQ(top.exit_code, 0);
   EXPECT_NE(top.out.find("tokenscope sim"), std::string::npos);
+  EXPECT_NE(top.out.find("tokenscope serve"), std::string::npos);
+  const auto serve_help = run_process({kBin, "serve", "--help"});
+  ASSERT_EQ(serve_help.exit_code, 0);
+  for (const char* needle : {"--host", "=127.0.0.1", "--api-key", "--max-body-bytes", "--faults", "--trace-emissions",
+                             "--shutdown-grace-s", "--model"})
+    EXPECT_NE(serve_help.out.find(needle), std::string::npos) << needle;
   const auto help = run_process({kBin, "sim", "--help"});
   ASSERT_EQ(help.exit_code, 0);
   for (const char* needle : {"--trace", "--rate", "requests/s", "--block-size", "KV block size, tokens",
