@@ -79,9 +79,17 @@ std::string serialize_stream_head(int status, std::string_view content_type,
 }
 
 std::string chunk(std::string_view data) {
+  char hex[16];
+  int n = 0;
+  std::size_t size = data.size();
+  do {
+    hex[n++] = "0123456789abcdef"[size & 15];
+    size >>= 4;
+  } while (size != 0);
   std::string out;
-  out.reserve(data.size() + 12);
-  fmt::format_to(std::back_inserter(out), "{:x}\r\n", data.size());
+  out.reserve(data.size() + static_cast<std::size_t>(n) + 4);
+  while (n > 0) out += hex[--n];
+  out += "\r\n";
   out += data;
   out += "\r\n";
   return out;

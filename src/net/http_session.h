@@ -226,12 +226,18 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void do_write() {
     if (queue_.empty()) return after_writes();
-    write_buffer_.clear();
     written_callbacks_.clear();
-    while (!queue_.empty()) {
-      write_buffer_ += queue_.front().bytes;
+    if (queue_.size() == 1) {
+      write_buffer_.swap(queue_.front().bytes);  // the common case: no copy
       if (queue_.front().on_written) written_callbacks_.push_back(std::move(queue_.front().on_written));
       queue_.pop_front();
+    } else {
+      write_buffer_.clear();
+      while (!queue_.empty()) {
+        write_buffer_ += queue_.front().bytes;
+        if (queue_.front().on_written) written_callbacks_.push_back(std::move(queue_.front().on_written));
+        queue_.pop_front();
+      }
     }
     writing_ = true;
     const Nanos t = ctx_.clock->now_ns();
