@@ -1,5 +1,5 @@
 // Parses the JSON of one OpenAI streaming event (completions or chat) with
-// simdjson's on-demand API, extracting what the client's metrics need
+// simdjson's DOM parser (validating, and robust to any input), extracting what the client's metrics need
 // (shared METRICS.md): whether the event carries output — non-empty `text`,
 // `delta.content`, `delta.reasoning_content` or `delta.tool_calls`; role-only
 // and empty chunks do not — the output text, finish reasons, the usage block
@@ -39,7 +39,7 @@ class ChunkParser {
   ChunkInfo parse(std::string_view data);
 
  private:
-  simdjson::ondemand::parser parser_;
+  simdjson::dom::parser parser_;
   std::string buffer_;  // data plus simdjson's padding
 };
 
