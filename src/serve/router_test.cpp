@@ -90,6 +90,18 @@ class Api : public ::testing::Test {
     return r;
   }
   json body_of(const FakeResponder& r) { return json::parse(r.response->body); }
+  // Starts a long stream and runs only `tasks` executor tasks of it.
+  std::shared_ptr<FakeResponder> start_stream(int max_tokens, std::size_t tasks) {
+    auto r = std::make_shared<FakeResponder>(exec.clock());
+    net::HttpRequest req;
+    req.method = "POST";
+    req.target = "/v1/completions";
+    req.body =
+        json{{"prompt", "x"}, {"max_tokens", max_tokens}, {"ignore_eos", true}, {"stream", true}}.dump();
+    router->handle(std::move(req), r);
+    exec.run_until_idle(tasks);
+    return r;
+  }
 
   ManualExecutor exec{1'000'000'000};
   std::unique_ptr<ServeMetrics> metrics;
@@ -279,13 +291,7 @@ TEST_F(Api, MidStreamFaults) {
 }
 
 TEST_F(Api, ClientLeavingAbortsTheRequest) {
-  auto r = std::make_shared<FakeResponder>(exec.clock());
-  net::HttpRequest req;
-  req.method = "POST";
-  req.target = "/v1/completions";
-  req.body = R"({"prompt": "x", "max_tokens": 1000, "ignore_eos": true, "stream": true})";
-  router->handle(std::move(req), r);
-  exec.run_until_idle(40);
+  auto r = start_stream(1000, 40);
   ASSERT_TRUE(r->disconnect);
   r->disconnect();
   exec.run_until_idle();
@@ -296,13 +302,7 @@ TEST_F(Api, ClientLeavingAbortsTheRequest) {
 }
 
 TEST_F(Api, ShutdownEndsStreamsAfterTheGracePeriod) {
-  auto r = std::make_shared<FakeResponder>(exec.clock());
-  net::HttpRequest req;
-  req.method = "POST";
-  req.target = "/v1/completions";
-  req.body = R"({"prompt": "x", "max_tokens": 5000, "ignore_eos": true, "stream": true})";
-  router->handle(std::move(req), r);
-  exec.run_until_idle(20);
+  auto r = start_stream(5000, 20);
   bool done = false;
   core->shutdown(0.5, [&] { done = true; });
   exec.run_until_idle();

@@ -54,8 +54,8 @@ TEST_F(Cli, HelpExplainsEveryOptionWithDefaults) {
   EXPECT_NE(top.out.find("tokenscope serve"), std::string::npos);
   const auto serve_help = run_process({kBin, "serve", "--help"});
   ASSERT_EQ(serve_help.exit_code, 0);
-  for (const char* needle : {"--host", "=127.0.0.1", "--api-key", "--max-body-bytes", "--faults", "--trace-emissions",
-                             "--shutdown-grace-s", "--model"})
+  for (const char* needle : {"--host", "=127.0.0.1", "--api-key", "--max-body-bytes", "--faults",
+                             "--trace-emissions", "--shutdown-grace-s", "--model"})
     EXPECT_NE(serve_help.out.find(needle), std::string::npos) << needle;
   const auto help = run_process({kBin, "sim", "--help"});
   ASSERT_EQ(help.exit_code, 0);
