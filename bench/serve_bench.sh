@@ -23,7 +23,10 @@ start_server() {  # port, extra args...
   for _ in $(seq 300); do [ -f "$work/port.$port" ] && return 0; sleep 0.01; done
   echo "server did not start" >&2; cat "$work/server.$port.log" >&2; exit 1
 }
-stop_server() { pkill -INT -f "tokenscope serve --port $1" || true; sleep 0.3; }
+stop_server() {  # waits until the server has exited and freed its port
+  pkill -INT -f "tokenscope serve --port $1" || true
+  for _ in $(seq 1000); do pgrep -f "tokenscope serve --port $1" > /dev/null || return 0; sleep 0.01; done
+}
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 
 echo "## 1. Non-streaming requests/s, one server core, wrk -t1 -c64 -d${secs}s"
