@@ -36,8 +36,6 @@ class RecordingObserver final : public EngineObserver {
 
   const SummaryBuilder& summary() const { return summary_; }
   SummaryBuilder& summary() { return summary_; }
-  // Requests with tokens emitted and not finished yet.
-  std::size_t in_flight() const { return slots_.size() - free_slots_.size(); }
 
  private:
   std::vector<Nanos>* times_of(std::uint64_t id, bool create);

@@ -74,7 +74,6 @@ void SseDecoder::process_line(std::string_view line, Nanos t, std::vector<SseEve
       current_.t_first_byte = t_first_;
       current_.t_complete = t;
       out.push_back(std::move(current_));
-      ++dispatched_;
     }
     current_ = SseEvent{};
     has_data_ = false;

@@ -37,7 +37,6 @@ class SseDecoder {
   const std::string& error() const { return error_; }
   // Bytes of an unfinished event at the end of the stream (0 when clean).
   std::size_t pending_bytes() const { return line_.size() + event_bytes_; }
-  std::size_t events_dispatched() const { return dispatched_; }
 
  private:
   void process_line(std::string_view line, Nanos t, std::vector<SseEvent>& out);
@@ -50,7 +49,6 @@ class SseDecoder {
   std::size_t event_bytes_ = 0;
   SseEvent current_;
   bool has_data_ = false;
-  std::size_t dispatched_ = 0;
   std::string error_;
   bool failed_ = false;
 };
