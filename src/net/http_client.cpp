@@ -1,0 +1,473 @@
+#include "net/http_client.h"
+
+#include <fmt/format.h>
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <charconv>
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tokenscope::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+std::string_view exchange_error_name(ExchangeError e) {
+  switch (e) {
+    case ExchangeError::kNone:
+      return "none";
+    case ExchangeError::kConnect:
+      return "connect";
+    case ExchangeError::kClosed:
+      return "closed";
+    case ExchangeError::kTimeout:
+      return "timeout";
+    case ExchangeError::kProtocol:
+      return "protocol";
+    case ExchangeError::kCancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+Endpoint Endpoint::parse_url(std::string_view url) {
+  Endpoint e;
+  std::string_view rest;
+  if (url.starts_with("http://")) {
+    rest = url.substr(7);
+    e.port = 80;
+  } else if (url.starts_with("https://")) {
+    rest = url.substr(8);
+    e.tls = true;
+    e.port = 443;
+  } else {
+    throw UsageError(fmt::format("--target '{}': expected http://HOST[:PORT][/PATH] or https://...", url));
+  }
+  const std::size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) e.base_path = std::string(rest.substr(slash));
+  while (!e.base_path.empty() && e.base_path.back() == '/') e.base_path.pop_back();
+  if (authority.find('@') != std::string_view::npos)
+    throw UsageError(fmt::format("--target '{}': credentials in the URL are not supported (use --api-key)", url));
+  std::string_view host = authority;
+  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos)
+      throw UsageError(fmt::format("--target '{}': unterminated IPv6 address", url));
+    host = authority.substr(1, close - 1);
+    authority.remove_prefix(close + 1);
+    if (!authority.empty() && authority.front() != ':')
+      throw UsageError(fmt::format("--target '{}': expected ':PORT' after the IPv6 address", url));
+  } else {
+    const std::size_t colon = authority.rfind(':');
+    host = authority.substr(0, colon);
+    authority = colon == std::string_view::npos ? std::string_view() : authority.substr(colon);
+  }
+  if (!authority.empty()) {  // ":port"
+    const std::string_view p = authority.substr(1);
+    unsigned value = 0;
+    const auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+    if (ec != std::errc() || ptr != p.data() + p.size() || value == 0 || value > 65535)
+      throw UsageError(fmt::format("--target '{}': port '{}' is not a number in 1..65535", url, p));
+    e.port = static_cast<std::uint16_t>(value);
+  }
+  if (host.empty()) throw UsageError(fmt::format("--target '{}': no host", url));
+  e.host = std::string(host);
+  return e;
+}
+
+std::string Endpoint::host_header() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  const std::string h = v6 ? "[" + host + "]" : host;
+  if ((tls && port == 443) || (!tls && port == 80)) return h;
+  return fmt::format("{}:{}", h, port);
+}
+
+std::string Endpoint::url() const {
+  return fmt::format("{}://{}{}", tls ? "https" : "http", host_header(), base_path);
+}
+
+namespace {
+
+constexpr std::size_t kReadChunk = 16u << 10;
+constexpr std::size_t kBodyScratch = 64u << 10;
+
+class ConnectionBase {
+ public:
+  virtual ~ConnectionBase() = default;
+  virtual void run(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
+                   bool reused) = 0;
+  virtual void cancel() = 0;  // ends a running exchange with kCancelled, or closes an idle connection
+  virtual void close() = 0;   // closes without a callback
+};
+
+}  // namespace
+
+struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
+  Impl(asio::io_context& io, Endpoint ep, ClientOptions opt, const Clock& c)
+      : ioc(io), endpoint(std::move(ep)), options(std::move(opt)), clock(c), ssl(asio::ssl::context::tls_client) {}
+
+  asio::io_context& ioc;
+  Endpoint endpoint;
+  ClientOptions options;
+  const Clock& clock;
+  asio::ssl::context ssl;
+  tcp::resolver::results_type addresses;
+  std::vector<std::shared_ptr<ConnectionBase>> idle;
+  std::unordered_set<ConnectionBase*> open;
+  ClientCounters counters;
+  std::vector<char> scratch = std::vector<char>(kBodyScratch);
+  std::string host_header;
+
+  void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline, bool retry);
+  void release(std::shared_ptr<ConnectionBase> c) { idle.push_back(std::move(c)); }
+};
+
+namespace {
+
+template <bool kTls>
+class Connection final : public ConnectionBase, public std::enable_shared_from_this<Connection<kTls>> {
+ public:
+  using Stream = std::conditional_t<kTls, asio::ssl::stream<tcp::socket>, tcp::socket>;
+
+  explicit Connection(std::shared_ptr<HttpClient::Impl> client)
+      : client_(std::move(client)), stream_(make_stream()), timer_(client_->ioc) {
+    client_->open.insert(this);
+    ++client_->counters.connects;
+  }
+  ~Connection() override {
+    if (client_) client_->open.erase(this);
+  }
+
+  void run(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
+           bool reused) override {
+    request_ = std::move(request);
+    handler_ = handler;
+    deadline_ = deadline;
+    ++generation_;
+    reused_ = reused;
+    response_bytes_ = 0;
+    headers_reported_ = false;
+    failure_ = ExchangeError::kNone;
+    parser_.emplace();
+    parser_->eager(true);
+    parser_->header_limit(static_cast<std::uint32_t>(client_->options.max_header_bytes));
+    parser_->body_limit(boost::none);
+    if (!connected_) return connect();
+    arm_timer(deadline);
+    write();
+  }
+
+  void cancel() override {
+    if (!handler_) return close();
+    fail_later(ExchangeError::kCancelled);
+  }
+
+  void close() override {
+    boost::system::error_code ignored;
+    lowest().cancel(ignored);
+    lowest().close(ignored);
+    timer_.cancel();
+    connected_ = false;
+  }
+
+ private:
+  Stream make_stream() {
+    if constexpr (kTls)
+      return Stream(client_->ioc, client_->ssl);
+    else
+      return Stream(client_->ioc);
+  }
+  tcp::socket& lowest() {
+    if constexpr (kTls)
+      return stream_.next_layer();
+    else
+      return stream_;
+  }
+
+  void arm_timer(Nanos t) {
+    if (t <= 0) {
+      timer_.cancel();
+      return;
+    }
+    timer_.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(t)));
+    timer_.async_wait([self = this->shared_from_this(), gen = generation_](const boost::system::error_code& ec) {
+      if (ec || self->generation_ != gen || !self->handler_) return;
+      self->fail_later(self->connecting_ ? ExchangeError::kConnect : ExchangeError::kTimeout);
+    });
+  }
+
+  // Records why the exchange ends and closes the socket; the pending
+  // operation then completes with an error and reports this reason.
+  void fail_later(ExchangeError why) {
+    if (failure_ == ExchangeError::kNone) failure_ = why;
+    boost::system::error_code ignored;
+    lowest().cancel(ignored);
+    lowest().close(ignored);
+    connected_ = false;
+  }
+
+  void connect() {
+    connecting_ = true;
+    const Nanos connect_deadline =
+        client_->clock.now_ns() + static_cast<Nanos>(client_->options.connect_timeout_s * 1e9);
+    // The tighter of the connect timeout and the exchange's deadline; a
+    // deadline that passes while connecting is still reported as a timeout.
+    if (deadline_ > 0 && deadline_ <= connect_deadline) {
+      arm_timer(deadline_);
+      deadline_while_connecting_ = true;
+    } else {
+      arm_timer(connect_deadline);
+    }
+    asio::async_connect(lowest(), client_->addresses,
+                        [self = this->shared_from_this()](const boost::system::error_code& ec, const tcp::endpoint&) {
+                          self->on_connect(ec);
+                        });
+  }
+
+  void on_connect(const boost::system::error_code& ec) {
+    if (ec) {
+      return fail_connect(fmt::format("connect to {}: {}", client_->endpoint.host_header(), ec.message()));
+    }
+    boost::system::error_code ignored;
+    lowest().set_option(tcp::no_delay(true), ignored);
+    if constexpr (kTls) {
+      if (!SSL_set_tlsext_host_name(stream_.native_handle(), client_->endpoint.host.c_str()))
+        return finish(ExchangeError::kConnect, "TLS: cannot set the server name");
+      if (client_->options.verify_tls) stream_.set_verify_callback(asio::ssl::host_name_verification(client_->endpoint.host));
+      stream_.async_handshake(asio::ssl::stream_base::client,
+                              [self = this->shared_from_this()](const boost::system::error_code& hec) {
+                                if (hec) return self->fail_connect("TLS handshake: " + hec.message());
+                                self->connected();
+                              });
+    } else {
+      connected();
+    }
+  }
+
+  void fail_connect(std::string message) {
+    ++client_->counters.connect_failures;
+    connecting_ = false;
+    if (failure_ == ExchangeError::kCancelled) return finish(ExchangeError::kCancelled, "cancelled");
+    if (deadline_while_connecting_ && failure_ == ExchangeError::kConnect)
+      return finish(ExchangeError::kTimeout, "request timed out while connecting");
+    if (failure_ == ExchangeError::kConnect) message = "connect timed out";
+    finish(ExchangeError::kConnect, std::move(message));
+  }
+
+  void connected() {
+    connecting_ = false;
+    connected_ = true;
+    if (!deadline_while_connecting_) arm_timer(deadline_);
+    deadline_while_connecting_ = false;
+    write();
+  }
+
+  void write() {
+    handler_->on_sent(client_->clock.now_ns());
+    asio::async_write(stream_, asio::buffer(*request_),
+                      [self = this->shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                        if (ec) return self->on_transport_error(ec);
+                        self->read();
+                      });
+  }
+
+  void read() {
+    auto space = buffer_.prepare(kReadChunk);
+    stream_.async_read_some(space, [self = this->shared_from_this()](const boost::system::error_code& ec,
+                                                                     std::size_t n) { self->on_read(ec, n); });
+  }
+
+  void on_read(const boost::system::error_code& ec, std::size_t n) {
+    const Nanos t = client_->clock.now_ns();
+    if (n > 0) {
+      buffer_.commit(n);
+      response_bytes_ += n;
+      if (!parse(t)) return;
+    }
+    if (ec) {
+      if ((ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) && failure_ == ExchangeError::kNone &&
+          parser_->need_eof()) {
+        boost::system::error_code pec;
+        parser_->put_eof(pec);
+        if (!pec) return complete(t);
+      }
+      return on_transport_error(ec);
+    }
+    read();
+  }
+
+  // Feeds buffered bytes to the parser; returns false when the exchange ended.
+  bool parse(Nanos t) {
+    auto& scratch = client_->scratch;
+    for (;;) {
+      auto& body = parser_->get().body();
+      body.data = scratch.data();
+      body.size = scratch.size();
+      boost::system::error_code ec;
+      const std::size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (!headers_reported_ && parser_->is_header_done()) {
+        headers_reported_ = true;
+        handler_->on_headers(static_cast<int>(parser_->get().result_int()), t);
+      }
+      const std::size_t got = scratch.size() - body.size;
+      if (got > 0) handler_->on_body(std::string_view(scratch.data(), got), t);
+      if (ec == http::error::need_buffer) continue;
+      if (ec == http::error::need_more) return true;
+      if (ec) {
+        finish(ExchangeError::kProtocol, "invalid HTTP response: " + ec.message());
+        close();
+        return false;
+      }
+      if (parser_->is_done()) {
+        complete(t);
+        return false;
+      }
+      if (used == 0 && got == 0) return true;
+    }
+  }
+
+  void complete(Nanos t) {
+    const bool keep = parser_->keep_alive() && buffer_.size() == 0 && connected_;
+    timer_.cancel();
+    ExchangeHandler* h = handler_;
+    handler_ = nullptr;
+    request_.reset();
+    parser_.reset();
+    if (keep)
+      client_->release(this->shared_from_this());
+    else
+      close();
+    h->on_complete(ExchangeError::kNone, {}, t);
+  }
+
+  void on_transport_error(const boost::system::error_code& ec) {
+    if (failure_ != ExchangeError::kNone) {
+      const auto why = failure_;
+      return finish(why, why == ExchangeError::kTimeout ? "request timed out" : "cancelled");
+    }
+    // A kept-alive connection the server closed while idle: resend once on a
+    // fresh connection, but only when nothing of a response came back.
+    if (reused_ && response_bytes_ == 0 &&
+        (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe)) {
+      close();
+      ExchangeHandler* h = handler_;
+      handler_ = nullptr;
+      auto request = std::move(request_);
+      ++client_->counters.resent;
+      client_->start(std::move(request), h, deadline_, /*retry=*/true);
+      return;
+    }
+    const std::string what = ec == asio::error::eof ? "connection closed by the server before the response ended"
+                                                    : "connection error: " + ec.message();
+    finish(ExchangeError::kClosed, what);
+  }
+
+  void finish(ExchangeError e, std::string message) {
+    close();
+    ExchangeHandler* h = handler_;
+    handler_ = nullptr;
+    request_.reset();
+    if (h) h->on_complete(e, message, client_->clock.now_ns());
+  }
+
+  std::shared_ptr<HttpClient::Impl> client_;
+  Stream stream_;
+  asio::steady_timer timer_;
+  beast::flat_buffer buffer_;
+  std::optional<http::response_parser<http::buffer_body>> parser_;
+  std::shared_ptr<const std::string> request_;
+  ExchangeHandler* handler_ = nullptr;
+  bool connected_ = false;
+  bool reused_ = false;
+  bool headers_reported_ = false;
+  bool connecting_ = false;
+  bool deadline_while_connecting_ = false;
+  Nanos deadline_ = 0;
+  std::uint64_t generation_ = 0;
+  std::size_t response_bytes_ = 0;
+  ExchangeError failure_ = ExchangeError::kNone;
+};
+
+}  // namespace
+
+void HttpClient::Impl::start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
+                             bool retry) {
+  std::shared_ptr<ConnectionBase> c;
+  bool reused = false;
+  if (!retry && !idle.empty()) {
+    c = std::move(idle.back());
+    idle.pop_back();
+    reused = true;
+    ++counters.reused;
+  } else if (endpoint.tls) {
+    c = std::make_shared<Connection<true>>(shared_from_this());
+  } else {
+    c = std::make_shared<Connection<false>>(shared_from_this());
+  }
+  c->run(std::move(request), handler, deadline, reused);
+}
+
+HttpClient::HttpClient(asio::io_context& ioc, Endpoint endpoint, ClientOptions options, const Clock& clock)
+    : impl_(std::make_shared<Impl>(ioc, std::move(endpoint), std::move(options), clock)) {
+  boost::system::error_code ec;
+  tcp::resolver resolver(ioc);
+  impl_->addresses = resolver.resolve(impl_->endpoint.host, std::to_string(impl_->endpoint.port), ec);
+  if (ec || impl_->addresses.empty())
+    throw UsageError(fmt::format("--target: cannot resolve '{}': {}", impl_->endpoint.host, ec.message()));
+  if (impl_->endpoint.tls) {
+    auto& ssl = impl_->ssl;
+    ssl.set_default_verify_paths(ec);
+    if (!impl_->options.ca_file.empty()) {
+      ssl.load_verify_file(impl_->options.ca_file, ec);
+      if (ec) throw UsageError(fmt::format("--ca-file '{}': {}", impl_->options.ca_file, ec.message()));
+    }
+    ssl.set_verify_mode(impl_->options.verify_tls ? asio::ssl::verify_peer : asio::ssl::verify_none);
+  }
+}
+
+HttpClient::~HttpClient() {
+  for (auto& c : impl_->idle) c->close();
+  impl_->idle.clear();
+}
+
+void HttpClient::start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline) {
+  impl_->start(std::move(request), handler, deadline, false);
+}
+
+void HttpClient::cancel_all() {
+  for (auto& c : impl_->idle) c->close();
+  impl_->idle.clear();
+  std::vector<ConnectionBase*> open(impl_->open.begin(), impl_->open.end());
+  for (ConnectionBase* c : open) c->cancel();
+}
+
+ClientCounters HttpClient::counters() const {
+  ClientCounters c = impl_->counters;
+  c.open = impl_->open.size();
+  c.idle = impl_->idle.size();
+  return c;
+}
+
+const Endpoint& HttpClient::endpoint() const {
+  return impl_->endpoint;
+}
+
+}  // namespace tokenscope::net

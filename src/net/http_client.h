@@ -1,0 +1,104 @@
+// The HTTP/1.1 client: a keep-alive connection pool to one endpoint (plain
+// TCP or TLS through OpenSSL) on one io_context. Requests are complete
+// HTTP/1.1 messages built by the caller; responses are parsed by Beast's
+// parser from bytes the client reads itself, so every piece of the body is
+// handed over with the time of the socket read that brought it (what the
+// latency metrics need), also when one read holds many SSE events.
+//
+// Connections are reused across requests (LIFO, so few stay warm) and opened
+// on demand; a request written on a reused connection that the server had
+// closed meanwhile (no response byte came back) is resent once on a fresh
+// one, as browsers and curl do. One HttpClient per thread: it is not
+// thread-safe, and every callback runs on its io_context.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/clock.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace tokenscope::net {
+
+struct Endpoint {
+  bool tls = false;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string base_path;  // the URL's path without a trailing '/', e.g. "" or "/proxy"
+
+  // http://host[:port][/path] or https://...; throws UsageError with the reason.
+  static Endpoint parse_url(std::string_view url);
+  std::string url() const;
+  // The Host header value.
+  std::string host_header() const;
+};
+
+struct ClientOptions {
+  double connect_timeout_s = 10.0;
+  bool verify_tls = true;   // --insecure turns certificate and host name checks off
+  std::string ca_file;      // extra CA bundle (PEM); the system store is always used
+  std::size_t max_header_bytes = 64u << 10;
+};
+
+enum class ExchangeError {
+  kNone,
+  kConnect,    // could not connect (refused, unreachable, TLS handshake failed)
+  kClosed,     // the connection was reset or closed before the response ended
+  kTimeout,    // the deadline passed
+  kProtocol,   // not a valid HTTP/1.1 response
+  kCancelled,  // cancel_all()
+};
+
+std::string_view exchange_error_name(ExchangeError e);
+
+// Callbacks of one request/response exchange, all on the client's thread.
+// on_complete is called exactly once; the handler must live until then.
+class ExchangeHandler {
+ public:
+  virtual ~ExchangeHandler() = default;
+  // Right before the first byte of the request is written (again if resent).
+  virtual void on_sent(Nanos t) = 0;
+  virtual void on_headers(int status, Nanos t) = 0;
+  // Body bytes (chunked framing removed) that arrived with the read at time t.
+  virtual void on_body(std::string_view data, Nanos t) = 0;
+  virtual void on_complete(ExchangeError error, std::string_view message, Nanos t) = 0;
+};
+
+struct ClientCounters {
+  std::uint64_t connects = 0;       // connections opened
+  std::uint64_t connect_failures = 0;
+  std::uint64_t reused = 0;         // requests sent on a kept-alive connection
+  std::uint64_t resent = 0;         // requests resent after a stale keep-alive connection
+  std::uint64_t open = 0;           // connections open now
+  std::uint64_t idle = 0;           // of which idle in the pool
+};
+
+class HttpClient {
+ public:
+  // Resolves the endpoint now (blocking); throws UsageError when it cannot.
+  HttpClient(boost::asio::io_context& ioc, Endpoint endpoint, ClientOptions options, const Clock& clock);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sends request (a whole HTTP/1.1 message) on an idle or new connection.
+  // deadline: absolute time on the clock (steady clock ns) when the exchange
+  // is abandoned with kTimeout; <= 0 for none.
+  void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline);
+  // Ends every exchange in progress with kCancelled and closes idle connections.
+  void cancel_all();
+  ClientCounters counters() const;
+  const Endpoint& endpoint() const;
+
+  struct Impl;  // opaque; public so the connection classes can name it
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tokenscope::net

@@ -1,0 +1,287 @@
+// The HTTP client against a scripted loopback server (blocking sockets on its
+// own thread): keep-alive reuse, chunked bodies, resends after a stale
+// keep-alive connection, and each failure outcome.
+#include "net/http_client.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <thread>
+
+#include "core/error.h"
+
+namespace tokenscope::net {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+// Accepts connections one after another on 127.0.0.1 and answers each
+// request by its path (see respond()). Stops after `connections` accepts.
+class ScriptServer {
+ public:
+  explicit ScriptServer(int connections) : acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    port_ = acceptor_.local_endpoint().port();
+    thread_ = std::thread([this, connections] {
+      for (int i = 0; i < connections; ++i) {
+        tcp::socket s(ioc_);
+        boost::system::error_code ec;
+        acceptor_.accept(s, ec);
+        if (ec) return;
+        ++accepted_;
+        serve(s);
+      }
+    });
+  }
+  ~ScriptServer() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    thread_.join();
+  }
+  std::uint16_t port() const { return port_; }
+  int accepted() const { return accepted_; }
+
+ private:
+  void serve(tcp::socket& s) {
+    std::string in;
+    char buf[4096];
+    for (;;) {
+      std::size_t end;
+      while ((end = in.find("\r\n\r\n")) == std::string::npos) {
+        boost::system::error_code ec;
+        const std::size_t n = s.read_some(asio::buffer(buf), ec);
+        if (ec) return;
+        in.append(buf, n);
+      }
+      const std::string head = in.substr(0, end);
+      in.erase(0, end + 4);  // requests in these tests have no body
+      const std::string path = head.substr(head.find(' ') + 1, head.find(' ', head.find(' ') + 1) - head.find(' ') - 1);
+      if (!respond(s, path)) return;
+    }
+  }
+
+  static void put(tcp::socket& s, std::string_view bytes) {
+    boost::system::error_code ec;
+    asio::write(s, asio::buffer(bytes.data(), bytes.size()), ec);
+  }
+
+  // Returns false when the connection is to end.
+  bool respond(tcp::socket& s, const std::string& path) {
+    if (path == "/ok") {
+      put(s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      return true;
+    }
+    if (path == "/chunked") {
+      put(s, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+      put(s, "5\r\nhello\r\n");
+      put(s, "1\r\n \r\n6\r\nworld!\r\n");
+      put(s, "0\r\n\r\n");
+      return true;
+    }
+    if (path == "/ok-then-close") {  // claims keep-alive, then closes
+      put(s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      return false;
+    }
+    if (path == "/garbage") {
+      put(s, "HELLO THERE\r\n\r\n");
+      return false;
+    }
+    if (path == "/until-eof") {  // no length: the body ends with the connection
+      put(s, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it");
+      return false;
+    }
+    if (path == "/reset-mid") {
+      put(s, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
+      s.set_option(asio::socket_base::linger(true, 0));
+      return false;
+    }
+    if (path == "/hang") {  // read until the client gives up
+      char b[64];
+      boost::system::error_code ec;
+      while (!ec) s.read_some(asio::buffer(b), ec);
+      return false;
+    }
+    put(s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    return true;
+  }
+
+  asio::io_context ioc_;
+  tcp::acceptor acceptor_;
+  std::uint16_t port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+struct Recorder : ExchangeHandler {
+  int sends = 0;
+  int status = 0;
+  std::string body;
+  int body_pieces = 0;
+  bool done = false;
+  ExchangeError error = ExchangeError::kNone;
+  std::string message;
+  Nanos t_sent = -1, t_headers = -1, t_done = -1;
+  std::function<void()> next;
+  void on_sent(Nanos t) override {
+    ++sends;
+    t_sent = t;
+  }
+  void on_headers(int s, Nanos t) override {
+    status = s;
+    t_headers = t;
+  }
+  void on_body(std::string_view d, Nanos) override {
+    body += d;
+    ++body_pieces;
+  }
+  void on_complete(ExchangeError e, std::string_view m, Nanos t) override {
+    done = true;
+    error = e;
+    message = m;
+    t_done = t;
+    if (next) next();
+  }
+};
+
+std::shared_ptr<const std::string> get(std::string_view path) {
+  return std::make_shared<const std::string>(fmt::format("GET {} HTTP/1.1\r\nHost: test\r\n\r\n", path));
+}
+
+class Client : public ::testing::Test {
+ protected:
+  Endpoint endpoint(std::uint16_t port) { return Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", port)); }
+  asio::io_context ioc;
+  SteadyClock clock;
+};
+
+TEST(EndpointTest, ParsesUrls) {
+  auto e = Endpoint::parse_url("http://localhost:8000/v1/");
+  EXPECT_FALSE(e.tls);
+  EXPECT_EQ(e.host, "localhost");
+  EXPECT_EQ(e.port, 8000);
+  EXPECT_EQ(e.base_path, "/v1");
+  EXPECT_EQ(e.host_header(), "localhost:8000");
+  e = Endpoint::parse_url("https://api.example.com");
+  EXPECT_TRUE(e.tls);
+  EXPECT_EQ(e.port, 443);
+  EXPECT_EQ(e.host_header(), "api.example.com");
+  EXPECT_EQ(e.url(), "https://api.example.com");
+  e = Endpoint::parse_url("http://[::1]:9000");
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.host_header(), "[::1]:9000");
+  EXPECT_THROW(Endpoint::parse_url("ftp://x"), UsageError);
+  EXPECT_THROW(Endpoint::parse_url("http://x:99999"), UsageError);
+  EXPECT_THROW(Endpoint::parse_url("http://:80"), UsageError);
+  EXPECT_THROW(Endpoint::parse_url("http://u:p@host"), UsageError);
+}
+
+TEST_F(Client, ReusesAKeptAliveConnection) {
+  ScriptServer server(1);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  Recorder a, b;
+  a.next = [&] { client.start(get("/chunked"), &b, 0); };
+  client.start(get("/ok"), &a, 0);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body, "ok");
+  EXPECT_LE(a.t_sent, a.t_headers);
+  EXPECT_LE(a.t_headers, a.t_done);
+  EXPECT_EQ(b.error, ExchangeError::kNone) << b.message;
+  EXPECT_EQ(b.body, "hello world!");  // chunk framing removed
+  EXPECT_EQ(client.counters().connects, 1u);
+  EXPECT_EQ(client.counters().reused, 1u);
+  EXPECT_EQ(client.counters().idle, 1u);
+}
+
+TEST_F(Client, ResendsOnceWhenAKeptAliveConnectionWasClosed) {
+  ScriptServer server(2);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  Recorder a, b;
+  a.next = [&] { client.start(get("/ok"), &b, 0); };
+  client.start(get("/ok-then-close"), &a, 0);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kNone);
+  EXPECT_EQ(b.error, ExchangeError::kNone) << b.message;
+  EXPECT_EQ(b.body, "ok");
+  EXPECT_EQ(b.sends, 2);  // written on the stale connection, then again
+  EXPECT_EQ(client.counters().resent, 1u);
+  EXPECT_EQ(client.counters().connects, 2u);
+}
+
+TEST_F(Client, BodyUntilEof) {
+  ScriptServer server(1);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  Recorder a;
+  client.start(get("/until-eof"), &a, 0);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  EXPECT_EQ(a.body, "all of it");
+  EXPECT_EQ(client.counters().idle, 0u);  // not reusable
+}
+
+TEST_F(Client, InvalidResponseIsAProtocolError) {
+  ScriptServer server(1);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  Recorder a;
+  client.start(get("/garbage"), &a, 0);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kProtocol);
+  EXPECT_NE(a.message.find("invalid HTTP response"), std::string::npos) << a.message;
+}
+
+TEST_F(Client, ResetMidResponseIsClosed) {
+  ScriptServer server(1);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  Recorder a;
+  client.start(get("/reset-mid"), &a, 0);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kClosed) << a.message;
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body, "hello");  // what arrived before the reset was delivered
+}
+
+TEST_F(Client, DeadlineEndsTheExchange) {
+  ScriptServer server(1);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  Recorder a;
+  client.start(get("/hang"), &a, clock.now_ns() + 50 * kNanosPerMilli);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kTimeout) << a.message;
+  EXPECT_EQ(client.counters().open, 0u);
+}
+
+TEST_F(Client, RefusedConnectionIsAConnectError) {
+  std::uint16_t port;
+  {
+    tcp::acceptor a(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    port = a.local_endpoint().port();
+  }  // closed: nothing listens there now
+  HttpClient client(ioc, endpoint(port), {}, clock);
+  Recorder a;
+  client.start(get("/ok"), &a, 0);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kConnect);
+  EXPECT_NE(a.message.find("connect to 127.0.0.1"), std::string::npos) << a.message;
+  EXPECT_EQ(client.counters().connect_failures, 1u);
+}
+
+TEST_F(Client, CancelAllEndsExchangesInProgress) {
+  ScriptServer server(1);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  Recorder a;
+  client.start(get("/hang"), &a, 0);
+  asio::post(ioc, [&] { client.cancel_all(); });
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kCancelled) << a.message;
+}
+
+TEST_F(Client, UnresolvableHostIsAUsageError) {
+  EXPECT_THROW(HttpClient(ioc, Endpoint::parse_url("http://no-such-host.invalid:80"), {}, clock), UsageError);
+}
+
+}  // namespace
+}  // namespace tokenscope::net
