@@ -20,11 +20,19 @@ inline constexpr KeyDefinition kScalarKeys[] = {
     {"requests_total", "requests", "requests in the workload (completed + failed)"},
     {"requests_completed", "requests", "requests that finished with outcome ok"},
     {"requests_failed", "requests", "requests with any other outcome (rejected, errors)"},
+    {"requests_warmup_excluded", "requests",
+     "requests scheduled in the warm-up window: on disk (\"warmup\": true) but in no other key"},
     {"duration_s", "s", "first dispatch (earliest t_sched) to last completion (latest t_close)"},
+    {"duration_send_s", "s", "first send (earliest t_send) to last response (latest t_close)"},
     {"request_throughput_rps", "req/s", "requests_completed / duration_s"},
     {"output_token_throughput_tps", "tok/s", "output_tokens_total / duration_s"},
     {"prompt_tokens_total", "tokens", "prompt tokens of completed requests"},
     {"output_tokens_total", "tokens", "output tokens of completed requests (server usage count)"},
+    {"output_token_mismatches", "requests",
+     "completed requests whose server usage count differs from the client's own count of output events "
+     "(a cross-check; the usage count is what is reported)"},
+    {"goodput_rps", "req/s",
+     "completed requests meeting every SLO of their task class / duration_s; null when no SLO is set"},
     {"prefix_cache_queries_tokens", "tokens",
      "prompt tokens looked up in the prefix cache (vllm:prefix_cache_queries)"},
     {"prefix_cache_hits_tokens", "tokens",
@@ -45,6 +53,26 @@ inline constexpr KeyDefinition kDistributionKeys[] = {
      "inter-token latency: per-token gaps; an event gap carrying k tokens counts as k gaps of "
      "gap/k (from a log-linear histogram: percentiles within 0.4%)"},
     {"e2e_ms", "ms", "end-to-end latency: t_last_token - t_send"},
+    {"ttft_sched_ms", "ms", "TTFT from the schedule: t_first_token - t_sched (charges client lag to the request)"},
+    {"e2e_sched_ms", "ms", "E2E from the schedule: t_last_token - t_sched"},
+    {"send_lag_ms", "ms", "t_send - t_sched: how late the client sent (its own accuracy; includes queue_ms)"},
+    {"queue_ms", "ms", "with a concurrency cap: t_dispatch - t_sched, the wait for a free slot (else empty)"},
+    {"icl_ms", "ms", "raw gaps between output events (what vLLM and SGLang call ITL)"},
+    {"ntpot_ms", "ms", "normalised time per output token: E2E / N, requests with N > 0"},
+};
+
+// Object keys: requests_by_outcome {outcome: count}; slo_attainment {class:
+// {percentile, requests, met, met_fraction, goodput_rps, ttft_ms|tpot_ms|e2e_ms:
+// {target, value, pass}, pass}}; by_class and by_tenant {name: {requests,
+// completed, failed, throughputs, goodput_rps, ttft/tpot/e2e p50 p90 p99}},
+// present when there is more than one class or tenant.
+inline constexpr KeyDefinition kObjectKeys[] = {
+    {"requests_by_outcome", "requests", "count of requests per outcome (ok, http_error, timeout, ...)"},
+    {"slo_attainment", "object",
+     "per task class with an SLO: each metric's value at the class's percentile against its target "
+     "(failed requests count as missing), the fraction of requests meeting every target, pass/fail"},
+    {"by_class", "object", "per task class: counts, throughput, goodput, TTFT/TPOT/E2E p50 p90 p99"},
+    {"by_tenant", "object", "per tenant: the same as by_class"},
 };
 
 // The fields of every distribution object, in output order.

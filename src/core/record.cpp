@@ -51,6 +51,28 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "class");
     append_escaped(out, task_class);
   }
+  if (session >= 0) {
+    key(out, "session");
+    append_int(out, session);
+    key(out, "turn");
+    append_uint(out, turn);
+  }
+  if (warmup) {
+    key(out, "warmup");
+    out += "true";
+  }
+  if (t_dispatch >= 0) {
+    key(out, "t_dispatch_ns");
+    append_int(out, t_dispatch);
+  }
+  if (http_status >= 0) {
+    key(out, "http_status");
+    append_int(out, http_status);
+  }
+  if (!response_id.empty()) {
+    key(out, "response_id");
+    append_escaped(out, response_id);
+  }
   const std::pair<std::string_view, std::int64_t> fields[] = {
       {"t_sched_ns", t_sched},
       {"t_send_ns", t_send},

@@ -34,7 +34,11 @@ struct RequestRecord {
   std::uint64_t id = 0;
   std::string tenant;
   std::string task_class;
+  std::int64_t session = -1;  // multi-turn session id (-1: none) and the turn in it
+  std::uint32_t turn = 0;
+  bool warmup = false;        // scheduled in the warm-up window: kept on disk, not in the summary
   Nanos t_sched = -1;
+  Nanos t_dispatch = -1;      // with a concurrency cap: when the request got a slot (queue time ends)
   Nanos t_send = -1;
   Nanos t_headers = -1;
   Nanos t_first_scheduled = -1;  // engine: first step that processed the request
@@ -49,6 +53,8 @@ struct RequestRecord {
   std::int64_t output_tokens_client = -1;  // the client's own count, a cross-check
   std::int64_t cached_tokens = -1;         // prompt tokens served from the prefix cache
   std::uint32_t preemptions = 0;
+  int http_status = -1;
+  std::string response_id;  // the server's completion id ("cmpl-..."), when it sent one
   Outcome outcome = Outcome::kOk;
   std::string detail;
 

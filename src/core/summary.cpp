@@ -14,28 +14,76 @@ std::string quantile_key(double p) {
 }
 }  // namespace
 
+std::uint16_t SummaryBuilder::group_index(std::vector<std::string>& names, std::vector<GroupCounts>& counts,
+                                          const std::string& name) {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<std::uint16_t>(i);
+  if (names.size() >= 65535) return 65534;  // more groups than anyone reads: the last absorbs the rest
+  names.push_back(name);
+  counts.emplace_back();
+  return static_cast<std::uint16_t>(names.size() - 1);
+}
+
 void SummaryBuilder::add(const RequestRecord& r) {
+  if (r.warmup) {
+    ++warmup_;
+    return;
+  }
   if (r.t_sched >= 0 && (first_sched_ < 0 || r.t_sched < first_sched_)) first_sched_ = r.t_sched;
+  if (r.t_send >= 0 && (first_send_ < 0 || r.t_send < first_send_)) first_send_ = r.t_send;
   if (r.t_close >= 0) last_close_ = std::max(last_close_, r.t_close);
+  ++outcomes_[r.outcome];
+  const std::uint16_t cls = group_index(class_names_, class_counts_, r.task_class);
+  const std::uint16_t tenant = group_index(tenant_names_, tenant_counts_, r.tenant);
   if (r.outcome != Outcome::kOk) {
     ++failed_;
+    ++class_counts_[cls].failed;
+    ++tenant_counts_[tenant].failed;
     return;
   }
   ++completed_;
+  ++class_counts_[cls].completed;
+  ++tenant_counts_[tenant].completed;
   if (r.prompt_tokens > 0) prompt_tokens_ += static_cast<std::uint64_t>(r.prompt_tokens);
   const std::int64_t n = r.output_tokens >= 0 ? r.output_tokens : 0;
   output_tokens_ += static_cast<std::uint64_t>(n);
+  class_counts_[cls].output_tokens += static_cast<std::uint64_t>(n);
+  tenant_counts_[tenant].output_tokens += static_cast<std::uint64_t>(n);
+  if (r.output_tokens >= 0 && r.output_tokens_client >= 0 && r.output_tokens != r.output_tokens_client)
+    ++token_mismatches_;
+  if (r.t_dispatch >= 0 && r.t_sched >= 0) queue_ms_.push_back(nanos_to_ms(r.t_dispatch - r.t_sched));
   if (r.t_first_token < 0 || r.t_send < 0) return;
-  const double ttft = nanos_to_ms(r.t_first_token - r.t_send);
-  const double e2e = nanos_to_ms(r.t_last_token - r.t_send);
-  ttft_ms_.push_back(ttft);
-  e2e_ms_.push_back(e2e);
-  if (n > 1) tpot_ms_.push_back((e2e - ttft) / static_cast<double>(n - 1));
+  Sample sample{};
+  sample.ttft_ms = nanos_to_ms(r.t_first_token - r.t_send);
+  sample.e2e_ms = nanos_to_ms(r.t_last_token - r.t_send);
+  sample.send_lag_ms = r.t_sched >= 0 ? nanos_to_ms(r.t_send - r.t_sched) : 0.0;
+  sample.output_tokens = static_cast<std::uint32_t>(std::min<std::int64_t>(n, UINT32_MAX));
+  sample.task_class = cls;
+  sample.tenant = tenant;
+  samples_.push_back(sample);
   for (std::size_t i = 1; i < r.event_times.size(); ++i) {
-    const Nanos gap = r.event_times[i] - r.event_times[i - 1];
+    const Nanos gap = std::max<Nanos>(0, r.event_times[i] - r.event_times[i - 1]);
     const std::uint32_t k = i < r.event_tokens.size() ? std::max<std::uint32_t>(1, r.event_tokens[i]) : 1;
-    itl_ns_.record(static_cast<std::uint64_t>(std::max<Nanos>(0, gap)) / k, k);
+    itl_ns_.record(static_cast<std::uint64_t>(gap) / k, k);
+    icl_ns_.record(static_cast<std::uint64_t>(gap), 1);
   }
+}
+
+bool SummaryBuilder::meets_slo(const Sample& s) const {
+  const auto it = slos_.find(class_names_[s.task_class]);
+  if (it == slos_.end()) return true;
+  const Slo& slo = it->second;
+  if (slo.ttft_ms && s.ttft_ms > *slo.ttft_ms) return false;
+  if (slo.e2e_ms && s.e2e_ms > *slo.e2e_ms) return false;
+  if (slo.tpot_ms && s.output_tokens > 1 &&
+      (s.e2e_ms - s.ttft_ms) / static_cast<double>(s.output_tokens - 1) > *slo.tpot_ms)
+    return false;
+  return true;
+}
+
+double SummaryBuilder::duration_send_s() const {
+  if (first_send_ < 0 || last_close_ < first_send_) return 0.0;
+  return nanos_to_s(last_close_ - first_send_);
 }
 
 double SummaryBuilder::duration_s() const {
@@ -96,33 +144,174 @@ nlohmann::json histogram_distribution_json(const LogLinearHistogram& h, double s
   return j;
 }
 
+namespace {
+double tpot_of(double ttft, double e2e, std::uint32_t n) {
+  return (e2e - ttft) / static_cast<double>(n - 1);
+}
+nlohmann::json short_distribution(std::vector<double>& v) {
+  if (v.empty()) return {{"count", 0}, {"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
+  std::sort(v.begin(), v.end());
+  return {{"count", v.size()}, {"p50", nearest_rank(v, 0.5)}, {"p90", nearest_rank(v, 0.9)},
+          {"p99", nearest_rank(v, 0.99)}};
+}
+}  // namespace
+
+nlohmann::json SummaryBuilder::group_json(bool by_class, std::uint16_t index, double duration) const {
+  const GroupCounts& c = by_class ? class_counts_[index] : tenant_counts_[index];
+  std::vector<double> ttft, tpot, e2e;
+  std::uint64_t met = 0;
+  for (const Sample& s : samples_) {
+    if ((by_class ? s.task_class : s.tenant) != index) continue;
+    ttft.push_back(s.ttft_ms);
+    e2e.push_back(s.e2e_ms);
+    if (s.output_tokens > 1) tpot.push_back(tpot_of(s.ttft_ms, s.e2e_ms, s.output_tokens));
+    met += meets_slo(s) ? 1 : 0;
+  }
+  nlohmann::json j;
+  j["requests"] = c.completed + c.failed;
+  j["completed"] = c.completed;
+  j["failed"] = c.failed;
+  j["request_throughput_rps"] = duration > 0 ? static_cast<double>(c.completed) / duration : 0.0;
+  j["output_token_throughput_tps"] = duration > 0 ? static_cast<double>(c.output_tokens) / duration : 0.0;
+  j["goodput_rps"] = slos_.empty() ? nlohmann::json(nullptr)
+                                   : nlohmann::json(duration > 0 ? static_cast<double>(met) / duration : 0.0);
+  j["ttft_ms"] = short_distribution(ttft);
+  j["tpot_ms"] = short_distribution(tpot);
+  j["e2e_ms"] = short_distribution(e2e);
+  return j;
+}
+
 nlohmann::json SummaryBuilder::build() const {
   nlohmann::json s;
   const double dur = duration_s();
   s["requests_total"] = requests_total();
   s["requests_completed"] = completed_;
   s["requests_failed"] = failed_;
+  s["requests_warmup_excluded"] = warmup_;
   s["duration_s"] = dur;
+  s["duration_send_s"] = duration_send_s();
   s["request_throughput_rps"] = dur > 0 ? static_cast<double>(completed_) / dur : 0.0;
   s["output_token_throughput_tps"] = dur > 0 ? static_cast<double>(output_tokens_) / dur : 0.0;
   s["prompt_tokens_total"] = prompt_tokens_;
   s["output_tokens_total"] = output_tokens_;
-  s["prefix_cache_queries_tokens"] = counters_.prefix_cache_queries_tokens;
-  s["prefix_cache_hits_tokens"] = counters_.prefix_cache_hits_tokens;
-  s["prefix_cache_hit_rate"] = counters_.prefix_cache_queries_tokens > 0
-                                   ? static_cast<double>(counters_.prefix_cache_hits_tokens) /
-                                         static_cast<double>(counters_.prefix_cache_queries_tokens)
-                                   : 0.0;
-  s["preemptions_total"] = counters_.preemptions_total;
-  s["kv_cache_usage_peak"] = counters_.kv_cache_usage_peak ? nlohmann::json(*counters_.kv_cache_usage_peak)
-                                                           : nlohmann::json(nullptr);
-  auto dist = [](std::vector<double> v) {  // copy: describe() sorts
-    return distribution_json(describe(v));
-  };
-  s["ttft_ms"] = dist(ttft_ms_);
-  s["tpot_ms"] = dist(tpot_ms_);
+  s["output_token_mismatches"] = token_mismatches_;
+  if (counters_) {
+    s["prefix_cache_queries_tokens"] = counters_->prefix_cache_queries_tokens;
+    s["prefix_cache_hits_tokens"] = counters_->prefix_cache_hits_tokens;
+    s["prefix_cache_hit_rate"] =
+        counters_->prefix_cache_queries_tokens > 0
+            ? static_cast<double>(counters_->prefix_cache_hits_tokens) /
+                  static_cast<double>(counters_->prefix_cache_queries_tokens)
+            : 0.0;
+    s["preemptions_total"] = counters_->preemptions_total;
+    s["kv_cache_usage_peak"] =
+        counters_->kv_cache_usage_peak ? nlohmann::json(*counters_->kv_cache_usage_peak) : nlohmann::json(nullptr);
+  } else {
+    for (const char* k : {"prefix_cache_queries_tokens", "prefix_cache_hits_tokens", "prefix_cache_hit_rate",
+                          "preemptions_total", "kv_cache_usage_peak"})
+      s[k] = nullptr;
+  }
+
+  // Goodput and SLO attainment.
+  std::uint64_t met = 0;
+  for (const Sample& x : samples_) met += meets_slo(x) ? 1 : 0;
+  s["goodput_rps"] =
+      slos_.empty() ? nlohmann::json(nullptr) : nlohmann::json(dur > 0 ? static_cast<double>(met) / dur : 0.0);
+  nlohmann::json attainment = nlohmann::json::object();
+  for (const auto& [name, slo] : slos_) {
+    if (slo.empty()) continue;
+    std::uint16_t index = 0;
+    bool seen = false;
+    for (std::size_t i = 0; i < class_names_.size(); ++i)
+      if (class_names_[i] == name) index = static_cast<std::uint16_t>(i), seen = true;
+    std::vector<double> ttft, tpot, e2e;
+    std::uint64_t class_met = 0;
+    for (const Sample& x : samples_) {
+      if (!seen || x.task_class != index) continue;
+      ttft.push_back(x.ttft_ms);
+      e2e.push_back(x.e2e_ms);
+      if (x.output_tokens > 1) tpot.push_back(tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens));
+      class_met += meets_slo(x) ? 1 : 0;
+    }
+    const std::uint64_t requests = seen ? class_counts_[index].completed + class_counts_[index].failed : 0;
+    nlohmann::json c;
+    c["percentile"] = slo.percentile;
+    c["requests"] = requests;
+    c["met"] = class_met;
+    c["met_fraction"] = requests > 0 ? static_cast<double>(class_met) / static_cast<double>(requests) : 0.0;
+    c["goodput_rps"] = dur > 0 ? static_cast<double>(class_met) / dur : 0.0;
+    // Failed requests count as missing every target: the percentile is taken
+    // over all requests of the class, with failures at +infinity.
+    const std::uint64_t failed = seen ? class_counts_[index].failed : 0;
+    bool pass = requests > 0;
+    auto check = [&](const char* key, const std::optional<double>& target, std::vector<double>& v) {
+      if (!target) return;
+      nlohmann::json m;
+      m["target"] = *target;
+      std::sort(v.begin(), v.end());
+      const std::size_t n = v.size() + failed;
+      if (n == 0) {
+        m["value"] = nullptr;
+        m["pass"] = false;
+      } else {
+        const std::size_t i = nearest_rank_index(n, slo.percentile / 100.0);
+        if (i < v.size()) {
+          m["value"] = v[i];
+          m["pass"] = v[i] <= *target;
+        } else {
+          m["value"] = nullptr;  // the percentile falls among the failures
+          m["pass"] = false;
+        }
+      }
+      pass = pass && m["pass"].get<bool>();
+      c[key] = m;
+    };
+    check("ttft_ms", slo.ttft_ms, ttft);
+    check("tpot_ms", slo.tpot_ms, tpot);
+    check("e2e_ms", slo.e2e_ms, e2e);
+    c["pass"] = pass;
+    attainment[name.empty() ? "default" : name] = c;
+  }
+  s["slo_attainment"] = attainment;
+  nlohmann::json outcomes = nlohmann::json::object();
+  for (const auto& [o, n] : outcomes_) outcomes[std::string(outcome_name(o))] = n;
+  s["requests_by_outcome"] = outcomes;
+  nlohmann::json by_class = nlohmann::json::object(), by_tenant = nlohmann::json::object();
+  if (class_names_.size() > 1)
+    for (std::size_t i = 0; i < class_names_.size(); ++i)
+      by_class[class_names_[i].empty() ? "default" : class_names_[i]] =
+          group_json(true, static_cast<std::uint16_t>(i), dur);
+  if (tenant_names_.size() > 1)
+    for (std::size_t i = 0; i < tenant_names_.size(); ++i)
+      by_tenant[tenant_names_[i]] = group_json(false, static_cast<std::uint16_t>(i), dur);
+  s["by_class"] = by_class;
+  s["by_tenant"] = by_tenant;
+
+  // Distributions.
+  std::vector<double> ttft, tpot, e2e, lag, ttft_sched, e2e_sched, ntpot;
+  ttft.reserve(samples_.size());
+  e2e.reserve(samples_.size());
+  lag.reserve(samples_.size());
+  for (const Sample& x : samples_) {
+    ttft.push_back(x.ttft_ms);
+    e2e.push_back(x.e2e_ms);
+    lag.push_back(x.send_lag_ms);
+    ttft_sched.push_back(x.ttft_ms + x.send_lag_ms);
+    e2e_sched.push_back(x.e2e_ms + x.send_lag_ms);
+    if (x.output_tokens > 1) tpot.push_back(tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens));
+    if (x.output_tokens > 0) ntpot.push_back(x.e2e_ms / static_cast<double>(x.output_tokens));
+  }
+  std::vector<double> queue = queue_ms_;
+  s["ttft_ms"] = distribution_json(describe(ttft));
+  s["ttft_sched_ms"] = distribution_json(describe(ttft_sched));
+  s["tpot_ms"] = distribution_json(describe(tpot));
+  s["ntpot_ms"] = distribution_json(describe(ntpot));
   s["itl_ms"] = histogram_distribution_json(itl_ns_, 1e-6);
-  s["e2e_ms"] = dist(e2e_ms_);
+  s["icl_ms"] = histogram_distribution_json(icl_ns_, 1e-6);
+  s["e2e_ms"] = distribution_json(describe(e2e));
+  s["e2e_sched_ms"] = distribution_json(describe(e2e_sched));
+  s["send_lag_ms"] = distribution_json(describe(lag));
+  s["queue_ms"] = distribution_json(describe(queue));
   return s;
 }
 

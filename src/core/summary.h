@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +19,8 @@
 
 namespace tokenscope {
 
-// Engine-side counters that the summary reports beside the records.
+// Engine-side counters that the summary reports beside the records (null in
+// the summary when never set, e.g. a remote server whose metrics were not read).
 struct ServerCounters {
   std::uint64_t prefix_cache_queries_tokens = 0;
   std::uint64_t prefix_cache_hits_tokens = 0;
@@ -25,31 +28,76 @@ struct ServerCounters {
   std::optional<double> kv_cache_usage_peak;  // nullopt: unlimited capacity / unknown
 };
 
+// Service-level objectives of a task class: each metric must stay at or
+// under its target at the given percentile (SLO attainment), and a request
+// "meets the SLO" (goodput) when every one of its own values does.
+// TTFT, TPOT and E2E here are the per-request metrics measured from t_send.
+struct Slo {
+  std::optional<double> ttft_ms;
+  std::optional<double> tpot_ms;
+  std::optional<double> e2e_ms;
+  double percentile = 99.0;  // in (0, 100]
+  bool empty() const { return !ttft_ms && !tpot_ms && !e2e_ms; }
+};
+
 class SummaryBuilder {
  public:
   void add(const RequestRecord& r);
   void set_server_counters(const ServerCounters& c) { counters_ = c; }
+  // SLOs per task class ("" is the class of requests that name none); a
+  // class missing here has no SLO.
+  void set_slos(std::map<std::string, Slo> slos) { slos_ = std::move(slos); }
 
   std::uint64_t requests_total() const { return completed_ + failed_; }
   std::uint64_t requests_completed() const { return completed_; }
   std::uint64_t requests_failed() const { return failed_; }
   // Seconds from the earliest t_sched to the latest t_close seen; 0 when none.
   double duration_s() const;
+  // Seconds from the earliest t_send to the latest t_close seen; 0 when none.
+  double duration_send_s() const;
 
   // The summary object; distributions are computed on a copy, so build() may be
   // called repeatedly (e.g. for progress) without disturbing the builder.
   nlohmann::json build() const;
 
  private:
+  // One completed request: what the distributions and SLO checks need.
+  struct Sample {
+    double ttft_ms;
+    double e2e_ms;
+    double send_lag_ms;
+    std::uint32_t output_tokens;
+    std::uint16_t task_class;
+    std::uint16_t tenant;
+  };
+  struct GroupCounts {
+    std::uint64_t completed = 0;
+    std::uint64_t failed = 0;
+    std::uint64_t output_tokens = 0;
+  };
+  std::uint16_t group_index(std::vector<std::string>& names, std::vector<GroupCounts>& counts,
+                            const std::string& name);
+  nlohmann::json group_json(bool by_class, std::uint16_t index, double duration) const;
+  bool meets_slo(const Sample& s) const;
+
   std::uint64_t completed_ = 0;
   std::uint64_t failed_ = 0;
+  std::uint64_t warmup_ = 0;
   std::uint64_t prompt_tokens_ = 0;
   std::uint64_t output_tokens_ = 0;
+  std::uint64_t token_mismatches_ = 0;
+  std::map<Outcome, std::uint64_t> outcomes_;
   Nanos first_sched_ = -1;
+  Nanos first_send_ = -1;
   Nanos last_close_ = -1;
-  std::vector<double> ttft_ms_, tpot_ms_, e2e_ms_;
+  std::vector<Sample> samples_;
+  std::vector<double> queue_ms_;
   LogLinearHistogram itl_ns_;
-  ServerCounters counters_;
+  LogLinearHistogram icl_ns_;
+  std::optional<ServerCounters> counters_;
+  std::map<std::string, Slo> slos_;
+  std::vector<std::string> class_names_, tenant_names_;
+  std::vector<GroupCounts> class_counts_, tenant_counts_;
 };
 
 // The JSON object of one distribution (count, mean, std, min, max, p50 ...

@@ -38,6 +38,10 @@ TEST(Summary, HasExactlyTheDocumentedKeys) {
       EXPECT_TRUE(s[std::string(k.key)].contains(std::string(f))) << k.key << "." << f;
     ++expected;
   }
+  for (const auto& k : metrics::kObjectKeys) {
+    EXPECT_TRUE(s.contains(std::string(k.key))) << k.key;
+    ++expected;
+  }
   EXPECT_EQ(s.size(), expected) << s.dump();
 }
 
@@ -50,6 +54,8 @@ TEST(Summary, DocsListEveryKey) {
   for (const auto& k : metrics::kScalarKeys)
     EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
   for (const auto& k : metrics::kDistributionKeys)
+    EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
+  for (const auto& k : metrics::kObjectKeys)
     EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
 }
 
