@@ -43,6 +43,9 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
     }
   }
 
+  std::string_view id;
+  if (root["id"].get_string().get(id) == simdjson::SUCCESS) info.id = std::string(id);
+
   dom::object u;
   if (root["usage"].get_object().get(u) == simdjson::SUCCESS) {  // "usage": null is no usage
     ChunkUsage usage;

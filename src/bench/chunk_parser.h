@@ -30,6 +30,7 @@ struct ChunkInfo {
   std::string text;         // output text of all choices, concatenated
   std::uint32_t choices = 0;
   std::string finish_reason;  // the last non-null finish_reason seen in the event
+  std::string id;             // the completion id ("cmpl-...", "chatcmpl-..."), when a string
   std::optional<ChunkUsage> usage;
 };
 

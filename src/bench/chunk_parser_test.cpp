@@ -12,6 +12,7 @@ TEST(ChunkParser, CompletionTextAndFinishReason) {
   EXPECT_TRUE(c.valid);
   EXPECT_TRUE(c.has_output);
   EXPECT_EQ(c.text, " the");
+  EXPECT_EQ(c.id, "cmpl-1");
   EXPECT_EQ(c.finish_reason, "");
   const auto last = p.parse(R"({"choices":[{"index":0,"text":" end","finish_reason":"length"}]})");
   EXPECT_EQ(last.finish_reason, "length");

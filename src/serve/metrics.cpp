@@ -110,6 +110,7 @@ void ServeMetrics::on_step(std::uint32_t running, std::uint32_t waiting, double 
   running_ = running;
   waiting_ = waiting;
   kv_usage_ = kv_usage;
+  kv_usage_peak_ = std::max(kv_usage_peak_, kv_usage);
   ++steps_;
   if (step_tokens > 0) iteration_tokens_.observe(static_cast<double>(step_tokens));
   if (batch_size > 0) batch_size_.observe(batch_size);
@@ -174,6 +175,7 @@ double ServeMetrics::value(const std::string& name, const std::string& label) co
   if (name == "vllm:num_requests_running") return running_;
   if (name == "vllm:num_requests_waiting") return waiting_;
   if (name == "vllm:kv_cache_usage_perc") return kv_usage_;
+  if (name == "tokenscope:kv_cache_usage_peak") return kv_usage_peak_;  // not exported; for bench's summary
   if (name == "vllm:prefix_cache_queries_total") return static_cast<double>(prefix_queries_);
   if (name == "vllm:prefix_cache_hits_total") return static_cast<double>(prefix_hits_);
   if (name == "vllm:prompt_tokens_total") return static_cast<double>(prompt_tokens_);

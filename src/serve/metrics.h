@@ -77,7 +77,7 @@ class ServeMetrics {
  private:
   mutable std::mutex mutex_;
   std::string labels_;  // model_name="...",engine="0"
-  double running_ = 0, waiting_ = 0, kv_usage_ = 0;
+  double running_ = 0, waiting_ = 0, kv_usage_ = 0, kv_usage_peak_ = 0;
   std::uint64_t prefix_queries_ = 0, prefix_hits_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0,
                 preemptions_ = 0;
   std::uint64_t steps_ = 0, tenant_switches_ = 0, swap_out_bytes_ = 0, swap_in_bytes_ = 0;

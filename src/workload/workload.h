@@ -28,6 +28,7 @@ struct Request {
   std::uint32_t tenant = 0;   // index into Workload::tenants
   std::int32_t priority = 0;  // lower runs first under the priority policy
   PromptSource source = PromptSource::kUnique;
+  std::uint16_t task_class = 0;  // index into Workload::classes
   std::uint32_t source_begin = 0;
   std::uint32_t source_count = 0;
 };
@@ -44,6 +45,7 @@ struct Workload {
   std::vector<std::uint64_t> hash_pool;
   std::uint32_t hash_block_tokens = 512;
   std::vector<std::string> tenants = {"default"};
+  std::vector<std::string> classes = {""};  // task classes; "" is the unnamed default
   std::uint64_t token_seed = 0;  // seeds unique prompt tokens
   bool has_timestamps = false;   // arrival times came from the trace
   std::string description;

@@ -1,0 +1,237 @@
+#include "bench/exchange.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/json_out.h"
+
+namespace tokenscope::bench {
+
+namespace {
+constexpr std::size_t kErrorBodyCap = 4096;  // bytes of an error body kept for the detail
+constexpr std::size_t kBodyCap = 64u << 20;  // a non-streamed body larger than this is a protocol error
+
+std::string excerpt(std::string_view s, std::size_t n = 200) {
+  std::string out(s.substr(0, n));
+  for (char& c : out)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (s.size() > n) out += "...";
+  return out;
+}
+}  // namespace
+
+RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
+  const char* path = s_.api == Api::kChat ? "/v1/chat/completions" : "/v1/completions";
+  head_ = fmt::format("POST {}{} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n", s_.base_path, path,
+                      s_.host_header);
+  head_ += s_.stream ? "Accept: text/event-stream\r\n" : "Accept: application/json\r\n";
+  if (!s_.api_key.empty()) head_ += "Authorization: Bearer " + s_.api_key + "\r\n";
+  for (const auto& [name, value] : s_.headers) head_ += name + ": " + value + "\r\n";
+}
+
+std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view prompt, std::uint32_t max_tokens,
+                                                          const std::vector<ChatMessage>* history) const {
+  std::string body;
+  body.reserve(prompt.size() + 256);
+  body += "{\"model\":";
+  jsonout::append_string(body, s_.model);
+  if (s_.api == Api::kChat) {
+    body += ",\"messages\":[";
+    if (history)
+      for (const auto& m : *history) {
+        body += "{\"role\":";
+        jsonout::append_string(body, m.role);
+        body += ",\"content\":";
+        jsonout::append_string(body, m.content);
+        body += "},";
+      }
+    body += "{\"role\":\"user\",\"content\":";
+    jsonout::append_string(body, prompt);
+    body += "}]";
+  } else {
+    body += ",\"prompt\":";
+    jsonout::append_string(body, prompt);
+  }
+  body += ",\"max_tokens\":";
+  jsonout::append_uint(body, max_tokens);
+  if (s_.ignore_eos) body += ",\"ignore_eos\":true";
+  if (s_.stream) {
+    body += ",\"stream\":true";
+    if (s_.include_usage) body += ",\"stream_options\":{\"include_usage\":true}";
+  } else {
+    body += ",\"stream\":false";
+  }
+  body += '}';
+  auto out = std::make_shared<std::string>();
+  out->reserve(head_.size() + body.size() + 32);
+  *out += head_;
+  *out += "Content-Length: ";
+  jsonout::append_uint(*out, body.size());
+  *out += "\r\n\r\n";
+  *out += body;
+  return out;
+}
+
+void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, ChunkParser* parser, Done done) {
+  record_ = std::move(record);
+  stream_ = stream;
+  keep_text_ = keep_text;
+  parser_ = parser;
+  done_ = std::move(done);
+  decoder_ = net::SseDecoder();
+  events_.clear();
+  event_chars_.clear();
+  body_.clear();
+  text_.clear();
+  finish_reason_.clear();
+  saw_done_ = false;
+  failed_ = false;
+  usage_completion_ = -1;
+}
+
+void ResponseCollector::on_sent(Nanos t) {
+  record_.t_send = t;
+}
+
+void ResponseCollector::on_headers(int status, Nanos t) {
+  record_.http_status = status;
+  record_.t_headers = t;
+}
+
+void ResponseCollector::fail(Outcome o, std::string detail) {
+  if (failed_) return;
+  failed_ = true;
+  record_.outcome = o;
+  record_.detail = std::move(detail);
+}
+
+void ResponseCollector::on_body(std::string_view data, Nanos t) {
+  if (record_.http_status != 200 || !stream_) {
+    const std::size_t cap = record_.http_status == 200 ? kBodyCap : kErrorBodyCap;
+    if (body_.size() < cap) body_.append(data.substr(0, cap - body_.size()));
+    return;
+  }
+  if (failed_ && record_.outcome == Outcome::kProtocolError) return;  // the stream is already broken
+  events_.clear();
+  const bool ok = decoder_.feed(data, t, events_);
+  for (const auto& e : events_) on_event(e);
+  if (!ok) fail(Outcome::kProtocolError, "SSE: " + decoder_.error());
+}
+
+void ResponseCollector::on_event(const net::SseEvent& e) {
+  if (e.data == "[DONE]") {
+    saw_done_ = true;
+    return;
+  }
+  if (saw_done_) return fail(Outcome::kProtocolError, "SSE: event after [DONE]");
+  const ChunkInfo c = parser_->parse(e.data);
+  if (!c.valid) return fail(Outcome::kProtocolError, "malformed stream event: " + excerpt(e.data));
+  if (record_.response_id.empty() && !c.id.empty()) record_.response_id = c.id;
+  if (c.is_error) return fail(Outcome::kHttpError, "error event: " + excerpt(c.error_message));
+  if (c.has_output) {
+    if (record_.t_first_token < 0) record_.t_first_token = e.t_first_byte;
+    record_.t_last_token = e.t_first_byte;
+    record_.event_times.push_back(e.t_first_byte);
+    event_chars_.push_back(static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size())));
+    if (keep_text_) text_ += c.text;
+  }
+  if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
+  if (c.usage) {
+    usage_completion_ = c.usage->completion_tokens;
+    record_.prompt_tokens = c.usage->prompt_tokens;
+    record_.cached_tokens = c.usage->cached_tokens;
+  }
+}
+
+void ResponseCollector::split_tokens() {
+  const std::size_t events = record_.event_times.size();
+  record_.event_tokens.assign(events, 1);
+  if (usage_completion_ <= static_cast<std::int64_t>(events) || events == 0) return;
+  // Spread N tokens over E events by text length: each event at least one,
+  // the rest in proportion, remainders to the largest fractions.
+  const std::uint64_t extra = static_cast<std::uint64_t>(usage_completion_) - events;
+  const double total_chars = std::accumulate(event_chars_.begin(), event_chars_.end(), 0.0);
+  std::vector<std::pair<double, std::size_t>> fractions(events);
+  std::uint64_t given = 0;
+  for (std::size_t i = 0; i < events; ++i) {
+    const double share = static_cast<double>(extra) * event_chars_[i] / total_chars;
+    const auto whole = static_cast<std::uint64_t>(share);
+    record_.event_tokens[i] += static_cast<std::uint32_t>(whole);
+    given += whole;
+    fractions[i] = {share - static_cast<double>(whole), i};
+  }
+  std::sort(fractions.begin(), fractions.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  for (std::size_t j = 0; given < extra && j < events; ++j, ++given) ++record_.event_tokens[fractions[j].second];
+}
+
+void ResponseCollector::finish_stream() {
+  if (failed_) return;
+  if (decoder_.pending_bytes() > 0) return fail(Outcome::kProtocolError, "stream ended inside an SSE event");
+  if (!saw_done_ && finish_reason_.empty())
+    return fail(Outcome::kProtocolError, "stream ended without a finish_reason or [DONE]");
+  if (record_.event_times.empty() && usage_completion_ > 0)
+    return fail(Outcome::kValidationError,
+                fmt::format("usage reports {} output tokens but no event carried output", usage_completion_));
+}
+
+void ResponseCollector::finish_body(Nanos t) {
+  if (body_.size() >= kBodyCap) return fail(Outcome::kProtocolError, "response body over 64 MiB");
+  const ChunkInfo c = parser_->parse(body_);
+  if (!c.valid) return fail(Outcome::kProtocolError, "response is not a completion object: " + excerpt(body_));
+  if (c.is_error) return fail(Outcome::kHttpError, "error object: " + excerpt(c.error_message));
+  record_.response_id = c.id;
+  if (c.usage) {
+    usage_completion_ = c.usage->completion_tokens;
+    record_.prompt_tokens = c.usage->prompt_tokens;
+    record_.cached_tokens = c.usage->cached_tokens;
+  }
+  if (keep_text_) text_ = c.text;
+  // Without a stream the whole output arrives at once: one event at the end.
+  if (c.has_output || usage_completion_ > 0) {
+    record_.t_first_token = record_.t_last_token = t;
+    record_.event_times.push_back(t);
+    event_chars_.push_back(1);
+  }
+}
+
+void ResponseCollector::on_complete(net::ExchangeError error, std::string_view message, Nanos t) {
+  record_.t_close = t;
+  using E = net::ExchangeError;
+  switch (error) {
+    case E::kNone:
+      break;
+    case E::kConnect:
+    case E::kClosed:
+      fail(Outcome::kConnectError, std::string(message));
+      break;
+    case E::kTimeout:
+      fail(Outcome::kTimeout, std::string(message));
+      break;
+    case E::kProtocol:
+      fail(Outcome::kProtocolError, std::string(message));
+      break;
+    case E::kCancelled:
+      fail(Outcome::kCancelled, "stopped by the user before the response ended");
+      break;
+  }
+  if (!failed_ && record_.http_status != 200)
+    fail(Outcome::kHttpError, fmt::format("HTTP {}: {}", record_.http_status, excerpt(body_)));
+  if (!failed_) {
+    if (stream_)
+      finish_stream();
+    else
+      finish_body(t);
+  }
+  // Counts are recorded whatever the outcome: a broken stream still shows
+  // what arrived before it broke.
+  record_.output_tokens = usage_completion_;
+  record_.output_tokens_client = stream_ ? static_cast<std::int64_t>(record_.event_times.size()) : -1;
+  split_tokens();
+  if (done_) done_(*this);
+}
+
+}  // namespace tokenscope::bench

@@ -1,0 +1,103 @@
+// One benchmark request on the wire: the HTTP/1.1 message the client sends
+// (OpenAI completions or chat, streamed with usage), and the collector that
+// turns the response into a request record by the rules of shared
+// METRICS.md:
+//  * t_first_token is the first event carrying output (role-only, empty and
+//    usage chunks do not count), t_last_token the last such event;
+//  * output tokens come from the server's usage block; the client's own count
+//    of output events is kept beside it as a cross-check, never as a silent
+//    replacement, and the requested length is never used;
+//  * when the usage count exceeds the number of output events (servers that
+//    put several tokens in one event), the tokens are spread over the events
+//    in proportion to their text length (largest remainder), so per-token
+//    ITL splits each event gap k ways;
+//  * failures get an outcome and a detail, and the run goes on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/chunk_parser.h"
+#include "core/record.h"
+#include "net/http_client.h"
+#include "net/sse.h"
+
+namespace tokenscope::bench {
+
+enum class Api { kCompletions, kChat };
+
+struct RequestSettings {
+  Api api = Api::kCompletions;
+  std::string model;
+  bool stream = true;
+  bool include_usage = true;  // stream_options.include_usage
+  bool ignore_eos = true;     // so output lengths follow the workload on servers that allow it
+  std::string host_header;
+  std::string base_path;  // prepended to /v1/...
+  std::string api_key;    // Authorization: Bearer
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+class RequestEncoder {
+ public:
+  explicit RequestEncoder(RequestSettings s);
+  const RequestSettings& settings() const { return s_; }
+  // The whole HTTP message. Completions send `prompt`; chat sends one user
+  // message, or `history` followed by it.
+  std::shared_ptr<const std::string> encode(std::string_view prompt, std::uint32_t max_tokens,
+                                            const std::vector<ChatMessage>* history = nullptr) const;
+
+ private:
+  RequestSettings s_;
+  std::string head_;  // request line and fixed headers, up to Content-Length
+};
+
+// Collects one response into a RequestRecord. Reusable: init() before each use.
+class ResponseCollector final : public net::ExchangeHandler {
+ public:
+  using Done = std::function<void(ResponseCollector&)>;
+
+  // record: ids and t_sched already set. keep_text: keep the output text
+  // (multi-turn sessions send it back in the next turn).
+  void init(RequestRecord record, bool stream, bool keep_text, ChunkParser* parser, Done done);
+  RequestRecord& record() { return record_; }
+  const std::string& text() const { return text_; }
+
+  void on_sent(Nanos t) override;
+  void on_headers(int status, Nanos t) override;
+  void on_body(std::string_view data, Nanos t) override;
+  void on_complete(net::ExchangeError error, std::string_view message, Nanos t) override;
+
+ private:
+  void on_event(const net::SseEvent& e);
+  void fail(Outcome o, std::string detail);
+  void finish_stream();
+  void finish_body(Nanos t);
+  void split_tokens();
+
+  RequestRecord record_;
+  bool stream_ = true;
+  bool keep_text_ = false;
+  ChunkParser* parser_ = nullptr;
+  Done done_;
+  net::SseDecoder decoder_;
+  std::vector<net::SseEvent> events_;
+  std::vector<std::uint32_t> event_chars_;
+  std::string body_;  // non-streamed body or an error body (capped)
+  std::string text_;
+  std::string finish_reason_;
+  bool saw_done_ = false;
+  bool failed_ = false;
+  std::int64_t usage_completion_ = -1;
+};
+
+}  // namespace tokenscope::bench

@@ -1,0 +1,434 @@
+#include "bench/runner.h"
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+
+#include "bench/prompt_text.h"
+#include "core/random.h"
+
+namespace tokenscope::bench {
+
+namespace asio = boost::asio;
+
+namespace {
+asio::steady_timer::time_point at(Nanos t) {
+  return asio::steady_timer::time_point(std::chrono::nanoseconds(t));
+}
+constexpr std::size_t kPrepareAhead = 64;
+}  // namespace
+
+void RecordQueue::push(RequestRecord&& r) {
+  std::lock_guard lock(mutex_);
+  pending_.push_back(std::move(r));
+}
+
+void RecordQueue::drain(std::vector<RequestRecord>& out) {
+  std::lock_guard lock(mutex_);
+  for (auto& r : pending_) out.push_back(std::move(r));
+  pending_.clear();
+}
+
+struct Runner::Shard {
+  struct User {
+    explicit User(asio::io_context& ioc) : timer(ioc) {}
+    asio::steady_timer timer;
+    bool active = false;  // sending or thinking
+    bool retire = false;  // stop after the current request
+  };
+  // What a request in flight needs once it ends.
+  struct Context {
+    std::uint32_t request = 0;
+    int user = -1;
+    std::vector<ChatMessage> history;  // chat: the conversation before this turn
+    std::string prompt;                // this turn's prompt (kept for multi-turn)
+  };
+
+  Shard(Runner& runner, unsigned i)
+      : r(runner),
+        index(i),
+        ioc(1),
+        client(ioc, r.endpoint_, r.client_options_, clock),
+        timer(ioc),
+        think_rng(r.plan_.think_seed * 0x9e3779b97f4a7c15ULL + i + 1) {}
+
+  Runner& r;
+  unsigned index;
+  SteadyClock clock;
+  asio::io_context ioc;
+  net::HttpClient client;
+  ChunkParser parser;
+  asio::steady_timer timer;
+  std::thread thread;
+  bool stopping = false;
+  std::atomic<std::uint64_t> not_sent{0};
+  std::uint32_t in_flight = 0;
+  // Open loop.
+  std::vector<std::pair<std::uint32_t, Nanos>> jobs;
+  std::size_t next = 0;
+  std::deque<std::shared_ptr<const std::string>> prepared;  // encoded jobs[next ...]
+  std::deque<std::pair<std::uint32_t, Nanos>> waiting;      // over the concurrency cap
+  std::uint32_t cap = 0;
+  // Follow-up turns waiting for their think time.
+  std::vector<std::shared_ptr<asio::steady_timer>> followups;
+  // Closed loop.
+  std::vector<std::unique_ptr<User>> users;
+  std::size_t stage = 0;
+  bool exhausted = false;  // closed loop: max_requests reached
+  Rng think_rng;
+  // Collectors, reused.
+  std::vector<ResponseCollector*> free_collectors;
+  std::unordered_map<ResponseCollector*, Context> contexts;
+
+  Nanos now() const { return clock.now_ns(); }
+  bool warmup(Nanos t_sched) const {
+    return r.plan_.warmup_s > 0 && t_sched - r.epoch_ < seconds_to_nanos(r.plan_.warmup_s);
+  }
+
+  std::shared_ptr<const std::string> encode(const workload::Request& req, const std::string& prompt,
+                                            const std::vector<ChatMessage>* history) {
+    return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history);
+  }
+
+  void start() {
+    if (r.plan_.closed_loop) {
+      asio::post(ioc, [this] { enter_stage(0); });
+    } else {
+      prepare_ahead();
+      arm();
+    }
+    thread = std::thread([this] {
+      ioc.run();
+      std::lock_guard lock(r.done_mutex_);
+      --r.running_;
+      r.done_cv_.notify_all();
+    });
+  }
+
+  // ---- open loop ----
+  void arm() {
+    if (stopping || next >= jobs.size()) return;
+    timer.expires_at(at(r.epoch_ + jobs[next].second));
+    timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) fire();
+    });
+  }
+
+  void fire() {
+    const Nanos t = now();
+    while (!stopping && next < jobs.size() && r.epoch_ + jobs[next].second <= t) {
+      const auto [request, offset] = jobs[next++];
+      std::shared_ptr<const std::string> bytes;
+      if (!prepared.empty()) {
+        bytes = std::move(prepared.front());
+        prepared.pop_front();
+      }
+      dispatch(request, r.epoch_ + offset, std::move(bytes));
+    }
+    prepare_ahead();
+    arm();
+  }
+
+  void prepare_ahead() {
+    while (prepared.size() < kPrepareAhead && next + prepared.size() < jobs.size()) {
+      const auto& req = r.w_.requests[jobs[next + prepared.size()].first];
+      prepared.push_back(encode(req, prompt_text(r.w_, req), nullptr));
+    }
+  }
+
+  void dispatch(std::uint32_t request, Nanos t_sched, std::shared_ptr<const std::string> bytes) {
+    if (cap > 0 && in_flight >= cap) {
+      waiting.emplace_back(request, t_sched);
+      ++r.counters_.queued;
+      return;
+    }
+    Context ctx;
+    ctx.request = request;
+    send(std::move(ctx), t_sched, -1, std::move(bytes), r.w_.requests[request].id);
+  }
+
+  // ---- sending and completion ----
+  void send(Context ctx, Nanos t_sched, Nanos t_dispatch, std::shared_ptr<const std::string> bytes,
+            std::uint64_t id) {
+    const workload::Request& req = r.w_.requests[ctx.request];
+    const TurnLink* link = r.plan_.turns.empty() ? nullptr : &r.plan_.turns[ctx.request];
+    const bool keep_text = link && link->next >= 0;
+    if (!bytes) {
+      if (ctx.prompt.empty()) ctx.prompt = prompt_text(r.w_, req);
+      bytes = encode(req, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history);
+    }
+    if (keep_text && ctx.prompt.empty()) ctx.prompt = prompt_text(r.w_, req);
+    ResponseCollector* c;
+    if (free_collectors.empty()) {
+      owned.push_back(std::make_unique<ResponseCollector>());
+      c = owned.back().get();
+    } else {
+      c = free_collectors.back();
+      free_collectors.pop_back();
+    }
+    RequestRecord rec;
+    rec.id = id;
+    rec.tenant = req.tenant < r.w_.tenants.size() ? r.w_.tenants[req.tenant] : "default";
+    rec.task_class = req.task_class < r.w_.classes.size() ? r.w_.classes[req.task_class] : "";
+    rec.t_sched = t_sched;
+    rec.t_dispatch = t_dispatch;
+    rec.warmup = warmup(t_sched);
+    if (link && link->session >= 0) {
+      rec.session = link->session;
+      rec.turn = link->turn;
+    }
+    c->init(std::move(rec), r.encoder_.settings().stream, keep_text, &parser,
+            [this](ResponseCollector& done) { on_done(done); });
+    contexts[c] = std::move(ctx);
+    ++in_flight;
+    ++r.counters_.in_flight;
+    ++r.counters_.sent;
+    const Nanos deadline = r.plan_.timeout_s > 0 ? now() + seconds_to_nanos(r.plan_.timeout_s) : 0;
+    client.start(std::move(bytes), c, deadline);
+  }
+
+  void on_done(ResponseCollector& c) {
+    auto node = contexts.extract(&c);
+    Context ctx = std::move(node.mapped());
+    RequestRecord rec = std::move(c.record());
+    std::string text = c.text();
+    free_collectors.push_back(&c);
+    --in_flight;
+    --r.counters_.in_flight;
+    if (rec.outcome == Outcome::kOk)
+      ++r.counters_.completed;
+    else
+      ++r.counters_.failed;
+    const Nanos t_end = rec.t_close;
+    const bool ok = rec.outcome == Outcome::kOk;
+    r.out_.push(std::move(rec));
+
+    // A follow-up turn of the session.
+    const TurnLink* link = r.plan_.turns.empty() ? nullptr : &r.plan_.turns[ctx.request];
+    bool session_goes_on = false;
+    if (link && link->next >= 0) {
+      if (ok && !stopping) {
+        schedule_followup(ctx, std::move(text), *link, t_end);
+        session_goes_on = true;
+      } else {
+        for (std::int32_t n = link->next; n >= 0; n = r.plan_.turns[n].next) ++not_sent;
+      }
+    }
+    // A queued request takes the free slot.
+    if (!waiting.empty() && !stopping && (cap == 0 || in_flight < cap)) {
+      const auto [request, t_sched] = waiting.front();
+      waiting.pop_front();
+      --r.counters_.queued;
+      Context next_ctx;
+      next_ctx.request = request;
+      send(std::move(next_ctx), t_sched, now(), nullptr, r.w_.requests[request].id);
+    }
+    // A closed-loop user thinks, then sends again (after the whole session).
+    if (ctx.user >= 0 && !session_goes_on) user_after_request(ctx.user);
+  }
+
+  void schedule_followup(const Context& ctx, std::string output, const TurnLink& link, Nanos t_end) {
+    Context next_ctx;
+    next_ctx.request = static_cast<std::uint32_t>(link.next);
+    next_ctx.user = ctx.user;
+    const workload::Request& next_req = r.w_.requests[next_ctx.request];
+    const std::string next_prompt = prompt_text(r.w_, next_req);
+    if (r.encoder_.settings().api == Api::kChat) {
+      next_ctx.history = ctx.history;
+      next_ctx.history.push_back({"user", ctx.prompt});
+      next_ctx.history.push_back({"assistant", std::move(output)});
+      next_ctx.prompt = next_prompt;
+    } else {
+      // Completions: the conversation so far is the prefix of the next prompt.
+      next_ctx.prompt = ctx.prompt + output + "\n" + next_prompt;
+    }
+    const Nanos t_sched = t_end + link.think_ns;
+    auto t = std::make_shared<asio::steady_timer>(ioc, at(t_sched));
+    followups.push_back(t);
+    t->async_wait([this, t, t_sched, next_ctx = std::move(next_ctx)](const boost::system::error_code& ec) mutable {
+      std::erase(followups, t);
+      if (ec || stopping) {
+        for (std::int32_t n = static_cast<std::int32_t>(next_ctx.request); n >= 0; n = r.plan_.turns[n].next)
+          ++not_sent;
+        if (next_ctx.user >= 0) user_stopped(next_ctx.user);
+        return;
+      }
+      const std::uint64_t id = r.w_.requests[next_ctx.request].id;
+      send(std::move(next_ctx), t_sched, -1, nullptr, id);
+    });
+  }
+
+  // ---- closed loop ----
+  void enter_stage(std::size_t s) {
+    stage = s;
+    if (stopping) return;
+    const auto& stages = r.plan_.user_stages;
+    if (s >= stages.size()) {  // the last stage is over: no new requests
+      stopping = true;
+      for (auto& u : users) u->timer.cancel();
+      return;
+    }
+    const auto total = static_cast<std::uint64_t>(std::llround(stages[s].value));
+    const std::uint64_t threads = r.shards_.size();
+    const std::uint64_t mine = total / threads + (index < total % threads ? 1 : 0);
+    while (users.size() < mine) users.push_back(std::make_unique<User>(ioc));
+    for (std::size_t i = 0; i < users.size(); ++i) {
+      User& u = *users[i];
+      u.retire = i >= mine;
+      if (!u.retire && !u.active) {
+        u.active = true;
+        const int id = static_cast<int>(i);
+        asio::post(ioc, [this, id] { user_send(id, now()); });
+      }
+    }
+    Nanos end = r.epoch_;
+    for (std::size_t i = 0; i <= s; ++i) end += seconds_to_nanos(stages[i].duration_s);
+    timer.expires_at(at(end));
+    timer.async_wait([this, s](const boost::system::error_code& ec) {
+      if (!ec) enter_stage(s + 1);
+    });
+  }
+
+  // A user sends no more; when none is left the stage timer has nothing to do.
+  void user_stopped(int id) {
+    users[static_cast<std::size_t>(id)]->active = false;
+    for (const auto& u : users)
+      if (u->active) return;
+    if (exhausted) timer.cancel();
+  }
+
+  void user_send(int id, Nanos t_ready) {
+    User& u = *users[static_cast<std::size_t>(id)];
+    if (stopping || u.retire) return user_stopped(id);
+    std::uint64_t position = r.next_closed_++;
+    // Sessions start at their first turn; later turns follow it.
+    while (!r.plan_.turns.empty() && !r.w_.requests.empty() &&
+           r.plan_.turns[position % r.w_.requests.size()].turn > 0)
+      position = r.next_closed_++;
+    if ((r.plan_.max_requests > 0 && position >= r.plan_.max_requests) || r.w_.requests.empty()) {
+      exhausted = true;
+      return user_stopped(id);
+    }
+    Context ctx;
+    ctx.request = static_cast<std::uint32_t>(position % r.w_.requests.size());
+    ctx.user = id;
+    const std::uint64_t wraps = position / r.w_.requests.size();
+    const std::uint64_t request_id =
+        r.w_.requests[ctx.request].id + wraps * static_cast<std::uint64_t>(r.w_.requests.size());
+    send(std::move(ctx), t_ready, -1, nullptr, request_id);
+  }
+
+  void user_after_request(int id) {
+    User& u = *users[static_cast<std::size_t>(id)];
+    if (stopping || u.retire) return user_stopped(id);
+    double ms = r.plan_.think_ms;
+    if (r.plan_.think_exponential && ms > 0) ms = think_rng.exponential(1.0 / ms);
+    if (ms <= 0) return user_send(id, now());
+    const Nanos t_ready = now() + seconds_to_nanos(ms / 1e3);
+    u.timer.expires_at(at(t_ready));
+    u.timer.async_wait([this, id, t_ready](const boost::system::error_code& ec) {
+      if (ec) return user_stopped(id);
+      user_send(id, t_ready);
+    });
+  }
+
+  // ---- stopping ----
+  void stop_sending() {
+    if (stopping) return;
+    stopping = true;
+    timer.cancel();
+    not_sent += jobs.size() - next + waiting.size();
+    r.counters_.queued -= waiting.size();
+    waiting.clear();
+    prepared.clear();
+    next = jobs.size();
+    for (auto& t : followups) t->cancel();
+    for (auto& u : users) u->timer.cancel();
+  }
+
+  std::vector<std::unique_ptr<ResponseCollector>> owned;
+};
+
+Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoint, net::ClientOptions client,
+               RequestSettings request, RecordQueue& out)
+    : w_(w),
+      plan_(std::move(plan)),
+      endpoint_(std::move(endpoint)),
+      client_options_(std::move(client)),
+      encoder_([&] {
+        request.host_header = endpoint_.host_header();
+        request.base_path = endpoint_.base_path;
+        return std::move(request);
+      }()),
+      out_(out) {
+  const unsigned threads = std::max(1u, plan_.threads);
+  for (unsigned i = 0; i < threads; ++i) shards_.push_back(std::make_unique<Shard>(*this, i));
+  for (std::size_t i = 0; i < plan_.schedule.size(); ++i) shards_[i % threads]->jobs.push_back(plan_.schedule[i]);
+  if (plan_.max_concurrency > 0)
+    for (unsigned i = 0; i < threads; ++i)
+      shards_[i]->cap = std::max<std::uint32_t>(1, (plan_.max_concurrency + threads - 1 - i) / threads);
+}
+
+Runner::~Runner() {
+  stop_sending();
+  cancel_in_flight();
+  join();
+}
+
+void Runner::start() {
+  SteadyClock clock;
+  epoch_ = clock.now_ns() + plan_.lead_in_ns;
+  running_ = static_cast<unsigned>(shards_.size());
+  for (auto& s : shards_) s->start();
+}
+
+bool Runner::wait_for(int timeout_ms) {
+  std::unique_lock lock(done_mutex_);
+  return done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return running_ == 0; });
+}
+
+void Runner::stop_sending() {
+  for (auto& s : shards_) asio::post(s->ioc, [sh = s.get()] { sh->stop_sending(); });
+}
+
+void Runner::cancel_in_flight() {
+  for (auto& s : shards_) asio::post(s->ioc, [sh = s.get()] { sh->client.cancel_all(); });
+}
+
+void Runner::join() {
+  for (auto& s : shards_)
+    if (s->thread.joinable()) s->thread.join();
+}
+
+std::uint64_t Runner::not_sent() const {
+  std::uint64_t n = 0;
+  for (const auto& s : shards_) n += s->not_sent.load();
+  return n;
+}
+
+std::uint64_t Runner::planned() const {
+  return plan_.schedule.size();
+}
+
+net::ClientCounters Runner::client_counters() const {
+  net::ClientCounters total;
+  for (const auto& s : shards_) {
+    const auto c = s->client.counters();
+    total.connects += c.connects;
+    total.connect_failures += c.connect_failures;
+    total.reused += c.reused;
+    total.resent += c.resent;
+    total.open += c.open;
+    total.idle += c.idle;
+  }
+  return total;
+}
+
+}  // namespace tokenscope::bench

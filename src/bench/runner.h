@@ -1,0 +1,124 @@
+// The load driver. Open loop: every request has an intended send time from
+// the plan, computed before the run; a timer per client thread fires at
+// that time and the request is written at once (t_send − t_sched is the send
+// lag, the client's own accuracy), on a kept-alive connection when one is
+// idle. An optional concurrency cap queues requests instead (queue time is
+// reported apart). Closed loop: N users, each sending its next request when
+// the previous one ended plus a think time; stages change N over time.
+// Multi-turn sessions: a follow-up turn is sent when the previous turn ended
+// plus its think time, with the conversation so far as its history.
+//
+// Client threads (--client-threads) each own an io_context, a connection
+// pool and a share of the plan (request i goes to thread i mod T). Finished
+// records go to a RecordQueue that the caller drains (and writes) from its
+// own thread, so disk I/O never delays a send.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "bench/exchange.h"
+#include "bench/schedule.h"
+#include "core/record.h"
+#include "net/http_client.h"
+#include "workload/workload.h"
+
+namespace tokenscope::bench {
+
+// A later turn of a multi-turn session, per workload request.
+struct TurnLink {
+  std::int32_t next = -1;  // index of the next turn's request, -1 when none
+  Nanos think_ns = 0;      // between this turn's end and the next turn's send
+  std::int64_t session = -1;
+  std::uint32_t turn = 0;
+};
+
+struct LoadPlan {
+  bool closed_loop = false;
+  // Open loop: (request index, offset ns from the start) in send order.
+  // Follow-up turns are not listed: they follow their previous turn.
+  std::vector<std::pair<std::uint32_t, Nanos>> schedule;
+  std::uint32_t max_concurrency = 0;  // 0: no cap
+  // Closed loop: users per stage; requests are taken in workload order
+  // (wrapping around with fresh ids when the workload runs out).
+  std::vector<Stage> user_stages;
+  std::uint64_t max_requests = 0;  // closed loop: stop after this many (0: stages decide)
+  double think_ms = 0.0;
+  bool think_exponential = false;
+  std::uint64_t think_seed = 0;
+  // Both.
+  std::vector<TurnLink> turns;  // empty, or one per workload request
+  double warmup_s = 0.0;        // requests scheduled earlier are marked warm-up
+  double timeout_s = 600.0;     // per request, from t_send
+  unsigned threads = 1;
+  Nanos lead_in_ns = 50 * kNanosPerMilli;  // the first send is this far after start()
+};
+
+// Finished records, pushed by client threads, drained by the caller.
+class RecordQueue {
+ public:
+  void push(RequestRecord&& r);
+  void drain(std::vector<RequestRecord>& out);  // appends and empties
+
+ private:
+  std::mutex mutex_;
+  std::vector<RequestRecord> pending_;
+};
+
+struct RunCounters {
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<std::uint64_t> completed{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<std::int64_t> in_flight{0};
+  std::atomic<std::uint64_t> queued{0};  // waiting for a concurrency slot
+};
+
+class Runner {
+ public:
+  Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoint, net::ClientOptions client,
+         RequestSettings request, RecordQueue& out);
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Starts the client threads; the run begins lead_in_ns later (epoch()).
+  void start();
+  // Blocks up to timeout_ms; true when every thread has finished.
+  bool wait_for(int timeout_ms);
+  // Ctrl-C: no new request is sent (unsent ones are counted, not recorded).
+  void stop_sending();
+  // After the grace period: requests in flight end with outcome cancelled.
+  void cancel_in_flight();
+  void join();
+
+  const RunCounters& counters() const { return counters_; }
+  Nanos epoch() const { return epoch_; }
+  // Requests of the plan that were never sent (after stop_sending).
+  std::uint64_t not_sent() const;
+  // Planned open-loop requests (0 for closed loop).
+  std::uint64_t planned() const;
+  net::ClientCounters client_counters() const;
+
+  struct Shard;
+
+ private:
+  const workload::Workload& w_;
+  LoadPlan plan_;
+  net::Endpoint endpoint_;
+  net::ClientOptions client_options_;
+  RequestEncoder encoder_;
+  RecordQueue& out_;
+  RunCounters counters_;
+  Nanos epoch_ = 0;
+  std::atomic<std::uint64_t> next_closed_{0};  // closed loop: the next workload position
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::mutex done_mutex_;
+  std::condition_variable done_cv_;
+  unsigned running_ = 0;
+  friend struct Shard;
+};
+
+}  // namespace tokenscope::bench

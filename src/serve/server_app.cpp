@@ -1,0 +1,125 @@
+#include "serve/server_app.h"
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <ctime>
+#include <future>
+#include <thread>
+
+#include "net/http_server.h"
+#include "serve/executor.h"
+#include "serve/metrics.h"
+#include "serve/router.h"
+
+namespace tokenscope::serve {
+
+namespace asio = boost::asio;
+
+struct ServerApp::Impl {
+  Impl(const engine::EffectiveEngine& eff, const engine::EngineSettings& settings_in,
+       std::unique_ptr<engine::CostModel> cost, ServerAppSettings s)
+      : settings(std::move(s)),
+        effective(eff),
+        engine_settings(settings_in),
+        ioc(static_cast<int>(settings.threads)),
+        executor(ioc),
+        metrics(settings.model_names.front(), eff.max_model_len),
+        trace(settings.trace_emissions.empty() ? nullptr
+                                               : std::make_unique<EmissionTrace>(settings.trace_emissions)),
+        core(executor, effective, engine_settings, std::move(cost), metrics, trace.get(), settings.core,
+             settings.model_names.front()),
+        faults(settings.faults, settings.fault_seed),
+        router(core, metrics, faults, router_settings(eff)),
+        server(ioc, server_options(), settings.limits, router, executor.clock()) {}
+
+  RouterSettings router_settings(const engine::EffectiveEngine& eff) const {
+    RouterSettings rs;
+    rs.parse.model_names = settings.model_names;
+    rs.parse.max_model_len = eff.max_model_len;
+    rs.parse.default_completion_max_tokens = settings.default_completion_max_tokens;
+    rs.api_key = settings.api_key;
+    rs.created_unix = static_cast<std::int64_t>(std::time(nullptr));
+    return rs;
+  }
+  net::ServerOptions server_options() const {
+    net::ServerOptions so;
+    so.host = settings.host;
+    so.port = settings.port;
+    so.single_thread = settings.threads == 1;
+    return so;
+  }
+
+  ServerAppSettings settings;
+  engine::EffectiveEngine effective;
+  engine::EngineSettings engine_settings;
+  asio::io_context ioc;
+  AsioExecutor executor;
+  ServeMetrics metrics;
+  std::unique_ptr<EmissionTrace> trace;
+  ServingCore core;
+  FaultPlan faults;
+  Router router;
+  net::HttpServer server;
+  std::vector<std::thread> threads;
+  bool stopped = false;
+};
+
+ServerApp::ServerApp(const engine::EffectiveEngine& effective, const engine::EngineSettings& settings,
+                     std::unique_ptr<engine::CostModel> cost, ServerAppSettings s) {
+  if (s.model_names.empty()) s.model_names.push_back(effective.model.name);
+  impl_ = std::make_unique<Impl>(effective, settings, std::move(cost), std::move(s));
+}
+
+ServerApp::~ServerApp() {
+  stop(0.0);
+}
+
+void ServerApp::start() {
+  impl_->server.start();
+  for (unsigned i = 0; i < impl_->settings.threads; ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+}
+
+std::uint16_t ServerApp::port() const {
+  return impl_->server.port();
+}
+
+const ServeMetrics& ServerApp::metrics() const {
+  return impl_->metrics;
+}
+
+void ServerApp::stop(double grace_s) {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  if (impl_->threads.empty()) return;
+  auto& ioc = impl_->ioc;
+  auto linger = std::make_shared<asio::steady_timer>(ioc);
+  auto deadline = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto wait = std::make_shared<std::function<void()>>();
+  *wait = [this, linger, deadline, wait_weak = std::weak_ptr<std::function<void()>>(wait)] {
+    // Let the last bytes reach the clients, for at most two seconds.
+    if (impl_->server.connections() == 0 || std::chrono::steady_clock::now() > *deadline) return impl_->ioc.stop();
+    linger->expires_after(std::chrono::milliseconds(5));
+    linger->async_wait([wait_weak](const boost::system::error_code&) {
+      if (auto w = wait_weak.lock()) (*w)();
+    });
+  };
+  asio::post(ioc, [this, grace_s, deadline, wait] {
+    impl_->server.drain();
+    impl_->core.shutdown(grace_s, [this, deadline, wait] {
+      asio::post(impl_->ioc, [this, deadline, wait] {
+        *deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        impl_->server.drain();
+        (*wait)();
+      });
+    });
+  });
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+  if (impl_->trace) impl_->trace->flush();
+}
+
+}  // namespace tokenscope::serve

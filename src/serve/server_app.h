@@ -1,0 +1,54 @@
+// The whole `tokenscope serve` stack in one object — engine, serving core,
+// fault plan, router and HTTP server on its own io_context and threads — so
+// that `tokenscope bench` without --target can start it in-process on an
+// ephemeral loopback port and drive it over real HTTP.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cost_model.h"
+#include "engine/engine.h"
+#include "net/http.h"
+#include "serve/faults.h"
+#include "serve/serving_core.h"
+
+namespace tokenscope::serve {
+
+struct ServerAppSettings {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: ephemeral
+  unsigned threads = 1;
+  std::vector<std::string> model_names;  // the first is reported in responses
+  std::string api_key;
+  net::ServerLimits limits;
+  CoreSettings core;
+  std::vector<FaultRule> faults;
+  std::uint64_t fault_seed = 0;
+  std::string trace_emissions;  // path, or empty
+  std::uint32_t default_completion_max_tokens = 16;
+};
+
+class ServerApp {
+ public:
+  ServerApp(const engine::EffectiveEngine& effective, const engine::EngineSettings& settings,
+            std::unique_ptr<engine::CostModel> cost, ServerAppSettings s);
+  ~ServerApp();  // stops the server if still running
+  ServerApp(const ServerApp&) = delete;
+  ServerApp& operator=(const ServerApp&) = delete;
+
+  // Binds and starts the I/O threads; throws UsageError when the port is taken.
+  void start();
+  std::uint16_t port() const;
+  // Lets streams finish for grace_s, then ends them, closes connections and
+  // joins the threads. Idempotent.
+  void stop(double grace_s = 0.0);
+  const ServeMetrics& metrics() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tokenscope::serve
