@@ -28,15 +28,50 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
                     s["output_token_throughput_tps"].get<double>());
   os << fmt::format("{:<18}prompt {}, output {}\n", "tokens", s["prompt_tokens_total"].get<std::uint64_t>(),
                     s["output_tokens_total"].get<std::uint64_t>());
-  os << fmt::format("{:<18}hit rate {} ({} of {} prompt tokens)\n", "prefix cache",
-                    pct(s["prefix_cache_hit_rate"]), s["prefix_cache_hits_tokens"].get<std::uint64_t>(),
-                    s["prefix_cache_queries_tokens"].get<std::uint64_t>());
-  os << fmt::format("{:<18}{} preemptions, KV usage peak {}\n", "scheduler",
-                    s["preemptions_total"].get<std::uint64_t>(), pct(s["kv_cache_usage_peak"]));
+  if (!s["prefix_cache_queries_tokens"].is_null()) {
+    os << fmt::format("{:<18}hit rate {} ({} of {} prompt tokens)\n", "prefix cache",
+                      pct(s["prefix_cache_hit_rate"]), s["prefix_cache_hits_tokens"].get<std::uint64_t>(),
+                      s["prefix_cache_queries_tokens"].get<std::uint64_t>());
+    os << fmt::format("{:<18}{} preemptions, KV usage peak {}\n", "scheduler",
+                      s["preemptions_total"].get<std::uint64_t>(), pct(s["kv_cache_usage_peak"]));
+  }
+  if (h.client_rows) {
+    std::string outcomes;
+    for (const auto& [k, v] : s["requests_by_outcome"].items())
+      outcomes += fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", k, v.get<std::uint64_t>());
+    if (!outcomes.empty()) os << fmt::format("{:<18}{}\n", "outcomes", outcomes);
+    if (s["requests_warmup_excluded"].get<std::uint64_t>() > 0)
+      os << fmt::format("{:<18}{} requests in the warm-up window excluded\n", "warm-up",
+                        s["requests_warmup_excluded"].get<std::uint64_t>());
+    if (s["output_token_mismatches"].get<std::uint64_t>() > 0)
+      os << fmt::format("{:<18}{} requests where usage and the client's event count differ\n", "token check",
+                        s["output_token_mismatches"].get<std::uint64_t>());
+    if (!s["goodput_rps"].is_null()) {
+      os << fmt::format("{:<18}{:.2f} req/s meeting every SLO\n", "goodput", s["goodput_rps"].get<double>());
+      for (const auto& [cls, a] : s["slo_attainment"].items()) {
+        std::string parts;
+        for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms"}) {
+          if (!a.contains(m)) continue;
+          const auto& x = a[m];
+          parts += fmt::format("  {} p{:g} {} <= {:g}: {}", m, a["percentile"].get<double>(), num(x["value"]),
+                               x["target"].get<double>(), x["pass"].get<bool>() ? "pass" : "FAIL");
+        }
+        os << fmt::format("{:<18}{}: {:.1f}% met;{} => {}\n", "SLO", cls, a["met_fraction"].get<double>() * 100,
+                          parts, a["pass"].get<bool>() ? "PASS" : "FAIL");
+      }
+    }
+  }
   os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", "(ms)", "mean", "min", "p50", "p90",
                     "p95", "p99", "p99.9", "max");
-  for (const auto& [key, label] :
-       {std::pair{"ttft_ms", "TTFT"}, {"tpot_ms", "TPOT"}, {"itl_ms", "ITL"}, {"e2e_ms", "E2E"}}) {
+  std::vector<std::pair<const char*, const char*>> rows = {
+      {"ttft_ms", "TTFT"}, {"tpot_ms", "TPOT"}, {"itl_ms", "ITL"}, {"e2e_ms", "E2E"}};
+  if (h.client_rows) {
+    rows.insert(rows.begin() + 1, {"ttft_sched_ms", "TTFT sched"});
+    rows.insert(rows.begin() + 4, {"icl_ms", "ICL"});
+    rows.push_back({"send_lag_ms", "send lag"});
+    if (s["queue_ms"]["count"].get<std::uint64_t>() > 0) rows.push_back({"queue_ms", "queue"});
+  }
+  for (const auto& [key, label] : rows) {
     const auto& d = s[key];
     os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", label, num(d["mean"]),
                       num(d["min"]), num(d["p50"]), num(d["p90"]), num(d["p95"]), num(d["p99"]),

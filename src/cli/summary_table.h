@@ -12,6 +12,7 @@ namespace tokenscope::cli {
 struct SummaryHeader {
   std::string title;
   std::vector<std::string> lines;
+  bool client_rows = false;  // bench: schedule-based latencies, send lag, ICL, outcomes, SLOs
 };
 
 void print_summary_table(std::ostream& os, const SummaryHeader& header, const nlohmann::json& summary);
