@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/bench_command.h"
 #include "cli/serve_command.h"
 #include "cli/sim_command.h"
 #include "core/error.h"
@@ -22,6 +23,8 @@ int main(int argc, char** argv) {
   using namespace tokenscope;
   CLI::App app{"tokenscope " TOKENSCOPE_VERSION
                ": benchmark and diagnose LLM inference serving.\n\n"
+               "  tokenscope bench [options]   benchmark an OpenAI-compatible server (default: the built-in\n"
+               "                               simulator, started in-process) with realistic load\n"
                "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
                "                               simulator in virtual time (capacity planning, what-if)\n"
                "  tokenscope serve [options]   the simulator as an OpenAI-compatible streaming server\n"
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CLI::App* sim = cli::add_sim_command(app);
   CLI::App* serve = cli::add_serve_command(app);
+  CLI::App* bench = cli::add_bench_command(app);
 
   try {
     app.parse(argc, argv);
@@ -52,6 +56,11 @@ int main(int argc, char** argv) {
       return cli::run_sim(g_interrupted);
     }
     if (serve->parsed()) return cli::run_serve();  // handles its own signals
+    if (bench->parsed()) {
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      return cli::run_bench(g_interrupted);
+    }
   } catch (const UsageError& e) {
     std::cerr << "tokenscope: " << e.what() << "\n";
     return kExitUsage;

@@ -1,0 +1,327 @@
+#include "bench/bench_workload.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "workload/arrivals.h"
+#include "workload/lengths.h"
+#include "workload/synthetic.h"
+
+namespace tokenscope::bench {
+
+namespace {
+
+constexpr std::uint32_t kMaxTurns = 1000;
+constexpr std::uint64_t kMaxRequests = 50'000'000;
+
+// Typed access to a YAML mapping with errors naming file, line and field.
+struct Reader {
+  const std::string& file;
+
+  std::size_t line(const YAML::Node& n) const {
+    return n.Mark().line >= 0 ? static_cast<std::size_t>(n.Mark().line) + 1 : 0;
+  }
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& problem) const {
+    throw InputError(file, line(n), field, problem);
+  }
+  void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys) const {
+    if (!map.IsMap()) fail(map, field, "expected a mapping");
+    for (const auto& kv : map) {
+      const std::string k = kv.first.as<std::string>();
+      bool known = false;
+      for (const char* x : keys) known |= k == x;
+      if (!known) {
+        std::string list;
+        for (const char* x : keys) list += (list.empty() ? "" : ", ") + std::string(x);
+        fail(kv.first, field.empty() ? k : field + "." + k, "unknown key (expected one of: " + list + ")");
+      }
+    }
+  }
+  double number(const YAML::Node& n, const std::string& field, double min, bool min_inclusive) const {
+    double d = 0;
+    try {
+      if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
+      d = n.as<double>();
+    } catch (const YAML::Exception&) {
+      fail(n, field, "expected a number");
+    }
+    if (!std::isfinite(d) || d < min || (!min_inclusive && d == min))
+      fail(n, field, fmt::format("expected a number {} {}, got {}", min_inclusive ? ">=" : ">", min, d));
+    return d;
+  }
+  std::optional<double> opt_number(const YAML::Node& map, const char* key, const std::string& prefix, double min,
+                                   bool inclusive) const {
+    const YAML::Node n = map[key];
+    if (!n) return std::nullopt;
+    return number(n, prefix + key, min, inclusive);
+  }
+  std::uint64_t integer(const YAML::Node& n, const std::string& field, double min, double max) const {
+    const double d = number(n, field, min, true);
+    if (d != std::floor(d) || d > max) fail(n, field, fmt::format("expected a whole number in [{}, {}]", min, max));
+    return static_cast<std::uint64_t>(d);
+  }
+  std::string string(const YAML::Node& n, const std::string& field) const {
+    if (!n.IsScalar() || n.Scalar().empty()) fail(n, field, "expected a non-empty string");
+    return n.Scalar();
+  }
+  workload::LengthDistribution length(const YAML::Node& n, const std::string& field, workload::LengthRole role) const {
+    const std::string spec = string(n, field);
+    try {
+      return workload::parse_length_spec(spec, field, role);
+    } catch (const UsageError& e) {
+      fail(n, field, e.what());
+    }
+  }
+};
+
+struct ClassSpec {
+  std::string name;
+  double share = 1.0;
+  workload::LengthDistribution input, output, turn_input;
+  std::uint32_t prefix_groups = 0, prefix_tokens = 0;
+  std::uint32_t turns = 1;
+  double think_ms = 0.0;
+  std::vector<std::uint32_t> tenants;  // allowed tenant indices (empty: all)
+  Slo slo;
+  std::uint32_t group_base = 0;
+};
+
+std::size_t pick(Rng& rng, const std::vector<double>& cumulative) {
+  const double u = rng.uniform01() * cumulative.back();
+  for (std::size_t i = 0; i < cumulative.size(); ++i)
+    if (u < cumulative[i]) return i;
+  return cumulative.size() - 1;
+}
+
+}  // namespace
+
+BenchWorkload parse_workload_yaml(const std::string& text, const std::string& file, std::uint64_t master_seed,
+                                  std::optional<double> rate) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "",
+                     "malformed YAML: " + e.msg);
+  }
+  const Reader rd{file};
+  try {
+    if (!root.IsMap()) throw InputError(file, 1, "", "expected a mapping with 'classes'");
+    rd.only_keys(root, "", {"duration_s", "num_requests", "seed", "arrival", "tenants", "classes"});
+    std::uint64_t seed = master_seed;
+    if (root["seed"]) seed = rd.integer(root["seed"], "seed", 0, 1.8e19);
+    const auto seeds = workload::WorkloadSeeds::from_master(seed);
+
+    // Arrivals.
+    workload::ArrivalSettings arrival;
+    arrival.rate_rps = 1.0;
+    if (const YAML::Node a = root["arrival"]) {
+      rd.only_keys(a, "arrival", {"process", "rate_rps", "burstiness"});
+      if (a["process"]) {
+        const std::string p = rd.string(a["process"], "arrival.process");
+        if (p != "poisson" && p != "gamma" && p != "constant")
+          rd.fail(a["process"], "arrival.process", "expected poisson, gamma or constant");
+        arrival.kind = workload::parse_arrival_kind(p);
+      }
+      if (auto v = rd.opt_number(a, "rate_rps", "arrival.", 0, false)) arrival.rate_rps = *v;
+      if (auto v = rd.opt_number(a, "burstiness", "arrival.", 0, false)) arrival.burstiness = *v;
+    }
+    if (rate) arrival.rate_rps = *rate;
+    std::uint64_t num_requests = 0;
+    double duration_s = 0;
+    if (root["num_requests"]) num_requests = rd.integer(root["num_requests"], "num_requests", 1, kMaxRequests);
+    if (root["duration_s"]) duration_s = rd.number(root["duration_s"], "duration_s", 0, false);
+    if (num_requests == 0 && duration_s == 0) throw InputError(file, 1, "duration_s", "missing: give duration_s or num_requests");
+    if (num_requests > 0 && duration_s > 0)
+      rd.fail(root["num_requests"], "num_requests", "give either duration_s or num_requests, not both");
+
+    // Tenants.
+    BenchWorkload out;
+    auto& w = out.workload;
+    std::vector<double> tenant_shares;
+    if (const YAML::Node t = root["tenants"]) {
+      if (!t.IsSequence() || t.size() == 0) rd.fail(t, "tenants", "expected a non-empty list");
+      w.tenants.clear();
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        const std::string f = fmt::format("tenants[{}]", i);
+        rd.only_keys(t[i], f, {"name", "share"});
+        if (!t[i]["name"]) rd.fail(t[i], f + ".name", "missing (expected a string)");
+        const std::string name = rd.string(t[i]["name"], f + ".name");
+        for (const auto& n : w.tenants)
+          if (n == name) rd.fail(t[i], f + ".name", "duplicate tenant '" + name + "'");
+        w.tenants.push_back(name);
+        tenant_shares.push_back(t[i]["share"] ? rd.number(t[i]["share"], f + ".share", 0, false) : 1.0);
+      }
+    } else {
+      tenant_shares = {1.0};
+    }
+
+    // Classes.
+    const YAML::Node cl = root["classes"];
+    if (!cl) throw InputError(file, 1, "classes", "missing (expected a list of task classes)");
+    if (!cl.IsSequence() || cl.size() == 0) rd.fail(cl, "classes", "expected a non-empty list");
+    std::vector<ClassSpec> classes;
+    std::uint32_t groups_so_far = 0;
+    for (std::size_t i = 0; i < cl.size(); ++i) {
+      const YAML::Node c = cl[i];
+      const std::string f = fmt::format("classes[{}]", i);
+      rd.only_keys(c, f, {"name", "share", "input_len", "output_len", "prefix", "turns", "tenants", "slo"});
+      ClassSpec s;
+      if (!c["name"]) rd.fail(c, f + ".name", "missing (expected a string)");
+      s.name = rd.string(c["name"], f + ".name");
+      for (const auto& o : classes)
+        if (o.name == s.name) rd.fail(c["name"], f + ".name", "duplicate class '" + s.name + "'");
+      if (c["share"]) s.share = rd.number(c["share"], f + ".share", 0, false);
+      if (!c["input_len"]) rd.fail(c, f + ".input_len", "missing (a length spec, e.g. lognormal:600:0.6)");
+      if (!c["output_len"]) rd.fail(c, f + ".output_len", "missing (a length spec, e.g. fixed:200)");
+      s.input = rd.length(c["input_len"], f + ".input_len", workload::LengthRole::kInput);
+      s.output = rd.length(c["output_len"], f + ".output_len", workload::LengthRole::kOutput);
+      s.turn_input = s.input;
+      if (const YAML::Node p = c["prefix"]) {
+        rd.only_keys(p, f + ".prefix", {"groups", "tokens"});
+        if (!p["groups"] || !p["tokens"]) rd.fail(p, f + ".prefix", "expected both 'groups' and 'tokens'");
+        s.prefix_groups = static_cast<std::uint32_t>(rd.integer(p["groups"], f + ".prefix.groups", 1, 1e6));
+        s.prefix_tokens = static_cast<std::uint32_t>(rd.integer(p["tokens"], f + ".prefix.tokens", 1, 1e7));
+        s.group_base = groups_so_far;
+        groups_so_far += s.prefix_groups;
+      }
+      if (const YAML::Node t = c["turns"]) {
+        rd.only_keys(t, f + ".turns", {"count", "think_ms", "input_len"});
+        if (!t["count"]) rd.fail(t, f + ".turns.count", "missing (turns per session)");
+        s.turns = static_cast<std::uint32_t>(rd.integer(t["count"], f + ".turns.count", 1, kMaxTurns));
+        if (t["think_ms"]) s.think_ms = rd.number(t["think_ms"], f + ".turns.think_ms", 0, true);
+        if (t["input_len"])
+          s.turn_input = rd.length(t["input_len"], f + ".turns.input_len", workload::LengthRole::kInput);
+      }
+      if (const YAML::Node t = c["tenants"]) {
+        if (!t.IsSequence() || t.size() == 0) rd.fail(t, f + ".tenants", "expected a non-empty list of tenant names");
+        for (std::size_t j = 0; j < t.size(); ++j) {
+          const std::string name = rd.string(t[j], fmt::format("{}.tenants[{}]", f, j));
+          std::uint32_t idx = 0;
+          while (idx < w.tenants.size() && w.tenants[idx] != name) ++idx;
+          if (idx == w.tenants.size())
+            rd.fail(t[j], fmt::format("{}.tenants[{}]", f, j), "unknown tenant '" + name + "' (not in 'tenants')");
+          s.tenants.push_back(idx);
+        }
+      }
+      if (const YAML::Node slo = c["slo"]) {
+        const std::string sf = f + ".slo";
+        rd.only_keys(slo, sf, {"ttft_ms", "tpot_ms", "e2e_ms", "percentile"});
+        s.slo.ttft_ms = rd.opt_number(slo, "ttft_ms", sf + ".", 0, false);
+        s.slo.tpot_ms = rd.opt_number(slo, "tpot_ms", sf + ".", 0, false);
+        s.slo.e2e_ms = rd.opt_number(slo, "e2e_ms", sf + ".", 0, false);
+        if (auto p = rd.opt_number(slo, "percentile", sf + ".", 0, false)) {
+          if (*p > 100) rd.fail(slo["percentile"], sf + ".percentile", "expected a percentile in (0, 100]");
+          s.slo.percentile = *p;
+        }
+        if (s.slo.empty()) rd.fail(slo, sf, "expected at least one of ttft_ms, tpot_ms, e2e_ms");
+      }
+      classes.push_back(std::move(s));
+    }
+
+    // The schedule of arrivals (sessions start at arrivals), then the requests.
+    workload::validate(arrival);
+    Rng arrival_rng(seeds.arrival);
+    const std::vector<Nanos> starts = num_requests > 0
+                                          ? workload::generate_arrivals(arrival, num_requests, arrival_rng)
+                                          : workload::generate_arrivals_until(arrival, seconds_to_nanos(duration_s), arrival_rng);
+    Rng class_rng(derive_seed(seed, "class")), tenant_rng(seeds.tenant), in_rng(seeds.input_len),
+        out_rng(seeds.output_len), prefix_rng(seeds.prefix);
+    std::vector<double> class_cum, tenant_cum;
+    double acc = 0;
+    for (const auto& c : classes) class_cum.push_back(acc += c.share);
+    acc = 0;
+    for (double s : tenant_shares) tenant_cum.push_back(acc += s);
+    w.classes.clear();
+    for (const auto& c : classes) w.classes.push_back(c.name);
+    w.token_seed = seeds.tokens;
+    bool sessions = false;
+    for (const auto& c : classes) sessions |= c.turns > 1;
+    std::int64_t session = 0;
+    for (Nanos t : starts) {
+      const std::size_t ci = pick(class_rng, class_cum);
+      const ClassSpec& c = classes[ci];
+      std::uint32_t tenant = 0;
+      if (c.tenants.empty()) {
+        tenant = static_cast<std::uint32_t>(pick(tenant_rng, tenant_cum));
+      } else {
+        std::vector<double> cum;
+        double a2 = 0;
+        for (std::uint32_t ti : c.tenants) cum.push_back(a2 += tenant_shares[ti]);
+        tenant = c.tenants[pick(tenant_rng, cum)];
+      }
+      std::uint32_t group = 0;
+      if (c.prefix_groups > 0) group = c.group_base + static_cast<std::uint32_t>(prefix_rng.next_u64() % c.prefix_groups);
+      for (std::uint32_t turn = 0; turn < c.turns; ++turn) {
+        if (w.requests.size() >= kMaxRequests)
+          throw InputError(file, 1, "", fmt::format("more than {} requests; shorten duration_s", kMaxRequests));
+        workload::Request r;
+        r.id = w.requests.size();
+        r.arrival_ns = t;
+        r.input_tokens = std::max<std::uint32_t>(1, (turn == 0 ? c.input : c.turn_input).sample(in_rng));
+        r.output_tokens = std::max<std::uint32_t>(1, c.output.sample(out_rng));
+        r.tenant = tenant;
+        r.task_class = static_cast<std::uint16_t>(ci);
+        if (turn == 0 && c.prefix_groups > 0) {
+          r.source = workload::PromptSource::kPrefixGroup;
+          r.source_begin = group;
+          r.source_count = c.prefix_tokens;
+        }
+        if (sessions) {
+          TurnLink link;
+          link.session = c.turns > 1 ? session : -1;
+          link.turn = turn;
+          link.think_ns = seconds_to_nanos(c.think_ms / 1e3);
+          link.next = turn + 1 < c.turns ? static_cast<std::int32_t>(w.requests.size() + 1) : -1;
+          out.turns.push_back(link);
+        }
+        w.requests.push_back(r);
+      }
+      if (c.turns > 1) ++session;
+    }
+    for (const auto& c : classes)
+      if (!c.slo.empty()) out.slos[c.name] = c.slo;
+    w.description = fmt::format("{}: {} requests ({} sessions) in {} classes, {} tenants, {} {} req/s", file,
+                                w.requests.size(), session, classes.size(), w.tenants.size(),
+                                workload::arrival_kind_name(arrival.kind), arrival.rate_rps);
+    nlohmann::json cls = nlohmann::json::array();
+    for (const auto& c : classes)
+      cls.push_back({{"name", c.name},
+                     {"share", c.share},
+                     {"input_len", c.input.spec},
+                     {"output_len", c.output.spec},
+                     {"turns", c.turns},
+                     {"prefix_groups", c.prefix_groups}});
+    out.effective = {{"file", file},
+                     {"description", w.description},
+                     {"requests", w.requests.size()},
+                     {"sessions", session},
+                     {"arrival", workload::arrival_kind_name(arrival.kind)},
+                     {"rate_rps", arrival.rate_rps},
+                     {"tenants", w.tenants},
+                     {"classes", cls},
+                     {"seed", seed}};
+    return out;
+  } catch (const InputError&) {
+    throw;
+  } catch (const YAML::Exception& e) {
+    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "", e.msg);
+  }
+}
+
+BenchWorkload load_workload_file(const std::string& path, std::uint64_t master_seed, std::optional<double> rate) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("--workload {}: cannot open the file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_workload_yaml(ss.str(), path, master_seed, rate);
+}
+
+}  // namespace tokenscope::bench

@@ -1,0 +1,58 @@
+// What bench drives: a workload (requests with lengths, prompt sources,
+// tenants and task classes), the links between turns of multi-turn
+// sessions, and SLOs per task class. It comes either from the workload
+// options shared with `sim` (a trace or a synthetic mix) or from a YAML
+// workload file (format in docs/bench.md):
+//
+//   duration_s: 60            # or num_requests: N
+//   seed: 1
+//   arrival: {process: poisson, rate_rps: 4, burstiness: 1}
+//   tenants:                  # optional; shares are normalised
+//     - {name: acme, share: 3}
+//     - {name: beta, share: 1}
+//   classes:
+//     - name: chat
+//       share: 0.7
+//       input_len: lognormal:600:0.6:max=4000
+//       output_len: lognormal:200:0.5:max=800
+//       prefix: {groups: 4, tokens: 256}      # shared system prompts
+//       turns: {count: 3, think_ms: 1000, input_len: uniform:20:120}
+//       tenants: [acme]                       # optional: only these tenants
+//       slo: {ttft_ms: 500, tpot_ms: 60, percentile: 99}
+//
+// Each arrival starts a request (or a session's first turn) of a class drawn
+// by share, for a tenant drawn by share; later turns are sent when the
+// previous one ended plus think_ms, their prompt being the conversation so far
+// plus a new user message of the turn's input length.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/runner.h"
+#include "core/summary.h"
+#include "workload/workload.h"
+
+namespace tokenscope::bench {
+
+struct BenchWorkload {
+  workload::Workload workload;
+  std::vector<TurnLink> turns;  // empty when there are no sessions
+  std::map<std::string, Slo> slos;
+  nlohmann::json effective;
+};
+
+// Reads a YAML workload file; errors name the file, line and field (UsageError).
+// master_seed: used when the file sets none; rate: overrides arrival.rate_rps.
+BenchWorkload load_workload_file(const std::string& path, std::uint64_t master_seed,
+                                 std::optional<double> rate = std::nullopt);
+// The same from text (tests, fuzzing); `name` is used in messages.
+BenchWorkload parse_workload_yaml(const std::string& text, const std::string& name, std::uint64_t master_seed,
+                                  std::optional<double> rate = std::nullopt);
+
+}  // namespace tokenscope::bench
