@@ -29,6 +29,19 @@ void EmissionTrace::record(std::uint64_t request, std::uint32_t index, Nanos eng
   writer_.end_line();
 }
 
+void EmissionTrace::record_request(std::uint64_t request, const std::string& response_id, Nanos arrival_ns) {
+  std::lock_guard lock(mutex_);
+  std::string& o = writer_.begin_line();
+  o += "{\"req\":";
+  jsonout::append_uint(o, request);
+  o += ",\"resp\":";
+  jsonout::append_string(o, response_id);
+  o += ",\"arrival_ns\":";
+  jsonout::append_int(o, arrival_ns);
+  o += '}';
+  writer_.end_line();
+}
+
 void EmissionTrace::flush() {
   std::lock_guard lock(mutex_);
   writer_.flush();
@@ -65,6 +78,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   }
 
   GenerationRequest& request() { return req_; }
+  const std::string& id() const { return id_; }
   std::vector<Choice>& choices() { return choices_; }
   const Fault& fault() const { return fault_; }
   bool finished() const { return finished_; }
@@ -401,6 +415,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task) {
     er.id = c.engine_id;
     er.prompt = c.prompt;
     er.max_output_tokens = c.target;
+    if (trace_) trace_->record_request(c.engine_id, task->id(), now);
     er.priority = req.priority;
     if (req.seed) er.output_seed = hash_combine64(*req.seed, i);
     direct_delivery_ = true;

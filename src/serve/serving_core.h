@@ -28,11 +28,14 @@ namespace tokenscope::serve {
 
 // --trace-emissions: one JSON line per token written to a stream:
 // {"req": engine request id, "i": token index, "engine_ns": emission time,
-//  "write_ns": when it was handed to the socket} (monotonic clock).
+//  "write_ns": when it was handed to the socket} (monotonic clock), and one
+// line per request as the engine admits it: {"req": id, "resp": the
+// response's "id" ("cmpl-..."), "arrival_ns": admission time}.
 class EmissionTrace {
  public:
   explicit EmissionTrace(const std::string& path);
   void record(std::uint64_t request, std::uint32_t index, Nanos engine_ns, Nanos write_ns);
+  void record_request(std::uint64_t request, const std::string& response_id, Nanos arrival_ns);
   void flush();
 
  private:

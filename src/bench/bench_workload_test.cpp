@@ -1,0 +1,138 @@
+// YAML workload files: the mix they generate, sessions, SLOs, and the
+// messages for bad input (file, line, field).
+#include "bench/bench_workload.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace tokenscope::bench {
+namespace {
+
+const char* kMix = R"(
+num_requests: 4000
+seed: 3
+arrival: {process: gamma, rate_rps: 50, burstiness: 0.5}
+tenants:
+  - {name: acme, share: 3}
+  - {name: beta, share: 1}
+classes:
+  - name: chat
+    share: 3
+    input_len: fixed:100
+    output_len: fixed:20
+    turns: {count: 3, think_ms: 500, input_len: fixed:10}
+    slo: {ttft_ms: 200, tpot_ms: 20, percentile: 90}
+  - name: batch
+    share: 1
+    input_len: uniform:1000:2000
+    output_len: fixed:5
+    prefix: {groups: 2, tokens: 512}
+    tenants: [beta]
+)";
+
+TEST(WorkloadFile, GeneratesTheMixWithSessionsAndSlos) {
+  const auto b = parse_workload_yaml(kMix, "mix.yaml", 0);
+  const auto& w = b.workload;
+  EXPECT_EQ(w.classes, (std::vector<std::string>{"chat", "batch"}));
+  EXPECT_EQ(w.tenants, (std::vector<std::string>{"acme", "beta"}));
+  ASSERT_EQ(b.turns.size(), w.requests.size());
+  std::size_t starts[2] = {0, 0}, batch_acme = 0;
+  for (std::size_t i = 0; i < w.requests.size(); ++i) {
+    const auto& r = w.requests[i];
+    const auto& l = b.turns[i];
+    if (l.turn == 0) ++starts[r.task_class];
+    if (r.task_class == 1) {
+      EXPECT_EQ(l.next, -1);
+      EXPECT_GE(r.input_tokens, 1000u);
+      EXPECT_EQ(r.source, workload::PromptSource::kPrefixGroup);
+      EXPECT_LT(r.source_begin, 2u);
+      batch_acme += r.tenant == 0 ? 1 : 0;
+    } else {
+      // Sessions of three turns, linked in order, the same tenant throughout.
+      EXPECT_EQ(r.input_tokens, l.turn == 0 ? 100u : 10u);
+      if (l.turn < 2) {
+        ASSERT_EQ(l.next, static_cast<std::int32_t>(i + 1));
+        EXPECT_EQ(b.turns[i + 1].turn, l.turn + 1);
+        EXPECT_EQ(b.turns[i + 1].session, l.session);
+        EXPECT_EQ(w.requests[i + 1].tenant, r.tenant);
+        EXPECT_EQ(l.think_ns, 500'000'000);
+      } else {
+        EXPECT_EQ(l.next, -1);
+      }
+    }
+    if (i > 0) {
+      EXPECT_GE(r.arrival_ns, w.requests[i - 1].arrival_ns);
+    }
+  }
+  EXPECT_EQ(starts[0] + starts[1], 4000u);
+  // Shares 3:1, within four standard deviations of a binomial draw.
+  EXPECT_NEAR(static_cast<double>(starts[0]), 3000, 4 * std::sqrt(4000 * 0.75 * 0.25));
+  EXPECT_EQ(batch_acme, 0u);  // batch is restricted to beta
+  ASSERT_EQ(b.slos.size(), 1u);
+  EXPECT_EQ(*b.slos.at("chat").ttft_ms, 200);
+  EXPECT_EQ(b.slos.at("chat").percentile, 90);
+  EXPECT_FALSE(b.slos.at("chat").e2e_ms);
+  // Deterministic for a seed; the rate override rescales time.
+  const auto again = parse_workload_yaml(kMix, "mix.yaml", 0);
+  EXPECT_EQ(again.workload.requests.back().arrival_ns, w.requests.back().arrival_ns);
+  const auto faster = parse_workload_yaml(kMix, "mix.yaml", 0, 100.0);
+  EXPECT_LT(faster.workload.requests.back().arrival_ns, w.requests.back().arrival_ns);
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_workload_yaml(yaml, "w.yaml", 0);
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const UsageError& e) {
+    return std::string("UsageError: ") + e.what();
+  }
+  return "no error";
+}
+
+TEST(WorkloadFile, BadInputNamesFileLineAndField) {
+  const std::string head = "duration_s: 10\nclasses:\n";
+  struct Case {
+    std::string yaml;
+    std::string field;
+    std::string line;
+  } cases[] = {
+      {"duration_s: 10\n", "classes", "w.yaml:1"},
+      {"classes: []\nduration_s: 1\n", "classes", "w.yaml:1"},
+      {head + "  - name: a\n    input_len: fixed:1\n", "classes[0].output_len", "w.yaml:3"},
+      {head + "  - name: a\n    input_len: bogus:1\n    output_len: fixed:1\n", "classes[0].input_len", "w.yaml:4"},
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    share: -1\n", "classes[0].share",
+       "w.yaml:6"},
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    colour: red\n", "classes[0].colour",
+       "w.yaml:6"},
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    tenants: [nobody]\n",
+       "classes[0].tenants[0]", "w.yaml:6"},
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    slo: {}\n", "classes[0].slo",
+       "w.yaml:6"},
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n  - name: a\n    input_len: fixed:1\n"
+              "    output_len: fixed:1\n",
+       "classes[1].name", "w.yaml:6"},
+      {"classes: [\n", "", "w.yaml:"},
+  };
+  for (const auto& c : cases) {
+    const std::string msg = error_of(c.yaml);
+    EXPECT_NE(msg.find(c.line), std::string::npos) << c.yaml << " -> " << msg;
+    EXPECT_NE(msg.find(c.field), std::string::npos) << c.yaml << " -> " << msg;
+    EXPECT_EQ(msg.find("UsageError"), std::string::npos) << msg;
+  }
+}
+
+TEST(WorkloadFile, ExampleFilesInDocsLoad) {
+  for (const char* f : {"/examples/workloads/chat-and-batch.yaml", "/examples/workloads/agentic-sessions.yaml"}) {
+    const auto b = load_workload_file(std::string(TOKENSCOPE_SOURCE_DIR) + f, 0);
+    EXPECT_GT(b.workload.requests.size(), 0u) << f;
+  }
+  EXPECT_THROW(load_workload_file("/nonexistent.yaml", 0), UsageError);
+}
+
+}  // namespace
+}  // namespace tokenscope::bench

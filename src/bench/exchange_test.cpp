@@ -1,0 +1,197 @@
+// The request encoder and the response collector, fed by hand: the rules of
+// shared METRICS.md (first token, usage counts, k-token events) and the
+// outcome of every kind of failure.
+#include "bench/exchange.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tokenscope::bench {
+namespace {
+
+using nlohmann::json;
+
+json body_of(const std::string& http) {
+  return json::parse(http.substr(http.find("\r\n\r\n") + 4));
+}
+
+TEST(RequestEncoder, CompletionsWithUsageAndIgnoreEos) {
+  RequestSettings s;
+  s.model = "m";
+  s.host_header = "h:1";
+  s.base_path = "/p";
+  s.api_key = "k";
+  s.headers = {{"X-A", "b"}};
+  const RequestEncoder e(s);
+  const auto msg = *e.encode("say \"hi\"\n", 7);
+  EXPECT_EQ(msg.rfind("POST /p/v1/completions HTTP/1.1\r\nHost: h:1\r\n", 0), 0u) << msg;
+  EXPECT_NE(msg.find("Authorization: Bearer k\r\n"), std::string::npos);
+  EXPECT_NE(msg.find("X-A: b\r\n"), std::string::npos);
+  const json b = body_of(msg);
+  EXPECT_EQ(b["model"], "m");
+  EXPECT_EQ(b["prompt"], "say \"hi\"\n");
+  EXPECT_EQ(b["max_tokens"], 7);
+  EXPECT_EQ(b["ignore_eos"], true);
+  EXPECT_EQ(b["stream"], true);
+  EXPECT_EQ(b["stream_options"]["include_usage"], true);
+  const std::size_t len = std::stoul(msg.substr(msg.find("Content-Length: ") + 16));
+  EXPECT_EQ(len, msg.size() - msg.find("\r\n\r\n") - 4);
+}
+
+TEST(RequestEncoder, ChatWithHistory) {
+  RequestSettings s;
+  s.api = Api::kChat;
+  s.model = "m";
+  s.stream = false;
+  const RequestEncoder e(s);
+  const std::vector<ChatMessage> history = {{"user", "a"}, {"assistant", "b"}};
+  const json b = body_of(*e.encode("c", 3, &history));
+  ASSERT_EQ(b["messages"].size(), 3u);
+  EXPECT_EQ(b["messages"][1]["role"], "assistant");
+  EXPECT_EQ(b["messages"][2]["content"], "c");
+  EXPECT_EQ(b["stream"], false);
+  EXPECT_FALSE(b.contains("stream_options"));
+}
+
+class Collector : public ::testing::Test {
+ protected:
+  void start(bool stream = true) {
+    RequestRecord r;
+    r.id = 9;
+    r.t_sched = 100;
+    c.init(r, stream, true, &parser, [this](ResponseCollector& done) {
+      ++calls;
+      record = done.record();
+    });
+    c.on_sent(110);
+  }
+  void chunk(std::string_view data, Nanos t) { c.on_body(data, t); }
+
+  ChunkParser parser;
+  ResponseCollector c;
+  RequestRecord record;
+  int calls = 0;
+};
+
+TEST_F(Collector, FirstTokenSkipsRoleOnlyAndEmptyChunks) {
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"id\":\"chatcmpl-1\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n", 130);
+  chunk("data: {\"choices\":[{\"delta\":{\"content\":\"\"}}]}\n\n", 140);
+  chunk("data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"con", 150);
+  chunk("tent\":\"lo\"},\"finish_reason\":\"length\"}]}\n\n", 170);
+  chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n", 180);
+  c.on_complete(net::ExchangeError::kNone, "", 190);
+  ASSERT_EQ(calls, 1);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  EXPECT_EQ(record.response_id, "chatcmpl-1");
+  EXPECT_EQ(record.t_send, 110);
+  EXPECT_EQ(record.t_headers, 120);
+  EXPECT_EQ(record.t_first_token, 150);
+  EXPECT_EQ(record.t_last_token, 150);  // the second event's first byte came with the read at 150
+  EXPECT_EQ(record.t_close, 190);
+  EXPECT_EQ(record.event_times, (std::vector<Nanos>{150, 150}));
+  EXPECT_EQ(record.output_tokens, 2);
+  EXPECT_EQ(record.output_tokens_client, 2);
+  EXPECT_EQ(record.prompt_tokens, 5);
+  EXPECT_EQ(c.text(), "Hello");
+}
+
+TEST_F(Collector, MultiTokenEventsShareTheUsageCountByTextLength) {
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"ab\"}]}\n\n", 200);
+  chunk("data: {\"choices\":[{\"text\":\"cdefgh\"}]}\n\n", 300);  // three times the text
+  chunk("data: {\"choices\":[{\"text\":\"ij\",\"finish_reason\":\"length\"}]}\n\n", 400);
+  chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":8}}\n\ndata: [DONE]\n\n", 410);
+  c.on_complete(net::ExchangeError::kNone, "", 420);
+  EXPECT_EQ(record.outcome, Outcome::kOk);
+  EXPECT_EQ(record.output_tokens, 8);
+  EXPECT_EQ(record.output_tokens_client, 3);
+  // 5 extra tokens over 2:6:2 characters = 1, 3, 1 (exact), plus one each.
+  EXPECT_EQ(record.event_tokens, (std::vector<std::uint32_t>{2, 4, 2}));
+}
+
+TEST_F(Collector, MissingUsageLeavesTheCountUnknown) {
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.outcome, Outcome::kOk);
+  EXPECT_EQ(record.output_tokens, -1);  // never replaced by the client's count
+  EXPECT_EQ(record.output_tokens_client, 1);
+}
+
+TEST_F(Collector, HttpErrorKeepsTheBodyAsDetail) {
+  start();
+  c.on_headers(429, 120);
+  chunk("{\"error\":{\"message\":\"slow down\"}}", 130);
+  c.on_complete(net::ExchangeError::kNone, "", 140);
+  EXPECT_EQ(record.outcome, Outcome::kHttpError);
+  EXPECT_EQ(record.http_status, 429);
+  EXPECT_NE(record.detail.find("HTTP 429"), std::string::npos) << record.detail;
+  EXPECT_NE(record.detail.find("slow down"), std::string::npos);
+}
+
+TEST_F(Collector, MalformedEventIsAProtocolError) {
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"id\": \"x\", \"choices\": [\n\n", 130);
+  chunk("data: {\"choices\":[{\"text\":\"b\",\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n", 140);
+  c.on_complete(net::ExchangeError::kNone, "", 150);
+  EXPECT_EQ(record.outcome, Outcome::kProtocolError);
+  EXPECT_NE(record.detail.find("malformed stream event"), std::string::npos) << record.detail;
+}
+
+TEST_F(Collector, ErrorEventIsAnHttpError) {
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"error\":{\"message\":\"shutting down\"}}\n\n", 130);
+  c.on_complete(net::ExchangeError::kNone, "", 150);
+  EXPECT_EQ(record.outcome, Outcome::kHttpError);
+  EXPECT_NE(record.detail.find("shutting down"), std::string::npos);
+  EXPECT_EQ(record.event_times.size(), 1u);  // what arrived before is kept
+}
+
+TEST_F(Collector, StreamWithoutAnEndIsAProtocolError) {
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", 130);
+  c.on_complete(net::ExchangeError::kNone, "", 150);
+  EXPECT_EQ(record.outcome, Outcome::kProtocolError);
+}
+
+TEST_F(Collector, TransportFailuresMapToOutcomes) {
+  const std::pair<net::ExchangeError, Outcome> cases[] = {
+      {net::ExchangeError::kConnect, Outcome::kConnectError},
+      {net::ExchangeError::kClosed, Outcome::kConnectError},
+      {net::ExchangeError::kTimeout, Outcome::kTimeout},
+      {net::ExchangeError::kProtocol, Outcome::kProtocolError},
+      {net::ExchangeError::kCancelled, Outcome::kCancelled},
+  };
+  for (const auto& [error, outcome] : cases) {
+    start();
+    c.on_complete(error, "why", 500);
+    EXPECT_EQ(record.outcome, outcome) << net::exchange_error_name(error);
+    EXPECT_EQ(record.t_close, 500);
+  }
+}
+
+TEST_F(Collector, NonStreamedBodyIsOneEventAtTheEnd) {
+  start(false);
+  c.on_headers(200, 120);
+  chunk("{\"id\":\"cmpl-2\",\"choices\":[{\"text\":\"hello world\",\"finish_reason\":\"length\"}],", 130);
+  chunk("\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}", 140);
+  c.on_complete(net::ExchangeError::kNone, "", 150);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  EXPECT_EQ(record.t_first_token, 150);
+  EXPECT_EQ(record.t_last_token, 150);
+  EXPECT_EQ(record.output_tokens, 4);
+  EXPECT_EQ(record.output_tokens_client, -1);
+  EXPECT_EQ(record.event_tokens, (std::vector<std::uint32_t>{4}));
+  EXPECT_EQ(record.response_id, "cmpl-2");
+}
+
+}  // namespace
+}  // namespace tokenscope::bench

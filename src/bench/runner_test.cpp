@@ -1,0 +1,241 @@
+// The load driver against the in-process simulator over loopback HTTP:
+// open loop, the concurrency cap, closed loop, multi-turn sessions, faults
+// (the client's outcomes equal the server's injected-fault counters) and
+// stopping. Bounded: each run is a few hundred short requests.
+#include "bench/runner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "bench/bench_workload.h"
+#include "engine/catalog.h"
+#include "serve/metrics.h"
+#include "serve/server_app.h"
+
+namespace tokenscope::bench {
+namespace {
+
+struct Target {
+  explicit Target(double step_ms, std::vector<serve::FaultRule> faults = {}) {
+    engine::EngineSettings s;
+    s.model = "llama-3-8b";
+    s.gpu = "h100-sxm";
+    s.fixed_step_ms = step_ms;
+    const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+    serve::ServerAppSettings ss;
+    ss.faults = std::move(faults);
+    ss.fault_seed = 5;
+    app = std::make_unique<serve::ServerApp>(eff, s, std::make_unique<engine::FixedCostModel>(step_ms * 1e-3), ss);
+    app->start();
+    endpoint = net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(app->port()));
+  }
+  std::unique_ptr<serve::ServerApp> app;
+  net::Endpoint endpoint;
+};
+
+workload::Workload small_workload(std::size_t n, std::uint32_t input, std::uint32_t output) {
+  workload::Workload w;
+  for (std::size_t i = 0; i < n; ++i) {
+    workload::Request r;
+    r.id = i;
+    r.input_tokens = input;
+    r.output_tokens = output;
+    w.requests.push_back(r);
+  }
+  w.description = "test";
+  return w;
+}
+
+RequestSettings completions() {
+  RequestSettings rs;
+  rs.model = "llama-3-8b";
+  return rs;
+}
+
+std::vector<RequestRecord> run(const workload::Workload& w, LoadPlan plan, const Target& t,
+                               RequestSettings rs = completions()) {
+  RecordQueue q;
+  Runner runner(w, std::move(plan), t.endpoint, {}, std::move(rs), q);
+  runner.start();
+  while (!runner.wait_for(1000)) {
+  }
+  runner.join();
+  std::vector<RequestRecord> out;
+  q.drain(out);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
+}
+
+// The most requests in flight at once, from [t_send, t_close] intervals.
+int max_overlap(const std::vector<RequestRecord>& rs) {
+  std::vector<std::pair<Nanos, int>> ev;
+  for (const auto& r : rs) {
+    ev.emplace_back(r.t_send, 1);
+    ev.emplace_back(r.t_close, -1);
+  }
+  std::sort(ev.begin(), ev.end());  // an end before a start at the same time
+  int cur = 0, best = 0;
+  for (const auto& [t, d] : ev) best = std::max(best, cur += d);
+  return best;
+}
+
+TEST(Runner, OpenLoopSendsOnScheduleAndCountsEveryToken) {
+  Target target(0.5);
+  const auto w = small_workload(60, 20, 6);
+  LoadPlan plan;
+  for (std::uint32_t i = 0; i < 60; ++i) plan.schedule.emplace_back(i, i * 5 * kNanosPerMilli);
+  plan.threads = 2;
+  const auto rs = run(w, plan, target);
+  ASSERT_EQ(rs.size(), 60u);
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    const auto& r = rs[i];
+    EXPECT_EQ(r.id, i);
+    ASSERT_EQ(r.outcome, Outcome::kOk) << r.detail;
+    EXPECT_EQ(r.http_status, 200);
+    EXPECT_EQ(r.output_tokens, 6);  // ignore_eos: exactly max_tokens, from usage
+    EXPECT_EQ(r.output_tokens_client, 6);
+    EXPECT_EQ(r.event_times.size(), 6u);
+    EXPECT_EQ(r.prompt_tokens, 20);
+    EXPECT_GE(r.t_send, r.t_sched);
+    EXPECT_LT(r.t_send, r.t_first_token);
+    EXPECT_LE(r.t_last_token, r.t_close);
+    EXPECT_EQ(r.response_id.rfind("cmpl-", 0), 0u);
+    if (i > 0) {
+      EXPECT_EQ(r.t_sched - rs[i - 1].t_sched, 5 * kNanosPerMilli);
+    }
+  }
+}
+
+TEST(Runner, ConcurrencyCapQueuesTheRest) {
+  Target target(1.0);
+  const auto w = small_workload(24, 10, 5);
+  LoadPlan plan;
+  for (std::uint32_t i = 0; i < 24; ++i) plan.schedule.emplace_back(i, 0);
+  plan.max_concurrency = 3;
+  const auto rs = run(w, plan, target);
+  ASSERT_EQ(rs.size(), 24u);
+  EXPECT_LE(max_overlap(rs), 3);
+  std::size_t queued = 0;
+  for (const auto& r : rs) {
+    EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+    if (r.t_dispatch >= 0) {
+      ++queued;
+      EXPECT_GE(r.t_dispatch, r.t_sched);
+      EXPECT_GE(r.t_send, r.t_dispatch);
+    }
+  }
+  EXPECT_EQ(queued, 21u);  // all but the first three waited for a slot
+}
+
+TEST(Runner, ClosedLoopKeepsNUsersBusy) {
+  Target target(0.5);
+  const auto w = small_workload(10, 10, 4);  // wraps around with fresh ids
+  LoadPlan plan;
+  plan.closed_loop = true;
+  plan.user_stages = {{4, 1e9}};
+  plan.max_requests = 30;
+  plan.threads = 2;
+  const auto rs = run(w, plan, target);
+  ASSERT_EQ(rs.size(), 30u);
+  EXPECT_LE(max_overlap(rs), 4);
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(rs[i].id, i);
+    EXPECT_EQ(rs[i].outcome, Outcome::kOk);
+  }
+}
+
+TEST(Runner, SessionTurnsFollowTheirPreviousTurnWithGrowingHistory) {
+  Target target(0.5);
+  const auto b = parse_workload_yaml(R"(
+num_requests: 5
+arrival: {process: constant, rate_rps: 100}
+classes:
+  - name: agent
+    input_len: fixed:40
+    output_len: fixed:8
+    turns: {count: 3, think_ms: 20, input_len: fixed:10}
+)",
+                                     "sessions.yaml", 0);
+  LoadPlan plan;
+  plan.turns = b.turns;
+  for (std::uint32_t i = 0; i < b.workload.requests.size(); ++i)
+    if (b.turns[i].turn == 0) plan.schedule.emplace_back(i, b.workload.requests[i].arrival_ns);
+  for (const auto api : {Api::kCompletions, Api::kChat}) {
+    RequestSettings rs = completions();
+    rs.api = api;
+    const auto recs = run(b.workload, plan, target, rs);
+    ASSERT_EQ(recs.size(), 15u);
+    for (std::size_t i = 0; i < recs.size(); ++i) {
+      const auto& r = recs[i];
+      ASSERT_EQ(r.outcome, Outcome::kOk) << r.detail;
+      EXPECT_EQ(r.session, static_cast<std::int64_t>(i / 3));
+      EXPECT_EQ(r.turn, i % 3);
+      if (r.turn > 0) {
+        const auto& prev = recs[i - 1];
+        EXPECT_EQ(r.t_sched, prev.t_close + 20 * kNanosPerMilli);
+        // The history comes back: the last prompt, its answer and the new message.
+        EXPECT_GE(r.prompt_tokens, prev.prompt_tokens + prev.output_tokens + 10) << i;
+      }
+    }
+  }
+}
+
+TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
+  std::vector<serve::FaultRule> faults = {{serve::FaultKind::kHttp5xx, 0.08, 0},
+                                          {serve::FaultKind::kHttp429, 0.08, 0},
+                                          {serve::FaultKind::kReset, 0.08, 0},
+                                          {serve::FaultKind::kMalformed, 0.08, 0},
+                                          {serve::FaultKind::kStall, 0.08, 2000}};
+  Target target(0.5, faults);
+  const auto w = small_workload(200, 10, 6);
+  LoadPlan plan;
+  for (std::uint32_t i = 0; i < 200; ++i) plan.schedule.emplace_back(i, i * kNanosPerMilli);
+  plan.timeout_s = 0.5;  // stalls of 2 s time out
+  const auto rs = run(w, plan, target);
+  ASSERT_EQ(rs.size(), 200u);
+  std::map<Outcome, int> by;
+  for (const auto& r : rs) ++by[r.outcome];
+  target.app->stop();
+  auto injected = [&](const char* kind) {
+    return static_cast<int>(target.app->metrics().value("tokenscope:faults_injected_total", kind));
+  };
+  EXPECT_GT(injected("http_5xx") + injected("http_429"), 0);
+  EXPECT_EQ(by[Outcome::kHttpError], injected("http_5xx") + injected("http_429"));
+  EXPECT_EQ(by[Outcome::kConnectError], injected("reset"));
+  EXPECT_EQ(by[Outcome::kProtocolError], injected("malformed"));
+  EXPECT_EQ(by[Outcome::kTimeout], injected("stall"));
+  EXPECT_EQ(by[Outcome::kOk], 200 - injected("http_5xx") - injected("http_429") - injected("reset") -
+                                  injected("malformed") - injected("stall"));
+}
+
+TEST(Runner, StoppingKeepsFinishedRequestsAndCancelsTheRest) {
+  Target target(2.0);
+  const auto w = small_workload(40, 10, 400);  // long streams: about 0.8 s each
+  LoadPlan plan;
+  for (std::uint32_t i = 0; i < 40; ++i) plan.schedule.emplace_back(i, i * 50 * kNanosPerMilli);
+  RecordQueue q;
+  Runner runner(w, plan, target.endpoint, {}, completions(), q);
+  runner.start();
+  while (runner.counters().completed.load() == 0) ASSERT_FALSE(runner.wait_for(10)) << "finished too early";
+  runner.stop_sending();
+  runner.cancel_in_flight();
+  runner.join();
+  std::vector<RequestRecord> rs;
+  q.drain(rs);
+  const std::uint64_t sent = runner.counters().sent.load();
+  EXPECT_EQ(rs.size(), sent);
+  EXPECT_EQ(runner.not_sent(), 40 - sent);
+  EXPECT_LT(sent, 40u);
+  std::size_t ok = 0, cancelled = 0;
+  for (const auto& r : rs) {
+    ok += r.outcome == Outcome::kOk;
+    cancelled += r.outcome == Outcome::kCancelled;
+  }
+  EXPECT_GE(ok, 1u);
+  EXPECT_EQ(ok + cancelled, rs.size());
+}
+
+}  // namespace
+}  // namespace tokenscope::bench
