@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "process.h"
+#include "server.h"
 
 namespace tokenscope::testing {
 namespace {
@@ -31,42 +32,6 @@ std::int64_t monotonic_ns() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A running server on 127.0.0.1 and an ephemeral port.
-class Server {
- public:
-  Server(const fs::path& dir, std::vector<std::string> extra) : dir_(dir) {
-    // Several I/O threads, so that the ThreadSanitizer run sees real concurrency.
-    std::vector<std::string> args = {
-        kBin, "serve", "--port", "0", "--port-file", (dir / "port").string(), "--threads", "3"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<Child>(args, (dir / "server.out").string(), (dir / "server.err").string());
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline && !fs::exists(dir / "port"))
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    port_ = std::stoi(slurp(dir / "port"));
-  }
-  int port() const { return port_; }
-  std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  ProcessResult stop(int sig = SIGTERM, double timeout_s = 30) {
-    child_->signal(sig);
-    return child_->wait(timeout_s);
-  }
-
- private:
-  fs::path dir_;
-  std::unique_ptr<Child> child_;
-  int port_ = 0;
-};
 
 // A blocking loopback socket with a receive timeout.
 class RawClient {

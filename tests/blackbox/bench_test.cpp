@@ -1,0 +1,216 @@
+// Black-box tests of `tokenscope bench`: the real binary against its
+// in-process simulator and against a separate `tokenscope serve` process.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "process.h"
+#include "server.h"
+
+namespace tokenscope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+const std::string kBin = TOKENSCOPE_BINARY;
+
+class Bench : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tokenscope_bench_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  ProcessResult bench(std::vector<std::string> args, double timeout_s = 120) {
+    args.insert(args.begin(), {kBin, "bench", "--progress", "none"});
+    return run_process(args, timeout_s);
+  }
+  static std::vector<json> lines(const fs::path& p) {
+    std::vector<json> out;
+    std::ifstream in(p);
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Bench, RunWritesSummaryRecordsCsvAndVllmResult) {
+  const auto out = dir_ / "run";
+  const auto r = bench({"--duration-s", "2", "--rate", "10", "--input-len", "fixed:64", "--output-len", "fixed:16",
+                        "--out", out.string(), "--csv", "--compat", "vllm", "--slo", "ttft_ms=10000,tpot_ms=1000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tokenscope bench: llama-3-8b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TTFT sched"), std::string::npos);
+  EXPECT_NE(r.out.find("send lag"), std::string::npos);
+  EXPECT_NE(r.out.find("run directory: " + out.string()), std::string::npos);
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["partial"], false);
+  const auto& s = run["summary"];
+  const auto recs = lines(out / "requests.jsonl");
+  ASSERT_GT(recs.size(), 5u);
+  EXPECT_EQ(s["requests_total"].get<std::size_t>(), recs.size());
+  EXPECT_EQ(s["requests_completed"].get<std::size_t>(), recs.size());
+  EXPECT_EQ(s["requests_by_outcome"]["ok"].get<std::size_t>(), recs.size());
+  EXPECT_EQ(s["output_tokens_total"].get<std::size_t>(), 16 * recs.size());  // ignore_eos, from usage
+  EXPECT_EQ(s["output_token_mismatches"], 0);
+  EXPECT_GT(s["goodput_rps"].get<double>(), 0);
+  EXPECT_EQ(s["slo_attainment"]["default"]["pass"], true);
+  EXPECT_GE(s["send_lag_ms"]["min"].get<double>(), 0.0);
+  EXPECT_GE(s["ttft_sched_ms"]["p50"].get<double>(), s["ttft_ms"]["p50"].get<double>());
+  EXPECT_FALSE(s["prefix_cache_queries_tokens"].is_null());  // in-process: the server's own counters
+  for (const auto& rec : recs) {
+    EXPECT_EQ(rec["outcome"], "ok");
+    EXPECT_EQ(rec["output_tokens"], 16);
+    EXPECT_EQ(rec["event_offsets_ns"].size(), 16u);
+  }
+  std::ifstream csv(out / "requests.csv");
+  std::string header, row;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("id,tenant,class,", 0), 0u);
+  std::size_t rows = 0;
+  while (std::getline(csv, row)) ++rows;
+  EXPECT_EQ(rows, recs.size());
+  const auto v = json::parse(slurp(out / "vllm_result.json"));
+  EXPECT_EQ(v["completed"].get<std::size_t>(), recs.size());
+  for (const char* k : {"mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
+                        "p99_e2el_ms", "request_throughput", "output_throughput", "total_token_throughput"})
+    EXPECT_TRUE(v.contains(k)) << k;
+  EXPECT_EQ(v["output_lens"].size(), recs.size());
+}
+
+TEST_F(Bench, BadOptionsAndInputGetClearMessages) {
+  const auto yaml = dir_ / "bad.yaml";
+  std::ofstream(yaml) << "duration_s: 5\nclasses:\n  - name: a\n    input_len: fixed:1\n    output_len: nope\n";
+  const std::uint16_t closed_port = 1;  // tcpmux: nothing listens there
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"--target", "ftp://x"}, "--target 'ftp://x'"},
+      {{"--slo", "ttft_ms=abc"}, "--slo"},
+      {{"--slo", "latency=3"}, "unknown metric 'latency'"},
+      {{"--stages", "5"}, "VALUE@SECONDS"},
+      {{"--workload", (dir_ / "missing.yaml").string()}, "cannot open"},
+      {{"--workload", yaml.string()}, "bad.yaml:5"},
+      {{"--concurrency", "2", "--stages", "1@1"}, "--user-stages"},
+      {{"--sweep-search", "1:5"}, "needs --slo"},
+      {{"--target", "http://127.0.0.1:" + std::to_string(closed_port)}, "connect"},
+  };
+  for (const auto& c : cases) {
+    const auto r = bench(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args[0] << ": " << r.err;
+  }
+}
+
+TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
+  const auto out = dir_ / "run";
+  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32", "--output-len",
+               "fixed:200", "--grace-s", "0.3", "--progress", "plain", "--out", out.string()},
+              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  // Wait (bounded) until some requests have finished, then interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(out / "requests.jsonl") || lines(out / "requests.jsonl").size() < 5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  child.signal(SIGINT);
+  const auto r = child.wait(60);
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("interrupted"), std::string::npos);
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["partial"], true);
+  const auto recs = lines(out / "requests.jsonl");
+  EXPECT_GE(recs.size(), 5u);
+  EXPECT_EQ(run["summary"]["requests_total"].get<std::size_t>(), recs.size());
+  EXPECT_GT(run["client"]["requests_not_sent"].get<std::size_t>(), 0u);
+  for (const auto& rec : recs) {
+    const std::string o = rec["outcome"];
+    EXPECT_TRUE(o == "ok" || o == "cancelled") << o;
+  }
+}
+
+// The client's outcomes equal the faults a separate server process injected
+// (read from its /metrics).
+TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
+  Server server(dir_, {"--faults", "http_5xx=0.06,http_429=0.06,reset=0.06,malformed=0.06,stall=0.06@3000",
+                       "--fault-seed", "11", "--fixed-step-ms", "1"});
+  const auto r = bench({"--target", server.url(""), "--num-requests", "300", "--rate", "300", "--input-len",
+                        "fixed:8", "--output-len", "fixed:6", "--timeout-s", "1", "--json", "--out",
+                        (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto s = json::parse(r.out);
+  EXPECT_TRUE(s["prefix_cache_queries_tokens"].is_null());  // a remote server: not read
+  const auto metrics = run_process({"/usr/bin/curl", "-sS", "--max-time", "30", server.url("/metrics")});
+  std::map<std::string, int> injected;
+  const std::regex re(R"re(tokenscope:faults_injected_total\{[^}]*kind="([a-z_0-9]+)"[^}]*\} ([0-9.]+))re");
+  for (std::sregex_iterator it(metrics.out.begin(), metrics.out.end(), re), end; it != end; ++it)
+    injected[(*it)[1]] = static_cast<int>(std::stod((*it)[2]));
+  ASSERT_FALSE(injected.empty()) << metrics.out.substr(0, 3000);
+  auto outcome = [&](const char* k) { return s["requests_by_outcome"].value(k, 0); };
+  EXPECT_GT(injected["http_5xx"] + injected["reset"], 0);
+  EXPECT_EQ(outcome("http_error"), injected["http_5xx"] + injected["http_429"]);
+  EXPECT_EQ(outcome("connect_error"), injected["reset"]);
+  EXPECT_EQ(outcome("protocol_error"), injected["malformed"]);
+  EXPECT_EQ(outcome("timeout"), injected["stall"]);
+  EXPECT_EQ(s["requests_total"], 300);
+  server.stop();
+}
+
+// Every token the server emitted was seen by the client, and the client's
+// TTFT exceeds the server's (admission to first write) by a small amount,
+// which the test reports.
+TEST_F(Bench, ClientSeesEveryEmittedTokenAndItsTtftExceedsTheServers) {
+  const auto out = dir_ / "run";
+  const auto trace = dir_ / "emissions.jsonl";
+  const auto r = bench({"--num-requests", "40", "--rate", "20", "--input-len", "fixed:128", "--output-len",
+                        "fixed:24", "--trace-emissions", trace.string(), "--out", out.string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::uint64_t> engine_of;  // response id -> engine id
+  std::map<std::uint64_t, std::int64_t> arrival, first_write;
+  std::map<std::uint64_t, int> tokens;
+  for (const auto& e : lines(trace)) {
+    const auto id = e["req"].get<std::uint64_t>();
+    if (e.contains("resp")) {
+      engine_of[e["resp"]] = id;
+      arrival[id] = e["arrival_ns"];
+    } else {
+      ++tokens[id];
+      if (e["i"] == 0) first_write[id] = e["write_ns"];
+    }
+  }
+  const auto recs = lines(out / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 40u);
+  std::vector<double> extra_ms;
+  int seen = 0, emitted = 0;
+  for (const auto& rec : recs) {
+    ASSERT_EQ(rec["outcome"], "ok");
+    const auto id = engine_of.at(rec["response_id"]);
+    EXPECT_EQ(rec["output_tokens_client"].get<int>(), tokens[id]);
+    seen += rec["output_tokens_client"].get<int>();
+    emitted += tokens[id];
+    const std::int64_t client_ttft = rec["t_first_token_ns"].get<std::int64_t>() - rec["t_send_ns"].get<std::int64_t>();
+    const std::int64_t server_ttft = first_write[id] - arrival[id];
+    EXPECT_GT(client_ttft, server_ttft);
+    extra_ms.push_back(static_cast<double>(client_ttft - server_ttft) / 1e6);
+  }
+  EXPECT_EQ(seen, emitted);
+  EXPECT_EQ(emitted, 40 * 24);
+  std::sort(extra_ms.begin(), extra_ms.end());
+  std::cout << "client TTFT - server TTFT: median " << extra_ms[extra_ms.size() / 2] << " ms, max "
+            << extra_ms.back() << " ms\n";
+  ::testing::Test::RecordProperty("ttft_extra_median_ms", std::to_string(extra_ms[extra_ms.size() / 2]));
+}
+
+}  // namespace
+}  // namespace tokenscope::testing

@@ -1,0 +1,57 @@
+// A `tokenscope serve` child process on 127.0.0.1 and an ephemeral port,
+// for black-box tests.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "process.h"
+
+namespace tokenscope::testing {
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+
+// A running server on 127.0.0.1 and an ephemeral port.
+class Server {
+ public:
+  Server(const std::filesystem::path& dir, std::vector<std::string> extra) : dir_(dir) {
+    // Several I/O threads, so that the ThreadSanitizer run sees real concurrency.
+    std::vector<std::string> args = {
+        std::string(TOKENSCOPE_BINARY), "serve", "--port", "0", "--port-file", (dir / "port").string(), "--threads", "3"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    child_ = std::make_unique<Child>(args, (dir / "server.out").string(), (dir / "server.err").string());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline && !std::filesystem::exists(dir / "port"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    port_ = std::stoi(slurp(dir / "port"));
+  }
+  int port() const { return port_; }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  ProcessResult stop(int sig = SIGTERM, double timeout_s = 30) {
+    child_->signal(sig);
+    return child_->wait(timeout_s);
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::unique_ptr<Child> child_;
+  int port_ = 0;
+};
+
+}  // namespace tokenscope::testing
