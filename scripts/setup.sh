@@ -9,10 +9,12 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev                        # Asio and Beast (header-only)
+  libssl-dev                          # TLS for bench --target https://...
   libsimdjson-dev                     # streaming chunk parsing in the client
   curl                                # black-box tests with real third-party clients
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
   python3 time bc                     # benchmark scripts, peak-memory measurement
+  python3-aiohttp                     # the Python reference client in bench/peers
 )
 
 # Node.js and npm may come from elsewhere than Debian (NodeSource ships npm

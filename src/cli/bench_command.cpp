@@ -577,7 +577,7 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
                    {"requests_on_reused_connections", cc.reused},
                    {"resent_after_stale_connection", cc.resent},
                    {"requests_not_sent", runner.not_sent()},
-                   {"cpu_s", cpu}};
+                   {"process_cpu_s", cpu}};  // with the in-process server, when there is one
   if (server) {
     nlohmann::json faults = nlohmann::json::object();
     for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
@@ -610,8 +610,8 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
                                           o.max_concurrency ? fmt::format(", at most {} in flight", o.max_concurrency)
                                                             : ""));
       print_summary_table(std::cout, h, s);
-      std::cout << fmt::format("client: {} connections for {} requests, {:.2f} CPU s{}\n", cc.connects,
-                               runner.counters().sent.load(), cpu,
+      std::cout << fmt::format("client: {} connections for {} requests, {:.2f} CPU s{}{}\n", cc.connects,
+                               runner.counters().sent.load(), cpu, server ? " (with the in-process server)" : "",
                                runner.not_sent() ? fmt::format(", {} planned requests not sent", runner.not_sent())
                                                  : "");
       std::cout << "run directory: " << out_dir << "\n";
