@@ -19,7 +19,6 @@ namespace tokenscope::bench {
 namespace {
 
 constexpr std::uint32_t kMaxTurns = 1000;
-constexpr std::uint64_t kMaxRequests = 50'000'000;
 
 // Typed access to a YAML mapping with errors naming file, line and field.
 struct Reader {
@@ -103,7 +102,7 @@ std::size_t pick(Rng& rng, const std::vector<double>& cumulative) {
 }  // namespace
 
 BenchWorkload parse_workload_yaml(const std::string& text, const std::string& file, std::uint64_t master_seed,
-                                  std::optional<double> rate) {
+                                  std::optional<double> rate, std::uint64_t max_requests) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -136,7 +135,8 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     if (rate) arrival.rate_rps = *rate;
     std::uint64_t num_requests = 0;
     double duration_s = 0;
-    if (root["num_requests"]) num_requests = rd.integer(root["num_requests"], "num_requests", 1, kMaxRequests);
+    if (root["num_requests"])
+      num_requests = rd.integer(root["num_requests"], "num_requests", 1, static_cast<double>(max_requests));
     if (root["duration_s"]) duration_s = rd.number(root["duration_s"], "duration_s", 0, false);
     if (num_requests == 0 && duration_s == 0) throw InputError(file, 1, "duration_s", "missing: give duration_s or num_requests");
     if (num_requests > 0 && duration_s > 0)
@@ -227,7 +227,15 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     }
 
     // The schedule of arrivals (sessions start at arrivals), then the requests.
-    workload::validate(arrival);
+    try {
+      workload::validate(arrival);
+    } catch (const UsageError& e) {
+      throw InputError(file, root["arrival"] ? rd.line(root["arrival"]) : 1, "arrival", e.what());
+    }
+    if (duration_s > 0 && arrival.rate_rps * duration_s > 0.9 * static_cast<double>(max_requests))
+      rd.fail(root["duration_s"], "duration_s",
+              fmt::format("rate x duration plans about {:.3g} requests; at most {} are allowed",
+                          arrival.rate_rps * duration_s, max_requests));
     Rng arrival_rng(seeds.arrival);
     const std::vector<Nanos> starts = num_requests > 0
                                           ? workload::generate_arrivals(arrival, num_requests, arrival_rng)
@@ -260,8 +268,8 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
       std::uint32_t group = 0;
       if (c.prefix_groups > 0) group = c.group_base + static_cast<std::uint32_t>(prefix_rng.next_u64() % c.prefix_groups);
       for (std::uint32_t turn = 0; turn < c.turns; ++turn) {
-        if (w.requests.size() >= kMaxRequests)
-          throw InputError(file, 1, "", fmt::format("more than {} requests; shorten duration_s", kMaxRequests));
+        if (w.requests.size() >= max_requests)
+          throw InputError(file, 1, "", fmt::format("more than {} requests (turns included)", max_requests));
         workload::Request r;
         r.id = w.requests.size();
         r.arrival_ns = t;

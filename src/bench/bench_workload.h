@@ -47,12 +47,16 @@ struct BenchWorkload {
   nlohmann::json effective;
 };
 
+inline constexpr std::uint64_t kMaxWorkloadRequests = 10'000'000;
+
 // Reads a YAML workload file; errors name the file, line and field (UsageError).
 // master_seed: used when the file sets none; rate: overrides arrival.rate_rps.
 BenchWorkload load_workload_file(const std::string& path, std::uint64_t master_seed,
                                  std::optional<double> rate = std::nullopt);
-// The same from text (tests, fuzzing); `name` is used in messages.
+// The same from text (tests, fuzzing); `name` is used in messages. A file
+// that would generate more than max_requests requests is an error.
 BenchWorkload parse_workload_yaml(const std::string& text, const std::string& name, std::uint64_t master_seed,
-                                  std::optional<double> rate = std::nullopt);
+                                  std::optional<double> rate = std::nullopt,
+                                  std::uint64_t max_requests = kMaxWorkloadRequests);
 
 }  // namespace tokenscope::bench

@@ -231,7 +231,9 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
   record_.output_tokens = usage_completion_;
   record_.output_tokens_client = stream_ ? static_cast<std::int64_t>(record_.event_times.size()) : -1;
   split_tokens();
-  if (done_) done_(*this);
+  // Moved out first: the callback may hand this collector to the next request
+  // (init() replaces done_) before it returns.
+  if (Done done = std::move(done_)) done(*this);
 }
 
 }  // namespace tokenscope::bench

@@ -218,7 +218,9 @@ nlohmann::json SummaryBuilder::build() const {
   s["goodput_rps"] =
       slos_.empty() ? nlohmann::json(nullptr) : nlohmann::json(dur > 0 ? static_cast<double>(met) / dur : 0.0);
   nlohmann::json attainment = nlohmann::json::object();
-  for (const auto& [name, slo] : slos_) {
+  for (const auto& entry : slos_) {
+    const std::string& name = entry.first;
+    const Slo& slo = entry.second;  // not a structured binding: lambdas below capture it
     if (slo.empty()) continue;
     std::uint16_t index = 0;
     bool seen = false;
