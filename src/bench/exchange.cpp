@@ -23,7 +23,9 @@ std::string excerpt(std::string_view s, std::size_t n = 200) {
 }  // namespace
 
 RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
-  const char* path = s_.api == Api::kChat ? "/v1/chat/completions" : "/v1/completions";
+  const std::string path = !s_.path.empty()            ? s_.path
+                           : s_.api == Api::kChat ? "/v1/chat/completions"
+                                                  : "/v1/completions";
   head_ = fmt::format("POST {}{} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n", s_.base_path, path,
                       s_.host_header);
   head_ += s_.stream ? "Accept: text/event-stream\r\n" : "Accept: application/json\r\n";

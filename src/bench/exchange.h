@@ -37,7 +37,8 @@ struct RequestSettings {
   bool include_usage = true;  // stream_options.include_usage
   bool ignore_eos = true;     // so output lengths follow the workload on servers that allow it
   std::string host_header;
-  std::string base_path;  // prepended to /v1/...
+  std::string base_path;  // prepended to the path
+  std::string path;       // "" : /v1/completions or /v1/chat/completions by api
   std::string api_key;    // Authorization: Bearer
   std::vector<std::pair<std::string, std::string>> headers;
 };

@@ -44,6 +44,7 @@ struct BenchOptions {
   // Target.
   std::string target;
   std::string api = "completions";
+  std::string endpoint;
   std::string api_key;
   std::vector<std::string> headers;
   double timeout_s = 600.0;
@@ -412,6 +413,9 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
   rs.stream = !o.no_stream;
   rs.ignore_eos = !o.no_ignore_eos;
   rs.api_key = o.api_key;
+  if (!o.endpoint.empty() && o.endpoint.front() != '/')
+    throw UsageError(fmt::format("--endpoint '{}': expected a path starting with '/'", o.endpoint));
+  rs.path = o.endpoint;
   for (const auto& h : o.headers) {
     const auto colon = h.find(':');
     if (colon == std::string::npos || colon == 0)
@@ -545,6 +549,7 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
       {"target",
        {{"url", o.target.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.target)},
         {"api", o.api},
+        {"endpoint", o.endpoint},
         {"stream", !o.no_stream},
         {"ignore_eos", !o.no_ignore_eos},
         {"timeout_s", o.timeout_s},
@@ -666,6 +671,9 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_option("--target", o.target, "Server URL, http://HOST:PORT or https://... (default: in-process simulator)")
       ->group(T);
   bench->add_option("--api", o.api, "completions|chat")->capture_default_str()->check(CLI::IsMember({"completions", "chat"}))->group(T);
+  bench->add_option("--endpoint", o.endpoint,
+                    "Request path after the target's own path [default: /v1/completions or /v1/chat/completions]")
+      ->group(T);
   bench->add_option("--api-key", o.api_key, "Bearer token (or env TOKENSCOPE_API_KEY, OPENAI_API_KEY)")->group(T);
   bench->add_option("--header", o.headers, "Extra request header 'Name: value' (repeatable)")->group(T);
   bench->add_option("--timeout-s", o.timeout_s, "Per-request timeout from the send, s (0: none)")
