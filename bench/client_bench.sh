@@ -17,6 +17,7 @@ secs="${1:-5}"
 bin="$(pwd)/build/release/src/cli/tokenscope"
 [ -x "$bin" ] || bash scripts/build.sh release >/dev/null
 canned="../shared/bench/canned-sse"
+py=/usr/bin/python3  # Debian's, with python3-aiohttp (not a python3 from PATH that may lack it)
 work="$(mktemp -d)"; chmod 755 "$work"
 ulimit -n "$(ulimit -Hn)"
 cleanup() {
@@ -65,14 +66,16 @@ run = json.load(open(sys.argv[1] + "/run.json"))
 s, c = run["summary"], run["client"]
 events = s["requests_completed"] * 131  # every event is decoded and parsed (128 content + finish + usage + [DONE])
 print(f"tokenscope: {s['requests_completed']} streams, {events} events, {c['process_cpu_s']:.2f} CPU s, "
-      f"{events / c['process_cpu_s']:,.0f} events/CPU-s, {c['process_cpu_s'] / events * 1e6:.1f} us per 1,000 events")
+      f"{events / c['process_cpu_s']:,.0f} events/CPU-s, {c['process_cpu_s'] / events * 1e6:.3f} CPU ms per 1,000 events")
 PY
-  taskset -c 1 python3 bench/peers/py_client.py http://127.0.0.1:8090/v1/chat/completions --chat --concurrency 64 \
-      --num-requests 1000 --max-tokens 128 | python3 -c '
+  r=$(taskset -c 1 "$py" bench/peers/py_client.py http://127.0.0.1:8090/v1/chat/completions --chat \
+      --concurrency 64 --num-requests 1000 --max-tokens 128)
+  python3 - "$r" <<'PY'
 import json, sys
-r = json.loads(sys.stdin.read())
-print(f"python:     {r[\"completed\"]} streams, {r[\"events\"]} events, {r[\"cpu_s\"]:.2f} CPU s, "
-      f"{r[\"events_per_cpu_s\"]:,.0f} events/CPU-s")'
+r = json.loads(sys.argv[1])
+print(f"python:     {r['completed']} streams, {r['events']} events, {r['cpu_s']:.2f} CPU s, "
+      f"{r['events_per_cpu_s']:,.0f} events/CPU-s, {r['cpu_s'] / r['events'] * 1e6:.3f} CPU ms per 1,000 events")
+PY
 done
 
 echo "## 2. Open loop against the zero-cost simulator: rate held and send lag (Poisson, ${secs} s per rate)"
@@ -80,22 +83,25 @@ port=$(cat "$work/port")
 for rate in 1000 5000 10000 20000 30000; do
   d=$(ts --target "http://127.0.0.1:$port" --rate "$rate" --duration-s "$secs" --input-len fixed:8 \
       --output-len fixed:4 --timeout-s 30)
-  summary "$d" | python3 -c "
+  python3 - "$(summary "$d")" "$rate" <<'PY'
 import json, sys
-r = json.loads(sys.stdin.read())
-print(f'tokenscope rate $rate: sent {r[\"planned\"]}, completed {r[\"completed\"]}, failed {r[\"failed\"]}, '
-      f'held {r[\"completed\"] / r[\"planned\"] * 100:.1f}%, send lag p50 {r[\"send_lag_p50_ms\"]:.3f} ms, '
-      f'p99 {r[\"send_lag_p99_ms\"]:.3f} ms, client CPU {r[\"cpu_s\"]:.2f} s')"
+r, rate = json.loads(sys.argv[1]), sys.argv[2]
+print(f"tokenscope rate {rate}: planned {r['planned']}, completed {r['completed']}, failed {r['failed']}, "
+      f"achieved {r['rps']:,.0f} req/s, send lag p50 {r['send_lag_p50_ms']:.3f} ms, "
+      f"p99 {r['send_lag_p99_ms']:.3f} ms, client CPU {r['cpu_s']:.2f} s")
+PY
 done
 for rate in 200 1000 2000; do
   n=$((rate * secs))
-  taskset -c 1 python3 bench/peers/py_client.py "http://127.0.0.1:$port/v1/completions" --rate "$rate" \
-      --num-requests "$n" --max-tokens 4 | python3 -c "
+  r=$(taskset -c 1 "$py" bench/peers/py_client.py "http://127.0.0.1:$port/v1/completions" --rate "$rate" \
+      --num-requests "$n" --max-tokens 4)
+  python3 - "$r" "$rate" <<'PY'
 import json, sys
-r = json.loads(sys.stdin.read())
-print(f'python rate $rate: completed {r[\"completed\"]} in {r[\"elapsed_s\"]:.1f} s, '
-      f'held {r[\"achieved_rps\"] / $rate * 100:.1f}%, send lag p50 {r[\"send_lag_p50_ms\"]:.3f} ms, '
-      f'p99 {r[\"send_lag_p99_ms\"]:.3f} ms, CPU {r[\"cpu_s\"]:.2f} s')"
+r, rate = json.loads(sys.argv[1]), float(sys.argv[2])
+print(f"python rate {rate:.0f}: completed {r['completed']}, errors {r['errors']}, achieved {r['achieved_rps']:,.0f} req/s "
+      f"({r['achieved_rps'] / rate * 100:.1f}% of offered), send lag p50 {r['send_lag_p50_ms']:.3f} ms, "
+      f"p99 {r['send_lag_p99_ms']:.3f} ms, CPU {r['cpu_s']:.2f} s")
+PY
 done
 
 echo "## 3. Closed loop, non-streaming, 64 connections, ${secs} s: tokenscope beside wrk"
@@ -110,7 +116,10 @@ for round in 1 2 3; do
       d=$(ts --target "http://127.0.0.1:$port" --no-stream --concurrency 64 --duration-s "$secs" \
           --input-len fixed:8 --output-len fixed:1)
     fi
-    t=$(summary "$d" | python3 -c 'import json,sys; print(round(json.loads(sys.stdin.read())["rps"]))')
-    python3 -c "print(f'round $round ${target##*/}: wrk {float(\"$w\"):,.0f} req/s, tokenscope {$t:,} req/s, ratio {$t / float(\"$w\"):.2f}')"
+    python3 - "$(summary "$d")" "$w" "$round" "${target##*/}" <<'PY'
+import json, sys
+r, w, rnd, name = json.loads(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+print(f"round {rnd} {name}: wrk {w:,.0f} req/s, tokenscope {r['rps']:,.0f} req/s, ratio {r['rps'] / w:.2f}")
+PY
   done
 done

@@ -113,13 +113,13 @@ void ResponseCollector::on_body(std::string_view data, Nanos t) {
   if (record_.http_status != 200 || !stream_) {
     const std::size_t cap = record_.http_status == 200 ? kBodyCap : kErrorBodyCap;
     if (body_.size() < cap) body_.append(data.substr(0, cap - body_.size()));
-    return;
+  } else if (!failed_ || record_.outcome != Outcome::kProtocolError) {  // else the stream is already broken
+    events_.clear();
+    const bool ok = decoder_.feed(data, t, events_);
+    for (const auto& e : events_) on_event(e);
+    if (!ok) fail(Outcome::kProtocolError, "SSE: " + decoder_.error());
   }
-  if (failed_ && record_.outcome == Outcome::kProtocolError) return;  // the stream is already broken
-  events_.clear();
-  const bool ok = decoder_.feed(data, t, events_);
-  for (const auto& e : events_) on_event(e);
-  if (!ok) fail(Outcome::kProtocolError, "SSE: " + decoder_.error());
+  if (tick_) tick_(tick_ctx_);
 }
 
 void ResponseCollector::on_event(const net::SseEvent& e) {
@@ -235,7 +235,10 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
   split_tokens();
   // Moved out first: the callback may hand this collector to the next request
   // (init() replaces done_) before it returns.
+  void (*tick)(void*) = tick_;
+  void* tick_ctx = tick_ctx_;
   if (Done done = std::move(done_)) done(*this);
+  if (tick) tick(tick_ctx);  // copied first: the callback may have handed this collector on
 }
 
 }  // namespace tokenscope::bench

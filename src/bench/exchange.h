@@ -70,6 +70,13 @@ class ResponseCollector final : public net::ExchangeHandler {
   // record: ids and t_sched already set. keep_text: keep the output text
   // (multi-turn sessions send it back in the next turn).
   void init(RequestRecord record, bool stream, bool keep_text, ChunkParser* parser, Done done);
+  // Called after each piece of body and after completion: the runner checks
+  // there whether a scheduled send is due, so that a long run of read
+  // completions cannot delay it (set once; survives init()).
+  void set_tick(void (*fn)(void*), void* ctx) {
+    tick_ = fn;
+    tick_ctx_ = ctx;
+  }
   RequestRecord& record() { return record_; }
   const std::string& text() const { return text_; }
 
@@ -90,6 +97,8 @@ class ResponseCollector final : public net::ExchangeHandler {
   bool keep_text_ = false;
   ChunkParser* parser_ = nullptr;
   Done done_;
+  void (*tick_)(void*) = nullptr;
+  void* tick_ctx_ = nullptr;
   net::SseDecoder decoder_;
   std::vector<net::SseEvent> events_;
   std::vector<std::uint32_t> event_chars_;

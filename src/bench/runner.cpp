@@ -73,6 +73,7 @@ struct Runner::Shard {
   // Open loop.
   std::vector<std::pair<std::uint32_t, Nanos>> jobs;
   std::size_t next = 0;
+  bool in_tick = false;
   std::deque<std::shared_ptr<const std::string>> prepared;  // encoded jobs[next ...]
   std::deque<std::pair<std::uint32_t, Nanos>> waiting;      // over the concurrency cap
   std::uint32_t cap = 0;
@@ -97,7 +98,25 @@ struct Runner::Shard {
     return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history);
   }
 
+  // How many connections this thread opens before the first send.
+  std::size_t warm_connections() const {
+    if (r.plan_.preconnect > 0) return (r.plan_.preconnect + r.shards_.size() - 1 - index) / r.shards_.size();
+    if (r.plan_.closed_loop) {
+      double users = 0;
+      for (const auto& s : r.plan_.user_stages) users = std::max(users, s.value);
+      return static_cast<std::size_t>(std::ceil(users / static_cast<double>(r.shards_.size())));
+    }
+    std::size_t busiest = 0;
+    for (std::size_t a = 0, b = 0; b < jobs.size(); ++b) {
+      while (jobs[b].second - jobs[a].second >= 10 * kNanosPerMilli) ++a;
+      busiest = std::max(busiest, b - a + 1);
+    }
+    if (cap > 0) busiest = std::min<std::size_t>(busiest, cap);
+    return std::min<std::size_t>(busiest, 1024);
+  }
+
   void start() {
+    client.preconnect(warm_connections());
     if (r.plan_.closed_loop) {
       asio::post(ioc, [this] { enter_stage(0); });
     } else {
@@ -122,7 +141,12 @@ struct Runner::Shard {
   }
 
   void fire() {
-    const Nanos t = now();
+    dispatch_due(now());
+    prepare_ahead();
+    arm();
+  }
+
+  void dispatch_due(Nanos t) {
     while (!stopping && next < jobs.size() && r.epoch_ + jobs[next].second <= t) {
       const auto [request, offset] = jobs[next++];
       std::shared_ptr<const std::string> bytes;
@@ -132,8 +156,18 @@ struct Runner::Shard {
       }
       dispatch(request, r.epoch_ + offset, std::move(bytes));
     }
-    prepare_ahead();
-    arm();
+  }
+
+  // After each read: sends that fell due while reads were being handled go
+  // out now, not when the timer's turn comes (epoll hands over up to 128
+  // ready sockets at once; their handlers run before the timer's).
+  void tick() {
+    if (in_tick || stopping || next >= jobs.size()) return;
+    const Nanos t = now();
+    if (r.epoch_ + jobs[next].second > t) return;
+    in_tick = true;
+    dispatch_due(t);
+    in_tick = false;
   }
 
   void prepare_ahead() {
@@ -169,6 +203,7 @@ struct Runner::Shard {
     if (free_collectors.empty()) {
       owned.push_back(std::make_unique<ResponseCollector>());
       c = owned.back().get();
+      c->set_tick([](void* shard) { static_cast<Shard*>(shard)->tick(); }, this);
     } else {
       c = free_collectors.back();
       free_collectors.pop_back();

@@ -53,6 +53,10 @@ struct LoadPlan {
   std::vector<TurnLink> turns;  // empty, or one per workload request
   double warmup_s = 0.0;        // requests scheduled earlier are marked warm-up
   double timeout_s = 600.0;     // per request, from t_send
+  // Connections opened before the first send (0: as many as the busiest
+  // 10 ms of the schedule plans, or the users of a closed loop), so that a
+  // fast start does not become a storm of connects.
+  std::uint32_t preconnect = 0;
   unsigned threads = 1;
   Nanos lead_in_ns = 50 * kNanosPerMilli;  // the first send is this far after start()
 };

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "bench/bench_workload.h"
 #include "bench/prompt_text.h"
@@ -451,10 +452,12 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
     rs.model = g_app->count("--model") > 0 ? o.engine_options.engine.model : discover_model(endpoint, copt, o.api_key);
   }
 
-  RunDirectory dir(out_dir);
+  // Records are written in batches (one write per drain, every 100 ms), so
+  // that the writing thread takes little time from the client threads.
+  RunDirectory dir(out_dir, /*requests_line_durable=*/false);
   std::unique_ptr<JsonlWriter> csv;
   if (o.csv) {
-    csv = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "requests.csv", true);
+    csv = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "requests.csv", false);
     csv->append_line(kCsvHeader);
   }
   SummaryBuilder summary;
@@ -483,15 +486,39 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
       summary.add(r);
       if (o.compat == "vllm") compat.add(r);
     }
+    if (!batch.empty()) {
+      dir.requests().flush();
+      if (csv) csv->flush();
+    }
   };
+  // The writer thread drains records every 50 ms at a lower priority than
+  // the client threads, so that its bursts of work never delay a send.
+  std::atomic<bool> writer_stop{false}, writer_failed{false};
+  std::exception_ptr writer_error;
+  std::thread writer([&] {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+    try {
+      while (!writer_stop.load()) {
+        drain();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (...) {
+      writer_error = std::current_exception();
+      writer_failed = true;
+    }
+  });
   bool was_interrupted = false;
   Nanos grace_end = 0;
   SteadyClock clock;
   Nanos last_progress = 0;
   for (;;) {
     const bool finished = runner.wait_for(100);
-    drain();
     const Nanos t = clock.now_ns();
+    if (writer_failed.load() && !was_interrupted) {  // e.g. a full disk: stop at once, keep what is written
+      was_interrupted = true;
+      runner.stop_sending();
+      runner.cancel_in_flight();
+    }
     if (interrupted.load() && !was_interrupted) {
       was_interrupted = true;
       runner.stop_sending();
@@ -523,6 +550,9 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
     }
   }
   runner.join();
+  writer_stop = true;
+  writer.join();
+  if (writer_error) std::rethrow_exception(writer_error);
   drain();
   if (progress && tty) std::cerr << "\r\x1b[K" << std::flush;
 

@@ -92,14 +92,15 @@ void JsonlWriter::close() {
   fd_ = -1;
 }
 
-RunDirectory::RunDirectory(std::filesystem::path dir) : dir_(std::move(dir)) {
+RunDirectory::RunDirectory(std::filesystem::path dir, bool requests_line_durable)
+    : dir_(std::move(dir)), requests_line_durable_(requests_line_durable) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create directory: {}", dir_.string(), ec.message()));
 }
 
 JsonlWriter& RunDirectory::requests() {
-  if (!requests_) requests_ = std::make_unique<JsonlWriter>(dir_ / "requests.jsonl", true);
+  if (!requests_) requests_ = std::make_unique<JsonlWriter>(dir_ / "requests.jsonl", requests_line_durable_);
   return *requests_;
 }
 

@@ -48,7 +48,9 @@ class JsonlWriter {
 class RunDirectory {
  public:
   // Creates the directory (and parents). Existing run files are replaced.
-  explicit RunDirectory(std::filesystem::path dir);
+  // requests_line_durable: write each request line through at once; false
+  // when the caller writes batches and calls flush() after each.
+  explicit RunDirectory(std::filesystem::path dir, bool requests_line_durable = true);
 
   const std::filesystem::path& path() const { return dir_; }
   JsonlWriter& requests();
@@ -60,6 +62,7 @@ class RunDirectory {
 
  private:
   std::filesystem::path dir_;
+  bool requests_line_durable_;
   std::unique_ptr<JsonlWriter> requests_;
   std::unique_ptr<JsonlWriter> steps_;
 };

@@ -113,6 +113,7 @@ class ConnectionBase {
   virtual ~ConnectionBase() = default;
   virtual void run(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
                    bool reused) = 0;
+  virtual void preconnect() = 0;  // connects without a request; joins the idle pool when it succeeds
   virtual void cancel() = 0;  // ends a running exchange with kCancelled, or closes an idle connection
   virtual void close() = 0;   // closes without a callback
 };
@@ -174,6 +175,12 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     write();
   }
 
+  void preconnect() override {
+    ++generation_;
+    deadline_ = 0;
+    connect();
+  }
+
   void cancel() override {
     if (!handler_) return close();
     fail_later(ExchangeError::kCancelled);
@@ -208,7 +215,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     }
     timer_.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(t)));
     timer_.async_wait([self = this->shared_from_this(), gen = generation_](const boost::system::error_code& ec) {
-      if (ec || self->generation_ != gen || !self->handler_) return;
+      if (ec || self->generation_ != gen || (!self->handler_ && !self->connecting_)) return;
       self->fail_later(self->connecting_ ? ExchangeError::kConnect : ExchangeError::kTimeout);
     });
   }
@@ -274,6 +281,11 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void connected() {
     connecting_ = false;
     connected_ = true;
+    if (!handler_) {  // preconnected: wait in the pool
+      timer_.cancel();
+      client_->release(this->shared_from_this());
+      return;
+    }
     if (!deadline_while_connecting_) arm_timer(deadline_);
     deadline_while_connecting_ = false;
     write();
@@ -284,8 +296,22 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     asio::async_write(stream_, asio::buffer(*request_),
                       [self = this->shared_from_this()](const boost::system::error_code& ec, std::size_t) {
                         if (ec) return self->on_transport_error(ec);
-                        self->read();
+                        self->first_read();
                       });
+  }
+
+  // The answer cannot be there yet: wait for readability instead of trying
+  // a read that would fail (a system call saved per request). TLS may hold
+  // decrypted bytes of its own, so it reads at once.
+  void first_read() {
+    if constexpr (kTls) {
+      read();
+    } else {
+      lowest().async_wait(tcp::socket::wait_read, [self = this->shared_from_this()](const boost::system::error_code& ec) {
+        if (ec) return self->on_transport_error(ec);
+        self->read();
+      });
+    }
   }
 
   void read() {
@@ -450,6 +476,17 @@ HttpClient::~HttpClient() {
 
 void HttpClient::start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline) {
   impl_->start(std::move(request), handler, deadline, false);
+}
+
+void HttpClient::preconnect(std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::shared_ptr<ConnectionBase> c;
+    if (impl_->endpoint.tls)
+      c = std::make_shared<Connection<true>>(impl_);
+    else
+      c = std::make_shared<Connection<false>>(impl_);
+    c->preconnect();
+  }
 }
 
 void HttpClient::cancel_all() {

@@ -90,6 +90,8 @@ class HttpClient {
   // deadline: absolute time on the clock (steady clock ns) when the exchange
   // is abandoned with kTimeout; <= 0 for none.
   void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline);
+  // Opens n connections ahead of the requests (failures are only counted).
+  void preconnect(std::size_t n);
   // Ends every exchange in progress with kCancelled and closes idle connections.
   void cancel_all();
   ClientCounters counters() const;
