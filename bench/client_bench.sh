@@ -5,9 +5,10 @@
 #  1. events parsed per client CPU-second against the canned-SSE nginx of
 #     ../shared/bench/canned-sse (a server that costs nothing: 131-event chat
 #     streams), beside the Python asyncio/aiohttp reference client;
-#  2. open-loop request rate held (achieved / offered) and send lag p99
-#     against `tokenscope serve` with a zero-cost engine (4-token streams),
-#     beside the Python client at the rates it can reach;
+#  2. open-loop request rate held and send lag p99, (a) non-streaming against
+#     nginx's small JSON answer (a server that costs nothing), (b) 4-token
+#     streams against `tokenscope serve` with a zero-cost engine, each beside
+#     the Python client at the rates it can reach;
 #  3. closed-loop non-streaming requests/s, 64 connections, beside wrk, against
 #     the same zero-cost server and against nginx's small JSON answer.
 # usage: bench/client_bench.sh [SECONDS]
@@ -78,9 +79,34 @@ print(f"python:     {r['completed']} streams, {r['events']} events, {r['cpu_s']:
 PY
 done
 
-echo "## 2. Open loop against the zero-cost simulator: rate held and send lag (Poisson, ${secs} s per rate)"
+echo "## 2a. Open loop, non-streaming, against nginx's small JSON (no server cost): rate held and send lag"
 port=$(cat "$work/port")
-for rate in 1000 5000 10000 20000 30000; do
+for rate in 10000 20000 30000 40000; do
+  d=$(ts --target http://127.0.0.1:8090 --endpoint /v1/json --api chat --model m --no-stream --rate "$rate" \
+      --duration-s "$secs" --input-len fixed:8 --output-len fixed:1)
+  python3 - "$(summary "$d")" "$rate" <<'PY'
+import json, sys
+r, rate = json.loads(sys.argv[1]), sys.argv[2]
+print(f"tokenscope rate {rate}: planned {r['planned']}, completed {r['completed']}, failed {r['failed']}, "
+      f"achieved {r['rps']:,.0f} req/s, send lag p50 {r['send_lag_p50_ms']:.3f} ms, "
+      f"p99 {r['send_lag_p99_ms']:.3f} ms, client CPU {r['cpu_s']:.2f} s")
+PY
+done
+for rate in 1000 2000 5000; do
+  n=$((rate * secs))
+  r=$(taskset -c 1 "$py" bench/peers/py_client.py http://127.0.0.1:8090/v1/json --chat --no-stream --rate "$rate" \
+      --num-requests "$n" --max-tokens 1)
+  python3 - "$r" "$rate" <<'PY'
+import json, sys
+r, rate = json.loads(sys.argv[1]), float(sys.argv[2])
+print(f"python rate {rate:.0f}: completed {r['completed']}, errors {r['errors']}, achieved {r['achieved_rps']:,.0f} req/s "
+      f"({r['achieved_rps'] / rate * 100:.1f}% of offered), send lag p50 {r['send_lag_p50_ms']:.3f} ms, "
+      f"p99 {r['send_lag_p99_ms']:.3f} ms, CPU {r['cpu_s']:.2f} s")
+PY
+done
+
+echo "## 2b. Open loop, 4-token streams, against the zero-cost simulator (one server core): rate held and send lag"
+for rate in 2000 5000 10000 15000; do
   d=$(ts --target "http://127.0.0.1:$port" --rate "$rate" --duration-s "$secs" --input-len fixed:8 \
       --output-len fixed:4 --timeout-s 30)
   python3 - "$(summary "$d")" "$rate" <<'PY'
@@ -91,7 +117,7 @@ print(f"tokenscope rate {rate}: planned {r['planned']}, completed {r['completed'
       f"p99 {r['send_lag_p99_ms']:.3f} ms, client CPU {r['cpu_s']:.2f} s")
 PY
 done
-for rate in 200 1000 2000; do
+for rate in 200 1000 2000 5000; do
   n=$((rate * secs))
   r=$(taskset -c 1 "$py" bench/peers/py_client.py "http://127.0.0.1:$port/v1/completions" --rate "$rate" \
       --num-requests "$n" --max-tokens 4)
