@@ -8,7 +8,12 @@
 
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <thread>
 
 #include "core/error.h"
@@ -277,6 +282,95 @@ TEST_F(Client, CancelAllEndsExchangesInProgress) {
   asio::post(ioc, [&] { client.cancel_all(); });
   ioc.run();
   EXPECT_EQ(a.error, ExchangeError::kCancelled) << a.message;
+}
+
+// A self-signed certificate for 127.0.0.1, made at test time (PEM key, PEM cert).
+std::pair<std::string, std::string> self_signed() {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1,
+                             0);
+  X509_set_issuer_name(cert, name);
+  X509_sign(cert, key, EVP_sha256());
+  auto pem = [](auto write) {
+    BIO* bio = BIO_new(BIO_s_mem());
+    write(bio);
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(bio, &data);
+    std::string out(data, static_cast<std::size_t>(n));
+    BIO_free(bio);
+    return out;
+  };
+  std::string k = pem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
+  std::string c = pem([&](BIO* b) { PEM_write_bio_X509(b, cert); });
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return {k, c};
+}
+
+// One TLS connection: handshake, read a request head, answer "ok".
+class TlsServer {
+ public:
+  TlsServer() : ssl_(asio::ssl::context::tls_server), acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    const auto [key, cert] = self_signed();
+    ssl_.use_private_key(asio::buffer(key), asio::ssl::context::pem);
+    ssl_.use_certificate(asio::buffer(cert), asio::ssl::context::pem);
+    port_ = acceptor_.local_endpoint().port();
+    thread_ = std::thread([this] {
+      asio::ssl::stream<tcp::socket> s(ioc_, ssl_);
+      boost::system::error_code ec;
+      acceptor_.accept(s.next_layer(), ec);
+      if (ec) return;
+      s.handshake(asio::ssl::stream_base::server, ec);
+      if (ec) return;  // the client refused the certificate
+      std::string in;
+      char buf[1024];
+      while (in.find("\r\n\r\n") == std::string::npos) {
+        const std::size_t n = s.read_some(asio::buffer(buf), ec);
+        if (ec) return;
+        in.append(buf, n);
+      }
+      const std::string out = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+      asio::write(s, asio::buffer(out), ec);
+      s.shutdown(ec);
+    });
+  }
+  ~TlsServer() { thread_.join(); }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  asio::io_context ioc_;
+  asio::ssl::context ssl_;
+  tcp::acceptor acceptor_;
+  std::uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+TEST_F(Client, TlsWithInsecureAcceptsASelfSignedCertificate) {
+  TlsServer server;
+  ClientOptions o;
+  o.verify_tls = false;
+  HttpClient client(ioc, Endpoint::parse_url(fmt::format("https://127.0.0.1:{}", server.port())), o, clock);
+  Recorder a;
+  client.start(get("/ok"), &a, clock.now_ns() + 10 * kNanosPerSecond);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  EXPECT_EQ(a.body, "ok");
+}
+
+TEST_F(Client, TlsVerificationRefusesAnUnknownCertificate) {
+  TlsServer server;
+  HttpClient client(ioc, Endpoint::parse_url(fmt::format("https://127.0.0.1:{}", server.port())), {}, clock);
+  Recorder a;
+  client.start(get("/ok"), &a, clock.now_ns() + 10 * kNanosPerSecond);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kConnect);
+  EXPECT_NE(a.message.find("TLS handshake"), std::string::npos) << a.message;
 }
 
 TEST_F(Client, UnresolvableHostIsAUsageError) {

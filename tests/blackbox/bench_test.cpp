@@ -212,5 +212,52 @@ TEST_F(Bench, ClientSeesEveryEmittedTokenAndItsTtftExceedsTheServers) {
   ::testing::Test::RecordProperty("ttft_extra_median_ms", std::to_string(extra_ms[extra_ms.size() / 2]));
 }
 
+TEST_F(Bench, SweepsWriteTheCurveAndClosedLoopRunsToItsCount) {
+  const auto out = dir_ / "sweep";
+  auto r = bench({"--sweep-rates", "5,10", "--duration-s", "1", "--input-len", "fixed:16", "--output-len",
+                  "fixed:4", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto sweep = json::parse(slurp(out / "sweep.json"));
+  ASSERT_EQ(sweep["curve"].size(), 2u);
+  EXPECT_EQ(sweep["curve"][0]["rate_rps"], 5);
+  EXPECT_EQ(sweep["curve"][1]["rate_rps"], 10);
+  EXPECT_TRUE(fs::exists(out / "rate-5" / "requests.jsonl"));
+  EXPECT_TRUE(fs::exists(out / "rate-10" / "run.json"));
+  EXPECT_NE(r.out.find("achieved"), std::string::npos) << r.out;
+  // An SLO every rate meets: the search stops after LOW and HIGH, and reports HIGH.
+  const auto out2 = dir_ / "search";
+  r = bench({"--sweep-search", "4:8", "--duration-s", "1", "--input-len", "fixed:16", "--output-len", "fixed:4",
+             "--slo", "e2e_ms=600000", "--out", out2.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  sweep = json::parse(slurp(out2 / "sweep.json"));
+  EXPECT_EQ(sweep["curve"].size(), 2u);
+  EXPECT_EQ(sweep["max_rate_meeting_slo"], 8);
+  // Closed loop: exactly --num-requests requests, at most --concurrency at once.
+  r = bench({"--concurrency", "3", "--num-requests", "25", "--input-len", "fixed:16", "--output-len", "fixed:4",
+             "--json", "--out", (dir_ / "closed").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["requests_completed"], 25);
+}
+
+TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
+  const auto yaml = dir_ / "w.yaml";
+  std::ofstream(yaml) << "num_requests: 6\narrival: {process: constant, rate_rps: 20}\nclasses:\n"
+                         "  - name: agent\n    input_len: fixed:32\n    output_len: fixed:4\n"
+                         "    turns: {count: 2, think_ms: 5, input_len: fixed:8}\n"
+                         "    slo: {e2e_ms: 600000}\n"
+                         "  - name: batch\n    input_len: fixed:64\n    output_len: fixed:2\n";
+  const auto r = bench({"--workload", yaml.string(), "--api", "chat", "--json", "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto s = json::parse(r.out);
+  EXPECT_EQ(s["requests_failed"], 0);
+  EXPECT_EQ(s["slo_attainment"]["agent"]["pass"], true);
+  EXPECT_FALSE(s["slo_attainment"].contains("batch"));
+  const auto recs = lines(dir_ / "run" / "requests.jsonl");
+  std::size_t second_turns = 0;
+  for (const auto& rec : recs) second_turns += rec.value("turn", 0) == 1 ? 1 : 0;
+  EXPECT_EQ(recs.size(), s["requests_total"].get<std::size_t>());
+  EXPECT_EQ(recs.size(), 6 + second_turns);  // each agent session adds its second turn
+}
+
 }  // namespace
 }  // namespace tokenscope::testing
