@@ -105,5 +105,97 @@ TEST(Summary, HitRateFromServerCounters) {
   EXPECT_TRUE(s["ttft_ms"]["p50"].is_null());
 }
 
+TEST(Summary, ScheduleBasedLatenciesSendLagAndQueue) {
+  SummaryBuilder b;
+  auto r = make_ok(1, 5'000'000, {15'000'000, 25'000'000});  // sent 5 ms after...
+  r.t_sched = 0;                                             // ...its intended time
+  r.t_dispatch = 2'000'000;                                  // 2 ms waiting for a slot
+  r.event_tokens = {1, 2};
+  r.output_tokens = 3;
+  r.output_tokens_client = 2;
+  b.add(r);
+  const auto s = b.build();
+  EXPECT_DOUBLE_EQ(s["send_lag_ms"]["max"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(s["queue_ms"]["max"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s["ttft_ms"]["max"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(s["ttft_sched_ms"]["max"].get<double>(), 15.0);
+  EXPECT_DOUBLE_EQ(s["e2e_sched_ms"]["max"].get<double>(), 25.0);
+  EXPECT_DOUBLE_EQ(s["ntpot_ms"]["max"].get<double>(), 20.0 / 3);
+  EXPECT_EQ(s["icl_ms"]["count"], 1);  // one raw gap of 10 ms...
+  EXPECT_NEAR(s["icl_ms"]["max"].get<double>(), 10.0, 0.05);
+  EXPECT_EQ(s["itl_ms"]["count"], 2);  // ...carrying two tokens: two ITL gaps of 5 ms
+  EXPECT_NEAR(s["itl_ms"]["max"].get<double>(), 5.0, 0.03);
+  EXPECT_EQ(s["output_token_mismatches"], 1);
+  EXPECT_DOUBLE_EQ(s["duration_send_s"].get<double>(), 0.020);
+  EXPECT_TRUE(s["goodput_rps"].is_null());  // no SLO
+  EXPECT_TRUE(s["prefix_cache_hit_rate"].is_null());  // no server counters
+}
+
+TEST(Summary, WarmupRequestsAreLeftOut) {
+  SummaryBuilder b;
+  auto w = make_ok(1, 0, {1'000'000'000});
+  w.warmup = true;
+  b.add(w);
+  b.add(make_ok(2, 2'000'000'000, {2'010'000'000}));
+  const auto s = b.build();
+  EXPECT_EQ(s["requests_total"], 1);
+  EXPECT_EQ(s["requests_warmup_excluded"], 1);
+  EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 0.010);
+  EXPECT_DOUBLE_EQ(s["ttft_ms"]["max"].get<double>(), 10.0);
+}
+
+TEST(Summary, GoodputAndSloAttainmentPerClass) {
+  SummaryBuilder b;
+  Slo chat;
+  chat.ttft_ms = 50;
+  chat.percentile = 90;
+  Slo batch;
+  batch.e2e_ms = 1000;
+  batch.percentile = 50;
+  b.set_slos({{"chat", chat}, {"batch", batch}});
+  // Chat: TTFT 10, 20, ..., 100 ms: five meet 50 ms; the p90 is 90 ms.
+  for (int i = 1; i <= 10; ++i) {
+    auto r = make_ok(i, 0, {i * 10'000'000, i * 10'000'000 + 1'000'000});
+    r.task_class = "chat";
+    r.tenant = i % 2 ? "a" : "b";
+    b.add(r);
+  }
+  // Batch: two fast requests and one failure: the median is the slower success.
+  for (int i = 0; i < 2; ++i) {
+    auto r = make_ok(20 + i, 0, {100'000'000, 500'000'000 + i * 100'000'000});
+    r.task_class = "batch";
+    r.tenant = "a";
+    b.add(r);
+  }
+  RequestRecord failed;
+  failed.task_class = "batch";
+  failed.tenant = "a";
+  failed.t_sched = failed.t_send = 0;
+  failed.t_close = 1'000'000'000;
+  failed.outcome = Outcome::kTimeout;
+  b.add(failed);
+  const auto s = b.build();
+  EXPECT_EQ(s["requests_by_outcome"]["ok"], 12);
+  EXPECT_EQ(s["requests_by_outcome"]["timeout"], 1);
+  const auto& c = s["slo_attainment"]["chat"];
+  EXPECT_EQ(c["met"], 5);
+  EXPECT_DOUBLE_EQ(c["met_fraction"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(c["ttft_ms"]["value"].get<double>(), 90.0);
+  EXPECT_EQ(c["ttft_ms"]["pass"], false);
+  EXPECT_EQ(c["pass"], false);
+  const auto& bt = s["slo_attainment"]["batch"];
+  EXPECT_EQ(bt["requests"], 3);
+  EXPECT_EQ(bt["met"], 2);
+  EXPECT_DOUBLE_EQ(bt["e2e_ms"]["value"].get<double>(), 600.0);  // rank 2 of 3 (the failure counts as slowest)
+  EXPECT_EQ(bt["pass"], true);
+  // Goodput: 7 requests met their class's SLO in 1 s.
+  EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(s["goodput_rps"].get<double>(), 7.0);
+  EXPECT_EQ(s["by_class"]["chat"]["completed"], 10);
+  EXPECT_EQ(s["by_class"]["batch"]["failed"], 1);
+  EXPECT_EQ(s["by_tenant"]["b"]["completed"], 5);
+  EXPECT_EQ(s["by_tenant"]["a"]["requests"], 8);
+}
+
 }  // namespace
 }  // namespace tokenscope
