@@ -439,7 +439,10 @@ void Runner::cancel_in_flight() {
 
 void Runner::join() {
   for (auto& s : shards_)
-    if (s->thread.joinable()) s->thread.join();
+    if (s->thread.joinable()) {
+      s->thread.join();
+      s->client.cancel_all();  // closes the idle connections: their descriptors are free again
+    }
 }
 
 std::uint64_t Runner::not_sent() const {

@@ -455,6 +455,7 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
   // Records are written in batches (one write per drain, every 100 ms), so
   // that the writing thread takes little time from the client threads.
   RunDirectory dir(out_dir, /*requests_line_durable=*/false);
+  dir.requests();  // opened now: before the client's connections take the descriptors
   std::unique_ptr<JsonlWriter> csv;
   if (o.csv) {
     csv = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "requests.csv", false);
@@ -783,6 +784,12 @@ CLI::App* add_bench_command(CLI::App& app) {
 
 int run_bench(const std::atomic<bool>& interrupted) {
   auto& o = g_opts;
+  // One descriptor per connection: raise the soft limit to the hard one.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   if (o.api_key.empty()) {
     if (const char* env = std::getenv("TOKENSCOPE_API_KEY"))
       o.api_key = env;

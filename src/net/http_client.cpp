@@ -242,6 +242,16 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     } else {
       arm_timer(connect_deadline);
     }
+    // Asio's range connect reports a socket that cannot be opened (no
+    // descriptors left) as "Operation canceled"; say what it is.
+    boost::system::error_code open_ec;
+    lowest().open(client_->addresses.begin()->endpoint().protocol(), open_ec);
+    if (open_ec) {
+      asio::post(client_->ioc, [self = this->shared_from_this(), open_ec] {
+        self->fail_connect("cannot open a socket: " + open_ec.message());
+      });
+      return;
+    }
     asio::async_connect(lowest(), client_->addresses,
                         [self = this->shared_from_this()](const boost::system::error_code& ec, const tcp::endpoint&) {
                           self->on_connect(ec);
