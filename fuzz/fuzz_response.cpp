@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const RequestRecord& r = c.record();
   if (!done) __builtin_trap();
   if (r.event_tokens.size() != r.event_times.size()) __builtin_trap();
-  if (!r.event_times.empty() && (r.t_first_token != r.event_times.front() || r.t_last_token != r.event_times.back()))
+  if (!r.event_times.empty() &&
+      (r.t_first_token != r.event_times.front() || r.t_last_token != r.event_times.back()))
     __builtin_trap();
   std::uint64_t tokens = 0;
   for (auto k : r.event_tokens) tokens += k;

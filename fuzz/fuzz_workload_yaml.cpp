@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         __builtin_trap();
     }
     for (const auto& r : w.requests)
-      if (r.task_class >= w.classes.size() || r.tenant >= w.tenants.size() || r.input_tokens == 0) __builtin_trap();
+      if (r.task_class >= w.classes.size() || r.tenant >= w.tenants.size() || r.input_tokens == 0)
+        __builtin_trap();
   } catch (const tokenscope::UsageError&) {
   }
   return 0;

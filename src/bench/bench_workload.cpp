@@ -30,7 +30,8 @@ struct Reader {
   [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& problem) const {
     throw InputError(file, line(n), field, problem);
   }
-  void only_keys(const YAML::Node& map, const std::string& field, std::initializer_list<const char*> keys) const {
+  void only_keys(const YAML::Node& map, const std::string& field,
+                 std::initializer_list<const char*> keys) const {
     if (!map.IsMap()) fail(map, field, "expected a mapping");
     for (const auto& kv : map) {
       const std::string k = kv.first.as<std::string>();
@@ -55,22 +56,24 @@ struct Reader {
       fail(n, field, fmt::format("expected a number {} {}, got {}", min_inclusive ? ">=" : ">", min, d));
     return d;
   }
-  std::optional<double> opt_number(const YAML::Node& map, const char* key, const std::string& prefix, double min,
-                                   bool inclusive) const {
+  std::optional<double> opt_number(const YAML::Node& map, const char* key, const std::string& prefix,
+                                   double min, bool inclusive) const {
     const YAML::Node n = map[key];
     if (!n) return std::nullopt;
     return number(n, prefix + key, min, inclusive);
   }
   std::uint64_t integer(const YAML::Node& n, const std::string& field, double min, double max) const {
     const double d = number(n, field, min, true);
-    if (d != std::floor(d) || d > max) fail(n, field, fmt::format("expected a whole number in [{}, {}]", min, max));
+    if (d != std::floor(d) || d > max)
+      fail(n, field, fmt::format("expected a whole number in [{}, {}]", min, max));
     return static_cast<std::uint64_t>(d);
   }
   std::string string(const YAML::Node& n, const std::string& field) const {
     if (!n.IsScalar() || n.Scalar().empty()) fail(n, field, "expected a non-empty string");
     return n.Scalar();
   }
-  workload::LengthDistribution length(const YAML::Node& n, const std::string& field, workload::LengthRole role) const {
+  workload::LengthDistribution length(const YAML::Node& n, const std::string& field,
+                                      workload::LengthRole role) const {
     const std::string spec = string(n, field);
     try {
       return workload::parse_length_spec(spec, field, role);
@@ -138,7 +141,8 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     if (root["num_requests"])
       num_requests = rd.integer(root["num_requests"], "num_requests", 1, static_cast<double>(max_requests));
     if (root["duration_s"]) duration_s = rd.number(root["duration_s"], "duration_s", 0, false);
-    if (num_requests == 0 && duration_s == 0) throw InputError(file, 1, "duration_s", "missing: give duration_s or num_requests");
+    if (num_requests == 0 && duration_s == 0)
+      throw InputError(file, 1, "duration_s", "missing: give duration_s or num_requests");
     if (num_requests > 0 && duration_s > 0)
       rd.fail(root["num_requests"], "num_requests", "give either duration_s or num_requests, not both");
 
@@ -201,13 +205,15 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
           s.turn_input = rd.length(t["input_len"], f + ".turns.input_len", workload::LengthRole::kInput);
       }
       if (const YAML::Node t = c["tenants"]) {
-        if (!t.IsSequence() || t.size() == 0) rd.fail(t, f + ".tenants", "expected a non-empty list of tenant names");
+        if (!t.IsSequence() || t.size() == 0)
+          rd.fail(t, f + ".tenants", "expected a non-empty list of tenant names");
         for (std::size_t j = 0; j < t.size(); ++j) {
           const std::string name = rd.string(t[j], fmt::format("{}.tenants[{}]", f, j));
           std::uint32_t idx = 0;
           while (idx < w.tenants.size() && w.tenants[idx] != name) ++idx;
           if (idx == w.tenants.size())
-            rd.fail(t[j], fmt::format("{}.tenants[{}]", f, j), "unknown tenant '" + name + "' (not in 'tenants')");
+            rd.fail(t[j], fmt::format("{}.tenants[{}]", f, j),
+                    "unknown tenant '" + name + "' (not in 'tenants')");
           s.tenants.push_back(idx);
         }
       }
@@ -237,9 +243,10 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
               fmt::format("rate x duration plans about {:.3g} requests; at most {} are allowed",
                           arrival.rate_rps * duration_s, max_requests));
     Rng arrival_rng(seeds.arrival);
-    const std::vector<Nanos> starts = num_requests > 0
-                                          ? workload::generate_arrivals(arrival, num_requests, arrival_rng)
-                                          : workload::generate_arrivals_until(arrival, seconds_to_nanos(duration_s), arrival_rng);
+    const std::vector<Nanos> starts =
+        num_requests > 0
+            ? workload::generate_arrivals(arrival, num_requests, arrival_rng)
+            : workload::generate_arrivals_until(arrival, seconds_to_nanos(duration_s), arrival_rng);
     Rng class_rng(derive_seed(seed, "class")), tenant_rng(seeds.tenant), in_rng(seeds.input_len),
         out_rng(seeds.output_len), prefix_rng(seeds.prefix);
     std::vector<double> class_cum, tenant_cum;
@@ -266,7 +273,8 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         tenant = c.tenants[pick(tenant_rng, cum)];
       }
       std::uint32_t group = 0;
-      if (c.prefix_groups > 0) group = c.group_base + static_cast<std::uint32_t>(prefix_rng.next_u64() % c.prefix_groups);
+      if (c.prefix_groups > 0)
+        group = c.group_base + static_cast<std::uint32_t>(prefix_rng.next_u64() % c.prefix_groups);
       for (std::uint32_t turn = 0; turn < c.turns; ++turn) {
         if (w.requests.size() >= max_requests)
           throw InputError(file, 1, "", fmt::format("more than {} requests (turns included)", max_requests));
@@ -324,7 +332,8 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
   }
 }
 
-BenchWorkload load_workload_file(const std::string& path, std::uint64_t master_seed, std::optional<double> rate) {
+BenchWorkload load_workload_file(const std::string& path, std::uint64_t master_seed,
+                                 std::optional<double> rate) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("--workload {}: cannot open the file", path));
   std::stringstream ss;

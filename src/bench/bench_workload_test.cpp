@@ -104,16 +104,18 @@ TEST(WorkloadFile, BadInputNamesFileLineAndField) {
       {"duration_s: 10\n", "classes", "w.yaml:1"},
       {"classes: []\nduration_s: 1\n", "classes", "w.yaml:1"},
       {head + "  - name: a\n    input_len: fixed:1\n", "classes[0].output_len", "w.yaml:3"},
-      {head + "  - name: a\n    input_len: bogus:1\n    output_len: fixed:1\n", "classes[0].input_len", "w.yaml:4"},
-      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    share: -1\n", "classes[0].share",
-       "w.yaml:6"},
-      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    colour: red\n", "classes[0].colour",
-       "w.yaml:6"},
+      {head + "  - name: a\n    input_len: bogus:1\n    output_len: fixed:1\n", "classes[0].input_len",
+       "w.yaml:4"},
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    share: -1\n",
+       "classes[0].share", "w.yaml:6"},
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    colour: red\n",
+       "classes[0].colour", "w.yaml:6"},
       {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    tenants: [nobody]\n",
        "classes[0].tenants[0]", "w.yaml:6"},
       {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    slo: {}\n", "classes[0].slo",
        "w.yaml:6"},
-      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n  - name: a\n    input_len: fixed:1\n"
+      {head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n  - name: a\n    input_len: "
+              "fixed:1\n"
               "    output_len: fixed:1\n",
        "classes[1].name", "w.yaml:6"},
       {"classes: [\n", "", "w.yaml:"},
@@ -127,7 +129,8 @@ TEST(WorkloadFile, BadInputNamesFileLineAndField) {
 }
 
 TEST(WorkloadFile, ExampleFilesInDocsLoad) {
-  for (const char* f : {"/examples/workloads/chat-and-batch.yaml", "/examples/workloads/agentic-sessions.yaml"}) {
+  for (const char* f :
+       {"/examples/workloads/chat-and-batch.yaml", "/examples/workloads/agentic-sessions.yaml"}) {
     const auto b = load_workload_file(std::string(TOKENSCOPE_SOURCE_DIR) + f, 0);
     EXPECT_GT(b.workload.requests.size(), 0u) << f;
   }

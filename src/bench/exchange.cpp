@@ -23,11 +23,11 @@ std::string excerpt(std::string_view s, std::size_t n = 200) {
 }  // namespace
 
 RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
-  const std::string path = !s_.path.empty()            ? s_.path
+  const std::string path = !s_.path.empty()       ? s_.path
                            : s_.api == Api::kChat ? "/v1/chat/completions"
                                                   : "/v1/completions";
-  head_ = fmt::format("POST {}{} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n", s_.base_path, path,
-                      s_.host_header);
+  head_ = fmt::format("POST {}{} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n", s_.base_path,
+                      path, s_.host_header);
   head_ += s_.stream ? "Accept: text/event-stream\r\n" : "Accept: application/json\r\n";
   if (!s_.api_key.empty()) head_ += "Authorization: Bearer " + s_.api_key + "\r\n";
   for (const auto& [name, value] : s_.headers) head_ += name + ": " + value + "\r\n";
@@ -76,7 +76,8 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
   return out;
 }
 
-void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, ChunkParser* parser, Done done) {
+void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, ChunkParser* parser,
+                             Done done) {
   record_ = std::move(record);
   stream_ = stream;
   keep_text_ = keep_text;
@@ -167,7 +168,8 @@ void ResponseCollector::split_tokens() {
   std::sort(fractions.begin(), fractions.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
-  for (std::size_t j = 0; given < extra && j < events; ++j, ++given) ++record_.event_tokens[fractions[j].second];
+  for (std::size_t j = 0; given < extra && j < events; ++j, ++given)
+    ++record_.event_tokens[fractions[j].second];
 }
 
 void ResponseCollector::finish_stream() {
@@ -183,7 +185,8 @@ void ResponseCollector::finish_stream() {
 void ResponseCollector::finish_body(Nanos t) {
   if (body_.size() >= kBodyCap) return fail(Outcome::kProtocolError, "response body over 64 MiB");
   const ChunkInfo c = parser_->parse(body_);
-  if (!c.valid) return fail(Outcome::kProtocolError, "response is not a completion object: " + excerpt(body_));
+  if (!c.valid)
+    return fail(Outcome::kProtocolError, "response is not a completion object: " + excerpt(body_));
   if (c.is_error) return fail(Outcome::kHttpError, "error object: " + excerpt(c.error_message));
   record_.response_id = c.id;
   if (c.usage) {

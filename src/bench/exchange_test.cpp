@@ -77,11 +77,15 @@ class Collector : public ::testing::Test {
 TEST_F(Collector, FirstTokenSkipsRoleOnlyAndEmptyChunks) {
   start();
   c.on_headers(200, 120);
-  chunk("data: {\"id\":\"chatcmpl-1\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n", 130);
+  chunk(
+      "data: {\"id\":\"chatcmpl-1\",\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+      130);
   chunk("data: {\"choices\":[{\"delta\":{\"content\":\"\"}}]}\n\n", 140);
-  chunk("data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"con", 150);
+  chunk("data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"con",
+        150);
   chunk("tent\":\"lo\"},\"finish_reason\":\"length\"}]}\n\n", 170);
-  chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n", 180);
+  chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n",
+        180);
   c.on_complete(net::ExchangeError::kNone, "", 190);
   ASSERT_EQ(calls, 1);
   EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
@@ -104,7 +108,8 @@ TEST_F(Collector, MultiTokenEventsShareTheUsageCountByTextLength) {
   chunk("data: {\"choices\":[{\"text\":\"ab\"}]}\n\n", 200);
   chunk("data: {\"choices\":[{\"text\":\"cdefgh\"}]}\n\n", 300);  // three times the text
   chunk("data: {\"choices\":[{\"text\":\"ij\",\"finish_reason\":\"length\"}]}\n\n", 400);
-  chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":8}}\n\ndata: [DONE]\n\n", 410);
+  chunk("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":8}}\n\ndata: [DONE]\n\n",
+        410);
   c.on_complete(net::ExchangeError::kNone, "", 420);
   EXPECT_EQ(record.outcome, Outcome::kOk);
   EXPECT_EQ(record.output_tokens, 8);
@@ -147,7 +152,8 @@ TEST_F(Collector, MalformedEventIsAProtocolError) {
 TEST_F(Collector, ErrorEventIsAnHttpError) {
   start();
   c.on_headers(200, 120);
-  chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"error\":{\"message\":\"shutting down\"}}\n\n", 130);
+  chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"error\":{\"message\":\"shutting down\"}}\n\n",
+        130);
   c.on_complete(net::ExchangeError::kNone, "", 150);
   EXPECT_EQ(record.outcome, Outcome::kHttpError);
   EXPECT_NE(record.detail.find("shutting down"), std::string::npos);

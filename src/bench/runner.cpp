@@ -287,7 +287,8 @@ struct Runner::Shard {
     const Nanos t_sched = t_end + link.think_ns;
     auto t = std::make_shared<asio::steady_timer>(ioc, at(t_sched));
     followups.push_back(t);
-    t->async_wait([this, t, t_sched, next_ctx = std::move(next_ctx)](const boost::system::error_code& ec) mutable {
+    t->async_wait([this, t, t_sched,
+                   next_ctx = std::move(next_ctx)](const boost::system::error_code& ec) mutable {
       std::erase(followups, t);
       if (ec || stopping) {
         for (std::int32_t n = static_cast<std::int32_t>(next_ctx.request); n >= 0; n = r.plan_.turns[n].next)
@@ -405,7 +406,8 @@ Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoin
       out_(out) {
   const unsigned threads = std::max(1u, plan_.threads);
   for (unsigned i = 0; i < threads; ++i) shards_.push_back(std::make_unique<Shard>(*this, i));
-  for (std::size_t i = 0; i < plan_.schedule.size(); ++i) shards_[i % threads]->jobs.push_back(plan_.schedule[i]);
+  for (std::size_t i = 0; i < plan_.schedule.size(); ++i)
+    shards_[i % threads]->jobs.push_back(plan_.schedule[i]);
   if (plan_.max_concurrency > 0)
     for (unsigned i = 0; i < threads; ++i)
       shards_[i]->cap = std::max<std::uint32_t>(1, (plan_.max_concurrency + threads - 1 - i) / threads);

@@ -27,7 +27,8 @@ struct Target {
     serve::ServerAppSettings ss;
     ss.faults = std::move(faults);
     ss.fault_seed = 5;
-    app = std::make_unique<serve::ServerApp>(eff, s, std::make_unique<engine::FixedCostModel>(step_ms * 1e-3), ss);
+    app = std::make_unique<serve::ServerApp>(eff, s, std::make_unique<engine::FixedCostModel>(step_ms * 1e-3),
+                                             ss);
     app->start();
     endpoint = net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(app->port()));
   }

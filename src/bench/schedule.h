@@ -29,6 +29,7 @@ double total_duration_s(const std::vector<Stage>& stages);
 // Open-loop offsets (ns from the start of the run, ascending): each stage
 // runs `base`'s process (poisson, gamma or constant) at the stage's rate over
 // its window; a stage with rate 0 is a pause.
-std::vector<Nanos> stage_arrivals(const std::vector<Stage>& stages, const workload::ArrivalSettings& base, Rng& rng);
+std::vector<Nanos> stage_arrivals(const std::vector<Stage>& stages, const workload::ArrivalSettings& base,
+                                  Rng& rng);
 
 }  // namespace tokenscope::bench

@@ -115,7 +115,8 @@ std::pair<std::string, Slo> parse_slo(std::string_view spec) {
     const std::string_view part = rest.substr(start, comma - start);
     const std::size_t eq = part.find('=');
     if (eq == std::string_view::npos)
-      throw UsageError(fmt::format("--slo '{}': '{}' should be NAME=VALUE (ttft_ms, tpot_ms, e2e_ms, p)", spec, part));
+      throw UsageError(
+          fmt::format("--slo '{}': '{}' should be NAME=VALUE (ttft_ms, tpot_ms, e2e_ms, p)", spec, part));
     const std::string name(part.substr(0, eq));
     double v = 0;
     try {
@@ -125,7 +126,8 @@ std::pair<std::string, Slo> parse_slo(std::string_view spec) {
     } catch (const std::exception&) {
       throw UsageError(fmt::format("--slo '{}': '{}' is not a number", spec, part.substr(eq + 1)));
     }
-    if (!(v > 0) || !std::isfinite(v)) throw UsageError(fmt::format("--slo '{}': {} must be > 0", spec, name));
+    if (!(v > 0) || !std::isfinite(v))
+      throw UsageError(fmt::format("--slo '{}': {} must be > 0", spec, name));
     if (name == "ttft_ms" || name == "ttft")
       slo.ttft_ms = v;
     else if (name == "tpot_ms" || name == "tpot")
@@ -136,7 +138,8 @@ std::pair<std::string, Slo> parse_slo(std::string_view spec) {
       if (v > 100) throw UsageError(fmt::format("--slo '{}': p must be in (0, 100]", spec));
       slo.percentile = v;
     } else
-      throw UsageError(fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, p)", spec, name));
+      throw UsageError(
+          fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, p)", spec, name));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -209,9 +212,10 @@ Prepared prepare(const BenchOptions& o, std::optional<double> rate) {
       ++n;
     }
     if (!stages.empty() && n < times.size())
-      throw UsageError(fmt::format("--stages plan {} requests but the workload has {}; raise --num-requests or use "
-                                   "a longer trace",
-                                   times.size(), n));
+      throw UsageError(
+          fmt::format("--stages plan {} requests but the workload has {}; raise --num-requests or use "
+                      "a longer trace",
+                      times.size(), n));
     std::sort(p.plan.schedule.begin(), p.plan.schedule.end(),
               [](const auto& a, const auto& b) { return a.second < b.second; });
     p.plan.max_concurrency = o.max_concurrency;
@@ -227,18 +231,20 @@ Prepared prepare(const BenchOptions& o, std::optional<double> rate) {
         if (!p.slos.contains(c)) p.slos[c] = slo;
     }
   }
-  p.effective_load = {{"mode", closed ? "closed" : "open"},
-                      {"planned_requests", closed ? nlohmann::json(nullptr) : nlohmann::json(p.plan.schedule.size())},
-                      {"last_offset_s", p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second)},
-                      {"rate_rps", rate ? nlohmann::json(*rate) : nlohmann::json(wo.rate_rps)},
-                      {"max_concurrency", o.max_concurrency},
-                      {"client_threads", o.client_threads}};
+  p.effective_load = {
+      {"mode", closed ? "closed" : "open"},
+      {"planned_requests", closed ? nlohmann::json(nullptr) : nlohmann::json(p.plan.schedule.size())},
+      {"last_offset_s", p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second)},
+      {"rate_rps", rate ? nlohmann::json(*rate) : nlohmann::json(wo.rate_rps)},
+      {"max_concurrency", o.max_concurrency},
+      {"client_threads", o.client_threads}};
   return p;
 }
 
 // Asks the server which model it serves (GET /v1/models), for requests
 // that name none.
-std::string discover_model(const net::Endpoint& ep, const net::ClientOptions& copt, const std::string& api_key) {
+std::string discover_model(const net::Endpoint& ep, const net::ClientOptions& copt,
+                           const std::string& api_key) {
   boost::asio::io_context ioc;
   SteadyClock clock;
   net::HttpClient client(ioc, ep, copt, clock);
@@ -255,16 +261,19 @@ std::string discover_model(const net::Endpoint& ep, const net::ClientOptions& co
   std::string req = fmt::format("GET {}/v1/models HTTP/1.1\r\nHost: {}\r\n", ep.base_path, ep.host_header());
   if (!api_key.empty()) req += "Authorization: Bearer " + api_key + "\r\n";
   req += "\r\n";
-  client.start(std::make_shared<const std::string>(std::move(req)), &h, clock.now_ns() + 30 * kNanosPerSecond);
+  client.start(std::make_shared<const std::string>(std::move(req)), &h,
+               clock.now_ns() + 30 * kNanosPerSecond);
   ioc.run();
   if (!h.error.empty()) throw UsageError(fmt::format("--target {}: {}", ep.url(), h.error));
   if (h.status != 200)
-    throw UsageError(fmt::format("--target {}: GET /v1/models answered HTTP {}; give --model", ep.url(), h.status));
+    throw UsageError(
+        fmt::format("--target {}: GET /v1/models answered HTTP {}; give --model", ep.url(), h.status));
   try {
     const auto j = nlohmann::json::parse(h.body);
     return j.at("data").at(0).at("id").get<std::string>();
   } catch (const std::exception&) {
-    throw UsageError(fmt::format("--target {}: cannot read a model id from /v1/models; give --model", ep.url()));
+    throw UsageError(
+        fmt::format("--target {}: cannot read a model id from /v1/models; give --model", ep.url()));
   }
 }
 
@@ -302,8 +311,8 @@ struct VllmCompat {
     j["request_rate"] = o.concurrency > 0 ? nlohmann::json("inf") : nlohmann::json(rate);
     j["burstiness"] = o.workload.burstiness;
     j["max_concurrency"] = o.max_concurrency > 0 ? nlohmann::json(o.max_concurrency)
-                           : o.concurrency > 0  ? nlohmann::json(o.concurrency)
-                                                : nlohmann::json(nullptr);
+                           : o.concurrency > 0   ? nlohmann::json(o.concurrency)
+                                                 : nlohmann::json(nullptr);
     j["duration"] = s["duration_s"];
     j["completed"] = s["requests_completed"];
     j["total_input_tokens"] = s["prompt_tokens_total"];
@@ -313,7 +322,8 @@ struct VllmCompat {
     j["output_throughput"] = s["output_token_throughput_tps"];
     const double dur = s["duration_s"].get<double>();
     j["total_token_throughput"] =
-        dur > 0 ? (s["prompt_tokens_total"].get<double>() + s["output_tokens_total"].get<double>()) / dur : 0.0;
+        dur > 0 ? (s["prompt_tokens_total"].get<double>() + s["output_tokens_total"].get<double>()) / dur
+                : 0.0;
     // vLLM's "itl" is the raw gap between events: tokenscope's ICL.
     for (const auto& [ours, theirs] :
          {std::pair{"ttft_ms", "ttft"}, {"tpot_ms", "tpot"}, {"icl_ms", "itl"}, {"e2e_ms", "e2el"}}) {
@@ -381,7 +391,8 @@ void append_csv_row(std::string& out, const RequestRecord& r) {
   ms(r.t_first_token, r.t_sched);
   out += ',';
   if (r.output_tokens > 1 && r.t_first_token >= 0)
-    append_fixed(out, nanos_to_ms(r.t_last_token - r.t_first_token) / static_cast<double>(r.output_tokens - 1), 4);
+    append_fixed(out,
+                 nanos_to_ms(r.t_last_token - r.t_first_token) / static_cast<double>(r.output_tokens - 1), 4);
   out += ',';
   ms(r.t_last_token, r.t_send);
   out += ',';
@@ -449,7 +460,8 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
     if (!o.faults.empty() || !o.trace_emissions.empty())
       throw UsageError("--faults and --trace-emissions apply to the in-process server (no --target)");
     endpoint = net::Endpoint::parse_url(o.target);
-    rs.model = g_app->count("--model") > 0 ? o.engine_options.engine.model : discover_model(endpoint, copt, o.api_key);
+    rs.model = g_app->count("--model") > 0 ? o.engine_options.engine.model
+                                           : discover_model(endpoint, copt, o.api_key);
   }
 
   // Records are written in batches (one write per drain, every 100 ms), so
@@ -469,8 +481,9 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
   bench::Runner runner(w, p.plan, endpoint, copt, rs, queue);
   const bool tty = o.progress == "auto" ? isatty(STDERR_FILENO) != 0 : o.progress == "tty";
   const bool progress = !o.quiet && o.progress != "none";
-  const double planned_s = p.plan.closed_loop ? bench::total_duration_s(p.plan.user_stages)
-                                              : (p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second));
+  const double planned_s = p.plan.closed_loop
+                               ? bench::total_duration_s(p.plan.user_stages)
+                               : (p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second));
   runner.start();
 
   std::vector<RequestRecord> batch;
@@ -524,9 +537,11 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
       was_interrupted = true;
       runner.stop_sending();
       grace_end = t + seconds_to_nanos(o.grace_s);
-      std::cerr << fmt::format("\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight",
-                               o.grace_s, runner.counters().in_flight.load())
-                << std::endl;
+      std::cerr
+          << fmt::format(
+                 "\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight",
+                 o.grace_s, runner.counters().in_flight.load())
+          << std::endl;
     }
     if (was_interrupted && grace_end > 0 && t >= grace_end) {
       runner.cancel_in_flight();
@@ -538,12 +553,12 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
       last_progress = t;
       const auto& c = runner.counters();
       const double elapsed = std::max(0.0, nanos_to_s(t - runner.epoch()));
-      const std::string line = fmt::format(
-          "[{:6.1f}s] sent {}, done {}, in flight {}, errors {}{}, {:.1f} req/s, ETA {:.0f} s", elapsed,
-          c.sent.load(), c.completed.load() + c.failed.load(), c.in_flight.load(), c.failed.load(),
-          c.queued.load() > 0 ? fmt::format(", queued {}", c.queued.load()) : "",
-          elapsed > 0 ? static_cast<double>(c.completed.load() + c.failed.load()) / elapsed : 0.0,
-          std::max(0.0, planned_s - elapsed));
+      const std::string line =
+          fmt::format("[{:6.1f}s] sent {}, done {}, in flight {}, errors {}{}, {:.1f} req/s, ETA {:.0f} s",
+                      elapsed, c.sent.load(), c.completed.load() + c.failed.load(), c.in_flight.load(),
+                      c.failed.load(), c.queued.load() > 0 ? fmt::format(", queued {}", c.queued.load()) : "",
+                      elapsed > 0 ? static_cast<double>(c.completed.load() + c.failed.load()) / elapsed : 0.0,
+                      std::max(0.0, planned_s - elapsed));
       if (tty)
         std::cerr << "\r" << line << "\x1b[K" << std::flush;
       else
@@ -602,9 +617,10 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
                            {"threads", o.server_threads},
                            {"faults", o.faults},
                            {"fault_seed", o.fault_seed}};
-  nlohmann::json effective = {{"workload", p.bw.effective},
-                              {"load", p.effective_load},
-                              {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", !server ? false : true}}}};
+  nlohmann::json effective = {
+      {"workload", p.bw.effective},
+      {"load", p.effective_load},
+      {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", !server ? false : true}}}};
   if (eff) effective["engine"] = eff->to_json();
   run["settings"] = {{"requested", requested}, {"effective", effective}};
   run["summary"] = s;
@@ -625,9 +641,10 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
   dir.close();
   if (csv) csv->close();
   if (o.compat == "vllm")
-    write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json",
-                      compat.build(s, o, rs.model, rate.value_or(o.workload.rate_rps), rs.api == bench::Api::kChat)
-                          .dump(1));
+    write_file_atomic(
+        std::filesystem::path(out_dir) / "vllm_result.json",
+        compat.build(s, o, rs.model, rate.value_or(o.workload.rate_rps), rs.api == bench::Api::kChat)
+            .dump(1));
 
   if (print) {
     if (o.json) {
@@ -638,18 +655,18 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
       h.title = fmt::format("tokenscope bench: {} at {}{}", rs.model, endpoint.url(),
                             server ? " (built-in simulator, in-process)" : "");
       h.lines.push_back("workload: " + w.description);
-      h.lines.push_back(p.plan.closed_loop
-                            ? fmt::format("load: closed loop, {} users, think {} ms ({})", o.concurrency, o.think_ms,
-                                          o.think_dist)
-                            : fmt::format("load: open loop, {} requests planned over {:.1f} s{}", p.plan.schedule.size(),
-                                          planned_s,
-                                          o.max_concurrency ? fmt::format(", at most {} in flight", o.max_concurrency)
-                                                            : ""));
+      h.lines.push_back(
+          p.plan.closed_loop
+              ? fmt::format("load: closed loop, {} users, think {} ms ({})", o.concurrency, o.think_ms,
+                            o.think_dist)
+              : fmt::format(
+                    "load: open loop, {} requests planned over {:.1f} s{}", p.plan.schedule.size(), planned_s,
+                    o.max_concurrency ? fmt::format(", at most {} in flight", o.max_concurrency) : ""));
       print_summary_table(std::cout, h, s);
-      std::cout << fmt::format("client: {} connections for {} requests, {:.2f} CPU s{}{}\n", cc.connects,
-                               runner.counters().sent.load(), cpu, server ? " (with the in-process server)" : "",
-                               runner.not_sent() ? fmt::format(", {} planned requests not sent", runner.not_sent())
-                                                 : "");
+      std::cout << fmt::format(
+          "client: {} connections for {} requests, {:.2f} CPU s{}{}\n", cc.connects,
+          runner.counters().sent.load(), cpu, server ? " (with the in-process server)" : "",
+          runner.not_sent() ? fmt::format(", {} planned requests not sent", runner.not_sent()) : "");
       std::cout << "run directory: " << out_dir << "\n";
     }
   }
@@ -658,16 +675,16 @@ RunResult run_one(const BenchOptions& o, std::optional<double> rate, const std::
 
 // A sweep's table: one line per rate.
 void print_curve(const nlohmann::json& curve) {
-  std::cout << fmt::format("{:>10}{:>12}{:>12}{:>12}{:>12}{:>12}  {}\n", "rate", "achieved", "goodput", "TTFT p99",
-                           "TPOT p99", "failed", "SLO");
+  std::cout << fmt::format("{:>10}{:>12}{:>12}{:>12}{:>12}{:>12}  {}\n", "rate", "achieved", "goodput",
+                           "TTFT p99", "TPOT p99", "failed", "SLO");
   for (const auto& c : curve)
-    std::cout << fmt::format("{:>10.2f}{:>12.2f}{:>12}{:>12.2f}{:>12.2f}{:>12}  {}\n", c["rate_rps"].get<double>(),
-                             c["achieved_rps"].get<double>(),
-                             c["goodput_rps"].is_null() ? "-" : fmt::format("{:.2f}", c["goodput_rps"].get<double>()),
-                             c["ttft_p99_ms"].is_null() ? 0.0 : c["ttft_p99_ms"].get<double>(),
-                             c["tpot_p99_ms"].is_null() ? 0.0 : c["tpot_p99_ms"].get<double>(),
-                             c["failed"].get<std::uint64_t>(),
-                             c["slo_pass"].is_null() ? "-" : (c["slo_pass"].get<bool>() ? "pass" : "FAIL"));
+    std::cout << fmt::format(
+        "{:>10.2f}{:>12.2f}{:>12}{:>12.2f}{:>12.2f}{:>12}  {}\n", c["rate_rps"].get<double>(),
+        c["achieved_rps"].get<double>(),
+        c["goodput_rps"].is_null() ? "-" : fmt::format("{:.2f}", c["goodput_rps"].get<double>()),
+        c["ttft_p99_ms"].is_null() ? 0.0 : c["ttft_p99_ms"].get<double>(),
+        c["tpot_p99_ms"].is_null() ? 0.0 : c["tpot_p99_ms"].get<double>(), c["failed"].get<std::uint64_t>(),
+        c["slo_pass"].is_null() ? "-" : (c["slo_pass"].get<bool>() ? "pass" : "FAIL"));
 }
 
 nlohmann::json curve_point(double rate, const nlohmann::json& s) {
@@ -699,48 +716,69 @@ CLI::App* add_bench_command(CLI::App& app) {
   g_app = bench;
   bench->get_formatter()->column_width(44);
   const char* T = "Target";
-  bench->add_option("--target", o.target, "Server URL, http://HOST:PORT or https://... (default: in-process simulator)")
+  bench
+      ->add_option("--target", o.target,
+                   "Server URL, http://HOST:PORT or https://... (default: in-process simulator)")
       ->group(T);
-  bench->add_option("--api", o.api, "completions|chat")->capture_default_str()->check(CLI::IsMember({"completions", "chat"}))->group(T);
-  bench->add_option("--endpoint", o.endpoint,
-                    "Request path after the target's own path [default: /v1/completions or /v1/chat/completions]")
+  bench->add_option("--api", o.api, "completions|chat")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"completions", "chat"}))
       ->group(T);
-  bench->add_option("--api-key", o.api_key, "Bearer token (or env TOKENSCOPE_API_KEY, OPENAI_API_KEY)")->group(T);
+  bench
+      ->add_option(
+          "--endpoint", o.endpoint,
+          "Request path after the target's own path [default: /v1/completions or /v1/chat/completions]")
+      ->group(T);
+  bench->add_option("--api-key", o.api_key, "Bearer token (or env TOKENSCOPE_API_KEY, OPENAI_API_KEY)")
+      ->group(T);
   bench->add_option("--header", o.headers, "Extra request header 'Name: value' (repeatable)")->group(T);
   bench->add_option("--timeout-s", o.timeout_s, "Per-request timeout from the send, s (0: none)")
       ->capture_default_str()
       ->group(T);
-  bench->add_flag("--insecure", o.insecure, "https: do not verify the server's certificate and name")->group(T);
+  bench->add_flag("--insecure", o.insecure, "https: do not verify the server's certificate and name")
+      ->group(T);
   bench->add_option("--ca-file", o.ca_file, "https: extra CA certificates (PEM)")->group(T);
   bench->add_flag("--no-stream", o.no_stream, "Non-streaming requests (TTFT = E2E; for comparisons with wrk)")
       ->group(T);
-  bench->add_flag("--no-ignore-eos", o.no_ignore_eos, "Do not send ignore_eos (the model may stop early)")->group(T);
+  bench->add_flag("--no-ignore-eos", o.no_ignore_eos, "Do not send ignore_eos (the model may stop early)")
+      ->group(T);
 
   const char* L = "Load";
-  bench->add_option("--workload", o.workload_file, "YAML workload: tenants, task classes with shares, lengths, "
-                                                   "sessions and SLOs (docs/bench.md)")
+  bench
+      ->add_option("--workload", o.workload_file,
+                   "YAML workload: tenants, task classes with shares, lengths, "
+                   "sessions and SLOs (docs/bench.md)")
       ->group(L);
-  bench->add_option("--stages", o.stages, "Open-loop rate stages RATE@SECONDS,... (e.g. 5@30,10@30)")->group(L);
-  bench->add_option("--max-concurrency", o.max_concurrency, "Open loop: at most N requests in flight; the rest "
-                                                            "queue (queue_ms)")
+  bench->add_option("--stages", o.stages, "Open-loop rate stages RATE@SECONDS,... (e.g. 5@30,10@30)")
       ->group(L);
-  bench->add_option("--concurrency", o.concurrency, "Closed loop with N users (instead of an arrival rate)")->group(L);
+  bench
+      ->add_option("--max-concurrency", o.max_concurrency,
+                   "Open loop: at most N requests in flight; the rest "
+                   "queue (queue_ms)")
+      ->group(L);
+  bench->add_option("--concurrency", o.concurrency, "Closed loop with N users (instead of an arrival rate)")
+      ->group(L);
   bench->add_option("--user-stages", o.user_stages, "Closed-loop user stages USERS@SECONDS,...")->group(L);
   bench->add_option("--think-ms", o.think_ms, "Closed loop: think time between a user's requests, ms")
       ->capture_default_str()
       ->group(L);
   bench->add_option("--think-dist", o.think_dist, "fixed|exponential")->capture_default_str()->group(L);
-  bench->add_option("--warmup-s", o.warmup_s, "Requests scheduled in the first S seconds are excluded from the summary")
+  bench
+      ->add_option("--warmup-s", o.warmup_s,
+                   "Requests scheduled in the first S seconds are excluded from the summary")
       ->capture_default_str()
       ->group(L);
   bench->add_option("--client-threads", o.client_threads, "Client I/O threads")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u))
       ->group(L);
-  bench->add_option("--slo", o.slo, "SLO [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99 (repeatable; goodput)")->group(L);
-  bench->add_option("--sweep-rates", o.sweep_rates, "Run once per rate (req/s), e.g. 2,4,8: the load curve")->group(L);
-  bench->add_option("--sweep-search", o.sweep_search,
-                    "LOW:HIGH: bisect for the highest rate at which every SLO holds (needs --slo)")
+  bench->add_option("--slo", o.slo, "SLO [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99 (repeatable; goodput)")
+      ->group(L);
+  bench->add_option("--sweep-rates", o.sweep_rates, "Run once per rate (req/s), e.g. 2,4,8: the load curve")
+      ->group(L);
+  bench
+      ->add_option("--sweep-search", o.sweep_search,
+                   "LOW:HIGH: bisect for the highest rate at which every SLO holds (needs --slo)")
       ->group(L);
   bench->add_option("--sweep-steps", o.sweep_steps, "Runs of --sweep-search after LOW and HIGH")
       ->capture_default_str()
@@ -752,9 +790,12 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_option("--server-threads", o.server_threads, "I/O threads of the in-process simulator")
       ->capture_default_str()
       ->group(S);
-  bench->add_option("--faults", o.faults, "Inject faults in the in-process server (as serve --faults)")->group(S);
+  bench->add_option("--faults", o.faults, "Inject faults in the in-process server (as serve --faults)")
+      ->group(S);
   bench->add_option("--fault-seed", o.fault_seed, "Seed of the fault draws")->capture_default_str()->group(S);
-  bench->add_option("--trace-emissions", o.trace_emissions, "The in-process server writes every emitted token here")
+  bench
+      ->add_option("--trace-emissions", o.trace_emissions,
+                   "The in-process server writes every emitted token here")
       ->group(S);
 
   const char* O = "Output";
@@ -771,10 +812,12 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->group(O);
 
   std::string footer = "\nSummary metrics (run.json \"summary\"):\n";
-  for (const auto& k : metrics::kScalarKeys) footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
+  for (const auto& k : metrics::kScalarKeys)
+    footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
   for (const auto& k : metrics::kDistributionKeys)
     footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
-  for (const auto& k : metrics::kObjectKeys) footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
+  for (const auto& k : metrics::kObjectKeys)
+    footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
   footer +=
       "\nExit codes: 0 ok, 1 I/O failure, 2 bad input or options, 3 an SLO failed, 130 interrupted (results "
       "kept).\n";
@@ -831,18 +874,24 @@ int run_bench(const std::atomic<bool>& interrupted) {
             return s;
           }(),
           "--sweep-search");
-      if (bounds.size() != 2 || bounds[0] >= bounds[1]) throw UsageError("--sweep-search: expected LOW:HIGH with LOW < HIGH");
+      if (bounds.size() != 2 || bounds[0] >= bounds[1])
+        throw UsageError("--sweep-search: expected LOW:HIGH with LOW < HIGH");
       double lo = bounds[0], hi = bounds[1];
-      auto passes = [](const nlohmann::json& c) { return !c["slo_pass"].is_null() && c["slo_pass"].get<bool>(); };
+      auto passes = [](const nlohmann::json& c) {
+        return !c["slo_pass"].is_null() && c["slo_pass"].get<bool>();
+      };
       auto a = probe(lo);
-      if (!a) stopped = true;
+      if (!a)
+        stopped = true;
       else if (!passes(*a)) {
         if (!o.quiet) std::cerr << "sweep: the SLO fails already at the lowest rate\n";
       } else {
         best = lo;
         auto b = probe(hi);
-        if (!b) stopped = true;
-        else if (passes(*b)) best = hi;
+        if (!b)
+          stopped = true;
+        else if (passes(*b))
+          best = hi;
         else
           for (unsigned i = 0; i < o.sweep_steps; ++i) {
             const double mid = (lo + hi) / 2;
@@ -851,20 +900,25 @@ int run_bench(const std::atomic<bool>& interrupted) {
               stopped = true;
               break;
             }
-            if (passes(*m)) lo = mid, best = mid;
-            else hi = mid;
+            if (passes(*m))
+              lo = mid, best = mid;
+            else
+              hi = mid;
           }
       }
     }
-    std::sort(curve.begin(), curve.end(),
-              [](const nlohmann::json& a, const nlohmann::json& b) { return a["rate_rps"].get<double>() < b["rate_rps"].get<double>(); });
-    write_file_atomic(std::filesystem::path(out) / "sweep.json",
-                      nlohmann::json{{"curve", curve}, {"max_rate_meeting_slo", best}, {"partial", stopped}}.dump(2));
+    std::sort(curve.begin(), curve.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a["rate_rps"].get<double>() < b["rate_rps"].get<double>();
+    });
+    write_file_atomic(
+        std::filesystem::path(out) / "sweep.json",
+        nlohmann::json{{"curve", curve}, {"max_rate_meeting_slo", best}, {"partial", stopped}}.dump(2));
     if (!o.quiet) {
       print_curve(curve);
       if (!o.sweep_search.empty())
         std::cout << (best.is_null() ? std::string("no rate met every SLO\n")
-                                     : fmt::format("highest rate meeting every SLO: {:.3g} req/s\n", best.get<double>()));
+                                     : fmt::format("highest rate meeting every SLO: {:.3g} req/s\n",
+                                                   best.get<double>()));
       std::cout << "sweep directory: " << out << "\n";
     }
     return stopped ? kExitInterrupted : kExitOk;

@@ -11,8 +11,8 @@
 #include <optional>
 
 #include "cli/engine_options.h"
-#include "cli/workload_options.h"
 #include "cli/summary_table.h"
+#include "cli/workload_options.h"
 #include "core/error.h"
 #include "core/metrics.h"
 #include "core/run_dir.h"

@@ -56,8 +56,9 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
           parts += fmt::format("  {} p{:g} {} <= {:g}: {}", m, a["percentile"].get<double>(), num(x["value"]),
                                x["target"].get<double>(), x["pass"].get<bool>() ? "pass" : "FAIL");
         }
-        os << fmt::format("{:<18}{}: {:.1f}% met;{} => {}\n", "SLO", cls, a["met_fraction"].get<double>() * 100,
-                          parts, a["pass"].get<bool>() ? "PASS" : "FAIL");
+        os << fmt::format("{:<18}{}: {:.1f}% met;{} => {}\n", "SLO", cls,
+                          a["met_fraction"].get<double>() * 100, parts,
+                          a["pass"].get<bool>() ? "PASS" : "FAIL");
       }
     }
   }

@@ -70,37 +70,35 @@ void add_workload_options(CLI::App* app, WorkloadOptions& o) {
   app->add_option("--seed-prefix", o.seed_prefix, "Override the prefix-group seed")->group(W);
   app->add_option("--seed-tenant", o.seed_tenant, "Override the tenant-assignment seed")->group(W);
   app->add_option("--seed-tokens", o.seed_tokens, "Override the prompt-token seed")->group(W);
-
 }
 
 nlohmann::json workload_options_json(const WorkloadOptions& o) {
   auto opt = [](const std::optional<std::uint64_t>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
   };
-  return nlohmann::json
-       {{"trace", o.trace.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.trace)},
-        {"trace_format", o.trace_format},
-        {"skip_bad_rows", o.skip_bad_rows},
-        {"max_requests", o.max_requests},
-        {"arrival", o.arrival.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.arrival)},
-        {"rate_rps", o.rate_rps},
-        {"burstiness", o.burstiness},
-        {"time_scale", o.time_scale},
-        {"jitter_bucket_ms", o.jitter_bucket_ms},
-        {"num_requests", o.num_requests},
-        {"duration_s", o.duration_s},
-        {"input_len", o.input_len},
-        {"output_len", o.output_len},
-        {"prefix_groups", o.prefix_groups},
-        {"prefix_tokens", o.prefix_tokens},
-        {"tenants", o.tenants},
-        {"seed", o.seed},
-        {"seed_arrival", opt(o.seed_arrival)},
-        {"seed_input_len", opt(o.seed_input_len)},
-        {"seed_output_len", opt(o.seed_output_len)},
-        {"seed_prefix", opt(o.seed_prefix)},
-        {"seed_tenant", opt(o.seed_tenant)},
-        {"seed_tokens", opt(o.seed_tokens)}};
+  return nlohmann::json{{"trace", o.trace.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.trace)},
+                        {"trace_format", o.trace_format},
+                        {"skip_bad_rows", o.skip_bad_rows},
+                        {"max_requests", o.max_requests},
+                        {"arrival", o.arrival.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.arrival)},
+                        {"rate_rps", o.rate_rps},
+                        {"burstiness", o.burstiness},
+                        {"time_scale", o.time_scale},
+                        {"jitter_bucket_ms", o.jitter_bucket_ms},
+                        {"num_requests", o.num_requests},
+                        {"duration_s", o.duration_s},
+                        {"input_len", o.input_len},
+                        {"output_len", o.output_len},
+                        {"prefix_groups", o.prefix_groups},
+                        {"prefix_tokens", o.prefix_tokens},
+                        {"tenants", o.tenants},
+                        {"seed", o.seed},
+                        {"seed_arrival", opt(o.seed_arrival)},
+                        {"seed_input_len", opt(o.seed_input_len)},
+                        {"seed_output_len", opt(o.seed_output_len)},
+                        {"seed_prefix", opt(o.seed_prefix)},
+                        {"seed_tenant", opt(o.seed_tenant)},
+                        {"seed_tokens", opt(o.seed_tokens)}};
 }
 
 BuiltWorkload build_workload(const WorkloadOptions& o) {
@@ -165,6 +163,5 @@ BuiltWorkload build_workload(const WorkloadOptions& o) {
                    {"tokens", b.seeds.tokens}}}};
   return b;
 }
-
 
 }  // namespace tokenscope::cli

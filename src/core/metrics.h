@@ -53,7 +53,8 @@ inline constexpr KeyDefinition kDistributionKeys[] = {
      "inter-token latency: per-token gaps; an event gap carrying k tokens counts as k gaps of "
      "gap/k (from a log-linear histogram: percentiles within 0.4%)"},
     {"e2e_ms", "ms", "end-to-end latency: t_last_token - t_send"},
-    {"ttft_sched_ms", "ms", "TTFT from the schedule: t_first_token - t_sched (charges client lag to the request)"},
+    {"ttft_sched_ms", "ms",
+     "TTFT from the schedule: t_first_token - t_sched (charges client lag to the request)"},
     {"e2e_sched_ms", "ms", "E2E from the schedule: t_last_token - t_sched"},
     {"send_lag_ms", "ms", "t_send - t_sched: how late the client sent (its own accuracy; includes queue_ms)"},
     {"queue_ms", "ms", "with a concurrency cap: t_dispatch - t_sched, the wait for a free slot (else empty)"},

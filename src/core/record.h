@@ -36,9 +36,9 @@ struct RequestRecord {
   std::string task_class;
   std::int64_t session = -1;  // multi-turn session id (-1: none) and the turn in it
   std::uint32_t turn = 0;
-  bool warmup = false;        // scheduled in the warm-up window: kept on disk, not in the summary
+  bool warmup = false;  // scheduled in the warm-up window: kept on disk, not in the summary
   Nanos t_sched = -1;
-  Nanos t_dispatch = -1;      // with a concurrency cap: when the request got a slot (queue time ends)
+  Nanos t_dispatch = -1;  // with a concurrency cap: when the request got a slot (queue time ends)
   Nanos t_send = -1;
   Nanos t_headers = -1;
   Nanos t_first_scheduled = -1;  // engine: first step that processed the request

@@ -151,7 +151,9 @@ double tpot_of(double ttft, double e2e, std::uint32_t n) {
 nlohmann::json short_distribution(std::vector<double>& v) {
   if (v.empty()) return {{"count", 0}, {"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
   std::sort(v.begin(), v.end());
-  return {{"count", v.size()}, {"p50", nearest_rank(v, 0.5)}, {"p90", nearest_rank(v, 0.9)},
+  return {{"count", v.size()},
+          {"p50", nearest_rank(v, 0.5)},
+          {"p90", nearest_rank(v, 0.9)},
           {"p99", nearest_rank(v, 0.99)}};
 }
 }  // namespace
@@ -198,14 +200,14 @@ nlohmann::json SummaryBuilder::build() const {
   if (counters_) {
     s["prefix_cache_queries_tokens"] = counters_->prefix_cache_queries_tokens;
     s["prefix_cache_hits_tokens"] = counters_->prefix_cache_hits_tokens;
-    s["prefix_cache_hit_rate"] =
-        counters_->prefix_cache_queries_tokens > 0
-            ? static_cast<double>(counters_->prefix_cache_hits_tokens) /
-                  static_cast<double>(counters_->prefix_cache_queries_tokens)
-            : 0.0;
+    s["prefix_cache_hit_rate"] = counters_->prefix_cache_queries_tokens > 0
+                                     ? static_cast<double>(counters_->prefix_cache_hits_tokens) /
+                                           static_cast<double>(counters_->prefix_cache_queries_tokens)
+                                     : 0.0;
     s["preemptions_total"] = counters_->preemptions_total;
-    s["kv_cache_usage_peak"] =
-        counters_->kv_cache_usage_peak ? nlohmann::json(*counters_->kv_cache_usage_peak) : nlohmann::json(nullptr);
+    s["kv_cache_usage_peak"] = counters_->kv_cache_usage_peak
+                                   ? nlohmann::json(*counters_->kv_cache_usage_peak)
+                                   : nlohmann::json(nullptr);
   } else {
     for (const char* k : {"prefix_cache_queries_tokens", "prefix_cache_hits_tokens", "prefix_cache_hit_rate",
                           "preemptions_total", "kv_cache_usage_peak"})
@@ -215,8 +217,8 @@ nlohmann::json SummaryBuilder::build() const {
   // Goodput and SLO attainment.
   std::uint64_t met = 0;
   for (const Sample& x : samples_) met += meets_slo(x) ? 1 : 0;
-  s["goodput_rps"] =
-      slos_.empty() ? nlohmann::json(nullptr) : nlohmann::json(dur > 0 ? static_cast<double>(met) / dur : 0.0);
+  s["goodput_rps"] = slos_.empty() ? nlohmann::json(nullptr)
+                                   : nlohmann::json(dur > 0 ? static_cast<double>(met) / dur : 0.0);
   nlohmann::json attainment = nlohmann::json::object();
   for (const auto& entry : slos_) {
     const std::string& name = entry.first;

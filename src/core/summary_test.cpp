@@ -127,7 +127,7 @@ TEST(Summary, ScheduleBasedLatenciesSendLagAndQueue) {
   EXPECT_NEAR(s["itl_ms"]["max"].get<double>(), 5.0, 0.03);
   EXPECT_EQ(s["output_token_mismatches"], 1);
   EXPECT_DOUBLE_EQ(s["duration_send_s"].get<double>(), 0.020);
-  EXPECT_TRUE(s["goodput_rps"].is_null());  // no SLO
+  EXPECT_TRUE(s["goodput_rps"].is_null());            // no SLO
   EXPECT_TRUE(s["prefix_cache_hit_rate"].is_null());  // no server counters
 }
 
@@ -186,7 +186,8 @@ TEST(Summary, GoodputAndSloAttainmentPerClass) {
   const auto& bt = s["slo_attainment"]["batch"];
   EXPECT_EQ(bt["requests"], 3);
   EXPECT_EQ(bt["met"], 2);
-  EXPECT_DOUBLE_EQ(bt["e2e_ms"]["value"].get<double>(), 600.0);  // rank 2 of 3 (the failure counts as slowest)
+  EXPECT_DOUBLE_EQ(bt["e2e_ms"]["value"].get<double>(),
+                   600.0);  // rank 2 of 3 (the failure counts as slowest)
   EXPECT_EQ(bt["pass"], true);
   // Goodput: 7 requests met their class's SLO in 1 s.
   EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 1.0);

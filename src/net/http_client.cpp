@@ -64,7 +64,8 @@ Endpoint Endpoint::parse_url(std::string_view url) {
   if (slash != std::string_view::npos) e.base_path = std::string(rest.substr(slash));
   while (!e.base_path.empty() && e.base_path.back() == '/') e.base_path.pop_back();
   if (authority.find('@') != std::string_view::npos)
-    throw UsageError(fmt::format("--target '{}': credentials in the URL are not supported (use --api-key)", url));
+    throw UsageError(
+        fmt::format("--target '{}': credentials in the URL are not supported (use --api-key)", url));
   std::string_view host = authority;
   if (!authority.empty() && authority.front() == '[') {  // [v6]:port
     const std::size_t close = authority.find(']');
@@ -114,15 +115,19 @@ class ConnectionBase {
   virtual void run(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
                    bool reused) = 0;
   virtual void preconnect() = 0;  // connects without a request; joins the idle pool when it succeeds
-  virtual void cancel() = 0;  // ends a running exchange with kCancelled, or closes an idle connection
-  virtual void close() = 0;   // closes without a callback
+  virtual void cancel() = 0;      // ends a running exchange with kCancelled, or closes an idle connection
+  virtual void close() = 0;       // closes without a callback
 };
 
 }  // namespace
 
 struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   Impl(asio::io_context& io, Endpoint ep, ClientOptions opt, const Clock& c)
-      : ioc(io), endpoint(std::move(ep)), options(std::move(opt)), clock(c), ssl(asio::ssl::context::tls_client) {}
+      : ioc(io),
+        endpoint(std::move(ep)),
+        options(std::move(opt)),
+        clock(c),
+        ssl(asio::ssl::context::tls_client) {}
 
   asio::io_context& ioc;
   Endpoint endpoint;
@@ -136,7 +141,8 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   std::vector<char> scratch = std::vector<char>(kBodyScratch);
   std::string host_header;
 
-  void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline, bool retry);
+  void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
+             bool retry);
   void release(std::shared_ptr<ConnectionBase> c) { idle.push_back(std::move(c)); }
 };
 
@@ -214,10 +220,11 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       return;
     }
     timer_.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(t)));
-    timer_.async_wait([self = this->shared_from_this(), gen = generation_](const boost::system::error_code& ec) {
-      if (ec || self->generation_ != gen || (!self->handler_ && !self->connecting_)) return;
-      self->fail_later(self->connecting_ ? ExchangeError::kConnect : ExchangeError::kTimeout);
-    });
+    timer_.async_wait(
+        [self = this->shared_from_this(), gen = generation_](const boost::system::error_code& ec) {
+          if (ec || self->generation_ != gen || (!self->handler_ && !self->connecting_)) return;
+          self->fail_later(self->connecting_ ? ExchangeError::kConnect : ExchangeError::kTimeout);
+        });
   }
 
   // Records why the exchange ends and closes the socket; the pending
@@ -253,9 +260,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       return;
     }
     asio::async_connect(lowest(), client_->addresses,
-                        [self = this->shared_from_this()](const boost::system::error_code& ec, const tcp::endpoint&) {
-                          self->on_connect(ec);
-                        });
+                        [self = this->shared_from_this()](const boost::system::error_code& ec,
+                                                          const tcp::endpoint&) { self->on_connect(ec); });
   }
 
   void on_connect(const boost::system::error_code& ec) {
@@ -267,7 +273,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     if constexpr (kTls) {
       if (!SSL_set_tlsext_host_name(stream_.native_handle(), client_->endpoint.host.c_str()))
         return finish(ExchangeError::kConnect, "TLS: cannot set the server name");
-      if (client_->options.verify_tls) stream_.set_verify_callback(asio::ssl::host_name_verification(client_->endpoint.host));
+      if (client_->options.verify_tls)
+        stream_.set_verify_callback(asio::ssl::host_name_verification(client_->endpoint.host));
       stream_.async_handshake(asio::ssl::stream_base::client,
                               [self = this->shared_from_this()](const boost::system::error_code& hec) {
                                 if (hec) return self->fail_connect("TLS handshake: " + hec.message());
@@ -317,17 +324,20 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     if constexpr (kTls) {
       read();
     } else {
-      lowest().async_wait(tcp::socket::wait_read, [self = this->shared_from_this()](const boost::system::error_code& ec) {
-        if (ec) return self->on_transport_error(ec);
-        self->read();
-      });
+      lowest().async_wait(tcp::socket::wait_read,
+                          [self = this->shared_from_this()](const boost::system::error_code& ec) {
+                            if (ec) return self->on_transport_error(ec);
+                            self->read();
+                          });
     }
   }
 
   void read() {
     auto space = buffer_.prepare(kReadChunk);
-    stream_.async_read_some(space, [self = this->shared_from_this()](const boost::system::error_code& ec,
-                                                                     std::size_t n) { self->on_read(ec, n); });
+    stream_.async_read_some(
+        space, [self = this->shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+          self->on_read(ec, n);
+        });
   }
 
   void on_read(const boost::system::error_code& ec, std::size_t n) {
@@ -338,8 +348,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       if (!parse(t)) return;
     }
     if (ec) {
-      if ((ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) && failure_ == ExchangeError::kNone &&
-          parser_->need_eof()) {
+      if ((ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) &&
+          failure_ == ExchangeError::kNone && parser_->need_eof()) {
         boost::system::error_code pec;
         parser_->put_eof(pec);
         if (!pec) return complete(t);
@@ -411,8 +421,9 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       client_->start(std::move(request), h, deadline_, /*retry=*/true);
       return;
     }
-    const std::string what = ec == asio::error::eof ? "connection closed by the server before the response ended"
-                                                    : "connection error: " + ec.message();
+    const std::string what = ec == asio::error::eof
+                                 ? "connection closed by the server before the response ended"
+                                 : "connection error: " + ec.message();
     finish(ExchangeError::kClosed, what);
   }
 
@@ -444,8 +455,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
 }  // namespace
 
-void HttpClient::Impl::start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
-                             bool retry) {
+void HttpClient::Impl::start(std::shared_ptr<const std::string> request, ExchangeHandler* handler,
+                             Nanos deadline, bool retry) {
   std::shared_ptr<ConnectionBase> c;
   bool reused = false;
   if (!retry && !idle.empty()) {

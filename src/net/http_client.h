@@ -40,8 +40,8 @@ struct Endpoint {
 
 struct ClientOptions {
   double connect_timeout_s = 10.0;
-  bool verify_tls = true;   // --insecure turns certificate and host name checks off
-  std::string ca_file;      // extra CA bundle (PEM); the system store is always used
+  bool verify_tls = true;  // --insecure turns certificate and host name checks off
+  std::string ca_file;     // extra CA bundle (PEM); the system store is always used
   std::size_t max_header_bytes = 64u << 10;
 };
 
@@ -70,12 +70,12 @@ class ExchangeHandler {
 };
 
 struct ClientCounters {
-  std::uint64_t connects = 0;       // connections opened
+  std::uint64_t connects = 0;  // connections opened
   std::uint64_t connect_failures = 0;
-  std::uint64_t reused = 0;         // requests sent on a kept-alive connection
-  std::uint64_t resent = 0;         // requests resent after a stale keep-alive connection
-  std::uint64_t open = 0;           // connections open now
-  std::uint64_t idle = 0;           // of which idle in the pool
+  std::uint64_t reused = 0;  // requests sent on a kept-alive connection
+  std::uint64_t resent = 0;  // requests resent after a stale keep-alive connection
+  std::uint64_t open = 0;    // connections open now
+  std::uint64_t idle = 0;    // of which idle in the pool
 };
 
 class HttpClient {

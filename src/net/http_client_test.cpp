@@ -28,7 +28,8 @@ using tcp = asio::ip::tcp;
 // request by its path (see respond()). Stops after `connections` accepts.
 class ScriptServer {
  public:
-  explicit ScriptServer(int connections) : acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+  explicit ScriptServer(int connections)
+      : acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
     port_ = acceptor_.local_endpoint().port();
     thread_ = std::thread([this, connections] {
       for (int i = 0; i < connections; ++i) {
@@ -63,7 +64,8 @@ class ScriptServer {
       }
       const std::string head = in.substr(0, end);
       in.erase(0, end + 4);  // requests in these tests have no body
-      const std::string path = head.substr(head.find(' ') + 1, head.find(' ', head.find(' ') + 1) - head.find(' ') - 1);
+      const std::string path =
+          head.substr(head.find(' ') + 1, head.find(' ', head.find(' ') + 1) - head.find(' ') - 1);
       if (!respond(s, path)) return;
     }
   }
@@ -157,7 +159,9 @@ std::shared_ptr<const std::string> get(std::string_view path) {
 
 class Client : public ::testing::Test {
  protected:
-  Endpoint endpoint(std::uint16_t port) { return Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", port)); }
+  Endpoint endpoint(std::uint16_t port) {
+    return Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", port));
+  }
   asio::io_context ioc;
   SteadyClock clock;
 };
@@ -293,8 +297,8 @@ std::pair<std::string, std::string> self_signed() {
   X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
   X509_set_pubkey(cert, key);
   X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1,
-                             0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"),
+                             -1, -1, 0);
   X509_set_issuer_name(cert, name);
   X509_sign(cert, key, EVP_sha256());
   auto pem = [](auto write) {
@@ -306,7 +310,8 @@ std::pair<std::string, std::string> self_signed() {
     BIO_free(bio);
     return out;
   };
-  std::string k = pem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
+  std::string k =
+      pem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
   std::string c = pem([&](BIO* b) { PEM_write_bio_X509(b, cert); });
   X509_free(cert);
   EVP_PKEY_free(key);
@@ -316,7 +321,9 @@ std::pair<std::string, std::string> self_signed() {
 // One TLS connection: handshake, read a request head, answer "ok".
 class TlsServer {
  public:
-  TlsServer() : ssl_(asio::ssl::context::tls_server), acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+  TlsServer()
+      : ssl_(asio::ssl::context::tls_server),
+        acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
     const auto [key, cert] = self_signed();
     ssl_.use_private_key(asio::buffer(key), asio::ssl::context::pem);
     ssl_.use_certificate(asio::buffer(cert), asio::ssl::context::pem);

@@ -80,7 +80,8 @@ ServerApp::~ServerApp() {
 
 void ServerApp::start() {
   impl_->server.start();
-  for (unsigned i = 0; i < impl_->settings.threads; ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  for (unsigned i = 0; i < impl_->settings.threads; ++i)
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
 }
 
 std::uint16_t ServerApp::port() const {
@@ -101,7 +102,8 @@ void ServerApp::stop(double grace_s) {
   auto wait = std::make_shared<std::function<void()>>();
   *wait = [this, linger, deadline, wait_weak = std::weak_ptr<std::function<void()>>(wait)] {
     // Let the last bytes reach the clients, for at most two seconds.
-    if (impl_->server.connections() == 0 || std::chrono::steady_clock::now() > *deadline) return impl_->ioc.stop();
+    if (impl_->server.connections() == 0 || std::chrono::steady_clock::now() > *deadline)
+      return impl_->ioc.stop();
     linger->expires_after(std::chrono::milliseconds(5));
     linger->async_wait([wait_weak](const boost::system::error_code&) {
       if (auto w = wait_weak.lock()) (*w)();

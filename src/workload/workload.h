@@ -46,8 +46,8 @@ struct Workload {
   std::uint32_t hash_block_tokens = 512;
   std::vector<std::string> tenants = {"default"};
   std::vector<std::string> classes = {""};  // task classes; "" is the unnamed default
-  std::uint64_t token_seed = 0;  // seeds unique prompt tokens
-  bool has_timestamps = false;   // arrival times came from the trace
+  std::uint64_t token_seed = 0;             // seeds unique prompt tokens
+  bool has_timestamps = false;              // arrival times came from the trace
   std::string description;
   ReadReport read_report;
 };

@@ -47,8 +47,9 @@ class Bench : public ::testing::Test {
 
 TEST_F(Bench, RunWritesSummaryRecordsCsvAndVllmResult) {
   const auto out = dir_ / "run";
-  const auto r = bench({"--duration-s", "2", "--rate", "10", "--input-len", "fixed:64", "--output-len", "fixed:16",
-                        "--out", out.string(), "--csv", "--compat", "vllm", "--slo", "ttft_ms=10000,tpot_ms=1000"});
+  const auto r =
+      bench({"--duration-s", "2", "--rate", "10", "--input-len", "fixed:64", "--output-len", "fixed:16",
+             "--out", out.string(), "--csv", "--compat", "vllm", "--slo", "ttft_ms=10000,tpot_ms=1000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("tokenscope bench: llama-3-8b"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("TTFT sched"), std::string::npos);
@@ -91,7 +92,8 @@ TEST_F(Bench, RunWritesSummaryRecordsCsvAndVllmResult) {
 
 TEST_F(Bench, BadOptionsAndInputGetClearMessages) {
   const auto yaml = dir_ / "bad.yaml";
-  std::ofstream(yaml) << "duration_s: 5\nclasses:\n  - name: a\n    input_len: fixed:1\n    output_len: nope\n";
+  std::ofstream(yaml)
+      << "duration_s: 5\nclasses:\n  - name: a\n    input_len: fixed:1\n    output_len: nope\n";
   const std::uint16_t closed_port = 1;  // tcpmux: nothing listens there
   const struct {
     std::vector<std::string> args;
@@ -116,8 +118,8 @@ TEST_F(Bench, BadOptionsAndInputGetClearMessages) {
 
 TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
   const auto out = dir_ / "run";
-  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32", "--output-len",
-               "fixed:200", "--grace-s", "0.3", "--progress", "plain", "--out", out.string()},
+  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32",
+               "--output-len", "fixed:200", "--grace-s", "0.3", "--progress", "plain", "--out", out.string()},
               (dir_ / "stdout").string(), (dir_ / "stderr").string());
   // Wait (bounded) until some requests have finished, then interrupt.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -145,9 +147,9 @@ TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
 TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
   Server server(dir_, {"--faults", "http_5xx=0.06,http_429=0.06,reset=0.06,malformed=0.06,stall=0.06@3000",
                        "--fault-seed", "11", "--fixed-step-ms", "1"});
-  const auto r = bench({"--target", server.url(""), "--num-requests", "300", "--rate", "300", "--input-len",
-                        "fixed:8", "--output-len", "fixed:6", "--timeout-s", "1", "--json", "--out",
-                        (dir_ / "run").string()});
+  const auto r =
+      bench({"--target", server.url(""), "--num-requests", "300", "--rate", "300", "--input-len", "fixed:8",
+             "--output-len", "fixed:6", "--timeout-s", "1", "--json", "--out", (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = json::parse(r.out);
   EXPECT_TRUE(s["prefix_cache_queries_tokens"].is_null());  // a remote server: not read
@@ -199,7 +201,8 @@ TEST_F(Bench, ClientSeesEveryEmittedTokenAndItsTtftExceedsTheServers) {
     EXPECT_EQ(rec["output_tokens_client"].get<int>(), tokens[id]);
     seen += rec["output_tokens_client"].get<int>();
     emitted += tokens[id];
-    const std::int64_t client_ttft = rec["t_first_token_ns"].get<std::int64_t>() - rec["t_send_ns"].get<std::int64_t>();
+    const std::int64_t client_ttft =
+        rec["t_first_token_ns"].get<std::int64_t>() - rec["t_send_ns"].get<std::int64_t>();
     const std::int64_t server_ttft = first_write[id] - arrival[id];
     EXPECT_GT(client_ttft, server_ttft);
     extra_ms.push_back(static_cast<double>(client_ttft - server_ttft) / 1e6);
@@ -226,15 +229,15 @@ TEST_F(Bench, SweepsWriteTheCurveAndClosedLoopRunsToItsCount) {
   EXPECT_NE(r.out.find("achieved"), std::string::npos) << r.out;
   // An SLO every rate meets: the search stops after LOW and HIGH, and reports HIGH.
   const auto out2 = dir_ / "search";
-  r = bench({"--sweep-search", "4:8", "--duration-s", "1", "--input-len", "fixed:16", "--output-len", "fixed:4",
-             "--slo", "e2e_ms=600000", "--out", out2.string()});
+  r = bench({"--sweep-search", "4:8", "--duration-s", "1", "--input-len", "fixed:16", "--output-len",
+             "fixed:4", "--slo", "e2e_ms=600000", "--out", out2.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   sweep = json::parse(slurp(out2 / "sweep.json"));
   EXPECT_EQ(sweep["curve"].size(), 2u);
   EXPECT_EQ(sweep["max_rate_meeting_slo"], 8);
   // Closed loop: exactly --num-requests requests, at most --concurrency at once.
-  r = bench({"--concurrency", "3", "--num-requests", "25", "--input-len", "fixed:16", "--output-len", "fixed:4",
-             "--json", "--out", (dir_ / "closed").string()});
+  r = bench({"--concurrency", "3", "--num-requests", "25", "--input-len", "fixed:16", "--output-len",
+             "fixed:4", "--json", "--out", (dir_ / "closed").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["requests_completed"], 25);
 }
@@ -246,7 +249,8 @@ TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
                          "    turns: {count: 2, think_ms: 5, input_len: fixed:8}\n"
                          "    slo: {e2e_ms: 600000}\n"
                          "  - name: batch\n    input_len: fixed:64\n    output_len: fixed:2\n";
-  const auto r = bench({"--workload", yaml.string(), "--api", "chat", "--json", "--out", (dir_ / "run").string()});
+  const auto r =
+      bench({"--workload", yaml.string(), "--api", "chat", "--json", "--out", (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = json::parse(r.out);
   EXPECT_EQ(s["requests_failed"], 0);

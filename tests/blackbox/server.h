@@ -24,14 +24,14 @@ inline std::string slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
-
 // A running server on 127.0.0.1 and an ephemeral port.
 class Server {
  public:
   Server(const std::filesystem::path& dir, std::vector<std::string> extra) : dir_(dir) {
     // Several I/O threads, so that the ThreadSanitizer run sees real concurrency.
     std::vector<std::string> args = {
-        std::string(TOKENSCOPE_BINARY), "serve", "--port", "0", "--port-file", (dir / "port").string(), "--threads", "3"};
+        std::string(TOKENSCOPE_BINARY), "serve",     "--port", "0", "--port-file",
+        (dir / "port").string(),        "--threads", "3"};
     args.insert(args.end(), extra.begin(), extra.end());
     child_ = std::make_unique<Child>(args, (dir / "server.out").string(), (dir / "server.err").string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
