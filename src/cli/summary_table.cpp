@@ -26,6 +26,9 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
   os << fmt::format("{:<18}{:.2f} s; {:.2f} req/s, {:.1f} output tok/s\n", "duration",
                     s["duration_s"].get<double>(), s["request_throughput_rps"].get<double>(),
                     s["output_token_throughput_tps"].get<double>());
+  if (s["duration_steady_s"].get<double>() > 0)
+    os << fmt::format("{:<18}{:.2f} s window, {:.2f} req/s (ramp-up and drain left out)\n", "steady state",
+                      s["duration_steady_s"].get<double>(), s["request_throughput_steady_rps"].get<double>());
   os << fmt::format("{:<18}prompt {}, output {}\n", "tokens", s["prompt_tokens_total"].get<std::uint64_t>(),
                     s["output_tokens_total"].get<std::uint64_t>());
   if (!s["prefix_cache_queries_tokens"].is_null()) {

@@ -24,6 +24,11 @@ inline constexpr KeyDefinition kScalarKeys[] = {
      "requests scheduled in the warm-up window: on disk (\"warmup\": true) but in no other key"},
     {"duration_s", "s", "first dispatch (earliest t_sched) to last completion (latest t_close)"},
     {"duration_send_s", "s", "first send (earliest t_send) to last response (latest t_close)"},
+    {"duration_steady_s", "s",
+     "the steady-state window: from when the requests in flight first reach their time-weighted median "
+     "level to when they last fall below it (ramp-up and drain left out)"},
+    {"request_throughput_steady_rps", "req/s",
+     "requests that ended within the steady-state window / duration_steady_s (failures included)"},
     {"request_throughput_rps", "req/s", "requests_completed / duration_s"},
     {"output_token_throughput_tps", "tok/s", "output_tokens_total / duration_s"},
     {"prompt_tokens_total", "tokens", "prompt tokens of completed requests"},

@@ -33,6 +33,7 @@ void SummaryBuilder::add(const RequestRecord& r) {
   if (r.t_send >= 0 && (first_send_ < 0 || r.t_send < first_send_)) first_send_ = r.t_send;
   if (r.t_close >= 0) last_close_ = std::max(last_close_, r.t_close);
   ++outcomes_[r.outcome];
+  if (r.t_send >= 0 && r.t_close >= r.t_send) spans_.emplace_back(r.t_send, r.t_close);
   const std::uint16_t cls = group_index(class_names_, class_counts_, r.task_class);
   const std::uint16_t tenant = group_index(tenant_names_, tenant_counts_, r.tenant);
   if (r.outcome != Outcome::kOk) {
@@ -79,6 +80,41 @@ bool SummaryBuilder::meets_slo(const Sample& s) const {
       (s.e2e_ms - s.ttft_ms) / static_cast<double>(s.output_tokens - 1) > *slo.tpot_ms)
     return false;
   return true;
+}
+
+std::pair<Nanos, Nanos> SummaryBuilder::steady_window() const {
+  if (spans_.empty()) return {0, 0};
+  std::vector<std::pair<Nanos, int>> ev;
+  ev.reserve(spans_.size() * 2);
+  for (const auto& [a, b] : spans_) {
+    ev.emplace_back(a, 1);
+    ev.emplace_back(b, -1);
+  }
+  std::sort(ev.begin(), ev.end());  // at equal times ends come first
+  // Time spent at each in-flight level, then its time-weighted median.
+  std::vector<Nanos> time_at;
+  int level = 0;
+  for (std::size_t i = 0; i + 1 < ev.size(); ++i) {
+    level += ev[i].second;
+    if (static_cast<std::size_t>(level) >= time_at.size()) time_at.resize(static_cast<std::size_t>(level) + 1, 0);
+    time_at[static_cast<std::size_t>(level)] += ev[i + 1].first - ev[i].first;
+  }
+  Nanos total = 0;
+  for (Nanos t : time_at) total += t;
+  int median = 0;
+  for (Nanos acc = 0; median < static_cast<int>(time_at.size()); ++median)
+    if ((acc += time_at[static_cast<std::size_t>(median)]) * 2 >= total) break;
+  median = std::max(median, 1);
+  Nanos up = -1, down = -1;
+  level = 0;
+  for (const auto& [t, d] : ev) {
+    const int before = level;
+    level += d;
+    if (up < 0 && level >= median) up = t;
+    if (before >= median && level < median) down = t;
+  }
+  if (up < 0 || down < up) return {0, 0};
+  return {up, down};
 }
 
 double SummaryBuilder::duration_send_s() const {
@@ -192,6 +228,12 @@ nlohmann::json SummaryBuilder::build() const {
   s["requests_warmup_excluded"] = warmup_;
   s["duration_s"] = dur;
   s["duration_send_s"] = duration_send_s();
+  const auto [steady_from, steady_to] = steady_window();
+  const double steady = nanos_to_s(steady_to - steady_from);
+  std::uint64_t steady_done = 0;
+  for (const auto& [a, b] : spans_) steady_done += b >= steady_from && b <= steady_to ? 1 : 0;
+  s["duration_steady_s"] = steady;
+  s["request_throughput_steady_rps"] = steady > 0 ? static_cast<double>(steady_done) / steady : 0.0;
   s["request_throughput_rps"] = dur > 0 ? static_cast<double>(completed_) / dur : 0.0;
   s["output_token_throughput_tps"] = dur > 0 ? static_cast<double>(output_tokens_) / dur : 0.0;
   s["prompt_tokens_total"] = prompt_tokens_;

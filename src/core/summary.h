@@ -55,6 +55,10 @@ class SummaryBuilder {
   double duration_s() const;
   // Seconds from the earliest t_send to the latest t_close seen; 0 when none.
   double duration_send_s() const;
+  // The steady-state window (lifecycle segmentation): from when the number
+  // of requests in flight first reaches its time-weighted median to when it
+  // last is at it; [0, 0] when there are no requests.
+  std::pair<Nanos, Nanos> steady_window() const;
 
   // The summary object; distributions are computed on a copy, so build() may be
   // called repeatedly (e.g. for progress) without disturbing the builder.
@@ -91,6 +95,7 @@ class SummaryBuilder {
   Nanos first_send_ = -1;
   Nanos last_close_ = -1;
   std::vector<Sample> samples_;
+  std::vector<std::pair<Nanos, Nanos>> spans_;  // (t_send, t_close) of every request, for the steady window
   std::vector<double> queue_ms_;
   LogLinearHistogram itl_ns_;
   LogLinearHistogram icl_ns_;

@@ -198,5 +198,26 @@ TEST(Summary, GoodputAndSloAttainmentPerClass) {
   EXPECT_EQ(s["by_tenant"]["a"]["requests"], 8);
 }
 
+TEST(Summary, SteadyWindowLeavesOutRampUpAndDrain) {
+  SummaryBuilder b;
+  // Ramp-up: one request at 0-100 ms; then four at a time from 100 ms to
+  // 1,100 ms (each 100 ms long, back to back); then a lone straggler.
+  b.add(make_ok(0, 0, {50'000'000, 100'000'000}));
+  std::uint64_t id = 1;
+  for (int slot = 0; slot < 10; ++slot)
+    for (int k = 0; k < 4; ++k) {
+      const Nanos start = 100'000'000 + slot * 100'000'000;
+      b.add(make_ok(id++, start, {start + 50'000'000, start + 100'000'000}));
+    }
+  b.add(make_ok(id++, 1'100'000'000, {1'200'000'000, 1'300'000'000}));
+  const auto [from, to] = b.steady_window();
+  EXPECT_EQ(from, 100'000'000);
+  EXPECT_EQ(to, 1'100'000'000);
+  const auto s = b.build();
+  EXPECT_DOUBLE_EQ(s["duration_steady_s"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(s["request_throughput_steady_rps"].get<double>(), 41.0);  // 40 plus the ramp's one at 100 ms
+  EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 1.3);
+}
+
 }  // namespace
 }  // namespace tokenscope
