@@ -33,7 +33,10 @@ void SummaryBuilder::add(const RequestRecord& r) {
   if (r.t_send >= 0 && (first_send_ < 0 || r.t_send < first_send_)) first_send_ = r.t_send;
   if (r.t_close >= 0) last_close_ = std::max(last_close_, r.t_close);
   ++outcomes_[r.outcome];
-  if (r.t_send >= 0 && r.t_close >= r.t_send) spans_.emplace_back(r.t_send, r.t_close);
+  if (r.t_send >= 0 && r.t_close >= r.t_send) {
+    starts_.push_back(r.t_send);
+    ends_.push_back(r.t_close);
+  }
   const std::uint16_t cls = group_index(class_names_, class_counts_, r.task_class);
   const std::uint16_t tenant = group_index(tenant_names_, tenant_counts_, r.tenant);
   if (r.outcome != Outcome::kOk) {
@@ -83,22 +86,28 @@ bool SummaryBuilder::meets_slo(const Sample& s) const {
 }
 
 std::pair<Nanos, Nanos> SummaryBuilder::steady_window() const {
-  if (spans_.empty()) return {0, 0};
-  std::vector<std::pair<Nanos, int>> ev;
-  ev.reserve(spans_.size() * 2);
-  for (const auto& [a, b] : spans_) {
-    ev.emplace_back(a, 1);
-    ev.emplace_back(b, -1);
-  }
-  std::sort(ev.begin(), ev.end());  // at equal times ends come first
-  // Time spent at each in-flight level, then its time-weighted median.
+  if (starts_.empty()) return {0, 0};
+  std::sort(starts_.begin(), starts_.end());
+  std::sort(ends_.begin(), ends_.end());
+  // Walks the merged starts (+1) and ends (-1), ends first at equal times.
+  auto walk = [&](auto&& visit) {
+    std::size_t i = 0, j = 0;
+    int level = 0;
+    while (j < ends_.size()) {
+      const bool start = i < starts_.size() && starts_[i] < ends_[j];
+      const Nanos t = start ? starts_[i++] : ends_[j++];
+      const int before = level;
+      level += start ? 1 : -1;
+      const Nanos next = j < ends_.size() ? std::min(i < starts_.size() ? starts_[i] : ends_[j], ends_[j]) : t;
+      visit(t, before, level, next - t);
+    }
+  };
+  // Time spent at each in-flight level, and its time-weighted median.
   std::vector<Nanos> time_at;
-  int level = 0;
-  for (std::size_t i = 0; i + 1 < ev.size(); ++i) {
-    level += ev[i].second;
+  walk([&](Nanos, int, int level, Nanos dt) {
     if (static_cast<std::size_t>(level) >= time_at.size()) time_at.resize(static_cast<std::size_t>(level) + 1, 0);
-    time_at[static_cast<std::size_t>(level)] += ev[i + 1].first - ev[i].first;
-  }
+    time_at[static_cast<std::size_t>(level)] += dt;
+  });
   Nanos total = 0;
   for (Nanos t : time_at) total += t;
   int median = 0;
@@ -106,13 +115,10 @@ std::pair<Nanos, Nanos> SummaryBuilder::steady_window() const {
     if ((acc += time_at[static_cast<std::size_t>(median)]) * 2 >= total) break;
   median = std::max(median, 1);
   Nanos up = -1, down = -1;
-  level = 0;
-  for (const auto& [t, d] : ev) {
-    const int before = level;
-    level += d;
+  walk([&](Nanos t, int before, int level, Nanos) {
     if (up < 0 && level >= median) up = t;
     if (before >= median && level < median) down = t;
-  }
+  });
   if (up < 0 || down < up) return {0, 0};
   return {up, down};
 }
@@ -230,8 +236,9 @@ nlohmann::json SummaryBuilder::build() const {
   s["duration_send_s"] = duration_send_s();
   const auto [steady_from, steady_to] = steady_window();
   const double steady = nanos_to_s(steady_to - steady_from);
-  std::uint64_t steady_done = 0;
-  for (const auto& [a, b] : spans_) steady_done += b >= steady_from && b <= steady_to ? 1 : 0;
+  // ends_ is sorted now: the requests that ended within the window.
+  const auto steady_done = static_cast<std::uint64_t>(
+      std::upper_bound(ends_.begin(), ends_.end(), steady_to) - std::lower_bound(ends_.begin(), ends_.end(), steady_from));
   s["duration_steady_s"] = steady;
   s["request_throughput_steady_rps"] = steady > 0 ? static_cast<double>(steady_done) / steady : 0.0;
   s["request_throughput_rps"] = dur > 0 ? static_cast<double>(completed_) / dur : 0.0;
@@ -333,30 +340,30 @@ nlohmann::json SummaryBuilder::build() const {
   s["by_class"] = by_class;
   s["by_tenant"] = by_tenant;
 
-  // Distributions.
-  std::vector<double> ttft, tpot, e2e, lag, ttft_sched, e2e_sched, ntpot;
-  ttft.reserve(samples_.size());
-  e2e.reserve(samples_.size());
-  lag.reserve(samples_.size());
-  for (const Sample& x : samples_) {
-    ttft.push_back(x.ttft_ms);
-    e2e.push_back(x.e2e_ms);
-    lag.push_back(x.send_lag_ms);
-    ttft_sched.push_back(x.ttft_ms + x.send_lag_ms);
-    e2e_sched.push_back(x.e2e_ms + x.send_lag_ms);
-    if (x.output_tokens > 1) tpot.push_back(tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens));
-    if (x.output_tokens > 0) ntpot.push_back(x.e2e_ms / static_cast<double>(x.output_tokens));
-  }
-  std::vector<double> queue = queue_ms_;
-  s["ttft_ms"] = distribution_json(describe(ttft));
-  s["ttft_sched_ms"] = distribution_json(describe(ttft_sched));
-  s["tpot_ms"] = distribution_json(describe(tpot));
-  s["ntpot_ms"] = distribution_json(describe(ntpot));
+  // Distributions, one at a time through one buffer: the peak memory of a
+  // build is one double per request, whatever the number of keys.
+  std::vector<double> v;
+  v.reserve(samples_.size());
+  auto distribution = [&](auto value, bool (*keep)(const Sample&)) {
+    v.clear();
+    for (const Sample& x : samples_)
+      if (keep(x)) v.push_back(value(x));
+    return distribution_json(describe(v));
+  };
+  auto all = [](const Sample&) { return true; };
+  auto multi = [](const Sample& x) { return x.output_tokens > 1; };
+  auto some = [](const Sample& x) { return x.output_tokens > 0; };
+  s["ttft_ms"] = distribution([](const Sample& x) { return x.ttft_ms; }, all);
+  s["ttft_sched_ms"] = distribution([](const Sample& x) { return x.ttft_ms + x.send_lag_ms; }, all);
+  s["tpot_ms"] = distribution([](const Sample& x) { return tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens); }, multi);
+  s["ntpot_ms"] =
+      distribution([](const Sample& x) { return x.e2e_ms / static_cast<double>(x.output_tokens); }, some);
   s["itl_ms"] = histogram_distribution_json(itl_ns_, 1e-6);
   s["icl_ms"] = histogram_distribution_json(icl_ns_, 1e-6);
-  s["e2e_ms"] = distribution_json(describe(e2e));
-  s["e2e_sched_ms"] = distribution_json(describe(e2e_sched));
-  s["send_lag_ms"] = distribution_json(describe(lag));
+  s["e2e_ms"] = distribution([](const Sample& x) { return x.e2e_ms; }, all);
+  s["e2e_sched_ms"] = distribution([](const Sample& x) { return x.e2e_ms + x.send_lag_ms; }, all);
+  s["send_lag_ms"] = distribution([](const Sample& x) { return x.send_lag_ms; }, all);
+  std::vector<double> queue = queue_ms_;
   s["queue_ms"] = distribution_json(describe(queue));
   return s;
 }

@@ -95,7 +95,9 @@ class SummaryBuilder {
   Nanos first_send_ = -1;
   Nanos last_close_ = -1;
   std::vector<Sample> samples_;
-  std::vector<std::pair<Nanos, Nanos>> spans_;  // (t_send, t_close) of every request, for the steady window
+  // t_send and t_close of every request, for the steady window (sorted in
+  // place when the window is computed).
+  mutable std::vector<Nanos> starts_, ends_;
   std::vector<double> queue_ms_;
   LogLinearHistogram itl_ns_;
   LogLinearHistogram icl_ns_;
