@@ -118,7 +118,11 @@ struct Runner::Shard {
   void start() {
     client.preconnect(warm_connections());
     if (r.plan_.closed_loop) {
-      asio::post(ioc, [this] { enter_stage(0); });
+      // Users start at the epoch, when the preconnected pool is ready.
+      timer.expires_at(at(r.epoch_));
+      timer.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) enter_stage(0);
+      });
     } else {
       prepare_ahead();
       arm();

@@ -89,23 +89,26 @@ std::pair<Nanos, Nanos> SummaryBuilder::steady_window() const {
   if (starts_.empty()) return {0, 0};
   std::sort(starts_.begin(), starts_.end());
   std::sort(ends_.begin(), ends_.end());
-  // Walks the merged starts (+1) and ends (-1), ends first at equal times.
+  // Walks the merged starts (+1) and ends (-1), ends first at equal times
+  // unless nothing is in flight (a request of zero length starts first).
   auto walk = [&](auto&& visit) {
     std::size_t i = 0, j = 0;
     int level = 0;
     while (j < ends_.size()) {
-      const bool start = i < starts_.size() && starts_[i] < ends_[j];
+      const bool start = i < starts_.size() && (starts_[i] < ends_[j] || (starts_[i] == ends_[j] && i == j));
       const Nanos t = start ? starts_[i++] : ends_[j++];
       const int before = level;
       level += start ? 1 : -1;
-      const Nanos next = j < ends_.size() ? std::min(i < starts_.size() ? starts_[i] : ends_[j], ends_[j]) : t;
+      const Nanos next =
+          j < ends_.size() ? std::min(i < starts_.size() ? starts_[i] : ends_[j], ends_[j]) : t;
       visit(t, before, level, next - t);
     }
   };
   // Time spent at each in-flight level, and its time-weighted median.
   std::vector<Nanos> time_at;
   walk([&](Nanos, int, int level, Nanos dt) {
-    if (static_cast<std::size_t>(level) >= time_at.size()) time_at.resize(static_cast<std::size_t>(level) + 1, 0);
+    if (static_cast<std::size_t>(level) >= time_at.size())
+      time_at.resize(static_cast<std::size_t>(level) + 1, 0);
     time_at[static_cast<std::size_t>(level)] += dt;
   });
   Nanos total = 0;
@@ -237,8 +240,9 @@ nlohmann::json SummaryBuilder::build() const {
   const auto [steady_from, steady_to] = steady_window();
   const double steady = nanos_to_s(steady_to - steady_from);
   // ends_ is sorted now: the requests that ended within the window.
-  const auto steady_done = static_cast<std::uint64_t>(
-      std::upper_bound(ends_.begin(), ends_.end(), steady_to) - std::lower_bound(ends_.begin(), ends_.end(), steady_from));
+  const auto steady_done =
+      static_cast<std::uint64_t>(std::upper_bound(ends_.begin(), ends_.end(), steady_to) -
+                                 std::lower_bound(ends_.begin(), ends_.end(), steady_from));
   s["duration_steady_s"] = steady;
   s["request_throughput_steady_rps"] = steady > 0 ? static_cast<double>(steady_done) / steady : 0.0;
   s["request_throughput_rps"] = dur > 0 ? static_cast<double>(completed_) / dur : 0.0;
@@ -355,7 +359,8 @@ nlohmann::json SummaryBuilder::build() const {
   auto some = [](const Sample& x) { return x.output_tokens > 0; };
   s["ttft_ms"] = distribution([](const Sample& x) { return x.ttft_ms; }, all);
   s["ttft_sched_ms"] = distribution([](const Sample& x) { return x.ttft_ms + x.send_lag_ms; }, all);
-  s["tpot_ms"] = distribution([](const Sample& x) { return tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens); }, multi);
+  s["tpot_ms"] =
+      distribution([](const Sample& x) { return tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens); }, multi);
   s["ntpot_ms"] =
       distribution([](const Sample& x) { return x.e2e_ms / static_cast<double>(x.output_tokens); }, some);
   s["itl_ms"] = histogram_distribution_json(itl_ns_, 1e-6);

@@ -215,8 +215,20 @@ TEST(Summary, SteadyWindowLeavesOutRampUpAndDrain) {
   EXPECT_EQ(to, 1'100'000'000);
   const auto s = b.build();
   EXPECT_DOUBLE_EQ(s["duration_steady_s"].get<double>(), 1.0);
-  EXPECT_DOUBLE_EQ(s["request_throughput_steady_rps"].get<double>(), 41.0);  // 40 plus the ramp's one at 100 ms
+  EXPECT_DOUBLE_EQ(s["request_throughput_steady_rps"].get<double>(),
+                   41.0);  // 40 plus the ramp's one at 100 ms
   EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 1.3);
+}
+
+TEST(Summary, SteadyWindowOfZeroLengthRequests) {
+  SummaryBuilder b;
+  for (int i = 0; i < 10; ++i) {
+    RequestRecord r = make_ok(i, i * 1'000'000, {i * 1'000'000});  // answered the instant it was sent
+    b.add(r);
+  }
+  const auto s = b.build();  // no crash, a window of at most the run
+  EXPECT_GE(s["duration_steady_s"].get<double>(), 0.0);
+  EXPECT_LE(s["duration_steady_s"].get<double>(), s["duration_s"].get<double>());
 }
 
 }  // namespace
