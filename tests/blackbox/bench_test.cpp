@@ -215,6 +215,29 @@ TEST_F(Bench, ClientSeesEveryEmittedTokenAndItsTtftExceedsTheServers) {
   ::testing::Test::RecordProperty("ttft_extra_median_ms", std::to_string(extra_ms[extra_ms.size() / 2]));
 }
 
+// Trace replay sends each request at the trace's offset divided by the time
+// scale: the records' t_sched reproduce the trace.
+TEST_F(Bench, TraceReplayReproducesTheTracesOffsets) {
+  const auto trace = dir_ / "trace.jsonl";
+  const std::vector<double> t_ms = {0, 3, 250, 260, 900, 1500, 1500, 2000};
+  {
+    std::ofstream f(trace);
+    for (double t : t_ms) f << "{\"t_ms\": " << t << ", \"input_tokens\": 12, \"output_tokens\": 3}\n";
+  }
+  const auto out = dir_ / "run";
+  const auto r = bench({"--trace", trace.string(), "--time-scale", "2", "--out", out.string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto recs = lines(out / "requests.jsonl");
+  ASSERT_EQ(recs.size(), t_ms.size());
+  std::sort(recs.begin(), recs.end(), [](const json& a, const json& b) { return a["id"] < b["id"]; });
+  const std::int64_t t0 = recs[0]["t_sched_ns"];
+  for (std::size_t i = 0; i < recs.size(); ++i) {
+    EXPECT_EQ(recs[i]["t_sched_ns"].get<std::int64_t>() - t0, static_cast<std::int64_t>(t_ms[i] / 2 * 1e6)) << i;
+    EXPECT_GE(recs[i]["t_send_ns"].get<std::int64_t>(), recs[i]["t_sched_ns"].get<std::int64_t>());
+    EXPECT_EQ(recs[i]["outcome"], "ok");
+  }
+}
+
 TEST_F(Bench, SweepsWriteTheCurveAndClosedLoopRunsToItsCount) {
   const auto out = dir_ / "sweep";
   auto r = bench({"--sweep-rates", "5,10", "--duration-s", "1", "--input-len", "fixed:16", "--output-len",
