@@ -20,7 +20,12 @@ constexpr std::array<std::pair<Outcome, std::string_view>, 8> kOutcomeNames = {{
 }};
 
 void append_escaped(std::string& out, std::string_view s) {
-  // nlohmann's dump() handles escaping (control characters, quotes, UTF-8).
+  // Plain ASCII (tenant and class names, ids): escaped in place. Anything
+  // else (server text in a detail) goes through nlohmann's dump(), which
+  // replaces invalid UTF-8.
+  bool ascii = true;
+  for (char c : s) ascii &= static_cast<unsigned char>(c) < 0x80;
+  if (ascii) return jsonout::append_string(out, s);
   out += nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 }  // namespace

@@ -313,23 +313,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     asio::async_write(stream_, asio::buffer(*request_),
                       [self = this->shared_from_this()](const boost::system::error_code& ec, std::size_t) {
                         if (ec) return self->on_transport_error(ec);
-                        self->first_read();
+                        self->read();
                       });
-  }
-
-  // The answer cannot be there yet: wait for readability instead of trying
-  // a read that would fail (a system call saved per request). TLS may hold
-  // decrypted bytes of its own, so it reads at once.
-  void first_read() {
-    if constexpr (kTls) {
-      read();
-    } else {
-      lowest().async_wait(tcp::socket::wait_read,
-                          [self = this->shared_from_this()](const boost::system::error_code& ec) {
-                            if (ec) return self->on_transport_error(ec);
-                            self->read();
-                          });
-    }
   }
 
   void read() {
