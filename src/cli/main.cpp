@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_command.h"
+#include "cli/probe_command.h"
 #include "cli/serve_command.h"
 #include "cli/sim_command.h"
 #include "core/error.h"
@@ -28,7 +29,9 @@ int main(int argc, char** argv) {
                "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
                "                               simulator in virtual time (capacity planning, what-if)\n"
                "  tokenscope serve [options]   the simulator as an OpenAI-compatible streaming server\n"
-               "                               with vLLM's Prometheus metrics\n\n"
+               "                               with vLLM's Prometheus metrics\n"
+               "  tokenscope probe PROBE        hardware probes: cache-line, kv-layout, line-sim, numa,\n"
+               "                               gpu-context, kv-swap, collectives\n\n"
                "Run 'tokenscope COMMAND --help' for the options of a command.",
                "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
@@ -36,6 +39,7 @@ int main(int argc, char** argv) {
   CLI::App* sim = cli::add_sim_command(app);
   CLI::App* serve = cli::add_serve_command(app);
   CLI::App* bench = cli::add_bench_command(app);
+  CLI::App* probe = cli::add_probe_command(app);
 
   try {
     app.parse(argc, argv);
@@ -56,6 +60,7 @@ int main(int argc, char** argv) {
       return cli::run_sim(g_interrupted);
     }
     if (serve->parsed()) return cli::run_serve();  // handles its own signals
+    if (probe->parsed()) return cli::run_probe();
     if (bench->parsed()) {
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);

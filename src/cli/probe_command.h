@@ -1,0 +1,14 @@
+// `tokenscope probe ...`: hardware probes (cache-line, kv-layout, line-sim,
+// numa, gpu-context, kv-swap, collectives). See docs/probes.md.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tokenscope::cli {
+
+inline constexpr int kExitProbeUnavailable = 4;  // a GPU probe with no GPU (or no CUDA build) here
+
+CLI::App* add_probe_command(CLI::App& app);
+int run_probe();
+
+}  // namespace tokenscope::cli

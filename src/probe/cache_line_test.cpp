@@ -1,0 +1,112 @@
+#include "probe/cache_line.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tokenscope::probe {
+namespace {
+
+TEST(StrideKnee, FlatUntilTheLineThenHalving) {
+  const std::vector<int> strides{8, 16, 32, 64, 128, 256, 512};
+  // Sweep time flat while every line is fetched, halving past the line size.
+  EXPECT_EQ(find_stride_knee(strides, {10, 10, 10.2, 10, 5.1, 2.6, 1.3}), 64);
+  // Adjacent-line prefetch: flat up to 128.
+  EXPECT_EQ(find_stride_knee(strides, {10, 10, 10, 10, 9.5, 4.9, 2.4}), 128);
+  // No knee: nothing to report.
+  EXPECT_EQ(find_stride_knee(strides, {10, 10, 10, 10, 10, 10, 10}), 0);
+}
+
+TEST(CoherenceGranularity, SmallestDistanceWithoutSlowdown) {
+  const std::vector<int> d{8, 16, 32, 64, 128, 256};
+  EXPECT_EQ(find_coherence_granularity(d, {6, 6, 5.8, 1.0, 1.02, 0.99}), 64);
+  // A pairing prefetcher keeps the penalty (smaller) at 64.
+  EXPECT_EQ(find_coherence_granularity(d, {6, 6, 5.8, 2.0, 1.05, 1.0}), 128);
+  // No slowdown anywhere (e.g. siblings): undetermined, not "8".
+  EXPECT_EQ(find_coherence_granularity(d, {1, 1, 1, 1, 1, 1}), 0);
+  // Slow at every distance: undetermined within the sweep.
+  EXPECT_EQ(find_coherence_granularity(d, {3, 3, 3, 3, 3, 3}), 0);
+}
+
+TEST(CounterUpdates, EveryThreadDoesItsIncrements) {
+  alignas(128) static char buf[4096] = {};
+  const double s = time_counter_updates({0, 0}, buf, 64, 1000);
+  EXPECT_GT(s, 0.0);
+  std::uint64_t a, b;
+  std::memcpy(&a, buf, 8);
+  std::memcpy(&b, buf + 64, 8);
+  EXPECT_EQ(a, 1000u);
+  EXPECT_EQ(b, 1000u);
+}
+
+CacheLineSettings tiny() {
+  CacheLineSettings s;
+  s.increments_per_thread = 20'000;
+  s.repetitions = 7;
+  s.stride_buffer_bytes = 4 << 20;
+  s.stride_repetitions = 2;
+  s.ping_pong_round_trips = 500;
+  s.ping_pong_repetitions = 2;
+  return s;
+}
+
+TEST(CacheLineProbe, ReportsEveryPartWithIntervals) {
+  const Topology topo = read_topology();
+  const auto r = run_cache_line_probe(tiny(), topo);
+  ASSERT_EQ(r.stride.size(), 7u);
+  EXPECT_EQ(r.stride.front().stride_bytes, 8);
+  EXPECT_EQ(r.stride.front().sweep_ms.n, 2u);
+  ASSERT_GE(r.variants.size(), 3u);
+  EXPECT_EQ(r.variants[0].name, "packed");
+  EXPECT_EQ(r.variants[0].stride_bytes, 8);
+  EXPECT_EQ(r.variants[0].seconds.n, 7u);
+  ASSERT_FALSE(r.ratios.empty());
+  EXPECT_EQ(r.ratios[0].name, "packed/padded64");
+  const auto& ci = r.ratios[0].ratio;
+  ASSERT_TRUE(ci.ci_low && ci.ci_high);  // 7 repetitions bound a 95% median interval
+  EXPECT_LE(*ci.ci_low, ci.median);
+  EXPECT_LE(ci.median, *ci.ci_high);
+  EXPECT_FALSE(r.verdict.empty());
+  EXPECT_GT(r.detected_line_size, 0);
+  if (topo.online_cpus.size() >= 2) {
+    EXPECT_FALSE(r.coherence.empty());
+    EXPECT_FALSE(r.ping_pong.empty());
+  }
+  const auto j = to_json(r);
+  EXPECT_EQ(j["probe"], "cache-line");
+  EXPECT_EQ(j["false_sharing"]["variants"].size(), r.variants.size());
+  EXPECT_TRUE(j["line_size"].contains("sysfs"));
+  EXPECT_NE(format_table(r).find("false sharing"), std::string::npos);
+}
+
+// Two SMT siblings only: the probe must say the effect cannot show, never
+// "no false sharing".
+TEST(CacheLineProbe, SiblingsAreReportedAsCannotShow) {
+  Topology t;
+  t.cpu_model = "fake";
+  t.online_cpus = {0, 1};
+  t.thread_siblings = {{0, {0, 1}}, {1, {0, 1}}};
+  auto s = tiny();
+  s.run_stride = false;
+  s.run_ping_pong = false;
+  const auto r = run_cache_line_probe(s, t);
+  EXPECT_TRUE(r.siblings_used);
+  EXPECT_NE(r.sharing_caveat.find("siblings"), std::string::npos);
+  EXPECT_EQ(r.verdict.rfind("cannot show here", 0), 0u);
+  EXPECT_EQ(r.coherence_line_size, 0);
+}
+
+TEST(CacheLineProbe, OneCpuIsReportedAsCannotShow) {
+  Topology t;
+  t.online_cpus = {0};
+  t.thread_siblings = {{0, {0}}};
+  auto s = tiny();
+  s.run_stride = false;
+  const auto r = run_cache_line_probe(s, t);
+  EXPECT_TRUE(r.single_cpu);
+  EXPECT_EQ(r.verdict.rfind("cannot show here", 0), 0u);
+  EXPECT_TRUE(r.ping_pong.empty());
+}
+
+}  // namespace
+}  // namespace tokenscope::probe

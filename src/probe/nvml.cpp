@@ -1,0 +1,167 @@
+#include "probe/nvml.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+namespace tokenscope::probe {
+
+// The NVML ABI as documented (nvml.h is not in the toolkit here): opaque
+// device handles, int return codes (0 = success), plain structs.
+namespace {
+using nvmlReturn = int;
+using nvmlDevice = void*;
+struct NvmlUtilization {
+  unsigned int gpu;
+  unsigned int memory;
+};
+struct NvmlMemory {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+constexpr unsigned kNvmlTemperatureGpu = 0;
+constexpr unsigned kNvmlClockSm = 1;
+constexpr unsigned kNvmlPcieTx = 0;
+constexpr unsigned kNvmlPcieRx = 1;
+}  // namespace
+
+struct Nvml::Fns {
+  nvmlReturn (*init)() = nullptr;
+  nvmlReturn (*shutdown)() = nullptr;
+  nvmlReturn (*count)(unsigned*) = nullptr;
+  nvmlReturn (*handle)(unsigned, nvmlDevice*) = nullptr;
+  nvmlReturn (*name)(nvmlDevice, char*, unsigned) = nullptr;
+  nvmlReturn (*driver)(char*, unsigned) = nullptr;
+  nvmlReturn (*util)(nvmlDevice, NvmlUtilization*) = nullptr;
+  nvmlReturn (*mem)(nvmlDevice, NvmlMemory*) = nullptr;
+  nvmlReturn (*power)(nvmlDevice, unsigned*) = nullptr;
+  nvmlReturn (*temp)(nvmlDevice, unsigned, unsigned*) = nullptr;
+  nvmlReturn (*clock)(nvmlDevice, unsigned, unsigned*) = nullptr;
+  nvmlReturn (*pcie)(nvmlDevice, unsigned, unsigned*) = nullptr;
+};
+
+namespace {
+template <typename F>
+bool bind(void* lib, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  return fn != nullptr;
+}
+}  // namespace
+
+Nvml::Nvml() : fns_(std::make_unique<Fns>()) {
+  for (const char* n : {"libnvidia-ml.so.1", "libnvidia-ml.so"}) {
+    lib_ = dlopen(n, RTLD_NOW | RTLD_LOCAL);
+    if (lib_) break;
+  }
+  if (!lib_) {
+    reason_ = "libnvidia-ml.so.1 not found (no NVIDIA driver on this machine)";
+    return;
+  }
+  auto& f = *fns_;
+  const bool ok = bind(lib_, "nvmlInit_v2", f.init) && bind(lib_, "nvmlShutdown", f.shutdown) &&
+                  bind(lib_, "nvmlDeviceGetCount_v2", f.count) && bind(lib_, "nvmlDeviceGetHandleByIndex_v2", f.handle) &&
+                  bind(lib_, "nvmlDeviceGetName", f.name) && bind(lib_, "nvmlSystemGetDriverVersion", f.driver);
+  if (!ok) {
+    reason_ = "libnvidia-ml.so.1 lacks the v2 entry points";
+    return;
+  }
+  bind(lib_, "nvmlDeviceGetUtilizationRates", f.util);
+  bind(lib_, "nvmlDeviceGetMemoryInfo", f.mem);
+  bind(lib_, "nvmlDeviceGetPowerUsage", f.power);
+  bind(lib_, "nvmlDeviceGetTemperature", f.temp);
+  bind(lib_, "nvmlDeviceGetClockInfo", f.clock);
+  bind(lib_, "nvmlDeviceGetPcieThroughput", f.pcie);
+  if (const int rc = f.init(); rc != 0) {
+    reason_ = "nvmlInit failed with code " + std::to_string(rc);
+    return;
+  }
+  available_ = true;
+}
+
+Nvml::~Nvml() {
+  if (available_) fns_->shutdown();
+  if (lib_) dlclose(lib_);
+}
+
+std::string Nvml::driver_version() const {
+  if (!available_) return "";
+  char buf[96] = {};
+  return fns_->driver(buf, sizeof buf) == 0 ? std::string(buf) : std::string();
+}
+
+int Nvml::device_count() const {
+  unsigned n = 0;
+  return available_ && fns_->count(&n) == 0 ? static_cast<int>(n) : 0;
+}
+
+std::string Nvml::device_name(int index) const {
+  nvmlDevice d = nullptr;
+  char buf[128] = {};
+  if (!available_ || fns_->handle(static_cast<unsigned>(index), &d) != 0 || fns_->name(d, buf, sizeof buf) != 0)
+    return "";
+  return buf;
+}
+
+std::vector<NvmlReading> Nvml::sample(int index, double t) const {
+  std::vector<NvmlReading> out;
+  nvmlDevice d = nullptr;
+  if (!available_ || fns_->handle(static_cast<unsigned>(index), &d) != 0) return out;
+  const auto& f = *fns_;
+  if (NvmlUtilization u{}; f.util && f.util(d, &u) == 0) {
+    out.push_back({t, index, "gpu_util_pct", static_cast<double>(u.gpu)});
+    out.push_back({t, index, "mem_util_pct", static_cast<double>(u.memory)});
+  }
+  if (NvmlMemory m{}; f.mem && f.mem(d, &m) == 0) out.push_back({t, index, "mem_used_bytes", static_cast<double>(m.used)});
+  if (unsigned mw = 0; f.power && f.power(d, &mw) == 0) out.push_back({t, index, "power_w", mw / 1000.0});
+  if (unsigned c = 0; f.temp && f.temp(d, kNvmlTemperatureGpu, &c) == 0)
+    out.push_back({t, index, "temperature_c", static_cast<double>(c)});
+  if (unsigned mhz = 0; f.clock && f.clock(d, kNvmlClockSm, &mhz) == 0)
+    out.push_back({t, index, "sm_clock_mhz", static_cast<double>(mhz)});
+  if (unsigned kb = 0; f.pcie && f.pcie(d, kNvmlPcieTx, &kb) == 0)
+    out.push_back({t, index, "pcie_tx_kbps", static_cast<double>(kb)});
+  if (unsigned kb = 0; f.pcie && f.pcie(d, kNvmlPcieRx, &kb) == 0)
+    out.push_back({t, index, "pcie_rx_kbps", static_cast<double>(kb)});
+  return out;
+}
+
+struct NvmlSampler::State {
+  std::atomic<bool> stop{false};
+  std::mutex m;
+  std::vector<NvmlReading> readings;
+  std::thread thread;
+};
+
+NvmlSampler::NvmlSampler(const Nvml& nvml, double interval_s) : state_(std::make_unique<State>()) {
+  if (!nvml.available()) return;
+  State* s = state_.get();
+  s->thread = std::thread([s, &nvml, interval_s] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n = nvml.device_count();
+    while (!s->stop.load()) {
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (int d = 0; d < n; ++d) {
+        auto r = nvml.sample(d, t);
+        std::lock_guard<std::mutex> lock(s->m);
+        s->readings.insert(s->readings.end(), r.begin(), r.end());
+      }
+      // Short sleeps so stop() returns promptly.
+      for (double waited = 0; waited < interval_s && !s->stop.load(); waited += 0.005)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+}
+
+NvmlSampler::~NvmlSampler() { stop(); }
+
+std::vector<NvmlReading> NvmlSampler::stop() {
+  state_->stop.store(true);
+  if (state_->thread.joinable()) state_->thread.join();
+  std::lock_guard<std::mutex> lock(state_->m);
+  return state_->readings;
+}
+
+}  // namespace tokenscope::probe

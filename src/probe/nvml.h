@@ -1,0 +1,56 @@
+// NVML loaded at run time with dlopen (libnvidia-ml.so.1 ships with the
+// driver, not the toolkit): no link dependency, and a clean "not available"
+// where there is no driver. Only the few calls the probes sample are bound.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tokenscope::probe {
+
+struct NvmlReading {
+  double t_s = 0;  // seconds since the sampler started (steady clock)
+  int device = 0;
+  std::string name;  // gpu_util_pct, mem_util_pct, power_w, temperature_c, sm_clock_mhz, pcie_tx_kbps, pcie_rx_kbps, mem_used_bytes
+  double value = 0;
+};
+
+class Nvml {
+ public:
+  // Loads and initialises NVML; available() says whether that worked.
+  Nvml();
+  ~Nvml();
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
+
+  bool available() const { return available_; }
+  const std::string& reason() const { return reason_; }
+  std::string driver_version() const;
+  int device_count() const;
+  std::string device_name(int index) const;
+  // One reading of every metric the device answers (unsupported ones are left out).
+  std::vector<NvmlReading> sample(int index, double t_s) const;
+
+ private:
+  struct Fns;
+  void* lib_ = nullptr;
+  std::unique_ptr<Fns> fns_;
+  bool available_ = false;
+  std::string reason_;
+};
+
+// Samples every device every interval on its own thread while alive.
+class NvmlSampler {
+ public:
+  NvmlSampler(const Nvml& nvml, double interval_s);
+  ~NvmlSampler();
+  std::vector<NvmlReading> stop();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tokenscope::probe
