@@ -35,10 +35,10 @@ namespace tokenscope::probe {
 
 struct CacheLineSettings {
   int threads = 0;                               // 0: one per physical core (at least 2)
-  std::uint64_t increments_per_thread = 2'000'000;
-  int repetitions = 15;                          // per variant, interleaved
+  std::uint64_t increments_per_thread = 5'000'000;
+  int repetitions = 21;                          // per variant, interleaved
   std::uint64_t stride_buffer_bytes = 0;         // 0: 4x the last-level cache, 64 MiB..512 MiB
-  int stride_repetitions = 5;
+  int stride_repetitions = 7;
   std::uint64_t ping_pong_round_trips = 20'000;  // per repetition
   int ping_pong_repetitions = 7;
   int max_ping_pong_pairs = 256;                 // more pairs than this are sampled evenly

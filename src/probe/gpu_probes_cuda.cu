@@ -291,7 +291,9 @@ GpuEnvironment gpu_environment() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
-    e.reason = "no GPU here (" + cuda_error(err) + ")";
+    e.reason = (err == cudaErrorInsufficientDriver && !nvml.available()
+                    ? "no GPU here: no NVIDIA driver is installed (" + cuda_error(err) + ")"
+                    : "no GPU here (" + cuda_error(err) + ")");
     cudaGetLastError();
     return e;
   }

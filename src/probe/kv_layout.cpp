@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -172,9 +172,34 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One timed decode run of one variant; returns seconds.
+// A sense-reversing spin barrier: decode workers of an engine spin between
+// steps rather than sleep, and a futex wake-up per step (std::barrier) costs
+// more than the step itself on a small VM. Yields after a while so an
+// oversubscribed run still makes progress.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    const bool sense = !sense_.load(std::memory_order_relaxed);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      sense_.store(sense, std::memory_order_release);
+      return;
+    }
+    for (int spins = 0; sense_.load(std::memory_order_acquire) != sense; ++spins)
+      if (spins > 2000) std::this_thread::yield();
+  }
+
+ private:
+  const int n_;
+  alignas(128) std::atomic<int> count_{0};
+  alignas(128) std::atomic<bool> sense_{false};
+};
+
+// Positions wrap around the `tokens` slots of each sequence (a ring), so a
+// run of `steps` > tokens keeps the cache's size and layout fixed.
 double run_variant(const KvAddressing& a, KvSplit split, const std::vector<int>& cpus, int tokens, int window,
-                   char* mem, std::atomic<std::uint64_t>& sink) {
+                   long long steps, char* mem, std::atomic<std::uint64_t>& sink) {
   const int T = static_cast<int>(cpus.size());
   const int S = a.sequences, H = a.g.kv_heads;
   for (int s = 0; s < S; ++s) {
@@ -182,7 +207,7 @@ double run_variant(const KvAddressing& a, KvSplit split, const std::vector<int>&
     std::memset(mem + a.generated_at(s), 0, 4);
     for (int h = 0; h < H; ++h) std::memset(mem + a.progress_at(s, h), 0, 4);
   }
-  std::barrier step_barrier(T);
+  SpinBarrier step_barrier(T);
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   auto i32 = [&](std::uint64_t off) { return reinterpret_cast<volatile std::int32_t*>(mem + off); };
@@ -199,15 +224,16 @@ double run_variant(const KvAddressing& a, KvSplit split, const std::vector<int>&
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
-      for (int step = 0; step < tokens; ++step) {
+      for (long long step = 0; step < steps; ++step) {
         for (std::size_t i = 0; i < items.size(); ++i) {
           const auto [s, h] = items[i];
-          const int pos = *i32(a.len_at(s));
+          const int len = *i32(a.len_at(s));
+          const int pos = len % tokens;
           source[0] = static_cast<unsigned char>(step);
           std::memcpy(mem + a.row_at(s, pos, h, 0), source.data(), a.row);
           std::memcpy(mem + a.row_at(s, pos, h, 1), source.data(), a.row);
-          for (int k = std::max(0, pos - window + 1); k <= pos; ++k) {
-            const char* p = mem + a.row_at(s, k, h, 0);
+          for (int back = std::min(window, len + 1) - 1; back >= 0; --back) {
+            const char* p = mem + a.row_at(s, (pos - back + tokens) % tokens, h, 0);
             for (std::uint64_t b = 0; b + 8 <= a.row; b += 8) {
               std::uint64_t v;
               std::memcpy(&v, p + b, 8);
@@ -288,11 +314,21 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
   std::memset(mem.get(), 0, bytes);
 
   std::atomic<std::uint64_t> sink{0};
+  // Calibrate: enough steps that the first variant's run lasts
+  // min_seconds_per_run, the same steps for every variant.
+  long long steps = s.tokens_per_sequence;
+  if (s.min_seconds_per_run > 0) {
+    const double t = run_variant(addr[0], variants[0].split, r.cpus_used, s.tokens_per_sequence, s.read_window, steps,
+                                 mem.get(), sink);
+    if (t > 0 && t < s.min_seconds_per_run)
+      steps = std::min<long long>(steps * 1000, static_cast<long long>(std::ceil(steps * s.min_seconds_per_run / t)));
+  }
+  r.steps_per_run = steps;
   std::vector<std::vector<double>> times(variants.size());
   for (int rep = 0; rep < s.repetitions; ++rep)
     for (std::size_t i = 0; i < variants.size(); ++i)
       times[i].push_back(run_variant(addr[i], variants[i].split, r.cpus_used, s.tokens_per_sequence, s.read_window,
-                                     mem.get(), sink));
+                                     steps, mem.get(), sink));
 
   std::size_t best = 0;
   std::vector<double> med(variants.size());
@@ -300,7 +336,7 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
     med[i] = median_ci(times[i]).median;
     if (med[i] < med[best]) best = i;
   }
-  const double positions = static_cast<double>(sequences) * s.tokens_per_sequence;
+  const double positions = static_cast<double>(sequences) * static_cast<double>(steps);
   for (std::size_t i = 0; i < variants.size(); ++i) {
     KvVariantResult v;
     v.analysis = analyze_kv_layout(s.geometry, variants[i].layout, variants[i].split, variants[i].padded,
@@ -356,7 +392,9 @@ nlohmann::json to_json(const KvLayoutResult& r) {
                    {"sequences", s.sequences},
                    {"tokens_per_sequence", s.tokens_per_sequence},
                    {"read_window", s.read_window},
-                   {"repetitions", s.repetitions}};
+                   {"repetitions", s.repetitions},
+                   {"min_seconds_per_run", s.min_seconds_per_run},
+                   {"steps_per_run", r.steps_per_run}};
   j["cpus_used"] = r.cpus_used;
   j["caveat"] = r.caveat;
   auto& vs = j["variants"] = nlohmann::json::array();
@@ -389,10 +427,10 @@ std::string format_table(const KvLayoutResult& r) {
   const auto& g = r.settings.geometry;
   std::string out = fmt::format(
       "KV cache: block {} tokens, head_dim {}, {} KV heads, {} ({} B rows), base offset {} B, {} B lines; "
-      "{} threads on cpus {}, {} sequences x {} tokens, read window {}\n",
+      "{} threads on cpus {}, {} sequences x {} token slots, {} decode steps a run, read window {}\n",
       g.block_size, g.head_dim, g.kv_heads, g.dtype, g.row_bytes(), g.base_offset_bytes, g.line_size,
       r.settings.threads, fmt::join(r.cpus_used, ","), r.settings.sequences, r.settings.tokens_per_sequence,
-      r.settings.read_window);
+      r.steps_per_run, r.settings.read_window);
   if (!r.caveat.empty()) out += "NOTE: " + r.caveat + "\n";
   out += fmt::format("\n  {:<40} {:>9} {:>9} {:>12} {:>12} {:>16} {:>22}\n", "variant", "straddle", "row-share",
                      "kv shared", "meta shared", "positions/s", "time vs fastest [CI]");

@@ -15,6 +15,8 @@
 // mod T, across every sequence). Each decode step appends one K and one V row
 // per (sequence, head) and reads back the last `read_window` K rows, as
 // attention does; a barrier ends the step, as the engine's step does.
+// Positions wrap around each sequence's token slots, so runs can be made as
+// long as a stable timing needs without growing the cache.
 #pragma once
 
 #include <cstdint>
@@ -72,9 +74,10 @@ struct KvLayoutSettings {
   KvGeometry geometry;
   int threads = 0;             // 0: one per physical core (at least 2)
   int sequences = 0;           // 0: 4 per thread
-  int tokens_per_sequence = 128;
+  int tokens_per_sequence = 128;  // token slots per sequence (the cache's size)
   int read_window = 32;
-  int repetitions = 9;
+  int repetitions = 15;
+  double min_seconds_per_run = 0.05;  // decode steps are added (positions wrap) until a run lasts this long
   std::vector<KvLayout> layouts{KvLayout::kHeadInterleaved, KvLayout::kHeadContiguous};
   std::vector<KvSplit> splits{KvSplit::kBySequence, KvSplit::kByHead};
   std::vector<bool> metadata{false, true};  // packed, padded
@@ -92,6 +95,7 @@ struct KvLayoutResult {
   Topology topology;
   std::vector<int> cpus_used;
   std::string caveat;
+  long long steps_per_run = 0;  // decode steps of every timed run
   std::vector<KvVariantResult> variants;
   std::string winner;
   std::string verdict;  // the padding and layout effects in one line each

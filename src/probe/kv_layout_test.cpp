@@ -92,7 +92,9 @@ TEST(KvLayoutProbe, RunsEveryVariantWithIntervals) {
   s.tokens_per_sequence = 32;
   s.read_window = 4;
   s.repetitions = 6;
+  s.min_seconds_per_run = 0.002;
   const auto r = run_kv_layout_probe(s, read_topology());
+  EXPECT_GE(r.steps_per_run, 32);
   ASSERT_EQ(r.variants.size(), 8u);
   for (const auto& v : r.variants) {
     EXPECT_EQ(v.tokens_per_s.n, 6u);
