@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -22,6 +23,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 struct AlignedBuffer {
@@ -116,11 +123,12 @@ int find_coherence_granularity(const std::vector<int>& distances, const std::vec
   return distances[*last_above + 1];
 }
 
-double time_counter_updates(const std::vector<int>& cpus, char* base, std::size_t stride_bytes,
-                            std::uint64_t increments) {
+CounterRun time_counter_updates(const std::vector<int>& cpus, char* base, std::size_t stride_bytes,
+                                std::uint64_t increments) {
   const std::size_t n = cpus.size();
   std::atomic<std::size_t> ready{0};
   std::atomic<bool> go{false};
+  std::vector<double> cpu_seconds(n, 0.0);
   std::vector<std::thread> workers;
   workers.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -130,14 +138,21 @@ double time_counter_updates(const std::vector<int>& cpus, char* base, std::size_
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {
       }
+      const double c0 = thread_cpu_seconds();
       for (std::uint64_t k = 0; k < increments; ++k) *counter = *counter + 1;
+      cpu_seconds[i] = thread_cpu_seconds() - c0;
     });
   }
   while (ready.load() < n) std::this_thread::yield();
   const auto t0 = Clock::now();
   go.store(true, std::memory_order_release);
   for (auto& w : workers) w.join();
-  return seconds_since(t0);
+  CounterRun run;
+  run.seconds = seconds_since(t0);
+  double total = 0;
+  for (double c : cpu_seconds) total += c;
+  run.concurrency = run.seconds > 0 ? total / run.seconds : 0.0;
+  return run;
 }
 
 CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology& topo) {
@@ -195,7 +210,8 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
     for (int rep = 0; rep < s.repetitions; ++rep)
       for (std::size_t i = 0; i < distances.size(); ++i)
         times[i].push_back(time_counter_updates(pair, buf.data, static_cast<std::size_t>(distances[i]),
-                                                s.increments_per_thread));
+                                                s.increments_per_thread)
+                               .seconds);
     const auto& far = times.back();
     std::vector<double> slow;
     for (std::size_t i = 0; i + 1 < distances.size(); ++i) {
@@ -236,15 +252,26 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
     AlignedBuffer buf(static_cast<std::size_t>(r.cpus_used.size()) * 256 + 4096);
     std::vector<std::vector<double>> times(variants.size());
     std::vector<std::vector<CounterReading>> readings(variants.size());
+    std::vector<double> concurrency;
     for (int rep = 0; rep < s.repetitions; ++rep) {
       for (std::size_t i = 0; i < variants.size(); ++i) {
         const bool count = counters.supported() && rep == 0;
         if (count) counters.start();
-        times[i].push_back(time_counter_updates(r.cpus_used, buf.data, static_cast<std::size_t>(variants[i].stride),
-                                                s.increments_per_thread));
+        const auto run = time_counter_updates(r.cpus_used, buf.data, static_cast<std::size_t>(variants[i].stride),
+                                              s.increments_per_thread);
+        times[i].push_back(run.seconds);
+        concurrency.push_back(run.concurrency);
         if (count) readings[i] = counters.stop();
       }
     }
+    r.concurrency = median_ci(concurrency).median;
+    const double threads_d = static_cast<double>(r.cpus_used.size());
+    if (r.sharing_caveat.empty() && threads_d >= 2 && r.concurrency < 0.75 * threads_d)
+      r.sharing_caveat = fmt::format(
+          "the threads ran at the same time only {:.2f} of {} cpus' worth (sum of thread CPU time / wall time): "
+          "other load on these cpus kept them apart, so a line rarely had two owners at once and the penalty "
+          "cannot show fully; rerun on an idle machine",
+          r.concurrency, r.cpus_used.size());
     for (std::size_t i = 0; i < variants.size(); ++i) {
       PaddingVariant v;
       v.name = variants[i].name;
@@ -315,6 +342,7 @@ nlohmann::json to_json(const CacheLineResult& r) {
   j["siblings_used"] = r.siblings_used;
   j["single_cpu"] = r.single_cpu;
   j["sharing_caveat"] = r.sharing_caveat;
+  j["concurrency"] = r.concurrency;
   j["hardware_destructive_interference_size"] = r.hardware_destructive_interference_size;
   j["line_size"] = {{"detected", r.detected_line_size},
                     {"stride_knee", r.stride_line_size},

@@ -86,6 +86,7 @@ struct CacheLineResult {
   bool siblings_used = false;   // two of the chosen cpus share a core (and its L1)
   bool single_cpu = false;
   std::string sharing_caveat;   // set when false sharing cannot show between the cpus used
+  double concurrency = 0;       // median over the false-sharing runs (see CounterRun)
   int hardware_destructive_interference_size = 0;
 
   std::vector<StridePoint> stride;
@@ -112,11 +113,15 @@ int find_stride_knee(const std::vector<int>& strides, const std::vector<double>&
 int find_coherence_granularity(const std::vector<int>& distances, const std::vector<double>& slowdowns,
                                double threshold = 1.3);
 
+struct CounterRun {
+  double seconds = 0;      // wall time from the common start until the last thread finished
+  double concurrency = 0;  // sum of the threads' CPU time / wall time: ~threads when they ran at once
+};
+
 // Runs `threads` pinned threads, each doing `increments` plain
-// read-modify-writes of the 8-byte counter at base + i * stride_bytes;
-// returns the wall seconds from the common start until the last finished.
-double time_counter_updates(const std::vector<int>& cpus, char* base, std::size_t stride_bytes,
-                            std::uint64_t increments);
+// read-modify-writes of the 8-byte counter at base + i * stride_bytes.
+CounterRun time_counter_updates(const std::vector<int>& cpus, char* base, std::size_t stride_bytes,
+                                std::uint64_t increments);
 
 CacheLineResult run_cache_line_probe(const CacheLineSettings& settings, const Topology& topology);
 

@@ -30,8 +30,9 @@ TEST(CoherenceGranularity, SmallestDistanceWithoutSlowdown) {
 
 TEST(CounterUpdates, EveryThreadDoesItsIncrements) {
   alignas(128) static char buf[4096] = {};
-  const double s = time_counter_updates({0, 0}, buf, 64, 1000);
-  EXPECT_GT(s, 0.0);
+  const auto run = time_counter_updates({0, 0}, buf, 64, 1000);
+  EXPECT_GT(run.seconds, 0.0);
+  EXPECT_GE(run.concurrency, 0.0);
   std::uint64_t a, b;
   std::memcpy(&a, buf, 8);
   std::memcpy(&b, buf + 64, 8);

@@ -84,8 +84,8 @@ NumaResult run_numa_probe(const NumaSettings& s, const Topology& topo) {
   auto penalty = [&](const std::vector<int>& cpus) {
     std::vector<double> packed, padded;
     for (int rep = 0; rep < s.repetitions; ++rep) {
-      packed.push_back(time_counter_updates(cpus, counters, 8, s.increments_per_thread));
-      padded.push_back(time_counter_updates(cpus, counters, 128, s.increments_per_thread));
+      packed.push_back(time_counter_updates(cpus, counters, 8, s.increments_per_thread).seconds);
+      padded.push_back(time_counter_updates(cpus, counters, 128, s.increments_per_thread).seconds);
     }
     return ratio_ci(packed, padded);
   };

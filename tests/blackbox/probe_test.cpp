@@ -1,0 +1,143 @@
+// Black-box tests of `tokenscope probe`: output files, bad input, and GPU
+// probes that say why they cannot run.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "process.h"
+
+namespace tokenscope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kBin = TOKENSCOPE_BINARY;
+
+class Probe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tokenscope_probe_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string file(const std::string& name, const std::string& content) {
+    const auto p = dir_ / name;
+    std::ofstream(p) << content;
+    return p.string();
+  }
+  static nlohmann::json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    return nlohmann::json::parse(in);
+  }
+  fs::path dir_;
+};
+
+TEST_F(Probe, HelpListsEveryProbe) {
+  const auto r = run_process({kBin, "probe", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* p : {"cache-line", "kv-layout", "line-sim", "numa", "gpu-context", "kv-swap", "collectives"})
+    EXPECT_NE(r.out.find(p), std::string::npos) << p;
+}
+
+TEST_F(Probe, CacheLineWritesJsonWithEnvironmentAndRepetitions) {
+  const auto r = run_process({kBin, "probe", "cache-line", "--increments", "20000", "--repetitions", "6",
+                              "--stride-mib", "4", "--ping-pong-round-trips", "200", "--out", dir_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("false sharing"), std::string::npos);
+  EXPECT_NE(r.out.find("verdict"), std::string::npos);
+  const auto j = read_json(dir_ / "cache-line.json");
+  EXPECT_EQ(j["format_version"], 1);
+  EXPECT_EQ(j["probe"], "cache-line");
+  EXPECT_FALSE(j["environment"]["cpu"]["online_cpus"].empty());
+  EXPECT_TRUE(j["environment"].contains("kernel"));
+  EXPECT_EQ(j["settings"]["repetitions"], 6);
+  EXPECT_EQ(j["false_sharing"]["variants"][0]["seconds"]["n"], 6);
+}
+
+TEST_F(Probe, KvLayoutJson) {
+  const auto r = run_process({kBin, "probe", "kv-layout", "--threads", "2", "--tokens", "32", "--repetitions", "3",
+                              "--layout", "head-contiguous", "--split", "head", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["variants"].size(), 2u);  // packed and padded
+  EXPECT_EQ(j["variants"][0]["layout"], "head-contiguous");
+  EXPECT_EQ(j["variants"][0]["split"], "by-head");
+}
+
+TEST_F(Probe, LineSimOnAGeneratedCaseAndItsWrittenTrace) {
+  const std::string trace = (dir_ / "seq.trace").string();
+  auto r = run_process({kBin, "probe", "line-sim", "--generate", "sequence-structs", "--write-trace", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("seq[0]"), std::string::npos);
+  EXPECT_NE(r.out.find("objects padded to 64 B"), std::string::npos);
+  r = run_process({kBin, "probe", "line-sim", trace, "--layout", trace + ".layout", "--out", dir_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = read_json(dir_ / "line-sim.json");
+  EXPECT_EQ(j["simulation"]["lines"][0]["classification"], "false");
+  EXPECT_EQ(j["simulation"]["lines"][1]["classification"], "true");
+  EXPECT_EQ(j["predictions"].back()["totals"]["false_sharing_misses"], 0);
+}
+
+TEST_F(Probe, LineSimBadInputNamesFileLineAndField) {
+  const auto bad = file("bad.trace", "0 0x10 8 w\n1 0x18 8 q\n");
+  auto r = run_process({kBin, "probe", "line-sim", bad});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.trace:2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("op"), std::string::npos) << r.err;
+  r = run_process({kBin, "probe", "line-sim", (dir_ / "missing").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot open"), std::string::npos) << r.err;
+  r = run_process({kBin, "probe", "line-sim", "--generate", "nope"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("packed-counters"), std::string::npos) << r.err;
+  r = run_process({kBin, "probe", "line-sim", bad, "--line-size", "48"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST_F(Probe, CollectivesParsesNcclTestsOutput) {
+  const auto f = file("alltoall_perf.txt",
+                      "# nThread 1 nGpus 4 minBytes 1024 maxBytes 1048576 step: 4(factor)\n"
+                      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+                      "        1024           256     float    none      -1    10.24    0.10    0.08      0    10.24    0.10    0.08    N/A\n"
+                      "     1048576        262144     float    none      -1   104.86   10.00    7.50      0   104.86   10.00    7.50    N/A\n");
+  const auto r = run_process({kBin, "probe", "collectives", "--parse", f, "--out", dir_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("alltoall over 4 ranks"), std::string::npos) << r.out;
+  const auto j = read_json(dir_ / "collectives.json");
+  EXPECT_DOUBLE_EQ(j["analysis"]["busbw_factor"].get<double>(), 0.75);
+  EXPECT_EQ(j["parsed"]["rows"].size(), 2u);
+  const auto bad = file("bad.txt", "#  size count type redop root time algbw busbw #wrong\n8 2 float sum -1 x 1 1 0\n");
+  const auto b = run_process({kBin, "probe", "collectives", "--parse", bad});
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.err.find("bad.txt:2"), std::string::npos) << b.err;
+}
+
+// Without a GPU (this machine), each GPU probe says why and exits 4; with
+// one, it runs and exits 0. Either way the JSON is written.
+TEST_F(Probe, GpuProbesRunOrSayWhyNot) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"gpu-context", "--repetitions", "2"},
+        std::vector<std::string>{"kv-swap", "--tenants", "2", "--kv-mib", "8", "--chunk-kib", "0", "--switches", "2",
+                                 "--repetitions", "1", "--no-overlap"},
+        std::vector<std::string>{"collectives", "--max-bytes", "4096", "--iterations", "2"}}) {
+    std::vector<std::string> argv{kBin, "probe"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--out", dir_.string()});
+    const auto r = run_process(argv, 300);
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 4) << args[0] << ": " << r.exit_code << r.err;
+    const auto j = read_json(dir_ / (args[0] + ".json"));
+    EXPECT_EQ(j["ran"], r.exit_code == 0);
+    if (r.exit_code == 4) {
+      EXPECT_NE(r.out.find("not run"), std::string::npos) << r.out;
+      EXPECT_FALSE(j["reason"].get<std::string>().empty());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tokenscope::testing
