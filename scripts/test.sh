@@ -28,7 +28,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== the server under ThreadSanitizer (multi-threaded, real sockets)"
 bash scripts/build.sh tsan
 TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1 \
-  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|Api|Connection|Client|Runner|Bench)\.'
+  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|Api|Connection|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder)\.'
 
 echo "== fuzz targets, ${fuzz_seconds}s each"
 bash scripts/build.sh fuzz

@@ -533,14 +533,37 @@ struct SwapBuffers {
   }
 };
 
+// Copies are queued behind a spinning kernel so their enqueue cost is not
+// timed; the GPU's work queue is finite, though, so after kMaxQueuedCopies the
+// kernel is released (`release`) and the rest is enqueued while the copies
+// run, as an engine that swaps block by block pays it.
+constexpr int kMaxQueuedCopies = 256;
+
+struct CopyQueue {
+  int queued = 0;
+  bool released = false;
+  volatile int* flag = nullptr;  // host side of the spin kernel's flag; null: nothing to release
+  void count() {
+    if (++queued >= kMaxQueuedCopies) release();
+  }
+  void release() {
+    if (released || !flag) return;
+    __atomic_store_n(const_cast<int*>(flag), 1, __ATOMIC_SEQ_CST);
+    released = true;
+  }
+};
+
 void enqueue_copy(char* dst, const char* src, std::uint64_t bytes, std::uint64_t chunk, cudaMemcpyKind kind,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, CopyQueue* queue = nullptr) {
   if (chunk == 0 || chunk >= bytes) {
     cudaMemcpyAsync(dst, src, bytes, kind, stream);
+    if (queue) queue->count();
     return;
   }
-  for (std::uint64_t off = 0; off < bytes; off += chunk)
+  for (std::uint64_t off = 0; off < bytes; off += chunk) {
     cudaMemcpyAsync(dst + off, src + off, std::min(chunk, bytes - off), kind, stream);
+    if (queue) queue->count();
+  }
 }
 
 }  // namespace
@@ -614,7 +637,8 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
     decode_alone_ms = median_ci(t).median;
   }
 
-  // Times copies queued behind a spin kernel (enqueue cost excluded), in ms.
+  // Times copies queued behind a spin kernel (enqueue cost excluded up to
+  // kMaxQueuedCopies), in ms. enqueue(CopyQueue&) issues the copies.
   auto timed_copy = [&](auto&& enqueue, bool both, bool with_decode, double* decode_ms) -> double {
     *flag = 0;
     spin_kernel<<<1, 1, 0, s_d2h>>>(flag_dev, spin_cycles);
@@ -626,10 +650,12 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
       launch_decode(s_decode);
       cudaEventRecord(d1, s_decode);
     }
-    enqueue();
+    CopyQueue queue;
+    queue.flag = flag;
+    enqueue(queue);
     cudaEventRecord(e1, s_d2h);
     if (both) cudaEventRecord(e2, s_h2d);
-    __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+    queue.release();
     cudaEventSynchronize(e1);
     float a = 0, b = 0;
     cudaEventElapsedTime(&a, e0, e1);
@@ -683,17 +709,21 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
           std::vector<double> d2h, h2d, bidir, slow;
           for (int rep = 0; rep < s.repetitions; ++rep) {
             double dm = 0;
-            double ms = timed_copy([&] { enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h); },
-                                   false, row.overlapped, &dm);
+            double ms = timed_copy(
+                [&](CopyQueue& q) { enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h, &q); },
+                false, row.overlapped, &dm);
             d2h.push_back(kv / (ms * 1e6));
             if (row.overlapped && decode_alone_ms > 0) slow.push_back(dm / decode_alone_ms);
-            ms = timed_copy([&] { enqueue_copy(slot(0), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_d2h); },
-                            false, row.overlapped, &dm);
+            ms = timed_copy(
+                [&](CopyQueue& q) {
+                  enqueue_copy(slot(0), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_d2h, &q);
+                },
+                false, row.overlapped, &dm);
             h2d.push_back(kv / (ms * 1e6));
             ms = timed_copy(
-                [&] {
-                  enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h);
-                  enqueue_copy(slot(resident), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_h2d);
+                [&](CopyQueue& q) {
+                  enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h, &q);
+                  enqueue_copy(slot(resident), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_h2d, &q);
                 },
                 true, row.overlapped, &dm);
             bidir.push_back(2.0 * kv / (ms * 1e6));

@@ -277,18 +277,18 @@ std::string format_table(const SimResult& r, const std::vector<Prediction>& pred
                      t.accesses, t.lines, r.line_size, t.true_events() + t.false_events(), t.true_events(),
                      t.false_events(), t.lines_false_sharing, t.invalidations, t.hitm);
   if (!r.lines.empty()) {
-    out += fmt::format("\n  {:<18} {:>7} {:>8} {:>8} {:>8} {:>8}  {:<8} {:<12} {}\n", "line", "class", "misses",
-                       "false", "true", "hitm", "threads", "", "offsets [begin,end) threads, symbols");
+    out += fmt::format("\n  {:<18} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<21} {}\n", "line", "class", "misses",
+                       "false", "true", "inval", "hitm", "threads", "offsets [begin,end) threads, symbols");
     for (std::size_t i = 0; i < r.lines.size() && i < max_lines; ++i) {
       const auto& l = r.lines[i];
       std::string ranges;
       for (const auto& g : l.ranges)
         ranges += fmt::format("{}[0x{:02x},0x{:02x}){}:{{{}}}", ranges.empty() ? "" : " ", g.begin, g.end,
                               g.written ? "w" : "r", thread_list(g.threads));
-      out += fmt::format("  0x{:<16x} {:>7} {:>8} {:>8} {:>8} {:>8}  {:<21} {}\n", l.line_address,
-                         l.classification(), l.events(), l.false_events(), l.true_events(),
+      out += fmt::format("  0x{:<16x} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<21} {}\n", l.line_address,
+                         l.classification(), l.events(), l.false_events(), l.true_events(), l.invalidations,
                          l.hitm, thread_list(l.threads), ranges);
-      for (const auto& s : l.symbols) out += fmt::format("  {:<18} {}\n", "", s);
+      for (const auto& s : l.symbols) out += fmt::format("  {:<20} {}\n", "", s);
     }
     if (r.lines.size() > max_lines) out += fmt::format("  ... {} more lines with events\n", r.lines.size() - max_lines);
   }
