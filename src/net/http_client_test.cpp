@@ -36,16 +36,23 @@ class ScriptServer {
         tcp::socket s(ioc_);
         boost::system::error_code ec;
         acceptor_.accept(s, ec);
-        if (ec) return;
+        if (ec || stop_.load()) return;
         ++accepted_;
         serve(s);
       }
     });
   }
+  // The acceptor is closed only after the thread is done with it (closing it
+  // under a blocking accept is a data race): a connection of our own wakes
+  // an accept that is still waiting.
   ~ScriptServer() {
+    stop_.store(true);
     boost::system::error_code ec;
-    acceptor_.close(ec);
+    asio::io_context wake_ioc;
+    tcp::socket wake(wake_ioc);
+    wake.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ec);
     thread_.join();
+    acceptor_.close(ec);
   }
   std::uint16_t port() const { return port_; }
   int accepted() const { return accepted_; }
@@ -119,6 +126,7 @@ class ScriptServer {
   tcp::acceptor acceptor_;
   std::uint16_t port_ = 0;
   std::atomic<int> accepted_{0};
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 

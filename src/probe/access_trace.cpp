@@ -17,6 +17,14 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Splits off the next line (without its '\n').
+std::string_view next_line(std::string_view& data) {
+  const auto nl = data.find('\n');
+  const std::string_view line = data.substr(0, nl);
+  data.remove_prefix(nl == std::string_view::npos ? data.size() : nl + 1);
+  return line;
+}
+
 // Splits off the next whitespace-separated word.
 std::string_view next_word(std::string_view& s) {
   s = trim(s);
@@ -100,9 +108,7 @@ std::vector<Access> parse_text(std::string_view data, const std::string& source,
   std::vector<Access> out;
   std::size_t line_no = 0;
   while (!data.empty()) {
-    const auto nl = data.find('\n');
-    std::string_view line = data.substr(0, nl);
-    data.remove_prefix(nl == std::string_view::npos ? data.size() : nl + 1);
+    std::string_view line = next_line(data);
     ++line_no;
     if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     line = trim(line);
@@ -149,9 +155,7 @@ std::vector<LayoutEntry> parse_layout_map(std::string_view data, const std::stri
   std::vector<LayoutEntry> out;
   std::size_t line_no = 0;
   while (!data.empty()) {
-    const auto nl = data.find('\n');
-    std::string_view line = data.substr(0, nl);
-    data.remove_prefix(nl == std::string_view::npos ? data.size() : nl + 1);
+    std::string_view line = next_line(data);
     ++line_no;
     line = trim(line);
     if (line.empty() || line.front() == '#') continue;

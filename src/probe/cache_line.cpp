@@ -73,33 +73,44 @@ std::uint64_t last_level_cache_bytes(const Topology& t) {
 
 // One compare-and-swap ping-pong between two pinned threads; returns the
 // one-way latency in ns (round trip / 2), or a negative value when a thread
-// could not be pinned.
+// could not be pinned (then nothing is timed: two unpinned spinning threads
+// on one cpu would take a scheduler tick per hand-over).
 double ping_pong_once(int cpu_a, int cpu_b, std::uint64_t round_trips) {
   alignas(128) std::atomic<std::uint64_t> flag{0};
-  std::atomic<int> pinned_failures{0};
-  std::atomic<int> ready{0};
+  std::atomic<int> responder_state{0};  // 0 starting, 1 pinned, -1 could not pin
+  std::atomic<bool> abort{false};
   std::thread responder([&] {
-    if (!pin_current_thread(cpu_b)) pinned_failures.fetch_add(1);
-    ready.fetch_add(1);
-    for (std::uint64_t k = 0; k < round_trips; ++k) {
+    responder_state.store(pin_current_thread(cpu_b) ? 1 : -1);
+    for (std::uint64_t k = 0; k < round_trips && !abort.load(std::memory_order_relaxed); ++k) {
       std::uint64_t expected = 2 * k + 1;
-      while (!flag.compare_exchange_weak(expected, 2 * k + 2, std::memory_order_acq_rel)) expected = 2 * k + 1;
+      while (!flag.compare_exchange_weak(expected, 2 * k + 2, std::memory_order_acq_rel)) {
+        if (abort.load(std::memory_order_relaxed)) return;
+        expected = 2 * k + 1;
+      }
     }
   });
-  if (!pin_current_thread(cpu_a)) pinned_failures.fetch_add(1);
-  while (ready.load() < 1) std::this_thread::yield();
-  const auto t0 = Clock::now();
-  for (std::uint64_t k = 0; k < round_trips; ++k) {
-    std::uint64_t expected = 2 * k;
-    while (!flag.compare_exchange_weak(expected, 2 * k + 1, std::memory_order_acq_rel)) expected = 2 * k;
-  }
-  std::uint64_t expected = 2 * round_trips;
-  while (flag.load(std::memory_order_acquire) != expected) {
-  }
-  const double s = seconds_since(t0);
+  // The initiator is a thread of its own too, so the caller's affinity is left alone.
+  double one_way_ns = -1.0;
+  std::thread initiator([&] {
+    const bool pinned = pin_current_thread(cpu_a);
+    while (responder_state.load() == 0) std::this_thread::yield();
+    if (!pinned || responder_state.load() < 0) {
+      abort.store(true);
+      return;
+    }
+    const auto t0 = Clock::now();
+    for (std::uint64_t k = 0; k < round_trips; ++k) {
+      std::uint64_t expected = 2 * k;
+      while (!flag.compare_exchange_weak(expected, 2 * k + 1, std::memory_order_acq_rel)) expected = 2 * k;
+    }
+    const std::uint64_t done = 2 * round_trips;
+    while (flag.load(std::memory_order_acquire) != done) {
+    }
+    one_way_ns = seconds_since(t0) * 1e9 / (2.0 * static_cast<double>(round_trips));
+  });
+  initiator.join();
   responder.join();
-  if (pinned_failures.load() > 0) return -1.0;
-  return s * 1e9 / (2.0 * static_cast<double>(round_trips));
+  return one_way_ns;
 }
 
 }  // namespace
