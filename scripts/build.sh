@@ -10,6 +10,9 @@ config="${1:-release}"
 jobs="${JOBS:-$(nproc)}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-2G}"
+# Paths relative to the checkout, so a fresh clone elsewhere (CI) hits the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 case "$config" in
   release)
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
