@@ -349,6 +349,8 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   CUdevice dev = 0;
   drv.device_get(&dev, s.device);
   const int reps = std::max(1, s.repetitions);
+  // Plain contexts: neither execution affinity nor CIG parameters.
+  CUctxCreateParams no_params{};
 
   auto add = [&](const std::string& op, const std::string& variant, std::vector<double> us, const std::string& error) {
     r.rows.push_back({op, variant, summarize_us(std::move(us)), error});
@@ -362,7 +364,7 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
     for (int i = 0; i < reps && error.empty(); ++i) {
       CUcontext ctx = nullptr;
       auto t0 = Clock::now();
-      const CUresult rc = drv.ctx_create(&ctx, nullptr, flag, dev);
+      const CUresult rc = drv.ctx_create(&ctx, &no_params, flag, dev);
       const double c = us_since(t0);
       if (rc != CUDA_SUCCESS) {
         error = drv.err(rc);
@@ -381,9 +383,9 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   {
     CUcontext a = nullptr, b = nullptr;
     std::string error;
-    if (CUresult rc = drv.ctx_create(&a, nullptr, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) error = drv.err(rc);
+    if (CUresult rc = drv.ctx_create(&a, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) error = drv.err(rc);
     if (error.empty())
-      if (CUresult rc = drv.ctx_create(&b, nullptr, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) error = drv.err(rc);
+      if (CUresult rc = drv.ctx_create(&b, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) error = drv.err(rc);
     std::vector<double> set, push, pop;
     for (int i = 0; i < reps && error.empty(); ++i) {
       auto t0 = Clock::now();
@@ -440,7 +442,7 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
     std::string error;
     for (int i = 0; i < reps && error.empty(); ++i) {
       CUcontext ctx = nullptr;
-      if (CUresult rc = drv.ctx_create(&ctx, nullptr, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) {
+      if (CUresult rc = drv.ctx_create(&ctx, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) {
         error = drv.err(rc);
         break;
       }
