@@ -14,7 +14,8 @@ namespace tokenscope::probe {
 MedianCi median_ci(std::span<const double> values, double confidence) {
   MedianCi m;
   if (values.empty()) return m;
-  std::vector<double> v(values.begin(), values.end());
+  m.values.assign(values.begin(), values.end());
+  std::vector<double> v = m.values;
   std::sort(v.begin(), v.end());
   m.n = v.size();
   m.median = nearest_rank(v, 0.5);
@@ -39,6 +40,7 @@ MedianCi ratio_ci(std::span<const double> numerator, std::span<const double> den
 LatencySummary summarize_latencies(std::vector<double> values) {
   LatencySummary s;
   if (values.empty()) return s;
+  s.values = values;
   std::sort(values.begin(), values.end());
   s.n = values.size();
   s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
@@ -51,15 +53,16 @@ LatencySummary summarize_latencies(std::vector<double> values) {
 }
 
 nlohmann::json to_json(const MedianCi& m) {
-  nlohmann::json j{{"n", m.n}, {"median", m.median}, {"min", m.min}, {"max", m.max}, {"mean", m.mean}};
+  nlohmann::json j{{"n", m.n},     {"median", m.median}, {"min", m.min},
+                   {"max", m.max}, {"mean", m.mean},     {"values", m.values}};
   j["ci95_low"] = m.ci_low ? nlohmann::json(*m.ci_low) : nlohmann::json(nullptr);
   j["ci95_high"] = m.ci_high ? nlohmann::json(*m.ci_high) : nlohmann::json(nullptr);
   return j;
 }
 
 nlohmann::json to_json(const LatencySummary& s) {
-  return {{"n", s.n}, {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
-          {"p99", s.p99}, {"min", s.min}, {"max", s.max}};
+  return {{"n", s.n},     {"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
+          {"p99", s.p99}, {"min", s.min},   {"max", s.max}, {"values", s.values}};
 }
 
 std::string format_ci(const MedianCi& m, int decimals) {

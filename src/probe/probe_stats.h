@@ -23,6 +23,7 @@ struct MedianCi {
   double min = 0.0;
   double max = 0.0;
   double mean = 0.0;
+  std::vector<double> values;  // every repetition, in the order measured
 };
 
 // Median and exact interval of a sample (copied, not modified). Empty: n = 0.
@@ -42,6 +43,7 @@ struct LatencySummary {
   double p99 = 0.0;
   double min = 0.0;
   double max = 0.0;
+  std::vector<double> values;  // every sample, in the order measured
 };
 LatencySummary summarize_latencies(std::vector<double> values);
 

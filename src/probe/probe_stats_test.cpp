@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 namespace tokenscope::probe {
 namespace {
 
@@ -17,6 +19,8 @@ TEST(ProbeStats, MedianAndExactIntervalOfTen) {
   EXPECT_DOUBLE_EQ(m.min, 1.0);
   EXPECT_DOUBLE_EQ(m.max, 10.0);
   EXPECT_DOUBLE_EQ(m.mean, 5.5);
+  EXPECT_EQ(m.values, v);  // every repetition kept, in order
+  EXPECT_EQ(to_json(m)["values"].size(), 10u);
 }
 
 TEST(ProbeStats, TooFewRepetitionsLeaveTheIntervalOpen) {

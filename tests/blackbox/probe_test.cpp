@@ -57,6 +57,8 @@ TEST_F(Probe, CacheLineWritesJsonWithEnvironmentAndRepetitions) {
   EXPECT_TRUE(j["environment"].contains("kernel"));
   EXPECT_EQ(j["settings"]["repetitions"], 6);
   EXPECT_EQ(j["false_sharing"]["variants"][0]["seconds"]["n"], 6);
+  EXPECT_EQ(j["false_sharing"]["variants"][0]["seconds"]["values"].size(), 6u);  // every repetition
+  EXPECT_EQ(j["false_sharing"]["ratios"][0]["ratio"]["values"].size(), 6u);
 }
 
 TEST_F(Probe, KvLayoutJson) {
