@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (trace.size() <= 20000) {
       const auto r = probe::simulate_lines(trace, 64, layout);
-      if (r.totals.misses_true + r.totals.misses_false + r.totals.cold_misses > r.totals.line_accesses) __builtin_trap();
+      if (r.totals.misses_true + r.totals.misses_false + r.totals.cold_misses > r.totals.line_accesses)
+        __builtin_trap();
       (void)probe::pad_layout(trace, layout, 64);
     }
   } catch (const UsageError&) {

@@ -4,9 +4,13 @@
 #   scripts/build.sh asan      unit tests under AddressSanitizer + UBSan (g++)
 #   scripts/build.sh tsan      the server's tests under ThreadSanitizer (g++)
 #   scripts/build.sh fuzz      libFuzzer targets (clang)
+# Further arguments name the targets to build (default: all; fuzz: fuzz_all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-release}"
+shift || true
+targets=("$@")
+[ "$config" = fuzz ] && [ ${#targets[@]} -eq 0 ] && targets=(fuzz_all)
 jobs="${JOBS:-$(nproc)}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-2G}"
@@ -27,4 +31,8 @@ case "$config" in
 esac
 cmake -S . -B "build/$config" -G Ninja "${flags[@]}" > "build-$config.cmake.log" 2>&1 || { cat "build-$config.cmake.log"; exit 1; }
 rm -f "build-$config.cmake.log"
-cmake --build "build/$config" -j "$jobs"
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build "build/$config" -j "$jobs" --target "${targets[@]}"
+else
+  cmake --build "build/$config" -j "$jobs"
+fi

@@ -68,13 +68,17 @@ ProbeOptions g;
 CLI::App* g_probe = nullptr;
 
 void add_output(CLI::App* c) {
-  c->add_option("--out", g.out, "Write <probe>.json (settings, environment, every repetition) into this folder");
+  c->add_option("--out", g.out,
+                "Write <probe>.json (settings, environment, every repetition) into this folder");
   c->add_flag("--json", g.json, "Print the JSON result instead of the table");
 }
 
-probe::Topology topology() { return probe::read_topology("/"); }
+probe::Topology topology() {
+  return probe::read_topology("/");
+}
 
-void emit(const std::string& name, const nlohmann::json& result, const std::string& table, const probe::Topology& topo) {
+void emit(const std::string& name, const nlohmann::json& result, const std::string& table,
+          const probe::Topology& topo) {
   const auto env = probe::environment_json(topo, TOKENSCOPE_VERSION);
   if (g.json) {
     nlohmann::json j = result;
@@ -95,7 +99,8 @@ void write_gpu_extras(const std::vector<probe::NvmlReading>& nvml, const probe::
   const std::filesystem::path dir(g.out);
   const std::string samples = probe::samples_jsonl(nvml, cupti);
   if (!samples.empty()) write_file_atomic(dir / "samples.jsonl", samples);
-  if (!cupti.activities.empty()) write_file_atomic(dir / "trace.json", probe::chrome_trace(cupti).dump() + "\n");
+  if (!cupti.activities.empty())
+    write_file_atomic(dir / "trace.json", probe::chrome_trace(cupti).dump() + "\n");
 }
 
 std::vector<probe::KvLayout> parse_layouts(const std::string& s) {
@@ -121,11 +126,16 @@ int run_cache_line() {
   auto s = g.cache_line;
   s.stride_buffer_bytes = g.stride_mib << 20;
   for (const auto& k : g.cache_line_skip) {
-    if (k == "stride") s.run_stride = false;
-    else if (k == "coherence") s.run_coherence = false;
-    else if (k == "false-sharing") s.run_false_sharing = false;
-    else if (k == "ping-pong") s.run_ping_pong = false;
-    else throw UsageError("--skip takes stride, coherence, false-sharing or ping-pong, got '" + k + "'");
+    if (k == "stride")
+      s.run_stride = false;
+    else if (k == "coherence")
+      s.run_coherence = false;
+    else if (k == "false-sharing")
+      s.run_false_sharing = false;
+    else if (k == "ping-pong")
+      s.run_ping_pong = false;
+    else
+      throw UsageError("--skip takes stride, coherence, false-sharing or ping-pong, got '" + k + "'");
   }
   const auto topo = topology();
   const auto r = probe::run_cache_line_probe(s, topo);
@@ -165,11 +175,12 @@ int run_line_sim() {
   }
   const auto sim = probe::simulate_lines(trace, g.sim_line_size, layout);
   const auto pred = probe::predict(trace, g.sim_line_size, g.predict_line_sizes, layout);
-  nlohmann::json j{{"probe", "line-sim"},
-                   {"input", description},
-                   {"settings", {{"line_size", g.sim_line_size}, {"predict_line_sizes", g.predict_line_sizes}}},
-                   {"simulation", probe::to_json(sim)},
-                   {"predictions", probe::to_json(pred)}};
+  nlohmann::json j{
+      {"probe", "line-sim"},
+      {"input", description},
+      {"settings", {{"line_size", g.sim_line_size}, {"predict_line_sizes", g.predict_line_sizes}}},
+      {"simulation", probe::to_json(sim)},
+      {"predictions", probe::to_json(pred)}};
   emit("line-sim", j, description + "\n" + probe::format_table(sim, pred, g.top), topology());
   return kExitOk;
 }
@@ -221,12 +232,16 @@ int run_collectives() {
     if (!in) throw UsageError("cannot open " + g.parse);
     std::stringstream ss;
     ss << in.rdbuf();
-    const auto parsed = probe::parse_nccl_tests(ss.str(), g.parse, g.collective.empty() ? g.parse : g.collective);
+    const auto parsed =
+        probe::parse_nccl_tests(ss.str(), g.parse, g.collective.empty() ? g.parse : g.collective);
     const std::string coll = g.collective.empty() ? parsed.collective : g.collective;
     if (parsed.ranks <= 0)
-      throw InputError(g.parse, 0, "ranks", "'# Rank' lines or '# nThread N nGpus M' in the nccl-tests header");
+      throw InputError(g.parse, 0, "ranks",
+                       "'# Rank' lines or '# nThread N nGpus M' in the nccl-tests header");
     const auto a = probe::analyze_collective(coll, parsed.ranks, parsed.rows);
-    nlohmann::json j{{"probe", "collectives"}, {"source", g.parse}, {"parsed", probe::to_json(parsed)},
+    nlohmann::json j{{"probe", "collectives"},
+                     {"source", g.parse},
+                     {"parsed", probe::to_json(parsed)},
                      {"analysis", probe::to_json(a)}};
     emit("collectives", j, probe::format_table(a, parsed.rows), topology());
     return kExitOk;
@@ -239,105 +254,150 @@ int run_collectives() {
 }  // namespace
 
 CLI::App* add_probe_command(CLI::App& app) {
-  g_probe = app.add_subcommand("probe",
-                               "Hardware probes for the root causes behind throughput collapses: cache-line false sharing\n"
-                               "and KV layouts on the CPU, GPU context switching, KV swapping and collectives.");
+  g_probe = app.add_subcommand(
+      "probe",
+      "Hardware probes for the root causes behind throughput collapses: cache-line false sharing\n"
+      "and KV layouts on the CPU, GPU context switching, KV swapping and collectives.");
   g_probe->require_subcommand(1);
 
-  auto* cl = g_probe->add_subcommand("cache-line",
-                                     "Line size (stride and coherence sweeps), the false-sharing penalty (packed vs padded\n"
-                                     "counters) with 95% intervals, and core-to-core CAS latency");
-  cl->add_option("--threads", g.cache_line.threads, "Threads for the false-sharing test [default: one per physical core, at least 2]");
-  cl->add_option("--increments", g.cache_line.increments_per_thread, "Counter updates per thread per repetition")->capture_default_str();
-  cl->add_option("--repetitions", g.cache_line.repetitions, "Repetitions of every variant (interleaved)")->capture_default_str()->check(CLI::Range(1, 100000));
-  cl->add_option("--stride-mib", g.stride_mib, "Stride-sweep buffer, MiB [default: 4x the last-level cache, 64..512]");
-  cl->add_option("--ping-pong-round-trips", g.cache_line.ping_pong_round_trips, "CAS round trips per repetition")->capture_default_str();
-  cl->add_option("--ping-pong-repetitions", g.cache_line.ping_pong_repetitions, "Ping-pong repetitions per pair")->capture_default_str()->check(CLI::Range(1, 10000));
-  cl->add_option("--max-pairs", g.cache_line.max_ping_pong_pairs, "Most cpu pairs to ping-pong (sampled evenly beyond)")->capture_default_str();
-  cl->add_option("--skip", g.cache_line_skip, "Parts to leave out: stride, coherence, false-sharing, ping-pong")->delimiter(',');
+  auto* cl = g_probe->add_subcommand(
+      "cache-line",
+      "Line size (stride and coherence sweeps), the false-sharing penalty (packed vs padded\n"
+      "counters) with 95% intervals, and core-to-core CAS latency");
+  cl->add_option("--threads", g.cache_line.threads,
+                 "Threads for the false-sharing test [default: one per physical core, at least 2]");
+  cl->add_option("--increments", g.cache_line.increments_per_thread,
+                 "Counter updates per thread per repetition")
+      ->capture_default_str();
+  cl->add_option("--repetitions", g.cache_line.repetitions, "Repetitions of every variant (interleaved)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cl->add_option("--stride-mib", g.stride_mib,
+                 "Stride-sweep buffer, MiB [default: 4x the last-level cache, 64..512]");
+  cl->add_option("--ping-pong-round-trips", g.cache_line.ping_pong_round_trips,
+                 "CAS round trips per repetition")
+      ->capture_default_str();
+  cl->add_option("--ping-pong-repetitions", g.cache_line.ping_pong_repetitions,
+                 "Ping-pong repetitions per pair")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cl->add_option("--max-pairs", g.cache_line.max_ping_pong_pairs,
+                 "Most cpu pairs to ping-pong (sampled evenly beyond)")
+      ->capture_default_str();
+  cl->add_option("--skip", g.cache_line_skip,
+                 "Parts to leave out: stride, coherence, false-sharing, ping-pong")
+      ->delimiter(',');
   add_output(cl);
   cl->callback([] {});
 
-  auto* kv = g_probe->add_subcommand("kv-layout",
-                                     "A CPU KV cache in head-interleaved or head-contiguous layout with packed or padded\n"
-                                     "per-sequence metadata: line straddling and sharing, and decode throughput per layout");
+  auto* kv = g_probe->add_subcommand(
+      "kv-layout",
+      "A CPU KV cache in head-interleaved or head-contiguous layout with packed or padded\n"
+      "per-sequence metadata: line straddling and sharing, and decode throughput per layout");
   auto& geo = g.kv.geometry;
   kv->add_option("--block-size", geo.block_size, "Tokens per KV block")->capture_default_str();
   kv->add_option("--head-dim", geo.head_dim, "Elements per head")->capture_default_str();
   kv->add_option("--kv-heads", geo.kv_heads, "KV heads")->capture_default_str();
   kv->add_option("--dtype", geo.dtype, "bf16, fp16 or fp8 (fp32 also accepted)")->capture_default_str();
-  kv->add_option("--base-offset", geo.base_offset_bytes, "Bytes the pool starts past a line boundary")->capture_default_str();
-  kv->add_option("--line-size", geo.line_size, "Cache line size for the analysis, bytes")->capture_default_str();
-  kv->add_option("--metadata-pad", geo.metadata_pad_bytes, "Slot size of padded metadata, bytes")->capture_default_str();
+  kv->add_option("--base-offset", geo.base_offset_bytes, "Bytes the pool starts past a line boundary")
+      ->capture_default_str();
+  kv->add_option("--line-size", geo.line_size, "Cache line size for the analysis, bytes")
+      ->capture_default_str();
+  kv->add_option("--metadata-pad", geo.metadata_pad_bytes, "Slot size of padded metadata, bytes")
+      ->capture_default_str();
   kv->add_option("--threads", g.kv.threads, "Threads [default: one per physical core, at least 2]");
   kv->add_option("--sequences", g.kv.sequences, "Sequences [default: 4 per thread]");
-  kv->add_option("--tokens", g.kv.tokens_per_sequence, "Decode steps (tokens appended per sequence)")->capture_default_str();
-  kv->add_option("--read-window", g.kv.read_window, "K rows read back per step (attention window)")->capture_default_str();
-  kv->add_option("--repetitions", g.kv.repetitions, "Repetitions of every variant (interleaved)")->capture_default_str();
-  kv->add_option("--layout", g.kv_layouts, "both, head-interleaved or head-contiguous")->capture_default_str();
-  kv->add_option("--split", g.kv_splits, "both, sequence or head: how threads divide the work")->capture_default_str();
+  kv->add_option("--tokens", g.kv.tokens_per_sequence, "Decode steps (tokens appended per sequence)")
+      ->capture_default_str();
+  kv->add_option("--read-window", g.kv.read_window, "K rows read back per step (attention window)")
+      ->capture_default_str();
+  kv->add_option("--repetitions", g.kv.repetitions, "Repetitions of every variant (interleaved)")
+      ->capture_default_str();
+  kv->add_option("--layout", g.kv_layouts, "both, head-interleaved or head-contiguous")
+      ->capture_default_str();
+  kv->add_option("--split", g.kv_splits, "both, sequence or head: how threads divide the work")
+      ->capture_default_str();
   kv->add_option("--metadata", g.kv_metadata, "both, packed or padded")->capture_default_str();
   add_output(kv);
   kv->callback([] {});
 
-  auto* ls = g_probe->add_subcommand("line-sim",
-                                     "Replay an address trace through a per-line ownership model: true vs false sharing per\n"
-                                     "line (a perf-c2c-like table) and what another line size or padding would change");
-  ls->add_option("trace", g.trace, "Trace file: text (THREAD ADDRESS SIZE r|w) or binary (from access_recorder.h)");
-  ls->add_option("--layout", g.layout, "Layout map (ADDRESS SIZE NAME per line) naming the objects on each line");
-  ls->add_option("--line-size", g.sim_line_size, "Line size of the model, bytes (power of two, 8..256)")->capture_default_str();
-  ls->add_option("--predict-line-sizes", g.predict_line_sizes, "Other line sizes to predict for")->delimiter(',')->capture_default_str();
+  auto* ls = g_probe->add_subcommand(
+      "line-sim",
+      "Replay an address trace through a per-line ownership model: true vs false sharing per\n"
+      "line (a perf-c2c-like table) and what another line size or padding would change");
+  ls->add_option("trace", g.trace,
+                 "Trace file: text (THREAD ADDRESS SIZE r|w) or binary (from access_recorder.h)");
+  ls->add_option("--layout", g.layout,
+                 "Layout map (ADDRESS SIZE NAME per line) naming the objects on each line");
+  ls->add_option("--line-size", g.sim_line_size, "Line size of the model, bytes (power of two, 8..256)")
+      ->capture_default_str();
+  ls->add_option("--predict-line-sizes", g.predict_line_sizes, "Other line sizes to predict for")
+      ->delimiter(',')
+      ->capture_default_str();
   ls->add_option("--top", g.top, "Lines in the table")->capture_default_str();
   std::string cases;
   for (const auto& n : probe::sharing_case_names()) cases += (cases.empty() ? "" : ", ") + n;
   ls->add_option("--generate", g.generate, "Use a built-in microbenchmark instead of a file: " + cases);
   ls->add_option("--seed", g.generate_seed, "Seed of the generated interleaving")->capture_default_str();
   ls->add_option("--gen-threads", g.generate_threads, "Threads of the generated case")->capture_default_str();
-  ls->add_option("--gen-iterations", g.generate_iterations, "Iterations per thread of the generated case")->capture_default_str();
+  ls->add_option("--gen-iterations", g.generate_iterations, "Iterations per thread of the generated case")
+      ->capture_default_str();
   ls->add_option("--write-trace", g.write_trace, "Also write the generated trace (text) and FILE.layout");
   add_output(ls);
   ls->callback([] {});
 
-  auto* nu = g_probe->add_subcommand("numa", "Local vs remote memory bandwidth and the cross-node false-sharing penalty (libnuma)");
+  auto* nu = g_probe->add_subcommand(
+      "numa", "Local vs remote memory bandwidth and the cross-node false-sharing penalty (libnuma)");
   nu->add_option("--buffer-mib", g.numa_buffer_mib, "Bandwidth buffer, MiB")->capture_default_str();
   nu->add_option("--repetitions", g.numa.repetitions, "Repetitions")->capture_default_str();
   add_output(nu);
   nu->callback([] {});
 
-  auto* gc = g_probe->add_subcommand("gpu-context",
-                                     "Latency of CUDA context create/destroy/set/push/pop per scheduling flag, primary-context\n"
-                                     "retain/release, green contexts, first kernel launch in a fresh context");
+  auto* gc = g_probe->add_subcommand(
+      "gpu-context",
+      "Latency of CUDA context create/destroy/set/push/pop per scheduling flag, primary-context\n"
+      "retain/release, green contexts, first kernel launch in a fresh context");
   gc->add_option("--device", g.gpu_context.device, "GPU index")->capture_default_str();
-  gc->add_option("--repetitions", g.gpu_context.repetitions, "Repetitions per operation")->capture_default_str();
+  gc->add_option("--repetitions", g.gpu_context.repetitions, "Repetitions per operation")
+      ->capture_default_str();
   gc->add_flag("--no-green", g.no_green, "Skip green contexts");
   gc->add_flag("--no-cupti", g.no_cupti, "Do not capture CUPTI activity");
   add_output(gc);
   gc->callback([] {});
 
-  auto* ks = g_probe->add_subcommand("kv-swap",
-                                     "Tenant switches that evict one tenant's KV cache to pinned host memory and restore\n"
-                                     "another's: switch latency, GB/s per direction, small-transfer collapse, decode overlap");
+  auto* ks = g_probe->add_subcommand(
+      "kv-swap",
+      "Tenant switches that evict one tenant's KV cache to pinned host memory and restore\n"
+      "another's: switch latency, GB/s per direction, small-transfer collapse, decode overlap");
   ks->add_option("--device", g.kv_swap.device, "GPU index")->capture_default_str();
   ks->add_option("--tenants", g.kv_swap.tenants, "Tenant counts")->delimiter(',')->capture_default_str();
-  ks->add_option("--kv-mib", g.kv_mib, "KV cache size per tenant, MiB")->delimiter(',')->capture_default_str();
-  ks->add_option("--chunk-kib", g.chunk_kib, "Per-transfer size, KiB (0: one copy per cache)")->delimiter(',')->capture_default_str();
+  ks->add_option("--kv-mib", g.kv_mib, "KV cache size per tenant, MiB")
+      ->delimiter(',')
+      ->capture_default_str();
+  ks->add_option("--chunk-kib", g.chunk_kib, "Per-transfer size, KiB (0: one copy per cache)")
+      ->delimiter(',')
+      ->capture_default_str();
   ks->add_option("--switches", g.kv_swap.switches, "Switches per configuration")->capture_default_str();
-  ks->add_option("--repetitions", g.kv_swap.repetitions, "Repetitions per bandwidth point")->capture_default_str();
+  ks->add_option("--repetitions", g.kv_swap.repetitions, "Repetitions per bandwidth point")
+      ->capture_default_str();
   ks->add_option("--max-host-mib", g.max_host_mib, "Pinned host memory cap, MiB")->capture_default_str();
   ks->add_flag("--no-overlap", g.no_overlap, "Do not run the decode-like kernel beside the copies");
   ks->add_flag("--no-cupti", g.no_cupti, "Do not capture CUPTI activity");
   add_output(ks);
   ks->callback([] {});
 
-  auto* co = g_probe->add_subcommand("collectives",
-                                     "NCCL all-reduce and all-to-all over the visible GPUs (algbw, busbw, alpha-beta fit,\n"
-                                     "per-pair matrix), or the same analysis of nccl-tests output with --parse");
+  auto* co = g_probe->add_subcommand(
+      "collectives",
+      "NCCL all-reduce and all-to-all over the visible GPUs (algbw, busbw, alpha-beta fit,\n"
+      "per-pair matrix), or the same analysis of nccl-tests output with --parse");
   co->add_option("--parse", g.parse, "Analyse this nccl-tests output file instead of running NCCL");
-  co->add_option("--collective", g.collective, "Collective of the parsed file (all_reduce, alltoall, ...) when it does not say");
+  co->add_option("--collective", g.collective,
+                 "Collective of the parsed file (all_reduce, alltoall, ...) when it does not say");
   co->add_option("--min-bytes", g.collectives.min_bytes, "Smallest size")->capture_default_str();
   co->add_option("--max-bytes", g.collectives.max_bytes, "Largest size")->capture_default_str();
   co->add_option("--factor", g.collectives.factor, "Size step factor")->capture_default_str();
-  co->add_option("--iterations", g.collectives.iterations, "Timed iterations per size")->capture_default_str();
+  co->add_option("--iterations", g.collectives.iterations, "Timed iterations per size")
+      ->capture_default_str();
   co->add_option("--warmup", g.collectives.warmup, "Warm-up iterations per size")->capture_default_str();
   add_output(co);
   co->callback([] {});

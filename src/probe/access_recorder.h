@@ -130,7 +130,8 @@ class AccessRecorder {
 
   template <typename T>
   static void put(std::string& out, T v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
+    for (int i = 0; i < bytes; ++i)
+      out += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
   }
 
   static void write_file(const std::string& path, const std::string& data) {

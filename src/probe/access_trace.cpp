@@ -59,7 +59,8 @@ std::string read_whole(const std::filesystem::path& path) {
 template <typename T>
 T load_le(const char* p) {
   T v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (std::size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -94,10 +95,11 @@ std::vector<Access> parse_binary(std::string_view data, const std::string& sourc
     a.size = load_le<std::uint16_t>(p + 12);
     const auto op = static_cast<unsigned char>(p[14]);
     if (a.size == 0 || a.size > kMaxAccessBytes)
-      throw InputError(source, i + 1, "size", "1.." + std::to_string(kMaxAccessBytes) + " bytes, got " +
-                                                  std::to_string(a.size));
+      throw InputError(source, i + 1, "size",
+                       "1.." + std::to_string(kMaxAccessBytes) + " bytes, got " + std::to_string(a.size));
     if (op > 1) throw InputError(source, i + 1, "op", "0 (read) or 1 (write), got " + std::to_string(op));
-    if (a.address > UINT64_MAX - a.size) throw InputError(source, i + 1, "address", "an access that does not wrap past 2^64");
+    if (a.address > UINT64_MAX - a.size)
+      throw InputError(source, i + 1, "address", "an access that does not wrap past 2^64");
     a.write = op == 1;
     out.push_back(a);
   }
@@ -119,18 +121,23 @@ std::vector<Access> parse_text(std::string_view data, const std::string& source,
     const auto w_size = next_word(line);
     const auto w_op = next_word(line);
     if (!parse_number(w_thread, a.thread))
-      throw InputError(source, line_no, "thread", "a thread id (0..4294967295), got '" + std::string(w_thread) + "'");
+      throw InputError(source, line_no, "thread",
+                       "a thread id (0..4294967295), got '" + std::string(w_thread) + "'");
     if (!parse_number(w_addr, a.address))
-      throw InputError(source, line_no, "address", "an address (0x... hex or decimal), got '" + std::string(w_addr) + "'");
+      throw InputError(source, line_no, "address",
+                       "an address (0x... hex or decimal), got '" + std::string(w_addr) + "'");
     if (!parse_number(w_size, a.size) || a.size == 0 || a.size > kMaxAccessBytes)
       throw InputError(source, line_no, "size",
                        "1.." + std::to_string(kMaxAccessBytes) + " bytes, got '" + std::string(w_size) + "'");
-    if (w_op == "r" || w_op == "R" || w_op == "read") a.write = false;
-    else if (w_op == "w" || w_op == "W" || w_op == "write") a.write = true;
-    else throw InputError(source, line_no, "op", "r or w, got '" + std::string(w_op) + "'");
+    if (w_op == "r" || w_op == "R" || w_op == "read")
+      a.write = false;
+    else if (w_op == "w" || w_op == "W" || w_op == "write")
+      a.write = true;
+    else
+      throw InputError(source, line_no, "op", "r or w, got '" + std::string(w_op) + "'");
     if (!trim(line).empty())
-      throw InputError(source, line_no, "line", "four fields (THREAD ADDRESS SIZE OP), got more: '" +
-                                                    std::string(trim(line)) + "'");
+      throw InputError(source, line_no, "line",
+                       "four fields (THREAD ADDRESS SIZE OP), got more: '" + std::string(trim(line)) + "'");
     if (a.address > UINT64_MAX - a.size)
       throw InputError(source, line_no, "address", "an access that does not wrap past 2^64");
     if (out.size() >= max_records)
@@ -142,8 +149,10 @@ std::vector<Access> parse_text(std::string_view data, const std::string& source,
 
 }  // namespace
 
-std::vector<Access> parse_access_trace(std::string_view data, const std::string& source, std::size_t max_records) {
-  if (data.size() >= 4 && std::memcmp(data.data(), kTraceMagic, 4) == 0) return parse_binary(data, source, max_records);
+std::vector<Access> parse_access_trace(std::string_view data, const std::string& source,
+                                       std::size_t max_records) {
+  if (data.size() >= 4 && std::memcmp(data.data(), kTraceMagic, 4) == 0)
+    return parse_binary(data, source, max_records);
   return parse_text(data, source, max_records);
 }
 
@@ -163,7 +172,8 @@ std::vector<LayoutEntry> parse_layout_map(std::string_view data, const std::stri
     const auto w_addr = next_word(line);
     const auto w_size = next_word(line);
     if (!parse_number(w_addr, e.address))
-      throw InputError(source, line_no, "address", "an address (0x... hex or decimal), got '" + std::string(w_addr) + "'");
+      throw InputError(source, line_no, "address",
+                       "an address (0x... hex or decimal), got '" + std::string(w_addr) + "'");
     if (!parse_number(w_size, e.size) || e.size == 0 || e.address > UINT64_MAX - e.size)
       throw InputError(source, line_no, "size", "a size in bytes > 0, got '" + std::string(w_size) + "'");
     e.name = std::string(trim(line));

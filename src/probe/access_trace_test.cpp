@@ -8,7 +8,8 @@ namespace tokenscope::probe {
 namespace {
 
 TEST(AccessTrace, TextFormat) {
-  const auto t = parse_access_trace("# comment\n0 0x1000 8 w\n1 4096 4 r  # trailing\n\n2 0XfF 1 W\n", "t.txt");
+  const auto t =
+      parse_access_trace("# comment\n0 0x1000 8 w\n1 4096 4 r  # trailing\n\n2 0XfF 1 W\n", "t.txt");
   ASSERT_EQ(t.size(), 3u);
   EXPECT_EQ(t[0].thread, 0u);
   EXPECT_EQ(t[0].address, 0x1000u);

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -177,17 +177,20 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
   r.single_cpu = topo.online_cpus.size() <= 1;
   if (r.single_cpu) {
     r.sharing_caveat =
-        "one cpu online: the threads take turns on one core and never hold the line at the same time, so false "
+        "one cpu online: the threads take turns on one core and never hold the line at the same time, so "
+        "false "
         "sharing cannot show here (this is not a 'no false sharing' result)";
   } else if (r.siblings_used) {
     r.sharing_caveat =
-        "some chosen cpus are SMT siblings of one core (thread_siblings_list): they share the L1 cache, so the "
+        "some chosen cpus are SMT siblings of one core (thread_siblings_list): they share the L1 cache, so "
+        "the "
         "line never moves between them and false sharing cannot show between them";
   }
 
   if (s.run_stride) {
     std::uint64_t bytes = s.stride_buffer_bytes;
-    if (bytes == 0) bytes = std::clamp<std::uint64_t>(4 * last_level_cache_bytes(topo), 64ull << 20, 512ull << 20);
+    if (bytes == 0)
+      bytes = std::clamp<std::uint64_t>(4 * last_level_cache_bytes(topo), 64ull << 20, 512ull << 20);
     AlignedBuffer buf(bytes);
     const std::vector<int> strides{8, 16, 32, 64, 128, 256, 512};
     std::vector<std::vector<double>> times(strides.size());
@@ -268,8 +271,8 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
       for (std::size_t i = 0; i < variants.size(); ++i) {
         const bool count = counters.supported() && rep == 0;
         if (count) counters.start();
-        const auto run = time_counter_updates(r.cpus_used, buf.data, static_cast<std::size_t>(variants[i].stride),
-                                              s.increments_per_thread);
+        const auto run = time_counter_updates(
+            r.cpus_used, buf.data, static_cast<std::size_t>(variants[i].stride), s.increments_per_thread);
         times[i].push_back(run.seconds);
         concurrency.push_back(run.concurrency);
         if (count) readings[i] = counters.stop();
@@ -279,7 +282,8 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
     const double threads_d = static_cast<double>(r.cpus_used.size());
     if (r.sharing_caveat.empty() && threads_d >= 2 && r.concurrency < 0.75 * threads_d)
       r.sharing_caveat = fmt::format(
-          "the threads ran at the same time only {:.2f} of {} cpus' worth (sum of thread CPU time / wall time): "
+          "the threads ran at the same time only {:.2f} of {} cpus' worth (sum of thread CPU time / wall "
+          "time): "
           "other load on these cpus kept them apart, so a line rarely had two owners at once and the penalty "
           "cannot show fully; rerun on an idle machine",
           r.concurrency, r.cpus_used.size());
@@ -302,12 +306,15 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
     if (!r.sharing_caveat.empty()) {
       r.verdict = "cannot show here: " + r.sharing_caveat;
     } else if (penalty.ci_low && *penalty.ci_low > 1.1) {
-      r.verdict = fmt::format("false sharing costs {} x (packed vs padded to 64 B, median [95% CI]) with {} threads",
-                              format_ci(penalty), r.cpus_used.size());
+      r.verdict =
+          fmt::format("false sharing costs {} x (packed vs padded to 64 B, median [95% CI]) with {} threads",
+                      format_ci(penalty), r.cpus_used.size());
     } else if (penalty.ci_high && *penalty.ci_high < 1.1) {
-      r.verdict = fmt::format("no false-sharing penalty measured between separate cores ({} x)", format_ci(penalty));
+      r.verdict =
+          fmt::format("no false-sharing penalty measured between separate cores ({} x)", format_ci(penalty));
     } else {
-      r.verdict = fmt::format("inconclusive: packed/padded64 = {} x; raise --repetitions", format_ci(penalty));
+      r.verdict =
+          fmt::format("inconclusive: packed/padded64 = {} x; raise --repetitions", format_ci(penalty));
     }
   }
 
@@ -319,7 +326,8 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
     if (s.max_ping_pong_pairs > 0 && static_cast<int>(pairs.size()) > s.max_ping_pong_pairs) {
       std::vector<std::pair<int, int>> sampled;
       const double step = static_cast<double>(pairs.size()) / s.max_ping_pong_pairs;
-      for (int k = 0; k < s.max_ping_pong_pairs; ++k) sampled.push_back(pairs[static_cast<std::size_t>(k * step)]);
+      for (int k = 0; k < s.max_ping_pong_pairs; ++k)
+        sampled.push_back(pairs[static_cast<std::size_t>(k * step)]);
       pairs = std::move(sampled);
     }
     for (const auto& [a, b] : pairs) {
@@ -327,8 +335,10 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
       bool failed = false;
       for (int rep = 0; rep < s.ping_pong_repetitions && !failed; ++rep) {
         const double v = ping_pong_once(a, b, s.ping_pong_round_trips);
-        if (v < 0) failed = true;
-        else ns.push_back(v);
+        if (v < 0)
+          failed = true;
+        else
+          ns.push_back(v);
       }
       if (failed) continue;  // a cpu we may not run on (cgroup cpuset): no number rather than a wrong one
       r.ping_pong.push_back({a, b, topo.are_siblings(a, b), median_ci(ns)});
@@ -361,15 +371,19 @@ nlohmann::json to_json(const CacheLineResult& r) {
                     {"sysfs", r.topology.reported_line_size().value_or(0)}};
   auto& st = j["stride_sweep"] = nlohmann::json::array();
   for (const auto& p : r.stride)
-    st.push_back({{"stride_bytes", p.stride_bytes}, {"sweep_ms", to_json(p.sweep_ms)},
+    st.push_back({{"stride_bytes", p.stride_bytes},
+                  {"sweep_ms", to_json(p.sweep_ms)},
                   {"ns_per_access", to_json(p.ns_per_access)}});
   auto& co = j["coherence_sweep"] = nlohmann::json::array();
   for (const auto& p : r.coherence)
-    co.push_back({{"distance_bytes", p.distance_bytes}, {"seconds", to_json(p.seconds)},
+    co.push_back({{"distance_bytes", p.distance_bytes},
+                  {"seconds", to_json(p.seconds)},
                   {"slowdown_vs_far", to_json(p.slowdown)}});
   auto& va = j["false_sharing"]["variants"] = nlohmann::json::array();
   for (const auto& v : r.variants)
-    va.push_back({{"name", v.name}, {"stride_bytes", v.stride_bytes}, {"seconds", to_json(v.seconds)},
+    va.push_back({{"name", v.name},
+                  {"stride_bytes", v.stride_bytes},
+                  {"seconds", to_json(v.seconds)},
                   {"ns_per_increment", to_json(v.ns_per_increment)}});
   auto& ra = j["false_sharing"]["ratios"] = nlohmann::json::array();
   for (const auto& x : r.ratios) ra.push_back({{"name", x.name}, {"ratio", to_json(x.ratio)}});
@@ -377,21 +391,24 @@ nlohmann::json to_json(const CacheLineResult& r) {
   j["false_sharing"]["perf_counters"] = r.counters;
   auto& pp = j["core_to_core"] = nlohmann::json::array();
   for (const auto& p : r.ping_pong)
-    pp.push_back({{"cpu_a", p.cpu_a}, {"cpu_b", p.cpu_b}, {"siblings", p.siblings},
+    pp.push_back({{"cpu_a", p.cpu_a},
+                  {"cpu_b", p.cpu_b},
+                  {"siblings", p.siblings},
                   {"one_way_ns", to_json(p.one_way_ns)}});
   return j;
 }
 
 std::string format_table(const CacheLineResult& r) {
   std::string out;
-  out += fmt::format("cpu: {}  ({} online, {} physical cores; threads pinned to cpus {})\n", r.topology.cpu_model,
-                     r.topology.online_cpus.size(), r.topology.one_cpu_per_core().size(),
-                     fmt::join(r.cpus_used, ","));
+  out += fmt::format("cpu: {}  ({} online, {} physical cores; threads pinned to cpus {})\n",
+                     r.topology.cpu_model, r.topology.online_cpus.size(),
+                     r.topology.one_cpu_per_core().size(), fmt::join(r.cpus_used, ","));
   if (!r.sharing_caveat.empty()) out += "NOTE: " + r.sharing_caveat + "\n";
-  out += fmt::format("line size: detected {} B (stride knee {} B, coherence granularity {} B, sysfs {} B); "
-                     "std::hardware_destructive_interference_size {} B\n",
-                     r.detected_line_size, r.stride_line_size, r.coherence_line_size,
-                     r.topology.reported_line_size().value_or(0), r.hardware_destructive_interference_size);
+  out += fmt::format(
+      "line size: detected {} B (stride knee {} B, coherence granularity {} B, sysfs {} B); "
+      "std::hardware_destructive_interference_size {} B\n",
+      r.detected_line_size, r.stride_line_size, r.coherence_line_size,
+      r.topology.reported_line_size().value_or(0), r.hardware_destructive_interference_size);
   if (!r.stride.empty()) {
     out += "\nstride sweep (one read-modify-write per stride over the buffer)\n";
     out += fmt::format("  {:>8}  {:>22}  {:>12}\n", "stride B", "sweep ms [95% CI]", "ns/access");
@@ -403,7 +420,8 @@ std::string format_table(const CacheLineResult& r) {
     out += "\ncoherence sweep (2 threads, counters DISTANCE bytes apart; slowdown vs 4096 B apart)\n";
     out += fmt::format("  {:>10}  {:>14}  {:>24}\n", "distance B", "median s", "slowdown [95% CI]");
     for (const auto& p : r.coherence)
-      out += fmt::format("  {:>10}  {:>14.4f}  {:>24}\n", p.distance_bytes, p.seconds.median, format_ci(p.slowdown));
+      out += fmt::format("  {:>10}  {:>14.4f}  {:>24}\n", p.distance_bytes, p.seconds.median,
+                         format_ci(p.slowdown));
   }
   if (!r.variants.empty()) {
     out += fmt::format("\nfalse sharing ({} threads, {} increments each)\n", r.cpus_used.size(),
@@ -420,8 +438,8 @@ std::string format_table(const CacheLineResult& r) {
   if (!r.ping_pong.empty()) {
     out += "\ncore-to-core latency (CAS ping-pong, one way, ns median [95% CI])\n";
     for (const auto& p : r.ping_pong)
-      out += fmt::format("  cpu {:>3} <-> cpu {:>3}{}  {}\n", p.cpu_a, p.cpu_b, p.siblings ? " (siblings)" : "",
-                         format_ci(p.one_way_ns, 1));
+      out += fmt::format("  cpu {:>3} <-> cpu {:>3}{}  {}\n", p.cpu_a, p.cpu_b,
+                         p.siblings ? " (siblings)" : "", format_ci(p.one_way_ns, 1));
   }
   return out;
 }

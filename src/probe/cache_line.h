@@ -34,14 +34,14 @@
 namespace tokenscope::probe {
 
 struct CacheLineSettings {
-  int threads = 0;                               // 0: one per physical core (at least 2)
+  int threads = 0;  // 0: one per physical core (at least 2)
   std::uint64_t increments_per_thread = 5'000'000;
-  int repetitions = 21;                          // per variant, interleaved
-  std::uint64_t stride_buffer_bytes = 0;         // 0: 4x the last-level cache, 64 MiB..512 MiB
+  int repetitions = 21;                   // per variant, interleaved
+  std::uint64_t stride_buffer_bytes = 0;  // 0: 4x the last-level cache, 64 MiB..512 MiB
   int stride_repetitions = 7;
   std::uint64_t ping_pong_round_trips = 20'000;  // per repetition
   int ping_pong_repetitions = 7;
-  int max_ping_pong_pairs = 256;                 // more pairs than this are sampled evenly
+  int max_ping_pong_pairs = 256;  // more pairs than this are sampled evenly
   bool run_stride = true;
   bool run_coherence = true;
   bool run_false_sharing = true;
@@ -83,30 +83,31 @@ struct CacheLineResult {
   CacheLineSettings settings;
   Topology topology;
   std::vector<int> cpus_used;
-  bool siblings_used = false;   // two of the chosen cpus share a core (and its L1)
+  bool siblings_used = false;  // two of the chosen cpus share a core (and its L1)
   bool single_cpu = false;
-  std::string sharing_caveat;   // set when false sharing cannot show between the cpus used
-  double concurrency = 0;       // median over the false-sharing runs (see CounterRun)
+  std::string sharing_caveat;  // set when false sharing cannot show between the cpus used
+  double concurrency = 0;      // median over the false-sharing runs (see CounterRun)
   int hardware_destructive_interference_size = 0;
 
   std::vector<StridePoint> stride;
-  int stride_line_size = 0;     // knee of the stride sweep; 0 when none was found
+  int stride_line_size = 0;  // knee of the stride sweep; 0 when none was found
   std::vector<DistancePoint> coherence;
   int coherence_line_size = 0;  // smallest distance without a slowdown; 0 when undetermined
   int detected_line_size = 0;   // coherence granularity, else the stride knee, else sysfs
 
   std::vector<PaddingVariant> variants;
   std::vector<RatioResult> ratios;
-  std::string verdict;          // one line: penalty measured / none / cannot show here
+  std::string verdict;  // one line: penalty measured / none / cannot show here
 
   std::vector<PingPongPair> ping_pong;
-  nlohmann::json counters;      // perf counters per variant, or the reason they are absent
+  nlohmann::json counters;  // perf counters per variant, or the reason they are absent
 };
 
 // Finds the knee of a stride sweep: the first stride s whose doubling
 // shortens the sweep by more than `drop` (0.7: at least 30% less time).
 // Returns 0 when no knee is found. strides must ascend by doubling.
-int find_stride_knee(const std::vector<int>& strides, const std::vector<double>& sweep_times, double drop = 0.7);
+int find_stride_knee(const std::vector<int>& strides, const std::vector<double>& sweep_times,
+                     double drop = 0.7);
 
 // The smallest distance from which on every slowdown (median) stays under
 // `threshold`, provided some smaller distance is above it; 0 otherwise.

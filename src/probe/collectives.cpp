@@ -44,7 +44,8 @@ std::optional<double> number(std::string_view w) {
 std::string normalize_collective(std::string_view name) {
   std::string s;
   for (char c : name)
-    if (std::isalnum(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (s.size() > 4 && s.compare(s.size() - 4, 4, "perf") == 0) s.resize(s.size() - 4);
   if (s == "allreduce") return "all_reduce";
   if (s == "allgather") return "all_gather";
@@ -71,7 +72,8 @@ std::optional<double> busbw_factor(const std::string& collective, int ranks) {
   return std::nullopt;
 }
 
-NcclTestsOutput parse_nccl_tests(std::string_view text, const std::string& source, const std::string& collective_hint) {
+NcclTestsOutput parse_nccl_tests(std::string_view text, const std::string& source,
+                                 const std::string& collective_hint) {
   NcclTestsOutput out;
   std::vector<std::string> header;  // column names of the table, '#' removed
   std::size_t line_no = 0;
@@ -97,7 +99,8 @@ NcclTestsOutput parse_nccl_tests(std::string_view text, const std::string& sourc
       }
       if (!w.empty() && w[0] == "Rank") {
         ++out.ranks;
-        if (const auto d = body.find("device"); d != std::string_view::npos) out.devices.emplace_back(trim(body.substr(d)));
+        if (const auto d = body.find("device"); d != std::string_view::npos)
+          out.devices.emplace_back(trim(body.substr(d)));
       }
       if (w.size() >= 6 && w[0] == "size" && w[1] == "count") {
         header.clear();
@@ -146,11 +149,15 @@ NcclTestsOutput parse_nccl_tests(std::string_view text, const std::string& sourc
           r.inplace_time_us = v;
         }
       } else if (h == "algbw") {
-        if (time_seen <= 1) r.algbw_gbps = need("GB/s");
-        else r.inplace_algbw_gbps = v;
+        if (time_seen <= 1)
+          r.algbw_gbps = need("GB/s");
+        else
+          r.inplace_algbw_gbps = v;
       } else if (h == "busbw") {
-        if (time_seen <= 1) r.busbw_gbps = need("GB/s");
-        else r.inplace_busbw_gbps = v;
+        if (time_seen <= 1)
+          r.busbw_gbps = need("GB/s");
+        else
+          r.inplace_busbw_gbps = v;
       } else if (h == "#wrong" || h == "error" || h == "wrong") {
         if (time_seen <= 1) r.wrong = v;
       }
@@ -164,8 +171,8 @@ NcclTestsOutput parse_nccl_tests(std::string_view text, const std::string& sourc
   if (out.collective.empty()) {
     // The file name may hold it: ".../alltoall_perf.txt".
     for (const std::string& where : {collective_hint, source}) {
-      for (const char* name : {"all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "reducescatter",
-                               "alltoall", "broadcast", "sendrecv", "reduce"})
+      for (const char* name : {"all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter",
+                               "reducescatter", "alltoall", "broadcast", "sendrecv", "reduce"})
         if (where.find(name) != std::string::npos) {
           out.collective = normalize_collective(name);
           break;
@@ -211,7 +218,8 @@ AlphaBetaFit fit_alpha_beta(const std::vector<double>& x, const std::vector<doub
   return f;
 }
 
-CollectiveAnalysis analyze_collective(const std::string& collective, int ranks, const std::vector<CollectiveRow>& rows) {
+CollectiveAnalysis analyze_collective(const std::string& collective, int ranks,
+                                      const std::vector<CollectiveRow>& rows) {
   CollectiveAnalysis a;
   a.collective = normalize_collective(collective);
   if (a.collective.empty()) a.collective = collective;
@@ -261,15 +269,18 @@ std::vector<PairDeviation> slow_pairs(const std::vector<std::vector<double>>& m,
 nlohmann::json to_json(const NcclTestsOutput& o) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : o.rows) {
-    nlohmann::json j{{"bytes", r.bytes},     {"count", r.count},           {"type", r.type},
-                     {"redop", r.redop},     {"time_us", r.time_us},       {"algbw_gbps", r.algbw_gbps},
+    nlohmann::json j{{"bytes", r.bytes},          {"count", r.count},     {"type", r.type},
+                     {"redop", r.redop},          {"time_us", r.time_us}, {"algbw_gbps", r.algbw_gbps},
                      {"busbw_gbps", r.busbw_gbps}};
     if (r.inplace_time_us) j["inplace_time_us"] = *r.inplace_time_us;
     if (r.inplace_busbw_gbps) j["inplace_busbw_gbps"] = *r.inplace_busbw_gbps;
     if (r.wrong) j["wrong"] = *r.wrong;
     rows.push_back(j);
   }
-  nlohmann::json j{{"collective", o.collective}, {"ranks", o.ranks}, {"devices", o.devices}, {"rows", rows},
+  nlohmann::json j{{"collective", o.collective},
+                   {"ranks", o.ranks},
+                   {"devices", o.devices},
+                   {"rows", rows},
                    {"out_of_bounds_ok", o.out_of_bounds_ok}};
   if (o.avg_busbw_gbps) j["avg_busbw_gbps"] = *o.avg_busbw_gbps;
   return j;
@@ -294,9 +305,9 @@ nlohmann::json to_json(const CollectiveAnalysis& a) {
 }
 
 std::string format_table(const CollectiveAnalysis& a, const std::vector<CollectiveRow>& rows) {
-  std::string out = fmt::format("{} over {} rank{} (busbw factor {})\n", a.collective.empty() ? "collective" : a.collective,
-                                a.ranks, a.ranks == 1 ? "" : "s",
-                                a.factor ? fmt::format("{:.3f}", *a.factor) : std::string("unknown"));
+  std::string out = fmt::format(
+      "{} over {} rank{} (busbw factor {})\n", a.collective.empty() ? "collective" : a.collective, a.ranks,
+      a.ranks == 1 ? "" : "s", a.factor ? fmt::format("{:.3f}", *a.factor) : std::string("unknown"));
   if (!a.note.empty()) out += "NOTE: " + a.note + "\n";
   out += fmt::format("  {:>14} {:>12} {:>12} {:>12}\n", "bytes", "time us", "algbw GB/s", "busbw GB/s");
   for (const auto& r : rows) {
@@ -304,10 +315,12 @@ std::string format_table(const CollectiveAnalysis& a, const std::vector<Collecti
     out += fmt::format("  {:>14.0f} {:>12.2f} {:>12.2f} {:>12.2f}\n", r.bytes, r.time_us, algbw,
                        algbw * a.factor.value_or(0.0));
   }
-  out += fmt::format("  alpha-beta fit ({} points, R^2 {:.4f}): alpha {:.2f} +/- {:.2f} us, "
-                     "asymptotic bandwidth {:.2f} GB/s\n",
-                     a.fit.points, a.fit.r_squared, a.fit.alpha_us, a.fit.alpha_ci95, a.fit.asymptotic_gbps());
-  out += fmt::format("  peak algbw {:.2f} GB/s, peak busbw {:.2f} GB/s\n", a.peak_algbw_gbps, a.peak_busbw_gbps);
+  out += fmt::format(
+      "  alpha-beta fit ({} points, R^2 {:.4f}): alpha {:.2f} +/- {:.2f} us, "
+      "asymptotic bandwidth {:.2f} GB/s\n",
+      a.fit.points, a.fit.r_squared, a.fit.alpha_us, a.fit.alpha_ci95, a.fit.asymptotic_gbps());
+  out +=
+      fmt::format("  peak algbw {:.2f} GB/s, peak busbw {:.2f} GB/s\n", a.peak_algbw_gbps, a.peak_busbw_gbps);
   return out;
 }
 

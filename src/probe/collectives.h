@@ -23,13 +23,13 @@ struct CollectiveRow {
   double count = 0;
   std::string type;
   std::string redop;
-  double time_us = 0;               // out-of-place
+  double time_us = 0;  // out-of-place
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   std::optional<double> inplace_time_us;
   std::optional<double> inplace_algbw_gbps;
   std::optional<double> inplace_busbw_gbps;
-  std::optional<double> wrong;      // #wrong (out-of-place), when printed
+  std::optional<double> wrong;  // #wrong (out-of-place), when printed
 };
 
 struct NcclTestsOutput {
@@ -56,9 +56,9 @@ std::string normalize_collective(std::string_view name);
 
 struct AlphaBetaFit {
   std::size_t points = 0;
-  double alpha_us = 0;         // intercept
-  double beta_us_per_byte = 0; // slope
-  double alpha_ci95 = 0;       // half-widths (normal approximation of the OLS standard errors)
+  double alpha_us = 0;          // intercept
+  double beta_us_per_byte = 0;  // slope
+  double alpha_ci95 = 0;        // half-widths (normal approximation of the OLS standard errors)
   double beta_ci95 = 0;
   double r_squared = 0;
   double asymptotic_gbps() const { return beta_us_per_byte > 0 ? 1e-3 / beta_us_per_byte : 0.0; }
@@ -79,7 +79,8 @@ struct CollectiveAnalysis {
   std::string note;               // e.g. why one rank gives trivial numbers
 };
 
-CollectiveAnalysis analyze_collective(const std::string& collective, int ranks, const std::vector<CollectiveRow>& rows);
+CollectiveAnalysis analyze_collective(const std::string& collective, int ranks,
+                                      const std::vector<CollectiveRow>& rows);
 
 // Per-pair bandwidth matrix (GB/s; value[i][j] for i != j). Pairs slower than
 // `slow_fraction` of the median pair are flagged.
@@ -89,7 +90,8 @@ struct PairDeviation {
   double gbps = 0;
   double vs_median = 0;
 };
-std::vector<PairDeviation> slow_pairs(const std::vector<std::vector<double>>& matrix, double slow_fraction = 0.8);
+std::vector<PairDeviation> slow_pairs(const std::vector<std::vector<double>>& matrix,
+                                      double slow_fraction = 0.8);
 
 nlohmann::json to_json(const NcclTestsOutput& o);
 nlohmann::json to_json(const CollectiveAnalysis& a);

@@ -12,7 +12,8 @@ namespace {
 
 // Shaped as nccl-tests prints it (all_reduce_perf -b 8 -e 128M -f 4 -g 8);
 // the numbers are made up so that algbw = bytes / time exactly.
-constexpr const char* kAllReduce = R"(# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 4(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+constexpr const char* kAllReduce =
+    R"(# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 4(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
 #
 # Using devices
 #  Rank  0 Group  0 Pid   4242 on     node01 device  0 [0x18] NVIDIA H100 80GB HBM3
@@ -95,9 +96,12 @@ TEST(NcclTests, OlderFormatWithoutRootColumnAndAlltoall) {
   const std::string text =
       "# Collective test starting: alltoall_perf\n"
       "# nThread 1 nGpus 2 minBytes 1024 maxBytes 4096 step: 2(factor)\n"
-      "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
-      "        1024           256     float    none    10.24    0.10    0.05  0e+00    10.24    0.10    0.05    N/A\n"
-      "        4096          1024     float    none    20.48    0.20    0.10  0e+00    20.48    0.20    0.10    N/A\n";
+      "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw "
+      " error\n"
+      "        1024           256     float    none    10.24    0.10    0.05  0e+00    10.24    0.10    0.05 "
+      "   N/A\n"
+      "        4096          1024     float    none    20.48    0.20    0.10  0e+00    20.48    0.20    0.10 "
+      "   N/A\n";
   const auto o = parse_nccl_tests(text, "t");
   EXPECT_EQ(o.collective, "alltoall");
   EXPECT_EQ(o.ranks, 2);  // from nGpus x nThread
@@ -123,7 +127,8 @@ TEST(NcclTests, BadRowsNameTheLine) {
 }
 
 TEST(PairMatrix, SlowPairsAgainstTheMedian) {
-  const std::vector<std::vector<double>> m{{0, 100, 100, 100}, {100, 0, 100, 40}, {100, 100, 0, 100}, {100, 100, 100, 0}};
+  const std::vector<std::vector<double>> m{
+      {0, 100, 100, 100}, {100, 0, 100, 40}, {100, 100, 0, 100}, {100, 100, 100, 0}};
   const auto slow = slow_pairs(m);
   ASSERT_EQ(slow.size(), 1u);
   EXPECT_EQ(slow[0].from, 1);

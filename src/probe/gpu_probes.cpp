@@ -36,8 +36,12 @@ nlohmann::json to_json(const GpuEnvironment& e) {
                     {"memory_bytes", d.memory_bytes},
                     {"copy_engines", d.async_engines},
                     {"pci_bus_id", d.pci_bus_id}});
-  return {{"built_with_cuda", e.built},   {"available", e.available},         {"reason", e.reason},
-          {"cuda_runtime", e.runtime_version}, {"cuda_driver", e.driver_version}, {"nvml_driver", e.nvml_driver},
+  return {{"built_with_cuda", e.built},
+          {"available", e.available},
+          {"reason", e.reason},
+          {"cuda_runtime", e.runtime_version},
+          {"cuda_driver", e.driver_version},
+          {"nvml_driver", e.nvml_driver},
           {"devices", devs}};
 }
 
@@ -45,7 +49,11 @@ namespace {
 nlohmann::json cupti_json(const CuptiCapture& c) {
   std::map<std::string, std::size_t> counts;
   for (const auto& a : c.activities) ++counts[a.kind];
-  return {{"enabled", c.enabled}, {"reason", c.reason}, {"kinds", c.kinds}, {"records", counts}, {"dropped", c.dropped}};
+  return {{"enabled", c.enabled},
+          {"reason", c.reason},
+          {"kinds", c.kinds},
+          {"records", counts},
+          {"dropped", c.dropped}};
 }
 std::string latency_cell(const LatencySummary& s) {
   if (s.n == 0) return "n/a";
@@ -63,7 +71,8 @@ std::string human_bytes(std::uint64_t b) {
 nlohmann::json to_json(const GpuContextResult& r) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& x : r.rows)
-    rows.push_back({{"operation", x.operation}, {"variant", x.variant}, {"us", to_json(x.us)}, {"error", x.error}});
+    rows.push_back(
+        {{"operation", x.operation}, {"variant", x.variant}, {"us", to_json(x.us)}, {"error", x.error}});
   return {{"probe", "gpu-context"},
           {"settings",
            {{"device", r.settings.device},
@@ -116,10 +125,19 @@ nlohmann::json to_json(const KvSwapResult& r) {
 
 nlohmann::json to_json(const CollectivesResult& r) {
   nlohmann::json ar = nlohmann::json::array(), a2a = nlohmann::json::array();
-  for (const auto& x : r.all_reduce) ar.push_back({{"bytes", x.bytes}, {"time_us", x.time_us}, {"algbw_gbps", x.algbw_gbps}, {"busbw_gbps", x.busbw_gbps}});
-  for (const auto& x : r.alltoall) a2a.push_back({{"bytes", x.bytes}, {"time_us", x.time_us}, {"algbw_gbps", x.algbw_gbps}, {"busbw_gbps", x.busbw_gbps}});
+  for (const auto& x : r.all_reduce)
+    ar.push_back({{"bytes", x.bytes},
+                  {"time_us", x.time_us},
+                  {"algbw_gbps", x.algbw_gbps},
+                  {"busbw_gbps", x.busbw_gbps}});
+  for (const auto& x : r.alltoall)
+    a2a.push_back({{"bytes", x.bytes},
+                   {"time_us", x.time_us},
+                   {"algbw_gbps", x.algbw_gbps},
+                   {"busbw_gbps", x.busbw_gbps}});
   nlohmann::json slow = nlohmann::json::array();
-  for (const auto& p : r.slow) slow.push_back({{"from", p.from}, {"to", p.to}, {"gbps", p.gbps}, {"vs_median", p.vs_median}});
+  for (const auto& p : r.slow)
+    slow.push_back({{"from", p.from}, {"to", p.to}, {"gbps", p.gbps}, {"vs_median", p.vs_median}});
   return {{"probe", "collectives"},
           {"settings",
            {{"min_bytes", r.settings.min_bytes},
@@ -140,35 +158,46 @@ nlohmann::json to_json(const CollectivesResult& r) {
 
 std::string format_table(const GpuContextResult& r) {
   if (!r.ran) return "gpu-context: not run: " + r.reason + "\n";
-  std::string out = fmt::format("gpu-context on device {} ({}), {} repetitions, microseconds\n", r.settings.device,
-                                r.env.devices.empty() ? "?" : r.env.devices[static_cast<std::size_t>(std::max(0, r.settings.device))].name,
-                                r.settings.repetitions);
-  out += fmt::format("  {:<34} {:<14} {:>10} {:>10} {:>10} {:>10}\n", "operation", "variant", "mean", "p50", "p99", "max");
+  std::string out = fmt::format(
+      "gpu-context on device {} ({}), {} repetitions, microseconds\n", r.settings.device,
+      r.env.devices.empty() ? "?"
+                            : r.env.devices[static_cast<std::size_t>(std::max(0, r.settings.device))].name,
+      r.settings.repetitions);
+  out += fmt::format("  {:<34} {:<14} {:>10} {:>10} {:>10} {:>10}\n", "operation", "variant", "mean", "p50",
+                     "p99", "max");
   for (const auto& x : r.rows)
-    out += fmt::format("  {:<34} {:<14} {}\n", x.operation, x.variant, x.error.empty() ? latency_cell(x.us) : "failed: " + x.error);
+    out += fmt::format("  {:<34} {:<14} {}\n", x.operation, x.variant,
+                       x.error.empty() ? latency_cell(x.us) : "failed: " + x.error);
   if (!r.green_note.empty()) out += "  green contexts: " + r.green_note + "\n";
-  out += "  CUPTI: " + (r.cupti.enabled ? fmt::format("{} activity records", r.cupti.activities.size()) : r.cupti.reason) + "\n";
+  out += "  CUPTI: " +
+         (r.cupti.enabled ? fmt::format("{} activity records", r.cupti.activities.size()) : r.cupti.reason) +
+         "\n";
   return out;
 }
 
 std::string format_table(const KvSwapResult& r) {
   if (!r.ran) return "kv-swap: not run: " + r.reason + "\n";
-  std::string out = "kv-swap: tenant switch = evict one tenant's KV to pinned host memory + restore another's\n";
-  out += fmt::format("  {:>7} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>11} {:>11} {:>9}\n", "tenants", "KV", "transfer",
-                     "decode", "mean ms", "p50 ms", "p99 ms", "D2H GB/s", "H2D GB/s", "both GB/s", "collapse");
+  std::string out =
+      "kv-swap: tenant switch = evict one tenant's KV to pinned host memory + restore another's\n";
+  out += fmt::format("  {:>7} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>11} {:>11} {:>11} {:>9}\n", "tenants",
+                     "KV", "transfer", "decode", "mean ms", "p50 ms", "p99 ms", "D2H GB/s", "H2D GB/s",
+                     "both GB/s", "collapse");
   for (const auto& x : r.rows) {
     if (!x.skipped.empty()) {
       out += fmt::format("  {:>7} {:>9} {:>9} {:>8}  skipped: {}\n", x.tenants, human_bytes(x.kv_bytes),
                          human_bytes(x.chunk_bytes), x.overlapped ? "yes" : "no", x.skipped);
       continue;
     }
-    out += fmt::format("  {:>7} {:>9} {:>9} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.2f} {:>11.2f} {:>11.2f} {:>9}\n",
-                       x.tenants, human_bytes(x.kv_bytes), human_bytes(x.chunk_bytes), x.overlapped ? "yes" : "no",
-                       x.switch_ms.mean, x.switch_ms.p50, x.switch_ms.p99, x.d2h_gbps.median, x.h2d_gbps.median,
-                       x.bidir_gbps.median, x.small_transfer_collapse ? "YES" : "");
+    out += fmt::format(
+        "  {:>7} {:>9} {:>9} {:>8} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.2f} {:>11.2f} {:>11.2f} {:>9}\n",
+        x.tenants, human_bytes(x.kv_bytes), human_bytes(x.chunk_bytes), x.overlapped ? "yes" : "no",
+        x.switch_ms.mean, x.switch_ms.p50, x.switch_ms.p99, x.d2h_gbps.median, x.h2d_gbps.median,
+        x.bidir_gbps.median, x.small_transfer_collapse ? "YES" : "");
   }
   for (const auto& f : r.findings) out += "  " + f + "\n";
-  out += "  CUPTI: " + (r.cupti.enabled ? fmt::format("{} activity records", r.cupti.activities.size()) : r.cupti.reason) + "\n";
+  out += "  CUPTI: " +
+         (r.cupti.enabled ? fmt::format("{} activity records", r.cupti.activities.size()) : r.cupti.reason) +
+         "\n";
   out += fmt::format("  NVML: {} samples\n", r.nvml.size());
   return out;
 }
@@ -187,7 +216,8 @@ std::string format_table(const CollectivesResult& r) {
       out += "\n";
     }
     for (const auto& p : r.slow)
-      out += fmt::format("  slow pair {} -> {}: {:.1f} GB/s, {:.2f} of the median pair\n", p.from, p.to, p.gbps, p.vs_median);
+      out += fmt::format("  slow pair {} -> {}: {:.1f} GB/s, {:.2f} of the median pair\n", p.from, p.to,
+                         p.gbps, p.vs_median);
   }
   return out;
 }

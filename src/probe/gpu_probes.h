@@ -57,8 +57,8 @@ struct CuptiActivity {
 };
 struct CuptiCapture {
   bool enabled = false;
-  std::string reason;                    // why not, or which kinds were missing
-  std::vector<std::string> kinds;        // kinds enabled
+  std::string reason;              // why not, or which kinds were missing
+  std::vector<std::string> kinds;  // kinds enabled
   std::vector<CuptiActivity> activities;
   std::uint64_t dropped = 0;
 };
@@ -67,7 +67,7 @@ struct LatencyRow {
   std::string operation;  // cuCtxCreate, cuCtxDestroy, cuCtxSetCurrent, ...
   std::string variant;    // sched flag, or "" when not applicable
   LatencySummary us;
-  std::string error;      // set when the call failed (the row has no samples)
+  std::string error;  // set when the call failed (the row has no samples)
 };
 
 struct GpuContextSettings {
@@ -95,8 +95,8 @@ struct KvSwapSettings {
   // Per-transfer sizes: 0 = one copy per KV cache; smaller values split it
   // into as many copies as a paged cache would issue per block.
   std::vector<std::uint64_t> chunk_bytes{0, 1ull << 20, 64ull << 10};
-  int switches = 16;      // per configuration (latency distribution)
-  int repetitions = 5;    // per bandwidth point (median)
+  int switches = 16;    // per configuration (latency distribution)
+  int repetitions = 5;  // per bandwidth point (median)
   bool overlap_decode = true;
   bool cupti = true;
   double nvml_interval_s = 0.05;
@@ -110,10 +110,10 @@ struct KvSwapRow {
   LatencySummary switch_ms;       // evict (D2H) + restore (H2D), one switch
   MedianCi d2h_gbps;
   MedianCi h2d_gbps;
-  MedianCi bidir_gbps;            // both directions at once on two copy engines
+  MedianCi bidir_gbps;                    // both directions at once on two copy engines
   std::optional<double> decode_slowdown;  // decode kernel time with copies / alone
   bool small_transfer_collapse = false;
-  std::string skipped;            // why this configuration did not run
+  std::string skipped;  // why this configuration did not run
 };
 struct KvSwapResult {
   KvSwapSettings settings;

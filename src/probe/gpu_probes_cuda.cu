@@ -23,9 +23,13 @@ namespace tokenscope::probe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
 
-std::string cuda_error(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
+std::string cuda_error(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
 
 __global__ void empty_kernel() {}
 
@@ -43,7 +47,8 @@ __global__ void decode_kernel(const float4* data, std::size_t n, int passes, flo
   float acc = 0.f;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (int p = 0; p < passes; ++p)
-    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+         i += stride) {
       const float4 v = data[i];
       acc += v.x + v.y + v.z + v.w;
     }
@@ -215,8 +220,8 @@ class CuptiSession {
     };
     CuptiFns f;
     if (!bind("cuptiActivityEnable", f.enable) || !bind("cuptiActivityDisable", f.disable) ||
-        !bind("cuptiActivityRegisterCallbacks", f.register_callbacks) || !bind("cuptiActivityFlushAll", f.flush_all) ||
-        !bind("cuptiActivityGetNextRecord", f.next_record)) {
+        !bind("cuptiActivityRegisterCallbacks", f.register_callbacks) ||
+        !bind("cuptiActivityFlushAll", f.flush_all) || !bind("cuptiActivityGetNextRecord", f.next_record)) {
       capture.reason = "libcupti.so lacks the activity API";
       return;
     }
@@ -276,11 +281,15 @@ struct Check {
   }
 };
 
-LatencySummary summarize_us(std::vector<double> v) { return summarize_latencies(std::move(v)); }
+LatencySummary summarize_us(std::vector<double> v) {
+  return summarize_latencies(std::move(v));
+}
 
 }  // namespace
 
-bool gpu_probes_built() { return true; }
+bool gpu_probes_built() {
+  return true;
+}
 
 GpuEnvironment gpu_environment() {
   GpuEnvironment e;
@@ -334,7 +343,8 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
     return r;
   }
   if (s.device < 0 || s.device >= static_cast<int>(r.env.devices.size())) {
-    r.reason = "no device " + std::to_string(s.device) + " (" + std::to_string(r.env.devices.size()) + " visible)";
+    r.reason =
+        "no device " + std::to_string(s.device) + " (" + std::to_string(r.env.devices.size()) + " visible)";
     return r;
   }
   Driver drv;
@@ -352,12 +362,14 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   // Plain contexts: neither execution affinity nor CIG parameters.
   CUctxCreateParams no_params{};
 
-  auto add = [&](const std::string& op, const std::string& variant, std::vector<double> us, const std::string& error) {
+  auto add = [&](const std::string& op, const std::string& variant, std::vector<double> us,
+                 const std::string& error) {
     r.rows.push_back({op, variant, summarize_us(std::move(us)), error});
   };
 
-  const std::pair<unsigned, const char*> flags[] = {
-      {CU_CTX_SCHED_SPIN, "spin"}, {CU_CTX_SCHED_YIELD, "yield"}, {CU_CTX_SCHED_BLOCKING_SYNC, "blocking_sync"}};
+  const std::pair<unsigned, const char*> flags[] = {{CU_CTX_SCHED_SPIN, "spin"},
+                                                    {CU_CTX_SCHED_YIELD, "yield"},
+                                                    {CU_CTX_SCHED_BLOCKING_SYNC, "blocking_sync"}};
   for (const auto& [flag, name] : flags) {
     std::vector<double> create, destroy;
     std::string error;
@@ -383,9 +395,11 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   {
     CUcontext a = nullptr, b = nullptr;
     std::string error;
-    if (CUresult rc = drv.ctx_create(&a, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) error = drv.err(rc);
+    if (CUresult rc = drv.ctx_create(&a, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
+      error = drv.err(rc);
     if (error.empty())
-      if (CUresult rc = drv.ctx_create(&b, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) error = drv.err(rc);
+      if (CUresult rc = drv.ctx_create(&b, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
+        error = drv.err(rc);
     std::vector<double> set, push, pop;
     for (int i = 0; i < reps && error.empty(); ++i) {
       auto t0 = Clock::now();
@@ -482,9 +496,11 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
       CUdevResourceDesc desc{};
       if (rc == CUDA_SUCCESS) rc = drv.generate_desc(&desc, &part, 1);
       if (rc != CUDA_SUCCESS) {
-        r.green_note = "SM split of " + std::to_string(want) + " of " + std::to_string(total) + " failed: " + drv.err(rc);
+        r.green_note = "SM split of " + std::to_string(want) + " of " + std::to_string(total) +
+                       " failed: " + drv.err(rc);
       } else {
-        r.green_note = "partition of " + std::to_string(part.sm.smCount) + " of " + std::to_string(total) + " SMs";
+        r.green_note =
+            "partition of " + std::to_string(part.sm.smCount) + " of " + std::to_string(total) + " SMs";
         std::vector<double> create, destroy, launch;
         std::string error;
         for (int i = 0; i < reps && error.empty(); ++i) {
@@ -686,10 +702,12 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
           const int resident = std::max(1, tenants / 2);
           SwapBuffers buf;
           buf.host_bytes = static_cast<std::uint64_t>(tenants) * kv;
-          buf.device_bytes = static_cast<std::uint64_t>(resident + 1) * kv;  // one spare slot for two-way copies
+          buf.device_bytes =
+              static_cast<std::uint64_t>(resident + 1) * kv;  // one spare slot for two-way copies
           cudaMemGetInfo(&free_b, &total_b);
           if (buf.host_bytes > s.max_host_bytes) {
-            row.skipped = "needs " + std::to_string(buf.host_bytes >> 20) + " MiB pinned host memory (cap --max-host-mib)";
+            row.skipped = "needs " + std::to_string(buf.host_bytes >> 20) +
+                          " MiB pinned host memory (cap --max-host-mib)";
           } else if (buf.device_bytes > free_b * 0.9) {
             row.skipped = "needs " + std::to_string(buf.device_bytes >> 20) + " MiB GPU memory";
           } else if (cudaHostAlloc(&buf.host, buf.host_bytes, cudaHostAllocDefault) != cudaSuccess) {
@@ -712,7 +730,9 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
           for (int rep = 0; rep < s.repetitions; ++rep) {
             double dm = 0;
             double ms = timed_copy(
-                [&](CopyQueue& q) { enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h, &q); },
+                [&](CopyQueue& q) {
+                  enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h, &q);
+                },
                 false, row.overlapped, &dm);
             d2h.push_back(kv / (ms * 1e6));
             if (row.overlapped && decode_alone_ms > 0) slow.push_back(dm / decode_alone_ms);
@@ -725,7 +745,8 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
             ms = timed_copy(
                 [&](CopyQueue& q) {
                   enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h, &q);
-                  enqueue_copy(slot(resident), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_h2d, &q);
+                  enqueue_copy(slot(resident), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_h2d,
+                               &q);
                 },
                 true, row.overlapped, &dm);
             bidir.push_back(2.0 * kv / (ms * 1e6));
@@ -766,10 +787,11 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
   flag_small_transfer_collapse(r.rows);
   for (const auto& row : r.rows)
     if (row.small_transfer_collapse)
-      r.findings.push_back("many-small-transfers collapse: " + std::to_string(row.chunk_bytes >> 10) +
-                           " KiB copies of a " + std::to_string(row.kv_bytes >> 20) + " MiB cache reach " +
-                           std::to_string(static_cast<int>(std::min(row.d2h_gbps.median, row.h2d_gbps.median))) +
-                           " GB/s, under half of one whole copy");
+      r.findings.push_back(
+          "many-small-transfers collapse: " + std::to_string(row.chunk_bytes >> 10) + " KiB copies of a " +
+          std::to_string(row.kv_bytes >> 20) + " MiB cache reach " +
+          std::to_string(static_cast<int>(std::min(row.d2h_gbps.median, row.h2d_gbps.median))) +
+          " GB/s, under half of one whole copy");
   if (decode_alone_ms > 0)
     r.findings.push_back("decode kernel alone: " + std::to_string(decode_alone_ms) + " ms per launch");
   for (auto* e : {e0, e1, e2, d0, d1}) cudaEventDestroy(e);
@@ -820,15 +842,16 @@ CollectivesResult run_collectives_probe(const CollectivesSettings& s) {
     return f != nullptr;
   };
   if (!bind("ncclGetVersion", nc.version) || !bind("ncclCommInitAll", nc.init_all) ||
-      !bind("ncclCommDestroy", nc.destroy) || !bind("ncclAllReduce", nc.all_reduce) || !bind("ncclSend", nc.send) ||
-      !bind("ncclRecv", nc.recv) || !bind("ncclGroupStart", nc.group_start) || !bind("ncclGroupEnd", nc.group_end) ||
-      !bind("ncclGetErrorString", nc.error_string)) {
+      !bind("ncclCommDestroy", nc.destroy) || !bind("ncclAllReduce", nc.all_reduce) ||
+      !bind("ncclSend", nc.send) || !bind("ncclRecv", nc.recv) || !bind("ncclGroupStart", nc.group_start) ||
+      !bind("ncclGroupEnd", nc.group_end) || !bind("ncclGetErrorString", nc.error_string)) {
     r.reason = "libnccl.so.2 lacks an entry point this probe needs";
     return r;
   }
   int v = 0;
   nc.version(&v);
-  r.nccl_version = std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  r.nccl_version =
+      std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
   const int n = static_cast<int>(r.env.devices.size());
   r.ranks = n;
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(n));
@@ -882,8 +905,8 @@ CollectivesResult run_collectives_probe(const CollectivesSettings& s) {
   };
   const double ar_factor = busbw_factor("all_reduce", n).value_or(0.0);
   const double a2a_factor = busbw_factor("alltoall", n).value_or(0.0);
-  for (std::uint64_t bytes = std::max<std::uint64_t>(s.min_bytes, 4 * static_cast<std::uint64_t>(n)); bytes <= max_bytes;
-       bytes *= static_cast<std::uint64_t>(std::max(2, s.factor))) {
+  for (std::uint64_t bytes = std::max<std::uint64_t>(s.min_bytes, 4 * static_cast<std::uint64_t>(n));
+       bytes <= max_bytes; bytes *= static_cast<std::uint64_t>(std::max(2, s.factor))) {
     const std::size_t count = bytes / sizeof(float);
     const double t_ar = time_op([&] {
       nc.group_start();
@@ -909,8 +932,10 @@ CollectivesResult run_collectives_probe(const CollectivesSettings& s) {
       for (int i = 0; i < n; ++i) {
         const auto u = static_cast<std::size_t>(i);
         for (int p = 0; p < n; ++p) {
-          nc.send(send[u] + static_cast<std::size_t>(p) * per_peer, per_peer, ncclFloat, p, comms[u], streams[u]);
-          nc.recv(recv[u] + static_cast<std::size_t>(p) * per_peer, per_peer, ncclFloat, p, comms[u], streams[u]);
+          nc.send(send[u] + static_cast<std::size_t>(p) * per_peer, per_peer, ncclFloat, p, comms[u],
+                  streams[u]);
+          nc.recv(recv[u] + static_cast<std::size_t>(p) * per_peer, per_peer, ncclFloat, p, comms[u],
+                  streams[u]);
         }
       }
       nc.group_end();

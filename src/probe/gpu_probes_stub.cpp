@@ -8,7 +8,9 @@ constexpr const char* kNotBuilt =
     "built without the CUDA toolkit (CMake found no CUDAToolkit): GPU probes are not in this binary";
 }
 
-bool gpu_probes_built() { return false; }
+bool gpu_probes_built() {
+  return false;
+}
 
 GpuEnvironment gpu_environment() {
   GpuEnvironment e;

@@ -54,7 +54,8 @@ KvSwapRow row(std::uint64_t chunk, double d2h, double h2d) {
 }
 
 TEST(GpuProbes, SmallTransferCollapseRule) {
-  std::vector<KvSwapRow> rows{row(0, 50, 52), row(1 << 20, 48, 50), row(64 << 10, 20, 51), row(4 << 10, 30, 30)};
+  std::vector<KvSwapRow> rows{row(0, 50, 52), row(1 << 20, 48, 50), row(64 << 10, 20, 51),
+                              row(4 << 10, 30, 30)};
   rows.push_back(row(64 << 10, 40, 45));
   rows.back().tenants = 8;  // no whole-copy row for 8 tenants: nothing to compare with
   flag_small_transfer_collapse(rows);

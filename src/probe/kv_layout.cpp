@@ -17,8 +17,12 @@
 
 namespace tokenscope::probe {
 
-std::string to_string(KvLayout l) { return l == KvLayout::kHeadInterleaved ? "head-interleaved" : "head-contiguous"; }
-std::string to_string(KvSplit s) { return s == KvSplit::kBySequence ? "by-sequence" : "by-head"; }
+std::string to_string(KvLayout l) {
+  return l == KvLayout::kHeadInterleaved ? "head-interleaved" : "head-contiguous";
+}
+std::string to_string(KvSplit s) {
+  return s == KvSplit::kBySequence ? "by-sequence" : "by-head";
+}
 
 int dtype_bytes(const std::string& dtype) {
   if (dtype == "bf16" || dtype == "fp16") return 2;
@@ -27,7 +31,9 @@ int dtype_bytes(const std::string& dtype) {
   throw UsageError("dtype must be bf16, fp16, fp8 or fp32, got '" + dtype + "'");
 }
 
-int KvGeometry::row_bytes() const { return head_dim * dtype_bytes(dtype); }
+int KvGeometry::row_bytes() const {
+  return head_dim * dtype_bytes(dtype);
+}
 std::uint64_t KvGeometry::block_bytes() const {
   return 2ull * static_cast<std::uint64_t>(block_size) * static_cast<std::uint64_t>(kv_heads) *
          static_cast<std::uint64_t>(row_bytes());
@@ -45,8 +51,8 @@ struct KvAddressing {
   int blocks_per_sequence;
   std::uint64_t row;
   std::uint64_t block;
-  std::uint64_t kv_bytes;      // the pool, from its (possibly misaligned) start
-  std::uint64_t meta_offset;   // where metadata starts (line-aligned, after the pool)
+  std::uint64_t kv_bytes;     // the pool, from its (possibly misaligned) start
+  std::uint64_t meta_offset;  // where metadata starts (line-aligned, after the pool)
   std::uint64_t meta_bytes;
 
   KvAddressing(const KvGeometry& geo, KvLayout l, bool pad, int seqs, int bps)
@@ -66,23 +72,26 @@ struct KvAddressing {
     return (v + L - 1) / L * L;
   }
   std::uint64_t row_at(int seq, int token, int head, int kv) const {
-    const std::uint64_t b = static_cast<std::uint64_t>(seq) * static_cast<std::uint64_t>(blocks_per_sequence) +
-                            static_cast<std::uint64_t>(token / g.block_size);
+    const std::uint64_t b =
+        static_cast<std::uint64_t>(seq) * static_cast<std::uint64_t>(blocks_per_sequence) +
+        static_cast<std::uint64_t>(token / g.block_size);
     const std::uint64_t t = static_cast<std::uint64_t>(token % g.block_size);
     const std::uint64_t h = static_cast<std::uint64_t>(head);
     const std::uint64_t within = layout == KvLayout::kHeadInterleaved
                                      ? (t * static_cast<std::uint64_t>(g.kv_heads) + h) * row
                                      : (h * static_cast<std::uint64_t>(g.block_size) + t) * row;
-    return static_cast<std::uint64_t>(g.base_offset_bytes) + b * block + static_cast<std::uint64_t>(kv) * (block / 2) +
-           within;
+    return static_cast<std::uint64_t>(g.base_offset_bytes) + b * block +
+           static_cast<std::uint64_t>(kv) * (block / 2) + within;
   }
   // Sequence length and tokens-generated counters, and per-(seq, head) progress.
   std::uint64_t len_at(int seq) const {
-    return meta_offset + (padded ? static_cast<std::uint64_t>(seq) * pad() : static_cast<std::uint64_t>(seq) * 4);
+    return meta_offset +
+           (padded ? static_cast<std::uint64_t>(seq) * pad() : static_cast<std::uint64_t>(seq) * 4);
   }
   std::uint64_t generated_at(int seq) const {
-    return padded ? len_at(seq) + 4 : meta_offset + align(static_cast<std::uint64_t>(sequences) * 4) +
-                                          static_cast<std::uint64_t>(seq) * 4;
+    return padded ? len_at(seq) + 4
+                  : meta_offset + align(static_cast<std::uint64_t>(sequences) * 4) +
+                        static_cast<std::uint64_t>(seq) * 4;
   }
   std::uint64_t progress_at(int seq, int head) const {
     const std::uint64_t idx = static_cast<std::uint64_t>(seq) * static_cast<std::uint64_t>(g.kv_heads) +
@@ -103,7 +112,8 @@ void validate(const KvGeometry& g) {
   if (g.kv_heads < 1 || g.kv_heads > 256) throw UsageError("--kv-heads must be 1..256");
   if (g.line_size < 8 || (g.line_size & (g.line_size - 1)) != 0 || g.line_size > 4096)
     throw UsageError("--line-size must be a power of two from 8 to 4096");
-  if (g.base_offset_bytes < 0 || g.base_offset_bytes > 4096) throw UsageError("--base-offset must be 0..4096 bytes");
+  if (g.base_offset_bytes < 0 || g.base_offset_bytes > 4096)
+    throw UsageError("--base-offset must be 0..4096 bytes");
   if (g.metadata_pad_bytes < 8 || g.metadata_pad_bytes > 4096 || g.metadata_pad_bytes % 8 != 0)
     throw UsageError("--metadata-pad must be a multiple of 8 from 8 to 4096 bytes");
   (void)dtype_bytes(g.dtype);
@@ -111,8 +121,8 @@ void validate(const KvGeometry& g) {
 
 }  // namespace
 
-KvAnalysis analyze_kv_layout(const KvGeometry& g, KvLayout layout, KvSplit split, bool metadata_padded, int threads,
-                             int sequences, int blocks_per_sequence) {
+KvAnalysis analyze_kv_layout(const KvGeometry& g, KvLayout layout, KvSplit split, bool metadata_padded,
+                             int threads, int sequences, int blocks_per_sequence) {
   validate(g);
   if (threads < 1 || threads > 64) throw UsageError("the analysis takes 1..64 threads");
   KvAddressing a(g, layout, metadata_padded, sequences, blocks_per_sequence);
@@ -271,7 +281,8 @@ double run_variant(const KvAddressing& a, KvSplit split, const std::vector<int>&
 
 KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& topo) {
   validate(s.geometry);
-  if (s.tokens_per_sequence < 1 || s.tokens_per_sequence > 1'000'000) throw UsageError("--tokens must be 1..1000000");
+  if (s.tokens_per_sequence < 1 || s.tokens_per_sequence > 1'000'000)
+    throw UsageError("--tokens must be 1..1000000");
   if (s.read_window < 1) throw UsageError("--read-window must be at least 1");
   if (s.repetitions < 1) throw UsageError("--repetitions must be at least 1");
   KvLayoutResult r;
@@ -318,17 +329,18 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
   // min_seconds_per_run, the same steps for every variant.
   long long steps = s.tokens_per_sequence;
   if (s.min_seconds_per_run > 0) {
-    const double t = run_variant(addr[0], variants[0].split, r.cpus_used, s.tokens_per_sequence, s.read_window, steps,
-                                 mem.get(), sink);
+    const double t = run_variant(addr[0], variants[0].split, r.cpus_used, s.tokens_per_sequence,
+                                 s.read_window, steps, mem.get(), sink);
     if (t > 0 && t < s.min_seconds_per_run)
-      steps = std::min<long long>(steps * 1000, static_cast<long long>(std::ceil(steps * s.min_seconds_per_run / t)));
+      steps = std::min<long long>(steps * 1000,
+                                  static_cast<long long>(std::ceil(steps * s.min_seconds_per_run / t)));
   }
   r.steps_per_run = steps;
   std::vector<std::vector<double>> times(variants.size());
   for (int rep = 0; rep < s.repetitions; ++rep)
     for (std::size_t i = 0; i < variants.size(); ++i)
-      times[i].push_back(run_variant(addr[i], variants[i].split, r.cpus_used, s.tokens_per_sequence, s.read_window,
-                                     steps, mem.get(), sink));
+      times[i].push_back(run_variant(addr[i], variants[i].split, r.cpus_used, s.tokens_per_sequence,
+                                     s.read_window, steps, mem.get(), sink));
 
   std::size_t best = 0;
   std::vector<double> med(variants.size());
@@ -351,14 +363,16 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
   // Padding effect per (layout, split), layout effect per (split, metadata).
   auto find = [&](KvLayout l, KvSplit sp, bool p) -> int {
     for (std::size_t i = 0; i < variants.size(); ++i)
-      if (variants[i].layout == l && variants[i].split == sp && variants[i].padded == p) return static_cast<int>(i);
+      if (variants[i].layout == l && variants[i].split == sp && variants[i].padded == p)
+        return static_cast<int>(i);
     return -1;
   };
   for (auto l : s.layouts)
     for (auto sp : s.splits) {
       const int packed = find(l, sp, false), padded = find(l, sp, true);
       if (packed < 0 || padded < 0) continue;
-      const auto ratio = ratio_ci(times[static_cast<std::size_t>(packed)], times[static_cast<std::size_t>(padded)]);
+      const auto ratio =
+          ratio_ci(times[static_cast<std::size_t>(packed)], times[static_cast<std::size_t>(padded)]);
       r.findings.push_back(fmt::format("{} {}: packed metadata takes {} x the time of padded", to_string(l),
                                        to_string(sp), format_ci(ratio)));
     }
@@ -370,8 +384,9 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
       r.findings.push_back(fmt::format("{} {}: head-interleaved takes {} x the time of head-contiguous",
                                        to_string(sp), p ? "padded" : "packed", format_ci(ratio)));
     }
-  r.verdict = fmt::format("fastest: {} ({:.0f} positions/s){}", r.winner, r.variants[best].tokens_per_s.median,
-                          r.caveat.empty() ? "" : "; NOTE: " + r.caveat);
+  r.verdict =
+      fmt::format("fastest: {} ({:.0f} positions/s){}", r.winner, r.variants[best].tokens_per_s.median,
+                  r.caveat.empty() ? "" : "; NOTE: " + r.caveat);
   return r;
 }
 
@@ -432,13 +447,14 @@ std::string format_table(const KvLayoutResult& r) {
       r.settings.threads, fmt::join(r.cpus_used, ","), r.settings.sequences, r.settings.tokens_per_sequence,
       r.steps_per_run, r.settings.read_window);
   if (!r.caveat.empty()) out += "NOTE: " + r.caveat + "\n";
-  out += fmt::format("\n  {:<40} {:>9} {:>9} {:>12} {:>12} {:>16} {:>22}\n", "variant", "straddle", "row-share",
-                     "kv shared", "meta shared", "positions/s", "time vs fastest [CI]");
+  out += fmt::format("\n  {:<40} {:>9} {:>9} {:>12} {:>12} {:>16} {:>22}\n", "variant", "straddle",
+                     "row-share", "kv shared", "meta shared", "positions/s", "time vs fastest [CI]");
   for (const auto& v : r.variants) {
     const auto& a = v.analysis;
-    out += fmt::format("  {:<40} {:>8.1f}% {:>8.1f}% {:>6}/{:<5} {:>6}/{:<5} {:>16.0f} {:>22}\n", v.name(),
-                       100 * a.straddle_share(), 100 * a.shared_row_share(), a.kv_lines_shared, a.kv_lines,
-                       a.metadata_lines_shared, a.metadata_lines, v.tokens_per_s.median, format_ci(v.vs_best));
+    out +=
+        fmt::format("  {:<40} {:>8.1f}% {:>8.1f}% {:>6}/{:<5} {:>6}/{:<5} {:>16.0f} {:>22}\n", v.name(),
+                    100 * a.straddle_share(), 100 * a.shared_row_share(), a.kv_lines_shared, a.kv_lines,
+                    a.metadata_lines_shared, a.metadata_lines, v.tokens_per_s.median, format_ci(v.vs_best));
   }
   out += "\n";
   for (const auto& f : r.findings) out += "  " + f + "\n";

@@ -59,7 +59,7 @@ struct KvAnalysis {
   std::uint64_t rows_straddling = 0;     // touch more lines than ceil(row/line) needs
   std::uint64_t rows_sharing_lines = 0;  // first or last line also holds another row
   std::uint64_t kv_lines = 0;
-  std::uint64_t kv_lines_shared = 0;     // written by more than one thread
+  std::uint64_t kv_lines_shared = 0;  // written by more than one thread
   std::uint64_t metadata_lines = 0;
   std::uint64_t metadata_lines_shared = 0;
   double straddle_share() const { return rows ? static_cast<double>(rows_straddling) / rows : 0.0; }
@@ -72,8 +72,8 @@ KvAnalysis analyze_kv_layout(const KvGeometry& g, KvLayout layout, KvSplit split
 
 struct KvLayoutSettings {
   KvGeometry geometry;
-  int threads = 0;             // 0: one per physical core (at least 2)
-  int sequences = 0;           // 0: 4 per thread
+  int threads = 0;                // 0: one per physical core (at least 2)
+  int sequences = 0;              // 0: 4 per thread
   int tokens_per_sequence = 128;  // token slots per sequence (the cache's size)
   int read_window = 32;
   int repetitions = 15;
@@ -85,8 +85,8 @@ struct KvLayoutSettings {
 
 struct KvVariantResult {
   KvAnalysis analysis;
-  MedianCi tokens_per_s;   // sequence positions appended per second (all heads)
-  MedianCi vs_best;        // this variant's time / the fastest variant's time, per repetition
+  MedianCi tokens_per_s;  // sequence positions appended per second (all heads)
+  MedianCi vs_best;       // this variant's time / the fastest variant's time, per repetition
   std::string name() const;
 };
 

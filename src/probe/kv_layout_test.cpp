@@ -28,7 +28,8 @@ TEST(KvGeometry, RowAndBlockBytes) {
 // 256-byte rows on 64-byte lines, aligned: no row straddles or shares a line,
 // and splitting by sequence never puts two threads on a line.
 TEST(KvAnalysis, AlignedRowsShareNothing) {
-  const auto a = analyze_kv_layout(geo(128, "bf16"), KvLayout::kHeadInterleaved, KvSplit::kBySequence, false, 2, 4, 2);
+  const auto a =
+      analyze_kv_layout(geo(128, "bf16"), KvLayout::kHeadInterleaved, KvSplit::kBySequence, false, 2, 4, 2);
   EXPECT_EQ(a.rows, 4u * 32 * 8 * 2);
   EXPECT_EQ(a.rows_straddling, 0u);
   EXPECT_EQ(a.rows_sharing_lines, 0u);
@@ -39,7 +40,8 @@ TEST(KvAnalysis, AlignedRowsShareNothing) {
   // sequences of different owners.
   EXPECT_EQ(a.metadata_lines, 4u);
   EXPECT_EQ(a.metadata_lines_shared, 4u);
-  const auto p = analyze_kv_layout(geo(128, "bf16"), KvLayout::kHeadInterleaved, KvSplit::kBySequence, true, 2, 4, 2);
+  const auto p =
+      analyze_kv_layout(geo(128, "bf16"), KvLayout::kHeadInterleaved, KvSplit::kBySequence, true, 2, 4, 2);
   EXPECT_EQ(p.metadata_lines_shared, 0u);
   // Padded: 4 {len, generated} slots and 32 progress slots of 128 bytes, each
   // first line its own.
@@ -77,7 +79,8 @@ TEST(KvAnalysis, MisalignedPoolStraddles) {
 // 48-byte rows (head_dim 24, bf16): rows that cross a line boundary when
 // one line could hold them.
 TEST(KvAnalysis, OddRowsStraddleSome) {
-  const auto a = analyze_kv_layout(geo(24, "bf16", 4, 4), KvLayout::kHeadContiguous, KvSplit::kBySequence, true, 1, 1, 1);
+  const auto a = analyze_kv_layout(geo(24, "bf16", 4, 4), KvLayout::kHeadContiguous, KvSplit::kBySequence,
+                                   true, 1, 1, 1);
   // Offsets 0,48,96,144,192,240,...: of every 4 rows (192 bytes = 3 lines),
   // rows at 48 and 96 cross a boundary.
   EXPECT_EQ(a.rows, 4u * 4 * 2);

@@ -36,7 +36,9 @@ struct LineState {
   Bytes written_ever;
 };
 
-bool is_power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
+bool is_power_of_two(int v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
@@ -48,10 +50,11 @@ std::string LineReport::classification() const {
   return "none";
 }
 
-SimResult simulate_lines(const std::vector<Access>& trace, int line_size, const std::vector<LayoutEntry>& layout) {
+SimResult simulate_lines(const std::vector<Access>& trace, int line_size,
+                         const std::vector<LayoutEntry>& layout) {
   if (!is_power_of_two(line_size) || line_size < 8 || line_size > kMaxSimLineSize)
-    throw UsageError("line size must be a power of two from 8 to " + std::to_string(kMaxSimLineSize) + ", got " +
-                     std::to_string(line_size));
+    throw UsageError("line size must be a power of two from 8 to " + std::to_string(kMaxSimLineSize) +
+                     ", got " + std::to_string(line_size));
   const std::uint64_t L = static_cast<std::uint64_t>(line_size);
   std::unordered_map<std::uint64_t, LineState> lines;
   SimResult r;
@@ -71,9 +74,12 @@ SimResult simulate_lines(const std::vector<Access>& trace, int line_size, const 
       st.touched_by[a.thread] |= bytes;
       ThreadLine& me = st.threads[a.thread];
       if (!me.has_copy) {
-        if (!me.ever_had) ++st.report.cold_misses;
-        else if ((me.written_by_others & bytes).any()) ++st.report.misses_true;
-        else ++st.report.misses_false;
+        if (!me.ever_had)
+          ++st.report.cold_misses;
+        else if ((me.written_by_others & bytes).any())
+          ++st.report.misses_true;
+        else
+          ++st.report.misses_false;
         me.has_copy = me.ever_had = true;
         me.written_by_others.reset();
       }
@@ -154,14 +160,15 @@ SimResult simulate_lines(const std::vector<Access>& trace, int line_size, const 
   std::sort(r.lines.begin(), r.lines.end(), [](const LineReport& x, const LineReport& y) {
     if (x.false_events() != y.false_events()) return x.false_events() > y.false_events();
     if (x.events() != y.events()) return x.events() > y.events();
-    if (x.hitm + x.invalidations != y.hitm + y.invalidations) return x.hitm + x.invalidations > y.hitm + y.invalidations;
+    if (x.hitm + x.invalidations != y.hitm + y.invalidations)
+      return x.hitm + x.invalidations > y.hitm + y.invalidations;
     return x.line_address < y.line_address;
   });
   return r;
 }
 
-std::vector<Access> pad_layout(const std::vector<Access>& trace, const std::vector<LayoutEntry>& layout, int line_size,
-                               std::vector<LayoutEntry>* padded_layout) {
+std::vector<Access> pad_layout(const std::vector<Access>& trace, const std::vector<LayoutEntry>& layout,
+                               int line_size, std::vector<LayoutEntry>* padded_layout) {
   if (!is_power_of_two(line_size)) throw UsageError("line size must be a power of two");
   const std::uint64_t L = static_cast<std::uint64_t>(line_size);
   std::vector<LayoutEntry> sorted = layout;
@@ -200,7 +207,8 @@ std::vector<Access> pad_layout(const std::vector<Access>& trace, const std::vect
   return out;
 }
 
-std::vector<Prediction> predict(const std::vector<Access>& trace, int line_size, const std::vector<int>& other_line_sizes,
+std::vector<Prediction> predict(const std::vector<Access>& trace, int line_size,
+                                const std::vector<int>& other_line_sizes,
                                 const std::vector<LayoutEntry>& layout) {
   std::vector<Prediction> out;
   out.push_back({fmt::format("as traced ({} B lines)", line_size), line_size, false,
@@ -230,7 +238,9 @@ nlohmann::json totals_json(const SimTotals& t) {
           {"lines_with_false_sharing", t.lines_false_sharing},
           {"lines_with_true_sharing", t.lines_true_sharing}};
 }
-std::string thread_list(const std::vector<std::uint32_t>& t) { return fmt::format("{}", fmt::join(t, ",")); }
+std::string thread_list(const std::vector<std::uint32_t>& t) {
+  return fmt::format("{}", fmt::join(t, ","));
+}
 }  // namespace
 
 nlohmann::json to_json(const SimResult& r, std::size_t max_lines) {
@@ -264,21 +274,26 @@ nlohmann::json to_json(const SimResult& r, std::size_t max_lines) {
 nlohmann::json to_json(const std::vector<Prediction>& p) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& x : p)
-    j.push_back({{"scenario", x.scenario}, {"line_size", x.line_size}, {"padded", x.padded},
+    j.push_back({{"scenario", x.scenario},
+                 {"line_size", x.line_size},
+                 {"padded", x.padded},
                  {"totals", totals_json(x.totals)}});
   return j;
 }
 
-std::string format_table(const SimResult& r, const std::vector<Prediction>& predictions, std::size_t max_lines) {
+std::string format_table(const SimResult& r, const std::vector<Prediction>& predictions,
+                         std::size_t max_lines) {
   std::string out;
   const auto& t = r.totals;
-  out += fmt::format("{} accesses on {} lines of {} B: {} coherence misses ({} true sharing, {} false sharing; "
-                     "{} lines with false sharing), {} invalidations, {} HITM\n",
-                     t.accesses, t.lines, r.line_size, t.true_events() + t.false_events(), t.true_events(),
-                     t.false_events(), t.lines_false_sharing, t.invalidations, t.hitm);
+  out += fmt::format(
+      "{} accesses on {} lines of {} B: {} coherence misses ({} true sharing, {} false sharing; "
+      "{} lines with false sharing), {} invalidations, {} HITM\n",
+      t.accesses, t.lines, r.line_size, t.true_events() + t.false_events(), t.true_events(), t.false_events(),
+      t.lines_false_sharing, t.invalidations, t.hitm);
   if (!r.lines.empty()) {
-    out += fmt::format("\n  {:<18} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<21} {}\n", "line", "class", "misses",
-                       "false", "true", "inval", "hitm", "threads", "offsets [begin,end) threads, symbols");
+    out +=
+        fmt::format("\n  {:<18} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<21} {}\n", "line", "class", "misses",
+                    "false", "true", "inval", "hitm", "threads", "offsets [begin,end) threads, symbols");
     for (std::size_t i = 0; i < r.lines.size() && i < max_lines; ++i) {
       const auto& l = r.lines[i];
       std::string ranges;
@@ -290,11 +305,13 @@ std::string format_table(const SimResult& r, const std::vector<Prediction>& pred
                          l.hitm, thread_list(l.threads), ranges);
       for (const auto& s : l.symbols) out += fmt::format("  {:<20} {}\n", "", s);
     }
-    if (r.lines.size() > max_lines) out += fmt::format("  ... {} more lines with events\n", r.lines.size() - max_lines);
+    if (r.lines.size() > max_lines)
+      out += fmt::format("  ... {} more lines with events\n", r.lines.size() - max_lines);
   }
   if (!predictions.empty()) {
     out += "\npredictions (same trace, other line size or padding)\n";
-    out += fmt::format("  {:<28} {:>10} {:>10} {:>10} {:>12}\n", "scenario", "misses", "false", "true", "false lines");
+    out += fmt::format("  {:<28} {:>10} {:>10} {:>10} {:>12}\n", "scenario", "misses", "false", "true",
+                       "false lines");
     for (const auto& p : predictions)
       out += fmt::format("  {:<28} {:>10} {:>10} {:>10} {:>12}\n", p.scenario,
                          p.totals.true_events() + p.totals.false_events(), p.totals.false_events(),

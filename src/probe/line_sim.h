@@ -38,10 +38,10 @@ struct LineReport {
   std::uint64_t reads = 0;
   std::uint64_t writes = 0;
   std::uint64_t cold_misses = 0;
-  std::uint64_t misses_true = 0;   // coherence misses, true sharing
-  std::uint64_t misses_false = 0;  // coherence misses, false sharing
-  std::uint64_t invalidations = 0; // copies invalidated by writes
-  std::uint64_t hitm = 0;          // reads that found the line Modified in another thread
+  std::uint64_t misses_true = 0;       // coherence misses, true sharing
+  std::uint64_t misses_false = 0;      // coherence misses, false sharing
+  std::uint64_t invalidations = 0;     // copies invalidated by writes
+  std::uint64_t hitm = 0;              // reads that found the line Modified in another thread
   std::vector<std::uint32_t> threads;  // every thread that touched the line
   // Byte ranges [begin, end) within the line with the threads that touched them.
   struct Range {
@@ -78,12 +78,14 @@ struct SimTotals {
 struct SimResult {
   int line_size = 64;
   SimTotals totals;
-  std::vector<LineReport> lines;  // lines with coherence misses, invalidations or HITMs; most false sharing first
+  std::vector<LineReport>
+      lines;  // lines with coherence misses, invalidations or HITMs; most false sharing first
 };
 
 // Replays the trace. line_size must be a power of two in [8, 256]
 // (UsageError otherwise). layout names the objects on reported lines.
-SimResult simulate_lines(const std::vector<Access>& trace, int line_size, const std::vector<LayoutEntry>& layout = {});
+SimResult simulate_lines(const std::vector<Access>& trace, int line_size,
+                         const std::vector<LayoutEntry>& layout = {});
 
 // Moves every object of the layout to its own line (objects keep their order
 // and size; each starts at a multiple of line_size in a fresh address range);
@@ -100,12 +102,14 @@ struct Prediction {
 
 // The trace as recorded at line_size, at each of other_line_sizes, and with
 // the layout padded at line_size (when a layout is given).
-std::vector<Prediction> predict(const std::vector<Access>& trace, int line_size, const std::vector<int>& other_line_sizes,
+std::vector<Prediction> predict(const std::vector<Access>& trace, int line_size,
+                                const std::vector<int>& other_line_sizes,
                                 const std::vector<LayoutEntry>& layout);
 
 nlohmann::json to_json(const SimResult& r, std::size_t max_lines = 1000);
 nlohmann::json to_json(const std::vector<Prediction>& p);
 // perf-c2c-like table of the top `max_lines` lines, then the predictions.
-std::string format_table(const SimResult& r, const std::vector<Prediction>& predictions, std::size_t max_lines = 20);
+std::string format_table(const SimResult& r, const std::vector<Prediction>& predictions,
+                         std::size_t max_lines = 20);
 
 }  // namespace tokenscope::probe

@@ -36,11 +36,16 @@ std::vector<Access> interleave(std::vector<Program> programs, std::uint64_t seed
   return out;
 }
 
-Access rd(std::uint32_t t, std::uint64_t a, std::uint32_t size) { return {a, t, size, false}; }
-Access wr(std::uint32_t t, std::uint64_t a, std::uint32_t size) { return {a, t, size, true}; }
+Access rd(std::uint32_t t, std::uint64_t a, std::uint32_t size) {
+  return {a, t, size, false};
+}
+Access wr(std::uint32_t t, std::uint64_t a, std::uint32_t size) {
+  return {a, t, size, true};
+}
 
 // Thread t increments its 8-byte counter at base + t * stride.
-SharingCase counters(const std::string& name, std::uint64_t seed, int threads, int iters, std::uint64_t stride) {
+SharingCase counters(const std::string& name, std::uint64_t seed, int threads, int iters,
+                     std::uint64_t stride) {
   SharingCase c;
   c.name = name;
   std::vector<Program> progs(static_cast<std::size_t>(threads));
@@ -59,8 +64,8 @@ SharingCase counters(const std::string& name, std::uint64_t seed, int threads, i
 }  // namespace
 
 std::vector<std::string> sharing_case_names() {
-  return {"packed-counters", "padded-counters",  "shared-counter",  "producer-consumer",
-          "read-mostly",     "sequence-structs", "mixed-line",      "block-table"};
+  return {"packed-counters", "padded-counters",  "shared-counter", "producer-consumer",
+          "read-mostly",     "sequence-structs", "mixed-line",     "block-table"};
 }
 
 SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int threads, int iters) {
@@ -70,7 +75,8 @@ SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int t
   SharingCase c;
   if (name == "packed-counters") {
     c = counters(name, seed, std::min(threads, 8), iters, 8);
-    c.description = "each thread increments its own 8-byte counter; the counters share one line (false sharing)";
+    c.description =
+        "each thread increments its own 8-byte counter; the counters share one line (false sharing)";
     for (const auto& e : c.layout) c.expected[e.name] = "false";
   } else if (name == "padded-counters") {
     c = counters(name, seed, threads, iters, 64);
@@ -91,7 +97,8 @@ SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int t
   } else if (name == "producer-consumer") {
     c.name = name;
     c.description =
-        "thread 0 writes a 64-byte message (eight 8-byte stores), thread 1 reads it whole, over and over (true "
+        "thread 0 writes a 64-byte message (eight 8-byte stores), thread 1 reads it whole, over and over "
+        "(true "
         "sharing: every miss moves data the other thread wrote)";
     std::vector<Program> progs(2);
     for (int i = 0; i < iters; ++i) {
@@ -104,13 +111,15 @@ SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int t
   } else if (name == "read-mostly") {
     c.name = name;
     c.description =
-        "thread 0 fills a 256-byte table once, then every thread only reads it: first touches are cold misses and "
+        "thread 0 fills a 256-byte table once, then every thread only reads it: first touches are cold "
+        "misses and "
         "the lines settle shared (no sharing misses)";
     std::vector<Access> init;
     for (std::uint64_t off = 0; off < 256; off += 8) init.push_back(wr(0, kBase + off, 8));
     std::vector<Program> progs(T);
     for (std::uint32_t t = 0; t < T; ++t)
-      for (int i = 0; i < iters; ++i) progs[t].push_back(rd(t, kBase + static_cast<std::uint64_t>((i * 8 + t * 24) % 256), 8));
+      for (int i = 0; i < iters; ++i)
+        progs[t].push_back(rd(t, kBase + static_cast<std::uint64_t>((i * 8 + t * 24) % 256), 8));
     c.trace = init;
     const auto rest = interleave(std::move(progs), seed);
     c.trace.insert(c.trace.end(), rest.begin(), rest.end());
@@ -119,7 +128,8 @@ SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int t
   } else if (name == "sequence-structs") {
     c.name = name;
     c.description =
-        "16-byte per-sequence structs {len, generated} packed 4 to a line, thread t updating sequence t (false "
+        "16-byte per-sequence structs {len, generated} packed 4 to a line, thread t updating sequence t "
+        "(false "
         "sharing), and a step counter on its own line written by thread 0 and read by all (true sharing)";
     std::vector<Program> progs(T);
     const std::uint64_t seqs = kBase, step = kBase + 4096;
@@ -128,8 +138,10 @@ SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int t
       c.layout.push_back({s, 16, "seq[" + std::to_string(t) + "]"});
       c.expected["seq[" + std::to_string(t) + "]"] = "false";
       for (int i = 0; i < iters; ++i) {
-        if (t == 0) progs[t].push_back(wr(0, step, 8));
-        else progs[t].push_back(rd(t, step, 8));
+        if (t == 0)
+          progs[t].push_back(wr(0, step, 8));
+        else
+          progs[t].push_back(rd(t, step, 8));
         progs[t].push_back(rd(t, s, 8));
         progs[t].push_back(wr(t, s, 8));
         progs[t].push_back(wr(t, s + 8, 8));
@@ -147,8 +159,10 @@ SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int t
     const std::uint64_t line = kBase;
     for (std::uint32_t t = 0; t < T && t < 7; ++t)
       for (int i = 0; i < iters; ++i) {
-        if (t == 0) progs[t].push_back(wr(0, line, 8));
-        else progs[t].push_back(rd(t, line, 8));
+        if (t == 0)
+          progs[t].push_back(wr(0, line, 8));
+        else
+          progs[t].push_back(rd(t, line, 8));
         progs[t].push_back(wr(t, line + 8 + static_cast<std::uint64_t>(t) * 8, 8));
       }
     progs.resize(std::min<std::size_t>(T, 7));
@@ -158,7 +172,8 @@ SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int t
   } else if (name == "block-table") {
     c.name = name;
     c.description =
-        "int32 block-table entries of several sequences packed in one array, each thread appending to its own "
+        "int32 block-table entries of several sequences packed in one array, each thread appending to its "
+        "own "
         "sequence's 4 entries (false sharing)";
     std::vector<Program> progs(T);
     for (std::uint32_t t = 0; t < T; ++t) {

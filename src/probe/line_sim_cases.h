@@ -28,6 +28,7 @@ struct SharingCase {
 
 std::vector<std::string> sharing_case_names();
 // UsageError for an unknown name. threads >= 2, iterations >= 1.
-SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int threads = 4, int iterations = 200);
+SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int threads = 4,
+                              int iterations = 200);
 
 }  // namespace tokenscope::probe

@@ -13,8 +13,12 @@
 namespace tokenscope::probe {
 namespace {
 
-Access rd(std::uint32_t t, std::uint64_t a, std::uint32_t n = 8) { return {a, t, n, false}; }
-Access wr(std::uint32_t t, std::uint64_t a, std::uint32_t n = 8) { return {a, t, n, true}; }
+Access rd(std::uint32_t t, std::uint64_t a, std::uint32_t n = 8) {
+  return {a, t, n, false};
+}
+Access wr(std::uint32_t t, std::uint64_t a, std::uint32_t n = 8) {
+  return {a, t, n, true};
+}
 
 TEST(LineSim, HandCountedFalseSharing) {
   // Two threads alternate writes to their own 8 bytes of line 0x1000.
@@ -65,7 +69,8 @@ TEST(LineSim, BadLineSizes) {
 
 TEST(LineSim, SymbolsFromTheLayoutMap) {
   const std::vector<Access> t{wr(0, 0x1000), wr(1, 0x1008), wr(0, 0x1000)};
-  const std::vector<LayoutEntry> layout{{0x1000, 8, "lens[0]"}, {0x1008, 8, "lens[1]"}, {0x2000, 8, "elsewhere"}};
+  const std::vector<LayoutEntry> layout{
+      {0x1000, 8, "lens[0]"}, {0x1008, 8, "lens[1]"}, {0x2000, 8, "elsewhere"}};
   const auto r = simulate_lines(t, 64, layout);
   ASSERT_EQ(r.lines.size(), 1u);
   ASSERT_EQ(r.lines[0].symbols.size(), 2u);
@@ -100,7 +105,8 @@ TEST(LineSimSuite, EveryCaseClassifiedCorrectly) {
         // The lines this object occupies.
         std::string got = "none";
         for (const auto& l : r.lines)
-          if (l.line_address < e.address + e.size && e.address < l.line_address + 64) got = l.classification();
+          if (l.line_address < e.address + e.size && e.address < l.line_address + 64)
+            got = l.classification();
         EXPECT_EQ(got, want) << name << " seed " << seed << " object " << e.name;
       }
       bool any_false = false;

@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "probe/cache_line.h"
 
@@ -68,12 +68,14 @@ NumaResult run_numa_probe(const NumaSettings& s, const Topology& topo) {
       t.join();
       numa_free(buf, s.buffer_bytes);
       r.bandwidth.push_back({cpu_node, mem_node, median_ci(g)});
-      (cpu_node == mem_node ? local : remote).insert((cpu_node == mem_node ? local : remote).end(), g.begin(), g.end());
+      (cpu_node == mem_node ? local : remote)
+          .insert((cpu_node == mem_node ? local : remote).end(), g.begin(), g.end());
     }
   }
   if (!local.empty() && !remote.empty()) {
     const std::size_t n = std::min(local.size(), remote.size());
-    r.remote_over_local = ratio_ci(std::span<const double>(remote.data(), n), std::span<const double>(local.data(), n));
+    r.remote_over_local =
+        ratio_ci(std::span<const double>(remote.data(), n), std::span<const double>(local.data(), n));
   }
   // False sharing between two cores on different nodes, and on one node.
   std::vector<int> cross{first_cpu[0], first_cpu[1]};
@@ -109,7 +111,8 @@ nlohmann::json to_json(const NumaResult& r) {
   j["note"] = r.note;
   auto& bw = j["bandwidth"] = nlohmann::json::array();
   for (const auto& b : r.bandwidth)
-    bw.push_back({{"cpu_node", b.cpu_node}, {"memory_node", b.memory_node}, {"gb_per_s", to_json(b.gb_per_s)}});
+    bw.push_back(
+        {{"cpu_node", b.cpu_node}, {"memory_node", b.memory_node}, {"gb_per_s", to_json(b.gb_per_s)}});
   j["remote_over_local_bandwidth"] = to_json(r.remote_over_local);
   j["cross_node_packed_over_padded"] = to_json(r.cross_node_packed_over_padded);
   j["same_node_packed_over_padded"] = to_json(r.same_node_packed_over_padded);
@@ -117,16 +120,19 @@ nlohmann::json to_json(const NumaResult& r) {
 }
 
 std::string format_table(const NumaResult& r) {
-  std::string out = fmt::format("NUMA: {} node{}{}\n", r.nodes, r.nodes == 1 ? "" : "s", r.libnuma ? "" : " (no libnuma)");
+  std::string out =
+      fmt::format("NUMA: {} node{}{}\n", r.nodes, r.nodes == 1 ? "" : "s", r.libnuma ? "" : " (no libnuma)");
   if (!r.note.empty()) out += "  " + r.note + "\n";
   for (const auto& b : r.bandwidth)
     out += fmt::format("  cpu node {} reading memory of node {}: {} GB/s\n", b.cpu_node, b.memory_node,
                        format_ci(b.gb_per_s));
   if (r.remote_over_local.n) out += "  remote / local bandwidth: " + format_ci(r.remote_over_local) + "\n";
   if (r.cross_node_packed_over_padded.n)
-    out += "  false sharing across nodes (packed / padded): " + format_ci(r.cross_node_packed_over_padded) + "\n";
+    out += "  false sharing across nodes (packed / padded): " + format_ci(r.cross_node_packed_over_padded) +
+           "\n";
   if (r.same_node_packed_over_padded.n)
-    out += "  false sharing within node 0 (packed / padded): " + format_ci(r.same_node_packed_over_padded) + "\n";
+    out += "  false sharing within node 0 (packed / padded): " + format_ci(r.same_node_packed_over_padded) +
+           "\n";
   return out;
 }
 

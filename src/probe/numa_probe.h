@@ -28,11 +28,11 @@ struct NumaBandwidth {
 
 struct NumaResult {
   NumaSettings settings;
-  bool libnuma = false;     // built with libnuma and numa_available() >= 0
+  bool libnuma = false;  // built with libnuma and numa_available() >= 0
   int nodes = 1;
-  std::string note;         // "one node: ..." or why nothing was measured
+  std::string note;  // "one node: ..." or why nothing was measured
   std::vector<NumaBandwidth> bandwidth;
-  MedianCi remote_over_local;          // bandwidth ratio, remote / local
+  MedianCi remote_over_local;  // bandwidth ratio, remote / local
   MedianCi cross_node_packed_over_padded;
   MedianCi same_node_packed_over_padded;
 };

@@ -62,9 +62,10 @@ Nvml::Nvml() : fns_(std::make_unique<Fns>()) {
     return;
   }
   auto& f = *fns_;
-  const bool ok = bind(lib_, "nvmlInit_v2", f.init) && bind(lib_, "nvmlShutdown", f.shutdown) &&
-                  bind(lib_, "nvmlDeviceGetCount_v2", f.count) && bind(lib_, "nvmlDeviceGetHandleByIndex_v2", f.handle) &&
-                  bind(lib_, "nvmlDeviceGetName", f.name) && bind(lib_, "nvmlSystemGetDriverVersion", f.driver);
+  const bool ok =
+      bind(lib_, "nvmlInit_v2", f.init) && bind(lib_, "nvmlShutdown", f.shutdown) &&
+      bind(lib_, "nvmlDeviceGetCount_v2", f.count) && bind(lib_, "nvmlDeviceGetHandleByIndex_v2", f.handle) &&
+      bind(lib_, "nvmlDeviceGetName", f.name) && bind(lib_, "nvmlSystemGetDriverVersion", f.driver);
   if (!ok) {
     reason_ = "libnvidia-ml.so.1 lacks the v2 entry points";
     return;
@@ -101,7 +102,8 @@ int Nvml::device_count() const {
 std::string Nvml::device_name(int index) const {
   nvmlDevice d = nullptr;
   char buf[128] = {};
-  if (!available_ || fns_->handle(static_cast<unsigned>(index), &d) != 0 || fns_->name(d, buf, sizeof buf) != 0)
+  if (!available_ || fns_->handle(static_cast<unsigned>(index), &d) != 0 ||
+      fns_->name(d, buf, sizeof buf) != 0)
     return "";
   return buf;
 }
@@ -115,7 +117,8 @@ std::vector<NvmlReading> Nvml::sample(int index, double t) const {
     out.push_back({t, index, "gpu_util_pct", static_cast<double>(u.gpu)});
     out.push_back({t, index, "mem_util_pct", static_cast<double>(u.memory)});
   }
-  if (NvmlMemory m{}; f.mem && f.mem(d, &m) == 0) out.push_back({t, index, "mem_used_bytes", static_cast<double>(m.used)});
+  if (NvmlMemory m{}; f.mem && f.mem(d, &m) == 0)
+    out.push_back({t, index, "mem_used_bytes", static_cast<double>(m.used)});
   if (unsigned mw = 0; f.power && f.power(d, &mw) == 0) out.push_back({t, index, "power_w", mw / 1000.0});
   if (unsigned c = 0; f.temp && f.temp(d, kNvmlTemperatureGpu, &c) == 0)
     out.push_back({t, index, "temperature_c", static_cast<double>(c)});
@@ -155,7 +158,9 @@ NvmlSampler::NvmlSampler(const Nvml& nvml, double interval_s) : state_(std::make
   });
 }
 
-NvmlSampler::~NvmlSampler() { stop(); }
+NvmlSampler::~NvmlSampler() {
+  stop();
+}
 
 std::vector<NvmlReading> NvmlSampler::stop() {
   state_->stop.store(true);

@@ -13,7 +13,8 @@ namespace tokenscope::probe {
 struct NvmlReading {
   double t_s = 0;  // seconds since the sampler started (steady clock)
   int device = 0;
-  std::string name;  // gpu_util_pct, mem_util_pct, power_w, temperature_c, sm_clock_mhz, pcie_tx_kbps, pcie_rx_kbps, mem_used_bytes
+  std::string name;  // gpu_util_pct, mem_util_pct, power_w, temperature_c, sm_clock_mhz, pcie_tx_kbps,
+                     // pcie_rx_kbps, mem_used_bytes
   double value = 0;
 };
 

@@ -29,7 +29,8 @@ MedianCi median_ci(std::span<const double> values, double confidence) {
 }
 
 MedianCi ratio_ci(std::span<const double> numerator, std::span<const double> denominator, double confidence) {
-  if (numerator.size() != denominator.size()) throw std::invalid_argument("ratio_ci: spans of different length");
+  if (numerator.size() != denominator.size())
+    throw std::invalid_argument("ratio_ci: spans of different length");
   std::vector<double> r;
   r.reserve(numerator.size());
   for (std::size_t i = 0; i < numerator.size(); ++i)
@@ -68,7 +69,8 @@ nlohmann::json to_json(const LatencySummary& s) {
 std::string format_ci(const MedianCi& m, int decimals) {
   if (m.n == 0) return "n/a";
   if (!m.ci_low || !m.ci_high) return fmt::format("{:.{}f} [n/a]", m.median, decimals);
-  return fmt::format("{:.{}f} [{:.{}f}, {:.{}f}]", m.median, decimals, *m.ci_low, decimals, *m.ci_high, decimals);
+  return fmt::format("{:.{}f} [{:.{}f}, {:.{}f}]", m.median, decimals, *m.ci_low, decimals, *m.ci_high,
+                     decimals);
 }
 
 }  // namespace tokenscope::probe

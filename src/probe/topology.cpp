@@ -28,9 +28,9 @@ int parse_int(std::string_view s, const std::string& what, std::string_view whol
   int v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0)
-    throw InputError(what, 0, "cpu list",
-                     "expected comma-separated cpu numbers or ranges like 0-3,8, got '" + std::string(whole) +
-                         "'");
+    throw InputError(
+        what, 0, "cpu list",
+        "expected comma-separated cpu numbers or ranges like 0-3,8, got '" + std::string(whole) + "'");
   return v;
 }
 
@@ -57,9 +57,12 @@ std::optional<int> read_int_file(const std::filesystem::path& p) {
 std::uint64_t parse_size(std::string_view s, const std::string& file) {
   s = trim(s);
   std::uint64_t mult = 1;
-  if (!s.empty() && (s.back() == 'K' || s.back() == 'k')) mult = 1024, s.remove_suffix(1);
-  else if (!s.empty() && s.back() == 'M') mult = 1024 * 1024, s.remove_suffix(1);
-  else if (!s.empty() && s.back() == 'G') mult = 1024ull * 1024 * 1024, s.remove_suffix(1);
+  if (!s.empty() && (s.back() == 'K' || s.back() == 'k'))
+    mult = 1024, s.remove_suffix(1);
+  else if (!s.empty() && s.back() == 'M')
+    mult = 1024 * 1024, s.remove_suffix(1);
+  else if (!s.empty() && s.back() == 'G')
+    mult = 1024ull * 1024 * 1024, s.remove_suffix(1);
   std::uint64_t v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
@@ -84,7 +87,8 @@ std::vector<int> parse_cpu_list(std::string_view text, const std::string& what) 
       const int lo = parse_int(trim(item.substr(0, dash)), what, whole);
       const int hi = parse_int(trim(item.substr(dash + 1)), what, whole);
       if (hi < lo || hi - lo > 65536)
-        throw InputError(what, 0, "cpu list", "range '" + std::string(item) + "' must run upwards, at most 65536 cpus");
+        throw InputError(what, 0, "cpu list",
+                         "range '" + std::string(item) + "' must run upwards, at most 65536 cpus");
       for (int c = lo; c <= hi; ++c) out.push_back(c);
     }
     if (out.size() > 1'000'000) throw InputError(what, 0, "cpu list", "more than a million cpus");
@@ -180,7 +184,8 @@ Topology read_topology(const std::filesystem::path& root) {
     if (auto s = read_text(sib_file)) {
       t.thread_siblings[cpu] = parse_cpu_list(*s, sib_file.string());
     } else {
-      t.notes.push_back("no " + sib_file.string() + ": cpu " + std::to_string(cpu) + " assumed to be its own core");
+      t.notes.push_back("no " + sib_file.string() + ": cpu " + std::to_string(cpu) +
+                        " assumed to be its own core");
       t.thread_siblings[cpu] = {cpu};
     }
     if (auto v = read_int_file(dir / "topology/core_id")) t.core_id[cpu] = *v;

@@ -40,7 +40,8 @@ class Probe : public ::testing::Test {
 TEST_F(Probe, HelpListsEveryProbe) {
   const auto r = run_process({kBin, "probe", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* p : {"cache-line", "kv-layout", "line-sim", "numa", "gpu-context", "kv-swap", "collectives"})
+  for (const char* p :
+       {"cache-line", "kv-layout", "line-sim", "numa", "gpu-context", "kv-swap", "collectives"})
     EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 
@@ -62,8 +63,8 @@ TEST_F(Probe, CacheLineWritesJsonWithEnvironmentAndRepetitions) {
 }
 
 TEST_F(Probe, KvLayoutJson) {
-  const auto r = run_process({kBin, "probe", "kv-layout", "--threads", "2", "--tokens", "32", "--repetitions", "3",
-                              "--layout", "head-contiguous", "--split", "head", "--json"});
+  const auto r = run_process({kBin, "probe", "kv-layout", "--threads", "2", "--tokens", "32", "--repetitions",
+                              "3", "--layout", "head-contiguous", "--split", "head", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["variants"].size(), 2u);  // packed and padded
@@ -104,16 +105,20 @@ TEST_F(Probe, LineSimBadInputNamesFileLineAndField) {
 TEST_F(Probe, CollectivesParsesNcclTestsOutput) {
   const auto f = file("alltoall_perf.txt",
                       "# nThread 1 nGpus 4 minBytes 1024 maxBytes 1048576 step: 4(factor)\n"
-                      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
-                      "        1024           256     float    none      -1    10.24    0.10    0.08      0    10.24    0.10    0.08    N/A\n"
-                      "     1048576        262144     float    none      -1   104.86   10.00    7.50      0   104.86   10.00    7.50    N/A\n");
+                      "#       size         count      type   redop    root     time   algbw   busbw #wrong  "
+                      "   time   algbw   busbw #wrong\n"
+                      "        1024           256     float    none      -1    10.24    0.10    0.08      0  "
+                      "  10.24    0.10    0.08    N/A\n"
+                      "     1048576        262144     float    none      -1   104.86   10.00    7.50      0  "
+                      " 104.86   10.00    7.50    N/A\n");
   const auto r = run_process({kBin, "probe", "collectives", "--parse", f, "--out", dir_.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("alltoall over 4 ranks"), std::string::npos) << r.out;
   const auto j = read_json(dir_ / "collectives.json");
   EXPECT_DOUBLE_EQ(j["analysis"]["busbw_factor"].get<double>(), 0.75);
   EXPECT_EQ(j["parsed"]["rows"].size(), 2u);
-  const auto bad = file("bad.txt", "#  size count type redop root time algbw busbw #wrong\n8 2 float sum -1 x 1 1 0\n");
+  const auto bad =
+      file("bad.txt", "#  size count type redop root time algbw busbw #wrong\n8 2 float sum -1 x 1 1 0\n");
   const auto b = run_process({kBin, "probe", "collectives", "--parse", bad});
   EXPECT_EQ(b.exit_code, 2);
   EXPECT_NE(b.err.find("bad.txt:2"), std::string::npos) << b.err;
@@ -124,8 +129,8 @@ TEST_F(Probe, CollectivesParsesNcclTestsOutput) {
 TEST_F(Probe, GpuProbesRunOrSayWhyNot) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"gpu-context", "--repetitions", "2"},
-        std::vector<std::string>{"kv-swap", "--tenants", "2", "--kv-mib", "8", "--chunk-kib", "0", "--switches", "2",
-                                 "--repetitions", "1", "--no-overlap"},
+        std::vector<std::string>{"kv-swap", "--tenants", "2", "--kv-mib", "8", "--chunk-kib", "0",
+                                 "--switches", "2", "--repetitions", "1", "--no-overlap"},
         std::vector<std::string>{"collectives", "--max-bytes", "4096", "--iterations", "2"}}) {
     std::vector<std::string> argv{kBin, "probe"};
     argv.insert(argv.end(), args.begin(), args.end());
