@@ -285,6 +285,25 @@ LatencySummary summarize_us(std::vector<double> v) {
   return summarize_latencies(std::move(v));
 }
 
+// Fills r.env and says whether device `device` is there to probe; when not,
+// r.reason (and r.cupti.reason) say why.
+template <typename Result>
+bool gpu_ready(Result& r, int device) {
+  r.env = gpu_environment();  // declared in gpu_probes.h, defined below
+  if (!r.env.available) {
+    r.reason = r.env.reason;
+    r.cupti.reason = r.env.reason;
+    return false;
+  }
+  if (device < 0 || device >= static_cast<int>(r.env.devices.size())) {
+    r.reason =
+        "no device " + std::to_string(device) + " (" + std::to_string(r.env.devices.size()) + " visible)";
+    r.cupti.reason = r.reason;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool gpu_probes_built() {
@@ -336,17 +355,7 @@ GpuEnvironment gpu_environment() {
 GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   GpuContextResult r;
   r.settings = s;
-  r.env = gpu_environment();
-  if (!r.env.available) {
-    r.reason = r.env.reason;
-    r.cupti.reason = r.env.reason;
-    return r;
-  }
-  if (s.device < 0 || s.device >= static_cast<int>(r.env.devices.size())) {
-    r.reason =
-        "no device " + std::to_string(s.device) + " (" + std::to_string(r.env.devices.size()) + " visible)";
-    return r;
-  }
+  if (!gpu_ready(r, s.device)) return r;
   Driver drv;
   if (!drv.missing.empty()) {
     r.reason = "the driver lacks " + drv.missing;
@@ -589,16 +598,7 @@ void enqueue_copy(char* dst, const char* src, std::uint64_t bytes, std::uint64_t
 KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
   KvSwapResult r;
   r.settings = s;
-  r.env = gpu_environment();
-  if (!r.env.available) {
-    r.reason = r.env.reason;
-    r.cupti.reason = r.env.reason;
-    return r;
-  }
-  if (s.device < 0 || s.device >= static_cast<int>(r.env.devices.size())) {
-    r.reason = "no device " + std::to_string(s.device);
-    return r;
-  }
+  if (!gpu_ready(r, s.device)) return r;
   std::string error;
   Check ok{&error};
   if (!ok(cudaSetDevice(s.device), "cudaSetDevice")) {
