@@ -21,8 +21,7 @@ struct SharingCase {
   std::vector<Access> trace;
   std::vector<LayoutEntry> layout;
   // Per layout entry name: the classification its lines must get at 64-byte
-  // lines ("false", "true", "mixed", "none"), and whether "true" or "mixed"
-  // needs at least one event of that kind.
+  // lines ("false", "true", "mixed" or "none").
   std::map<std::string, std::string> expected;
 };
 

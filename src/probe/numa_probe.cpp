@@ -77,11 +77,12 @@ NumaResult run_numa_probe(const NumaSettings& s, const Topology& topo) {
     r.remote_over_local =
         ratio_ci(std::span<const double>(remote.data(), n), std::span<const double>(local.data(), n));
   }
-  // False sharing between two cores on different nodes, and on one node.
+  // False sharing between two cores on different nodes, and on the first node.
   std::vector<int> cross{first_cpu[0], first_cpu[1]};
   std::vector<int> same;
-  for (int c : topo.numa_nodes.at(0))
-    if (same.size() < 2) same.push_back(c);
+  if (!topo.numa_nodes.empty())
+    for (int c : topo.numa_nodes.begin()->second)
+      if (same.size() < 2) same.push_back(c);
   alignas(4096) static char counters[8192];
   auto penalty = [&](const std::vector<int>& cpus) {
     std::vector<double> packed, padded;
@@ -131,7 +132,7 @@ std::string format_table(const NumaResult& r) {
     out += "  false sharing across nodes (packed / padded): " + format_ci(r.cross_node_packed_over_padded) +
            "\n";
   if (r.same_node_packed_over_padded.n)
-    out += "  false sharing within node 0 (packed / padded): " + format_ci(r.same_node_packed_over_padded) +
+    out += "  false sharing within one node (packed / padded): " + format_ci(r.same_node_packed_over_padded) +
            "\n";
   return out;
 }
