@@ -12,6 +12,7 @@ packages=(
   libssl-dev                          # TLS for bench --target https://...
   libsimdjson-dev                     # streaming chunk parsing in the client
   libnuma-dev                         # probe numa: memory placed on chosen nodes
+  libpfm4-dev                         # probe --events: hardware event names per CPU
   curl                                # black-box tests with real third-party clients
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
   python3 time bc                     # benchmark scripts, peak-memory measurement

@@ -18,6 +18,7 @@
 #include "probe/line_sim.h"
 #include "probe/line_sim_cases.h"
 #include "probe/numa_probe.h"
+#include "probe/perf_counters.h"
 #include "probe/probe_output.h"
 #include "probe/topology.h"
 
@@ -62,6 +63,10 @@ struct ProbeOptions {
   probe::CollectivesSettings collectives;
   std::string parse;
   std::string collective;
+
+  std::vector<std::string> events;  // --events of cache-line, kv-layout and events
+  std::string events_pmu;
+  bool events_all = false;
 };
 
 ProbeOptions g;
@@ -75,6 +80,28 @@ void add_output(CLI::App* c) {
 
 probe::Topology topology() {
   return probe::read_topology("/");
+}
+
+// --events: empty or "default" gives the default set (an empty list).
+std::vector<probe::EventSpec> resolve_events(const std::vector<std::string>& names) {
+  std::vector<probe::EventSpec> out;
+  for (const auto& n : names) {
+    if (n == "default") {
+      for (auto& e : probe::default_events()) out.push_back(std::move(e));
+      continue;
+    }
+    if (n.empty()) throw UsageError("--events: an empty event name (two commas in a row?)");
+    out.push_back(probe::resolve_event(n));
+  }
+  return out;
+}
+
+void add_events_option(CLI::App* c) {
+  c->add_option("--events", g.events,
+                "Hardware events to count per variant where the PMU is visible: perf's generic names, "
+                "rNNN, or (libpfm4) PMU::EVENT:UMASK; 'default' = cycles,instructions,cache-references,"
+                "cache-misses and this CPU's HITM event. `probe events` lists them")
+      ->delimiter(',');
 }
 
 void emit(const std::string& name, const nlohmann::json& result, const std::string& table,
@@ -137,6 +164,7 @@ int run_cache_line() {
     else
       throw UsageError("--skip takes stride, coherence, false-sharing or ping-pong, got '" + k + "'");
   }
+  s.events = resolve_events(g.events);
   const auto topo = topology();
   const auto r = probe::run_cache_line_probe(s, topo);
   emit("cache-line", probe::to_json(r), probe::format_table(r), topo);
@@ -148,6 +176,7 @@ int run_kv_layout() {
   s.layouts = parse_layouts(g.kv_layouts);
   s.splits = parse_splits(g.kv_splits);
   s.metadata = parse_metadata(g.kv_metadata);
+  s.events = resolve_events(g.events);
   const auto topo = topology();
   const auto r = probe::run_kv_layout_probe(s, topo);
   emit("kv-layout", probe::to_json(r), probe::format_table(r), topo);
@@ -191,6 +220,61 @@ int run_numa() {
   const auto topo = topology();
   const auto r = probe::run_numa_probe(s, topo);
   emit("numa", probe::to_json(r), probe::format_table(r), topo);
+  return kExitOk;
+}
+
+int run_events() {
+  const auto pmus = probe::list_pmus(g.events_all || !g.events_pmu.empty(), g.events_pmu);
+  if (!g.events_pmu.empty() && pmus.empty())
+    throw UsageError("--pmu: no PMU named '" + g.events_pmu + "' on this machine" +
+                     (probe::have_libpfm() ? "" : " (this build has no libpfm4)") +
+                     "; `tokenscope probe events` lists the PMUs found");
+  auto events = g.events.empty() ? probe::default_events() : resolve_events(g.events);
+  const probe::PerfCounters counters(events);
+  std::string paranoid;
+  if (std::ifstream f("/proc/sys/kernel/perf_event_paranoid"); f) std::getline(f, paranoid);
+
+  nlohmann::json j{{"probe", "events"},
+                   {"libpfm4", probe::have_libpfm()},
+                   {"perf_event_paranoid", paranoid},
+                   {"counting", counters.supported()},
+                   {"events", probe::to_json(events)}};
+  if (!counters.supported()) j["unsupported"] = counters.unsupported_reason();
+  auto& pj = j["pmus"] = nlohmann::json::array();
+  for (const auto& p : pmus)
+    pj.push_back({{"name", p.pmu},
+                  {"description", p.description},
+                  {"core", p.core},
+                  {"default", p.is_default},
+                  {"event_count", p.event_count},
+                  {"events", p.events}});
+
+  std::string t;
+  t += probe::have_libpfm() ? "event names: libpfm4\n"
+                            : "event names: perf's generic names only (built without libpfm4)\n";
+  t += "counting here: " +
+       (counters.supported() ? std::string("yes") : "no: " + counters.unsupported_reason()) +
+       (paranoid.empty() ? "" : "  (perf_event_paranoid " + paranoid + ")") + "\n";
+  if (!pmus.empty()) {
+    t += "\nPMUs found\n";
+    for (const auto& p : pmus)
+      t += fmt::format("  {:<28} {:>5} events  {}{}\n", p.pmu, p.event_count, p.description,
+                       p.core ? "" : " (system-wide only: not countable per process)");
+  }
+  t += g.events.empty() ? "\ndefault events\n" : "\nevents\n";
+  for (const auto& e : events)
+    t += fmt::format("  {}  [{}{}] type {} config {:#x}{}{}\n", e.name, e.source,
+                     e.role.empty() ? "" : ", " + e.role, e.type, e.config,
+                     e.config1 ? fmt::format(" config1 {:#x}", e.config1) : "",
+                     e.encoding != e.name ? "\n      = " + e.encoding : "");
+  if (probe::have_libpfm() && !probe::sharing_event())
+    t += "  (libpfm4 knows no HITM-like event for this CPU's PMU)\n";
+  for (const auto& p : pmus) {
+    if (p.events.empty()) continue;
+    t += fmt::format("\n{} events\n", p.pmu);
+    for (const auto& e : p.events) t += "  " + p.pmu + "::" + e + "\n";
+  }
+  emit("events", j, t, topology());
   return kExitOk;
 }
 
@@ -287,6 +371,7 @@ CLI::App* add_probe_command(CLI::App& app) {
   cl->add_option("--skip", g.cache_line_skip,
                  "Parts to leave out: stride, coherence, false-sharing, ping-pong")
       ->delimiter(',');
+  add_events_option(cl);
   add_output(cl);
   cl->callback([] {});
 
@@ -318,6 +403,7 @@ CLI::App* add_probe_command(CLI::App& app) {
   kv->add_option("--split", g.kv_splits, "both, sequence or head: how threads divide the work")
       ->capture_default_str();
   kv->add_option("--metadata", g.kv_metadata, "both, packed or padded")->capture_default_str();
+  add_events_option(kv);
   add_output(kv);
   kv->callback([] {});
 
@@ -352,6 +438,16 @@ CLI::App* add_probe_command(CLI::App& app) {
   nu->add_option("--repetitions", g.numa.repetitions, "Repetitions")->capture_default_str();
   add_output(nu);
   nu->callback([] {});
+
+  auto* ev = g_probe->add_subcommand(
+      "events",
+      "The hardware events the probes can count here: the PMUs libpfm4 finds, the default set\n"
+      "(with this CPU's HITM event) and whether perf_event_open may count them");
+  ev->add_option("--pmu", g.events_pmu, "List every event of this PMU (as named under 'PMUs found')");
+  ev->add_flag("--all", g.events_all, "List every event of every PMU found");
+  add_events_option(ev);
+  add_output(ev);
+  ev->callback([] {});
 
   auto* gc = g_probe->add_subcommand(
       "gpu-context",
@@ -411,6 +507,7 @@ int run_probe() {
     if (name == "kv-layout") return run_kv_layout();
     if (name == "line-sim") return run_line_sim();
     if (name == "numa") return run_numa();
+    if (name == "events") return run_events();
     if (name == "gpu-context") return run_gpu_context();
     if (name == "kv-swap") return run_kv_swap();
     if (name == "collectives") return run_collectives();

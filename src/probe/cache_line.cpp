@@ -212,9 +212,8 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
     r.stride_line_size = find_stride_knee(strides, medians);
   }
 
-  PerfCounters counters;
-  r.counters = nlohmann::json::object();
-  if (!counters.supported()) r.counters["unsupported"] = counters.unsupported_reason();
+  PerfCounters counters(s.events.empty() ? default_events() : s.events);
+  r.counters = CounterTotals(counters, {}).to_json("increment", 0);
 
   if (s.run_coherence && r.cpus_used.size() >= 2) {
     const std::vector<int> pair{r.cpus_used[0], r.cpus_used[1]};
@@ -265,17 +264,19 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
     if (h != 64 && h != 128 && h > 8) variants.push_back({"padded_hdis", h});
     AlignedBuffer buf(static_cast<std::size_t>(r.cpus_used.size()) * 256 + 4096);
     std::vector<std::vector<double>> times(variants.size());
-    std::vector<std::vector<CounterReading>> readings(variants.size());
+    std::vector<std::string> names;
+    for (const auto& v : variants) names.push_back(v.name);
+    CounterTotals counts(counters, names);  // over every repetition
     std::vector<double> concurrency;
     for (int rep = 0; rep < s.repetitions; ++rep) {
       for (std::size_t i = 0; i < variants.size(); ++i) {
-        const bool count = counters.supported() && rep == 0;
+        const bool count = counters.supported();
         if (count) counters.start();
         const auto run = time_counter_updates(
             r.cpus_used, buf.data, static_cast<std::size_t>(variants[i].stride), s.increments_per_thread);
         times[i].push_back(run.seconds);
         concurrency.push_back(run.concurrency);
-        if (count) readings[i] = counters.stop();
+        if (count) counts.add(i, counters.stop());
       }
     }
     r.concurrency = median_ci(concurrency).median;
@@ -296,8 +297,9 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
       for (double t : times[i]) per.push_back(t * 1e9 / static_cast<double>(s.increments_per_thread));
       v.ns_per_increment = median_ci(per);
       r.variants.push_back(v);
-      if (counters.supported()) r.counters[v.name] = to_json(readings[i]);
     }
+    r.counters =
+        counts.to_json("increment", static_cast<double>(s.increments_per_thread) * threads_d * s.repetitions);
     for (std::size_t i = 1; i < variants.size(); ++i)
       r.ratios.push_back({"packed/" + variants[i].name, ratio_ci(times[0], times[i])});
     if (variants.size() > 2) r.ratios.push_back({"padded64/padded128", ratio_ci(times[1], times[2])});
@@ -432,8 +434,7 @@ std::string format_table(const CacheLineResult& r) {
                          v.ns_per_increment.median);
     for (const auto& x : r.ratios) out += fmt::format("  {:<22} {}\n", x.name, format_ci(x.ratio));
     out += "  verdict: " + r.verdict + "\n";
-    if (r.counters.contains("unsupported"))
-      out += "  perf counters: not available (" + r.counters["unsupported"].get<std::string>() + ")\n";
+    out += format_counters(r.counters, "  ");
   }
   if (!r.ping_pong.empty()) {
     out += "\ncore-to-core latency (CAS ping-pong, one way, ns median [95% CI])\n";

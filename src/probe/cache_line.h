@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "probe/perf_counters.h"
 #include "probe/probe_stats.h"
 #include "probe/topology.h"
 
@@ -46,6 +47,9 @@ struct CacheLineSettings {
   bool run_coherence = true;
   bool run_false_sharing = true;
   bool run_ping_pong = true;
+  // Hardware events counted over the false-sharing variants where the PMU
+  // is visible; empty: default_events().
+  std::vector<EventSpec> events;
 };
 
 struct StridePoint {
@@ -100,7 +104,7 @@ struct CacheLineResult {
   std::string verdict;  // one line: penalty measured / none / cannot show here
 
   std::vector<PingPongPair> ping_pong;
-  nlohmann::json counters;  // perf counters per variant, or the reason they are absent
+  nlohmann::json counters;  // CounterTotals::to_json over the variants, unit "increment"
 };
 
 // Finds the knee of a stride sweep: the first stride s whose doubling

@@ -173,9 +173,14 @@ KvAnalysis analyze_kv_layout(const KvGeometry& g, KvLayout layout, KvSplit split
   return r;
 }
 
+namespace {
+std::string variant_name(KvLayout layout, KvSplit split, bool padded) {
+  return fmt::format("{} {} {}", to_string(layout), to_string(split), padded ? "padded" : "packed");
+}
+}  // namespace
+
 std::string KvVariantResult::name() const {
-  return fmt::format("{} {} {}", to_string(analysis.layout), to_string(analysis.split),
-                     analysis.metadata_padded ? "padded" : "packed");
+  return variant_name(analysis.layout, analysis.split, analysis.metadata_padded);
 }
 
 namespace {
@@ -336,11 +341,18 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
                                   static_cast<long long>(std::ceil(steps * s.min_seconds_per_run / t)));
   }
   r.steps_per_run = steps;
+  PerfCounters counters(s.events.empty() ? default_events() : s.events);
+  std::vector<std::string> names;
+  for (const auto& v : variants) names.push_back(variant_name(v.layout, v.split, v.padded));
+  CounterTotals counts(counters, names);
   std::vector<std::vector<double>> times(variants.size());
   for (int rep = 0; rep < s.repetitions; ++rep)
-    for (std::size_t i = 0; i < variants.size(); ++i)
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      if (counters.supported()) counters.start();
       times[i].push_back(run_variant(addr[i], variants[i].split, r.cpus_used, s.tokens_per_sequence,
                                      s.read_window, steps, mem.get(), sink));
+      if (counters.supported()) counts.add(i, counters.stop());
+    }
 
   std::size_t best = 0;
   std::vector<double> med(variants.size());
@@ -349,6 +361,7 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
     if (med[i] < med[best]) best = i;
   }
   const double positions = static_cast<double>(sequences) * static_cast<double>(steps);
+  r.counters = counts.to_json("position", positions * s.repetitions);
   for (std::size_t i = 0; i < variants.size(); ++i) {
     KvVariantResult v;
     v.analysis = analyze_kv_layout(s.geometry, variants[i].layout, variants[i].split, variants[i].padded,
@@ -433,6 +446,7 @@ nlohmann::json to_json(const KvLayoutResult& r) {
                   {"time_vs_fastest", to_json(v.vs_best)}});
   }
   j["winner"] = r.winner;
+  j["perf_counters"] = r.counters;
   j["findings"] = r.findings;
   j["verdict"] = r.verdict;
   return j;
@@ -459,6 +473,7 @@ std::string format_table(const KvLayoutResult& r) {
   out += "\n";
   for (const auto& f : r.findings) out += "  " + f + "\n";
   out += "  " + r.verdict + "\n";
+  out += format_counters(r.counters, "  ");
   return out;
 }
 

@@ -23,8 +23,9 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
+#include "probe/perf_counters.h"
 #include "probe/probe_stats.h"
 #include "probe/topology.h"
 
@@ -81,6 +82,7 @@ struct KvLayoutSettings {
   std::vector<KvLayout> layouts{KvLayout::kHeadInterleaved, KvLayout::kHeadContiguous};
   std::vector<KvSplit> splits{KvSplit::kBySequence, KvSplit::kByHead};
   std::vector<bool> metadata{false, true};  // packed, padded
+  std::vector<EventSpec> events;            // hardware events per variant; empty: default_events()
 };
 
 struct KvVariantResult {
@@ -100,6 +102,7 @@ struct KvLayoutResult {
   std::string winner;
   std::string verdict;  // the padding and layout effects in one line each
   std::vector<std::string> findings;
+  nlohmann::json counters;  // CounterTotals::to_json over the variants, unit "position"
 };
 
 KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& settings, const Topology& topology);

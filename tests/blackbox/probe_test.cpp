@@ -41,7 +41,7 @@ TEST_F(Probe, HelpListsEveryProbe) {
   const auto r = run_process({kBin, "probe", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   for (const char* p :
-       {"cache-line", "kv-layout", "line-sim", "numa", "gpu-context", "kv-swap", "collectives"})
+       {"cache-line", "kv-layout", "line-sim", "numa", "events", "gpu-context", "kv-swap", "collectives"})
     EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 
@@ -70,6 +70,90 @@ TEST_F(Probe, KvLayoutJson) {
   ASSERT_EQ(j["variants"].size(), 2u);  // packed and padded
   EXPECT_EQ(j["variants"][0]["layout"], "head-contiguous");
   EXPECT_EQ(j["variants"][0]["split"], "by-head");
+}
+
+TEST_F(Probe, EventsListsTheDefaultSetAndWhetherItCounts) {
+  const auto r = run_process({kBin, "probe", "events", "--out", dir_.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("counting here:"), std::string::npos) << r.out;
+  const auto j = read_json(dir_ / "events.json");
+  EXPECT_EQ(j["probe"], "events");
+  ASSERT_GE(j["events"].size(), 4u);
+  EXPECT_EQ(j["events"][0]["name"], "cycles");
+  if (!j["counting"].get<bool>()) {
+    EXPECT_NE(j["unsupported"].get<std::string>().find("perf_event_open"), std::string::npos);
+  }
+  if (j["libpfm4"].get<bool>()) {
+    EXPECT_FALSE(j["pmus"].empty());
+  }
+}
+
+// libpfm4 detects the PMU once per process: one process per CPU model.
+TEST_F(Probe, EventsPickTheHitmEventOfEachCpuModel) {
+  const auto probe = run_process({kBin, "probe", "events", "--json"});
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  if (!nlohmann::json::parse(probe.out)["libpfm4"].get<bool>()) GTEST_SKIP() << "built without libpfm4";
+  const std::pair<const char*, const char*> cases[] = {
+      {"spr", "spr::MEM_LOAD_L3_HIT_RETIRED:XSNP_FWD"},
+      {"icx", "icx::MEM_LOAD_L3_HIT_RETIRED:XSNP_HITM"},
+      {"skx", "skx::MEM_LOAD_L3_HIT_RETIRED:XSNP_HITM"},
+      {"hsw", "hsw::MEM_LOAD_UOPS_L3_HIT_RETIRED:XSNP_HITM"},
+      {"snb", "snb::MEM_LOAD_UOPS_LLC_HIT_RETIRED:XSNP_HITM"},
+      {"amd64_fam19h_zen4", "amd64_fam19h_zen4::ANY_DATA_CACHE_FILLS_FROM_SYSTEM:LOCAL_CCX"},
+      {"amd64_fam19h_zen3", "amd64_fam19h_zen3::ANY_DATA_CACHE_FILLS_FROM_SYSTEM:INT_CACHE"},
+      {"amd64_fam17h_zen2", "amd64_fam17h_zen2::DATA_CACHE_REFILLS_FROM_SYSTEM:LS_MABRESP_LCL_CACHE"},
+      {"core", nullptr},  // Core 2: no such event in libpfm4's tables
+  };
+  for (const auto& [pmu, expected] : cases) {
+    const auto r = run_process(
+        {"/usr/bin/env", std::string("LIBPFM_FORCE_PMU=") + pmu, kBin, "probe", "events", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << pmu << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    std::string sharing;
+    for (const auto& e : j["events"])
+      if (e["role"] == "sharing") sharing = e["encoding"];
+    if (!expected) {
+      EXPECT_EQ(sharing, "") << pmu;
+      EXPECT_EQ(j["events"].size(), 4u) << pmu;
+      continue;
+    }
+    EXPECT_EQ(sharing.rfind(expected, 0), 0u) << pmu << ": '" << sharing << "'";
+  }
+  // A PMU's own events, listed and named as --events takes them.
+  const auto skx = run_process({"/usr/bin/env", "LIBPFM_FORCE_PMU=skx", kBin, "probe", "events", "--pmu",
+                                "skx", "--events", "skx::L2_RQSTS:ALL_RFO,instructions"});
+  ASSERT_EQ(skx.exit_code, 0) << skx.err;
+  EXPECT_NE(skx.out.find("skx::MEM_LOAD_L3_HIT_RETIRED:XSNP_HITM\n"), std::string::npos);
+  EXPECT_NE(skx.out.find("skx::L2_RQSTS:ALL_RFO:"), std::string::npos) << skx.out;
+}
+
+TEST_F(Probe, UnknownEventsAndPmusAreUsageErrors) {
+  const auto r = run_process({kBin, "probe", "cache-line", "--events", "cycles,no_such_event", "--skip",
+                              "stride,coherence,ping-pong"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'no_such_event'"), std::string::npos) << r.err;
+  const auto k = run_process({kBin, "probe", "kv-layout", "--events", "cycles,rZZ"});
+  EXPECT_EQ(k.exit_code, 2);
+  EXPECT_NE(k.err.find("'rZZ'"), std::string::npos) << k.err;
+  const auto p = run_process({kBin, "probe", "events", "--pmu", "no_such_pmu"});
+  EXPECT_EQ(p.exit_code, 2);
+  EXPECT_NE(p.err.find("'no_such_pmu'"), std::string::npos) << p.err;
+}
+
+TEST_F(Probe, CountersOfTheFalseSharingVariantsOrWhyNot) {
+  const auto r =
+      run_process({kBin, "probe", "cache-line", "--increments", "20000", "--repetitions", "3", "--skip",
+                   "stride,coherence,ping-pong", "--events", "cycles,instructions", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto c = nlohmann::json::parse(r.out)["false_sharing"]["perf_counters"];
+  ASSERT_EQ(c["events"].size(), 2u);
+  EXPECT_EQ(c["events"][1]["name"], "instructions");
+  if (c.contains("unsupported")) {
+    EXPECT_NE(c["unsupported"].get<std::string>().find("perf_event_open(cycles)"), std::string::npos);
+  } else {
+    ASSERT_EQ(c["variants"].size(), 3u);  // packed, padded64, padded128
+    EXPECT_GT(c["variants"][0]["per_unit"]["instructions"].get<double>(), 1.0);
+  }
 }
 
 TEST_F(Probe, LineSimOnAGeneratedCaseAndItsWrittenTrace) {
