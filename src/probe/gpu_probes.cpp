@@ -53,7 +53,8 @@ nlohmann::json cupti_json(const CuptiCapture& c) {
           {"reason", c.reason},
           {"kinds", c.kinds},
           {"records", counts},
-          {"dropped", c.dropped}};
+          {"dropped", c.dropped},
+          {"capped", c.capped}};
 }
 std::string latency_cell(const LatencySummary& s) {
   if (s.n == 0) return "n/a";

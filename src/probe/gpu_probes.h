@@ -60,8 +60,12 @@ struct CuptiCapture {
   std::string reason;              // why not, or which kinds were missing
   std::vector<std::string> kinds;  // kinds enabled
   std::vector<CuptiActivity> activities;
-  std::uint64_t dropped = 0;
+  std::uint64_t dropped = 0;  // records CUPTI itself dropped (buffers full)
+  std::uint64_t capped = 0;   // records past kMaxCuptiActivities, counted but not kept
 };
+// The most activity records one capture keeps (samples.jsonl and trace.json
+// stay in the tens of MB).
+inline constexpr std::size_t kMaxCuptiActivities = 200'000;
 
 struct LatencyRow {
   std::string operation;  // cuCtxCreate, cuCtxDestroy, cuCtxSetCurrent, ...

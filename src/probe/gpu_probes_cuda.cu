@@ -189,6 +189,10 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
       default:
         continue;
     }
+    if (g_capture->activities.size() >= kMaxCuptiActivities) {
+      ++g_capture->capped;
+      continue;
+    }
     g_capture->activities.push_back(std::move(a));
   }
   if (g_capture && g_cupti.dropped) {
@@ -198,64 +202,54 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
   std::free(buffer);
 }
 
+// CUPTI is loaded and enabled only for a probe's traced pass: enabling
+// activity records makes the driver do more work per context creation and
+// per copy, so the measured repetitions run before CUPTI is first loaded
+// (and, for later configurations, with its activity kinds disabled). The
+// traced pass repeats each measurement once for the timeline and is not in
+// the statistics.
 class CuptiSession {
  public:
-  CuptiSession(CuptiCapture& capture, bool wanted) : capture_(capture) {
-    if (!wanted) {
-      capture.reason = "disabled (--no-cupti)";
-      return;
-    }
-    for (const char* n : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so",
-                          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
-      lib_ = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-      if (lib_) break;
-    }
-    if (!lib_) {
-      capture.reason = "libcupti.so not found";
-      return;
-    }
-    auto bind = [&](const char* n, auto& f) {
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib_, n));
-      return f != nullptr;
-    };
-    CuptiFns f;
-    if (!bind("cuptiActivityEnable", f.enable) || !bind("cuptiActivityDisable", f.disable) ||
-        !bind("cuptiActivityRegisterCallbacks", f.register_callbacks) ||
-        !bind("cuptiActivityFlushAll", f.flush_all) || !bind("cuptiActivityGetNextRecord", f.next_record)) {
-      capture.reason = "libcupti.so lacks the activity API";
-      return;
-    }
-    bind("cuptiActivityGetNumDroppedRecords", f.dropped);
-    {
-      std::lock_guard<std::mutex> lock(g_cupti_mutex);
-      g_cupti = f;
-      g_capture = &capture;
-    }
-    if (f.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
-      capture.reason = "cuptiActivityRegisterCallbacks failed";
-      return;
-    }
-    const std::pair<CUpti_ActivityKind, const char*> kinds[] = {
-        {CUPTI_ACTIVITY_KIND_CONTEXT, "CONTEXT"},
-        {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
-        {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"}};
-    for (const auto& [k, name] : kinds) {
-      if (f.enable(k) == CUPTI_SUCCESS) {
-        enabled_.push_back(k);
-        capture.kinds.push_back(name);
-      }
-    }
-    capture.enabled = !enabled_.empty();
-    capture.reason = "COMPUTE_ENGINE_CTX_SWITCH: no such activity kind in this CUPTI";
+  CuptiSession(CuptiCapture& capture, bool wanted) : capture_(capture), wanted_(wanted) {
+    capture.reason = wanted ? "not started" : "disabled (--no-cupti)";
   }
   ~CuptiSession() { finish(); }
+  // Starts (or restarts) recording; loads CUPTI the first time.
+  void resume() {
+    if (!wanted_ || failed_) return;
+    if (!lib_ && !load()) {
+      failed_ = true;
+      return;
+    }
+    for (const auto& [k, name] : kinds_) {
+      const bool already = std::find(enabled_.begin(), enabled_.end(), k) != enabled_.end();
+      if (already) {
+        if (paused_) g_cupti.enable(k);
+        continue;
+      }
+      if (g_cupti.enable(k) == CUPTI_SUCCESS) {
+        enabled_.push_back(k);
+        capture_.kinds.push_back(name);
+      }
+    }
+    paused_ = false;
+    capture_.enabled = !enabled_.empty();
+    capture_.reason = capture_.enabled ? "traced pass only (one extra repetition per measurement, not in the "
+                                         "statistics); COMPUTE_ENGINE_CTX_SWITCH: no such activity kind in "
+                                         "this CUPTI"
+                                       : "no CUPTI activity kind could be enabled";
+  }
+  // Stops recording and hands the records gathered so far to the capture.
+  void pause() {
+    if (!lib_ || enabled_.empty() || paused_) return;
+    g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    for (auto k : enabled_) g_cupti.disable(k);
+    g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    paused_ = true;
+  }
   void finish() {
     if (!lib_) return;
-    if (!enabled_.empty()) {
-      g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-      for (auto k : enabled_) g_cupti.disable(k);
-      g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    }
+    pause();
     {
       std::lock_guard<std::mutex> lock(g_cupti_mutex);
       g_capture = nullptr;
@@ -265,7 +259,52 @@ class CuptiSession {
   }
 
  private:
+  bool load() {
+    for (const char* n : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so",
+                          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"}) {
+      lib_ = dlopen(n, RTLD_NOW | RTLD_LOCAL);
+      if (lib_) break;
+    }
+    if (!lib_) {
+      capture_.reason = "libcupti.so not found";
+      return false;
+    }
+    auto bind = [&](const char* n, auto& f) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib_, n));
+      return f != nullptr;
+    };
+    CuptiFns f;
+    if (!bind("cuptiActivityEnable", f.enable) || !bind("cuptiActivityDisable", f.disable) ||
+        !bind("cuptiActivityRegisterCallbacks", f.register_callbacks) ||
+        !bind("cuptiActivityFlushAll", f.flush_all) || !bind("cuptiActivityGetNextRecord", f.next_record)) {
+      capture_.reason = "libcupti.so lacks the activity API";
+      lib_ = nullptr;
+      return false;
+    }
+    bind("cuptiActivityGetNumDroppedRecords", f.dropped);
+    {
+      std::lock_guard<std::mutex> lock(g_cupti_mutex);
+      g_cupti = f;
+      g_capture = &capture_;
+    }
+    if (f.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) {
+      capture_.reason = "cuptiActivityRegisterCallbacks failed";
+      std::lock_guard<std::mutex> lock(g_cupti_mutex);
+      g_capture = nullptr;
+      lib_ = nullptr;
+      return false;
+    }
+    return true;
+  }
+
+  static constexpr std::pair<CUpti_ActivityKind, const char*> kinds_[] = {
+      {CUPTI_ACTIVITY_KIND_CONTEXT, "CONTEXT"},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
+      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"}};
   CuptiCapture& capture_;
+  bool wanted_ = false;
+  bool failed_ = false;
+  bool paused_ = false;
   void* lib_ = nullptr;
   std::vector<CUpti_ActivityKind> enabled_;
 };
@@ -367,178 +406,189 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   drv.init(0);
   CUdevice dev = 0;
   drv.device_get(&dev, s.device);
-  const int reps = std::max(1, s.repetitions);
-  // Plain contexts: neither execution affinity nor CIG parameters.
-  CUctxCreateParams no_params{};
+  // Every measurement, `reps` times each, into rows (the traced pass runs
+  // it once more with CUPTI on and throws its rows away).
+  auto measure = [&](int reps, std::vector<LatencyRow>& rows, std::string& green_note) {
+    // Plain contexts: neither execution affinity nor CIG parameters.
+    CUctxCreateParams no_params{};
 
-  auto add = [&](const std::string& op, const std::string& variant, std::vector<double> us,
-                 const std::string& error) {
-    r.rows.push_back({op, variant, summarize_us(std::move(us)), error});
-  };
+    auto add = [&](const std::string& op, const std::string& variant, std::vector<double> us,
+                   const std::string& error) {
+      rows.push_back({op, variant, summarize_us(std::move(us)), error});
+    };
 
-  const std::pair<unsigned, const char*> flags[] = {{CU_CTX_SCHED_SPIN, "spin"},
-                                                    {CU_CTX_SCHED_YIELD, "yield"},
-                                                    {CU_CTX_SCHED_BLOCKING_SYNC, "blocking_sync"}};
-  for (const auto& [flag, name] : flags) {
-    std::vector<double> create, destroy;
-    std::string error;
-    for (int i = 0; i < reps && error.empty(); ++i) {
-      CUcontext ctx = nullptr;
-      auto t0 = Clock::now();
-      const CUresult rc = drv.ctx_create(&ctx, &no_params, flag, dev);
-      const double c = us_since(t0);
-      if (rc != CUDA_SUCCESS) {
-        error = drv.err(rc);
-        break;
-      }
-      create.push_back(c);
-      t0 = Clock::now();
-      drv.ctx_destroy(ctx);
-      destroy.push_back(us_since(t0));
-    }
-    add("cuCtxCreate", name, create, error);
-    add("cuCtxDestroy", name, destroy, error);
-  }
-
-  // Switching between two live contexts, and push/pop.
-  {
-    CUcontext a = nullptr, b = nullptr;
-    std::string error;
-    if (CUresult rc = drv.ctx_create(&a, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
-      error = drv.err(rc);
-    if (error.empty())
-      if (CUresult rc = drv.ctx_create(&b, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
-        error = drv.err(rc);
-    std::vector<double> set, push, pop;
-    for (int i = 0; i < reps && error.empty(); ++i) {
-      auto t0 = Clock::now();
-      drv.ctx_set_current(i % 2 ? a : b);
-      set.push_back(us_since(t0));
-      t0 = Clock::now();
-      drv.ctx_push(i % 2 ? b : a);
-      push.push_back(us_since(t0));
-      CUcontext popped = nullptr;
-      t0 = Clock::now();
-      drv.ctx_pop(&popped);
-      pop.push_back(us_since(t0));
-    }
-    add("cuCtxSetCurrent (alternating 2)", "", set, error);
-    add("cuCtxPushCurrent", "", push, error);
-    add("cuCtxPopCurrent", "", pop, error);
-    drv.ctx_set_current(nullptr);
-    if (a) drv.ctx_destroy(a);
-    if (b) drv.ctx_destroy(b);
-  }
-
-  // Primary context: retain with the count at zero creates it; release to
-  // zero destroys it. Warm retains (count already > 0) are also timed.
-  {
-    std::vector<double> cold, release, warm;
-    std::string error;
-    for (int i = 0; i < reps && error.empty(); ++i) {
-      CUcontext p = nullptr;
-      auto t0 = Clock::now();
-      const CUresult rc = drv.primary_retain(&p, dev);
-      if (rc != CUDA_SUCCESS) {
-        error = drv.err(rc);
-        break;
-      }
-      cold.push_back(us_since(t0));
-      CUcontext q = nullptr;
-      t0 = Clock::now();
-      drv.primary_retain(&q, dev);
-      warm.push_back(us_since(t0));
-      drv.primary_release(dev);
-      t0 = Clock::now();
-      drv.primary_release(dev);
-      release.push_back(us_since(t0));
-    }
-    add("cuDevicePrimaryCtxRetain (first)", "", cold, error);
-    add("cuDevicePrimaryCtxRetain (held)", "", warm, error);
-    add("cuDevicePrimaryCtxRelease (last)", "", release, error);
-  }
-
-  // First kernel launch in a fresh context (module load, launch setup),
-  // against the second launch in the same context.
-  {
-    std::vector<double> first, second;
-    std::string error;
-    for (int i = 0; i < reps && error.empty(); ++i) {
-      CUcontext ctx = nullptr;
-      if (CUresult rc = drv.ctx_create(&ctx, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) {
-        error = drv.err(rc);
-        break;
-      }
-      drv.ctx_set_current(ctx);
-      auto t0 = Clock::now();
-      empty_kernel<<<1, 1>>>();
-      drv.ctx_sync();
-      first.push_back(us_since(t0));
-      t0 = Clock::now();
-      empty_kernel<<<1, 1>>>();
-      drv.ctx_sync();
-      second.push_back(us_since(t0));
-      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) error = cuda_error(e);
-      drv.ctx_set_current(nullptr);
-      drv.ctx_destroy(ctx);
-    }
-    add("first kernel launch+sync (fresh ctx)", "", first, error);
-    add("second kernel launch+sync", "", second, error);
-  }
-
-  // Green contexts over an SM partition.
-  if (!s.green_contexts) {
-    r.green_note = "not measured (--no-green)";
-  } else if (!drv.green()) {
-    r.green_note = "not supported by this driver (no cuGreenCtxCreate entry point)";
-  } else {
-    CUdevResource all{};
-    CUresult rc = drv.get_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
-    if (rc != CUDA_SUCCESS) {
-      r.green_note = "cuDeviceGetDevResource(SM) failed: " + drv.err(rc);
-    } else {
-      const unsigned total = all.sm.smCount;
-      unsigned want = std::max(8u, (total / 2) / 8 * 8);
-      CUdevResource part{}, rest{};
-      unsigned groups = 1;
-      rc = drv.split_sm(&part, &groups, &all, &rest, 0, want);
-      CUdevResourceDesc desc{};
-      if (rc == CUDA_SUCCESS) rc = drv.generate_desc(&desc, &part, 1);
-      if (rc != CUDA_SUCCESS) {
-        r.green_note = "SM split of " + std::to_string(want) + " of " + std::to_string(total) +
-                       " failed: " + drv.err(rc);
-      } else {
-        r.green_note =
-            "partition of " + std::to_string(part.sm.smCount) + " of " + std::to_string(total) + " SMs";
-        std::vector<double> create, destroy, launch;
-        std::string error;
-        for (int i = 0; i < reps && error.empty(); ++i) {
-          CUgreenCtx g = nullptr;
-          auto t0 = Clock::now();
-          rc = drv.green_create(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
-          if (rc != CUDA_SUCCESS) {
-            error = drv.err(rc);
-            break;
-          }
-          create.push_back(us_since(t0));
-          CUcontext ctx = nullptr;
-          if (drv.ctx_from_green(&ctx, g) == CUDA_SUCCESS) {
-            drv.ctx_set_current(ctx);
-            t0 = Clock::now();
-            empty_kernel<<<1, 1>>>();
-            drv.ctx_sync();
-            launch.push_back(us_since(t0));
-            drv.ctx_set_current(nullptr);
-          }
-          t0 = Clock::now();
-          drv.green_destroy(g);
-          destroy.push_back(us_since(t0));
+    const std::pair<unsigned, const char*> flags[] = {{CU_CTX_SCHED_SPIN, "spin"},
+                                                      {CU_CTX_SCHED_YIELD, "yield"},
+                                                      {CU_CTX_SCHED_BLOCKING_SYNC, "blocking_sync"}};
+    for (const auto& [flag, name] : flags) {
+      std::vector<double> create, destroy;
+      std::string error;
+      for (int i = 0; i < reps && error.empty(); ++i) {
+        CUcontext ctx = nullptr;
+        auto t0 = Clock::now();
+        const CUresult rc = drv.ctx_create(&ctx, &no_params, flag, dev);
+        const double c = us_since(t0);
+        if (rc != CUDA_SUCCESS) {
+          error = drv.err(rc);
+          break;
         }
-        add("cuGreenCtxCreate", "", create, error);
-        add("cuGreenCtxDestroy", "", destroy, error);
-        add("first kernel launch+sync (green ctx)", "", launch, error);
+        create.push_back(c);
+        t0 = Clock::now();
+        drv.ctx_destroy(ctx);
+        destroy.push_back(us_since(t0));
+      }
+      add("cuCtxCreate", name, create, error);
+      add("cuCtxDestroy", name, destroy, error);
+    }
+
+    // Switching between two live contexts, and push/pop.
+    {
+      CUcontext a = nullptr, b = nullptr;
+      std::string error;
+      if (CUresult rc = drv.ctx_create(&a, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
+        error = drv.err(rc);
+      if (error.empty())
+        if (CUresult rc = drv.ctx_create(&b, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
+          error = drv.err(rc);
+      std::vector<double> set, push, pop;
+      for (int i = 0; i < reps && error.empty(); ++i) {
+        auto t0 = Clock::now();
+        drv.ctx_set_current(i % 2 ? a : b);
+        set.push_back(us_since(t0));
+        t0 = Clock::now();
+        drv.ctx_push(i % 2 ? b : a);
+        push.push_back(us_since(t0));
+        CUcontext popped = nullptr;
+        t0 = Clock::now();
+        drv.ctx_pop(&popped);
+        pop.push_back(us_since(t0));
+      }
+      add("cuCtxSetCurrent (alternating 2)", "", set, error);
+      add("cuCtxPushCurrent", "", push, error);
+      add("cuCtxPopCurrent", "", pop, error);
+      drv.ctx_set_current(nullptr);
+      if (a) drv.ctx_destroy(a);
+      if (b) drv.ctx_destroy(b);
+    }
+
+    // Primary context: retain with the count at zero creates it; release to
+    // zero destroys it. Warm retains (count already > 0) are also timed.
+    {
+      std::vector<double> cold, release, warm;
+      std::string error;
+      for (int i = 0; i < reps && error.empty(); ++i) {
+        CUcontext p = nullptr;
+        auto t0 = Clock::now();
+        const CUresult rc = drv.primary_retain(&p, dev);
+        if (rc != CUDA_SUCCESS) {
+          error = drv.err(rc);
+          break;
+        }
+        cold.push_back(us_since(t0));
+        CUcontext q = nullptr;
+        t0 = Clock::now();
+        drv.primary_retain(&q, dev);
+        warm.push_back(us_since(t0));
+        drv.primary_release(dev);
+        t0 = Clock::now();
+        drv.primary_release(dev);
+        release.push_back(us_since(t0));
+      }
+      add("cuDevicePrimaryCtxRetain (first)", "", cold, error);
+      add("cuDevicePrimaryCtxRetain (held)", "", warm, error);
+      add("cuDevicePrimaryCtxRelease (last)", "", release, error);
+    }
+
+    // First kernel launch in a fresh context (module load, launch setup),
+    // against the second launch in the same context.
+    {
+      std::vector<double> first, second;
+      std::string error;
+      for (int i = 0; i < reps && error.empty(); ++i) {
+        CUcontext ctx = nullptr;
+        if (CUresult rc = drv.ctx_create(&ctx, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) {
+          error = drv.err(rc);
+          break;
+        }
+        drv.ctx_set_current(ctx);
+        auto t0 = Clock::now();
+        empty_kernel<<<1, 1>>>();
+        drv.ctx_sync();
+        first.push_back(us_since(t0));
+        t0 = Clock::now();
+        empty_kernel<<<1, 1>>>();
+        drv.ctx_sync();
+        second.push_back(us_since(t0));
+        if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) error = cuda_error(e);
+        drv.ctx_set_current(nullptr);
+        drv.ctx_destroy(ctx);
+      }
+      add("first kernel launch+sync (fresh ctx)", "", first, error);
+      add("second kernel launch+sync", "", second, error);
+    }
+
+    // Green contexts over an SM partition.
+    if (!s.green_contexts) {
+      green_note = "not measured (--no-green)";
+    } else if (!drv.green()) {
+      green_note = "not supported by this driver (no cuGreenCtxCreate entry point)";
+    } else {
+      CUdevResource all{};
+      CUresult rc = drv.get_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+      if (rc != CUDA_SUCCESS) {
+        green_note = "cuDeviceGetDevResource(SM) failed: " + drv.err(rc);
+      } else {
+        const unsigned total = all.sm.smCount;
+        unsigned want = std::max(8u, (total / 2) / 8 * 8);
+        CUdevResource part{}, rest{};
+        unsigned groups = 1;
+        rc = drv.split_sm(&part, &groups, &all, &rest, 0, want);
+        CUdevResourceDesc desc{};
+        if (rc == CUDA_SUCCESS) rc = drv.generate_desc(&desc, &part, 1);
+        if (rc != CUDA_SUCCESS) {
+          green_note = "SM split of " + std::to_string(want) + " of " + std::to_string(total) +
+                         " failed: " + drv.err(rc);
+        } else {
+          green_note =
+              "partition of " + std::to_string(part.sm.smCount) + " of " + std::to_string(total) + " SMs";
+          std::vector<double> create, destroy, launch;
+          std::string error;
+          for (int i = 0; i < reps && error.empty(); ++i) {
+            CUgreenCtx g = nullptr;
+            auto t0 = Clock::now();
+            rc = drv.green_create(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM);
+            if (rc != CUDA_SUCCESS) {
+              error = drv.err(rc);
+              break;
+            }
+            create.push_back(us_since(t0));
+            CUcontext ctx = nullptr;
+            if (drv.ctx_from_green(&ctx, g) == CUDA_SUCCESS) {
+              drv.ctx_set_current(ctx);
+              t0 = Clock::now();
+              empty_kernel<<<1, 1>>>();
+              drv.ctx_sync();
+              launch.push_back(us_since(t0));
+              drv.ctx_set_current(nullptr);
+            }
+            t0 = Clock::now();
+            drv.green_destroy(g);
+            destroy.push_back(us_since(t0));
+          }
+          add("cuGreenCtxCreate", "", create, error);
+          add("cuGreenCtxDestroy", "", destroy, error);
+          add("first kernel launch+sync (green ctx)", "", launch, error);
+        }
       }
     }
+  };
+  measure(std::max(1, s.repetitions), r.rows, r.green_note);
+  if (s.cupti) {
+    std::vector<LatencyRow> traced;
+    std::string note;
+    cupti.resume();
+    measure(1, traced, note);
+    cupti.pause();
   }
   cupti.finish();
   r.nvml = sampler.stop();
@@ -609,14 +659,18 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
   Nvml nvml;
   NvmlSampler sampler(nvml, s.nvml_interval_s);
 
+  int* flag = nullptr;
+  int* flag_dev = nullptr;
+  if (!ok(cudaHostAlloc(&flag, sizeof(int), cudaHostAllocMapped), "cudaHostAlloc(mapped flag)") ||
+      !ok(cudaHostGetDevicePointer(&flag_dev, flag, 0), "cudaHostGetDevicePointer")) {
+    r.reason = error;
+    if (flag) cudaFreeHost(flag);
+    return r;
+  }
   cudaStream_t s_d2h = nullptr, s_h2d = nullptr, s_decode = nullptr;
   cudaStreamCreateWithFlags(&s_d2h, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&s_h2d, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&s_decode, cudaStreamNonBlocking);
-  int* flag = nullptr;
-  cudaHostAlloc(&flag, sizeof(int), cudaHostAllocMapped);
-  int* flag_dev = nullptr;
-  cudaHostGetDevicePointer(&flag_dev, flag, 0);
   cudaEvent_t e0, e1, e2, d0, d1;
   for (auto* e : {&e0, &e1, &e2, &d0, &d1}) cudaEventCreate(e);
   cudaDeviceProp prop{};
@@ -781,6 +835,31 @@ KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
           }
           cudaStreamSynchronize(s_decode);
           row.switch_ms = summarize_latencies(sw);
+          // Traced pass: each copy pattern once more, and two switches, with
+          // CUPTI recording; not in the statistics.
+          if (s.cupti) {
+            cupti.resume();
+            double dm = 0;
+            timed_copy(
+                [&](CopyQueue& q) {
+                  enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h, &q);
+                },
+                false, row.overlapped, &dm);
+            timed_copy(
+                [&](CopyQueue& q) {
+                  enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h, &q);
+                  enqueue_copy(slot(resident), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_h2d,
+                               &q);
+                },
+                true, row.overlapped, &dm);
+            for (int k = 0; k < std::min(2, s.switches); ++k) {
+              if (row.overlapped) launch_decode(s_decode);
+              enqueue_copy(host_of(0), slot(0), kv, chunk, cudaMemcpyDeviceToHost, s_d2h);
+              enqueue_copy(slot(0), host_of(1 % tenants), kv, chunk, cudaMemcpyHostToDevice, s_d2h);
+            }
+            cudaDeviceSynchronize();
+            cupti.pause();
+          }
           if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) row.skipped = cuda_error(e);
           r.rows.push_back(row);
         }
