@@ -49,12 +49,8 @@ namespace {
 nlohmann::json cupti_json(const CuptiCapture& c) {
   std::map<std::string, std::size_t> counts;
   for (const auto& a : c.activities) ++counts[a.kind];
-  return {{"enabled", c.enabled},
-          {"reason", c.reason},
-          {"kinds", c.kinds},
-          {"records", counts},
-          {"dropped", c.dropped},
-          {"capped", c.capped}};
+  return {{"enabled", c.enabled}, {"reason", c.reason},   {"kinds", c.kinds},
+          {"records", counts},    {"dropped", c.dropped}, {"capped", c.capped}};
 }
 std::string latency_cell(const LatencySummary& s) {
   if (s.n == 0) return "n/a";

@@ -409,8 +409,9 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   // Every measurement, `reps` times each, into rows (the traced pass runs
   // it once more with CUPTI on and throws its rows away).
   auto measure = [&](int reps, std::vector<LatencyRow>& rows, std::string& green_note) {
-    // Plain contexts: neither execution affinity nor CIG parameters.
-    CUctxCreateParams no_params{};
+    // Plain contexts: no creation parameters (neither execution affinity
+    // nor CIG), passed as NULL as CUDA 13's cuCtxCreate (_v4) allows.
+    CUctxCreateParams* no_params = nullptr;
 
     auto add = [&](const std::string& op, const std::string& variant, std::vector<double> us,
                    const std::string& error) {
@@ -426,7 +427,7 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
       for (int i = 0; i < reps && error.empty(); ++i) {
         CUcontext ctx = nullptr;
         auto t0 = Clock::now();
-        const CUresult rc = drv.ctx_create(&ctx, &no_params, flag, dev);
+        const CUresult rc = drv.ctx_create(&ctx, no_params, flag, dev);
         const double c = us_since(t0);
         if (rc != CUDA_SUCCESS) {
           error = drv.err(rc);
@@ -445,10 +446,10 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
     {
       CUcontext a = nullptr, b = nullptr;
       std::string error;
-      if (CUresult rc = drv.ctx_create(&a, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
+      if (CUresult rc = drv.ctx_create(&a, no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
         error = drv.err(rc);
       if (error.empty())
-        if (CUresult rc = drv.ctx_create(&b, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
+        if (CUresult rc = drv.ctx_create(&b, no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS)
           error = drv.err(rc);
       std::vector<double> set, push, pop;
       for (int i = 0; i < reps && error.empty(); ++i) {
@@ -506,7 +507,7 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
       std::string error;
       for (int i = 0; i < reps && error.empty(); ++i) {
         CUcontext ctx = nullptr;
-        if (CUresult rc = drv.ctx_create(&ctx, &no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) {
+        if (CUresult rc = drv.ctx_create(&ctx, no_params, CU_CTX_SCHED_SPIN, dev); rc != CUDA_SUCCESS) {
           error = drv.err(rc);
           break;
         }
@@ -538,8 +539,12 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
       if (rc != CUDA_SUCCESS) {
         green_note = "cuDeviceGetDevResource(SM) failed: " + drv.err(rc);
       } else {
+        // Half the SMs, on the partition granularity the driver reports
+        // (co-scheduled alignment, minimum partition size).
         const unsigned total = all.sm.smCount;
-        unsigned want = std::max(8u, (total / 2) / 8 * 8);
+        const unsigned align = std::max(1u, all.sm.smCoscheduledAlignment);
+        const unsigned least = std::max({align, all.sm.minSmPartitionSize, 1u});
+        const unsigned want = std::min(total, std::max(least, (total / 2) / align * align));
         CUdevResource part{}, rest{};
         unsigned groups = 1;
         rc = drv.split_sm(&part, &groups, &all, &rest, 0, want);
@@ -547,7 +552,7 @@ GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
         if (rc == CUDA_SUCCESS) rc = drv.generate_desc(&desc, &part, 1);
         if (rc != CUDA_SUCCESS) {
           green_note = "SM split of " + std::to_string(want) + " of " + std::to_string(total) +
-                         " failed: " + drv.err(rc);
+                       " failed: " + drv.err(rc);
         } else {
           green_note =
               "partition of " + std::to_string(part.sm.smCount) + " of " + std::to_string(total) + " SMs";
