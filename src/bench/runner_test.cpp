@@ -193,7 +193,11 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
   const auto w = small_workload(200, 10, 6);
   LoadPlan plan;
   for (std::uint32_t i = 0; i < 200; ++i) plan.schedule.emplace_back(i, i * kNanosPerMilli);
-  plan.timeout_s = 0.5;  // stalls of 2 s time out
+  // Stalls of 2 s time out; answered requests stay inside 1 s even under
+  // ThreadSanitizer on a loaded machine. (The stalls must end within the
+  // server's 2 s shutdown linger: a stall timer still pending when the
+  // server is destroyed is a known shutdown bug, see the session note.)
+  plan.timeout_s = 1.0;
   const auto rs = run(w, plan, target);
   ASSERT_EQ(rs.size(), 200u);
   std::map<Outcome, int> by;
