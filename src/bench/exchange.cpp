@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 #include "core/json_out.h"
 
 namespace tokenscope::bench {
@@ -31,16 +34,58 @@ RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
   head_ += s_.stream ? "Accept: text/event-stream\r\n" : "Accept: application/json\r\n";
   if (!s_.api_key.empty()) head_ += "Authorization: Bearer " + s_.api_key + "\r\n";
   for (const auto& [name, value] : s_.headers) head_ += name + ": " + value + "\r\n";
+
+  const auto& sm = s_.sampling;
+  if (!sm.extra_body.empty()) {
+    nlohmann::json extra;
+    try {
+      extra = nlohmann::json::parse(sm.extra_body);
+    } catch (const std::exception& e) {
+      throw UsageError(fmt::format("--extra-body: not JSON: {}", e.what()));
+    }
+    if (!extra.is_object()) throw UsageError("--extra-body: expected a JSON object, e.g. '{\"min_p\": 0.1}'");
+    for (const auto& [name, value] : extra.items()) {
+      extra_names_.push_back(name);
+      extra_fields_ += ',';
+      jsonout::append_string(extra_fields_, name);
+      extra_fields_ += ':';
+      extra_fields_ += value.dump();
+    }
+  }
+  auto number = [&](const char* name, std::string value) {
+    if (overridden(name)) return;
+    sampling_fields_ += fmt::format(",\"{}\":{}", name, value);
+  };
+  if (sm.temperature) number("temperature", fmt::format("{}", *sm.temperature));
+  if (sm.top_p) number("top_p", fmt::format("{}", *sm.top_p));
+  if (sm.top_k) number("top_k", fmt::format("{}", *sm.top_k));
+  if (sm.seed) number("seed", fmt::format("{}", *sm.seed));
+  if (sm.logprobs) {
+    if (s_.api == Api::kChat) {
+      number("logprobs", "true");
+      number("top_logprobs", fmt::format("{}", *sm.logprobs));
+    } else {
+      number("logprobs", fmt::format("{}", *sm.logprobs));
+    }
+  }
+}
+
+bool RequestEncoder::overridden(std::string_view field) const {
+  return std::find(extra_names_.begin(), extra_names_.end(), field) != extra_names_.end();
 }
 
 std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view prompt, std::uint32_t max_tokens,
                                                           const std::vector<ChatMessage>* history) const {
   std::string body;
-  body.reserve(prompt.size() + 256);
-  body += "{\"model\":";
-  jsonout::append_string(body, s_.model);
+  body.reserve(prompt.size() + 256 + extra_fields_.size());
+  body += '{';
+  if (!overridden("model")) {
+    body += "\"model\":";
+    jsonout::append_string(body, s_.model);
+    body += ',';
+  }
   if (s_.api == Api::kChat) {
-    body += ",\"messages\":[";
+    body += "\"messages\":[";
     if (history)
       for (const auto& m : *history) {
         body += "{\"role\":";
@@ -53,18 +98,19 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
     jsonout::append_string(body, prompt);
     body += "}]";
   } else {
-    body += ",\"prompt\":";
+    body += "\"prompt\":";
     jsonout::append_string(body, prompt);
   }
-  body += ",\"max_tokens\":";
-  jsonout::append_uint(body, max_tokens);
-  if (s_.ignore_eos) body += ",\"ignore_eos\":true";
-  if (s_.stream) {
-    body += ",\"stream\":true";
-    if (s_.include_usage) body += ",\"stream_options\":{\"include_usage\":true}";
-  } else {
-    body += ",\"stream\":false";
+  if (!overridden("max_tokens")) {
+    body += ",\"max_tokens\":";
+    jsonout::append_uint(body, max_tokens);
   }
+  if (s_.ignore_eos && !overridden("ignore_eos")) body += ",\"ignore_eos\":true";
+  if (!overridden("stream")) body += s_.stream ? ",\"stream\":true" : ",\"stream\":false";
+  if (s_.stream && s_.include_usage && !overridden("stream_options"))
+    body += ",\"stream_options\":{\"include_usage\":true}";
+  body += sampling_fields_;
+  body += extra_fields_;
   body += '}';
   auto out = std::make_shared<std::string>();
   out->reserve(head_.size() + body.size() + 32);
@@ -123,7 +169,32 @@ void ResponseCollector::on_body(std::string_view data, Nanos t) {
   if (tick_) tick_(tick_ctx_);
 }
 
+// The message of an error event's JSON ({"message": ...}, {"error": {"message":
+// ...}} or {"error": "..."}), else the text itself.
+static std::string error_message(std::string_view text) {
+  try {
+    const auto j = nlohmann::json::parse(text);
+    const nlohmann::json* e = &j;
+    if (j.is_object() && j.contains("error")) e = &j["error"];
+    if (e->is_string()) return e->get<std::string>();
+    if (e->is_object() && e->contains("message") && (*e)["message"].is_string()) {
+      std::string m = (*e)["message"].get<std::string>();
+      if (e->contains("code") && (*e)["code"].is_number_integer())
+        m = fmt::format("{} (code {})", m, (*e)["code"].get<std::int64_t>());
+      return m;
+    }
+  } catch (const std::exception&) {
+  }
+  return std::string(text);
+}
+
 void ResponseCollector::on_event(const net::SseEvent& e) {
+  // An error inside a 200 stream: llama.cpp's "error: {...}" field, or an
+  // "event: error" event; the request failed whatever follows ([DONE]).
+  if (!e.error.empty())
+    return fail(Outcome::kHttpError, "error event in the stream: " + excerpt(error_message(e.error)));
+  if (e.event == "error")
+    return fail(Outcome::kHttpError, "error event in the stream: " + excerpt(error_message(e.data)));
   if (e.data == "[DONE]") {
     saw_done_ = true;
     return;
@@ -132,7 +203,7 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
   const ChunkInfo c = parser_->parse(e.data);
   if (!c.valid) return fail(Outcome::kProtocolError, "malformed stream event: " + excerpt(e.data));
   if (record_.response_id.empty() && !c.id.empty()) record_.response_id = c.id;
-  if (c.is_error) return fail(Outcome::kHttpError, "error event: " + excerpt(c.error_message));
+  if (c.is_error) return fail(Outcome::kHttpError, "error event in the stream: " + excerpt(c.error_message));
   if (c.has_output) {
     if (record_.t_first_token < 0) record_.t_first_token = e.t_first_byte;
     record_.t_last_token = e.t_first_byte;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,19 @@ namespace tokenscope::bench {
 
 enum class Api { kCompletions, kChat };
 
+// Sampling parameters sent with every request (absent fields are not sent, so
+// the server's defaults apply). vLLM's benchmark client sends temperature 0.
+struct Sampling {
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<std::int64_t> top_k;
+  std::optional<std::int64_t> seed;
+  std::optional<std::uint32_t> logprobs;  // completions: "logprobs": N; chat: "logprobs": true, "top_logprobs": N
+  // A JSON object whose members are merged into every request body (they
+  // replace tokenscope's own fields of the same name).
+  std::string extra_body;
+};
+
 struct RequestSettings {
   Api api = Api::kCompletions;
   std::string model;
@@ -41,6 +55,7 @@ struct RequestSettings {
   std::string path;       // "" : /v1/completions or /v1/chat/completions by api
   std::string api_key;    // Authorization: Bearer
   std::vector<std::pair<std::string, std::string>> headers;
+  Sampling sampling;
 };
 
 struct ChatMessage {
@@ -50,6 +65,7 @@ struct ChatMessage {
 
 class RequestEncoder {
  public:
+  // Throws UsageError when sampling.extra_body is not a JSON object.
   explicit RequestEncoder(RequestSettings s);
   const RequestSettings& settings() const { return s_; }
   // The whole HTTP message. Completions send `prompt`; chat sends one user
@@ -58,8 +74,13 @@ class RequestEncoder {
                                             const std::vector<ChatMessage>* history = nullptr) const;
 
  private:
+  bool overridden(std::string_view field) const;
+
   RequestSettings s_;
   std::string head_;  // request line and fixed headers, up to Content-Length
+  std::string sampling_fields_;  // ",\"temperature\":0,..." (fields not in extra_body)
+  std::string extra_fields_;     // the extra body's members, ",\"name\":value,..."
+  std::vector<std::string> extra_names_;
 };
 
 // Collects one response into a RequestRecord. Reusable: init() before each use.

@@ -5,7 +5,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -23,6 +27,8 @@ asio::steady_timer::time_point at(Nanos t) {
   return asio::steady_timer::time_point(std::chrono::nanoseconds(t));
 }
 constexpr std::size_t kPrepareAhead = 64;
+// Open loop: idle connections are kept for the requests due this far ahead.
+constexpr Nanos kIdleHorizon = kNanosPerSecond;
 }  // namespace
 
 void RecordQueue::push(RequestRecord&& r) {
@@ -47,15 +53,16 @@ struct Runner::Shard {
   struct Context {
     std::uint32_t request = 0;
     int user = -1;
+    bool closed_loop_user() const { return user >= 0; }
     std::vector<ChatMessage> history;  // chat: the conversation before this turn
     std::string prompt;                // this turn's prompt (kept for multi-turn)
   };
 
-  Shard(Runner& runner, unsigned i)
+  Shard(Runner& runner, unsigned i, const net::ClientOptions& options)
       : r(runner),
         index(i),
         ioc(1),
-        client(ioc, r.endpoint_, r.client_options_, clock),
+        client(ioc, r.endpoint_, options, clock),
         timer(ioc),
         think_rng(r.plan_.think_seed * 0x9e3779b97f4a7c15ULL + i + 1) {}
 
@@ -75,8 +82,7 @@ struct Runner::Shard {
   std::size_t next = 0;
   bool in_tick = false;
   std::deque<std::shared_ptr<const std::string>> prepared;  // encoded jobs[next ...]
-  std::deque<std::pair<std::uint32_t, Nanos>> waiting;      // over the concurrency cap
-  std::uint32_t cap = 0;
+  std::size_t horizon = 0;  // jobs[next, horizon) are due within kIdleHorizon
   // Follow-up turns waiting for their think time.
   std::vector<std::shared_ptr<asio::steady_timer>> followups;
   // Closed loop.
@@ -111,7 +117,8 @@ struct Runner::Shard {
       while (jobs[b].second - jobs[a].second >= 10 * kNanosPerMilli) ++a;
       busiest = std::max(busiest, b - a + 1);
     }
-    if (cap > 0) busiest = std::min<std::size_t>(busiest, cap);
+    if (r.gate_.cap > 0)
+      busiest = std::min<std::size_t>(busiest, (r.gate_.cap + r.shards_.size() - 1) / r.shards_.size());
     return std::min<std::size_t>(busiest, 1024);
   }
 
@@ -147,7 +154,24 @@ struct Runner::Shard {
   void fire() {
     dispatch_due(now());
     prepare_ahead();
+    update_idle_target();
     arm();
+  }
+
+  // Idle connections kept: as many as requests are due soon (open loop),
+  // or one per user (closed loop); the others are closed, so that a
+  // thread-per-connection server does not keep a worker on each.
+  void update_idle_target() {
+    if (r.plan_.closed_loop) {
+      std::size_t active = 0;
+      for (const auto& u : users) active += u->active && !u->retire;
+      client.set_idle_target(active + followups.size());
+      return;
+    }
+    const Nanos until = now() - r.epoch_ + kIdleHorizon;
+    horizon = std::max(horizon, next);
+    while (horizon < jobs.size() && jobs[horizon].second <= until) ++horizon;
+    client.set_idle_target(horizon - next + followups.size());
   }
 
   void dispatch_due(Nanos t) {
@@ -182,10 +206,14 @@ struct Runner::Shard {
   }
 
   void dispatch(std::uint32_t request, Nanos t_sched, std::shared_ptr<const std::string> bytes) {
-    if (cap > 0 && in_flight >= cap) {
-      waiting.emplace_back(request, t_sched);
-      ++r.counters_.queued;
-      return;
+    if (r.gate_.cap > 0) {
+      std::lock_guard lock(r.gate_.mutex);
+      if (r.gate_.in_flight >= r.gate_.cap) {
+        r.gate_.waiting.emplace_back(request, t_sched);
+        ++r.counters_.queued;
+        return;
+      }
+      ++r.gate_.in_flight;
     }
     Context ctx;
     ctx.request = request;
@@ -218,6 +246,8 @@ struct Runner::Shard {
     rec.task_class = req.task_class < r.w_.classes.size() ? r.w_.classes[req.task_class] : "";
     rec.t_sched = t_sched;
     rec.t_dispatch = t_dispatch;
+    rec.output_tokens_planned = std::max<std::uint32_t>(1, req.output_tokens);
+    if (ctx.history.empty() && (!link || link->turn == 0)) rec.prompt_tokens_planned = req.input_tokens;
     rec.warmup = warmup(t_sched);
     if (link && link->session >= 0) {
       rec.session = link->session;
@@ -260,17 +290,28 @@ struct Runner::Shard {
         for (std::int32_t n = link->next; n >= 0; n = r.plan_.turns[n].next) ++not_sent;
       }
     }
-    // A queued request takes the free slot.
-    if (!waiting.empty() && !stopping && (cap == 0 || in_flight < cap)) {
-      const auto [request, t_sched] = waiting.front();
-      waiting.pop_front();
-      --r.counters_.queued;
-      Context next_ctx;
-      next_ctx.request = request;
-      send(std::move(next_ctx), t_sched, now(), nullptr, r.w_.requests[request].id);
+    // The freed slot goes to the oldest queued request, whichever thread it came from.
+    if (r.gate_.cap > 0 && !ctx.closed_loop_user()) {
+      std::optional<std::pair<std::uint32_t, Nanos>> queued;
+      {
+        std::lock_guard lock(r.gate_.mutex);
+        if (!r.gate_.waiting.empty() && !r.gate_.closed && r.gate_.in_flight <= r.gate_.cap) {
+          queued = r.gate_.waiting.front();
+          r.gate_.waiting.pop_front();
+        } else {
+          --r.gate_.in_flight;
+        }
+      }
+      if (queued) {
+        --r.counters_.queued;
+        Context next_ctx;
+        next_ctx.request = queued->first;
+        send(std::move(next_ctx), queued->second, now(), nullptr, r.w_.requests[queued->first].id);
+      }
     }
     // A closed-loop user thinks, then sends again (after the whole session).
     if (ctx.user >= 0 && !session_goes_on) user_after_request(ctx.user);
+    update_idle_target();
   }
 
   void schedule_followup(const Context& ctx, std::string output, const TurnLink& link, Nanos t_end) {
@@ -301,6 +342,10 @@ struct Runner::Shard {
         return;
       }
       const std::uint64_t id = r.w_.requests[next_ctx.request].id;
+      if (r.gate_.cap > 0) {  // a session's next turn is never held back, but it counts
+        std::lock_guard lock(r.gate_.mutex);
+        ++r.gate_.in_flight;
+      }
       send(std::move(next_ctx), t_sched, -1, nullptr, id);
     });
   }
@@ -384,9 +429,7 @@ struct Runner::Shard {
     if (stopping) return;
     stopping = true;
     timer.cancel();
-    not_sent += jobs.size() - next + waiting.size();
-    r.counters_.queued -= waiting.size();
-    waiting.clear();
+    not_sent += jobs.size() - next;
     prepared.clear();
     next = jobs.size();
     for (auto& t : followups) t->cancel();
@@ -409,12 +452,23 @@ Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoin
       }()),
       out_(out) {
   const unsigned threads = std::max(1u, plan_.threads);
-  for (unsigned i = 0; i < threads; ++i) shards_.push_back(std::make_unique<Shard>(*this, i));
+  // The connection limit: as asked, else the default, and never more than
+  // the descriptors left (the run directory and the writer need a few).
+  max_connections_ = plan_.max_connections > 0 ? plan_.max_connections : kDefaultMaxConnections;
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    const auto usable = nofile.rlim_cur > 64 ? nofile.rlim_cur - 64 : 1;
+    max_connections_ = static_cast<std::uint32_t>(std::min<rlim_t>(max_connections_, usable));
+  }
+  max_connections_ = std::max<std::uint32_t>(max_connections_, threads);
+  for (unsigned i = 0; i < threads; ++i) {
+    net::ClientOptions options = client_options_;
+    options.max_connections = (max_connections_ + threads - 1 - i) / threads;
+    shards_.push_back(std::make_unique<Shard>(*this, i, options));
+  }
   for (std::size_t i = 0; i < plan_.schedule.size(); ++i)
     shards_[i % threads]->jobs.push_back(plan_.schedule[i]);
-  if (plan_.max_concurrency > 0)
-    for (unsigned i = 0; i < threads; ++i)
-      shards_[i]->cap = std::max<std::uint32_t>(1, (plan_.max_concurrency + threads - 1 - i) / threads);
+  gate_.cap = plan_.closed_loop ? 0 : plan_.max_concurrency;
 }
 
 Runner::~Runner() {
@@ -436,6 +490,13 @@ bool Runner::wait_for(int timeout_ms) {
 }
 
 void Runner::stop_sending() {
+  {
+    std::lock_guard lock(gate_.mutex);
+    gate_.closed = true;
+    gate_not_sent_ += gate_.waiting.size();
+    counters_.queued -= gate_.waiting.size();
+    gate_.waiting.clear();
+  }
   for (auto& s : shards_) asio::post(s->ioc, [sh = s.get()] { sh->stop_sending(); });
 }
 
@@ -452,7 +513,7 @@ void Runner::join() {
 }
 
 std::uint64_t Runner::not_sent() const {
-  std::uint64_t n = 0;
+  std::uint64_t n = gate_not_sent_.load();
   for (const auto& s : shards_) n += s->not_sent.load();
   return n;
 }
@@ -471,6 +532,10 @@ net::ClientCounters Runner::client_counters() const {
     total.resent += c.resent;
     total.open += c.open;
     total.idle += c.idle;
+    total.stale_dropped += c.stale_dropped;
+    total.idle_closed += c.idle_closed;
+    total.waited += c.waited;
+    total.peak_open += c.peak_open;  // an upper bound of the peak over all threads
   }
   return total;
 }

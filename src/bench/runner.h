@@ -9,13 +9,15 @@
 // plus its think time, with the conversation so far as its history.
 //
 // Client threads (--client-threads) each own an io_context, a connection
-// pool and a share of the plan (request i goes to thread i mod T). Finished
+// pool (a share of max_connections) and a share of the plan (request i goes
+// to thread i mod T); the concurrency cap is one for all threads. Finished
 // records go to a RecordQueue that the caller drains (and writes) from its
 // own thread, so disk I/O never delays a send.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -36,12 +38,14 @@ struct TurnLink {
   std::uint32_t turn = 0;
 };
 
+inline constexpr std::uint32_t kDefaultMaxConnections = 4096;
+
 struct LoadPlan {
   bool closed_loop = false;
   // Open loop: (request index, offset ns from the start) in send order.
   // Follow-up turns are not listed: they follow their previous turn.
   std::vector<std::pair<std::uint32_t, Nanos>> schedule;
-  std::uint32_t max_concurrency = 0;  // 0: no cap
+  std::uint32_t max_concurrency = 0;  // requests in flight at most, all client threads together (0: no cap)
   // Closed loop: users per stage; requests are taken in workload order
   // (wrapping around with fresh ids when the workload runs out).
   std::vector<Stage> user_stages;
@@ -57,6 +61,10 @@ struct LoadPlan {
   // 10 ms of the schedule plans, or the users of a closed loop), so that a
   // fast start does not become a storm of connects.
   std::uint32_t preconnect = 0;
+  // Connections open at most, all client threads together (0: the default,
+  // kDefaultMaxConnections, or fewer when the descriptor limit is lower).
+  // Requests beyond it wait for a connection: their wait is send lag.
+  std::uint32_t max_connections = 0;
   unsigned threads = 1;
   Nanos lead_in_ns = 50 * kNanosPerMilli;  // the first send is this far after start()
 };
@@ -102,6 +110,8 @@ class Runner {
   Nanos epoch() const { return epoch_; }
   // Requests of the plan that were never sent (after stop_sending).
   std::uint64_t not_sent() const;
+  // The connection limit in effect (all threads together).
+  std::uint32_t max_connections() const { return max_connections_; }
   // Planned open-loop requests (0 for closed loop).
   std::uint64_t planned() const;
   net::ClientCounters client_counters() const;
@@ -118,6 +128,17 @@ class Runner {
   RunCounters counters_;
   Nanos epoch_ = 0;
   std::atomic<std::uint64_t> next_closed_{0};  // closed loop: the next workload position
+  // The concurrency cap, shared by the client threads: a request that finds
+  // it full waits here (FIFO) and is sent by whichever thread frees a slot.
+  struct Gate {
+    std::mutex mutex;
+    std::uint32_t cap = 0;
+    std::uint32_t in_flight = 0;
+    bool closed = false;  // stop_sending: nothing more leaves the queue
+    std::deque<std::pair<std::uint32_t, Nanos>> waiting;  // (request, t_sched)
+  } gate_;
+  std::atomic<std::uint64_t> gate_not_sent_{0};
+  std::uint32_t max_connections_ = 0;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::mutex done_mutex_;
   std::condition_variable done_cv_;

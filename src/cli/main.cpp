@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::cerr << "tokenscope: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const TargetError& e) {
+    std::cerr << "tokenscope: " << e.what() << "\n";
+    return kExitFailure;
   } catch (const IoError& e) {
     std::cerr << "tokenscope: " << e.what() << "\n";
     return kExitFailure;

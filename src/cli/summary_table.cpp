@@ -4,7 +4,30 @@
 
 namespace tokenscope::cli {
 
+std::string format_ms_cell(double ms, std::size_t width) {
+  // Milliseconds with 2, 1 or 0 decimals; then seconds ("s"), minutes ("m")
+  // and hours ("h"): the first form that leaves a space before the value.
+  const std::size_t room = width > 1 ? width - 1 : 1;
+  for (int d = 2; d >= 0; --d) {
+    std::string t = fmt::format("{:.{}f}", ms, d);
+    if (t.size() <= room) return t;
+  }
+  for (const auto& [unit, per] : {std::pair{"s", 1e3}, {"m", 60e3}, {"h", 3600e3}})
+    for (int d = 2; d >= 0; --d) {
+      std::string t = fmt::format("{:.{}f}{}", ms / per, d, unit);
+      if (t.size() <= room) return t;
+    }
+  return fmt::format("{:.0f}h", ms / 3600e3);
+}
+
 namespace {
+constexpr std::size_t kCell = 10;
+
+std::string cell(const nlohmann::json& v) {
+  if (v.is_null()) return "-";
+  return format_ms_cell(v.get<double>(), kCell);
+}
+
 std::string num(const nlohmann::json& v, int decimals = 2) {
   if (v.is_null()) return "-";
   return fmt::format("{:.{}f}", v.get<double>(), decimals);
@@ -16,7 +39,7 @@ std::string pct(const nlohmann::json& v) {
 }  // namespace
 
 void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohmann::json& s) {
-  const std::string rule(78, '-');
+  const std::string rule(92, '-');
   os << h.title << "\n";
   for (const auto& l : h.lines) os << "  " << l << "\n";
   os << rule << "\n";
@@ -46,6 +69,13 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
     if (s["requests_warmup_excluded"].get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} requests in the warm-up window excluded\n", "warm-up",
                         s["requests_warmup_excluded"].get<std::uint64_t>());
+    if (s.contains("requests_without_usage") && s["requests_without_usage"].get<std::uint64_t>() > 0)
+      os << fmt::format("{:<18}{} completed requests came without a usage count{}\n", "no usage",
+                        s["requests_without_usage"].get<std::uint64_t>(),
+                        s["output_tokens_client_counted"].get<std::uint64_t>() > 0
+                            ? fmt::format(" ({} counted on the client with --tokenizer)",
+                                          s["output_tokens_client_counted"].get<std::uint64_t>())
+                            : ": their output tokens count as 0; give --tokenizer to count them");
     if (s["output_token_mismatches"].get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} requests where usage and the client's event count differ\n", "token check",
                         s["output_token_mismatches"].get<std::uint64_t>());
@@ -65,8 +95,8 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
       }
     }
   }
-  os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", "(ms)", "mean", "min", "p50", "p90",
-                    "p95", "p99", "p99.9", "max");
+  os << fmt::format("{:<12}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "(ms)", "mean", "min", "p50",
+                    "p90", "p95", "p99", "p99.9", "max");
   std::vector<std::pair<const char*, const char*>> rows = {
       {"ttft_ms", "TTFT"}, {"tpot_ms", "TPOT"}, {"itl_ms", "ITL"}, {"e2e_ms", "E2E"}};
   if (h.client_rows) {
@@ -77,9 +107,9 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
   }
   for (const auto& [key, label] : rows) {
     const auto& d = s[key];
-    os << fmt::format("{:<12}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}\n", label, num(d["mean"]),
-                      num(d["min"]), num(d["p50"]), num(d["p90"]), num(d["p95"]), num(d["p99"]),
-                      num(d["p99_9"]), num(d["max"]));
+    os << fmt::format("{:<12}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n", label, cell(d["mean"]),
+                      cell(d["min"]), cell(d["p50"]), cell(d["p90"]), cell(d["p95"]), cell(d["p99"]),
+                      cell(d["p99_9"]), cell(d["max"]));
   }
   os << rule << "\n";
 }

@@ -15,6 +15,12 @@ struct SummaryHeader {
   bool client_rows = false;  // bench: schedule-based latencies, send lag, ICL, outcomes, SLOs
 };
 
+// A millisecond value in a right-aligned table cell of `width` characters:
+// milliseconds while they fit with a space before them, then seconds
+// ("123.4s"), minutes ("m") or hours ("h"), so that no value runs into its
+// neighbour.
+std::string format_ms_cell(double ms, std::size_t width);
+
 void print_summary_table(std::ostream& os, const SummaryHeader& header, const nlohmann::json& summary);
 
 }  // namespace tokenscope::cli

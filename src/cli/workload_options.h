@@ -10,44 +10,17 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "workload/synthetic.h"
-#include "workload/workload.h"
+#include "workload/workload_spec.h"
 
 namespace tokenscope::cli {
 
-struct WorkloadOptions {
-  std::string trace;
-  std::string trace_format = "auto";
-  bool skip_bad_rows = false;
-  std::uint64_t max_requests = 0;
-  std::string arrival;  // default: trace when the trace has timestamps, else poisson
-  double rate_rps = 8.0;
-  double burstiness = 1.0;
-  double time_scale = 1.0;
-  double jitter_bucket_ms = 0.0;
-  std::uint64_t num_requests = 0;
-  double duration_s = 300.0;
-  std::string input_len = "lognormal:1155:0.9:max=7000";
-  std::string output_len = "lognormal:211:0.8:max=1000";
-  std::uint32_t prefix_groups = 0;
-  std::uint32_t prefix_tokens = 0;
-  std::uint32_t tenants = 1;
-  std::uint64_t seed = 0;
-  std::optional<std::uint64_t> seed_arrival, seed_input_len, seed_output_len, seed_prefix, seed_tenant,
-      seed_tokens;
-};
+using WorkloadOptions = workload::WorkloadSpec;
 
 void add_workload_options(CLI::App* app, WorkloadOptions& o);
 // The options as given (run.json's "requested" settings).
 nlohmann::json workload_options_json(const WorkloadOptions& o);
 
-struct BuiltWorkload {
-  workload::Workload w;
-  workload::WorkloadSeeds seeds;
-  nlohmann::json effective;
-};
-
-// Reads or generates the workload; throws UsageError on bad options or input.
-BuiltWorkload build_workload(const WorkloadOptions& o);
+using BuiltWorkload = workload::BuiltWorkload;
+// build_workload() is workload::build_workload (found by ADL).
 
 }  // namespace tokenscope::cli

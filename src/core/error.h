@@ -47,4 +47,12 @@ class IoError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The target server cannot be reached or does not answer as an
+// OpenAI-compatible server must before a run can start (no model list, a
+// connection refused). Exit code 1: the options may be right, the run failed.
+class TargetError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace tokenscope

@@ -28,7 +28,7 @@ inline constexpr KeyDefinition kScalarKeys[] = {
      "the steady-state window: from when the requests in flight first reach their time-weighted median "
      "level to when they last fall below it (ramp-up and drain left out)"},
     {"request_throughput_steady_rps", "req/s",
-     "requests that ended within the steady-state window / duration_steady_s (failures included)"},
+     "completed requests whose t_close falls in the steady-state window [start, end) / duration_steady_s"},
     {"request_throughput_rps", "req/s", "requests_completed / duration_s"},
     {"output_token_throughput_tps", "tok/s", "output_tokens_total / duration_s"},
     {"prompt_tokens_total", "tokens", "prompt tokens of completed requests"},
@@ -36,8 +36,17 @@ inline constexpr KeyDefinition kScalarKeys[] = {
     {"output_token_mismatches", "requests",
      "completed requests whose server usage count differs from the client's own count of output events "
      "(a cross-check; the usage count is what is reported)"},
+    {"requests_without_usage", "requests",
+     "completed requests for which the server sent no usage count (their output tokens count as 0 unless "
+     "counted on the client with --tokenizer)"},
+    {"output_tokens_client_counted", "requests",
+     "completed requests whose output tokens were counted on the client (--tokenizer, no server usage)"},
     {"goodput_rps", "req/s",
-     "completed requests meeting every SLO of their task class / duration_s; null when no SLO is set"},
+     "completed requests meeting every SLO of their task class / duration_s; null when no SLO is set. "
+     "Open loop: TTFT and E2E against the SLO are taken from when the request was due (t_sched, or "
+     "t_dispatch behind a concurrency cap), so client lag counts against it"},
+    {"slo_latency_from", "text",
+     "what SLO verdicts measure TTFT and E2E from: \"schedule\" (open loop) or \"send\" (closed loop)"},
     {"prefix_cache_queries_tokens", "tokens",
      "prompt tokens looked up in the prefix cache (vllm:prefix_cache_queries)"},
     {"prefix_cache_hits_tokens", "tokens",
@@ -76,7 +85,8 @@ inline constexpr KeyDefinition kObjectKeys[] = {
     {"requests_by_outcome", "requests", "count of requests per outcome (ok, http_error, timeout, ...)"},
     {"slo_attainment", "object",
      "per task class with an SLO: each metric's value at the class's percentile against its target "
-     "(failed requests count as missing), the fraction of requests meeting every target, pass/fail"},
+     "(failed requests count as missing; TTFT and E2E from when the request was due, in the open loop), "
+     "the fraction of requests meeting every target, pass/fail"},
     {"by_class", "object", "per task class: counts, throughput, goodput, TTFT/TPOT/E2E p50 p90 p99"},
     {"by_tenant", "object", "per tenant: the same as by_class"},
 };

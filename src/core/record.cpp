@@ -66,6 +66,14 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "warmup");
     out += "true";
   }
+  if (prompt_tokens_planned >= 0) {
+    key(out, "prompt_tokens_planned");
+    append_int(out, prompt_tokens_planned);
+  }
+  if (output_tokens_planned >= 0) {
+    key(out, "output_tokens_planned");
+    append_int(out, output_tokens_planned);
+  }
   if (t_dispatch >= 0) {
     key(out, "t_dispatch_ns");
     append_int(out, t_dispatch);
@@ -95,6 +103,10 @@ void RequestRecord::append_json(std::string& out) const {
   for (const auto& [name, value] : fields) {
     key(out, name);
     append_int(out, value);
+  }
+  if (output_tokens_counted_by_client) {
+    key(out, "output_tokens_from");
+    out += "\"client\"";
   }
   key(out, "outcome");
   out += '"';

@@ -17,6 +17,13 @@ std::size_t nearest_rank_index(std::size_t n, double p) {
   return std::min(n, static_cast<std::size_t>(k)) - 1;
 }
 
+double linear_quantile(std::span<const double> sorted, double p) {
+  const double h = static_cast<double>(sorted.size() - 1) * std::clamp(p, 0.0, 1.0);
+  const auto lo = static_cast<std::size_t>(std::floor(h));
+  if (lo + 1 >= sorted.size()) return sorted[lo];
+  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[lo + 1] - sorted[lo]);
+}
+
 double nearest_rank(std::span<const double> sorted, double p) {
   return sorted[nearest_rank_index(sorted.size(), p)];
 }

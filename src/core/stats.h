@@ -20,6 +20,12 @@ std::size_t nearest_rank_index(std::size_t n, double p);
 // The nearest-rank p-quantile of an ascending sample (must not be empty).
 double nearest_rank(std::span<const double> sorted, double p);
 
+// The p-quantile (p in [0, 1]) of an ascending sample by linear interpolation
+// between order statistics: x[floor(h)] + (h - floor(h)) (x[floor(h)+1] -
+// x[floor(h)]) with h = (n-1) p. numpy's default (Hyndman-Fan type 7), for
+// compatibility exports only; tokenscope's own percentiles are nearest rank.
+double linear_quantile(std::span<const double> sorted, double p);
+
 struct OrderStatisticInterval {
   // 1-based ranks into the sorted sample; nullopt when unbounded on that side.
   std::optional<std::size_t> lower_rank;

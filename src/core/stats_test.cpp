@@ -97,5 +97,20 @@ TEST(RunningStats, MergeEqualsSequential) {
   EXPECT_DOUBLE_EQ(a.max(), all.max());
 }
 
+// Values numpy prints for np.percentile(x, q) with the default method.
+TEST(Stats, LinearQuantileMatchesNumpysDefault) {
+  const std::vector<double> four = {1, 2, 3, 4};
+  EXPECT_DOUBLE_EQ(linear_quantile(four, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(linear_quantile(four, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(linear_quantile(four, 1.0), 4.0);
+  EXPECT_DOUBLE_EQ(linear_quantile(four, 0.9), 3.7);
+  std::vector<double> fifty;
+  for (int i = 1; i <= 50; ++i) fifty.push_back(i);
+  EXPECT_DOUBLE_EQ(linear_quantile(fifty, 0.99), 49.51);  // nearest rank would give 50
+  EXPECT_DOUBLE_EQ(nearest_rank(fifty, 0.99), 50.0);
+  const std::vector<double> one = {7};
+  EXPECT_DOUBLE_EQ(linear_quantile(one, 0.99), 7.0);
+}
+
 }  // namespace
 }  // namespace tokenscope

@@ -48,6 +48,9 @@ void SummaryBuilder::add(const RequestRecord& r) {
   ++completed_;
   ++class_counts_[cls].completed;
   ++tenant_counts_[tenant].completed;
+  if (r.t_close >= 0) ok_ends_.push_back(r.t_close);
+  if (r.output_tokens < 0 || r.output_tokens_counted_by_client) ++without_usage_;
+  if (r.output_tokens_counted_by_client) ++client_counted_;
   if (r.prompt_tokens > 0) prompt_tokens_ += static_cast<std::uint64_t>(r.prompt_tokens);
   const std::int64_t n = r.output_tokens >= 0 ? r.output_tokens : 0;
   output_tokens_ += static_cast<std::uint64_t>(n);
@@ -61,6 +64,8 @@ void SummaryBuilder::add(const RequestRecord& r) {
   sample.ttft_ms = nanos_to_ms(r.t_first_token - r.t_send);
   sample.e2e_ms = nanos_to_ms(r.t_last_token - r.t_send);
   sample.send_lag_ms = r.t_sched >= 0 ? nanos_to_ms(r.t_send - r.t_sched) : 0.0;
+  const Nanos due = r.t_dispatch >= 0 ? r.t_dispatch : r.t_sched;
+  sample.due_lag_ms = due >= 0 ? nanos_to_ms(r.t_send - due) : 0.0;
   sample.output_tokens = static_cast<std::uint32_t>(std::min<std::int64_t>(n, UINT32_MAX));
   sample.task_class = cls;
   sample.tenant = tenant;
@@ -77,8 +82,8 @@ bool SummaryBuilder::meets_slo(const Sample& s) const {
   const auto it = slos_.find(class_names_[s.task_class]);
   if (it == slos_.end()) return true;
   const Slo& slo = it->second;
-  if (slo.ttft_ms && s.ttft_ms > *slo.ttft_ms) return false;
-  if (slo.e2e_ms && s.e2e_ms > *slo.e2e_ms) return false;
+  if (slo.ttft_ms && slo_ttft(s) > *slo.ttft_ms) return false;
+  if (slo.e2e_ms && slo_e2e(s) > *slo.e2e_ms) return false;
   if (slo.tpot_ms && s.output_tokens > 1 &&
       (s.e2e_ms - s.ttft_ms) / static_cast<double>(s.output_tokens - 1) > *slo.tpot_ms)
     return false;
@@ -239,10 +244,11 @@ nlohmann::json SummaryBuilder::build() const {
   s["duration_send_s"] = duration_send_s();
   const auto [steady_from, steady_to] = steady_window();
   const double steady = nanos_to_s(steady_to - steady_from);
-  // ends_ is sorted now: the requests that ended within the window.
+  // Completed requests that ended within the half-open window [from, to).
+  std::sort(ok_ends_.begin(), ok_ends_.end());
   const auto steady_done =
-      static_cast<std::uint64_t>(std::upper_bound(ends_.begin(), ends_.end(), steady_to) -
-                                 std::lower_bound(ends_.begin(), ends_.end(), steady_from));
+      static_cast<std::uint64_t>(std::lower_bound(ok_ends_.begin(), ok_ends_.end(), steady_to) -
+                                 std::lower_bound(ok_ends_.begin(), ok_ends_.end(), steady_from));
   s["duration_steady_s"] = steady;
   s["request_throughput_steady_rps"] = steady > 0 ? static_cast<double>(steady_done) / steady : 0.0;
   s["request_throughput_rps"] = dur > 0 ? static_cast<double>(completed_) / dur : 0.0;
@@ -250,6 +256,9 @@ nlohmann::json SummaryBuilder::build() const {
   s["prompt_tokens_total"] = prompt_tokens_;
   s["output_tokens_total"] = output_tokens_;
   s["output_token_mismatches"] = token_mismatches_;
+  s["requests_without_usage"] = without_usage_;
+  s["output_tokens_client_counted"] = client_counted_;
+  s["slo_latency_from"] = slo_from_schedule_ ? "schedule" : "send";
   if (counters_) {
     s["prefix_cache_queries_tokens"] = counters_->prefix_cache_queries_tokens;
     s["prefix_cache_hits_tokens"] = counters_->prefix_cache_hits_tokens;
@@ -285,8 +294,8 @@ nlohmann::json SummaryBuilder::build() const {
     std::uint64_t class_met = 0;
     for (const Sample& x : samples_) {
       if (!seen || x.task_class != index) continue;
-      ttft.push_back(x.ttft_ms);
-      e2e.push_back(x.e2e_ms);
+      ttft.push_back(slo_ttft(x));
+      e2e.push_back(slo_e2e(x));
       if (x.output_tokens > 1) tpot.push_back(tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens));
       class_met += meets_slo(x) ? 1 : 0;
     }

@@ -31,7 +31,10 @@ struct ServerCounters {
 // Service-level objectives of a task class: each metric must stay at or
 // under its target at the given percentile (SLO attainment), and a request
 // "meets the SLO" (goodput) when every one of its own values does.
-// TTFT, TPOT and E2E here are the per-request metrics measured from t_send.
+// TTFT and E2E are measured from when the request was due when the builder
+// is told so (set_slo_from_schedule: the open loop, where client lag and
+// waiting for a connection must count against the server's SLO), else from
+// t_send; TPOT does not depend on the start.
 struct Slo {
   std::optional<double> ttft_ms;
   std::optional<double> tpot_ms;
@@ -47,6 +50,10 @@ class SummaryBuilder {
   // SLOs per task class ("" is the class of requests that name none); a
   // class missing here has no SLO.
   void set_slos(std::map<std::string, Slo> slos) { slos_ = std::move(slos); }
+  // SLO verdicts (goodput, attainment) measure TTFT and E2E from when each
+  // request was due: t_dispatch when it waited behind a concurrency cap, else
+  // t_sched. Off: from t_send (the closed loop, where t_sched is the send).
+  void set_slo_from_schedule(bool on) { slo_from_schedule_ = on; }
 
   std::uint64_t requests_total() const { return completed_ + failed_; }
   std::uint64_t requests_completed() const { return completed_; }
@@ -70,6 +77,7 @@ class SummaryBuilder {
     double ttft_ms;
     double e2e_ms;
     double send_lag_ms;
+    double due_lag_ms;  // t_send - when the request was due (t_dispatch, else t_sched)
     std::uint32_t output_tokens;
     std::uint16_t task_class;
     std::uint16_t tenant;
@@ -83,6 +91,8 @@ class SummaryBuilder {
                             const std::string& name);
   nlohmann::json group_json(bool by_class, std::uint16_t index, double duration) const;
   bool meets_slo(const Sample& s) const;
+  double slo_ttft(const Sample& s) const { return s.ttft_ms + (slo_from_schedule_ ? s.due_lag_ms : 0.0); }
+  double slo_e2e(const Sample& s) const { return s.e2e_ms + (slo_from_schedule_ ? s.due_lag_ms : 0.0); }
 
   std::uint64_t completed_ = 0;
   std::uint64_t failed_ = 0;
@@ -98,6 +108,10 @@ class SummaryBuilder {
   // t_send and t_close of every request, for the steady window (sorted in
   // place when the window is computed).
   mutable std::vector<Nanos> starts_, ends_;
+  mutable std::vector<Nanos> ok_ends_;  // t_close of completed requests (steady throughput)
+  bool slo_from_schedule_ = false;
+  std::uint64_t without_usage_ = 0;
+  std::uint64_t client_counted_ = 0;
   std::vector<double> queue_ms_;
   LogLinearHistogram itl_ns_;
   LogLinearHistogram icl_ns_;

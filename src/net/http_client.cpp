@@ -6,6 +6,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -14,7 +15,13 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <deque>
+#include <limits>
 #include <optional>
 #include <unordered_set>
 #include <vector>
@@ -112,11 +119,16 @@ constexpr std::size_t kBodyScratch = 64u << 10;
 class ConnectionBase {
  public:
   virtual ~ConnectionBase() = default;
+  // Writes the request (after connecting when needed; a preconnect still
+  // connecting writes it once connected).
   virtual void run(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
                    bool reused) = 0;
   virtual void preconnect() = 0;  // connects without a request; joins the idle pool when it succeeds
   virtual void cancel() = 0;      // ends a running exchange with kCancelled, or closes an idle connection
   virtual void close() = 0;       // closes without a callback
+  // An idle connection: false when the server has closed it (or sent bytes
+  // nobody asked for), so it must not carry a request.
+  virtual bool alive() = 0;
 };
 
 }  // namespace
@@ -129,21 +141,47 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
         clock(c),
         ssl(asio::ssl::context::tls_client) {}
 
+  // A request waiting for a connection; its timeout starts when it is written.
+  struct Waiting {
+    std::shared_ptr<const std::string> request;
+    ExchangeHandler* handler = nullptr;
+    Nanos timeout = 0;  // relative; 0: none
+  };
+
   asio::io_context& ioc;
   Endpoint endpoint;
   ClientOptions options;
   const Clock& clock;
   asio::ssl::context ssl;
   tcp::resolver::results_type addresses;
-  std::vector<std::shared_ptr<ConnectionBase>> idle;
-  std::unordered_set<ConnectionBase*> open;
+  std::vector<std::shared_ptr<ConnectionBase>> idle;        // LIFO
+  std::deque<std::shared_ptr<ConnectionBase>> unassigned;  // preconnects still connecting, no request yet
+  std::deque<Waiting> waiting;
+  std::unordered_set<ConnectionBase*> open;  // every connection not closed yet
+  std::size_t idle_target = std::numeric_limits<std::size_t>::max();
+  bool trim_posted = false;
+  bool shutting_down = false;
   ClientCounters counters;
   std::vector<char> scratch = std::vector<char>(kBodyScratch);
   std::string host_header;
 
+  bool below_limit() const { return options.max_connections == 0 || open.size() < options.max_connections; }
+  std::shared_ptr<ConnectionBase> make_connection();
   void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
              bool retry);
-  void release(std::shared_ptr<ConnectionBase> c) { idle.push_back(std::move(c)); }
+  // A kept-alive connection is free: the next waiting request, else the idle pool.
+  void release(std::shared_ptr<ConnectionBase> c);
+  // A preconnect finished connecting with no request assigned.
+  void preconnected(const std::shared_ptr<ConnectionBase>& c);
+  void opened(ConnectionBase* c) {
+    open.insert(c);
+    ++counters.connects;
+    counters.peak_open = std::max<std::uint64_t>(counters.peak_open, open.size());
+  }
+  // A connection closed (once per connection): a waiting request may open a new one.
+  void closed(ConnectionBase* c);
+  void schedule_trim();
+  Nanos deadline_of(Nanos timeout) const { return timeout > 0 ? clock.now_ns() + timeout : 0; }
 };
 
 namespace {
@@ -155,11 +193,10 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
   explicit Connection(std::shared_ptr<HttpClient::Impl> client)
       : client_(std::move(client)), stream_(make_stream()), timer_(client_->ioc) {
-    client_->open.insert(this);
-    ++client_->counters.connects;
+    client_->opened(this);
   }
   ~Connection() override {
-    if (client_) client_->open.erase(this);
+    if (client_ && counted_) client_->open.erase(this);
   }
 
   void run(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline,
@@ -167,7 +204,6 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     request_ = std::move(request);
     handler_ = handler;
     deadline_ = deadline;
-    ++generation_;
     reused_ = reused;
     response_bytes_ = 0;
     headers_reported_ = false;
@@ -175,10 +211,22 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     parser_.emplace();
     parser_->eager(true);
     parser_->header_limit(static_cast<std::uint32_t>(client_->options.max_header_bytes));
-    parser_->body_limit(boost::none);
+    // An explicit limit: Boost 1.74 compares the Content-Length with an
+    // empty optional (boost::none) as if it were 0 and fails every response
+    // whose header is parsed before its body arrives ("body limit exceeded").
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    if (connecting_) return;  // a preconnect: written once connected (its connect timer still runs)
+    ++generation_;
     if (!connected_) return connect();
     arm_timer(deadline);
     write();
+  }
+
+  bool alive() override {
+    if (!connected_) return false;
+    char c;
+    const ssize_t n = ::recv(lowest().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
 
   void preconnect() override {
@@ -198,6 +246,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     lowest().close(ignored);
     timer_.cancel();
     connected_ = false;
+    release_slot();
   }
 
  private:
@@ -235,6 +284,13 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     lowest().cancel(ignored);
     lowest().close(ignored);
     connected_ = false;
+  }
+
+  // The connection no longer counts against max_connections (once).
+  void release_slot() {
+    if (!counted_) return;
+    counted_ = false;
+    client_->closed(this);
   }
 
   void connect() {
@@ -300,7 +356,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     connected_ = true;
     if (!handler_) {  // preconnected: wait in the pool
       timer_.cancel();
-      client_->release(this->shared_from_this());
+      client_->preconnected(this->shared_from_this());
       return;
     }
     if (!deadline_while_connecting_) arm_timer(deadline_);
@@ -377,6 +433,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
   void complete(Nanos t) {
     const bool keep = parser_->keep_alive() && buffer_.size() == 0 && connected_;
+    if (reused_) ++client_->counters.reused;
     timer_.cancel();
     ExchangeHandler* h = handler_;
     handler_ = nullptr;
@@ -436,25 +493,92 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   std::uint64_t generation_ = 0;
   std::size_t response_bytes_ = 0;
   ExchangeError failure_ = ExchangeError::kNone;
+  bool counted_ = true;  // in the client's open set
 };
 
 }  // namespace
 
+std::shared_ptr<ConnectionBase> HttpClient::Impl::make_connection() {
+  if (endpoint.tls) return std::make_shared<Connection<true>>(shared_from_this());
+  return std::make_shared<Connection<false>>(shared_from_this());
+}
+
 void HttpClient::Impl::start(std::shared_ptr<const std::string> request, ExchangeHandler* handler,
                              Nanos deadline, bool retry) {
-  std::shared_ptr<ConnectionBase> c;
-  bool reused = false;
-  if (!retry && !idle.empty()) {
-    c = std::move(idle.back());
-    idle.pop_back();
-    reused = true;
-    ++counters.reused;
-  } else if (endpoint.tls) {
-    c = std::make_shared<Connection<true>>(shared_from_this());
-  } else {
-    c = std::make_shared<Connection<false>>(shared_from_this());
+  if (!retry) {
+    while (!idle.empty()) {
+      std::shared_ptr<ConnectionBase> c = std::move(idle.back());
+      idle.pop_back();
+      if (c->alive()) return c->run(std::move(request), handler, deadline, /*reused=*/true);
+      ++counters.stale_dropped;  // closed by the server while idle: never written to
+      c->close();
+    }
+    if (!unassigned.empty()) {
+      std::shared_ptr<ConnectionBase> c = std::move(unassigned.front());
+      unassigned.pop_front();
+      return c->run(std::move(request), handler, deadline, /*reused=*/false);
+    }
   }
-  c->run(std::move(request), handler, deadline, reused);
+  if (below_limit() || retry) return make_connection()->run(std::move(request), handler, deadline, false);
+  ++counters.waited;
+  waiting.push_back({std::move(request), handler, deadline > 0 ? std::max<Nanos>(1, deadline - clock.now_ns()) : 0});
+}
+
+void HttpClient::Impl::release(std::shared_ptr<ConnectionBase> c) {
+  if (!waiting.empty()) {
+    Waiting w = std::move(waiting.front());
+    waiting.pop_front();
+    return c->run(std::move(w.request), w.handler, deadline_of(w.timeout), /*reused=*/true);
+  }
+  idle.push_back(std::move(c));
+  schedule_trim();
+}
+
+void HttpClient::Impl::preconnected(const std::shared_ptr<ConnectionBase>& c) {
+  const auto it = std::find(unassigned.begin(), unassigned.end(), c);
+  if (it != unassigned.end()) unassigned.erase(it);
+  if (!waiting.empty()) {
+    Waiting w = std::move(waiting.front());
+    waiting.pop_front();
+    return c->run(std::move(w.request), w.handler, deadline_of(w.timeout), /*reused=*/false);
+  }
+  idle.push_back(c);
+  schedule_trim();
+}
+
+void HttpClient::Impl::closed(ConnectionBase* c) {
+  open.erase(c);
+  for (auto it = unassigned.begin(); it != unassigned.end(); ++it)
+    if (it->get() == c) {
+      unassigned.erase(it);
+      break;
+    }
+  if (shutting_down || waiting.empty() || !below_limit()) return;
+  // A slot is free: the oldest waiting request opens a connection, after
+  // the current handler (close() runs inside other connections' callbacks).
+  asio::post(ioc, [self = shared_from_this()] {
+    if (self->shutting_down || self->waiting.empty() || !self->below_limit()) return;
+    Waiting w = std::move(self->waiting.front());
+    self->waiting.pop_front();
+    self->make_connection()->run(std::move(w.request), w.handler, self->deadline_of(w.timeout), false);
+  });
+}
+
+void HttpClient::Impl::schedule_trim() {
+  if (trim_posted || idle.size() <= idle_target) return;
+  trim_posted = true;
+  // After the current handler: a caller may reuse the connection it just freed.
+  asio::post(ioc, [self = shared_from_this()] {
+    self->trim_posted = false;
+    std::size_t excess = self->idle.size() > self->idle_target ? self->idle.size() - self->idle_target : 0;
+    if (excess == 0) return;
+    // The oldest idle connections go (the pool is LIFO: the front is coldest).
+    std::vector<std::shared_ptr<ConnectionBase>> doomed(self->idle.begin(),
+                                                        self->idle.begin() + static_cast<std::ptrdiff_t>(excess));
+    self->idle.erase(self->idle.begin(), self->idle.begin() + static_cast<std::ptrdiff_t>(excess));
+    self->counters.idle_closed += excess;
+    for (auto& c : doomed) c->close();
+  });
 }
 
 HttpClient::HttpClient(asio::io_context& ioc, Endpoint endpoint, ClientOptions options, const Clock& clock)
@@ -476,8 +600,12 @@ HttpClient::HttpClient(asio::io_context& ioc, Endpoint endpoint, ClientOptions o
 }
 
 HttpClient::~HttpClient() {
+  impl_->shutting_down = true;
+  impl_->waiting.clear();
   for (auto& c : impl_->idle) c->close();
   impl_->idle.clear();
+  for (auto& c : std::deque<std::shared_ptr<ConnectionBase>>(impl_->unassigned)) c->close();
+  impl_->unassigned.clear();
 }
 
 void HttpClient::start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline) {
@@ -485,17 +613,27 @@ void HttpClient::start(std::shared_ptr<const std::string> request, ExchangeHandl
 }
 
 void HttpClient::preconnect(std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    std::shared_ptr<ConnectionBase> c;
-    if (impl_->endpoint.tls)
-      c = std::make_shared<Connection<true>>(impl_);
-    else
-      c = std::make_shared<Connection<false>>(impl_);
+  for (std::size_t i = 0; i < n && impl_->below_limit(); ++i) {
+    std::shared_ptr<ConnectionBase> c = impl_->make_connection();
+    impl_->unassigned.push_back(c);
     c->preconnect();
   }
 }
 
+void HttpClient::set_idle_target(std::size_t n) {
+  impl_->idle_target = n;
+  impl_->schedule_trim();
+}
+
 void HttpClient::cancel_all() {
+  // Waiting requests end first (after this call returns), so that no
+  // connection closed below hands its slot to one of them.
+  std::deque<Impl::Waiting> waiting;
+  waiting.swap(impl_->waiting);
+  for (auto& w : waiting)
+    asio::post(impl_->ioc, [h = w.handler, self = impl_] {
+      h->on_complete(ExchangeError::kCancelled, "cancelled before a connection was free", self->clock.now_ns());
+    });
   for (auto& c : impl_->idle) c->close();
   impl_->idle.clear();
   std::vector<ConnectionBase*> open(impl_->open.begin(), impl_->open.end());

@@ -5,11 +5,20 @@
 // handed over with the time of the socket read that brought it (what the
 // latency metrics need), also when one read holds many SSE events.
 //
-// Connections are reused across requests (LIFO, so few stay warm) and opened
-// on demand; a request written on a reused connection that the server had
-// closed meanwhile (no response byte came back) is resent once on a fresh
-// one, as browsers and curl do. One HttpClient per thread: it is not
-// thread-safe, and every callback runs on its io_context.
+// The pool: a request goes to an idle kept-alive connection (LIFO, so few
+// stay warm; one the server has closed meanwhile is noticed and dropped
+// before it is used), else to a connection still being opened ahead of time
+// (preconnect) that has no request yet, else to a new connection while fewer
+// than max_connections are open; otherwise it waits, in order, for the next
+// connection that frees up, and is written then (the wait shows as the
+// caller's send lag, never as a failure). A request written on a reused
+// connection that the server had closed meanwhile (no response byte came
+// back) is resent once on a fresh one, as browsers and curl do. Idle
+// connections beyond set_idle_target() are closed after the current event:
+// thread-per-connection servers (cpp-httplib in llama.cpp, many Python
+// servers) keep a worker waiting on every open idle connection. One
+// HttpClient per thread: it is not thread-safe, and every callback runs on
+// its io_context.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +52,7 @@ struct ClientOptions {
   bool verify_tls = true;  // --insecure turns certificate and host name checks off
   std::string ca_file;     // extra CA bundle (PEM); the system store is always used
   std::size_t max_header_bytes = 64u << 10;
+  std::size_t max_connections = 0;  // open at most (connecting, busy or idle); 0: no limit
 };
 
 enum class ExchangeError {
@@ -72,10 +82,14 @@ class ExchangeHandler {
 struct ClientCounters {
   std::uint64_t connects = 0;  // connections opened
   std::uint64_t connect_failures = 0;
-  std::uint64_t reused = 0;  // requests sent on a kept-alive connection
-  std::uint64_t resent = 0;  // requests resent after a stale keep-alive connection
-  std::uint64_t open = 0;    // connections open now
-  std::uint64_t idle = 0;    // of which idle in the pool
+  std::uint64_t reused = 0;       // requests answered on a kept-alive connection (resends not counted)
+  std::uint64_t resent = 0;       // requests resent after a stale keep-alive connection
+  std::uint64_t stale_dropped = 0;  // idle connections found closed by the server before reuse
+  std::uint64_t idle_closed = 0;    // idle connections closed beyond the idle target
+  std::uint64_t waited = 0;         // requests that waited for a connection (max_connections)
+  std::uint64_t peak_open = 0;      // most connections open at once
+  std::uint64_t open = 0;           // connections open now
+  std::uint64_t idle = 0;           // of which idle in the pool
 };
 
 class HttpClient {
@@ -90,9 +104,12 @@ class HttpClient {
   // deadline: absolute time on the clock (steady clock ns) when the exchange
   // is abandoned with kTimeout; <= 0 for none.
   void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline);
-  // Opens n connections ahead of the requests (failures are only counted).
+  // Opens up to n connections ahead of the requests (within max_connections;
+  // failures are only counted).
   void preconnect(std::size_t n);
-  // Ends every exchange in progress with kCancelled and closes idle connections.
+  // How many idle connections to keep; more are closed (default: all).
+  void set_idle_target(std::size_t n);
+  // Ends every exchange in progress or waiting with kCancelled and closes idle connections.
   void cancel_all();
   ClientCounters counters() const;
   const Endpoint& endpoint() const;

@@ -70,13 +70,14 @@ bool SseDecoder::feed(std::string_view bytes, Nanos t, std::vector<SseEvent>& ou
 void SseDecoder::process_line(std::string_view line, Nanos t, std::vector<SseEvent>& out) {
   if (line.empty()) {
     // Blank line: dispatch (only events with data are dispatched).
-    if (has_data_) {
+    if (has_data_ || has_error_) {
       current_.t_first_byte = t_first_;
       current_.t_complete = t;
       out.push_back(std::move(current_));
     }
     current_ = SseEvent{};
     has_data_ = false;
+    has_error_ = false;
     in_event_ = false;
     event_bytes_ = 0;
     return;
@@ -104,6 +105,10 @@ void SseDecoder::process_line(std::string_view line, Nanos t, std::vector<SseEve
     has_data_ = true;
   } else if (field == "event") {
     current_.event.assign(value);
+  } else if (field == "error") {
+    if (has_error_) current_.error += '\n';
+    current_.error.append(value);
+    has_error_ = true;
   } else if (field == "id") {
     if (value.find('\0') == std::string_view::npos) current_.id.assign(value);
   }

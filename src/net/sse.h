@@ -3,7 +3,8 @@
 // lines end in LF, CRLF or CR, also when split across reads; "field: value"
 // with one optional space; lines starting with ':' are comments; "data"
 // lines join with '\n'; an empty line ends an event (events without data are
-// not dispatched, as the standard says). Each event carries the time of the
+// not dispatched, as the standard says, except those with an "error" field:
+// see SseEvent). Each event carries the time of the
 // read that brought its first byte, which is what latency metrics need.
 #pragma once
 
@@ -19,6 +20,10 @@ namespace tokenscope::net {
 struct SseEvent {
   std::string event;  // "" when no event field (the default type, "message")
   std::string data;
+  // The value of "error:" lines: not a standard field, but how llama.cpp's
+  // server reports a failure inside a stream ("error: {...}" then a blank
+  // line). Events with only an error field are dispatched too.
+  std::string error;
   std::string id;
   Nanos t_first_byte = 0;  // time of the read holding the event's first byte
   Nanos t_complete = 0;    // time of the read holding its terminating blank line
@@ -49,6 +54,7 @@ class SseDecoder {
   std::size_t event_bytes_ = 0;
   SseEvent current_;
   bool has_data_ = false;
+  bool has_error_ = false;
   std::string error_;
   bool failed_ = false;
 };

@@ -33,8 +33,8 @@ std::string_view arrival_kind_name(ArrivalKind k) {
 }
 
 void validate(const ArrivalSettings& s) {
-  if (s.kind != ArrivalKind::kTrace && !(s.rate_rps > 0.0 && std::isfinite(s.rate_rps)))
-    throw UsageError(fmt::format("--rate: expected requests per second > 0, got {}", s.rate_rps));
+  if (s.kind != ArrivalKind::kTrace && !(s.rate_rps > 0.0))  // +inf: every request at t = 0
+    throw UsageError(fmt::format("--rate: expected requests per second > 0 or inf, got {}", s.rate_rps));
   if (s.kind == ArrivalKind::kGamma && !(s.burstiness > 0.0 && std::isfinite(s.burstiness)))
     throw UsageError(fmt::format("--burstiness: expected a gamma shape > 0, got {}", s.burstiness));
   if (!(s.time_scale > 0.0 && std::isfinite(s.time_scale)))
@@ -46,6 +46,7 @@ void validate(const ArrivalSettings& s) {
 
 namespace {
 double next_gap_s(const ArrivalSettings& s, Rng& rng) {
+  if (std::isinf(s.rate_rps)) return 0.0;  // every request at once, as vLLM's --request-rate inf
   switch (s.kind) {
     case ArrivalKind::kPoisson:
       return rng.exponential(s.rate_rps);
@@ -74,6 +75,8 @@ std::vector<Nanos> generate_arrivals(const ArrivalSettings& s, std::size_t n, Rn
 
 std::vector<Nanos> generate_arrivals_until(const ArrivalSettings& s, Nanos horizon_ns, Rng& rng) {
   validate(s);
+  if (std::isinf(s.rate_rps))
+    throw UsageError("--rate inf sends every request at t = 0: give their number with --num-requests N");
   std::vector<Nanos> out;
   double t = 0.0;
   while (true) {

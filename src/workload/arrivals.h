@@ -29,7 +29,7 @@ std::string_view arrival_kind_name(ArrivalKind k);
 
 struct ArrivalSettings {
   ArrivalKind kind = ArrivalKind::kPoisson;
-  double rate_rps = 1.0;          // poisson, gamma, constant
+  double rate_rps = 1.0;          // poisson, gamma, constant; +inf: every request at t = 0
   double burstiness = 1.0;        // gamma shape
   double time_scale = 1.0;        // trace: speed-up factor
   double jitter_bucket_ms = 0.0;  // trace: de-quantisation bucket

@@ -1,0 +1,657 @@
+#include "bench/bench_run.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "bench/bench_workload.h"
+#include "bench/requests_csv.h"
+#include "bench/runner.h"
+#include "bench/schedule.h"
+#include "bench/vllm_compat.h"
+#include "core/error.h"
+#include "core/run_dir.h"
+#include "net/http_fetch.h"
+#include "serve/faults.h"
+#include "serve/metrics.h"
+#include "serve/server_app.h"
+
+namespace tokenscope::bench {
+
+namespace {
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+std::string utc_stamp(const char* format) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+std::string local_stamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+std::string api_name(Api a) {
+  return a == Api::kChat ? "chat" : "completions";
+}
+
+// Everything one run needs, built from the settings (and a rate override in sweeps).
+struct Prepared {
+  BenchWorkload bw;
+  LoadPlan plan;
+  std::map<std::string, Slo> slos;
+  nlohmann::json effective_load;
+};
+
+Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
+  Prepared p;
+  workload::WorkloadSpec wo = o.workload;
+  if (rate) wo.rate_rps = *rate;
+  const bool closed = o.concurrency > 0 || !o.user_stages.empty();
+  std::vector<Stage> stages;
+  if (!o.stages.empty()) {
+    if (closed) throw UsageError("--stages is for the open loop; use --user-stages with --concurrency");
+    stages = parse_stages(o.stages, "--stages");
+    if (rate) throw UsageError("--stages and a sweep cannot be combined");
+  }
+  if (o.workload_file.empty()) {
+    workload::BuiltWorkload built = workload::build_workload(wo);
+    p.bw.workload = std::move(built.w);
+    p.bw.effective = std::move(built.effective);
+  } else {
+    p.bw = load_workload_file(o.workload_file, wo.seed, rate);
+  }
+  auto& w = p.bw.workload;
+  if (w.requests.empty()) throw UsageError("the workload has no requests");
+  p.plan.threads = o.client_threads;
+  p.plan.timeout_s = o.timeout_s;
+  p.plan.warmup_s = o.warmup_s;
+  p.plan.turns = p.bw.turns;
+  if (closed) {
+    p.plan.closed_loop = true;
+    p.plan.user_stages = o.user_stages.empty()
+                             ? std::vector<Stage>{{static_cast<double>(o.concurrency),
+                                                   wo.num_requests > 0 ? 1e9 : wo.duration_s}}
+                             : parse_stages(o.user_stages, "--user-stages");
+    p.plan.max_requests = wo.num_requests;
+    p.plan.think_ms = o.think_ms;
+    if (o.think_dist != "fixed" && o.think_dist != "exponential")
+      throw UsageError("--think-dist: expected fixed or exponential");
+    p.plan.think_exponential = o.think_dist == "exponential";
+    p.plan.think_seed = derive_seed(wo.seed, "think");
+  } else {
+    std::vector<Nanos> times;
+    if (!stages.empty()) {
+      workload::ArrivalSettings a;
+      a.kind = workload::parse_arrival_kind(wo.arrival.empty() ? "poisson" : wo.arrival);
+      if (a.kind == workload::ArrivalKind::kTrace) throw UsageError("--stages needs a synthetic --arrival");
+      a.burstiness = wo.burstiness;
+      Rng rng(derive_seed(wo.seed, "stages"));
+      times = stage_arrivals(stages, a, rng);
+    }
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < w.requests.size(); ++i) {
+      if (!p.bw.turns.empty() && p.bw.turns[i].turn > 0) continue;  // follow-ups come after their turn
+      if (stages.empty()) {
+        p.plan.schedule.emplace_back(static_cast<std::uint32_t>(i), w.requests[i].arrival_ns);
+      } else {
+        if (n >= times.size()) break;
+        p.plan.schedule.emplace_back(static_cast<std::uint32_t>(i), times[n]);
+      }
+      ++n;
+    }
+    if (!stages.empty() && n < times.size())
+      throw UsageError(
+          fmt::format("--stages plan {} requests but the workload has {}; raise --num-requests or use "
+                      "a longer trace",
+                      times.size(), n));
+    std::stable_sort(p.plan.schedule.begin(), p.plan.schedule.end(),
+                     [](const auto& a, const auto& b) { return a.second < b.second; });
+    p.plan.max_concurrency = o.max_concurrency;
+  }
+  p.plan.max_connections = o.max_connections;
+  // SLOs: per class from the workload file; --slo for the rest.
+  p.slos = p.bw.slos;
+  for (const auto& spec : o.slo) {
+    auto [cls, slo] = parse_slo(spec);
+    if (!cls.empty()) {
+      p.slos[cls] = slo;
+    } else {
+      for (const auto& c : w.classes)
+        if (!p.slos.contains(c)) p.slos[c] = slo;
+    }
+  }
+  const double r = rate.value_or(wo.rate_rps);
+  p.effective_load = {
+      {"mode", closed ? "closed" : "open"},
+      {"planned_requests", closed ? nlohmann::json(nullptr) : nlohmann::json(p.plan.schedule.size())},
+      {"last_offset_s", p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second)},
+      {"rate_rps", std::isfinite(r) ? nlohmann::json(r) : nlohmann::json("inf")},
+      {"max_concurrency", o.max_concurrency},
+      {"client_threads", o.client_threads}};
+  return p;
+}
+
+// Asks the server which model it serves (GET /v1/models). A target that
+// cannot be reached is a failed run (exit 1), not a bad option.
+std::string discover_model(const net::Endpoint& ep, const net::ClientOptions& copt,
+                           const std::string& api_key) {
+  net::FetchRequest req;
+  req.path = "/v1/models";
+  if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
+  const net::FetchResult r = net::fetch(ep, copt, req);
+  if (!r.error.empty())
+    throw TargetError(fmt::format("--target {}: cannot ask which model it serves (GET /v1/models): {}",
+                                  ep.url(), r.error));
+  if (r.status != 200)
+    throw TargetError(fmt::format("--target {}: GET /v1/models answered HTTP {}; give --model", ep.url(),
+                                  r.status));
+  try {
+    const auto j = nlohmann::json::parse(r.body);
+    return j.at("data").at(0).at("id").get<std::string>();
+  } catch (const std::exception&) {
+    throw TargetError(
+        fmt::format("--target {}: cannot read a model id from GET /v1/models; give --model", ep.url()));
+  }
+}
+
+struct ServerSide {
+  std::unique_ptr<serve::ServerApp> server;
+  std::optional<engine::EffectiveEngine> eff;
+};
+
+RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
+                  const std::atomic<bool>& interrupted, std::ostream& log) {
+  const double cpu_start = cpu_seconds();
+  Prepared p = prepare(o, rate);
+  const auto& w = p.bw.workload;
+
+  // The target: a remote server, or the simulator in-process.
+  ServerSide side;
+  net::Endpoint endpoint;
+  net::ClientOptions copt;
+  copt.verify_tls = !o.insecure;
+  copt.ca_file = o.ca_file;
+  RequestSettings rs;
+  rs.api = o.api;
+  rs.stream = o.stream;
+  rs.ignore_eos = o.ignore_eos;
+  rs.api_key = o.api_key;
+  rs.sampling = o.sampling;
+  if (!o.endpoint.empty() && o.endpoint.front() != '/')
+    throw UsageError(fmt::format("--endpoint '{}': expected a path starting with '/'", o.endpoint));
+  rs.path = o.endpoint;
+  for (const auto& h : o.headers) {
+    const auto colon = h.find(':');
+    if (colon == std::string::npos || colon == 0)
+      throw UsageError(fmt::format("--header '{}': expected 'Name: value'", h));
+    std::string value = h.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    if (value.find_first_of("\r\n") != std::string::npos)
+      throw UsageError(fmt::format("--header '{}': line breaks are not allowed", h));
+    rs.headers.emplace_back(h.substr(0, colon), value);
+  }
+  if (o.target_url.empty()) {
+    engine::EngineSettings s2 = engine::engine_settings(o.engine);
+    if (!o.model.empty()) s2.model = o.model;
+    const auto catalog = engine::load_catalog(o.engine);
+    s2.num_tenants = static_cast<std::uint32_t>(w.tenants.size());
+    side.eff = engine::resolve_engine(s2, catalog);
+    serve::ServerAppSettings ss;
+    ss.threads = o.server_threads;
+    ss.api_key = o.api_key;
+    ss.faults = serve::parse_fault_spec(o.faults);
+    ss.fault_seed = o.fault_seed;
+    ss.trace_emissions = o.trace_emissions;
+    ss.core.natural_length.reset();  // ignore_eos decides; without it the model runs to max_tokens
+    ss.limits.max_connections = 100000;
+    side.server = std::make_unique<serve::ServerApp>(*side.eff, s2, engine::make_cost_model(s2, *side.eff), ss);
+    side.server->start();
+    endpoint = net::Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", side.server->port()));
+    rs.model = side.eff->model.name;
+  } else {
+    if (!o.faults.empty() || !o.trace_emissions.empty())
+      throw UsageError("--faults and --trace-emissions apply to the in-process server (no --target)");
+    endpoint = net::Endpoint::parse_url(o.target_url);
+    rs.model = !o.model.empty() ? o.model : discover_model(endpoint, copt, o.api_key);
+  }
+
+  // Records are written in batches (one write per drain, every 50 ms), so
+  // that the writing thread takes little time from the client threads.
+  RunDirectory dir(out_dir, /*requests_line_durable=*/false);
+  dir.requests();  // opened now: before the client's connections take the descriptors
+  std::unique_ptr<JsonlWriter> csv;
+  if (o.csv) {
+    csv = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "requests.csv", false);
+    csv->append_line(kRequestsCsvHeader);
+  }
+  SummaryBuilder summary;
+  summary.set_slos(p.slos);
+  summary.set_slo_from_schedule(!p.plan.closed_loop);
+  VllmCompat compat;
+
+  RecordQueue queue;
+  Runner runner(w, p.plan, endpoint, copt, rs, queue);
+  const bool tty = o.progress == "auto" ? isatty(STDERR_FILENO) != 0 : o.progress == "tty";
+  const bool progress = !o.quiet && o.progress != "none";
+  const double planned_s = p.plan.closed_loop
+                               ? total_duration_s(p.plan.user_stages)
+                               : (p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second));
+  runner.start();
+
+  std::vector<RequestRecord> batch;
+  std::string first_error;  // "outcome: detail" of the first failed request written
+  auto drain = [&] {
+    batch.clear();
+    queue.drain(batch);
+    for (const auto& r : batch) {
+      r.append_json(dir.requests().begin_line());
+      dir.requests().end_line();
+      if (csv) {
+        append_csv_row(csv->begin_line(), r);
+        csv->end_line();
+      }
+      summary.add(r);
+      if (first_error.empty() && r.outcome != Outcome::kOk)
+        first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
+      if (o.compat == "vllm") compat.add(r, r.prompt_tokens_planned);
+    }
+    if (!batch.empty()) {
+      dir.requests().flush();
+      if (csv) csv->flush();
+    }
+  };
+  // The writer thread drains records every 50 ms at a lower priority than
+  // the client threads, so that its bursts of work never delay a send.
+  std::atomic<bool> writer_stop{false}, writer_failed{false};
+  std::exception_ptr writer_error;
+  std::thread writer([&] {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+    try {
+      while (!writer_stop.load()) {
+        drain();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (...) {
+      writer_error = std::current_exception();
+      writer_failed = true;
+    }
+  });
+  bool was_interrupted = false;
+  Nanos grace_end = 0;
+  SteadyClock clock;
+  Nanos last_progress = 0;
+  for (;;) {
+    const bool finished = runner.wait_for(100);
+    const Nanos t = clock.now_ns();
+    if (writer_failed.load() && !was_interrupted) {  // e.g. a full disk: stop at once, keep what is written
+      was_interrupted = true;
+      runner.stop_sending();
+      runner.cancel_in_flight();
+    }
+    if (interrupted.load() && !was_interrupted) {
+      was_interrupted = true;
+      runner.stop_sending();
+      grace_end = t + seconds_to_nanos(o.grace_s);
+      log << fmt::format("\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight",
+                         o.grace_s, runner.counters().in_flight.load())
+          << std::endl;
+    }
+    if (was_interrupted && grace_end > 0 && t >= grace_end) {
+      runner.cancel_in_flight();
+      grace_end = 0;
+    }
+    if (finished) break;
+    const Nanos every = tty ? kNanosPerSecond / 2 : 10 * kNanosPerSecond;
+    if (progress && t - last_progress >= every) {
+      last_progress = t;
+      const auto& c = runner.counters();
+      const double elapsed = std::max(0.0, nanos_to_s(t - runner.epoch()));
+      const std::string line =
+          fmt::format("[{:6.1f}s] sent {}, done {}, in flight {}, errors {}{}, {:.1f} req/s, ETA {:.0f} s",
+                      elapsed, c.sent.load(), c.completed.load() + c.failed.load(), c.in_flight.load(),
+                      c.failed.load(), c.queued.load() > 0 ? fmt::format(", queued {}", c.queued.load()) : "",
+                      elapsed > 0 ? static_cast<double>(c.completed.load() + c.failed.load()) / elapsed : 0.0,
+                      std::max(0.0, planned_s - elapsed));
+      if (tty)
+        log << "\r" << line << "\x1b[K" << std::flush;
+      else
+        log << line << "\n";
+    }
+  }
+  runner.join();
+  writer_stop = true;
+  writer.join();
+  if (writer_error) std::rethrow_exception(writer_error);
+  drain();
+  if (progress && tty) log << "\r\x1b[K" << std::flush;
+
+  if (side.server) {
+    side.server->stop(0.0);
+    const auto& m = side.server->metrics();
+    ServerCounters sc;
+    sc.prefix_cache_queries_tokens = static_cast<std::uint64_t>(m.value("vllm:prefix_cache_queries_total"));
+    sc.prefix_cache_hits_tokens = static_cast<std::uint64_t>(m.value("vllm:prefix_cache_hits_total"));
+    sc.preemptions_total = static_cast<std::uint64_t>(m.value("vllm:num_preemptions_total"));
+    if (side.eff && side.eff->num_gpu_blocks) sc.kv_cache_usage_peak = m.value("tokenscope:kv_cache_usage_peak");
+    summary.set_server_counters(sc);
+  }
+  const nlohmann::json s = summary.build();
+  const auto cc = runner.client_counters();
+  const double cpu = cpu_seconds() - cpu_start;
+
+  RunReport report;
+  report.out_dir = out_dir;
+  report.summary = s;
+  report.model = rs.model;
+  report.url = endpoint.url();
+  report.in_process = side.server != nullptr;
+  report.interrupted = was_interrupted;
+  report.workload_description = w.description;
+  report.rate_rps = rate.value_or(o.workload.rate_rps);
+  report.sent = runner.counters().sent.load();
+  report.not_sent = runner.not_sent();
+  report.connections = cc.connects;
+  report.cpu_s = cpu;
+  report.load_description =
+      p.plan.closed_loop
+          ? fmt::format("closed loop, {} users, think {} ms ({})", o.concurrency, o.think_ms, o.think_dist)
+          : fmt::format("open loop, {} requests planned over {:.1f} s{}", p.plan.schedule.size(), planned_s,
+                        o.max_concurrency ? fmt::format(", at most {} in flight", o.max_concurrency) : "");
+  report.client = {{"connections_opened", cc.connects},
+                   {"connect_failures", cc.connect_failures},
+                   {"max_connections", runner.max_connections()},
+                   {"peak_open_connections", cc.peak_open},
+                   {"requests_on_reused_connections", cc.reused},
+                   {"resent_after_stale_connection", cc.resent},
+                   {"stale_idle_connections_dropped", cc.stale_dropped},
+                   {"idle_connections_closed", cc.idle_closed},
+                   {"waited_for_connection", cc.waited},
+                   {"requests_not_sent", runner.not_sent()},
+                   {"process_cpu_s", cpu}};  // with the in-process server, when there is one
+
+  // The error-rate verdict: more than max_error_rate of the requests failed.
+  const auto total = s["requests_total"].get<std::uint64_t>();
+  const auto failed = s["requests_failed"].get<std::uint64_t>();
+  if (!was_interrupted && total > 0 &&
+      static_cast<double>(failed) > o.max_error_rate * static_cast<double>(total)) {
+    std::string top;
+    for (const auto& [name, n] : s["outcomes"].items())
+      if (name != "ok" && n.get<std::uint64_t>() > 0) top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
+    report.failure = fmt::format("{} of {} requests failed ({:.1f}%, over --max-error-rate {:g}%): {}", failed,
+                                 total, 100.0 * static_cast<double>(failed) / static_cast<double>(total),
+                                 100.0 * o.max_error_rate, top);
+    if (!first_error.empty()) report.failure += "; the first: " + first_error;
+  }
+
+  nlohmann::json run;
+  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
+  run["partial"] = was_interrupted;
+  nlohmann::json sampling = {
+      {"temperature", o.sampling.temperature ? nlohmann::json(*o.sampling.temperature) : nlohmann::json(nullptr)},
+      {"top_p", o.sampling.top_p ? nlohmann::json(*o.sampling.top_p) : nlohmann::json(nullptr)},
+      {"top_k", o.sampling.top_k ? nlohmann::json(*o.sampling.top_k) : nlohmann::json(nullptr)},
+      {"seed", o.sampling.seed ? nlohmann::json(*o.sampling.seed) : nlohmann::json(nullptr)},
+      {"logprobs", o.sampling.logprobs ? nlohmann::json(*o.sampling.logprobs) : nlohmann::json(nullptr)},
+      {"extra_body", o.sampling.extra_body.empty() ? nlohmann::json(nullptr)
+                                                   : nlohmann::json::parse(o.sampling.extra_body)}};
+  nlohmann::json requested = {
+      {"workload", workload::to_json(o.workload)},
+      {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
+      {"target",
+       {{"url", o.target_url.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.target_url)},
+        {"api", api_name(o.api)},
+        {"endpoint", o.endpoint},
+        {"model", o.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.model)},
+        {"stream", o.stream},
+        {"ignore_eos", o.ignore_eos},
+        {"sampling", sampling},
+        {"tokenizer", o.tokenizer_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.tokenizer_file)},
+        {"timeout_s", o.timeout_s},
+        {"insecure", o.insecure},
+        {"headers", o.headers.size()}}},
+      {"load",
+       {{"stages", o.stages},
+        {"max_concurrency", o.max_concurrency},
+        {"max_connections", o.max_connections},
+        {"concurrency", o.concurrency},
+        {"user_stages", o.user_stages},
+        {"think_ms", o.think_ms},
+        {"think_dist", o.think_dist},
+        {"warmup_s", o.warmup_s},
+        {"client_threads", o.client_threads},
+        {"slo", o.slo},
+        {"max_error_rate", o.max_error_rate}}},
+  };
+  if (o.target_url.empty())
+    requested["server"] = {{"engine", engine::to_json(o.engine)},
+                           {"threads", o.server_threads},
+                           {"faults", o.faults},
+                           {"fault_seed", o.fault_seed}};
+  nlohmann::json effective = {
+      {"workload", p.bw.effective},
+      {"load", p.effective_load},
+      {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", report.in_process}}}};
+  if (side.eff) effective["engine"] = side.eff->to_json();
+  run["settings"] = {{"requested", requested}, {"effective", effective}};
+  run["summary"] = s;
+  run["client"] = report.client;
+  run["verdict"] = {{"failed", !report.failure.empty()},
+                    {"reason", report.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.failure)}};
+  if (side.server) {
+    nlohmann::json faults = nlohmann::json::object();
+    for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
+      faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
+    run["server"] = {{"faults_injected", faults}};
+  }
+  dir.flush();
+  dir.write_run_json(run);
+  dir.close();
+  if (csv) csv->close();
+  if (o.compat == "vllm") {
+    VllmCompatInfo info;
+    info.backend = rs.api == Api::kChat ? "openai-chat" : "vllm";
+    info.model_id = rs.model;
+    info.tokenizer_id = o.tokenizer_file.empty() ? rs.model : o.tokenizer_file;
+    const double r = rate.value_or(o.workload.rate_rps);
+    if (!p.plan.closed_loop && std::isfinite(r) && o.workload_file.empty()) info.request_rate = r;
+    info.burstiness = o.workload.burstiness;
+    if (o.max_concurrency > 0) info.max_concurrency = o.max_concurrency;
+    if (o.concurrency > 0) info.max_concurrency = o.concurrency;
+    info.duration_s = s["duration_s"].get<double>();
+    if (p.slos.size() == 1) info.goodput_slo = p.slos.begin()->second;
+    info.date = local_stamp();
+    write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json", compat.build(info).dump(1));
+  }
+  return report;
+}
+
+}  // namespace
+
+std::pair<std::string, Slo> parse_slo(std::string_view spec) {
+  std::string cls;
+  std::string_view rest = spec;
+  if (const auto colon = rest.find(':'); colon != std::string_view::npos) {
+    cls = std::string(rest.substr(0, colon));
+    rest.remove_prefix(colon + 1);
+  }
+  Slo slo;
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const std::size_t comma = rest.find(',', start);
+    const std::string_view part = rest.substr(start, comma - start);
+    const std::size_t eq = part.find('=');
+    if (eq == std::string_view::npos)
+      throw UsageError(
+          fmt::format("--slo '{}': '{}' should be NAME=VALUE (ttft_ms, tpot_ms, e2e_ms, p)", spec, part));
+    const std::string name(part.substr(0, eq));
+    double v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stod(std::string(part.substr(eq + 1)), &used);
+      if (used != part.size() - eq - 1) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--slo '{}': '{}' is not a number", spec, part.substr(eq + 1)));
+    }
+    if (!(v > 0) || !std::isfinite(v)) throw UsageError(fmt::format("--slo '{}': {} must be > 0", spec, name));
+    if (name == "ttft_ms" || name == "ttft")
+      slo.ttft_ms = v;
+    else if (name == "tpot_ms" || name == "tpot")
+      slo.tpot_ms = v;
+    else if (name == "e2e_ms" || name == "e2e")
+      slo.e2e_ms = v;
+    else if (name == "p" || name == "percentile") {
+      if (v > 100) throw UsageError(fmt::format("--slo '{}': p must be in (0, 100]", spec));
+      slo.percentile = v;
+    } else
+      throw UsageError(fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, p)", spec, name));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return {cls, slo};
+}
+
+nlohmann::json curve_point(double rate, const nlohmann::json& s) {
+  nlohmann::json slo_pass = nullptr;
+  if (!s["slo_attainment"].empty()) {
+    bool pass = true;
+    for (const auto& [k, v] : s["slo_attainment"].items()) pass = pass && v["pass"].get<bool>();
+    slo_pass = pass;
+  }
+  return {{"rate_rps", rate},
+          {"achieved_rps", s["request_throughput_rps"]},
+          {"goodput_rps", s["goodput_rps"]},
+          {"ttft_p99_ms", s["ttft_ms"]["p99"]},
+          {"tpot_p99_ms", s["tpot_ms"]["p99"]},
+          {"failed", s["requests_failed"]},
+          {"slo_pass", slo_pass}};
+}
+
+BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, std::ostream& log) {
+  if (!(o.timeout_s >= 0)) throw UsageError("--timeout-s: expected seconds >= 0");
+  if (!(o.grace_s >= 0)) throw UsageError("--grace-s: expected seconds >= 0");
+  if (!(o.warmup_s >= 0)) throw UsageError("--warmup-s: expected seconds >= 0");
+  if (!(o.think_ms >= 0)) throw UsageError("--think-ms: expected ms >= 0");
+  if (!(o.max_error_rate >= 0 && o.max_error_rate <= 1))
+    throw UsageError("--max-error-rate: expected a share in [0, 1]");
+  if (o.progress != "auto" && o.progress != "tty" && o.progress != "plain" && o.progress != "none")
+    throw UsageError("--progress: expected auto, tty, plain or none");
+  if (o.compat != "" && o.compat != "vllm") throw UsageError("--compat: expected vllm");
+  const auto& sm = o.sampling;
+  if (sm.temperature && !(*sm.temperature >= 0 && std::isfinite(*sm.temperature)))
+    throw UsageError("--temperature: expected a number >= 0");
+  if (sm.top_p && !(*sm.top_p > 0 && *sm.top_p <= 1)) throw UsageError("--top-p: expected a number in (0, 1]");
+  BenchResult result;
+  result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
+  const std::string& out = result.out_dir;
+
+  auto verdicts_of = [&](const RunReport& r) {
+    if (!r.failure.empty()) result.verdicts.push_back(r.failure);
+  };
+
+  if (!o.sweep_rates.empty() || !o.sweep_search.empty()) {
+    if (o.concurrency > 0) throw UsageError("sweeps vary the open-loop rate; drop --concurrency");
+    nlohmann::json curve = nlohmann::json::array();
+    bool failed_run = false;
+    auto probe = [&](double rate) -> std::optional<nlohmann::json> {
+      if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
+      result.runs.push_back(run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), interrupted, log));
+      const RunReport& r = result.runs.back();
+      verdicts_of(r);
+      failed_run |= !r.failure.empty();
+      if (r.interrupted) return std::nullopt;
+      curve.push_back(curve_point(rate, r.summary));
+      return curve.back();
+    };
+    bool stopped = false;
+    nlohmann::json best = nullptr;
+    if (!o.sweep_rates.empty()) {
+      for (double rate : parse_number_list(o.sweep_rates, "--sweep-rates"))
+        if (!probe(rate)) {
+          stopped = true;
+          break;
+        }
+    } else {
+      if (o.slo.empty()) throw UsageError("--sweep-search needs --slo (the criterion)");
+      std::string spec = o.sweep_search;
+      std::replace(spec.begin(), spec.end(), ':', ',');
+      const auto bounds = parse_number_list(spec, "--sweep-search");
+      if (bounds.size() != 2 || bounds[0] >= bounds[1])
+        throw UsageError("--sweep-search: expected LOW:HIGH with LOW < HIGH");
+      double lo = bounds[0], hi = bounds[1];
+      auto passes = [](const nlohmann::json& c) { return !c["slo_pass"].is_null() && c["slo_pass"].get<bool>(); };
+      auto a = probe(lo);
+      if (!a) {
+        stopped = true;
+      } else if (!passes(*a)) {
+        if (!o.quiet) log << "sweep: the SLO fails already at the lowest rate\n";
+      } else {
+        best = lo;
+        auto b = probe(hi);
+        if (!b)
+          stopped = true;
+        else if (passes(*b))
+          best = hi;
+        else
+          for (unsigned i = 0; i < o.sweep_steps; ++i) {
+            const double mid = (lo + hi) / 2;
+            auto m = probe(mid);
+            if (!m) {
+              stopped = true;
+              break;
+            }
+            if (passes(*m))
+              lo = mid, best = mid;
+            else
+              hi = mid;
+          }
+      }
+    }
+    std::sort(curve.begin(), curve.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a["rate_rps"].get<double>() < b["rate_rps"].get<double>();
+    });
+    result.sweep = {{"curve", curve}, {"max_rate_meeting_slo", best}, {"partial", stopped}};
+    write_file_atomic(std::filesystem::path(out) / "sweep.json", result.sweep.dump(2));
+    result.exit_code = stopped ? kExitInterrupted : failed_run ? kExitFailure : kExitOk;
+    return result;
+  }
+
+  result.runs.push_back(run_one(o, std::nullopt, out, interrupted, log));
+  const RunReport& r = result.runs.back();
+  verdicts_of(r);
+  if (r.interrupted) {
+    result.exit_code = kExitInterrupted;
+  } else if (!r.failure.empty()) {
+    result.exit_code = kExitFailure;
+  } else {
+    for (const auto& [cls, a] : r.summary["slo_attainment"].items())
+      if (!a["pass"].get<bool>()) {
+        result.exit_code = kExitSloFailed;
+        result.verdicts.push_back(fmt::format("SLO of class '{}' failed", cls));
+      }
+  }
+  return result;
+}
+
+}  // namespace tokenscope::bench

@@ -1,0 +1,75 @@
+// `tokenscope bench` as a library call: bench::run(settings) prepares the
+// load plan, starts the in-process simulator when there is no target, asks
+// the target which model it serves, drives the load (Runner), writes the run
+// directory as requests finish (requests.jsonl, optional requests.csv and
+// vllm_result.json, then run.json), and for sweeps repeats this per rate.
+// Nothing is printed but progress and notes on `log`; the caller prints the
+// results (src/cli/bench_command.cpp).
+//
+// Exit codes (docs/errors.md): 0 ok; 1 the run failed — the target cannot be
+// reached, more than max_error_rate of the requests failed, or an I/O error;
+// 2 bad options or input (UsageError, thrown); 3 an SLO failed; 130
+// interrupted (results kept).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_settings.h"
+#include "core/summary.h"
+
+namespace tokenscope::bench {
+
+inline constexpr int kExitSloFailed = 3;
+
+// One run (a whole bench, or one rate of a sweep).
+struct RunReport {
+  std::string out_dir;
+  nlohmann::json summary;  // run.json "summary"
+  nlohmann::json client;   // run.json "client"
+  std::string model;
+  std::string url;
+  bool in_process = false;
+  bool interrupted = false;
+  std::string workload_description;
+  std::string load_description;
+  std::uint64_t sent = 0;
+  std::uint64_t not_sent = 0;
+  std::uint64_t connections = 0;
+  double cpu_s = 0.0;
+  double rate_rps = 0.0;  // the open-loop rate of this run (sweeps)
+  // Why the run failed, when it did (the error-rate check); empty otherwise.
+  std::string failure;
+};
+
+struct BenchResult {
+  int exit_code = 0;
+  std::string out_dir;
+  std::vector<RunReport> runs;  // one, or one per sweep rate in the order they ran
+  // Sweeps: {"curve": [...], "max_rate_meeting_slo": rate|null, "partial": bool}; null otherwise.
+  nlohmann::json sweep;
+  // Lines that explain a non-zero exit code.
+  std::vector<std::string> verdicts;
+};
+
+// "ttft_ms=500,tpot_ms=50,e2e_ms=2000,p=99", optionally "CLASS:..." first;
+// returns the class ("" for every class) and the SLO. Throws UsageError.
+std::pair<std::string, Slo> parse_slo(std::string_view spec);
+
+// A sweep point of sweep.json from one run's summary.
+nlohmann::json curve_point(double rate, const nlohmann::json& summary);
+
+// Runs the benchmark; throws UsageError for bad settings or input and
+// IoError when the run directory cannot be written.
+BenchResult run(const BenchSettings& settings, const std::atomic<bool>& interrupted, std::ostream& log);
+
+}  // namespace tokenscope::bench

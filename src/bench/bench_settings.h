@@ -1,0 +1,72 @@
+// Everything one `tokenscope bench` invocation needs, as a plain struct with
+// units in field names: the workload, the target and the request format, the
+// load (open or closed loop, stages, sweeps, SLOs), the in-process server
+// used when there is no target, and the outputs. The CLI only fills it
+// (src/cli/bench_command.cpp); bench::run() does the rest.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/exchange.h"
+#include "engine/engine_options.h"
+#include "workload/workload_spec.h"
+
+namespace tokenscope::bench {
+
+struct BenchSettings {
+  // ---- workload: the options shared with sim, or a YAML workload file
+  workload::WorkloadSpec workload;
+  std::string workload_file;
+
+  // ---- target
+  std::string target_url;  // "" : the built-in simulator, in-process on a loopback port
+  Api api = Api::kCompletions;
+  std::string endpoint;  // request path after the target's path ("" : by api)
+  std::string model;     // "" : the target's GET /v1/models (in-process: the engine's model)
+  std::string api_key;
+  std::vector<std::string> headers;  // "Name: value"
+  double timeout_s = 600.0;          // per request, from the send (0: none)
+  bool insecure = false;
+  std::string ca_file;
+  bool stream = true;
+  bool ignore_eos = true;
+  Sampling sampling;       // temperature, top_p, top_k, seed, logprobs, extra body
+  std::string tokenizer_file;  // a tokenizer.json or SentencePiece model: exact prompt lengths
+
+  // ---- load
+  std::string stages;                // open loop: RATE@SECONDS,...
+  std::uint32_t max_concurrency = 0;  // open loop: requests in flight at most (0: no cap)
+  std::uint32_t concurrency = 0;      // closed loop: users (0: open loop)
+  std::string user_stages;            // closed loop: USERS@SECONDS,...
+  double think_ms = 0.0;
+  std::string think_dist = "fixed";  // fixed | exponential
+  double warmup_s = 0.0;
+  unsigned client_threads = 1;
+  std::uint32_t max_connections = 0;  // connections open at most, all client threads together (0: default)
+  std::vector<std::string> slo;  // [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99
+  std::string sweep_rates;       // "A,B,C"
+  std::string sweep_search;      // "LOW:HIGH"
+  unsigned sweep_steps = 6;
+  // The run fails (exit 1) when more than this share of its requests failed.
+  double max_error_rate = 0.1;
+
+  // ---- in-process server (no target_url)
+  engine::EngineOptions engine;
+  unsigned server_threads = 1;
+  std::string faults;
+  std::uint64_t fault_seed = 0;
+  std::string trace_emissions;
+
+  // ---- output
+  std::string out_dir;  // "" : runs/bench-UTCDATE-TIME
+  std::string compat;   // "" | "vllm"
+  bool csv = false;
+  bool quiet = false;
+  std::string progress = "auto";  // auto | tty | plain | none
+  double grace_s = 5.0;           // after Ctrl-C, how long requests in flight may finish
+};
+
+}  // namespace tokenscope::bench

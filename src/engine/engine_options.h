@@ -1,0 +1,37 @@
+// The engine as options: model, GPU, KV cache, scheduler, tenants and cost
+// model, with the choices that are strings on the command line kept as
+// strings until engine_settings() parses them. Shared by `sim`, `serve` and
+// `bench`'s in-process server (the CLI fills it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/catalog.h"
+#include "engine/cost_model.h"
+#include "engine/engine.h"
+
+namespace tokenscope::engine {
+
+struct EngineOptions {
+  EngineSettings engine;
+  std::string catalog_file;
+  std::string policy = "fcfs";
+  std::string preemption = "recompute";
+  std::string tenant_kv_policy = "none";
+  std::uint32_t num_gpu_blocks = 0;
+  double fixed_step_ms = -1.0;
+};
+
+// The options as given (for run.json's "requested" settings).
+nlohmann::json to_json(const EngineOptions& o);
+// Settings with the string options parsed; throws UsageError.
+EngineSettings engine_settings(const EngineOptions& o);
+// The built-in catalog plus the catalog file.
+Catalog load_catalog(const EngineOptions& o);
+std::unique_ptr<CostModel> make_cost_model(const EngineSettings& s, const EffectiveEngine& e);
+
+}  // namespace tokenscope::engine
