@@ -397,7 +397,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   if (!was_interrupted && total > 0 &&
       static_cast<double>(failed) > o.max_error_rate * static_cast<double>(total)) {
     std::string top;
-    for (const auto& [name, n] : s["outcomes"].items())
+    for (const auto& [name, n] : s["requests_by_outcome"].items())
       if (name != "ok" && n.get<std::uint64_t>() > 0) top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
     report.failure = fmt::format("{} of {} requests failed ({:.1f}%, over --max-error-rate {:g}%): {}", failed,
                                  total, 100.0 * static_cast<double>(failed) / static_cast<double>(total),

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+
 namespace tokenscope::bench {
 namespace {
 
@@ -52,6 +54,42 @@ TEST(RequestEncoder, ChatWithHistory) {
   EXPECT_EQ(b["messages"][2]["content"], "c");
   EXPECT_EQ(b["stream"], false);
   EXPECT_FALSE(b.contains("stream_options"));
+}
+
+TEST(RequestEncoder, SamplingParametersAndExtraBody) {
+  RequestSettings s;
+  s.model = "m";
+  s.sampling.temperature = 0.0;
+  s.sampling.top_p = 0.9;
+  s.sampling.top_k = 40;
+  s.sampling.seed = 7;
+  s.sampling.logprobs = 2;
+  s.sampling.extra_body = R"({"min_p": 0.05, "top_k": 5, "nested": {"a": [1, 2]}})";
+  const json b = body_of(*RequestEncoder(s).encode("x", 3));
+  EXPECT_EQ(b["temperature"], 0.0);
+  EXPECT_EQ(b["top_p"], 0.9);
+  EXPECT_EQ(b["top_k"], 5);  // the extra body wins over --top-k
+  EXPECT_EQ(b["seed"], 7);
+  EXPECT_EQ(b["logprobs"], 2);
+  EXPECT_EQ(b["min_p"], 0.05);
+  EXPECT_EQ(b["nested"]["a"][1], 2);
+  EXPECT_EQ(b["max_tokens"], 3);
+  s.api = Api::kChat;
+  const json c = body_of(*RequestEncoder(s).encode("x", 3));
+  EXPECT_EQ(c["logprobs"], true);
+  EXPECT_EQ(c["top_logprobs"], 2);
+  RequestSettings plain;
+  const json p = body_of(*RequestEncoder(plain).encode("x", 3));
+  EXPECT_FALSE(p.contains("temperature"));  // nothing sent unless asked: the server's defaults apply
+  EXPECT_FALSE(p.contains("seed"));
+}
+
+TEST(RequestEncoder, ExtraBodyMustBeAnObject) {
+  RequestSettings s;
+  s.sampling.extra_body = "[1]";
+  EXPECT_THROW(RequestEncoder{s}, UsageError);
+  s.sampling.extra_body = "{nope";
+  EXPECT_THROW(RequestEncoder{s}, UsageError);
 }
 
 class Collector : public ::testing::Test {
@@ -158,6 +196,30 @@ TEST_F(Collector, ErrorEventIsAnHttpError) {
   EXPECT_EQ(record.outcome, Outcome::kHttpError);
   EXPECT_NE(record.detail.find("shutting down"), std::string::npos);
   EXPECT_EQ(record.event_times.size(), 1u);  // what arrived before is kept
+}
+
+// llama.cpp's server reports a failure inside a 200 stream as an "error:"
+// field (not "data:"), then sends [DONE]; it was counted ok.
+TEST_F(Collector, LlamaCppErrorFieldThenDoneIsAnHttpError) {
+  start();
+  c.on_headers(200, 120);
+  chunk("error: {\"code\":400,\"message\":\"the request exceeds the available context size, try increasing "
+        "it\",\"type\":\"exceed_context_size_error\"}\n\ndata: [DONE]\n\n",
+        130);
+  c.on_complete(net::ExchangeError::kNone, "", 150);
+  EXPECT_EQ(record.outcome, Outcome::kHttpError);
+  EXPECT_NE(record.detail.find("exceeds the available context size"), std::string::npos) << record.detail;
+  EXPECT_NE(record.detail.find("code 400"), std::string::npos) << record.detail;
+  EXPECT_EQ(record.http_status, 200);
+}
+
+TEST_F(Collector, EventTypeErrorIsAnHttpError) {
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\nevent: error\ndata: overloaded\n\ndata: [DONE]\n\n", 130);
+  c.on_complete(net::ExchangeError::kNone, "", 150);
+  EXPECT_EQ(record.outcome, Outcome::kHttpError);
+  EXPECT_NE(record.detail.find("overloaded"), std::string::npos) << record.detail;
 }
 
 TEST_F(Collector, StreamWithoutAnEndIsAProtocolError) {

@@ -28,7 +28,7 @@ inline constexpr KeyDefinition kScalarKeys[] = {
      "the steady-state window: from when the requests in flight first reach their time-weighted median "
      "level to when they last fall below it (ramp-up and drain left out)"},
     {"request_throughput_steady_rps", "req/s",
-     "completed requests whose t_close falls in the steady-state window [start, end) / duration_steady_s"},
+     "completed requests whose t_close falls in the steady-state window (start, end] / duration_steady_s"},
     {"request_throughput_rps", "req/s", "requests_completed / duration_s"},
     {"output_token_throughput_tps", "tok/s", "output_tokens_total / duration_s"},
     {"prompt_tokens_total", "tokens", "prompt tokens of completed requests"},

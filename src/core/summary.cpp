@@ -244,11 +244,14 @@ nlohmann::json SummaryBuilder::build() const {
   s["duration_send_s"] = duration_send_s();
   const auto [steady_from, steady_to] = steady_window();
   const double steady = nanos_to_s(steady_to - steady_from);
-  // Completed requests that ended within the half-open window [from, to).
+  // Completed requests that ended within the half-open window (from, to]:
+  // the window opens when starts lift the in-flight level (a request ending
+  // at that instant belongs to the ramp) and closes when ends drop it (the
+  // request ending then is the plateau's last).
   std::sort(ok_ends_.begin(), ok_ends_.end());
   const auto steady_done =
-      static_cast<std::uint64_t>(std::lower_bound(ok_ends_.begin(), ok_ends_.end(), steady_to) -
-                                 std::lower_bound(ok_ends_.begin(), ok_ends_.end(), steady_from));
+      static_cast<std::uint64_t>(std::upper_bound(ok_ends_.begin(), ok_ends_.end(), steady_to) -
+                                 std::upper_bound(ok_ends_.begin(), ok_ends_.end(), steady_from));
   s["duration_steady_s"] = steady;
   s["request_throughput_steady_rps"] = steady > 0 ? static_cast<double>(steady_done) / steady : 0.0;
   s["request_throughput_rps"] = dur > 0 ? static_cast<double>(completed_) / dur : 0.0;

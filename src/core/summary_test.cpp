@@ -210,13 +210,20 @@ TEST(Summary, SteadyWindowLeavesOutRampUpAndDrain) {
       b.add(make_ok(id++, start, {start + 50'000'000, start + 100'000'000}));
     }
   b.add(make_ok(id++, 1'100'000'000, {1'200'000'000, 1'300'000'000}));
+  RequestRecord failed;  // a failure within the plateau: not a completed request
+  failed.id = id++;
+  failed.t_sched = failed.t_send = 500'000'000;
+  failed.t_close = 600'000'000;
+  failed.outcome = Outcome::kTimeout;
+  b.add(failed);
   const auto [from, to] = b.steady_window();
   EXPECT_EQ(from, 100'000'000);
   EXPECT_EQ(to, 1'100'000'000);
   const auto s = b.build();
   EXPECT_DOUBLE_EQ(s["duration_steady_s"].get<double>(), 1.0);
-  EXPECT_DOUBLE_EQ(s["request_throughput_steady_rps"].get<double>(),
-                   41.0);  // 40 plus the ramp's one at 100 ms
+  // Completed requests ending in (100 ms, 1,100 ms]: the plateau's 40, not
+  // the ramp's one ending at 100 ms, nor a failure.
+  EXPECT_DOUBLE_EQ(s["request_throughput_steady_rps"].get<double>(), 40.0);
   EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 1.3);
 }
 

@@ -94,7 +94,6 @@ TEST_F(Bench, BadOptionsAndInputGetClearMessages) {
   const auto yaml = dir_ / "bad.yaml";
   std::ofstream(yaml)
       << "duration_s: 5\nclasses:\n  - name: a\n    input_len: fixed:1\n    output_len: nope\n";
-  const std::uint16_t closed_port = 1;  // tcpmux: nothing listens there
   const struct {
     std::vector<std::string> args;
     std::string message;
@@ -107,13 +106,32 @@ TEST_F(Bench, BadOptionsAndInputGetClearMessages) {
       {{"--workload", yaml.string()}, "bad.yaml:5"},
       {{"--concurrency", "2", "--stages", "1@1"}, "--user-stages"},
       {{"--sweep-search", "1:5"}, "needs --slo"},
-      {{"--target", "http://127.0.0.1:" + std::to_string(closed_port)}, "connect"},
+      {{"--max-error-rate", "2"}, "--max-error-rate"},
+      {{"--extra-body", "[1]"}, "--extra-body"},
   };
   for (const auto& c : cases) {
     const auto r = bench(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args[0] << ": " << r.err;
   }
+}
+
+// Nothing listening: the run fails (exit 1, not "bad options") and says
+// why, whether the model is discovered or given.
+TEST_F(Bench, NothingListeningFailsTheRunClearly) {
+  const std::string url = "http://127.0.0.1:1";  // tcpmux: nothing listens there
+  const auto discover = bench({"--target", url, "--out", (dir_ / "a").string()});
+  EXPECT_EQ(discover.exit_code, 1) << discover.err;
+  EXPECT_NE(discover.err.find("Connection refused"), std::string::npos) << discover.err;
+  EXPECT_NE(discover.err.find(url), std::string::npos) << discover.err;
+  const auto given = bench({"--target", url, "--model", "m", "--num-requests", "5", "--rate", "50", "--out",
+                            (dir_ / "b").string()});
+  EXPECT_EQ(given.exit_code, 1) << given.err;
+  EXPECT_NE(given.err.find("5 of 5 requests failed"), std::string::npos) << given.err;
+  EXPECT_NE(given.err.find("Connection refused"), std::string::npos) << given.err;
+  const auto run = json::parse(slurp(dir_ / "b" / "run.json"));
+  EXPECT_EQ(run["verdict"]["failed"], true);
+  EXPECT_EQ(run["summary"]["requests_by_outcome"]["connect_error"], 5);
 }
 
 TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
@@ -153,7 +171,8 @@ TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
                        "--fault-seed", "11", "--fixed-step-ms", "1"});
   const auto r =
       bench({"--target", server.url(""), "--num-requests", "300", "--rate", "300", "--input-len", "fixed:8",
-             "--output-len", "fixed:6", "--timeout-s", "2", "--json", "--out", (dir_ / "run").string()});
+             "--output-len", "fixed:6", "--timeout-s", "2", "--max-error-rate", "1", "--json", "--out",
+             (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = json::parse(r.out);
   EXPECT_TRUE(s["prefix_cache_queries_tokens"].is_null());  // a remote server: not read
