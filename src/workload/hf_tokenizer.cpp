@@ -117,7 +117,13 @@ class Fields {
   std::string file_;
 };
 
+// The "type" of a pipeline component. Sequences nest; their depth (the
+// number of indexes in the field path) is bounded so that a hostile file
+// cannot exhaust the stack.
 std::string type_of(const json& obj, const Fields& f, const std::string& where) {
+  constexpr long kMaxNesting = 32;
+  if (std::count(where.begin(), where.end(), '[') > kMaxNesting)
+    f.fail(where, fmt::format("components nested deeper than {}", kMaxNesting));
   return f.string(obj, "type", where);
 }
 
@@ -523,7 +529,7 @@ constexpr const char* kGpt2Pattern =
 class ByteLevelPreTokenizer final : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex) : add_prefix_space_(add_prefix_space) {
-    if (use_regex) regex_ = Pattern::parse(json{{"Regex", kGpt2Pattern}}, Fields(""), "");
+    if (use_regex) regex_ = gpt2_regex();
   }
   void apply(std::vector<Piece>& pieces) const override {
     if (add_prefix_space_)
@@ -531,7 +537,7 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
         if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, " ");
     if (regex_)
       split_pieces(pieces, Behavior::kIsolated,
-                   [&](const std::string& s) { return cover(s.size(), regex_->find(s), false); });
+                   [&](const std::string& s) { return cover(s.size(), regex_->find_all(s), false); });
     const auto& table = byte_table();
     for (auto& p : pieces) {
       std::string mapped;
@@ -544,8 +550,14 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
   bool byte_level() const override { return true; }
 
  private:
+  // Compiled once per process: a Regex is immutable and shared.
+  static const Regex& gpt2_regex() {
+    static const Regex regex(kGpt2Pattern);
+    return regex;
+  }
+
   bool add_prefix_space_;
-  std::optional<Pattern> regex_;
+  std::optional<Regex> regex_;
 };
 
 enum class PrependScheme { kAlways, kFirst, kNever };
@@ -600,7 +612,7 @@ class WhitespaceSplitPreTokenizer final : public PreTokenizer {
 
 class WhitespacePreTokenizer final : public PreTokenizer {
  public:
-  WhitespacePreTokenizer() : regex_(R"(\w+|[^\w\s]+)") {}
+  WhitespacePreTokenizer() : regex_(word_regex()) {}
   void apply(std::vector<Piece>& pieces) const override {
     // Keeps the matches, drops what lies between them.
     split_pieces(pieces, Behavior::kRemoved,
@@ -609,6 +621,11 @@ class WhitespacePreTokenizer final : public PreTokenizer {
   std::string describe() const override { return "Whitespace"; }
 
  private:
+  static const Regex& word_regex() {
+    static const Regex regex(R"(\w+|[^\w\s]+)");
+    return regex;
+  }
+
   Regex regex_;
 };
 
@@ -1388,12 +1405,10 @@ HfTokenizer::HfTokenizer(const json& root, const Fields& f, const json* config) 
     has_piece_[a.id] = 1;
     if (a.special) special_[a.id] = 1;
   }
-  for (auto id : prefix_)
-    if (static_cast<std::size_t>(id) >= pieces_.size())
-      f.fail("post_processor", fmt::format("special token id {} is outside the vocabulary", id));
-  for (auto id : suffix_)
-    if (static_cast<std::size_t>(id) >= pieces_.size())
-      f.fail("post_processor", fmt::format("special token id {} is outside the vocabulary", id));
+  for (const Ids* ids : {&prefix_, &suffix_})
+    for (auto id : *ids)
+      if (static_cast<std::size_t>(id) >= pieces_.size() || !has_piece_[id])
+        f.fail("post_processor", fmt::format("special token id {} is not in the vocabulary", id));
 
   // BOS and EOS: tokenizer_config.json names them; otherwise the
   // post-processor's first and last tokens, or a conventional name.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include <unistd.h>
 
@@ -369,6 +370,22 @@ TEST(RealTokenizer, RegexFindAllReportsEveryMatchAndStopsPathologicalPatterns) {
   EXPECT_THROW(catastrophic.find_all(std::string(40, 'a') + "b"), UsageError);
 }
 
+TEST(RealTokenizer, ConcurrentEncodesAgreeWithASerialOne) {
+  json f = llama2_style_file();
+  f["normalizer"]["normalizers"].push_back({{"type", "NFC"}});
+  const auto t = load(f);
+  const std::string text = "a b€ ab <s> e\u0301 ab  a";
+  const Ids want = t->encode(text, true);
+  std::vector<std::thread> threads;
+  std::vector<int> agreed(4, 0);
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 200; ++i) agreed[k] += t->encode(text, true) == want;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_THAT(agreed, ::testing::Each(200));
+}
+
 TEST(RealTokenizer, DescriptionNamesThePipeline) {
   const auto t = load(byte_level_file());
   const auto d = t->description();
@@ -427,6 +444,8 @@ TEST(RealTokenizer, BadFilesAreInputErrorsNamingTheField) {
                          {"single", json::array({{{"SpecialToken", {{"id", "<s>"}}}}})},
                          {"special_tokens", json::object()}};
   expect_input_error(f, "post_processor.special_tokens.<s>", "missing");
+  f["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"a", 0}}, {"cls", {"<s>", 7}}};
+  expect_input_error(f, "post_processor", "special token id 7 is not in the vocabulary");
 }
 
 class TempDir {
