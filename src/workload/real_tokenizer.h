@@ -52,8 +52,10 @@ class TextTokenizer {
   // them. With add_special, the tokens the tokenizer adds around a single
   // sequence (special_prefix(), special_suffix(); usually one BOS) are
   // included. Bytes that are not valid UTF-8 are first replaced by U+FFFD,
-  // one per invalid sequence. Throws UsageError only for a tokenizer file
-  // whose regular expression exceeds its backtracking limits on this text.
+  // one per invalid sequence. Throws UsageError only when the tokenizer file
+  // cannot handle this text: a regular expression over its backtracking
+  // limits, an unk_token that is not in the vocabulary when a character
+  // needs it.
   virtual std::vector<std::int32_t> encode(std::string_view text, bool add_special) const = 0;
   // encode(text, add_special).size().
   virtual std::size_t count(std::string_view text, bool add_special) const;
