@@ -46,11 +46,9 @@ std::size_t count_tokens(std::string_view text);
 std::optional<std::string> piece_text(TokenId id);
 // The id of " " + word for a lowercase word of 1..4 letters.
 TokenId spaced_word_id(std::string_view lowercase_word);
-// A token whose text is " " + 1..4 lowercase letters, chosen by a 64-bit key:
-// concatenations of such tokens re-tokenize to exactly the same ids.
-inline TokenId spaced_token_from_key(std::uint64_t key) {
-  // Multiply-shift range reduction of the top 32 bits (Lemire): no division.
-  return kLetterPieces + static_cast<TokenId>(((mix64(key) >> 32) * kLetterPieces) >> 32);
-}
+// A token whose text is " " + one of the prompt words (prompt_words.h),
+// chosen by a 64-bit key: concatenations of such tokens re-tokenize to
+// exactly the same ids, here and, one token per word, on real servers.
+TokenId spaced_token_from_key(std::uint64_t key);
 
 }  // namespace tokenscope::workload

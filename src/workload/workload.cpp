@@ -47,8 +47,12 @@ void append_prompt_tokens(const Workload& w, const Request& r, std::vector<Token
     case PromptSource::kText:
       tokenize(w.prompts[r.source_begin], out);
       out.resize(start + r.input_tokens, kInvertibleIds);
-      break;
+      return;
   }
+  // A generated prompt starts with a word, not a space: real tokenizers
+  // would count a leading space as a token of its own (SentencePiece adds one).
+  if (out.size() > start && out[start] >= kLetterPieces && out[start] < kInvertibleIds)
+    out[start] -= kLetterPieces;
 }
 
 void sort_by_arrival(Workload& w) {

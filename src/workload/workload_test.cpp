@@ -33,7 +33,10 @@ TEST(HashIdTokens, SharedLeadingIdsShareExactlyThatPrefix) {
   std::vector<TokenId> tc;
   append_prompt_tokens(w, c, tc);
   EXPECT_TRUE(std::equal(tc.begin(), tc.end(), ta.begin()));
-  EXPECT_EQ(hash_block_token(1, 0), ta[0]);
+  // The prompt starts with the block's first word, without its space.
+  EXPECT_EQ(hash_block_token(1, 0) - kLetterPieces, ta[0]);
+  EXPECT_EQ(hash_block_token(1, 1), ta[1]);
+  EXPECT_EQ(*piece_text(ta[0]), piece_text(hash_block_token(1, 0))->substr(1));
 }
 
 TEST(Synthetic, PrefixGroupsShareTheirPrefixAndSeedsAreIndependent) {
