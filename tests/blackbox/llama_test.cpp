@@ -127,8 +127,12 @@ class Llama : public ::testing::Test {
     EXPECT_EQ(logged.size(), static_cast<std::size_t>(ok)) << "requests the server finished (its log)";
     // Output tokens: usage.completion_tokens summed = what the server generated.
     EXPECT_EQ(output, d_predicted) << "sum of output_tokens vs delta " << kPredicted;
+    // The client's own count is of output events: llama-server holds back a
+    // token that ends inside a UTF-8 character and sends it with the next one
+    // (random weights pick byte tokens now and then), so an event can carry
+    // two tokens and the count can be lower than usage, never higher.
     if (client_counted) {
-      EXPECT_EQ(output_client, output) << "the client's own count of output events vs usage";
+      EXPECT_LE(output_client, output) << "the client's own count of output events vs usage";
     }
     // Prompt tokens: usage.prompt_tokens summed = the prompts the server took;
     // the server's counter has those minus the tokens reused from its cache.
@@ -157,6 +161,17 @@ class Llama : public ::testing::Test {
       if (rec["outcome"] == "ok") {
         EXPECT_EQ(rec["output_tokens"], output_len) << rec.dump().substr(0, 600);  // ignore_eos + max_tokens
         EXPECT_GT(rec["prompt_tokens"].get<int>(), 0);
+        // Streamed: the usage count spread over the events (an event may carry several tokens).
+        if (rec.contains("event_tokens")) {
+          const auto& et = rec["event_tokens"];
+          EXPECT_EQ(std::accumulate(et.begin(), et.end(), 0,
+                                    [](int a, const json& b) { return a + b.get<int>(); }),
+                    output_len)
+              << rec.dump().substr(0, 600);
+          EXPECT_EQ(et.size(), rec["event_offsets_ns"].size());
+        } else if (rec.value("output_tokens_client", -1) >= 0) {
+          EXPECT_EQ(rec["event_offsets_ns"].size(), static_cast<std::size_t>(output_len));
+        }
       } else {
         ADD_FAILURE() << "request not ok: " << rec.dump().substr(0, 800);
       }
@@ -165,7 +180,7 @@ class Llama : public ::testing::Test {
     EXPECT_EQ(s["requests_completed"].get<std::size_t>(), planned);
     EXPECT_EQ(s["requests_failed"], 0);
     EXPECT_EQ(s["output_tokens_total"].get<long>(), static_cast<long>(planned) * output_len);
-    EXPECT_EQ(s["output_token_mismatches"], 0);
+    // output_token_mismatches counts requests whose events carried more than one token: not asserted.
     EXPECT_EQ(run["client"]["requests_not_sent"], 0);
   }
 
@@ -269,37 +284,60 @@ TEST_F(Llama, BurstOf200AtOnce) {
   expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"), "burst of 200");
 }
 
-// Closed loop where the server closes the connection after every response.
-// llama-server (cpp-httplib) keeps connections alive (up to 100 requests, 5 s
-// idle) and has no switch to stop that; it closes after a response to a
-// request that says `Connection: close`, which bench sends with --header.
-TEST_F(Llama, ClosedLoopWithTheServerClosingEveryConnection) {
+// Closed loop where the server closes the connection after every response:
+// llama-server does that after every streamed response (its chunked content
+// provider ends by returning false, which cpp-httplib takes as "close"; no
+// `Connection: close` header is sent, the socket is just closed). The client
+// must not lose a request to a dead kept-alive connection, and each
+// connection carries exactly one request.
+TEST_F(Llama, ClosedLoopTheServerClosesAfterEveryStream) {
   auto s = start();
   const auto before = s->metrics();
   const auto out = dir_ / "run";
-  const auto r = bench(*s, {"--model", "tiny", "--concurrency", "4", "--num-requests", "40", "--header",
-                            "Connection: close", "--input-len", "fixed:32", "--output-len", "fixed:16", "--out",
-                            out.string()});
+  const auto r = bench(*s, {"--model", "tiny", "--concurrency", "4", "--num-requests", "40", "--input-len",
+                            "fixed:32", "--output-len", "fixed:16", "--out", out.string()});
   expect_all_ok(r, out, 40, 16);
   if (fs::exists(out / "run.json")) {
     const auto run = json::parse(slurp(out / "run.json"));
     std::cout << "client: " << run["client"].dump() << "\n";
-    // Every response closed its connection: one connection per request.
     EXPECT_EQ(run["client"]["connections_opened"], 40) << run["client"].dump();
-    EXPECT_EQ(run["client"]["requests_on_reused_connections"], 0) << run["client"].dump();
   }
-  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"), "closed loop, Connection: close");
+  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"), "closed loop, stream");
 }
 
-// Closed loop with think times past llama-server's 5 s keep-alive: the server
-// closes each idle connection before the user's next request, so the client
-// must notice the close (or resend once) rather than fail the request.
+// Whole responses are kept alive by llama-server (cpp-httplib: up to 100
+// requests a connection, 5 s idle), and it has no switch to stop that; it
+// closes after answering a request that says `Connection: close`, which
+// bench sends with --header: one connection per request, nothing resent.
+TEST_F(Llama, ClosedLoopWholeResponsesWithConnectionClose) {
+  auto s = start();
+  const auto before = s->metrics();
+  const auto out = dir_ / "run";
+  const auto r = bench(*s, {"--model", "tiny", "--concurrency", "4", "--num-requests", "40", "--no-stream",
+                            "--header", "Connection: close", "--input-len", "fixed:32", "--output-len", "fixed:16",
+                            "--out", out.string()});
+  expect_all_ok(r, out, 40, 16);
+  if (fs::exists(out / "run.json")) {
+    const auto run = json::parse(slurp(out / "run.json"));
+    std::cout << "client: " << run["client"].dump() << "\n";
+    EXPECT_EQ(run["client"]["connections_opened"], 40) << run["client"].dump();
+    EXPECT_EQ(run["client"]["resent_after_stale_connection"], 0) << run["client"].dump();
+  }
+  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"),
+                          "closed loop, whole, Connection: close");
+}
+
+// Closed loop with whole responses and think times past llama-server's 5 s
+// keep-alive: the server closes each idle connection before the user's next
+// request, so the client must notice the close (or resend once) rather than
+// fail the request.
 TEST_F(Llama, ClosedLoopPastTheServersKeepAliveTimeout) {
   auto s = start();
   const auto before = s->metrics();
   const auto out = dir_ / "run";
   const auto r = bench(*s, {"--model", "tiny", "--concurrency", "2", "--think-ms", "5300", "--num-requests", "6",
-                            "--input-len", "fixed:32", "--output-len", "fixed:8", "--out", out.string()});
+                            "--no-stream", "--input-len", "fixed:32", "--output-len", "fixed:8", "--out",
+                            out.string()});
   expect_all_ok(r, out, 6, 8);
   if (fs::exists(out / "run.json"))
     std::cout << "client: " << json::parse(slurp(out / "run.json"))["client"].dump() << "\n";
