@@ -240,12 +240,14 @@ TEST_F(Llama, NonStreamingMatchesTheServersCounters) {
 
 // No --model: bench asks GET /v1/models (llama-server answers with the model
 // file's path). Repeated, because it failed intermittently with "invalid HTTP
-// response: body limit exceeded".
+// response: body limit exceeded" (when the response's head arrives in a read
+// of its own; see docs/testing.md).
 TEST_F(Llama, ModelDiscoveryRepeated) {
   auto s = start();
   int failures = 0;
   std::string first_failure;
-  for (int i = 0; i < 20; ++i) {
+  const int runs = 30;
+  for (int i = 0; i < runs; ++i) {
     const auto out = dir_ / ("run-" + std::to_string(i));
     const auto r = bench(*s, {"--num-requests", "2", "--rate", "50", "--input-len", "fixed:16", "--output-len",
                               "fixed:4", "--out", out.string(), "--quiet"},
@@ -258,7 +260,7 @@ TEST_F(Llama, ModelDiscoveryRepeated) {
     }
     if (!ok && failures++ == 0) first_failure = "iteration " + std::to_string(i) + ": " + describe(r);
   }
-  EXPECT_EQ(failures, 0) << "of 20 runs; first: " << first_failure;
+  EXPECT_EQ(failures, 0) << "of " << runs << " runs; first: " << first_failure;
 }
 
 // 200 requests at t = 0 against 4 slots (a trace with every offset 0): all
@@ -386,12 +388,15 @@ TEST_F(Llama, ServerKilledMidRunEveryRequestIsAccountedFor) {
   const int planned = 60;
   Child bench_child({kBin, "bench", "--progress", "none", "--target", s->url(), "--model", "tiny",
                      "--num-requests", std::to_string(planned), "--rate", "10", "--input-len", "fixed:32",
-                     "--output-len", "fixed:32", "--timeout-s", "30", "--out", out.string()},
+                     "--output-len", "fixed:128", "--timeout-s", "30", "--out", out.string()},
                     (dir_ / "bench.out").string(), (dir_ / "bench.err").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
          (!fs::exists(out / "requests.jsonl") || lines(out / "requests.jsonl").size() < 8))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Kill it while it streams (bounded wait for a busy slot).
+  for (int i = 0; i < 200 && s->metrics().at("llamacpp:requests_processing") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   s->kill();
   // Bounded: 50 s of planned sends remain at most; SIGKILLed at 120 s.
   const auto r = bench_child.wait(120);
@@ -410,15 +415,18 @@ TEST_F(Llama, ServerKilledMidRunEveryRequestIsAccountedFor) {
   EXPECT_EQ(sum["requests_total"].get<int>(), static_cast<int>(recs.size()));
   EXPECT_EQ(sum["requests_completed"].get<int>() + sum["requests_failed"].get<int>(),
             static_cast<int>(recs.size()));
+  int cut_mid_stream = 0;
   for (const auto& rec : recs) {
     if (rec["outcome"] == "ok") {
-      EXPECT_EQ(rec["output_tokens"], 32);
+      EXPECT_EQ(rec["output_tokens"], 128);
     } else {
+      cut_mid_stream += rec["event_offsets_ns"].empty() ? 0 : 1;
       // Reset mid-stream or refused: connect_error, with what arrived before it.
       EXPECT_EQ(rec["outcome"], "connect_error") << rec.dump().substr(0, 600);
       EXPECT_FALSE(rec.value("detail", "").empty());
     }
   }
+  std::cout << "requests cut mid-stream: " << cut_mid_stream << "\n";
 }
 
 // Nothing listening on the target's port: bench says so, naming the URL, and
