@@ -63,9 +63,21 @@ LlamaServer::LlamaServer(const fs::path& dir, const std::string& binary, const s
                          LlamaServerOptions o)
     : dir_(dir) {
   fs::create_directories(dir_);
-  std::vector<std::string> args = {binary,   "-m",       model, "-c",      std::to_string(o.context_tokens),
-                                   "-np",    std::to_string(o.slots), "-cb", "-t", "1",
-                                   "--metrics", "--host", "127.0.0.1", "--port", "0"};
+  std::vector<std::string> args = {binary,
+                                   "-m",
+                                   model,
+                                   "-c",
+                                   std::to_string(o.context_tokens),
+                                   "-np",
+                                   std::to_string(o.slots),
+                                   "-cb",
+                                   "-t",
+                                   "1",
+                                   "--metrics",
+                                   "--host",
+                                   "127.0.0.1",
+                                   "--port",
+                                   "0"};
   args.insert(args.end(), o.extra.begin(), o.extra.end());
   child_ = std::make_unique<Child>(args, (dir_ / "llama.out").string(), (dir_ / "llama.err").string());
   // The port the kernel chose, from the log; then /health = 200 (503 while the model loads).
@@ -98,8 +110,8 @@ std::string LlamaServer::url(const std::string& path) const {
 std::pair<int, std::string> LlamaServer::get(const std::string& path, double timeout_s) const {
   static std::atomic<int> seq{0};
   const auto body = dir_ / ("get." + std::to_string(::getpid()) + "." + std::to_string(seq++));
-  const auto r = run_process({kCurl, "-sS", "--max-time", std::to_string(timeout_s), "-o", body.string(), "-w",
-                              "%{http_code}", url(path)},
+  const auto r = run_process({kCurl, "-sS", "--max-time", std::to_string(timeout_s), "-o", body.string(),
+                              "-w", "%{http_code}", url(path)},
                              timeout_s + 5);
   std::string content = read_file(body);
   fs::remove(body);
@@ -134,8 +146,7 @@ std::vector<int> LlamaServer::tokenize(const std::string& content, bool add_spec
                              15);
   fs::remove(req);
   const auto j = json::parse(r.out, nullptr, false);
-  if (j.is_discarded() || !j.contains("tokens"))
-    throw std::runtime_error("POST /tokenize: " + r.out + r.err);
+  if (j.is_discarded() || !j.contains("tokens")) throw std::runtime_error("POST /tokenize: " + r.out + r.err);
   return j["tokens"].get<std::vector<int>>();
 }
 
@@ -150,10 +161,12 @@ std::string LlamaServer::log() const {
 }
 
 std::vector<LlamaLoggedRequest> LlamaServer::log_requests() const {
-  // print_timings: "prompt eval time = X ms / N tokens (...)" then "       eval time = X ms / N tokens (...)".
+  // print_timings: "prompt eval time = X ms / N tokens (...)" then "       eval time = X ms / N tokens
+  // (...)".
   static const std::regex prompt_eval(R"(prompt eval time =\s*[-0-9.a-z]+ ms /\s*([0-9]+) tokens)");
   static const std::regex eval(R"(^\s+eval time =\s*[-0-9.a-z]+ ms /\s*([0-9]+) tokens)");
-  static const std::regex new_prompt(R"(new prompt, n_ctx_slot = [0-9]+, n_keep = -?[0-9]+, n_prompt_tokens = ([0-9]+))");
+  static const std::regex new_prompt(
+      R"(new prompt, n_ctx_slot = [0-9]+, n_keep = -?[0-9]+, n_prompt_tokens = ([0-9]+))");
   // Each slot logs "new prompt" when it takes a request and print_timings when it finishes one.
   std::map<int, std::vector<int>> pending;  // slot -> prompt sizes started
   static const std::regex slot_id(R"(id\s+([0-9]+) \|)");

@@ -42,28 +42,28 @@ namespace tokenscope::testing {
 // The paths test.sh exports. `missing` says what is not set or not there.
 struct LlamaPeer {
   std::string server, model, model_gpt2;
-  std::string missing;                    // empty when everything is there
-  bool skip_requested = false;            // TOKENSCOPE_NO_LLAMA=1
+  std::string missing;          // empty when everything is there
+  bool skip_requested = false;  // TOKENSCOPE_NO_LLAMA=1
   static LlamaPeer from_environment();
 };
 
 // Fails the test (or skips it, with TOKENSCOPE_NO_LLAMA=1) when llama-server
 // or the models are not available. For SetUp() or a test body.
-#define TOKENSCOPE_REQUIRE_LLAMA(peer)                                                            \
-  do {                                                                                            \
-    if (!(peer).missing.empty()) {                                                                \
+#define TOKENSCOPE_REQUIRE_LLAMA(peer)                                                             \
+  do {                                                                                             \
+    if (!(peer).missing.empty()) {                                                                 \
       if ((peer).skip_requested) GTEST_SKIP() << "TOKENSCOPE_NO_LLAMA=1: " << (peer).missing;      \
-      FAIL() << (peer).missing                                                                    \
+      FAIL() << (peer).missing                                                                     \
              << " (scripts/test.sh builds llama-server and the tiny models and exports the paths;" \
-                " set TOKENSCOPE_NO_LLAMA=1 to skip the llama.cpp tests)";                        \
-    }                                                                                             \
+                " set TOKENSCOPE_NO_LLAMA=1 to skip the llama.cpp tests)";                         \
+    }                                                                                              \
   } while (0)
 
 struct LlamaServerOptions {
-  int context_tokens = 4096;           // -c: the KV cache, shared by the slots
-  int slots = 4;                       // -np: parallel sequences
-  std::vector<std::string> extra;      // further switches (--no-context-shift, ...)
-  double start_timeout_s = 60;         // until /health answers 200
+  int context_tokens = 4096;       // -c: the KV cache, shared by the slots
+  int slots = 4;                   // -np: parallel sequences
+  std::vector<std::string> extra;  // further switches (--no-context-shift, ...)
+  double start_timeout_s = 60;     // until /health answers 200
 };
 
 // One request as the server's log tells it (default log level).

@@ -51,8 +51,10 @@ class Llama : public ::testing::Test {
   }
   void TearDown() override {
     // Kept when a test failed: the server's log and the run directory are the evidence.
-    if (!HasFailure()) fs::remove_all(dir_);
-    else std::cout << "kept for inspection: " << dir_ << "\n";
+    if (!HasFailure())
+      fs::remove_all(dir_);
+    else
+      std::cout << "kept for inspection: " << dir_ << "\n";
   }
   std::unique_ptr<LlamaServer> start(LlamaServerOptions o = {}, bool gpt2 = false,
                                      const std::string& name = "server") {
@@ -137,7 +139,8 @@ class Llama : public ::testing::Test {
     // Prompt tokens: usage.prompt_tokens summed = the prompts the server took;
     // the server's counter has those minus the tokens reused from its cache.
     EXPECT_EQ(prompt, logged_prompt) << "sum of prompt_tokens vs the prompts in the server's log";
-    EXPECT_EQ(d_prompt, logged_evaluated) << "delta " << kPrompt << " vs tokens evaluated per the server's log";
+    EXPECT_EQ(d_prompt, logged_evaluated)
+        << "delta " << kPrompt << " vs tokens evaluated per the server's log";
     EXPECT_EQ(prompt - (logged_prompt - logged_evaluated), d_prompt)
         << "sum of prompt_tokens minus cached tokens vs delta " << kPrompt;
     EXPECT_EQ(logged_generated, d_predicted) << "the server's log vs its counter";
@@ -164,9 +167,9 @@ class Llama : public ::testing::Test {
         // Streamed: the usage count spread over the events (an event may carry several tokens).
         if (rec.contains("event_tokens")) {
           const auto& et = rec["event_tokens"];
-          EXPECT_EQ(std::accumulate(et.begin(), et.end(), 0,
-                                    [](int a, const json& b) { return a + b.get<int>(); }),
-                    output_len)
+          EXPECT_EQ(
+              std::accumulate(et.begin(), et.end(), 0, [](int a, const json& b) { return a + b.get<int>(); }),
+              output_len)
               << rec.dump().substr(0, 600);
           EXPECT_EQ(et.size(), rec["event_offsets_ns"].size());
         } else if (rec.value("output_tokens_client", -1) >= 0) {
@@ -208,7 +211,8 @@ TEST_F(Llama, StreamingCompletionsWithTheGpt2Vocabulary) {
   const auto r = bench(*s, {"--model", "tiny", "--api", "completions", "--num-requests", "16", "--rate", "20",
                             "--input-len", "fixed:64", "--output-len", "fixed:16", "--out", out.string()});
   expect_all_ok(r, out, 16, 16);
-  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"), "completions, gpt-2 vocab");
+  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"),
+                          "completions, gpt-2 vocab");
 }
 
 // Streaming chat: the chat template (Llama 2's, stored in the model) adds
@@ -249,8 +253,9 @@ TEST_F(Llama, ModelDiscoveryRepeated) {
   const int runs = 30;
   for (int i = 0; i < runs; ++i) {
     const auto out = dir_ / ("run-" + std::to_string(i));
-    const auto r = bench(*s, {"--num-requests", "2", "--rate", "50", "--input-len", "fixed:16", "--output-len",
-                              "fixed:4", "--out", out.string(), "--quiet"},
+    const auto r = bench(*s,
+                         {"--num-requests", "2", "--rate", "50", "--input-len", "fixed:16", "--output-len",
+                          "fixed:4", "--out", out.string(), "--quiet"},
                          60);
     bool ok = r.exit_code == 0 && fs::exists(out / "run.json");
     if (ok) {
@@ -274,9 +279,8 @@ TEST_F(Llama, BurstOf200AtOnce) {
   }
   const auto before = s->metrics();
   const auto out = dir_ / "run";
-  const auto r = bench(*s,
-                       {"--model", "tiny", "--trace", trace.string(), "--timeout-s", "200", "--out", out.string()},
-                       250);
+  const auto r = bench(
+      *s, {"--model", "tiny", "--trace", trace.string(), "--timeout-s", "200", "--out", out.string()}, 250);
   expect_all_ok(r, out, 200, 8);
   if (fs::exists(out / "run.json")) {
     const auto run = json::parse(slurp(out / "run.json"));
@@ -316,8 +320,8 @@ TEST_F(Llama, ClosedLoopWholeResponsesWithConnectionClose) {
   const auto before = s->metrics();
   const auto out = dir_ / "run";
   const auto r = bench(*s, {"--model", "tiny", "--concurrency", "4", "--num-requests", "40", "--no-stream",
-                            "--header", "Connection: close", "--input-len", "fixed:32", "--output-len", "fixed:16",
-                            "--out", out.string()});
+                            "--header", "Connection: close", "--input-len", "fixed:32", "--output-len",
+                            "fixed:16", "--out", out.string()});
   expect_all_ok(r, out, 40, 16);
   if (fs::exists(out / "run.json")) {
     const auto run = json::parse(slurp(out / "run.json"));
@@ -337,18 +341,20 @@ TEST_F(Llama, ClosedLoopPastTheServersKeepAliveTimeout) {
   auto s = start();
   const auto before = s->metrics();
   const auto out = dir_ / "run";
-  const auto r = bench(*s, {"--model", "tiny", "--concurrency", "2", "--think-ms", "5300", "--num-requests", "6",
-                            "--no-stream", "--input-len", "fixed:32", "--output-len", "fixed:8", "--out",
-                            out.string()});
+  const auto r =
+      bench(*s, {"--model", "tiny", "--concurrency", "2", "--think-ms", "5300", "--num-requests", "6",
+                 "--no-stream", "--input-len", "fixed:32", "--output-len", "fixed:8", "--out", out.string()});
   expect_all_ok(r, out, 6, 8);
   if (fs::exists(out / "run.json"))
     std::cout << "client: " << json::parse(slurp(out / "run.json"))["client"].dump() << "\n";
-  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"), "closed loop, idle closes");
+  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"),
+                          "closed loop, idle closes");
 }
 
 // A prompt longer than the context with --no-context-shift: llama-server
 // answers 200 and then an in-stream error event
-//   error: {"code":400,"message":"the request exceeds the available context size. ...","type":"invalid_request_error"}
+//   error: {"code":400,"message":"the request exceeds the available context size.
+//   ...","type":"invalid_request_error"}
 // followed by [DONE]. The request is an http_error with the server's message.
 TEST_F(Llama, PromptLongerThanTheContextIsAnHttpErrorWithTheServersMessage) {
   auto s = start({.context_tokens = 512, .slots = 1, .extra = {"--no-context-shift"}});
@@ -356,16 +362,17 @@ TEST_F(Llama, PromptLongerThanTheContextIsAnHttpErrorWithTheServersMessage) {
   const std::string message = "the request exceeds the available context size";
   for (const bool stream : {true, false}) {
     const auto out = dir_ / (stream ? "stream" : "whole");
-    std::vector<std::string> args = {"--model",      "tiny",       "--num-requests", "3",
-                                     "--rate",       "10",         "--input-len",    "fixed:1024",
-                                     "--output-len", "fixed:16",   "--out",          out.string()};
+    std::vector<std::string> args = {"--model",      "tiny",     "--num-requests", "3",
+                                     "--rate",       "10",       "--input-len",    "fixed:1024",
+                                     "--output-len", "fixed:16", "--out",          out.string()};
     if (!stream) args.push_back("--no-stream");
     const auto r = bench(*s, args);
     ASSERT_EQ(r.exit_code, 0) << describe(r);  // failed requests are data, not a failed run
     const auto recs = lines(out / "requests.jsonl");
     ASSERT_EQ(recs.size(), 3u);
     for (const auto& rec : recs) {
-      EXPECT_EQ(rec["outcome"], "http_error") << (stream ? "stream: " : "whole: ") << rec.dump().substr(0, 800);
+      EXPECT_EQ(rec["outcome"], "http_error")
+          << (stream ? "stream: " : "whole: ") << rec.dump().substr(0, 800);
       EXPECT_NE(rec.value("detail", "").find(message), std::string::npos)
           << (stream ? "stream: " : "whole: ") << rec.dump().substr(0, 800);
     }
@@ -386,9 +393,10 @@ TEST_F(Llama, ServerKilledMidRunEveryRequestIsAccountedFor) {
   auto s = start({.context_tokens = 4096, .slots = 2, .extra = {}});
   const auto out = dir_ / "run";
   const int planned = 60;
-  Child bench_child({kBin, "bench", "--progress", "none", "--target", s->url(), "--model", "tiny",
-                     "--num-requests", std::to_string(planned), "--rate", "10", "--input-len", "fixed:32",
-                     "--output-len", "fixed:128", "--timeout-s", "30", "--out", out.string()},
+  Child bench_child({kBin,        "bench",       "--progress",  "none",           "--target",
+                     s->url(),    "--model",     "tiny",        "--num-requests", std::to_string(planned),
+                     "--rate",    "10",          "--input-len", "fixed:32",       "--output-len",
+                     "fixed:128", "--timeout-s", "30",          "--out",          out.string()},
                     (dir_ / "bench.out").string(), (dir_ / "bench.err").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
@@ -443,9 +451,21 @@ TEST_F(Llama, NothingListeningFailsClearlyNamingTheUrl) {
   ::close(fd);
   const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
   for (const bool with_model : {false, true}) {
-    std::vector<std::string> args = {kBin,          "bench",   "--progress", "none",       "--target",
-                                     url,           "--num-requests", "3",   "--rate",     "10",
-                                     "--input-len", "fixed:8", "--output-len", "fixed:4",  "--out",
+    std::vector<std::string> args = {kBin,
+                                     "bench",
+                                     "--progress",
+                                     "none",
+                                     "--target",
+                                     url,
+                                     "--num-requests",
+                                     "3",
+                                     "--rate",
+                                     "10",
+                                     "--input-len",
+                                     "fixed:8",
+                                     "--output-len",
+                                     "fixed:4",
+                                     "--out",
                                      (dir_ / (with_model ? "with-model" : "discover")).string()};
     if (with_model) args.insert(args.end(), {"--model", "tiny"});
     const auto r = run_process(args, 60);
