@@ -342,9 +342,9 @@ TEST_F(Llama, ClosedLoopPastTheServersKeepAliveTimeout) {
   const auto before = s->metrics();
   const auto out = dir_ / "run";
   const auto r =
-      bench(*s, {"--model", "tiny", "--concurrency", "2", "--think-ms", "5300", "--num-requests", "6",
+      bench(*s, {"--model", "tiny", "--concurrency", "2", "--think-ms", "5300", "--num-requests", "4",
                  "--no-stream", "--input-len", "fixed:32", "--output-len", "fixed:8", "--out", out.string()});
-  expect_all_ok(r, out, 6, 8);
+  expect_all_ok(r, out, 4, 8);
   if (fs::exists(out / "run.json"))
     std::cout << "client: " << json::parse(slurp(out / "run.json"))["client"].dump() << "\n";
   expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"),
