@@ -51,6 +51,7 @@ class Llama : public ::testing::Test {
   }
   void TearDown() override {
     // Kept when a test failed: the server's log and the run directory are the evidence.
+    if (dir_.empty()) return;  // skipped or failed in SetUp
     if (!HasFailure())
       fs::remove_all(dir_);
     else
