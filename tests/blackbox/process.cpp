@@ -99,21 +99,27 @@ Child::Child(const std::vector<std::string>& argv, const std::string& out_file, 
 }
 
 Child::~Child() {
-  if (pid_ > 0) {
+  if (pid_ > 0 && !reaped_) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
 }
 
 void Child::signal(int sig) {
-  kill(pid_, sig);
+  if (pid_ > 0 && !reaped_) kill(pid_, sig);
+}
+
+bool Child::running() {
+  if (pid_ <= 0 || reaped_) return false;
+  if (waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
+  return !reaped_;
 }
 
 ProcessResult Child::wait(double timeout_s) {
   ProcessResult r;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int status = 0;
-  while (true) {
+  int status = status_;
+  while (!reaped_ && pid_ > 0) {
     const pid_t done = waitpid(pid_, &status, WNOHANG);
     if (done == pid_) break;
     if (std::chrono::steady_clock::now() > deadline) {
@@ -123,7 +129,8 @@ ProcessResult Child::wait(double timeout_s) {
     }
     usleep(10000);
   }
-  pid_ = -1;
+  reaped_ = true;
+  status_ = status;
   fill_status(status, r);
   r.out = slurp(out_file_);
   r.err = slurp(err_file_);

@@ -24,11 +24,15 @@ class Child {
   Child(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file);
   ~Child();
   void signal(int sig);
+  // Whether the child is still running (reaps it, without blocking, when it has ended).
+  bool running();
   // Waits (at most timeout_s; then kills) and returns the exit status.
   ProcessResult wait(double timeout_s);
 
  private:
   pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
   std::string out_file_, err_file_;
 };
 
