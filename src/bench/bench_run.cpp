@@ -131,6 +131,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     p.plan.max_concurrency = o.max_concurrency;
   }
   p.plan.max_connections = o.max_connections;
+  p.plan.max_connecting = o.max_connecting;
   // SLOs: per class from the workload file; --slo for the rest.
   p.slos = p.bw.slos;
   for (const auto& spec : o.slo) {
@@ -381,6 +382,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                         o.max_concurrency ? fmt::format(", at most {} in flight", o.max_concurrency) : "");
   report.client = {{"connections_opened", cc.connects},
                    {"connect_failures", cc.connect_failures},
+                   {"connect_retries", cc.connect_retries},
                    {"max_connections", runner.max_connections()},
                    {"peak_open_connections", cc.peak_open},
                    {"requests_on_reused_connections", cc.reused},
@@ -399,8 +401,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     std::string top;
     for (const auto& [name, n] : s["requests_by_outcome"].items())
       if (name != "ok" && n.get<std::uint64_t>() > 0) top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
-    report.failure = fmt::format("{} of {} requests failed ({:.1f}%, over --max-error-rate {:g}%): {}", failed,
-                                 total, 100.0 * static_cast<double>(failed) / static_cast<double>(total),
+    report.failure = fmt::format("{} of {} requests to {} failed ({:.1f}%, over --max-error-rate {:g}%): {}",
+                                 failed, total, report.url,
+                                 100.0 * static_cast<double>(failed) / static_cast<double>(total),
                                  100.0 * o.max_error_rate, top);
     if (!first_error.empty()) report.failure += "; the first: " + first_error;
   }
@@ -435,6 +438,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
        {{"stages", o.stages},
         {"max_concurrency", o.max_concurrency},
         {"max_connections", o.max_connections},
+        {"max_connecting", o.max_connecting},
         {"concurrency", o.concurrency},
         {"user_stages", o.user_stages},
         {"think_ms", o.think_ms},

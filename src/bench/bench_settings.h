@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/exchange.h"
+#include "bench/runner.h"
 #include "engine/engine_options.h"
 #include "workload/workload_spec.h"
 
@@ -46,6 +47,7 @@ struct BenchSettings {
   double warmup_s = 0.0;
   unsigned client_threads = 1;
   std::uint32_t max_connections = 0;  // connections open at most, all client threads together (0: default)
+  std::uint32_t max_connecting = kDefaultMaxConnecting;   // TCP handshakes in progress at most, per client thread (0: no limit)
   std::vector<std::string> slo;  // [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99
   std::string sweep_rates;       // "A,B,C"
   std::string sweep_search;      // "LOW:HIGH"

@@ -4,6 +4,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <sys/resource.h>
 
@@ -73,6 +74,7 @@ struct Runner::Shard {
   net::HttpClient client;
   ChunkParser parser;
   asio::steady_timer timer;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;  // until begin()
   std::thread thread;
   bool stopping = false;
   std::atomic<std::uint64_t> not_sent{0};
@@ -122,8 +124,22 @@ struct Runner::Shard {
     return std::min<std::size_t>(busiest, 1024);
   }
 
-  void start() {
-    client.preconnect(warm_connections());
+  // Starts the thread and opens the warm connections; warm() runs on this
+  // thread once they are open (or failed). Nothing is sent before begin().
+  void launch(std::function<void()> warm) {
+    guard.emplace(ioc.get_executor());
+    asio::post(ioc, [this, warm = std::move(warm)]() mutable { client.preconnect(warm_connections(), std::move(warm)); });
+    thread = std::thread([this] {
+      ioc.run();
+      std::lock_guard lock(r.done_mutex_);
+      --r.running_;
+      r.done_cv_.notify_all();
+    });
+  }
+
+  // Called on this thread once the epoch is set.
+  void begin() {
+    guard.reset();
     if (r.plan_.closed_loop) {
       // Users start at the epoch, when the preconnected pool is ready.
       timer.expires_at(at(r.epoch_));
@@ -132,14 +148,9 @@ struct Runner::Shard {
       });
     } else {
       prepare_ahead();
+      update_idle_target();
       arm();
     }
-    thread = std::thread([this] {
-      ioc.run();
-      std::lock_guard lock(r.done_mutex_);
-      --r.running_;
-      r.done_cv_.notify_all();
-    });
   }
 
   // ---- open loop ----
@@ -464,6 +475,7 @@ Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoin
   for (unsigned i = 0; i < threads; ++i) {
     net::ClientOptions options = client_options_;
     options.max_connections = (max_connections_ + threads - 1 - i) / threads;
+    options.max_connecting = plan_.max_connecting;
     shards_.push_back(std::make_unique<Shard>(*this, i, options));
   }
   for (std::size_t i = 0; i < plan_.schedule.size(); ++i)
@@ -478,10 +490,30 @@ Runner::~Runner() {
 }
 
 void Runner::start() {
+  running_ = static_cast<unsigned>(shards_.size());
+  // The warm connections open first (bounded): the schedule starts when the
+  // pool is ready, so that the first sends never wait for handshakes.
+  // Shared: a shard may report after the wait gave up.
+  struct Warm {
+    std::mutex m;
+    std::condition_variable cv;
+    unsigned left = 0;
+  };
+  auto warm = std::make_shared<Warm>();
+  warm->left = static_cast<unsigned>(shards_.size());
+  for (auto& s : shards_)
+    s->launch([warm] {
+      std::lock_guard lock(warm->m);
+      --warm->left;
+      warm->cv.notify_all();
+    });
+  {
+    std::unique_lock lock(warm->m);
+    warm->cv.wait_for(lock, std::chrono::nanoseconds(plan_.preconnect_timeout_ns), [&] { return warm->left == 0; });
+  }
   SteadyClock clock;
   epoch_ = clock.now_ns() + plan_.lead_in_ns;
-  running_ = static_cast<unsigned>(shards_.size());
-  for (auto& s : shards_) s->start();
+  for (auto& s : shards_) asio::post(s->ioc, [sh = s.get()] { sh->begin(); });
 }
 
 bool Runner::wait_for(int timeout_ms) {
@@ -528,6 +560,7 @@ net::ClientCounters Runner::client_counters() const {
     const auto c = s->client.counters();
     total.connects += c.connects;
     total.connect_failures += c.connect_failures;
+    total.connect_retries += c.connect_retries;
     total.reused += c.reused;
     total.resent += c.resent;
     total.open += c.open;

@@ -39,6 +39,7 @@ struct TurnLink {
 };
 
 inline constexpr std::uint32_t kDefaultMaxConnections = 4096;
+inline constexpr std::uint32_t kDefaultMaxConnecting = 8;
 
 struct LoadPlan {
   bool closed_loop = false;
@@ -65,8 +66,13 @@ struct LoadPlan {
   // kDefaultMaxConnections, or fewer when the descriptor limit is lower).
   // Requests beyond it wait for a connection: their wait is send lag.
   std::uint32_t max_connections = 0;
+  // TCP handshakes in progress at most, per client thread (0: no limit).
+  std::uint32_t max_connecting = kDefaultMaxConnecting;
   unsigned threads = 1;
-  Nanos lead_in_ns = 50 * kNanosPerMilli;  // the first send is this far after start()
+  // start() waits up to this long for the preconnected pool, then the first
+  // send is lead_in_ns later (epoch()).
+  Nanos preconnect_timeout_ns = 10 * kNanosPerSecond;
+  Nanos lead_in_ns = 50 * kNanosPerMilli;
 };
 
 // Finished records, pushed by client threads, drained by the caller.
@@ -96,7 +102,8 @@ class Runner {
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
 
-  // Starts the client threads; the run begins lead_in_ns later (epoch()).
+  // Starts the client threads and opens the warm connections (waiting up
+  // to preconnect_timeout_ns for them); the run begins lead_in_ns later (epoch()).
   void start();
   // Blocks up to timeout_ms; true when every thread has finished.
   bool wait_for(int timeout_ms);

@@ -167,6 +167,12 @@ CLI::App* add_bench_command(CLI::App& app) {
                                "as send lag [default: {}, or fewer if the descriptor limit is lower]",
                                tokenscope::bench::kDefaultMaxConnections))
       ->group(L);
+  bench
+      ->add_option("--max-connecting", s.max_connecting,
+                   "TCP handshakes in progress at most per client thread (0: no limit); more at once "
+                   "overflow small listen backlogs (llama-server's is 5)")
+      ->capture_default_str()
+      ->group(L);
   bench->add_option("--slo", s.slo, "SLO [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99 (repeatable; goodput)")
       ->group(L);
   bench->add_option("--sweep-rates", s.sweep_rates, "Run once per rate (req/s), e.g. 2,4,8: the load curve")

@@ -22,6 +22,7 @@
 #include <charconv>
 #include <deque>
 #include <limits>
+#include <utility>
 #include <optional>
 #include <unordered_set>
 #include <vector>
@@ -129,6 +130,8 @@ class ConnectionBase {
   // An idle connection: false when the server has closed it (or sent bytes
   // nobody asked for), so it must not carry a request.
   virtual bool alive() = 0;
+  // Starts a connect that waited for a free handshake slot.
+  virtual void start_connect() = 0;
 };
 
 }  // namespace
@@ -161,6 +164,12 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   std::size_t idle_target = std::numeric_limits<std::size_t>::max();
   bool trim_posted = false;
   bool shutting_down = false;
+  std::size_t connecting = 0;  // TCP handshakes in progress
+  std::size_t preconnects_pending = 0;
+  std::function<void()> preconnect_done;
+  // Connections waiting for a handshake slot (max_connecting); held here, as
+  // no operation of theirs is pending yet.
+  std::deque<std::shared_ptr<ConnectionBase>> connect_queue;
   ClientCounters counters;
   std::vector<char> scratch = std::vector<char>(kBodyScratch);
   std::string host_header;
@@ -181,6 +190,31 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   // A connection closed (once per connection): a waiting request may open a new one.
   void closed(ConnectionBase* c);
   void schedule_trim();
+  // Handshake times seen (an exponential moving average), and how long an
+  // attempt may take before it is started afresh: 8 times that average,
+  // between 20 ms and 1 s; 200 ms before any handshake completed.
+  double handshake_ewma_ns = 0;
+  void handshake_took(Nanos ns) {
+    handshake_ewma_ns = handshake_ewma_ns == 0 ? static_cast<double>(ns) : 0.9 * handshake_ewma_ns + 0.1 * static_cast<double>(ns);
+  }
+  Nanos handshake_retry_after() const {
+    if (handshake_ewma_ns == 0) return 200 * kNanosPerMilli;
+    return std::clamp<Nanos>(static_cast<Nanos>(8 * handshake_ewma_ns), 20 * kNanosPerMilli, kNanosPerSecond);
+  }
+  // A preconnect connected, failed or was closed before it could.
+  void preconnect_finished() {
+    if (preconnects_pending == 0 || --preconnects_pending > 0 || !preconnect_done) return;
+    asio::post(ioc, std::exchange(preconnect_done, nullptr));
+  }
+  // A handshake ended: the next queued connection starts its own.
+  void connect_done() {
+    --connecting;
+    while (!connect_queue.empty() && (options.max_connecting == 0 || connecting < options.max_connecting)) {
+      std::shared_ptr<ConnectionBase> c = std::move(connect_queue.front());
+      connect_queue.pop_front();
+      c->start_connect();
+    }
+  }
   Nanos deadline_of(Nanos timeout) const { return timeout > 0 ? clock.now_ns() + timeout : 0; }
 };
 
@@ -192,7 +226,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   using Stream = std::conditional_t<kTls, asio::ssl::stream<tcp::socket>, tcp::socket>;
 
   explicit Connection(std::shared_ptr<HttpClient::Impl> client)
-      : client_(std::move(client)), stream_(make_stream()), timer_(client_->ioc) {
+      : client_(std::move(client)), stream_(make_stream()), timer_(client_->ioc), retry_timer_(client_->ioc) {
     client_->opened(this);
   }
   ~Connection() override {
@@ -232,10 +266,23 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void preconnect() override {
     ++generation_;
     deadline_ = 0;
+    preconnect_ = true;
     connect();
   }
 
+  void end_preconnect() {
+    if (!preconnect_) return;
+    preconnect_ = false;
+    client_->preconnect_finished();
+  }
+
   void cancel() override {
+    if (connecting_ && !in_handshake_) {  // waiting for a handshake slot: nothing is pending on the socket
+      connecting_ = false;
+      if (!handler_) return close();
+      asio::post(client_->ioc, [self = this->shared_from_this()] { self->finish(ExchangeError::kCancelled, "cancelled"); });
+      return;
+    }
     if (!handler_) return close();
     fail_later(ExchangeError::kCancelled);
   }
@@ -245,7 +292,10 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     lowest().cancel(ignored);
     lowest().close(ignored);
     timer_.cancel();
+    retry_timer_.cancel();
     connected_ = false;
+    if (connecting_ && !in_handshake_) connecting_ = false;  // queued for a handshake: never starts
+    end_preconnect();
     release_slot();
   }
 
@@ -295,6 +345,17 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
   void connect() {
     connecting_ = true;
+    if (client_->options.max_connecting > 0 && client_->connecting >= client_->options.max_connecting) {
+      client_->connect_queue.push_back(this->shared_from_this());
+      return;  // start_connect() when a handshake slot frees up
+    }
+    start_connect();
+  }
+
+  void start_connect() override {
+    if (!connecting_) return;  // closed while it waited
+    ++client_->connecting;
+    in_handshake_ = true;
     const Nanos connect_deadline =
         client_->clock.now_ns() + static_cast<Nanos>(client_->options.connect_timeout_s * 1e9);
     // The tighter of the connect timeout and the exchange's deadline; a
@@ -305,6 +366,16 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     } else {
       arm_timer(connect_deadline);
     }
+    retry_after_ = client_->handshake_retry_after();
+    attempt();
+  }
+
+  // One TCP handshake attempt. A SYN the server dropped (a full listen
+  // backlog) is retransmitted by the kernel only after 1 s, then 3 s, 7 s...;
+  // an attempt that takes far longer than handshakes have taken here is
+  // abandoned and started afresh instead (retry_after_, doubling each time).
+  void attempt() {
+    handshake_started_ = client_->clock.now_ns();
     // Asio's range connect reports a socket that cannot be opened (no
     // descriptors left) as "Operation canceled"; say what it is.
     boost::system::error_code open_ec;
@@ -318,9 +389,33 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     asio::async_connect(lowest(), client_->addresses,
                         [self = this->shared_from_this()](const boost::system::error_code& ec,
                                                           const tcp::endpoint&) { self->on_connect(ec); });
+    retry_timer_.expires_after(std::chrono::nanoseconds(retry_after_));
+    retry_timer_.async_wait([self = this->shared_from_this(), n = ++attempts_](const boost::system::error_code& ec) {
+      if (ec || n != self->attempts_ || !self->in_handshake_ || self->failure_ != ExchangeError::kNone) return;
+      self->retrying_ = true;
+      boost::system::error_code ignored;
+      self->lowest().close(ignored);  // the pending connect completes with operation_aborted
+    });
+  }
+
+  // The TCP handshake is over (either way): its slot goes to the next connect.
+  void end_handshake() {
+    if (!in_handshake_) return;
+    in_handshake_ = false;
+    client_->connect_done();
   }
 
   void on_connect(const boost::system::error_code& ec) {
+    if (retrying_ && failure_ == ExchangeError::kNone) {
+      retrying_ = false;
+      ++client_->counters.connect_retries;
+      retry_after_ = std::min<Nanos>(2 * retry_after_, kNanosPerSecond);
+      return attempt();
+    }
+    retrying_ = false;
+    retry_timer_.cancel();
+    if (!ec) client_->handshake_took(client_->clock.now_ns() - handshake_started_);
+    end_handshake();
     if (ec) {
       return fail_connect(fmt::format("connect to {}: {}", client_->endpoint.host_header(), ec.message()));
     }
@@ -342,6 +437,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   }
 
   void fail_connect(std::string message) {
+    end_handshake();
+    end_preconnect();
     ++client_->counters.connect_failures;
     connecting_ = false;
     if (failure_ == ExchangeError::kCancelled) return finish(ExchangeError::kCancelled, "cancelled");
@@ -354,6 +451,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void connected() {
     connecting_ = false;
     connected_ = true;
+    end_preconnect();
     if (!handler_) {  // preconnected: wait in the pool
       timer_.cancel();
       client_->preconnected(this->shared_from_this());
@@ -433,7 +531,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
 
   void complete(Nanos t) {
     const bool keep = parser_->keep_alive() && buffer_.size() == 0 && connected_;
-    if (reused_) ++client_->counters.reused;
+    if (served_++ > 0) ++client_->counters.reused;
     timer_.cancel();
     ExchangeHandler* h = handler_;
     handler_ = nullptr;
@@ -493,7 +591,15 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   std::uint64_t generation_ = 0;
   std::size_t response_bytes_ = 0;
   ExchangeError failure_ = ExchangeError::kNone;
-  bool counted_ = true;  // in the client's open set
+  bool counted_ = true;        // in the client's open set
+  std::uint64_t served_ = 0;   // exchanges completed on this connection
+  bool in_handshake_ = false;  // holds one of max_connecting
+  bool preconnect_ = false;    // opened by preconnect(), not connected or failed yet
+  asio::steady_timer retry_timer_;
+  bool retrying_ = false;  // the retry timer closed the socket of the attempt in progress
+  std::uint64_t attempts_ = 0;
+  Nanos retry_after_ = 0;
+  Nanos handshake_started_ = 0;
 };
 
 }  // namespace
@@ -602,6 +708,7 @@ HttpClient::HttpClient(asio::io_context& ioc, Endpoint endpoint, ClientOptions o
 HttpClient::~HttpClient() {
   impl_->shutting_down = true;
   impl_->waiting.clear();
+  impl_->connect_queue.clear();
   for (auto& c : impl_->idle) c->close();
   impl_->idle.clear();
   for (auto& c : std::deque<std::shared_ptr<ConnectionBase>>(impl_->unassigned)) c->close();
@@ -612,12 +719,20 @@ void HttpClient::start(std::shared_ptr<const std::string> request, ExchangeHandl
   impl_->start(std::move(request), handler, deadline, false);
 }
 
-void HttpClient::preconnect(std::size_t n) {
+void HttpClient::preconnect(std::size_t n, std::function<void()> done) {
+  std::vector<std::shared_ptr<ConnectionBase>> fresh;
   for (std::size_t i = 0; i < n && impl_->below_limit(); ++i) {
-    std::shared_ptr<ConnectionBase> c = impl_->make_connection();
-    impl_->unassigned.push_back(c);
-    c->preconnect();
+    fresh.push_back(impl_->make_connection());
+    impl_->unassigned.push_back(fresh.back());
   }
+  impl_->preconnects_pending += fresh.size();
+  if (done) {
+    if (impl_->preconnects_pending == 0)
+      asio::post(impl_->ioc, std::move(done));
+    else
+      impl_->preconnect_done = std::move(done);
+  }
+  for (auto& c : fresh) c->preconnect();
 }
 
 void HttpClient::set_idle_target(std::size_t n) {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,6 +54,11 @@ struct ClientOptions {
   std::string ca_file;     // extra CA bundle (PEM); the system store is always used
   std::size_t max_header_bytes = 64u << 10;
   std::size_t max_connections = 0;  // open at most (connecting, busy or idle); 0: no limit
+  // TCP handshakes in progress at most (0: no limit). A burst of connects
+  // overflows the listen backlog of servers that keep it small (cpp-httplib's
+  // is 5, so llama-server's): the kernel then drops handshakes and requests,
+  // and retransmits them seconds later (see docs/bench.md).
+  std::size_t max_connecting = 0;
 };
 
 enum class ExchangeError {
@@ -82,6 +88,7 @@ class ExchangeHandler {
 struct ClientCounters {
   std::uint64_t connects = 0;  // connections opened
   std::uint64_t connect_failures = 0;
+  std::uint64_t connect_retries = 0;  // handshake attempts abandoned as too slow and started afresh
   std::uint64_t reused = 0;       // requests answered on a kept-alive connection (resends not counted)
   std::uint64_t resent = 0;       // requests resent after a stale keep-alive connection
   std::uint64_t stale_dropped = 0;  // idle connections found closed by the server before reuse
@@ -105,8 +112,9 @@ class HttpClient {
   // is abandoned with kTimeout; <= 0 for none.
   void start(std::shared_ptr<const std::string> request, ExchangeHandler* handler, Nanos deadline);
   // Opens up to n connections ahead of the requests (within max_connections;
-  // failures are only counted).
-  void preconnect(std::size_t n);
+  // failures are only counted). done, when given, runs on the io_context once
+  // each of them has connected or failed.
+  void preconnect(std::size_t n, std::function<void()> done = {});
   // How many idle connections to keep; more are closed (default: all).
   void set_idle_target(std::size_t n);
   // Ends every exchange in progress or waiting with kCancelled and closes idle connections.

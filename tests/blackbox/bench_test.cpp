@@ -127,7 +127,7 @@ TEST_F(Bench, NothingListeningFailsTheRunClearly) {
   const auto given = bench({"--target", url, "--model", "m", "--num-requests", "5", "--rate", "50", "--out",
                             (dir_ / "b").string()});
   EXPECT_EQ(given.exit_code, 1) << given.err;
-  EXPECT_NE(given.err.find("5 of 5 requests failed"), std::string::npos) << given.err;
+  EXPECT_NE(given.err.find("5 of 5 requests to " + url + " failed"), std::string::npos) << given.err;
   EXPECT_NE(given.err.find("Connection refused"), std::string::npos) << given.err;
   const auto run = json::parse(slurp(dir_ / "b" / "run.json"));
   EXPECT_EQ(run["verdict"]["failed"], true);
