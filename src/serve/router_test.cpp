@@ -152,6 +152,59 @@ TEST_F(Api, StreamingChatWithUsage) {
   EXPECT_GT(r->write_times[1] - 1'000'000'000, 5'000'000);  // at least one 6 ms step
 }
 
+// A request that shares a long prefix with one that finished before it
+// reports the prefix tokens it found cached: whole blocks of the common
+// prefix (as vLLM), the same count the engine adds to its prefix-cache hits.
+// Completions and chat, streamed (include_usage) and whole.
+TEST_F(Api, UsageReportsTheCachedPrefixTokens) {
+  std::string shared = "Once upon a time";
+  for (int i = 0; i < 30; ++i) shared += " the old king of the north had seven sons and a dog";
+  for (const bool chat : {false, true}) {
+    for (const bool stream : {false, true}) {
+      build();  // an empty cache for each case
+      auto body_with = [&](const std::string& text) {
+        json j = {{"max_tokens", 3}, {"ignore_eos", true}, {"stream", stream}};
+        if (chat)
+          j["messages"] = json::array({{{"role", "user"}, {"content", text}}});
+        else
+          j["prompt"] = text;
+        if (stream) j["stream_options"] = {{"include_usage", true}};
+        return j;
+      };
+      auto usage_of = [&](const std::string& text) {
+        const auto r = call("POST", chat ? "/v1/chat/completions" : "/v1/completions", body_with(text).dump());
+        EXPECT_EQ(r->status, 200);
+        if (!stream) return body_of(*r)["usage"];
+        const auto ev = r->events();
+        EXPECT_GE(ev.size(), 2u);
+        return ev[ev.size() - 2]["usage"];  // the usage chunk before [DONE]
+      };
+      auto tokens_of = [&](const std::string& text) {
+        json j = body_with(text);
+        j.erase("max_tokens");
+        j.erase("ignore_eos");
+        j.erase("stream");
+        j.erase("stream_options");
+        return body_of(*call("POST", "/tokenize", j.dump()))["tokens"].get<std::vector<int>>();
+      };
+      const std::string first = shared + " who ran away", second = shared + " who stayed home";
+      const auto a = tokens_of(first), b = tokens_of(second);
+      std::size_t common = 0;
+      while (common < a.size() && common < b.size() && a[common] == b[common]) ++common;
+      ASSERT_GT(common, 64u);
+      const std::uint64_t expected = common / 16 * 16;  // whole 16-token blocks
+
+      const auto u1 = usage_of(first);
+      EXPECT_EQ(u1["prompt_tokens_details"]["cached_tokens"], 0) << chat << stream;
+      const double hits_before = metrics->value("vllm:prefix_cache_hits_total");
+      const auto u2 = usage_of(second);
+      EXPECT_EQ(u2["prompt_tokens"], b.size());
+      EXPECT_EQ(u2["prompt_tokens_details"]["cached_tokens"], expected) << "chat " << chat << " stream " << stream;
+      EXPECT_EQ(metrics->value("vllm:prefix_cache_hits_total") - hits_before, static_cast<double>(expected));
+    }
+  }
+}
+
 TEST_F(Api, SeveralPromptsAreSeveralChoices) {
   const auto r = call("POST", "/v1/completions",
                       R"({"prompt": ["a b", "c d"], "max_tokens": 3, "ignore_eos": true, "stream": true})");
