@@ -172,7 +172,8 @@ TEST_F(Api, UsageReportsTheCachedPrefixTokens) {
         return j;
       };
       auto usage_of = [&](const std::string& text) {
-        const auto r = call("POST", chat ? "/v1/chat/completions" : "/v1/completions", body_with(text).dump());
+        const auto r =
+            call("POST", chat ? "/v1/chat/completions" : "/v1/completions", body_with(text).dump());
         EXPECT_EQ(r->status, 200);
         if (!stream) return body_of(*r)["usage"];
         const auto ev = r->events();
@@ -199,7 +200,8 @@ TEST_F(Api, UsageReportsTheCachedPrefixTokens) {
       const double hits_before = metrics->value("vllm:prefix_cache_hits_total");
       const auto u2 = usage_of(second);
       EXPECT_EQ(u2["prompt_tokens"], b.size());
-      EXPECT_EQ(u2["prompt_tokens_details"]["cached_tokens"], expected) << "chat " << chat << " stream " << stream;
+      EXPECT_EQ(u2["prompt_tokens_details"]["cached_tokens"], expected)
+          << "chat " << chat << " stream " << stream;
       EXPECT_EQ(metrics->value("vllm:prefix_cache_hits_total") - hits_before, static_cast<double>(expected));
     }
   }
@@ -298,6 +300,10 @@ TEST_F(Api, MetricsUseVllmNamesLabelsAndBuckets) {
                                 "vllm:prompt_tokens_total{",
                                 "tokenscope:faults_injected_total{" + labels + ",kind=\"reset\"} 0.0",
                                 "tokenscope:steps_total{",
+                                "# TYPE tokenscope:host_kv_usage_perc gauge",
+                                "tokenscope:host_kv_blocks{" + labels + "} 0.0",
+                                "tokenscope:host_kv_evictions_total{" + labels + "} 0.0",
+                                "tokenscope:host_kv_recomputed_blocks_total{" + labels + "} 0.0",
                                 "tokenscope:emission_lag_seconds_count{" + labels + "} 0.0"})
     EXPECT_NE(m.find(needle), std::string::npos) << needle;
 }
@@ -307,6 +313,10 @@ TEST_F(Api, InjectedHttpFaultsAreCounted) {
   const auto r = call("POST", "/v1/completions", R"({"prompt": "x"})");
   EXPECT_EQ(r->status, 500);
   EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "http_5xx"), 1.0);
+  // The message names the response id the request would have had (and the
+  // emission trace the same id), so a client's outcome can be matched to it.
+  const std::string message = body_of(*r)["error"]["message"];
+  EXPECT_EQ(message.rfind("injected fault: internal server error (cmpl-", 0), 0u) << message;
   build("", "http_429=1");
   const auto t = call("POST", "/v1/completions", R"({"prompt": "x"})");
   EXPECT_EQ(t->status, 429);

@@ -123,6 +123,13 @@ void ServerApp::stop(double grace_s, double linger_s) {
   });
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  // Engine timers still pending (a stall or a slow first byte that outlasts
+  // the linger) hold responses and their connections: cancel them and run
+  // their handlers now, so the connections go while the server they count
+  // in still exists (io_context's destructor would release them after it).
+  impl_->executor.shutdown();
+  impl_->ioc.restart();
+  impl_->ioc.poll();
   if (impl_->trace) impl_->trace->flush();
 }
 

@@ -10,11 +10,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include "engine/catalog.h"
+#include "serve/executor.h"
 
 namespace tokenscope::serve {
 namespace {
@@ -34,7 +36,9 @@ class Client {
   }
   ~Client() { ::close(fd_); }
   bool connected() const { return connected_; }
-  void send(const std::string& s) { ASSERT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL), ssize_t(s.size())); }
+  void send(const std::string& s) {
+    ASSERT_EQ(::send(fd_, s.data(), s.size(), MSG_NOSIGNAL), ssize_t(s.size()));
+  }
   // Appends what arrives to received; false on end of stream or timeout.
   bool read_some() {
     char buf[4096];
@@ -76,8 +80,9 @@ TEST(ServerApp, StopWhileAStallOutlastsTheLingerReleasesItsConnectionFirst) {
   Client client(app->port());
   ASSERT_TRUE(client.connected());
   const std::string body = R"({"prompt": "x", "max_tokens": 10, "ignore_eos": true, "stream": true})";
-  client.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-              std::to_string(body.size()) + "\r\n\r\n" + body);
+  client.send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body);
   // Tokens 1-4 arrive, then the stream stalls at the 5th.
   while (client.count("data: {") < 4) ASSERT_TRUE(client.read_some()) << client.received;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -92,6 +97,28 @@ TEST(ServerApp, StopWhileAStallOutlastsTheLingerReleasesItsConnectionFirst) {
   EXPECT_EQ(client.count("data: {\"error\""), 1u) << client.received;
   EXPECT_EQ(client.count("data: {"), 5u) << client.received;  // no token after the stall point
   app.reset();
+}
+
+// What a cancelled timer's task holds is released when the io_context is
+// polled after shutdown(), and the task never runs; later posts are dropped.
+TEST(AsioExecutor, ShutdownCancelsPendingTimersAndReleasesTheirTasks) {
+  boost::asio::io_context ioc;
+  AsioExecutor executor(ioc);
+  auto held = std::make_shared<int>(7);
+  bool ran = false;
+  executor.post_at(executor.clock().now_ns() + 3'600'000'000'000, [held, &ran] { ran = true; });
+  EXPECT_EQ(executor.pending_timers(), 1u);
+  EXPECT_EQ(held.use_count(), 2);
+  executor.shutdown();
+  ioc.poll();
+  EXPECT_EQ(executor.pending_timers(), 0u);
+  EXPECT_EQ(held.use_count(), 1);
+  EXPECT_FALSE(ran);
+  executor.post([&ran] { ran = true; });
+  executor.post_at(0, [&ran] { ran = true; });
+  ioc.restart();
+  ioc.poll();
+  EXPECT_FALSE(ran);
 }
 
 }  // namespace
