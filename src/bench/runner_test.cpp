@@ -251,7 +251,9 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
     std::string id = r.response_id;
     std::smatch m;
     if (id.empty() && std::regex_search(r.detail, m, id_re)) id = m.str();
-    if (!id.empty()) EXPECT_TRUE(by_response.emplace(id, &r).second) << id;
+    if (!id.empty()) {
+      EXPECT_TRUE(by_response.emplace(id, &r).second) << id;
+    }
   }
   const std::map<std::string, std::pair<Outcome, int>> expected = {
       {"http_5xx", {Outcome::kHttpError, 500}},

@@ -191,7 +191,9 @@ TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
     const std::string detail = rec.value("detail", "");
     std::smatch m;
     if (id.empty() && std::regex_search(detail, m, id_re)) id = m.str();
-    if (!id.empty()) EXPECT_TRUE(by_response.emplace(id, rec).second) << id;
+    if (!id.empty()) {
+      EXPECT_TRUE(by_response.emplace(id, rec).second) << id;
+    }
   }
   const std::map<std::string, std::string> expected = {{"http_5xx", "http_error"},
                                                        {"http_429", "http_error"},
