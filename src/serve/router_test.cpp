@@ -203,6 +203,10 @@ TEST_F(Api, UsageReportsTheCachedPrefixTokens) {
       EXPECT_EQ(u2["prompt_tokens_details"]["cached_tokens"], expected)
           << "chat " << chat << " stream " << stream;
       EXPECT_EQ(metrics->value("vllm:prefix_cache_hits_total") - hits_before, static_cast<double>(expected));
+      const std::string m = call("GET", "/metrics")->response->body;  // the first request hit nothing
+      EXPECT_NE(m.find("vllm:prefix_cache_hits_total{model_name=\"llama-3-8b\",engine=\"0\"} " +
+                       std::to_string(expected) + ".0\n"),
+                std::string::npos);
     }
   }
 }
