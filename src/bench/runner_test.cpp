@@ -6,8 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 
 #include "bench/bench_workload.h"
 #include "engine/catalog.h"
@@ -183,36 +191,92 @@ classes:
   }
 }
 
+// Every fault the server injected is matched, by the response id its
+// emission trace names, to the outcome of that very request; a request the
+// server did not fault may still time out on a slow machine.
 TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
-  std::vector<serve::FaultRule> faults = {{serve::FaultKind::kHttp5xx, 0.08, 0},
-                                          {serve::FaultKind::kHttp429, 0.08, 0},
-                                          {serve::FaultKind::kReset, 0.08, 0},
-                                          {serve::FaultKind::kMalformed, 0.08, 0},
-                                          {serve::FaultKind::kStall, 0.08, 2000}};
-  Target target(0.5, faults);
+  engine::EngineSettings s;
+  s.fixed_step_ms = 0.5;
+  const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+  serve::ServerAppSettings ss;
+  ss.faults = {{serve::FaultKind::kHttp5xx, 0.08, 0},
+               {serve::FaultKind::kHttp429, 0.08, 0},
+               {serve::FaultKind::kReset, 0.08, 0},
+               {serve::FaultKind::kMalformed, 0.08, 0},
+               {serve::FaultKind::kStall, 0.08, 6000}};
+  ss.fault_seed = 5;
+  const auto trace = std::filesystem::temp_directory_path() /
+                     ("tokenscope_runner_faults_" + std::to_string(::getpid()) + ".jsonl");
+  ss.trace_emissions = trace.string();
+  serve::ServerApp app(eff, s, std::make_unique<engine::FixedCostModel>(0.5e-3), ss);
+  app.start();
   const auto w = small_workload(200, 10, 6);
   LoadPlan plan;
   for (std::uint32_t i = 0; i < 200; ++i) plan.schedule.emplace_back(i, i * kNanosPerMilli);
-  // Stalls of 2 s time out; answered requests stay inside 1 s even under
-  // ThreadSanitizer on a loaded machine. (The stalls must end within the
-  // server's 2 s shutdown linger: a stall timer still pending when the
-  // server is destroyed is a known shutdown bug, see the session note.)
-  plan.timeout_s = 1.0;
-  const auto rs = run(w, plan, target);
+  plan.timeout_s = 2.0;  // stalls (6 s) time out
+  RecordQueue q;
+  Runner runner(w, std::move(plan),
+                net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(app.port())), {}, completions(),
+                q);
+  runner.start();
+  while (!runner.wait_for(1000)) {
+  }
+  runner.join();
+  std::vector<RequestRecord> rs;
+  q.drain(rs);
   ASSERT_EQ(rs.size(), 200u);
-  std::map<Outcome, int> by;
-  for (const auto& r : rs) ++by[r.outcome];
-  target.app->stop();
-  auto injected = [&](const char* kind) {
-    return static_cast<int>(target.app->metrics().value("tokenscope:faults_injected_total", kind));
-  };
-  EXPECT_GT(injected("http_5xx") + injected("http_429"), 0);
-  EXPECT_EQ(by[Outcome::kHttpError], injected("http_5xx") + injected("http_429"));
-  EXPECT_EQ(by[Outcome::kConnectError], injected("reset"));
-  EXPECT_EQ(by[Outcome::kProtocolError], injected("malformed"));
-  EXPECT_EQ(by[Outcome::kTimeout], injected("stall"));
-  EXPECT_EQ(by[Outcome::kOk], 200 - injected("http_5xx") - injected("http_429") - injected("reset") -
-                                  injected("malformed") - injected("stall"));
+  app.stop(0.0, 0.5);
+
+  std::map<std::string, std::string> fault_of;  // response id -> kind
+  std::map<std::string, int> injected;
+  {
+    std::ifstream in(trace);
+    for (std::string line; std::getline(in, line);) {
+      const auto e = nlohmann::json::parse(line);
+      if (!e.contains("fault")) continue;
+      EXPECT_TRUE(fault_of.emplace(e["resp"], e["fault"]).second) << line;
+      ++injected[e["fault"]];
+    }
+  }
+  std::filesystem::remove(trace);
+  for (const char* kind : {"http_5xx", "http_429", "reset", "malformed", "stall"}) {
+    EXPECT_GT(injected[kind], 0) << kind;
+    EXPECT_EQ(injected[kind], app.metrics().value("tokenscope:faults_injected_total", kind)) << kind;
+  }
+  // Each record's response id: the completion's, or the one an injected
+  // HTTP error names in its message.
+  const std::regex id_re("(chat)?cmpl-[0-9a-f]{16}");
+  std::map<std::string, const RequestRecord*> by_response;
+  for (const auto& r : rs) {
+    std::string id = r.response_id;
+    std::smatch m;
+    if (id.empty() && std::regex_search(r.detail, m, id_re)) id = m.str();
+    if (!id.empty()) {
+      EXPECT_TRUE(by_response.emplace(id, &r).second) << id;
+    }
+  }
+  const std::map<std::string, std::pair<Outcome, int>> expected = {
+      {"http_5xx", {Outcome::kHttpError, 500}},
+      {"http_429", {Outcome::kHttpError, 429}},
+      {"reset", {Outcome::kConnectError, 200}},
+      {"malformed", {Outcome::kProtocolError, 200}},
+      {"stall", {Outcome::kTimeout, 200}}};
+  std::set<std::uint64_t> faulted;
+  for (const auto& [response, kind] : fault_of) {
+    const auto it = by_response.find(response);
+    ASSERT_NE(it, by_response.end()) << kind << " injected into " << response << ", which no record names";
+    const RequestRecord& r = *it->second;
+    faulted.insert(r.id);
+    EXPECT_EQ(r.outcome, expected.at(kind).first) << kind << " " << response << ": " << r.detail;
+    EXPECT_EQ(r.http_status, expected.at(kind).second) << kind << " " << response;
+  }
+  int slow = 0;
+  for (const auto& r : rs) {
+    if (faulted.count(r.id)) continue;
+    EXPECT_TRUE(r.outcome == Outcome::kOk || r.outcome == Outcome::kTimeout) << r.id << ": " << r.detail;
+    slow += r.outcome == Outcome::kTimeout;
+  }
+  if (slow > 0) std::cout << slow << " request(s) without a fault timed out (a slow machine)\n";
 }
 
 TEST(Runner, StoppingKeepsFinishedRequestsAndCancelsTheRest) {

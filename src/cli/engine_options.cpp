@@ -64,6 +64,11 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
          "none (drop an evicted tenant's KV) | static (per-tenant partitions) | dynamic (offload to host)")
       ->capture_default_str()
       ->group(E);
+  app->add_option("--host-kv-gib", e.host_kv_gib,
+                  "Host memory for KV offloaded by dynamic tenant reuse, GiB per replica; least recently "
+                  "used blocks are evicted when full (0: none)")
+      ->capture_default_str()
+      ->group(E);
   const char* C = "Cost model";
   app->add_option("--mfu-linear", e.cost.mfu_linear, "Achieved share of peak FLOP/s in GEMMs")
       ->capture_default_str()

@@ -216,6 +216,12 @@ int run_serve() {
   for (unsigned i = 1; i < o.threads; ++i) pool.emplace_back([&] { ioc.run(); });
   ioc.run();
   for (auto& t : pool) t.join();
+  // Engine timers still pending (an injected stall or slow first byte that
+  // outlasts the linger) hold responses and their connections: cancel them
+  // and release what they hold while the server still exists.
+  executor.shutdown();
+  ioc.restart();
+  ioc.poll();
   if (trace) trace->flush();
   std::cerr << "tokenscope serve: stopped" << std::endl;
   return kExitOk;

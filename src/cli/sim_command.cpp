@@ -69,6 +69,9 @@ nlohmann::json counters_json(const engine::EngineCounters& c) {
           {"tenant_switches", c.tenant_switches},
           {"swap_out_bytes", c.swap_out_bytes},
           {"swap_in_bytes", c.swap_in_bytes},
+          {"host_kv_evictions", c.host_kv_evictions},
+          {"host_kv_recomputed_blocks", c.host_kv_recomputed_blocks},
+          {"max_host_kv_blocks", c.max_host_kv_blocks},
           {"requests_finished", c.requests_finished},
           {"requests_rejected", c.requests_rejected},
           {"prompt_tokens", c.prompt_tokens},
@@ -168,6 +171,16 @@ int run_sim(const std::atomic<bool>& interrupted) {
     std::cout << fmt::format(
         "simulated {:.1f} s in {:.2f} CPU s ({:.0f}x real time), {} steps, peak RSS {:.0f} MiB\n", virt, cpu,
         cpu > 0 ? virt / cpu : 0.0, report.counters.steps, peak_rss_mib());
+    if (settings.tenant_kv_policy == engine::TenantKvPolicy::kDynamicReuse) {
+      const auto& c = report.counters;
+      std::cout << fmt::format(
+          "host KV pool: {} blocks ({} GiB), peak {} held, {} evicted, {} recomputed after eviction, {:.1f} "
+          "GiB "
+          "out, {:.1f} GiB back in\n",
+          eff.num_host_kv_blocks, settings.host_kv_gib, c.max_host_kv_blocks, c.host_kv_evictions,
+          c.host_kv_recomputed_blocks, static_cast<double>(c.swap_out_bytes) / (1u << 30),
+          static_cast<double>(c.swap_in_bytes) / (1u << 30));
+    }
     if (out) std::cout << "run directory: " << o.out << "\n";
   }
   if (report.interrupted) {

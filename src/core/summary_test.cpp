@@ -227,15 +227,44 @@ TEST(Summary, SteadyWindowLeavesOutRampUpAndDrain) {
   EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 1.3);
 }
 
+// The window on hand-computed levels. In flight (ms):
+//   0-50: 1, 50-100: 2, 100-150: 3, 150-250: 2, 250-280: 1, 280-300: 2, 300-400: 1
+// Time at each level: 1 -> 180 ms, 2 -> 170 ms, 3 -> 50 ms (of 400 ms), so
+// the time-weighted median level is 2 (180 < 200 <= 350). The level first
+// reaches 2 at 50 ms (B starts) and last drops below it at 300 ms (A ends),
+// not at 250 ms (B ends), nor at 400 ms (D, alone, ends).
+TEST(Summary, SteadyWindowRunsFromFirstReachingTheMedianLevelToLastLeavingIt) {
+  constexpr Nanos ms = 1'000'000;
+  SummaryBuilder b;
+  b.add(make_ok(0, 0, {20 * ms, 300 * ms}));          // A
+  b.add(make_ok(1, 50 * ms, {60 * ms, 250 * ms}));    // B
+  b.add(make_ok(2, 100 * ms, {110 * ms, 150 * ms}));  // C
+  b.add(make_ok(3, 280 * ms, {290 * ms, 400 * ms}));  // D
+  const auto [from, to] = b.steady_window();
+  EXPECT_EQ(from, 50 * ms);
+  EXPECT_EQ(to, 300 * ms);
+  const auto s = b.build();
+  EXPECT_DOUBLE_EQ(s["duration_steady_s"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(s["request_throughput_steady_rps"].get<double>(), 12.0);  // C, B, A end inside
+  EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 0.4);
+}
+
+// Requests answered the instant they were sent: nothing is ever in flight
+// for any time, so the median level is 0, raised to 1; the window runs from
+// the first request to the last.
 TEST(Summary, SteadyWindowOfZeroLengthRequests) {
   SummaryBuilder b;
   for (int i = 0; i < 10; ++i) {
     RequestRecord r = make_ok(i, i * 1'000'000, {i * 1'000'000});  // answered the instant it was sent
     b.add(r);
   }
-  const auto s = b.build();  // no crash, a window of at most the run
-  EXPECT_GE(s["duration_steady_s"].get<double>(), 0.0);
-  EXPECT_LE(s["duration_steady_s"].get<double>(), s["duration_s"].get<double>());
+  const auto [from, to] = b.steady_window();
+  EXPECT_EQ(from, 0);
+  EXPECT_EQ(to, 9'000'000);
+  const auto s = b.build();
+  EXPECT_DOUBLE_EQ(s["duration_steady_s"].get<double>(), 0.009);
+  EXPECT_DOUBLE_EQ(s["request_throughput_steady_rps"].get<double>(), 10 / 0.009);
+  EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 0.009);
 }
 
 }  // namespace

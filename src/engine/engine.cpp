@@ -87,6 +87,7 @@ nlohmann::json EffectiveEngine::to_json() const {
   j["weights_gib_per_gpu"] = weights_gib_per_gpu;
   j["kv_cache_gib_per_gpu"] = kv_cache_gib_per_gpu;
   j["kv_bytes_per_token"] = kv_bytes_per_token;
+  j["num_host_kv_blocks"] = num_host_kv_blocks;
   j["notes"] = notes;
   return j;
 }
@@ -112,6 +113,8 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
   if (!(s.context_switch_ms >= 0.0) || !std::isfinite(s.context_switch_ms))
     throw UsageError("--context-switch-ms: expected milliseconds >= 0");
   if (s.num_tenants < 1) throw UsageError("tenants: expected at least 1");
+  if (!(s.host_kv_gib >= 0.0) || !std::isfinite(s.host_kv_gib))
+    throw UsageError("--host-kv-gib: expected GiB >= 0");
   if (s.fixed_step_ms && !(*s.fixed_step_ms >= 0.0 && std::isfinite(*s.fixed_step_ms)))
     throw UsageError("--fixed-step-ms: expected milliseconds >= 0");
   const auto& c = s.cost;
@@ -146,6 +149,7 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
   const double kv_per_gpu_per_token =
       e.kv_bytes_per_token * std::max<double>(e.model.kv_heads, tp) / e.model.kv_heads / tp;
   e.kv_bytes_per_block = e.kv_bytes_per_token * s.block_size_tokens;
+  e.num_host_kv_blocks = static_cast<std::uint64_t>(std::floor(s.host_kv_gib * kGiB / e.kv_bytes_per_block));
   const double budget_gib = e.gpu.memory_gib * s.gpu_memory_utilization;
   const double kv_gib = budget_gib - e.weights_gib_per_gpu - s.activation_reserve_gib;
   if (s.unlimited_kv) {
@@ -214,7 +218,8 @@ Engine::Engine(EffectiveEngine effective, EngineSettings settings, std::unique_p
     : eff_(std::move(effective)),
       settings_(std::move(settings)),
       cost_(std::move(cost)),
-      observer_(observer) {
+      observer_(observer),
+      host_pool_(eff_.num_host_kv_blocks) {
   static EngineObserver null_observer;
   if (observer_ == nullptr) observer_ = &null_observer;
   const bool partitioned =
@@ -419,9 +424,22 @@ bool Engine::ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double&
       case TenantKvPolicy::kStaticReuse:
         break;  // its partition keeps its prefix cache
       case TenantKvPolicy::kDynamicReuse: {
+        // Least recently used first, as the GPU's free queue holds them (a
+        // prefix's tail before its head), so the host pool keeps that order.
+        // Only the most recent blocks that fit are copied; a block already
+        // on the host is not copied again.
         const auto hashes = pool.cached_hashes_with_tag(v);
-        host_tier_.insert(hashes.begin(), hashes.end());
-        const auto bytes = static_cast<std::uint64_t>(hashes.size() * eff_.kv_bytes_per_block);
+        const std::size_t skip = hashes.size() > host_pool_.capacity()
+                                     ? hashes.size() - static_cast<std::size_t>(host_pool_.capacity())
+                                     : 0;
+        const std::uint64_t evictions_before = host_pool_.evictions();
+        std::uint64_t copied = 0;
+        for (std::size_t k = skip; k < hashes.size(); ++k) copied += host_pool_.store(hashes[k]);
+        const auto evicted = host_pool_.evictions() - evictions_before;
+        st.host_kv_evictions += static_cast<std::uint32_t>(evicted);
+        counters_.host_kv_evictions += evicted;
+        counters_.max_host_kv_blocks = std::max(counters_.max_host_kv_blocks, host_pool_.size());
+        const auto bytes = static_cast<std::uint64_t>(static_cast<double>(copied) * eff_.kv_bytes_per_block);
         st.swap_out_bytes += bytes;
         counters_.swap_out_bytes += bytes;
         pool.drop_cached_with_tag(v);
@@ -554,8 +572,8 @@ Nanos Engine::step(Nanos now) {
       const std::span<const std::uint64_t> candidates(s->hashes.data(), max_hit_blocks);
       const std::size_t gpu_hits = pool.cached_prefix_length(candidates);
       std::size_t host_hits = 0;
-      if (!host_tier_.empty() && settings_.enable_prefix_caching)
-        while (gpu_hits + host_hits < max_hit_blocks && host_tier_.count(candidates[gpu_hits + host_hits]))
+      if (host_pool_.size() > 0 && settings_.enable_prefix_caching)
+        while (gpu_hits + host_hits < max_hit_blocks && host_pool_.contains(candidates[gpu_hits + host_hits]))
           ++host_hits;
       const auto computed = static_cast<std::uint32_t>((gpu_hits + host_hits) * B);
       const std::uint32_t remaining = s->num_tokens() - computed;
@@ -577,6 +595,16 @@ Nanos Engine::step(Nanos now) {
         const auto bytes = static_cast<std::uint64_t>(host_hits * eff_.kv_bytes_per_block);
         st.swap_in_bytes += bytes;
         counters_.swap_in_bytes += bytes;
+        // Used now, the prefix's head most recently (evicted last).
+        for (std::size_t k = host_hits; k-- > 0;) host_pool_.touch(candidates[gpu_hits + k]);
+      }
+      // The blocks right after the hits that the host pool evicted are
+      // recomputed because of the eviction; each eviction counts once.
+      for (std::size_t k = gpu_hits + host_hits; k < max_hit_blocks && host_pool_.evicted(candidates[k]);
+           ++k) {
+        host_pool_.forget_evicted(candidates[k]);
+        ++st.host_kv_recomputed_blocks;
+        ++counters_.host_kv_recomputed_blocks;
       }
       s->num_computed = computed;
       waiting_pop_front();
@@ -585,7 +613,7 @@ Nanos Engine::step(Nanos now) {
       tenant_last_used_[s->tenant] = counters_.steps + 1;
       if (s->first_scheduled < 0) {
         s->first_scheduled = now;
-        observer_->on_first_scheduled(s->id, now);
+        observer_->on_first_scheduled(s->id, now, s->cached_tokens);
       }
       scheduled_.emplace_back(s, n);
       budget -= n;
@@ -630,6 +658,7 @@ Nanos Engine::step(Nanos now) {
     }
   }
   st.kv_blocks_in_use = kv_blocks_in_use();
+  st.host_kv_blocks = host_pool_.size();
   counters_.max_blocks_in_use = std::max(counters_.max_blocks_in_use, st.kv_blocks_in_use);
   if (eff_.num_gpu_blocks) {
     st.kv_usage = capacity ? 1.0 - static_cast<double>(free) / static_cast<double>(capacity) : 0.0;

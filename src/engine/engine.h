@@ -17,7 +17,8 @@
 //  * multi-tenant contexts: at most max_active_tenants tenants are resident;
 //    bringing in another costs context_switch_ms and evicts an idle tenant,
 //    whose KV is dropped (no reuse), kept in its own static partition (static
-//    reuse) or moved to host memory and brought back on demand (dynamic reuse).
+//    reuse) or moved to a bounded LRU pool in host memory and brought back on
+//    demand (dynamic reuse; blocks evicted from the pool are recomputed).
 // Time is whatever the caller says it is: `sim` drives it virtually, `serve`
 // with the wall clock. Single-threaded.
 #pragma once
@@ -30,7 +31,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -76,6 +76,12 @@ struct EngineSettings {
   std::uint32_t max_active_tenants = 0;  // 0: every tenant resident, no switches
   double context_switch_ms = 0.0;
   TenantKvPolicy tenant_kv_policy = TenantKvPolicy::kNoReuse;
+  // Host memory for KV blocks offloaded by dynamic tenant reuse, GiB for the
+  // whole replica (all TP ranks); least recently used blocks are evicted
+  // when it is full. Default: a quarter of the 256 GiB of host memory per
+  // GPU of an 8-GPU H100/H200 node (2 TiB), the rest left to the OS, the
+  // weights' loading and pinned staging buffers.
+  double host_kv_gib = 64.0;
   RooflineParams cost;
   std::optional<double> fixed_step_ms;  // replaces the roofline model (e.g. 0 for zero cost)
 };
@@ -90,9 +96,10 @@ struct EffectiveEngine {
   std::uint32_t max_model_len = 0;
   double weights_gib_per_gpu = 0.0;
   double kv_cache_gib_per_gpu = 0.0;
-  double kv_bytes_per_token = 0.0;  // all GPUs
-  double kv_bytes_per_block = 0.0;  // all GPUs
-  std::vector<std::string> notes;   // adjustments the user should know about
+  double kv_bytes_per_token = 0.0;       // all GPUs
+  double kv_bytes_per_block = 0.0;       // all GPUs
+  std::uint64_t num_host_kv_blocks = 0;  // floor(host_kv_gib · 2^30 / kv_bytes_per_block)
+  std::vector<std::string> notes;        // adjustments the user should know about
 
   nlohmann::json to_json() const;
 };
@@ -140,13 +147,18 @@ struct StepStats {
   std::uint32_t tenant_switches = 0;
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;
+  std::uint64_t host_kv_blocks = 0;             // held in the host pool after the step
+  std::uint32_t host_kv_evictions = 0;          // blocks the host pool evicted in this step
+  std::uint32_t host_kv_recomputed_blocks = 0;  // evicted blocks that requests admitted now recompute
   StepCost cost;
 };
 
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
-  virtual void on_first_scheduled(std::uint64_t /*id*/, Nanos /*t*/) {}
+  // The first step that schedules the request, with the prompt tokens it
+  // found in the prefix cache (whole blocks; FinishedRequest::cached_tokens).
+  virtual void on_first_scheduled(std::uint64_t /*id*/, Nanos /*t*/, std::uint32_t /*cached_tokens*/) {}
   // A generated token (text: workload::piece_text(token)), emitted at t.
   virtual void on_token(std::uint64_t /*id*/, Nanos /*t*/, workload::TokenId /*token*/) {}
   virtual void on_finish(const FinishedRequest& /*r*/) {}
@@ -164,6 +176,9 @@ struct EngineCounters {
   std::uint64_t tenant_switches = 0;
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;
+  std::uint64_t host_kv_evictions = 0;          // blocks evicted from the host pool
+  std::uint64_t host_kv_recomputed_blocks = 0;  // of those, blocks a request needed again and recomputed
+  std::uint64_t max_host_kv_blocks = 0;         // peak blocks held in the host pool
   std::uint64_t requests_finished = 0;
   std::uint64_t requests_rejected = 0;
   std::uint64_t prompt_tokens = 0;
@@ -202,6 +217,8 @@ class Engine {
   std::size_t num_waiting() const;
   // Sum over pools; for tests.
   std::uint32_t kv_blocks_in_use() const;
+  // Blocks held in the host pool (dynamic tenant reuse).
+  std::uint64_t host_kv_blocks() const { return host_pool_.size(); }
   bool check_invariants() const;
 
  private:
@@ -245,7 +262,7 @@ class Engine {
   std::vector<std::uint64_t> tenant_last_used_;
   std::vector<std::uint32_t> tenant_live_seqs_;  // running or swapped
   std::uint32_t resident_count_ = 0;
-  std::unordered_set<std::uint64_t> host_tier_;
+  HostKvPool host_pool_;  // dynamic tenant reuse: blocks offloaded to host memory
   std::unordered_map<std::uint64_t, Seq*> by_id_;
   EngineCounters counters_;
   // Scratch, reused across steps.

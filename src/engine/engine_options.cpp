@@ -24,6 +24,7 @@ nlohmann::json to_json(const EngineOptions& o) {
           {"max_active_tenants", e.max_active_tenants},
           {"context_switch_ms", e.context_switch_ms},
           {"tenant_kv_policy", o.tenant_kv_policy},
+          {"host_kv_gib", e.host_kv_gib},
           {"fixed_step_ms", o.fixed_step_ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(o.fixed_step_ms)},
           {"cost",
            {{"mfu_linear", e.cost.mfu_linear},

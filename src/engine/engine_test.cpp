@@ -260,6 +260,77 @@ TEST(Engine, TenantSwitchesCostTimeAndPoliciesDecideReuse) {
   EXPECT_TRUE(saw_switch_cost);
 }
 
+TEST(Engine, HostKvCapacityIsWholeBlocksOfItsGib) {
+  const auto catalog = Catalog::builtin();
+  EngineSettings s;                                                  // Llama-3-8B: 2 MiB per 16-token block
+  EXPECT_EQ(resolve_engine(s, catalog).num_host_kv_blocks, 32768u);  // the default 64 GiB
+  s.host_kv_gib = 0.02;                                              // 20.48 MiB
+  EXPECT_EQ(resolve_engine(s, catalog).num_host_kv_blocks, 10u);
+  s.host_kv_gib = 0;
+  EXPECT_EQ(resolve_engine(s, catalog).num_host_kv_blocks, 0u);
+  s.model = "llama-3-70b";  // 5 MiB per block, over all TP ranks
+  s.tensor_parallel = 4;
+  s.host_kv_gib = 64;
+  EXPECT_EQ(resolve_engine(s, catalog).num_host_kv_blocks, 13107u);
+  s.host_kv_gib = -1;
+  EXPECT_THROW(resolve_engine(s, catalog), UsageError);
+}
+
+Harness dynamic_tenants(double host_kv_gib) {
+  auto s = small(1000);
+  s.num_tenants = 2;
+  s.max_active_tenants = 1;
+  s.tenant_kv_policy = TenantKvPolicy::kDynamicReuse;
+  s.host_kv_gib = host_kv_gib;
+  return Harness(s);
+}
+
+// Tenant 0's ten cached blocks go to a host pool of 15 blocks, least
+// recently used first as the GPU's free queue holds them (the prefix's tail
+// first); tenant 1's ten follow and evict the five least recently used:
+// blocks 9-5 of tenant 0. Back, tenant 0 hits blocks 0-4 on the host and
+// recomputes blocks 5-8 (block 9 holds the last prompt token, recomputed
+// anyway).
+TEST(Engine, HostPoolEvictsItsLeastRecentlyUsedBlocksWhichAreThenRecomputed) {
+  auto h = dynamic_tenants(30.0 / 1024);  // 30 MiB: 15 blocks
+  EXPECT_EQ(h.engine->effective().num_host_kv_blocks, 15u);
+  alternate(h);
+  const auto& c = h.engine->counters();
+  constexpr std::uint64_t kBlock = 2097152;
+  EXPECT_EQ(c.swap_out_bytes, 20 * kBlock);
+  EXPECT_EQ(c.host_kv_evictions, 5u);
+  EXPECT_EQ(h.rec.finished[3].cached_tokens, 80u);
+  EXPECT_EQ(c.swap_in_bytes, 5 * kBlock);
+  EXPECT_EQ(c.host_kv_recomputed_blocks, 4u);
+  EXPECT_EQ(h.engine->host_kv_blocks(), 15u);
+  EXPECT_EQ(c.max_host_kv_blocks, 15u);
+  std::uint64_t evictions = 0, recomputed = 0;
+  for (const auto& st : h.rec.steps) {
+    evictions += st.host_kv_evictions;
+    recomputed += st.host_kv_recomputed_blocks;
+  }
+  EXPECT_EQ(evictions, 5u);
+  EXPECT_EQ(recomputed, 4u);
+  EXPECT_EQ(h.rec.steps.back().host_kv_blocks, 15u);
+}
+
+// A tenant with more cached blocks than the pool holds copies only the most
+// recently used ones (the prefix's head): tenant 0 copies blocks 0-3 of ten;
+// tenant 1's four evict them; back, tenant 0 finds nothing and recomputes
+// the four evicted blocks (the six never copied are not counted).
+TEST(Engine, HostPoolSmallerThanATenantsCacheKeepsItsMostRecentBlocks) {
+  auto h = dynamic_tenants(8.0 / 1024);  // 8 MiB: 4 blocks
+  alternate(h);
+  const auto& c = h.engine->counters();
+  constexpr std::uint64_t kBlock = 2097152;
+  EXPECT_EQ(c.swap_out_bytes, 8 * kBlock);
+  EXPECT_EQ(c.host_kv_evictions, 4u);
+  EXPECT_EQ(h.rec.finished[3].cached_tokens, 0u);
+  EXPECT_EQ(c.swap_in_bytes, 0u);
+  EXPECT_EQ(c.host_kv_recomputed_blocks, 4u);
+  EXPECT_EQ(h.engine->host_kv_blocks(), 4u);
+}
+
 TEST(Engine, TenantsDoNotShareCacheEntries) {
   auto s = small(1000);
   s.num_tenants = 2;

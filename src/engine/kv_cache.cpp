@@ -258,4 +258,39 @@ bool KvBlockPool::check_invariants() const {
   return true;
 }
 
+// ---- HostKvPool -----------------------------------------------------------------
+
+bool HostKvPool::store(std::uint64_t hash) {
+  if (const auto it = held_.find(hash); it != held_.end()) {
+    lru_.splice(lru_.end(), lru_, it->second);
+    return false;
+  }
+  if (capacity_ == 0) return false;
+  forget_evicted(hash);
+  if (lru_.size() >= capacity_) {
+    const std::uint64_t victim = lru_.front();
+    lru_.pop_front();
+    held_.erase(victim);
+    ++evictions_;
+    ghost_index_[victim] = ghosts_.insert(ghosts_.end(), victim);
+    if (ghosts_.size() > capacity_) {
+      ghost_index_.erase(ghosts_.front());
+      ghosts_.pop_front();
+    }
+  }
+  held_[hash] = lru_.insert(lru_.end(), hash);
+  return true;
+}
+
+void HostKvPool::touch(std::uint64_t hash) {
+  if (const auto it = held_.find(hash); it != held_.end()) lru_.splice(lru_.end(), lru_, it->second);
+}
+
+void HostKvPool::forget_evicted(std::uint64_t hash) {
+  const auto it = ghost_index_.find(hash);
+  if (it == ghost_index_.end()) return;
+  ghosts_.erase(it->second);
+  ghost_index_.erase(it);
+}
+
 }  // namespace tokenscope::engine

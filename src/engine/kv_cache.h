@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace tokenscope::engine {
@@ -105,6 +107,43 @@ class KvBlockPool {
   std::vector<BlockId> spare_;  // unlimited pools: free blocks without cached content
   std::uint32_t in_use_ = 0;
   BlockHashMap index_;
+};
+
+// The host-memory tier of the prefix cache (dynamic tenant reuse): KV blocks
+// copied out of GPU memory, found by their chained hash, at most
+// capacity_blocks of them. A block is used when it is stored (or stored
+// again) and when a prefix hits it; a full pool evicts its least recently
+// used block to store another. The hashes of evicted blocks are remembered
+// (as many as the capacity, the oldest forgotten first) until they are
+// stored again or forget_evicted() is called, so that a request that needs
+// one can be counted as recomputing what the eviction lost. Single-threaded.
+class HostKvPool {
+ public:
+  explicit HostKvPool(std::uint64_t capacity_blocks) : capacity_(capacity_blocks) {}
+
+  std::uint64_t capacity() const { return capacity_; }
+  std::uint64_t size() const { return lru_.size(); }
+  bool contains(std::uint64_t hash) const { return held_.count(hash) != 0; }
+  // Makes the block the most recently used, evicting the least recently used
+  // one if the pool is full. Returns true when the block had to be copied in
+  // (it was not held); a pool of capacity 0 stores nothing.
+  bool store(std::uint64_t hash);
+  // Makes a held block the most recently used (a prefix hit).
+  void touch(std::uint64_t hash);
+  // Whether the block was evicted (and not stored again since).
+  bool evicted(std::uint64_t hash) const { return ghost_index_.count(hash) != 0; }
+  void forget_evicted(std::uint64_t hash);
+  std::uint64_t evictions() const { return evictions_; }
+  // The held hashes, least recently used first (tests).
+  std::vector<std::uint64_t> lru_order() const { return {lru_.begin(), lru_.end()}; }
+
+ private:
+  std::uint64_t capacity_;
+  std::uint64_t evictions_ = 0;
+  std::list<std::uint64_t> lru_;  // front: least recently used
+  std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> held_;
+  std::list<std::uint64_t> ghosts_;  // evicted, oldest first
+  std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> ghost_index_;
 };
 
 }  // namespace tokenscope::engine

@@ -112,5 +112,45 @@ TEST(KvBlockPool, DropAndListByTag) {
   EXPECT_TRUE(pool.check_invariants());
 }
 
+TEST(HostKvPool, EvictsTheLeastRecentlyUsedAndRemembersWhatItEvicted) {
+  HostKvPool pool(3);
+  EXPECT_TRUE(pool.store(11));
+  EXPECT_TRUE(pool.store(12));
+  EXPECT_TRUE(pool.store(13));
+  EXPECT_EQ(pool.lru_order(), (std::vector<std::uint64_t>{11, 12, 13}));
+  pool.touch(11);                // a hit
+  EXPECT_FALSE(pool.store(12));  // already held: no copy, most recent now
+  EXPECT_EQ(pool.lru_order(), (std::vector<std::uint64_t>{13, 11, 12}));
+  EXPECT_EQ(pool.evictions(), 0u);
+  EXPECT_TRUE(pool.store(14));  // full: 13 goes
+  EXPECT_EQ(pool.lru_order(), (std::vector<std::uint64_t>{11, 12, 14}));
+  EXPECT_EQ(pool.evictions(), 1u);
+  EXPECT_FALSE(pool.contains(13));
+  EXPECT_TRUE(pool.evicted(13));
+  EXPECT_TRUE(pool.store(13));  // back: 11 goes, 13 is no longer "evicted"
+  EXPECT_FALSE(pool.evicted(13));
+  EXPECT_TRUE(pool.evicted(11));
+  EXPECT_EQ(pool.lru_order(), (std::vector<std::uint64_t>{12, 14, 13}));
+  EXPECT_EQ(pool.evictions(), 2u);
+  pool.forget_evicted(11);
+  EXPECT_FALSE(pool.evicted(11));
+  // At most `capacity` evicted hashes are remembered, the oldest forgotten first.
+  for (std::uint64_t h = 20; h < 26; ++h) pool.store(h);  // evicts 12, 14, 13, 20, 21, 22
+  EXPECT_EQ(pool.evictions(), 8u);
+  EXPECT_EQ(pool.size(), 3u);
+  EXPECT_FALSE(pool.evicted(12));
+  EXPECT_FALSE(pool.evicted(13));
+  EXPECT_TRUE(pool.evicted(20));
+  EXPECT_TRUE(pool.evicted(22));
+}
+
+TEST(HostKvPool, CapacityZeroStoresNothing) {
+  HostKvPool pool(0);
+  EXPECT_FALSE(pool.store(5));
+  EXPECT_EQ(pool.size(), 0u);
+  EXPECT_EQ(pool.evictions(), 0u);
+  EXPECT_FALSE(pool.evicted(5));
+}
+
 }  // namespace
 }  // namespace tokenscope::engine

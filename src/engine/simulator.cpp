@@ -13,7 +13,7 @@ RecordingObserver::RecordingObserver(const workload::Workload& w, RunDirectory* 
   }
 }
 
-void RecordingObserver::on_first_scheduled(std::uint64_t, Nanos) {}
+void RecordingObserver::on_first_scheduled(std::uint64_t, Nanos, std::uint32_t) {}
 
 std::vector<Nanos>* RecordingObserver::times_of(std::uint64_t id, bool create) {
   std::uint32_t& slot = slot_of_[index_of_id_[id]];
@@ -125,6 +125,12 @@ void RecordingObserver::on_step(const StepStats& s) {
   append_uint(o, s.swap_out_bytes);
   o += ",\"swap_in_bytes\":";
   append_uint(o, s.swap_in_bytes);
+  o += ",\"host_kv_blocks\":";
+  append_uint(o, s.host_kv_blocks);
+  o += ",\"host_kv_evictions\":";
+  append_uint(o, s.host_kv_evictions);
+  o += ",\"host_kv_recomputed_blocks\":";
+  append_uint(o, s.host_kv_recomputed_blocks);
   o += '}';
   out_->steps().end_line();
 }

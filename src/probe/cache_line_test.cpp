@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <thread>
+
+#include "probe/topology.h"
 
 namespace tokenscope::probe {
 namespace {
@@ -28,16 +34,29 @@ TEST(CoherenceGranularity, SmallestDistanceWithoutSlowdown) {
   EXPECT_EQ(find_coherence_granularity(d, {3, 3, 3, 3, 3, 3}), 0);
 }
 
-TEST(CounterUpdates, EveryThreadDoesItsIncrements) {
+// Two threads pinned to one cpu: each does its increments, and together
+// they cannot have had more CPU time than the wall time of the run (the
+// concurrency is at most 1; it would be up to 2 on two cpus).
+TEST(CounterUpdates, EveryThreadDoesItsIncrementsAndSharesTheCpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &allowed)) ++cpu;
+  ASSERT_LT(cpu, CPU_SETSIZE);
+  bool pinned = false;
+  std::thread([&] { pinned = pin_current_thread(cpu); }).join();
+  if (!pinned) GTEST_SKIP() << "cannot pin a thread to cpu " << cpu << " here";
   alignas(128) static char buf[4096] = {};
-  const auto run = time_counter_updates({0, 0}, buf, 64, 1000);
+  const auto run = time_counter_updates({cpu, cpu}, buf, 64, 200'000);
   EXPECT_GT(run.seconds, 0.0);
-  EXPECT_GE(run.concurrency, 0.0);
+  EXPECT_GT(run.concurrency, 0.0);
+  EXPECT_LE(run.concurrency, 1.01);  // 1% for the thread CPU clock vs the monotonic clock
   std::uint64_t a, b;
   std::memcpy(&a, buf, 8);
   std::memcpy(&b, buf + 64, 8);
-  EXPECT_EQ(a, 1000u);
-  EXPECT_EQ(b, 1000u);
+  EXPECT_EQ(a, 200'000u);
+  EXPECT_EQ(b, 200'000u);
 }
 
 CacheLineSettings tiny() {

@@ -25,6 +25,10 @@ class Executor {
   virtual const Clock& clock() const = 0;
 };
 
+// Its timers are tracked so that shutdown() can cancel them: a pending
+// timer's task may hold a response and its connection (an injected stall),
+// which must be released while the server they belong to still exists, not
+// by io_context's destructor after it.
 class AsioExecutor final : public Executor {
  public:
   explicit AsioExecutor(boost::asio::io_context& ioc);
@@ -32,6 +36,13 @@ class AsioExecutor final : public Executor {
   void post(std::function<void()> f) override;
   void post_at(Nanos t, std::function<void()> f) override;
   const Clock& clock() const override { return clock_; }
+  // Cancels every pending timer; from now on nothing posted runs (tasks
+  // already queued included) and what is posted is dropped at once. Call it
+  // once the io_context has stopped (no thread runs it), then poll() the
+  // io_context: the cancelled handlers run and release what their tasks hold.
+  void shutdown();
+  // Timers not yet fired or cancelled (tests).
+  std::size_t pending_timers() const;
 
  private:
   struct Impl;

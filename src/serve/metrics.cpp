@@ -124,6 +124,15 @@ void ServeMetrics::on_step(std::uint32_t running, std::uint32_t waiting, double 
   swap_in_bytes_ += swap_in_delta;
 }
 
+void ServeMetrics::set_host_kv(std::uint64_t blocks, std::uint64_t capacity_blocks,
+                               std::uint64_t evictions_total, std::uint64_t recomputed_total) {
+  std::lock_guard lock(mutex_);
+  host_kv_blocks_ = blocks;
+  host_kv_capacity_ = capacity_blocks;
+  host_kv_evictions_ = evictions_total;
+  host_kv_recomputed_ = recomputed_total;
+}
+
 void ServeMetrics::set_queue(std::uint32_t running, std::uint32_t waiting) {
   std::lock_guard lock(mutex_);
   running_ = running;
@@ -181,6 +190,12 @@ double ServeMetrics::value(const std::string& name, const std::string& label) co
   if (name == "vllm:prompt_tokens_total") return static_cast<double>(prompt_tokens_);
   if (name == "vllm:generation_tokens_total") return static_cast<double>(generation_tokens_);
   if (name == "vllm:num_preemptions_total") return static_cast<double>(preemptions_);
+  if (name == "tokenscope:host_kv_usage_perc")
+    return host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
+                             : 0.0;
+  if (name == "tokenscope:host_kv_blocks") return static_cast<double>(host_kv_blocks_);
+  if (name == "tokenscope:host_kv_evictions_total") return static_cast<double>(host_kv_evictions_);
+  if (name == "tokenscope:host_kv_recomputed_blocks_total") return static_cast<double>(host_kv_recomputed_);
   if (name == "vllm:request_success_total") {
     const auto it = success_.find(label);
     return it == success_.end() ? 0.0 : static_cast<double>(it->second);
@@ -248,6 +263,19 @@ std::string ServeMetrics::render() const {
   sample(out, "tokenscope:kv_swap_out_bytes_total", l, static_cast<double>(swap_out_bytes_));
   header(out, "tokenscope:kv_swap_in_bytes_total", "counter", "KV bytes moved from host to GPU memory.");
   sample(out, "tokenscope:kv_swap_in_bytes_total", l, static_cast<double>(swap_in_bytes_));
+  header(out, "tokenscope:host_kv_usage_perc", "gauge",
+         "Host KV pool usage (dynamic tenant reuse). 1 means 100 percent usage.");
+  sample(out, "tokenscope:host_kv_usage_perc", l,
+         host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
+                           : 0.0);
+  header(out, "tokenscope:host_kv_blocks", "gauge", "KV blocks held in the host pool.");
+  sample(out, "tokenscope:host_kv_blocks", l, static_cast<double>(host_kv_blocks_));
+  header(out, "tokenscope:host_kv_evictions_total", "counter",
+         "KV blocks evicted from the full host pool, least recently used first.");
+  sample(out, "tokenscope:host_kv_evictions_total", l, static_cast<double>(host_kv_evictions_));
+  header(out, "tokenscope:host_kv_recomputed_blocks_total", "counter",
+         "Evicted host KV blocks that a request needed again and recomputed.");
+  sample(out, "tokenscope:host_kv_recomputed_blocks_total", l, static_cast<double>(host_kv_recomputed_));
   header(out, "tokenscope:faults_injected_total", "counter", "Faults injected into responses, by kind.");
   for (const char* kind : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"}) {
     const auto it = faults_.find(kind);

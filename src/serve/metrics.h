@@ -61,6 +61,11 @@ class ServeMetrics {
                std::uint64_t generation_tokens_delta, std::uint64_t queries_delta, std::uint64_t hits_delta,
                std::uint64_t preemptions_delta, std::uint64_t tenant_switches_delta,
                std::uint64_t swap_out_delta, std::uint64_t swap_in_delta);
+  // The host KV pool (dynamic tenant reuse) after a step: blocks held, its
+  // capacity, and the engine's totals of evictions and of evicted blocks
+  // recomputed.
+  void set_host_kv(std::uint64_t blocks, std::uint64_t capacity_blocks, std::uint64_t evictions_total,
+                   std::uint64_t recomputed_total);
   // Queue gauges between steps (after admissions and aborts).
   void set_queue(std::uint32_t running, std::uint32_t waiting);
   void on_inter_token(double seconds);
@@ -81,6 +86,7 @@ class ServeMetrics {
   std::uint64_t prefix_queries_ = 0, prefix_hits_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0,
                 preemptions_ = 0;
   std::uint64_t steps_ = 0, tenant_switches_ = 0, swap_out_bytes_ = 0, swap_in_bytes_ = 0;
+  std::uint64_t host_kv_blocks_ = 0, host_kv_capacity_ = 0, host_kv_evictions_ = 0, host_kv_recomputed_ = 0;
   std::size_t connections_ = 0;
   std::map<std::string, std::uint64_t> success_;  // by finished_reason
   std::map<std::string, std::uint64_t> faults_;   // by kind

@@ -96,13 +96,17 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
   auto parsed = parse_generation_request(api, req.body, settings_.parse);
   if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*responder, *e);
   const Fault fault = faults_.enabled() ? faults_.next() : Fault{};
+  // An injected HTTP error names the response id the request would have had,
+  // as the emission trace does, so a client's outcome can be matched to it.
   if (fault.kind == FaultKind::kHttp5xx) {
-    metrics_.on_fault("http_5xx");
-    return reply_error(*responder, ApiError{500, "injected fault: internal server error", ""});
+    const std::string id = core_.new_response_id(api);
+    core_.record_fault(fault.kind, id);
+    return reply_error(*responder, ApiError{500, "injected fault: internal server error (" + id + ")", ""});
   }
   if (fault.kind == FaultKind::kHttp429) {
-    metrics_.on_fault("http_429");
-    return reply_error(*responder, ApiError{429, "injected fault: too many requests", ""},
+    const std::string id = core_.new_response_id(api);
+    core_.record_fault(fault.kind, id);
+    return reply_error(*responder, ApiError{429, "injected fault: too many requests (" + id + ")", ""},
                        {{"Retry-After", "1"}});
   }
   core_.submit(std::move(std::get<GenerationRequest>(parsed)), std::move(responder), fault);

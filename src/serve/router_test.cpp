@@ -152,6 +152,65 @@ TEST_F(Api, StreamingChatWithUsage) {
   EXPECT_GT(r->write_times[1] - 1'000'000'000, 5'000'000);  // at least one 6 ms step
 }
 
+// A request that shares a long prefix with one that finished before it
+// reports the prefix tokens it found cached: whole blocks of the common
+// prefix (as vLLM), the same count the engine adds to its prefix-cache hits.
+// Completions and chat, streamed (include_usage) and whole.
+TEST_F(Api, UsageReportsTheCachedPrefixTokens) {
+  std::string shared = "Once upon a time";
+  for (int i = 0; i < 30; ++i) shared += " the old king of the north had seven sons and a dog";
+  for (const bool chat : {false, true}) {
+    for (const bool stream : {false, true}) {
+      build();  // an empty cache for each case
+      auto body_with = [&](const std::string& text) {
+        json j = {{"max_tokens", 3}, {"ignore_eos", true}, {"stream", stream}};
+        if (chat)
+          j["messages"] = json::array({{{"role", "user"}, {"content", text}}});
+        else
+          j["prompt"] = text;
+        if (stream) j["stream_options"] = {{"include_usage", true}};
+        return j;
+      };
+      auto usage_of = [&](const std::string& text) {
+        const auto r =
+            call("POST", chat ? "/v1/chat/completions" : "/v1/completions", body_with(text).dump());
+        EXPECT_EQ(r->status, 200);
+        if (!stream) return body_of(*r)["usage"];
+        const auto ev = r->events();
+        EXPECT_GE(ev.size(), 2u);
+        return ev[ev.size() - 2]["usage"];  // the usage chunk before [DONE]
+      };
+      auto tokens_of = [&](const std::string& text) {
+        json j = body_with(text);
+        j.erase("max_tokens");
+        j.erase("ignore_eos");
+        j.erase("stream");
+        j.erase("stream_options");
+        return body_of(*call("POST", "/tokenize", j.dump()))["tokens"].get<std::vector<int>>();
+      };
+      const std::string first = shared + " who ran away", second = shared + " who stayed home";
+      const auto a = tokens_of(first), b = tokens_of(second);
+      std::size_t common = 0;
+      while (common < a.size() && common < b.size() && a[common] == b[common]) ++common;
+      ASSERT_GT(common, 64u);
+      const std::uint64_t expected = common / 16 * 16;  // whole 16-token blocks
+
+      const auto u1 = usage_of(first);
+      EXPECT_EQ(u1["prompt_tokens_details"]["cached_tokens"], 0) << chat << stream;
+      const double hits_before = metrics->value("vllm:prefix_cache_hits_total");
+      const auto u2 = usage_of(second);
+      EXPECT_EQ(u2["prompt_tokens"], b.size());
+      EXPECT_EQ(u2["prompt_tokens_details"]["cached_tokens"], expected)
+          << "chat " << chat << " stream " << stream;
+      EXPECT_EQ(metrics->value("vllm:prefix_cache_hits_total") - hits_before, static_cast<double>(expected));
+      const std::string m = call("GET", "/metrics")->response->body;  // the first request hit nothing
+      EXPECT_NE(m.find("vllm:prefix_cache_hits_total{model_name=\"llama-3-8b\",engine=\"0\"} " +
+                       std::to_string(expected) + ".0\n"),
+                std::string::npos);
+    }
+  }
+}
+
 TEST_F(Api, SeveralPromptsAreSeveralChoices) {
   const auto r = call("POST", "/v1/completions",
                       R"({"prompt": ["a b", "c d"], "max_tokens": 3, "ignore_eos": true, "stream": true})");
@@ -245,6 +304,10 @@ TEST_F(Api, MetricsUseVllmNamesLabelsAndBuckets) {
                                 "vllm:prompt_tokens_total{",
                                 "tokenscope:faults_injected_total{" + labels + ",kind=\"reset\"} 0.0",
                                 "tokenscope:steps_total{",
+                                "# TYPE tokenscope:host_kv_usage_perc gauge",
+                                "tokenscope:host_kv_blocks{" + labels + "} 0.0",
+                                "tokenscope:host_kv_evictions_total{" + labels + "} 0.0",
+                                "tokenscope:host_kv_recomputed_blocks_total{" + labels + "} 0.0",
                                 "tokenscope:emission_lag_seconds_count{" + labels + "} 0.0"})
     EXPECT_NE(m.find(needle), std::string::npos) << needle;
 }
@@ -254,6 +317,10 @@ TEST_F(Api, InjectedHttpFaultsAreCounted) {
   const auto r = call("POST", "/v1/completions", R"({"prompt": "x"})");
   EXPECT_EQ(r->status, 500);
   EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "http_5xx"), 1.0);
+  // The message names the response id the request would have had (and the
+  // emission trace the same id), so a client's outcome can be matched to it.
+  const std::string message = body_of(*r)["error"]["message"];
+  EXPECT_EQ(message.rfind("injected fault: internal server error (cmpl-", 0), 0u) << message;
   build("", "http_429=1");
   const auto t = call("POST", "/v1/completions", R"({"prompt": "x"})");
   EXPECT_EQ(t->status, 429);

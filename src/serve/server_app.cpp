@@ -92,7 +92,7 @@ const ServeMetrics& ServerApp::metrics() const {
   return impl_->metrics;
 }
 
-void ServerApp::stop(double grace_s) {
+void ServerApp::stop(double grace_s, double linger_s) {
   if (impl_->stopped) return;
   impl_->stopped = true;
   if (impl_->threads.empty()) return;
@@ -101,7 +101,7 @@ void ServerApp::stop(double grace_s) {
   auto deadline = std::make_shared<std::chrono::steady_clock::time_point>();
   auto wait = std::make_shared<std::function<void()>>();
   *wait = [this, linger, deadline, wait_weak = std::weak_ptr<std::function<void()>>(wait)] {
-    // Let the last bytes reach the clients, for at most two seconds.
+    // Let the last bytes reach the clients, for at most linger_s.
     if (impl_->server.connections() == 0 || std::chrono::steady_clock::now() > *deadline)
       return impl_->ioc.stop();
     linger->expires_after(std::chrono::milliseconds(5));
@@ -109,11 +109,13 @@ void ServerApp::stop(double grace_s) {
       if (auto w = wait_weak.lock()) (*w)();
     });
   };
-  asio::post(ioc, [this, grace_s, deadline, wait] {
+  asio::post(ioc, [this, grace_s, linger_s, deadline, wait] {
     impl_->server.drain();
-    impl_->core.shutdown(grace_s, [this, deadline, wait] {
-      asio::post(impl_->ioc, [this, deadline, wait] {
-        *deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    impl_->core.shutdown(grace_s, [this, linger_s, deadline, wait] {
+      asio::post(impl_->ioc, [this, linger_s, deadline, wait] {
+        *deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(linger_s));
         impl_->server.drain();
         (*wait)();
       });
@@ -121,6 +123,13 @@ void ServerApp::stop(double grace_s) {
   });
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  // Engine timers still pending (a stall or a slow first byte that outlasts
+  // the linger) hold responses and their connections: cancel them and run
+  // their handlers now, so the connections go while the server they count
+  // in still exists (io_context's destructor would release them after it).
+  impl_->executor.shutdown();
+  impl_->ioc.restart();
+  impl_->ioc.poll();
   if (impl_->trace) impl_->trace->flush();
 }
 

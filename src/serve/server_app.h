@@ -41,9 +41,10 @@ class ServerApp {
   // Binds and starts the I/O threads; throws UsageError when the port is taken.
   void start();
   std::uint16_t port() const;
-  // Lets streams finish for grace_s, then ends them, closes connections and
-  // joins the threads. Idempotent.
-  void stop(double grace_s = 0.0);
+  // Lets streams finish for grace_s, then ends them, lets the last bytes
+  // reach the clients for at most linger_s while connections stay open,
+  // closes them and joins the threads. Idempotent.
+  void stop(double grace_s = 0.0, double linger_s = 2.0);
   const ServeMetrics& metrics() const;
 
  private:

@@ -42,6 +42,19 @@ void EmissionTrace::record_request(std::uint64_t request, const std::string& res
   writer_.end_line();
 }
 
+void EmissionTrace::record_fault(std::string_view kind, const std::string& response_id, Nanos t_ns) {
+  std::lock_guard lock(mutex_);
+  std::string& o = writer_.begin_line();
+  o += "{\"fault\":";
+  jsonout::append_string(o, kind);
+  o += ",\"resp\":";
+  jsonout::append_string(o, response_id);
+  o += ",\"t_ns\":";
+  jsonout::append_int(o, t_ns);
+  o += '}';
+  writer_.end_line();
+}
+
 void EmissionTrace::flush() {
   std::lock_guard lock(mutex_);
   writer_.flush();
@@ -72,8 +85,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder,
                Fault fault)
       : core_(core), req_(std::move(req)), responder_(std::move(responder)), fault_(fault) {
-    id_ = fmt::format("{}-{:016x}", req_.api == Api::kChat ? "chatcmpl" : "cmpl",
-                      mix64(core.next_response_serial()));
+    id_ = core.new_response_id(req_.api);
     created_ = static_cast<std::int64_t>(std::time(nullptr));
   }
 
@@ -204,22 +216,21 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
 
   // Returns true when the fault ended the request.
   bool apply_midstream_fault() {
-    const std::string kind(fault_name(fault_.kind));
     switch (fault_.kind) {
       case FaultKind::kReset:
-        core_.metrics().on_fault(kind);
+        core_.record_fault(fault_.kind, id_);
         for (auto& c : choices_)
           if (!c.done) core_.abort_request(c.engine_id);
         core_.reset(responder_);
         finish_task();
         return true;
       case FaultKind::kStall:
-        core_.metrics().on_fault(kind);
+        core_.record_fault(fault_.kind, id_);
         stall_until_ = fault_time_ + static_cast<Nanos>(fault_.duration_ms * 1e6);
         core_.executor().post_at(stall_until_, [self = shared_from_this()] { self->release_stall(); });
         return false;
       case FaultKind::kMalformed:
-        core_.metrics().on_fault(kind);
+        core_.record_fault(fault_.kind, id_);
         if (req_.stream)
           write("data: {\"id\": \"malformed-event\", \"choices\": [\n\n", -1, 0, 0);
         else
@@ -393,7 +404,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
   }
   tasks_.push_back(task);
   if (task->fault().kind == FaultKind::kSlowFirstByte) {
-    metrics_.on_fault("slow_first_byte");
+    record_fault(FaultKind::kSlowFirstByte, task->id());
     executor_.post_at(executor_.clock().now_ns() + static_cast<Nanos>(task->fault().duration_ms * 1e6),
                       [this, task] {
                         if (!task->finished()) admit(task);
@@ -425,6 +436,16 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task) {
   metrics_.set_queue(static_cast<std::uint32_t>(engine_->num_running()),
                      static_cast<std::uint32_t>(engine_->num_waiting()));
   ensure_stepping();
+}
+
+std::string ServingCore::new_response_id(Api api) {
+  return fmt::format("{}-{:016x}", api == Api::kChat ? "chatcmpl" : "cmpl",
+                     mix64(response_serial_.fetch_add(1)));
+}
+
+void ServingCore::record_fault(FaultKind kind, const std::string& response_id) {
+  metrics_.on_fault(std::string(fault_name(kind)));
+  if (trace_) trace_->record_fault(fault_name(kind), response_id, executor_.clock().now_ns());
 }
 
 void ServingCore::ensure_stepping() {
@@ -520,6 +541,13 @@ void ServingCore::deliver(std::vector<Event>& events) {
   }
 }
 
+void ServingCore::on_first_scheduled(std::uint64_t id, Nanos, std::uint32_t cached_tokens) {
+  // The response's usage is built when its last token is delivered, before
+  // the engine's finish event: record the cached tokens now.
+  const auto it = by_engine_id_.find(id);
+  if (it != by_engine_id_.end()) it->second.first->choices()[it->second.second].cached_tokens = cached_tokens;
+}
+
 void ServingCore::on_token(std::uint64_t id, Nanos t, workload::TokenId token) {
   pending_.push_back({Event::Kind::kToken, id, t, token, {}, {}});
 }
@@ -556,6 +584,8 @@ void ServingCore::on_step(const engine::StepStats& s) {
       c.prefix_hits_tokens - last_counters_.prefix_hits_tokens, c.preemptions - last_counters_.preemptions,
       c.tenant_switches - last_counters_.tenant_switches, c.swap_out_bytes - last_counters_.swap_out_bytes,
       c.swap_in_bytes - last_counters_.swap_in_bytes);
+  metrics_.set_host_kv(s.host_kv_blocks, engine_->effective().num_host_kv_blocks, c.host_kv_evictions,
+                       c.host_kv_recomputed_blocks);
   last_counters_ = c;
 }
 

@@ -28,14 +28,17 @@ namespace tokenscope::serve {
 
 // --trace-emissions: one JSON line per token written to a stream:
 // {"req": engine request id, "i": token index, "engine_ns": emission time,
-//  "write_ns": when it was handed to the socket} (monotonic clock), and one
+//  "write_ns": when it was handed to the socket} (monotonic clock), one
 // line per request as the engine admits it: {"req": id, "resp": the
-// response's "id" ("cmpl-..."), "arrival_ns": admission time}.
+// response's "id" ("cmpl-..."), "arrival_ns": admission time}, and one line
+// per injected fault as it takes effect: {"fault": kind, "resp": the id of
+// the response it hit, "t_ns"}.
 class EmissionTrace {
  public:
   explicit EmissionTrace(const std::string& path);
   void record(std::uint64_t request, std::uint32_t index, Nanos engine_ns, Nanos write_ns);
   void record_request(std::uint64_t request, const std::string& response_id, Nanos arrival_ns);
+  void record_fault(std::string_view kind, const std::string& response_id, Nanos t_ns);
   void flush();
 
  private:
@@ -68,10 +71,19 @@ class ServingCore final : public engine::EngineObserver {
   // grace_s, then ends them with an error; calls done() on the executor.
   void shutdown(double grace_s, std::function<void()> done);
   bool accepting() const { return accepting_.load(); }
+  // Thread-safe: a fresh response id, "cmpl-<16 hex>" or "chatcmpl-<16 hex>".
+  std::string new_response_id(Api api);
+  // Thread-safe: counts a fault that takes effect now
+  // (tokenscope:faults_injected_total) and writes it to the emission trace
+  // with the id of the response it hit.
+  void record_fault(FaultKind kind, const std::string& response_id);
   // Requests in progress (engine context; for tests).
   std::size_t active() const { return tasks_.size(); }
 
-  // EngineObserver: events are buffered and delivered at the step's end time.
+  // EngineObserver: events are buffered and delivered at the step's end time,
+  // except the cached prompt tokens of a request (known when it is first
+  // scheduled), which its usage needs whenever the response ends.
+  void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
   void on_token(std::uint64_t id, Nanos t, workload::TokenId token) override;
   void on_finish(const engine::FinishedRequest& r) override;
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
@@ -91,7 +103,6 @@ class ServingCore final : public engine::EngineObserver {
   void end_stream(const std::shared_ptr<net::Responder>& r);
   void respond(const std::shared_ptr<net::Responder>& r, net::HttpResponse response);
   void reset(const std::shared_ptr<net::Responder>& r);
-  std::uint64_t next_response_serial() { return response_serial_.fetch_add(1); }
   void task_done(const std::shared_ptr<ResponseTask>& task);
 
  private:

@@ -237,6 +237,35 @@ TEST_F(Serve, GracefulShutdownEndsLongStreamsWithAnErrorEvent) {
   EXPECT_NE(all.find("\r\n0\r\n\r\n"), std::string::npos);  // the chunked body was terminated
 }
 
+// SIGTERM while an injected stall (6 s) outlasts the grace period and the
+// 2 s linger: the stall's timer, which holds the stream and its connection,
+// is cancelled and released before the server goes, and the process exits
+// 0 (under AddressSanitizer it reported a heap-use-after-free at exit).
+TEST_F(Serve, SigtermWhileAStallOutlastsTheLingerExitsCleanly) {
+  Server server(dir_, {"--shutdown-grace-s", "0", "--fixed-step-ms", "1", "--faults", "stall=1@6000"});
+  RawClient client(server.port());
+  client.send(
+      post("/v1/completions", R"({"prompt": "x", "max_tokens": 10, "ignore_eos": true, "stream": true})"));
+  const std::string stalled =
+      "tokenscope:faults_injected_total{model_name=\"llama-3-8b\",engine=\"0\",kind=\"stall\"} 1";
+  std::string seen;
+  std::unique_ptr<ProcessResult> result;
+  client.read_all([&](std::string_view d, std::int64_t) {
+    seen.append(d);
+    std::size_t events = 0;
+    for (std::size_t p = seen.find("data: {"); p != std::string::npos; p = seen.find("data: {", p + 1))
+      ++events;
+    if (!result && events >= 4) {  // tokens 1-4; the 5th stalls
+      for (int i = 0; i < 100 && curl({server.url("/metrics")}).out.find(stalled) == std::string::npos; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      result = std::make_unique<ProcessResult>(server.stop(SIGTERM));
+    }
+  });
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->exit_code, 0) << result->err;
+  EXPECT_NE(seen.find("shutting down"), std::string::npos) << seen;
+}
+
 TEST_F(Serve, ConnectionLimitAnswers503WithRetryAfter) {
   Server server(dir_, {"--max-connections", "2"});
   RawClient a(server.port()), b(server.port());
