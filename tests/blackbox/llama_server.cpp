@@ -162,6 +162,37 @@ std::vector<int> LlamaServer::tokenize(const std::string& content, bool add_spec
   return j["tokens"].get<std::vector<int>>();
 }
 
+std::vector<std::vector<int>> LlamaServer::tokenize_all(const std::vector<std::string>& contents,
+                                                        bool add_special) const {
+  static std::atomic<int> seq{0};
+  const auto dir = dir_ / ("tokenize_all." + std::to_string(seq++));
+  fs::create_directories(dir);
+  std::vector<std::string> args = {kCurl, "-sS"};
+  for (std::size_t i = 0; i < contents.size(); ++i) {
+    const auto req = dir / (std::to_string(i) + ".json");
+    std::ofstream(req) << json{{"content", contents[i]}, {"add_special", add_special}}.dump();
+    if (i > 0) args.push_back("--next");
+    // A connection each: on a reused connection llama-server's answers come about 40 ms
+    // late (50 requests: 2.2 s kept alive, 0.16 s with Connection: close).
+    args.insert(args.end(), {"--max-time", "10", "-H", "Connection: close", "-H",
+                             "Content-Type: application/json", "--data-binary", "@" + req.string(), "-o",
+                             (dir / (std::to_string(i) + ".out")).string(), url("/tokenize")});
+  }
+  const auto r = run_process(args, 15 + 0.5 * static_cast<double>(contents.size()));
+  std::vector<std::vector<int>> out;
+  for (std::size_t i = 0; i < contents.size(); ++i) {
+    const std::string body = read_file(dir / (std::to_string(i) + ".out"));
+    const auto j = json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.contains("tokens")) {
+      fs::remove_all(dir);
+      throw std::runtime_error("POST /tokenize of text " + std::to_string(i) + ": " + body + r.err);
+    }
+    out.push_back(j["tokens"].get<std::vector<int>>());
+  }
+  fs::remove_all(dir);
+  return out;
+}
+
 std::string LlamaServer::slots_json() const {
   const auto [status, body] = get("/slots");
   if (status != 200) throw std::runtime_error("GET /slots: status " + std::to_string(status) + ": " + body);

@@ -112,6 +112,9 @@ class LlamaServer {
   std::map<std::string, double> metrics() const;
   // POST /tokenize {"content", "add_special"}: the token ids.
   std::vector<int> tokenize(const std::string& content, bool add_special) const;
+  // The same for many texts, one curl process for all (a connection each).
+  std::vector<std::vector<int>> tokenize_all(const std::vector<std::string>& contents,
+                                             bool add_special) const;
   // GET /slots (needs --slots): the JSON text.
   std::string slots_json() const;
   // GET path: {status, body}.

@@ -601,12 +601,12 @@ TEST_F(Llama, PromptWordsAreOneTokenEach) {
     SCOPED_TRACE(vocab_name(v));
     auto s = start_vocab(v, {.context_tokens = 1024, .slots = 1, .extra = {}}, "server-" + vocab_name(v));
     int wrong = 0;
-    for (const auto& text : word_sequences(20, 500, 7)) {
-      const auto ids = s->tokenize(text, /*add_special=*/false);
-      if (ids.size() != 500u && ++wrong <= 3)
-        ADD_FAILURE() << vocab_name(v) << ": 500 words are " << ids.size()
-                      << " tokens: " << text.substr(0, 300);
-    }
+    const auto texts = word_sequences(20, 500, 7);
+    const auto ids = s->tokenize_all(texts, /*add_special=*/false);
+    for (std::size_t i = 0; i < texts.size(); ++i)
+      if (ids[i].size() != 500u && ++wrong <= 3)
+        ADD_FAILURE() << vocab_name(v) << ": 500 words are " << ids[i].size()
+                      << " tokens: " << texts[i].substr(0, 300);
     EXPECT_EQ(wrong, 0) << "sequences not of 500 tokens";
   }
 }
@@ -754,12 +754,16 @@ TEST_F(Llama, HfVocabulariesTokenizeAsTheReference) {
     fs::create_directories(dir_ / name);
     const auto ref = node_reference(name, corpus, dir_ / name);
     ASSERT_EQ(ref.plain.size(), corpus.size());
+    const auto plain = s->tokenize_all(corpus, /*add_special=*/false);
+    const auto special_ids = s->tokenize_all(
+        std::vector<std::string>(corpus.begin(), corpus.begin() + static_cast<std::ptrdiff_t>(edge_cases)),
+        true);
     int wrong = 0;
     std::size_t tokens = 0;
     for (std::size_t i = 0; i < corpus.size(); ++i) {
       for (const bool special : {false, true}) {
         if (special && i >= edge_cases) break;
-        const auto got = s->tokenize(corpus[i], special);
+        const auto& got = special ? special_ids[i] : plain[i];
         const auto& want = special ? ref.special[i] : ref.plain[i];
         tokens += want.size();
         if (got != want && ++wrong <= 5)
@@ -771,8 +775,8 @@ TEST_F(Llama, HfVocabulariesTokenizeAsTheReference) {
               << " differ\n";
     EXPECT_EQ(wrong, 0);
     int long_sequences = 0;
-    for (const auto& text : word_sequences(5, 500, 11))
-      long_sequences += s->tokenize(text, false).size() == 500u ? 0 : 1;
+    for (const auto& ids : s->tokenize_all(word_sequences(5, 500, 11), false))
+      long_sequences += ids.size() == 500u ? 0 : 1;
     EXPECT_EQ(long_sequences, 0) << "sequences of 500 prompt words that are not 500 tokens";
   }
 }
