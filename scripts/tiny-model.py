@@ -46,6 +46,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -263,11 +264,7 @@ def hf_tokenizer_fields(gguf, path: Path, tok: dict, pre: str) -> tuple[list[tup
     `tok`) and the chat template. Follows convert_hf_to_gguf.py
     (get_vocab_base, _set_vocab_gpt2) and gguf-py's SpecialVocab without
     needing the transformers library."""
-    model = tok.get("model") or {}
-    if model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
-        fail(f"{path}: model.type {model.get('type')!r}: only BPE models convert to llama.cpp's gpt2 vocabulary")
-    if model.get("byte_fallback"):
-        fail(f"{path}: a BPE model with byte_fallback is SentencePiece-like (llama.cpp's spm), not byte-level BPE")
+    model = tok["model"]
     if pre in HF_PRE_IGNORE_MERGES and bool(model.get("ignore_merges", False)) != HF_PRE_IGNORE_MERGES[pre]:
         print(f"tiny-model.py: warning: {path}: model.ignore_merges is {model.get('ignore_merges')}, "
               f"llama.cpp's {pre!r} has {HF_PRE_IGNORE_MERGES[pre]}", file=sys.stderr)
@@ -421,7 +418,20 @@ def main() -> None:
             tok = json.loads(a.hf.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             fail(f"{a.hf}: not a tokenizer.json: {e}")
-        return tok, a.pre or hf_pre_name(tok, a.hf)
+        model = tok.get("model") if isinstance(tok, dict) else None
+        if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
+            fail(f"{a.hf}: model.type {(model or {}).get('type')!r}: only BPE models convert to llama.cpp's "
+                 "gpt2 vocabulary")
+        if model.get("byte_fallback"):
+            fail(f"{a.hf}: a BPE model with byte_fallback is SentencePiece-like (llama.cpp's spm), "
+                 "not byte-level BPE")
+        pre = a.pre or hf_pre_name(tok, a.hf)
+        vocab_cpp = a.llama_src / "src" / "llama-vocab.cpp"
+        if vocab_cpp.is_file():
+            known = set(re.findall(r'tokenizer_pre == "([^"]+)"', vocab_cpp.read_text(encoding="utf-8")))
+            if known and pre not in known:
+                fail(f"--pre {pre}: llama.cpp ({vocab_cpp}) knows {', '.join(sorted(known))}")
+        return tok, pre
 
     tok: dict = {}
     if a.out is None:
