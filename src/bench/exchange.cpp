@@ -209,7 +209,7 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     record_.t_last_token = e.t_first_byte;
     record_.event_times.push_back(e.t_first_byte);
     event_chars_.push_back(static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size())));
-    if (keep_text_) text_ += c.text;
+    if (keep_text_ || counter_) text_ += c.text;
   }
   if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
   if (c.usage) {
@@ -265,7 +265,7 @@ void ResponseCollector::finish_body(Nanos t) {
     record_.prompt_tokens = c.usage->prompt_tokens;
     record_.cached_tokens = c.usage->cached_tokens;
   }
-  if (keep_text_) text_ = c.text;
+  if (keep_text_ || counter_) text_ = c.text;
   // Without a stream the whole output arrives at once: one event at the end.
   if (c.has_output || usage_completion_ > 0) {
     record_.t_first_token = record_.t_last_token = t;
@@ -305,6 +305,11 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
   // Counts are recorded whatever the outcome: a broken stream still shows
   // what arrived before it broke.
   record_.output_tokens = usage_completion_;
+  if (usage_completion_ < 0 && counter_ && !failed_) {  // no usage from the server: count the text
+    record_.output_tokens = static_cast<std::int64_t>(counter_->count(text_, false));
+    record_.output_tokens_counted_by_client = true;
+    usage_completion_ = record_.output_tokens;
+  }
   record_.output_tokens_client = stream_ ? static_cast<std::int64_t>(record_.event_times.size()) : -1;
   split_tokens();
   // Moved out first: the callback may hand this collector to the next request
