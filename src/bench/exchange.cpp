@@ -217,6 +217,13 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     record_.prompt_tokens = c.usage->prompt_tokens;
     record_.cached_tokens = c.usage->cached_tokens;
   }
+  if (c.timings) take_timings(*c.timings);
+}
+
+void ResponseCollector::take_timings(const ChunkTimings& t) {
+  record_.server_prompt_ms = t.prompt_ms;
+  record_.server_prompt_evaluated = t.prompt_n;
+  record_.server_decode_ms = t.predicted_ms;
 }
 
 void ResponseCollector::split_tokens() {
@@ -266,6 +273,7 @@ void ResponseCollector::finish_body(Nanos t) {
     record_.cached_tokens = c.usage->cached_tokens;
   }
   if (keep_text_ || counter_) text_ = c.text;
+  if (c.timings) take_timings(*c.timings);
   // Without a stream the whole output arrives at once: one event at the end.
   if (c.has_output || usage_completion_ > 0) {
     record_.t_first_token = record_.t_last_token = t;

@@ -116,6 +116,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   void finish_stream();
   void finish_body(Nanos t);
   void split_tokens();
+  void take_timings(const ChunkTimings& t);
 
   RequestRecord record_;
   bool stream_ = true;
