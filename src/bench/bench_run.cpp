@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "bench/bench_workload.h"
+#include "bench/prompt_text.h"
 #include "bench/requests_csv.h"
 #include "bench/runner.h"
 #include "bench/schedule.h"
@@ -182,8 +183,78 @@ struct ServerSide {
   std::optional<engine::EffectiveEngine> eff;
 };
 
+// Asks the target's /tokenize (llama.cpp, vLLM, tokenscope serve) how long a
+// sample of the prompts really is; a JSON object for run.json.
+nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOptions& copt,
+                                    const std::string& api_key, const std::string& model,
+                                    const workload::Workload& w, const LoadPlan& plan, const PromptBuilder& prompts,
+                                    bool chat, std::size_t sample) {
+  nlohmann::json out = {{"endpoint", "/tokenize"}};
+  std::int64_t planned = 0, counted = 0, max_diff = 0;
+  std::size_t n = 0, exact = 0;
+  std::vector<std::uint32_t> picks;
+  if (!plan.schedule.empty()) {
+    const std::size_t step = std::max<std::size_t>(1, plan.schedule.size() / sample);
+    for (std::size_t i = 0; i < plan.schedule.size() && picks.size() < sample; i += step)
+      picks.push_back(plan.schedule[i].first);
+  } else {
+    for (std::uint32_t i = 0; i < w.requests.size() && picks.size() < sample; ++i) picks.push_back(i);
+  }
+  for (const std::uint32_t i : picks) {
+    const auto& req = w.requests[i];
+    if (!plan.turns.empty() && plan.turns[i].turn > 0) continue;
+    const std::string text = prompts.text(req);
+    net::FetchRequest fr;
+    fr.method = "POST";
+    fr.path = "/tokenize";
+    // llama.cpp reads "content" and "add_special"; vLLM and tokenscope serve
+    // "prompt" and "add_special_tokens" (each ignores the other's names).
+    nlohmann::json body = {{"model", model}, {"prompt", text}, {"content", text},
+                           {"add_special", !chat}, {"add_special_tokens", !chat}};
+    fr.body = body.dump();
+    if (!api_key.empty()) fr.headers.emplace_back("Authorization", "Bearer " + api_key);
+    fr.timeout_s = 10;
+    const net::FetchResult r = net::fetch(ep, copt, fr);
+    if (!r.ok()) {
+      out["available"] = false;
+      out["reason"] = r.error.empty() ? fmt::format("HTTP {}", r.status) : r.error;
+      return out;
+    }
+    std::int64_t count = -1;
+    try {
+      const auto j = nlohmann::json::parse(r.body);
+      if (j.contains("count") && j["count"].is_number_integer())
+        count = j["count"].get<std::int64_t>();
+      else if (j.contains("tokens") && j["tokens"].is_array())
+        count = static_cast<std::int64_t>(j["tokens"].size());
+    } catch (const std::exception&) {
+    }
+    if (count < 0) {
+      out["available"] = false;
+      out["reason"] = "the answer holds no token count";
+      return out;
+    }
+    const std::int64_t p = prompts.planned_tokens(req);
+    planned += p;
+    counted += count;
+    exact += count == p;
+    max_diff = std::max<std::int64_t>(max_diff, std::abs(count - p));
+    ++n;
+  }
+  out["available"] = true;
+  out["sampled"] = n;
+  out["what"] = chat ? "the messages' content, without the chat template" : "the whole prompt, special tokens included";
+  out["planned_tokens"] = planned;
+  out["server_tokens"] = counted;
+  out["ratio"] = planned > 0 ? static_cast<double>(counted) / static_cast<double>(planned) : 0.0;
+  out["exact"] = exact;
+  out["max_abs_diff"] = max_diff;
+  return out;
+}
+
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
-                  const std::atomic<bool>& interrupted, std::ostream& log) {
+                  const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
+                  std::ostream& log) {
   const double cpu_start = cpu_seconds();
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
@@ -252,8 +323,15 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   summary.set_slo_from_schedule(!p.plan.closed_loop);
   VllmCompat compat;
 
+  const PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions);
+  // The server's own count of a sample of prompts, before the load starts.
+  nlohmann::json prompt_check =
+      o.prompt_check_sample > 0 ? check_prompt_lengths(endpoint, copt, o.api_key, rs.model, w, p.plan, prompts,
+                                                       rs.api == Api::kChat, o.prompt_check_sample)
+                                : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
+
   RecordQueue queue;
-  Runner runner(w, p.plan, endpoint, copt, rs, queue);
+  Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
   const bool tty = o.progress == "auto" ? isatty(STDERR_FILENO) != 0 : o.progress == "tty";
   const bool progress = !o.quiet && o.progress != "none";
   const double planned_s = p.plan.closed_loop
@@ -375,6 +453,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   report.not_sent = runner.not_sent();
   report.connections = cc.connects;
   report.cpu_s = cpu;
+  report.prompts_description = prompts.describe();
+  report.prompt_check = prompt_check;
   report.load_description =
       p.plan.closed_loop
           ? fmt::format("closed loop, {} users, think {} ms ({})", o.concurrency, o.think_ms, o.think_dist)
@@ -458,6 +538,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       {"load", p.effective_load},
       {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", report.in_process}}}};
   if (side.eff) effective["engine"] = side.eff->to_json();
+  effective["prompts"] = {{"method", prompts.describe()},
+                          {"tokenizer", tokenizer ? nlohmann::json(tokenizer->description()) : nlohmann::json(nullptr)},
+                          {"words_replaced", prompts.words_replaced()},
+                          {"special_tokens_counted", prompts.specials()},
+                          {"server_check", prompt_check}};
   run["settings"] = {{"requested", requested}, {"effective", effective}};
   run["summary"] = s;
   run["client"] = report.client;
@@ -566,6 +651,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (sm.temperature && !(*sm.temperature >= 0 && std::isfinite(*sm.temperature)))
     throw UsageError("--temperature: expected a number >= 0");
   if (sm.top_p && !(*sm.top_p > 0 && *sm.top_p <= 1)) throw UsageError("--top-p: expected a number in (0, 1]");
+  std::unique_ptr<workload::TextTokenizer> tokenizer;
+  if (!o.tokenizer_file.empty()) tokenizer = workload::load_text_tokenizer(o.tokenizer_file);
   BenchResult result;
   result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
   const std::string& out = result.out_dir;
@@ -580,7 +667,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     bool failed_run = false;
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
-      result.runs.push_back(run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), interrupted, log));
+      result.runs.push_back(
+          run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(), interrupted, log));
       const RunReport& r = result.runs.back();
       verdicts_of(r);
       failed_run |= !r.failure.empty();
@@ -641,7 +729,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     return result;
   }
 
-  result.runs.push_back(run_one(o, std::nullopt, out, interrupted, log));
+  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, log));
   const RunReport& r = result.runs.back();
   verdicts_of(r);
   if (r.interrupted) {

@@ -42,6 +42,8 @@ struct RunReport {
   bool interrupted = false;
   std::string workload_description;
   std::string load_description;
+  std::string prompts_description;  // how prompt lengths were obtained
+  nlohmann::json prompt_check;      // the target's /tokenize on a sample of prompts
   std::uint64_t sent = 0;
   std::uint64_t not_sent = 0;
   std::uint64_t connections = 0;

@@ -36,6 +36,8 @@ struct BenchSettings {
   bool ignore_eos = true;
   Sampling sampling;       // temperature, top_p, top_k, seed, logprobs, extra body
   std::string tokenizer_file;  // a tokenizer.json or SentencePiece model: exact prompt lengths
+  // Prompts whose length the target's /tokenize is asked before the run (0: none).
+  std::size_t prompt_check_sample = 16;
 
   // ---- load
   std::string stages;                // open loop: RATE@SECONDS,...

@@ -57,6 +57,17 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
     info.usage = usage;
   }
 
+  dom::object tm;
+  if (root["timings"].get_object().get(tm) == simdjson::SUCCESS) {
+    ChunkTimings t;
+    double v = 0;
+    if (tm["prompt_ms"].get_double().get(v) == simdjson::SUCCESS) t.prompt_ms = v;
+    if (tm["predicted_ms"].get_double().get(v) == simdjson::SUCCESS) t.predicted_ms = v;
+    t.prompt_n = int_or(tm, "prompt_n");
+    t.predicted_n = int_or(tm, "predicted_n");
+    info.timings = t;
+  }
+
   dom::array choices;
   const bool saw_choices = root["choices"].get_array().get(choices) == simdjson::SUCCESS;
   if (saw_choices) {

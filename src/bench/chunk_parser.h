@@ -21,6 +21,15 @@ struct ChunkUsage {
   std::int64_t cached_tokens = -1;  // prompt_tokens_details.cached_tokens, -1 when absent
 };
 
+// llama.cpp's per-request "timings" (final chunk or body): the server's own
+// prompt-processing and generation times.
+struct ChunkTimings {
+  double prompt_ms = -1;     // prompt processing (prefill) of the tokens not cached
+  std::int64_t prompt_n = -1;  // prompt tokens processed (cached ones not counted)
+  double predicted_ms = -1;  // generation of the output tokens after the first
+  std::int64_t predicted_n = -1;
+};
+
 struct ChunkInfo {
   bool valid = false;     // a JSON object of the expected shape
   bool is_error = false;  // {"error": {...}}
@@ -32,6 +41,7 @@ struct ChunkInfo {
   std::string finish_reason;  // the last non-null finish_reason seen in the event
   std::string id;             // the completion id ("cmpl-...", "chatcmpl-..."), when a string
   std::optional<ChunkUsage> usage;
+  std::optional<ChunkTimings> timings;
 };
 
 class ChunkParser {

@@ -72,5 +72,20 @@ TEST(ChunkParser, ErrorsAndGarbage) {
   EXPECT_EQ(p.parse(R"({"choices":[{"text":"a\"b\u00e9"}]})").text, "a\"b\xc3\xa9");
 }
 
+// llama.cpp's final chunk carries the server's own timings of the request.
+TEST(ChunkParser, LlamaCppTimings) {
+  ChunkParser p;
+  const auto c = p.parse(
+      R"({"choices":[{"text":"","index":0,"finish_reason":"length"}],"id":"cmpl-1","timings":{"prompt_n":63,)"
+      R"("prompt_ms":4.01,"prompt_per_token_ms":0.06,"predicted_n":8,"predicted_ms":10.5,"predicted_per_second":761.9}})");
+  ASSERT_TRUE(c.valid);
+  ASSERT_TRUE(c.timings);
+  EXPECT_DOUBLE_EQ(c.timings->prompt_ms, 4.01);
+  EXPECT_EQ(c.timings->prompt_n, 63);
+  EXPECT_DOUBLE_EQ(c.timings->predicted_ms, 10.5);
+  EXPECT_EQ(c.timings->predicted_n, 8);
+  EXPECT_FALSE(p.parse(R"({"choices":[{"text":"a"}]})").timings);
+}
+
 }  // namespace
 }  // namespace tokenscope::bench

@@ -209,7 +209,7 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     record_.t_last_token = e.t_first_byte;
     record_.event_times.push_back(e.t_first_byte);
     event_chars_.push_back(static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size())));
-    if (keep_text_) text_ += c.text;
+    if (keep_text_ || counter_) text_ += c.text;
   }
   if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
   if (c.usage) {
@@ -217,6 +217,13 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     record_.prompt_tokens = c.usage->prompt_tokens;
     record_.cached_tokens = c.usage->cached_tokens;
   }
+  if (c.timings) take_timings(*c.timings);
+}
+
+void ResponseCollector::take_timings(const ChunkTimings& t) {
+  record_.server_prompt_ms = t.prompt_ms;
+  record_.server_prompt_evaluated = t.prompt_n;
+  record_.server_decode_ms = t.predicted_ms;
 }
 
 void ResponseCollector::split_tokens() {
@@ -265,7 +272,8 @@ void ResponseCollector::finish_body(Nanos t) {
     record_.prompt_tokens = c.usage->prompt_tokens;
     record_.cached_tokens = c.usage->cached_tokens;
   }
-  if (keep_text_) text_ = c.text;
+  if (keep_text_ || counter_) text_ = c.text;
+  if (c.timings) take_timings(*c.timings);
   // Without a stream the whole output arrives at once: one event at the end.
   if (c.has_output || usage_completion_ > 0) {
     record_.t_first_token = record_.t_last_token = t;
@@ -305,6 +313,11 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
   // Counts are recorded whatever the outcome: a broken stream still shows
   // what arrived before it broke.
   record_.output_tokens = usage_completion_;
+  if (usage_completion_ < 0 && counter_ && !failed_) {  // no usage from the server: count the text
+    record_.output_tokens = static_cast<std::int64_t>(counter_->count(text_, false));
+    record_.output_tokens_counted_by_client = true;
+    usage_completion_ = record_.output_tokens;
+  }
   record_.output_tokens_client = stream_ ? static_cast<std::int64_t>(record_.event_times.size()) : -1;
   split_tokens();
   // Moved out first: the callback may hand this collector to the next request

@@ -26,6 +26,7 @@
 #include "core/record.h"
 #include "net/http_client.h"
 #include "net/sse.h"
+#include "workload/real_tokenizer.h"
 
 namespace tokenscope::bench {
 
@@ -98,6 +99,9 @@ class ResponseCollector final : public net::ExchangeHandler {
     tick_ = fn;
     tick_ctx_ = ctx;
   }
+  // With the served model's tokenizer: a response without a usage count
+  // gets its output tokens counted from its text (set once; survives init()).
+  void set_output_counter(const workload::TextTokenizer* tokenizer) { counter_ = tokenizer; }
   RequestRecord& record() { return record_; }
   const std::string& text() const { return text_; }
 
@@ -112,6 +116,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   void finish_stream();
   void finish_body(Nanos t);
   void split_tokens();
+  void take_timings(const ChunkTimings& t);
 
   RequestRecord record_;
   bool stream_ = true;
@@ -120,6 +125,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   Done done_;
   void (*tick_)(void*) = nullptr;
   void* tick_ctx_ = nullptr;
+  const workload::TextTokenizer* counter_ = nullptr;
   net::SseDecoder decoder_;
   std::vector<net::SseEvent> events_;
   std::vector<std::uint32_t> event_chars_;

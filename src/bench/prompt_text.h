@@ -1,19 +1,64 @@
 // Prompt text for HTTP requests built from a workload: what a client sends
-// so that the server sees the workload's tokens. Trace prompts (ShareGPT,
-// native "prompt") are sent as written; synthetic and Mooncake prompts are
-// token sequences of the tokenizer's invertible vocabulary, turned into text
-// that tokenscope serve re-tokenizes to exactly the same ids — so prefix
-// reuse in the trace (shared hash ids, shared-prefix groups) is prefix reuse
-// on the server. (Other servers see plain lowercase words with the same
-// sharing structure and roughly the same token counts.)
+// so that the server sees the workload's tokens.
+//  * Trace prompts (ShareGPT, native "prompt") are sent as written.
+//  * Synthetic and Mooncake prompts are sequences of prompt words
+//    (workload/prompt_words.h): one word per planned token, joined by
+//    spaces, starting without one. tokenscope serve re-tokenizes them to
+//    exactly the workload's tokens (so prefix reuse in the trace — shared
+//    hash ids, shared-prefix groups — is prefix reuse on the server), and
+//    real tokenizers read each word as one token: Llama 2, GPT-2, Llama 3 and
+//    Qwen3 vocabularies count the planned length plus what they add (a BOS).
+//  * With the served model's tokenizer (bench --tokenizer), the prompt is
+//    exactly the planned length as that tokenizer counts it, the tokens it
+//    adds itself (BOS) included for the completions API: words that are not
+//    one token there are replaced, the same way everywhere (shared prefixes
+//    stay shared), and one word fewer is sent per token the tokenizer adds.
+//    Text prompts keep their text; their planned length becomes its real
+//    token count.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "workload/real_tokenizer.h"
 #include "workload/workload.h"
 
 namespace tokenscope::bench {
 
+// The text of a request's prompt, without a tokenizer (tokenscope's own).
 std::string prompt_text(const workload::Workload& w, const workload::Request& r);
+
+class PromptBuilder {
+ public:
+  // tokenizer: the served model's, or null. specials_counted: whether the
+  // server counts the tokens the tokenizer adds (BOS) in the prompt — true
+  // for the completions API, false for chat, whose template adds its own.
+  // Throws UsageError when the tokenizer has fewer than 64 one-token words.
+  PromptBuilder(const workload::Workload& w, const workload::TextTokenizer* tokenizer, bool specials_counted);
+
+  // The prompt of a workload request (thread-safe).
+  std::string text(const workload::Request& r) const;
+  // Its planned length in tokens: the workload's input_tokens, or with a
+  // tokenizer the length the server will count (text prompts: their count).
+  std::int64_t planned_tokens(const workload::Request& r) const;
+  // Tokens the tokenizer adds to a prompt that the server counts (0 without one).
+  std::size_t specials() const { return specials_; }
+  const workload::TextTokenizer* tokenizer() const { return tokenizer_; }
+  // Prompt words kept as they are, and replaced (with a tokenizer).
+  std::size_t words_kept() const { return kept_; }
+  std::size_t words_replaced() const { return replaced_; }
+  // How prompt lengths are obtained, for the summary and run.json.
+  std::string describe() const;
+
+ private:
+  const workload::Workload& w_;
+  const workload::TextTokenizer* tokenizer_;
+  std::size_t specials_ = 0;
+  std::size_t kept_ = 0, replaced_ = 0;
+  // Prompt word index -> the word sent for it (one token in the tokenizer).
+  std::vector<std::string> word_for_;
+  std::vector<std::int64_t> text_tokens_;  // per workload prompt: its count (with a tokenizer)
+};
 
 }  // namespace tokenscope::bench

@@ -212,7 +212,7 @@ struct Runner::Shard {
   void prepare_ahead() {
     while (prepared.size() < kPrepareAhead && next + prepared.size() < jobs.size()) {
       const auto& req = r.w_.requests[jobs[next + prepared.size()].first];
-      prepared.push_back(encode(req, prompt_text(r.w_, req), nullptr));
+      prepared.push_back(encode(req, r.prompts_->text(req), nullptr));
     }
   }
 
@@ -238,15 +238,16 @@ struct Runner::Shard {
     const TurnLink* link = r.plan_.turns.empty() ? nullptr : &r.plan_.turns[ctx.request];
     const bool keep_text = link && link->next >= 0;
     if (!bytes) {
-      if (ctx.prompt.empty()) ctx.prompt = prompt_text(r.w_, req);
+      if (ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
       bytes = encode(req, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history);
     }
-    if (keep_text && ctx.prompt.empty()) ctx.prompt = prompt_text(r.w_, req);
+    if (keep_text && ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
     ResponseCollector* c;
     if (free_collectors.empty()) {
       owned.push_back(std::make_unique<ResponseCollector>());
       c = owned.back().get();
       c->set_tick([](void* shard) { static_cast<Shard*>(shard)->tick(); }, this);
+      c->set_output_counter(r.prompts_->tokenizer());
     } else {
       c = free_collectors.back();
       free_collectors.pop_back();
@@ -258,7 +259,7 @@ struct Runner::Shard {
     rec.t_sched = t_sched;
     rec.t_dispatch = t_dispatch;
     rec.output_tokens_planned = std::max<std::uint32_t>(1, req.output_tokens);
-    if (ctx.history.empty() && (!link || link->turn == 0)) rec.prompt_tokens_planned = req.input_tokens;
+    if (ctx.history.empty() && (!link || link->turn == 0)) rec.prompt_tokens_planned = r.prompts_->planned_tokens(req);
     rec.warmup = warmup(t_sched);
     if (link && link->session >= 0) {
       rec.session = link->session;
@@ -330,7 +331,7 @@ struct Runner::Shard {
     next_ctx.request = static_cast<std::uint32_t>(link.next);
     next_ctx.user = ctx.user;
     const workload::Request& next_req = r.w_.requests[next_ctx.request];
-    const std::string next_prompt = prompt_text(r.w_, next_req);
+    const std::string next_prompt = r.prompts_->text(next_req);
     if (r.encoder_.settings().api == Api::kChat) {
       next_ctx.history = ctx.history;
       next_ctx.history.push_back({"user", ctx.prompt});
@@ -451,7 +452,7 @@ struct Runner::Shard {
 };
 
 Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoint, net::ClientOptions client,
-               RequestSettings request, RecordQueue& out)
+               RequestSettings request, RecordQueue& out, const PromptBuilder* prompts)
     : w_(w),
       plan_(std::move(plan)),
       endpoint_(std::move(endpoint)),
@@ -461,6 +462,8 @@ Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoin
         request.base_path = endpoint_.base_path;
         return std::move(request);
       }()),
+      own_prompts_(prompts ? nullptr : std::make_unique<PromptBuilder>(w, nullptr, true)),
+      prompts_(prompts ? prompts : own_prompts_.get()),
       out_(out) {
   const unsigned threads = std::max(1u, plan_.threads);
   // The connection limit: as asked, else the default, and never more than

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/exchange.h"
+#include "bench/prompt_text.h"
 #include "bench/schedule.h"
 #include "core/record.h"
 #include "net/http_client.h"
@@ -96,8 +97,11 @@ struct RunCounters {
 
 class Runner {
  public:
+  // prompts: how prompt text is built (null: tokenscope's own words, no
+  // tokenizer); it must outlive the runner. With a tokenizer, output tokens
+  // of responses without a usage count are counted on the client.
   Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoint, net::ClientOptions client,
-         RequestSettings request, RecordQueue& out);
+         RequestSettings request, RecordQueue& out, const PromptBuilder* prompts = nullptr);
   ~Runner();
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
@@ -131,6 +135,8 @@ class Runner {
   net::Endpoint endpoint_;
   net::ClientOptions client_options_;
   RequestEncoder encoder_;
+  std::unique_ptr<PromptBuilder> own_prompts_;
+  const PromptBuilder* prompts_;
   RecordQueue& out_;
   RunCounters counters_;
   Nanos epoch_ = 0;

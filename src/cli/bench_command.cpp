@@ -57,6 +57,17 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
                         r.in_process ? " (built-in simulator, in-process)" : "");
   h.lines.push_back("workload: " + r.workload_description);
   h.lines.push_back("load: " + r.load_description);
+  h.lines.push_back("prompts: " + r.prompts_description);
+  const auto& pc = r.prompt_check;
+  if (pc.value("available", false) && pc["sampled"].get<std::size_t>() > 0)
+    h.lines.push_back(fmt::format(
+        "prompt check: the server's /tokenize counts {} tokens in {} sampled prompts planned at {} ({:+.2f}%), "
+        "{} exact",
+        pc["server_tokens"].get<std::int64_t>(), pc["sampled"].get<std::size_t>(),
+        pc["planned_tokens"].get<std::int64_t>(), 100.0 * (pc["ratio"].get<double>() - 1.0),
+        pc["exact"].get<std::size_t>()));
+  else if (pc.contains("reason"))
+    h.lines.push_back("prompt check: not done (" + pc["reason"].get<std::string>() + ")");
   print_summary_table(std::cout, h, r.summary);
   const auto& c = r.client;
   std::cout << fmt::format("client: {} connections for {} requests ({} reused, {} resent), {:.2f} CPU s{}{}\n",
@@ -117,6 +128,12 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->add_option("--tokenizer", s.tokenizer_file,
                    "The served model's tokenizer (tokenizer.json or SentencePiece .model): prompts of "
                    "exactly the planned length, output counted on the client when the server sends no usage")
+      ->group(T);
+  bench
+      ->add_option("--prompt-check", s.prompt_check_sample,
+                   "Before the run, ask the target's /tokenize how long this many prompts are (0: skip); "
+                   "run.json settings.effective.prompts.server_check")
+      ->capture_default_str()
       ->group(T);
   const char* P = "Request parameters";
   bench->add_option("--temperature", o.temperature, "Sampling temperature (vLLM's benchmark sends 0) [default: not sent]")

@@ -104,6 +104,14 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, name);
     append_int(out, value);
   }
+  if (server_prompt_ms >= 0) {
+    key(out, "server_prompt_ms");
+    append_fixed(out, server_prompt_ms, 3);
+    key(out, "server_prompt_evaluated");
+    append_int(out, server_prompt_evaluated);
+    key(out, "server_decode_ms");
+    append_fixed(out, server_decode_ms, 3);
+  }
   if (output_tokens_counted_by_client) {
     key(out, "output_tokens_from");
     out += "\"client\"";

@@ -57,6 +57,11 @@ struct RequestRecord {
   bool output_tokens_counted_by_client = false;
   std::int64_t cached_tokens = -1;         // prompt tokens served from the prefix cache
   std::uint32_t preemptions = 0;
+  // The server's own timings of this request, when it sends them (llama.cpp's
+  // "timings"): prefill of the uncached prompt tokens, and generation.
+  double server_prompt_ms = -1;
+  std::int64_t server_prompt_evaluated = -1;
+  double server_decode_ms = -1;
   int http_status = -1;
   std::string response_id;  // the server's completion id ("cmpl-..."), when it sent one
   Outcome outcome = Outcome::kOk;
