@@ -848,15 +848,30 @@ std::vector<int> expect_prompts_as_planned(const std::vector<json>& recs, const 
   return planned;
 }
 
+// What run.json says of the prompts with --tokenizer: built for that file,
+// every prompt word kept (each is one token in these vocabularies), and the
+// prompts bench sampled before the run (--prompt-check) of exactly the
+// planned length on the server's /tokenize.
+void expect_exact_prompt_check(const json& run, const std::string& tokenizer, const std::string& what) {
+  SCOPED_TRACE(what);
+  const auto& prompts = run["settings"]["effective"]["prompts"];
+  ASSERT_TRUE(prompts.is_object()) << run["settings"]["effective"].dump().substr(0, 1000);
+  EXPECT_EQ(prompts["tokenizer"]["file"], tokenizer) << prompts.dump();
+  EXPECT_EQ(prompts["words_replaced"], 0) << prompts.dump();
+  const auto& check = prompts["server_check"];
+  EXPECT_EQ(check["available"], true) << prompts.dump();
+  EXPECT_GT(check["sampled"].get<int>(), 0) << prompts.dump();
+  EXPECT_EQ(check["exact"], check["sampled"]) << prompts.dump();
+  EXPECT_EQ(check["max_abs_diff"], 0) << prompts.dump();
+}
+
 // `tokenscope bench --tokenizer FILE` against a server whose vocabulary is
 // FILE: every prompt is exactly the planned number of tokens (fixed lengths
 // from 1 to 500, a uniform distribution, shared prefixes), on the Llama 3 and
 // the Qwen3 vocabularies.
-//
-// With the prompt words (one token each in both vocabularies, and neither
-// npm tokenizer.json adds a BOS) this holds without --tokenizer as well; the
-// test is of the intended contract of --tokenizer (prompts built from the
-// served tokenizer), which is being wired into bench.
+// (The prompt words are one token each in both vocabularies and neither npm
+// tokenizer.json adds a BOS, so this held before --tokenizer shaped prompts
+// too; run.json's prompt check is what shows the tokenizer at work.)
 TEST_F(Llama, TokenizerMakesPromptsExactlyThePlannedLength) {
   TOKENSCOPE_REQUIRE_LLAMA_HF(peer_);
   struct Case {
@@ -899,10 +914,8 @@ TEST_F(Llama, TokenizerMakesPromptsExactlyThePlannedLength) {
       if (c.min_len < c.max_len) {
         EXPECT_GT(distinct.size(), 5u) << "lengths drawn from " << c.name;
       }
-      if (fs::exists(out / "run.json")) {
-        const auto run = json::parse(slurp(out / "run.json"));
-        EXPECT_NE(run.dump().find(tokenizer_of(v)), std::string::npos) << "run.json names the tokenizer";
-      }
+      if (fs::exists(out / "run.json"))
+        expect_exact_prompt_check(json::parse(slurp(out / "run.json")), tokenizer_of(v), what);
     }
   }
 }
@@ -988,6 +1001,8 @@ TEST_F(Llama, MooncakeTraceWithTokenizerIsExactAndSharesPrefixes) {
   for (const auto& row : rows) want.insert(row.input_length);
   EXPECT_EQ(got, want) << "prompt_tokens_planned are the trace's input lengths";
   expect_exact_accounting(*s, before, s->metrics(), recs, "mooncake trace");
+  if (fs::exists(out / "run.json"))
+    expect_exact_prompt_check(json::parse(slurp(out / "run.json")), peer_.tokenizer_llama3, "mooncake trace");
 
   // The server took the requests one at a time (one slot): each shares with
   // the one before it the tokens of their common leading blocks.
