@@ -226,5 +226,54 @@ TEST_F(BenchRun, RateInfSendsEveryRequestAtTheStart) {
   EXPECT_EQ(v["completed"], 20);
 }
 
+// Sessions with --compat vllm: a later turn has no planned prompt length;
+// vllm_result.json counts the server's prompt tokens for it (never -1).
+TEST_F(BenchRun, VllmResultOfSessionsCountsEveryTurnsPrompt) {
+  const fs::path yaml = dir_ / "w.yaml";
+  std::ofstream(yaml) << "num_requests: 4\narrival: {process: constant, rate_rps: 50}\nclasses:\n"
+                         "  - name: agent\n    input_len: fixed:32\n    output_len: fixed:4\n"
+                         "    turns: {count: 2, think_ms: 5, input_len: fixed:8}\n";
+  BenchSettings o = settings("sessions");
+  o.workload_file = yaml.string();
+  o.compat = "vllm";
+  const BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const auto recs = lines(dir_ / "sessions" / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 8u);
+  std::int64_t prompts = 0;
+  for (const auto& rec : recs) {
+    ASSERT_EQ(rec["outcome"], "ok");
+    prompts += rec["prompt_tokens"].get<std::int64_t>();
+    EXPECT_EQ(rec.contains("prompt_tokens_planned"), rec["turn"] == 0) << rec.dump();
+  }
+  const json v = read_json(dir_ / "sessions" / "vllm_result.json");
+  ASSERT_EQ(v["input_lens"].size(), 8u);
+  for (const auto& n : v["input_lens"]) EXPECT_GT(n.get<std::int64_t>(), 0);
+  EXPECT_EQ(v["total_input_tokens"],
+            prompts);  // first turns as planned (= the server's count), later turns the server's
+}
+
+// KNOWN FAILING (bug in src/bench/bench_run.cpp, reported, not fixed here):
+// with a workload file the arrival rate is the file's (arrival.rate_rps), but
+// run.json's effective load reports settings.workload.rate_rps (--rate, 8 by
+// default; 200 in these settings), which did not decide the schedule, and vllm_result.json
+// reports "inf" (every request at t = 0), because run_one() takes the rate
+// from settings.workload.rate_rps and leaves request_rate unset whenever a
+// workload file is given.
+TEST_F(BenchRun, WorkloadFileRateIsReportedAsTheFilesRate) {
+  const fs::path yaml = dir_ / "w.yaml";
+  std::ofstream(yaml) << "num_requests: 4\narrival: {process: constant, rate_rps: 20}\nclasses:\n"
+                         "  - name: a\n    input_len: fixed:8\n    output_len: fixed:2\n";
+  BenchSettings o = settings("file");
+  o.workload_file = yaml.string();
+  o.compat = "vllm";
+  const BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const json load = read_json(dir_ / "file" / "run.json")["settings"]["effective"]["load"];
+  EXPECT_DOUBLE_EQ(load["last_offset_s"].get<double>(), 3 / 20.0);  // the file's rate decided the schedule
+  EXPECT_EQ(load["rate_rps"], 20.0);
+  EXPECT_EQ(read_json(dir_ / "file" / "vllm_result.json")["request_rate"], 20.0);
+}
+
 }  // namespace
 }  // namespace tokenscope::bench
