@@ -193,11 +193,66 @@ TEST_F(Bench, RunWritesSummaryRecordsCsvAndVllmResult) {
   while (std::getline(csv, row)) ++rows;
   EXPECT_EQ(rows, recs.size());
   const auto v = json::parse(slurp(out / "vllm_result.json"));
+  // vLLM's benchmark_serving.py --save-result keys (with --save-detailed,
+  // --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 90,95,99).
+  std::set<std::string> vllm_keys = {"date",
+                                     "backend",
+                                     "model_id",
+                                     "tokenizer_id",
+                                     "num_prompts",
+                                     "request_rate",
+                                     "burstiness",
+                                     "max_concurrency",
+                                     "duration",
+                                     "completed",
+                                     "total_input_tokens",
+                                     "total_output_tokens",
+                                     "request_throughput",
+                                     "request_goodput",
+                                     "output_throughput",
+                                     "total_token_throughput",
+                                     "input_lens",
+                                     "output_lens",
+                                     "ttfts",
+                                     "itls",
+                                     "generated_texts",
+                                     "errors"};
+  for (const char* m : {"ttft", "tpot", "itl", "e2el"})
+    for (const char* st : {"mean", "median", "std", "p90", "p95", "p99"})
+      vllm_keys.insert(std::string(st) + "_" + m + "_ms");
+  std::set<std::string> keys;
+  for (const auto& [k, x] : v.items()) keys.insert(k);
+  EXPECT_EQ(keys, vllm_keys);
+  EXPECT_EQ(v["backend"], "vllm");
+  EXPECT_EQ(v["model_id"], "llama-3-8b");
+  EXPECT_EQ(v["request_rate"], 10.0);
+  EXPECT_TRUE(v["max_concurrency"].is_null());
+  EXPECT_EQ(v["num_prompts"].get<std::size_t>(), recs.size());
   EXPECT_EQ(v["completed"].get<std::size_t>(), recs.size());
-  for (const char* k : {"mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
-                        "p99_e2el_ms", "request_throughput", "output_throughput", "total_token_throughput"})
-    EXPECT_TRUE(v.contains(k)) << k;
-  EXPECT_EQ(v["output_lens"].size(), recs.size());
+  EXPECT_EQ(v["total_input_tokens"].get<std::size_t>(), 64 * recs.size());
+  EXPECT_EQ(v["total_output_tokens"].get<std::size_t>(), 16 * recs.size());
+  EXPECT_DOUBLE_EQ(v["duration"].get<double>(), s["duration_s"].get<double>());
+  EXPECT_TRUE(v["request_goodput"].is_number());  // one SLO: vLLM's --goodput
+  ASSERT_EQ(v["output_lens"].size(), recs.size());
+  ASSERT_EQ(v["itls"].size(), recs.size());
+  // The same requests as requests.jsonl, in the order they finished: the
+  // mean TTFT from the records (ms from the send), 15 gaps per request.
+  double ttft_sum_ms = 0;
+  for (std::size_t i = 0; i < recs.size(); ++i) {
+    EXPECT_EQ(v["input_lens"][i], 64);
+    EXPECT_EQ(v["output_lens"][i], 16);
+    EXPECT_EQ(v["itls"][i].size(), 15u);
+    EXPECT_EQ(v["errors"][i], "");
+    ttft_sum_ms += static_cast<double>(recs[i]["t_first_token_ns"].get<std::int64_t>() -
+                                       recs[i]["t_send_ns"].get<std::int64_t>()) /
+                   1e6;
+    EXPECT_NEAR(v["ttfts"][i].get<double>() * 1e3,
+                static_cast<double>(recs[i]["t_first_token_ns"].get<std::int64_t>() -
+                                    recs[i]["t_send_ns"].get<std::int64_t>()) /
+                    1e6,
+                1e-9);
+  }
+  EXPECT_NEAR(v["mean_ttft_ms"].get<double>(), ttft_sum_ms / static_cast<double>(recs.size()), 1e-9);
 }
 
 TEST_F(Bench, BadOptionsAndInputGetClearMessages) {
