@@ -253,6 +253,33 @@ TEST_F(BenchRun, VllmResultOfSessionsCountsEveryTurnsPrompt) {
             prompts);  // first turns as planned (= the server's count), later turns the server's
 }
 
+// A request counts as reused only on a connection that served an earlier
+// request: one user sending three requests opens one connection and reuses
+// it twice; three requests due at once take the three warm connections,
+// which served nothing before.
+TEST_F(BenchRun, ReusedCountsOnlyConnectionsThatServedBefore) {
+  BenchSettings o = settings("closed");
+  o.workload.num_requests = 3;
+  o.concurrency = 1;
+  BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  json c = r.runs[0].client;
+  EXPECT_EQ(c["connections_opened"], 1) << c.dump();
+  EXPECT_EQ(c["requests_on_reused_connections"], 2) << c.dump();
+  EXPECT_EQ(c["connect_retries"], 0) << c.dump();
+  EXPECT_EQ(read_json(dir_ / "closed" / "run.json")["client"], c);
+
+  o = settings("burst");
+  o.workload.num_requests = 3;
+  o.workload.rate_rps = std::numeric_limits<double>::infinity();
+  r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  c = r.runs[0].client;
+  EXPECT_EQ(c["connections_opened"], 3) << c.dump();
+  EXPECT_EQ(c["requests_on_reused_connections"], 0) << c.dump();
+  EXPECT_EQ(c["peak_open_connections"], 3) << c.dump();
+}
+
 // KNOWN FAILING (bug in src/bench/bench_run.cpp, reported, not fixed here):
 // with a workload file the arrival rate is the file's (arrival.rate_rps), but
 // run.json's effective load reports settings.workload.rate_rps (--rate, 8 by
