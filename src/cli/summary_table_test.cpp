@@ -119,5 +119,29 @@ TEST(SummaryTable, SixDigitLatenciesStayInTheirColumns) {
   EXPECT_EQ(rows, 1 + 7);  // the header; TTFT, TTFT sched, TPOT, ITL, ICL, E2E, send lag
 }
 
+// Completed requests without usage get a row that says what it means.
+TEST(SummaryTable, RequestsWithoutUsageAreNamed) {
+  SummaryBuilder b;
+  RequestRecord r;
+  r.t_sched = r.t_send = 0;
+  r.event_times = {1'000'000};
+  r.event_tokens = {1};
+  r.t_first_token = r.t_last_token = r.t_close = 1'000'000;
+  r.output_tokens = -1;  // the server sent no usage
+  b.add(r);
+  SummaryHeader h;
+  h.client_rows = true;
+  std::ostringstream os;
+  print_summary_table(os, h, b.build());
+  EXPECT_NE(os.str().find("no usage          1 completed requests came without a usage count: their output "
+                          "tokens count as 0; give --tokenizer to count them\n"),
+            std::string::npos)
+      << os.str();
+  h.client_rows = false;  // sim: no client rows
+  std::ostringstream sim;
+  print_summary_table(sim, h, b.build());
+  EXPECT_EQ(sim.str().find("no usage"), std::string::npos) << sim.str();
+}
+
 }  // namespace
 }  // namespace tokenscope::cli
