@@ -19,7 +19,8 @@ packages=(
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
   python3 time bc                     # benchmark scripts, peak-memory measurement
   python3-aiohttp                     # the Python reference client in bench/peers
-  python3-numpy python3-yaml python3-sentencepiece  # scripts/tiny-model.py: llama.cpp's gguf-py imports all three
+  python3-numpy python3-yaml python3-sentencepiece  # scripts/tiny-model.py: llama.cpp's gguf-py imports all three;
+                                                    # numpy is also vllm_compat_test's reference
 )
 
 # Node.js and npm may come from elsewhere than Debian (NodeSource ships npm

@@ -138,6 +138,87 @@ TEST(Runner, ConcurrencyCapQueuesTheRest) {
   EXPECT_EQ(queued, 21u);  // all but the first three waited for a slot
 }
 
+// The cap is one for all client threads. Checked on the server's side, by
+// its own clock: each request is in flight there from its arrival to its
+// last token's write, which comes before the client sees the end and frees
+// the slot, so a global cap of 3 allows at most 3 such intervals at once; a
+// cap per thread would allow 3 per thread, and the requests (all due at
+// t = 0, each at least 41 steps of 2 ms) would overlap up to 3 x T.
+TEST(Runner, ConcurrencyCapHoldsAcrossClientThreads) {
+  for (const unsigned threads : {2u, 4u}) {
+    SCOPED_TRACE(std::to_string(threads) + " client threads");
+    engine::EngineSettings s;
+    s.fixed_step_ms = 2.0;
+    const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+    serve::ServerAppSettings ss;
+    const auto trace =
+        std::filesystem::temp_directory_path() /
+        ("tokenscope_runner_cap_" + std::to_string(::getpid()) + "_" + std::to_string(threads) + ".jsonl");
+    ss.trace_emissions = trace.string();
+    serve::ServerApp app(eff, s, std::make_unique<engine::FixedCostModel>(2e-3), ss);
+    app.start();
+    const auto w = small_workload(24, 10, 40);
+    LoadPlan plan;
+    for (std::uint32_t i = 0; i < 24; ++i) plan.schedule.emplace_back(i, 0);
+    plan.max_concurrency = 3;
+    plan.threads = threads;
+    RecordQueue q;
+    Runner runner(w, std::move(plan),
+                  net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(app.port())), {},
+                  completions(), q);
+    runner.start();
+    while (!runner.wait_for(1000)) {
+    }
+    runner.join();
+    std::vector<RequestRecord> rs;
+    q.drain(rs);
+    app.stop(0.0, 0.5);  // flushes the trace
+
+    ASSERT_EQ(rs.size(), 24u);
+    std::size_t waited = 0;
+    for (const auto& r : rs) {
+      EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+      EXPECT_EQ(r.output_tokens, 40);
+      if (r.t_dispatch >= 0) {
+        EXPECT_GE(r.t_dispatch, r.t_sched);
+        EXPECT_GE(r.t_send, r.t_dispatch);
+        waited += r.t_dispatch > r.t_sched;
+      }
+    }
+    EXPECT_GE(waited, 1u);  // queue_ms > 0
+    EXPECT_LE(max_overlap(rs), 3);
+
+    // The server's intervals: arrival to the last token's write.
+    std::map<std::uint64_t, std::pair<Nanos, Nanos>> on_server;  // engine id -> (arrival, last write)
+    {
+      std::ifstream in(trace);
+      for (std::string line; std::getline(in, line);) {
+        const auto e = nlohmann::json::parse(line);
+        auto& [arrival, last] = on_server.try_emplace(e["req"].get<std::uint64_t>(), -1, -1).first->second;
+        if (e.contains("arrival_ns"))
+          arrival = e["arrival_ns"].get<Nanos>();
+        else
+          last = std::max(last, e["write_ns"].get<Nanos>());
+      }
+    }
+    std::filesystem::remove(trace);
+    ASSERT_EQ(on_server.size(), 24u);
+    std::vector<std::pair<Nanos, int>> ev;  // an end sorts before a start at the same time
+    for (const auto& [id, t] : on_server) {
+      ASSERT_GE(t.first, 0) << id;
+      ASSERT_GE(t.second, t.first) << id;
+      ev.emplace_back(t.first, 1);
+      ev.emplace_back(t.second, -1);
+    }
+    std::sort(ev.begin(), ev.end());
+    int now = 0, most = 0;
+    for (const auto& [t, d] : ev) most = std::max(most, now += d);
+    EXPECT_LE(most, 3);
+    // The cap was reached (else this test could not see it broken).
+    EXPECT_EQ(most, 3);
+  }
+}
+
 TEST(Runner, ClosedLoopKeepsNUsersBusy) {
   Target target(0.5);
   const auto w = small_workload(10, 10, 4);  // wraps around with fresh ids

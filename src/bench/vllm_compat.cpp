@@ -38,19 +38,24 @@ Described describe_numpy(std::vector<double> v) {
 void VllmCompat::add(const RequestRecord& r, std::int64_t planned_prompt_tokens) {
   if (r.warmup) return;
   const bool ok = r.outcome == Outcome::kOk;
-  input_lens_.push_back(planned_prompt_tokens);
+  // A later turn of a session has no planned prompt: the server's count of
+  // the conversation so far stands in for it (0 when unknown).
+  const std::int64_t input =
+      planned_prompt_tokens >= 0 ? planned_prompt_tokens : std::max<std::int64_t>(0, r.prompt_tokens);
+  input_lens_.push_back(input);
   const std::int64_t out = ok ? std::max<std::int64_t>(0, r.output_tokens) : 0;
   output_lens_.push_back(out);
+  // What the request measured, also when it failed later (vLLM keeps a
+  // failed request's ttft and gaps in its ttfts and itls lists).
   std::vector<double> gaps;
-  if (ok)
-    for (std::size_t i = 1; i < r.event_times.size(); ++i)
-      gaps.push_back(nanos_to_s(r.event_times[i] - r.event_times[i - 1]));
-  const double ttft = ok && r.t_first_token >= 0 ? nanos_to_s(r.t_first_token - r.t_send) : 0.0;
+  for (std::size_t i = 1; i < r.event_times.size(); ++i)
+    gaps.push_back(nanos_to_s(r.event_times[i] - r.event_times[i - 1]));
+  const double ttft = r.t_first_token >= 0 && r.t_send >= 0 ? nanos_to_s(r.t_first_token - r.t_send) : 0.0;
   ttfts_s_.push_back(ttft);
   errors_.push_back(ok ? "" : fmt::format("{}: {}", outcome_name(r.outcome), r.detail));
   if (ok) {
     ++completed_;
-    total_input_ += planned_prompt_tokens;
+    total_input_ += input;
     total_output_ += out;
     const double e2el = nanos_to_s((r.t_last_token >= 0 ? r.t_last_token : r.t_close) - r.t_send);
     ok_ttft_s_.push_back(ttft);
@@ -75,7 +80,8 @@ nlohmann::json VllmCompat::build(const VllmCompatInfo& info) const {
   j["num_prompts"] = input_lens_.size();
   j["request_rate"] = info.request_rate ? nlohmann::json(*info.request_rate) : nlohmann::json("inf");
   j["burstiness"] = info.burstiness;
-  j["max_concurrency"] = info.max_concurrency ? nlohmann::json(*info.max_concurrency) : nlohmann::json(nullptr);
+  j["max_concurrency"] =
+      info.max_concurrency ? nlohmann::json(*info.max_concurrency) : nlohmann::json(nullptr);
   const double dur = info.duration_s;
   j["duration"] = dur;
   j["completed"] = completed_;
@@ -87,18 +93,18 @@ nlohmann::json VllmCompat::build(const VllmCompatInfo& info) const {
     std::uint64_t good = 0;
     const Slo& s = *info.goodput_slo;
     for (const auto& c : ok_checks_)
-      good += (!s.ttft_ms || c.ttft_s * 1e3 <= *s.ttft_ms) && (!s.tpot_ms || c.tpot_s * 1e3 <= *s.tpot_ms) &&
-              (!s.e2e_ms || c.e2el_s * 1e3 <= *s.e2e_ms);
+      // vLLM compares in seconds (slo_ms / 1000 >= value), which rounds
+      // differently from value * 1000 <= slo_ms at the boundary.
+      good += (!s.ttft_ms || c.ttft_s <= *s.ttft_ms / 1000) &&
+              (!s.tpot_ms || c.tpot_s <= *s.tpot_ms / 1000) && (!s.e2e_ms || c.e2el_s <= *s.e2e_ms / 1000);
     j["request_goodput"] = per_s(static_cast<double>(good));
   } else {
     j["request_goodput"] = nullptr;
   }
   j["output_throughput"] = per_s(static_cast<double>(total_output_));
   j["total_token_throughput"] = per_s(static_cast<double>(total_input_ + total_output_));
-  for (const auto& [name, values] : {std::pair{"ttft", &ok_ttft_s_},
-                                     {"tpot", &ok_tpot_s_},
-                                     {"itl", &ok_itl_s_},
-                                     {"e2el", &ok_e2el_s_}}) {
+  for (const auto& [name, values] :
+       {std::pair{"ttft", &ok_ttft_s_}, {"tpot", &ok_tpot_s_}, {"itl", &ok_itl_s_}, {"e2el", &ok_e2el_s_}}) {
     const Described d = describe_numpy(*values);
     j[fmt::format("mean_{}_ms", name)] = d.mean * 1e3;
     j[fmt::format("median_{}_ms", name)] = d.median * 1e3;

@@ -8,12 +8,16 @@
 //  * ttft, tpot, itl and e2el are measured from the actual send; tpot is
 //    (e2el − ttft) / (output_len − 1) for requests with output_len > 1;
 //  * itl is the list of gaps between successive output events of every
-//    successful request (tokenscope's ICL), flattened;
+//    successful request (tokenscope's ICL), flattened; the per-request lists
+//    `ttfts` and `itls` keep what a failed request measured before it failed
+//    (ttft 0 when no output arrived), as vLLM's do;
 //  * output_lens come from the server's usage block (0 for failed requests),
-//    input_lens are the planned prompt lengths of every request, and
+//    input_lens are the planned prompt lengths of every request (a later turn
+//    of a session, which has none planned: the server's prompt count), and
 //    total_input_tokens sums them over the successful requests;
-//  * request_goodput counts requests meeting every SLO (from the send), null
-//    without an SLO.
+//  * request_goodput counts requests meeting every SLO (from the send,
+//    compared in seconds as vLLM does: slo_ms / 1000 >= value), null without
+//    an SLO.
 // Warm-up requests are left out, as vLLM's warm-up request is.
 #pragma once
 
@@ -29,9 +33,9 @@
 namespace tokenscope::bench {
 
 struct VllmCompatInfo {
-  std::string backend;       // "vllm" (completions) or "openai-chat"
+  std::string backend;  // "vllm" (completions) or "openai-chat"
   std::string model_id;
-  std::string tokenizer_id;  // the --tokenizer file, else the model
+  std::string tokenizer_id;            // the --tokenizer file, else the model
   std::optional<double> request_rate;  // nullopt: "inf" (closed loop or every request at t = 0)
   double burstiness = 1.0;
   std::optional<std::uint32_t> max_concurrency;
@@ -47,8 +51,8 @@ class VllmCompat {
 
  private:
   std::vector<std::int64_t> input_lens_, output_lens_;
-  std::vector<double> ttfts_s_;  // every request (0 when failed)
-  std::vector<std::vector<double>> itls_s_;
+  std::vector<double> ttfts_s_;              // every request (0 when no output arrived)
+  std::vector<std::vector<double>> itls_s_;  // every request, failed ones up to their failure
   std::vector<std::string> errors_;
   std::vector<double> ok_ttft_s_, ok_tpot_s_, ok_e2el_s_, ok_itl_s_;
   std::int64_t total_input_ = 0, total_output_ = 0;

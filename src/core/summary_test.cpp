@@ -268,5 +268,111 @@ TEST(Summary, SteadyWindowOfZeroLengthRequests) {
   EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 0.009);
 }
 
+// Open loop: SLO verdicts measure TTFT and E2E from when the request was due.
+// A request sent 300 ms late whose TTFT is 100 ms fails a 200 ms TTFT target
+// (400 ms from its t_sched); judged from the send (closed loop), it passes.
+// TPOT does not depend on the start. The reported ttft_ms stays from the send.
+TEST(Summary, OpenLoopSloVerdictsCountTheSendLag) {
+  auto late = make_ok(1, 300'000'000, {400'000'000, 500'000'000});
+  late.t_sched = 0;
+  Slo slo;
+  slo.ttft_ms = 200;
+  slo.tpot_ms = 150;
+  slo.e2e_ms = 300;
+  for (const bool from_schedule : {true, false}) {
+    SummaryBuilder b;
+    b.set_slos({{"", slo}});
+    b.set_slo_from_schedule(from_schedule);
+    b.add(late);
+    const auto s = b.build();
+    SCOPED_TRACE(from_schedule ? "from the schedule" : "from the send");
+    EXPECT_EQ(s["slo_latency_from"], from_schedule ? "schedule" : "send");
+    EXPECT_DOUBLE_EQ(s["ttft_ms"]["max"].get<double>(), 100.0);
+    EXPECT_DOUBLE_EQ(s["ttft_sched_ms"]["max"].get<double>(), 400.0);
+    EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 0.5);
+    const auto& a = s["slo_attainment"]["default"];
+    EXPECT_DOUBLE_EQ(a["ttft_ms"]["value"].get<double>(), from_schedule ? 400.0 : 100.0);
+    EXPECT_EQ(a["ttft_ms"]["pass"], !from_schedule);
+    EXPECT_DOUBLE_EQ(a["e2e_ms"]["value"].get<double>(), from_schedule ? 500.0 : 200.0);
+    EXPECT_EQ(a["e2e_ms"]["pass"], !from_schedule);
+    EXPECT_DOUBLE_EQ(a["tpot_ms"]["value"].get<double>(), 100.0);
+    EXPECT_EQ(a["tpot_ms"]["pass"], true);
+    EXPECT_EQ(a["met"], from_schedule ? 0 : 1);
+    EXPECT_DOUBLE_EQ(a["met_fraction"].get<double>(), from_schedule ? 0.0 : 1.0);
+    EXPECT_DOUBLE_EQ(a["goodput_rps"].get<double>(), from_schedule ? 0.0 : 2.0);
+    EXPECT_EQ(a["pass"], !from_schedule);
+    EXPECT_DOUBLE_EQ(s["goodput_rps"].get<double>(), from_schedule ? 0.0 : 2.0);
+  }
+}
+
+// Behind a concurrency cap the request is due when it got its slot
+// (t_dispatch): the wait in the queue is the client's choice, not the
+// server's latency. Per class: the verdicts, goodput and by_class agree.
+TEST(Summary, SloVerdictsStartAtTheDispatchBehindACap) {
+  SummaryBuilder b;
+  Slo slo;
+  slo.ttft_ms = 200;
+  slo.e2e_ms = 300;
+  b.set_slos({{"lagged", slo}, {"queued", slo}});
+  b.set_slo_from_schedule(true);
+  auto lagged = make_ok(1, 300'000'000, {400'000'000, 500'000'000});  // 300 ms late, no cap
+  lagged.t_sched = 0;
+  lagged.task_class = "lagged";
+  auto queued = make_ok(2, 260'000'000, {360'000'000, 460'000'000});  // 250 ms in the queue, then 10 ms
+  queued.t_sched = 0;
+  queued.t_dispatch = 250'000'000;
+  queued.task_class = "queued";
+  b.add(lagged);
+  b.add(queued);
+  const auto s = b.build();
+  EXPECT_DOUBLE_EQ(s["duration_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(s["queue_ms"]["max"].get<double>(), 250.0);
+  EXPECT_EQ(s["queue_ms"]["count"], 1);
+  EXPECT_DOUBLE_EQ(s["send_lag_ms"]["min"].get<double>(), 260.0);  // send lag includes the queue
+  EXPECT_DOUBLE_EQ(s["ttft_sched_ms"]["min"].get<double>(), 360.0);
+  const auto& q = s["slo_attainment"]["queued"];
+  EXPECT_DOUBLE_EQ(q["ttft_ms"]["value"].get<double>(), 110.0);  // 360 - 250
+  EXPECT_DOUBLE_EQ(q["e2e_ms"]["value"].get<double>(), 210.0);   // 460 - 250
+  EXPECT_EQ(q["met"], 1);
+  EXPECT_EQ(q["pass"], true);
+  EXPECT_DOUBLE_EQ(q["goodput_rps"].get<double>(), 2.0);
+  const auto& l = s["slo_attainment"]["lagged"];
+  EXPECT_DOUBLE_EQ(l["ttft_ms"]["value"].get<double>(), 400.0);
+  EXPECT_EQ(l["met"], 0);
+  EXPECT_EQ(l["pass"], false);
+  EXPECT_DOUBLE_EQ(s["goodput_rps"].get<double>(), 2.0);  // the queued request only, in 0.5 s
+  EXPECT_DOUBLE_EQ(s["by_class"]["queued"]["goodput_rps"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s["by_class"]["lagged"]["goodput_rps"].get<double>(), 0.0);
+  EXPECT_EQ(s["slo_latency_from"], "schedule");
+}
+
+// Completed requests without a usage count from the server: counted apart,
+// with those whose output the client counted (--tokenizer); failures and
+// requests with usage are not.
+TEST(Summary, RequestsWithoutUsageAreCounted) {
+  SummaryBuilder b;
+  b.add(make_ok(1, 0, {1'000'000, 2'000'000}));  // usage: 2 tokens
+  auto no_usage = make_ok(2, 0, {1'000'000, 2'000'000, 3'000'000});
+  no_usage.output_tokens = -1;
+  no_usage.output_tokens_client = 3;
+  b.add(no_usage);
+  auto counted = make_ok(3, 0, {1'000'000, 2'000'000});
+  counted.output_tokens = 5;  // the tokenizer's count of the text
+  counted.output_tokens_counted_by_client = true;
+  counted.output_tokens_client = 2;
+  b.add(counted);
+  RequestRecord failed;
+  failed.t_sched = failed.t_send = 0;
+  failed.t_close = 4'000'000;
+  failed.outcome = Outcome::kConnectError;
+  b.add(failed);  // output_tokens -1, but failed
+  const auto s = b.build();
+  EXPECT_EQ(s["requests_without_usage"], 2);
+  EXPECT_EQ(s["output_tokens_client_counted"], 1);
+  EXPECT_EQ(s["output_tokens_total"], 2 + 0 + 5);
+  EXPECT_EQ(s["output_token_mismatches"], 1);  // the client-counted one: 5 tokens in 2 events
+  EXPECT_EQ(s["requests_completed"], 3);
+}
+
 }  // namespace
 }  // namespace tokenscope

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 
 #include "core/error.h"
 #include "core/stats.h"
@@ -122,6 +124,30 @@ TEST(Arrivals, BadSettingsAreUsageErrors) {
   trace.kind = ArrivalKind::kTrace;
   Rng rng(1);
   EXPECT_THROW(apply_arrivals(no_times, trace, rng), UsageError);
+}
+
+// --rate inf (vLLM's --request-rate inf): every request at t = 0, whatever
+// the process; a duration cannot bound infinitely many, so it is an error
+// that says what to give instead.
+TEST(Arrivals, InfiniteRateSendsEveryRequestAtZero) {
+  for (const auto kind : {ArrivalKind::kPoisson, ArrivalKind::kGamma, ArrivalKind::kConstant}) {
+    ArrivalSettings s;
+    s.kind = kind;
+    s.rate_rps = std::numeric_limits<double>::infinity();
+    s.burstiness = 0.5;
+    Rng rng(3);
+    EXPECT_NO_THROW(validate(s));
+    EXPECT_EQ(generate_arrivals(s, 7, rng), std::vector<Nanos>(7, 0)) << arrival_kind_name(kind);
+    try {
+      generate_arrivals_until(s, 5 * kNanosPerSecond, rng);
+      ADD_FAILURE() << "a duration with an infinite rate was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--num-requests"), std::string::npos) << e.what();
+    }
+  }
+  ArrivalSettings nan;
+  nan.rate_rps = std::nan("");
+  EXPECT_THROW(validate(nan), UsageError);
 }
 
 }  // namespace

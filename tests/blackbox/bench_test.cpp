@@ -1,7 +1,11 @@
 // Black-box tests of `tokenscope bench`: the real binary against its
-// in-process simulator and against a separate `tokenscope serve` process.
+// in-process simulator, against a separate `tokenscope serve` process and
+// against a scripted server that records what reaches it.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,9 +14,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "process.h"
@@ -24,6 +30,108 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 const std::string kBin = TOKENSCOPE_BINARY;
+
+// A loopback HTTP/1.1 server that answers every POST with a whole (not
+// streamed) completion or chat completion of one token and keeps each
+// request's head and body: what the client put on the wire.
+class RecordingServer {
+ public:
+  struct Request {
+    std::string head;  // request line and headers
+    std::string body;
+  };
+  RecordingServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    EXPECT_EQ(::listen(fd_, 64), 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;  // shut down
+        std::lock_guard lock(mutex_);
+        connections_.emplace_back([this, c] { serve(c); });
+      }
+    });
+  }
+  ~RecordingServer() {
+    ::shutdown(fd_, SHUT_RDWR);  // wakes accept()
+    acceptor_.join();
+    ::close(fd_);
+    for (auto& t : connections_) t.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<Request> requests() {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+
+ private:
+  // One request per connection (answered with Connection: close); a
+  // connection that sends nothing (a warm one) ends when the client closes
+  // it, or after 20 s.
+  void serve(int c) {
+    timeval tv{20, 0};
+    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string in;
+    char buf[8192];
+    std::size_t head_end = std::string::npos, length = 0;
+    for (;;) {
+      if (head_end == std::string::npos && (head_end = in.find("\r\n\r\n")) != std::string::npos) {
+        std::string lower = in.substr(0, head_end);
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char ch) { return std::tolower(ch); });
+        if (const auto at = lower.find("content-length:"); at != std::string::npos)
+          length = std::stoul(lower.substr(at + 15));
+      }
+      if (head_end != std::string::npos && in.size() >= head_end + 4 + length) break;
+      const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0) {
+        ::close(c);
+        return;
+      }
+      in.append(buf, static_cast<std::size_t>(n));
+    }
+    Request r{in.substr(0, head_end), in.substr(head_end + 4, length)};
+    const bool chat = r.head.find("/chat/completions") != std::string::npos;
+    {
+      std::lock_guard lock(mutex_);
+      requests_.push_back(r);
+    }
+    const std::string usage = R"("usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9})";
+    const std::string body =
+        chat
+            ? R"({"id":"chatcmpl-1","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,)"
+              R"("message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],)" +
+                  usage + "}"
+            : R"({"id":"cmpl-1","object":"text_completion","created":0,"model":"m","choices":[{"index":0,)"
+              R"("text":"hi","finish_reason":"length"}],)" +
+                  usage + "}";
+    const std::string response = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    ::send(c, response.data(), response.size(), MSG_NOSIGNAL);
+    ::close(c);
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::vector<std::thread> connections_;
+  std::vector<Request> requests_;
+};
+
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s;
+}
 
 class Bench : public ::testing::Test {
  protected:
@@ -85,11 +193,66 @@ TEST_F(Bench, RunWritesSummaryRecordsCsvAndVllmResult) {
   while (std::getline(csv, row)) ++rows;
   EXPECT_EQ(rows, recs.size());
   const auto v = json::parse(slurp(out / "vllm_result.json"));
+  // vLLM's benchmark_serving.py --save-result keys (with --save-detailed,
+  // --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 90,95,99).
+  std::set<std::string> vllm_keys = {"date",
+                                     "backend",
+                                     "model_id",
+                                     "tokenizer_id",
+                                     "num_prompts",
+                                     "request_rate",
+                                     "burstiness",
+                                     "max_concurrency",
+                                     "duration",
+                                     "completed",
+                                     "total_input_tokens",
+                                     "total_output_tokens",
+                                     "request_throughput",
+                                     "request_goodput",
+                                     "output_throughput",
+                                     "total_token_throughput",
+                                     "input_lens",
+                                     "output_lens",
+                                     "ttfts",
+                                     "itls",
+                                     "generated_texts",
+                                     "errors"};
+  for (const char* m : {"ttft", "tpot", "itl", "e2el"})
+    for (const char* st : {"mean", "median", "std", "p90", "p95", "p99"})
+      vllm_keys.insert(std::string(st) + "_" + m + "_ms");
+  std::set<std::string> keys;
+  for (const auto& [k, x] : v.items()) keys.insert(k);
+  EXPECT_EQ(keys, vllm_keys);
+  EXPECT_EQ(v["backend"], "vllm");
+  EXPECT_EQ(v["model_id"], "llama-3-8b");
+  EXPECT_EQ(v["request_rate"], 10.0);
+  EXPECT_TRUE(v["max_concurrency"].is_null());
+  EXPECT_EQ(v["num_prompts"].get<std::size_t>(), recs.size());
   EXPECT_EQ(v["completed"].get<std::size_t>(), recs.size());
-  for (const char* k : {"mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
-                        "p99_e2el_ms", "request_throughput", "output_throughput", "total_token_throughput"})
-    EXPECT_TRUE(v.contains(k)) << k;
-  EXPECT_EQ(v["output_lens"].size(), recs.size());
+  EXPECT_EQ(v["total_input_tokens"].get<std::size_t>(), 64 * recs.size());
+  EXPECT_EQ(v["total_output_tokens"].get<std::size_t>(), 16 * recs.size());
+  EXPECT_DOUBLE_EQ(v["duration"].get<double>(), s["duration_s"].get<double>());
+  EXPECT_TRUE(v["request_goodput"].is_number());  // one SLO: vLLM's --goodput
+  ASSERT_EQ(v["output_lens"].size(), recs.size());
+  ASSERT_EQ(v["itls"].size(), recs.size());
+  // The same requests as requests.jsonl, in the order they finished: the
+  // mean TTFT from the records (ms from the send), 15 gaps per request.
+  double ttft_sum_ms = 0;
+  for (std::size_t i = 0; i < recs.size(); ++i) {
+    EXPECT_EQ(v["input_lens"][i], 64);
+    EXPECT_EQ(v["output_lens"][i], 16);
+    EXPECT_EQ(v["itls"][i].size(), 15u);
+    EXPECT_EQ(v["errors"][i], "");
+    ttft_sum_ms += static_cast<double>(recs[i]["t_first_token_ns"].get<std::int64_t>() -
+                                       recs[i]["t_send_ns"].get<std::int64_t>()) /
+                   1e6;
+    EXPECT_NEAR(v["ttfts"][i].get<double>() * 1e3,
+                static_cast<double>(recs[i]["t_first_token_ns"].get<std::int64_t>() -
+                                    recs[i]["t_send_ns"].get<std::int64_t>()) /
+                    1e6,
+                1e-9);
+  }
+  EXPECT_NEAR(v["mean_ttft_ms"].get<double>(), ttft_sum_ms / static_cast<double>(recs.size()), 1e-9);
 }
 
 TEST_F(Bench, BadOptionsAndInputGetClearMessages) {
@@ -172,10 +335,9 @@ TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
   const auto trace = dir_ / "emissions.jsonl";
   Server server(dir_, {"--faults", "http_5xx=0.06,http_429=0.06,reset=0.06,malformed=0.06,stall=0.06@6000",
                        "--fault-seed", "11", "--fixed-step-ms", "1", "--trace-emissions", trace.string()});
-  const auto r =
-      bench({"--target", server.url(""), "--num-requests", "300", "--rate", "300", "--input-len", "fixed:8",
-             "--output-len", "fixed:6", "--timeout-s", "2", "--max-error-rate", "1", "--json", "--out",
-             (dir_ / "run").string()});
+  const auto r = bench({"--target", server.url(""), "--num-requests", "300", "--rate", "300", "--input-len",
+                        "fixed:8", "--output-len", "fixed:6", "--timeout-s", "2", "--max-error-rate", "1",
+                        "--json", "--out", (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = json::parse(r.out);
   EXPECT_TRUE(s["prefix_cache_queries_tokens"].is_null());  // a remote server: not read
@@ -333,6 +495,84 @@ TEST_F(Bench, SweepsWriteTheCurveAndClosedLoopRunsToItsCount) {
   EXPECT_EQ(json::parse(r.out)["requests_completed"], 25);
 }
 
+// --sweep-search bisects when the SLO holds at LOW and fails at HIGH. The
+// simulator runs one sequence at a time (--max-num-seqs 1), each step 10 ms:
+// a request of 10 output tokens holds it for 11 steps, so it serves about
+// 9 requests/s whatever the rate. Below that, TTFT stays one or two steps
+// (10-20 ms); above it the queue grows through the run and TTFT with it
+// (at 20 req/s for 1.5 s, the last request waits about 1.5 s). A 150 ms TTFT
+// SLO passes at 2 req/s and fails at 20, so the search must bisect: 11, then
+// 6.5 or 15.5, then once more.
+TEST_F(Bench, SweepSearchBisectsBetweenAPassingAndAFailingRate) {
+  const auto out = dir_ / "search";
+  const auto r =
+      bench({"--sweep-search", "2:20",      "--sweep-steps",  "3",        "--duration-s",    "1.5",
+             "--arrival",      "constant",  "--max-num-seqs", "1",        "--fixed-step-ms", "10",
+             "--input-len",    "fixed:16",  "--output-len",   "fixed:10", "--slo",           "ttft_ms=150",
+             "--out",          out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto sweep = json::parse(slurp(out / "sweep.json"));
+  const auto& curve = sweep["curve"];
+  ASSERT_EQ(curve.size(), 5u) << sweep.dump(1);  // LOW, HIGH and three bisection steps
+  EXPECT_EQ(curve.front()["rate_rps"], 2);
+  EXPECT_EQ(curve.front()["slo_pass"], true) << sweep.dump(1);
+  EXPECT_EQ(curve.back()["rate_rps"], 20);
+  EXPECT_EQ(curve.back()["slo_pass"], false) << sweep.dump(1);
+  ASSERT_TRUE(sweep["max_rate_meeting_slo"].is_number()) << sweep.dump(1);
+  const double best = sweep["max_rate_meeting_slo"].get<double>();
+  EXPECT_GT(best, 2.0);
+  EXPECT_LT(best, 20.0);
+  // The bisection's invariant: every rate that passed is at or below the
+  // best, every one that failed above it; the first midpoint is 11.
+  bool saw_mid = false;
+  for (const auto& c : curve) {
+    const double rate = c["rate_rps"].get<double>();
+    saw_mid |= rate == 11.0;
+    EXPECT_EQ(c["slo_pass"].get<bool>(), rate <= best) << c.dump();
+    EXPECT_EQ(c["failed"], 0) << c.dump();
+    std::ostringstream name;  // as {:g} writes it: rate-2, rate-6.5
+    name << "rate-" << rate;
+    EXPECT_TRUE(fs::exists(out / name.str() / "run.json")) << name.str();
+  }
+  EXPECT_TRUE(saw_mid) << sweep.dump(1);
+  EXPECT_EQ(sweep["partial"], false);
+  EXPECT_NE(r.out.find("highest rate meeting every SLO"), std::string::npos) << r.out;
+}
+
+// --rate inf: every request is due at t = 0, like vLLM's --request-rate inf;
+// it needs --num-requests (a duration holds infinitely many).
+TEST_F(Bench, RateInfSendsEveryRequestAtOnceAndNeedsACount) {
+  const auto out = dir_ / "inf";
+  auto r = bench({"--rate", "inf", "--num-requests", "12", "--input-len", "fixed:16", "--output-len",
+                  "fixed:4", "--compat", "vllm", "--out", out.string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto recs = lines(out / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 12u);
+  for (const auto& rec : recs) EXPECT_EQ(rec["t_sched_ns"], recs[0]["t_sched_ns"]) << rec.dump();
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["settings"]["effective"]["load"]["rate_rps"], "inf");
+  EXPECT_EQ(run["settings"]["effective"]["load"]["planned_requests"], 12);
+  EXPECT_EQ(json::parse(slurp(out / "vllm_result.json"))["request_rate"], "inf");
+  r = bench({"--rate", "inf", "--duration-s", "5", "--out", (dir_ / "dur").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--rate inf sends every request at t = 0: give their number with --num-requests N"),
+            std::string::npos)
+      << r.err;
+}
+
+// KNOWN FAILING (bug in src/workload/workload_spec.cpp, reported, not fixed
+// here): run.json's settings.requested records --rate inf as null, since
+// to_json(WorkloadSpec) puts the double in the JSON as it is and JSON has no
+// infinity (nlohmann writes it as null); the effective settings say "inf".
+TEST_F(Bench, RateInfIsRecordedAsRequested) {
+  const auto out = dir_ / "inf";
+  const auto r = bench({"--rate", "inf", "--num-requests", "3", "--input-len", "fixed:8", "--output-len",
+                        "fixed:2", "--out", out.string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["settings"]["requested"]["workload"]["rate_rps"], json("inf"));
+}
+
 TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
   const auto yaml = dir_ / "w.yaml";
   std::ofstream(yaml) << "num_requests: 6\narrival: {process: constant, rate_rps: 20}\nclasses:\n"
@@ -352,6 +592,90 @@ TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
   for (const auto& rec : recs) second_turns += rec.value("turn", 0) == 1 ? 1 : 0;
   EXPECT_EQ(recs.size(), s["requests_total"].get<std::size_t>());
   EXPECT_EQ(recs.size(), 6 + second_turns);  // each agent session adds its second turn
+}
+
+// The request options reach the server as given: sampling parameters, the
+// extra body (whose fields replace tokenscope's own), --api-key, --header,
+// --model, --no-ignore-eos; completions and chat; run.json records them.
+TEST_F(Bench, SamplingOptionsAndExtraBodyReachTheServer) {
+  RecordingServer server;
+  const std::vector<std::string> common = {"--target",
+                                           server.url(),
+                                           "--model",
+                                           "served-model",
+                                           "--no-stream",
+                                           "--rate",
+                                           "inf",
+                                           "--num-requests",
+                                           "3",
+                                           "--input-len",
+                                           "fixed:8",
+                                           "--output-len",
+                                           "fixed:1",
+                                           "--temperature",
+                                           "0.25",
+                                           "--top-p",
+                                           "0.5",
+                                           "--top-k",
+                                           "7",
+                                           "--request-seed",
+                                           "42",
+                                           "--logprobs",
+                                           "2",
+                                           "--extra-body",
+                                           R"({"min_p": 0.05, "top_k": 9, "nested": {"a": [1, 2]}})",
+                                           "--api-key",
+                                           "sk-test",
+                                           "--header",
+                                           "X-Tenant: blue",
+                                           "--quiet"};
+  auto args = common;
+  args.insert(args.end(), {"--out", (dir_ / "completions").string()});
+  auto r = bench(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto seen = server.requests();
+  ASSERT_EQ(seen.size(), 3u);
+  for (const auto& q : seen) {
+    EXPECT_EQ(q.head.rfind("POST /v1/completions HTTP/1.1\r\n", 0), 0u) << q.head;
+    EXPECT_NE(lowercase(q.head).find("\r\nauthorization: bearer sk-test"), std::string::npos) << q.head;
+    EXPECT_NE(lowercase(q.head).find("\r\nx-tenant: blue"), std::string::npos) << q.head;
+    const auto b = json::parse(q.body);
+    EXPECT_EQ(b["model"], "served-model");
+    EXPECT_TRUE(b["prompt"].is_string() && !b["prompt"].get<std::string>().empty()) << q.body;
+    EXPECT_EQ(b["max_tokens"], 1);
+    EXPECT_EQ(b["stream"], false);
+    EXPECT_EQ(b["ignore_eos"], true);
+    EXPECT_EQ(b["temperature"], 0.25);
+    EXPECT_EQ(b["top_p"], 0.5);
+    EXPECT_EQ(b["top_k"], 9);  // the extra body wins over --top-k
+    EXPECT_EQ(b["seed"], 42);
+    EXPECT_EQ(b["logprobs"], 2);
+    EXPECT_EQ(b["min_p"], 0.05);
+    EXPECT_EQ(b["nested"], json({{"a", {1, 2}}}));
+  }
+  const auto run = json::parse(slurp(dir_ / "completions" / "run.json"));
+  const auto& sampling = run["settings"]["requested"]["target"]["sampling"];
+  EXPECT_EQ(sampling["temperature"], 0.25);
+  EXPECT_EQ(sampling["seed"], 42);
+  EXPECT_EQ(sampling["extra_body"]["min_p"], 0.05);
+  EXPECT_EQ(run["summary"]["requests_completed"], 3);
+
+  args = common;
+  args.insert(args.end(), {"--api", "chat", "--no-ignore-eos", "--out", (dir_ / "chat").string()});
+  r = bench(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  seen = server.requests();
+  ASSERT_EQ(seen.size(), 6u);
+  for (std::size_t i = 3; i < 6; ++i) {
+    EXPECT_EQ(seen[i].head.rfind("POST /v1/chat/completions HTTP/1.1\r\n", 0), 0u) << seen[i].head;
+    const auto b = json::parse(seen[i].body);
+    EXPECT_EQ(b["messages"][0]["role"], "user") << seen[i].body;
+    EXPECT_FALSE(b.contains("ignore_eos")) << seen[i].body;
+    EXPECT_EQ(b["temperature"], 0.25);
+    EXPECT_EQ(b["logprobs"], true);  // chat asks for log-probabilities this way
+    EXPECT_EQ(b["top_logprobs"], 2);
+    EXPECT_EQ(b["top_k"], 9);
+  }
 }
 
 }  // namespace

@@ -152,9 +152,13 @@ TEST_F(Serve, ErrorsAndLimitsOverTheWire) {
   EXPECT_NE(blong.find("maximum context length"), std::string::npos);
 }
 
+// The npm package is part of the test set-up (scripts/setup.sh installs it,
+// and a failed install stops the set-up): without it the test fails rather
+// than skips, so a CI that lost it cannot pass silently.
 TEST_F(Serve, OfficialOpenAiClientAcceptsTheServer) {
-  if (!fs::exists(kNodeDir + "/node_modules/openai"))
-    GTEST_SKIP() << "npm package 'openai' not installed (scripts/setup.sh)";
+  ASSERT_TRUE(fs::exists(kNodeDir + "/node_modules/openai"))
+      << "the npm package 'openai' is not installed in " << kNodeDir
+      << ": run scripts/setup.sh (npm ci in that folder)";
   Server server(dir_, {"--api-key", "k2"});
   const auto r = run_process({"/usr/bin/node", kNodeDir + "/openai_client.mjs", server.url("/v1"), "k2"}, 60);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -1,0 +1,306 @@
+// bench::run() as a library call: BenchSettings in, BenchResult and the run
+// directory out, against the in-process simulator (no target_url) with a
+// fixed step time; the error-rate verdict with injected faults.
+#include "bench/bench_run.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace tokenscope::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class BenchRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tokenscope_bench_run_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // 20 requests of 16 prompt and 4 output tokens, 200 per second, on a
+  // simulator whose every step takes 1 ms.
+  BenchSettings settings(const std::string& name) const {
+    BenchSettings o;
+    o.workload.num_requests = 20;
+    o.workload.arrival = "constant";
+    o.workload.rate_rps = 200;
+    o.workload.input_len = "fixed:16";
+    o.workload.output_len = "fixed:4";
+    o.engine.fixed_step_ms = 1.0;
+    o.out_dir = (dir_ / name).string();
+    o.progress = "none";
+    o.quiet = true;
+    return o;
+  }
+  BenchResult run(const BenchSettings& o) {
+    std::ostringstream log;
+    BenchResult r = bench::run(o, interrupted_, log);
+    log_ = log.str();
+    return r;
+  }
+  static json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    EXPECT_TRUE(in) << p;
+    return json::parse(in);
+  }
+  static std::vector<json> lines(const fs::path& p) {
+    std::vector<json> out;
+    std::ifstream in(p);
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+  }
+
+  fs::path dir_;
+  std::atomic<bool> interrupted_{false};
+  std::string log_;
+};
+
+TEST_F(BenchRun, InProcessRunWritesTheRunDirectory) {
+  const BenchSettings o = settings("ok");
+  const BenchResult r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << log_;
+  EXPECT_EQ(r.out_dir, o.out_dir);
+  EXPECT_TRUE(r.verdicts.empty());
+  EXPECT_TRUE(r.sweep.is_null());
+  ASSERT_EQ(r.runs.size(), 1u);
+  const RunReport& rep = r.runs[0];
+  EXPECT_TRUE(rep.in_process);
+  EXPECT_FALSE(rep.interrupted);
+  EXPECT_EQ(rep.model, "llama-3-8b");
+  EXPECT_EQ(rep.url.rfind("http://127.0.0.1:", 0), 0u) << rep.url;
+  EXPECT_EQ(rep.sent, 20u);
+  EXPECT_EQ(rep.not_sent, 0u);
+  EXPECT_GE(rep.connections, 1u);
+  EXPECT_TRUE(rep.failure.empty()) << rep.failure;
+  const json& s = rep.summary;
+  EXPECT_EQ(s["requests_total"], 20);
+  EXPECT_EQ(s["requests_completed"], 20);
+  EXPECT_EQ(s["requests_failed"], 0);
+  EXPECT_EQ(s["prompt_tokens_total"], 20 * 16);  // the server re-tokenizes the prompt text exactly
+  EXPECT_EQ(s["output_tokens_total"], 20 * 4);
+  EXPECT_EQ(s["requests_without_usage"], 0);
+  EXPECT_EQ(s["slo_latency_from"], "schedule");
+  EXPECT_TRUE(s["goodput_rps"].is_null());
+
+  const json run_json = read_json(dir_ / "ok" / "run.json");
+  EXPECT_EQ(run_json["partial"], false);
+  EXPECT_EQ(run_json["summary"], s);
+  EXPECT_EQ(run_json["client"], rep.client);
+  EXPECT_EQ(run_json["verdict"], json({{"failed", false}, {"reason", nullptr}}));
+  const json& load = run_json["settings"]["effective"]["load"];
+  EXPECT_EQ(load["mode"], "open");
+  EXPECT_EQ(load["planned_requests"], 20);
+  EXPECT_EQ(load["rate_rps"], 200.0);
+  EXPECT_DOUBLE_EQ(load["last_offset_s"].get<double>(), 19 / 200.0);
+  EXPECT_EQ(run_json["settings"]["effective"]["target"]["in_process"], true);
+  EXPECT_EQ(run_json["settings"]["requested"]["load"]["max_error_rate"], 0.1);
+  for (const auto& [kind, n] : run_json["server"]["faults_injected"].items()) EXPECT_EQ(n, 0) << kind;
+
+  const auto recs = lines(dir_ / "ok" / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 20u);
+  for (const auto& rec : recs) {
+    EXPECT_EQ(rec["outcome"], "ok");
+    EXPECT_EQ(rec["prompt_tokens_planned"], 16);
+    EXPECT_EQ(rec["output_tokens_planned"], 4);
+    EXPECT_EQ(rec["prompt_tokens"], 16);
+    EXPECT_EQ(rec["output_tokens"], 4);
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "ok" / "vllm_result.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "ok" / "requests.csv"));
+}
+
+// More than max_error_rate of the requests failed: exit 1, and the failure
+// names the count, the target, the outcomes and the first error; run.json's
+// verdict says the same. max_error_rate = 1 accepts any failure.
+TEST_F(BenchRun, FailedRequestsOverTheErrorRateFailTheRun) {
+  BenchSettings o = settings("fail");
+  o.faults = "http_5xx=1";
+  BenchResult r = run(o);
+  EXPECT_EQ(r.exit_code, 1) << log_;
+  ASSERT_EQ(r.runs.size(), 1u);
+  const RunReport& rep = r.runs[0];
+  EXPECT_EQ(rep.summary["requests_by_outcome"]["http_error"], 20);
+  const std::regex expected(
+      "20 of 20 requests to http://127\\.0\\.0\\.1:[0-9]+ failed \\(100\\.0%, over "
+      "--max-error-rate 10%\\): 20 http_error; the first: http_error: .*HTTP 500.*");
+  EXPECT_TRUE(std::regex_match(rep.failure, expected)) << rep.failure;
+  EXPECT_NE(rep.failure.find(rep.url), std::string::npos);
+  ASSERT_EQ(r.verdicts.size(), 1u);
+  EXPECT_EQ(r.verdicts[0], rep.failure);
+  const json run_json = read_json(dir_ / "fail" / "run.json");
+  EXPECT_EQ(run_json["verdict"]["failed"], true);
+  EXPECT_EQ(run_json["verdict"]["reason"], rep.failure);
+  EXPECT_EQ(run_json["server"]["faults_injected"]["http_5xx"], 20);
+  EXPECT_EQ(lines(dir_ / "fail" / "requests.jsonl").size(), 20u);
+
+  o.max_error_rate = 1;
+  o.out_dir = (dir_ / "accepted").string();
+  r = run(o);
+  EXPECT_EQ(r.exit_code, 0) << log_;
+  EXPECT_TRUE(r.runs[0].failure.empty()) << r.runs[0].failure;
+  EXPECT_TRUE(r.verdicts.empty());
+  EXPECT_EQ(read_json(dir_ / "accepted" / "run.json")["verdict"]["failed"], false);
+}
+
+// The threshold is "more than": with K of 20 requests failed (the same fault
+// draws each run: one per request, in arrival order, from the fault seed), a
+// rate of K/20 passes and anything below it fails.
+TEST_F(BenchRun, ErrorRateThresholdIsMoreThan) {
+  BenchSettings o = settings("probe");
+  o.faults = "http_5xx=0.3";
+  o.fault_seed = 7;
+  o.max_error_rate = 1;
+  BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const auto failed = r.runs[0].summary["requests_failed"].get<std::uint64_t>();
+  EXPECT_EQ(read_json(dir_ / "probe" / "run.json")["server"]["faults_injected"]["http_5xx"], failed);
+  ASSERT_GT(failed, 0u);
+  ASSERT_LT(failed, 20u);
+
+  o.max_error_rate = static_cast<double>(failed) / 20;
+  o.out_dir = (dir_ / "at").string();
+  r = run(o);
+  EXPECT_EQ(r.runs[0].summary["requests_failed"], failed);
+  EXPECT_EQ(r.exit_code, 0) << r.runs[0].failure;
+
+  o.max_error_rate = (static_cast<double>(failed) - 0.5) / 20;
+  o.out_dir = (dir_ / "below").string();
+  r = run(o);
+  EXPECT_EQ(r.runs[0].summary["requests_failed"], failed);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.runs[0].failure.rfind(std::to_string(failed) + " of 20 requests", 0), 0u) << r.runs[0].failure;
+}
+
+// Bad settings are usage errors, before anything runs.
+TEST_F(BenchRun, BadSettingsThrowUsageErrors) {
+  BenchSettings o = settings("bad");
+  o.max_error_rate = 1.5;
+  EXPECT_THROW(run(o), UsageError);
+  o = settings("bad");
+  o.compat = "sglang";
+  EXPECT_THROW(run(o), UsageError);
+  o = settings("bad");
+  o.workload.rate_rps = std::numeric_limits<double>::infinity();
+  o.workload.num_requests = 0;
+  o.workload.duration_s = 2;
+  try {
+    run(o);
+    ADD_FAILURE() << "--rate inf with --duration-s ran";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--num-requests"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "bad" / "run.json"));
+}
+
+// --rate inf: every request is due at t = 0; run.json and vllm_result.json
+// record the rate as "inf" (JSON has no infinity).
+TEST_F(BenchRun, RateInfSendsEveryRequestAtTheStart) {
+  BenchSettings o = settings("inf");
+  o.workload.rate_rps = std::numeric_limits<double>::infinity();
+  o.workload.arrival = "poisson";
+  o.compat = "vllm";
+  const BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const auto recs = lines(dir_ / "inf" / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 20u);
+  for (const auto& rec : recs) EXPECT_EQ(rec["t_sched_ns"], recs[0]["t_sched_ns"]);
+  const json run_json = read_json(dir_ / "inf" / "run.json");
+  EXPECT_EQ(run_json["settings"]["effective"]["load"]["rate_rps"], "inf");
+  EXPECT_EQ(run_json["settings"]["effective"]["load"]["last_offset_s"], 0.0);
+  const json v = read_json(dir_ / "inf" / "vllm_result.json");
+  EXPECT_EQ(v["request_rate"], "inf");
+  EXPECT_EQ(v["num_prompts"], 20);
+  EXPECT_EQ(v["completed"], 20);
+}
+
+// Sessions with --compat vllm: a later turn has no planned prompt length;
+// vllm_result.json counts the server's prompt tokens for it (never -1).
+TEST_F(BenchRun, VllmResultOfSessionsCountsEveryTurnsPrompt) {
+  const fs::path yaml = dir_ / "w.yaml";
+  std::ofstream(yaml) << "num_requests: 4\narrival: {process: constant, rate_rps: 50}\nclasses:\n"
+                         "  - name: agent\n    input_len: fixed:32\n    output_len: fixed:4\n"
+                         "    turns: {count: 2, think_ms: 5, input_len: fixed:8}\n";
+  BenchSettings o = settings("sessions");
+  o.workload_file = yaml.string();
+  o.compat = "vllm";
+  const BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const auto recs = lines(dir_ / "sessions" / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 8u);
+  std::int64_t prompts = 0;
+  for (const auto& rec : recs) {
+    ASSERT_EQ(rec["outcome"], "ok");
+    prompts += rec["prompt_tokens"].get<std::int64_t>();
+    EXPECT_EQ(rec.contains("prompt_tokens_planned"), rec["turn"] == 0) << rec.dump();
+  }
+  const json v = read_json(dir_ / "sessions" / "vllm_result.json");
+  ASSERT_EQ(v["input_lens"].size(), 8u);
+  for (const auto& n : v["input_lens"]) EXPECT_GT(n.get<std::int64_t>(), 0);
+  EXPECT_EQ(v["total_input_tokens"],
+            prompts);  // first turns as planned (= the server's count), later turns the server's
+}
+
+// A request counts as reused only on a connection that served an earlier
+// request: one user sending three requests opens one connection and reuses
+// it twice; three requests due at once take the three warm connections,
+// which served nothing before.
+TEST_F(BenchRun, ReusedCountsOnlyConnectionsThatServedBefore) {
+  BenchSettings o = settings("closed");
+  o.workload.num_requests = 3;
+  o.concurrency = 1;
+  BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  json c = r.runs[0].client;
+  EXPECT_EQ(c["connections_opened"], 1) << c.dump();
+  EXPECT_EQ(c["requests_on_reused_connections"], 2) << c.dump();
+  EXPECT_EQ(c["connect_retries"], 0) << c.dump();
+  EXPECT_EQ(read_json(dir_ / "closed" / "run.json")["client"], c);
+
+  o = settings("burst");
+  o.workload.num_requests = 3;
+  o.workload.rate_rps = std::numeric_limits<double>::infinity();
+  r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  c = r.runs[0].client;
+  EXPECT_EQ(c["connections_opened"], 3) << c.dump();
+  EXPECT_EQ(c["requests_on_reused_connections"], 0) << c.dump();
+  EXPECT_EQ(c["peak_open_connections"], 3) << c.dump();
+}
+
+// KNOWN FAILING (bug in src/bench/bench_run.cpp, reported, not fixed here):
+// with a workload file the arrival rate is the file's (arrival.rate_rps), but
+// run.json's effective load reports settings.workload.rate_rps (--rate, 8 by
+// default; 200 in these settings), which did not decide the schedule, and vllm_result.json
+// reports "inf" (every request at t = 0), because run_one() takes the rate
+// from settings.workload.rate_rps and leaves request_rate unset whenever a
+// workload file is given.
+TEST_F(BenchRun, WorkloadFileRateIsReportedAsTheFilesRate) {
+  const fs::path yaml = dir_ / "w.yaml";
+  std::ofstream(yaml) << "num_requests: 4\narrival: {process: constant, rate_rps: 20}\nclasses:\n"
+                         "  - name: a\n    input_len: fixed:8\n    output_len: fixed:2\n";
+  BenchSettings o = settings("file");
+  o.workload_file = yaml.string();
+  o.compat = "vllm";
+  const BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const json load = read_json(dir_ / "file" / "run.json")["settings"]["effective"]["load"];
+  EXPECT_DOUBLE_EQ(load["last_offset_s"].get<double>(), 3 / 20.0);  // the file's rate decided the schedule
+  EXPECT_EQ(load["rate_rps"], 20.0);
+  EXPECT_EQ(read_json(dir_ / "file" / "vllm_result.json")["request_rate"], 20.0);
+}
+
+}  // namespace
+}  // namespace tokenscope::bench
