@@ -9,6 +9,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "bench/bench_workload.h"
@@ -63,6 +64,10 @@ struct Prepared {
   LoadPlan plan;
   std::map<std::string, Slo> slos;
   nlohmann::json effective_load;
+  // The open-loop rate (+inf: all at t = 0; nullopt: a closed loop), and
+  // whether it is the schedule's average (trace timestamps, stages).
+  std::optional<double> rate_rps;
+  bool rate_is_offered_average = false;
 };
 
 Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
@@ -144,12 +149,31 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
         if (!p.slos.contains(c)) p.slos[c] = slo;
     }
   }
-  const double r = rate.value_or(wo.rate_rps);
+  // The rate the arrivals were drawn at: --rate (or the sweep's), the
+  // workload file's, or none when a trace's own timestamps (or stages) set
+  // the schedule; then the offered rate is what the schedule averages.
+  const double last_s = p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second);
+  if (closed) {
+    p.rate_rps.reset();
+  } else if (!o.workload_file.empty()) {
+    p.rate_rps = p.bw.effective.value("rate_rps", wo.rate_rps);
+  } else if (!stages.empty() || p.bw.effective.value("arrival", "") == "trace") {
+    p.rate_rps = last_s > 0 ? static_cast<double>(p.plan.schedule.size() - 1) / last_s
+                            : std::numeric_limits<double>::infinity();
+    p.rate_is_offered_average = true;
+  } else {
+    p.rate_rps = rate.value_or(wo.rate_rps);
+  }
+  auto rate_json = [](const std::optional<double>& r) {
+    if (!r) return nlohmann::json(nullptr);
+    return std::isfinite(*r) ? nlohmann::json(*r) : nlohmann::json("inf");
+  };
   p.effective_load = {
       {"mode", closed ? "closed" : "open"},
       {"planned_requests", closed ? nlohmann::json(nullptr) : nlohmann::json(p.plan.schedule.size())},
-      {"last_offset_s", p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second)},
-      {"rate_rps", std::isfinite(r) ? nlohmann::json(r) : nlohmann::json("inf")},
+      {"last_offset_s", last_s},
+      {"rate_rps", rate_json(p.rate_rps)},
+      {"rate_is_offered_average", p.rate_is_offered_average},
       {"max_concurrency", o.max_concurrency},
       {"client_threads", o.client_threads}};
   return p;
@@ -448,7 +472,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   report.in_process = side.server != nullptr;
   report.interrupted = was_interrupted;
   report.workload_description = w.description;
-  report.rate_rps = rate.value_or(o.workload.rate_rps);
+  report.rate_rps = p.rate_rps.value_or(0.0);
   report.sent = runner.counters().sent.load();
   report.not_sent = runner.not_sent();
   report.connections = cc.connects;
@@ -563,8 +587,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     info.backend = rs.api == Api::kChat ? "openai-chat" : "vllm";
     info.model_id = rs.model;
     info.tokenizer_id = o.tokenizer_file.empty() ? rs.model : o.tokenizer_file;
-    const double r = rate.value_or(o.workload.rate_rps);
-    if (!p.plan.closed_loop && std::isfinite(r) && o.workload_file.empty()) info.request_rate = r;
+    if (p.rate_rps && std::isfinite(*p.rate_rps)) info.request_rate = *p.rate_rps;
     info.burstiness = o.workload.burstiness;
     if (o.max_concurrency > 0) info.max_concurrency = o.max_concurrency;
     if (o.concurrency > 0) info.max_concurrency = o.concurrency;

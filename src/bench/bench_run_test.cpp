@@ -280,13 +280,9 @@ TEST_F(BenchRun, ReusedCountsOnlyConnectionsThatServedBefore) {
   EXPECT_EQ(c["peak_open_connections"], 3) << c.dump();
 }
 
-// KNOWN FAILING (bug in src/bench/bench_run.cpp, reported, not fixed here):
-// with a workload file the arrival rate is the file's (arrival.rate_rps), but
-// run.json's effective load reports settings.workload.rate_rps (--rate, 8 by
-// default; 200 in these settings), which did not decide the schedule, and vllm_result.json
-// reports "inf" (every request at t = 0), because run_one() takes the rate
-// from settings.workload.rate_rps and leaves request_rate unset whenever a
-// workload file is given.
+// With a workload file the arrival rate is the file's (arrival.rate_rps), in
+// run.json's effective load and in vllm_result.json (they reported --rate's
+// value and "inf" once).
 TEST_F(BenchRun, WorkloadFileRateIsReportedAsTheFilesRate) {
   const fs::path yaml = dir_ / "w.yaml";
   std::ofstream(yaml) << "num_requests: 4\narrival: {process: constant, rate_rps: 20}\nclasses:\n"

@@ -75,7 +75,8 @@ bool RequestEncoder::overridden(std::string_view field) const {
 }
 
 std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view prompt, std::uint32_t max_tokens,
-                                                          const std::vector<ChatMessage>* history) const {
+                                                          const std::vector<ChatMessage>* history,
+                                                          std::optional<std::uint64_t> request_id) const {
   std::string body;
   body.reserve(prompt.size() + 256 + extra_fields_.size());
   body += '{';
@@ -115,6 +116,11 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
   auto out = std::make_shared<std::string>();
   out->reserve(head_.size() + body.size() + 32);
   *out += head_;
+  if (request_id && s_.send_request_id) {
+    *out += "X-Request-Id: ";
+    jsonout::append_uint(*out, *request_id);
+    *out += "\r\n";
+  }
   *out += "Content-Length: ";
   jsonout::append_uint(*out, body.size());
   *out += "\r\n\r\n";

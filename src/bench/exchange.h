@@ -55,6 +55,9 @@ struct RequestSettings {
   std::string base_path;  // prepended to the path
   std::string path;       // "" : /v1/completions or /v1/chat/completions by api
   std::string api_key;    // Authorization: Bearer
+  // X-Request-Id: the record's id with every request, so that a server's logs
+  // (and tokenscope serve's emission trace) can be matched to the records.
+  bool send_request_id = true;
   std::vector<std::pair<std::string, std::string>> headers;
   Sampling sampling;
 };
@@ -72,7 +75,8 @@ class RequestEncoder {
   // The whole HTTP message. Completions send `prompt`; chat sends one user
   // message, or `history` followed by it.
   std::shared_ptr<const std::string> encode(std::string_view prompt, std::uint32_t max_tokens,
-                                            const std::vector<ChatMessage>* history = nullptr) const;
+                                            const std::vector<ChatMessage>* history = nullptr,
+                                            std::optional<std::uint64_t> request_id = std::nullopt) const;
 
  private:
   bool overridden(std::string_view field) const;

@@ -84,6 +84,16 @@ TEST(RequestEncoder, SamplingParametersAndExtraBody) {
   EXPECT_FALSE(p.contains("seed"));
 }
 
+TEST(RequestEncoder, RequestIdHeader) {
+  RequestSettings s;
+  s.model = "m";
+  const RequestEncoder e(s);
+  EXPECT_NE(e.encode("x", 1, nullptr, 1234)->find("\r\nX-Request-Id: 1234\r\n"), std::string::npos);
+  EXPECT_EQ(e.encode("x", 1)->find("X-Request-Id"), std::string::npos);
+  s.send_request_id = false;
+  EXPECT_EQ(RequestEncoder(s).encode("x", 1, nullptr, 1234)->find("X-Request-Id"), std::string::npos);
+}
+
 TEST(RequestEncoder, ExtraBodyMustBeAnObject) {
   RequestSettings s;
   s.sampling.extra_body = "[1]";

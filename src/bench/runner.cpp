@@ -102,8 +102,8 @@ struct Runner::Shard {
   }
 
   std::shared_ptr<const std::string> encode(const workload::Request& req, const std::string& prompt,
-                                            const std::vector<ChatMessage>* history) {
-    return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history);
+                                            const std::vector<ChatMessage>* history, std::uint64_t id) {
+    return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id);
   }
 
   // How many connections this thread opens before the first send.
@@ -212,7 +212,7 @@ struct Runner::Shard {
   void prepare_ahead() {
     while (prepared.size() < kPrepareAhead && next + prepared.size() < jobs.size()) {
       const auto& req = r.w_.requests[jobs[next + prepared.size()].first];
-      prepared.push_back(encode(req, r.prompts_->text(req), nullptr));
+      prepared.push_back(encode(req, r.prompts_->text(req), nullptr, req.id));
     }
   }
 
@@ -239,7 +239,7 @@ struct Runner::Shard {
     const bool keep_text = link && link->next >= 0;
     if (!bytes) {
       if (ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
-      bytes = encode(req, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history);
+      bytes = encode(req, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history, id);
     }
     if (keep_text && ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
     ResponseCollector* c;

@@ -308,14 +308,19 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
   ASSERT_EQ(rs.size(), 200u);
   app.stop(0.0, 0.5);
 
-  std::map<std::string, std::string> fault_of;  // response id -> kind
+  // Each fault line names the request it hit by the X-Request-Id the client
+  // sent (the record's id) and by its response id.
+  std::map<std::uint64_t, std::pair<std::string, std::string>> fault_of;  // record id -> (kind, response id)
   std::map<std::string, int> injected;
   {
     std::ifstream in(trace);
     for (std::string line; std::getline(in, line);) {
       const auto e = nlohmann::json::parse(line);
       if (!e.contains("fault")) continue;
-      EXPECT_TRUE(fault_of.emplace(e["resp"], e["fault"]).second) << line;
+      ASSERT_TRUE(e.contains("xrid")) << "a fault line without the client's request id: " << line;
+      const std::uint64_t id = std::stoull(e["xrid"].get<std::string>());
+      EXPECT_TRUE(fault_of.emplace(id, std::pair{e["fault"].get<std::string>(), e["resp"].get<std::string>()}).second)
+          << line;
       ++injected[e["fault"]];
     }
   }
@@ -324,18 +329,11 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
     EXPECT_GT(injected[kind], 0) << kind;
     EXPECT_EQ(injected[kind], app.metrics().value("tokenscope:faults_injected_total", kind)) << kind;
   }
-  // Each record's response id: the completion's, or the one an injected
-  // HTTP error names in its message.
+  std::map<std::uint64_t, const RequestRecord*> by_id;
+  for (const auto& r : rs) EXPECT_TRUE(by_id.emplace(r.id, &r).second) << r.id;
+  // The response id, where the record has one (the completion's, or the one
+  // an injected HTTP error names), agrees with the fault's.
   const std::regex id_re("(chat)?cmpl-[0-9a-f]{16}");
-  std::map<std::string, const RequestRecord*> by_response;
-  for (const auto& r : rs) {
-    std::string id = r.response_id;
-    std::smatch m;
-    if (id.empty() && std::regex_search(r.detail, m, id_re)) id = m.str();
-    if (!id.empty()) {
-      EXPECT_TRUE(by_response.emplace(id, &r).second) << id;
-    }
-  }
   const std::map<std::string, std::pair<Outcome, int>> expected = {
       {"http_5xx", {Outcome::kHttpError, 500}},
       {"http_429", {Outcome::kHttpError, 429}},
@@ -343,13 +341,20 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
       {"malformed", {Outcome::kProtocolError, 200}},
       {"stall", {Outcome::kTimeout, 200}}};
   std::set<std::uint64_t> faulted;
-  for (const auto& [response, kind] : fault_of) {
-    const auto it = by_response.find(response);
-    ASSERT_NE(it, by_response.end()) << kind << " injected into " << response << ", which no record names";
+  for (const auto& [id, fault] : fault_of) {
+    const auto& [kind, response] = fault;
+    const auto it = by_id.find(id);
+    ASSERT_NE(it, by_id.end()) << kind << " injected into request " << id << ", which has no record";
     const RequestRecord& r = *it->second;
     faulted.insert(r.id);
-    EXPECT_EQ(r.outcome, expected.at(kind).first) << kind << " " << response << ": " << r.detail;
-    EXPECT_EQ(r.http_status, expected.at(kind).second) << kind << " " << response;
+    EXPECT_EQ(r.outcome, expected.at(kind).first) << kind << " " << id << ": " << r.detail;
+    EXPECT_EQ(r.http_status, expected.at(kind).second) << kind << " " << id;
+    std::string named = r.response_id;
+    std::smatch m;
+    if (named.empty() && std::regex_search(r.detail, m, id_re)) named = m.str();
+    if (!named.empty()) {
+      EXPECT_EQ(named, response) << kind << " " << id;
+    }
   }
   int slow = 0;
   for (const auto& r : rs) {

@@ -38,6 +38,9 @@ struct GenerationRequest {
   std::optional<std::uint64_t> seed;
   std::vector<std::string> stop;
   std::int32_t priority = 0;
+  // The client's X-Request-Id header, when it sent one: named in the
+  // emission trace beside the response id, so outcomes match by request.
+  std::string client_request_id;
 };
 
 struct ParseContext {

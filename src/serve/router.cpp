@@ -95,21 +95,23 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     return reply_error(*responder, ApiError{503, "the server is shutting down", ""}, {{"Retry-After", "1"}});
   auto parsed = parse_generation_request(api, req.body, settings_.parse);
   if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*responder, *e);
+  auto& request = std::get<GenerationRequest>(parsed);
+  request.client_request_id = std::string(req.header("x-request-id").substr(0, 128));
   const Fault fault = faults_.enabled() ? faults_.next() : Fault{};
   // An injected HTTP error names the response id the request would have had,
   // as the emission trace does, so a client's outcome can be matched to it.
   if (fault.kind == FaultKind::kHttp5xx) {
     const std::string id = core_.new_response_id(api);
-    core_.record_fault(fault.kind, id);
+    core_.record_fault(fault.kind, id, request.client_request_id);
     return reply_error(*responder, ApiError{500, "injected fault: internal server error (" + id + ")", ""});
   }
   if (fault.kind == FaultKind::kHttp429) {
     const std::string id = core_.new_response_id(api);
-    core_.record_fault(fault.kind, id);
+    core_.record_fault(fault.kind, id, request.client_request_id);
     return reply_error(*responder, ApiError{429, "injected fault: too many requests (" + id + ")", ""},
                        {{"Retry-After", "1"}});
   }
-  core_.submit(std::move(std::get<GenerationRequest>(parsed)), std::move(responder), fault);
+  core_.submit(std::move(request), std::move(responder), fault);
 }
 
 }  // namespace tokenscope::serve

@@ -29,7 +29,8 @@ void EmissionTrace::record(std::uint64_t request, std::uint32_t index, Nanos eng
   writer_.end_line();
 }
 
-void EmissionTrace::record_request(std::uint64_t request, const std::string& response_id, Nanos arrival_ns) {
+void EmissionTrace::record_request(std::uint64_t request, const std::string& response_id, Nanos arrival_ns,
+                                   std::string_view client_request_id) {
   std::lock_guard lock(mutex_);
   std::string& o = writer_.begin_line();
   o += "{\"req\":";
@@ -38,11 +39,16 @@ void EmissionTrace::record_request(std::uint64_t request, const std::string& res
   jsonout::append_string(o, response_id);
   o += ",\"arrival_ns\":";
   jsonout::append_int(o, arrival_ns);
+  if (!client_request_id.empty()) {
+    o += ",\"xrid\":";
+    jsonout::append_string(o, client_request_id);
+  }
   o += '}';
   writer_.end_line();
 }
 
-void EmissionTrace::record_fault(std::string_view kind, const std::string& response_id, Nanos t_ns) {
+void EmissionTrace::record_fault(std::string_view kind, const std::string& response_id, Nanos t_ns,
+                                 std::string_view client_request_id) {
   std::lock_guard lock(mutex_);
   std::string& o = writer_.begin_line();
   o += "{\"fault\":";
@@ -51,6 +57,10 @@ void EmissionTrace::record_fault(std::string_view kind, const std::string& respo
   jsonout::append_string(o, response_id);
   o += ",\"t_ns\":";
   jsonout::append_int(o, t_ns);
+  if (!client_request_id.empty()) {
+    o += ",\"xrid\":";
+    jsonout::append_string(o, client_request_id);
+  }
   o += '}';
   writer_.end_line();
 }
@@ -218,19 +228,19 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   bool apply_midstream_fault() {
     switch (fault_.kind) {
       case FaultKind::kReset:
-        core_.record_fault(fault_.kind, id_);
+        core_.record_fault(fault_.kind, id_, req_.client_request_id);
         for (auto& c : choices_)
           if (!c.done) core_.abort_request(c.engine_id);
         core_.reset(responder_);
         finish_task();
         return true;
       case FaultKind::kStall:
-        core_.record_fault(fault_.kind, id_);
+        core_.record_fault(fault_.kind, id_, req_.client_request_id);
         stall_until_ = fault_time_ + static_cast<Nanos>(fault_.duration_ms * 1e6);
         core_.executor().post_at(stall_until_, [self = shared_from_this()] { self->release_stall(); });
         return false;
       case FaultKind::kMalformed:
-        core_.record_fault(fault_.kind, id_);
+        core_.record_fault(fault_.kind, id_, req_.client_request_id);
         if (req_.stream)
           write("data: {\"id\": \"malformed-event\", \"choices\": [\n\n", -1, 0, 0);
         else
@@ -404,7 +414,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
   }
   tasks_.push_back(task);
   if (task->fault().kind == FaultKind::kSlowFirstByte) {
-    record_fault(FaultKind::kSlowFirstByte, task->id());
+    record_fault(FaultKind::kSlowFirstByte, task->id(), task->request().client_request_id);
     executor_.post_at(executor_.clock().now_ns() + static_cast<Nanos>(task->fault().duration_ms * 1e6),
                       [this, task] {
                         if (!task->finished()) admit(task);
@@ -426,7 +436,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task) {
     er.id = c.engine_id;
     er.prompt = c.prompt;
     er.max_output_tokens = c.target;
-    if (trace_) trace_->record_request(c.engine_id, task->id(), now);
+    if (trace_) trace_->record_request(c.engine_id, task->id(), now, req.client_request_id);
     er.priority = req.priority;
     if (req.seed) er.output_seed = hash_combine64(*req.seed, i);
     direct_delivery_ = true;
@@ -443,9 +453,10 @@ std::string ServingCore::new_response_id(Api api) {
                      mix64(response_serial_.fetch_add(1)));
 }
 
-void ServingCore::record_fault(FaultKind kind, const std::string& response_id) {
+void ServingCore::record_fault(FaultKind kind, const std::string& response_id,
+                               std::string_view client_request_id) {
   metrics_.on_fault(std::string(fault_name(kind)));
-  if (trace_) trace_->record_fault(fault_name(kind), response_id, executor_.clock().now_ns());
+  if (trace_) trace_->record_fault(fault_name(kind), response_id, executor_.clock().now_ns(), client_request_id);
 }
 
 void ServingCore::ensure_stepping() {

@@ -32,13 +32,16 @@ namespace tokenscope::serve {
 // line per request as the engine admits it: {"req": id, "resp": the
 // response's "id" ("cmpl-..."), "arrival_ns": admission time}, and one line
 // per injected fault as it takes effect: {"fault": kind, "resp": the id of
-// the response it hit, "t_ns"}.
+// the response it hit, "t_ns"}. Both name the client's X-Request-Id as
+// "xrid" when the request carried one.
 class EmissionTrace {
  public:
   explicit EmissionTrace(const std::string& path);
   void record(std::uint64_t request, std::uint32_t index, Nanos engine_ns, Nanos write_ns);
-  void record_request(std::uint64_t request, const std::string& response_id, Nanos arrival_ns);
-  void record_fault(std::string_view kind, const std::string& response_id, Nanos t_ns);
+  void record_request(std::uint64_t request, const std::string& response_id, Nanos arrival_ns,
+                      std::string_view client_request_id = {});
+  void record_fault(std::string_view kind, const std::string& response_id, Nanos t_ns,
+                    std::string_view client_request_id = {});
   void flush();
 
  private:
@@ -76,7 +79,7 @@ class ServingCore final : public engine::EngineObserver {
   // Thread-safe: counts a fault that takes effect now
   // (tokenscope:faults_injected_total) and writes it to the emission trace
   // with the id of the response it hit.
-  void record_fault(FaultKind kind, const std::string& response_id);
+  void record_fault(FaultKind kind, const std::string& response_id, std::string_view client_request_id = {});
   // Requests in progress (engine context; for tests).
   std::size_t active() const { return tasks_.size(); }
 

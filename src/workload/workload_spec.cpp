@@ -1,5 +1,7 @@
 #include "workload/workload_spec.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/random.h"
 #include "workload/arrivals.h"
@@ -17,7 +19,7 @@ nlohmann::json to_json(const WorkloadSpec& o) {
                         {"skip_bad_rows", o.skip_bad_rows},
                         {"max_requests", o.max_requests},
                         {"arrival", o.arrival.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.arrival)},
-                        {"rate_rps", o.rate_rps},
+                        {"rate_rps", std::isfinite(o.rate_rps) ? nlohmann::json(o.rate_rps) : nlohmann::json("inf")},
                         {"burstiness", o.burstiness},
                         {"time_scale", o.time_scale},
                         {"jitter_bucket_ms", o.jitter_bucket_ms},

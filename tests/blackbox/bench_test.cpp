@@ -350,43 +350,47 @@ TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
   ASSERT_FALSE(counted.empty()) << metrics.out.substr(0, 3000);
   server.stop();  // flushes the trace
 
-  std::map<std::string, std::string> fault_of;  // response id -> kind
+  // Each fault line names the request it hit by the X-Request-Id the client
+  // sent (the record's id), and its response id.
+  std::map<std::uint64_t, std::pair<std::string, std::string>> fault_of;  // record id -> (kind, response id)
   std::map<std::string, int> injected;
   for (const auto& e : lines(trace)) {
     if (!e.contains("fault")) continue;
-    EXPECT_TRUE(fault_of.emplace(e["resp"], e["fault"]).second) << e.dump();
+    ASSERT_TRUE(e.contains("xrid")) << "a fault line without the client's request id: " << e.dump();
+    const std::uint64_t id = std::stoull(e["xrid"].get<std::string>());
+    EXPECT_TRUE(fault_of.emplace(id, std::pair{e["fault"].get<std::string>(), e["resp"].get<std::string>()}).second)
+        << e.dump();
     ++injected[e["fault"]];
   }
   for (const char* kind : {"http_5xx", "http_429", "reset", "malformed", "stall"}) {
     EXPECT_GT(injected[kind], 0) << kind;
     EXPECT_EQ(injected[kind], counted[kind]) << kind;
   }
-  // Each record's response id: the completion's, or the one an injected
-  // HTTP error names in its message.
   const std::regex id_re("(chat)?cmpl-[0-9a-f]{16}");
-  std::map<std::string, json> by_response;
+  std::map<std::uint64_t, json> by_id;
   const auto recs = lines(dir_ / "run" / "requests.jsonl");
   ASSERT_EQ(recs.size(), 300u);
-  for (const auto& rec : recs) {
-    std::string id = rec.value("response_id", "");
-    const std::string detail = rec.value("detail", "");
-    std::smatch m;
-    if (id.empty() && std::regex_search(detail, m, id_re)) id = m.str();
-    if (!id.empty()) {
-      EXPECT_TRUE(by_response.emplace(id, rec).second) << id;
-    }
-  }
+  for (const auto& rec : recs) EXPECT_TRUE(by_id.emplace(rec["id"].get<std::uint64_t>(), rec).second) << rec.dump();
   const std::map<std::string, std::string> expected = {{"http_5xx", "http_error"},
                                                        {"http_429", "http_error"},
                                                        {"reset", "connect_error"},
                                                        {"malformed", "protocol_error"},
                                                        {"stall", "timeout"}};
   std::set<std::uint64_t> faulted;
-  for (const auto& [response, kind] : fault_of) {
-    const auto it = by_response.find(response);
-    ASSERT_NE(it, by_response.end()) << kind << " injected into " << response << ", which no record names";
-    faulted.insert(it->second["id"].get<std::uint64_t>());
+  for (const auto& [id, fault] : fault_of) {
+    const auto& [kind, response] = fault;
+    const auto it = by_id.find(id);
+    ASSERT_NE(it, by_id.end()) << kind << " injected into request " << id << ", which has no record";
+    faulted.insert(id);
     EXPECT_EQ(it->second["outcome"], expected.at(kind)) << kind << ": " << it->second.dump();
+    // The response id, where the record has one, agrees with the fault's.
+    std::string named = it->second.value("response_id", "");
+    const std::string detail = it->second.value("detail", "");
+    std::smatch m;
+    if (named.empty() && std::regex_search(detail, m, id_re)) named = m.str();
+    if (!named.empty()) {
+      EXPECT_EQ(named, response) << kind << ": " << it->second.dump();
+    }
   }
   int slow = 0;
   for (const auto& rec : recs) {
@@ -560,10 +564,7 @@ TEST_F(Bench, RateInfSendsEveryRequestAtOnceAndNeedsACount) {
       << r.err;
 }
 
-// KNOWN FAILING (bug in src/workload/workload_spec.cpp, reported, not fixed
-// here): run.json's settings.requested records --rate inf as null, since
-// to_json(WorkloadSpec) puts the double in the JSON as it is and JSON has no
-// infinity (nlohmann writes it as null); the effective settings say "inf".
+// --rate inf is recorded as "inf" (JSON has no infinity; nlohmann wrote null).
 TEST_F(Bench, RateInfIsRecordedAsRequested) {
   const auto out = dir_ / "inf";
   const auto r = bench({"--rate", "inf", "--num-requests", "3", "--input-len", "fixed:8", "--output-len",
@@ -628,6 +629,8 @@ TEST_F(Bench, SamplingOptionsAndExtraBodyReachTheServer) {
                                            "sk-test",
                                            "--header",
                                            "X-Tenant: blue",
+                                           "--prompt-check",
+                                           "0",  // no /tokenize before the run: only the load reaches the server
                                            "--quiet"};
   auto args = common;
   args.insert(args.end(), {"--out", (dir_ / "completions").string()});
