@@ -188,11 +188,11 @@ std::string discover_model(const net::Endpoint& ep, const net::ClientOptions& co
   if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
   const net::FetchResult r = net::fetch(ep, copt, req);
   if (!r.error.empty())
-    throw TargetError(fmt::format("--target {}: cannot ask which model it serves (GET /v1/models): {}",
-                                  ep.url(), r.error));
+    throw TargetError(
+        fmt::format("--target {}: cannot ask which model it serves (GET /v1/models): {}", ep.url(), r.error));
   if (r.status != 200)
-    throw TargetError(fmt::format("--target {}: GET /v1/models answered HTTP {}; give --model", ep.url(),
-                                  r.status));
+    throw TargetError(
+        fmt::format("--target {}: GET /v1/models answered HTTP {}; give --model", ep.url(), r.status));
   try {
     const auto j = nlohmann::json::parse(r.body);
     return j.at("data").at(0).at("id").get<std::string>();
@@ -211,8 +211,8 @@ struct ServerSide {
 // sample of the prompts really is; a JSON object for run.json.
 nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOptions& copt,
                                     const std::string& api_key, const std::string& model,
-                                    const workload::Workload& w, const LoadPlan& plan, const PromptBuilder& prompts,
-                                    bool chat, std::size_t sample) {
+                                    const workload::Workload& w, const LoadPlan& plan,
+                                    const PromptBuilder& prompts, bool chat, std::size_t sample) {
   nlohmann::json out = {{"endpoint", "/tokenize"}};
   std::int64_t planned = 0, counted = 0, max_diff = 0;
   std::size_t n = 0, exact = 0;
@@ -233,8 +233,11 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
     fr.path = "/tokenize";
     // llama.cpp reads "content" and "add_special"; vLLM and tokenscope serve
     // "prompt" and "add_special_tokens" (each ignores the other's names).
-    nlohmann::json body = {{"model", model}, {"prompt", text}, {"content", text},
-                           {"add_special", !chat}, {"add_special_tokens", !chat}};
+    nlohmann::json body = {{"model", model},
+                           {"prompt", text},
+                           {"content", text},
+                           {"add_special", !chat},
+                           {"add_special_tokens", !chat}};
     fr.body = body.dump();
     if (!api_key.empty()) fr.headers.emplace_back("Authorization", "Bearer " + api_key);
     fr.timeout_s = 10;
@@ -267,7 +270,8 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
   }
   out["available"] = true;
   out["sampled"] = n;
-  out["what"] = chat ? "the messages' content, without the chat template" : "the whole prompt, special tokens included";
+  out["what"] =
+      chat ? "the messages' content, without the chat template" : "the whole prompt, special tokens included";
   out["planned_tokens"] = planned;
   out["server_tokens"] = counted;
   out["ratio"] = planned > 0 ? static_cast<double>(counted) / static_cast<double>(planned) : 0.0;
@@ -322,7 +326,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     ss.trace_emissions = o.trace_emissions;
     ss.core.natural_length.reset();  // ignore_eos decides; without it the model runs to max_tokens
     ss.limits.max_connections = 100000;
-    side.server = std::make_unique<serve::ServerApp>(*side.eff, s2, engine::make_cost_model(s2, *side.eff), ss);
+    side.server =
+        std::make_unique<serve::ServerApp>(*side.eff, s2, engine::make_cost_model(s2, *side.eff), ss);
     side.server->start();
     endpoint = net::Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", side.server->port()));
     rs.model = side.eff->model.name;
@@ -350,9 +355,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   const PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions);
   // The server's own count of a sample of prompts, before the load starts.
   nlohmann::json prompt_check =
-      o.prompt_check_sample > 0 ? check_prompt_lengths(endpoint, copt, o.api_key, rs.model, w, p.plan, prompts,
-                                                       rs.api == Api::kChat, o.prompt_check_sample)
-                                : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
+      o.prompt_check_sample > 0
+          ? check_prompt_lengths(endpoint, copt, o.api_key, rs.model, w, p.plan, prompts,
+                                 rs.api == Api::kChat, o.prompt_check_sample)
+          : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
 
   RecordQueue queue;
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
@@ -417,8 +423,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       was_interrupted = true;
       runner.stop_sending();
       grace_end = t + seconds_to_nanos(o.grace_s);
-      log << fmt::format("\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight",
-                         o.grace_s, runner.counters().in_flight.load())
+      log << fmt::format(
+                 "\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight",
+                 o.grace_s, runner.counters().in_flight.load())
           << std::endl;
     }
     if (was_interrupted && grace_end > 0 && t >= grace_end) {
@@ -457,7 +464,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     sc.prefix_cache_queries_tokens = static_cast<std::uint64_t>(m.value("vllm:prefix_cache_queries_total"));
     sc.prefix_cache_hits_tokens = static_cast<std::uint64_t>(m.value("vllm:prefix_cache_hits_total"));
     sc.preemptions_total = static_cast<std::uint64_t>(m.value("vllm:num_preemptions_total"));
-    if (side.eff && side.eff->num_gpu_blocks) sc.kv_cache_usage_peak = m.value("tokenscope:kv_cache_usage_peak");
+    if (side.eff && side.eff->num_gpu_blocks)
+      sc.kv_cache_usage_peak = m.value("tokenscope:kv_cache_usage_peak");
     summary.set_server_counters(sc);
   }
   const nlohmann::json s = summary.build();
@@ -504,11 +512,12 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       static_cast<double>(failed) > o.max_error_rate * static_cast<double>(total)) {
     std::string top;
     for (const auto& [name, n] : s["requests_by_outcome"].items())
-      if (name != "ok" && n.get<std::uint64_t>() > 0) top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
-    report.failure = fmt::format("{} of {} requests to {} failed ({:.1f}%, over --max-error-rate {:g}%): {}",
-                                 failed, total, report.url,
-                                 100.0 * static_cast<double>(failed) / static_cast<double>(total),
-                                 100.0 * o.max_error_rate, top);
+      if (name != "ok" && n.get<std::uint64_t>() > 0)
+        top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
+    report.failure =
+        fmt::format("{} of {} requests to {} failed ({:.1f}%, over --max-error-rate {:g}%): {}", failed,
+                    total, report.url, 100.0 * static_cast<double>(failed) / static_cast<double>(total),
+                    100.0 * o.max_error_rate, top);
     if (!first_error.empty()) report.failure += "; the first: " + first_error;
   }
 
@@ -516,7 +525,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
   run["partial"] = was_interrupted;
   nlohmann::json sampling = {
-      {"temperature", o.sampling.temperature ? nlohmann::json(*o.sampling.temperature) : nlohmann::json(nullptr)},
+      {"temperature",
+       o.sampling.temperature ? nlohmann::json(*o.sampling.temperature) : nlohmann::json(nullptr)},
       {"top_p", o.sampling.top_p ? nlohmann::json(*o.sampling.top_p) : nlohmann::json(nullptr)},
       {"top_k", o.sampling.top_k ? nlohmann::json(*o.sampling.top_k) : nlohmann::json(nullptr)},
       {"seed", o.sampling.seed ? nlohmann::json(*o.sampling.seed) : nlohmann::json(nullptr)},
@@ -562,16 +572,18 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       {"load", p.effective_load},
       {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", report.in_process}}}};
   if (side.eff) effective["engine"] = side.eff->to_json();
-  effective["prompts"] = {{"method", prompts.describe()},
-                          {"tokenizer", tokenizer ? nlohmann::json(tokenizer->description()) : nlohmann::json(nullptr)},
-                          {"words_replaced", prompts.words_replaced()},
-                          {"special_tokens_counted", prompts.specials()},
-                          {"server_check", prompt_check}};
+  effective["prompts"] = {
+      {"method", prompts.describe()},
+      {"tokenizer", tokenizer ? nlohmann::json(tokenizer->description()) : nlohmann::json(nullptr)},
+      {"words_replaced", prompts.words_replaced()},
+      {"special_tokens_counted", prompts.specials()},
+      {"server_check", prompt_check}};
   run["settings"] = {{"requested", requested}, {"effective", effective}};
   run["summary"] = s;
   run["client"] = report.client;
-  run["verdict"] = {{"failed", !report.failure.empty()},
-                    {"reason", report.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.failure)}};
+  run["verdict"] = {
+      {"failed", !report.failure.empty()},
+      {"reason", report.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.failure)}};
   if (side.server) {
     nlohmann::json faults = nlohmann::json::object();
     for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
@@ -626,7 +638,8 @@ std::pair<std::string, Slo> parse_slo(std::string_view spec) {
     } catch (const std::exception&) {
       throw UsageError(fmt::format("--slo '{}': '{}' is not a number", spec, part.substr(eq + 1)));
     }
-    if (!(v > 0) || !std::isfinite(v)) throw UsageError(fmt::format("--slo '{}': {} must be > 0", spec, name));
+    if (!(v > 0) || !std::isfinite(v))
+      throw UsageError(fmt::format("--slo '{}': {} must be > 0", spec, name));
     if (name == "ttft_ms" || name == "ttft")
       slo.ttft_ms = v;
     else if (name == "tpot_ms" || name == "tpot")
@@ -637,7 +650,8 @@ std::pair<std::string, Slo> parse_slo(std::string_view spec) {
       if (v > 100) throw UsageError(fmt::format("--slo '{}': p must be in (0, 100]", spec));
       slo.percentile = v;
     } else
-      throw UsageError(fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, p)", spec, name));
+      throw UsageError(
+          fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, p)", spec, name));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -673,7 +687,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   const auto& sm = o.sampling;
   if (sm.temperature && !(*sm.temperature >= 0 && std::isfinite(*sm.temperature)))
     throw UsageError("--temperature: expected a number >= 0");
-  if (sm.top_p && !(*sm.top_p > 0 && *sm.top_p <= 1)) throw UsageError("--top-p: expected a number in (0, 1]");
+  if (sm.top_p && !(*sm.top_p > 0 && *sm.top_p <= 1))
+    throw UsageError("--top-p: expected a number in (0, 1]");
   std::unique_ptr<workload::TextTokenizer> tokenizer;
   if (!o.tokenizer_file.empty()) tokenizer = workload::load_text_tokenizer(o.tokenizer_file);
   BenchResult result;
@@ -715,7 +730,9 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
       if (bounds.size() != 2 || bounds[0] >= bounds[1])
         throw UsageError("--sweep-search: expected LOW:HIGH with LOW < HIGH");
       double lo = bounds[0], hi = bounds[1];
-      auto passes = [](const nlohmann::json& c) { return !c["slo_pass"].is_null() && c["slo_pass"].get<bool>(); };
+      auto passes = [](const nlohmann::json& c) {
+        return !c["slo_pass"].is_null() && c["slo_pass"].get<bool>();
+      };
       auto a = probe(lo);
       if (!a) {
         stopped = true;

@@ -34,13 +34,13 @@ struct BenchSettings {
   std::string ca_file;
   bool stream = true;
   bool ignore_eos = true;
-  Sampling sampling;       // temperature, top_p, top_k, seed, logprobs, extra body
+  Sampling sampling;           // temperature, top_p, top_k, seed, logprobs, extra body
   std::string tokenizer_file;  // a tokenizer.json or SentencePiece model: exact prompt lengths
   // Prompts whose length the target's /tokenize is asked before the run (0: none).
   std::size_t prompt_check_sample = 16;
 
   // ---- load
-  std::string stages;                // open loop: RATE@SECONDS,...
+  std::string stages;                 // open loop: RATE@SECONDS,...
   std::uint32_t max_concurrency = 0;  // open loop: requests in flight at most (0: no cap)
   std::uint32_t concurrency = 0;      // closed loop: users (0: open loop)
   std::string user_stages;            // closed loop: USERS@SECONDS,...
@@ -49,7 +49,8 @@ struct BenchSettings {
   double warmup_s = 0.0;
   unsigned client_threads = 1;
   std::uint32_t max_connections = 0;  // connections open at most, all client threads together (0: default)
-  std::uint32_t max_connecting = kDefaultMaxConnecting;   // TCP handshakes in progress at most, per client thread (0: no limit)
+  std::uint32_t max_connecting =
+      kDefaultMaxConnecting;     // TCP handshakes in progress at most, per client thread (0: no limit)
   std::vector<std::string> slo;  // [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99
   std::string sweep_rates;       // "A,B,C"
   std::string sweep_search;      // "LOW:HIGH"

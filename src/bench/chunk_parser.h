@@ -24,9 +24,9 @@ struct ChunkUsage {
 // llama.cpp's per-request "timings" (final chunk or body): the server's own
 // prompt-processing and generation times.
 struct ChunkTimings {
-  double prompt_ms = -1;     // prompt processing (prefill) of the tokens not cached
+  double prompt_ms = -1;       // prompt processing (prefill) of the tokens not cached
   std::int64_t prompt_n = -1;  // prompt tokens processed (cached ones not counted)
-  double predicted_ms = -1;  // generation of the output tokens after the first
+  double predicted_ms = -1;    // generation of the output tokens after the first
   std::int64_t predicted_n = -1;
 };
 

@@ -39,7 +39,8 @@ struct Sampling {
   std::optional<double> top_p;
   std::optional<std::int64_t> top_k;
   std::optional<std::int64_t> seed;
-  std::optional<std::uint32_t> logprobs;  // completions: "logprobs": N; chat: "logprobs": true, "top_logprobs": N
+  std::optional<std::uint32_t>
+      logprobs;  // completions: "logprobs": N; chat: "logprobs": true, "top_logprobs": N
   // A JSON object whose members are merged into every request body (they
   // replace tokenscope's own fields of the same name).
   std::string extra_body;
@@ -82,7 +83,7 @@ class RequestEncoder {
   bool overridden(std::string_view field) const;
 
   RequestSettings s_;
-  std::string head_;  // request line and fixed headers, up to Content-Length
+  std::string head_;             // request line and fixed headers, up to Content-Length
   std::string sampling_fields_;  // ",\"temperature\":0,..." (fields not in extra_body)
   std::string extra_fields_;     // the extra body's members, ",\"name\":value,..."
   std::vector<std::string> extra_names_;

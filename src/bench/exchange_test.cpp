@@ -213,9 +213,10 @@ TEST_F(Collector, ErrorEventIsAnHttpError) {
 TEST_F(Collector, LlamaCppErrorFieldThenDoneIsAnHttpError) {
   start();
   c.on_headers(200, 120);
-  chunk("error: {\"code\":400,\"message\":\"the request exceeds the available context size, try increasing "
-        "it\",\"type\":\"exceed_context_size_error\"}\n\ndata: [DONE]\n\n",
-        130);
+  chunk(
+      "error: {\"code\":400,\"message\":\"the request exceeds the available context size, try increasing "
+      "it\",\"type\":\"exceed_context_size_error\"}\n\ndata: [DONE]\n\n",
+      130);
   c.on_complete(net::ExchangeError::kNone, "", 150);
   EXPECT_EQ(record.outcome, Outcome::kHttpError);
   EXPECT_NE(record.detail.find("exceeds the available context size"), std::string::npos) << record.detail;

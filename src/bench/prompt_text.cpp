@@ -31,9 +31,10 @@ PromptBuilder::PromptBuilder(const workload::Workload& w, const workload::TextTo
   std::vector<std::string> candidates(words.begin(), words.end());
   const auto single = workload::single_token_words(*tokenizer_, candidates);
   if (single.size() < 64)
-    throw UsageError(fmt::format("--tokenizer {}: only {} of the {} prompt words are one token in it; "
-                                 "prompts of exact length cannot be built",
-                                 tokenizer_->description().file, single.size(), words.size()));
+    throw UsageError(
+        fmt::format("--tokenizer {}: only {} of the {} prompt words are one token in it; "
+                    "prompts of exact length cannot be built",
+                    tokenizer_->description().file, single.size(), words.size()));
   std::vector<bool> ok(words.size(), false);
   {
     std::size_t j = 0;
@@ -75,7 +76,8 @@ std::string PromptBuilder::text(const workload::Request& r) const {
     std::string_view letters = piece ? std::string_view(*piece) : std::string_view("the");
     if (!letters.empty() && letters.front() == ' ') letters.remove_prefix(1);
     const auto it = std::lower_bound(words.begin(), words.end(), letters);
-    const std::size_t index = it != words.end() && *it == letters ? static_cast<std::size_t>(it - words.begin()) : 0;
+    const std::size_t index =
+        it != words.end() && *it == letters ? static_cast<std::size_t>(it - words.begin()) : 0;
     if (k) text += ' ';
     text += word_for_[index];
   }

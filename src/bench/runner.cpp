@@ -2,17 +2,17 @@
 
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
+#include <sys/resource.h>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -84,7 +84,7 @@ struct Runner::Shard {
   std::size_t next = 0;
   bool in_tick = false;
   std::deque<std::shared_ptr<const std::string>> prepared;  // encoded jobs[next ...]
-  std::size_t horizon = 0;  // jobs[next, horizon) are due within kIdleHorizon
+  std::size_t horizon = 0;                                  // jobs[next, horizon) are due within kIdleHorizon
   // Follow-up turns waiting for their think time.
   std::vector<std::shared_ptr<asio::steady_timer>> followups;
   // Closed loop.
@@ -128,7 +128,9 @@ struct Runner::Shard {
   // thread once they are open (or failed). Nothing is sent before begin().
   void launch(std::function<void()> warm) {
     guard.emplace(ioc.get_executor());
-    asio::post(ioc, [this, warm = std::move(warm)]() mutable { client.preconnect(warm_connections(), std::move(warm)); });
+    asio::post(ioc, [this, warm = std::move(warm)]() mutable {
+      client.preconnect(warm_connections(), std::move(warm));
+    });
     thread = std::thread([this] {
       ioc.run();
       std::lock_guard lock(r.done_mutex_);
@@ -259,7 +261,8 @@ struct Runner::Shard {
     rec.t_sched = t_sched;
     rec.t_dispatch = t_dispatch;
     rec.output_tokens_planned = std::max<std::uint32_t>(1, req.output_tokens);
-    if (ctx.history.empty() && (!link || link->turn == 0)) rec.prompt_tokens_planned = r.prompts_->planned_tokens(req);
+    if (ctx.history.empty() && (!link || link->turn == 0))
+      rec.prompt_tokens_planned = r.prompts_->planned_tokens(req);
     rec.warmup = warmup(t_sched);
     if (link && link->session >= 0) {
       rec.session = link->session;
@@ -512,7 +515,8 @@ void Runner::start() {
     });
   {
     std::unique_lock lock(warm->m);
-    warm->cv.wait_for(lock, std::chrono::nanoseconds(plan_.preconnect_timeout_ns), [&] { return warm->left == 0; });
+    warm->cv.wait_for(lock, std::chrono::nanoseconds(plan_.preconnect_timeout_ns),
+                      [&] { return warm->left == 0; });
   }
   SteadyClock clock;
   epoch_ = clock.now_ns() + plan_.lead_in_ns;

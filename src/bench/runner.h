@@ -147,7 +147,7 @@ class Runner {
     std::mutex mutex;
     std::uint32_t cap = 0;
     std::uint32_t in_flight = 0;
-    bool closed = false;  // stop_sending: nothing more leaves the queue
+    bool closed = false;                                  // stop_sending: nothing more leaves the queue
     std::deque<std::pair<std::uint32_t, Nanos>> waiting;  // (request, t_sched)
   } gate_;
   std::atomic<std::uint64_t> gate_not_sent_{0};

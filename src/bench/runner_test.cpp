@@ -319,7 +319,8 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
       if (!e.contains("fault")) continue;
       ASSERT_TRUE(e.contains("xrid")) << "a fault line without the client's request id: " << line;
       const std::uint64_t id = std::stoull(e["xrid"].get<std::string>());
-      EXPECT_TRUE(fault_of.emplace(id, std::pair{e["fault"].get<std::string>(), e["resp"].get<std::string>()}).second)
+      EXPECT_TRUE(
+          fault_of.emplace(id, std::pair{e["fault"].get<std::string>(), e["resp"].get<std::string>()}).second)
           << line;
       ++injected[e["fault"]];
     }

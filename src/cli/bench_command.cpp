@@ -60,21 +60,23 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
   h.lines.push_back("prompts: " + r.prompts_description);
   const auto& pc = r.prompt_check;
   if (pc.value("available", false) && pc["sampled"].get<std::size_t>() > 0)
-    h.lines.push_back(fmt::format(
-        "prompt check: the server's /tokenize counts {} tokens in {} sampled prompts planned at {} ({:+.2f}%), "
-        "{} exact",
-        pc["server_tokens"].get<std::int64_t>(), pc["sampled"].get<std::size_t>(),
-        pc["planned_tokens"].get<std::int64_t>(), 100.0 * (pc["ratio"].get<double>() - 1.0),
-        pc["exact"].get<std::size_t>()));
+    h.lines.push_back(
+        fmt::format("prompt check: the server's /tokenize counts {} tokens in {} sampled prompts planned at "
+                    "{} ({:+.2f}%), "
+                    "{} exact",
+                    pc["server_tokens"].get<std::int64_t>(), pc["sampled"].get<std::size_t>(),
+                    pc["planned_tokens"].get<std::int64_t>(), 100.0 * (pc["ratio"].get<double>() - 1.0),
+                    pc["exact"].get<std::size_t>()));
   else if (pc.contains("reason"))
     h.lines.push_back("prompt check: not done (" + pc["reason"].get<std::string>() + ")");
   print_summary_table(std::cout, h, r.summary);
   const auto& c = r.client;
-  std::cout << fmt::format("client: {} connections for {} requests ({} reused, {} resent), {:.2f} CPU s{}{}\n",
-                           r.connections, r.sent, c["requests_on_reused_connections"].get<std::uint64_t>(),
-                           c["resent_after_stale_connection"].get<std::uint64_t>(), r.cpu_s,
-                           r.in_process ? " (with the in-process server)" : "",
-                           r.not_sent ? fmt::format(", {} planned requests not sent", r.not_sent) : "");
+  std::cout << fmt::format(
+      "client: {} connections for {} requests ({} reused, {} resent), {:.2f} CPU s{}{}\n", r.connections,
+      r.sent, c["requests_on_reused_connections"].get<std::uint64_t>(),
+      c["resent_after_stale_connection"].get<std::uint64_t>(), r.cpu_s,
+      r.in_process ? " (with the in-process server)" : "",
+      r.not_sent ? fmt::format(", {} planned requests not sent", r.not_sent) : "");
   if (c.contains("waited_for_connection") && c["waited_for_connection"].get<std::uint64_t>() > 0)
     std::cout << fmt::format(
         "client: {} requests waited for a free connection (--max-connections {}): their wait is send lag\n",
@@ -136,17 +138,24 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->group(T);
   const char* P = "Request parameters";
-  bench->add_option("--temperature", o.temperature, "Sampling temperature (vLLM's benchmark sends 0) [default: not sent]")
+  bench
+      ->add_option("--temperature", o.temperature,
+                   "Sampling temperature (vLLM's benchmark sends 0) [default: not sent]")
       ->group(P);
   bench->add_option("--top-p", o.top_p, "Nucleus sampling share [default: not sent]")->group(P);
   bench->add_option("--top-k", o.top_k, "Top-k sampling [default: not sent]")->group(P);
-  bench->add_option("--request-seed", o.request_seed,
-                    "Sampling seed sent with every request (--seed is the workload's seed) [default: not sent]")
+  bench
+      ->add_option(
+          "--request-seed", o.request_seed,
+          "Sampling seed sent with every request (--seed is the workload's seed) [default: not sent]")
       ->group(P);
-  bench->add_option("--logprobs", o.logprobs, "Ask for N log-probabilities per output token [default: not sent]")
+  bench
+      ->add_option("--logprobs", o.logprobs,
+                   "Ask for N log-probabilities per output token [default: not sent]")
       ->group(P);
-  bench->add_option("--extra-body", s.sampling.extra_body,
-                    "JSON object merged into every request body, e.g. '{\"min_p\":0.05}'")
+  bench
+      ->add_option("--extra-body", s.sampling.extra_body,
+                   "JSON object merged into every request body, e.g. '{\"min_p\":0.05}'")
       ->group(P);
 
   const char* L = "Load";
@@ -232,7 +241,9 @@ CLI::App* add_bench_command(CLI::App& app) {
 
   const char* O = "Output";
   bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
-  bench->add_option("--compat", s.compat, "Also write vllm_result.json with vLLM's benchmark keys and definitions")
+  bench
+      ->add_option("--compat", s.compat,
+                   "Also write vllm_result.json with vLLM's benchmark keys and definitions")
       ->check(CLI::IsMember({"vllm"}))
       ->group(O);
   bench->add_flag("--csv", s.csv, "Also write requests.csv")->group(O);

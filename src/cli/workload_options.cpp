@@ -26,7 +26,8 @@ void add_workload_options(CLI::App* app, WorkloadOptions& o) {
          "anything but trace replays the trace in file order with fresh timing")
       ->group(W);
   app->add_option("--rate", o.rate_rps,
-                  "Arrival rate, requests/s (poisson, gamma, constant); inf: every request at t = 0 (with --num-requests)")
+                  "Arrival rate, requests/s (poisson, gamma, constant); inf: every request at t = 0 (with "
+                  "--num-requests)")
       ->capture_default_str()
       ->group(W);
   app->add_option("--burstiness", o.burstiness, "Gamma shape: 1 = Poisson, < 1 burstier (CV = 1/sqrt(B))")

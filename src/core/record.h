@@ -51,11 +51,11 @@ struct RequestRecord {
   std::int64_t prompt_tokens = -1;          // as reported by the server
   std::int64_t prompt_tokens_planned = -1;  // what the workload planned (-1: not planned, e.g. later turns)
   std::int64_t output_tokens_planned = -1;  // max_tokens asked for
-  std::int64_t output_tokens = -1;         // as reported by the server (engine: exact)
-  std::int64_t output_tokens_client = -1;  // the client's own count, a cross-check
+  std::int64_t output_tokens = -1;          // as reported by the server (engine: exact)
+  std::int64_t output_tokens_client = -1;   // the client's own count, a cross-check
   // output_tokens was counted on the client (tokenizer) because the server sent no usage.
   bool output_tokens_counted_by_client = false;
-  std::int64_t cached_tokens = -1;         // prompt tokens served from the prefix cache
+  std::int64_t cached_tokens = -1;  // prompt tokens served from the prefix cache
   std::uint32_t preemptions = 0;
   // The server's own timings of this request, when it sends them (llama.cpp's
   // "timings"): prefill of the uncached prompt tokens, and generation.

@@ -4,10 +4,11 @@
 
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
+#include <sys/socket.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -15,16 +16,15 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <deque>
 #include <limits>
-#include <utility>
 #include <optional>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -157,7 +157,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   const Clock& clock;
   asio::ssl::context ssl;
   tcp::resolver::results_type addresses;
-  std::vector<std::shared_ptr<ConnectionBase>> idle;        // LIFO
+  std::vector<std::shared_ptr<ConnectionBase>> idle;       // LIFO
   std::deque<std::shared_ptr<ConnectionBase>> unassigned;  // preconnects still connecting, no request yet
   std::deque<Waiting> waiting;
   std::unordered_set<ConnectionBase*> open;  // every connection not closed yet
@@ -195,7 +195,8 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   // between 20 ms and 1 s; 200 ms before any handshake completed.
   double handshake_ewma_ns = 0;
   void handshake_took(Nanos ns) {
-    handshake_ewma_ns = handshake_ewma_ns == 0 ? static_cast<double>(ns) : 0.9 * handshake_ewma_ns + 0.1 * static_cast<double>(ns);
+    handshake_ewma_ns = handshake_ewma_ns == 0 ? static_cast<double>(ns)
+                                               : 0.9 * handshake_ewma_ns + 0.1 * static_cast<double>(ns);
   }
   Nanos handshake_retry_after() const {
     if (handshake_ewma_ns == 0) return 200 * kNanosPerMilli;
@@ -280,7 +281,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     if (connecting_ && !in_handshake_) {  // waiting for a handshake slot: nothing is pending on the socket
       connecting_ = false;
       if (!handler_) return close();
-      asio::post(client_->ioc, [self = this->shared_from_this()] { self->finish(ExchangeError::kCancelled, "cancelled"); });
+      asio::post(client_->ioc,
+                 [self = this->shared_from_this()] { self->finish(ExchangeError::kCancelled, "cancelled"); });
       return;
     }
     if (!handler_) return close();
@@ -390,12 +392,14 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
                         [self = this->shared_from_this()](const boost::system::error_code& ec,
                                                           const tcp::endpoint&) { self->on_connect(ec); });
     retry_timer_.expires_after(std::chrono::nanoseconds(retry_after_));
-    retry_timer_.async_wait([self = this->shared_from_this(), n = ++attempts_](const boost::system::error_code& ec) {
-      if (ec || n != self->attempts_ || !self->in_handshake_ || self->failure_ != ExchangeError::kNone) return;
-      self->retrying_ = true;
-      boost::system::error_code ignored;
-      self->lowest().close(ignored);  // the pending connect completes with operation_aborted
-    });
+    retry_timer_.async_wait(
+        [self = this->shared_from_this(), n = ++attempts_](const boost::system::error_code& ec) {
+          if (ec || n != self->attempts_ || !self->in_handshake_ || self->failure_ != ExchangeError::kNone)
+            return;
+          self->retrying_ = true;
+          boost::system::error_code ignored;
+          self->lowest().close(ignored);  // the pending connect completes with operation_aborted
+        });
   }
 
   // The TCP handshake is over (either way): its slot goes to the next connect.
@@ -627,7 +631,8 @@ void HttpClient::Impl::start(std::shared_ptr<const std::string> request, Exchang
   }
   if (below_limit() || retry) return make_connection()->run(std::move(request), handler, deadline, false);
   ++counters.waited;
-  waiting.push_back({std::move(request), handler, deadline > 0 ? std::max<Nanos>(1, deadline - clock.now_ns()) : 0});
+  waiting.push_back(
+      {std::move(request), handler, deadline > 0 ? std::max<Nanos>(1, deadline - clock.now_ns()) : 0});
 }
 
 void HttpClient::Impl::release(std::shared_ptr<ConnectionBase> c) {
@@ -679,8 +684,8 @@ void HttpClient::Impl::schedule_trim() {
     std::size_t excess = self->idle.size() > self->idle_target ? self->idle.size() - self->idle_target : 0;
     if (excess == 0) return;
     // The oldest idle connections go (the pool is LIFO: the front is coldest).
-    std::vector<std::shared_ptr<ConnectionBase>> doomed(self->idle.begin(),
-                                                        self->idle.begin() + static_cast<std::ptrdiff_t>(excess));
+    std::vector<std::shared_ptr<ConnectionBase>> doomed(
+        self->idle.begin(), self->idle.begin() + static_cast<std::ptrdiff_t>(excess));
     self->idle.erase(self->idle.begin(), self->idle.begin() + static_cast<std::ptrdiff_t>(excess));
     self->counters.idle_closed += excess;
     for (auto& c : doomed) c->close();
@@ -747,7 +752,8 @@ void HttpClient::cancel_all() {
   waiting.swap(impl_->waiting);
   for (auto& w : waiting)
     asio::post(impl_->ioc, [h = w.handler, self = impl_] {
-      h->on_complete(ExchangeError::kCancelled, "cancelled before a connection was free", self->clock.now_ns());
+      h->on_complete(ExchangeError::kCancelled, "cancelled before a connection was free",
+                     self->clock.now_ns());
     });
   for (auto& c : impl_->idle) c->close();
   impl_->idle.clear();

@@ -89,14 +89,14 @@ struct ClientCounters {
   std::uint64_t connects = 0;  // connections opened
   std::uint64_t connect_failures = 0;
   std::uint64_t connect_retries = 0;  // handshake attempts abandoned as too slow and started afresh
-  std::uint64_t reused = 0;       // requests answered on a kept-alive connection (resends not counted)
-  std::uint64_t resent = 0;       // requests resent after a stale keep-alive connection
-  std::uint64_t stale_dropped = 0;  // idle connections found closed by the server before reuse
-  std::uint64_t idle_closed = 0;    // idle connections closed beyond the idle target
-  std::uint64_t waited = 0;         // requests that waited for a connection (max_connections)
-  std::uint64_t peak_open = 0;      // most connections open at once
-  std::uint64_t open = 0;           // connections open now
-  std::uint64_t idle = 0;           // of which idle in the pool
+  std::uint64_t reused = 0;           // requests answered on a kept-alive connection (resends not counted)
+  std::uint64_t resent = 0;           // requests resent after a stale keep-alive connection
+  std::uint64_t stale_dropped = 0;    // idle connections found closed by the server before reuse
+  std::uint64_t idle_closed = 0;      // idle connections closed beyond the idle target
+  std::uint64_t waited = 0;           // requests that waited for a connection (max_connections)
+  std::uint64_t peak_open = 0;        // most connections open at once
+  std::uint64_t open = 0;             // connections open now
+  std::uint64_t idle = 0;             // of which idle in the pool
 };
 
 class HttpClient {

@@ -292,7 +292,7 @@ TEST_F(Client, IdleConnectionClosedByTheServerIsNotReused) {
   client.start(get("/ok-then-close"), &a, 0);
   ioc.run();
   ASSERT_EQ(a.error, ExchangeError::kNone);
-  ASSERT_EQ(client.counters().idle, 1u);  // the server claimed keep-alive
+  ASSERT_EQ(client.counters().idle, 1u);                  // the server claimed keep-alive
   while (server.closed() < 1) std::this_thread::yield();  // its FIN is on the way (loopback)
   ioc.restart();
   client.start(get("/ok"), &b, 0);

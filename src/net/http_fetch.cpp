@@ -19,7 +19,8 @@ struct Collect final : ExchangeHandler {
     if (out->body.size() < cap) out->body.append(d.substr(0, cap - out->body.size()));
   }
   void on_complete(ExchangeError e, std::string_view m, Nanos) override {
-    if (e != ExchangeError::kNone) out->error = m.empty() ? std::string(exchange_error_name(e)) : std::string(m);
+    if (e != ExchangeError::kNone)
+      out->error = m.empty() ? std::string(exchange_error_name(e)) : std::string(m);
   }
 };
 }  // namespace

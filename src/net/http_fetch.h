@@ -12,9 +12,9 @@
 namespace tokenscope::net {
 
 struct FetchResult {
-  int status = 0;      // 0 when no response came
-  std::string body;    // up to max_body_bytes
-  std::string error;   // empty on success (any status), else why no response came
+  int status = 0;     // 0 when no response came
+  std::string body;   // up to max_body_bytes
+  std::string error;  // empty on success (any status), else why no response came
   bool ok() const { return error.empty() && status >= 200 && status < 300; }
 };
 

@@ -456,7 +456,8 @@ std::string ServingCore::new_response_id(Api api) {
 void ServingCore::record_fault(FaultKind kind, const std::string& response_id,
                                std::string_view client_request_id) {
   metrics_.on_fault(std::string(fault_name(kind)));
-  if (trace_) trace_->record_fault(fault_name(kind), response_id, executor_.clock().now_ns(), client_request_id);
+  if (trace_)
+    trace_->record_fault(fault_name(kind), response_id, executor_.clock().now_ns(), client_request_id);
 }
 
 void ServingCore::ensure_stepping() {

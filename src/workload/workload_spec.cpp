@@ -14,29 +14,30 @@ nlohmann::json to_json(const WorkloadSpec& o) {
   auto opt = [](const std::optional<std::uint64_t>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
   };
-  return nlohmann::json{{"trace", o.trace.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.trace)},
-                        {"trace_format", o.trace_format},
-                        {"skip_bad_rows", o.skip_bad_rows},
-                        {"max_requests", o.max_requests},
-                        {"arrival", o.arrival.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.arrival)},
-                        {"rate_rps", std::isfinite(o.rate_rps) ? nlohmann::json(o.rate_rps) : nlohmann::json("inf")},
-                        {"burstiness", o.burstiness},
-                        {"time_scale", o.time_scale},
-                        {"jitter_bucket_ms", o.jitter_bucket_ms},
-                        {"num_requests", o.num_requests},
-                        {"duration_s", o.duration_s},
-                        {"input_len", o.input_len},
-                        {"output_len", o.output_len},
-                        {"prefix_groups", o.prefix_groups},
-                        {"prefix_tokens", o.prefix_tokens},
-                        {"tenants", o.tenants},
-                        {"seed", o.seed},
-                        {"seed_arrival", opt(o.seed_arrival)},
-                        {"seed_input_len", opt(o.seed_input_len)},
-                        {"seed_output_len", opt(o.seed_output_len)},
-                        {"seed_prefix", opt(o.seed_prefix)},
-                        {"seed_tenant", opt(o.seed_tenant)},
-                        {"seed_tokens", opt(o.seed_tokens)}};
+  return nlohmann::json{
+      {"trace", o.trace.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.trace)},
+      {"trace_format", o.trace_format},
+      {"skip_bad_rows", o.skip_bad_rows},
+      {"max_requests", o.max_requests},
+      {"arrival", o.arrival.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.arrival)},
+      {"rate_rps", std::isfinite(o.rate_rps) ? nlohmann::json(o.rate_rps) : nlohmann::json("inf")},
+      {"burstiness", o.burstiness},
+      {"time_scale", o.time_scale},
+      {"jitter_bucket_ms", o.jitter_bucket_ms},
+      {"num_requests", o.num_requests},
+      {"duration_s", o.duration_s},
+      {"input_len", o.input_len},
+      {"output_len", o.output_len},
+      {"prefix_groups", o.prefix_groups},
+      {"prefix_tokens", o.prefix_tokens},
+      {"tenants", o.tenants},
+      {"seed", o.seed},
+      {"seed_arrival", opt(o.seed_arrival)},
+      {"seed_input_len", opt(o.seed_input_len)},
+      {"seed_output_len", opt(o.seed_output_len)},
+      {"seed_prefix", opt(o.seed_prefix)},
+      {"seed_tenant", opt(o.seed_tenant)},
+      {"seed_tokens", opt(o.seed_tokens)}};
 }
 
 BuiltWorkload build_workload(const WorkloadSpec& o) {
@@ -54,8 +55,7 @@ BuiltWorkload build_workload(const WorkloadSpec& o) {
   arrival.burstiness = o.burstiness;
   arrival.time_scale = o.time_scale;
   arrival.jitter_bucket_ms = o.jitter_bucket_ms;
-  const auto output_len =
-      parse_length_spec(o.output_len, "--output-len", LengthRole::kOutput);
+  const auto output_len = parse_length_spec(o.output_len, "--output-len", LengthRole::kOutput);
 
   if (o.trace.empty()) {
     SyntheticSettings s;
@@ -77,8 +77,8 @@ BuiltWorkload build_workload(const WorkloadSpec& o) {
     r.max_rows = o.max_requests;
     b.w = read_trace(o.trace, r);
     b.w.token_seed = b.seeds.tokens;
-    arrival.kind = parse_arrival_kind(o.arrival.empty() ? (b.w.has_timestamps ? "trace" : "poisson")
-                                                                  : o.arrival);
+    arrival.kind =
+        parse_arrival_kind(o.arrival.empty() ? (b.w.has_timestamps ? "trace" : "poisson") : o.arrival);
     Rng rng(b.seeds.arrival);
     apply_arrivals(b.w, arrival, rng);
     fill_output_lengths(b.w, output_len, b.seeds.output_len);

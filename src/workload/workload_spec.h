@@ -20,7 +20,7 @@ struct WorkloadSpec {
   std::string trace_format = "auto";
   bool skip_bad_rows = false;
   std::uint64_t max_requests = 0;
-  std::string arrival;  // default: trace when the trace has timestamps, else poisson
+  std::string arrival;    // default: trace when the trace has timestamps, else poisson
   double rate_rps = 8.0;  // +inf: every request at t = 0
   double burstiness = 1.0;
   double time_scale = 1.0;

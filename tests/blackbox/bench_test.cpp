@@ -358,7 +358,8 @@ TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
     if (!e.contains("fault")) continue;
     ASSERT_TRUE(e.contains("xrid")) << "a fault line without the client's request id: " << e.dump();
     const std::uint64_t id = std::stoull(e["xrid"].get<std::string>());
-    EXPECT_TRUE(fault_of.emplace(id, std::pair{e["fault"].get<std::string>(), e["resp"].get<std::string>()}).second)
+    EXPECT_TRUE(
+        fault_of.emplace(id, std::pair{e["fault"].get<std::string>(), e["resp"].get<std::string>()}).second)
         << e.dump();
     ++injected[e["fault"]];
   }
@@ -370,7 +371,8 @@ TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
   std::map<std::uint64_t, json> by_id;
   const auto recs = lines(dir_ / "run" / "requests.jsonl");
   ASSERT_EQ(recs.size(), 300u);
-  for (const auto& rec : recs) EXPECT_TRUE(by_id.emplace(rec["id"].get<std::uint64_t>(), rec).second) << rec.dump();
+  for (const auto& rec : recs)
+    EXPECT_TRUE(by_id.emplace(rec["id"].get<std::uint64_t>(), rec).second) << rec.dump();
   const std::map<std::string, std::string> expected = {{"http_5xx", "http_error"},
                                                        {"http_429", "http_error"},
                                                        {"reset", "connect_error"},
@@ -600,38 +602,39 @@ TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
 // --model, --no-ignore-eos; completions and chat; run.json records them.
 TEST_F(Bench, SamplingOptionsAndExtraBodyReachTheServer) {
   RecordingServer server;
-  const std::vector<std::string> common = {"--target",
-                                           server.url(),
-                                           "--model",
-                                           "served-model",
-                                           "--no-stream",
-                                           "--rate",
-                                           "inf",
-                                           "--num-requests",
-                                           "3",
-                                           "--input-len",
-                                           "fixed:8",
-                                           "--output-len",
-                                           "fixed:1",
-                                           "--temperature",
-                                           "0.25",
-                                           "--top-p",
-                                           "0.5",
-                                           "--top-k",
-                                           "7",
-                                           "--request-seed",
-                                           "42",
-                                           "--logprobs",
-                                           "2",
-                                           "--extra-body",
-                                           R"({"min_p": 0.05, "top_k": 9, "nested": {"a": [1, 2]}})",
-                                           "--api-key",
-                                           "sk-test",
-                                           "--header",
-                                           "X-Tenant: blue",
-                                           "--prompt-check",
-                                           "0",  // no /tokenize before the run: only the load reaches the server
-                                           "--quiet"};
+  const std::vector<std::string> common = {
+      "--target",
+      server.url(),
+      "--model",
+      "served-model",
+      "--no-stream",
+      "--rate",
+      "inf",
+      "--num-requests",
+      "3",
+      "--input-len",
+      "fixed:8",
+      "--output-len",
+      "fixed:1",
+      "--temperature",
+      "0.25",
+      "--top-p",
+      "0.5",
+      "--top-k",
+      "7",
+      "--request-seed",
+      "42",
+      "--logprobs",
+      "2",
+      "--extra-body",
+      R"({"min_p": 0.05, "top_k": 9, "nested": {"a": [1, 2]}})",
+      "--api-key",
+      "sk-test",
+      "--header",
+      "X-Tenant: blue",
+      "--prompt-check",
+      "0",  // no /tokenize before the run: only the load reaches the server
+      "--quiet"};
   auto args = common;
   args.insert(args.end(), {"--out", (dir_ / "completions").string()});
   auto r = bench(args);
