@@ -261,7 +261,12 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     if (!connected_) return false;
     char c;
     const ssize_t n = ::recv(lowest().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;  // nothing pending: alive
+    if (n == 0) return false;                                   // the server closed it
+    // Bytes nobody asked for: on plain HTTP an unsolicited answer (say a 408)
+    // before the server closes; under TLS they may be a session ticket the
+    // server sent after the handshake, which cannot be told from an alert.
+    return kTls;
   }
 
   void preconnect() override {

@@ -524,6 +524,29 @@ TEST_F(Client, TlsWithInsecureAcceptsASelfSignedCertificate) {
   EXPECT_EQ(a.body, "ok");
 }
 
+// A warm TLS connection is used, although the server's TLS 1.3 session
+// tickets sit unread on it since the handshake (they are not a sign of a
+// closed connection, as unsolicited bytes on plain HTTP would be).
+TEST_F(Client, PreconnectedTlsConnectionIsUsed) {
+  TlsServer server;  // one connection only
+  ClientOptions o;
+  o.verify_tls = false;
+  HttpClient client(ioc, Endpoint::parse_url(fmt::format("https://127.0.0.1:{}", server.port())), o, clock);
+  bool warm = false;
+  client.preconnect(1, [&] { warm = true; });
+  ioc.run();
+  ASSERT_TRUE(warm);
+  ASSERT_EQ(client.counters().idle, 1u);
+  ioc.restart();
+  Recorder a;
+  client.start(get("/ok"), &a, clock.now_ns() + 10 * kNanosPerSecond);
+  ioc.run();
+  EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  EXPECT_EQ(a.body, "ok");
+  EXPECT_EQ(client.counters().connects, 1u);
+  EXPECT_EQ(client.counters().stale_dropped, 0u);
+}
+
 TEST_F(Client, TlsVerificationRefusesAnUnknownCertificate) {
   TlsServer server;
   HttpClient client(ioc, Endpoint::parse_url(fmt::format("https://127.0.0.1:{}", server.port())), {}, clock);
