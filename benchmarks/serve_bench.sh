@@ -1,113 +1,160 @@
 #!/usr/bin/env bash
-# Benchmarks of `tokenscope serve` (docs/performance.md):
+# Benchmarks of `tokenscope serve` (docs/performance.md), each repeated
+# ROUNDS times (default 3) and reported as the median, the spread and the runs:
 #  1. non-streaming requests/s on one server core with a zero-cost engine,
 #     measured by wrk, beside nginx answering the same POST with a fixed body
-#     of the same size on the same core (the ceiling for this hardware);
-#  2. emission lag (socket write time - engine time) at 1,000 and 5,000
-#     concurrent streams, Llama-3-8B on one H100 (roofline model);
+#     of the same size on the same core (the ceiling for this hardware), in
+#     alternating rounds;
+#  2. emission lag (socket write time - engine time) at 100, 1,000 and 5,000
+#     concurrent streams, Llama-3-8B on one H100 (roofline model), one I/O
+#     thread; and 1,000 streams with two I/O threads;
 #  3. memory per idle connection and per active stream.
-# Server on core 0, wrk on core 1.   usage: bench/serve_bench.sh [SECONDS]
+# Server on core 0, wrk on core 1.
+# usage: benchmarks/serve_bench.sh [SECONDS] [ROUNDS]     (default 10 s, 3 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
+rounds="${2:-3}"
 bin="$(pwd)/build/release/src/cli/tokenscope"
-[ -x "$bin" ] || bash scripts/build.sh release >/dev/null
+[ -x "$bin" ] || bash scripts/build.sh release tokenscope >/dev/null
 work="$(mktemp -d)"; chmod 755 "$work"
 ulimit -n "$(ulimit -Hn)"  # 5,000 streams need more than the usual 1,024 descriptors
-cleanup() { [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; pkill -f "tokenscope serve --port 1809" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-
-start_server() {  # port, extra args...
-  local port="$1"; shift
-  taskset -c 0 "$bin" serve --port "$port" --port-file "$work/port.$port" "$@" > "$work/server.$port.log" 2>&1 &
-  for _ in $(seq 300); do [ -f "$work/port.$port" ] && return 0; sleep 0.01; done
-  echo "server did not start" >&2; cat "$work/server.$port.log" >&2; exit 1
+server_pid=""
+cleanup() {
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null
+  [ -n "$server_pid" ] && kill -INT "$server_pid" 2>/dev/null
+  rm -rf "$work"
 }
-stop_server() {  # waits until the server has exited and freed its port
-  pkill -INT -f "tokenscope serve --port $1" || true
-  for _ in $(seq 1000); do pgrep -f "tokenscope serve --port $1" > /dev/null || return 0; sleep 0.01; done
+trap cleanup EXIT
+echo "serve_bench: $rounds rounds of ${secs} s, $(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg), $(date '+%F %T')"
+
+start_server() {  # extra args...: starts the server on a free port, sets server_pid and port
+  rm -f "$work/port"
+  taskset -c 0 "$bin" serve --port 0 --port-file "$work/port" "$@" > "$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 500); do [ -s "$work/port" ] && { port=$(cat "$work/port"); return 0; }; sleep 0.01; done
+  echo "server did not start" >&2; cat "$work/server.log" >&2; exit 1
+}
+stop_server() {  # waits until the server has exited
+  kill -INT "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
 }
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 
 echo "## 1. Non-streaming requests/s, one server core, wrk -t1 -c64 -d${secs}s"
-start_server 18091 --fixed-step-ms 0 --threads 1 --natural-output-len none
-body=$(curl -s -d '{"prompt": "Hello", "max_tokens": 1, "ignore_eos": true}' http://127.0.0.1:18091/v1/completions)
+start_server --fixed-step-ms 0 --threads 1 --natural-output-len none
+body=$(curl -s -d '{"prompt": "Hello", "max_tokens": 1, "ignore_eos": true}' "http://127.0.0.1:$port/v1/completions")
+nginx_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$work/tmp"
-python3 - "$work" "$body" <<'PY'
+python3 - "$work" "$body" "$nginx_port" <<'PY'
 import sys
-work, body = sys.argv[1], sys.argv[2]
-conf = open("bench/serve/nginx.conf").read()
-conf = conf.replace("@DIR@", work).replace("@PORT@", "18092").replace("@BODY@", body.replace("'", "\\'"))
+work, body, port = sys.argv[1], sys.argv[2], sys.argv[3]
+conf = open("benchmarks/serve/nginx.conf").read()
+conf = conf.replace("@DIR@", work).replace("@PORT@", port).replace("@BODY@", body.replace("'", "\\'"))
 open(f"{work}/nginx.conf", "w").write(conf)
 PY
 nginx -c "$work/nginx.conf" -p "$work/" 2>/dev/null
-for round in 1 2 3; do
-  taskset -c 1 wrk -t1 -c64 -d"${secs}s" -s bench/serve/post.lua http://127.0.0.1:18091/v1/completions > "$work/ts.$round"
-  taskset -c 1 wrk -t1 -c64 -d"${secs}s" -s bench/serve/post.lua http://127.0.0.1:18092/v1/completions > "$work/ng.$round"
-  echo "round $round: tokenscope $(rps "$work/ts.$round") req/s, nginx $(rps "$work/ng.$round") req/s"
+echo "response body, both servers: ${#body} bytes"
+for round in $(seq "$rounds"); do
+  taskset -c 1 wrk -t1 -c64 -d"${secs}s" -s benchmarks/serve/post.lua "http://127.0.0.1:$port/v1/completions" > "$work/ts.$round"
+  taskset -c 1 wrk -t1 -c64 -d"${secs}s" -s benchmarks/serve/post.lua "http://127.0.0.1:$nginx_port/v1/completions" > "$work/ng.$round"
+  echo "round $round: tokenscope $(rps "$work/ts.$round") req/s, nginx $(rps "$work/ng.$round") req/s (load $(cut -d' ' -f1 /proc/loadavg))"
 done
-python3 - "$work" <<'PY'
+python3 - "$work" "$rounds" <<'PY'
 import statistics, sys, re
-work = sys.argv[1]
+work, n = sys.argv[1], int(sys.argv[2])
 def rps(f): return float(re.search(r"Requests/sec:\s+([\d.]+)", open(f).read()).group(1))
-ts = [rps(f"{work}/ts.{i}") for i in (1, 2, 3)]
-ng = [rps(f"{work}/ng.{i}") for i in (1, 2, 3)]
-print(f"median: tokenscope {statistics.median(ts):,.0f} req/s, nginx {statistics.median(ng):,.0f} req/s, "
-      f"ratio {statistics.median(ts) / statistics.median(ng):.2f}")
+ts = [rps(f"{work}/ts.{i}") for i in range(1, n + 1)]
+ng = [rps(f"{work}/ng.{i}") for i in range(1, n + 1)]
+ratio = [a / b for a, b in zip(ts, ng)]
+print(f"tokenscope req/s: median {statistics.median(ts):,.0f} (runs: {', '.join(f'{x:,.0f}' for x in ts)})")
+print(f"nginx req/s:      median {statistics.median(ng):,.0f} (runs: {', '.join(f'{x:,.0f}' for x in ng)})")
+print(f"ratio per round:  median {statistics.median(ratio):.2f} (min {min(ratio):.2f}, max {max(ratio):.2f}; "
+      f"runs: {', '.join(f'{x:.2f}' for x in ratio)})")
 PY
 kill "$(cat "$work/nginx.pid")"; rm -f "$work/nginx.pid"
-stop_server 18091
+stop_server
 
 echo
-echo "## 2. Emission lag, streams of 50 tokens, Llama-3-8B / H100 roofline, server on one core"
-for conns in 100 1000 5000; do
-  trace="$work/emissions.$conns.jsonl"
-  start_server 18093 --threads 1 --max-num-seqs 8192 --natural-output-len none --trace-emissions "$trace"
-  TOKENS=50 taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --timeout 30s -s bench/serve/stream.lua \
-    http://127.0.0.1:18093/v1/completions > "$work/wrk.$conns"
-  stop_server 18093
-  python3 - "$trace" "$conns" "$work/wrk.$conns" <<'PY'
-import json, sys, re
-trace, conns, wrk = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
-lags = sorted((lambda e: e["write_ns"] - e["engine_ns"])(json.loads(l)) for l in open(trace))
-def q(p): return lags[max(0, -(-len(lags) * p // 1) - 1)] / 1e6 if lags else float("nan")
-import math
-def nr(p): return lags[max(0, math.ceil(p * len(lags)) - 1)] / 1e6
-streams = re.search(r"(\d+) requests in", wrk).group(1)
-print(f"{conns} streams: {len(lags):,} tokens, {streams} streams completed; emission lag p50 {nr(0.5):.3f} ms, "
-      f"p90 {nr(0.9):.3f} ms, p99 {nr(0.99):.3f} ms, max {lags[-1] / 1e6:.3f} ms")
+echo "## 2. Emission lag, streams of 50 tokens, Llama-3-8B / H100 roofline, server on core 0"
+for round in $(seq "$rounds"); do
+  for case in 100:1 1000:1 5000:1 1000:2; do
+    conns=${case%:*}; threads=${case#*:}
+    trace="$work/emissions.jsonl"
+    rm -f "$trace"
+    start_server --threads "$threads" --max-num-seqs 8192 --natural-output-len none --trace-emissions "$trace"
+    TOKENS=50 taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --timeout 30s -s benchmarks/serve/stream.lua \
+      "http://127.0.0.1:$port/v1/completions" > "$work/wrk.out"
+    stop_server
+    python3 - "$trace" "$conns" "$threads" "$round" "$work/wrk.out" "$work/lag.jsonl" <<'PY'
+import json, math, os, re, sys
+trace, conns, threads, rnd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+wrk, out = open(sys.argv[5]).read(), sys.argv[6]
+# token lines only (the trace also has one line per admitted request)
+lags = sorted(e["write_ns"] - e["engine_ns"] for e in map(json.loads, open(trace)) if "write_ns" in e)
+def nr(p): return lags[max(0, math.ceil(p * len(lags)) - 1)] / 1e6  # nearest rank
+r = {"conns": conns, "threads": threads, "round": rnd, "tokens": len(lags),
+     "streams": int(re.search(r"(\d+) requests in", wrk).group(1)), "p50": nr(0.5), "p90": nr(0.9),
+     "p99": nr(0.99), "max": lags[-1] / 1e6, "load": os.getloadavg()[0]}
+open(out, "a").write(json.dumps(r) + "\n")
+print(f"round {rnd}, {conns} streams, {threads} I/O thread(s): {r['tokens']:,} tokens, {r['streams']:,} streams "
+      f"completed; lag p50 {r['p50']:.3f} ms, p90 {r['p90']:.3f} ms, p99 {r['p99']:.3f} ms, max {r['max']:.3f} ms "
+      f"(load {r['load']:.2f})")
 PY
+  done
 done
+python3 - "$work/lag.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("| concurrent streams | I/O threads | tokens (median) | p50 ms | p90 ms | p99 ms | max ms | p99 runs |")
+print("|---:|---:|---:|---:|---:|---:|---:|---|")
+for key in dict.fromkeys((r["conns"], r["threads"]) for r in rows):
+    rs = [r for r in rows if (r["conns"], r["threads"]) == key]
+    med = lambda k: statistics.median(r[k] for r in rs)
+    runs = ", ".join(f"{r['p99']:.2f}" for r in rs)
+    print(f"| {key[0]:,} | {key[1]} | {med('tokens'):,.0f} | {med('p50'):.2f} | {med('p90'):.2f} | {med('p99'):.2f} | "
+          f"{med('max'):.1f} | {runs} |")
+print(f"(medians over {len(rs)} rounds)")
+PY
 
 echo
 echo "## 3. Memory per idle connection and per active stream"
-start_server 18094 --threads 1 --max-num-seqs 8192 --natural-output-len none
-pid=$(pgrep -f "tokenscope serve --port 18094" | head -1)
-rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
-base=$(rss)
-python3 - "$pid" <<'PY' &
+rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
+for round in $(seq "$rounds"); do
+  start_server --threads 1 --max-num-seqs 8192 --natural-output-len none
+  base=$(rss)
+  rm -f "$work/idle_ready"
+  python3 - "$port" "$work/idle_ready" <<'PY' &
 import socket, time, sys
-socks = []
-for _ in range(5000):
-    s = socket.create_connection(("127.0.0.1", 18094)); socks.append(s)
-open("/tmp/tokenscope_idle_ready", "w").write("1")
+socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(5000)]
+open(sys.argv[2], "w").write("1")
 time.sleep(4)
 PY
-idle_pid=$!
-for _ in $(seq 300); do [ -f /tmp/tokenscope_idle_ready ] && break; sleep 0.01; done
-sleep 0.5
-idle=$(rss)
-wait "$idle_pid"; rm -f /tmp/tokenscope_idle_ready
-echo "idle: RSS $base KiB -> $idle KiB with 5,000 idle connections: $(( (idle - base) * 1024 / 5000 )) bytes each"
-stop_server 18094
-# A fresh server, so that memory freed by the idle test is not reused.
-start_server 18094 --threads 1 --max-num-seqs 8192 --natural-output-len none
-pid=$(pgrep -f "tokenscope serve --port 18094" | head -1)
-base2=$(rss)
-TOKENS=2000 taskset -c 1 wrk -t1 -c1000 -d4s --timeout 30s -s bench/serve/stream.lua http://127.0.0.1:18094/v1/completions > /dev/null &
-wrk_pid=$!
-sleep 3
-active=$(rss)
-wait "$wrk_pid"
-echo "active: RSS $base2 KiB -> $active KiB with 1,000 streams in flight (engine state included): $(( (active - base2) * 1024 / 1000 )) bytes each"
-stop_server 18094
+  idle_pid=$!
+  for _ in $(seq 1000); do [ -f "$work/idle_ready" ] && break; sleep 0.01; done
+  sleep 0.5
+  idle=$(rss)
+  wait "$idle_pid"
+  stop_server
+  # A fresh server, so that memory freed by the idle test is not reused.
+  start_server --threads 1 --max-num-seqs 8192 --natural-output-len none
+  base2=$(rss)
+  TOKENS=2000 taskset -c 1 wrk -t1 -c1000 -d4s --timeout 30s -s benchmarks/serve/stream.lua \
+    "http://127.0.0.1:$port/v1/completions" > /dev/null &
+  wrk_pid=$!
+  sleep 3
+  active=$(rss)
+  wait "$wrk_pid"
+  stop_server
+  echo "round $round: idle RSS $base -> $idle KiB with 5,000 idle connections: $(( (idle - base) * 1024 / 5000 )) bytes each;" \
+       "active RSS $base2 -> $active KiB with 1,000 streams in flight: $(( (active - base2) * 1024 / 1000 )) bytes each" \
+    | tee -a "$work/mem.txt"
+done
+python3 - "$work/mem.txt" <<'PY'
+import re, statistics, sys
+rows = [list(map(int, re.findall(r"(\d+) bytes each", l))) for l in open(sys.argv[1])]
+idle, active = [r[0] for r in rows], [r[1] for r in rows]
+print(f"bytes per idle connection: median {statistics.median(idle):,.0f} (runs: {', '.join(f'{x:,}' for x in idle)})")
+print(f"bytes per active stream:   median {statistics.median(active):,.0f} (runs: {', '.join(f'{x:,}' for x in active)})")
+PY

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark of `tokenscope sim` on the whole Azure 2023 conversation trace
 # (19,366 requests, 3,502 s of real time), Llama-3-8B on one H100-SXM, beside
-# a plain-Python reference simulator of the same model (bench/peers/py_sim.py)
+# a plain-Python reference simulator of the same model (benchmarks/peers/py_sim.py)
 # in the same run. Prints a markdown table for docs/performance.md.
-#   bench/sim_azure.sh [REPEATS]      (default 5; medians are reported)
+#   benchmarks/sim_azure.sh [REPEATS]      (default 5; medians are reported)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats="${1:-5}"
@@ -24,8 +24,8 @@ measure() {  # label, command...: appends "label cpu_s wall_s rss_kb" per repeat
 measure ts_out "$bin" sim --trace "$trace" --out "$work/run" --quiet
 measure ts_noout "$bin" sim --trace "$trace" --quiet
 "$bin" sim --trace "$trace" --json > "$work/ts.json"
-measure python python3 bench/peers/py_sim.py "$trace"
-python3 bench/peers/py_sim.py "$trace" > "$work/py.json"
+measure python python3 benchmarks/peers/py_sim.py "$trace"
+python3 benchmarks/peers/py_sim.py "$trace" > "$work/py.json"
 
 python3 - "$work" <<'PY'
 import json, statistics, sys
@@ -43,7 +43,7 @@ print("| run | median CPU s | x real time | requests / CPU s | output tokens / C
 print("|---|---:|---:|---:|---:|---:|")
 for label, name in [("ts_out", "tokenscope sim, writing the run directory"),
                     ("ts_noout", "tokenscope sim, summary only"),
-                    ("python", "Python reference peer (bench/peers/py_sim.py)")]:
+                    ("python", "Python reference peer (benchmarks/peers/py_sim.py)")]:
     cpu = med(label, 0)
     print(f"| {name} | {cpu:.3f} | {real_s / cpu:,.0f} | {reqs / cpu:,.0f} | {toks / cpu:,.0f} | {med(label, 2) / 1024:.1f} |")
 print()
