@@ -16,6 +16,7 @@ bin="build/release/src/cli/tokenscope"
 [ -x "$bin" ] || bash scripts/build.sh release >/dev/null
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+echo "sim_azure: $repeats repeats, load average $(cut -d' ' -f1 /proc/loadavg), $(date '+%F %T')"
 
 measure() {  # label, command...: appends "label cpu_s wall_s rss_kb" per repeat
   local label="$1"; shift
@@ -39,6 +40,7 @@ measure ts_noout "$bin" sim --trace "$trace" --quiet
 measure python python3 benchmarks/peers/py_sim.py "$trace"
 python3 benchmarks/peers/py_sim.py "$trace" > "$work/py.json"
 
+echo "load average after the runs: $(cut -d' ' -f1 /proc/loadavg)"
 python3 - "$work" "$trace" <<'PY'
 import csv, datetime, json, statistics, sys
 work, trace = sys.argv[1], sys.argv[2]
