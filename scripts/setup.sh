@@ -18,7 +18,7 @@ packages=(
   curl                                # black-box tests with real third-party clients
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
   python3 time bc                     # benchmark scripts, peak-memory measurement
-  python3-aiohttp                     # the Python reference client in bench/peers
+  python3-aiohttp                     # the Python reference client in benchmarks/peers
   python3-numpy python3-yaml python3-sentencepiece  # scripts/tiny-model.py: llama.cpp's gguf-py imports all three;
                                                     # numpy is also vllm_compat_test's reference
 )

@@ -178,7 +178,7 @@ TEST_F(Serve, OfficialOpenAiClientAcceptsTheServer) {
 }
 
 // Every token the engine emitted reaches the client, in order, after its
-// engine time; the lag distribution itself is measured in bench/.
+// engine time; the lag distribution itself is measured in benchmarks/.
 TEST_F(Serve, ClientSeesEveryEmittedTokenAfterItsEngineTime) {
   const auto trace = dir_ / "emissions.jsonl";
   Server server(dir_, {"--trace-emissions", trace.string()});

@@ -11,7 +11,8 @@ the same machine, against the same server, in the same run.
 usage: py_client.py URL --rate R --num-requests N [--chat] [--max-tokens K]
        [--concurrency C (closed loop)] [--seed S]
 Prints one JSON line: offered and achieved rate, send lag percentiles
-(launch time - intended time), events parsed, client CPU seconds.
+(launch time - intended time), events parsed (every data: line but [DONE]),
+output events (those that carry text), client CPU seconds.
 """
 import argparse
 import asyncio
@@ -55,8 +56,13 @@ async def one(session, url, payload, stats, lag):
                     data = line[5:].strip()
                     if data == b"[DONE]":
                         continue
-                    json.loads(data)
+                    chunk = json.loads(data)
                     stats["events"] += 1
+                    # An output event carries text, as tokenscope records them
+                    # (event_offsets_ns): not the usage or finish-only chunks.
+                    if any((c.get("delta") or {}).get("content") or c.get("text")
+                           for c in chunk.get("choices") or ()):
+                        stats["output_events"] += 1
             stats["done"] += 1
     except Exception:  # noqa: BLE001 - a reference client counts and goes on
         stats["errors"] += 1
@@ -80,7 +86,7 @@ async def main():
     payload.update({"max_tokens": a.max_tokens, "ignore_eos": True, "stream": not a.no_stream})
     if not a.no_stream:
         payload["stream_options"] = {"include_usage": True}
-    stats = {"lag_ms": [], "events": 0, "done": 0, "errors": 0}
+    stats = {"lag_ms": [], "events": 0, "output_events": 0, "done": 0, "errors": 0}
     rng = random.Random(a.seed)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=600)
@@ -118,6 +124,7 @@ async def main():
         "send_lag_p50_ms": percentile(lag, 0.5),
         "send_lag_p99_ms": percentile(lag, 0.99),
         "events": stats["events"],
+        "output_events": stats["output_events"],
         "cpu_s": cpu,
         "events_per_cpu_s": stats["events"] / cpu if cpu > 0 else None,
         "elapsed_s": elapsed,

@@ -1,4 +1,4 @@
--- wrk script: streaming completions of a fixed length (bench/serve_bench.sh).
+-- wrk script: streaming completions of a fixed length (benchmarks/serve_bench.sh).
 -- TOKENS comes from the environment (default 50).
 local tokens = os.getenv("TOKENS") or "50"
 wrk.method = "POST"
