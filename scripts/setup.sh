@@ -17,6 +17,7 @@ packages=(
   libsentencepiece-dev sentencepiece  # real tokenizers: .model files; spm_train/spm_encode in the tests
   curl                                # black-box tests with real third-party clients
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
+  tcpdump                             # benchmarks/llama_accuracy.sh: TTFT on the wire
   python3 time bc                     # benchmark scripts, peak-memory measurement
   python3-aiohttp                     # the Python reference client in benchmarks/peers
   python3-numpy python3-yaml python3-sentencepiece  # scripts/tiny-model.py: llama.cpp's gguf-py imports all three;

@@ -116,6 +116,10 @@ namespace {
 
 constexpr std::size_t kReadChunk = 16u << 10;
 constexpr std::size_t kBodyScratch = 64u << 10;
+// An idle connection is checked for a close by the server (a system call)
+// only when it has been idle this long: one freed a moment ago is reused at
+// once (and a close racing with it is caught by the resend).
+constexpr Nanos kStaleCheckAfter = kNanosPerMilli;
 
 class ConnectionBase {
  public:
@@ -132,6 +136,7 @@ class ConnectionBase {
   virtual bool alive() = 0;
   // Starts a connect that waited for a free handshake slot.
   virtual void start_connect() = 0;
+  Nanos idle_since = 0;  // when it last joined the idle pool
 };
 
 }  // namespace
@@ -243,6 +248,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     response_bytes_ = 0;
     headers_reported_ = false;
     failure_ = ExchangeError::kNone;
+    read_at_once_ = false;
     parser_.emplace();
     parser_->eager(true);
     parser_->header_limit(static_cast<std::uint32_t>(client_->options.max_header_bytes));
@@ -430,6 +436,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     }
     boost::system::error_code ignored;
     lowest().set_option(tcp::no_delay(true), ignored);
+    if constexpr (!kTls) lowest().non_blocking(true, ignored);  // read() reads after readiness
     if constexpr (kTls) {
       if (!SSL_set_tlsext_host_name(stream_.native_handle(), client_->endpoint.host.c_str()))
         return finish(ExchangeError::kConnect, "TLS: cannot set the server name");
@@ -480,12 +487,39 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
                       });
   }
 
+  // Plain TCP waits for the socket to be readable, then reads: Asio's
+  // async_read_some tries a read first, which after a write or between the
+  // events of a stream mostly finds nothing (one wasted system call per read).
+  // After a read that filled the whole chunk, more is likely waiting: read
+  // again at once. TLS reads through its stream.
   void read() {
+    if constexpr (!kTls) {
+      if (!read_at_once_) {
+        lowest().async_wait(tcp::socket::wait_read,
+                            [self = this->shared_from_this()](const boost::system::error_code& ec) {
+                              if (ec) return self->on_read(ec, 0);
+                              self->read_ready();
+                            });
+        return;
+      }
+      return read_ready();
+    }
     auto space = buffer_.prepare(kReadChunk);
     stream_.async_read_some(
         space, [self = this->shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
           self->on_read(ec, n);
         });
+  }
+
+  void read_ready() {
+    boost::system::error_code ec;
+    const std::size_t n = lowest().read_some(buffer_.prepare(kReadChunk), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      read_at_once_ = false;  // a spurious wake-up, or the chunk was exactly all there was
+      return read();
+    }
+    read_at_once_ = n == kReadChunk;
+    on_read(ec, n);
   }
 
   void on_read(const boost::system::error_code& ec, std::size_t n) {
@@ -601,6 +635,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   std::size_t response_bytes_ = 0;
   ExchangeError failure_ = ExchangeError::kNone;
   bool counted_ = true;        // in the client's open set
+  bool read_at_once_ = false;  // plain TCP: the last read filled its chunk
   std::uint64_t served_ = 0;   // exchanges completed on this connection
   bool in_handshake_ = false;  // holds one of max_connecting
   bool preconnect_ = false;    // opened by preconnect(), not connected or failed yet
@@ -624,7 +659,8 @@ void HttpClient::Impl::start(std::shared_ptr<const std::string> request, Exchang
     while (!idle.empty()) {
       std::shared_ptr<ConnectionBase> c = std::move(idle.back());
       idle.pop_back();
-      if (c->alive()) return c->run(std::move(request), handler, deadline, /*reused=*/true);
+      if (clock.now_ns() - c->idle_since < kStaleCheckAfter || c->alive())
+        return c->run(std::move(request), handler, deadline, /*reused=*/true);
       ++counters.stale_dropped;  // closed by the server while idle: never written to
       c->close();
     }
@@ -646,6 +682,7 @@ void HttpClient::Impl::release(std::shared_ptr<ConnectionBase> c) {
     waiting.pop_front();
     return c->run(std::move(w.request), w.handler, deadline_of(w.timeout), /*reused=*/true);
   }
+  c->idle_since = clock.now_ns();
   idle.push_back(std::move(c));
   schedule_trim();
 }
@@ -658,6 +695,7 @@ void HttpClient::Impl::preconnected(const std::shared_ptr<ConnectionBase>& c) {
     waiting.pop_front();
     return c->run(std::move(w.request), w.handler, deadline_of(w.timeout), /*reused=*/false);
   }
+  c->idle_since = clock.now_ns();
   idle.push_back(c);
   schedule_trim();
 }
