@@ -31,8 +31,27 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
   dom::object root;
   if (doc.get_object().get(root) != simdjson::SUCCESS) return info;
 
-  dom::element error;
-  if (root["error"].get(error) == simdjson::SUCCESS) {
+  // One pass over each object (a lookup by key is a linear scan, and an
+  // event is looked up for a dozen keys); the first of duplicate keys wins,
+  // as with a lookup.
+  dom::element error, id, usage, timings, choices_el;
+  bool has_error = false, has_id = false, has_usage = false, has_timings = false, has_choices = false;
+  for (dom::key_value_pair kv : root) {
+    const std::string_view k = kv.key;
+    if (k == "choices") {
+      if (!has_choices) choices_el = kv.value, has_choices = true;
+    } else if (k == "id") {
+      if (!has_id) id = kv.value, has_id = true;
+    } else if (k == "usage") {
+      if (!has_usage) usage = kv.value, has_usage = true;
+    } else if (k == "error") {
+      if (!has_error) error = kv.value, has_error = true;
+    } else if (k == "timings") {
+      if (!has_timings) timings = kv.value, has_timings = true;
+    }
+  }
+
+  if (has_error) {
     info.is_error = true;
     std::string_view msg;
     dom::object err;
@@ -43,22 +62,22 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
     }
   }
 
-  std::string_view id;
-  if (root["id"].get_string().get(id) == simdjson::SUCCESS) info.id = std::string(id);
+  std::string_view id_text;
+  if (has_id && id.get_string().get(id_text) == simdjson::SUCCESS) info.id = std::string(id_text);
 
   dom::object u;
-  if (root["usage"].get_object().get(u) == simdjson::SUCCESS) {  // "usage": null is no usage
-    ChunkUsage usage;
-    usage.prompt_tokens = int_or(u, "prompt_tokens");
-    usage.completion_tokens = int_or(u, "completion_tokens");
+  if (has_usage && usage.get_object().get(u) == simdjson::SUCCESS) {  // "usage": null is no usage
+    ChunkUsage cu;
+    cu.prompt_tokens = int_or(u, "prompt_tokens");
+    cu.completion_tokens = int_or(u, "completion_tokens");
     dom::object details;
     if (u["prompt_tokens_details"].get_object().get(details) == simdjson::SUCCESS)
-      usage.cached_tokens = int_or(details, "cached_tokens");
-    info.usage = usage;
+      cu.cached_tokens = int_or(details, "cached_tokens");
+    info.usage = cu;
   }
 
   dom::object tm;
-  if (root["timings"].get_object().get(tm) == simdjson::SUCCESS) {
+  if (has_timings && timings.get_object().get(tm) == simdjson::SUCCESS) {
     ChunkTimings t;
     double v = 0;
     if (tm["prompt_ms"].get_double().get(v) == simdjson::SUCCESS) t.prompt_ms = v;
@@ -69,26 +88,52 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
   }
 
   dom::array choices;
-  const bool saw_choices = root["choices"].get_array().get(choices) == simdjson::SUCCESS;
+  const bool saw_choices = has_choices && choices_el.get_array().get(choices) == simdjson::SUCCESS;
   if (saw_choices) {
     for (dom::element element : choices) {
       dom::object choice;
       if (element.get_object().get(choice) != simdjson::SUCCESS) return ChunkInfo{};
       ++info.choices;
-      dom::element v;
-      if (choice["text"].get(v) == simdjson::SUCCESS) info.has_output |= take_string(v, info.text);
-      std::string_view finish;
-      if (choice["finish_reason"].get_string().get(finish) == simdjson::SUCCESS)
-        info.finish_reason = std::string(finish);
+      dom::element text, finish, delta_el[2];
+      bool has_text = false, has_finish = false, has_delta[2] = {false, false};
+      for (dom::key_value_pair kv : choice) {
+        const std::string_view k = kv.key;
+        if (k == "delta") {
+          if (!has_delta[0]) delta_el[0] = kv.value, has_delta[0] = true;
+        } else if (k == "text") {
+          if (!has_text) text = kv.value, has_text = true;
+        } else if (k == "finish_reason") {
+          if (!has_finish) finish = kv.value, has_finish = true;
+        } else if (k == "message") {
+          if (!has_delta[1]) delta_el[1] = kv.value, has_delta[1] = true;
+        }
+      }
+      if (has_text) info.has_output |= take_string(text, info.text);
+      std::string_view finish_text;
+      if (has_finish && finish.get_string().get(finish_text) == simdjson::SUCCESS)
+        info.finish_reason = std::string(finish_text);
       bool role = false;
-      for (const char* key : {"delta", "message"}) {
+      for (int d = 0; d < 2; ++d) {  // "delta", then "message"
         dom::object delta;
-        if (choice[key].get_object().get(delta) != simdjson::SUCCESS) continue;
-        for (const char* field : {"content", "reasoning_content"})
-          if (delta[field].get(v) == simdjson::SUCCESS) info.has_output |= take_string(v, info.text);
-        role |= delta["role"].error() == simdjson::SUCCESS;
+        if (!has_delta[d] || delta_el[d].get_object().get(delta) != simdjson::SUCCESS) continue;
+        dom::element content, reasoning, calls_el;
+        bool has_content = false, has_reasoning = false, has_calls = false;
+        for (dom::key_value_pair kv : delta) {
+          const std::string_view k = kv.key;
+          if (k == "content") {
+            if (!has_content) content = kv.value, has_content = true;
+          } else if (k == "role") {
+            role = true;
+          } else if (k == "reasoning_content") {
+            if (!has_reasoning) reasoning = kv.value, has_reasoning = true;
+          } else if (k == "tool_calls") {
+            if (!has_calls) calls_el = kv.value, has_calls = true;
+          }
+        }
+        if (has_content) info.has_output |= take_string(content, info.text);
+        if (has_reasoning) info.has_output |= take_string(reasoning, info.text);
         dom::array calls;
-        if (delta["tool_calls"].get_array().get(calls) == simdjson::SUCCESS)
+        if (has_calls && calls_el.get_array().get(calls) == simdjson::SUCCESS)
           info.has_output |= calls.size() > 0;
       }
       info.role_only |= role;
