@@ -248,7 +248,6 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     response_bytes_ = 0;
     headers_reported_ = false;
     failure_ = ExchangeError::kNone;
-    read_at_once_ = false;
     parser_.emplace();
     parser_->eager(true);
     parser_->header_limit(static_cast<std::uint32_t>(client_->options.max_header_bytes));
@@ -436,7 +435,6 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     }
     boost::system::error_code ignored;
     lowest().set_option(tcp::no_delay(true), ignored);
-    if constexpr (!kTls) lowest().non_blocking(true, ignored);  // read() reads after readiness
     if constexpr (kTls) {
       if (!SSL_set_tlsext_host_name(stream_.native_handle(), client_->endpoint.host.c_str()))
         return finish(ExchangeError::kConnect, "TLS: cannot set the server name");
@@ -487,39 +485,12 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
                       });
   }
 
-  // Plain TCP waits for the socket to be readable, then reads: Asio's
-  // async_read_some tries a read first, which after a write or between the
-  // events of a stream mostly finds nothing (one wasted system call per read).
-  // After a read that filled the whole chunk, more is likely waiting: read
-  // again at once. TLS reads through its stream.
   void read() {
-    if constexpr (!kTls) {
-      if (!read_at_once_) {
-        lowest().async_wait(tcp::socket::wait_read,
-                            [self = this->shared_from_this()](const boost::system::error_code& ec) {
-                              if (ec) return self->on_read(ec, 0);
-                              self->read_ready();
-                            });
-        return;
-      }
-      return read_ready();
-    }
     auto space = buffer_.prepare(kReadChunk);
     stream_.async_read_some(
         space, [self = this->shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
           self->on_read(ec, n);
         });
-  }
-
-  void read_ready() {
-    boost::system::error_code ec;
-    const std::size_t n = lowest().read_some(buffer_.prepare(kReadChunk), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) {
-      read_at_once_ = false;  // a spurious wake-up, or the chunk was exactly all there was
-      return read();
-    }
-    read_at_once_ = n == kReadChunk;
-    on_read(ec, n);
   }
 
   void on_read(const boost::system::error_code& ec, std::size_t n) {
@@ -635,7 +606,6 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   std::size_t response_bytes_ = 0;
   ExchangeError failure_ = ExchangeError::kNone;
   bool counted_ = true;        // in the client's open set
-  bool read_at_once_ = false;  // plain TCP: the last read filled its chunk
   std::uint64_t served_ = 0;   // exchanges completed on this connection
   bool in_handshake_ = false;  // holds one of max_connecting
   bool preconnect_ = false;    // opened by preconnect(), not connected or failed yet
