@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -145,6 +146,13 @@ class Bench : public ::testing::Test {
   ProcessResult bench(std::vector<std::string> args, double timeout_s = 120) {
     args.insert(args.begin(), {kBin, "bench", "--progress", "none"});
     return run_process(args, timeout_s);
+  }
+  // Lines the writer has finished, counted while it may still be writing
+  // (the last line can be half written: it is not parsed here).
+  static std::size_t complete_lines(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
   }
   static std::vector<json> lines(const fs::path& p) {
     std::vector<json> out;
@@ -307,7 +315,7 @@ TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
   // Wait (bounded) until some requests have finished, then interrupt.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
-         (!fs::exists(out / "requests.jsonl") || lines(out / "requests.jsonl").size() < 5))
+         (!fs::exists(out / "requests.jsonl") || complete_lines(out / "requests.jsonl") < 5))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   child.signal(SIGINT);
   const auto r = child.wait(60);

@@ -7,6 +7,7 @@
 //
 // Run only these: ctest --test-dir build/release -R '^Llama\.'
 // (with the variables scripts/test.sh exports; see docs/testing.md).
+#include <algorithm>
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -105,6 +107,13 @@ class Llama : public ::testing::Test {
   ProcessResult bench(const LlamaServer& s, std::vector<std::string> args, double timeout_s = 120) {
     args.insert(args.begin(), {kBin, "bench", "--progress", "none", "--target", s.url()});
     return run_process(args, timeout_s);
+  }
+  // Lines the writer has finished, counted while it may still be writing
+  // (the last line can be half written: it is not parsed here).
+  static std::size_t complete_lines(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
   }
   static std::vector<json> lines(const fs::path& p) {
     std::vector<json> out;
@@ -443,7 +452,7 @@ TEST_F(Llama, ServerKilledMidRunEveryRequestIsAccountedFor) {
                     (dir_ / "bench.out").string(), (dir_ / "bench.err").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
-         (!fs::exists(out / "requests.jsonl") || lines(out / "requests.jsonl").size() < 8))
+         (!fs::exists(out / "requests.jsonl") || complete_lines(out / "requests.jsonl") < 8))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // Kill it while it streams (bounded wait for a busy slot).
   for (int i = 0; i < 200 && s->metrics().at("llamacpp:requests_processing") == 0; ++i)
