@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Where the client's time goes, in counts that do not depend on the
+# machine's speed: system calls per request (strace -c -f, 6,000
+# non-streaming requests at 2,000 req/s) and instructions per output event
+# (valgrind --tool=callgrind, 1,000 streams of 128 events, 16 in flight),
+# both against the canned-SSE nginx of ../shared/bench/canned-sse.
+# Usage: benchmarks/client_profile.sh   (needs strace and valgrind)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin="$(pwd)/build/release/src/cli/tokenscope"
+[ -x "$bin" ] || bash scripts/build.sh release tokenscope >/dev/null
+command -v strace >/dev/null || { echo "needs strace (apt-get install strace)" >&2; exit 2; }
+work="$(mktemp -d)"; chmod 755 "$work"
+cp -r ../shared/bench/canned-sse/. "$work/"
+(cd "$work" && mkdir -p logs tmp www/v1/chat www/compat/v1/chat && python3 make_bodies.py 128 >/dev/null)
+sed -i "s#\$CANNED_DIR#$work#g" "$work/nginx.conf"
+sed -i "s#127.0.0.1:8090#127.0.0.1:18097#" "$work/nginx.conf"
+nginx -c "$work/nginx.conf" -p "$work/"
+trap 'kill "$(cat "$work/logs/nginx.pid")" 2>/dev/null; rm -rf "$work"' EXIT
+sleep 0.3
+strace -c -f -o "$work/strace.txt" "$bin" bench --target http://127.0.0.1:18097 --endpoint /v1/json --no-stream \
+  --api chat --model m --rate 2000 --num-requests 6000 --input-len fixed:8 --output-len fixed:1 --quiet \
+  --prompt-check 0 --out "$work/strace-run"
+echo "system calls for 6,000 non-streaming requests at 2,000 req/s (calls, of which failed):"
+awk '$NF ~ /^(sendto|recvfrom|epoll_wait|timerfd_settime|writev|write|read|epoll_ctl|connect)$/ {
+       if (NF == 6) printf "  %-16s %8d  %6d\n", $6, $4, $5; else printf "  %-16s %8d  %6d\n", $5, $4, 0 }' \
+  "$work/strace.txt"
+awk '$NF == "total" { printf "  %-16s %8d  %6d\n", "total", $(NF-2), $(NF-1) }' "$work/strace.txt"
+if command -v valgrind >/dev/null; then
+  valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$bin" bench --target http://127.0.0.1:18097 \
+    --api chat --model m --concurrency 16 --num-requests 1000 --input-len fixed:8 --output-len fixed:128 \
+    --quiet --prompt-check 0 --out "$work/cg-run" >/dev/null 2>&1
+  total="$(callgrind_annotate "$work/cg.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
+  echo "instructions for 1,000 streams of 128 output events: $total ($((total / 128000)) per event, everything included)"
+fi
