@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tokenscope {
 
@@ -24,8 +25,24 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Outside input (a field value, a line of a file) quoted for an error message:
+// the text in single quotes, with every byte that would not print as itself
+// escaped, so that binary input neither garbles the terminal nor cuts the
+// message at a NUL: \0, \t, \n, \r, and \xNN for other control bytes (C0,
+// DEL, C1) and bytes that are not valid UTF-8. Valid UTF-8 text and printable
+// ASCII (quotes and backslashes too) are kept as they are: the result is for
+// people to read, not to parse back. At most `max_bytes` bytes of the input are
+// shown (never half a UTF-8 character), then "…" after the closing quote.
+// Examples, as C++ literals:
+//   quote_input("thirty")               == "'thirty'"
+//   quote_input(std::string("a\0b", 3)) == "'a\\0b'"   (shows as 'a\0b')
+//   quote_input(std::string(1000, 'x')) == "'" + std::string(80, 'x') + "'…"
+std::string quote_input(std::string_view input, std::size_t max_bytes = 80);
+
 // Bad outside input: names the file, the 1-based line (0 when the error is not
-// tied to a line), the field and what was expected.
+// tied to a line), the field and what was expected. The message is
+// "FILE:LINE: field 'FIELD': PROBLEM" (the field escaped as quote_input does);
+// a problem that quotes input should quote it with quote_input.
 class InputError : public UsageError {
  public:
   InputError(std::string file, std::size_t line, std::string field, const std::string& problem);

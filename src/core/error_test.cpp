@@ -1,0 +1,49 @@
+#include "core/error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace tokenscope {
+namespace {
+
+using namespace std::string_literals;
+
+TEST(Error, QuoteInputKeepsPrintableTextAsItIs) {
+  EXPECT_EQ(quote_input("thirty"), "'thirty'");
+  EXPECT_EQ(quote_input(""), "''");
+  EXPECT_EQ(quote_input("it's C:\\x"), "'it's C:\\x'");
+  EXPECT_EQ(quote_input("héllo ✓"), "'héllo ✓'");  // valid UTF-8 stays readable
+}
+
+TEST(Error, QuoteInputEscapesWhatIsNotPrintable) {
+  EXPECT_EQ(quote_input("a\0b"s), "'a\\0b'");  // a NUL no longer ends the message
+  EXPECT_EQ(quote_input("\t\r\n\x1b[31m\x7f"), "'\\t\\r\\n\\x1b[31m\\x7f'");
+  EXPECT_EQ(quote_input("\xff\xfe"), "'\\xff\\xfe'");       // not UTF-8
+  EXPECT_EQ(quote_input("\xc3"), "'\\xc3'");                // a sequence cut short
+  EXPECT_EQ(quote_input("\xe2\x9c"), "'\\xe2\\x9c'");       // likewise
+  EXPECT_EQ(quote_input("\xed\xa0\x80"), "'\\xed\\xa0\\x80'");  // a UTF-16 surrogate
+  EXPECT_EQ(quote_input("\xc0\xaf"), "'\\xc0\\xaf'");       // overlong
+}
+
+TEST(Error, QuoteInputBoundsTheInputShown) {
+  const std::string long_text(1000, 'x');
+  EXPECT_EQ(quote_input(long_text), "'" + std::string(80, 'x') + "'…");
+  EXPECT_EQ(quote_input(long_text, 3), "'xxx'…");
+  EXPECT_EQ(quote_input("xxx", 3), "'xxx'");
+  // The bound counts input bytes, and never splits a UTF-8 character.
+  EXPECT_EQ(quote_input("ab✓", 4), "'ab'…");
+  // Escapes are longer than the bytes they stand for: 80 NULs show as 80 \0s.
+  EXPECT_EQ(quote_input(std::string(2'000'000'000 / 1000, '\0')).size(), 2 + 80 * 2 + 3);
+}
+
+TEST(Error, InputErrorEscapesTheFieldName) {
+  const InputError e("f.yaml", 3, "a\0b\nc"s, "unknown key");
+  EXPECT_EQ(std::string(e.what()), "f.yaml:3: field 'a\\0b\\nc': unknown key");
+  EXPECT_EQ(e.field(), "a\0b\nc"s);  // the field as given, for programs
+  const InputError no_line("f.csv", 0, "", "empty file, no requests");
+  EXPECT_EQ(std::string(no_line.what()), "f.csv: empty file, no requests");
+}
+
+}  // namespace
+}  // namespace tokenscope
