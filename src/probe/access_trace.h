@@ -39,10 +39,15 @@ inline constexpr std::uint32_t kMaxAccessBytes = 4096;
 
 // Parses a trace held in memory; binary when it starts with the magic, text
 // otherwise. `source` names it in errors (InputError: file, line or record,
-// field, what was expected). At most max_records accesses are accepted.
+// field, what was expected; input quoted with quote_input). At most
+// max_records accesses are accepted.
 std::vector<Access> parse_access_trace(std::string_view data, const std::string& source,
                                        std::size_t max_records = 200'000'000);
-std::vector<Access> read_access_trace(const std::filesystem::path& path);
+// Reads a trace file as it parses it: memory is the accesses kept (16 bytes
+// each), not the file. A directory, an empty file and a line that is not
+// text (a NUL byte) are InputErrors that say so.
+std::vector<Access> read_access_trace(const std::filesystem::path& path,
+                                      std::size_t max_records = 200'000'000);
 
 std::vector<LayoutEntry> parse_layout_map(std::string_view data, const std::string& source);
 std::vector<LayoutEntry> read_layout_map(const std::filesystem::path& path);

@@ -1,6 +1,10 @@
 #include "probe/access_trace.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 
@@ -90,6 +94,68 @@ TEST(LayoutMap, ParsesNamesWithSpaces) {
   const auto round = parse_layout_map(encode_layout_map(m), "m2");
   ASSERT_EQ(round.size(), 2u);
   EXPECT_EQ(round[1].name, "struct seq meta");
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_access_trace(text, "t.txt");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(AccessTrace, BinaryInputIsQuotedEscapedAndANulSaysSo) {
+  using namespace std::string_literals;
+  EXPECT_EQ(error_of("0 0x1000 8 \x1b[2J\x01\n"), "t.txt:1: field 'op': r or w, got '\\x1b[2J\\x01'");
+  EXPECT_EQ(error_of("0 0x1000 8 r " + std::string(200, 'z') + "\n"),
+            "t.txt:1: field 'line': four fields (THREAD ADDRESS SIZE OP), got more: '" + std::string(80, 'z') +
+                "'…");
+  EXPECT_EQ(error_of("0 0x1000 8 r\n1 0x10\0 8 w\n"s),
+            "t.txt:2: expected text (THREAD ADDRESS SIZE OP), found a NUL byte at byte 7 of the line: "
+            "'1 0x10\\0 8 w' (a binary or sparse file?)");
+  EXPECT_EQ(error_of(std::string(1 << 20, '\0')).substr(0, 90),
+            "t.txt:1: expected text (THREAD ADDRESS SIZE OP), found a NUL byte at byte 1 of the line: '");
+}
+
+// A file reads as its bytes in memory would, without being held whole.
+TEST(AccessTrace, FilesReadAsTheirBytes) {
+  const auto dir = std::filesystem::path(::testing::TempDir());
+  const auto path = dir / ("access_" + std::to_string(::getpid()));
+  std::vector<Access> many;
+  for (std::uint32_t i = 0; i < 20000; ++i) many.push_back({0x1000 + 8ull * (i % 64), i % 3, 8, i % 2 == 0});
+  for (const std::string& bytes : {encode_binary_trace(many), encode_text_trace(many)}) {
+    std::ofstream(path, std::ios::binary) << bytes;
+    const auto read = read_access_trace(path);
+    ASSERT_EQ(read.size(), many.size());
+    EXPECT_EQ(read.back().address, many.back().address);
+    EXPECT_EQ(read.back().thread, many.back().thread);
+    EXPECT_THROW(read_access_trace(path, 100), InputError);
+  }
+  std::string truncated = encode_binary_trace(many);
+  truncated.resize(truncated.size() - 5);
+  std::ofstream(path, std::ios::binary) << truncated;
+  try {
+    read_access_trace(path);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.line(), many.size());
+    EXPECT_EQ(e.field(), "record");
+  }
+  std::ofstream(path, std::ios::binary).close();
+  try {
+    read_access_trace(path);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path.string() + ": empty file, no accesses");
+  }
+  std::filesystem::remove(path);
+  try {
+    read_access_trace(dir);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.string() + ": is a directory");
+  }
 }
 
 }  // namespace

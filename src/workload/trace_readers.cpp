@@ -2,13 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
-#include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/text_reader.h"
 
 namespace tokenscope::workload {
 
@@ -16,6 +18,8 @@ namespace {
 
 constexpr std::uint64_t kMaxTokens = 1u << 30;
 constexpr std::size_t kMaxSkippedExamples = 5;
+// Format detection reads no more than this of the file.
+constexpr std::size_t kDetectBytes = 64 << 10;
 
 using json = nlohmann::json;
 
@@ -25,27 +29,35 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string show(std::string_view s) {
-  constexpr std::size_t kMax = 40;
-  std::string out(s.substr(0, kMax));
-  if (s.size() > kMax) out += "...";
-  return "'" + out + "'";
+std::string nul_problem(std::size_t column, std::string_view line) {
+  return fmt::format("expected text, found a NUL byte at byte {} of the line: {} (a binary or sparse file?)",
+                     column, quote_input(line, 40));
 }
 
-// Calls fn(line_number, line) for each line; handles CRLF and a missing final newline.
-template <typename Fn>
-void for_each_line(std::string_view text, Fn&& fn) {
-  std::size_t line_no = 0;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    ++line_no;
-    if (!fn(line_no, line)) return;
-    pos = end + 1;
+// Throws InputError when the line the reader just returned is not text or is
+// longer than any row can be.
+void check_line(const TextReader& in, std::string_view line, const std::string& file) {
+  switch (in.flaw()) {
+    case TextReader::Flaw::kNone:
+      return;
+    case TextReader::Flaw::kNulByte:
+      throw InputError(file, in.line_number(), "", nul_problem(in.nul_column(), line));
+    case TextReader::Flaw::kTooLong:
+      throw InputError(file, in.line_number(), "",
+                       fmt::format("expected a row of at most {} MiB, got a longer line starting {}",
+                                   TextReader::kDefaultMaxLineBytes >> 20, quote_input(line, 40)));
   }
+}
+
+// Calls fn(line_number, line) for each line until it returns false; CRLF and
+// a missing final newline are handled by the reader. Lines that are not text
+// reach fn too: it checks them with check_line (inside its row, so that
+// --skip-bad-rows can skip them).
+template <typename Fn>
+void for_each_line(TextReader& in, Fn&& fn) {
+  std::string_view line;
+  while (in.next_line(line))
+    if (!fn(static_cast<std::size_t>(in.line_number()), line)) return;
 }
 
 // Shared row bookkeeping: skip-or-throw, max_rows.
@@ -80,7 +92,7 @@ std::uint32_t parse_token_count(std::string_view raw, const std::string& file, s
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
     throw InputError(
         file, line, field,
-        fmt::format("expected a {} integer, got {}", allow_zero ? "non-negative" : "positive", show(s)));
+        fmt::format("expected a {} integer, got {}", allow_zero ? "non-negative" : "positive", quote_input(s)));
   if ((!allow_zero && v == 0) || v > kMaxTokens)
     throw InputError(
         file, line, field,
@@ -96,7 +108,7 @@ std::uint32_t json_token_count(const json& obj, const char* key, const std::stri
     return fallback;
   }
   if (!it->is_number_integer() && !it->is_number_unsigned())
-    throw InputError(file, line, key, fmt::format("expected a positive integer, got {}", show(it->dump())));
+    throw InputError(file, line, key, fmt::format("expected a positive integer, got {}", quote_input(it->dump())));
   const auto v = it->get<std::int64_t>();
   if (v < 1 || static_cast<std::uint64_t>(v) > kMaxTokens)
     throw InputError(file, line, key,
@@ -113,7 +125,7 @@ double json_time_ms(const json& obj, const char* key, const std::string& file, s
   }
   if (!it->is_number())
     throw InputError(file, line, key,
-                     fmt::format("expected a number of milliseconds, got {}", show(it->dump())));
+                     fmt::format("expected a number of milliseconds, got {}", quote_input(it->dump())));
   const double v = it->get<double>();
   if (!(v >= 0.0) || v > 1e15)
     throw InputError(file, line, key, fmt::format("expected milliseconds in [0, 1e15], got {}", v));
@@ -134,22 +146,24 @@ std::int64_t ms_to_ns(double ms) {
 
 // ---- Azure CSV -------------------------------------------------------------
 
-void parse_azure(std::string_view text, const std::string& file, Workload& w, const TraceReadOptions& o) {
+void parse_azure(TextReader& in, const std::string& file, Workload& w, const TraceReadOptions& o) {
   RowSink sink(w, o);
   std::int64_t first_ns = 0;
   bool have_first = false;
   bool header_seen = false;
-  for_each_line(text, [&](std::size_t line_no, std::string_view line) {
-    if (trim(line).empty()) return true;
+  for_each_line(in, [&](std::size_t line_no, std::string_view line) {
+    if (in.flaw() == TextReader::Flaw::kNone && trim(line).empty()) return true;
     if (!header_seen) {
       header_seen = true;
+      check_line(in, line, file);
       if (trim(line) != "TIMESTAMP,ContextTokens,GeneratedTokens")
         throw InputError(
             file, line_no, "header",
-            fmt::format("expected 'TIMESTAMP,ContextTokens,GeneratedTokens', got {}", show(line)));
+            fmt::format("expected 'TIMESTAMP,ContextTokens,GeneratedTokens', got {}", quote_input(line)));
       return true;
     }
     return sink.row([&] {
+      check_line(in, line, file);
       std::string_view cols[3];
       std::size_t n = 0, pos = 0;
       while (n < 3) {
@@ -163,7 +177,7 @@ void parse_azure(std::string_view text, const std::string& file, Workload& w, co
       std::int64_t ns = 0;
       if (!parse_civil_timestamp(trim(cols[0]), ns))
         throw InputError(file, line_no, "TIMESTAMP",
-                         fmt::format("expected 'YYYY-MM-DD HH:MM:SS[.fraction]', got {}", show(cols[0])));
+                         fmt::format("expected 'YYYY-MM-DD HH:MM:SS[.fraction]', got {}", quote_input(cols[0])));
       Request r;
       r.input_tokens = parse_token_count(cols[1], file, line_no, "ContextTokens", false);
       r.output_tokens = parse_token_count(cols[2], file, line_no, "GeneratedTokens", false);
@@ -184,12 +198,13 @@ void parse_azure(std::string_view text, const std::string& file, Workload& w, co
 
 // ---- Mooncake JSONL --------------------------------------------------------
 
-void parse_mooncake(std::string_view text, const std::string& file, Workload& w, const TraceReadOptions& o) {
+void parse_mooncake(TextReader& in, const std::string& file, Workload& w, const TraceReadOptions& o) {
   RowSink sink(w, o);
   w.hash_block_tokens = 512;
-  for_each_line(text, [&](std::size_t line_no, std::string_view line) {
-    if (trim(line).empty()) return true;
+  for_each_line(in, [&](std::size_t line_no, std::string_view line) {
+    if (in.flaw() == TextReader::Flaw::kNone && trim(line).empty()) return true;
     return sink.row([&] {
+      check_line(in, line, file);
       const json j = parse_json_line(line, file, line_no);
       Request r;
       r.arrival_ns = ms_to_ns(json_time_ms(j, "timestamp", file, line_no, true));
@@ -210,7 +225,7 @@ void parse_mooncake(std::string_view text, const std::string& file, Workload& w,
         if (!id.is_number_unsigned() && !(id.is_number_integer() && id.get<std::int64_t>() >= 0)) {
           w.hash_pool.resize(r.source_begin);
           throw InputError(file, line_no, "hash_ids",
-                           fmt::format("expected non-negative integers, got {}", show(id.dump())));
+                           fmt::format("expected non-negative integers, got {}", quote_input(id.dump())));
         }
         w.hash_pool.push_back(id.get<std::uint64_t>());
       }
@@ -221,75 +236,133 @@ void parse_mooncake(std::string_view text, const std::string& file, Workload& w,
   w.has_timestamps = true;
 }
 
-// ---- ShareGPT JSON ---------------------------------------------------------
+// ---- ShareGPT JSON --------------------------------------------------------
 
-std::size_t line_of_offset(std::string_view text, std::size_t offset) {
-  std::size_t line = 1;
-  for (std::size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n';
-  return line;
+// The reader's bytes as an input iterator, for nlohmann::json::parse: the
+// document is parsed as it is read, never held whole. A NUL byte (binary
+// data, a sparse file) ends the parse with a message that says so.
+class JsonBytes {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = char;
+
+  JsonBytes() = default;  // the end
+  JsonBytes(TextReader& in, const std::string& file) : in_(&in), file_(&file) { advance(); }
+  char operator*() const { return static_cast<char>(c_); }
+  JsonBytes& operator++() {
+    advance();
+    return *this;
+  }
+  JsonBytes operator++(int) {
+    JsonBytes before = *this;
+    advance();
+    return before;
+  }
+  bool operator==(const JsonBytes& o) const { return (c_ < 0) == (o.c_ < 0); }
+  bool operator!=(const JsonBytes& o) const { return !(*this == o); }
+
+ private:
+  void advance() {
+    c_ = in_->next_byte();
+    if (c_ == 0)
+      throw InputError(*file_, in_->line_number(), "",
+                       "expected JSON text, found a NUL byte (a binary or sparse file?)");
+  }
+  TextReader* in_ = nullptr;
+  const std::string* file_ = nullptr;
+  int c_ = -1;
+};
+
+struct StopReading {};  // max_rows reached
+
+// One array element: a conversation whose first human turn is the prompt.
+void add_conversation(const json& e, std::size_t index, std::size_t line, const std::string& file, Workload& w) {
+  const std::string field = fmt::format("[{}].conversations", index);
+  if (!e.is_object() || !e.contains("conversations") || !e["conversations"].is_array())
+    throw InputError(file, line, field, "expected an array of turns");
+  const json* prompt = nullptr;
+  for (const auto& turn : e["conversations"]) {
+    if (!turn.is_object()) throw InputError(file, line, field, "expected turn objects with 'from' and 'value'");
+    const auto from = turn.find("from");
+    const auto value = turn.find("value");
+    if (from == turn.end() || !from->is_string() || value == turn.end() || !value->is_string())
+      throw InputError(file, line, field, "expected string fields 'from' and 'value' in every turn");
+    if (*from == "human" || *from == "user") {
+      prompt = &*value;
+      break;
+    }
+  }
+  if (prompt == nullptr) throw InputError(file, line, field, "expected at least one human turn");
+  const std::string& text_prompt = prompt->get_ref<const std::string&>();
+  const std::size_t n = count_tokens(text_prompt);
+  if (n == 0) throw InputError(file, line, field, "expected a non-empty prompt");
+  Request r;
+  r.input_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(n, kMaxTokens));
+  r.output_tokens = 0;  // no ground truth: the caller draws output lengths
+  r.source = PromptSource::kText;
+  r.source_begin = static_cast<std::uint32_t>(w.prompts.size());
+  w.prompts.push_back(text_prompt);
+  r.id = w.requests.size();
+  w.requests.push_back(r);
 }
 
-void parse_sharegpt(std::string_view text, const std::string& file, Workload& w, const TraceReadOptions& o) {
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(file, line_of_offset(text, e.byte), "",
-                     "malformed JSON (expected an array of conversations)");
-  } catch (const json::exception& e) {
-    // e.g. a number too large for a double: not tied to a byte offset.
-    throw InputError(file, 0, "", std::string("invalid JSON: ") + e.what());
-  }
-  if (!doc.is_array()) throw InputError(file, 1, "", "expected a JSON array of conversations");
+// The array is parsed element by element: each conversation is turned into a
+// request and dropped, so memory holds the prompts kept and one conversation.
+void parse_sharegpt(TextReader& in, const std::string& file, Workload& w, const TraceReadOptions& o) {
   RowSink sink(w, o);
-  for (std::size_t i = 0; i < doc.size(); ++i) {
-    const bool more = sink.row([&] {
-      const json& e = doc[i];
-      const std::string field = fmt::format("[{}].conversations", i);
-      if (!e.is_object() || !e.contains("conversations") || !e["conversations"].is_array())
-        throw InputError(file, 0, field, "expected an array of turns");
-      const json* prompt = nullptr;
-      for (const auto& turn : e["conversations"]) {
-        if (!turn.is_object())
-          throw InputError(file, 0, field, "expected turn objects with 'from' and 'value'");
-        const auto from = turn.find("from");
-        const auto value = turn.find("value");
-        if (from == turn.end() || !from->is_string() || value == turn.end() || !value->is_string())
-          throw InputError(file, 0, field, "expected string fields 'from' and 'value' in every turn");
-        if (*from == "human" || *from == "user") {
-          prompt = &*value;
-          break;
-        }
-      }
-      if (prompt == nullptr) throw InputError(file, 0, field, "expected at least one human turn");
-      const std::string& text_prompt = prompt->get_ref<const std::string&>();
-      const std::size_t n = count_tokens(text_prompt);
-      if (n == 0) throw InputError(file, 0, field, "expected a non-empty prompt");
-      Request r;
-      r.input_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(n, kMaxTokens));
-      r.output_tokens = 0;  // no ground truth: the caller draws output lengths
-      r.source = PromptSource::kText;
-      r.source_begin = static_cast<std::uint32_t>(w.prompts.size());
-      w.prompts.push_back(text_prompt);
-      r.id = w.requests.size();
-      w.requests.push_back(r);
-    });
-    if (!more) break;
+  std::size_t index = 0;
+  std::size_t element_line = 0;
+  const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (depth == 0) {
+      if (event == E::object_start || event == E::value)
+        throw InputError(file, in.line_number(), "", "expected a JSON array of conversations");
+      return true;
+    }
+    if (depth != 1) return true;
+    if (event == E::object_start || event == E::array_start) {
+      element_line = in.line_number();
+      return true;
+    }
+    if (event == E::object_end || event == E::array_end || event == E::value) {
+      if (event == E::value) element_line = in.line_number();
+      const bool more = sink.row([&] { add_conversation(parsed, index, element_line, file, w); });
+      ++index;
+      if (!more) throw StopReading{};
+      return false;  // drop it from the document
+    }
+    return true;
+  };
+  try {
+    const json rest = json::parse(JsonBytes(in, file), JsonBytes(), on_event);  // an empty array
+  } catch (const StopReading&) {
+  } catch (const json::parse_error&) {
+    throw InputError(file, in.line_number(), "", "malformed JSON (expected an array of conversations)");
+  } catch (const json::out_of_range&) {
+    throw InputError(file, in.line_number(), "",
+                     "invalid JSON: number overflow (expected numbers a double can hold)");
+  } catch (const json::exception& e) {
+    throw InputError(file, in.line_number(), "", "invalid JSON: " + quote_input(e.what()));
   }
   w.has_timestamps = false;
 }
 
 // ---- native JSONL ----------------------------------------------------------
 
-void parse_native(std::string_view text, const std::string& file, Workload& w, const TraceReadOptions& o) {
+void parse_native(TextReader& in, const std::string& file, Workload& w, const TraceReadOptions& o) {
   static const char* const kKnown[] = {"t_ms",     "input_tokens", "output_tokens", "tenant",
                                        "priority", "prompt",       "hash_ids",      "hash_block_tokens"};
   RowSink sink(w, o);
   std::size_t with_time = 0;
   bool block_size_set = false;
-  for_each_line(text, [&](std::size_t line_no, std::string_view line) {
-    if (trim(line).empty() || trim(line).front() == '#') return true;
+  std::unordered_map<std::string, std::uint32_t> tenant_index;
+  for_each_line(in, [&](std::size_t line_no, std::string_view line) {
+    if (in.flaw() == TextReader::Flaw::kNone && (trim(line).empty() || trim(line).front() == '#')) return true;
     return sink.row([&] {
+      check_line(in, line, file);
       const json j = parse_json_line(line, file, line_no);
       for (const auto& [key, _] : j.items()) {
         bool known = false;
@@ -317,10 +390,12 @@ void parse_native(std::string_view text, const std::string& file, Workload& w, c
         if (!it->is_string() || it->get_ref<const std::string&>().empty())
           throw InputError(file, line_no, "tenant", "expected a non-empty string");
         const auto& name = it->get_ref<const std::string&>();
-        std::size_t idx = 0;
-        while (idx < w.tenants.size() && w.tenants[idx] != name) ++idx;
-        if (idx == w.tenants.size()) w.tenants.push_back(name);
-        r.tenant = static_cast<std::uint32_t>(idx);
+        if (tenant_index.empty())
+          for (std::size_t i = 0; i < w.tenants.size(); ++i)
+            tenant_index.emplace(w.tenants[i], static_cast<std::uint32_t>(i));
+        const auto [at, added] = tenant_index.emplace(name, static_cast<std::uint32_t>(w.tenants.size()));
+        if (added) w.tenants.push_back(name);
+        r.tenant = at->second;
       }
       const bool has_prompt = j.contains("prompt");
       const bool has_hashes = j.contains("hash_ids");
@@ -375,15 +450,6 @@ void parse_native(std::string_view text, const std::string& file, Workload& w, c
   }
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot open trace file", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw UsageError(fmt::format("{}: read error", path));
-  return ss.str();
-}
-
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -417,6 +483,22 @@ std::string_view trace_format_name(TraceFormat f) {
 }
 
 TraceFormat detect_trace_format(const std::string& path, std::string_view head) {
+  head = head.substr(0, kDetectBytes);
+  // NUL bytes where the format is told (the first line that is not blank),
+  // or anywhere when it cannot be told, mean binary data: say so. Later rows
+  // with one are bad rows for the reader (--skip-bad-rows skips them).
+  const auto reject_nul = [&](std::size_t nul) {
+    const std::size_t before = head.rfind('\n', nul);
+    const std::size_t line_start = before == std::string_view::npos ? 0 : before + 1;
+    const std::size_t line_no = 1 + static_cast<std::size_t>(std::count(head.begin(), head.begin() + nul, '\n'));
+    const std::string_view line = head.substr(line_start, head.find('\n', nul) - line_start);
+    throw InputError(path, line_no, "", nul_problem(nul - line_start + 1, line));
+  };
+  const std::size_t first = head.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos) {
+    const std::size_t nul = head.find('\0', first);
+    if (nul != std::string_view::npos && nul < head.find('\n', first)) reject_nul(nul);
+  }
   const std::string_view h = trim(head.substr(0, 4096));
   if (h.rfind("TIMESTAMP,", 0) == 0 || ends_with(path, ".csv")) return TraceFormat::kAzure;
   if (!h.empty() && h.front() == '[') return TraceFormat::kShareGpt;
@@ -424,26 +506,39 @@ TraceFormat detect_trace_format(const std::string& path, std::string_view head) 
       h.find("\"input_length\"") != std::string_view::npos)
     return TraceFormat::kMooncake;
   if (!h.empty() && (h.front() == '{' || h.front() == '#')) return TraceFormat::kNative;
+  if (const std::size_t nul = head.find('\0'); nul != std::string_view::npos) reject_nul(nul);
   throw UsageError(fmt::format("{}: cannot tell the trace format; pass --trace-format", path));
 }
 
-Workload parse_trace_text(std::string_view text, const std::string& name, TraceFormat format,
-                          const TraceReadOptions& options) {
-  if (format == TraceFormat::kAuto) format = detect_trace_format(name, text);
+namespace {
+
+bool only_blanks(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+Workload read_trace_from(TextReader& in, const std::string& name, TraceFormat format,
+                         const TraceReadOptions& options) {
+  const std::string_view head = in.peek(kDetectBytes);
+  if (head.empty()) throw InputError(name, 0, "", "empty file, no requests");
+  if (format == TraceFormat::kAuto) {
+    if (head.size() < kDetectBytes && only_blanks(head))
+      throw InputError(name, 0, "", "no requests (the file holds only blank lines)");
+    format = detect_trace_format(name, head);
+  }
   Workload w;
   w.description = fmt::format("{} trace {}", trace_format_name(format), name);
   switch (format) {
     case TraceFormat::kAzure:
-      parse_azure(text, name, w, options);
+      parse_azure(in, name, w, options);
       break;
     case TraceFormat::kMooncake:
-      parse_mooncake(text, name, w, options);
+      parse_mooncake(in, name, w, options);
       break;
     case TraceFormat::kShareGpt:
-      parse_sharegpt(text, name, w, options);
+      parse_sharegpt(in, name, w, options);
       break;
     case TraceFormat::kNative:
-      parse_native(text, name, w, options);
+      parse_native(in, name, w, options);
       break;
     case TraceFormat::kAuto:
       break;
@@ -456,9 +551,17 @@ Workload parse_trace_text(std::string_view text, const std::string& name, TraceF
   return w;
 }
 
+}  // namespace
+
+Workload parse_trace_text(std::string_view text, const std::string& name, TraceFormat format,
+                          const TraceReadOptions& options) {
+  TextReader in(text);
+  return read_trace_from(in, name, format, options);
+}
+
 Workload read_trace(const std::string& path, const TraceReadOptions& options) {
-  const std::string text = read_file(path);
-  return parse_trace_text(text, path, options.format, options);
+  TextReader in = TextReader::open(path, "trace file");
+  return read_trace_from(in, path, options.format, options);
 }
 
 bool parse_civil_timestamp(std::string_view s, std::int64_t& out) {

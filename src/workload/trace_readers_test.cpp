@@ -2,22 +2,40 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
+#include "core/text_reader.h"
 
 namespace tokenscope::workload {
 namespace {
 
 const std::string kShared = TOKENSCOPE_SHARED_DIR "/traces/";
 
-std::string error_of(std::string_view text, TraceFormat f) {
+using namespace std::string_literals;
+
+std::string error_of(std::string_view text, TraceFormat f, const TraceReadOptions& o = {}) {
   try {
-    parse_trace_text(text, "t.txt", f, {});
-  } catch (const InputError& e) {
+    parse_trace_text(text, "t.txt", f, o);
+  } catch (const UsageError& e) {
     return e.what();
   }
   return "no error";
+}
+
+std::string repeat(std::string_view s, std::size_t n) {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+std::string temp_file(const std::string& name, const std::string& content) {
+  const auto p = std::filesystem::path(::testing::TempDir()) / (std::to_string(::getpid()) + "_" + name);
+  std::ofstream(p, std::ios::binary) << content;
+  return p.string();
 }
 
 TEST(AzureCsv, ParsesRowsAndOffsets) {
@@ -122,8 +140,100 @@ TEST(Native, ReadsEveryField) {
 }
 
 TEST(Traces, EmptyInputIsAnError) {
-  EXPECT_EQ(error_of("", TraceFormat::kNative), "t.txt: no requests in the trace");
+  for (const auto f : {TraceFormat::kAuto, TraceFormat::kAzure, TraceFormat::kNative, TraceFormat::kShareGpt})
+    EXPECT_EQ(error_of("", f), "t.txt: empty file, no requests");
+  EXPECT_EQ(error_of(" \n\r\n", TraceFormat::kAuto), "t.txt: no requests (the file holds only blank lines)");
+  EXPECT_EQ(error_of("\n\n", TraceFormat::kNative), "t.txt: no requests in the trace");
   EXPECT_THROW(read_trace("/nonexistent/trace.csv", {}), UsageError);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  try {
+    read_trace(dir, {});
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), dir + ": is a directory");
+  }
+}
+
+// Binary data (a sparse file reads as NUL bytes) is rejected at its first
+// NUL, in every format, with the line and the byte.
+TEST(Traces, NulBytesAreRejectedWhereTheyAre) {
+  const std::string zeros(1 << 20, '\0');
+  EXPECT_EQ(error_of(zeros, TraceFormat::kAuto),
+            "t.txt:1: expected text, found a NUL byte at byte 1 of the line: '" + repeat("\\0", 40) +
+                "'… (a binary or sparse file?)");
+  for (const auto f : {TraceFormat::kAzure, TraceFormat::kMooncake, TraceFormat::kNative}) {
+    const std::string e = error_of(zeros, f);
+    EXPECT_EQ(e.substr(0, 57), "t.txt:1: expected text, found a NUL byte at byte 1 of the") << e;
+  }
+  EXPECT_EQ(error_of(zeros, TraceFormat::kShareGpt),
+            "t.txt:1: expected JSON text, found a NUL byte (a binary or sparse file?)");
+  EXPECT_EQ(error_of("[\n\n {\"a\"\0"s, TraceFormat::kShareGpt),
+            "t.txt:3: expected JSON text, found a NUL byte (a binary or sparse file?)");
+  // Found by detection in the first 64 KiB, on its line.
+  EXPECT_EQ(error_of("{\"input_tokens\": 1, \"output_tokens\": 1}\nab\0c\n"s, TraceFormat::kAuto),
+            "t.txt:2: expected text, found a NUL byte at byte 3 of the line: 'ab\\0c' (a binary or sparse file?)");
+  // A row with a NUL is a bad row like any other.
+  const std::string native = "{\"input_tokens\": 1, \"output_tokens\": 1}\n{\"input_tokens\": 2,\0}\n"s +
+                             std::string(100000, 'x') + "\0\n{\"input_tokens\": 3, \"output_tokens\": 1}\n"s;
+  EXPECT_EQ(error_of(native, TraceFormat::kNative),
+            "t.txt:2: expected text, found a NUL byte at byte 20 of the line: '{\"input_tokens\": 2,\\0}' (a "
+            "binary or sparse file?)");
+  TraceReadOptions skip;
+  skip.skip_bad_rows = true;
+  const auto w = parse_trace_text(native, "t.txt", TraceFormat::kNative, skip);
+  ASSERT_EQ(w.requests.size(), 2u);
+  EXPECT_EQ(w.requests[1].input_tokens, 3u);
+  EXPECT_EQ(w.read_report.rows_skipped, 2u);
+}
+
+TEST(Traces, QuotedValuesAreEscapedAndBounded) {
+  const std::string hdr = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  EXPECT_EQ(error_of(hdr + "2023-11-16 18:15:46.1,\x1b[2J\x01,4\n", TraceFormat::kAzure),
+            "t.txt:2: field 'ContextTokens': expected a positive integer, got '\\x1b[2J\\x01'");
+  EXPECT_EQ(error_of(hdr + "2023-11-16 18:15:46.1," + std::string(300, '7') + ",4\n", TraceFormat::kAzure),
+            "t.txt:2: field 'ContextTokens': expected a positive integer, got '" + std::string(80, '7') + "'…");
+  EXPECT_EQ(error_of("{\"input_tokens\": 1, \"output_tokens\": 1, \"a\\u0000\\u001bb\": 1}", TraceFormat::kNative)
+                .find("t.txt:1: field 'a\\0\\x1bb': unknown field"),
+            0u);
+}
+
+TEST(Traces, ALineLongerThanAnyRowIsABadRow) {
+  const std::string native = "{\"input_tokens\": 1, \"output_tokens\": 1}\n{" +
+                             std::string(TextReader::kDefaultMaxLineBytes + 10, ' ') + "}\n";
+  EXPECT_EQ(error_of(native, TraceFormat::kNative),
+            "t.txt:2: expected a row of at most 64 MiB, got a longer line starting '{" + std::string(39, ' ') +
+                "'…");
+  TraceReadOptions skip;
+  skip.skip_bad_rows = true;
+  EXPECT_EQ(parse_trace_text(native, "t.txt", TraceFormat::kNative, skip).requests.size(), 1u);
+}
+
+// A file and the same text in memory read alike, and --max-requests stops
+// reading at the last request kept (the rest of the file is not read).
+TEST(Traces, FilesReadAsTheirTextAndMaxRowsStopsEarly) {
+  const std::string share =
+      "[\n{\"conversations\": [{\"from\": \"human\", \"value\": \"hello there\"}]},\n"
+      "{\"conversations\": [{\"from\": \"human\", \"value\": \"why\"}]},\n"
+      "{\"conversations\": 3},\n"
+      "{\"conversations\": [{\"from\": \"human\", \"value\": \"ok\"}]}] trailing garbage";
+  const std::string path = temp_file("share.json", share);
+  TraceReadOptions two;
+  two.max_rows = 2;
+  two.format = TraceFormat::kShareGpt;
+  const auto from_file = read_trace(path, two);
+  const auto from_text = parse_trace_text(share, path, TraceFormat::kShareGpt, two);
+  ASSERT_EQ(from_file.requests.size(), 2u);
+  EXPECT_EQ(from_file.prompts, (std::vector<std::string>{"hello there", "why"}));
+  EXPECT_EQ(from_text.prompts, from_file.prompts);
+  // Elements name their line now that the array is read element by element.
+  EXPECT_EQ(error_of(share, TraceFormat::kShareGpt), "t.txt:4: field '[2].conversations': expected an array of turns");
+  TraceReadOptions skip;
+  skip.skip_bad_rows = true;
+  EXPECT_EQ(error_of(share, TraceFormat::kShareGpt, skip),
+            "t.txt:5: malformed JSON (expected an array of conversations)");
+  EXPECT_EQ(error_of("{\"conversations\": []}", TraceFormat::kShareGpt),
+            "t.txt:1: expected a JSON array of conversations");
+  std::filesystem::remove(path);
 }
 
 TEST(CivilTimestamp, MatchesKnownEpochValues) {

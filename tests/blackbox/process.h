@@ -13,6 +13,7 @@ struct ProcessResult {
   int term_signal = 0;  // the signal that ended it, if any
   std::string out;
   std::string err;
+  long peak_rss_kib = 0;  // the child's peak resident set (getrusage ru_maxrss); run_process only
 };
 
 // Runs argv to completion (killed after timeout_s), capturing stdout and stderr.

@@ -1,0 +1,167 @@
+#include "core/text_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "core/error.h"
+
+namespace tokenscope {
+
+TextReader::TextReader(std::string_view text, std::size_t max_line_bytes)
+    : size_(text.size()), max_line_bytes_(max_line_bytes), data_(text.data()), end_(text.size()) {
+  eof_ = true;
+}
+
+TextReader::TextReader(std::string path, int fd, std::optional<std::uint64_t> size, std::size_t max_line_bytes)
+    : path_(std::move(path)), fd_(fd), size_(size), max_line_bytes_(max_line_bytes) {
+  buffer_.resize(kChunkBytes);
+  data_ = buffer_.data();
+}
+
+TextReader TextReader::open(const std::string& path, std::string_view what, std::size_t max_line_bytes) {
+  const auto cannot_open = [&](int err) {
+    return UsageError(path + ": cannot open " + std::string(what) + ": " + std::strerror(err));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw cannot_open(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw cannot_open(err);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw InputError(path, 0, "", "is a directory");
+  }
+  std::optional<std::uint64_t> size;
+  if (S_ISREG(st.st_mode)) size = static_cast<std::uint64_t>(st.st_size);
+  return TextReader(path, fd, size, max_line_bytes);
+}
+
+TextReader::TextReader(TextReader&& o) noexcept
+    : path_(std::move(o.path_)),
+      fd_(std::exchange(o.fd_, -1)),
+      size_(o.size_),
+      max_line_bytes_(o.max_line_bytes_),
+      buffer_(std::move(o.buffer_)),
+      data_(fd_ >= 0 ? buffer_.data() : o.data_),
+      pos_(o.pos_),
+      end_(o.end_),
+      consumed_(o.consumed_),
+      eof_(o.eof_),
+      skip_pending_(o.skip_pending_),
+      flaw_(o.flaw_),
+      nul_column_(o.nul_column_),
+      newlines_(o.newlines_),
+      line_(o.line_) {}
+
+TextReader::~TextReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool TextReader::fill(std::size_t want) {
+  if (end_ - pos_ >= want) return true;
+  if (fd_ < 0 || eof_) return end_ > pos_;
+  if (pos_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
+    consumed_ += pos_;
+    end_ -= pos_;
+    pos_ = 0;
+  }
+  if (buffer_.size() < want) buffer_.resize((want + kChunkBytes - 1) / kChunkBytes * kChunkBytes);
+  data_ = buffer_.data();
+  while (end_ < want && !eof_) {
+    const ssize_t n = ::read(fd_, buffer_.data() + end_, buffer_.size() - end_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(path_ + ": cannot read: " + std::strerror(errno));
+    }
+    if (n == 0)
+      eof_ = true;
+    else
+      end_ += static_cast<std::size_t>(n);
+  }
+  return end_ > pos_;
+}
+
+std::string_view TextReader::peek(std::size_t n) {
+  fill(n);
+  return {data_ + pos_, std::min(n, end_ - pos_)};
+}
+
+std::string_view TextReader::take(std::size_t n) {
+  fill(n);
+  const std::size_t k = std::min(n, end_ - pos_);
+  const std::string_view out(data_ + pos_, k);
+  pos_ += k;
+  return out;
+}
+
+void TextReader::skip_rest_of_line() {
+  while (fill(1)) {
+    const void* nl = std::memchr(data_ + pos_, '\n', end_ - pos_);
+    if (nl != nullptr) {
+      pos_ = static_cast<std::size_t>(static_cast<const char*>(nl) - data_) + 1;
+      ++newlines_;
+      return;
+    }
+    pos_ = end_;
+  }
+}
+
+bool TextReader::next_line(std::string_view& line) {
+  if (skip_pending_) {
+    skip_pending_ = false;
+    skip_rest_of_line();
+  }
+  flaw_ = Flaw::kNone;
+  nul_column_ = 0;
+  if (!fill(1)) return false;
+  line_ = newlines_ + 1;
+  std::size_t scanned = 0;  // bytes from pos_ searched for '\n' and NUL so far
+  for (;;) {
+    const char* start = data_ + pos_;
+    const std::size_t avail = end_ - pos_;
+    const auto* nl = static_cast<const char*>(std::memchr(start + scanned, '\n', avail - scanned));
+    const std::size_t len = nl != nullptr ? static_cast<std::size_t>(nl - start) : avail;
+    const auto* nul = static_cast<const char*>(std::memchr(start + scanned, '\0', len - scanned));
+    if (nul != nullptr || len > max_line_bytes_) {
+      if (nul != nullptr) {
+        flaw_ = Flaw::kNulByte;
+        nul_column_ = static_cast<std::size_t>(nul - start) + 1;
+      } else {
+        flaw_ = Flaw::kTooLong;
+      }
+      line = std::string_view(start, std::min(len, max_line_bytes_));
+      if (nl != nullptr) {
+        pos_ += len + 1;
+        ++newlines_;
+      } else {
+        pos_ += avail;
+        skip_pending_ = true;
+      }
+      return true;
+    }
+    // Not a whole line yet: read more, twice as much each time (so a long
+    // line costs linear time), but never past the longest line allowed.
+    if (nl == nullptr && fd_ >= 0) fill(std::min(std::max(avail + 1, 2 * avail), max_line_bytes_ + 1));
+    if (nl != nullptr || end_ - pos_ == avail) {
+      // A whole line, or the last one (no '\n' before the end of the input).
+      line = std::string_view(data_ + pos_, len);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      pos_ += len + (nl != nullptr ? 1 : 0);
+      if (nl != nullptr) ++newlines_;
+      return true;
+    }
+    scanned = avail;  // the bytes read before hold no '\n' and no NUL
+  }
+}
+
+}  // namespace tokenscope

@@ -1,0 +1,149 @@
+#include "core/text_reader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tokenscope {
+namespace {
+
+using namespace std::string_literals;
+namespace fs = std::filesystem;
+
+struct Line {
+  std::string text;
+  std::uint64_t number;
+  TextReader::Flaw flaw;
+  std::size_t nul_column;
+  bool operator==(const Line&) const = default;
+};
+
+std::vector<Line> lines_of(TextReader& r) {
+  std::vector<Line> out;
+  std::string_view line;
+  while (r.next_line(line)) out.push_back({std::string(line), r.line_number(), r.flaw(), r.nul_column()});
+  return out;
+}
+
+class TextReaderFile : public ::testing::Test {
+ protected:
+  std::string write(const std::string& content) {
+    const auto p = fs::path(::testing::TempDir()) /
+                   ("text_reader_" + std::to_string(::getpid()) + "_" +
+                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::ofstream(p, std::ios::binary) << content;
+    paths_.push_back(p);
+    return p.string();
+  }
+  void TearDown() override {
+    for (const auto& p : paths_) fs::remove(p);
+  }
+  std::vector<fs::path> paths_;
+};
+
+constexpr auto kNone = TextReader::Flaw::kNone;
+constexpr auto kTooLong = TextReader::Flaw::kTooLong;
+constexpr auto kNul = TextReader::Flaw::kNulByte;
+
+TEST(TextReader, LinesWithCrlfBlanksAndNoFinalNewline) {
+  TextReader r("a\r\n\nb c\nlast\r");
+  EXPECT_EQ(lines_of(r), (std::vector<Line>{{"a", 1, kNone, 0}, {"", 2, kNone, 0}, {"b c", 3, kNone, 0},
+                                            {"last", 4, kNone, 0}}));
+  TextReader empty("");
+  EXPECT_TRUE(lines_of(empty).empty());
+}
+
+TEST(TextReader, TooLongLinesAreCutFlaggedAndSkipped) {
+  const std::string text = "short\n" + std::string(25, 'x') + "\nafter";
+  TextReader r(text, 10);
+  EXPECT_EQ(lines_of(r), (std::vector<Line>{{"short", 1, kNone, 0}, {std::string(10, 'x'), 2, kTooLong, 0},
+                                            {"after", 3, kNone, 0}}));
+}
+
+TEST(TextReader, NulBytesFlagTheLine) {
+  const std::string text = "ab\0cd\nnext\n\0"s;
+  TextReader r(text);
+  EXPECT_EQ(lines_of(r),
+            (std::vector<Line>{{"ab\0cd"s, 1, kNul, 3}, {"next", 2, kNone, 0}, {"\0"s, 3, kNul, 1}}));
+}
+
+TEST(TextReader, BytesKeepTheLineNumber) {
+  TextReader r("ab\ncd");
+  std::string seen;
+  std::vector<std::uint64_t> lines;
+  for (int c; (c = r.next_byte()) >= 0;) {
+    seen += static_cast<char>(c);
+    lines.push_back(r.line_number());
+  }
+  EXPECT_EQ(seen, "ab\ncd");
+  EXPECT_EQ(lines, (std::vector<std::uint64_t>{1, 1, 1, 2, 2}));
+  EXPECT_EQ(r.offset(), 5u);
+}
+
+TEST_F(TextReaderFile, AFileReadsAsTheSameTextInMemory) {
+  // Lines across chunk boundaries, one longer than a chunk, one too long.
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "line " + std::to_string(i) + (i % 3 ? "\n" : "\r\n");
+  text += std::string(3 * TextReader::kChunkBytes + 7, 'y') + "\n";
+  text += std::string(5 * TextReader::kChunkBytes, 'z') + "\nend";
+  const std::size_t max_line = 4 * TextReader::kChunkBytes;
+  TextReader memory(text, max_line);
+  TextReader file = TextReader::open(write(text), "file", max_line);
+  EXPECT_EQ(file.size(), text.size());
+  const auto expected = lines_of(memory);
+  ASSERT_EQ(expected.size(), 5003u);
+  EXPECT_EQ(expected[5001].flaw, kTooLong);
+  EXPECT_EQ(expected[5001].text.size(), max_line);
+  EXPECT_EQ(expected[5002], (Line{"end", 5003, kNone, 0}));
+  EXPECT_EQ(lines_of(file), expected);
+}
+
+TEST_F(TextReaderFile, AFileOfNulBytesIsFlaggedFromItsFirstChunk) {
+  const std::string path = write(std::string(std::size_t{4} << 20, '\0'));
+  TextReader r = TextReader::open(path);
+  std::string_view line;
+  ASSERT_TRUE(r.next_line(line));
+  EXPECT_EQ(r.flaw(), kNul);
+  EXPECT_EQ(r.nul_column(), 1u);
+  EXPECT_LE(line.size(), TextReader::kChunkBytes);
+  EXPECT_LE(r.offset(), TextReader::kChunkBytes);  // read no further than one chunk
+  EXPECT_FALSE(r.next_line(line));                 // the rest is skipped, not stored
+  EXPECT_EQ(r.offset(), std::size_t{4} << 20);
+}
+
+TEST_F(TextReaderFile, PeekReadsABoundedPrefixAndConsumesNothing) {
+  const std::string path = write("0123456789\nabc");
+  TextReader r = TextReader::open(path);
+  EXPECT_EQ(r.peek(4), "0123");
+  EXPECT_EQ(r.peek(100), "0123456789\nabc");
+  EXPECT_EQ(r.offset(), 0u);
+  EXPECT_EQ(r.take(3), "012");
+  std::string_view line;
+  ASSERT_TRUE(r.next_line(line));
+  EXPECT_EQ(line, "3456789");
+}
+
+TEST_F(TextReaderFile, DirectoriesAndMissingFilesAreNamed) {
+  const std::string dir = ::testing::TempDir();
+  try {
+    TextReader::open(dir);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), dir + ": is a directory");
+  }
+  try {
+    TextReader::open("/nonexistent/file", "trace file");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/file: cannot open trace file: No such file or directory");
+  }
+}
+
+}  // namespace
+}  // namespace tokenscope
