@@ -300,32 +300,36 @@ std::uint32_t Engine::kv_blocks_in_use() const {
   return n;
 }
 
+std::optional<std::string> Engine::admission_problem(std::uint64_t prompt_len, std::uint32_t max_output_tokens,
+                                                     std::uint32_t tenant) const {
+  const std::uint64_t output = std::max<std::uint32_t>(1, max_output_tokens);
+  if (prompt_len == 0) return "empty prompt";
+  if (prompt_len + output > eff_.max_model_len)
+    return fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds max_model_len ({})", prompt_len, output,
+                       eff_.max_model_len);
+  const std::uint32_t B = eff_.block_size_tokens;
+  const auto& pool = pools_[pools_.size() == 1 ? 0 : (tenant % settings_.num_tenants) % pools_.size()];
+  const std::uint64_t blocks_needed = (prompt_len + output - 1 + B - 1) / B;
+  if (pool.capacity() && blocks_needed > *pool.capacity())
+    return fmt::format("needs {} KV blocks ({} tokens) but the cache holds {}", blocks_needed,
+                       prompt_len + output - 1, *pool.capacity());
+  return std::nullopt;
+}
+
+void Engine::reject(std::uint64_t id, Nanos now, std::string_view reason) {
+  ++counters_.requests_rejected;
+  observer_->on_reject(id, now, reason);
+}
+
 bool Engine::add_request(EngineRequest r, Nanos now) {
   const auto prompt_len = static_cast<std::uint64_t>(r.prompt.size());
   const std::uint64_t output = std::max<std::uint32_t>(1, r.max_output_tokens);
-  if (prompt_len == 0) {
-    ++counters_.requests_rejected;
-    observer_->on_reject(r.id, now, "empty prompt");
-    return false;
-  }
-  if (prompt_len + output > eff_.max_model_len) {
-    ++counters_.requests_rejected;
-    observer_->on_reject(r.id, now,
-                         fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds max_model_len ({})",
-                                     prompt_len, output, eff_.max_model_len));
+  if (auto problem = admission_problem(prompt_len, r.max_output_tokens, r.tenant)) {
+    reject(r.id, now, *problem);
     return false;
   }
   const std::uint32_t tenant = r.tenant % settings_.num_tenants;
   const std::uint32_t B = eff_.block_size_tokens;
-  const auto& pool = pools_[pools_.size() == 1 ? 0 : tenant % pools_.size()];
-  const std::uint64_t blocks_needed = (prompt_len + output - 1 + B - 1) / B;
-  if (pool.capacity() && blocks_needed > *pool.capacity()) {
-    ++counters_.requests_rejected;
-    observer_->on_reject(r.id, now,
-                         fmt::format("needs {} KV blocks ({} tokens) but the cache holds {}", blocks_needed,
-                                     prompt_len + output - 1, *pool.capacity()));
-    return false;
-  }
   auto* s = new Seq;
   s->id = r.id;
   s->order = admit_sequence_++;

@@ -200,6 +200,14 @@ class Engine {
   // once (too long for the context or for the whole KV cache); the observer
   // hears why.
   bool add_request(EngineRequest r, Nanos now);
+  // Why add_request would reject a request of this many prompt and output
+  // tokens at once (too long for the context or for the whole KV cache), or
+  // nullopt. Callers ask before making the prompt's tokens: a trace row may
+  // claim 2^30 of them (docs/workloads.md).
+  std::optional<std::string> admission_problem(std::uint64_t prompt_tokens, std::uint32_t max_output_tokens,
+                                               std::uint32_t tenant) const;
+  // Rejects a request without queueing it (after admission_problem said why).
+  void reject(std::uint64_t id, Nanos now, std::string_view reason);
   bool has_work() const { return !running_.empty() || !waiting_empty() || !swapped_.empty(); }
   // Runs one step starting at `now` and returns its duration (0 when nothing
   // could be scheduled). Tokens are emitted at now + duration.

@@ -143,6 +143,14 @@ SimReport run_simulation(const workload::Workload& w, Engine& engine, const std:
   auto admit_until = [&](Nanos t) {
     while (next < n && w.requests[next].arrival_ns <= t) {
       const auto& req = w.requests[next++];
+      // A row may claim up to 2^30 tokens: reject what cannot run before its
+      // tokens are made (4 bytes each), naming the row it came from.
+      if (auto problem = engine.admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
+        const std::string origin = workload::prompt_origin(w, req);
+        engine.reject(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
+        ++report.requests_submitted;
+        continue;
+      }
       EngineRequest er;
       er.id = req.id;
       workload::append_prompt_tokens(w, req, er.prompt);

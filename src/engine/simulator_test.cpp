@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "workload/arrivals.h"
@@ -166,6 +167,35 @@ TEST(Simulator, StopFlagEndsTheRunEarly) {
   const auto report = run_simulation(w, engine, &stop);
   EXPECT_TRUE(report.interrupted);
   EXPECT_LT(obs.summary().requests_total(), 2000u);
+}
+
+// Rows too long for the context are rejected before their tokens are made
+// (a row may claim 2^30 tokens: 4 GiB of them), and the rejection names the
+// row: file, line and field.
+TEST(Simulator, TooLongRowsAreRejectedByTheirTraceRow) {
+  struct Rejections : EngineObserver {
+    std::map<std::uint64_t, std::string> why;
+    void on_reject(std::uint64_t id, Nanos, std::string_view reason) override { why[id] = std::string(reason); }
+  };
+  const auto w = workload::parse_trace_text(
+      "{\"t_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 5}\n"
+      "{\"t_ms\": 1, \"input_tokens\": 1073741824, \"output_tokens\": 1073741824}\n"
+      "{\"t_ms\": 2, \"prompt\": \"the cat\", \"output_tokens\": 8192}\n",
+      "t.jsonl", workload::TraceFormat::kNative, {});
+  EngineSettings s;
+  const auto catalog = Catalog::builtin();
+  const auto eff = resolve_engine(s, catalog);
+  Rejections obs;
+  Engine engine(eff, s, std::make_unique<RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, s.cost),
+                &obs);
+  const auto r = run_simulation(w, engine);
+  EXPECT_EQ(r.requests_submitted, 3u);
+  EXPECT_EQ(r.counters.requests_finished, 1u);
+  ASSERT_EQ(obs.why.size(), 2u);
+  EXPECT_EQ(obs.why[1],
+            "t.jsonl:2: field 'input_tokens': prompt (1073741824 tokens) + max_tokens (1073741824) exceeds "
+            "max_model_len (8192)");
+  EXPECT_EQ(obs.why[2], "t.jsonl:3: field 'prompt': prompt (2 tokens) + max_tokens (8192) exceeds max_model_len (8192)");
 }
 
 }  // namespace

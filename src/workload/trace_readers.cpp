@@ -29,6 +29,10 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+std::uint32_t line32(std::size_t line) {
+  return static_cast<std::uint32_t>(std::min<std::size_t>(line, std::numeric_limits<std::uint32_t>::max()));
+}
+
 std::string nul_problem(std::size_t column, std::string_view line) {
   return fmt::format("expected text, found a NUL byte at byte {} of the line: {} (a binary or sparse file?)",
                      column, quote_input(line, 40));
@@ -188,6 +192,7 @@ void parse_azure(TextReader& in, const std::string& file, Workload& w, const Tra
       r.arrival_ns = ns - first_ns;
       if (r.arrival_ns < 0)
         throw InputError(file, line_no, "TIMESTAMP", "expected times at or after the first row's");
+      r.trace_line = line32(line_no);
       r.id = w.requests.size();
       w.requests.push_back(r);
     });
@@ -229,6 +234,7 @@ void parse_mooncake(TextReader& in, const std::string& file, Workload& w, const 
         }
         w.hash_pool.push_back(id.get<std::uint64_t>());
       }
+      r.trace_line = line32(line_no);
       r.id = w.requests.size();
       w.requests.push_back(r);
     });
@@ -305,6 +311,7 @@ void add_conversation(const json& e, std::size_t index, std::size_t line, const 
   r.source = PromptSource::kText;
   r.source_begin = static_cast<std::uint32_t>(w.prompts.size());
   w.prompts.push_back(text_prompt);
+  r.trace_line = line32(line);
   r.id = w.requests.size();
   w.requests.push_back(r);
 }
@@ -436,6 +443,7 @@ void parse_native(TextReader& in, const std::string& file, Workload& w, const Tr
           w.hash_pool.push_back(id.get<std::uint64_t>());
         }
       }
+      r.trace_line = line32(line_no);
       r.id = w.requests.size();
       w.requests.push_back(r);
     });
@@ -527,17 +535,23 @@ Workload read_trace_from(TextReader& in, const std::string& name, TraceFormat fo
   }
   Workload w;
   w.description = fmt::format("{} trace {}", trace_format_name(format), name);
+  w.trace_file = name;
   switch (format) {
     case TraceFormat::kAzure:
+      w.length_field = "ContextTokens";
       parse_azure(in, name, w, options);
       break;
     case TraceFormat::kMooncake:
+      w.length_field = "input_length";
       parse_mooncake(in, name, w, options);
       break;
     case TraceFormat::kShareGpt:
+      w.text_field = "conversations";
       parse_sharegpt(in, name, w, options);
       break;
     case TraceFormat::kNative:
+      w.length_field = "input_tokens";
+      w.text_field = "prompt";
       parse_native(in, name, w, options);
       break;
     case TraceFormat::kAuto:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "core/random.h"
 
 namespace tokenscope::workload {
@@ -53,6 +54,14 @@ void append_prompt_tokens(const Workload& w, const Request& r, std::vector<Token
   // would count a leading space as a token of its own (SentencePiece adds one).
   if (out.size() > start && out[start] >= kLetterPieces && out[start] < kInvertibleIds)
     out[start] -= kLetterPieces;
+}
+
+std::string prompt_origin(const Workload& w, const Request& r) {
+  if (w.trace_file.empty()) return "";
+  const std::string& field = r.source == PromptSource::kText ? w.text_field : w.length_field;
+  // InputError writes "FILE:LINE: field 'NAME': PROBLEM"; keep all but ": PROBLEM".
+  const std::string message = InputError(w.trace_file, r.trace_line, field, "").what();
+  return message.substr(0, message.size() - 2);
 }
 
 void sort_by_arrival(Workload& w) {

@@ -31,6 +31,7 @@ struct Request {
   std::uint16_t task_class = 0;  // index into Workload::classes
   std::uint32_t source_begin = 0;
   std::uint32_t source_count = 0;
+  std::uint32_t trace_line = 0;  // 1-based line of its trace row; 0: not from a trace line
 };
 
 struct ReadReport {
@@ -49,6 +50,10 @@ struct Workload {
   std::uint64_t token_seed = 0;             // seeds unique prompt tokens
   bool has_timestamps = false;              // arrival times came from the trace
   std::string description;
+  // The trace file it was read from (empty: synthetic), and the names of the
+  // fields that give a request's prompt there, as a count and as text.
+  std::string trace_file;
+  std::string length_field, text_field;
   ReadReport read_report;
 };
 
@@ -59,6 +64,11 @@ TokenId hash_block_token(std::uint64_t hash_id, std::uint32_t offset);
 
 // Appends the request's prompt tokens (exactly input_tokens of them) to out.
 void append_prompt_tokens(const Workload& w, const Request& r, std::vector<TokenId>& out);
+
+// Where a request's prompt comes from, for messages about it: the message
+// prefix "FILE:LINE: field 'NAME'" of a trace row (as InputError writes it),
+// or "" when the request is not from a trace.
+std::string prompt_origin(const Workload& w, const Request& r);
 
 // Sorts requests by (arrival, id) and renumbers nothing.
 void sort_by_arrival(Workload& w);
