@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -71,6 +72,22 @@ struct ProbeOptions {
 
 ProbeOptions g;
 CLI::App* g_probe = nullptr;
+
+// --threads of the CPU probes: 1..64, as kv-layout's line analysis (one bit
+// per writer) allows; without it, one per physical core, at most 64. A count
+// past that made cache-line spawn threads until it aborted or spun for
+// minutes, and 0 or a negative count silently meant the default.
+CLI::Validator thread_count() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        int n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > probe::kMaxProbeThreads)
+          return "expected 1.." + std::to_string(probe::kMaxProbeThreads) + " threads, got " + quote_input(value);
+        return "";
+      },
+      "1..64");
+}
 
 void add_output(CLI::App* c) {
   c->add_option("--out", g.out,
@@ -349,7 +366,8 @@ CLI::App* add_probe_command(CLI::App& app) {
       "Line size (stride and coherence sweeps), the false-sharing penalty (packed vs padded\n"
       "counters) with 95% intervals, and core-to-core CAS latency");
   cl->add_option("--threads", g.cache_line.threads,
-                 "Threads for the false-sharing test [default: one per physical core, at least 2]");
+                 "Threads for the false-sharing test, 1..64 [default: one per physical core, 2..64]")
+      ->check(thread_count());
   cl->add_option("--increments", g.cache_line.increments_per_thread,
                  "Counter updates per thread per repetition")
       ->capture_default_str();
@@ -390,7 +408,8 @@ CLI::App* add_probe_command(CLI::App& app) {
       ->capture_default_str();
   kv->add_option("--metadata-pad", geo.metadata_pad_bytes, "Slot size of padded metadata, bytes")
       ->capture_default_str();
-  kv->add_option("--threads", g.kv.threads, "Threads [default: one per physical core, at least 2]");
+  kv->add_option("--threads", g.kv.threads, "Threads, 1..64 [default: one per physical core, 2..64]")
+      ->check(thread_count());
   kv->add_option("--sequences", g.kv.sequences, "Sequences [default: 4 per thread]");
   kv->add_option("--tokens", g.kv.tokens_per_sequence, "Decode steps (tokens appended per sequence)")
       ->capture_default_str();

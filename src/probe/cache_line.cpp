@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/error.h"
 #include "probe/perf_counters.h"
 
 namespace tokenscope::probe {
@@ -172,7 +173,9 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
   r.topology = topo;
   r.hardware_destructive_interference_size = hdis();
   const int physical = static_cast<int>(topo.one_cpu_per_core().size());
-  const int threads = s.threads > 0 ? s.threads : std::max(2, physical);
+  if (s.threads < 0 || s.threads > kMaxProbeThreads)
+    throw UsageError(fmt::format("--threads: expected 1..{} threads, got {}", kMaxProbeThreads, s.threads));
+  const int threads = s.threads > 0 ? s.threads : std::clamp(physical, 2, kMaxProbeThreads);
   r.cpus_used = choose_cpus(topo, threads, r.siblings_used);
   r.single_cpu = topo.online_cpus.size() <= 1;
   if (r.single_cpu) {

@@ -35,7 +35,7 @@
 namespace tokenscope::probe {
 
 struct CacheLineSettings {
-  int threads = 0;  // 0: one per physical core (at least 2)
+  int threads = 0;  // 1..kMaxProbeThreads; 0: one per physical core (2..64)
   std::uint64_t increments_per_thread = 5'000'000;
   int repetitions = 21;                   // per variant, interleaved
   std::uint64_t stride_buffer_bytes = 0;  // 0: 4x the last-level cache, 64 MiB..512 MiB

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/error.h"
 #include "probe/topology.h"
 
 namespace tokenscope::probe {
@@ -126,6 +127,24 @@ TEST(CacheLineProbe, OneCpuIsReportedAsCannotShow) {
   EXPECT_TRUE(r.single_cpu);
   EXPECT_EQ(r.verdict.rfind("cannot show here", 0), 0u);
   EXPECT_TRUE(r.ping_pong.empty());
+}
+
+// --threads is bounded as kv-layout's is: an unbounded count spawned threads
+// until the process aborted; a negative one silently meant the default.
+TEST(CacheLineProbe, ThreadCountsOutside1To64AreUsageErrors) {
+  Topology t;
+  t.online_cpus = {0, 1};
+  t.thread_siblings = {{0, {0}}, {1, {1}}};
+  for (const int threads : {-1, 65, 100000}) {
+    auto s = tiny();
+    s.threads = threads;
+    try {
+      run_cache_line_probe(s, t);
+      ADD_FAILURE() << threads << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), "--threads: expected 1..64 threads, got " + std::to_string(threads));
+    }
+  }
 }
 
 }  // namespace

@@ -294,8 +294,9 @@ KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& to
   r.settings = s;
   r.topology = topo;
   const int physical = static_cast<int>(topo.one_cpu_per_core().size());
-  const int threads = s.threads > 0 ? s.threads : std::max(2, physical);
-  if (threads > 64) throw UsageError("--threads must be at most 64");
+  if (s.threads < 0 || s.threads > kMaxProbeThreads)
+    throw UsageError(fmt::format("--threads: expected 1..{} threads, got {}", kMaxProbeThreads, s.threads));
+  const int threads = s.threads > 0 ? s.threads : std::clamp(physical, 2, kMaxProbeThreads);
   bool siblings = false;
   r.cpus_used = choose_cpus(topo, threads, siblings);
   if (topo.online_cpus.size() <= 1)

@@ -73,7 +73,7 @@ KvAnalysis analyze_kv_layout(const KvGeometry& g, KvLayout layout, KvSplit split
 
 struct KvLayoutSettings {
   KvGeometry geometry;
-  int threads = 0;                // 0: one per physical core (at least 2)
+  int threads = 0;                // 1..kMaxProbeThreads; 0: one per physical core (2..64)
   int sequences = 0;              // 0: 4 per thread
   int tokens_per_sequence = 128;  // token slots per sequence (the cache's size)
   int read_window = 32;

@@ -119,6 +119,11 @@ TEST(KvLayoutProbe, BadSettingsAreUsageErrors) {
   s = {};
   s.geometry.dtype = "int3";
   EXPECT_THROW(run_kv_layout_probe(s, read_topology()), UsageError);
+  for (const int threads : {-1, 65}) {
+    s = {};
+    s.threads = threads;
+    EXPECT_THROW(run_kv_layout_probe(s, read_topology()), UsageError) << threads;
+  }
 }
 
 }  // namespace

@@ -15,6 +15,11 @@
 
 namespace tokenscope::probe {
 
+// The most threads a CPU probe runs (cache-line, kv-layout): kv-layout's line
+// analysis keeps one bit per writer in a 64-bit mask. Without --threads the
+// probes run one thread per physical core, clamped to 2..64.
+inline constexpr int kMaxProbeThreads = 64;
+
 // Parses a Linux CPU list ("0-3,8,10-11"); throws InputError naming `what`
 // and what was expected. An empty (or all-whitespace) list is empty.
 std::vector<int> parse_cpu_list(std::string_view text, const std::string& what = "cpu list");
