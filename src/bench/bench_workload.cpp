@@ -159,7 +159,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         if (!t[i]["name"]) rd.fail(t[i], f + ".name", "missing (expected a string)");
         const std::string name = rd.string(t[i]["name"], f + ".name");
         for (const auto& n : w.tenants)
-          if (n == name) rd.fail(t[i], f + ".name", "duplicate tenant '" + name + "'");
+          if (n == name) rd.fail(t[i], f + ".name", "duplicate tenant " + quote_input(name));
         w.tenants.push_back(name);
         tenant_shares.push_back(t[i]["share"] ? rd.number(t[i]["share"], f + ".share", 0, false) : 1.0);
       }
@@ -181,7 +181,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
       if (!c["name"]) rd.fail(c, f + ".name", "missing (expected a string)");
       s.name = rd.string(c["name"], f + ".name");
       for (const auto& o : classes)
-        if (o.name == s.name) rd.fail(c["name"], f + ".name", "duplicate class '" + s.name + "'");
+        if (o.name == s.name) rd.fail(c["name"], f + ".name", "duplicate class " + quote_input(s.name));
       if (c["share"]) s.share = rd.number(c["share"], f + ".share", 0, false);
       if (!c["input_len"]) rd.fail(c, f + ".input_len", "missing (a length spec, e.g. lognormal:600:0.6)");
       if (!c["output_len"]) rd.fail(c, f + ".output_len", "missing (a length spec, e.g. fixed:200)");
@@ -213,7 +213,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
           while (idx < w.tenants.size() && w.tenants[idx] != name) ++idx;
           if (idx == w.tenants.size())
             rd.fail(t[j], fmt::format("{}.tenants[{}]", f, j),
-                    "unknown tenant '" + name + "' (not in 'tenants')");
+                    "unknown tenant " + quote_input(name) + " (not in 'tenants')");
           s.tenants.push_back(idx);
         }
       }

@@ -128,6 +128,23 @@ TEST(WorkloadFile, BadInputNamesFileLineAndField) {
   }
 }
 
+// Input quoted in a message is escaped (quote_input): control bytes and NULs
+// (YAML's "\e" and "\0") neither reach the terminal nor cut the message.
+TEST(WorkloadFile, QuotedInputIsEscaped) {
+  const std::string head = "duration_s: 10\nclasses:\n";
+  const std::string spec = error_of(head + "  - name: a\n    input_len: \"fixed:\\e[2J\\0x\"\n    output_len: fixed:1\n");
+  EXPECT_NE(spec.find("got '\\x1b[2J\\0x'"), std::string::npos) << spec;
+  const std::string tenant = error_of(
+      head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    tenants: [\"no\\ebody\\0!\"]\n");
+  EXPECT_NE(tenant.find("unknown tenant 'no\\x1bbody\\0!' (not in 'tenants')"), std::string::npos) << tenant;
+  const std::string key = error_of(head + "  - name: a\n    \"col\\eour\": 1\n");
+  EXPECT_NE(key.find("field 'classes[0].col\\x1bour'"), std::string::npos) << key;
+  for (const auto& m : {spec, tenant, key}) {
+    EXPECT_EQ(m.find('\x1b'), std::string::npos) << m;
+    EXPECT_EQ(m.find('\0'), std::string::npos) << m;
+  }
+}
+
 TEST(WorkloadFile, ExampleFilesInDocsLoad) {
   for (const char* f :
        {"/examples/workloads/chat-and-batch.yaml", "/examples/workloads/agentic-sessions.yaml"}) {

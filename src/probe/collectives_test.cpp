@@ -124,6 +124,12 @@ TEST(NcclTests, BadRowsNameTheLine) {
   EXPECT_THROW(parse_nccl_tests(header + "8 2 float sum -1 0 0.1 0.1 0\n", "t"), InputError);
   EXPECT_THROW(parse_nccl_tests("8 2 float sum -1 1 0.1 0.1 0\n", "t"), InputError);  // no header
   EXPECT_THROW(parse_nccl_tests("# nothing\n", "t"), InputError);                     // no rows
+  try {
+    parse_nccl_tests(header + "8 2 float sum -1 \x1b[2J 0.1 0.1 0\n", "t");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("got '\\x1b[2J'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PairMatrix, SlowPairsAgainstTheMedian) {

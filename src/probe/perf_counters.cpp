@@ -108,11 +108,11 @@ EventSpec resolve_event(const std::string& name) {
   EventSpec e;
   if (name.size() <= 512 && pfm::encode(name, &e, &why)) return e;
   if (name.size() > 512) why = "longer than 512 characters";
-  throw UsageError("--events: '" + name.substr(0, 80) + "' is not an event of this CPU (" + why +
+  throw UsageError("--events: " + quote_input(name) + " is not an event of this CPU (" + why +
                    "); `tokenscope probe events` lists them");
 #else
   why = "this build has no libpfm4, so only perf's generic names and rNNN raw codes resolve";
-  throw UsageError("--events: '" + name.substr(0, 80) + "' is not a generic perf event (" + why + ")");
+  throw UsageError("--events: " + quote_input(name) + " is not a generic perf event (" + why + ")");
 #endif
 }
 

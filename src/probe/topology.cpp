@@ -30,7 +30,7 @@ int parse_int(std::string_view s, const std::string& what, std::string_view whol
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0)
     throw InputError(
         what, 0, "cpu list",
-        "expected comma-separated cpu numbers or ranges like 0-3,8, got '" + std::string(whole) + "'");
+        "expected comma-separated cpu numbers or ranges like 0-3,8, got " + quote_input(whole));
   return v;
 }
 
@@ -49,7 +49,7 @@ std::optional<int> read_int_file(const std::filesystem::path& p) {
   int v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw InputError(p.string(), 1, "value", "expected an integer, got '" + std::string(s) + "'");
+    throw InputError(p.string(), 1, "value", "expected an integer, got " + quote_input(s));
   return v;
 }
 
@@ -66,7 +66,7 @@ std::uint64_t parse_size(std::string_view s, const std::string& file) {
   std::uint64_t v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw InputError(file, 1, "size", "expected a size like 32K, got '" + std::string(s) + "'");
+    throw InputError(file, 1, "size", "expected a size like 32K, got " + quote_input(s));
   return v * mult;
 }
 
@@ -88,7 +88,7 @@ std::vector<int> parse_cpu_list(std::string_view text, const std::string& what) 
       const int hi = parse_int(trim(item.substr(dash + 1)), what, whole);
       if (hi < lo || hi - lo > 65536)
         throw InputError(what, 0, "cpu list",
-                         "range '" + std::string(item) + "' must run upwards, at most 65536 cpus");
+                         "range " + quote_input(item) + " must run upwards, at most 65536 cpus");
       for (int c = lo; c <= hi; ++c) out.push_back(c);
     }
     if (out.size() > 1'000'000) throw InputError(what, 0, "cpu list", "more than a million cpus");

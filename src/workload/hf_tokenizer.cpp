@@ -145,9 +145,9 @@ Behavior parse_behavior(const std::string& s, const Fields& f, const std::string
   if (s == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
   if (s == "MergedWithNext") return Behavior::kMergedWithNext;
   if (s == "Contiguous") return Behavior::kContiguous;
-  f.fail(where, fmt::format("unknown split behavior '{}' (expected Removed, Isolated, MergedWithPrevious, "
+  f.fail(where, fmt::format("unknown split behavior {} (expected Removed, Isolated, MergedWithPrevious, "
                             "MergedWithNext or Contiguous)",
-                            s));
+                            quote_input(s)));
 }
 
 const char* behavior_name(Behavior b) {
@@ -452,9 +452,9 @@ std::unique_ptr<Normalizer> parse_normalizer(const json& v, const Fields& f, con
                                              f.boolean(v, "strip_right", where, true));
   f.fail(
       Fields::join(where, "type"),
-      fmt::format("normalizer '{}' is not supported (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, "
+      fmt::format("normalizer {} is not supported (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, "
                   "NFKD, Lowercase, Strip)",
-                  type));
+                  quote_input(type)));
 }
 
 // ---------------------------------------------------------------------------
@@ -668,7 +668,7 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& v, const Fields& f
         scheme = PrependScheme::kNever;
       } else {
         f.fail(Fields::join(where, "prepend_scheme"),
-               fmt::format("'{}' (expected always, first or never)", *s));
+               fmt::format("{} (expected always, first or never)", quote_input(*s)));
       }
     }
     return std::make_unique<MetaspacePreTokenizer>(single_char(v, "replacement", f, where), scheme,
@@ -679,9 +679,9 @@ std::unique_ptr<PreTokenizer> parse_pre_tokenizer(const json& v, const Fields& f
   if (type == "WhitespaceSplit") return std::make_unique<WhitespaceSplitPreTokenizer>();
   if (type == "Whitespace") return std::make_unique<WhitespacePreTokenizer>();
   f.fail(Fields::join(where, "type"),
-         fmt::format("pre-tokenizer '{}' is not supported (supported: Sequence, Split, ByteLevel, Metaspace, "
+         fmt::format("pre-tokenizer {} is not supported (supported: Sequence, Split, ByteLevel, Metaspace, "
                      "Digits, Whitespace, WhitespaceSplit)",
-                     type));
+                     quote_input(type)));
 }
 
 // ---------------------------------------------------------------------------
@@ -873,9 +873,9 @@ std::unique_ptr<Decoder> parse_decoder(const json& v, const Fields& f, const std
                                           count_field(v, "start", f, where),
                                           count_field(v, "stop", f, where));
   f.fail(Fields::join(where, "type"),
-         fmt::format("decoder '{}' is not supported (supported: Sequence, ByteLevel, Metaspace, Replace, "
+         fmt::format("decoder {} is not supported (supported: Sequence, ByteLevel, Metaspace, Replace, "
                      "ByteFallback, Fuse, Strip)",
-                     type));
+                     quote_input(type)));
 }
 
 // ---------------------------------------------------------------------------
@@ -971,9 +971,9 @@ BpeModel::BpeModel(const json& model, const Fields& f, const std::string& where)
     if (!t->is_string() || t->get<std::string>() != "BPE")
       f.fail(
           Fields::join(where, "type"),
-          fmt::format("model '{}' is not supported: only BPE models are (for a SentencePiece unigram model, "
+          fmt::format("model {} is not supported: only BPE models are (for a SentencePiece unigram model, "
                       "pass its tokenizer.model file)",
-                      t->is_string() ? t->get<std::string>() : t->dump()));
+                      quote_input(t->is_string() ? t->get<std::string>() : t->dump())));
   } else if (Fields::find(model, "merges") == nullptr) {
     f.fail(where, "no model type and no merges: only BPE models are supported");
   }
@@ -1022,14 +1022,14 @@ BpeModel::BpeModel(const json& model, const Fields& f, const std::string& where)
       f.fail(Fields::index(merges_where, rank), "expected \"left right\" or [\"left\", \"right\"]");
     }
     const auto ia = lookup(a), ib = lookup(b);
-    if (!ia) f.fail(Fields::index(merges_where, rank), fmt::format("'{}' is not in the vocabulary", a));
-    if (!ib) f.fail(Fields::index(merges_where, rank), fmt::format("'{}' is not in the vocabulary", b));
+    if (!ia) f.fail(Fields::index(merges_where, rank), fmt::format("{} is not in the vocabulary", quote_input(a)));
+    if (!ib) f.fail(Fields::index(merges_where, rank), fmt::format("{} is not in the vocabulary", quote_input(b)));
     const std::string merged =
         a + (!prefix_.empty() && b.starts_with(prefix_) ? b.substr(prefix_.size()) : b);
     const auto im = lookup(merged);
     if (!im)
       f.fail(Fields::index(merges_where, rank),
-             fmt::format("the merge '{}' is not in the vocabulary", merged));
+             fmt::format("the merge {} is not in the vocabulary", quote_input(merged)));
     merges_.insert(*ia, *ib, static_cast<std::uint32_t>(rank), *im);
   }
 }
@@ -1074,8 +1074,8 @@ void BpeModel::build_symbols(std::string_view word, Ids& symbols) const {
       const auto unk = lookup(*unk_token_);
       if (!unk)
         throw InputError(file_, 0, "model.unk_token",
-                         fmt::format("'{}' is not in the vocabulary, and the text has a character outside it",
-                                     *unk_token_));
+                         fmt::format("{} is not in the vocabulary, and the text has a character outside it",
+                                     quote_input(*unk_token_)));
       if (pending_unk && !fuse_unk_) symbols.push_back(*pending_unk);
       if (!pending_unk || !fuse_unk_) pending_unk = *unk;
     }
@@ -1506,9 +1506,9 @@ void HfTokenizer::parse_post_processor(const json& v, const Fields& f, const std
     return;
   }
   f.fail(Fields::join(where, "type"),
-         fmt::format("post-processor '{}' is not supported (supported: TemplateProcessing, ByteLevel, "
+         fmt::format("post-processor {} is not supported (supported: TemplateProcessing, ByteLevel, "
                      "RobertaProcessing, BertProcessing, Sequence)",
-                     type));
+                     quote_input(type)));
 }
 
 Ids HfTokenizer::encode(std::string_view text, bool add_special) const {

@@ -57,5 +57,15 @@ TEST(Lengths, BadSpecsNameTheOption) {
   }
 }
 
+TEST(Lengths, BadSpecsAreQuotedEscaped) {
+  try {
+    parse_length_spec("fixed:\x1b[2J", "--input-len", LengthRole::kInput);
+    FAIL() << "accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--input-len: expected a number for N in 'fixed:\\x1b[2J', got '\\x1b[2J'");
+  }
+}
+
 }  // namespace
 }  // namespace tokenscope::workload
