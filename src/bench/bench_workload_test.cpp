@@ -132,10 +132,12 @@ TEST(WorkloadFile, BadInputNamesFileLineAndField) {
 // (YAML's "\e" and "\0") neither reach the terminal nor cut the message.
 TEST(WorkloadFile, QuotedInputIsEscaped) {
   const std::string head = "duration_s: 10\nclasses:\n";
-  const std::string spec = error_of(head + "  - name: a\n    input_len: \"fixed:\\e[2J\\0x\"\n    output_len: fixed:1\n");
+  const std::string spec =
+      error_of(head + "  - name: a\n    input_len: \"fixed:\\e[2J\\0x\"\n    output_len: fixed:1\n");
   EXPECT_NE(spec.find("got '\\x1b[2J\\0x'"), std::string::npos) << spec;
   const std::string tenant = error_of(
-      head + "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    tenants: [\"no\\ebody\\0!\"]\n");
+      head +
+      "  - name: a\n    input_len: fixed:1\n    output_len: fixed:1\n    tenants: [\"no\\ebody\\0!\"]\n");
   EXPECT_NE(tenant.find("unknown tenant 'no\\x1bbody\\0!' (not in 'tenants')"), std::string::npos) << tenant;
   const std::string key = error_of(head + "  - name: a\n    \"col\\eour\": 1\n");
   EXPECT_NE(key.find("field 'classes[0].col\\x1bour'"), std::string::npos) << key;

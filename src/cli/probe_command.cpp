@@ -83,7 +83,8 @@ CLI::Validator thread_count() {
         int n = 0;
         const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
         if (ec != std::errc() || end != value.data() + value.size() || n < 1 || n > probe::kMaxProbeThreads)
-          return "expected 1.." + std::to_string(probe::kMaxProbeThreads) + " threads, got " + quote_input(value);
+          return "expected 1.." + std::to_string(probe::kMaxProbeThreads) + " threads, got " +
+                 quote_input(value);
         return "";
       },
       "1..64");

@@ -19,11 +19,11 @@ TEST(Error, QuoteInputKeepsPrintableTextAsItIs) {
 TEST(Error, QuoteInputEscapesWhatIsNotPrintable) {
   EXPECT_EQ(quote_input("a\0b"s), "'a\\0b'");  // a NUL no longer ends the message
   EXPECT_EQ(quote_input("\t\r\n\x1b[31m\x7f"), "'\\t\\r\\n\\x1b[31m\\x7f'");
-  EXPECT_EQ(quote_input("\xff\xfe"), "'\\xff\\xfe'");       // not UTF-8
-  EXPECT_EQ(quote_input("\xc3"), "'\\xc3'");                // a sequence cut short
-  EXPECT_EQ(quote_input("\xe2\x9c"), "'\\xe2\\x9c'");       // likewise
+  EXPECT_EQ(quote_input("\xff\xfe"), "'\\xff\\xfe'");           // not UTF-8
+  EXPECT_EQ(quote_input("\xc3"), "'\\xc3'");                    // a sequence cut short
+  EXPECT_EQ(quote_input("\xe2\x9c"), "'\\xe2\\x9c'");           // likewise
   EXPECT_EQ(quote_input("\xed\xa0\x80"), "'\\xed\\xa0\\x80'");  // a UTF-16 surrogate
-  EXPECT_EQ(quote_input("\xc0\xaf"), "'\\xc0\\xaf'");       // overlong
+  EXPECT_EQ(quote_input("\xc0\xaf"), "'\\xc0\\xaf'");           // overlong
 }
 
 TEST(Error, QuoteInputBoundsTheInputShown) {

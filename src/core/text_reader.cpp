@@ -18,7 +18,8 @@ TextReader::TextReader(std::string_view text, std::size_t max_line_bytes)
   eof_ = true;
 }
 
-TextReader::TextReader(std::string path, int fd, std::optional<std::uint64_t> size, std::size_t max_line_bytes)
+TextReader::TextReader(std::string path, int fd, std::optional<std::uint64_t> size,
+                       std::size_t max_line_bytes)
     : path_(std::move(path)), fd_(fd), size_(size), max_line_bytes_(max_line_bytes) {
   buffer_.resize(kChunkBytes);
   data_ = buffer_.data();

@@ -34,9 +34,9 @@ std::vector<Line> lines_of(TextReader& r) {
 class TextReaderFile : public ::testing::Test {
  protected:
   std::string write(const std::string& content) {
-    const auto p = fs::path(::testing::TempDir()) /
-                   ("text_reader_" + std::to_string(::getpid()) + "_" +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const auto p =
+        fs::path(::testing::TempDir()) / ("text_reader_" + std::to_string(::getpid()) + "_" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::ofstream(p, std::ios::binary) << content;
     paths_.push_back(p);
     return p.string();
@@ -53,8 +53,9 @@ constexpr auto kNul = TextReader::Flaw::kNulByte;
 
 TEST(TextReader, LinesWithCrlfBlanksAndNoFinalNewline) {
   TextReader r("a\r\n\nb c\nlast\r");
-  EXPECT_EQ(lines_of(r), (std::vector<Line>{{"a", 1, kNone, 0}, {"", 2, kNone, 0}, {"b c", 3, kNone, 0},
-                                            {"last", 4, kNone, 0}}));
+  EXPECT_EQ(lines_of(r),
+            (std::vector<Line>{
+                {"a", 1, kNone, 0}, {"", 2, kNone, 0}, {"b c", 3, kNone, 0}, {"last", 4, kNone, 0}}));
   TextReader empty("");
   EXPECT_TRUE(lines_of(empty).empty());
 }
@@ -62,8 +63,9 @@ TEST(TextReader, LinesWithCrlfBlanksAndNoFinalNewline) {
 TEST(TextReader, TooLongLinesAreCutFlaggedAndSkipped) {
   const std::string text = "short\n" + std::string(25, 'x') + "\nafter";
   TextReader r(text, 10);
-  EXPECT_EQ(lines_of(r), (std::vector<Line>{{"short", 1, kNone, 0}, {std::string(10, 'x'), 2, kTooLong, 0},
-                                            {"after", 3, kNone, 0}}));
+  EXPECT_EQ(lines_of(r),
+            (std::vector<Line>{
+                {"short", 1, kNone, 0}, {std::string(10, 'x'), 2, kTooLong, 0}, {"after", 3, kNone, 0}}));
 }
 
 TEST(TextReader, NulBytesFlagTheLine) {

@@ -300,7 +300,8 @@ std::uint32_t Engine::kv_blocks_in_use() const {
   return n;
 }
 
-std::optional<std::string> Engine::admission_problem(std::uint64_t prompt_len, std::uint32_t max_output_tokens,
+std::optional<std::string> Engine::admission_problem(std::uint64_t prompt_len,
+                                                     std::uint32_t max_output_tokens,
                                                      std::uint32_t tenant) const {
   const std::uint64_t output = std::max<std::uint32_t>(1, max_output_tokens);
   if (prompt_len == 0) return "empty prompt";

@@ -175,7 +175,9 @@ TEST(Simulator, StopFlagEndsTheRunEarly) {
 TEST(Simulator, TooLongRowsAreRejectedByTheirTraceRow) {
   struct Rejections : EngineObserver {
     std::map<std::uint64_t, std::string> why;
-    void on_reject(std::uint64_t id, Nanos, std::string_view reason) override { why[id] = std::string(reason); }
+    void on_reject(std::uint64_t id, Nanos, std::string_view reason) override {
+      why[id] = std::string(reason);
+    }
   };
   const auto w = workload::parse_trace_text(
       "{\"t_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 5}\n"
@@ -195,7 +197,8 @@ TEST(Simulator, TooLongRowsAreRejectedByTheirTraceRow) {
   EXPECT_EQ(obs.why[1],
             "t.jsonl:2: field 'input_tokens': prompt (1073741824 tokens) + max_tokens (1073741824) exceeds "
             "max_model_len (8192)");
-  EXPECT_EQ(obs.why[2], "t.jsonl:3: field 'prompt': prompt (2 tokens) + max_tokens (8192) exceeds max_model_len (8192)");
+  EXPECT_EQ(obs.why[2],
+            "t.jsonl:3: field 'prompt': prompt (2 tokens) + max_tokens (8192) exceeds max_model_len (8192)");
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ bool parse_number(std::string_view w, T& out) {
 
 // Throws InputError when the line the reader just returned is not text or
 // is longer than any line of these formats can be.
-void check_line(const TextReader& in, std::string_view line, const std::string& source, const char* expected) {
+void check_line(const TextReader& in, std::string_view line, const std::string& source,
+                const char* expected) {
   if (in.flaw() == TextReader::Flaw::kNulByte)
     throw InputError(source, in.line_number(), "",
                      std::string("expected text (") + expected + "), found a NUL byte at byte " +
@@ -49,8 +50,8 @@ void check_line(const TextReader& in, std::string_view line, const std::string& 
   if (in.flaw() == TextReader::Flaw::kTooLong)
     throw InputError(source, in.line_number(), "",
                      std::string("expected text (") + expected + "), got a line longer than " +
-                         std::to_string(TextReader::kDefaultMaxLineBytes >> 20) +
-                         " MiB starting " + quote_input(line, 40));
+                         std::to_string(TextReader::kDefaultMaxLineBytes >> 20) + " MiB starting " +
+                         quote_input(line, 40));
 }
 
 template <typename T>
@@ -136,9 +137,11 @@ std::vector<Access> parse_text(TextReader& in, const std::string& source, std::s
     const auto w_size = next_word(line);
     const auto w_op = next_word(line);
     if (!parse_number(w_thread, a.thread))
-      throw InputError(source, line_no, "thread", "a thread id (0..4294967295), got " + quote_input(w_thread));
+      throw InputError(source, line_no, "thread",
+                       "a thread id (0..4294967295), got " + quote_input(w_thread));
     if (!parse_number(w_addr, a.address))
-      throw InputError(source, line_no, "address", "an address (0x... hex or decimal), got " + quote_input(w_addr));
+      throw InputError(source, line_no, "address",
+                       "an address (0x... hex or decimal), got " + quote_input(w_addr));
     if (!parse_number(w_size, a.size) || a.size == 0 || a.size > kMaxAccessBytes)
       throw InputError(source, line_no, "size",
                        "1.." + std::to_string(kMaxAccessBytes) + " bytes, got " + quote_input(w_size));
@@ -179,7 +182,8 @@ std::vector<LayoutEntry> read_layout(TextReader& in, const std::string& source) 
     const auto w_addr = next_word(line);
     const auto w_size = next_word(line);
     if (!parse_number(w_addr, e.address))
-      throw InputError(source, line_no, "address", "an address (0x... hex or decimal), got " + quote_input(w_addr));
+      throw InputError(source, line_no, "address",
+                       "an address (0x... hex or decimal), got " + quote_input(w_addr));
     if (!parse_number(w_size, e.size) || e.size == 0 || e.address > UINT64_MAX - e.size)
       throw InputError(source, line_no, "size", "a size in bytes > 0, got " + quote_input(w_size));
     e.name = std::string(trim(line));

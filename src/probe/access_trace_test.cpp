@@ -109,8 +109,8 @@ TEST(AccessTrace, BinaryInputIsQuotedEscapedAndANulSaysSo) {
   using namespace std::string_literals;
   EXPECT_EQ(error_of("0 0x1000 8 \x1b[2J\x01\n"), "t.txt:1: field 'op': r or w, got '\\x1b[2J\\x01'");
   EXPECT_EQ(error_of("0 0x1000 8 r " + std::string(200, 'z') + "\n"),
-            "t.txt:1: field 'line': four fields (THREAD ADDRESS SIZE OP), got more: '" + std::string(80, 'z') +
-                "'…");
+            "t.txt:1: field 'line': four fields (THREAD ADDRESS SIZE OP), got more: '" +
+                std::string(80, 'z') + "'…");
   EXPECT_EQ(error_of("0 0x1000 8 r\n1 0x10\0 8 w\n"s),
             "t.txt:2: expected text (THREAD ADDRESS SIZE OP), found a NUL byte at byte 7 of the line: "
             "'1 0x10\\0 8 w' (a binary or sparse file?)");

@@ -128,7 +128,8 @@ NcclTestsOutput parse_nccl_tests(std::string_view text, const std::string& sourc
       const std::string& h = header[i];
       const auto v = number(w[i]);
       auto need = [&](const char* what) {
-        if (!v) throw InputError(source, line_no, h, fmt::format("a number ({}), got {}", what, quote_input(w[i])));
+        if (!v)
+          throw InputError(source, line_no, h, fmt::format("a number ({}), got {}", what, quote_input(w[i])));
         return *v;
       };
       if (h == "size") {

@@ -28,9 +28,8 @@ int parse_int(std::string_view s, const std::string& what, std::string_view whol
   int v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0)
-    throw InputError(
-        what, 0, "cpu list",
-        "expected comma-separated cpu numbers or ranges like 0-3,8, got " + quote_input(whole));
+    throw InputError(what, 0, "cpu list",
+                     "expected comma-separated cpu numbers or ranges like 0-3,8, got " + quote_input(whole));
   return v;
 }
 

@@ -450,11 +450,10 @@ std::unique_ptr<Normalizer> parse_normalizer(const json& v, const Fields& f, con
   if (type == "Strip")
     return std::make_unique<StripNormalizer>(f.boolean(v, "strip_left", where, true),
                                              f.boolean(v, "strip_right", where, true));
-  f.fail(
-      Fields::join(where, "type"),
-      fmt::format("normalizer {} is not supported (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, "
-                  "NFKD, Lowercase, Strip)",
-                  quote_input(type)));
+  f.fail(Fields::join(where, "type"),
+         fmt::format("normalizer {} is not supported (supported: Sequence, Prepend, Replace, NFC, NFD, NFKC, "
+                     "NFKD, Lowercase, Strip)",
+                     quote_input(type)));
 }
 
 // ---------------------------------------------------------------------------
@@ -969,11 +968,10 @@ class BpeModel {
 BpeModel::BpeModel(const json& model, const Fields& f, const std::string& where) : file_(f.file()) {
   if (const json* t = Fields::find(model, "type")) {
     if (!t->is_string() || t->get<std::string>() != "BPE")
-      f.fail(
-          Fields::join(where, "type"),
-          fmt::format("model {} is not supported: only BPE models are (for a SentencePiece unigram model, "
-                      "pass its tokenizer.model file)",
-                      quote_input(t->is_string() ? t->get<std::string>() : t->dump())));
+      f.fail(Fields::join(where, "type"),
+             fmt::format("model {} is not supported: only BPE models are (for a SentencePiece unigram model, "
+                         "pass its tokenizer.model file)",
+                         quote_input(t->is_string() ? t->get<std::string>() : t->dump())));
   } else if (Fields::find(model, "merges") == nullptr) {
     f.fail(where, "no model type and no merges: only BPE models are supported");
   }
@@ -1022,8 +1020,10 @@ BpeModel::BpeModel(const json& model, const Fields& f, const std::string& where)
       f.fail(Fields::index(merges_where, rank), "expected \"left right\" or [\"left\", \"right\"]");
     }
     const auto ia = lookup(a), ib = lookup(b);
-    if (!ia) f.fail(Fields::index(merges_where, rank), fmt::format("{} is not in the vocabulary", quote_input(a)));
-    if (!ib) f.fail(Fields::index(merges_where, rank), fmt::format("{} is not in the vocabulary", quote_input(b)));
+    if (!ia)
+      f.fail(Fields::index(merges_where, rank), fmt::format("{} is not in the vocabulary", quote_input(a)));
+    if (!ib)
+      f.fail(Fields::index(merges_where, rank), fmt::format("{} is not in the vocabulary", quote_input(b)));
     const std::string merged =
         a + (!prefix_.empty() && b.starts_with(prefix_) ? b.substr(prefix_.size()) : b);
     const auto im = lookup(merged);

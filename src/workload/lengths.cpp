@@ -26,8 +26,8 @@ double number(std::string_view s, std::string_view option, std::string_view what
   double v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v))
-    throw UsageError(
-        fmt::format("{}: expected a number for {} in {}, got {}", option, what, quote_input(spec), quote_input(s)));
+    throw UsageError(fmt::format("{}: expected a number for {} in {}, got {}", option, what,
+                                 quote_input(spec), quote_input(s)));
   return v;
 }
 
@@ -99,16 +99,15 @@ LengthDistribution parse_length_spec(std::string_view spec, std::string_view opt
     d.a = number(parts[1], option, "MIN", spec);
     d.b = number(parts[2], option, "MAX", spec);
     if (d.a < 1 || d.b < d.a || d.b > 1e9 || d.a != std::floor(d.a) || d.b != std::floor(d.b))
-      throw UsageError(
-          fmt::format("{}: uniform needs integers 1 <= MIN <= MAX <= 1e9, got {}", option, quote_input(spec)));
+      throw UsageError(fmt::format("{}: uniform needs integers 1 <= MIN <= MAX <= 1e9, got {}", option,
+                                   quote_input(spec)));
   } else if (kind == "lognormal" && parts.size() == 3) {
     d.kind = LengthKind::kLognormal;
     d.a = number(parts[1], option, "MEAN", spec);
     d.b = number(parts[2], option, "SIGMA", spec);
     if (d.a < 1 || d.a > 1e9 || d.b < 0 || d.b > 5)
-      throw UsageError(
-          fmt::format("{}: lognormal needs MEAN in [1, 1e9] and SIGMA in [0, 5], got {}", option,
-                      quote_input(spec)));
+      throw UsageError(fmt::format("{}: lognormal needs MEAN in [1, 1e9] and SIGMA in [0, 5], got {}", option,
+                                   quote_input(spec)));
   } else if (kind == "empirical" && parts.size() >= 2) {
     d.kind = LengthKind::kEmpirical;
     // The file name may itself contain ':'.

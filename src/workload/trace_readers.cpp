@@ -94,9 +94,9 @@ std::uint32_t parse_token_count(std::string_view raw, const std::string& file, s
   std::uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
-    throw InputError(
-        file, line, field,
-        fmt::format("expected a {} integer, got {}", allow_zero ? "non-negative" : "positive", quote_input(s)));
+    throw InputError(file, line, field,
+                     fmt::format("expected a {} integer, got {}", allow_zero ? "non-negative" : "positive",
+                                 quote_input(s)));
   if ((!allow_zero && v == 0) || v > kMaxTokens)
     throw InputError(
         file, line, field,
@@ -112,7 +112,8 @@ std::uint32_t json_token_count(const json& obj, const char* key, const std::stri
     return fallback;
   }
   if (!it->is_number_integer() && !it->is_number_unsigned())
-    throw InputError(file, line, key, fmt::format("expected a positive integer, got {}", quote_input(it->dump())));
+    throw InputError(file, line, key,
+                     fmt::format("expected a positive integer, got {}", quote_input(it->dump())));
   const auto v = it->get<std::int64_t>();
   if (v < 1 || static_cast<std::uint64_t>(v) > kMaxTokens)
     throw InputError(file, line, key,
@@ -180,8 +181,9 @@ void parse_azure(TextReader& in, const std::string& file, Workload& w, const Tra
       if (n != 3) throw InputError(file, line_no, "", fmt::format("expected 3 columns, got {}", n));
       std::int64_t ns = 0;
       if (!parse_civil_timestamp(trim(cols[0]), ns))
-        throw InputError(file, line_no, "TIMESTAMP",
-                         fmt::format("expected 'YYYY-MM-DD HH:MM:SS[.fraction]', got {}", quote_input(cols[0])));
+        throw InputError(
+            file, line_no, "TIMESTAMP",
+            fmt::format("expected 'YYYY-MM-DD HH:MM:SS[.fraction]', got {}", quote_input(cols[0])));
       Request r;
       r.input_tokens = parse_token_count(cols[1], file, line_no, "ContextTokens", false);
       r.output_tokens = parse_token_count(cols[2], file, line_no, "GeneratedTokens", false);
@@ -285,13 +287,15 @@ class JsonBytes {
 struct StopReading {};  // max_rows reached
 
 // One array element: a conversation whose first human turn is the prompt.
-void add_conversation(const json& e, std::size_t index, std::size_t line, const std::string& file, Workload& w) {
+void add_conversation(const json& e, std::size_t index, std::size_t line, const std::string& file,
+                      Workload& w) {
   const std::string field = fmt::format("[{}].conversations", index);
   if (!e.is_object() || !e.contains("conversations") || !e["conversations"].is_array())
     throw InputError(file, line, field, "expected an array of turns");
   const json* prompt = nullptr;
   for (const auto& turn : e["conversations"]) {
-    if (!turn.is_object()) throw InputError(file, line, field, "expected turn objects with 'from' and 'value'");
+    if (!turn.is_object())
+      throw InputError(file, line, field, "expected turn objects with 'from' and 'value'");
     const auto from = turn.find("from");
     const auto value = turn.find("value");
     if (from == turn.end() || !from->is_string() || value == turn.end() || !value->is_string())
@@ -367,7 +371,8 @@ void parse_native(TextReader& in, const std::string& file, Workload& w, const Tr
   bool block_size_set = false;
   std::unordered_map<std::string, std::uint32_t> tenant_index;
   for_each_line(in, [&](std::size_t line_no, std::string_view line) {
-    if (in.flaw() == TextReader::Flaw::kNone && (trim(line).empty() || trim(line).front() == '#')) return true;
+    if (in.flaw() == TextReader::Flaw::kNone && (trim(line).empty() || trim(line).front() == '#'))
+      return true;
     return sink.row([&] {
       check_line(in, line, file);
       const json j = parse_json_line(line, file, line_no);
@@ -498,7 +503,8 @@ TraceFormat detect_trace_format(const std::string& path, std::string_view head) 
   const auto reject_nul = [&](std::size_t nul) {
     const std::size_t before = head.rfind('\n', nul);
     const std::size_t line_start = before == std::string_view::npos ? 0 : before + 1;
-    const std::size_t line_no = 1 + static_cast<std::size_t>(std::count(head.begin(), head.begin() + nul, '\n'));
+    const std::size_t line_no =
+        1 + static_cast<std::size_t>(std::count(head.begin(), head.begin() + nul, '\n'));
     const std::string_view line = head.substr(line_start, head.find('\n', nul) - line_start);
     throw InputError(path, line_no, "", nul_problem(nul - line_start + 1, line));
   };

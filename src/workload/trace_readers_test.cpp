@@ -170,8 +170,9 @@ TEST(Traces, NulBytesAreRejectedWhereTheyAre) {
   EXPECT_EQ(error_of("[\n\n {\"a\"\0"s, TraceFormat::kShareGpt),
             "t.txt:3: expected JSON text, found a NUL byte (a binary or sparse file?)");
   // Found by detection in the first 64 KiB, on its line.
-  EXPECT_EQ(error_of("{\"input_tokens\": 1, \"output_tokens\": 1}\nab\0c\n"s, TraceFormat::kAuto),
-            "t.txt:2: expected text, found a NUL byte at byte 3 of the line: 'ab\\0c' (a binary or sparse file?)");
+  EXPECT_EQ(
+      error_of("{\"input_tokens\": 1, \"output_tokens\": 1}\nab\0c\n"s, TraceFormat::kAuto),
+      "t.txt:2: expected text, found a NUL byte at byte 3 of the line: 'ab\\0c' (a binary or sparse file?)");
   // A row with a NUL is a bad row like any other.
   const std::string native = "{\"input_tokens\": 1, \"output_tokens\": 1}\n{\"input_tokens\": 2,\0}\n"s +
                              std::string(100000, 'x') + "\0\n{\"input_tokens\": 3, \"output_tokens\": 1}\n"s;
@@ -190,19 +191,21 @@ TEST(Traces, QuotedValuesAreEscapedAndBounded) {
   const std::string hdr = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
   EXPECT_EQ(error_of(hdr + "2023-11-16 18:15:46.1,\x1b[2J\x01,4\n", TraceFormat::kAzure),
             "t.txt:2: field 'ContextTokens': expected a positive integer, got '\\x1b[2J\\x01'");
-  EXPECT_EQ(error_of(hdr + "2023-11-16 18:15:46.1," + std::string(300, '7') + ",4\n", TraceFormat::kAzure),
-            "t.txt:2: field 'ContextTokens': expected a positive integer, got '" + std::string(80, '7') + "'…");
-  EXPECT_EQ(error_of("{\"input_tokens\": 1, \"output_tokens\": 1, \"a\\u0000\\u001bb\": 1}", TraceFormat::kNative)
-                .find("t.txt:1: field 'a\\0\\x1bb': unknown field"),
-            0u);
+  EXPECT_EQ(
+      error_of(hdr + "2023-11-16 18:15:46.1," + std::string(300, '7') + ",4\n", TraceFormat::kAzure),
+      "t.txt:2: field 'ContextTokens': expected a positive integer, got '" + std::string(80, '7') + "'…");
+  EXPECT_EQ(
+      error_of("{\"input_tokens\": 1, \"output_tokens\": 1, \"a\\u0000\\u001bb\": 1}", TraceFormat::kNative)
+          .find("t.txt:1: field 'a\\0\\x1bb': unknown field"),
+      0u);
 }
 
 TEST(Traces, ALineLongerThanAnyRowIsABadRow) {
   const std::string native = "{\"input_tokens\": 1, \"output_tokens\": 1}\n{" +
                              std::string(TextReader::kDefaultMaxLineBytes + 10, ' ') + "}\n";
   EXPECT_EQ(error_of(native, TraceFormat::kNative),
-            "t.txt:2: expected a row of at most 64 MiB, got a longer line starting '{" + std::string(39, ' ') +
-                "'…");
+            "t.txt:2: expected a row of at most 64 MiB, got a longer line starting '{" +
+                std::string(39, ' ') + "'…");
   TraceReadOptions skip;
   skip.skip_bad_rows = true;
   EXPECT_EQ(parse_trace_text(native, "t.txt", TraceFormat::kNative, skip).requests.size(), 1u);
@@ -226,7 +229,8 @@ TEST(Traces, FilesReadAsTheirTextAndMaxRowsStopsEarly) {
   EXPECT_EQ(from_file.prompts, (std::vector<std::string>{"hello there", "why"}));
   EXPECT_EQ(from_text.prompts, from_file.prompts);
   // Elements name their line now that the array is read element by element.
-  EXPECT_EQ(error_of(share, TraceFormat::kShareGpt), "t.txt:4: field '[2].conversations': expected an array of turns");
+  EXPECT_EQ(error_of(share, TraceFormat::kShareGpt),
+            "t.txt:4: field '[2].conversations': expected an array of turns");
   TraceReadOptions skip;
   skip.skip_bad_rows = true;
   EXPECT_EQ(error_of(share, TraceFormat::kShareGpt, skip),

@@ -103,7 +103,8 @@ TEST_F(CliInput, BigTraceMemoryFollowsTheRequestsKept) {
     std::fclose(out);
   }
   // Keeping 1,000 requests reads 1,000 rows, whatever the size of the file.
-  const auto few = run_process({kBin, "sim", "--trace", path.string(), "--max-requests", "1000", "--json"}, 60);
+  const auto few =
+      run_process({kBin, "sim", "--trace", path.string(), "--max-requests", "1000", "--json"}, 60);
   ASSERT_EQ(few.exit_code, 0) << show(few);
   EXPECT_EQ(nlohmann::json::parse(few.out)["requests_total"], 1000);
   EXPECT_LT(few.peak_rss_kib, 100 * kMiB) << show(few);
@@ -159,24 +160,26 @@ TEST_F(CliInput, BigAccessTraceIsReadInPlace) {
 // the model's context before a token is made: the record names the file, the
 // line, the field and the context, and the run stays small.
 TEST_F(CliInput, MaxTokenCountRowsAreRejectedBeforeTheirTokensAreMade) {
-  const std::string native = file("max.jsonl",
-                                  "{\"t_ms\": 0, \"input_tokens\": 1073741824, \"output_tokens\": 1073741824}\n"
-                                  "{\"t_ms\": 1, \"input_tokens\": 100, \"output_tokens\": 10}\n");
+  const std::string native =
+      file("max.jsonl",
+           "{\"t_ms\": 0, \"input_tokens\": 1073741824, \"output_tokens\": 1073741824}\n"
+           "{\"t_ms\": 1, \"input_tokens\": 100, \"output_tokens\": 10}\n");
   std::string ids;
   for (std::uint64_t i = 0; i < (1u << 30) / 512; ++i) ids += i ? ",7" : "7";
-  const std::string mooncake =
-      file("max_mooncake.jsonl", "{\"timestamp\": 0, \"input_length\": 1073741824, \"output_length\": 5, "
-                                 "\"hash_ids\": [" + ids + "]}\n");
+  const std::string mooncake = file("max_mooncake.jsonl",
+                                    "{\"timestamp\": 0, \"input_length\": 1073741824, \"output_length\": 5, "
+                                    "\"hash_ids\": [" +
+                                        ids + "]}\n");
   struct Case {
     std::vector<std::string> args;
     std::string detail;
   };
   const Case cases[] = {
-      {{"--trace", native}, native + ":1: field 'input_tokens': prompt (1073741824 tokens) + max_tokens "
-                                     "(1073741824) exceeds max_model_len (8192)"},
+      {{"--trace", native},
+       native + ":1: field 'input_tokens': prompt (1073741824 tokens) + max_tokens "
+                "(1073741824) exceeds max_model_len (8192)"},
       {{"--trace", mooncake}, mooncake + ":1: field 'input_length': prompt (1073741824 tokens)"},
-      {{"--input-len", "fixed:1000000000", "--num-requests", "1"},
-       "prompt (1000000000 tokens) + max_tokens"},
+      {{"--input-len", "fixed:1000000000", "--num-requests", "1"}, "prompt (1000000000 tokens) + max_tokens"},
   };
   int n = 0;
   for (const auto& c : cases) {
@@ -231,9 +234,10 @@ TEST_F(CliInput, MessagesEscapeBinaryInputAndBoundIt) {
     std::string message;
   };
   const std::string csv_escape = file("escape.csv", hdr + "2023-11-16 18:15:46.1,\x1b[2J\x01,4\n");
-  const std::string csv_long = file("long.csv", hdr + "2023-11-16 18:15:46.1," + std::string(500, '9') + "x,4\n");
-  const std::string csv_nul =
-      file("nul.csv", hdr + std::string("2023-11-16 18:15:46.1,3\0abc,4\n", 30) + "2023-11-16 18:15:47.1,3,4\n");
+  const std::string csv_long =
+      file("long.csv", hdr + "2023-11-16 18:15:46.1," + std::string(500, '9') + "x,4\n");
+  const std::string csv_nul = file(
+      "nul.csv", hdr + std::string("2023-11-16 18:15:46.1,3\0abc,4\n", 30) + "2023-11-16 18:15:47.1,3,4\n");
   const std::string native_key =
       file("key.jsonl", "{\"input_tokens\": 1, \"output_tokens\": 1, \"a\\u0000\\u001b[2Jb\": 1}\n");
   const std::string access = file("access.txt", "0 0x1000 8 \x1b[2J\x01\n");
@@ -241,9 +245,11 @@ TEST_F(CliInput, MessagesEscapeBinaryInputAndBoundIt) {
       {{kBin, "sim", "--trace", csv_escape},
        csv_escape + ":2: field 'ContextTokens': expected a positive integer, got '\\x1b[2J\\x01'"},
       {{kBin, "sim", "--trace", csv_long},
-       csv_long + ":2: field 'ContextTokens': expected a positive integer, got '" + std::string(80, '9') + "'…"},
+       csv_long + ":2: field 'ContextTokens': expected a positive integer, got '" + std::string(80, '9') +
+           "'…"},
       {{kBin, "sim", "--trace", csv_nul},
-       csv_nul + ":2: expected text, found a NUL byte at byte 24 of the line: '2023-11-16 18:15:46.1,3\\0abc,4'"},
+       csv_nul +
+           ":2: expected text, found a NUL byte at byte 24 of the line: '2023-11-16 18:15:46.1,3\\0abc,4'"},
       {{kBin, "sim", "--trace", native_key}, native_key + ":1: field 'a\\0\\x1b[2Jb': unknown field"},
       {{kBin, "probe", "line-sim", access}, access + ":1: field 'op': r or w, got '\\x1b[2J\\x01'"},
   };
@@ -265,8 +271,8 @@ TEST_F(CliInput, MessagesEscapeBinaryInputAndBoundIt) {
 // probe cache-line --threads is bounded as kv-layout's is (1..64); 0 and
 // negative counts are errors, not the default.
 TEST_F(CliInput, ProbeThreadCountsAreBounded) {
-  const std::vector<std::string> quick = {"--skip", "stride,coherence,ping-pong", "--repetitions", "1",
-                                          "--increments", "1000"};
+  const std::vector<std::string> quick = {
+      "--skip", "stride,coherence,ping-pong", "--repetitions", "1", "--increments", "1000"};
   for (const char* probe : {"cache-line", "kv-layout"}) {
     for (const char* threads : {"0", "-1", "65", "3000", "100000"}) {
       std::vector<std::string> args = {kBin, "probe", probe, "--threads", threads};
