@@ -92,6 +92,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   if (w.requests.empty()) throw UsageError("the workload has no requests");
   p.plan.threads = o.client_threads;
   p.plan.timeout_s = o.timeout_s;
+  p.plan.max_events = o.max_events;
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
   if (closed) {
@@ -546,6 +547,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         {"sampling", sampling},
         {"tokenizer", o.tokenizer_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.tokenizer_file)},
         {"timeout_s", o.timeout_s},
+        {"max_events", o.max_events},
         {"insecure", o.insecure},
         {"headers", o.headers.size()}}},
       {"load",
@@ -676,6 +678,7 @@ nlohmann::json curve_point(double rate, const nlohmann::json& s) {
 
 BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, std::ostream& log) {
   if (!(o.timeout_s >= 0)) throw UsageError("--timeout-s: expected seconds >= 0");
+  if (o.max_events < 1) throw UsageError("--max-events: expected at least 1");
   if (!(o.grace_s >= 0)) throw UsageError("--grace-s: expected seconds >= 0");
   if (!(o.warmup_s >= 0)) throw UsageError("--warmup-s: expected seconds >= 0");
   if (!(o.think_ms >= 0)) throw UsageError("--think-ms: expected ms >= 0");

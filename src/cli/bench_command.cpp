@@ -119,6 +119,13 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_option("--timeout-s", s.timeout_s, "Per-request timeout from the send, s (0: none)")
       ->capture_default_str()
       ->group(T);
+  bench
+      ->add_option("--max-events", s.max_events,
+                   "Output events kept per request record; later ones are counted and their gaps "
+                   "histogrammed (events_dropped), so a server that streams without end cannot grow "
+                   "the client's memory without bound")
+      ->capture_default_str()
+      ->group(T);
   bench->add_flag("--insecure", s.insecure, "https: do not verify the server's certificate and name")
       ->group(T);
   bench->add_option("--ca-file", s.ca_file, "https: extra CA certificates (PEM)")->group(T);

@@ -13,6 +13,7 @@ struct ProcessResult {
   int term_signal = 0;  // the signal that ended it, if any
   std::string out;
   std::string err;
+  long max_rss_kb = -1;  // run_process: the child's peak resident set (wait4's ru_maxrss)
 };
 
 // Runs argv to completion (killed after timeout_s), capturing stdout and stderr.
