@@ -70,6 +70,7 @@ struct BenchSettings {
 
   // ---- output
   std::string out_dir;  // "" : runs/bench-UTCDATE-TIME
+  bool overwrite = false;  // --out may hold an earlier run: its files are removed first
   std::string compat;   // "" | "vllm"
   bool csv = false;
   bool quiet = false;

@@ -146,6 +146,8 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   usage_completion_ = -1;
   dropped_chars_ = 0;
   dropped_gaps_.reset();
+  content_type_.clear();
+  stream_head_.clear();
   counted_tokens_ = 0;
 }
 
@@ -181,6 +183,7 @@ void ResponseCollector::on_body(std::string_view data, Nanos t) {
     const std::size_t cap = record_.http_status == 200 ? kBodyCap : kErrorBodyCap;
     if (body_.size() < cap) body_.append(data.substr(0, cap - body_.size()));
   } else if (!failed_ || record_.outcome != Outcome::kProtocolError) {  // else the stream is already broken
+    if (stream_head_.size() < 256) stream_head_.append(data.substr(0, 256 - stream_head_.size()));
     events_.clear();
     const bool ok = decoder_.feed(data, t, events_);
     for (const auto& e : events_) on_event(e);
@@ -293,6 +296,13 @@ void ResponseCollector::split_tokens() {
 
 void ResponseCollector::finish_stream() {
   if (failed_) return;
+  // A server that answers a streaming request with something else (a JSON
+  // object: it ignored "stream"): say what it sent.
+  const bool event_stream = content_type_.find("text/event-stream") != std::string::npos;
+  if (!event_stream && (decoder_.pending_bytes() > 0 || (!saw_done_ && finish_reason_.empty())))
+    return fail(Outcome::kProtocolError,
+                fmt::format("the response to a streaming request is not an SSE stream (Content-Type: {}): {}",
+                            content_type_.empty() ? "none" : excerpt(content_type_), excerpt(stream_head_)));
   if (decoder_.pending_bytes() > 0) return fail(Outcome::kProtocolError, "stream ended inside an SSE event");
   if (!saw_done_ && finish_reason_.empty())
     return fail(Outcome::kProtocolError, "stream ended without a finish_reason or [DONE]");

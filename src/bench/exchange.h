@@ -122,6 +122,7 @@ class ResponseCollector final : public net::ExchangeHandler {
 
   void on_sent(Nanos t) override;
   void on_headers(int status, Nanos t) override;
+  void on_content_type(std::string_view type) override { content_type_.assign(type.substr(0, 200)); }
   void on_body(std::string_view data, Nanos t) override;
   void on_complete(net::ExchangeError error, std::string_view message, Nanos t) override;
 
@@ -152,6 +153,8 @@ class ResponseCollector final : public net::ExchangeHandler {
   bool failed_ = false;
   std::int64_t usage_completion_ = -1;
   std::size_t max_events_ = kDefaultMaxEvents;
+  std::string content_type_;
+  std::string stream_head_;  // the first bytes of a streamed body, quoted when it is not a stream
   std::uint64_t dropped_chars_ = 0;  // text bytes of the dropped events
   std::shared_ptr<LogLinearHistogram> dropped_gaps_;
   std::uint64_t counted_tokens_ = 0;  // tokens of text already counted and dropped (kTextCap)

@@ -220,6 +220,27 @@ TEST_F(Collector, UsageBeyondTheEventsIsSpreadOverKeptAndDroppedEventsByText) {
   EXPECT_EQ(record.output_tokens, 24);
 }
 
+// A server that ignores "stream" and answers with one JSON object: the
+// message names the Content-Type and quotes what came.
+TEST_F(Collector, AJsonAnswerToAStreamingRequestNamesItsContentType) {
+  start();
+  c.on_content_type("application/json");
+  c.on_headers(200, 120);
+  chunk("{\"id\":\"cmpl-1\",\"choices\":[{\"text\":\"hi\",\"finish_reason\":\"length\"}]}", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.outcome, Outcome::kProtocolError);
+  EXPECT_NE(record.detail.find("not an SSE stream (Content-Type: application/json): {\"id\":\"cmpl-1\""),
+            std::string::npos)
+      << record.detail;
+  // An SSE stream cut inside an event keeps its own message.
+  start();
+  c.on_content_type("text/event-stream; charset=utf-8");
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\"}]}", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.detail, "stream ended inside an SSE event");
+}
+
 TEST_F(Collector, MissingUsageLeavesTheCountUnknown) {
   start();
   c.on_headers(200, 120);

@@ -248,6 +248,9 @@ CLI::App* add_bench_command(CLI::App& app) {
 
   const char* O = "Output";
   bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
+  bench->add_flag("--overwrite", s.overwrite,
+                  "Replace the run already in --out (without it, a directory holding a run is refused)")
+      ->group(O);
   bench
       ->add_option("--compat", s.compat,
                    "Also write vllm_result.json with vLLM's benchmark keys and definitions")
@@ -275,7 +278,7 @@ CLI::App* add_bench_command(CLI::App& app) {
   return bench;
 }
 
-int run_bench(const std::atomic<bool>& interrupted) {
+int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry) {
   auto& o = g_opts;
   auto& s = o.s;
   // One descriptor per connection: raise the soft limit to the hard one.
@@ -300,7 +303,7 @@ int run_bench(const std::atomic<bool>& interrupted) {
   s.sampling.seed = o.request_seed;
   s.sampling.logprobs = o.logprobs;
 
-  const bench::BenchResult result = bench::run(s, interrupted, std::cerr);
+  const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry);
   if (!result.sweep.is_null()) {
     if (!s.quiet) {
       print_curve(result.sweep["curve"]);

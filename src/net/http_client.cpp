@@ -524,7 +524,10 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       buffer_.consume(used);
       if (!headers_reported_ && parser_->is_header_done()) {
         headers_reported_ = true;
-        handler_->on_headers(static_cast<int>(parser_->get().result_int()), t);
+        const auto& head = parser_->get();
+        if (const auto it = head.find(http::field::content_type); it != head.end())
+          handler_->on_content_type(std::string_view(it->value().data(), it->value().size()));
+        handler_->on_headers(static_cast<int>(head.result_int()), t);
       }
       const std::size_t got = scratch.size() - body.size;
       if (got > 0) handler_->on_body(std::string_view(scratch.data(), got), t);
