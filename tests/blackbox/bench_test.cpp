@@ -450,6 +450,30 @@ TEST_F(Bench, AFullDiskKeepsWholeLinesAndRunJson) {
   EXPECT_EQ(run["partial"], true);
 }
 
+// Whole (non-streamed) responses on kept-alive connections: a reset the
+// server injects after reading a request comes before any response byte.
+// It is that request's connect_error, never resent (a resend hid every such
+// fault, and made the server count the request twice).
+TEST_F(Bench, ResetsBeforeAnyResponseByteAreCountedNotResent) {
+  Server server(dir_, {"--faults", "reset=0.2", "--fault-seed", "3", "--fixed-step-ms", "1"});
+  const auto r = bench({"--target", server.url(""), "--num-requests", "100", "--rate", "200", "--no-stream",
+                        "--input-len", "fixed:8", "--output-len", "fixed:4", "--max-error-rate", "1", "--json",
+                        "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto s = json::parse(r.out);
+  const auto metrics = run_process({"/usr/bin/curl", "-sS", "--max-time", "30", server.url("/metrics")});
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(metrics.out, m,
+                                std::regex(R"re(tokenscope:faults_injected_total\{[^}]*kind="reset"[^}]*\} ([0-9.]+))re")))
+      << metrics.out.substr(0, 2000);
+  const int injected = static_cast<int>(std::stod(m[1]));
+  EXPECT_GT(injected, 5);
+  EXPECT_EQ(s["requests_by_outcome"]["connect_error"].get<int>(), injected);
+  EXPECT_EQ(s["requests_by_outcome"]["ok"].get<int>(), 100 - injected);
+  const auto run = json::parse(slurp(dir_ / "run" / "run.json"));
+  EXPECT_EQ(run["client"]["resent_after_stale_connection"], 0);
+}
+
 // Every fault a separate server process injected is matched, by the
 // response id its emission trace names, to the outcome of that request;
 // the trace agrees with the server's /metrics counters. A request the
