@@ -45,7 +45,7 @@ s = json.load(open(sys.argv[1]))
 print(f"ThreadSanitizer under load: {sys.argv[2]} min at {sys.argv[3]} req/s, serve 4 I/O threads, bench 4 client threads")
 print(f"requests {s['requests_total']}: " + ", ".join(f"{k} {v}" for k, v in s['requests_by_outcome'].items() if v))
 PY
-races=$(grep -c "WARNING: ThreadSanitizer" "$work/serve.err" "$work/bench.err" "$work/burst.err" | awk -F: '{s += $2} END {print s}')
+races=$(cat "$work/serve.err" "$work/bench.err" "$work/burst.err" | { grep -c "WARNING: ThreadSanitizer" || true; })
 echo "exit codes: bench $bench_rc, burst bench $burst_rc, serve $serve_rc (SIGTERM during the burst); races reported: $races"
 [ "$races" = 0 ] && [ "$bench_rc" = 0 ] && [ "$serve_rc" = 0 ] && [ "$burst_rc" != 66 ] || {
   grep -h -A30 "WARNING: ThreadSanitizer" "$work"/*.err | head -80; exit 1; }
