@@ -75,25 +75,42 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
   void clear_timeout() { deadline_.store(0, std::memory_order_relaxed); }
 
+  // Between responses: the idle timeout until a request's first byte, then
+  // the header timeout from that byte on, for the whole request, never
+  // restarted by the bytes that follow (a head trickled byte by byte is cut
+  // at the timeout all the same). A new connection's first request counts
+  // from the accept. During a response: none.
+  void arm_deadline() {
+    if (in_response_) return clear_timeout();
+    if (request_deadline_armed_) return;
+    if (requests_served_ == 0 || buffer_.size() > 0 || parser_->got_some()) {
+      set_timeout(ctx_.limits.header_timeout_s);
+      request_deadline_armed_ = true;
+    } else {
+      set_timeout(ctx_.limits.idle_timeout_s);
+    }
+  }
+
  public:
   // Called by the sweeper from any thread: when the deadline has passed,
-  // the pending read is cancelled and answered as a timeout.
+  // the connection's executor handles it.
   void poll_deadline(Nanos now) {
     const Nanos d = deadline_.load(std::memory_order_relaxed);
     if (d == 0 || now < d) return;
-    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
-      const Nanos dl = self->deadline_.load(std::memory_order_relaxed);
-      if (self->closed_ || self->in_response_ || dl == 0 || self->ctx_.clock->now_ns() < dl) return;
-      self->deadline_.store(0, std::memory_order_relaxed);
-      self->timed_out_ = true;
-      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-        beast::error_code ignored;
-        self->stream_.socket().cancel(ignored);
-      }
-    });
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->on_deadline(); });
   }
 
  private:
+  void on_deadline() {
+    if (closed_) return;
+    const Nanos now = ctx_.clock->now_ns();
+    const Nanos d = deadline_.load(std::memory_order_relaxed);
+    if (in_response_ || d == 0 || now < d) return;
+    clear_timeout();
+    // The pending read stays; closing the connection ends it.
+    on_read_error(beast::error::timeout);
+  }
+
   // One read loop for the connection's life: between responses its bytes
   // feed the parser (under the header or idle timeout); during a response it
   // keeps reading without a timeout, buffering pipelined bytes and noticing
@@ -106,6 +123,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void reset_parser() {
+    request_deadline_armed_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.max_header_bytes));
     parser_->body_limit(ctx_.limits.max_body_bytes);
@@ -115,11 +133,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void arm_read() {
     if (reading_ || closed_) return;
-    if (in_response_)
-      clear_timeout();
-    else
-      set_timeout(requests_served_ == 0 || parser_->got_some() ? ctx_.limits.header_timeout_s
-                                                               : ctx_.limits.idle_timeout_s);
+    arm_deadline();
     reading_ = true;
     stream_.async_read_some(buffer_.prepare(16384),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
@@ -130,10 +144,6 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void on_read(beast::error_code ec, std::size_t n) {
     if (closed_) return;
-    if (ec == asio::error::operation_aborted && timed_out_) {
-      timed_out_ = false;
-      return on_read_error(beast::error::timeout);
-    }
     if (ec == asio::error::operation_aborted) return arm_read();
     if (ec) {
       if (in_response_) return close();  // the peer left mid-response
@@ -262,7 +272,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       // The watch read stays pending and now waits for the next request.
       reset_parser();
       if (buffer_.size() > 0 && parse_buffered()) return;
-      set_timeout(ctx_.limits.idle_timeout_s);
+      arm_deadline();
       return;
     }
     read_request();
@@ -322,7 +332,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool closed_ = false;
   bool reading_ = false;
   bool continue_sent_ = false;
-  bool timed_out_ = false;
+  bool request_deadline_armed_ = false;  // the header timeout of the request being read runs
 
  public:
   // The Responder of the current request: every call hops onto the session's

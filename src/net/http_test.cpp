@@ -47,6 +47,7 @@ class Connection : public ::testing::Test {
     ctx.clock = &clock;
     ctx.limits.max_body_bytes = 1000;
     ctx.limits.max_header_bytes = 500;
+    ctx.limits.header_timeout_s = 1.0;
     server.connect(client);
     session = std::make_shared<Session<TestStream>>(std::move(server), ctx);
     session->start();
@@ -63,6 +64,12 @@ class Connection : public ::testing::Test {
     std::string out(client.str());
     client.clear();
     return out;
+  }
+
+  // Runs the server's deadline check as its sweeper would.
+  void sweep() {
+    session->poll_deadline(clock.now_ns());
+    pump();
   }
 
   asio::io_context ioc;
@@ -145,6 +152,41 @@ TEST_F(Connection, PeerClosingMidStreamIsReported) {
   handler.last->send("data: three\n\n");  // the write fails: the peer is gone
   pump();
   EXPECT_TRUE(handler.disconnected);
+}
+
+// Bound: a request head trickled one byte at a time, each well within the
+// header timeout (1 s), is cut with 408 once 1 s has passed since its first
+// byte (the timeout used to restart with every read: slowloris).
+TEST_F(Connection, HeaderTimeoutCountsFromTheFirstByteNotTheLast) {
+  const std::string head = "GET /slow HTTP/1.1\r\nHost: h\r\nX-Slow: " + std::string(40, 'a') + "\r\n\r\n";
+  std::string out;
+  std::size_t sent = 0;
+  for (; sent < head.size() && out.empty(); ++sent) {
+    out = send(head.substr(sent, 1));
+    clock.advance(300 * kNanosPerMilli);
+    sweep();
+    out += std::string(client.str());
+  }
+  EXPECT_EQ(out.rfind("HTTP/1.1 408 ", 0), 0u) << out;
+  EXPECT_LE(sent, 5u);  // bytes at 0, 0.3, 0.6, 0.9 s; cut at 1.2 s
+  EXPECT_TRUE(handler.seen.empty());
+}
+
+// The same for a later request on a kept-alive connection: its deadline
+// starts with its first byte (before it, the idle timeout applies).
+TEST_F(Connection, HeaderTimeoutOfALaterRequestCountsFromItsFirstByte) {
+  EXPECT_NE(send("GET /first HTTP/1.1\r\n\r\n").find("200 OK"), std::string::npos);
+  clock.advance(5 * kNanosPerSecond);  // idle, within the 60 s idle timeout
+  sweep();
+  std::string out;
+  for (int i = 0; i < 10 && out.empty(); ++i) {
+    out = send(i == 0 ? "GET /second HTTP/1.1\r\n" : "X");
+    clock.advance(300 * kNanosPerMilli);
+    sweep();
+    out += std::string(client.str());
+  }
+  EXPECT_EQ(out.rfind("HTTP/1.1 408 ", 0), 0u) << out;
+  EXPECT_EQ(handler.seen.size(), 1u);
 }
 
 TEST(HttpFormat, ChunksAndResponses) {
