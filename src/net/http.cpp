@@ -71,10 +71,10 @@ std::string serialize_response(const HttpResponse& r, bool keep_alive) {
 }
 
 std::string serialize_stream_head(int status, std::string_view content_type,
-                                  const std::vector<Header>& headers, bool keep_alive) {
+                                  const std::vector<Header>& headers, bool keep_alive, bool chunked) {
   std::string out;
-  append_head(out, status, content_type, headers, keep_alive);
-  out += "Transfer-Encoding: chunked\r\n\r\n";
+  append_head(out, status, content_type, headers, keep_alive && chunked);
+  out += chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "\r\n";
   return out;
 }
 

@@ -54,9 +54,10 @@ struct HttpResponse {
 std::string_view reason_phrase(int status);
 // Status line, headers, Content-Length and body.
 std::string serialize_response(const HttpResponse& r, bool keep_alive);
-// Status line and headers of a chunked response.
+// Status line and headers of a streamed response: chunked, or, for an
+// HTTP/1.0 client (chunked = false), delimited by closing the connection.
 std::string serialize_stream_head(int status, std::string_view content_type,
-                                  const std::vector<Header>& headers, bool keep_alive);
+                                  const std::vector<Header>& headers, bool keep_alive, bool chunked = true);
 // One chunk of a chunked body: "<hex size>\r\n<data>\r\n" (data must not be empty).
 std::string chunk(std::string_view data);
 inline constexpr std::string_view kLastChunk = "0\r\n\r\n";

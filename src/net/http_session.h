@@ -220,6 +220,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     req.keep_alive = msg.keep_alive();
     req.t_received = ctx_.clock->now_ns();
     keep_alive_ = req.keep_alive;
+    http10_ = msg.version() < 11;
     in_response_ = true;
     response_done_ = false;
     ++requests_served_;
@@ -333,6 +334,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool reading_ = false;
   bool continue_sent_ = false;
   bool request_deadline_armed_ = false;  // the header timeout of the request being read runs
+  bool http10_ = false;                  // the current request is HTTP/1.0
 
  public:
   // The Responder of the current request: every call hops onto the session's
@@ -345,20 +347,25 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       run([r = std::move(r)](Session& s) mutable {
         if (s.response_done_) return;
         s.response_done_ = true;
-        s.enqueue(serialize_response(r, s.keep_alive_ && !s.ctx_.draining.load()), nullptr);
+        const bool keep_alive = s.keep_alive_ && !s.ctx_.draining.load();
+        if (s.http10_ && keep_alive) r.headers.push_back({"Connection", "keep-alive"});
+        s.enqueue(serialize_response(r, keep_alive), nullptr);
       });
     }
+    // HTTP/1.0 has no chunked coding (RFC 9112): its stream is the raw body,
+    // ended by closing the connection.
     void start_stream(int status, std::string content_type, std::vector<Header> headers) override {
       run([status, ct = std::move(content_type), h = std::move(headers)](Session& s) {
         if (s.response_done_ || s.streaming_) return;
         s.streaming_ = true;
-        s.enqueue(serialize_stream_head(status, ct, h, s.keep_alive_), nullptr);
+        if (s.http10_) s.keep_alive_ = false;
+        s.enqueue(serialize_stream_head(status, ct, h, s.keep_alive_, !s.http10_), nullptr);
       });
     }
     void send(std::string data, std::function<void(Nanos)> on_written) override {
       run([d = std::move(data), cb = std::move(on_written)](Session& s) mutable {
         if (s.response_done_ || !s.streaming_ || d.empty()) return;
-        s.enqueue(chunk(d), std::move(cb));
+        s.enqueue(s.http10_ ? std::move(d) : chunk(d), std::move(cb));
       });
     }
     void end_stream() override {
@@ -366,7 +373,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         if (s.response_done_ || !s.streaming_) return;
         s.streaming_ = false;
         s.response_done_ = true;
-        s.enqueue(std::string(kLastChunk), nullptr);
+        if (!s.http10_)
+          s.enqueue(std::string(kLastChunk), nullptr);
+        else if (!s.writing_)
+          s.after_writes();  // everything is written: close
       });
     }
     void reset() override {

@@ -189,6 +189,30 @@ TEST_F(Connection, HeaderTimeoutOfALaterRequestCountsFromItsFirstByte) {
   EXPECT_EQ(handler.seen.size(), 1u);
 }
 
+// RFC 9112: no chunked transfer coding for an HTTP/1.0 client; the stream is
+// delimited by closing the connection.
+TEST_F(Connection, Http10StreamIsDelimitedByClose) {
+  const auto out = send("POST /stream HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: text/event-stream\r\nCache-Control: "
+            "no-cache\r\nConnection: close\r\n\r\n"
+            "data: one\n\ndata: two\n\n");
+  // The server closed: a next request is not read.
+  send("GET /next HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(handler.seen.size(), 1u);
+}
+
+// An HTTP/1.0 client that asks for keep-alive gets whole responses with
+// Content-Length and "Connection: keep-alive", and the connection stays.
+TEST_F(Connection, Http10KeepAliveIsAnswered) {
+  const auto a = send("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  EXPECT_NE(a.find("Connection: keep-alive\r\n"), std::string::npos) << a;
+  EXPECT_NE(a.find("Content-Length: "), std::string::npos) << a;
+  const auto b = send("GET /b HTTP/1.0\r\n\r\n");
+  EXPECT_NE(b.find("Connection: close\r\n"), std::string::npos) << b;
+  EXPECT_EQ(handler.seen.size(), 2u);
+}
+
 TEST(HttpFormat, ChunksAndResponses) {
   EXPECT_EQ(chunk("hello world, this is 29 bytes"), "1d\r\nhello world, this is 29 bytes\r\n");
   HttpResponse r;
