@@ -132,7 +132,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void arm_read() {
-    if (reading_ || closed_) return;
+    if (reading_ || closed_ || peer_closed_) return;
     arm_deadline();
     reading_ = true;
     stream_.async_read_some(buffer_.prepare(16384),
@@ -145,12 +145,24 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void on_read(beast::error_code ec, std::size_t n) {
     if (closed_) return;
     if (ec == asio::error::operation_aborted) return arm_read();
+    if (ec == asio::error::eof && in_response_) {
+      // The client ended what it sends (shutdown(SHUT_WR)) or went away;
+      // the two look the same until a write draws a reset. Finish the
+      // response, then close: a client that is gone is noticed when a write
+      // fails.
+      peer_closed_ = true;
+      keep_alive_ = false;
+      return;
+    }
     if (ec) {
-      if (in_response_) return close();  // the peer left mid-response
+      if (in_response_) return close();  // the peer reset the connection mid-response
       return on_read_error(ec);
     }
     buffer_.commit(n);
     if (!in_response_ && parse_buffered()) return;
+    // Pipelined bytes beyond this wait in the socket until the response is
+    // written (the peer leaving is then noticed by a failing write).
+    if (in_response_ && buffer_.size() >= kMaxBufferedDuringResponse) return;
     if (buffer_.size() > ctx_.limits.max_header_bytes + ctx_.limits.max_body_bytes + 16384) return close();
     arm_read();
   }
@@ -313,6 +325,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     responder_.reset();
   }
 
+  // Pipelined bytes read while a response is written, at most (the watch
+  // read that notices a peer leaving stops beyond).
+  static constexpr std::size_t kMaxBufferedDuringResponse = 64u << 10;
+
   Stream stream_;
   ServerContext& ctx_;
   std::atomic<Nanos> deadline_{0};  // 0: none
@@ -335,6 +351,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool continue_sent_ = false;
   bool request_deadline_armed_ = false;  // the header timeout of the request being read runs
   bool http10_ = false;                  // the current request is HTTP/1.0
+  bool peer_closed_ = false;             // the peer sent end-of-stream during a response
 
  public:
   // The Responder of the current request: every call hops onto the session's

@@ -77,7 +77,11 @@ class Connection : public ::testing::Test {
   EchoHandler handler;
   ServerContext ctx;
   TestStream server{ioc};
-  TestStream client{ioc};
+  // The client's end; resetting it is a peer that is gone entirely (the
+  // server's next write fails, as after a TCP reset), while client.close()
+  // only ends what the client sends (a half-close: it still reads).
+  std::unique_ptr<TestStream> client_end = std::make_unique<TestStream>(ioc);
+  TestStream& client = *client_end;
   std::shared_ptr<Session<TestStream>> session;
 };
 
@@ -145,13 +149,28 @@ TEST_F(Connection, ConnectionCloseIsHonoured) {
   EXPECT_EQ(handler.seen.size(), 1u);  // closed after the first
 }
 
-TEST_F(Connection, PeerClosingMidStreamIsReported) {
+TEST_F(Connection, PeerGoneMidStreamIsReported) {
   send("POST /stream?hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
   EXPECT_FALSE(handler.disconnected);
   client.close();
+  client_end.reset();
   handler.last->send("data: three\n\n");  // the write fails: the peer is gone
   pump();
   EXPECT_TRUE(handler.disconnected);
+}
+
+// Bound: a client that half-closes (shutdown(SHUT_WR)) after its request
+// still gets the whole response, then the connection closes.
+TEST_F(Connection, HalfClosedPeerStillGetsTheResponse) {
+  send("POST /stream?hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  client.close();  // the server reads end-of-stream; the client still reads
+  pump();
+  handler.last->send("data: three\n\n");
+  handler.last->end_stream();
+  pump();
+  EXPECT_FALSE(handler.disconnected);
+  const std::string out(client.str());
+  EXPECT_NE(out.find("d\r\ndata: three\n\n\r\n0\r\n\r\n"), std::string::npos) << out;
 }
 
 // Bound: a request head trickled one byte at a time, each well within the
