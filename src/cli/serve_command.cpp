@@ -87,12 +87,25 @@ CLI::App* add_serve_command(CLI::App& app) {
       ->group(S);
   serve
       ->add_option("--header-timeout-s", o.limits.header_timeout_s,
-                   "A request must arrive within this, s (408 and close: slow clients are dropped)")
+                   "A request must arrive whole within this from its first byte, s (408 and close: slow "
+                   "clients are dropped)")
       ->capture_default_str()
       ->group(S);
   serve
       ->add_option("--idle-timeout-s", o.limits.idle_timeout_s,
                    "Close keep-alive connections idle this long, s")
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option("--write-timeout-s", o.limits.write_timeout_s,
+                   "Close a connection whose write makes no progress this long (the client stopped "
+                   "reading), s; its request is aborted")
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option("--max-send-queue-bytes", o.limits.max_send_queue_bytes,
+                   "Response bytes queued on a connection but not yet written, at most; beyond, the "
+                   "connection is closed and its request aborted")
       ->capture_default_str()
       ->group(S);
   serve
@@ -145,8 +158,10 @@ int run_serve() {
   const auto eff = engine::resolve_engine(settings, catalog);
   const auto fault_rules = serve::parse_fault_spec(o.faults);
   if (!(o.shutdown_grace_s >= 0)) throw UsageError("--shutdown-grace-s: expected seconds >= 0");
-  if (!(o.limits.header_timeout_s > 0) || !(o.limits.idle_timeout_s > 0))
-    throw UsageError("--header-timeout-s and --idle-timeout-s: expected seconds > 0");
+  if (!(o.limits.header_timeout_s > 0) || !(o.limits.idle_timeout_s > 0) || !(o.limits.write_timeout_s > 0))
+    throw UsageError("--header-timeout-s, --idle-timeout-s and --write-timeout-s: expected seconds > 0");
+  if (o.limits.max_send_queue_bytes == 0) throw UsageError("--max-send-queue-bytes: expected bytes > 0");
+  if (o.limits.max_connections == 0) throw UsageError("--max-connections: expected at least 1");
   serve::CoreSettings core_settings;
   core_settings.seed = o.seed;
   if (o.natural_output_len != "none")
@@ -175,6 +190,7 @@ int run_serve() {
   so.port = o.port;
   so.single_thread = o.threads == 1;
   net::HttpServer server(ioc, so, o.limits, router, executor.clock());
+  metrics.set_connection_source([&server] { return server.stats(); });
   server.start();
   if (!o.port_file.empty()) {
     const std::string tmp = o.port_file + ".tmp";

@@ -15,6 +15,34 @@ std::string_view HttpRequest::path() const {
   return t.substr(0, t.find('?'));
 }
 
+std::string_view drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::kHeaderTimeout:
+      return "header_timeout";
+    case DropReason::kIdleTimeout:
+      return "idle_timeout";
+    case DropReason::kWriteTimeout:
+      return "write_timeout";
+    case DropReason::kSendQueueFull:
+      return "send_queue_full";
+    case DropReason::kMaxConnections:
+      return "max_connections";
+  }
+  return "unknown";
+}
+
+std::string_view accept_error_name(AcceptError e) {
+  switch (e) {
+    case AcceptError::kEmfile:
+      return "EMFILE";
+    case AcceptError::kEnfile:
+      return "ENFILE";
+    case AcceptError::kOther:
+      return "other";
+  }
+  return "other";
+}
+
 std::string_view reason_phrase(int status) {
   switch (status) {
     case 100:

@@ -22,7 +22,8 @@ struct HttpServer::Impl {
   asio::steady_timer sweeper;
   bool stopped = false;
 
-  // Checks the header and idle deadlines of every connection, every 50 ms.
+  // Checks the header, idle and write deadlines of every connection, every
+  // 50 ms.
   void sweep() {
     sweeper.expires_after(std::chrono::milliseconds(50));
     sweeper.async_wait([this](beast::error_code ec) {
@@ -76,6 +77,7 @@ struct HttpServer::Impl {
 
   // Over the connection limit: a short 503 with Retry-After, written inline.
   void refuse(tcp::socket socket) {
+    ctx.count_drop(DropReason::kMaxConnections);
     HttpResponse r = ctx.handler->connection_error(503, "too many connections; retry later");
     r.headers.push_back({"Retry-After", "1"});
     const std::string bytes = serialize_response(r, false);
@@ -129,6 +131,14 @@ void HttpServer::drain() {
 
 std::size_t HttpServer::connections() const {
   return impl_->ctx.connections.load();
+}
+
+ConnectionStats HttpServer::stats() const {
+  ConnectionStats s;
+  s.open = impl_->ctx.connections.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < kDropReasons; ++i)
+    s.dropped[i] = impl_->ctx.dropped[i].load(std::memory_order_relaxed);
+  return s;
 }
 
 }  // namespace tokenscope::net

@@ -33,6 +33,9 @@ class HttpServer {
   // Stops accepting, lets current responses finish, closes idle connections.
   void drain();
   std::size_t connections() const;
+  // Open connections and the counters of dropped connections and failed
+  // accepts. Thread-safe.
+  ConnectionStats stats() const;
 
  private:
   struct Impl;

@@ -1,12 +1,16 @@
 // One HTTP/1.1 connection: reads requests with Beast's parser under the
 // server's limits, hands them to the HttpHandler, and writes responses from a
-// queue, coalescing what accumulated while a write was in flight. Templated
+// queue, coalescing what accumulated while a write was in flight. The queue
+// is bounded (max_send_queue_bytes) and a write must make progress within
+// the write timeout, so a client that stops reading costs a bounded amount
+// of memory and time. Templated
 // on the stream so that unit tests run it over an in-memory stream
 // (boost::beast::test::stream) and production over a TCP stream.
 //
 // Internal header: include it only where a Session is instantiated.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
@@ -32,6 +36,10 @@ struct ServerContext {
   ServerLimits limits;
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> draining{false};  // finish current responses, take no new requests
+  std::array<std::atomic<std::uint64_t>, kDropReasons> dropped{};  // by DropReason
+  void count_drop(DropReason r) {
+    dropped[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  }
   // One I/O thread: connections share the io_context's executor (no strands)
   // and a Responder call made on that thread runs at once instead of being
   // queued, so a step's writes reach the sockets as they are issued.
@@ -67,9 +75,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::function<void(Nanos)> on_written;
   };
 
-  // Header and idle timeouts are deadlines checked by the server's sweeper
-  // (HttpServer, every 50 ms): no timer system call per request, and the
-  // 408 can still be written (Beast's stream timeouts close the socket).
+  // Header, idle and write timeouts are deadlines checked by the server's
+  // sweeper (HttpServer, every 50 ms): no timer system call per request,
+  // and the 408 can still be written (Beast's stream timeouts close the
+  // socket).
   void set_timeout(double seconds) {
     deadline_.store(ctx_.clock->now_ns() + static_cast<Nanos>(seconds * 1e9), std::memory_order_relaxed);
   }
@@ -79,7 +88,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // the header timeout from that byte on, for the whole request, never
   // restarted by the bytes that follow (a head trickled byte by byte is cut
   // at the timeout all the same). A new connection's first request counts
-  // from the accept. During a response: none.
+  // from the accept. During a response: none (the write timeout applies).
   void arm_deadline() {
     if (in_response_) return clear_timeout();
     if (request_deadline_armed_) return;
@@ -92,11 +101,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
  public:
-  // Called by the sweeper from any thread: when the deadline has passed,
-  // the connection's executor handles it.
+  // Called by the sweeper from any thread: when a deadline has passed, the
+  // connection's executor handles it.
   void poll_deadline(Nanos now) {
     const Nanos d = deadline_.load(std::memory_order_relaxed);
-    if (d == 0 || now < d) return;
+    const Nanos w = write_deadline_.load(std::memory_order_relaxed);
+    if ((d == 0 || now < d) && (w == 0 || now < w)) return;
     asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->on_deadline(); });
   }
 
@@ -104,6 +114,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void on_deadline() {
     if (closed_) return;
     const Nanos now = ctx_.clock->now_ns();
+    const Nanos w = write_deadline_.load(std::memory_order_relaxed);
+    if (writing_ && w != 0 && now >= w) {
+      // The client stopped reading: drop it (its request is aborted).
+      ctx_.count_drop(DropReason::kWriteTimeout);
+      return abortive_close();
+    }
     const Nanos d = deadline_.load(std::memory_order_relaxed);
     if (in_response_ || d == 0 || now < d) return;
     clear_timeout();
@@ -201,7 +217,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::string message = "malformed HTTP request: " + ec.message();
     if (ec == beast::error::timeout) {
       // Nothing started: an idle keep-alive connection simply closes.
-      if (buffer_.size() == 0 && !parser_->got_some()) return close();
+      if (buffer_.size() == 0 && !parser_->got_some()) {
+        ctx_.count_drop(requests_served_ == 0 ? DropReason::kHeaderTimeout : DropReason::kIdleTimeout);
+        return close();
+      }
+      ctx_.count_drop(DropReason::kHeaderTimeout);
       status = 408;
       message = "request not received in time";
     } else if (ec == http::error::header_limit) {
@@ -243,6 +263,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void enqueue(std::string bytes, std::function<void(Nanos)> on_written) {
     if (closed_) return;
+    if (unsent_bytes_ > 0 && unsent_bytes_ + bytes.size() > ctx_.limits.max_send_queue_bytes) {
+      // The client does not read as fast as its response comes: drop it
+      // (its request is aborted) rather than hold the rest in memory.
+      ctx_.count_drop(DropReason::kSendQueueFull);
+      return abortive_close();
+    }
+    unsent_bytes_ += bytes.size();
     queue_.push_back({std::move(bytes), std::move(on_written)});
     if (!writing_) do_write();
   }
@@ -263,14 +290,33 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       }
     }
     writing_ = true;
+    write_offset_ = 0;
     const Nanos t = ctx_.clock->now_ns();
     for (auto& cb : written_callbacks_) cb(t);
-    asio::async_write(stream_, asio::buffer(write_buffer_),
-                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                        self->writing_ = false;
-                        if (ec) return self->close();
-                        self->do_write();
-                      });
+    write_some(t);
+  }
+
+  // Writes the rest of write_buffer_; the write deadline moves with every
+  // write that makes progress.
+  void write_some(Nanos now) {
+    write_deadline_.store(now + static_cast<Nanos>(ctx_.limits.write_timeout_s * 1e9),
+                          std::memory_order_relaxed);
+    stream_.async_write_some(
+        asio::buffer(write_buffer_.data() + write_offset_, write_buffer_.size() - write_offset_),
+        [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+          if (ec || self->closed_) {
+            self->writing_ = false;
+            self->write_deadline_.store(0, std::memory_order_relaxed);
+            return self->close();
+          }
+          self->write_offset_ += n;
+          self->unsent_bytes_ -= n;
+          if (self->write_offset_ < self->write_buffer_.size())
+            return self->write_some(self->ctx_.clock->now_ns());
+          self->writing_ = false;
+          self->write_deadline_.store(0, std::memory_order_relaxed);
+          self->do_write();
+        });
   }
 
   void after_writes() {
@@ -312,12 +358,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (closed_) return;
     closed_ = true;
     clear_timeout();
+    write_deadline_.store(0, std::memory_order_relaxed);
     beast::error_code ec;
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>)
       stream_.socket().close(ec);
     else
       stream_.close();
     queue_.clear();
+    unsent_bytes_ = 0;
     if (in_response_ && !response_done_) {
       auto callbacks = std::move(disconnect_callbacks_);
       for (auto& cb : callbacks) cb();
@@ -331,11 +379,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   Stream stream_;
   ServerContext& ctx_;
-  std::atomic<Nanos> deadline_{0};  // 0: none
+  std::atomic<Nanos> deadline_{0};        // header or idle timeout; 0: none
+  std::atomic<Nanos> write_deadline_{0};  // while writing: the last progress + write timeout; 0: none
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Pending> queue_;
   std::string write_buffer_;
+  std::size_t write_offset_ = 0;  // bytes of write_buffer_ written
+  std::size_t unsent_bytes_ = 0;  // queued and not yet written, write_buffer_'s rest included
   std::vector<std::function<void(Nanos)>> written_callbacks_;
   std::shared_ptr<SessionResponder> responder_;
   std::vector<std::function<void()>> disconnect_callbacks_;

@@ -189,6 +189,7 @@ TEST_F(Connection, HeaderTimeoutCountsFromTheFirstByteNotTheLast) {
   EXPECT_EQ(out.rfind("HTTP/1.1 408 ", 0), 0u) << out;
   EXPECT_LE(sent, 5u);  // bytes at 0, 0.3, 0.6, 0.9 s; cut at 1.2 s
   EXPECT_TRUE(handler.seen.empty());
+  EXPECT_EQ(ctx.dropped[static_cast<std::size_t>(DropReason::kHeaderTimeout)].load(), 1u);
 }
 
 // The same for a later request on a kept-alive connection: its deadline
@@ -206,6 +207,24 @@ TEST_F(Connection, HeaderTimeoutOfALaterRequestCountsFromItsFirstByte) {
   }
   EXPECT_EQ(out.rfind("HTTP/1.1 408 ", 0), 0u) << out;
   EXPECT_EQ(handler.seen.size(), 1u);
+}
+
+// Bound: response bytes queued but not written stay under
+// max_send_queue_bytes; a response that would queue more ends the
+// connection (its request is told, to abort it) and is counted.
+TEST_F(Connection, SendQueueBoundDropsAReaderThatFallsBehind) {
+  send("POST /stream?hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_FALSE(handler.disconnected);
+  ctx.limits.max_send_queue_bytes = 100;
+  // Ten 40-byte chunks in one go: the first is being written, the second
+  // waits (88 bytes unwritten), the third would make 132.
+  for (int i = 0; i < 10; ++i) handler.last->send(std::string(38, 'x') + "\n\n");
+  pump();
+  EXPECT_TRUE(handler.disconnected);
+  EXPECT_EQ(ctx.dropped[static_cast<std::size_t>(DropReason::kSendQueueFull)].load(), 1u);
+  // Only the chunk in flight reached the client.
+  const std::string out(client.str());
+  EXPECT_EQ(out, "28\r\n" + std::string(38, 'x') + "\n\n\r\n");
 }
 
 // RFC 9112: no chunked transfer coding for an HTTP/1.0 client; the stream is
