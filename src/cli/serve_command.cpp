@@ -110,7 +110,8 @@ CLI::App* add_serve_command(CLI::App& app) {
       ->group(S);
   serve
       ->add_option("--max-connections", o.limits.max_connections,
-                   "Open connections at most (503 with Retry-After beyond)")
+                   "Open connections at most (503 with Retry-After beyond); lowered to what the "
+                   "descriptor limit (ulimit -Hn) allows")
       ->capture_default_str()
       ->group(S);
   serve
@@ -185,11 +186,25 @@ int run_serve() {
   rs.api_key = o.api_key;
   rs.created_unix = static_cast<std::int64_t>(std::time(nullptr));
   serve::Router router(core, metrics, faults, rs);
+  // Enough descriptors for --max-connections, or fewer connections: beyond
+  // the limit accept() fails (EMFILE) where a 503 should have been sent.
+  net::ServerLimits limits = o.limits;
+  const net::DescriptorBudget fds = net::fit_descriptor_limit(o.limits.max_connections);
+  limits.max_connections = fds.max_connections;
+  if (fds.max_connections < o.limits.max_connections)
+    std::cerr << fmt::format(
+                     "tokenscope serve: --max-connections {} needs {} descriptors, but the hard limit "
+                     "(ulimit -Hn) is {}: serving at most {} connections (more get 503); raise the hard "
+                     "limit to serve more",
+                     o.limits.max_connections, o.limits.max_connections + 1 + fds.reserved, fds.hard,
+                     fds.max_connections)
+              << std::endl;
   net::ServerOptions so;
   so.host = o.host;
   so.port = o.port;
   so.single_thread = o.threads == 1;
-  net::HttpServer server(ioc, so, o.limits, router, executor.clock());
+  so.warn = [](std::string_view message) { std::cerr << "tokenscope serve: " << message << std::endl; };
+  net::HttpServer server(ioc, so, limits, router, executor.clock());
   metrics.set_connection_source([&server] { return server.stats(); });
   server.start();
   if (!o.port_file.empty()) {
