@@ -8,6 +8,9 @@
 #include <iostream>
 #include <list>
 #include <mutex>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "core/error.h"
 #include "net/http_session.h"
@@ -27,6 +30,8 @@ struct HttpServer::Impl {
   asio::steady_timer accept_backoff;
   std::array<std::atomic<std::uint64_t>, kAcceptErrors> accept_errors{};
   std::array<bool, kAcceptErrors> warned{};  // acceptor's executor only
+  std::size_t peak_since_trim = 0;           // sweeper only
+  Nanos last_trim = 0;
   bool stopped = false;
 
   // Checks the header, idle and write deadlines of every connection, every
@@ -45,8 +50,28 @@ struct HttpServer::Impl {
           return false;
         });
       }
+      trim_memory(now);
       sweep();
     });
+  }
+
+  // glibc keeps freed heap memory for reuse: after a crowd of connections
+  // (an idle flood, stalled readers) has gone, the process would stay at its
+  // peak. Once the open connections have fallen to half their peak since the
+  // last trim, give the free pages back, at most once a second and only
+  // while no response is in progress: returning memory takes about 1 ms per
+  // MB returned, and holds up allocations meanwhile.
+  void trim_memory(Nanos now) {
+    const std::size_t open = ctx.connections.load(std::memory_order_relaxed);
+    peak_since_trim = std::max(peak_since_trim, open);
+    if (peak_since_trim == 0 || open > peak_since_trim / 2 || now - last_trim < kNanosPerSecond ||
+        ctx.responses.load(std::memory_order_relaxed) > 0)
+      return;
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+    last_trim = now;
+    peak_since_trim = open;
   }
 
   void warn(std::string_view message) const {

@@ -2,7 +2,9 @@
 // connection (each on its own strand), limits from ServerLimits. Run the
 // io_context on as many threads as wanted. When accept() fails (EMFILE:
 // out of descriptors) it waits 100 ms before the next try, instead of
-// retrying in a loop.
+// retrying in a loop; and when the number of open connections has fallen to
+// half its peak, it returns freed heap memory to the system (glibc's
+// malloc_trim, at most once a second, while no response is in progress).
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -35,7 +35,8 @@ struct ServerContext {
   const Clock* clock = nullptr;
   ServerLimits limits;
   std::atomic<std::size_t> connections{0};
-  std::atomic<bool> draining{false};  // finish current responses, take no new requests
+  std::atomic<std::size_t> responses{0};  // connections between a request and the end of its response
+  std::atomic<bool> draining{false};      // finish current responses, take no new requests
   std::array<std::atomic<std::uint64_t>, kDropReasons> dropped{};  // by DropReason
   void count_drop(DropReason r) {
     dropped[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
@@ -54,7 +55,10 @@ template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   Session(Stream stream, ServerContext& ctx) : stream_(std::move(stream)), ctx_(ctx) { ++ctx_.connections; }
-  ~Session() { --ctx_.connections; }
+  ~Session() {
+    set_in_response(false);
+    --ctx_.connections;
+  }
 
   void start() {
     asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->read_request(); });
@@ -136,6 +140,15 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     reset_parser();
     if (buffer_.size() > 0 && parse_buffered()) return;
     arm_read();
+  }
+
+  void set_in_response(bool v) {
+    if (v == in_response_) return;
+    in_response_ = v;
+    if (v)
+      ctx_.responses.fetch_add(1, std::memory_order_relaxed);
+    else
+      ctx_.responses.fetch_sub(1, std::memory_order_relaxed);
   }
 
   void reset_parser() {
@@ -232,7 +245,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       message = "request body larger than " + std::to_string(ctx_.limits.max_body_bytes) + " bytes";
     }
     HttpResponse r = ctx_.handler->connection_error(status, message);
-    in_response_ = true;
+    set_in_response(true);
     keep_alive_ = false;
     response_done_ = true;
     enqueue(serialize_response(r, false), nullptr);
@@ -253,7 +266,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     req.t_received = ctx_.clock->now_ns();
     keep_alive_ = req.keep_alive;
     http10_ = msg.version() < 11;
-    in_response_ = true;
+    set_in_response(true);
     response_done_ = false;
     ++requests_served_;
     responder_ = std::make_shared<SessionResponder>(this->shared_from_this());
@@ -324,7 +337,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       if (abort_pending_) abortive_close();
       return;
     }
-    in_response_ = false;
+    set_in_response(false);
     responder_.reset();
     if (!keep_alive_ || ctx_.draining.load()) return graceful_close();
     if (reading_) {
@@ -370,6 +383,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       auto callbacks = std::move(disconnect_callbacks_);
       for (auto& cb : callbacks) cb();
     }
+    set_in_response(false);
     responder_.reset();
   }
 
