@@ -267,6 +267,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     keep_alive_ = req.keep_alive;
     http10_ = msg.version() < 11;
     set_in_response(true);
+    clear_timeout();  // the request is whole (a pending watch read keeps no deadline)
     response_done_ = false;
     ++requests_served_;
     responder_ = std::make_shared<SessionResponder>(this->shared_from_this());
