@@ -389,6 +389,25 @@ TEST_F(Abuse, HalfClosedClientStillGetsTheResponse) {
   EXPECT_TRUE(streamed.eof());
 }
 
+// Bound: a client that closes its connection mid-stream (a FIN, as a
+// half-close would send) is still noticed, at the write after the reset its
+// close draws, and its request is aborted: it does not run to max_tokens.
+TEST_F(Abuse, ClientClosingMidStreamIsAborted) {
+  Server server(dir_, {"--fixed-step-ms", "5"});
+  Sock s(server.port());
+  s.send(
+      post("/v1/completions", R"({"prompt": "x", "max_tokens": 5000, "ignore_eos": true, "stream": true})"));
+  while (s.received.find("data: {") == std::string::npos && s.read_some(1000) && !s.eof()) {
+  }
+  ASSERT_NE(s.received.find("data: {"), std::string::npos) << s.received;
+  s.close();
+  EXPECT_TRUE(eventually(
+      [&] { return metric(server.port(), "vllm:request_success_total", "finished_reason=\"abort\"") >= 1.0; },
+      10));
+  EXPECT_EQ(metric(server.port(), "vllm:num_requests_running"), 0.0);
+  EXPECT_LT(metric(server.port(), "vllm:generation_tokens_total"), 1000.0);
+}
+
 // RFC 9112: an HTTP/1.0 client gets its stream without chunked coding, ended
 // by the close of the connection.
 TEST_F(Abuse, Http10StreamIsDelimitedByClose) {
