@@ -25,6 +25,7 @@ class Child {
   Child(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file);
   ~Child();
   void signal(int sig);
+  pid_t pid() const { return pid_; }
   // Whether the child is still running (reaps it, without blocking, when it has ended).
   bool running();
   // Waits (at most timeout_s; then kills) and returns the exit status.
