@@ -344,6 +344,11 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void fail_later(ExchangeError why) {
     if (failure_ == ExchangeError::kNone) failure_ = why;
     boost::system::error_code ignored;
+    // A request given up (timeout, Ctrl-C) is reset, not closed: a server
+    // that takes a close after the request for a half-close (as serve does)
+    // would otherwise generate to the end for nobody.
+    if (connected_ && (why == ExchangeError::kTimeout || why == ExchangeError::kCancelled))
+      lowest().set_option(asio::socket_base::linger(true, 0), ignored);
     lowest().cancel(ignored);
     lowest().close(ignored);
     connected_ = false;

@@ -474,6 +474,30 @@ TEST_F(Bench, ResetsBeforeAnyResponseByteAreCountedNotResent) {
   EXPECT_EQ(run["client"]["resent_after_stale_connection"], 0);
 }
 
+// A request the client gives up (its timeout) is reset, so that the server
+// stops generating for it at once even when it takes a plain close after the
+// request for a half-close (as serve does for whole responses).
+TEST_F(Bench, ATimedOutRequestIsAbortedOnTheServer) {
+  Server server(dir_, {"--fixed-step-ms", "5"});  // 2,000 tokens: 10 s
+  const auto r = bench({"--target", server.url(""), "--num-requests", "3", "--rate", "inf", "--no-stream",
+                        "--input-len", "fixed:8", "--output-len", "fixed:2000", "--timeout-s", "1",
+                        "--max-error-rate", "1", "--json", "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["requests_by_outcome"]["timeout"], 3);
+  // Bounded wait for the server to notice (well before the 10 s of generation).
+  const std::regex re(R"re(vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} ([0-9.]+))re");
+  double aborted = 0;
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = run_process({"/usr/bin/curl", "-sS", "--max-time", "5", server.url("/metrics")}).out;
+    std::smatch m;
+    if (std::regex_search(text, m, re) && (aborted = std::stod(m[1])) >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(aborted, 3) << text.substr(0, 3000);
+}
+
 // Every fault a separate server process injected is matched, by the
 // response id its emission trace names, to the outcome of that request;
 // the trace agrees with the server's /metrics counters. A request the
