@@ -271,7 +271,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     response_done_ = false;
     ++requests_served_;
     responder_ = std::make_shared<SessionResponder>(this->shared_from_this());
-    ctx_.handler->handle(std::move(req), responder_);
+    // A handler that throws (a defect: requests are checked, see the
+    // fuzz targets) fails its own request with 500, never the server.
+    try {
+      ctx_.handler->handle(std::move(req), responder_);
+    } catch (const std::exception& e) {
+      responder_->respond(ctx_.handler->connection_error(500, std::string("internal error: ") + e.what()));
+    }
     arm_read();  // watch the peer while answering
   }
 
@@ -429,6 +435,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     void respond(HttpResponse r) override {
       run([r = std::move(r)](Session& s) mutable {
         if (s.response_done_) return;
+        if (s.streaming_) return s.abortive_close();  // only after a handler failed mid-stream
         s.response_done_ = true;
         const bool keep_alive = s.keep_alive_ && !s.ctx_.draining.load();
         if (s.http10_ && keep_alive) r.headers.push_back({"Connection", "keep-alive"});

@@ -1,4 +1,5 @@
 // The connection layer over an in-memory stream: parsing, limits, framing.
+#include <stdexcept>
 #include <gtest/gtest.h>
 
 #include <boost/beast/_experimental/test/stream.hpp>
@@ -27,6 +28,7 @@ struct EchoHandler : HttpHandler {
       return;
     }
     if (req.path() == "/reset") return r->reset();
+    if (req.path() == "/throw") throw std::runtime_error("a defect");
     HttpResponse resp;
     resp.body =
         "{\"path\":\"" + std::string(req.path()) + "\",\"len\":" + std::to_string(req.body.size()) + "}";
@@ -100,6 +102,15 @@ TEST_F(Connection, ParsesRequestsAndKeepsTheConnectionAlive) {
   const auto b = send("GET /again HTTP/1.1\r\nHost: h\r\n\r\n");
   EXPECT_NE(b.find("{\"path\":\"/again\",\"len\":0}"), std::string::npos);
   EXPECT_EQ(handler.seen.size(), 2u);
+}
+
+// A handler that throws fails its own request with 500; the connection (and
+// the server) go on.
+TEST_F(Connection, AHandlerThatThrowsFailsOnlyItsRequest) {
+  const auto out = send("GET /throw HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_NE(out.find("HTTP/1.1 500"), std::string::npos) << out;
+  EXPECT_NE(out.find("internal error: a defect"), std::string::npos) << out;
+  EXPECT_NE(send("GET /next HTTP/1.1\r\n\r\n").find("200 OK"), std::string::npos);
 }
 
 TEST_F(Connection, StreamsChunkedFrames) {
