@@ -49,7 +49,7 @@ for rep in $(seq 1 "$reps"); do
   echo $! >"$work/tcpdump.pid"
   sleep 1
   "$bin" bench --target "http://127.0.0.1:$port" --model tiny --arrival constant --rate 2 --num-requests 30 \
-    --input-len fixed:256 --output-len fixed:16 --seed "$rep" --prompt-check 0 --quiet --out "$work/plain"
+    --input-len fixed:256 --output-len fixed:16 --seed "$rep" --prompt-check 0 --quiet --overwrite --out "$work/plain"
   sleep 0.5
   kill "$(cat "$work/tcpdump.pid")"; wait "$(cat "$work/tcpdump.pid")" 2>/dev/null || true; rm -f "$work/tcpdump.pid"
   curl -s "http://127.0.0.1:$port/metrics" >"$work/after.txt"
@@ -57,7 +57,7 @@ for rep in $(seq 1 "$reps"); do
   start_server "$llama3"
   "$bin" bench --target "http://127.0.0.1:$port" --model tiny --arrival constant --rate 4 --num-requests 30 \
     --input-len uniform:20:1000 --output-len fixed:8 --seed "$rep" --tokenizer "$llama3_json" --prompt-check 0 \
-    --quiet --out "$work/exact"
+    --quiet --overwrite --out "$work/exact"
   stop_server
   python3 benchmarks/llama_accuracy.py "$work" "$rep" "$port"
 done | tee "$work/results.jsonl"

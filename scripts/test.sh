@@ -52,7 +52,7 @@ echo "== the server under ThreadSanitizer (multi-threaded, real sockets)"
 # Only the binaries whose tests run under TSan (the binary for the black-box tests).
 bash scripts/build.sh tsan net_test serve_test bench_test probe_test blackbox_test tokenscope
 TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1 \
-  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder)\.'
+  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder)\.'
 
 echo "== fuzz targets, ${fuzz_seconds}s each"
 bash scripts/build.sh fuzz

@@ -92,6 +92,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   if (w.requests.empty()) throw UsageError("the workload has no requests");
   p.plan.threads = o.client_threads;
   p.plan.timeout_s = o.timeout_s;
+  p.plan.max_events = o.max_events;
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
   if (closed) {
@@ -282,7 +283,7 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
 
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
                   const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
-                  std::ostream& log) {
+                  const std::atomic<bool>* hurry, std::ostream& log) {
   const double cpu_start = cpu_seconds();
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
@@ -360,6 +361,70 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                                  rs.api == Api::kChat, o.prompt_check_sample)
           : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
 
+  nlohmann::json run;
+  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
+  run["partial"] = true;  // until the end is written
+  nlohmann::json sampling = {
+      {"temperature",
+       o.sampling.temperature ? nlohmann::json(*o.sampling.temperature) : nlohmann::json(nullptr)},
+      {"top_p", o.sampling.top_p ? nlohmann::json(*o.sampling.top_p) : nlohmann::json(nullptr)},
+      {"top_k", o.sampling.top_k ? nlohmann::json(*o.sampling.top_k) : nlohmann::json(nullptr)},
+      {"seed", o.sampling.seed ? nlohmann::json(*o.sampling.seed) : nlohmann::json(nullptr)},
+      {"logprobs", o.sampling.logprobs ? nlohmann::json(*o.sampling.logprobs) : nlohmann::json(nullptr)},
+      {"extra_body", o.sampling.extra_body.empty() ? nlohmann::json(nullptr)
+                                                   : nlohmann::json::parse(o.sampling.extra_body)}};
+  nlohmann::json requested = {
+      {"workload", workload::to_json(o.workload)},
+      {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
+      {"target",
+       {{"url", o.target_url.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.target_url)},
+        {"api", api_name(o.api)},
+        {"endpoint", o.endpoint},
+        {"model", o.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.model)},
+        {"stream", o.stream},
+        {"ignore_eos", o.ignore_eos},
+        {"sampling", sampling},
+        {"tokenizer", o.tokenizer_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.tokenizer_file)},
+        {"timeout_s", o.timeout_s},
+        {"max_events", o.max_events},
+        {"insecure", o.insecure},
+        {"headers", o.headers.size()}}},
+      {"load",
+       {{"stages", o.stages},
+        {"max_concurrency", o.max_concurrency},
+        {"max_connections", o.max_connections},
+        {"max_connecting", o.max_connecting},
+        {"concurrency", o.concurrency},
+        {"user_stages", o.user_stages},
+        {"think_ms", o.think_ms},
+        {"think_dist", o.think_dist},
+        {"warmup_s", o.warmup_s},
+        {"client_threads", o.client_threads},
+        {"slo", o.slo},
+        {"max_error_rate", o.max_error_rate}}},
+  };
+  if (o.target_url.empty())
+    requested["server"] = {{"engine", engine::to_json(o.engine)},
+                           {"threads", o.server_threads},
+                           {"faults", o.faults},
+                           {"fault_seed", o.fault_seed}};
+  nlohmann::json effective = {
+      {"workload", p.bw.effective},
+      {"load", p.effective_load},
+      {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", side.server != nullptr}}}};
+  if (side.eff) effective["engine"] = side.eff->to_json();
+  effective["prompts"] = {
+      {"method", prompts.describe()},
+      {"tokenizer", tokenizer ? nlohmann::json(tokenizer->description()) : nlohmann::json(nullptr)},
+      {"words_replaced", prompts.words_replaced()},
+      {"special_tokens_counted", prompts.specials()},
+      {"server_check", prompt_check}};
+  run["settings"] = {{"requested", requested}, {"effective", effective}};
+  // Written now, so that the settings and seeds survive whatever ends the
+  // run (SIGKILL, a full disk); rewritten with the results at the end.
+  run["summary"] = nullptr;
+  dir.write_run_json(run);
+
   RecordQueue queue;
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
   const bool tty = o.progress == "auto" ? isatty(STDERR_FILENO) != 0 : o.progress == "tty";
@@ -394,7 +459,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // The writer thread drains records every 50 ms at a lower priority than
   // the client threads, so that its bursts of work never delay a send.
   std::atomic<bool> writer_stop{false}, writer_failed{false};
-  std::exception_ptr writer_error;
+  std::string io_error;  // what stopped the writer (a full disk), read after it is joined
   std::thread writer([&] {
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
     try {
@@ -402,8 +467,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         drain();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-    } catch (...) {
-      writer_error = std::current_exception();
+    } catch (const std::exception& e) {
+      io_error = e.what();
       writer_failed = true;
     }
   });
@@ -424,9 +489,14 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       runner.stop_sending();
       grace_end = t + seconds_to_nanos(o.grace_s);
       log << fmt::format(
-                 "\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight",
+                 "\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight "
+                 "(interrupt again to stop them now)",
                  o.grace_s, runner.counters().in_flight.load())
           << std::endl;
+    }
+    if (hurry && hurry->load() && grace_end > 0) {
+      log << "tokenscope bench: interrupted again: cancelling what is in flight" << std::endl;
+      grace_end = t;
     }
     if (was_interrupted && grace_end > 0 && t >= grace_end) {
       runner.cancel_in_flight();
@@ -453,8 +523,13 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   runner.join();
   writer_stop = true;
   writer.join();
-  if (writer_error) std::rethrow_exception(writer_error);
-  drain();
+  if (io_error.empty()) {
+    try {
+      drain();
+    } catch (const std::exception& e) {
+      io_error = e.what();
+    }
+  }
   if (progress && tty) log << "\r\x1b[K" << std::flush;
 
   if (side.server) {
@@ -521,64 +596,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     if (!first_error.empty()) report.failure += "; the first: " + first_error;
   }
 
-  nlohmann::json run;
-  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
-  run["partial"] = was_interrupted;
-  nlohmann::json sampling = {
-      {"temperature",
-       o.sampling.temperature ? nlohmann::json(*o.sampling.temperature) : nlohmann::json(nullptr)},
-      {"top_p", o.sampling.top_p ? nlohmann::json(*o.sampling.top_p) : nlohmann::json(nullptr)},
-      {"top_k", o.sampling.top_k ? nlohmann::json(*o.sampling.top_k) : nlohmann::json(nullptr)},
-      {"seed", o.sampling.seed ? nlohmann::json(*o.sampling.seed) : nlohmann::json(nullptr)},
-      {"logprobs", o.sampling.logprobs ? nlohmann::json(*o.sampling.logprobs) : nlohmann::json(nullptr)},
-      {"extra_body", o.sampling.extra_body.empty() ? nlohmann::json(nullptr)
-                                                   : nlohmann::json::parse(o.sampling.extra_body)}};
-  nlohmann::json requested = {
-      {"workload", workload::to_json(o.workload)},
-      {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
-      {"target",
-       {{"url", o.target_url.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.target_url)},
-        {"api", api_name(o.api)},
-        {"endpoint", o.endpoint},
-        {"model", o.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.model)},
-        {"stream", o.stream},
-        {"ignore_eos", o.ignore_eos},
-        {"sampling", sampling},
-        {"tokenizer", o.tokenizer_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.tokenizer_file)},
-        {"timeout_s", o.timeout_s},
-        {"insecure", o.insecure},
-        {"headers", o.headers.size()}}},
-      {"load",
-       {{"stages", o.stages},
-        {"max_concurrency", o.max_concurrency},
-        {"max_connections", o.max_connections},
-        {"max_connecting", o.max_connecting},
-        {"concurrency", o.concurrency},
-        {"user_stages", o.user_stages},
-        {"think_ms", o.think_ms},
-        {"think_dist", o.think_dist},
-        {"warmup_s", o.warmup_s},
-        {"client_threads", o.client_threads},
-        {"slo", o.slo},
-        {"max_error_rate", o.max_error_rate}}},
-  };
-  if (o.target_url.empty())
-    requested["server"] = {{"engine", engine::to_json(o.engine)},
-                           {"threads", o.server_threads},
-                           {"faults", o.faults},
-                           {"fault_seed", o.fault_seed}};
-  nlohmann::json effective = {
-      {"workload", p.bw.effective},
-      {"load", p.effective_load},
-      {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", report.in_process}}}};
-  if (side.eff) effective["engine"] = side.eff->to_json();
-  effective["prompts"] = {
-      {"method", prompts.describe()},
-      {"tokenizer", tokenizer ? nlohmann::json(tokenizer->description()) : nlohmann::json(nullptr)},
-      {"words_replaced", prompts.words_replaced()},
-      {"special_tokens_counted", prompts.specials()},
-      {"server_check", prompt_check}};
-  run["settings"] = {{"requested", requested}, {"effective", effective}};
+  run["partial"] = was_interrupted || !io_error.empty();
   run["summary"] = s;
   run["client"] = report.client;
   run["verdict"] = {
@@ -589,6 +607,17 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
       faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
     run["server"] = {{"faults_injected", faults}};
+  }
+  if (!io_error.empty()) {
+    // The disk failed: every whole line already written stays, and run.json
+    // gets the summary of what reached the writer if it still fits (else the
+    // one written at the start stays).
+    run["error"] = io_error;
+    try {
+      dir.write_run_json(run);
+    } catch (const std::exception&) {
+    }
+    throw IoError(fmt::format("{}; the requests written before it are kept in {}", io_error, out_dir));
   }
   dir.flush();
   dir.write_run_json(run);
@@ -674,8 +703,10 @@ nlohmann::json curve_point(double rate, const nlohmann::json& s) {
           {"slo_pass", slo_pass}};
 }
 
-BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, std::ostream& log) {
+BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, std::ostream& log,
+                const std::atomic<bool>* hurry) {
   if (!(o.timeout_s >= 0)) throw UsageError("--timeout-s: expected seconds >= 0");
+  if (o.max_events < 1) throw UsageError("--max-events: expected at least 1");
   if (!(o.grace_s >= 0)) throw UsageError("--grace-s: expected seconds >= 0");
   if (!(o.warmup_s >= 0)) throw UsageError("--warmup-s: expected seconds >= 0");
   if (!(o.think_ms >= 0)) throw UsageError("--think-ms: expected ms >= 0");
@@ -694,6 +725,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   BenchResult result;
   result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
   const std::string& out = result.out_dir;
+  claim_run_directory(out, o.overwrite, "--out");
 
   auto verdicts_of = [&](const RunReport& r) {
     if (!r.failure.empty()) result.verdicts.push_back(r.failure);
@@ -706,7 +738,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
       result.runs.push_back(
-          run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(), interrupted, log));
+          run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(), interrupted, hurry, log));
       const RunReport& r = result.runs.back();
       verdicts_of(r);
       failed_run |= !r.failure.empty();
@@ -769,7 +801,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     return result;
   }
 
-  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, log));
+  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log));
   const RunReport& r = result.runs.back();
   verdicts_of(r);
   if (r.interrupted) {

@@ -71,7 +71,11 @@ std::pair<std::string, Slo> parse_slo(std::string_view spec);
 nlohmann::json curve_point(double rate, const nlohmann::json& summary);
 
 // Runs the benchmark; throws UsageError for bad settings or input and
-// IoError when the run directory cannot be written.
-BenchResult run(const BenchSettings& settings, const std::atomic<bool>& interrupted, std::ostream& log);
+// IoError when the run directory cannot be written. interrupted (Ctrl-C):
+// no new requests, those in flight get --grace-s; hurry (a second Ctrl-C):
+// those in flight are cancelled at once; in both cases the results are
+// written and the run reports interrupted.
+BenchResult run(const BenchSettings& settings, const std::atomic<bool>& interrupted, std::ostream& log,
+                const std::atomic<bool>* hurry = nullptr);
 
 }  // namespace tokenscope::bench

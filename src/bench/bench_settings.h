@@ -30,6 +30,9 @@ struct BenchSettings {
   std::string api_key;
   std::vector<std::string> headers;  // "Name: value"
   double timeout_s = 600.0;          // per request, from the send (0: none)
+  // Output events kept per request; later ones are counted and their gaps
+  // histogrammed (records' events_dropped), so memory per request is bounded.
+  std::size_t max_events = 65536;
   bool insecure = false;
   std::string ca_file;
   bool stream = true;
@@ -67,6 +70,7 @@ struct BenchSettings {
 
   // ---- output
   std::string out_dir;  // "" : runs/bench-UTCDATE-TIME
+  bool overwrite = false;  // --out may hold an earlier run: its files are removed first
   std::string compat;   // "" | "vllm"
   bool csv = false;
   bool quiet = false;

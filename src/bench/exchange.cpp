@@ -144,6 +144,22 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   saw_done_ = false;
   failed_ = false;
   usage_completion_ = -1;
+  dropped_chars_ = 0;
+  dropped_gaps_.reset();
+  content_type_.clear();
+  stream_head_.clear();
+  counted_tokens_ = 0;
+}
+
+void ResponseCollector::keep_text(std::string_view piece) {
+  if (text_.size() + piece.size() <= kTextCap) {
+    text_ += piece;
+  } else if (keep_text_) {  // for a later turn: the history stops growing
+    text_.append(piece.substr(0, kTextCap - std::min(kTextCap, text_.size())));
+  } else {  // only for counting: count what is kept and start again
+    counted_tokens_ += counter_->count(text_, false);
+    text_.assign(piece.substr(0, kTextCap));
+  }
 }
 
 void ResponseCollector::on_sent(Nanos t) {
@@ -167,6 +183,7 @@ void ResponseCollector::on_body(std::string_view data, Nanos t) {
     const std::size_t cap = record_.http_status == 200 ? kBodyCap : kErrorBodyCap;
     if (body_.size() < cap) body_.append(data.substr(0, cap - body_.size()));
   } else if (!failed_ || record_.outcome != Outcome::kProtocolError) {  // else the stream is already broken
+    if (stream_head_.size() < 256) stream_head_.append(data.substr(0, 256 - stream_head_.size()));
     events_.clear();
     const bool ok = decoder_.feed(data, t, events_);
     for (const auto& e : events_) on_event(e);
@@ -212,10 +229,18 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
   if (c.is_error) return fail(Outcome::kHttpError, "error event in the stream: " + excerpt(c.error_message));
   if (c.has_output) {
     if (record_.t_first_token < 0) record_.t_first_token = e.t_first_byte;
+    const auto chars = static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size()));
+    if (record_.event_times.size() < max_events_) {
+      record_.event_times.push_back(e.t_first_byte);
+      event_chars_.push_back(chars);
+    } else {  // past the cap: counted, its gap histogrammed
+      if (!dropped_gaps_) dropped_gaps_ = std::make_shared<LogLinearHistogram>();
+      dropped_gaps_->record(static_cast<std::uint64_t>(std::max<Nanos>(0, e.t_first_byte - record_.t_last_token)));
+      ++record_.events_dropped;
+      dropped_chars_ += chars;
+    }
     record_.t_last_token = e.t_first_byte;
-    record_.event_times.push_back(e.t_first_byte);
-    event_chars_.push_back(static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size())));
-    if (keep_text_ || counter_) text_ += c.text;
+    if (keep_text_ || counter_) keep_text(c.text);
   }
   if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
   if (c.usage) {
@@ -233,31 +258,51 @@ void ResponseCollector::take_timings(const ChunkTimings& t) {
 }
 
 void ResponseCollector::split_tokens() {
-  const std::size_t events = record_.event_times.size();
-  record_.event_tokens.assign(events, 1);
-  if (usage_completion_ <= static_cast<std::int64_t>(events) || events == 0) return;
+  const std::size_t kept = record_.event_times.size();
+  const std::uint64_t dropped = record_.events_dropped;
+  record_.event_tokens.assign(kept, 1);
+  record_.dropped_event_tokens = dropped;
+  record_.dropped_gaps_ns = dropped_gaps_;
+  const std::uint64_t events = kept + dropped;
+  if (events == 0 || usage_completion_ <= static_cast<std::int64_t>(events)) return;
   // Spread N tokens over E events by text length: each event at least one,
-  // the rest in proportion, remainders to the largest fractions.
+  // the rest in proportion, remainders to the largest fractions. The events
+  // past the cap share one slot (the last), by their text length together.
   const std::uint64_t extra = static_cast<std::uint64_t>(usage_completion_) - events;
-  const double total_chars = std::accumulate(event_chars_.begin(), event_chars_.end(), 0.0);
-  std::vector<std::pair<double, std::size_t>> fractions(events);
+  const std::size_t slots = kept + (dropped > 0 ? 1 : 0);
+  auto chars_of = [&](std::size_t i) { return i < kept ? static_cast<double>(event_chars_[i]) : static_cast<double>(dropped_chars_); };
+  double total_chars = 0;
+  for (std::size_t i = 0; i < slots; ++i) total_chars += chars_of(i);
+  auto add = [&](std::size_t i, std::uint64_t n) {
+    if (i < kept)
+      record_.event_tokens[i] += static_cast<std::uint32_t>(n);
+    else
+      record_.dropped_event_tokens += n;
+  };
+  std::vector<std::pair<double, std::size_t>> fractions(slots);
   std::uint64_t given = 0;
-  for (std::size_t i = 0; i < events; ++i) {
-    const double share = static_cast<double>(extra) * event_chars_[i] / total_chars;
+  for (std::size_t i = 0; i < slots; ++i) {
+    const double share = static_cast<double>(extra) * chars_of(i) / total_chars;
     const auto whole = static_cast<std::uint64_t>(share);
-    record_.event_tokens[i] += static_cast<std::uint32_t>(whole);
+    add(i, whole);
     given += whole;
     fractions[i] = {share - static_cast<double>(whole), i};
   }
   std::sort(fractions.begin(), fractions.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
-  for (std::size_t j = 0; given < extra && j < events; ++j, ++given)
-    ++record_.event_tokens[fractions[j].second];
+  for (std::size_t j = 0; given < extra && j < slots; ++j, ++given) add(fractions[j].second, 1);
 }
 
 void ResponseCollector::finish_stream() {
   if (failed_) return;
+  // A server that answers a streaming request with something else (a JSON
+  // object: it ignored "stream"): say what it sent.
+  const bool event_stream = content_type_.find("text/event-stream") != std::string::npos;
+  if (!event_stream && (decoder_.pending_bytes() > 0 || (!saw_done_ && finish_reason_.empty())))
+    return fail(Outcome::kProtocolError,
+                fmt::format("the response to a streaming request is not an SSE stream (Content-Type: {}): {}",
+                            content_type_.empty() ? "none" : excerpt(content_type_), excerpt(stream_head_)));
   if (decoder_.pending_bytes() > 0) return fail(Outcome::kProtocolError, "stream ended inside an SSE event");
   if (!saw_done_ && finish_reason_.empty())
     return fail(Outcome::kProtocolError, "stream ended without a finish_reason or [DONE]");
@@ -278,7 +323,7 @@ void ResponseCollector::finish_body(Nanos t) {
     record_.prompt_tokens = c.usage->prompt_tokens;
     record_.cached_tokens = c.usage->cached_tokens;
   }
-  if (keep_text_ || counter_) text_ = c.text;
+  if (keep_text_ || counter_) keep_text(c.text);
   if (c.timings) take_timings(*c.timings);
   // Without a stream the whole output arrives at once: one event at the end.
   if (c.has_output || usage_completion_ > 0) {
@@ -320,11 +365,12 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
   // what arrived before it broke.
   record_.output_tokens = usage_completion_;
   if (usage_completion_ < 0 && counter_ && !failed_) {  // no usage from the server: count the text
-    record_.output_tokens = static_cast<std::int64_t>(counter_->count(text_, false));
+    record_.output_tokens = static_cast<std::int64_t>(counted_tokens_ + counter_->count(text_, false));
     record_.output_tokens_counted_by_client = true;
     usage_completion_ = record_.output_tokens;
   }
-  record_.output_tokens_client = stream_ ? static_cast<std::int64_t>(record_.event_times.size()) : -1;
+  record_.output_tokens_client =
+      stream_ ? static_cast<std::int64_t>(record_.event_times.size() + record_.events_dropped) : -1;
   split_tokens();
   // Moved out first: the callback may hand this collector to the next request
   // (init() replaces done_) before it returns.

@@ -107,11 +107,22 @@ class ResponseCollector final : public net::ExchangeHandler {
   // With the served model's tokenizer: a response without a usage count
   // gets its output tokens counted from its text (set once; survives init()).
   void set_output_counter(const workload::TextTokenizer* tokenizer) { counter_ = tokenizer; }
+  // At most this many output events of one response are kept in the record
+  // (event_times); later ones are counted and their gaps histogrammed
+  // (RequestRecord::events_dropped), so that memory per request is bounded
+  // whatever the server sends. Set once; survives init(). At least 1.
+  void set_max_events(std::size_t n) { max_events_ = n > 0 ? n : 1; }
+  static constexpr std::size_t kDefaultMaxEvents = 65536;
+  // Output text kept for a later turn or for counting tokens on the client is
+  // bounded too: past this many bytes, text kept for counting is counted and
+  // dropped (piece by piece), text kept for a later turn stops growing.
+  static constexpr std::size_t kTextCap = 4u << 20;
   RequestRecord& record() { return record_; }
   const std::string& text() const { return text_; }
 
   void on_sent(Nanos t) override;
   void on_headers(int status, Nanos t) override;
+  void on_content_type(std::string_view type) override { content_type_.assign(type.substr(0, 200)); }
   void on_body(std::string_view data, Nanos t) override;
   void on_complete(net::ExchangeError error, std::string_view message, Nanos t) override;
 
@@ -122,6 +133,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   void finish_body(Nanos t);
   void split_tokens();
   void take_timings(const ChunkTimings& t);
+  void keep_text(std::string_view piece);
 
   RequestRecord record_;
   bool stream_ = true;
@@ -140,6 +152,12 @@ class ResponseCollector final : public net::ExchangeHandler {
   bool saw_done_ = false;
   bool failed_ = false;
   std::int64_t usage_completion_ = -1;
+  std::size_t max_events_ = kDefaultMaxEvents;
+  std::string content_type_;
+  std::string stream_head_;  // the first bytes of a streamed body, quoted when it is not a stream
+  std::uint64_t dropped_chars_ = 0;  // text bytes of the dropped events
+  std::shared_ptr<LogLinearHistogram> dropped_gaps_;
+  std::uint64_t counted_tokens_ = 0;  // tokens of text already counted and dropped (kTextCap)
 };
 
 }  // namespace tokenscope::bench

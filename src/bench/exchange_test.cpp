@@ -166,6 +166,81 @@ TEST_F(Collector, MultiTokenEventsShareTheUsageCountByTextLength) {
   EXPECT_EQ(record.event_tokens, (std::vector<std::uint32_t>{2, 4, 2}));
 }
 
+// A server that streams without end must not grow the client without bound:
+// past the cap, events are counted and their gaps histogrammed.
+TEST_F(Collector, EventsPastTheCapAreCountedAndTheirGapsHistogrammed) {
+  c.set_max_events(3);
+  start();
+  c.on_headers(200, 120);
+  for (int i = 0; i < 10; ++i) chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", 200 + 100 * i);
+  chunk("data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],"
+        "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":10}}\n\ndata: [DONE]\n\n",
+        1200);
+  c.on_complete(net::ExchangeError::kNone, "", 1210);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  EXPECT_EQ(record.event_times, (std::vector<Nanos>{200, 300, 400}));
+  EXPECT_EQ(record.event_tokens, (std::vector<std::uint32_t>{1, 1, 1}));
+  EXPECT_EQ(record.events_dropped, 7u);
+  EXPECT_EQ(record.dropped_event_tokens, 7u);
+  ASSERT_NE(record.dropped_gaps_ns, nullptr);
+  EXPECT_EQ(record.dropped_gaps_ns->count(), 7u);  // the gap 400 -> 500 and the six after it
+  EXPECT_EQ(record.dropped_gaps_ns->min(), 100u);
+  EXPECT_EQ(record.dropped_gaps_ns->max(), 100u);
+  EXPECT_EQ(record.t_last_token, 1100);
+  EXPECT_EQ(record.output_tokens_client, 10);  // every event counted
+  std::string line;
+  record.append_json(line);
+  const auto j = json::parse(line);
+  EXPECT_EQ(j["event_offsets_ns"].size(), 3u);
+  EXPECT_EQ(j["events_dropped"], 7);
+  EXPECT_EQ(j["dropped_gaps_ns"]["count"], 7);
+
+  // The collector is reused: the next response starts with nothing dropped.
+  start();
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.events_dropped, 0u);
+  EXPECT_EQ(record.dropped_gaps_ns, nullptr);
+}
+
+TEST_F(Collector, UsageBeyondTheEventsIsSpreadOverKeptAndDroppedEventsByText) {
+  c.set_max_events(3);
+  start();
+  c.on_headers(200, 120);
+  for (int i = 0; i < 10; ++i) chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", 200 + 100 * i);
+  chunk("data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],"
+        "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":24}}\n\ndata: [DONE]\n\n",
+        1200);
+  c.on_complete(net::ExchangeError::kNone, "", 1210);
+  // 14 extra tokens over 1:1:1 characters and 7 dropped: 1.4, 1.4, 1.4, 9.8;
+  // the largest remainders (.8, then the first .4) get one more.
+  EXPECT_EQ(record.event_tokens, (std::vector<std::uint32_t>{3, 2, 2}));
+  EXPECT_EQ(record.dropped_event_tokens, 17u);
+  EXPECT_EQ(record.output_tokens, 24);
+}
+
+// A server that ignores "stream" and answers with one JSON object: the
+// message names the Content-Type and quotes what came.
+TEST_F(Collector, AJsonAnswerToAStreamingRequestNamesItsContentType) {
+  start();
+  c.on_content_type("application/json");
+  c.on_headers(200, 120);
+  chunk("{\"id\":\"cmpl-1\",\"choices\":[{\"text\":\"hi\",\"finish_reason\":\"length\"}]}", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.outcome, Outcome::kProtocolError);
+  EXPECT_NE(record.detail.find("not an SSE stream (Content-Type: application/json): {\"id\":\"cmpl-1\""),
+            std::string::npos)
+      << record.detail;
+  // An SSE stream cut inside an event keeps its own message.
+  start();
+  c.on_content_type("text/event-stream; charset=utf-8");
+  c.on_headers(200, 120);
+  chunk("data: {\"choices\":[{\"text\":\"a\"}]}", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.detail, "stream ended inside an SSE event");
+}
+
 TEST_F(Collector, MissingUsageLeavesTheCountUnknown) {
   start();
   c.on_headers(200, 120);

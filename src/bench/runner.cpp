@@ -250,6 +250,7 @@ struct Runner::Shard {
       c = owned.back().get();
       c->set_tick([](void* shard) { static_cast<Shard*>(shard)->tick(); }, this);
       c->set_output_counter(r.prompts_->tokenizer());
+      c->set_max_events(r.plan_.max_events);
     } else {
       c = free_collectors.back();
       free_collectors.pop_back();

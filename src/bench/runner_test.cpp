@@ -284,7 +284,7 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
                {serve::FaultKind::kHttp429, 0.08, 0},
                {serve::FaultKind::kReset, 0.08, 0},
                {serve::FaultKind::kMalformed, 0.08, 0},
-               {serve::FaultKind::kStall, 0.08, 6000}};
+               {serve::FaultKind::kStall, 0.08, 20000}};
   ss.fault_seed = 5;
   const auto trace = std::filesystem::temp_directory_path() /
                      ("tokenscope_runner_faults_" + std::to_string(::getpid()) + ".jsonl");
@@ -294,7 +294,10 @@ TEST(Runner, FaultOutcomesEqualTheServersInjectedFaults) {
   const auto w = small_workload(200, 10, 6);
   LoadPlan plan;
   for (std::uint32_t i = 0; i < 200; ++i) plan.schedule.emplace_back(i, i * kNanosPerMilli);
-  plan.timeout_s = 2.0;  // stalls (6 s) time out
+  // Stalls (20 s) time out; every other request has 8 s, which even a loaded
+  // machine under AddressSanitizer met (2 s once let a malformed-stream
+  // fault time out before the server reached it).
+  plan.timeout_s = 8.0;
   RecordQueue q;
   Runner runner(w, std::move(plan),
                 net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(app.port())), {}, completions(),

@@ -119,6 +119,13 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_option("--timeout-s", s.timeout_s, "Per-request timeout from the send, s (0: none)")
       ->capture_default_str()
       ->group(T);
+  bench
+      ->add_option("--max-events", s.max_events,
+                   "Output events kept per request record; later ones are counted and their gaps "
+                   "histogrammed (events_dropped), so a server that streams without end cannot grow "
+                   "the client's memory without bound")
+      ->capture_default_str()
+      ->group(T);
   bench->add_flag("--insecure", s.insecure, "https: do not verify the server's certificate and name")
       ->group(T);
   bench->add_option("--ca-file", s.ca_file, "https: extra CA certificates (PEM)")->group(T);
@@ -241,6 +248,9 @@ CLI::App* add_bench_command(CLI::App& app) {
 
   const char* O = "Output";
   bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
+  bench->add_flag("--overwrite", s.overwrite,
+                  "Replace the run already in --out (without it, a directory holding a run is refused)")
+      ->group(O);
   bench
       ->add_option("--compat", s.compat,
                    "Also write vllm_result.json with vLLM's benchmark keys and definitions")
@@ -268,7 +278,7 @@ CLI::App* add_bench_command(CLI::App& app) {
   return bench;
 }
 
-int run_bench(const std::atomic<bool>& interrupted) {
+int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry) {
   auto& o = g_opts;
   auto& s = o.s;
   // One descriptor per connection: raise the soft limit to the hard one.
@@ -293,7 +303,7 @@ int run_bench(const std::atomic<bool>& interrupted) {
   s.sampling.seed = o.request_seed;
   s.sampling.logprobs = o.logprobs;
 
-  const bench::BenchResult result = bench::run(s, interrupted, std::cerr);
+  const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry);
   if (!result.sweep.is_null()) {
     if (!s.quiet) {
       print_curve(result.sweep["curve"]);

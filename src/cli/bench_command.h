@@ -10,6 +10,7 @@
 namespace tokenscope::cli {
 
 CLI::App* add_bench_command(CLI::App& app);
-int run_bench(const std::atomic<bool>& interrupted);
+// interrupted: the first Ctrl-C; hurry: the second (cancel what is in flight now).
+int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry = nullptr);
 
 }  // namespace tokenscope::cli

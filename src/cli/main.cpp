@@ -1,5 +1,6 @@
 // tokenscope: benchmark and diagnose LLM inference serving.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
@@ -14,9 +15,21 @@
 #include "core/error.h"
 
 namespace {
+// SIGINT or SIGTERM: the first stops new work and lets what is in flight
+// finish (bench: --grace-s); the second cancels what is in flight at once
+// (the results are still written); the third ends the process now.
 std::atomic<bool> g_interrupted{false};
+std::atomic<bool> g_hurry{false};
+std::atomic<int> g_signals{0};
 extern "C" void on_signal(int) {
-  g_interrupted.store(true);
+  const int n = g_signals.fetch_add(1) + 1;
+  if (n == 1) g_interrupted.store(true);
+  if (n == 2) g_hurry.store(true);
+  if (n >= 3) {
+    static const char kMsg[] = "\ntokenscope: interrupted three times: exiting now (finished requests are on disk)\n";
+    [[maybe_unused]] const auto w = ::write(2, kMsg, sizeof kMsg - 1);
+    ::_exit(130);
+  }
 }
 }  // namespace
 
@@ -64,7 +77,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) {
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);
-      return cli::run_bench(g_interrupted);
+      return cli::run_bench(g_interrupted, &g_hurry);
     }
   } catch (const UsageError& e) {
     std::cerr << "tokenscope: " << e.what() << "\n";

@@ -87,7 +87,8 @@ CLI::App* add_serve_command(CLI::App& app) {
       ->group(S);
   serve
       ->add_option("--header-timeout-s", o.limits.header_timeout_s,
-                   "A request must arrive within this, s (408 and close: slow clients are dropped)")
+                   "A request must arrive whole within this from its first byte, s (408 and close: slow "
+                   "clients are dropped)")
       ->capture_default_str()
       ->group(S);
   serve
@@ -96,8 +97,21 @@ CLI::App* add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->group(S);
   serve
+      ->add_option("--write-timeout-s", o.limits.write_timeout_s,
+                   "Close a connection whose write makes no progress this long (the client stopped "
+                   "reading), s; its request is aborted")
+      ->capture_default_str()
+      ->group(S);
+  serve
+      ->add_option("--max-send-queue-bytes", o.limits.max_send_queue_bytes,
+                   "Response bytes queued on a connection but not yet written, at most; beyond, the "
+                   "connection is closed and its request aborted")
+      ->capture_default_str()
+      ->group(S);
+  serve
       ->add_option("--max-connections", o.limits.max_connections,
-                   "Open connections at most (503 with Retry-After beyond)")
+                   "Open connections at most (503 with Retry-After beyond); lowered to what the "
+                   "descriptor limit (ulimit -Hn) allows")
       ->capture_default_str()
       ->group(S);
   serve
@@ -145,8 +159,10 @@ int run_serve() {
   const auto eff = engine::resolve_engine(settings, catalog);
   const auto fault_rules = serve::parse_fault_spec(o.faults);
   if (!(o.shutdown_grace_s >= 0)) throw UsageError("--shutdown-grace-s: expected seconds >= 0");
-  if (!(o.limits.header_timeout_s > 0) || !(o.limits.idle_timeout_s > 0))
-    throw UsageError("--header-timeout-s and --idle-timeout-s: expected seconds > 0");
+  if (!(o.limits.header_timeout_s > 0) || !(o.limits.idle_timeout_s > 0) || !(o.limits.write_timeout_s > 0))
+    throw UsageError("--header-timeout-s, --idle-timeout-s and --write-timeout-s: expected seconds > 0");
+  if (o.limits.max_send_queue_bytes == 0) throw UsageError("--max-send-queue-bytes: expected bytes > 0");
+  if (o.limits.max_connections == 0) throw UsageError("--max-connections: expected at least 1");
   serve::CoreSettings core_settings;
   core_settings.seed = o.seed;
   if (o.natural_output_len != "none")
@@ -170,11 +186,26 @@ int run_serve() {
   rs.api_key = o.api_key;
   rs.created_unix = static_cast<std::int64_t>(std::time(nullptr));
   serve::Router router(core, metrics, faults, rs);
+  // Enough descriptors for --max-connections, or fewer connections: beyond
+  // the limit accept() fails (EMFILE) where a 503 should have been sent.
+  net::ServerLimits limits = o.limits;
+  const net::DescriptorBudget fds = net::fit_descriptor_limit(o.limits.max_connections);
+  limits.max_connections = fds.max_connections;
+  if (fds.max_connections < o.limits.max_connections)
+    std::cerr << fmt::format(
+                     "tokenscope serve: --max-connections {} needs {} descriptors, but the hard limit "
+                     "(ulimit -Hn) is {}: serving at most {} connections (more get 503); raise the hard "
+                     "limit to serve more",
+                     o.limits.max_connections, o.limits.max_connections + 1 + fds.reserved, fds.hard,
+                     fds.max_connections)
+              << std::endl;
   net::ServerOptions so;
   so.host = o.host;
   so.port = o.port;
   so.single_thread = o.threads == 1;
-  net::HttpServer server(ioc, so, o.limits, router, executor.clock());
+  so.warn = [](std::string_view message) { std::cerr << "tokenscope serve: " << message << std::endl; };
+  net::HttpServer server(ioc, so, limits, router, executor.clock());
+  metrics.set_connection_source([&server] { return server.stats(); });
   server.start();
   if (!o.port_file.empty()) {
     const std::string tmp = o.port_file + ".tmp";

@@ -31,6 +31,7 @@ struct SimOptions {
   EngineOptions engine_options;
   // Output.
   std::string out;
+  bool overwrite = false;
   bool no_steps = false;
   bool json = false;
   bool quiet = false;
@@ -97,6 +98,9 @@ CLI::App* add_sim_command(CLI::App& app) {
 
   const char* O = "Output";
   sim->add_option("--out", o.out, "Run directory for run.json, requests.jsonl, steps.jsonl")->group(O);
+  sim->add_flag("--overwrite", o.overwrite,
+                "Replace the run already in --out (without it, a directory holding a run is refused)")
+      ->group(O);
   sim->add_flag("--no-steps", o.no_steps, "Do not write steps.jsonl")->group(O);
   sim->add_flag("--json", o.json, "Print the summary as JSON instead of a table")->group(O);
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
@@ -123,7 +127,10 @@ int run_sim(const std::atomic<bool>& interrupted) {
   const auto eff = engine::resolve_engine(settings, catalog);
 
   std::unique_ptr<RunDirectory> out;
-  if (!o.out.empty()) out = std::make_unique<RunDirectory>(o.out);
+  if (!o.out.empty()) {
+    claim_run_directory(o.out, o.overwrite, "--out");
+    out = std::make_unique<RunDirectory>(o.out);
+  }
   engine::RecordingObserver observer(bw.w, out.get(), !o.no_steps);
   auto cost = make_cost_model(settings, eff);
   engine::Engine eng(eff, settings, std::move(cost), &observer);

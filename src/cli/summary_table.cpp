@@ -61,7 +61,7 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
     os << fmt::format("{:<18}{} preemptions, KV usage peak {}\n", "scheduler",
                       s["preemptions_total"].get<std::uint64_t>(), pct(s["kv_cache_usage_peak"]));
   }
-  if (h.client_rows) {
+  if (h.client_rows || s["requests_failed"].get<std::uint64_t>() > 0) {
     std::string outcomes;
     for (const auto& [k, v] : s["requests_by_outcome"].items())
       outcomes += fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", k, v.get<std::uint64_t>());

@@ -31,6 +31,13 @@ class LogLinearHistogram {
   // clamped to [min, max]. 0 when empty.
   double quantile(double p) const;
 
+  // Calls f(bucket_index, count) for each non-empty bucket, lowest first.
+  template <class F>
+  void for_each_bucket(F&& f) const {
+    for (std::size_t i = 0; i < counts_.size(); ++i)
+      if (counts_[i] != 0) f(i, counts_[i]);
+  }
+
   // Bucket arithmetic, public for tests and for readers of exported data.
   static std::size_t bucket_index(std::uint64_t value);
   static std::uint64_t bucket_lower(std::size_t index);

@@ -142,6 +142,16 @@ void RequestRecord::append_json(std::string& out) const {
     }
     out += ']';
   }
+  if (events_dropped > 0) {
+    key(out, "events_dropped");
+    append_uint(out, events_dropped);
+    key(out, "dropped_event_tokens");
+    append_uint(out, dropped_event_tokens);
+    if (dropped_gaps_ns) {
+      key(out, "dropped_gaps_ns");
+      out += dropped_gaps_ns->to_json().dump();
+    }
+  }
   out += '}';
 }
 

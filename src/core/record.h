@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/histogram.h"
 
 namespace tokenscope {
 
@@ -48,6 +50,14 @@ struct RequestRecord {
   // Arrival times of output-carrying events, and the tokens each carried.
   std::vector<Nanos> event_times;
   std::vector<std::uint32_t> event_tokens;
+  // Output events past the per-request cap (bench --max-events): counted but
+  // not kept, so that a server streaming without end cannot grow the client
+  // without bound. Their gaps from the event before each (nanoseconds) are in
+  // dropped_gaps_ns, the tokens they carried in dropped_event_tokens; the
+  // summary's inter-token latency includes them. Null when nothing was dropped.
+  std::uint64_t events_dropped = 0;
+  std::uint64_t dropped_event_tokens = 0;
+  std::shared_ptr<const LogLinearHistogram> dropped_gaps_ns;
   std::int64_t prompt_tokens = -1;          // as reported by the server
   std::int64_t prompt_tokens_planned = -1;  // what the workload planned (-1: not planned, e.g. later turns)
   std::int64_t output_tokens_planned = -1;  // max_tokens asked for

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/error.h"
 
@@ -35,16 +36,30 @@ JsonlWriter::~JsonlWriter() {
   }
 }
 
+// data holds whole lines. When a write fails part way (a full disk), the
+// file is cut back to the last whole line written, so that every line in it
+// stays readable.
 void JsonlWriter::write_all(const char* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd_, data, size);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd_, data + done, size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_io(path_, "write", errno);
+      const int err = errno;
+      std::size_t whole = 0;  // bytes up to and including the last newline written
+      for (std::size_t i = done; i > 0; --i)
+        if (data[i - 1] == '\n') {
+          whole = i;
+          break;
+        }
+      if (whole < done && ::ftruncate(fd_, static_cast<off_t>(size_ + whole)) == 0)
+        ::lseek(fd_, static_cast<off_t>(size_ + whole), SEEK_SET);
+      size_ += whole;
+      throw_io(path_, "write", err);
     }
-    data += n;
-    size -= static_cast<std::size_t>(n);
+    done += static_cast<std::size_t>(n);
   }
+  size_ += size;
 }
 
 void JsonlWriter::append_line(std::string_view line) {
@@ -123,6 +138,34 @@ void RunDirectory::close() {
   if (steps_) steps_->close();
 }
 
+void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::string_view option) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(dir, ec);
+  if (ec || !fs::exists(st)) return;  // a new directory
+  if (!fs::is_directory(st))
+    throw UsageError(fmt::format("{} {}: exists and is not a directory", option, dir.string()));
+  static constexpr const char* kRunFiles[] = {"run.json",    "run.json.tmp",     "requests.jsonl", "requests.csv",
+                                              "steps.jsonl", "vllm_result.json", "sweep.json",     "sweep.json.tmp",
+                                              "samples.jsonl"};
+  std::vector<fs::path> found;
+  for (const char* f : kRunFiles)
+    if (fs::exists(dir / f, ec)) found.push_back(dir / f);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && it->path().filename().string().rfind("rate-", 0) == 0 &&
+        fs::exists(it->path() / "run.json", ec))
+      found.push_back(it->path());
+  if (found.empty()) return;
+  if (!overwrite)
+    throw UsageError(fmt::format(
+        "{} {}: holds an earlier run ({}); choose another directory, or add --overwrite to replace it", option,
+        dir.string(), found.front().filename().string()));
+  for (const auto& p : found) {
+    fs::remove_all(p, ec);
+    if (ec) throw IoError(fmt::format("{}: cannot remove: {}", p.string(), ec.message()));
+  }
+}
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
   const std::filesystem::path tmp = path.string() + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -135,6 +178,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view text)
     if (n < 0) {
       const int err = errno;
       ::close(fd);
+      ::unlink(tmp.c_str());  // the earlier file stays whole; the space is given back
       throw_io(tmp, "write", err);
     }
     data += n;

@@ -43,6 +43,7 @@ class JsonlWriter {
   bool line_durable_;
   std::string buffer_;
   std::uint64_t lines_ = 0;
+  std::uint64_t size_ = 0;  // bytes in the file
 };
 
 class RunDirectory {
@@ -66,6 +67,13 @@ class RunDirectory {
   std::unique_ptr<JsonlWriter> requests_;
   std::unique_ptr<JsonlWriter> steps_;
 };
+
+// Before a run writes into dir: refuses (UsageError naming `option`) when dir
+// already holds a run (run.json, requests.jsonl, sweep.json, a sweep's
+// rate-* runs...) unless overwrite, which removes those files first, so that
+// two runs never mix in one directory. Also refuses a path that is not a
+// directory.
+void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::string_view option);
 
 // Writes text to path atomically (path.tmp, fsync-free rename). Throws IoError.
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);

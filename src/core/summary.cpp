@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cmath>
 
 namespace tokenscope {
 
@@ -75,6 +76,22 @@ void SummaryBuilder::add(const RequestRecord& r) {
     const std::uint32_t k = i < r.event_tokens.size() ? std::max<std::uint32_t>(1, r.event_tokens[i]) : 1;
     itl_ns_.record(static_cast<std::uint64_t>(gap) / k, k);
     icl_ns_.record(static_cast<std::uint64_t>(gap), 1);
+  }
+  // Events past the client's per-request cap: their gaps were histogrammed.
+  // One token each (every server that streams token by token): exact. With
+  // several tokens per event, each bucket's midpoint is split by the mean.
+  if (r.dropped_gaps_ns && r.events_dropped > 0) {
+    icl_ns_.merge(*r.dropped_gaps_ns);
+    if (r.dropped_event_tokens <= r.events_dropped) {
+      itl_ns_.merge(*r.dropped_gaps_ns);
+    } else {
+      const double k = static_cast<double>(r.dropped_event_tokens) / static_cast<double>(r.events_dropped);
+      r.dropped_gaps_ns->for_each_bucket([&](std::size_t i, std::uint64_t n) {
+        const double mid = (static_cast<double>(LogLinearHistogram::bucket_lower(i)) +
+                            static_cast<double>(LogLinearHistogram::bucket_upper(i))) / 2;
+        itl_ns_.record(static_cast<std::uint64_t>(mid / k), static_cast<std::uint64_t>(std::llround(n * k)));
+      });
+    }
   }
 }
 

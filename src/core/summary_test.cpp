@@ -89,6 +89,33 @@ TEST(Summary, ComputesLatenciesFromEventTimes) {
   EXPECT_NEAR(s["itl_ms"]["mean"].get<double>(), 10.0, 1e-9);
 }
 
+TEST(Summary, GapsOfEventsPastTheClientsCapCountInTheItl) {
+  SummaryBuilder b;
+  auto r = make_ok(1, 0, {10'000'000, 20'000'000});  // kept: one gap of 10 ms
+  auto gaps = std::make_shared<LogLinearHistogram>();
+  gaps->record(30'000'000, 3);  // dropped: three gaps of 30 ms, one token each
+  r.events_dropped = 3;
+  r.dropped_event_tokens = 3;
+  r.dropped_gaps_ns = gaps;
+  r.output_tokens = 5;
+  r.t_last_token = r.t_close = 110'000'000;
+  b.add(r);
+  auto s = b.build();
+  EXPECT_EQ(s["itl_ms"]["count"], 4);
+  EXPECT_NEAR(s["itl_ms"]["max"].get<double>(), 30.0, 1e-9);  // exact: merged, not re-bucketed
+  EXPECT_NEAR(s["itl_ms"]["mean"].get<double>(), 25.0, 1e-9);
+  EXPECT_EQ(s["icl_ms"]["count"], 4);
+
+  // Six tokens on the three dropped events: each 30 ms gap is two 15 ms gaps.
+  SummaryBuilder b2;
+  r.dropped_event_tokens = 6;
+  r.output_tokens = 8;
+  b2.add(r);
+  s = b2.build();
+  EXPECT_EQ(s["itl_ms"]["count"], 7);
+  EXPECT_NEAR(s["itl_ms"]["max"].get<double>(), 15.0, 15.0 * 0.004);
+}
+
 TEST(Summary, HitRateFromServerCounters) {
   SummaryBuilder b;
   ServerCounters c;

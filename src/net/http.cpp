@@ -15,6 +15,34 @@ std::string_view HttpRequest::path() const {
   return t.substr(0, t.find('?'));
 }
 
+std::string_view drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::kHeaderTimeout:
+      return "header_timeout";
+    case DropReason::kIdleTimeout:
+      return "idle_timeout";
+    case DropReason::kWriteTimeout:
+      return "write_timeout";
+    case DropReason::kSendQueueFull:
+      return "send_queue_full";
+    case DropReason::kMaxConnections:
+      return "max_connections";
+  }
+  return "unknown";
+}
+
+std::string_view accept_error_name(AcceptError e) {
+  switch (e) {
+    case AcceptError::kEmfile:
+      return "EMFILE";
+    case AcceptError::kEnfile:
+      return "ENFILE";
+    case AcceptError::kOther:
+      return "other";
+  }
+  return "other";
+}
+
 std::string_view reason_phrase(int status) {
   switch (status) {
     case 100:
@@ -71,10 +99,10 @@ std::string serialize_response(const HttpResponse& r, bool keep_alive) {
 }
 
 std::string serialize_stream_head(int status, std::string_view content_type,
-                                  const std::vector<Header>& headers, bool keep_alive) {
+                                  const std::vector<Header>& headers, bool keep_alive, bool chunked) {
   std::string out;
-  append_head(out, status, content_type, headers, keep_alive);
-  out += "Transfer-Encoding: chunked\r\n\r\n";
+  append_head(out, status, content_type, headers, keep_alive && chunked);
+  out += chunked ? "Transfer-Encoding: chunked\r\n\r\n" : "\r\n";
   return out;
 }
 

@@ -6,6 +6,7 @@
 //    thread; it is the seam that lets the application be tested in memory.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,9 +21,42 @@ namespace tokenscope::net {
 struct ServerLimits {
   std::size_t max_body_bytes = 8u << 20;     // larger bodies get 413
   std::size_t max_header_bytes = 16u << 10;  // larger heads get 431
-  double header_timeout_s = 10.0;            // a first request must arrive whole within this (408)
-  double idle_timeout_s = 60.0;              // keep-alive connections idle longer are closed
-  std::size_t max_connections = 10000;       // more get 503 with Retry-After
+  // A request must arrive whole within this, counted from its first byte (a
+  // new connection's first request: from the accept); 408, then close.
+  double header_timeout_s = 10.0;
+  double idle_timeout_s = 60.0;  // keep-alive connections idle longer are closed
+  // A write that makes no progress for this long (the client stopped
+  // reading) ends the connection, and its request is aborted.
+  double write_timeout_s = 30.0;
+  // Response bytes queued on a connection but not yet written: a response
+  // that would queue more (a stalled reader of a stream) ends the connection
+  // and its request is aborted. One response or chunk alone may exceed it.
+  std::size_t max_send_queue_bytes = 1u << 20;
+  std::size_t max_connections = 10000;  // more get 503 with Retry-After
+};
+
+// Why the server itself ended a connection
+// (tokenscope:connections_dropped_total{reason}).
+enum class DropReason {
+  kHeaderTimeout,   // no whole request within the header timeout (408 when it had begun)
+  kIdleTimeout,     // a keep-alive connection idle past the idle timeout
+  kWriteTimeout,    // a write made no progress within the write timeout
+  kSendQueueFull,   // more unwritten response bytes than max_send_queue_bytes
+  kMaxConnections,  // refused with 503 at max_connections
+};
+inline constexpr std::size_t kDropReasons = 5;
+std::string_view drop_reason_name(DropReason r);  // "header_timeout", ...
+
+// Why accepting a connection failed (tokenscope:accept_errors_total{error}).
+enum class AcceptError { kEmfile, kEnfile, kOther };
+inline constexpr std::size_t kAcceptErrors = 3;
+std::string_view accept_error_name(AcceptError e);  // "EMFILE", "ENFILE", "other"
+
+// A snapshot of a server's connection counters.
+struct ConnectionStats {
+  std::size_t open = 0;  // connections open now
+  std::array<std::uint64_t, kDropReasons> dropped{};
+  std::array<std::uint64_t, kAcceptErrors> accept_errors{};
 };
 
 struct Header {
@@ -54,9 +88,10 @@ struct HttpResponse {
 std::string_view reason_phrase(int status);
 // Status line, headers, Content-Length and body.
 std::string serialize_response(const HttpResponse& r, bool keep_alive);
-// Status line and headers of a chunked response.
+// Status line and headers of a streamed response: chunked, or, for an
+// HTTP/1.0 client (chunked = false), delimited by closing the connection.
 std::string serialize_stream_head(int status, std::string_view content_type,
-                                  const std::vector<Header>& headers, bool keep_alive);
+                                  const std::vector<Header>& headers, bool keep_alive, bool chunked = true);
 // One chunk of a chunked body: "<hex size>\r\n<data>\r\n" (data must not be empty).
 std::string chunk(std::string_view data);
 inline constexpr std::string_view kLastChunk = "0\r\n\r\n";

@@ -118,7 +118,8 @@ constexpr std::size_t kReadChunk = 16u << 10;
 constexpr std::size_t kBodyScratch = 64u << 10;
 // An idle connection is checked for a close by the server (a system call)
 // only when it has been idle this long: one freed a moment ago is reused at
-// once (and a close racing with it is caught by the resend).
+// once (a server that closes a connection within a millisecond of answering
+// on it says Connection: close).
 constexpr Nanos kStaleCheckAfter = kNanosPerMilli;
 
 class ConnectionBase {
@@ -343,6 +344,11 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void fail_later(ExchangeError why) {
     if (failure_ == ExchangeError::kNone) failure_ = why;
     boost::system::error_code ignored;
+    // A request given up (timeout, Ctrl-C) is reset, not closed: a server
+    // that takes a close after the request for a half-close (as serve does)
+    // would otherwise generate to the end for nobody.
+    if (connected_ && (why == ExchangeError::kTimeout || why == ExchangeError::kCancelled))
+      lowest().set_option(asio::socket_base::linger(true, 0), ignored);
     lowest().cancel(ignored);
     lowest().close(ignored);
     connected_ = false;
@@ -480,7 +486,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     handler_->on_sent(client_->clock.now_ns());
     asio::async_write(stream_, asio::buffer(*request_),
                       [self = this->shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                        if (ec) return self->on_transport_error(ec);
+                        if (ec) return self->on_transport_error(ec, /*written=*/false);
                         self->read();
                       });
   }
@@ -524,7 +530,10 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       buffer_.consume(used);
       if (!headers_reported_ && parser_->is_header_done()) {
         headers_reported_ = true;
-        handler_->on_headers(static_cast<int>(parser_->get().result_int()), t);
+        const auto& head = parser_->get();
+        if (const auto it = head.find(http::field::content_type); it != head.end())
+          handler_->on_content_type(std::string_view(it->value().data(), it->value().size()));
+        handler_->on_headers(static_cast<int>(head.result_int()), t);
       }
       const std::size_t got = scratch.size() - body.size;
       if (got > 0) handler_->on_body(std::string_view(scratch.data(), got), t);
@@ -558,14 +567,19 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     h->on_complete(ExchangeError::kNone, {}, t);
   }
 
-  void on_transport_error(const boost::system::error_code& ec) {
+  // written: the whole request went out before the error.
+  void on_transport_error(const boost::system::error_code& ec, bool written = true) {
     if (failure_ != ExchangeError::kNone) {
       const auto why = failure_;
       return finish(why, why == ExchangeError::kTimeout ? "request timed out" : "cancelled");
     }
-    // A kept-alive connection the server closed while idle: resend once on a
-    // fresh connection, but only when nothing of a response came back.
-    if (reused_ && response_bytes_ == 0 &&
+    // A kept-alive connection the server had closed: resend once on a fresh
+    // connection, but only when the request could not be written whole (so
+    // the server cannot have received it). Once written, a close or reset
+    // before any response is the request's failure, never resent: the server
+    // may have received it (and counted it), and a reset it injected would be
+    // hidden. (Idle connections are checked for a close before reuse.)
+    if (reused_ && !written && response_bytes_ == 0 &&
         (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe)) {
       close();
       ExchangeHandler* h = handler_;
@@ -575,9 +589,11 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       client_->start(std::move(request), h, deadline_, /*retry=*/true);
       return;
     }
-    const std::string what = ec == asio::error::eof
-                                 ? "connection closed by the server before the response ended"
-                                 : "connection error: " + ec.message();
+    std::string what = ec == asio::error::eof
+                           ? (response_bytes_ == 0 ? "connection closed by the server before any response"
+                                                   : "connection closed by the server before the response ended")
+                           : "connection error: " + ec.message();
+    if (reused_ && response_bytes_ == 0) what += " (on a kept-alive connection; not resent: the server may have received it)";
     finish(ExchangeError::kClosed, what);
   }
 

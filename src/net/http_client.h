@@ -80,6 +80,8 @@ class ExchangeHandler {
   // Right before the first byte of the request is written (again if resent).
   virtual void on_sent(Nanos t) = 0;
   virtual void on_headers(int status, Nanos t) = 0;
+  // The response's Content-Type (when it has one), right before on_headers.
+  virtual void on_content_type(std::string_view) {}
   // Body bytes (chunked framing removed) that arrived with the read at time t.
   virtual void on_body(std::string_view data, Nanos t) = 0;
   virtual void on_complete(ExchangeError error, std::string_view message, Nanos t) = 0;

@@ -1,12 +1,16 @@
 // One HTTP/1.1 connection: reads requests with Beast's parser under the
 // server's limits, hands them to the HttpHandler, and writes responses from a
-// queue, coalescing what accumulated while a write was in flight. Templated
+// queue, coalescing what accumulated while a write was in flight. The queue
+// is bounded (max_send_queue_bytes) and a write must make progress within
+// the write timeout, so a client that stops reading costs a bounded amount
+// of memory and time. Templated
 // on the stream so that unit tests run it over an in-memory stream
 // (boost::beast::test::stream) and production over a TCP stream.
 //
 // Internal header: include it only where a Session is instantiated.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
@@ -31,7 +35,12 @@ struct ServerContext {
   const Clock* clock = nullptr;
   ServerLimits limits;
   std::atomic<std::size_t> connections{0};
-  std::atomic<bool> draining{false};  // finish current responses, take no new requests
+  std::atomic<std::size_t> responses{0};  // connections between a request and the end of its response
+  std::atomic<bool> draining{false};      // finish current responses, take no new requests
+  std::array<std::atomic<std::uint64_t>, kDropReasons> dropped{};  // by DropReason
+  void count_drop(DropReason r) {
+    dropped[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  }
   // One I/O thread: connections share the io_context's executor (no strands)
   // and a Responder call made on that thread runs at once instead of being
   // queued, so a step's writes reach the sockets as they are issued.
@@ -46,7 +55,10 @@ template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   Session(Stream stream, ServerContext& ctx) : stream_(std::move(stream)), ctx_(ctx) { ++ctx_.connections; }
-  ~Session() { --ctx_.connections; }
+  ~Session() {
+    set_in_response(false);
+    --ctx_.connections;
+  }
 
   void start() {
     asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->read_request(); });
@@ -67,33 +79,58 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::function<void(Nanos)> on_written;
   };
 
-  // Header and idle timeouts are deadlines checked by the server's sweeper
-  // (HttpServer, every 50 ms): no timer system call per request, and the
-  // 408 can still be written (Beast's stream timeouts close the socket).
+  // Header, idle and write timeouts are deadlines checked by the server's
+  // sweeper (HttpServer, every 50 ms): no timer system call per request,
+  // and the 408 can still be written (Beast's stream timeouts close the
+  // socket).
   void set_timeout(double seconds) {
     deadline_.store(ctx_.clock->now_ns() + static_cast<Nanos>(seconds * 1e9), std::memory_order_relaxed);
   }
   void clear_timeout() { deadline_.store(0, std::memory_order_relaxed); }
 
+  // Between responses: the idle timeout until a request's first byte, then
+  // the header timeout from that byte on, for the whole request, never
+  // restarted by the bytes that follow (a head trickled byte by byte is cut
+  // at the timeout all the same). A new connection's first request counts
+  // from the accept. During a response: none (the write timeout applies).
+  void arm_deadline() {
+    if (in_response_) return clear_timeout();
+    if (request_deadline_armed_) return;
+    if (requests_served_ == 0 || buffer_.size() > 0 || parser_->got_some()) {
+      set_timeout(ctx_.limits.header_timeout_s);
+      request_deadline_armed_ = true;
+    } else {
+      set_timeout(ctx_.limits.idle_timeout_s);
+    }
+  }
+
  public:
-  // Called by the sweeper from any thread: when the deadline has passed,
-  // the pending read is cancelled and answered as a timeout.
+  // Called by the sweeper from any thread: when a deadline has passed, the
+  // connection's executor handles it.
   void poll_deadline(Nanos now) {
     const Nanos d = deadline_.load(std::memory_order_relaxed);
-    if (d == 0 || now < d) return;
-    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
-      const Nanos dl = self->deadline_.load(std::memory_order_relaxed);
-      if (self->closed_ || self->in_response_ || dl == 0 || self->ctx_.clock->now_ns() < dl) return;
-      self->deadline_.store(0, std::memory_order_relaxed);
-      self->timed_out_ = true;
-      if constexpr (std::is_same_v<Stream, beast::tcp_stream>) {
-        beast::error_code ignored;
-        self->stream_.socket().cancel(ignored);
-      }
-    });
+    const Nanos w = write_deadline_.load(std::memory_order_relaxed);
+    if ((d == 0 || now < d) && (w == 0 || now < w)) return;
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->on_deadline(); });
   }
 
  private:
+  void on_deadline() {
+    if (closed_) return;
+    const Nanos now = ctx_.clock->now_ns();
+    const Nanos w = write_deadline_.load(std::memory_order_relaxed);
+    if (writing_ && w != 0 && now >= w) {
+      // The client stopped reading: drop it (its request is aborted).
+      ctx_.count_drop(DropReason::kWriteTimeout);
+      return abortive_close();
+    }
+    const Nanos d = deadline_.load(std::memory_order_relaxed);
+    if (in_response_ || d == 0 || now < d) return;
+    clear_timeout();
+    // The pending read stays; closing the connection ends it.
+    on_read_error(beast::error::timeout);
+  }
+
   // One read loop for the connection's life: between responses its bytes
   // feed the parser (under the header or idle timeout); during a response it
   // keeps reading without a timeout, buffering pipelined bytes and noticing
@@ -105,7 +142,17 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     arm_read();
   }
 
+  void set_in_response(bool v) {
+    if (v == in_response_) return;
+    in_response_ = v;
+    if (v)
+      ctx_.responses.fetch_add(1, std::memory_order_relaxed);
+    else
+      ctx_.responses.fetch_sub(1, std::memory_order_relaxed);
+  }
+
   void reset_parser() {
+    request_deadline_armed_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(ctx_.limits.max_header_bytes));
     parser_->body_limit(ctx_.limits.max_body_bytes);
@@ -114,12 +161,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void arm_read() {
-    if (reading_ || closed_) return;
-    if (in_response_)
-      clear_timeout();
-    else
-      set_timeout(requests_served_ == 0 || parser_->got_some() ? ctx_.limits.header_timeout_s
-                                                               : ctx_.limits.idle_timeout_s);
+    if (reading_ || closed_ || peer_closed_) return;
+    arm_deadline();
     reading_ = true;
     stream_.async_read_some(buffer_.prepare(16384),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
@@ -130,17 +173,25 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void on_read(beast::error_code ec, std::size_t n) {
     if (closed_) return;
-    if (ec == asio::error::operation_aborted && timed_out_) {
-      timed_out_ = false;
-      return on_read_error(beast::error::timeout);
-    }
     if (ec == asio::error::operation_aborted) return arm_read();
+    if (ec == asio::error::eof && in_response_) {
+      // The client ended what it sends (shutdown(SHUT_WR)) or went away;
+      // the two look the same until a write draws a reset. Finish the
+      // response, then close: a client that is gone is noticed when a write
+      // fails.
+      peer_closed_ = true;
+      keep_alive_ = false;
+      return;
+    }
     if (ec) {
-      if (in_response_) return close();  // the peer left mid-response
+      if (in_response_) return close();  // the peer reset the connection mid-response
       return on_read_error(ec);
     }
     buffer_.commit(n);
     if (!in_response_ && parse_buffered()) return;
+    // Pipelined bytes beyond this wait in the socket until the response is
+    // written (the peer leaving is then noticed by a failing write).
+    if (in_response_ && buffer_.size() >= kMaxBufferedDuringResponse) return;
     if (buffer_.size() > ctx_.limits.max_header_bytes + ctx_.limits.max_body_bytes + 16384) return close();
     arm_read();
   }
@@ -179,7 +230,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::string message = "malformed HTTP request: " + ec.message();
     if (ec == beast::error::timeout) {
       // Nothing started: an idle keep-alive connection simply closes.
-      if (buffer_.size() == 0 && !parser_->got_some()) return close();
+      if (buffer_.size() == 0 && !parser_->got_some()) {
+        ctx_.count_drop(requests_served_ == 0 ? DropReason::kHeaderTimeout : DropReason::kIdleTimeout);
+        return close();
+      }
+      ctx_.count_drop(DropReason::kHeaderTimeout);
       status = 408;
       message = "request not received in time";
     } else if (ec == http::error::header_limit) {
@@ -190,7 +245,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       message = "request body larger than " + std::to_string(ctx_.limits.max_body_bytes) + " bytes";
     }
     HttpResponse r = ctx_.handler->connection_error(status, message);
-    in_response_ = true;
+    set_in_response(true);
     keep_alive_ = false;
     response_done_ = true;
     enqueue(serialize_response(r, false), nullptr);
@@ -210,16 +265,31 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     req.keep_alive = msg.keep_alive();
     req.t_received = ctx_.clock->now_ns();
     keep_alive_ = req.keep_alive;
-    in_response_ = true;
+    http10_ = msg.version() < 11;
+    set_in_response(true);
+    clear_timeout();  // the request is whole (a pending watch read keeps no deadline)
     response_done_ = false;
     ++requests_served_;
     responder_ = std::make_shared<SessionResponder>(this->shared_from_this());
-    ctx_.handler->handle(std::move(req), responder_);
+    // A handler that throws (a defect: requests are checked, see the
+    // fuzz targets) fails its own request with 500, never the server.
+    try {
+      ctx_.handler->handle(std::move(req), responder_);
+    } catch (const std::exception& e) {
+      responder_->respond(ctx_.handler->connection_error(500, std::string("internal error: ") + e.what()));
+    }
     arm_read();  // watch the peer while answering
   }
 
   void enqueue(std::string bytes, std::function<void(Nanos)> on_written) {
     if (closed_) return;
+    if (unsent_bytes_ > 0 && unsent_bytes_ + bytes.size() > ctx_.limits.max_send_queue_bytes) {
+      // The client does not read as fast as its response comes: drop it
+      // (its request is aborted) rather than hold the rest in memory.
+      ctx_.count_drop(DropReason::kSendQueueFull);
+      return abortive_close();
+    }
+    unsent_bytes_ += bytes.size();
     queue_.push_back({std::move(bytes), std::move(on_written)});
     if (!writing_) do_write();
   }
@@ -240,14 +310,33 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       }
     }
     writing_ = true;
+    write_offset_ = 0;
     const Nanos t = ctx_.clock->now_ns();
     for (auto& cb : written_callbacks_) cb(t);
-    asio::async_write(stream_, asio::buffer(write_buffer_),
-                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                        self->writing_ = false;
-                        if (ec) return self->close();
-                        self->do_write();
-                      });
+    write_some(t);
+  }
+
+  // Writes the rest of write_buffer_; the write deadline moves with every
+  // write that makes progress.
+  void write_some(Nanos now) {
+    write_deadline_.store(now + static_cast<Nanos>(ctx_.limits.write_timeout_s * 1e9),
+                          std::memory_order_relaxed);
+    stream_.async_write_some(
+        asio::buffer(write_buffer_.data() + write_offset_, write_buffer_.size() - write_offset_),
+        [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
+          if (ec || self->closed_) {
+            self->writing_ = false;
+            self->write_deadline_.store(0, std::memory_order_relaxed);
+            return self->close();
+          }
+          self->write_offset_ += n;
+          self->unsent_bytes_ -= n;
+          if (self->write_offset_ < self->write_buffer_.size())
+            return self->write_some(self->ctx_.clock->now_ns());
+          self->writing_ = false;
+          self->write_deadline_.store(0, std::memory_order_relaxed);
+          self->do_write();
+        });
   }
 
   void after_writes() {
@@ -255,14 +344,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       if (abort_pending_) abortive_close();
       return;
     }
-    in_response_ = false;
+    set_in_response(false);
     responder_.reset();
     if (!keep_alive_ || ctx_.draining.load()) return graceful_close();
     if (reading_) {
       // The watch read stays pending and now waits for the next request.
       reset_parser();
       if (buffer_.size() > 0 && parse_buffered()) return;
-      set_timeout(ctx_.limits.idle_timeout_s);
+      arm_deadline();
       return;
     }
     read_request();
@@ -289,26 +378,36 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (closed_) return;
     closed_ = true;
     clear_timeout();
+    write_deadline_.store(0, std::memory_order_relaxed);
     beast::error_code ec;
     if constexpr (std::is_same_v<Stream, beast::tcp_stream>)
       stream_.socket().close(ec);
     else
       stream_.close();
     queue_.clear();
+    unsent_bytes_ = 0;
     if (in_response_ && !response_done_) {
       auto callbacks = std::move(disconnect_callbacks_);
       for (auto& cb : callbacks) cb();
     }
+    set_in_response(false);
     responder_.reset();
   }
 
+  // Pipelined bytes read while a response is written, at most (the watch
+  // read that notices a peer leaving stops beyond).
+  static constexpr std::size_t kMaxBufferedDuringResponse = 64u << 10;
+
   Stream stream_;
   ServerContext& ctx_;
-  std::atomic<Nanos> deadline_{0};  // 0: none
+  std::atomic<Nanos> deadline_{0};        // header or idle timeout; 0: none
+  std::atomic<Nanos> write_deadline_{0};  // while writing: the last progress + write timeout; 0: none
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Pending> queue_;
   std::string write_buffer_;
+  std::size_t write_offset_ = 0;  // bytes of write_buffer_ written
+  std::size_t unsent_bytes_ = 0;  // queued and not yet written, write_buffer_'s rest included
   std::vector<std::function<void(Nanos)>> written_callbacks_;
   std::shared_ptr<SessionResponder> responder_;
   std::vector<std::function<void()>> disconnect_callbacks_;
@@ -322,7 +421,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool closed_ = false;
   bool reading_ = false;
   bool continue_sent_ = false;
-  bool timed_out_ = false;
+  bool request_deadline_armed_ = false;  // the header timeout of the request being read runs
+  bool http10_ = false;                  // the current request is HTTP/1.0
+  bool peer_closed_ = false;             // the peer sent end-of-stream during a response
 
  public:
   // The Responder of the current request: every call hops onto the session's
@@ -334,21 +435,27 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     void respond(HttpResponse r) override {
       run([r = std::move(r)](Session& s) mutable {
         if (s.response_done_) return;
+        if (s.streaming_) return s.abortive_close();  // only after a handler failed mid-stream
         s.response_done_ = true;
-        s.enqueue(serialize_response(r, s.keep_alive_ && !s.ctx_.draining.load()), nullptr);
+        const bool keep_alive = s.keep_alive_ && !s.ctx_.draining.load();
+        if (s.http10_ && keep_alive) r.headers.push_back({"Connection", "keep-alive"});
+        s.enqueue(serialize_response(r, keep_alive), nullptr);
       });
     }
+    // HTTP/1.0 has no chunked coding (RFC 9112): its stream is the raw body,
+    // ended by closing the connection.
     void start_stream(int status, std::string content_type, std::vector<Header> headers) override {
       run([status, ct = std::move(content_type), h = std::move(headers)](Session& s) {
         if (s.response_done_ || s.streaming_) return;
         s.streaming_ = true;
-        s.enqueue(serialize_stream_head(status, ct, h, s.keep_alive_), nullptr);
+        if (s.http10_) s.keep_alive_ = false;
+        s.enqueue(serialize_stream_head(status, ct, h, s.keep_alive_, !s.http10_), nullptr);
       });
     }
     void send(std::string data, std::function<void(Nanos)> on_written) override {
       run([d = std::move(data), cb = std::move(on_written)](Session& s) mutable {
         if (s.response_done_ || !s.streaming_ || d.empty()) return;
-        s.enqueue(chunk(d), std::move(cb));
+        s.enqueue(s.http10_ ? std::move(d) : chunk(d), std::move(cb));
       });
     }
     void end_stream() override {
@@ -356,7 +463,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         if (s.response_done_ || !s.streaming_) return;
         s.streaming_ = false;
         s.response_done_ = true;
-        s.enqueue(std::string(kLastChunk), nullptr);
+        if (!s.http10_)
+          s.enqueue(std::string(kLastChunk), nullptr);
+        else if (!s.writing_)
+          s.after_writes();  // everything is written: close
       });
     }
     void reset() override {

@@ -1,4 +1,5 @@
 // The connection layer over an in-memory stream: parsing, limits, framing.
+#include <stdexcept>
 #include <gtest/gtest.h>
 
 #include <boost/beast/_experimental/test/stream.hpp>
@@ -27,6 +28,7 @@ struct EchoHandler : HttpHandler {
       return;
     }
     if (req.path() == "/reset") return r->reset();
+    if (req.path() == "/throw") throw std::runtime_error("a defect");
     HttpResponse resp;
     resp.body =
         "{\"path\":\"" + std::string(req.path()) + "\",\"len\":" + std::to_string(req.body.size()) + "}";
@@ -47,6 +49,7 @@ class Connection : public ::testing::Test {
     ctx.clock = &clock;
     ctx.limits.max_body_bytes = 1000;
     ctx.limits.max_header_bytes = 500;
+    ctx.limits.header_timeout_s = 1.0;
     server.connect(client);
     session = std::make_shared<Session<TestStream>>(std::move(server), ctx);
     session->start();
@@ -65,12 +68,22 @@ class Connection : public ::testing::Test {
     return out;
   }
 
+  // Runs the server's deadline check as its sweeper would.
+  void sweep() {
+    session->poll_deadline(clock.now_ns());
+    pump();
+  }
+
   asio::io_context ioc;
   ManualClock clock{1000};
   EchoHandler handler;
   ServerContext ctx;
   TestStream server{ioc};
-  TestStream client{ioc};
+  // The client's end; resetting it is a peer that is gone entirely (the
+  // server's next write fails, as after a TCP reset), while client.close()
+  // only ends what the client sends (a half-close: it still reads).
+  std::unique_ptr<TestStream> client_end = std::make_unique<TestStream>(ioc);
+  TestStream& client = *client_end;
   std::shared_ptr<Session<TestStream>> session;
 };
 
@@ -89,6 +102,15 @@ TEST_F(Connection, ParsesRequestsAndKeepsTheConnectionAlive) {
   const auto b = send("GET /again HTTP/1.1\r\nHost: h\r\n\r\n");
   EXPECT_NE(b.find("{\"path\":\"/again\",\"len\":0}"), std::string::npos);
   EXPECT_EQ(handler.seen.size(), 2u);
+}
+
+// A handler that throws fails its own request with 500; the connection (and
+// the server) go on.
+TEST_F(Connection, AHandlerThatThrowsFailsOnlyItsRequest) {
+  const auto out = send("GET /throw HTTP/1.1\r\nHost: h\r\n\r\n");
+  EXPECT_NE(out.find("HTTP/1.1 500"), std::string::npos) << out;
+  EXPECT_NE(out.find("internal error: a defect"), std::string::npos) << out;
+  EXPECT_NE(send("GET /next HTTP/1.1\r\n\r\n").find("200 OK"), std::string::npos);
 }
 
 TEST_F(Connection, StreamsChunkedFrames) {
@@ -138,13 +160,106 @@ TEST_F(Connection, ConnectionCloseIsHonoured) {
   EXPECT_EQ(handler.seen.size(), 1u);  // closed after the first
 }
 
-TEST_F(Connection, PeerClosingMidStreamIsReported) {
+TEST_F(Connection, PeerGoneMidStreamIsReported) {
   send("POST /stream?hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
   EXPECT_FALSE(handler.disconnected);
   client.close();
+  client_end.reset();
   handler.last->send("data: three\n\n");  // the write fails: the peer is gone
   pump();
   EXPECT_TRUE(handler.disconnected);
+}
+
+// Bound: a client that half-closes (shutdown(SHUT_WR)) after its request
+// still gets the whole response, then the connection closes.
+TEST_F(Connection, HalfClosedPeerStillGetsTheResponse) {
+  send("POST /stream?hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  client.close();  // the server reads end-of-stream; the client still reads
+  pump();
+  handler.last->send("data: three\n\n");
+  handler.last->end_stream();
+  pump();
+  EXPECT_FALSE(handler.disconnected);
+  const std::string out(client.str());
+  EXPECT_NE(out.find("d\r\ndata: three\n\n\r\n0\r\n\r\n"), std::string::npos) << out;
+}
+
+// Bound: a request head trickled one byte at a time, each well within the
+// header timeout (1 s), is cut with 408 once 1 s has passed since its first
+// byte (the timeout used to restart with every read: slowloris).
+TEST_F(Connection, HeaderTimeoutCountsFromTheFirstByteNotTheLast) {
+  const std::string head = "GET /slow HTTP/1.1\r\nHost: h\r\nX-Slow: " + std::string(40, 'a') + "\r\n\r\n";
+  std::string out;
+  std::size_t sent = 0;
+  for (; sent < head.size() && out.empty(); ++sent) {
+    out = send(head.substr(sent, 1));
+    clock.advance(300 * kNanosPerMilli);
+    sweep();
+    out += std::string(client.str());
+  }
+  EXPECT_EQ(out.rfind("HTTP/1.1 408 ", 0), 0u) << out;
+  EXPECT_LE(sent, 5u);  // bytes at 0, 0.3, 0.6, 0.9 s; cut at 1.2 s
+  EXPECT_TRUE(handler.seen.empty());
+  EXPECT_EQ(ctx.dropped[static_cast<std::size_t>(DropReason::kHeaderTimeout)].load(), 1u);
+}
+
+// The same for a later request on a kept-alive connection: its deadline
+// starts with its first byte (before it, the idle timeout applies).
+TEST_F(Connection, HeaderTimeoutOfALaterRequestCountsFromItsFirstByte) {
+  EXPECT_NE(send("GET /first HTTP/1.1\r\n\r\n").find("200 OK"), std::string::npos);
+  clock.advance(5 * kNanosPerSecond);  // idle, within the 60 s idle timeout
+  sweep();
+  std::string out;
+  for (int i = 0; i < 10 && out.empty(); ++i) {
+    out = send(i == 0 ? "GET /second HTTP/1.1\r\n" : "X");
+    clock.advance(300 * kNanosPerMilli);
+    sweep();
+    out += std::string(client.str());
+  }
+  EXPECT_EQ(out.rfind("HTTP/1.1 408 ", 0), 0u) << out;
+  EXPECT_EQ(handler.seen.size(), 1u);
+}
+
+// Bound: response bytes queued but not written stay under
+// max_send_queue_bytes; a response that would queue more ends the
+// connection (its request is told, to abort it) and is counted.
+TEST_F(Connection, SendQueueBoundDropsAReaderThatFallsBehind) {
+  send("POST /stream?hold HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_FALSE(handler.disconnected);
+  ctx.limits.max_send_queue_bytes = 100;
+  // Ten 40-byte chunks in one go: the first is being written, the second
+  // waits (88 bytes unwritten), the third would make 132.
+  for (int i = 0; i < 10; ++i) handler.last->send(std::string(38, 'x') + "\n\n");
+  pump();
+  EXPECT_TRUE(handler.disconnected);
+  EXPECT_EQ(ctx.dropped[static_cast<std::size_t>(DropReason::kSendQueueFull)].load(), 1u);
+  // Only the chunk in flight reached the client.
+  const std::string out(client.str());
+  EXPECT_EQ(out, "28\r\n" + std::string(38, 'x') + "\n\n\r\n");
+}
+
+// RFC 9112: no chunked transfer coding for an HTTP/1.0 client; the stream is
+// delimited by closing the connection.
+TEST_F(Connection, Http10StreamIsDelimitedByClose) {
+  const auto out = send("POST /stream HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nServer: tokenscope\r\nContent-Type: text/event-stream\r\nCache-Control: "
+            "no-cache\r\nConnection: close\r\n\r\n"
+            "data: one\n\ndata: two\n\n");
+  // The server closed: a next request is not read.
+  send("GET /next HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(handler.seen.size(), 1u);
+}
+
+// An HTTP/1.0 client that asks for keep-alive gets whole responses with
+// Content-Length and "Connection: keep-alive", and the connection stays.
+TEST_F(Connection, Http10KeepAliveIsAnswered) {
+  const auto a = send("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  EXPECT_NE(a.find("Connection: keep-alive\r\n"), std::string::npos) << a;
+  EXPECT_NE(a.find("Content-Length: "), std::string::npos) << a;
+  const auto b = send("GET /b HTTP/1.0\r\n\r\n");
+  EXPECT_NE(b.find("Connection: close\r\n"), std::string::npos) << b;
+  EXPECT_EQ(handler.seen.size(), 2u);
 }
 
 TEST(HttpFormat, ChunksAndResponses) {

@@ -174,9 +174,9 @@ void ServeMetrics::on_http_response(int status) {
   ++http_responses_[status];
 }
 
-void ServeMetrics::set_connections(std::size_t n) {
+void ServeMetrics::set_connection_source(std::function<net::ConnectionStats()> source) {
   std::lock_guard lock(mutex_);
-  connections_ = n;
+  connection_source_ = std::move(source);
 }
 
 double ServeMetrics::value(const std::string& name, const std::string& label) const {
@@ -203,6 +203,18 @@ double ServeMetrics::value(const std::string& name, const std::string& label) co
   if (name == "tokenscope:faults_injected_total") {
     const auto it = faults_.find(label);
     return it == faults_.end() ? 0.0 : static_cast<double>(it->second);
+  }
+  if (connection_source_) {
+    const net::ConnectionStats c = connection_source_();
+    if (name == "tokenscope:connections") return static_cast<double>(c.open);
+    for (std::size_t i = 0; i < net::kDropReasons; ++i)
+      if (name == "tokenscope:connections_dropped_total" &&
+          label == net::drop_reason_name(static_cast<net::DropReason>(i)))
+        return static_cast<double>(c.dropped[i]);
+    for (std::size_t i = 0; i < net::kAcceptErrors; ++i)
+      if (name == "tokenscope:accept_errors_total" &&
+          label == net::accept_error_name(static_cast<net::AcceptError>(i)))
+        return static_cast<double>(c.accept_errors[i]);
   }
   return 0.0;
 }
@@ -288,8 +300,22 @@ std::string ServeMetrics::render() const {
   for (const auto& [code, n] : http_responses_)
     sample(out, "tokenscope:http_responses_total", fmt::format("{},code=\"{}\"", l, code),
            static_cast<double>(n));
+  const net::ConnectionStats c = connection_source_ ? connection_source_() : net::ConnectionStats{};
   header(out, "tokenscope:connections", "gauge", "Open client connections.");
-  sample(out, "tokenscope:connections", l, static_cast<double>(connections_));
+  sample(out, "tokenscope:connections", l, static_cast<double>(c.open));
+  header(out, "tokenscope:connections_dropped_total", "counter",
+         "Connections the server closed itself, by reason (timeouts, a client that stopped reading, "
+         "the connection limit).");
+  for (std::size_t i = 0; i < net::kDropReasons; ++i)
+    sample(out, "tokenscope:connections_dropped_total",
+           fmt::format("{},reason=\"{}\"", l, net::drop_reason_name(static_cast<net::DropReason>(i))),
+           static_cast<double>(c.dropped[i]));
+  header(out, "tokenscope:accept_errors_total", "counter",
+         "Failed accept() calls, by error (EMFILE: out of descriptors); each is followed by a 100 ms pause.");
+  for (std::size_t i = 0; i < net::kAcceptErrors; ++i)
+    sample(out, "tokenscope:accept_errors_total",
+           fmt::format("{},error=\"{}\"", l, net::accept_error_name(static_cast<net::AcceptError>(i))),
+           static_cast<double>(c.accept_errors[i]));
   return out;
 }
 

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "net/http.h"
 
 namespace tokenscope::serve {
 
@@ -73,7 +76,11 @@ class ServeMetrics {
   void on_emission_lag(double seconds);
   void on_fault(const std::string& kind);
   void on_http_response(int status);
-  void set_connections(std::size_t n);
+  // Where the connection series (tokenscope:connections,
+  // tokenscope:connections_dropped_total, tokenscope:accept_errors_total)
+  // come from: called on every render, so the gauge is the count of the
+  // moment. Thread-safe; set it once the server exists.
+  void set_connection_source(std::function<net::ConnectionStats()> source);
 
   // Counters and gauges by their exported name (tests and the fault check).
   double value(const std::string& name, const std::string& label = "") const;
@@ -87,7 +94,7 @@ class ServeMetrics {
                 preemptions_ = 0;
   std::uint64_t steps_ = 0, tenant_switches_ = 0, swap_out_bytes_ = 0, swap_in_bytes_ = 0;
   std::uint64_t host_kv_blocks_ = 0, host_kv_capacity_ = 0, host_kv_evictions_ = 0, host_kv_recomputed_ = 0;
-  std::size_t connections_ = 0;
+  std::function<net::ConnectionStats()> connection_source_;
   std::map<std::string, std::uint64_t> success_;  // by finished_reason
   std::map<std::string, std::uint64_t> faults_;   // by kind
   std::map<int, std::uint64_t> http_responses_;   // by status

@@ -114,8 +114,9 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text) {
         content = c->get<std::string>();
       } else if (c->is_array()) {
         for (const auto& part : *c) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part["text"].is_string())
+          const auto type = part.is_object() ? part.find("type") : part.end();
+          if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text" ||
+              !part.contains("text") || !part["text"].is_string())
             return bad(where + ".content",
                        "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
           content += part["text"].get<std::string>();

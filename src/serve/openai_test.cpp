@@ -88,6 +88,12 @@ TEST(OpenAiParse, ErrorsNameTheField) {
       {Api::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role", "non-empty string"},
       {Api::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
        "messages[0].content", "only text"},
+      // A part whose type is not a string threw out of the parser and ended
+      // the server (found by scripts/fuzz-depth.sh).
+      {Api::kChat, R"({"messages": [{"role": "user", "content": [{"type": 2, "text": "hi"}]}]})", 400,
+       "messages[0].content", "only text"},
+      {Api::kChat, R"({"messages": [{"role": "user", "content": [{"text": "hi"}]}]})", 400,
+       "messages[0].content", "only text"},
   };
   for (const auto& c : cases) {
     const ApiError e = err(c.api, c.body);

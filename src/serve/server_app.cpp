@@ -34,7 +34,9 @@ struct ServerApp::Impl {
              settings.model_names.front()),
         faults(settings.faults, settings.fault_seed),
         router(core, metrics, faults, router_settings(eff)),
-        server(ioc, server_options(), settings.limits, router, executor.clock()) {}
+        server(ioc, server_options(), settings.limits, router, executor.clock()) {
+    metrics.set_connection_source([this] { return server.stats(); });
+  }
 
   RouterSettings router_settings(const engine::EffectiveEngine& eff) const {
     RouterSettings rs;

@@ -99,6 +99,27 @@ TEST(ServerApp, StopWhileAStallOutlastsTheLingerReleasesItsConnectionFirst) {
   app.reset();
 }
 
+// tokenscope:connections is the number of connections open now (it stayed 0).
+TEST(ServerApp, ConnectionsGaugeCountsOpenConnections) {
+  auto app = stalling_server(1);
+  auto gauge_reaches = [&](double n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (app->metrics().value("tokenscope:connections") != n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return app->metrics().value("tokenscope:connections") == n;
+  };
+  auto a = std::make_unique<Client>(app->port());
+  Client b(app->port());
+  ASSERT_TRUE(a->connected() && b.connected());
+  EXPECT_TRUE(gauge_reaches(2.0)) << app->metrics().value("tokenscope:connections");
+  EXPECT_NE(
+      app->metrics().render().find("tokenscope:connections{model_name=\"llama-3-8b\",engine=\"0\"} 2.0"),
+      std::string::npos);
+  a.reset();
+  EXPECT_TRUE(gauge_reaches(1.0)) << app->metrics().value("tokenscope:connections");
+  app->stop();
+}
+
 // What a cancelled timer's task holds is released when the io_context is
 // polled after shutdown(), and the task never runs; later posts are dropped.
 TEST(AsioExecutor, ShutdownCancelsPendingTimersAndReleasesTheirTasks) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <iostream>
 #include <map>
@@ -31,17 +32,24 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 const std::string kBin = TOKENSCOPE_BINARY;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
 
 // A loopback HTTP/1.1 server that answers every POST with a whole (not
-// streamed) completion or chat completion of one token and keeps each
-// request's head and body: what the client put on the wire.
+// streamed) completion or chat completion of one token, or as `respond`
+// writes to the socket, and keeps each request's head and body: what the
+// client put on the wire.
 class RecordingServer {
  public:
   struct Request {
     std::string head;  // request line and headers
     std::string body;
   };
-  RecordingServer() {
+  using Respond = std::function<void(int fd, const Request&)>;
+  explicit RecordingServer(Respond respond = nullptr) : respond_(std::move(respond)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     const int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -106,6 +114,11 @@ class RecordingServer {
       std::lock_guard lock(mutex_);
       requests_.push_back(r);
     }
+    if (respond_) {
+      respond_(c, r);
+      ::close(c);
+      return;
+    }
     const std::string usage = R"("usage":{"prompt_tokens":8,"completion_tokens":1,"total_tokens":9})";
     const std::string body =
         chat
@@ -121,6 +134,7 @@ class RecordingServer {
     ::close(c);
   }
 
+  Respond respond_;
   int fd_ = -1;
   int port_ = 0;
   std::thread acceptor_;
@@ -333,18 +347,170 @@ TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
   }
 }
 
+// A second interrupt cancels what is in flight at once instead of waiting
+// out the grace period; the results are still written.
+TEST_F(Bench, ASecondInterruptCancelsWhatIsInFlightAtOnce) {
+  const auto out = dir_ / "run";
+  // Outputs of 4,000 tokens take a minute on the simulated GPU; grace 600 s.
+  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32", "--output-len",
+               "fixed:4000", "--grace-s", "600", "--progress", "plain", "--out", out.string()},
+              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && !fs::exists(out / "run.json"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // some requests in flight
+  child.signal(SIGINT);
+  // The first interrupt is acknowledged (it names the grace period)...
+  const auto said = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < said && slurp(dir_ / "stderr").find("interrupt again") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_NE(slurp(dir_ / "stderr").find("interrupt again"), std::string::npos) << slurp(dir_ / "stderr");
+  child.signal(SIGINT);  // ...the second ends the run long before 600 s
+  const auto r = child.wait(60);
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["partial"], true);
+  EXPECT_FALSE(run["summary"].is_null());
+  const auto recs = lines(out / "requests.jsonl");
+  ASSERT_FALSE(recs.empty());
+  std::size_t cancelled = 0;
+  for (const auto& rec : recs) cancelled += rec["outcome"] == "cancelled";
+  EXPECT_EQ(cancelled, recs.size());  // none could finish 4,000 tokens
+  EXPECT_EQ(run["summary"]["requests_total"].get<std::size_t>(), recs.size());
+}
+
+// run.json is written when the run starts (settings and seeds, marked
+// partial), so that a run killed outright still says what it was.
+TEST_F(Bench, RunJsonIsWrittenAtTheStartAndSurvivesSigkill) {
+  const auto out = dir_ / "run";
+  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32", "--output-len",
+               "fixed:50", "--seed", "4242", "--progress", "none", "--out", out.string()},
+              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && complete_lines(out / "requests.jsonl") < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  child.signal(SIGKILL);
+  child.wait(30);
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["partial"], true);
+  EXPECT_TRUE(run["summary"].is_null());
+  EXPECT_EQ(run["settings"]["requested"]["workload"]["seed"], 4242);
+  EXPECT_EQ(run["settings"]["effective"]["target"]["in_process"], true);
+  EXPECT_GE(complete_lines(out / "requests.jsonl"), 3u);
+}
+
+// A directory that holds a run is refused unless --overwrite, which replaces
+// it whole (two runs never mix in one requests.jsonl).
+TEST_F(Bench, OutHoldingARunIsRefusedUnlessOverwrite) {
+  const auto out = (dir_ / "run").string();
+  const std::vector<std::string> common = {"--input-len", "fixed:8", "--output-len", "fixed:2", "--rate", "inf",
+                                           "--out", out};
+  auto first = common;
+  first.insert(first.end(), {"--num-requests", "5"});
+  ASSERT_EQ(bench(first).exit_code, 0);
+  auto second = common;
+  second.insert(second.end(), {"--num-requests", "3"});
+  const auto refused = bench(second);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--out " + out + ": holds an earlier run"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--overwrite"), std::string::npos) << refused.err;
+  EXPECT_EQ(lines(dir_ / "run" / "requests.jsonl").size(), 5u);  // untouched
+  second.push_back("--overwrite");
+  ASSERT_EQ(bench(second).exit_code, 0);
+  EXPECT_EQ(lines(dir_ / "run" / "requests.jsonl").size(), 3u);
+  // A file where a directory is expected.
+  std::ofstream(dir_ / "file") << "x";
+  const auto not_dir = bench({"--num-requests", "1", "--out", (dir_ / "file").string()});
+  EXPECT_EQ(not_dir.exit_code, 2);
+  EXPECT_NE(not_dir.err.find("exists and is not a directory"), std::string::npos) << not_dir.err;
+}
+
+// A full disk (here: the file size limit, which fails writes with EFBIG as a
+// full disk fails them with ENOSPC) stops the run with a clear message; the
+// requests written before it are whole lines, and run.json stays.
+TEST_F(Bench, AFullDiskKeepsWholeLinesAndRunJson) {
+  const auto out = dir_ / "run";
+  // SIGXFSZ ignored (an ignored signal stays ignored across exec), so the
+  // write fails instead of the process being killed.
+  const auto r = run_process({"/bin/sh", "-c",
+                              "trap '' XFSZ; exec /usr/bin/prlimit --fsize=30000 \"$0\" bench --progress none "
+                              "--num-requests 400 --rate 400 --input-len fixed:8 --output-len fixed:60 --out \"$1\"",
+                              kBin, out.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("requests.jsonl: cannot write: File too large"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kept in " + out.string()), std::string::npos) << r.err;
+  const auto text = slurp(out / "requests.jsonl");
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');  // cut back to the last whole line
+  EXPECT_LE(text.size(), 30000u);
+  const auto recs = lines(out / "requests.jsonl");  // every line parses
+  EXPECT_GT(recs.size(), 0u);
+  EXPECT_LT(recs.size(), 400u);
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["partial"], true);
+}
+
+// Whole (non-streamed) responses on kept-alive connections: a reset the
+// server injects after reading a request comes before any response byte.
+// It is that request's connect_error, never resent (a resend hid every such
+// fault, and made the server count the request twice).
+TEST_F(Bench, ResetsBeforeAnyResponseByteAreCountedNotResent) {
+  Server server(dir_, {"--faults", "reset=0.2", "--fault-seed", "3", "--fixed-step-ms", "1"});
+  const auto r = bench({"--target", server.url(""), "--num-requests", "100", "--rate", "200", "--no-stream",
+                        "--input-len", "fixed:8", "--output-len", "fixed:4", "--max-error-rate", "1", "--json",
+                        "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto s = json::parse(r.out);
+  const auto metrics = run_process({"/usr/bin/curl", "-sS", "--max-time", "30", server.url("/metrics")});
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(metrics.out, m,
+                                std::regex(R"re(tokenscope:faults_injected_total\{[^}]*kind="reset"[^}]*\} ([0-9.]+))re")))
+      << metrics.out.substr(0, 2000);
+  const int injected = static_cast<int>(std::stod(m[1]));
+  EXPECT_GT(injected, 5);
+  EXPECT_EQ(s["requests_by_outcome"]["connect_error"].get<int>(), injected);
+  EXPECT_EQ(s["requests_by_outcome"]["ok"].get<int>(), 100 - injected);
+  const auto run = json::parse(slurp(dir_ / "run" / "run.json"));
+  EXPECT_EQ(run["client"]["resent_after_stale_connection"], 0);
+}
+
+// A request the client gives up (its timeout) is reset, so that the server
+// stops generating for it at once even when it takes a plain close after the
+// request for a half-close (as serve does for whole responses).
+TEST_F(Bench, ATimedOutRequestIsAbortedOnTheServer) {
+  Server server(dir_, {"--fixed-step-ms", "5"});  // 2,000 tokens: 10 s
+  const auto r = bench({"--target", server.url(""), "--num-requests", "3", "--rate", "inf", "--no-stream",
+                        "--input-len", "fixed:8", "--output-len", "fixed:2000", "--timeout-s", "1",
+                        "--max-error-rate", "1", "--json", "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["requests_by_outcome"]["timeout"], 3);
+  // Bounded wait for the server to notice (well before the 10 s of generation).
+  const std::regex re(R"re(vllm:request_success_total\{[^}]*finished_reason="abort"[^}]*\} ([0-9.]+))re");
+  double aborted = 0;
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    text = run_process({"/usr/bin/curl", "-sS", "--max-time", "5", server.url("/metrics")}).out;
+    std::smatch m;
+    if (std::regex_search(text, m, re) && (aborted = std::stod(m[1])) >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(aborted, 3) << text.substr(0, 3000);
+}
+
 // Every fault a separate server process injected is matched, by the
 // response id its emission trace names, to the outcome of that request;
 // the trace agrees with the server's /metrics counters. A request the
 // server did not fault may time out on a slow machine (as one once did
 // under ThreadSanitizer), and nothing else.
 TEST_F(Bench, OutcomesEqualTheServersInjectedFaults) {
-  // Stalls (6 s) well past the client's timeout (2 s).
+  // Stalls (20 s) well past the client's timeout (8 s, so that a loaded
+  // machine under a sanitizer delivers every other fault before it).
   const auto trace = dir_ / "emissions.jsonl";
-  Server server(dir_, {"--faults", "http_5xx=0.06,http_429=0.06,reset=0.06,malformed=0.06,stall=0.06@6000",
+  Server server(dir_, {"--faults", "http_5xx=0.06,http_429=0.06,reset=0.06,malformed=0.06,stall=0.06@20000",
                        "--fault-seed", "11", "--fixed-step-ms", "1", "--trace-emissions", trace.string()});
   const auto r = bench({"--target", server.url(""), "--num-requests", "300", "--rate", "300", "--input-len",
-                        "fixed:8", "--output-len", "fixed:6", "--timeout-s", "2", "--max-error-rate", "1",
+                        "fixed:8", "--output-len", "fixed:6", "--timeout-s", "8", "--max-error-rate", "1",
                         "--json", "--out", (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = json::parse(r.out);
@@ -603,6 +769,45 @@ TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
   for (const auto& rec : recs) second_turns += rec.value("turn", 0) == 1 ? 1 : 0;
   EXPECT_EQ(recs.size(), s["requests_total"].get<std::size_t>());
   EXPECT_EQ(recs.size(), 6 + second_turns);  // each agent session adds its second turn
+}
+
+// A server that streams output events without end: the client's memory and
+// the record stay bounded (--max-events kept, the rest counted and their gaps
+// histogrammed), the request ends at its timeout, and every event is counted.
+TEST_F(Bench, AStreamWithoutEndKeepsTheClientBounded) {
+  RecordingServer server([](int fd, const RecordingServer::Request&) {
+    const std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    if (::send(fd, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
+    std::string events;
+    for (int i = 0; i < 2000; ++i) events += "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n";
+    // Until the client goes (its timeout), at most 60 s.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < end)
+      if (::send(fd, events.data(), events.size(), MSG_NOSIGNAL) < 0) return;
+  });
+  const auto r = bench({"--target", server.url(), "--model", "m", "--num-requests", "1", "--input-len", "fixed:8",
+                        "--output-len", "fixed:16", "--timeout-s", "4", "--max-events", "1000",
+                        "--max-error-rate", "1", "--prompt-check", "0", "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Bounded: at 12 bytes an event the kept events are 12 KB; unbounded, the
+  // millions of events (and the line written for them) took hundreds of MB.
+  // (Measured: 16 MB with the cap, 196 MB without. Sanitizers' shadow memory
+  // makes a bound meaningless there.)
+  if (!kSanitized) {
+    EXPECT_LT(r.max_rss_kb, 64 * 1024) << "peak RSS " << r.max_rss_kb << " kB";
+  }
+  const auto text = slurp(dir_ / "run" / "requests.jsonl");
+  EXPECT_LT(text.size(), 200'000u);  // one line: 1,000 offsets and a histogram
+  const auto recs = lines(dir_ / "run" / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 1u);
+  const auto& rec = recs[0];
+  EXPECT_EQ(rec["outcome"], "timeout");
+  EXPECT_EQ(rec["event_offsets_ns"].size(), 1000u);
+  const auto dropped = rec["events_dropped"].get<std::uint64_t>();
+  EXPECT_GT(dropped, 10'000u);  // the loopback carries millions in 4 s (fewer under a sanitizer)
+  EXPECT_EQ(rec["output_tokens_client"].get<std::uint64_t>(), 1000 + dropped);
+  EXPECT_EQ(rec["dropped_gaps_ns"]["count"].get<std::uint64_t>(), dropped);
 }
 
 // The request options reach the server as given: sampling parameters, the

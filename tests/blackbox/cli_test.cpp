@@ -137,6 +137,27 @@ TEST_F(Cli, SameSeedGivesByteIdenticalRunDirectories) {
   EXPECT_NE(slurp(dir_ / "a" / "requests.jsonl"), slurp(dir_ / "c" / "requests.jsonl"));
 }
 
+// Failures are broken down by outcome, as bench does, not only counted.
+TEST_F(Cli, SimNamesTheOutcomesOfFailedRequests) {
+  const auto r = sim({"--num-requests", "4", "--input-len", "fixed:200000", "--output-len", "fixed:4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 total, 0 completed, 4 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outcomes          rejected 4"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, SimRefusesAnOutHoldingARunUnlessOverwrite) {
+  const auto out = (dir_ / "run").string();
+  ASSERT_EQ(sim({"--num-requests", "5", "--quiet", "--out", out}).exit_code, 0);
+  const auto refused = sim({"--num-requests", "3", "--quiet", "--out", out});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("holds an earlier run"), std::string::npos) << refused.err;
+  ASSERT_EQ(sim({"--num-requests", "3", "--quiet", "--overwrite", "--out", out}).exit_code, 0);
+  std::ifstream in(dir_ / "run" / "requests.jsonl");
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  EXPECT_EQ(n, 3u);
+}
+
 TEST_F(Cli, RunJsonRecordsRequestedAndEffectiveSettings) {
   const auto r = sim({"--num-requests", "50", "--gpu", "a100", "--out", (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;

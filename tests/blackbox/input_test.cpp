@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 const std::string kBin = TOKENSCOPE_BINARY;
-constexpr long kMiB = 1024;  // in KiB, the unit of peak_rss_kib
+constexpr long kMiB = 1024;  // in KiB, the unit of max_rss_kb
 
 class CliInput : public ::testing::Test {
  protected:
@@ -58,7 +58,7 @@ class CliInput : public ::testing::Test {
 
 std::string show(const ProcessResult& r) {
   return "exit " + std::to_string(r.exit_code) + ", signal " + std::to_string(r.term_signal) + ", peak RSS " +
-         std::to_string(r.peak_rss_kib / kMiB) + " MiB\nstderr: " + r.err.substr(0, 2000);
+         std::to_string(r.max_rss_kb / kMiB) + " MiB\nstderr: " + r.err.substr(0, 2000);
 }
 
 // A 2 GB file of NUL bytes (what `truncate -s 2G` makes) in every trace
@@ -79,7 +79,7 @@ TEST_F(CliInput, SparseTwoGigabyteFileIsRejectedAfterABoundedPrefix) {
     EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << show(r);
     EXPECT_NE(r.err.find(f + ":1: "), std::string::npos) << show(r);
     EXPECT_NE(r.err.find("NUL byte"), std::string::npos) << show(r);
-    EXPECT_LT(r.peak_rss_kib, 100 * kMiB) << show(r);
+    EXPECT_LT(r.max_rss_kb, 100 * kMiB) << show(r);
   }
 }
 
@@ -107,7 +107,7 @@ TEST_F(CliInput, BigTraceMemoryFollowsTheRequestsKept) {
       run_process({kBin, "sim", "--trace", path.string(), "--max-requests", "1000", "--json"}, 60);
   ASSERT_EQ(few.exit_code, 0) << show(few);
   EXPECT_EQ(nlohmann::json::parse(few.out)["requests_total"], 1000);
-  EXPECT_LT(few.peak_rss_kib, 100 * kMiB) << show(few);
+  EXPECT_LT(few.max_rss_kb, 100 * kMiB) << show(few);
 
   // Reading to the bad row keeps every request before it: 48 bytes each (at
   // most twice that while the vector grows), not the 200 MB of text.
@@ -118,7 +118,7 @@ TEST_F(CliInput, BigTraceMemoryFollowsTheRequestsKept) {
             std::string::npos)
       << show(all);
   const long kept_kib = static_cast<long>(rows * 48 / 1024);
-  EXPECT_LT(all.peak_rss_kib, 2 * kept_kib + 100 * kMiB) << show(all);
+  EXPECT_LT(all.max_rss_kb, 2 * kept_kib + 100 * kMiB) << show(all);
 }
 
 // A 100 MB binary access trace whose last record is bad.
@@ -153,7 +153,7 @@ TEST_F(CliInput, BigAccessTraceIsReadInPlace) {
   EXPECT_NE(r.err.find(path.string() + ":" + std::to_string(records) + ": field 'op'"), std::string::npos)
       << show(r);
   // 16 bytes a record kept, read in place: not the file plus copies of it.
-  EXPECT_LT(r.peak_rss_kib, static_cast<long>(records * 16 / 1024) + 64 * kMiB) << show(r);
+  EXPECT_LT(r.max_rss_kb, static_cast<long>(records * 16 / 1024) + 64 * kMiB) << show(r);
 }
 
 // Rows with the documented maximum token counts (2^30) are rejected against
@@ -194,7 +194,7 @@ TEST_F(CliInput, MaxTokenCountRowsAreRejectedBeforeTheirTokensAreMade) {
     const auto first = nlohmann::json::parse(line);
     EXPECT_EQ(first["outcome"], "rejected");
     EXPECT_NE(first["detail"].get<std::string>().find(c.detail), std::string::npos) << first.dump();
-    EXPECT_LT(r.peak_rss_kib, 200 * kMiB) << show(r);
+    EXPECT_LT(r.max_rss_kb, 200 * kMiB) << show(r);
   }
 }
 

@@ -384,8 +384,8 @@ TEST_F(Llama, ClosedLoopWholeResponsesWithConnectionClose) {
 
 // Closed loop with whole responses and think times past llama-server's 5 s
 // keep-alive: the server closes each idle connection before the user's next
-// request, so the client must notice the close (or resend once) rather than
-// fail the request.
+// request, so the client must notice the close before reusing the
+// connection rather than fail the request.
 TEST_F(Llama, ClosedLoopPastTheServersKeepAliveTimeout) {
   auto s = start();
   const auto before = s->metrics();

@@ -82,10 +82,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   for (auto& f : fds)
     if (f.fd >= 0) close(f.fd);
   int status = 0;
-  rusage usage{};
+  struct rusage usage {};
   wait4(pid, &status, 0, &usage);
+  r.max_rss_kb = usage.ru_maxrss;
   fill_status(status, r);
-  r.peak_rss_kib = usage.ru_maxrss;
   return r;
 }
 

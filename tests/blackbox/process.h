@@ -13,7 +13,7 @@ struct ProcessResult {
   int term_signal = 0;  // the signal that ended it, if any
   std::string out;
   std::string err;
-  long peak_rss_kib = 0;  // the child's peak resident set (getrusage ru_maxrss); run_process only
+  long max_rss_kb = -1;  // run_process: the child's peak resident set (wait4's ru_maxrss)
 };
 
 // Runs argv to completion (killed after timeout_s), capturing stdout and stderr.
@@ -25,6 +25,7 @@ class Child {
   Child(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file);
   ~Child();
   void signal(int sig);
+  pid_t pid() const { return pid_; }
   // Whether the child is still running (reaps it, without blocking, when it has ended).
   bool running();
   // Waits (at most timeout_s; then kills) and returns the exit status.

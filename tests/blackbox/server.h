@@ -24,14 +24,17 @@ inline std::string slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// A running server on 127.0.0.1 and an ephemeral port.
+// A running server on 127.0.0.1 and an ephemeral port. A launcher, when
+// given, runs it (e.g. {"/usr/bin/prlimit", "--nofile=64:64", "--"}).
 class Server {
  public:
-  Server(const std::filesystem::path& dir, std::vector<std::string> extra) : dir_(dir) {
+  Server(const std::filesystem::path& dir, std::vector<std::string> extra,
+         std::vector<std::string> launcher = {})
+      : dir_(dir) {
     // Several I/O threads, so that the ThreadSanitizer run sees real concurrency.
-    std::vector<std::string> args = {
-        std::string(TOKENSCOPE_BINARY), "serve",     "--port", "0", "--port-file",
-        (dir / "port").string(),        "--threads", "3"};
+    std::vector<std::string> args = std::move(launcher);
+    args.insert(args.end(), {TOKENSCOPE_BINARY, "serve", "--port", "0", "--port-file",
+                             (dir / "port").string(), "--threads", "3"});
     args.insert(args.end(), extra.begin(), extra.end());
     child_ = std::make_unique<Child>(args, (dir / "server.out").string(), (dir / "server.err").string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -40,6 +43,7 @@ class Server {
     port_ = std::stoi(slurp(dir / "port"));
   }
   int port() const { return port_; }
+  pid_t pid() const { return child_->pid(); }
   std::string url(const std::string& path) const {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
   }
