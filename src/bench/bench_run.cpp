@@ -90,6 +90,14 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   }
   auto& w = p.bw.workload;
   if (w.requests.empty()) throw UsageError("the workload has no requests");
+  for (const auto& r : w.requests)
+    if (r.input_tokens > o.max_prompt_tokens) {
+      const std::string origin = workload::prompt_origin(w, r);
+      throw UsageError(fmt::format("{}{}prompt of {} tokens is over --max-prompt-tokens {} (its text is built in "
+                                   "memory before it is sent; raise the option for a model with a longer context)",
+                                   origin, origin.empty() ? "request " + std::to_string(r.id) + ": " : ": ",
+                                   r.input_tokens, o.max_prompt_tokens));
+    }
   p.plan.threads = o.client_threads;
   p.plan.timeout_s = o.timeout_s;
   p.plan.max_events = o.max_events;
@@ -387,6 +395,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         {"tokenizer", o.tokenizer_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.tokenizer_file)},
         {"timeout_s", o.timeout_s},
         {"max_events", o.max_events},
+        {"max_prompt_tokens", o.max_prompt_tokens},
         {"insecure", o.insecure},
         {"headers", o.headers.size()}}},
       {"load",

@@ -16,12 +16,10 @@ namespace {
 constexpr std::size_t kErrorBodyCap = 4096;  // bytes of an error body kept for the detail
 constexpr std::size_t kBodyCap = 64u << 20;  // a non-streamed body larger than this is a protocol error
 
+// What a server sent, quoted for a record's detail: control bytes and NULs
+// escaped, at most n bytes.
 std::string excerpt(std::string_view s, std::size_t n = 200) {
-  std::string out(s.substr(0, n));
-  for (char& c : out)
-    if (c == '\n' || c == '\r') c = ' ';
-  if (s.size() > n) out += "...";
-  return out;
+  return quote_input(s, n);
 }
 }  // namespace
 

@@ -229,7 +229,7 @@ TEST_F(Collector, AJsonAnswerToAStreamingRequestNamesItsContentType) {
   chunk("{\"id\":\"cmpl-1\",\"choices\":[{\"text\":\"hi\",\"finish_reason\":\"length\"}]}", 200);
   c.on_complete(net::ExchangeError::kNone, "", 300);
   EXPECT_EQ(record.outcome, Outcome::kProtocolError);
-  EXPECT_NE(record.detail.find("not an SSE stream (Content-Type: application/json): {\"id\":\"cmpl-1\""),
+  EXPECT_NE(record.detail.find("not an SSE stream (Content-Type: 'application/json'): '{\"id\":\"cmpl-1\""),
             std::string::npos)
       << record.detail;
   // An SSE stream cut inside an event keeps its own message.
@@ -239,6 +239,20 @@ TEST_F(Collector, AJsonAnswerToAStreamingRequestNamesItsContentType) {
   chunk("data: {\"choices\":[{\"text\":\"a\"}]}", 200);
   c.on_complete(net::ExchangeError::kNone, "", 300);
   EXPECT_EQ(record.detail, "stream ended inside an SSE event");
+}
+
+// What a server sends is quoted in a detail with its control bytes and NULs
+// escaped (a raw NUL cut the message short), and bounded.
+TEST_F(Collector, ServerBytesInADetailAreEscapedAndBounded) {
+  start();
+  c.on_headers(500, 120);
+  chunk(std::string("bad\0gate\x01\x1b[2J", 13) + std::string(1000, 'x'), 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.outcome, Outcome::kHttpError);
+  EXPECT_EQ(record.detail.find('\0'), std::string::npos);
+  EXPECT_EQ(record.detail.find('\x1b'), std::string::npos);
+  EXPECT_NE(record.detail.find("HTTP 500: 'bad\\0gate\\x01\\x1b[2J"), std::string::npos) << record.detail;
+  EXPECT_LT(record.detail.size(), 300u);
 }
 
 TEST_F(Collector, MissingUsageLeavesTheCountUnknown) {

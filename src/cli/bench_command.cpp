@@ -126,6 +126,12 @@ CLI::App* add_bench_command(CLI::App& app) {
                    "the client's memory without bound")
       ->capture_default_str()
       ->group(T);
+  bench
+      ->add_option("--max-prompt-tokens", s.max_prompt_tokens,
+                   "A request planned with a longer prompt fails the run at the start (exit 2): its text is "
+                   "built in memory before it is sent")
+      ->capture_default_str()
+      ->group(T);
   bench->add_flag("--insecure", s.insecure, "https: do not verify the server's certificate and name")
       ->group(T);
   bench->add_option("--ca-file", s.ca_file, "https: extra CA certificates (PEM)")->group(T);

@@ -156,6 +156,33 @@ TEST_F(CliInput, BigAccessTraceIsReadInPlace) {
   EXPECT_LT(r.max_rss_kb, static_cast<long>(records * 16 / 1024) + 64 * kMiB) << show(r);
 }
 
+// bench against an external server, whose context it does not know: a
+// prompt over --max-prompt-tokens fails the run at the start, naming the
+// row, before gigabytes of its text are built.
+TEST_F(CliInput, BenchRefusesAPromptOverMaxPromptTokensBeforeBuildingIt) {
+  const std::string native =
+      file("max.jsonl",
+           "{\"t_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 10}\n"
+           "{\"t_ms\": 1, \"input_tokens\": 1073741824, \"output_tokens\": 5}\n");
+  // Nothing listens there: the check comes before any connection.
+  const auto r = run_process({kBin, "bench", "--target", "http://127.0.0.1:9", "--model", "m", "--trace", native,
+                              "--trace-format", "native", "--out", (dir_ / "run").string()},
+                             120);
+  EXPECT_EQ(r.exit_code, 2) << show(r);
+  EXPECT_NE(r.err.find(native + ":2: field 'input_tokens': prompt of 1073741824 tokens is over --max-prompt-tokens "
+                                "2097152"),
+            std::string::npos)
+      << show(r);
+  EXPECT_LT(r.max_rss_kb, 200 * kMiB) << show(r);
+  const auto synthetic = run_process({kBin, "bench", "--input-len", "fixed:3000000", "--num-requests", "1",
+                                      "--max-prompt-tokens", "1000000", "--out", (dir_ / "run2").string()},
+                                     120);
+  EXPECT_EQ(synthetic.exit_code, 2) << show(synthetic);
+  EXPECT_NE(synthetic.err.find("request 0: prompt of 3000000 tokens is over --max-prompt-tokens 1000000"),
+            std::string::npos)
+      << show(synthetic);
+}
+
 // Rows with the documented maximum token counts (2^30) are rejected against
 // the model's context before a token is made: the record names the file, the
 // line, the field and the context, and the run stays small.
