@@ -573,14 +573,17 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       const auto why = failure_;
       return finish(why, why == ExchangeError::kTimeout ? "request timed out" : "cancelled");
     }
-    // A kept-alive connection the server had closed: resend once on a fresh
-    // connection, but only when the request could not be written whole (so
-    // the server cannot have received it). Once written, a close or reset
-    // before any response is the request's failure, never resent: the server
-    // may have received it (and counted it), and a reset it injected would be
-    // hidden. (Idle connections are checked for a close before reuse.)
-    if (reused_ && !written && response_bytes_ == 0 &&
-        (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe)) {
+    // A kept-alive connection the server had closed (its close crossed our
+    // request: servers such as llama.cpp's close after a number of requests
+    // or a stream without saying so): resend once on a fresh connection when
+    // nothing of a response came and either the request could not be written
+    // whole or the server ended the connection in order (end of stream). A
+    // reset (RST) after the request was written is the request's failure,
+    // never resent: the server may have received and counted it, and a reset
+    // a server or proxy injected would be hidden.
+    if (reused_ && response_bytes_ == 0 &&
+        (ec == asio::error::eof ||
+         (!written && (ec == asio::error::connection_reset || ec == asio::error::broken_pipe)))) {
       close();
       ExchangeHandler* h = handler_;
       handler_ = nullptr;
@@ -593,7 +596,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
                            ? (response_bytes_ == 0 ? "connection closed by the server before any response"
                                                    : "connection closed by the server before the response ended")
                            : "connection error: " + ec.message();
-    if (reused_ && response_bytes_ == 0) what += " (on a kept-alive connection; not resent: the server may have received it)";
+    if (reused_ && response_bytes_ == 0)
+      what += " (on a kept-alive connection; not resent: the server may have received it)";
     finish(ExchangeError::kClosed, what);
   }
 
