@@ -358,7 +358,8 @@ TEST_F(Abuse, OversizeBodiesGet413) {
 TEST_F(Abuse, PipelinedGarbageGets400ThenClose) {
   Server server(dir_, {});
   std::string garbage;
-  for (int i = 0; i < 100; ++i) garbage += std::string("\x01\xff not http \x7f\r\n", 17);
+  static constexpr char kLine[] = "\x01\xff not http \x7f\r\n";
+  for (int i = 0; i < 100; ++i) garbage += std::string(kLine, sizeof kLine - 1);
   Sock s(server.port());
   s.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + garbage + "\r\n\r\n");
   const std::string out = s.read_all(5);
