@@ -147,17 +147,33 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   content_type_.clear();
   stream_head_.clear();
   counted_tokens_ = 0;
+  spilled_ = false;
+  spill_.clear();
 }
 
 void ResponseCollector::keep_text(std::string_view piece) {
-  if (text_.size() + piece.size() <= kTextCap) {
+  const std::size_t room = kTextCap - std::min(kTextCap, text_.size());
+  if (!spilled_ && piece.size() <= room) {
     text_ += piece;
-  } else if (keep_text_) {  // for a later turn: the history stops growing
-    text_.append(piece.substr(0, kTextCap - std::min(kTextCap, text_.size())));
-  } else {  // only for counting: count what is kept and start again
-    counted_tokens_ += counter_->count(text_, false);
-    text_.assign(piece.substr(0, kTextCap));
+    return;
   }
+  // Past the cap: text for a later turn stops growing; text kept for counting
+  // is counted kTextCap bytes at a time (text_ once, then spill_).
+  if (counter_) {
+    if (!spilled_) {
+      counted_tokens_ += counter_->count(text_, false);
+      spilled_ = true;
+    }
+    spill_ += piece;
+    while (spill_.size() >= kTextCap) {
+      counted_tokens_ += counter_->count(std::string_view(spill_).substr(0, kTextCap), false);
+      spill_.erase(0, kTextCap);
+    }
+  }
+  if (keep_text_)
+    text_.append(piece.substr(0, room));
+  else
+    text_.clear();
 }
 
 void ResponseCollector::on_sent(Nanos t) {
@@ -363,7 +379,8 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
   // what arrived before it broke.
   record_.output_tokens = usage_completion_;
   if (usage_completion_ < 0 && counter_ && !failed_) {  // no usage from the server: count the text
-    record_.output_tokens = static_cast<std::int64_t>(counted_tokens_ + counter_->count(text_, false));
+    record_.output_tokens =
+        static_cast<std::int64_t>(counted_tokens_ + counter_->count(spilled_ ? spill_ : text_, false));
     record_.output_tokens_counted_by_client = true;
     usage_completion_ = record_.output_tokens;
   }

@@ -157,7 +157,9 @@ class ResponseCollector final : public net::ExchangeHandler {
   std::string stream_head_;  // the first bytes of a streamed body, quoted when it is not a stream
   std::uint64_t dropped_chars_ = 0;  // text bytes of the dropped events
   std::shared_ptr<LogLinearHistogram> dropped_gaps_;
-  std::uint64_t counted_tokens_ = 0;  // tokens of text already counted and dropped (kTextCap)
+  std::uint64_t counted_tokens_ = 0;  // tokens of text already counted (past kTextCap)
+  bool spilled_ = false;              // the text passed kTextCap: counting goes on in spill_
+  std::string spill_;                 // text not yet counted, once spilled
 };
 
 }  // namespace tokenscope::bench

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <span>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -253,6 +256,40 @@ TEST_F(Collector, ServerBytesInADetailAreEscapedAndBounded) {
   EXPECT_EQ(record.detail.find('\x1b'), std::string::npos);
   EXPECT_NE(record.detail.find("HTTP 500: 'bad\\0gate\\x01\\x1b[2J"), std::string::npos) << record.detail;
   EXPECT_LT(record.detail.size(), 300u);
+}
+
+// A tokenizer of one token per byte, to count output text on the client.
+struct ByteTokenizer final : workload::TextTokenizer {
+  std::vector<std::int32_t> encode(std::string_view text, bool) const override {
+    return std::vector<std::int32_t>(text.size(), 1);
+  }
+  std::string decode(std::span<const std::int32_t>, bool) const override { return ""; }
+  std::span<const std::int32_t> special_prefix() const override { return {}; }
+  std::span<const std::int32_t> special_suffix() const override { return {}; }
+  std::optional<std::int32_t> bos_id() const override { return std::nullopt; }
+  std::optional<std::int32_t> eos_id() const override { return std::nullopt; }
+  std::size_t vocab_size() const override { return 256; }
+  std::optional<std::string> token_to_piece(std::int32_t) const override { return std::nullopt; }
+  std::optional<std::int32_t> piece_to_id(std::string_view) const override { return std::nullopt; }
+  bool is_special(std::int32_t) const override { return false; }
+  workload::TokenizerDescription description() const override { return {}; }
+};
+
+// Output text kept for a later turn stops at 4 MiB; text counted on the
+// client (no usage from the server) is counted whole, 4 MiB at a time.
+TEST_F(Collector, TextPastTheCapIsCountedWholeAndTheHistoryBounded) {
+  ByteTokenizer bytes;
+  c.set_output_counter(&bytes);
+  start(/*stream=*/false);
+  c.on_headers(200, 120);
+  const std::string text(5'000'000, 'a');
+  chunk("{\"id\":\"cmpl-1\",\"choices\":[{\"text\":\"" + text + "\",\"finish_reason\":\"length\"}]}", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 300);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  EXPECT_EQ(record.output_tokens, 5'000'000);
+  EXPECT_TRUE(record.output_tokens_counted_by_client);
+  EXPECT_EQ(c.text().size(), ResponseCollector::kTextCap);
+  c.set_output_counter(nullptr);
 }
 
 TEST_F(Collector, MissingUsageLeavesTheCountUnknown) {
