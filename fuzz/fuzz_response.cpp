@@ -30,10 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const RequestRecord& r = c.record();
   if (!done) __builtin_trap();
   if (r.event_tokens.size() != r.event_times.size()) __builtin_trap();
-  if (!r.event_times.empty() &&
-      (r.t_first_token != r.event_times.front() ||
-       (r.events_dropped == 0 && r.t_last_token != r.event_times.back()) ||
-       (r.events_dropped > 0 && r.t_last_token < r.event_times.back())))
+  if (!r.event_times.empty() && (r.t_first_token != r.event_times.front() ||
+                                 (r.events_dropped == 0 && r.t_last_token != r.event_times.back()) ||
+                                 (r.events_dropped > 0 && r.t_last_token < r.event_times.back())))
     __builtin_trap();
   if (r.events_dropped > 0 && (!r.dropped_gaps_ns || r.dropped_gaps_ns->count() != r.events_dropped ||
                                r.dropped_event_tokens < r.events_dropped))

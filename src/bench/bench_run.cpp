@@ -93,10 +93,11 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   for (const auto& r : w.requests)
     if (r.input_tokens > o.max_prompt_tokens) {
       const std::string origin = workload::prompt_origin(w, r);
-      throw UsageError(fmt::format("{}{}prompt of {} tokens is over --max-prompt-tokens {} (its text is built in "
-                                   "memory before it is sent; raise the option for a model with a longer context)",
-                                   origin, origin.empty() ? "request " + std::to_string(r.id) + ": " : ": ",
-                                   r.input_tokens, o.max_prompt_tokens));
+      throw UsageError(
+          fmt::format("{}{}prompt of {} tokens is over --max-prompt-tokens {} (its text is built in "
+                      "memory before it is sent; raise the option for a model with a longer context)",
+                      origin, origin.empty() ? "request " + std::to_string(r.id) + ": " : ": ",
+                      r.input_tokens, o.max_prompt_tokens));
     }
   p.plan.threads = o.client_threads;
   p.plan.timeout_s = o.timeout_s;

@@ -72,9 +72,9 @@ struct BenchSettings {
   std::string trace_emissions;
 
   // ---- output
-  std::string out_dir;  // "" : runs/bench-UTCDATE-TIME
+  std::string out_dir;     // "" : runs/bench-UTCDATE-TIME
   bool overwrite = false;  // --out may hold an earlier run: its files are removed first
-  std::string compat;   // "" | "vllm"
+  std::string compat;      // "" | "vllm"
   bool csv = false;
   bool quiet = false;
   std::string progress = "auto";  // auto | tty | plain | none

@@ -249,7 +249,8 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
       event_chars_.push_back(chars);
     } else {  // past the cap: counted, its gap histogrammed
       if (!dropped_gaps_) dropped_gaps_ = std::make_shared<LogLinearHistogram>();
-      dropped_gaps_->record(static_cast<std::uint64_t>(std::max<Nanos>(0, e.t_first_byte - record_.t_last_token)));
+      dropped_gaps_->record(
+          static_cast<std::uint64_t>(std::max<Nanos>(0, e.t_first_byte - record_.t_last_token)));
       ++record_.events_dropped;
       dropped_chars_ += chars;
     }
@@ -284,7 +285,9 @@ void ResponseCollector::split_tokens() {
   // past the cap share one slot (the last), by their text length together.
   const std::uint64_t extra = static_cast<std::uint64_t>(usage_completion_) - events;
   const std::size_t slots = kept + (dropped > 0 ? 1 : 0);
-  auto chars_of = [&](std::size_t i) { return i < kept ? static_cast<double>(event_chars_[i]) : static_cast<double>(dropped_chars_); };
+  auto chars_of = [&](std::size_t i) {
+    return i < kept ? static_cast<double>(event_chars_[i]) : static_cast<double>(dropped_chars_);
+  };
   double total_chars = 0;
   for (std::size_t i = 0; i < slots; ++i) total_chars += chars_of(i);
   auto add = [&](std::size_t i, std::uint64_t n) {

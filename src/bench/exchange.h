@@ -154,7 +154,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   std::int64_t usage_completion_ = -1;
   std::size_t max_events_ = kDefaultMaxEvents;
   std::string content_type_;
-  std::string stream_head_;  // the first bytes of a streamed body, quoted when it is not a stream
+  std::string stream_head_;          // the first bytes of a streamed body, quoted when it is not a stream
   std::uint64_t dropped_chars_ = 0;  // text bytes of the dropped events
   std::shared_ptr<LogLinearHistogram> dropped_gaps_;
   std::uint64_t counted_tokens_ = 0;  // tokens of text already counted (past kTextCap)

@@ -176,9 +176,10 @@ TEST_F(Collector, EventsPastTheCapAreCountedAndTheirGapsHistogrammed) {
   start();
   c.on_headers(200, 120);
   for (int i = 0; i < 10; ++i) chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", 200 + 100 * i);
-  chunk("data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],"
-        "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":10}}\n\ndata: [DONE]\n\n",
-        1200);
+  chunk(
+      "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],"
+      "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":10}}\n\ndata: [DONE]\n\n",
+      1200);
   c.on_complete(net::ExchangeError::kNone, "", 1210);
   EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
   EXPECT_EQ(record.event_times, (std::vector<Nanos>{200, 300, 400}));
@@ -212,9 +213,10 @@ TEST_F(Collector, UsageBeyondTheEventsIsSpreadOverKeptAndDroppedEventsByText) {
   start();
   c.on_headers(200, 120);
   for (int i = 0; i < 10; ++i) chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", 200 + 100 * i);
-  chunk("data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],"
-        "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":24}}\n\ndata: [DONE]\n\n",
-        1200);
+  chunk(
+      "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],"
+      "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":24}}\n\ndata: [DONE]\n\n",
+      1200);
   c.on_complete(net::ExchangeError::kNone, "", 1210);
   // 14 extra tokens over 1:1:1 characters and 7 dropped: 1.4, 1.4, 1.4, 9.8;
   // the largest remainders (.8, then the first .4) get one more.

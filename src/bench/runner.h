@@ -56,9 +56,9 @@ struct LoadPlan {
   bool think_exponential = false;
   std::uint64_t think_seed = 0;
   // Both.
-  std::vector<TurnLink> turns;  // empty, or one per workload request
-  double warmup_s = 0.0;        // requests scheduled earlier are marked warm-up
-  double timeout_s = 600.0;     // per request, from t_send
+  std::vector<TurnLink> turns;     // empty, or one per workload request
+  double warmup_s = 0.0;           // requests scheduled earlier are marked warm-up
+  double timeout_s = 600.0;        // per request, from t_send
   std::size_t max_events = 65536;  // output events kept per record (ResponseCollector::set_max_events)
   // Connections opened before the first send (0: as many as the busiest
   // 10 ms of the schedule plans, or the users of a closed loop), so that a

@@ -254,8 +254,9 @@ CLI::App* add_bench_command(CLI::App& app) {
 
   const char* O = "Output";
   bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
-  bench->add_flag("--overwrite", s.overwrite,
-                  "Replace the run already in --out (without it, a directory holding a run is refused)")
+  bench
+      ->add_flag("--overwrite", s.overwrite,
+                 "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
   bench
       ->add_option("--compat", s.compat,

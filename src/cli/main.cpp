@@ -26,7 +26,8 @@ extern "C" void on_signal(int) {
   if (n == 1) g_interrupted.store(true);
   if (n == 2) g_hurry.store(true);
   if (n >= 3) {
-    static const char kMsg[] = "\ntokenscope: interrupted three times: exiting now (finished requests are on disk)\n";
+    static const char kMsg[] =
+        "\ntokenscope: interrupted three times: exiting now (finished requests are on disk)\n";
     [[maybe_unused]] const auto w = ::write(2, kMsg, sizeof kMsg - 1);
     ::_exit(130);
   }

@@ -145,9 +145,9 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   if (ec || !fs::exists(st)) return;  // a new directory
   if (!fs::is_directory(st))
     throw UsageError(fmt::format("{} {}: exists and is not a directory", option, dir.string()));
-  static constexpr const char* kRunFiles[] = {"run.json",    "run.json.tmp",     "requests.jsonl", "requests.csv",
-                                              "steps.jsonl", "vllm_result.json", "sweep.json",     "sweep.json.tmp",
-                                              "samples.jsonl"};
+  static constexpr const char* kRunFiles[] = {"run.json",     "run.json.tmp",   "requests.jsonl",
+                                              "requests.csv", "steps.jsonl",    "vllm_result.json",
+                                              "sweep.json",   "sweep.json.tmp", "samples.jsonl"};
   std::vector<fs::path> found;
   for (const char* f : kRunFiles)
     if (fs::exists(dir / f, ec)) found.push_back(dir / f);
@@ -158,8 +158,8 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   if (found.empty()) return;
   if (!overwrite)
     throw UsageError(fmt::format(
-        "{} {}: holds an earlier run ({}); choose another directory, or add --overwrite to replace it", option,
-        dir.string(), found.front().filename().string()));
+        "{} {}: holds an earlier run ({}); choose another directory, or add --overwrite to replace it",
+        option, dir.string(), found.front().filename().string()));
   for (const auto& p : found) {
     fs::remove_all(p, ec);
     if (ec) throw IoError(fmt::format("{}: cannot remove: {}", p.string(), ec.message()));

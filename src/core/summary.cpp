@@ -88,7 +88,8 @@ void SummaryBuilder::add(const RequestRecord& r) {
       const double k = static_cast<double>(r.dropped_event_tokens) / static_cast<double>(r.events_dropped);
       r.dropped_gaps_ns->for_each_bucket([&](std::size_t i, std::uint64_t n) {
         const double mid = (static_cast<double>(LogLinearHistogram::bucket_lower(i)) +
-                            static_cast<double>(LogLinearHistogram::bucket_upper(i))) / 2;
+                            static_cast<double>(LogLinearHistogram::bucket_upper(i))) /
+                           2;
         itl_ns_.record(static_cast<std::uint64_t>(mid / k), static_cast<std::uint64_t>(std::llround(n * k)));
       });
     }

@@ -592,10 +592,11 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       client_->start(std::move(request), h, deadline_, /*retry=*/true);
       return;
     }
-    std::string what = ec == asio::error::eof
-                           ? (response_bytes_ == 0 ? "connection closed by the server before any response"
-                                                   : "connection closed by the server before the response ended")
-                           : "connection error: " + ec.message();
+    std::string what =
+        ec == asio::error::eof
+            ? (response_bytes_ == 0 ? "connection closed by the server before any response"
+                                    : "connection closed by the server before the response ended")
+            : "connection error: " + ec.message();
     if (reused_ && response_bytes_ == 0)
       what += " (on a kept-alive connection; not resent: the server may have received it)";
     finish(ExchangeError::kClosed, what);

@@ -1,6 +1,6 @@
 // The connection layer over an in-memory stream: parsing, limits, framing.
-#include <stdexcept>
 #include <gtest/gtest.h>
+#include <stdexcept>
 
 #include <boost/beast/_experimental/test/stream.hpp>
 

@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -352,9 +352,10 @@ TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
 TEST_F(Bench, ASecondInterruptCancelsWhatIsInFlightAtOnce) {
   const auto out = dir_ / "run";
   // Outputs of 4,000 tokens take a minute on the simulated GPU; grace 600 s.
-  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32", "--output-len",
-               "fixed:4000", "--grace-s", "600", "--progress", "plain", "--out", out.string()},
-              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  Child child(
+      {kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32", "--output-len",
+       "fixed:4000", "--grace-s", "600", "--progress", "plain", "--out", out.string()},
+      (dir_ / "stdout").string(), (dir_ / "stderr").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline && !fs::exists(out / "run.json"))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -362,7 +363,8 @@ TEST_F(Bench, ASecondInterruptCancelsWhatIsInFlightAtOnce) {
   child.signal(SIGINT);
   // The first interrupt is acknowledged (it names the grace period)...
   const auto said = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < said && slurp(dir_ / "stderr").find("interrupt again") == std::string::npos)
+  while (std::chrono::steady_clock::now() < said &&
+         slurp(dir_ / "stderr").find("interrupt again") == std::string::npos)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_NE(slurp(dir_ / "stderr").find("interrupt again"), std::string::npos) << slurp(dir_ / "stderr");
   child.signal(SIGINT);  // ...the second ends the run long before 600 s
@@ -383,8 +385,8 @@ TEST_F(Bench, ASecondInterruptCancelsWhatIsInFlightAtOnce) {
 // partial), so that a run killed outright still says what it was.
 TEST_F(Bench, RunJsonIsWrittenAtTheStartAndSurvivesSigkill) {
   const auto out = dir_ / "run";
-  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32", "--output-len",
-               "fixed:50", "--seed", "4242", "--progress", "none", "--out", out.string()},
+  Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32",
+               "--output-len", "fixed:50", "--seed", "4242", "--progress", "none", "--out", out.string()},
               (dir_ / "stdout").string(), (dir_ / "stderr").string());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline && complete_lines(out / "requests.jsonl") < 3)
@@ -403,8 +405,8 @@ TEST_F(Bench, RunJsonIsWrittenAtTheStartAndSurvivesSigkill) {
 // it whole (two runs never mix in one requests.jsonl).
 TEST_F(Bench, OutHoldingARunIsRefusedUnlessOverwrite) {
   const auto out = (dir_ / "run").string();
-  const std::vector<std::string> common = {"--input-len", "fixed:8", "--output-len", "fixed:2", "--rate", "inf",
-                                           "--out", out};
+  const std::vector<std::string> common = {"--input-len", "fixed:8", "--output-len", "fixed:2",
+                                           "--rate",      "inf",     "--out",        out};
   auto first = common;
   first.insert(first.end(), {"--num-requests", "5"});
   ASSERT_EQ(bench(first).exit_code, 0);
@@ -432,10 +434,11 @@ TEST_F(Bench, AFullDiskKeepsWholeLinesAndRunJson) {
   const auto out = dir_ / "run";
   // SIGXFSZ ignored (an ignored signal stays ignored across exec), so the
   // write fails instead of the process being killed.
-  const auto r = run_process({"/bin/sh", "-c",
-                              "trap '' XFSZ; exec /usr/bin/prlimit --fsize=30000 \"$0\" bench --progress none "
-                              "--num-requests 400 --rate 400 --input-len fixed:8 --output-len fixed:60 --out \"$1\"",
-                              kBin, out.string()});
+  const auto r =
+      run_process({"/bin/sh", "-c",
+                   "trap '' XFSZ; exec /usr/bin/prlimit --fsize=30000 \"$0\" bench --progress none "
+                   "--num-requests 400 --rate 400 --input-len fixed:8 --output-len fixed:60 --out \"$1\"",
+                   kBin, out.string()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("requests.jsonl: cannot write: File too large"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("kept in " + out.string()), std::string::npos) << r.err;
@@ -457,14 +460,15 @@ TEST_F(Bench, AFullDiskKeepsWholeLinesAndRunJson) {
 TEST_F(Bench, ResetsBeforeAnyResponseByteAreCountedNotResent) {
   Server server(dir_, {"--faults", "reset=0.2", "--fault-seed", "3", "--fixed-step-ms", "1"});
   const auto r = bench({"--target", server.url(""), "--num-requests", "100", "--rate", "200", "--no-stream",
-                        "--input-len", "fixed:8", "--output-len", "fixed:4", "--max-error-rate", "1", "--json",
-                        "--out", (dir_ / "run").string()});
+                        "--input-len", "fixed:8", "--output-len", "fixed:4", "--max-error-rate", "1",
+                        "--json", "--out", (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto s = json::parse(r.out);
   const auto metrics = run_process({"/usr/bin/curl", "-sS", "--max-time", "30", server.url("/metrics")});
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(metrics.out, m,
-                                std::regex(R"re(tokenscope:faults_injected_total\{[^}]*kind="reset"[^}]*\} ([0-9.]+))re")))
+  ASSERT_TRUE(std::regex_search(
+      metrics.out, m,
+      std::regex(R"re(tokenscope:faults_injected_total\{[^}]*kind="reset"[^}]*\} ([0-9.]+))re")))
       << metrics.out.substr(0, 2000);
   const int injected = static_cast<int>(std::stod(m[1]));
   EXPECT_GT(injected, 5);
@@ -786,9 +790,26 @@ TEST_F(Bench, AStreamWithoutEndKeepsTheClientBounded) {
     while (std::chrono::steady_clock::now() < end)
       if (::send(fd, events.data(), events.size(), MSG_NOSIGNAL) < 0) return;
   });
-  const auto r = bench({"--target", server.url(), "--model", "m", "--num-requests", "1", "--input-len", "fixed:8",
-                        "--output-len", "fixed:16", "--timeout-s", "4", "--max-events", "1000",
-                        "--max-error-rate", "1", "--prompt-check", "0", "--out", (dir_ / "run").string()});
+  const auto r = bench({"--target",
+                        server.url(),
+                        "--model",
+                        "m",
+                        "--num-requests",
+                        "1",
+                        "--input-len",
+                        "fixed:8",
+                        "--output-len",
+                        "fixed:16",
+                        "--timeout-s",
+                        "4",
+                        "--max-events",
+                        "1000",
+                        "--max-error-rate",
+                        "1",
+                        "--prompt-check",
+                        "0",
+                        "--out",
+                        (dir_ / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Bounded: at 12 bytes an event the kept events are 12 KB; unbounded, the
   // millions of events (and the line written for them) took hundreds of MB.

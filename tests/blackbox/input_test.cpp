@@ -167,18 +167,18 @@ TEST_F(CliInput, BigAccessTraceIsReadInPlace) {
 // prompt over --max-prompt-tokens fails the run at the start, naming the
 // row, before gigabytes of its text are built.
 TEST_F(CliInput, BenchRefusesAPromptOverMaxPromptTokensBeforeBuildingIt) {
-  const std::string native =
-      file("max.jsonl",
-           "{\"t_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 10}\n"
-           "{\"t_ms\": 1, \"input_tokens\": 1073741824, \"output_tokens\": 5}\n");
+  const std::string native = file("max.jsonl",
+                                  "{\"t_ms\": 0, \"input_tokens\": 100, \"output_tokens\": 10}\n"
+                                  "{\"t_ms\": 1, \"input_tokens\": 1073741824, \"output_tokens\": 5}\n");
   // Nothing listens there: the check comes before any connection.
-  const auto r = run_process({kBin, "bench", "--target", "http://127.0.0.1:9", "--model", "m", "--trace", native,
-                              "--trace-format", "native", "--out", (dir_ / "run").string()},
+  const auto r = run_process({kBin, "bench", "--target", "http://127.0.0.1:9", "--model", "m", "--trace",
+                              native, "--trace-format", "native", "--out", (dir_ / "run").string()},
                              120);
   EXPECT_EQ(r.exit_code, 2) << show(r);
-  EXPECT_NE(r.err.find(native + ":2: field 'input_tokens': prompt of 1073741824 tokens is over --max-prompt-tokens "
-                                "2097152"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(native + ":2: field 'input_tokens': prompt of 1073741824 tokens is over --max-prompt-tokens "
+                          "2097152"),
+      std::string::npos)
       << show(r);
   EXPECT_RSS_BELOW(r, 200 * kMiB);
   const auto synthetic = run_process({kBin, "bench", "--input-len", "fixed:3000000", "--num-requests", "1",
