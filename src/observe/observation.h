@@ -1,0 +1,68 @@
+// The observe module's data model (shared ARCHITECTURE.md "Sample"): every
+// collector (a /metrics scrape, a /proc or cgroup read, an NVML poll, the
+// simulator's steps) produces Observations, each stamped on the client's
+// monotonic clock at receipt with the read's round-trip time as its
+// uncertainty. An Observation holds the series as read (raw, always kept) and
+// the canonical series mapped from them (canonical.h). samples.jsonl holds
+// one Observation per line, appended as they arrive:
+//
+//   {"t_ns":123,"source":"server","rtt_ns":456,"server_t_ns":null,
+//    "canonical":[["requests_running",{},3],...],
+//    "raw":[["vllm:num_requests_running",{"model_name":"m"},3],...]}
+//
+// A collector that could not read writes one line with "error" instead of
+// series ({"t_ns":..,"source":..,"error":"connection refused"}); a
+// collector that cannot work at all (no NVML) writes one line with
+// "unavailable" and stops.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/clock.h"
+
+namespace tokenscope::observe {
+
+struct Label {
+  std::string name;
+  std::string value;
+  bool operator==(const Label&) const = default;
+};
+using Labels = std::vector<Label>;
+
+// One value of one series.
+struct Sample {
+  std::string name;
+  Labels labels;
+  double value = 0.0;
+};
+
+struct Observation {
+  Nanos t_ns = 0;      // client monotonic time at receipt (virtual time for sim)
+  Nanos rtt_ns = 0;    // how long the read took: the uncertainty of t_ns
+  std::string source;  // "server", "scrape:<url>", "gpu", "host", "process", "cgroup", "sim"
+  // The server's own time for this exposition (epoch ns), when it carried timestamps.
+  std::optional<std::int64_t> server_t_ns;
+  std::vector<Sample> canonical;
+  std::vector<Sample> raw;
+  std::string error;        // non-empty: the read failed (no series)
+  std::string unavailable;  // non-empty: the collector cannot work here, and why
+};
+
+// One samples.jsonl line (no newline), appended to out.
+void append_observation_json(std::string& out, const Observation& o);
+// Parses one samples.jsonl line; throws std::runtime_error with the reason.
+Observation parse_observation_json(std::string_view line);
+
+// The value of the first sample named name (any labels) in v; nullopt when none.
+std::optional<double> find_value(const std::vector<Sample>& v, std::string_view name);
+// The sum over every sample named name.
+std::optional<double> sum_values(const std::vector<Sample>& v, std::string_view name);
+
+}  // namespace tokenscope::observe
