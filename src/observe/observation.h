@@ -55,6 +55,19 @@ struct Observation {
   std::string unavailable;  // non-empty: the collector cannot work here, and why
 };
 
+// A source of Observations, read on its own thread at its own interval by
+// the Observer (observer.h).
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  // "server", "gpu", "host", ... (Observation::source).
+  virtual std::string source() const = 0;
+  // One read. Never throws: a failed read comes back with Observation::error,
+  // a collector that cannot work here with Observation::unavailable (the
+  // Observer then stops calling it). Sets t_ns (clock at receipt) and rtt_ns.
+  virtual Observation collect(const Clock& clock) = 0;
+};
+
 // One samples.jsonl line (no newline), appended to out.
 void append_observation_json(std::string& out, const Observation& o);
 // Parses one samples.jsonl line; throws std::runtime_error with the reason.
