@@ -15,6 +15,7 @@
 #include "bench/bench_workload.h"
 #include "bench/prompt_text.h"
 #include "bench/requests_csv.h"
+#include "bench/run_observe.h"
 #include "bench/runner.h"
 #include "bench/schedule.h"
 #include "bench/vllm_compat.h"
@@ -442,6 +443,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   const double planned_s = p.plan.closed_loop
                                ? total_duration_s(p.plan.user_stages)
                                : (p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second));
+  // Every layer on the client's clock: the baseline reads happen now,
+  // right before the first request.
+  static const SteadyClock observe_clock;
+  RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log);
   runner.start();
 
   std::vector<RequestRecord> batch;
@@ -541,6 +546,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     }
   }
   if (progress && tty) log << "\r\x1b[K" << std::flush;
+  // The final reads, after the last response and before the in-process server stops.
+  observer.stop();
 
   if (side.server) {
     side.server->stop(0.0);
@@ -552,6 +559,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     if (side.eff && side.eff->num_gpu_blocks)
       sc.kv_cache_usage_peak = m.value("tokenscope:kv_cache_usage_peak");
     summary.set_server_counters(sc);
+  } else if (const auto sc = observer.server_counters()) {
+    summary.set_server_counters(*sc);  // a remote target: from its scraped counters
   }
   const nlohmann::json s = summary.build();
   const auto cc = runner.client_counters();
@@ -612,11 +621,14 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["verdict"] = {
       {"failed", !report.failure.empty()},
       {"reason", report.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.failure)}};
+  run["observe"] = observer.report();
+  run["server"] = observer.server();
   if (side.server) {
     nlohmann::json faults = nlohmann::json::object();
     for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
       faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
-    run["server"] = {{"faults_injected", faults}};
+    if (run["server"].is_null()) run["server"] = nlohmann::json::object();
+    run["server"]["faults_injected"] = faults;
   }
   if (!io_error.empty()) {
     // The disk failed: every whole line already written stays, and run.json
@@ -725,6 +737,16 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (o.progress != "auto" && o.progress != "tty" && o.progress != "plain" && o.progress != "none")
     throw UsageError("--progress: expected auto, tty, plain or none");
   if (o.compat != "" && o.compat != "vllm") throw UsageError("--compat: expected vllm");
+  if (!(o.scrape_interval_s >= 0.01 && o.scrape_interval_s <= 3600))
+    throw UsageError("--scrape-interval: expected seconds in [0.01, 3600]");
+  for (const auto& [option, urls] :
+       {std::pair{"--scrape", &o.scrape_urls}, {"--gpu-sampler", &o.gpu_sampler_urls}})
+    for (const auto& u : *urls) try {
+        net::Endpoint::parse_url(u);
+      } catch (const UsageError& e) {
+        throw UsageError(fmt::format("{} {}: {}", option, quote_input(u), e.what()));
+      }
+  if (o.no_scrape && !o.scrape_urls.empty()) throw UsageError("--no-scrape and --scrape cannot be combined");
   const auto& sm = o.sampling;
   if (sm.temperature && !(*sm.temperature >= 0 && std::isfinite(*sm.temperature)))
     throw UsageError("--temperature: expected a number >= 0");

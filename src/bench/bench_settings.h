@@ -71,6 +71,17 @@ struct BenchSettings {
   std::uint64_t fault_seed = 0;
   std::string trace_emissions;
 
+  // ---- observe: the server's /metrics, GPUs, host and the server's process
+  // and cgroup, sampled on the client's clock into samples.jsonl
+  std::vector<std::string> scrape_urls;  // --scrape (none: the target's own /metrics, when it answers)
+  bool no_scrape = false;
+  double scrape_interval_s = 1.0;             // every collector's interval
+  std::vector<std::string> gpu_sampler_urls;  // DCGM exporters' /metrics (source "gpu")
+  bool no_gpu = false;                        // no NVML sampling
+  bool no_host = false;                       // no /proc sampling
+  int server_pid = 0;                         // the server's process: its CPU, memory, threads and cgroup
+  std::string cgroup;  // the server's cgroup v2 directory (default: from /proc/PID/cgroup)
+
   // ---- output
   std::string out_dir;     // "" : runs/bench-UTCDATE-TIME
   bool overwrite = false;  // --out may hold an earlier run: its files are removed first

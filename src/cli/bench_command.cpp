@@ -252,6 +252,42 @@ CLI::App* add_bench_command(CLI::App& app) {
                    "The in-process server writes every emitted token here")
       ->group(S);
 
+  const char* OB = "Observe (samples.jsonl: every layer on the client's clock; docs/observe.md)";
+  bench
+      ->add_option(
+          "--scrape", s.scrape_urls,
+          "Scrape this Prometheus /metrics URL during the run (repeatable) [default: the target's own "
+          "/metrics, when it answers]")
+      ->group(OB);
+  bench->add_flag("--no-scrape", s.no_scrape, "Scrape no /metrics")->group(OB);
+  bench
+      ->add_option("--scrape-interval", s.scrape_interval_s,
+                   "Seconds between two reads of each source (scrapes, GPU, host, process, cgroup)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0))
+      ->group(OB);
+  bench
+      ->add_option("--gpu-sampler", s.gpu_sampler_urls,
+                   "A DCGM exporter's /metrics URL: the GPUs of a remote server (repeatable)")
+      ->group(OB);
+  bench->add_flag("--no-gpu", s.no_gpu, "Do not sample this machine's GPUs through NVML")->group(OB);
+  bench
+      ->add_flag("--no-host", s.no_host,
+                 "Do not sample this machine's /proc (CPU, memory, pressure, network)")
+      ->group(OB);
+  bench
+      ->add_option(
+          "--server-pid", s.server_pid,
+          "The server's process on this machine: sample its CPU, memory, threads, context switches and "
+          "its cgroup v2")
+      ->check(CLI::PositiveNumber)
+      ->group(OB);
+  bench
+      ->add_option(
+          "--cgroup", s.cgroup,
+          "The server's cgroup v2 directory (default: the one of --server-pid, from /proc/PID/cgroup)")
+      ->group(OB);
+
   const char* O = "Output";
   bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
   bench
