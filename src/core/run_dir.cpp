@@ -124,6 +124,11 @@ JsonlWriter& RunDirectory::steps() {
   return *steps_;
 }
 
+JsonlWriter& RunDirectory::samples() {
+  if (!samples_) samples_ = std::make_unique<JsonlWriter>(dir_ / "samples.jsonl", false);
+  return *samples_;
+}
+
 void RunDirectory::write_run_json(const nlohmann::json& run) {
   write_file_atomic(dir_ / "run.json", run.dump(2) + "\n");
 }
@@ -131,11 +136,13 @@ void RunDirectory::write_run_json(const nlohmann::json& run) {
 void RunDirectory::flush() {
   if (requests_) requests_->flush();
   if (steps_) steps_->flush();
+  if (samples_) samples_->flush();
 }
 
 void RunDirectory::close() {
   if (requests_) requests_->close();
   if (steps_) steps_->close();
+  if (samples_) samples_->close();
 }
 
 void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::string_view option) {
