@@ -36,6 +36,9 @@ constexpr std::array<std::uint8_t, 256> kCharClass = [] {
   return c;
 }();
 
+// At most this much of the offending text is quoted in a reason (quote_input's default).
+constexpr std::size_t kQuotedBytes = 80;
+
 bool has_class(char c, std::uint8_t cls) {
   return (kCharClass[static_cast<unsigned char>(c)] & cls) != 0;
 }
@@ -342,7 +345,7 @@ class Parser {
     std::string reason(what_);
     if (offending_.data() != nullptr) {
       reason += ": ";
-      reason += quote_input(offending_);
+      reason += quote_input(offending_, kQuotedBytes);
     }
     out_.rejected.push_back({line, std::move(reason)});
   }
@@ -728,10 +731,13 @@ class Parser {
       return fail(
           bucket ? "a histogram bucket needs an 'le' label" : "a summary quantile needs a 'quantile' label",
           name);
-    if (!parse_value(*v, d))
+    if (!parse_value(*v, d)) {
+      // The value is the sample's (unescaped), gone when the line is rejected: quote a copy.
+      offending_owned_.assign(*v, 0, std::min<std::size_t>(v->size(), 4 * kQuotedBytes));
       return fail(
           bucket ? "bad 'le' label (expected a number or +Inf)" : "bad 'quantile' label (expected a number)",
-          *v);
+          offending_owned_);
+    }
     return true;
   }
 
@@ -755,6 +761,7 @@ class Parser {
   std::string_view what_;
   std::string what_owned_;  // what_ when it is built from the input
   std::string_view offending_;
+  std::string offending_owned_;  // offending_ when it is not a view of text_
 };
 
 }  // namespace
