@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <thread>
+#include <unordered_map>
 
 #include "bench/bench_workload.h"
 #include "bench/prompt_text.h"
@@ -22,6 +23,7 @@
 #include "core/error.h"
 #include "core/run_dir.h"
 #include "net/http_fetch.h"
+#include "observe/locality.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -449,6 +451,13 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log);
   runner.start();
 
+  // For the KV-cache locality fit: which workload request each record is
+  // (closed loops wrap around the workload with ids shifted by its size).
+  std::unordered_map<std::uint64_t, std::uint32_t> index_of_id;
+  std::uint64_t id_modulus = std::numeric_limits<std::uint64_t>::max();
+  for (std::uint32_t i = 0; i < w.requests.size(); ++i) index_of_id.emplace(w.requests[i].id, i);
+  if (p.plan.closed_loop && !w.requests.empty()) id_modulus = w.requests.size();
+  std::vector<observe::LocalityRequest> locality;
   std::vector<RequestRecord> batch;
   std::string first_error;  // "outcome: detail" of the first failed request written
   auto drain = [&] {
@@ -462,6 +471,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         csv->end_line();
       }
       summary.add(r);
+      if (r.outcome == Outcome::kOk && !r.warmup && r.turn == 0) {
+        const auto idx = index_of_id.find(r.id % id_modulus);
+        if (idx != index_of_id.end()) locality.push_back({idx->second, r.t_send, r.cached_tokens});
+      }
       if (first_error.empty() && r.outcome != Outcome::kOk)
         first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
       if (o.compat == "vllm") compat.add(r, r.prompt_tokens_planned);
@@ -623,6 +636,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       {"reason", report.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.failure)}};
   run["observe"] = observer.report();
   run["server"] = observer.server();
+  run["kv_locality"] = observe::kv_locality(w, std::move(locality));
+  run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());
   if (side.server) {
     nlohmann::json faults = nlohmann::json::object();
     for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})

@@ -130,6 +130,23 @@ nlohmann::json RunObserver::server() const {
   return out;
 }
 
+nlohmann::json RunObserver::hit_rate_over_time(Nanos epoch) const {
+  for (const auto& name : server_sources_) {
+    const auto* t = observer_->tracker(name);
+    if (!t || t->observations() < 2) continue;
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& [ts, rate] : t->hit_rate_points()) points.push_back({nanos_to_s(ts - epoch), rate});
+    return {
+        {"source", name},
+        {"phase", "prefill"},
+        {"points", points},
+        {"decode",
+         "none: decode steps never look up the prefix cache (only a prompt's blocks are looked up, when it "
+         "is scheduled), so there is no decode hit rate to report"}};
+  }
+  return nullptr;
+}
+
 std::optional<ServerCounters> RunObserver::server_counters() const {
   const auto s = server();
   if (s.is_null()) return std::nullopt;

@@ -41,6 +41,10 @@ class RunObserver {
   nlohmann::json server() const;
   // The summary's server keys from the scrapes (for a remote target).
   std::optional<ServerCounters> server_counters() const;
+  // The prefix-cache hit rate per window of the (first) server source:
+  // {"phase": "prefill", "points": [[t_s from the run's epoch, rate], ...],
+  // "decode": why there is none}; null without a server source.
+  nlohmann::json hit_rate_over_time(Nanos epoch) const;
 
  private:
   std::unique_ptr<observe::Observer> observer_;

@@ -63,6 +63,10 @@ class SeriesTracker {
   // Gauge peak over the run (all label sets summed per observation).
   std::optional<double> gauge_max(std::string_view name) const;
 
+  // (t_ns, prefix-cache hit rate) of every window that had queries (prefill only).
+  const std::vector<std::pair<Nanos, double>>& hit_rate_points() const { return hit_rate_points_; }
+  Nanos first_t() const { return first_t_; }
+
   std::uint64_t observations() const { return observations_; }
   std::uint64_t resets() const { return resets_; }
 
@@ -83,6 +87,7 @@ class SeriesTracker {
   Nanos first_t_ = 0;
   std::uint64_t observations_ = 0;
   std::uint64_t resets_ = 0;
+  std::vector<std::pair<Nanos, double>> hit_rate_points_;
 };
 
 // The series key "name{a="x",b="y"}" (labels in the order given).
