@@ -375,6 +375,19 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
 
   nlohmann::json run;
   run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
+  {
+    // The wall-clock anchor: the monotonic clock of every t_* and t_ns read
+    // at (about) the same instant as the Unix clock, to export them as UTC.
+    const Nanos mono0 = SteadyClock().now_ns();
+    const auto unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+    const Nanos mono1 = SteadyClock().now_ns();
+    run["clock"] = {{"monotonic_ns", mono0 + (mono1 - mono0) / 2},
+                    {"unix_ns", unix_ns},
+                    {"uncertainty_ns", mono1 - mono0},
+                    {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
+  }
   run["partial"] = true;  // until the end is written
   nlohmann::json sampling = {
       {"temperature",
