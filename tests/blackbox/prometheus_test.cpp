@@ -282,5 +282,50 @@ TEST_F(PrometheusScrape, TheFinalScrapeEqualsRunJson) {
   EXPECT_EQ(prometheus_->wait(30).exit_code, 0) << slurp(dir_ / "prometheus.err");
 }
 
+// Bad --metrics-* options stop bench before anything runs (exit 2), with
+// a message that names the option; a busy port leaves no run directory.
+TEST(BenchMetricsOptions, BadOptionsAreUsageErrorsBeforeTheRun) {
+  const auto dir = fs::temp_directory_path() / ("tokenscope_metrics_options_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto bench = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {kBin,         "bench", "--duration-s", "1",
+                                     "--progress", "none",  "--out",        (dir / "run").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_process(args, 60);
+  };
+  const auto linger = bench({"--metrics-linger-s", "5"});
+  EXPECT_EQ(linger.exit_code, 2);
+  EXPECT_NE(linger.err.find("--metrics-linger-s"), std::string::npos) << linger.err;
+  EXPECT_NE(linger.err.find("--metrics-port"), std::string::npos) << linger.err;
+  const auto range = bench({"--metrics-port", "70000"});
+  EXPECT_EQ(range.exit_code, 2);
+  EXPECT_NE(range.err.find("--metrics-port"), std::string::npos) << range.err;
+  const auto host = bench({"--metrics-port", "0", "--metrics-host", "localhost"});
+  EXPECT_EQ(host.exit_code, 2);
+  EXPECT_NE(host.err.find("--metrics-host 'localhost': expected an IP address"), std::string::npos)
+      << host.err;
+
+  // A port someone else listens on.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const auto busy = bench({"--metrics-port", port});
+  ::close(fd);
+  EXPECT_EQ(busy.exit_code, 2);
+  EXPECT_NE(busy.err.find("--metrics-port " + port + ": cannot listen on 127.0.0.1:" + port),
+            std::string::npos)
+      << busy.err;
+  EXPECT_FALSE(fs::exists(dir / "run"))
+      << "the run directory was created before the port was known to be free";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tokenscope::testing
