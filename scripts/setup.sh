@@ -16,6 +16,7 @@ packages=(
   libpcre2-dev libicu-dev             # real tokenizers: tokenizer.json regexes, Unicode normalization
   libsentencepiece-dev sentencepiece  # real tokenizers: .model files; spm_train/spm_encode in the tests
   curl                                # black-box tests with real third-party clients
+  prometheus                          # black-box test: a real Prometheus scrapes bench --metrics-port
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
   tcpdump                             # benchmarks/llama_accuracy.sh: TTFT on the wire
   python3 time bc                     # benchmark scripts, peak-memory measurement

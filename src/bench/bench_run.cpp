@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "bench/bench_workload.h"
+#include "bench/live_metrics.h"
 #include "bench/prompt_text.h"
 #include "bench/requests_csv.h"
 #include "bench/run_observe.h"
@@ -295,7 +296,7 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
 
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
                   const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
-                  const std::atomic<bool>* hurry, std::ostream& log) {
+                  const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live) {
   const double cpu_start = cpu_seconds();
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
@@ -463,6 +464,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   static const SteadyClock observe_clock;
   RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log);
   runner.start();
+  const LiveRun live_run(live, {out_dir, rs.model, endpoint.url()}, runner);  // --metrics-port
 
   // For the KV-cache locality fit: which workload request each record is
   // (closed loops wrap around the workload with ids shifted by its size).
@@ -492,6 +494,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
       if (o.compat == "vllm") compat.add(r, r.prompt_tokens_planned);
     }
+    if (live) live->add(batch);
     if (!batch.empty()) {
       dir.requests().flush();
       if (csv) csv->flush();
@@ -785,6 +788,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   BenchResult result;
   result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
   const std::string& out = result.out_dir;
+  const std::unique_ptr<LiveMetrics> live =
+      start_live_metrics(o, log);  // before the directory: a busy port is exit 2
   claim_run_directory(out, o.overwrite, "--out");
 
   auto verdicts_of = [&](const RunReport& r) {
@@ -797,8 +802,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     bool failed_run = false;
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
-      result.runs.push_back(
-          run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(), interrupted, hurry, log));
+      result.runs.push_back(run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(),
+                                    interrupted, hurry, log, live.get()));
       const RunReport& r = result.runs.back();
       verdicts_of(r);
       failed_run |= !r.failure.empty();
@@ -858,10 +863,11 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     result.sweep = {{"curve", curve}, {"max_rate_meeting_slo", best}, {"partial", stopped}};
     write_file_atomic(std::filesystem::path(out) / "sweep.json", result.sweep.dump(2));
     result.exit_code = stopped ? kExitInterrupted : failed_run ? kExitFailure : kExitOk;
+    linger_live_metrics(live.get(), o, interrupted, hurry, log);
     return result;
   }
 
-  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log));
+  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log, live.get()));
   const RunReport& r = result.runs.back();
   verdicts_of(r);
   if (r.interrupted) {
@@ -875,6 +881,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
         result.verdicts.push_back(fmt::format("SLO of class '{}' failed", cls));
       }
   }
+  linger_live_metrics(live.get(), o, interrupted, hurry, log);
   return result;
 }
 

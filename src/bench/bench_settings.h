@@ -90,6 +90,11 @@ struct BenchSettings {
   bool quiet = false;
   std::string progress = "auto";  // auto | tty | plain | none
   double grace_s = 5.0;           // after Ctrl-C, how long requests in flight may finish
+  // The benchmark's own Prometheus metrics on GET /metrics while it runs
+  // (bench/live_metrics.h): -1 none, 0 a free port (named on the log).
+  int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";
+  double metrics_linger_s = 0.0;  // keep serving this long after the last run
 };
 
 }  // namespace tokenscope::bench

@@ -306,6 +306,25 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_option("--grace-s", s.grace_s, "On Ctrl-C, wait this long for requests in flight, s")
       ->capture_default_str()
       ->group(O);
+  CLI::Option* metrics_port =
+      bench
+          ->add_option(
+              "--metrics-port", s.metrics_port,
+              "Serve the benchmark's own Prometheus metrics on GET /metrics at this port while it runs "
+              "(0: a free port, named on standard error); the endpoint closes when bench exits")
+          ->check(CLI::Range(0, 65535))
+          ->group(O);
+  bench->add_option("--metrics-host", s.metrics_host, "Address of the --metrics-port endpoint")
+      ->capture_default_str()
+      ->needs(metrics_port)
+      ->group(O);
+  bench
+      ->add_option("--metrics-linger-s", s.metrics_linger_s,
+                   "Keep serving --metrics-port this long after the run, so that a scraper takes its last "
+                   "scrape of the final counts (an interrupt ends the wait)")
+      ->capture_default_str()
+      ->needs(metrics_port)
+      ->group(O);
 
   std::string footer = "\nSummary metrics (run.json \"summary\"):\n";
   for (const auto& k : metrics::kScalarKeys)
