@@ -60,8 +60,11 @@ def med(name, i):
     return statistics.median(v) if v else None
 def us(x):
     return "n/a" if x is None else f"{x / 1000:.1f}"
+def spread(name, i=0):  # "median (min–max)" in µs
+    v = [r[i] for r in rows.get(name, [])]
+    return "n/a" if not v else f"{us(statistics.median(v))} ({us(min(v))}–{us(max(v))})"
 print()
-print(f"| collector | CPU µs/read | wall µs/read | series/read | files alone, CPU µs | psutil, CPU µs/read | psutil / tokenscope |")
+print(f"| collector | CPU µs/read (min–max) | wall µs/read | series/read | files alone, CPU µs | psutil, CPU µs/read (min–max) | psutil / tokenscope |")
 print(f"|---|---:|---:|---:|---:|---:|---:|")
 for name, floor, peer, what in [("host", "host_files_only", "psutil_host", "host"),
                                 ("process", "process_files_only", "psutil_process", "process"),
@@ -73,7 +76,7 @@ for name, floor, peer, what in [("host", "host_files_only", "psutil_host", "host
         continue
     p = med(peer, 0) if peer else None
     ratio = f"{p / c:.1f}x" if p else "n/a"
-    print(f"| {what} | {us(c)} | {us(med(name, 1))} | {med(name, 2):.0f} | {us(med(floor, 0)) if floor else 'n/a'} | {us(p)} | {ratio} |")
+    print(f"| {what} | {spread(name)} | {us(med(name, 1))} | {med(name, 2):.0f} | {us(med(floor, 0)) if floor else 'n/a'} | {spread(peer) if peer else 'n/a'} | {ratio} |")
 print()
 print(f"Medians over {len(rows.get('host', []))} rounds.")
 PY
