@@ -21,6 +21,7 @@ packages=(
   tcpdump                             # benchmarks/llama_accuracy.sh: TTFT on the wire
   python3 time bc                     # benchmark scripts, peak-memory measurement
   python3-aiohttp                     # the Python reference client in benchmarks/peers
+  python3-psutil                      # benchmarks/peers/psutil_sampler.py: the samplers' peer
   python3-numpy python3-yaml python3-sentencepiece  # scripts/tiny-model.py: llama.cpp's gguf-py imports all three;
                                                     # numpy is also vllm_compat_test's reference
 )
