@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "observe/gpu_collector.h"
+#include "observe/system_collectors.h"
 
 namespace tokenscope::bench {
 namespace {
@@ -51,6 +53,28 @@ RunObserver::RunObserver(const BenchSettings& o, const net::Endpoint& target,
   for (std::size_t i = 0; i < o.gpu_sampler_urls.size(); ++i)
     add_scrape(o.gpu_sampler_urls.size() == 1 ? "gpu" : fmt::format("gpu{}", i + 1), o.gpu_sampler_urls[i],
                false);
+  auto add_measured = [&](std::unique_ptr<observe::MeasuredCollector> c, std::string description) {
+    measured_.emplace_back(c->source(), c.get());
+    observe::CollectorOptions co;
+    co.interval_ns = interval;
+    co.description = std::move(description);
+    observer_->add(std::move(c), co);
+  };
+  // This machine's GPUs: for a server on this machine (or the in-process
+  // simulator's host); a DCGM exporter stands for a remote server's GPUs.
+  if (!o.no_gpu && o.gpu_sampler_urls.empty())
+    add_measured(std::make_unique<observe::GpuCollector>(), "NVML on this machine");
+  if (!o.no_host) add_measured(std::make_unique<observe::HostCollector>(), "/proc of this machine");
+  if (o.server_pid > 0)
+    add_measured(std::make_unique<observe::ProcessCollector>(o.server_pid),
+                 fmt::format("/proc/{}", o.server_pid));
+  if (o.server_pid > 0 || !o.cgroup.empty()) {
+    observe::CgroupTarget t;
+    t.directory = o.cgroup;
+    t.pid = o.server_pid;
+    add_measured(std::make_unique<observe::CgroupCollector>(t),
+                 o.cgroup.empty() ? fmt::format("the cgroup v2 of process {}", o.server_pid) : o.cgroup);
+  }
   observer_->start();
 }
 
@@ -77,6 +101,7 @@ nlohmann::json RunObserver::report() const {
                                  {"rejected_lines", st.rejected_lines},
                                  {"first_rejected", rejected}});
   }
+  for (const auto& [source, c] : measured_) observer_->annotate(source, {{"notes", c->notes()}});
   return observer_->report();
 }
 

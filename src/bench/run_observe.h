@@ -18,6 +18,7 @@
 #include "bench/bench_settings.h"
 #include "core/summary.h"
 #include "net/http_client.h"
+#include "observe/measured_collector.h"
 #include "observe/observer.h"
 #include "observe/scrape.h"
 
@@ -50,6 +51,7 @@ class RunObserver {
   std::unique_ptr<observe::Observer> observer_;
   std::vector<std::pair<std::string, observe::ScrapeCollector*>> scrapes_;  // source → collector
   std::vector<std::string> server_sources_;
+  std::vector<std::pair<std::string, observe::MeasuredCollector*>> measured_;  // source → collector (notes)
 };
 
 }  // namespace tokenscope::bench
