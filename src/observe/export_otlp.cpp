@@ -126,8 +126,11 @@ class Batcher {
  public:
   Batcher(std::string prefix, std::size_t max_items, std::size_t max_bytes, const OtlpBatchSink& sink,
           std::uint64_t& requests)
-      : prefix_(std::move(prefix)), max_items_(std::max<std::size_t>(max_items, 1)), max_bytes_(max_bytes),
-        sink_(sink), requests_(requests) {
+      : prefix_(std::move(prefix)),
+        max_items_(std::max<std::size_t>(max_items, 1)),
+        max_bytes_(max_bytes),
+        sink_(sink),
+        requests_(requests) {
     body_ = prefix_;
   }
   // The body to append one item's JSON to (its comma is written).
@@ -174,9 +177,9 @@ Server server_of(const std::string& url) {
   }
 }
 
-void write_span(std::string& b, const ExportRequest& r, std::uint64_t k, std::uint64_t run_key, const RunInfo& run,
-                const ClockAnchor& clock, const std::string& operation, const std::string& provider,
-                const Server& server, const OtlpOptions& o, OtlpStats& stats) {
+void write_span(std::string& b, const ExportRequest& r, std::uint64_t k, std::uint64_t run_key,
+                const RunInfo& run, const ClockAnchor& clock, const std::string& operation,
+                const std::string& provider, const Server& server, const OtlpOptions& o, OtlpStats& stats) {
   const std::uint64_t hi = mix(run_key ^ mix(r.id)), lo = mix(hi ^ mix(k + 1)), span = mix(lo ^ run_key);
   b += "{\"traceId\":\"";
   append_hex(b, hi | 1);  // never all zeros (an invalid id)
@@ -212,7 +215,8 @@ void write_span(std::string& b, const ExportRequest& r, std::uint64_t k, std::ui
     if (!r.task_class.empty()) a.str("tokenscope.class", r.task_class);
     if (r.session >= 0) a.integer("tokenscope.turn", r.turn);
     if (r.warmup) a.boolean("tokenscope.warmup", true);
-    if (r.t_sched >= 0 && r.t_send >= r.t_sched) a.real("tokenscope.queue_s", nanos_to_s(r.t_send - r.t_sched));
+    if (r.t_sched >= 0 && r.t_send >= r.t_sched)
+      a.real("tokenscope.queue_s", nanos_to_s(r.t_send - r.t_sched));
     // The server's time to first token as the client saw it: from the
     // request's send, so the client's queue is not in it.
     if (const Nanos first = r.first_token(); first >= 0 && r.t_send >= 0 && first >= r.t_send)
@@ -220,7 +224,8 @@ void write_span(std::string& b, const ExportRequest& r, std::uint64_t k, std::ui
     if (r.server_prompt_ms >= 0) a.real("tokenscope.server_prompt_ms", r.server_prompt_ms);
     if (r.cached_tokens >= 0) a.integer("tokenscope.cached_tokens", r.cached_tokens);
     if (r.events_dropped > 0)
-      a.integer("tokenscope.events_dropped", static_cast<std::int64_t>(r.events_dropped & 0x7fffffffffffffffULL));
+      a.integer("tokenscope.events_dropped",
+                static_cast<std::int64_t>(r.events_dropped & 0x7fffffffffffffffULL));
     a.close();
   }
   b += ",\"events\":[";
@@ -244,7 +249,8 @@ void write_span(std::string& b, const ExportRequest& r, std::uint64_t k, std::ui
   if (r.t_send >= 0) event(r.t_send, "tokenscope.sent", -1);
   if (r.t_headers >= 0) event(r.t_headers, "tokenscope.headers", -1);
   if (o.token_events)
-    for (std::size_t i = 0; i < r.event_times.size(); ++i) event(r.event_times[i], "tokenscope.token", r.event_tokens[i]);
+    for (std::size_t i = 0; i < r.event_times.size(); ++i)
+      event(r.event_times[i], "tokenscope.token", r.event_tokens[i]);
   b += ']';
   if (r.outcome != Outcome::kOk) {
     b += ",\"status\":{\"code\":2,\"message\":";
@@ -282,14 +288,17 @@ class MetricsWriter {
  public:
   MetricsWriter(const RunInfo& run, const ClockAnchor& clock, const OtlpOptions& o, const OtlpBatchSink& sink,
                 OtlpStats& stats)
-      : prefix_(resource_prefix(run, o, "resourceMetrics", "scopeMetrics", "metrics")), clock_(clock), o_(o),
-        sink_(sink), stats_(stats) {}
+      : prefix_(resource_prefix(run, o, "resourceMetrics", "scopeMetrics", "metrics")),
+        clock_(clock),
+        o_(o),
+        sink_(sink),
+        stats_(stats) {}
 
   void observation(const Observation& obs) {
     const std::int64_t t = clock_.to_unix(obs.t_ns);
     struct Histogram {
       const CanonicalDefinition* definition = nullptr;
-      Labels labels;  // without le
+      Labels labels;                                   // without le
       std::vector<std::pair<double, double>> buckets;  // (le, cumulative count)
       std::optional<double> sum, count;
     };
@@ -327,7 +336,8 @@ class MetricsWriter {
           bad_le = std::from_chars(l.value.data(), end, le).ptr != end;
         }
       }
-      if (c.member == CanonicalName::Member::kSeries || (c.member == CanonicalName::Member::kBucket && bad_le))
+      if (c.member == CanonicalName::Member::kSeries ||
+          (c.member == CanonicalName::Member::kBucket && bad_le))
         continue;  // a bare family name, or a bucket without a bound: nothing to place it in
       auto it = std::find_if(histograms.begin(), histograms.end(), [&](const Histogram& h) {
         return h.definition == c.definition && h.labels == labels;
@@ -340,7 +350,8 @@ class MetricsWriter {
       if (c.member == CanonicalName::Member::kSum) it->sum = s.value;
       if (c.member == CanonicalName::Member::kCount) it->count = s.value;
     }
-    for (auto& h : histograms) histogram_point(h.definition, h.labels, h.buckets, h.sum, h.count, obs.source, t);
+    for (auto& h : histograms)
+      histogram_point(h.definition, h.labels, h.buckets, h.sum, h.count, obs.source, t);
     if (points_ >= o_.points_per_request || bytes() >= o_.max_request_bytes) flush();
   }
 
@@ -407,8 +418,8 @@ class MetricsWriter {
 
   // The start of a cumulative series: its first observation, and after a
   // reset (a value below the last) the observation before the reset.
-  std::int64_t start_of(const std::string& source, std::string_view name, const Labels& labels, std::int64_t t,
-                        double value) {
+  std::int64_t start_of(const std::string& source, std::string_view name, const Labels& labels,
+                        std::int64_t t, double value) {
     std::string key = source;
     key += '\x1f';
     key += name;
@@ -506,12 +517,13 @@ class MetricsWriter {
 
 }  // namespace
 
-OtlpStats write_otlp(const RunSource& source, const RunInfo& run, const OtlpOptions& o, const OtlpBatchSink& traces,
-                     const OtlpBatchSink& metrics) {
+OtlpStats write_otlp(const RunSource& source, const RunInfo& run, const OtlpOptions& o,
+                     const OtlpBatchSink& traces, const OtlpBatchSink& metrics) {
   const std::optional<ClockAnchor> anchor = o.clock ? o.clock : run.clock;
   if (!anchor)
     throw UsageError(
-        "the run has no wall-clock anchor (run.json \"clock\": {\"monotonic_ns\", \"unix_ns\"}), which OTLP needs "
+        "the run has no wall-clock anchor (run.json \"clock\": {\"monotonic_ns\", \"unix_ns\"}), which OTLP "
+        "needs "
         "to turn the run's monotonic times into Unix times; runs written before it was recorded cannot be "
         "exported to OTLP");
   const ClockAnchor clock = *anchor;
@@ -568,7 +580,9 @@ OtlpStats export_otlp(const std::filesystem::path& run_dir, const std::filesyste
   if (ec) throw IoError(fmt::format("{}: cannot create directory: {}", out_dir.string(), ec.message()));
   OutputFile traces(out_dir / "otlp_traces.json");
   std::optional<OutputFile> metrics;
-  const auto write_line = [](OutputFile& f, std::string_view body) { f.begin_line().append(body), f.end_line(); };
+  const auto write_line = [](OutputFile& f, std::string_view body) {
+    f.begin_line().append(body), f.end_line();
+  };
   OtlpStats stats = write_otlp(
       source, run, options, [&](std::string_view body, std::uint64_t) { write_line(traces, body); },
       [&](std::string_view body, std::uint64_t) {
@@ -597,7 +611,8 @@ constexpr std::size_t kKeptFailures = 5;
 std::uint64_t rejected_count(const nlohmann::json& v) {
   // int64 in proto3 JSON: a string, or a number on decode.
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer()) return static_cast<std::uint64_t>(std::max<std::int64_t>(v.get<std::int64_t>(), 0));
+  if (v.is_number_integer())
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(v.get<std::int64_t>(), 0));
   if (v.is_string()) {
     std::uint64_t n = 0;
     const auto& s = v.get_ref<const std::string&>();
@@ -611,9 +626,8 @@ std::uint64_t rejected_count(const nlohmann::json& v) {
 PushResult push_otlp(const std::filesystem::path& run_dir, const std::string& endpoint_url,
                      const PushOptions& options, const std::function<void(double)>& sleep) {
   const net::Endpoint endpoint = net::Endpoint::parse_url(endpoint_url);
-  const auto wait = sleep ? sleep : [](double s) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(s));
-  };
+  const auto wait =
+      sleep ? sleep : [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
   PushResult result;
   int consecutive_failures = 0;
   std::uint64_t batches[2] = {0, 0};
@@ -661,16 +675,16 @@ PushResult push_otlp(const std::filesystem::path& run_dir, const std::string& en
         (signal == 0 ? result.rejected_spans : result.rejected_points) += rejected;
         if (p.contains("errorMessage") && p["errorMessage"].is_string() &&
             result.partial_success_messages.size() < kKeptFailures)
-          result.partial_success_messages.push_back(
-              fmt::format("{} batch {}: {}", name, batch, quote_input(p["errorMessage"].get<std::string>(), 300)));
+          result.partial_success_messages.push_back(fmt::format(
+              "{} batch {}: {}", name, batch, quote_input(p["errorMessage"].get<std::string>(), 300)));
       }
       return;
     }
     ++result.requests_failed;
     if (result.failures.size() < kKeptFailures)
-      result.failures.push_back({name, batch, answer.status, answer.error,
-                                 answer.body.empty() ? "" : quote_input(answer.body, options.body_excerpt_bytes),
-                                 attempts});
+      result.failures.push_back(
+          {name, batch, answer.status, answer.error,
+           answer.body.empty() ? "" : quote_input(answer.body, options.body_excerpt_bytes), attempts});
     if (++consecutive_failures >= std::max(options.max_consecutive_failures, 1)) result.gave_up = true;
   };
   RunSource source;
@@ -683,9 +697,9 @@ PushResult push_otlp(const std::filesystem::path& run_dir, const std::string& en
 }
 
 std::string PushResult::describe() const {
-  std::string s = fmt::format("OTLP push: {} of {} export requests accepted ({} spans, {} metric points)",
-                              requests_sent, requests_sent + requests_failed + requests_not_sent, stats.spans,
-                              stats.metric_points);
+  std::string s =
+      fmt::format("OTLP push: {} of {} export requests accepted ({} spans, {} metric points)", requests_sent,
+                  requests_sent + requests_failed + requests_not_sent, stats.spans, stats.metric_points);
   if (retries > 0) s += fmt::format(", {} retries", retries);
   if (rejected_spans > 0 || rejected_points > 0)
     s += fmt::format("; the endpoint rejected {} spans and {} data points", rejected_spans, rejected_points);

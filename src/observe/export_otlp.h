@@ -56,7 +56,7 @@ struct OtlpOptions {
 struct OtlpStats {
   std::uint64_t spans = 0;
   std::uint64_t span_events = 0;
-  std::uint64_t metric_points = 0;  // data points, all metric types
+  std::uint64_t metric_points = 0;    // data points, all metric types
   std::uint64_t trace_requests = 0;   // ExportTraceServiceRequest objects
   std::uint64_t metric_requests = 0;  // ExportMetricsServiceRequest objects
   std::uint64_t bytes = 0;
@@ -85,7 +85,7 @@ struct PushOptions {
   OtlpOptions otlp;
   net::ClientOptions client;
   std::vector<std::pair<std::string, std::string>> headers;  // e.g. authorization
-  double timeout_s = 30.0;  // per POST
+  double timeout_s = 30.0;                                   // per POST
   // Retryable answers (429, 502, 503, 504, or no answer) are sent again up
   // to max_retries times, after retry_delay_s, doubled each time.
   int max_retries = 2;
@@ -117,7 +117,9 @@ struct PushResult {
   std::vector<std::string> partial_success_messages;  // the first few
   std::vector<PushFailure> failures;                  // the first few (all are counted)
   bool gave_up = false;
-  bool ok() const { return requests_failed == 0 && requests_not_sent == 0 && rejected_spans == 0 && rejected_points == 0; }
+  bool ok() const {
+    return requests_failed == 0 && requests_not_sent == 0 && rejected_spans == 0 && rejected_points == 0;
+  }
   // One paragraph for the terminal: what was sent, and the first failures.
   std::string describe() const;
 };

@@ -58,7 +58,7 @@ struct TrackState {
   Nanos prev_t = -1;
   double prev_value = 0;  // a counter's value, a histogram's _count
   double prev_sum = 0;    // a histogram's _sum
-  bool has_sum = false;
+  bool emitted = false;   // counted in PerfettoStats::counter_tracks
 };
 
 class TraceWriter {
@@ -82,7 +82,8 @@ class TraceWriter {
 
   void header(Nanos origin) {
     std::string& b = sink_.begin_line();
-    b += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"tokenscope\",\"clock\":\"monotonic\",\"origin_ns\":";
+    b += "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"tokenscope\",\"clock\":\"monotonic\","
+         "\"origin_ns\":";
     jsonout::append_int(b, origin);
     b += "},\"traceEvents\":[";
     sink_.end_line();
@@ -92,7 +93,8 @@ class TraceWriter {
     sink_.end_line();
   }
 
-  void metadata(const char* name, int pid, std::int64_t tid, std::string_view text, std::int64_t sort_index = -1) {
+  void metadata(const char* name, int pid, std::int64_t tid, std::string_view text,
+                std::int64_t sort_index = -1) {
     std::string& b = open('M');
     b += ",\"name\":\"";
     b += name;
@@ -163,7 +165,8 @@ std::vector<std::uint32_t> assign_lanes(const std::vector<Extent>& extents, std:
   return lane;
 }
 
-void slice(TraceWriter& w, PerfettoStats& stats, std::int64_t tid, std::string_view name, Nanos from, Nanos to) {
+void slice(TraceWriter& w, PerfettoStats& stats, std::int64_t tid, std::string_view name, Nanos from,
+           Nanos to) {
   if (from < 0 || to < from) return;
   std::string& b = w.open('X');
   b += ",\"cat\":\"request\",\"name\":\"";
@@ -259,7 +262,8 @@ void write_request(TraceWriter& w, PerfettoStats& stats, const ExportRequest& r,
   }
   const Nanos first = r.first_token(), last = r.last_token();
   if (r.t_sched >= 0 && r.t_send >= 0) slice(w, stats, tid, "queued", r.t_sched, r.t_send);
-  if (r.t_send >= 0) slice(w, stats, tid, "waiting", r.t_send, first >= 0 ? first : (r.t_close >= 0 ? r.t_close : end));
+  if (r.t_send >= 0)
+    slice(w, stats, tid, "waiting", r.t_send, first >= 0 ? first : (r.t_close >= 0 ? r.t_close : end));
   if (first >= 0 && last > first) slice(w, stats, tid, "decoding", first, last);
   if (r.t_headers >= 0) instant(w, stats, tid, "headers", r.t_headers, 1);
   if (o.token_marks) {
@@ -306,7 +310,8 @@ class CounterWriter {
         for (const auto& t : o.canonical)
           if (t.labels == s.labels && t.name.size() == c.family.size() + 4 && t.name.starts_with(c.family) &&
               t.name.ends_with("_sum"))
-            mean(pid, display_name(c.family, s.labels), "mean " + std::string(unit), o.t_ns, t.value, s.value);
+            mean(pid, display_name(c.family, s.labels), "mean " + std::string(unit), o.t_ns, t.value,
+                 s.value);
       }
     }
   }
@@ -323,10 +328,7 @@ class CounterWriter {
   }
 
   TrackState& track(int pid, const std::string& name, std::string_view key) {
-    std::string id = fmt::format("{}\x1f{}\x1f{}", pid, name, key);
-    auto [it, added] = tracks_.try_emplace(std::move(id));
-    if (added) ++stats_.counter_tracks;
-    return it->second;
+    return tracks_[fmt::format("{}\x1f{}\x1f{}", pid, name, key)];
   }
 
   void emit(int pid, const std::string& name, std::string_view key, Nanos t, double v) {
@@ -334,7 +336,11 @@ class CounterWriter {
       ++stats_.non_finite_values;
       return;
     }
-    track(pid, name, key);
+    TrackState& st = track(pid, name, key);
+    if (!st.emitted) {
+      st.emitted = true;
+      ++stats_.counter_tracks;
+    }
     std::string& b = w_.open('C');
     b += ",\"name\":";
     jsonout::append_string(b, name);

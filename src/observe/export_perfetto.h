@@ -49,14 +49,14 @@ struct PerfettoStats {
   std::uint64_t token_marks = 0;  // of which tokens
   std::uint64_t counter_events = 0;
   std::uint64_t metadata_events = 0;
-  std::uint64_t counter_tracks = 0;  // distinct (source, name, labels, unit) tracks
-  std::uint32_t lanes = 0;           // threads of the "requests" process
+  std::uint64_t counter_tracks = 0;          // distinct (source, name, labels, unit) tracks
+  std::uint32_t lanes = 0;                   // threads of the "requests" process
   std::uint64_t requests_without_times = 0;  // records with no time at all (not drawn)
   std::uint64_t warmup_left_out = 0;
   bool samples_found = false;
-  std::uint64_t observations = 0;        // samples.jsonl lines with series
+  std::uint64_t observations = 0;                 // samples.jsonl lines with series
   std::uint64_t observations_without_series = 0;  // error / unavailable lines
-  std::uint64_t non_finite_values = 0;   // NaN / Inf values left out (JSON has none)
+  std::uint64_t non_finite_values = 0;            // NaN / Inf values left out (JSON has none)
   ReadStats requests_read;
   ReadStats samples_read;
   Nanos origin_ns = 0;  // monotonic time of ts 0

@@ -41,8 +41,8 @@ const nlohmann::json* path_in(const nlohmann::json& j, std::initializer_list<con
 }
 
 // A string at keys: "" when absent or null; InputError when another type.
-std::string string_at(const nlohmann::json& j, std::initializer_list<const char*> keys, const std::string& file,
-                      const std::string& field) {
+std::string string_at(const nlohmann::json& j, std::initializer_list<const char*> keys,
+                      const std::string& file, const std::string& field) {
   const auto* v = path_in(j, keys);
   if (!v || v->is_null()) return "";
   if (!v->is_string()) throw InputError(file, 0, field, "should be a string");
@@ -59,19 +59,23 @@ RunInfo parse_run_info(std::string_view text, const std::string& file) {
     const auto* mono = path_in(*c, {"monotonic_ns"});
     const auto* unix_ns = path_in(*c, {"unix_ns"});
     if (!c->is_object() || !mono || !unix_ns || !mono->is_number_integer() || !unix_ns->is_number_integer())
-      throw InputError(file, 0, "clock",
-                       "should be {\"monotonic_ns\": INTEGER, \"unix_ns\": INTEGER}, read at the same instant");
+      throw InputError(
+          file, 0, "clock",
+          "should be {\"monotonic_ns\": INTEGER, \"unix_ns\": INTEGER}, read at the same instant");
     info.clock = ClockAnchor{mono->get<Nanos>(), unix_ns->get<std::int64_t>()};
   }
   info.command = string_at(j, {"tool", "command"}, file, "tool.command");
   info.version = string_at(j, {"tool", "version"}, file, "tool.version");
   info.api = string_at(j, {"settings", "requested", "target", "api"}, file, "settings.requested.target.api");
-  info.target_url = string_at(j, {"settings", "effective", "target", "url"}, file, "settings.effective.target.url");
+  info.target_url =
+      string_at(j, {"settings", "effective", "target", "url"}, file, "settings.effective.target.url");
   // The model served: bench's effective target (what /v1/models named),
   // else the one asked for, else the simulator's engine model.
-  info.model = string_at(j, {"settings", "effective", "target", "model"}, file, "settings.effective.target.model");
+  info.model =
+      string_at(j, {"settings", "effective", "target", "model"}, file, "settings.effective.target.model");
   if (info.model.empty())
-    info.model = string_at(j, {"settings", "requested", "target", "model"}, file, "settings.requested.target.model");
+    info.model =
+        string_at(j, {"settings", "requested", "target", "model"}, file, "settings.requested.target.model");
   if (info.model.empty()) {
     const auto* m = path_in(j, {"settings", "effective", "engine", "model"});
     if (m && m->is_string()) info.model = m->get<std::string>();
@@ -87,12 +91,14 @@ RunInfo read_run_info(const std::filesystem::path& dir) {
   if (!std::filesystem::exists(path, ec)) return {};
   auto reader = TextReader::open(path.string(), "run.json");
   if (reader.size() && *reader.size() > kMaxRunJsonBytes)
-    throw InputError(path.string(), 0, "", fmt::format("larger than {} MiB: not a run.json", kMaxRunJsonBytes >> 20));
+    throw InputError(path.string(), 0, "",
+                     fmt::format("larger than {} MiB: not a run.json", kMaxRunJsonBytes >> 20));
   std::string text;
   for (std::string_view chunk; !(chunk = reader.take(TextReader::kChunkBytes)).empty();) {
     text.append(chunk);
     if (text.size() > kMaxRunJsonBytes)
-      throw InputError(path.string(), 0, "", fmt::format("larger than {} MiB: not a run.json", kMaxRunJsonBytes >> 20));
+      throw InputError(path.string(), 0, "",
+                       fmt::format("larger than {} MiB: not a run.json", kMaxRunJsonBytes >> 20));
   }
   return parse_run_info(text, path.string());
 }
@@ -107,7 +113,8 @@ Nanos ExportRequest::start() const {
 
 Nanos ExportRequest::end() const {
   Nanos t = -1;
-  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close}) t = std::max(t, v);
+  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close})
+    t = std::max(t, v);
   for (Nanos v : event_times) t = std::max(t, v);
   return t;
 }
@@ -169,7 +176,8 @@ std::int64_t get_int(std::string_view key, dom::element v) {
 // A time: -1 (absent) or >= 0.
 Nanos get_time(std::string_view key, dom::element v) {
   const std::int64_t t = get_int(key, v);
-  if (t < -1) throw LineError(std::string(key), fmt::format("should be -1 (did not happen) or >= 0, not {}", t));
+  if (t < -1)
+    throw LineError(std::string(key), fmt::format("should be -1 (did not happen) or >= 0, not {}", t));
   return t;
 }
 
@@ -192,10 +200,12 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
   im.buffer.assign(line);
   im.buffer.append(simdjson::SIMDJSON_PADDING, '\0');
   dom::element doc;
-  if (const auto err = im.parser.parse(im.buffer.data(), line.size(), false).get(doc); err != simdjson::SUCCESS)
+  if (const auto err = im.parser.parse(im.buffer.data(), line.size(), false).get(doc);
+      err != simdjson::SUCCESS)
     throw LineError("", fmt::format("not JSON ({})", simdjson::error_message(err)));
   dom::object root;
-  if (doc.get_object().get(root) != simdjson::SUCCESS) throw LineError("", "should be a JSON object (one request)");
+  if (doc.get_object().get(root) != simdjson::SUCCESS)
+    throw LineError("", "should be a JSON object (one request)");
 
   r.tenant.clear();
   r.task_class.clear();
@@ -222,14 +232,14 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
     const dom::element v = kv.value;
     if (k.size() > 3 && k.starts_with("t_") && k.ends_with("_ns")) {
       const std::string_view name = k.substr(2, k.size() - 5);
-      Nanos* slot = name == "sched"          ? &r.t_sched
-                    : name == "dispatch"     ? &r.t_dispatch
-                    : name == "send"         ? &r.t_send
-                    : name == "headers"      ? &r.t_headers
-                    : name == "first_token"  ? &r.t_first_token
-                    : name == "last_token"   ? &r.t_last_token
-                    : name == "close"        ? &r.t_close
-                                             : nullptr;
+      Nanos* slot = name == "sched"         ? &r.t_sched
+                    : name == "dispatch"    ? &r.t_dispatch
+                    : name == "send"        ? &r.t_send
+                    : name == "headers"     ? &r.t_headers
+                    : name == "first_token" ? &r.t_first_token
+                    : name == "last_token"  ? &r.t_last_token
+                    : name == "close"       ? &r.t_close
+                                            : nullptr;
       if (slot) *slot = get_time(k, v);
     } else if (k == "id") {
       r.id = get_uint(k, v);
@@ -268,9 +278,10 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
       std::string_view s;
       if (v.get_string().get(s) != simdjson::SUCCESS) wrong_type(k, v, "a string");
       if (!parse_outcome(s, r.outcome))
-        throw LineError("outcome", fmt::format("{} is not an outcome (ok, http_error, timeout, connect_error, "
-                                               "protocol_error, validation_error, cancelled, rejected)",
-                                               quote_input(s)));
+        throw LineError("outcome",
+                        fmt::format("{} is not an outcome (ok, http_error, timeout, connect_error, "
+                                    "protocol_error, validation_error, cancelled, rejected)",
+                                    quote_input(s)));
       has_outcome = true;
     } else if (k == "event_offsets_ns") {
       dom::array a;
@@ -303,7 +314,8 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
   r.event_times.reserve(im.offsets.size());
   for (const std::int64_t off : im.offsets) {
     if (off > std::numeric_limits<Nanos>::max() - r.t_send)
-      throw LineError("event_offsets_ns", fmt::format("offset {} from t_send_ns {} overflows", off, r.t_send));
+      throw LineError("event_offsets_ns",
+                      fmt::format("offset {} from t_send_ns {} overflows", off, r.t_send));
     r.event_times.push_back(r.t_send + off);
   }
   if (!has_tokens) r.event_tokens.assign(r.event_times.size(), 1);
@@ -325,8 +337,8 @@ std::optional<std::string> line_flaw(const TextReader& reader) {
 }
 
 // Either throws the InputError or counts the line as skipped.
-void bad_line(BadLines policy, ReadStats& stats, const std::string& file, std::uint64_t line, const std::string& field,
-              const std::string& problem) {
+void bad_line(BadLines policy, ReadStats& stats, const std::string& file, std::uint64_t line,
+              const std::string& field, const std::string& problem) {
   InputError e(file, line, field, problem);
   if (policy == BadLines::kFail) throw e;
   if (stats.skipped++ == 0) stats.first_skipped = e.what();
@@ -339,7 +351,9 @@ bool blank(std::string_view s) {
 }  // namespace
 
 RequestsReader::RequestsReader(const std::filesystem::path& file, BadLines bad_lines)
-    : reader_(TextReader::open(file.string(), "requests file")), file_(file.string()), bad_lines_(bad_lines) {}
+    : reader_(TextReader::open(file.string(), "requests file")),
+      file_(file.string()),
+      bad_lines_(bad_lines) {}
 
 RequestsReader::RequestsReader(std::string_view text, std::string file, BadLines bad_lines)
     : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}
@@ -466,7 +480,8 @@ void OutputFile::commit() {
   writer_->close();
   std::error_code ec;
   std::filesystem::rename(tmp_, path_, ec);
-  if (ec) throw IoError(fmt::format("{}: cannot rename to {}: {}", tmp_.string(), path_.string(), ec.message()));
+  if (ec)
+    throw IoError(fmt::format("{}: cannot rename to {}: {}", tmp_.string(), path_.string(), ec.message()));
   committed_ = true;
 }
 

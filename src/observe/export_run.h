@@ -110,7 +110,8 @@ struct ReadStats {
 // what was wrong. RequestsReader and SamplesReader turn it into an InputError.
 class LineError : public std::runtime_error {
  public:
-  LineError(std::string field, const std::string& problem) : std::runtime_error(problem), field_(std::move(field)) {}
+  LineError(std::string field, const std::string& problem)
+      : std::runtime_error(problem), field_(std::move(field)) {}
   const std::string& field() const { return field_; }
 
  private:
@@ -180,7 +181,7 @@ struct RunSource {
   std::filesystem::path dir;  // used when the views below are not set
   std::optional<std::string_view> requests_text;
   std::optional<std::string_view> samples_text;  // nullopt with dir: dir/samples.jsonl if it exists
-  bool no_samples = false;                        // in memory: there is no samples.jsonl
+  bool no_samples = false;                       // in memory: there is no samples.jsonl
 
   RequestsReader open_requests(BadLines bad_lines) const;
   // nullopt when the run has no samples.jsonl.
