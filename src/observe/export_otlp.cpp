@@ -255,7 +255,7 @@ void write_span(std::string& b, const ExportRequest& r, std::uint64_t k, std::ui
   if (r.outcome != Outcome::kOk) {
     b += ",\"status\":{\"code\":2,\"message\":";
     const std::string_view detail = r.detail.empty() ? outcome_name(r.outcome) : std::string_view(r.detail);
-    append_string(b, detail.substr(0, 500));
+    append_string(b, utf8_prefix(detail, 500));
     b += '}';
   }
   b += '}';

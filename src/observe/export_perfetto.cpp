@@ -254,7 +254,7 @@ void write_request(TraceWriter& w, PerfettoStats& stats, const ExportRequest& r,
     }
     if (!r.detail.empty()) {
       b += ",\"detail\":";
-      jsonout::append_string(b, r.detail.size() > 200 ? std::string_view(r.detail).substr(0, 200) : r.detail);
+      jsonout::append_string(b, utf8_prefix(r.detail, 200));
     }
     b += '}';
     w.close_event(b);

@@ -485,6 +485,13 @@ void OutputFile::commit() {
   committed_ = true;
 }
 
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  std::size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // s[n] continues a character
+  return s.substr(0, n);
+}
+
 void append_micros(std::string& out, Nanos ns) {
   if (ns < 0) {
     out += '-';

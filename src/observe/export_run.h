@@ -223,6 +223,9 @@ class OutputFile {
   bool committed_ = false;
 };
 
+// At most max_bytes of s, never cutting a UTF-8 character in two.
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes);
+
 // JSON number appenders shared by the exporters.
 // ns as microseconds with up to three decimals, exactly (no floating point).
 void append_micros(std::string& out, Nanos ns);
