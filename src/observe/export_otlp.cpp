@@ -580,14 +580,11 @@ OtlpStats export_otlp(const std::filesystem::path& run_dir, const std::filesyste
   if (ec) throw IoError(fmt::format("{}: cannot create directory: {}", out_dir.string(), ec.message()));
   OutputFile traces(out_dir / "otlp_traces.json");
   std::optional<OutputFile> metrics;
-  const auto write_line = [](OutputFile& f, std::string_view body) {
-    f.begin_line().append(body), f.end_line();
-  };
   OtlpStats stats = write_otlp(
-      source, run, options, [&](std::string_view body, std::uint64_t) { write_line(traces, body); },
+      source, run, options, [&](std::string_view body, std::uint64_t) { traces.write_line(body); },
       [&](std::string_view body, std::uint64_t) {
         if (!metrics) metrics.emplace(out_dir / "otlp_metrics.json");
-        write_line(*metrics, body);
+        metrics->write_line(body);
       });
   // A run with samples.jsonl but no series in it still gets its (empty) file.
   if (stats.samples_found && !metrics) metrics.emplace(out_dir / "otlp_metrics.json");

@@ -1,17 +1,21 @@
 #include "observe/export_run.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "core/error.h"
-#include "core/run_dir.h"
 
 namespace tokenscope::observe {
 
@@ -452,37 +456,78 @@ CanonicalName resolve_canonical(std::string_view name) {
 
 // ---------------------------------------------------------------- output
 
+namespace {
+constexpr std::size_t kOutputBufferBytes = 1u << 20;
+
+[[noreturn]] void throw_io(const std::filesystem::path& path, std::string_view action, int err) {
+  throw IoError(fmt::format("{}: cannot {}: {}", path.string(), action, std::strerror(err)));
+}
+}  // namespace
+
 OutputFile::OutputFile(std::filesystem::path path) : path_(std::move(path)) {
   tmp_ = path_;
   tmp_ += ".tmp";
-  writer_ = std::make_unique<JsonlWriter>(tmp_, /*line_durable=*/false);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io(tmp_, "create", errno);
+  buffer_.reserve(kOutputBufferBytes + (64u << 10));
 }
 
 OutputFile::~OutputFile() {
-  if (committed_) return;
-  writer_.reset();  // closes (a failure there is moot: the file goes)
+  if (fd_ < 0) return;  // committed
+  ::close(fd_);
   std::error_code ec;
   std::filesystem::remove(tmp_, ec);
 }
 
-std::string& OutputFile::begin_line() {
-  std::string& b = writer_->begin_line();
-  mark_ = b.size();
-  return b;
+void OutputFile::write_all(std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io(tmp_, "write", errno);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+    bytes_ += static_cast<std::uint64_t>(n);
+  }
+}
+
+void OutputFile::flush() {
+  if (buffer_.empty()) return;
+  write_all(buffer_);
+  buffer_.clear();
 }
 
 void OutputFile::end_line() {
-  bytes_ += writer_->begin_line().size() - mark_ + 1;
-  writer_->end_line();
+  buffer_ += '\n';
+  if (buffer_.size() >= kOutputBufferBytes) flush();
+}
+
+void OutputFile::write_line(std::string_view line) {
+  if (line.size() < (64u << 10)) {
+    buffer_.append(line);
+    return end_line();
+  }
+  flush();
+  write_all(line);
+  write_all("\n");
 }
 
 void OutputFile::commit() {
-  writer_->close();
+  flush();
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    const int err = errno;
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+    throw_io(tmp_, "close", err);
+  }
+  fd_ = -1;
   std::error_code ec;
   std::filesystem::rename(tmp_, path_, ec);
-  if (ec)
+  if (ec) {
+    std::filesystem::remove(tmp_, ec);
     throw IoError(fmt::format("{}: cannot rename to {}: {}", tmp_.string(), path_.string(), ec.message()));
-  committed_ = true;
+  }
 }
 
 std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes) {

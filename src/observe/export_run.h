@@ -24,10 +24,6 @@
 #include "observe/canonical.h"
 #include "observe/observation.h"
 
-namespace tokenscope {
-class JsonlWriter;
-}
-
 namespace tokenscope::observe {
 
 // The run's wall-clock anchor: CLOCK_MONOTONIC and the Unix time (CLOCK_REALTIME)
@@ -209,18 +205,23 @@ class OutputFile {
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   // Append one line's text to the returned buffer, then call end_line().
-  std::string& begin_line();
+  std::string& begin_line() { return buffer_; }
   void end_line();
+  // One whole line (an OTLP export request of megabytes): written from
+  // where it is, not copied into the buffer.
+  void write_line(std::string_view line);
   void commit();
-  std::uint64_t bytes() const { return bytes_; }
+  std::uint64_t bytes() const { return bytes_ + buffer_.size(); }
 
  private:
+  void flush();
+  void write_all(std::string_view data);
+
   std::filesystem::path path_;
   std::filesystem::path tmp_;
-  std::unique_ptr<JsonlWriter> writer_;
-  std::size_t mark_ = 0;
-  std::uint64_t bytes_ = 0;
-  bool committed_ = false;
+  int fd_ = -1;
+  std::string buffer_;
+  std::uint64_t bytes_ = 0;  // written to the file
 };
 
 // At most max_bytes of s, never cutting a UTF-8 character in two.
