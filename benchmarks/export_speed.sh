@@ -49,7 +49,7 @@ for line in open(sys.argv[1]):
     rows.setdefault(name, []).append((float(wall), float(u) + float(s), int(rss), int(size)))
 n, ev = int(sys.argv[2]), int(sys.argv[3])
 print()
-print("| | median CPU s (min–max) | requests / CPU-s | output events / CPU-s | output MiB | peak RSS MiB |")
+print("| | median CPU s (min–max) | requests / CPU-s | token events / CPU-s | output MiB | peak RSS MiB |")
 print("|---|---:|---:|---:|---:|---:|")
 base = statistics.median(c for _, c, _, _ in rows["perfetto"])
 for name in ("cat", "perfetto", "otlp", "python"):
