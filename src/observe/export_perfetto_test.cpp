@@ -407,14 +407,19 @@ TEST(ExportPerfetto, MicrosecondsAreWrittenExactly) {
 TEST(ExportPerfetto, LongDetailsAreCutBetweenCharacters) {
   EXPECT_EQ(utf8_prefix("abc", 5), "abc");
   EXPECT_EQ(utf8_prefix("abcdef", 3), "abc");
-  EXPECT_EQ(utf8_prefix("ab\xc3\xa9", 3), "ab");        // é is two bytes: not cut in two
+  EXPECT_EQ(utf8_prefix("ab\xc3\xa9", 3), "ab");                          // é is two bytes: not cut in two
   EXPECT_EQ(utf8_prefix("\xe2\x82\xac\xe2\x82\xac", 4), "\xe2\x82\xac");  // €
   auto r = testing::streamed(1, 1000, 0, 1000, 0, 0);
   r.outcome = Outcome::kProtocolError;
   r.detail = std::string(199, 'x') + "\xc3\xa9 and more";
   const Exported e = export_text(testing::requests_jsonl({r}), std::nullopt);
-  for (const auto& x : events_of(e.trace, 'X'))
-    if (x["name"] == "request 1") EXPECT_EQ(x["args"]["detail"], std::string(199, 'x'));
+  int found = 0;
+  for (const auto& x : events_of(e.trace, 'X')) {
+    if (x["name"] != "request 1") continue;
+    EXPECT_EQ(x["args"]["detail"], std::string(199, 'x'));
+    ++found;
+  }
+  EXPECT_EQ(found, 1);
 }
 
 }  // namespace
