@@ -24,6 +24,8 @@
 #include "core/error.h"
 #include "core/run_dir.h"
 #include "net/http_fetch.h"
+#include "observe/export_otlp.h"
+#include "observe/export_perfetto.h"
 #include "observe/locality.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
@@ -294,6 +296,8 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
   return out;
 }
 
+void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log);
+
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
                   const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
                   const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live) {
@@ -384,10 +388,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
     const Nanos mono1 = SteadyClock().now_ns();
-    run["clock"] = {{"monotonic_ns", mono0 + (mono1 - mono0) / 2},
-                    {"unix_ns", unix_ns},
-                    {"uncertainty_ns", mono1 - mono0},
-                    {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
+    run["clock"] = {
+        {"monotonic_ns", mono0 + (mono1 - mono0) / 2},
+        {"unix_ns", unix_ns},
+        {"uncertainty_ns", mono1 - mono0},
+        {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
   }
   run["partial"] = true;  // until the end is written
   nlohmann::json sampling = {
@@ -690,7 +695,64 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     info.date = local_stamp();
     write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json", compat.build(info).dump(1));
   }
+  export_run(o, out_dir, run, log);
   return report;
+}
+
+}  // namespace
+
+namespace {
+
+// The exports of a finished run directory (docs/observe.md): a Perfetto
+// trace, OTLP/JSON files, a push to an OTLP endpoint. A failed export is
+// reported and recorded in run.json ("exports"); the run's results stand.
+void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log) {
+  if (o.trace_out.empty() && !o.otlp_out && o.otlp_endpoint.empty()) return;
+  const std::filesystem::path dir(out_dir);
+  nlohmann::json exports = nlohmann::json::object();
+  if (!o.trace_out.empty()) {
+    const std::filesystem::path path =
+        dir / std::filesystem::path(o.trace_out);  // an absolute path replaces dir
+    try {
+      const auto st = observe::export_perfetto(dir, path);
+      exports["perfetto"] = {{"file", path.string()}, {"events", st.events}, {"bytes", st.bytes}};
+    } catch (const std::exception& e) {
+      exports["perfetto"] = {{"file", path.string()}, {"error", e.what()}};
+      log << fmt::format("tokenscope bench: the Perfetto trace was not written: {}", e.what()) << std::endl;
+    }
+  }
+  if (o.otlp_out) {
+    try {
+      const auto st = observe::export_otlp(dir, dir);
+      exports["otlp_files"] = {{"spans", st.spans}, {"points", st.metric_points}, {"bytes", st.bytes}};
+    } catch (const std::exception& e) {
+      exports["otlp_files"] = {{"error", e.what()}};
+      log << fmt::format("tokenscope bench: the OTLP files were not written: {}", e.what()) << std::endl;
+    }
+  }
+  if (!o.otlp_endpoint.empty()) {
+    try {
+      observe::PushOptions po;
+      po.client.verify_tls = !o.insecure;
+      po.client.ca_file = o.ca_file;
+      const auto r = observe::push_otlp(dir, o.otlp_endpoint, po);
+      exports["otlp_push"] = {{"endpoint", o.otlp_endpoint},
+                              {"ok", r.ok()},
+                              {"requests_sent", r.requests_sent},
+                              {"requests_failed", r.requests_failed},
+                              {"requests_not_sent", r.requests_not_sent},
+                              {"rejected_spans", r.rejected_spans},
+                              {"rejected_points", r.rejected_points},
+                              {"description", r.describe()}};
+      if (!r.ok() || !o.quiet) log << "tokenscope bench: " << r.describe() << std::endl;
+    } catch (const std::exception& e) {
+      exports["otlp_push"] = {{"endpoint", o.otlp_endpoint}, {"ok", false}, {"error", e.what()}};
+      log << fmt::format("tokenscope bench: the run was not pushed to {}: {}", o.otlp_endpoint, e.what())
+          << std::endl;
+    }
+  }
+  run["exports"] = exports;
+  write_file_atomic(dir / "run.json", run.dump(2) + "\n");
 }
 
 }  // namespace
@@ -777,6 +839,11 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
       } catch (const UsageError& e) {
         throw UsageError(fmt::format("{} {}: {}", option, quote_input(u), e.what()));
       }
+  if (!o.otlp_endpoint.empty()) try {
+      net::Endpoint::parse_url(o.otlp_endpoint);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("--otlp-endpoint {}: {}", quote_input(o.otlp_endpoint), e.what()));
+    }
   if (o.no_scrape && !o.scrape_urls.empty()) throw UsageError("--no-scrape and --scrape cannot be combined");
   const auto& sm = o.sampling;
   if (sm.temperature && !(*sm.temperature >= 0 && std::isfinite(*sm.temperature)))

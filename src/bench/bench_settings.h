@@ -81,6 +81,10 @@ struct BenchSettings {
   bool no_host = false;                       // no /proc sampling
   int server_pid = 0;                         // the server's process: its CPU, memory, threads and cgroup
   std::string cgroup;  // the server's cgroup v2 directory (default: from /proc/PID/cgroup)
+  // Exports after the run (docs/observe.md): a relative path is inside the run directory.
+  std::string trace_out;      // Perfetto (Chrome JSON) trace
+  bool otlp_out = false;      // otlp_traces.json and otlp_metrics.json in the run directory
+  std::string otlp_endpoint;  // OTLP/HTTP base URL to push the run to
 
   // ---- output
   std::string out_dir;     // "" : runs/bench-UTCDATE-TIME

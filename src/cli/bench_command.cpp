@@ -288,6 +288,21 @@ CLI::App* add_bench_command(CLI::App& app) {
           "The server's cgroup v2 directory (default: the one of --server-pid, from /proc/PID/cgroup)")
       ->group(OB);
 
+  bench
+      ->add_option("--trace-out", s.trace_out,
+                   "Write a Perfetto trace (Chrome JSON: a track per request lane, counter tracks for every "
+                   "sampled series); a relative path is inside the run directory, e.g. trace.json")
+      ->group(OB);
+  bench
+      ->add_flag("--otlp-out", s.otlp_out,
+                 "Write otlp_traces.json and otlp_metrics.json (OTLP/JSON) in the run directory")
+      ->group(OB);
+  bench
+      ->add_option(
+          "--otlp-endpoint", s.otlp_endpoint,
+          "Push the run to this OTLP/HTTP endpoint (base URL; /v1/traces and /v1/metrics are appended)")
+      ->group(OB);
+
   const char* O = "Output";
   bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
   bench

@@ -152,9 +152,10 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   if (ec || !fs::exists(st)) return;  // a new directory
   if (!fs::is_directory(st))
     throw UsageError(fmt::format("{} {}: exists and is not a directory", option, dir.string()));
-  static constexpr const char* kRunFiles[] = {"run.json",     "run.json.tmp",   "requests.jsonl",
-                                              "requests.csv", "steps.jsonl",    "vllm_result.json",
-                                              "sweep.json",   "sweep.json.tmp", "samples.jsonl"};
+  static constexpr const char* kRunFiles[] = {"run.json",     "run.json.tmp",     "requests.jsonl",
+                                              "requests.csv", "steps.jsonl",      "vllm_result.json",
+                                              "sweep.json",   "sweep.json.tmp",   "samples.jsonl",
+                                              "trace.json",   "otlp_traces.json", "otlp_metrics.json"};
   std::vector<fs::path> found;
   for (const char* f : kRunFiles)
     if (fs::exists(dir / f, ec)) found.push_back(dir / f);
