@@ -14,9 +14,11 @@ server in this script (Content-Type text/plain; version=0.0.4). Each round:
      over the last SECONDS minus the idle baseline, divided by the scrapes
      the server answered in that window (scrape, parse, TSDB append, WAL);
   3. tokenscope's scrape loop (build/release/benchmarks/exposition_scrape:
-     net::fetch, parse_exposition, flatten, one scrape every 1 s) for
-     SECONDS scrapes: its CPU per scrape from getrusage and from
-     /proc/self/stat (the same clock ticks as Prometheus's figure).
+     net::fetch, parse_exposition, flatten, one scrape every 1 s): WARMUP
+     scrapes, then SECONDS scrapes measured: its CPU per scrape from
+     getrusage and from /proc/self/stat (the same clock ticks as
+     Prometheus's figure), and how much of it went to the fetch and to the
+     parse.
 
 Prints every round, then the medians as a Markdown table with the ratio and
 each as a percentage of one core at one scrape per second
@@ -119,8 +121,8 @@ def prometheus_ticks(workdir, target_port, warmup, seconds, page):
     return t1 - t0, r1 - r0
 
 
-def tokenscope_scrapes(scrape_bin, port, seconds):
-    out = subprocess.run([scrape_bin, f"http://127.0.0.1:{port}/metrics", str(seconds), "1000"],
+def tokenscope_scrapes(scrape_bin, port, warmup, seconds):
+    out = subprocess.run([scrape_bin, f"http://127.0.0.1:{port}/metrics", str(seconds), "1000", str(warmup)],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -142,6 +144,7 @@ def main():
                           "--engines", str(args.engines)], check=True, capture_output=True)
     body = gen.stdout
     version = subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    short_version = version.split()[2] if len(version.split()) > 2 else version
     print(f"page: {gen.stderr.decode().strip()}; {version}")
     print(f"load average at start: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs; "
           f"{args.rounds} rounds of {args.seconds} s windows, 1 s scrape interval")
@@ -152,7 +155,7 @@ def main():
             for r in range(1, args.rounds + 1):
                 idle_ticks, _ = prometheus_ticks(workdir, None, args.warmup, args.seconds, page)
                 busy_ticks, scrapes = prometheus_ticks(workdir, page.port, args.warmup, args.seconds, page)
-                ts = tokenscope_scrapes(scrape_bin, page.port, args.seconds)
+                ts = tokenscope_scrapes(scrape_bin, page.port, args.warmup, args.seconds)
                 if ts["failed"] or ts["rejected"] or not scrapes:
                     sys.exit(f"round {r}: failed scrapes: tokenscope {ts}, prometheus {scrapes} scrapes")
                 prom_ms = (busy_ticks - idle_ticks) / TICKS_PER_S * 1e3 / scrapes
@@ -160,10 +163,12 @@ def main():
                 row = {"round": r, "load": os.getloadavg()[0], "prom_idle_ticks": idle_ticks,
                        "prom_busy_ticks": busy_ticks, "prom_scrapes": scrapes, "prom_ms": prom_ms,
                        "ts_ms": ts["cpu_ms_per_scrape"], "ts_stat_ms": ts_stat_ms, "ts_scrapes": ts["scrapes"],
+                       "ts_fetch_ms": ts["fetch_ms_per_scrape"], "ts_parse_ms": ts["parse_ms_per_scrape"],
                        "series": ts["series"]}
                 rows.append(row)
                 print(f"round {r}: prometheus {busy_ticks} ticks scraping ({scrapes} scrapes) - {idle_ticks} idle "
-                      f"= {prom_ms:.2f} ms/scrape; tokenscope {ts['cpu_ms_per_scrape']:.3f} ms/scrape (getrusage), "
+                      f"= {prom_ms:.2f} ms/scrape; tokenscope {ts['cpu_ms_per_scrape']:.3f} ms/scrape (getrusage; fetch "
+                      f"{ts['fetch_ms_per_scrape']:.3f}, parse + flatten {ts['parse_ms_per_scrape']:.3f}), "
                       f"{ts_stat_ms:.2f} ms/scrape (/proc/self/stat, {ts['stat_ticks']} ticks), "
                       f"{ts['series']} series; load {row['load']:.2f}", flush=True)
         finally:
@@ -181,14 +186,20 @@ def main():
     print()
     print("| scraper (one scrape every 1 s) | CPU per scrape | range | % of one core |")
     print("|---|---:|---:|---:|")
-    print(f"| Prometheus ({version.split(',')[1].strip()}): scrape, parse, TSDB append (/proc/PID/stat, minus idle) "
+    print(f"| Prometheus {short_version}: scrape, parse, TSDB append (/proc/PID/stat, minus idle) "
           f"| {prom:.2f} ms | {spread('prom_ms', '{:.2f}')} | {prom / 10:.2f} % |")
     print(f"| tokenscope: net::fetch + parse_exposition + flatten (getrusage) "
           f"| {ts:.3f} ms | {spread('ts_ms', '{:.3f}')} | {ts / 10:.3f} % |")
     print(f"| tokenscope, same (/proc/self/stat, 10 ms ticks) "
           f"| {ts_stat:.2f} ms | {spread('ts_stat_ms', '{:.2f}')} | {ts_stat / 10:.2f} % |")
+    fetch, parse = med("ts_fetch_ms"), med("ts_parse_ms")
+    print(f"| tokenscope, of which net::fetch (connect, GET, read the page) "
+          f"| {fetch:.3f} ms | {spread('ts_fetch_ms', '{:.3f}')} | {fetch / 10:.3f} % |")
+    print(f"| tokenscope, of which parse_exposition + flatten "
+          f"| {parse:.3f} ms | {spread('ts_parse_ms', '{:.3f}')} | {parse / 10:.3f} % |")
     print()
-    print(f"Prometheus / tokenscope (getrusage): {prom / ts:.1f}x")
+    print(f"Prometheus / tokenscope (getrusage): {prom / ts:.2f}x; per round: "
+          + ", ".join(f"{x['prom_ms'] / x['ts_ms']:.2f}x" for x in rows))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 // time), parse_exposition, flatten. Prints one JSON line with the CPU time
 // this process spent (getrusage: user + system, all threads) per scrape, for
 // benchmarks/exposition_bench.py to set beside Prometheus scraping the same
-// URL.
-//   exposition_scrape URL COUNT INTERVAL_MS
+// URL. WARMUP scrapes (default 0) go first and are not measured, as the
+// script leaves Prometheus's first seconds out.
+//   exposition_scrape URL COUNT INTERVAL_MS [WARMUP]
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -48,24 +49,32 @@ double cpu_seconds() {
 
 int main(int argc, char** argv) {
   using namespace tokenscope;
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s URL COUNT INTERVAL_MS\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s URL COUNT INTERVAL_MS [WARMUP]\n", argv[0]);
     return kExitUsage;
   }
   try {
     const auto endpoint = net::Endpoint::parse_url(argv[1]);
     const int count = std::atoi(argv[2]);
+    const int warmup = argc == 5 ? std::atoi(argv[4]) : 0;
     const auto interval = std::chrono::milliseconds(std::atoi(argv[3]));
     net::FetchRequest request;
     request.path = "";
     std::size_t samples = 0, rejected = 0, bytes = 0;
     int failed = 0;
     double fetch_cpu = 0.0, parse_cpu = 0.0;  // of which: net::fetch, and parse_exposition + flatten
-    const long ticks_start = proc_stat_ticks();
-    const double cpu_start = cpu_seconds();
-    const auto wall_start = std::chrono::steady_clock::now();
+    long ticks_start = proc_stat_ticks();
+    double cpu_start = cpu_seconds();
+    auto wall_start = std::chrono::steady_clock::now();
     auto next = wall_start;
-    for (int i = 0; i < count; ++i) {
+    for (int i = -warmup; i < count; ++i) {
+      if (i == 0) {  // the measured scrapes start here
+        fetch_cpu = parse_cpu = 0.0;
+        failed = 0;
+        ticks_start = proc_stat_ticks();
+        cpu_start = cpu_seconds();
+        wall_start = std::chrono::steady_clock::now();
+      }
       const double before_fetch = cpu_seconds();
       const auto r = net::fetch(endpoint, {}, request);
       const double after_fetch = cpu_seconds();
