@@ -18,6 +18,7 @@ packages=(
   curl                                # black-box tests with real third-party clients
   prometheus                          # black-box test: a real Prometheus scrapes bench --metrics-port
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
+  prometheus                          # benchmarks/exposition_bench.py: the peer scraping the same /metrics page
   tcpdump                             # benchmarks/llama_accuracy.sh: TTFT on the wire
   python3 time bc                     # benchmark scripts, peak-memory measurement
   python3-aiohttp                     # the Python reference client in benchmarks/peers
