@@ -44,6 +44,10 @@ inline constexpr CanonicalDefinition kCanonicalSeries[] = {
     {"server_itl_seconds", SeriesKind::kHistogram, "s", "the server's inter-token latency"},
     {"server_e2e_seconds", SeriesKind::kHistogram, "s", "the server's end-to-end request latency"},
     {"server_queue_seconds", SeriesKind::kHistogram, "s", "the server's time in the waiting queue"},
+    {"server_tpot_seconds", SeriesKind::kHistogram, "s", "the server's time per output token, one value per request"},
+    {"server_prefill_seconds", SeriesKind::kHistogram, "s", "the server's prefill time per request (scheduled to first token)"},
+    {"server_decode_seconds", SeriesKind::kHistogram, "s", "the server's decode time per request (first to last token)"},
+    {"server_inference_seconds", SeriesKind::kHistogram, "s", "the server's running time per request (prefill and decode)"},
     // --- GPUs (source "gpu": NVML, or a DCGM exporter's /metrics); label gpu="N" (and mig="..." for instances)
     {"gpu_utilization", SeriesKind::kGauge, "ratio", "fraction of time a kernel was running (NVML/DCGM GPU_UTIL)"},
     {"gpu_memory_used_bytes", SeriesKind::kGauge, "bytes", "device memory in use"},
