@@ -13,7 +13,8 @@ using A = Aggregation;
 
 // Sources, named once.
 constexpr std::string_view kVllmV1Loggers = "vllm vllm/v1/metrics/loggers.py (0.9-0.11)";
-constexpr std::string_view kVllmDocs = "docs.vllm.ai usage/metrics (Production Metrics), docs/design/metrics.md";
+constexpr std::string_view kVllmDocs =
+    "docs.vllm.ai usage/metrics (Production Metrics), docs/design/metrics.md";
 constexpr std::string_view kVllmV0Metrics = "vllm vllm/engine/metrics.py (V0, 0.6-0.10)";
 constexpr std::string_view kSglangCollector = "sglang python/sglang/srt/metrics/collector.py";
 constexpr std::string_view kSglangDocs = "docs.sglang.ai references/production_metrics";
@@ -22,7 +23,8 @@ constexpr std::string_view kTgiDocs = "text-generation-inference docs/source/ref
 constexpr std::string_view kTritonDocs = "triton-inference-server/server docs/user_guide/metrics.md";
 constexpr std::string_view kTrtllmReporter =
     "tensorrtllm_backend inflight_batcher_llm/src/custom_metrics_reporter/custom_metrics_reporter.cc";
-constexpr std::string_view kDcgmCounters = "dcgm-exporter etc/default-counters.csv, etc/dcp-metrics-included.csv";
+constexpr std::string_view kDcgmCounters =
+    "dcgm-exporter etc/default-counters.csv, etc/dcp-metrics-included.csv";
 constexpr std::string_view kDcgmFields = "DCGM dcgm_fields.h (DCGM_FI_* field ids, units)";
 
 // vLLM V1 engine (0.8 and later). Every series carries model_name and, since
@@ -225,6 +227,8 @@ EngineTable table_for(Engine engine) {
   return {Engine::kUnknown, false, {}};
 }
 
-std::span<const Marker> detection_markers() { return kMarkers; }
+std::span<const Marker> detection_markers() {
+  return kMarkers;
+}
 
 }  // namespace tokenscope::observe::maps

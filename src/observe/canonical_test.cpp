@@ -105,10 +105,10 @@ Exposition exposition(std::vector<MetricFamily> families) {
 
 TEST(CanonicalDetect, EachFixtureIsItsEngine) {
   const std::pair<const char*, Engine> cases[] = {
-      {"vllm_v1.prom", Engine::kVllmV1},         {"vllm_v0.prom", Engine::kVllmV0},
-      {"sglang.prom", Engine::kSglang},          {"llamacpp.prom", Engine::kLlamaCpp},
-      {"tgi.prom", Engine::kTgi},                {"triton_trtllm.prom", Engine::kTriton},
-      {"dcgm.prom", Engine::kDcgm},              {"tokenscope_serve.prom", Engine::kVllmV1},
+      {"vllm_v1.prom", Engine::kVllmV1}, {"vllm_v0.prom", Engine::kVllmV0},
+      {"sglang.prom", Engine::kSglang},  {"llamacpp.prom", Engine::kLlamaCpp},
+      {"tgi.prom", Engine::kTgi},        {"triton_trtllm.prom", Engine::kTriton},
+      {"dcgm.prom", Engine::kDcgm},      {"tokenscope_serve.prom", Engine::kVllmV1},
   };
   for (const auto& [file, engine] : cases)
     EXPECT_EQ(engine_name(detect_engine(load(file))), engine_name(engine)) << file;
@@ -151,8 +151,9 @@ TEST(CanonicalGolden, VllmV1TwoDataParallelEngines) {
   const auto c = canonicalize(load("vllm_v1.prom"), Engine::kVllmV1);
   EXPECT_EQ(one(c, "requests_running"), 8);  // 5 + 3
   EXPECT_EQ(one(c, "requests_waiting"), 2);
-  EXPECT_EQ(one(c, "kv_cache_usage"), 0.5);                 // (0.25 + 0.75) / 2, once (not with gpu_cache_usage_perc)
-  EXPECT_EQ(one(c, "prefix_cache_queries_tokens"), 1600);  // 1000 + 600, not doubled by gpu_prefix_cache_queries
+  EXPECT_EQ(one(c, "kv_cache_usage"), 0.5);  // (0.25 + 0.75) / 2, once (not with gpu_cache_usage_perc)
+  EXPECT_EQ(one(c, "prefix_cache_queries_tokens"),
+            1600);  // 1000 + 600, not doubled by gpu_prefix_cache_queries
   EXPECT_EQ(one(c, "prefix_cache_hits_tokens"), 600);
   EXPECT_EQ(one(c, "preemptions"), 3);
   EXPECT_EQ(one(c, "prompt_tokens"), 20000);
@@ -161,24 +162,34 @@ TEST(CanonicalGolden, VllmV1TwoDataParallelEngines) {
   EXPECT_TRUE(absent(c, "requests_swapped"));
   EXPECT_TRUE(absent(c, "server_tpot_seconds"));  // 0.10 has no per-request TPOT histogram
 
-  EXPECT_EQ(buckets(c, "iteration_tokens"),
-            (Buckets{{"1", 0},     {"8", 60},    {"16", 75},   {"32", 85},   {"64", 85},
-                     {"128", 88},  {"256", 89},  {"512", 92},  {"1024", 92}, {"2048", 92},
-                     {"4096", 92}, {"8192", 92}, {"16384", 92}, {"+Inf", 92}}));
+  EXPECT_EQ(buckets(c, "iteration_tokens"), (Buckets{{"1", 0},
+                                                     {"8", 60},
+                                                     {"16", 75},
+                                                     {"32", 85},
+                                                     {"64", 85},
+                                                     {"128", 88},
+                                                     {"256", 89},
+                                                     {"512", 92},
+                                                     {"1024", 92},
+                                                     {"2048", 92},
+                                                     {"4096", 92},
+                                                     {"8192", 92},
+                                                     {"16384", 92},
+                                                     {"+Inf", 92}}));
   EXPECT_EQ(one(c, "iteration_tokens_sum"), 2500);
   EXPECT_EQ(one(c, "iteration_tokens_count"), 92);
 
   EXPECT_EQ(buckets(c, "server_ttft_seconds"),
-            (Buckets{{"0.001", 0}, {"0.005", 0}, {"0.01", 0}, {"0.02", 0}, {"0.04", 2},  {"0.06", 10},
-                     {"0.08", 20}, {"0.1", 30},  {"0.25", 40}, {"0.5", 42}, {"0.75", 43}, {"1", 44},
-                     {"2.5", 44},  {"5", 44},    {"7.5", 44},  {"10", 44},  {"20", 44},   {"40", 44},
+            (Buckets{{"0.001", 0}, {"0.005", 0}, {"0.01", 0},  {"0.02", 0},  {"0.04", 2},  {"0.06", 10},
+                     {"0.08", 20}, {"0.1", 30},  {"0.25", 40}, {"0.5", 42},  {"0.75", 43}, {"1", 44},
+                     {"2.5", 44},  {"5", 44},    {"7.5", 44},  {"10", 44},   {"20", 44},   {"40", 44},
                      {"80", 44},   {"160", 44},  {"640", 44},  {"2560", 44}, {"+Inf", 44}}));
   EXPECT_DOUBLE_EQ(one(c, "server_ttft_seconds_sum"), 6.9);  // 4.2 + 2.7
   EXPECT_EQ(one(c, "server_ttft_seconds_count"), 44);
 
   // The per-token gap, from time_per_output_token_seconds (0.10's name).
   const auto itl = buckets(c, "server_itl_seconds");
-  ASSERT_EQ(itl.size(), 20u);  // 19 bounds and +Inf
+  ASSERT_EQ(itl.size(), 20u);                // 19 bounds and +Inf
   EXPECT_EQ(bucket_at(itl, "0.01"), 800);    // 500 + 300
   EXPECT_EQ(bucket_at(itl, "0.025"), 4600);  // + 2000 + 1800
   EXPECT_EQ(bucket_at(itl, "0.05"), 5350);   // + 400 + 350
@@ -213,20 +224,19 @@ TEST(CanonicalGolden, VllmV0) {
   // V0 reports a block hit rate, not token counts: no prefix cache series.
   EXPECT_TRUE(absent(c, "prefix_cache_queries_tokens"));
   EXPECT_TRUE(absent(c, "prefix_cache_hits_tokens"));
-  EXPECT_EQ(buckets(c, "iteration_tokens"),
-            (Buckets{{"1", 0},
-                     {"8", 800},
-                     {"16", 900},
-                     {"32", 900},
-                     {"64", 900},
-                     {"128", 900},
-                     {"256", 940},
-                     {"512", 960},
-                     {"1024", 970},
-                     {"2048", 1000},
-                     {"4096", 1000},
-                     {"8096", 1000},  // V0's bucket (sic)
-                     {"+Inf", 1000}}));
+  EXPECT_EQ(buckets(c, "iteration_tokens"), (Buckets{{"1", 0},
+                                                     {"8", 800},
+                                                     {"16", 900},
+                                                     {"32", 900},
+                                                     {"64", 900},
+                                                     {"128", 900},
+                                                     {"256", 940},
+                                                     {"512", 960},
+                                                     {"1024", 970},
+                                                     {"2048", 1000},
+                                                     {"4096", 1000},
+                                                     {"8096", 1000},  // V0's bucket (sic)
+                                                     {"+Inf", 1000}}));
   EXPECT_EQ(one(c, "iteration_tokens_sum"), 64000);
   const auto ttft = buckets(c, "server_ttft_seconds");
   ASSERT_EQ(ttft.size(), 17u);  // V0's 16 bounds, to 10 s
@@ -246,9 +256,9 @@ TEST(CanonicalGolden, VllmV0) {
 
 TEST(CanonicalGolden, SglangTwoDataParallelRanks) {
   const auto c = canonicalize(load("sglang.prom"), Engine::kSglang);
-  EXPECT_EQ(one(c, "requests_running"), 78);  // 40 + 38
-  EXPECT_EQ(one(c, "requests_waiting"), 10);  // 6 + 4
-  EXPECT_DOUBLE_EQ(one(c, "kv_cache_usage"), 0.3);   // (0.28 + 0.32) / 2
+  EXPECT_EQ(one(c, "requests_running"), 78);              // 40 + 38
+  EXPECT_EQ(one(c, "requests_waiting"), 10);              // 6 + 4
+  EXPECT_DOUBLE_EQ(one(c, "kv_cache_usage"), 0.3);        // (0.28 + 0.32) / 2
   EXPECT_EQ(one(c, "prefix_cache_hits_tokens"), 135000);  // device 120000 + host 15000
   EXPECT_TRUE(absent(c, "prefix_cache_queries_tokens"));
   EXPECT_EQ(one(c, "preemptions"), 3);  // retracted 2 + 1
@@ -424,11 +434,12 @@ TEST(CanonicalScale, MillisecondHistogramBecomesSecondsExactly) {
 TEST(CanonicalScale, PercentMebibytesAndMegahertz) {
   const Labels g{{"gpu", "3"}, {"UUID", "GPU-x"}};
   const auto c = canonicalize(
-      exposition({family("DCGM_FI_DEV_GPU_UTIL", MetricType::kGauge, {sample("DCGM_FI_DEV_GPU_UTIL", g, 37)}),
-                  family("DCGM_FI_DEV_FB_USED", MetricType::kGauge, {sample("DCGM_FI_DEV_FB_USED", g, 3)}),
-                  family("DCGM_FI_DEV_FB_TOTAL", MetricType::kGauge, {sample("DCGM_FI_DEV_FB_TOTAL", g, 81559)}),
-                  family("DCGM_FI_DEV_FB_FREE", MetricType::kGauge, {sample("DCGM_FI_DEV_FB_FREE", g, 100)}),
-                  family("DCGM_FI_DEV_SM_CLOCK", MetricType::kGauge, {sample("DCGM_FI_DEV_SM_CLOCK", g, 1410)})}),
+      exposition(
+          {family("DCGM_FI_DEV_GPU_UTIL", MetricType::kGauge, {sample("DCGM_FI_DEV_GPU_UTIL", g, 37)}),
+           family("DCGM_FI_DEV_FB_USED", MetricType::kGauge, {sample("DCGM_FI_DEV_FB_USED", g, 3)}),
+           family("DCGM_FI_DEV_FB_TOTAL", MetricType::kGauge, {sample("DCGM_FI_DEV_FB_TOTAL", g, 81559)}),
+           family("DCGM_FI_DEV_FB_FREE", MetricType::kGauge, {sample("DCGM_FI_DEV_FB_FREE", g, 100)}),
+           family("DCGM_FI_DEV_SM_CLOCK", MetricType::kGauge, {sample("DCGM_FI_DEV_SM_CLOCK", g, 1410)})}),
       Engine::kDcgm);
   const Labels out{{"gpu", "3"}};
   EXPECT_EQ(one(c, "gpu_utilization", out), 0.37);  // 37 / 100, the double nearest 0.37
@@ -448,21 +459,18 @@ TEST(CanonicalMerge, HistogramsWithDifferentBucketsMergeOnTheUnionOfBounds) {
   const Labels e0{{"model_name", "m"}, {"engine", "0"}};
   const Labels e1{{"model_name", "m"}, {"engine", "1"}};
   const std::string n = "vllm:time_to_first_token_seconds";
-  const auto c = canonicalize(exposition({family(n, MetricType::kHistogram,
-                                                 {sample(n + "_bucket", b("0", "1.0"), 1),
-                                                  sample(n + "_bucket", b("0", "2.0"), 3),
-                                                  sample(n + "_bucket", b("0", "+Inf"), 4),
-                                                  sample(n + "_sum", e0, 6.5),
-                                                  sample(n + "_count", e0, 4),
-                                                  sample(n + "_bucket", b("1", "1.5"), 2),
-                                                  sample(n + "_bucket", b("1", "+Inf"), 5),
-                                                  sample(n + "_sum", e1, 8.25),
-                                                  sample(n + "_count", e1, 5)})}),
-                              Engine::kVllmV1);
+  const auto c = canonicalize(
+      exposition({family(
+          n, MetricType::kHistogram,
+          {sample(n + "_bucket", b("0", "1.0"), 1), sample(n + "_bucket", b("0", "2.0"), 3),
+           sample(n + "_bucket", b("0", "+Inf"), 4), sample(n + "_sum", e0, 6.5), sample(n + "_count", e0, 4),
+           sample(n + "_bucket", b("1", "1.5"), 2), sample(n + "_bucket", b("1", "+Inf"), 5),
+           sample(n + "_sum", e1, 8.25), sample(n + "_count", e1, 5)})}),
+      Engine::kVllmV1);
   EXPECT_EQ(buckets(c, "server_ttft_seconds"),
-            (Buckets{{"1", 1},       // 1 + 0 (engine 1 has nothing at or below 1)
-                     {"1.5", 3},     // 1 (engine 0 at 1.0) + 2
-                     {"2", 5},       // 3 + 2 (engine 1 at 1.5)
+            (Buckets{{"1", 1},        // 1 + 0 (engine 1 has nothing at or below 1)
+                     {"1.5", 3},      // 1 (engine 0 at 1.0) + 2
+                     {"2", 5},        // 3 + 2 (engine 1 at 1.5)
                      {"+Inf", 9}}));  // 4 + 5
   EXPECT_EQ(one(c, "server_ttft_seconds_sum"), 14.75);
   EXPECT_EQ(one(c, "server_ttft_seconds_count"), 9);
@@ -486,39 +494,38 @@ TEST(CanonicalMerge, RatiosAreAveragedAcrossDataParallelEnginesAndCountsSummed) 
 TEST(CanonicalMerge, CountersMatchWithOrWithoutTotalWhateverTheFamilyName) {
   // OpenMetrics: family x, samples x_total and x_created (ignored).
   const Labels l{{"engine", "0"}};
-  const auto om = canonicalize(
-      exposition({family("vllm:prompt_tokens", MetricType::kCounter,
-                         {sample("vllm:prompt_tokens_total", l, 100), sample("vllm:prompt_tokens_created", l, 1.7e9)})}),
-      Engine::kVllmV1);
+  const auto om = canonicalize(exposition({family("vllm:prompt_tokens", MetricType::kCounter,
+                                                  {sample("vllm:prompt_tokens_total", l, 100),
+                                                   sample("vllm:prompt_tokens_created", l, 1.7e9)})}),
+                               Engine::kVllmV1);
   EXPECT_EQ(one(om, "prompt_tokens"), 100);
   // A server that writes the counter without _total; V0's table names it with _total.
-  const auto bare = canonicalize(
-      exposition({family("vllm:num_preemptions", MetricType::kCounter, {sample("vllm:num_preemptions", {}, 5)})}),
-      Engine::kVllmV0);
+  const auto bare = canonicalize(exposition({family("vllm:num_preemptions", MetricType::kCounter,
+                                                    {sample("vllm:num_preemptions", {}, 5)})}),
+                                 Engine::kVllmV0);
   EXPECT_EQ(one(bare, "preemptions"), 5);
 }
 
 TEST(CanonicalMerge, AnOlderNameIsUsedWhenTheNewerIsAbsent) {
   const Labels l{{"model_name", "m"}, {"engine", "0"}};
-  const auto c = canonicalize(
-      exposition({family("vllm:gpu_cache_usage_perc", MetricType::kGauge, {sample("vllm:gpu_cache_usage_perc", l, 0.3)}),
-                  family("vllm:gpu_prefix_cache_hits", MetricType::kCounter,
-                         {sample("vllm:gpu_prefix_cache_hits_total", l, 12)})}),
-      Engine::kVllmV1);
+  const auto c = canonicalize(exposition({family("vllm:gpu_cache_usage_perc", MetricType::kGauge,
+                                                 {sample("vllm:gpu_cache_usage_perc", l, 0.3)}),
+                                          family("vllm:gpu_prefix_cache_hits", MetricType::kCounter,
+                                                 {sample("vllm:gpu_prefix_cache_hits_total", l, 12)})}),
+                              Engine::kVllmV1);
   EXPECT_EQ(one(c, "kv_cache_usage"), 0.3);
   EXPECT_EQ(one(c, "prefix_cache_hits_tokens"), 12);
 }
 
 TEST(CanonicalMalformed, BadBucketsAreLeftOutAndNothingThrows) {
   const std::string n = "vllm:e2e_request_latency_seconds";
-  const auto c = canonicalize(exposition({family(n, MetricType::kHistogram,
-                                                 {sample(n + "_bucket", {{"le", "abc"}}, 1),
-                                                  sample(n + "_bucket", {}, 2),  // no le at all
-                                                  sample(n + "_bucket", {{"le", "NaN"}}, 3),
-                                                  sample(n + "_bucket", {{"le", "0.5"}}, 4),
-                                                  sample(n + "_count", {}, 6),
-                                                  sample(n + "_sum", {}, std::nan(""))})}),
-                              Engine::kVllmV1);
+  const auto c = canonicalize(
+      exposition(
+          {family(n, MetricType::kHistogram,
+                  {sample(n + "_bucket", {{"le", "abc"}}, 1), sample(n + "_bucket", {}, 2),  // no le at all
+                   sample(n + "_bucket", {{"le", "NaN"}}, 3), sample(n + "_bucket", {{"le", "0.5"}}, 4),
+                   sample(n + "_count", {}, 6), sample(n + "_sum", {}, std::nan(""))})}),
+      Engine::kVllmV1);
   // Only the 0.5 bucket survives; +Inf comes from _count (the series had none).
   EXPECT_EQ(buckets(c, "server_e2e_seconds"), (Buckets{{"0.5", 4}, {"+Inf", 6}}));
   EXPECT_TRUE(std::isnan(one(c, "server_e2e_seconds_sum")));  // a NaN from the server stays NaN
@@ -543,6 +550,25 @@ TEST(CanonicalTables, EveryMappingIsWellFormed) {
     }
   }
   EXPECT_TRUE(maps::table_for(Engine::kUnknown).mappings.empty());
+}
+
+TEST(CanonicalTables, DocsObserveMdShowsEveryMapping) {
+  std::ifstream in(TOKENSCOPE_SOURCE_DIR "/docs/observe.md");
+  ASSERT_TRUE(in) << "docs/observe.md missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  for (Engine engine : {Engine::kVllmV1, Engine::kVllmV0, Engine::kSglang, Engine::kLlamaCpp, Engine::kTgi,
+                        Engine::kTriton, Engine::kDcgm}) {
+    for (const auto& m : maps::table_for(engine).mappings) {
+      EXPECT_NE(doc.find("`" + std::string(m.engine_name)), std::string::npos) << m.engine_name;
+      EXPECT_NE(doc.find("| `" + std::string(m.canonical) + "`"), std::string::npos) << m.canonical;
+      if (!m.match_label.empty())
+        EXPECT_NE(doc.find(std::string(m.match_label) + "=\"" + std::string(m.match_value) + "\""),
+                  std::string::npos)
+            << m.engine_name;
+    }
+  }
 }
 
 TEST(CanonicalTables, CanonicalNamesAreUnique) {
