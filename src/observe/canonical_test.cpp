@@ -563,10 +563,11 @@ TEST(CanonicalTables, DocsObserveMdShowsEveryMapping) {
     for (const auto& m : maps::table_for(engine).mappings) {
       EXPECT_NE(doc.find("`" + std::string(m.engine_name)), std::string::npos) << m.engine_name;
       EXPECT_NE(doc.find("| `" + std::string(m.canonical) + "`"), std::string::npos) << m.canonical;
-      if (!m.match_label.empty())
+      if (!m.match_label.empty()) {
         EXPECT_NE(doc.find(std::string(m.match_label) + "=\"" + std::string(m.match_value) + "\""),
                   std::string::npos)
             << m.engine_name;
+      }
     }
   }
 }
