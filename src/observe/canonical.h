@@ -105,9 +105,14 @@ std::string_view engine_name(Engine e);
 // when none matches: its series stay raw only, which is not an error).
 Engine detect_engine(const Exposition& e);
 
-// The canonical series of an exposition written by engine (gauges and
-// counters summed over label sets — except ratios, which are averaged — and
-// histograms merged bucket by bucket; GPU series keep their gpu label).
+// The canonical series of an exposition written by engine, in
+// kCanonicalSeries order: gauges and counters summed over label sets (ratios
+// averaged; a quantity repeated per label set, its maximum), histograms
+// merged bucket by bucket on the union of their bounds, units converted (ms →
+// s, % → ratio, MiB → bytes, MHz → Hz). Server series carry no labels; GPU
+// series keep gpu="N" and, for a MIG instance, mig="I". An engine without a
+// table (kUnknown) gives none. Never throws: a malformed bucket bound is left
+// out. docs/observe.md "Canonical series" has the rules and the tables.
 std::vector<Sample> canonicalize(const Exposition& e, Engine engine);
 
 }  // namespace tokenscope::observe
