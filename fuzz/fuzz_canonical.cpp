@@ -1,6 +1,7 @@
 // The canonical mapping (observe/canonical.h) on expositions built from the
-// input: sample names drawn mostly from the engines' mapped names (with
-// _bucket/_sum/_count/_total/_created suffixes) so the tables are hit, labels
+// input: family names drawn mostly from the engines' mapped names, samples
+// named by their family with a suffix (_bucket, _sum, _count, _total,
+// _created) as parse_exposition files them, so the tables are hit; labels
 // from the ones the tables read (le, gpu, GPU_I_ID, request_type, model...)
 // with arbitrary values, and arbitrary doubles (NaN, ±Inf included). Built
 // directly rather than parsed, so every input reaches canonicalize(); the
@@ -26,16 +27,19 @@
 namespace {
 using namespace tokenscope::observe;
 
-constexpr Engine kEngines[] = {Engine::kUnknown, Engine::kVllmV1, Engine::kVllmV0, Engine::kSglang,
+constexpr Engine kEngines[] = {Engine::kUnknown,  Engine::kVllmV1, Engine::kVllmV0, Engine::kSglang,
                                Engine::kLlamaCpp, Engine::kTgi,    Engine::kTriton, Engine::kDcgm};
 
+// Family names: every mapped name, with and without _total (prometheus_client
+// names a counter family x_total), and two detection markers.
 const std::vector<std::string>& name_pool() {
   static const std::vector<std::string> pool = [] {
     std::vector<std::string> p;
     for (Engine e : kEngines)
-      for (const auto& m : maps::table_for(e).mappings)
-        for (const char* suffix : {"", "_bucket", "_sum", "_count", "_total", "_created"})
-          p.push_back(std::string(m.engine_name) + suffix);
+      for (const auto& m : maps::table_for(e).mappings) {
+        p.emplace_back(m.engine_name);
+        p.push_back(std::string(m.engine_name) + "_total");
+      }
     p.push_back("tokenscope:steps_total");
     p.push_back("vllm:num_requests_swapped");
     return p;
@@ -43,10 +47,14 @@ const std::vector<std::string>& name_pool() {
   return pool;
 }
 
-constexpr const char* kLabelNames[] = {"le",    "gpu",   "GPU_I_ID",     "engine",     "model",
-                                       "model_name", "request_type", "kv_cache_block_type", "pod", ""};
-constexpr const char* kLabelValues[] = {"+Inf", "0.5", "1", "1e-3", "NaN", "-Inf", "abc", "",
-                                        "0",    "1",   "scheduled", "waiting", "fraction", "tensorrt_llm"};
+constexpr const char* kSuffixes[] = {"", "_bucket", "_sum", "_count", "_total", "_created"};
+
+constexpr const char* kLabelNames[] = {
+    "le",  "gpu", "GPU_I_ID", "engine", "model", "model_name", "request_type", "kv_cache_block_type",
+    "pod", ""};
+constexpr const char* kLabelValues[] = {"+Inf",      "0.5",     "1",        "1e-3",        "NaN",
+                                        "-Inf",      "abc",     "",         "0",           "1",
+                                        "scheduled", "waiting", "fraction", "tensorrt_llm"};
 
 bool finite_number(const std::string& s) {
   double v = 0;
@@ -107,13 +115,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Exposition e;
   const std::size_t families = in.ConsumeIntegralInRange<std::size_t>(0, 16);
   for (std::size_t f = 0; f < families && in.remaining_bytes() > 0; ++f) {
+    // As parse_exposition files samples: under their own name or their stem.
     MetricFamily family;
+    family.name = in.ConsumeBool() ? pool[in.ConsumeIntegralInRange<std::size_t>(0, pool.size() - 1)]
+                                   : in.ConsumeRandomLengthString(48);
     family.type = static_cast<MetricType>(in.ConsumeIntegralInRange<int>(0, 7));
     const std::size_t samples = in.ConsumeIntegralInRange<std::size_t>(0, 24);
     for (std::size_t i = 0; i < samples && in.remaining_bytes() > 0; ++i) {
       ExpositionSample s;
-      s.name = in.ConsumeBool() ? pool[in.ConsumeIntegralInRange<std::size_t>(0, pool.size() - 1)]
-                                : in.ConsumeRandomLengthString(48);
+      s.name =
+          in.ConsumeIntegralInRange<int>(0, 15) == 0
+              ? in.ConsumeRandomLengthString(48)
+              : family.name + kSuffixes[in.ConsumeIntegralInRange<std::size_t>(0, std::size(kSuffixes) - 1)];
       const std::size_t labels = in.ConsumeIntegralInRange<std::size_t>(0, 4);
       for (std::size_t j = 0; j < labels; ++j) {
         Label l;
@@ -127,7 +140,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                  : in.ConsumeFloatingPoint<double>();
       family.samples.push_back(std::move(s));
     }
-    if (!family.samples.empty()) family.name = family.samples.front().name;
     e.samples += family.samples.size();
     e.families.push_back(std::move(family));
   }

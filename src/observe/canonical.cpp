@@ -7,7 +7,6 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "observe/canonical_maps.h"
 
@@ -19,17 +18,40 @@ using maps::Mapping;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Every sample of an exposition by its own name (suffix included). Matching
-// goes by sample names, not family names, so a counter is found whether the
-// server wrote its family as "x" (OpenMetrics) or "x_total" (prometheus_client's
-// 0.0.4 text), and samples outside any TYPE line are found too.
-using SampleIndex = std::unordered_map<std::string_view, std::vector<const ExpositionSample*>>;
+// Families by name. parse_exposition files a sample under its own name or
+// under the family its name is a suffixed sample of (x_bucket, x_sum → x;
+// x_total → x in OpenMetrics, while prometheus_client's 0.0.4 text names the
+// counter family x_total itself), so the samples of a name are found in the
+// families named by it or by its stem. Matching then goes by the samples' own
+// names: a counter is found whatever its family is called. Indexing a page's
+// hundred-odd families rather than its thousands of samples keeps mapping a
+// scrape well under parsing it (docs/performance.md).
+using FamilyIndex = std::unordered_map<std::string_view, std::vector<const MetricFamily*>>;
 
-SampleIndex index_samples(const Exposition& e) {
-  SampleIndex index;
-  for (const auto& family : e.families)
-    for (const auto& s : family.samples) index[s.name].push_back(&s);
+FamilyIndex index_families(const Exposition& e) {
+  FamilyIndex index;
+  for (const auto& family : e.families) index[family.name].push_back(&family);
   return index;
+}
+
+// Calls fn(sample) for every sample named exactly name.
+template <class Fn>
+void for_each_sample(const FamilyIndex& index, std::string_view name, Fn&& fn) {
+  std::string_view stem;
+  for (std::string_view suffix : {"_total", "_bucket", "_sum", "_count"}) {
+    if (name.size() > suffix.size() && name.ends_with(suffix)) {
+      stem = name.substr(0, name.size() - suffix.size());
+      break;
+    }
+  }
+  for (std::string_view family_name : {name, stem}) {
+    if (family_name.empty()) continue;
+    const auto it = index.find(family_name);
+    if (it == index.end()) continue;
+    for (const MetricFamily* f : it->second)
+      for (const auto& s : f->samples)
+        if (s.name == name) fn(s);
+  }
 }
 
 const std::string* label_value(const Labels& labels, std::string_view name) {
@@ -111,16 +133,15 @@ struct Ranked {
 };
 
 void canonicalize_scalar(const CanonicalDefinition& def, const maps::EngineTable& table,
-                         const SampleIndex& index, std::vector<Sample>& out) {
+                         const FamilyIndex& index, std::vector<Sample>& out) {
   std::map<Group, Ranked> groups;
   for (const Mapping& m : table.mappings) {
     if (m.canonical != def.name) continue;
     std::map<Group, std::vector<double>> values;
     for (const std::string& name : scalar_names(m, def.kind)) {
-      const auto it = index.find(name);
-      if (it == index.end()) continue;
-      for (const ExpositionSample* s : it->second)
-        if (selected(*s, m)) values[group_of(*s, table.per_gpu)].push_back(s->value);
+      for_each_sample(index, name, [&](const ExpositionSample& s) {
+        if (selected(s, m)) values[group_of(s, table.per_gpu)].push_back(s.value);
+      });
     }
     for (const auto& [g, v] : values) groups[g].add(m.rank, m.scale.apply(aggregate(v, m.aggregation)));
   }
@@ -145,23 +166,36 @@ std::string format_le(double v) {
   return std::string(buf, r.ptr);
 }
 
-// One label set of one histogram: cumulative counts by upper bound.
+// One label set of one histogram in canonical units: cumulative counts by
+// upper bound, ascending (servers write them in order: adding is appending).
 struct HistogramSeries {
-  std::map<double, double> buckets;  // le (finite or +Inf) → cumulative count
+  std::vector<std::pair<double, double>> buckets;  // le (finite or +Inf), cumulative count
   std::optional<double> sum;
   std::optional<double> count;
+
+  void add_bucket(double le, double n) {
+    if (buckets.empty() || le > buckets.back().first) {
+      buckets.emplace_back(le, n);
+      return;
+    }
+    const auto it = std::lower_bound(buckets.begin(), buckets.end(), le,
+                                     [](const auto& b, double v) { return b.first < v; });
+    if (it->first == le)
+      it->second = std::max(it->second, n);  // two bounds that scale to one double: the larger count
+    else
+      buckets.insert(it, {le, n});
+  }
   // Observations in all: _count, else the +Inf bucket.
   double observations() const {
     if (count) return *count;
-    const auto inf = buckets.find(kInf);
-    return inf == buckets.end() ? 0.0 : inf->second;
+    return !buckets.empty() && std::isinf(buckets.back().first) ? buckets.back().second : 0.0;
   }
   // Cumulative count at or below bound: a bucket's count holds up to the next
   // bound this series has, so a bound it lacks reads the one below it.
   double cumulative_at(double bound) const {
-    auto it = buckets.upper_bound(bound);
-    if (it == buckets.begin()) return 0.0;
-    return std::prev(it)->second;
+    const auto it = std::upper_bound(buckets.begin(), buckets.end(), bound,
+                                     [](double v, const auto& b) { return v < b.first; });
+    return it == buckets.begin() ? 0.0 : std::prev(it)->second;
   }
   bool has_buckets() const { return !buckets.empty(); }
 };
@@ -182,35 +216,46 @@ std::string series_key(const Labels& labels) {
   return key;
 }
 
+// Whether two samples' labels are the same but for le, in the same order: a
+// series' buckets come in a run, so most samples reuse the series before.
+bool same_series(const Labels& a, const Labels& b) {
+  std::size_t i = 0, j = 0;
+  for (;;) {
+    while (i < a.size() && a[i].name == "le") ++i;
+    while (j < b.size() && b[j].name == "le") ++j;
+    if (i == a.size() || j == b.size()) return i == a.size() && j == b.size();
+    if (!(a[i] == b[j])) return false;
+    ++i;
+    ++j;
+  }
+}
+
 using SeriesByKey = std::map<std::string, HistogramSeries>;
 
-// The label sets of one histogram mapping, by output group.
-std::map<Group, SeriesByKey> collect_histogram(const Mapping& m, const SampleIndex& index, bool per_gpu) {
+// The label sets of one histogram mapping by output group, in canonical
+// units: bounds and sum scaled (5 ms → 0.005 s), counts never.
+std::map<Group, SeriesByKey> collect_histogram(const Mapping& m, const FamilyIndex& index, bool per_gpu) {
   std::map<Group, SeriesByKey> out;
   const std::string base(m.engine_name);
   auto each = [&](const std::string& name, auto&& fn) {
-    const auto it = index.find(name);
-    if (it == index.end()) return;
-    for (const ExpositionSample* s : it->second)
-      if (selected(*s, m)) fn(*s, out[group_of(*s, per_gpu)][series_key(s->labels)]);
+    const Labels* last_labels = nullptr;
+    HistogramSeries* last = nullptr;
+    for_each_sample(index, name, [&](const ExpositionSample& s) {
+      if (!selected(s, m)) return;
+      if (!last_labels || !same_series(*last_labels, s.labels))
+        last = &out[group_of(s, per_gpu)][series_key(s.labels)];
+      last_labels = &s.labels;
+      fn(s, *last);
+    });
   };
-  each(base + "_bucket", [](const ExpositionSample& s, HistogramSeries& h) {
+  each(base + "_bucket", [&](const ExpositionSample& s, HistogramSeries& h) {
     const std::string* le = label_value(s.labels, "le");
     if (!le) return;
-    if (const auto bound = parse_le(*le)) h.buckets[*bound] = s.value;
+    if (const auto bound = parse_le(*le))
+      h.add_bucket(std::isinf(*bound) ? *bound : m.scale.apply(*bound), s.value);
   });
-  each(base + "_sum", [](const ExpositionSample& s, HistogramSeries& h) { h.sum = s.value; });
+  each(base + "_sum", [&](const ExpositionSample& s, HistogramSeries& h) { h.sum = m.scale.apply(s.value); });
   each(base + "_count", [](const ExpositionSample& s, HistogramSeries& h) { h.count = s.value; });
-  return out;
-}
-
-// A series in canonical units: bounds and sum scaled (5 ms → 0.005 s).
-HistogramSeries scaled(const HistogramSeries& h, maps::Scale scale) {
-  HistogramSeries out;
-  // Ascending: where two bounds land on one double, the larger count stays.
-  for (const auto& [le, n] : h.buckets) out.buckets[std::isinf(le) ? le : scale.apply(le)] = n;
-  if (h.sum) out.sum = scale.apply(*h.sum);
-  out.count = h.count;
   return out;
 }
 
@@ -254,26 +299,26 @@ void emit_merged(std::string_view name, const Group& g, const std::vector<Histog
 }
 
 void canonicalize_histogram(const CanonicalDefinition& def, const maps::EngineTable& table,
-                            const SampleIndex& index, std::vector<Sample>& out) {
+                            const FamilyIndex& index, std::vector<Sample>& out) {
   struct Chosen {
     int rank = std::numeric_limits<int>::max();
-    std::vector<HistogramSeries> series;  // in canonical units
+    std::vector<HistogramSeries> series;
   };
   std::map<Group, Chosen> groups;
   for (const Mapping& m : table.mappings) {
     if (m.canonical != def.name) continue;
-    for (const auto& [g, by_key] : collect_histogram(m, index, table.per_gpu)) {
+    for (auto& [g, by_key] : collect_histogram(m, index, table.per_gpu)) {
       Chosen& c = groups[g];
       if (m.rank > c.rank) continue;
       if (m.rank < c.rank) c = Chosen{m.rank, {}};
       if (m.aggregation == Aggregation::kMax) {
         // The label set with the most observations (the first of equals).
-        const HistogramSeries* busiest = nullptr;
-        for (const auto& [key, h] : by_key)
+        HistogramSeries* busiest = nullptr;
+        for (auto& [key, h] : by_key)
           if (!busiest || h.observations() > busiest->observations()) busiest = &h;
-        c.series.push_back(scaled(*busiest, m.scale));
+        c.series.push_back(std::move(*busiest));
       } else {
-        for (const auto& [key, h] : by_key) c.series.push_back(scaled(h, m.scale));
+        for (auto& [key, h] : by_key) c.series.push_back(std::move(h));
       }
     }
   }
@@ -305,27 +350,27 @@ std::string_view engine_name(Engine e) {
 }
 
 Engine detect_engine(const Exposition& e) {
-  std::unordered_set<std::string_view> names;
+  // Family names suffice: a sample is filed under its own name or its stem,
+  // which has the same prefix. The earliest marker present wins.
+  const auto markers = maps::detection_markers();
+  std::size_t best = markers.size();
   for (const auto& family : e.families) {
-    names.insert(family.name);
-    for (const auto& s : family.samples) names.insert(s.name);
-  }
-  for (const maps::Marker& marker : maps::detection_markers()) {
-    if (!marker.prefix) {
-      if (names.contains(marker.name)) return marker.engine;
-      continue;
+    for (std::size_t i = 0; i < best; ++i) {
+      const maps::Marker& marker = markers[i];
+      if (marker.prefix ? family.name.starts_with(marker.name) : family.name == marker.name) {
+        best = i;
+        break;
+      }
     }
-    for (std::string_view n : names)
-      if (n.starts_with(marker.name)) return marker.engine;
   }
-  return Engine::kUnknown;
+  return best < markers.size() ? markers[best].engine : Engine::kUnknown;
 }
 
 std::vector<Sample> canonicalize(const Exposition& e, Engine engine) {
   std::vector<Sample> out;
   const maps::EngineTable table = maps::table_for(engine);
   if (table.mappings.empty()) return out;
-  const SampleIndex index = index_samples(e);
+  const FamilyIndex index = index_families(e);
   for (const CanonicalDefinition& def : kCanonicalSeries) {
     if (def.kind == SeriesKind::kHistogram)
       canonicalize_histogram(def, table, index, out);
