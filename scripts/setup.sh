@@ -17,6 +17,7 @@ packages=(
   libsentencepiece-dev sentencepiece  # real tokenizers: .model files; spm_train/spm_encode in the tests
   curl                                # black-box tests with real third-party clients
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
+  prometheus                          # benchmarks/exposition_bench.py: the peer scraping the same /metrics page
   tcpdump                             # benchmarks/llama_accuracy.sh: TTFT on the wire
   python3 time bc                     # benchmark scripts, peak-memory measurement
   python3-aiohttp                     # the Python reference client in benchmarks/peers
