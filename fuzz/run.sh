@@ -20,6 +20,8 @@ if [ -d "$shared" ]; then
   { printf '\0'; head -n 20 "$shared/conversation_trace.jsonl"; } > "$work/trace_mooncake/shared_head"
   { printf '\0'; head -c 3000 "$shared/ShareGPT_V3_filtered_500.json"; echo '"}]}]'; } > "$work/trace_sharegpt/shared_head"
 fi
+# The canonical mapping builds its expositions from raw bytes: seeds from its own corpus only.
+mkdir -p "$work/canonical" && { cp fuzz/corpus/canonical/* "$work/canonical/" 2>/dev/null || true; }
 failed=0
 run_one() {
   local t="$1"
@@ -35,6 +37,7 @@ run_one() {
 targets=(trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer length_spec http_request
          openai_request sse chunk_parser workload_yaml response access_trace nccl_tests event_names exposition proc_files export_run)
 pids=()
+targets+=(canonical)
 for t in "${targets[@]}"; do
   run_one "$t" & pids+=($!)
   if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}" || failed=1; pids=("${pids[@]:1}"); fi
