@@ -291,6 +291,43 @@ TEST_F(Observe, BadObserveOptionsGetClearMessages) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// The exports of a finished run: a Perfetto trace with a slice per request
+// phase and counter tracks, OTLP/JSON files, and a push to an endpoint.
+TEST_F(Observe, ExportsOfAFinishedRunAreWrittenAndPushed) {
+  ScriptedMetrics receiver(200, "application/json", "{}", std::chrono::milliseconds(0));
+  const auto out = dir_ / "run";
+  const std::string endpoint = receiver.url().substr(0, receiver.url().size() - std::string("/metrics").size());
+  const auto r = bench({"--num-requests", "12", "--rate", "30", "--output-len", "fixed:6", "--scrape-interval", "0.2",
+                        "--trace-out", "trace.json", "--otlp-out", "--otlp-endpoint", endpoint, "--out",
+                        out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  const auto& ex = run["exports"];
+  EXPECT_GT(ex["perfetto"]["events"].get<int>(), 12 * 6) << ex.dump(1);
+  EXPECT_EQ(ex["otlp_files"]["spans"], 12) << ex.dump(1);
+  EXPECT_TRUE(ex["otlp_push"]["ok"].get<bool>()) << ex.dump(1);
+  EXPECT_GE(ex["otlp_push"]["requests_sent"].get<int>(), 2);  // traces and metrics
+  EXPECT_EQ(receiver.requests(), ex["otlp_push"]["requests_sent"].get<int>());
+  // The trace is one JSON document: a slice per phase of each request, counters from the samples.
+  const auto trace = json::parse(slurp(out / "trace.json"));
+  const auto& events = trace.is_array() ? trace : trace["traceEvents"];
+  int decoding = 0, counters = 0;
+  for (const auto& e : events) {
+    if (e.value("name", "") == "decoding") ++decoding;
+    if (e.value("ph", "") == "C") ++counters;
+  }
+  EXPECT_EQ(decoding, 12);
+  EXPECT_GT(counters, 0);
+  // One export request per line.
+  std::ifstream traces(out / "otlp_traces.json");
+  int spans = 0;
+  for (std::string line; std::getline(traces, line);)
+    for (const auto& rs : json::parse(line)["resourceSpans"])
+      for (const auto& ss : rs["scopeSpans"]) spans += static_cast<int>(ss["spans"].size());
+  EXPECT_EQ(spans, 12);
+  EXPECT_TRUE(fs::exists(out / "otlp_metrics.json"));
+}
+
 // `sim` writes the same canonical series on virtual time.
 TEST_F(Observe, SimWritesTheSameSeriesOnVirtualTime) {
   const auto out = dir_ / "sim";
