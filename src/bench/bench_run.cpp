@@ -580,8 +580,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     }
   }
   if (progress && tty) log << "\r\x1b[K" << std::flush;
-  // The final reads, after the last response and before the in-process server stops.
-  observer.stop();
+  // The final reads, after the last response and before the in-process
+  // server stops (skipped after a second Ctrl-C: stop now).
+  observer.stop(!(hurry && hurry->load()));
 
   if (side.server) {
     side.server->stop(0.0);
@@ -714,6 +715,7 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
     const std::filesystem::path path =
         dir / std::filesystem::path(o.trace_out);  // an absolute path replaces dir
     try {
+      if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
       const auto st = observe::export_perfetto(dir, path);
       exports["perfetto"] = {{"file", path.string()}, {"events", st.events}, {"bytes", st.bytes}};
     } catch (const std::exception& e) {
@@ -832,18 +834,31 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (o.compat != "" && o.compat != "vllm") throw UsageError("--compat: expected vllm");
   if (!(o.scrape_interval_s >= 0.01 && o.scrape_interval_s <= 3600))
     throw UsageError("--scrape-interval: expected seconds in [0.01, 3600]");
-  for (const auto& [option, urls] :
-       {std::pair{"--scrape", &o.scrape_urls}, {"--gpu-sampler", &o.gpu_sampler_urls}})
-    for (const auto& u : *urls) try {
-        net::Endpoint::parse_url(u);
-      } catch (const UsageError& e) {
-        throw UsageError(fmt::format("{} {}: {}", option, quote_input(u), e.what()));
-      }
-  if (!o.otlp_endpoint.empty()) try {
-      net::Endpoint::parse_url(o.otlp_endpoint);
+  // URL errors read "--target 'URL': why": named here by their own option.
+  auto check_url = [](const char* option, const std::string& u) {
+    try {
+      net::Endpoint::parse_url(u);
     } catch (const UsageError& e) {
-      throw UsageError(fmt::format("--otlp-endpoint {}: {}", quote_input(o.otlp_endpoint), e.what()));
+      std::string why = e.what();
+      if (const auto colon = why.find("': "); why.rfind("--target '", 0) == 0 && colon != std::string::npos)
+        why = why.substr(colon + 3);
+      throw UsageError(fmt::format("{} {}: {}", option, quote_input(u), why));
     }
+  };
+  for (const auto& u : o.scrape_urls) check_url("--scrape", u);
+  for (const auto& u : o.gpu_sampler_urls) check_url("--gpu-sampler", u);
+  if (!o.otlp_endpoint.empty()) check_url("--otlp-endpoint", o.otlp_endpoint);
+  if (o.server_pid == 0 || o.server_pid < -1)
+    throw UsageError("--server-pid: expected a process id (a positive integer)");
+  if (o.server_pid > 0 && !std::filesystem::exists(fmt::format("/proc/{}", o.server_pid)))
+    throw UsageError(fmt::format("--server-pid {}: no such process on this machine", o.server_pid));
+  if (!o.cgroup.empty() && !std::filesystem::is_directory(o.cgroup))
+    throw UsageError(fmt::format("--cgroup {}: not a directory (a cgroup v2 directory, e.g. "
+                                 "/sys/fs/cgroup/system.slice/vllm.service)",
+                                 quote_input(o.cgroup)));
+  if (!o.trace_out.empty() && std::filesystem::is_directory(o.trace_out))
+    throw UsageError(fmt::format("--trace-out {}: is a directory (name the trace file, e.g. trace.json)",
+                                 quote_input(o.trace_out)));
   if (o.no_scrape && !o.scrape_urls.empty()) throw UsageError("--no-scrape and --scrape cannot be combined");
   const auto& sm = o.sampling;
   if (sm.temperature && !(*sm.temperature >= 0 && std::isfinite(*sm.temperature)))

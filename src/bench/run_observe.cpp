@@ -20,8 +20,9 @@ RunObserver::RunObserver(const BenchSettings& o, const net::Endpoint& target,
                          const std::filesystem::path& out_dir, const Clock& clock, std::ostream& log)
     : observer_(std::make_unique<observe::Observer>(out_dir / "samples.jsonl", clock, log)) {
   const Nanos interval = seconds_to_nanos(o.scrape_interval_s);
-  // A scrape may take up to the interval and a bit; never less than 2 s.
-  const double timeout_s = std::max(2.0, 2 * o.scrape_interval_s);
+  // A scrape may take twice the interval, within [2 s, 10 s] (Prometheus's
+  // default timeout is 10 s): a hung /metrics costs the final read at most that.
+  const double timeout_s = std::clamp(2 * o.scrape_interval_s, 2.0, 10.0);
   auto add_scrape = [&](const std::string& source, const std::string& url, bool optional) {
     std::unique_ptr<observe::ScrapeCollector> c;
     try {
@@ -53,17 +54,19 @@ RunObserver::RunObserver(const BenchSettings& o, const net::Endpoint& target,
   for (std::size_t i = 0; i < o.gpu_sampler_urls.size(); ++i)
     add_scrape(o.gpu_sampler_urls.size() == 1 ? "gpu" : fmt::format("gpu{}", i + 1), o.gpu_sampler_urls[i],
                false);
-  auto add_measured = [&](std::unique_ptr<observe::MeasuredCollector> c, std::string description) {
+  auto add_measured = [&](std::unique_ptr<observe::MeasuredCollector> c, std::string description,
+                          bool quiet = false) {
     measured_.emplace_back(c->source(), c.get());
     observe::CollectorOptions co;
     co.interval_ns = interval;
     co.description = std::move(description);
+    co.quiet_unavailable = quiet;
     observer_->add(std::move(c), co);
   };
   // This machine's GPUs: for a server on this machine (or the in-process
   // simulator's host); a DCGM exporter stands for a remote server's GPUs.
   if (!o.no_gpu && o.gpu_sampler_urls.empty())
-    add_measured(std::make_unique<observe::GpuCollector>(), "NVML on this machine");
+    add_measured(std::make_unique<observe::GpuCollector>(), "NVML on this machine", /*quiet=*/true);
   if (!o.no_host) add_measured(std::make_unique<observe::HostCollector>(), "/proc of this machine");
   if (o.server_pid > 0)
     add_measured(std::make_unique<observe::ProcessCollector>(o.server_pid),
@@ -85,8 +88,8 @@ RunObserver::~RunObserver() {
   }
 }
 
-void RunObserver::stop() {
-  observer_->stop();
+void RunObserver::stop(bool final_read) {
+  observer_->stop(final_read);
 }
 
 nlohmann::json RunObserver::report() const {

@@ -33,8 +33,8 @@ class RunObserver {
               bool in_process, const std::filesystem::path& out_dir, const Clock& clock, std::ostream& log);
   ~RunObserver();
 
-  // The final read of every source; idempotent.
-  void stop();
+  // The final read of every source (unless final_read is false); idempotent.
+  void stop(bool final_read = true);
   // run.json "observe".
   nlohmann::json report() const;
   // run.json "server" from the server sources' counter increases (null when

@@ -152,9 +152,6 @@ int run_sim(const std::atomic<bool>& interrupted) {
   engine::Engine eng(eff, settings, std::move(cost), &sampler);
   sampler.attach(&eng);
 
-  const auto sim_started_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count();
   const auto report = engine::run_simulation(bw.w, eng, &interrupted);
   sampler.finish(report.virtual_end_ns);
   observer.summary().set_server_counters(engine::server_counters(report.counters));
@@ -164,11 +161,12 @@ int run_sim(const std::atomic<bool>& interrupted) {
   if (out) {
     nlohmann::json run;
     run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "sim"}};
-    // Virtual time 0 is the moment the simulation started, for exports to UTC.
+    // Virtual time has no wall clock: the anchor says so (a run directory
+    // stays byte-identical for a seed); exports to UTC take one of their own.
     run["clock"] = {{"monotonic_ns", 0},
-                    {"unix_ns", sim_started_unix_ns},
+                    {"unix_ns", nullptr},
                     {"virtual", true},
-                    {"definition", "virtual time: unix_ns = t + unix_ns of this anchor"}};
+                    {"definition", "virtual time from 0: no wall-clock anchor"}};
     run["partial"] = report.interrupted;
     run["settings"] = {{"requested", requested_settings(o)},
                        {"effective", {{"engine", eff.to_json()}, {"workload", bw.effective}}}};

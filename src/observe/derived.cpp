@@ -76,7 +76,7 @@ class HistogramGroups {
     for (auto& [key, h] : groups_) {
       const std::string& family = family_[key];
       std::sort(h.buckets.begin(), h.buckets.end());
-      if (dt_s > 0 && h.has_count) out.push_back({family + "_per_s", h.labels, h.count / dt_s});
+      if (dt_s > 0 && h.has_count) out.push_back({family + "_count_per_s", h.labels, h.count / dt_s});
       if (h.count <= 0) continue;
       out.push_back({family + "_mean", h.labels, h.sum / h.count});
       for (double q : kDerivedQuantiles)
@@ -180,6 +180,14 @@ void SeriesTracker::feed(Observation& o) {
     if (fresh) {
       c.sample = Sample{s.name, s.labels, 0};
       c.first = c.last = s.value;
+      // A series that appears after the first observation was created
+      // during the run (servers create labelled series on first use): it
+      // counted from 0.
+      if (has_previous) {
+        inc = s.value;
+        c.first = 0;
+        c.increase = inc;
+      }
     } else {
       if (s.value >= c.last) {
         inc = s.value - c.last;
@@ -190,7 +198,7 @@ void SeriesTracker::feed(Observation& o) {
       c.increase += inc;
       c.last = s.value;
     }
-    if (!has_previous || fresh) continue;
+    if (!has_previous) continue;
     if (hp) {
       window.add(s, *hp, inc);
     } else {
@@ -201,8 +209,10 @@ void SeriesTracker::feed(Observation& o) {
   }
   if (has_previous) {
     window.emit(o.derived, dt_s);
-    if (hits_seen && queries_seen && queries_inc > 0)
+    if (hits_seen && queries_seen && queries_inc > 0) {
       o.derived.push_back({"prefix_cache_hit_rate", {}, hits_inc / queries_inc});
+      hit_rate_points_.emplace_back(o.t_ns, hits_inc / queries_inc);
+    }
   }
   previous_ = std::move(current);
   if (observations_ == 0) first_t_ = o.t_ns;

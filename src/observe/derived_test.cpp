@@ -1,6 +1,7 @@
 #include "observe/derived.h"
 
 #include <cmath>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -85,10 +86,36 @@ TEST(SeriesTracker, HistogramQuantilesOverTheWindowOnlyCountTheWindowsObservatio
   t.feed(b);
   EXPECT_DOUBLE_EQ(*derived(b, "server_ttft_seconds_p50"), 0.1 + 0.9 * 0.5);
   EXPECT_DOUBLE_EQ(*derived(b, "server_ttft_seconds_mean"), 0.5);
-  EXPECT_DOUBLE_EQ(*derived(b, "server_ttft_seconds_per_s"), 10.0);
+  EXPECT_DOUBLE_EQ(*derived(b, "server_ttft_seconds_count_per_s"), 10.0);
   const auto j = t.totals();
   EXPECT_DOUBLE_EQ(j["histograms"]["server_ttft_seconds"]["count"].get<double>(), 10.0);
   EXPECT_DOUBLE_EQ(j["histograms"]["server_ttft_seconds"]["p50"].get<double>(), 0.55);
+}
+
+TEST(SeriesTracker, ACounterThatAppearsDuringTheRunCountsFromZero) {
+  SeriesTracker t;
+  auto a = obs(0, {{"prompt_tokens", {}, 10}});
+  t.feed(a);
+  auto b = obs(kNanosPerSecond, {{"prompt_tokens", {}, 30}, {"requests_finished", {}, 7}});
+  t.feed(b);
+  EXPECT_DOUBLE_EQ(*derived(b, "requests_finished_per_s"), 7.0);
+  auto c = obs(2 * kNanosPerSecond, {{"prompt_tokens", {}, 40}, {"requests_finished", {}, 19}});
+  t.feed(c);
+  EXPECT_DOUBLE_EQ(*t.increase("requests_finished"), 19.0);
+  EXPECT_DOUBLE_EQ(*t.increase("prompt_tokens"), 30.0);
+  EXPECT_EQ(t.resets(), 0u);
+}
+
+TEST(SeriesTracker, TheHitRateOfEachWindowIsKeptForTheRun) {
+  SeriesTracker t;
+  for (auto [ts, q, h] : {std::tuple{0, 100.0, 10.0}, {1, 200.0, 60.0}, {2, 200.0, 60.0}, {3, 300.0, 160.0}}) {
+    auto o = obs(ts * kNanosPerSecond, {{"prefix_cache_queries_tokens", {}, q}, {"prefix_cache_hits_tokens", {}, h}});
+    t.feed(o);
+  }
+  // The window without queries has no rate.
+  ASSERT_EQ(t.hit_rate_points().size(), 2u);
+  EXPECT_EQ(t.hit_rate_points()[0], (std::pair<Nanos, double>{kNanosPerSecond, 0.5}));
+  EXPECT_EQ(t.hit_rate_points()[1], (std::pair<Nanos, double>{3 * kNanosPerSecond, 1.0}));
 }
 
 TEST(SeriesTracker, FailedReadsAndSingleReadsGiveNoTotals) {

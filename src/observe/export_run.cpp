@@ -525,8 +525,9 @@ void OutputFile::commit() {
   std::error_code ec;
   std::filesystem::rename(tmp_, path_, ec);
   if (ec) {
+    const std::string why = ec.message();  // before remove() reuses ec
     std::filesystem::remove(tmp_, ec);
-    throw IoError(fmt::format("{}: cannot rename to {}: {}", tmp_.string(), path_.string(), ec.message()));
+    throw IoError(fmt::format("{}: cannot rename to {}: {}", tmp_.string(), path_.string(), why));
   }
 }
 

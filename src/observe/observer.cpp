@@ -57,7 +57,8 @@ struct Observer::Impl {
     CollectorOptions options;
     std::string name;
     std::thread thread;
-    bool dead = false;  // unavailable, or an optional source that never answered
+    bool dead = false;           // unavailable, or an optional source that never answered
+    bool baseline_done = false;  // its first read has ended
     // Everything below is guarded by Impl::mutex.
     SeriesTracker tracker;
     std::uint64_t reads = 0, errors = 0, overruns = 0;
@@ -83,6 +84,7 @@ struct Observer::Impl {
   std::mutex mutex;  // the writer, the log and every Source's stats
   std::condition_variable wake;
   bool stopping = false;
+  bool final_read = true;
   bool started = false, stopped = false;
 
   // One read of s: collect, derive, write, count. Returns false when the
@@ -97,7 +99,7 @@ struct Observer::Impl {
     bool keep = true;
     if (!o.unavailable.empty()) {
       s.unavailable = o.unavailable;
-      log << fmt::format("tokenscope: {}: {}", s.name, o.unavailable) << std::endl;
+      if (!s.options.quiet_unavailable) log << fmt::format("tokenscope bench: {}: {}", s.name, o.unavailable) << std::endl;
       keep = false;
     } else if (!o.error.empty()) {
       ++s.errors;
@@ -107,13 +109,13 @@ struct Observer::Impl {
       else
         ++s.reasons_other;
       if (first && s.options.optional) {
-        log << fmt::format("tokenscope: {} not collected: {}{}", s.name, reason,
+        log << fmt::format("tokenscope bench: {} not collected: {}{}", s.name, reason,
                            s.options.description.empty() ? "" : " (" + s.options.description + ")")
             << std::endl;
         keep = false;
       } else if (!s.logged_error) {
         s.logged_error = true;
-        log << fmt::format("tokenscope: {}: {} (later failures are counted in run.json)", s.name, reason)
+        log << fmt::format("tokenscope bench: {}: {} (later failures are counted in run.json)", s.name, reason)
             << std::endl;
       }
     } else {
@@ -128,7 +130,7 @@ struct Observer::Impl {
       if (!s.logged_slow) {
         s.logged_slow = true;
         log << fmt::format(
-                   "tokenscope: {}: a read took {:.2f} s, longer than the interval {:g} s (later ones "
+                   "tokenscope bench: {}: a read took {:.2f} s, longer than the interval {:g} s (later ones "
                    "are counted in run.json; the next read starts when one ends)",
                    s.name, nanos_to_s(o.rtt_ns), nanos_to_s(s.options.interval_ns))
             << std::endl;
@@ -141,28 +143,43 @@ struct Observer::Impl {
         writer->end_line();
       } catch (const std::exception& e) {
         write_error = e.what();
-        log << fmt::format("tokenscope: samples are no longer written: {}", write_error) << std::endl;
+        log << fmt::format("tokenscope bench: samples are no longer written: {}", write_error) << std::endl;
       }
     }
     s.cpu_ns += thread_cpu_ns() - cpu0;
     return keep;
   }
 
+  // A source's thread: the baseline read at once, then one read per
+  // interval, and when stopping the final read (unless told to skip it).
   void loop(Source& s) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
+    const bool keep = read_once(s, true);
+    {
+      std::lock_guard lock(mutex);
+      s.baseline_done = true;
+      if (!keep) s.dead = true;
+    }
+    wake.notify_all();
+    if (!keep) return;
     Nanos next = clock.now_ns();
     for (;;) {
       next += s.options.interval_ns;
       {
         std::unique_lock lock(mutex);
         for (;;) {
-          if (stopping) return;
+          if (stopping) {
+            lock.unlock();
+            if (final_read) read_once(s, false);
+            return;
+          }
           const Nanos now = clock.now_ns();
           if (now >= next) break;
           wake.wait_for(lock, std::chrono::nanoseconds(next - now));
         }
       }
       if (!read_once(s, false)) {
+        std::lock_guard lock(mutex);
         s.dead = true;
         return;
       }
@@ -191,33 +208,39 @@ void Observer::add(std::unique_ptr<Collector> collector, CollectorOptions option
   impl_->sources.push_back(std::move(s));
 }
 
-void Observer::start() {
+void Observer::start(Nanos baseline_wait_ns) {
   if (impl_->started) return;
   impl_->started = true;
   try {
     impl_->writer = std::make_unique<JsonlWriter>(impl_->path, /*line_durable=*/true);
   } catch (const std::exception& e) {
     impl_->write_error = e.what();
-    impl_->log << fmt::format("tokenscope: samples are not written: {}", e.what()) << std::endl;
+    impl_->log << fmt::format("tokenscope bench: samples are not written: {}", e.what()) << std::endl;
   }
-  for (auto& s : impl_->sources)
-    if (!impl_->read_once(*s, true)) s->dead = true;
-  for (auto& s : impl_->sources)
-    if (!s->dead) s->thread = std::thread([this, src = s.get()] { impl_->loop(*src); });
+  // Every source reads its baseline on its own thread, all at once; the
+  // caller waits for them a bounded time (a source that hangs does not hold
+  // the run back: its baseline comes when its read ends).
+  for (auto& s : impl_->sources) s->thread = std::thread([this, src = s.get()] { impl_->loop(*src); });
+  std::unique_lock lock(impl_->mutex);
+  impl_->wake.wait_for(lock, std::chrono::nanoseconds(baseline_wait_ns), [&] {
+    for (const auto& s : impl_->sources)
+      if (!s->baseline_done) return false;
+    return true;
+  });
 }
 
-void Observer::stop() {
+void Observer::stop(bool final_read) {
   if (!impl_->started || impl_->stopped) return;
   impl_->stopped = true;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->stopping = true;
+    impl_->final_read = final_read;
   }
   impl_->wake.notify_all();
+  // Each source reads its final counters on its own thread, all at once.
   for (auto& s : impl_->sources)
     if (s->thread.joinable()) s->thread.join();
-  for (auto& s : impl_->sources)
-    if (!s->dead) impl_->read_once(*s, false);
   if (impl_->writer) {
     try {
       impl_->writer->close();

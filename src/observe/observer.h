@@ -1,6 +1,7 @@
 // Runs the collectors of a run: each on its own thread at its own interval
 // (low priority, so that sampling never delays a send), one read at start
-// (the baseline) and one at stop (the final counters), every Observation
+// (the baseline, all sources at once) and one at stop (the final counters,
+// all at once), every Observation
 // appended to samples.jsonl as it arrives (written through, so a crash
 // loses nothing already sampled) after the per-window series are derived.
 // Failures are logged once per source and counted; the run goes on.
@@ -27,6 +28,9 @@ struct CollectorOptions {
   bool optional = false;
   // Extra facts for run.json's entry of this source (the URL, the engine...).
   std::string description;
+  // A default collector that cannot work here (no NVML) says so in run.json
+  // only, not on the terminal.
+  bool quiet_unavailable = false;
 };
 
 class Observer {
@@ -39,12 +43,12 @@ class Observer {
   Observer& operator=(const Observer&) = delete;
 
   void add(std::unique_ptr<Collector> collector, CollectorOptions options);
-  // Reads every collector once (the baseline, on the caller's thread, all
-  // before returning), then starts their threads.
-  void start();
-  // Stops the threads, then reads every live collector once more (the final
-  // counters). Idempotent.
-  void stop();
+  // Starts a thread per collector, each reading its baseline at once, and
+  // waits until every baseline read has ended or baseline_wait_ns passed.
+  void start(Nanos baseline_wait_ns = 2 * kNanosPerSecond);
+  // Stops the threads; each reads its collector once more first (the final
+  // counters, all at once), unless final_read is false. Idempotent.
+  void stop(bool final_read = true);
 
   // run.json "observe": {"samples_file", "sources": [{source, interval_s,
   // reads, errors, errors_by_reason, unavailable, overruns, rtt_ms {p50,max},

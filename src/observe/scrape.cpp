@@ -33,7 +33,8 @@ struct Collect final : net::ExchangeHandler {
   std::string body;
   std::string error;
   bool done = false;
-  static constexpr std::size_t kMaxBody = 64u << 20;
+  // vLLM-sized pages are a few hundred KB; a body past this is not an exposition worth holding.
+  static constexpr std::size_t kMaxBody = 16u << 20;
   bool truncated = false;
   void on_sent(Nanos) override {}
   void on_content_type(std::string_view ct) override { content_type = ct; }

@@ -321,9 +321,11 @@ TEST_F(Observe, ExportsOfAFinishedRunAreWrittenAndPushed) {
   // One export request per line.
   std::ifstream traces(out / "otlp_traces.json");
   int spans = 0;
-  for (std::string line; std::getline(traces, line);)
-    for (const auto& rs : json::parse(line)["resourceSpans"])
+  for (std::string line; std::getline(traces, line);) {
+    const auto request = json::parse(line);
+    for (const auto& rs : request["resourceSpans"])
       for (const auto& ss : rs["scopeSpans"]) spans += static_cast<int>(ss["spans"].size());
+  }
   EXPECT_EQ(spans, 12);
   EXPECT_TRUE(fs::exists(out / "otlp_metrics.json"));
 }
