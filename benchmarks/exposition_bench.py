@@ -14,11 +14,11 @@ server in this script (Content-Type text/plain; version=0.0.4). Each round:
      over the last SECONDS minus the idle baseline, divided by the scrapes
      the server answered in that window (scrape, parse, TSDB append, WAL);
   3. tokenscope's scrape loop (build/release/benchmarks/exposition_scrape:
-     net::fetch, parse_exposition, flatten, one scrape every 1 s): WARMUP
-     scrapes, then SECONDS scrapes measured: its CPU per scrape from
-     getrusage and from /proc/self/stat (the same clock ticks as
-     Prometheus's figure), and how much of it went to the fetch and to the
-     parse.
+     net::fetch, parse_exposition, flatten moving the samples out, one
+     scrape every 1 s): WARMUP scrapes, then SECONDS scrapes measured: its
+     CPU per scrape from getrusage and from /proc/self/stat (the same
+     clock ticks as Prometheus's figure), and how much of it went to the
+     fetch and to the parse.
 
 Prints every round, then the medians as a Markdown table with the ratio and
 each as a percentage of one core at one scrape per second
@@ -188,14 +188,14 @@ def main():
     print("|---|---:|---:|---:|")
     print(f"| Prometheus {short_version}: scrape, parse, TSDB append (/proc/PID/stat, minus idle) "
           f"| {prom:.2f} ms | {spread('prom_ms', '{:.2f}')} | {prom / 10:.2f} % |")
-    print(f"| tokenscope: net::fetch + parse_exposition + flatten (getrusage) "
+    print(f"| tokenscope: net::fetch + parse_exposition + flatten, all of a scrape (getrusage) "
           f"| {ts:.3f} ms | {spread('ts_ms', '{:.3f}')} | {ts / 10:.3f} % |")
     print(f"| tokenscope, same (/proc/self/stat, 10 ms ticks) "
           f"| {ts_stat:.2f} ms | {spread('ts_stat_ms', '{:.2f}')} | {ts_stat / 10:.2f} % |")
     fetch, parse = med("ts_fetch_ms"), med("ts_parse_ms")
     print(f"| tokenscope, of which net::fetch (connect, GET, read the page) "
           f"| {fetch:.3f} ms | {spread('ts_fetch_ms', '{:.3f}')} | {fetch / 10:.3f} % |")
-    print(f"| tokenscope, of which parse_exposition + flatten "
+    print(f"| tokenscope, of which parse_exposition + flatten (moving) "
           f"| {parse:.3f} ms | {spread('ts_parse_ms', '{:.3f}')} | {parse / 10:.3f} % |")
     print()
     print(f"Prometheus / tokenscope (getrusage): {prom / ts:.2f}x; per round: "

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "observe/exposition.h"
 
@@ -38,7 +39,9 @@ const Page& page(bool openmetrics) {
   return p;
 }
 
-void run(benchmark::State& state, bool openmetrics, bool with_flatten) {
+enum class Flatten { kNo, kCopy, kMove };
+
+void run(benchmark::State& state, bool openmetrics, Flatten flatten_mode) {
   const Page& p = page(openmetrics);
   if (!p.error.empty()) {
     state.SkipWithError(p.error.c_str());
@@ -46,17 +49,20 @@ void run(benchmark::State& state, bool openmetrics, bool with_flatten) {
   }
   std::size_t samples = 0;
   for (auto _ : state) {
-    const Exposition e = parse_exposition(p.text);
+    Exposition e = parse_exposition(p.text);
     samples = e.samples;
     if (e.rejected_lines != 0) {
       state.SkipWithError("the page has rejected lines");
       return;
     }
-    if (with_flatten) {
+    benchmark::DoNotOptimize(e.families.data());
+    if (flatten_mode == Flatten::kCopy) {
       const auto flat = flatten(e);
       benchmark::DoNotOptimize(flat.data());
+    } else if (flatten_mode == Flatten::kMove) {
+      const auto flat = flatten(std::move(e));
+      benchmark::DoNotOptimize(flat.data());
     }
-    benchmark::DoNotOptimize(e.families.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * p.text.size()));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * samples));
@@ -65,18 +71,23 @@ void run(benchmark::State& state, bool openmetrics, bool with_flatten) {
 }
 
 void BM_ParseVllmPrometheusText(benchmark::State& state) {
-  run(state, false, false);
+  run(state, false, Flatten::kNo);
 }
 void BM_ParseVllmOpenMetrics(benchmark::State& state) {
-  run(state, true, false);
+  run(state, true, Flatten::kNo);
 }
-// What a scrape does with the page: parse, then the raw series of its Observation.
-void BM_ParseAndFlattenVllmPrometheusText(benchmark::State& state) {
-  run(state, false, true);
+// What a scrape does with the page: parse, then the raw series of its
+// Observation, copied out of the Exposition or moved.
+void BM_ParseAndFlattenCopyVllmPrometheusText(benchmark::State& state) {
+  run(state, false, Flatten::kCopy);
+}
+void BM_ParseAndFlattenMoveVllmPrometheusText(benchmark::State& state) {
+  run(state, false, Flatten::kMove);
 }
 BENCHMARK(BM_ParseVllmPrometheusText);
 BENCHMARK(BM_ParseVllmOpenMetrics);
-BENCHMARK(BM_ParseAndFlattenVllmPrometheusText);
+BENCHMARK(BM_ParseAndFlattenCopyVllmPrometheusText);
+BENCHMARK(BM_ParseAndFlattenMoveVllmPrometheusText);
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // Scrapes one /metrics URL COUNT times, one scrape every INTERVAL_MS, as
 // tokenscope's server collector does: net::fetch (a new connection each
-// time), parse_exposition, flatten. Prints one JSON line with the CPU time
+// time), parse_exposition, flatten (moving the samples out). Prints one JSON line with the CPU time
 // this process spent (getrusage: user + system, all threads) per scrape, for
 // benchmarks/exposition_bench.py to set beside Prometheus scraping the same
 // URL. WARMUP scrapes (default 0) go first and are not measured, as the
@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "net/http_fetch.h"
@@ -85,11 +86,11 @@ int main(int argc, char** argv) {
               stderr, "exposition_scrape: %s: %s\n", argv[1],
               r.error.empty() ? ("HTTP status " + std::to_string(r.status)).c_str() : r.error.c_str());
       } else {
-        const auto e = observe::parse_exposition(r.body);
-        const auto raw = observe::flatten(e);
+        auto e = observe::parse_exposition(r.body);
+        rejected = e.rejected_lines;
+        const auto raw = observe::flatten(std::move(e));
         parse_cpu += cpu_seconds() - after_fetch;
         samples = raw.size();
-        rejected = e.rejected_lines;
         bytes = r.body.size();
       }
       next += interval;

@@ -813,4 +813,12 @@ std::vector<Sample> flatten(const Exposition& e) {
   return out;
 }
 
+std::vector<Sample> flatten(Exposition&& e) {
+  std::vector<Sample> out;
+  out.reserve(e.samples);
+  for (auto& family : e.families)
+    for (auto& s : family.samples) out.push_back({std::move(s.name), std::move(s.labels), s.value});
+  return out;
+}
+
 }  // namespace tokenscope::observe

@@ -75,5 +75,8 @@ Exposition parse_exposition(std::string_view text, ExpositionFormat format = Exp
 
 // Every sample of every family as (name, labels, value): the raw series of an Observation.
 std::vector<Sample> flatten(const Exposition& e);
+// The same, moving each sample's name and labels out of e instead of copying
+// them (half the allocations of a scrape): for a caller done with e.
+std::vector<Sample> flatten(Exposition&& e);
 
 }  // namespace tokenscope::observe

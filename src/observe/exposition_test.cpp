@@ -111,6 +111,16 @@ TEST(Exposition, ReadsAVllmPageInPrometheusText) {
   EXPECT_EQ(flat[0].labels, (Labels{{"generation", "0"}}));
   EXPECT_EQ(flat[0].value, 13215.0);
   EXPECT_EQ(flat.back().name, "vllm:time_to_first_token_seconds_created");
+
+  // Moving the samples out gives the same series.
+  Exposition copy = e;
+  const auto moved = flatten(std::move(copy));
+  ASSERT_EQ(moved.size(), flat.size());
+  for (std::size_t i = 0; i < flat.size(); ++i) {
+    EXPECT_EQ(moved[i].name, flat[i].name);
+    EXPECT_EQ(moved[i].labels, flat[i].labels);
+    EXPECT_EQ(moved[i].value, flat[i].value);
+  }
 }
 
 // OpenMetrics 1.0 as prometheus_client writes it for
