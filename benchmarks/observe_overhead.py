@@ -2,18 +2,17 @@
 """What the observe layer costs the client (docs/performance.md, "Observe:
 the cost to the client").
 
-   python3 benchmarks/observe_overhead.py [--rounds 5] [--streams 1000] [--requests 8000] [--interval 1]
+   python3 benchmarks/observe_overhead.py [--rounds 5] [--streams 1000] [--requests 20000] [--interval 1]
 
 The same closed-loop bench, --concurrency STREAMS (1,000 streams in flight),
 against the canned-SSE nginx of ../shared/bench/canned-sse (131-event chat
 streams; nginx pinned to core 0, the client to core 1), twice per round in
 alternating order:
 
-  on   every collector at --scrape-interval: a vLLM-sized /metrics page
-       (benchmarks/vllm_exposition.py, about 2,100 series, served by a static
-       server in this script) scraped as the server source, the host
-       collector, NVML (here: one "not available" line), a DCGM-style second
-       scrape of the same page as --gpu-sampler;
+  on   the default collectors at --scrape-interval: a vLLM-sized /metrics
+       page (benchmarks/vllm_exposition.py, about 2,100 series, served by a
+       static server in this script) scraped as the server source, the host
+       collector, NVML (here: one "not available" line);
   off  --no-scrape --no-host --no-gpu.
 
 CPU per output event = run.json client.process_cpu_s / the events in
@@ -66,7 +65,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--streams", type=int, default=1000)
-    ap.add_argument("--requests", type=int, default=8000)
+    ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--interval", type=float, default=1.0)
     a = ap.parse_args()
     if not os.path.exists(cb.BIN):
@@ -98,7 +97,7 @@ def main():
         base = ["--target", nginx, "--api", "chat", "--model", "m", "--concurrency", str(a.streams),
                 "--max-connections", str(a.streams), "--num-requests", str(a.requests), "--input-len", "fixed:8",
                 "--output-len", "fixed:128", "--scrape-interval", str(a.interval)]
-        modes = {"on": ["--scrape", srv.url, "--gpu-sampler", srv.url],
+        modes = {"on": ["--scrape", srv.url],
                  "off": ["--no-scrape", "--no-host", "--no-gpu"]}
         runs = {"on": [], "off": []}
         ratios = []
@@ -122,6 +121,22 @@ def main():
         print("|---|---:|---:|---|---:|")
         print(f"| client CPU per output event, us (median of {a.rounds}) | {med['off']:.3f} | {med['on']:.3f} | "
               f"{', '.join(f'{x:.3f}' for x in ratios)} | **{statistics.median(ratios):.3f}** |")
+        # The sampler's own cost, from run.json: one scrape of the page every 0.1 s for 5 s, per round.
+        per_read, share = [], []
+        for rnd in range(a.rounds):
+            out = os.path.join(work, f"cost{rnd}")
+            cb.run([cb.BIN, "bench", "--progress", "none", "--quiet", "--scrape", srv.url, "--scrape-interval", "0.1",
+                    "--no-host", "--no-gpu", "--num-requests", "100", "--rate", "20", "--output-len", "fixed:8",
+                    "--out", out])
+            src = [x for x in json.load(open(os.path.join(out, "run.json")))["observe"]["sources"]
+                   if x["source"] == "server"][0]
+            per_read.append(src["cpu_ms_per_read"])
+            share.append(src["cpu_ms_per_read"] / 1000.0)  # at one scrape a second
+        print()
+        print(f"| one scrape of the {series}-series page (fetch, parse, canonical series, derived series, "
+              f"samples.jsonl line) | CPU ms per read: median {statistics.median(per_read):.2f} "
+              f"(min {min(per_read):.2f}, max {max(per_read):.2f}, {a.rounds} runs) | at 1 s: "
+              f"{100 * statistics.median(share):.2f}% of one core |")
     finally:
         if os.path.exists(nginx_pid):
             subprocess.run(["kill", open(nginx_pid).read().strip()])

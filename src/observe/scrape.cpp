@@ -21,6 +21,9 @@ struct ScrapeCollector::State {
   std::string path;
   double timeout_s = 10.0;
   std::shared_ptr<const std::string> request;
+  // The body buffer, kept between scrapes: a page of a few hundred KB
+  // allocated afresh each time costs more in page faults than its parse.
+  std::string body;
   mutable std::mutex mutex;  // stats
   ScrapeStats stats;
 };
@@ -28,9 +31,10 @@ struct ScrapeCollector::State {
 namespace {
 
 struct Collect final : net::ExchangeHandler {
+  explicit Collect(std::string& b) : body(b) { body.clear(); }
   int status = 0;
   std::string content_type;
-  std::string body;
+  std::string& body;
   std::string error;
   bool done = false;
   // vLLM-sized pages are a few hundred KB; a body past this is not an exposition worth holding.
@@ -90,7 +94,7 @@ Observation ScrapeCollector::collect(const Clock& clock) {
   Observation o;
   o.source = source_;
   const Nanos t0 = clock.now_ns();
-  Collect h;
+  Collect h(s.body);
   try {
     if (!s.client) s.client = std::make_unique<net::HttpClient>(s.ioc, s.endpoint, s.options, s.steady);
     s.ioc.restart();
