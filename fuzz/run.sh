@@ -11,7 +11,7 @@ seconds="${2:-30}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 shared="../shared/traces"
-for t in trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer length_spec http_request openai_request sse chunk_parser workload_yaml response access_trace nccl_tests event_names exposition; do
+for t in trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer length_spec http_request openai_request sse chunk_parser workload_yaml response access_trace nccl_tests event_names exposition proc_files export_run; do
   mkdir -p "$work/$t"
   cp fuzz/corpus/$t/* "$work/$t/" 2>/dev/null || true
 done
@@ -20,6 +20,8 @@ if [ -d "$shared" ]; then
   { printf '\0'; head -n 20 "$shared/conversation_trace.jsonl"; } > "$work/trace_mooncake/shared_head"
   { printf '\0'; head -c 3000 "$shared/ShareGPT_V3_filtered_500.json"; echo '"}]}]'; } > "$work/trace_sharegpt/shared_head"
 fi
+# The canonical mapping builds its expositions from raw bytes: seeds from its own corpus only.
+mkdir -p "$work/canonical" && { cp fuzz/corpus/canonical/* "$work/canonical/" 2>/dev/null || true; }
 failed=0
 run_one() {
   local t="$1"
@@ -33,8 +35,9 @@ run_one() {
   echo "fuzz_$t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$') runs, no failure"
 }
 targets=(trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer length_spec http_request
-         openai_request sse chunk_parser workload_yaml response access_trace nccl_tests event_names exposition)
+         openai_request sse chunk_parser workload_yaml response access_trace nccl_tests event_names exposition proc_files export_run)
 pids=()
+targets+=(canonical)
 for t in "${targets[@]}"; do
   run_one "$t" & pids+=($!)
   if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}" || failed=1; pids=("${pids[@]:1}"); fi

@@ -11,16 +11,22 @@
 #include <filesystem>
 #include <limits>
 #include <thread>
+#include <unordered_map>
 
 #include "bench/bench_workload.h"
+#include "bench/live_metrics.h"
 #include "bench/prompt_text.h"
 #include "bench/requests_csv.h"
+#include "bench/run_observe.h"
 #include "bench/runner.h"
 #include "bench/schedule.h"
 #include "bench/vllm_compat.h"
 #include "core/error.h"
 #include "core/run_dir.h"
 #include "net/http_fetch.h"
+#include "observe/export_otlp.h"
+#include "observe/export_perfetto.h"
+#include "observe/locality.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -290,9 +296,11 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
   return out;
 }
 
+void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log);
+
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
                   const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
-                  const std::atomic<bool>* hurry, std::ostream& log) {
+                  const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live) {
   const double cpu_start = cpu_seconds();
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
@@ -372,6 +380,20 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
 
   nlohmann::json run;
   run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
+  {
+    // The wall-clock anchor: the monotonic clock of every t_* and t_ns read
+    // at (about) the same instant as the Unix clock, to export them as UTC.
+    const Nanos mono0 = SteadyClock().now_ns();
+    const auto unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+    const Nanos mono1 = SteadyClock().now_ns();
+    run["clock"] = {
+        {"monotonic_ns", mono0 + (mono1 - mono0) / 2},
+        {"unix_ns", unix_ns},
+        {"uncertainty_ns", mono1 - mono0},
+        {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
+  }
   run["partial"] = true;  // until the end is written
   nlohmann::json sampling = {
       {"temperature",
@@ -442,8 +464,20 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   const double planned_s = p.plan.closed_loop
                                ? total_duration_s(p.plan.user_stages)
                                : (p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second));
+  // Every layer on the client's clock: the baseline reads happen now,
+  // right before the first request.
+  static const SteadyClock observe_clock;
+  RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log);
   runner.start();
+  const LiveRun live_run(live, {out_dir, rs.model, endpoint.url()}, runner);  // --metrics-port
 
+  // For the KV-cache locality fit: which workload request each record is
+  // (closed loops wrap around the workload with ids shifted by its size).
+  std::unordered_map<std::uint64_t, std::uint32_t> index_of_id;
+  std::uint64_t id_modulus = std::numeric_limits<std::uint64_t>::max();
+  for (std::uint32_t i = 0; i < w.requests.size(); ++i) index_of_id.emplace(w.requests[i].id, i);
+  if (p.plan.closed_loop && !w.requests.empty()) id_modulus = w.requests.size();
+  std::vector<observe::LocalityRequest> locality;
   std::vector<RequestRecord> batch;
   std::string first_error;  // "outcome: detail" of the first failed request written
   auto drain = [&] {
@@ -457,10 +491,15 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         csv->end_line();
       }
       summary.add(r);
+      if (r.outcome == Outcome::kOk && !r.warmup && r.turn == 0) {
+        const auto idx = index_of_id.find(r.id % id_modulus);
+        if (idx != index_of_id.end()) locality.push_back({idx->second, r.t_send, r.cached_tokens});
+      }
       if (first_error.empty() && r.outcome != Outcome::kOk)
         first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
       if (o.compat == "vllm") compat.add(r, r.prompt_tokens_planned);
     }
+    if (live) live->add(batch);
     if (!batch.empty()) {
       dir.requests().flush();
       if (csv) csv->flush();
@@ -541,6 +580,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     }
   }
   if (progress && tty) log << "\r\x1b[K" << std::flush;
+  // The final reads, after the last response and before the in-process
+  // server stops (skipped after a second Ctrl-C: stop now).
+  observer.stop(!(hurry && hurry->load()));
 
   if (side.server) {
     side.server->stop(0.0);
@@ -552,6 +594,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     if (side.eff && side.eff->num_gpu_blocks)
       sc.kv_cache_usage_peak = m.value("tokenscope:kv_cache_usage_peak");
     summary.set_server_counters(sc);
+  } else if (const auto sc = observer.server_counters()) {
+    summary.set_server_counters(*sc);  // a remote target: from its scraped counters
   }
   const nlohmann::json s = summary.build();
   const auto cc = runner.client_counters();
@@ -612,11 +656,16 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["verdict"] = {
       {"failed", !report.failure.empty()},
       {"reason", report.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.failure)}};
+  run["observe"] = observer.report();
+  run["server"] = observer.server();
+  run["kv_locality"] = observe::kv_locality(w, std::move(locality));
+  run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());
   if (side.server) {
     nlohmann::json faults = nlohmann::json::object();
     for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
       faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
-    run["server"] = {{"faults_injected", faults}};
+    if (run["server"].is_null()) run["server"] = nlohmann::json::object();
+    run["server"]["faults_injected"] = faults;
   }
   if (!io_error.empty()) {
     // The disk failed: every whole line already written stays, and run.json
@@ -647,7 +696,65 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     info.date = local_stamp();
     write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json", compat.build(info).dump(1));
   }
+  export_run(o, out_dir, run, log);
   return report;
+}
+
+}  // namespace
+
+namespace {
+
+// The exports of a finished run directory (docs/observe.md): a Perfetto
+// trace, OTLP/JSON files, a push to an OTLP endpoint. A failed export is
+// reported and recorded in run.json ("exports"); the run's results stand.
+void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log) {
+  if (o.trace_out.empty() && !o.otlp_out && o.otlp_endpoint.empty()) return;
+  const std::filesystem::path dir(out_dir);
+  nlohmann::json exports = nlohmann::json::object();
+  if (!o.trace_out.empty()) {
+    const std::filesystem::path path =
+        dir / std::filesystem::path(o.trace_out);  // an absolute path replaces dir
+    try {
+      if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+      const auto st = observe::export_perfetto(dir, path);
+      exports["perfetto"] = {{"file", path.string()}, {"events", st.events}, {"bytes", st.bytes}};
+    } catch (const std::exception& e) {
+      exports["perfetto"] = {{"file", path.string()}, {"error", e.what()}};
+      log << fmt::format("tokenscope bench: the Perfetto trace was not written: {}", e.what()) << std::endl;
+    }
+  }
+  if (o.otlp_out) {
+    try {
+      const auto st = observe::export_otlp(dir, dir);
+      exports["otlp_files"] = {{"spans", st.spans}, {"points", st.metric_points}, {"bytes", st.bytes}};
+    } catch (const std::exception& e) {
+      exports["otlp_files"] = {{"error", e.what()}};
+      log << fmt::format("tokenscope bench: the OTLP files were not written: {}", e.what()) << std::endl;
+    }
+  }
+  if (!o.otlp_endpoint.empty()) {
+    try {
+      observe::PushOptions po;
+      po.client.verify_tls = !o.insecure;
+      po.client.ca_file = o.ca_file;
+      const auto r = observe::push_otlp(dir, o.otlp_endpoint, po);
+      exports["otlp_push"] = {{"endpoint", o.otlp_endpoint},
+                              {"ok", r.ok()},
+                              {"requests_sent", r.requests_sent},
+                              {"requests_failed", r.requests_failed},
+                              {"requests_not_sent", r.requests_not_sent},
+                              {"rejected_spans", r.rejected_spans},
+                              {"rejected_points", r.rejected_points},
+                              {"description", r.describe()}};
+      if (!r.ok() || !o.quiet) log << "tokenscope bench: " << r.describe() << std::endl;
+    } catch (const std::exception& e) {
+      exports["otlp_push"] = {{"endpoint", o.otlp_endpoint}, {"ok", false}, {"error", e.what()}};
+      log << fmt::format("tokenscope bench: the run was not pushed to {}: {}", o.otlp_endpoint, e.what())
+          << std::endl;
+    }
+  }
+  run["exports"] = exports;
+  write_file_atomic(dir / "run.json", run.dump(2) + "\n");
 }
 
 }  // namespace
@@ -725,6 +832,34 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (o.progress != "auto" && o.progress != "tty" && o.progress != "plain" && o.progress != "none")
     throw UsageError("--progress: expected auto, tty, plain or none");
   if (o.compat != "" && o.compat != "vllm") throw UsageError("--compat: expected vllm");
+  if (!(o.scrape_interval_s >= 0.01 && o.scrape_interval_s <= 3600))
+    throw UsageError("--scrape-interval: expected seconds in [0.01, 3600]");
+  // URL errors read "--target 'URL': why": named here by their own option.
+  auto check_url = [](const char* option, const std::string& u) {
+    try {
+      net::Endpoint::parse_url(u);
+    } catch (const UsageError& e) {
+      std::string why = e.what();
+      if (const auto colon = why.find("': "); why.rfind("--target '", 0) == 0 && colon != std::string::npos)
+        why = why.substr(colon + 3);
+      throw UsageError(fmt::format("{} {}: {}", option, quote_input(u), why));
+    }
+  };
+  for (const auto& u : o.scrape_urls) check_url("--scrape", u);
+  for (const auto& u : o.gpu_sampler_urls) check_url("--gpu-sampler", u);
+  if (!o.otlp_endpoint.empty()) check_url("--otlp-endpoint", o.otlp_endpoint);
+  if (o.server_pid == 0 || o.server_pid < -1)
+    throw UsageError("--server-pid: expected a process id (a positive integer)");
+  if (o.server_pid > 0 && !std::filesystem::exists(fmt::format("/proc/{}", o.server_pid)))
+    throw UsageError(fmt::format("--server-pid {}: no such process on this machine", o.server_pid));
+  if (!o.cgroup.empty() && !std::filesystem::is_directory(o.cgroup))
+    throw UsageError(fmt::format("--cgroup {}: not a directory (a cgroup v2 directory, e.g. "
+                                 "/sys/fs/cgroup/system.slice/vllm.service)",
+                                 quote_input(o.cgroup)));
+  if (!o.trace_out.empty() && std::filesystem::is_directory(o.trace_out))
+    throw UsageError(fmt::format("--trace-out {}: is a directory (name the trace file, e.g. trace.json)",
+                                 quote_input(o.trace_out)));
+  if (o.no_scrape && !o.scrape_urls.empty()) throw UsageError("--no-scrape and --scrape cannot be combined");
   const auto& sm = o.sampling;
   if (sm.temperature && !(*sm.temperature >= 0 && std::isfinite(*sm.temperature)))
     throw UsageError("--temperature: expected a number >= 0");
@@ -735,6 +870,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   BenchResult result;
   result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
   const std::string& out = result.out_dir;
+  const std::unique_ptr<LiveMetrics> live =
+      start_live_metrics(o, log);  // before the directory: a busy port is exit 2
   claim_run_directory(out, o.overwrite, "--out");
 
   auto verdicts_of = [&](const RunReport& r) {
@@ -747,8 +884,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     bool failed_run = false;
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
-      result.runs.push_back(
-          run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(), interrupted, hurry, log));
+      result.runs.push_back(run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(),
+                                    interrupted, hurry, log, live.get()));
       const RunReport& r = result.runs.back();
       verdicts_of(r);
       failed_run |= !r.failure.empty();
@@ -808,10 +945,11 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     result.sweep = {{"curve", curve}, {"max_rate_meeting_slo", best}, {"partial", stopped}};
     write_file_atomic(std::filesystem::path(out) / "sweep.json", result.sweep.dump(2));
     result.exit_code = stopped ? kExitInterrupted : failed_run ? kExitFailure : kExitOk;
+    linger_live_metrics(live.get(), o, interrupted, hurry, log);
     return result;
   }
 
-  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log));
+  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log, live.get()));
   const RunReport& r = result.runs.back();
   verdicts_of(r);
   if (r.interrupted) {
@@ -825,6 +963,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
         result.verdicts.push_back(fmt::format("SLO of class '{}' failed", cls));
       }
   }
+  linger_live_metrics(live.get(), o, interrupted, hurry, log);
   return result;
 }
 

@@ -71,6 +71,21 @@ struct BenchSettings {
   std::uint64_t fault_seed = 0;
   std::string trace_emissions;
 
+  // ---- observe: the server's /metrics, GPUs, host and the server's process
+  // and cgroup, sampled on the client's clock into samples.jsonl
+  std::vector<std::string> scrape_urls;  // --scrape (none: the target's own /metrics, when it answers)
+  bool no_scrape = false;
+  double scrape_interval_s = 1.0;             // every collector's interval
+  std::vector<std::string> gpu_sampler_urls;  // DCGM exporters' /metrics (source "gpu")
+  bool no_gpu = false;                        // no NVML sampling
+  bool no_host = false;                       // no /proc sampling
+  int server_pid = -1;  // the server's process (-1: none): its CPU, memory, threads and cgroup
+  std::string cgroup;  // the server's cgroup v2 directory (default: from /proc/PID/cgroup)
+  // Exports after the run (docs/observe.md): a relative path is inside the run directory.
+  std::string trace_out;      // Perfetto (Chrome JSON) trace
+  bool otlp_out = false;      // otlp_traces.json and otlp_metrics.json in the run directory
+  std::string otlp_endpoint;  // OTLP/HTTP base URL to push the run to
+
   // ---- output
   std::string out_dir;     // "" : runs/bench-UTCDATE-TIME
   bool overwrite = false;  // --out may hold an earlier run: its files are removed first
@@ -79,6 +94,11 @@ struct BenchSettings {
   bool quiet = false;
   std::string progress = "auto";  // auto | tty | plain | none
   double grace_s = 5.0;           // after Ctrl-C, how long requests in flight may finish
+  // The benchmark's own Prometheus metrics on GET /metrics while it runs
+  // (bench/live_metrics.h): -1 none, 0 a free port (named on the log).
+  int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";
+  double metrics_linger_s = 0.0;  // keep serving this long after the last run
 };
 
 }  // namespace tokenscope::bench

@@ -252,6 +252,57 @@ CLI::App* add_bench_command(CLI::App& app) {
                    "The in-process server writes every emitted token here")
       ->group(S);
 
+  const char* OB = "Observe (samples.jsonl: every layer on the client's clock; docs/observe.md)";
+  bench
+      ->add_option(
+          "--scrape", s.scrape_urls,
+          "Scrape this Prometheus /metrics URL during the run (repeatable) [default: the target's own "
+          "/metrics, when it answers]")
+      ->group(OB);
+  bench->add_flag("--no-scrape", s.no_scrape, "Scrape no /metrics")->group(OB);
+  bench
+      ->add_option("--scrape-interval", s.scrape_interval_s,
+                   "Seconds between two reads of each source (scrapes, GPU, host, process, cgroup)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 3600.0))
+      ->group(OB);
+  bench
+      ->add_option("--gpu-sampler", s.gpu_sampler_urls,
+                   "A DCGM exporter's /metrics URL: the GPUs of a remote server (repeatable)")
+      ->group(OB);
+  bench->add_flag("--no-gpu", s.no_gpu, "Do not sample this machine's GPUs through NVML")->group(OB);
+  bench
+      ->add_flag("--no-host", s.no_host,
+                 "Do not sample this machine's /proc (CPU, memory, pressure, network)")
+      ->group(OB);
+  bench
+      ->add_option(
+          "--server-pid", s.server_pid,
+          "The server's process on this machine: sample its CPU, memory, threads, context switches and "
+          "its cgroup v2")
+      ->check(CLI::PositiveNumber)
+      ->group(OB);
+  bench
+      ->add_option(
+          "--cgroup", s.cgroup,
+          "The server's cgroup v2 directory (default: the one of --server-pid, from /proc/PID/cgroup)")
+      ->group(OB);
+
+  bench
+      ->add_option("--trace-out", s.trace_out,
+                   "Write a Perfetto trace (Chrome JSON: a track per request lane, counter tracks for every "
+                   "sampled series); a relative path is inside the run directory, e.g. trace.json")
+      ->group(OB);
+  bench
+      ->add_flag("--otlp-out", s.otlp_out,
+                 "Write otlp_traces.json and otlp_metrics.json (OTLP/JSON) in the run directory")
+      ->group(OB);
+  bench
+      ->add_option(
+          "--otlp-endpoint", s.otlp_endpoint,
+          "Push the run to this OTLP/HTTP endpoint (base URL; /v1/traces and /v1/metrics are appended)")
+      ->group(OB);
+
   const char* O = "Output";
   bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
   bench
@@ -269,6 +320,25 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_option("--progress", s.progress, "auto|tty|plain|none")->capture_default_str()->group(O);
   bench->add_option("--grace-s", s.grace_s, "On Ctrl-C, wait this long for requests in flight, s")
       ->capture_default_str()
+      ->group(O);
+  CLI::Option* metrics_port =
+      bench
+          ->add_option(
+              "--metrics-port", s.metrics_port,
+              "Serve the benchmark's own Prometheus metrics on GET /metrics at this port while it runs "
+              "(0: a free port, named on standard error); the endpoint closes when bench exits")
+          ->check(CLI::Range(0, 65535))
+          ->group(O);
+  bench->add_option("--metrics-host", s.metrics_host, "Address of the --metrics-port endpoint")
+      ->capture_default_str()
+      ->needs(metrics_port)
+      ->group(O);
+  bench
+      ->add_option("--metrics-linger-s", s.metrics_linger_s,
+                   "Keep serving --metrics-port this long after the run, so that a scraper takes its last "
+                   "scrape of the final counts (an interrupt ends the wait)")
+      ->capture_default_str()
+      ->needs(metrics_port)
       ->group(O);
 
   std::string footer = "\nSummary metrics (run.json \"summary\"):\n";

@@ -17,6 +17,7 @@
 #include "core/metrics.h"
 #include "core/run_dir.h"
 #include "engine/simulator.h"
+#include "observe/sim_samples.h"
 #include "workload/arrivals.h"
 #include "workload/synthetic.h"
 #include "workload/trace_readers.h"
@@ -33,6 +34,8 @@ struct SimOptions {
   std::string out;
   bool overwrite = false;
   bool no_steps = false;
+  double sample_interval_s = 1.0;  // samples.jsonl: virtual seconds between two samples
+  bool no_samples = false;
   bool json = false;
   bool quiet = false;
 };
@@ -56,7 +59,11 @@ nlohmann::json requested_settings(const SimOptions& o) {
   return {
       {"workload", workload_options_json(o.workload)},
       {"engine", engine_options_json(o.engine_options)},
-      {"output", {{"out", o.out}, {"steps", !o.no_steps}}},
+      {"output",
+       {{"out", o.out},
+        {"steps", !o.no_steps},
+        {"samples", !o.no_samples},
+        {"sample_interval_s", o.sample_interval_s}}},
   };
 }
 
@@ -102,6 +109,12 @@ CLI::App* add_sim_command(CLI::App& app) {
                 "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
   sim->add_flag("--no-steps", o.no_steps, "Do not write steps.jsonl")->group(O);
+  sim->add_option("--sample-interval", o.sample_interval_s,
+                  "Virtual seconds between two samples of the server's series in samples.jsonl")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0))
+      ->group(O);
+  sim->add_flag("--no-samples", o.no_samples, "Do not write samples.jsonl")->group(O);
   sim->add_flag("--json", o.json, "Print the summary as JSON instead of a table")->group(O);
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
 
@@ -133,9 +146,14 @@ int run_sim(const std::atomic<bool>& interrupted) {
   }
   engine::RecordingObserver observer(bw.w, out.get(), !o.no_steps);
   auto cost = make_cost_model(settings, eff);
-  engine::Engine eng(eff, settings, std::move(cost), &observer);
+  // The server's canonical series on virtual time, as bench's scrapes give them (docs/observe.md).
+  observe::SimSampler sampler(observer, out && !o.no_samples ? &out->samples() : nullptr,
+                              seconds_to_nanos(o.sample_interval_s));
+  engine::Engine eng(eff, settings, std::move(cost), &sampler);
+  sampler.attach(&eng);
 
   const auto report = engine::run_simulation(bw.w, eng, &interrupted);
+  sampler.finish(report.virtual_end_ns);
   observer.summary().set_server_counters(engine::server_counters(report.counters));
   const nlohmann::json summary = observer.summary().build();
   const double cpu = cpu_seconds() - cpu_start;
@@ -143,12 +161,25 @@ int run_sim(const std::atomic<bool>& interrupted) {
   if (out) {
     nlohmann::json run;
     run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "sim"}};
+    // Virtual time has no wall clock: the anchor says so (a run directory
+    // stays byte-identical for a seed); exports to UTC take one of their own.
+    run["clock"] = {{"monotonic_ns", 0},
+                    {"unix_ns", nullptr},
+                    {"virtual", true},
+                    {"definition", "virtual time from 0: no wall-clock anchor"}};
     run["partial"] = report.interrupted;
     run["settings"] = {{"requested", requested_settings(o)},
                        {"effective", {{"engine", eff.to_json()}, {"workload", bw.effective}}}};
     run["summary"] = summary;
     run["engine_counters"] = counters_json(report.counters);
     run["virtual_end_s"] = nanos_to_s(report.virtual_end_ns);
+    run["observe"] = {
+        {"samples_file", o.no_samples ? nlohmann::json(nullptr) : nlohmann::json("samples.jsonl")},
+        {"sources",
+         {{{"source", "sim"},
+           {"interval_s", o.sample_interval_s},
+           {"reads", sampler.observations()},
+           {"clock", "virtual"}}}}};
     out->flush();
     out->write_run_json(run);
     out->close();

@@ -54,13 +54,16 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
                       s["duration_steady_s"].get<double>(), s["request_throughput_steady_rps"].get<double>());
   os << fmt::format("{:<18}prompt {}, output {}\n", "tokens", s["prompt_tokens_total"].get<std::uint64_t>(),
                     s["output_tokens_total"].get<std::uint64_t>());
-  if (!s["prefix_cache_queries_tokens"].is_null()) {
+  if (!s["prefix_cache_queries_tokens"].is_null() && !s["prefix_cache_hits_tokens"].is_null())
     os << fmt::format("{:<18}hit rate {} ({} of {} prompt tokens)\n", "prefix cache",
                       pct(s["prefix_cache_hit_rate"]), s["prefix_cache_hits_tokens"].get<std::uint64_t>(),
                       s["prefix_cache_queries_tokens"].get<std::uint64_t>());
+  if (!s["preemptions_total"].is_null() || !s["kv_cache_usage_peak"].is_null())
     os << fmt::format("{:<18}{} preemptions, KV usage peak {}\n", "scheduler",
-                      s["preemptions_total"].get<std::uint64_t>(), pct(s["kv_cache_usage_peak"]));
-  }
+                      s["preemptions_total"].is_null()
+                          ? std::string("?")
+                          : std::to_string(s["preemptions_total"].get<std::uint64_t>()),
+                      pct(s["kv_cache_usage_peak"]));
   if (h.client_rows || s["requests_failed"].get<std::uint64_t>() > 0) {
     std::string outcomes;
     for (const auto& [k, v] : s["requests_by_outcome"].items())

@@ -124,6 +124,11 @@ JsonlWriter& RunDirectory::steps() {
   return *steps_;
 }
 
+JsonlWriter& RunDirectory::samples() {
+  if (!samples_) samples_ = std::make_unique<JsonlWriter>(dir_ / "samples.jsonl", false);
+  return *samples_;
+}
+
 void RunDirectory::write_run_json(const nlohmann::json& run) {
   write_file_atomic(dir_ / "run.json", run.dump(2) + "\n");
 }
@@ -131,11 +136,13 @@ void RunDirectory::write_run_json(const nlohmann::json& run) {
 void RunDirectory::flush() {
   if (requests_) requests_->flush();
   if (steps_) steps_->flush();
+  if (samples_) samples_->flush();
 }
 
 void RunDirectory::close() {
   if (requests_) requests_->close();
   if (steps_) steps_->close();
+  if (samples_) samples_->close();
 }
 
 void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::string_view option) {
@@ -145,9 +152,10 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   if (ec || !fs::exists(st)) return;  // a new directory
   if (!fs::is_directory(st))
     throw UsageError(fmt::format("{} {}: exists and is not a directory", option, dir.string()));
-  static constexpr const char* kRunFiles[] = {"run.json",     "run.json.tmp",   "requests.jsonl",
-                                              "requests.csv", "steps.jsonl",    "vllm_result.json",
-                                              "sweep.json",   "sweep.json.tmp", "samples.jsonl"};
+  static constexpr const char* kRunFiles[] = {"run.json",     "run.json.tmp",     "requests.jsonl",
+                                              "requests.csv", "steps.jsonl",      "vllm_result.json",
+                                              "sweep.json",   "sweep.json.tmp",   "samples.jsonl",
+                                              "trace.json",   "otlp_traces.json", "otlp_metrics.json"};
   std::vector<fs::path> found;
   for (const char* f : kRunFiles)
     if (fs::exists(dir / f, ec)) found.push_back(dir / f);

@@ -56,6 +56,8 @@ class RunDirectory {
   const std::filesystem::path& path() const { return dir_; }
   JsonlWriter& requests();
   JsonlWriter& steps();
+  // samples.jsonl, buffered (sim's virtual-time samples; bench's observer writes its own).
+  JsonlWriter& samples();
   // Writes run.json atomically (temporary file, then rename), pretty-printed.
   void write_run_json(const nlohmann::json& run);
   void flush();
@@ -66,6 +68,7 @@ class RunDirectory {
   bool requests_line_durable_;
   std::unique_ptr<JsonlWriter> requests_;
   std::unique_ptr<JsonlWriter> steps_;
+  std::unique_ptr<JsonlWriter> samples_;
 };
 
 // Before a run writes into dir: refuses (UsageError naming `option`) when dir

@@ -280,21 +280,20 @@ nlohmann::json SummaryBuilder::build() const {
   s["requests_without_usage"] = without_usage_;
   s["output_tokens_client_counted"] = client_counted_;
   s["slo_latency_from"] = slo_from_schedule_ ? "schedule" : "send";
-  if (counters_) {
-    s["prefix_cache_queries_tokens"] = counters_->prefix_cache_queries_tokens;
-    s["prefix_cache_hits_tokens"] = counters_->prefix_cache_hits_tokens;
-    s["prefix_cache_hit_rate"] = counters_->prefix_cache_queries_tokens > 0
-                                     ? static_cast<double>(counters_->prefix_cache_hits_tokens) /
-                                           static_cast<double>(counters_->prefix_cache_queries_tokens)
-                                     : 0.0;
-    s["preemptions_total"] = counters_->preemptions_total;
-    s["kv_cache_usage_peak"] = counters_->kv_cache_usage_peak
-                                   ? nlohmann::json(*counters_->kv_cache_usage_peak)
-                                   : nlohmann::json(nullptr);
-  } else {
-    for (const char* k : {"prefix_cache_queries_tokens", "prefix_cache_hits_tokens", "prefix_cache_hit_rate",
-                          "preemptions_total", "kv_cache_usage_peak"})
-      s[k] = nullptr;
+  {
+    const ServerCounters c = counters_.value_or(ServerCounters{});
+    auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    s["prefix_cache_queries_tokens"] = opt(c.prefix_cache_queries_tokens);
+    s["prefix_cache_hits_tokens"] = opt(c.prefix_cache_hits_tokens);
+    s["prefix_cache_hit_rate"] =
+        c.prefix_cache_queries_tokens && c.prefix_cache_hits_tokens
+            ? nlohmann::json(*c.prefix_cache_queries_tokens > 0
+                                 ? static_cast<double>(*c.prefix_cache_hits_tokens) /
+                                       static_cast<double>(*c.prefix_cache_queries_tokens)
+                                 : 0.0)
+            : nlohmann::json(nullptr);
+    s["preemptions_total"] = opt(c.preemptions_total);
+    s["kv_cache_usage_peak"] = opt(c.kv_cache_usage_peak);
   }
 
   // Goodput and SLO attainment.

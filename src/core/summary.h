@@ -21,10 +21,12 @@ namespace tokenscope {
 
 // Engine-side counters that the summary reports beside the records (null in
 // the summary when never set, e.g. a remote server whose metrics were not read).
+// Each is nullopt when the server does not report it (a scraped server
+// without prefix caching metrics, say): its summary key is then null.
 struct ServerCounters {
-  std::uint64_t prefix_cache_queries_tokens = 0;
-  std::uint64_t prefix_cache_hits_tokens = 0;
-  std::uint64_t preemptions_total = 0;
+  std::optional<std::uint64_t> prefix_cache_queries_tokens;
+  std::optional<std::uint64_t> prefix_cache_hits_tokens;
+  std::optional<std::uint64_t> preemptions_total;
   std::optional<double> kv_cache_usage_peak;  // nullopt: unlimited capacity / unknown
 };
 

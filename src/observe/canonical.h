@@ -44,6 +44,10 @@ inline constexpr CanonicalDefinition kCanonicalSeries[] = {
     {"server_itl_seconds", SeriesKind::kHistogram, "s", "the server's inter-token latency"},
     {"server_e2e_seconds", SeriesKind::kHistogram, "s", "the server's end-to-end request latency"},
     {"server_queue_seconds", SeriesKind::kHistogram, "s", "the server's time in the waiting queue"},
+    {"server_tpot_seconds", SeriesKind::kHistogram, "s", "the server's time per output token, one value per request"},
+    {"server_prefill_seconds", SeriesKind::kHistogram, "s", "the server's prefill time per request (scheduled to first token)"},
+    {"server_decode_seconds", SeriesKind::kHistogram, "s", "the server's decode time per request (first to last token)"},
+    {"server_inference_seconds", SeriesKind::kHistogram, "s", "the server's running time per request (prefill and decode)"},
     // --- GPUs (source "gpu": NVML, or a DCGM exporter's /metrics); label gpu="N" (and mig="..." for instances)
     {"gpu_utilization", SeriesKind::kGauge, "ratio", "fraction of time a kernel was running (NVML/DCGM GPU_UTIL)"},
     {"gpu_memory_used_bytes", SeriesKind::kGauge, "bytes", "device memory in use"},
@@ -101,9 +105,14 @@ std::string_view engine_name(Engine e);
 // when none matches: its series stay raw only, which is not an error).
 Engine detect_engine(const Exposition& e);
 
-// The canonical series of an exposition written by engine (gauges and
-// counters summed over label sets — except ratios, which are averaged — and
-// histograms merged bucket by bucket; GPU series keep their gpu label).
+// The canonical series of an exposition written by engine, in
+// kCanonicalSeries order: gauges and counters summed over label sets (ratios
+// averaged; a quantity repeated per label set, its maximum), histograms
+// merged bucket by bucket on the union of their bounds, units converted (ms →
+// s, % → ratio, MiB → bytes, MHz → Hz). Server series carry no labels; GPU
+// series keep gpu="N" and, for a MIG instance, mig="I". An engine without a
+// table (kUnknown) gives none. Never throws: a malformed bucket bound is left
+// out. docs/observe.md "Canonical series" has the rules and the tables.
 std::vector<Sample> canonicalize(const Exposition& e, Engine engine);
 
 }  // namespace tokenscope::observe

@@ -101,6 +101,10 @@ void append_observation_json(std::string& out, const Observation& o) {
     append_samples(out, o.canonical);
     out += ",\"raw\":";
     append_samples(out, o.raw);
+    if (!o.derived.empty()) {
+      out += ",\"derived\":";
+      append_samples(out, o.derived);
+    }
   }
   out += '}';
 }
@@ -123,6 +127,7 @@ Observation parse_observation_json(std::string_view line) {
     o.unavailable = j["unavailable"].get<std::string>();
   o.canonical = read_samples(j, "canonical");
   o.raw = read_samples(j, "raw");
+  o.derived = read_samples(j, "derived");
   return o;
 }
 

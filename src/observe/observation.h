@@ -8,7 +8,8 @@
 //
 //   {"t_ns":123,"source":"server","rtt_ns":456,"server_t_ns":null,
 //    "canonical":[["requests_running",{},3],...],
-//    "raw":[["vllm:num_requests_running",{"model_name":"m"},3],...]}
+//    "raw":[["vllm:num_requests_running",{"model_name":"m"},3],...],
+//    "derived":[["generation_tokens_per_s",{},812.5],...]}
 //
 // A collector that could not read writes one line with "error" instead of
 // series ({"t_ns":..,"source":..,"error":"connection refused"}); a
@@ -51,6 +52,9 @@ struct Observation {
   std::optional<std::int64_t> server_t_ns;
   std::vector<Sample> canonical;
   std::vector<Sample> raw;
+  // Per-window series computed against the previous observation of the
+  // same source (derived.h): counter rates, hit rates, histogram quantiles.
+  std::vector<Sample> derived;
   std::string error;        // non-empty: the read failed (no series)
   std::string unavailable;  // non-empty: the collector cannot work here, and why
 };

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -29,6 +30,63 @@ constexpr unsigned kNvmlPcieTx = 0;
 constexpr unsigned kNvmlPcieRx = 1;
 }  // namespace
 
+void* open_nvml_library(const std::string& path, std::string& error) {
+  std::string chosen = path;
+  if (chosen.empty())
+    if (const char* env = std::getenv("TOKENSCOPE_NVML_LIBRARY"); env && *env) chosen = env;
+  void* lib = nullptr;
+  if (!chosen.empty()) {
+    lib = dlopen(chosen.c_str(), RTLD_NOW | RTLD_LOCAL);
+  } else {
+    for (const char* n : {"libnvidia-ml.so.1", "libnvidia-ml.so"}) {
+      lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
+      if (lib) break;
+    }
+  }
+  if (!lib) {
+    const char* why = dlerror();
+    error = why ? why : "dlopen failed";
+  }
+  return lib;
+}
+
+std::string nvml_return_name(int code) {
+  // nvmlReturn_t, NVML API reference "Device Enums" / nvmlReturn_enum.
+  static constexpr const char* kNames[] = {"NVML_SUCCESS",
+                                           "NVML_ERROR_UNINITIALIZED",
+                                           "NVML_ERROR_INVALID_ARGUMENT",
+                                           "NVML_ERROR_NOT_SUPPORTED",
+                                           "NVML_ERROR_NO_PERMISSION",
+                                           "NVML_ERROR_ALREADY_INITIALIZED",
+                                           "NVML_ERROR_NOT_FOUND",
+                                           "NVML_ERROR_INSUFFICIENT_SIZE",
+                                           "NVML_ERROR_INSUFFICIENT_POWER",
+                                           "NVML_ERROR_DRIVER_NOT_LOADED",
+                                           "NVML_ERROR_TIMEOUT",
+                                           "NVML_ERROR_IRQ_ISSUE",
+                                           "NVML_ERROR_LIBRARY_NOT_FOUND",
+                                           "NVML_ERROR_FUNCTION_NOT_FOUND",
+                                           "NVML_ERROR_CORRUPTED_INFOROM",
+                                           "NVML_ERROR_GPU_IS_LOST",
+                                           "NVML_ERROR_RESET_REQUIRED",
+                                           "NVML_ERROR_OPERATING_SYSTEM",
+                                           "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+                                           "NVML_ERROR_IN_USE",
+                                           "NVML_ERROR_MEMORY",
+                                           "NVML_ERROR_NO_DATA",
+                                           "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED",
+                                           "NVML_ERROR_INSUFFICIENT_RESOURCES",
+                                           "NVML_ERROR_FREQ_NOT_SUPPORTED",
+                                           "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+                                           "NVML_ERROR_DEPRECATED",
+                                           "NVML_ERROR_NOT_READY",
+                                           "NVML_ERROR_GPU_NOT_FOUND",
+                                           "NVML_ERROR_INVALID_STATE"};
+  if (code >= 0 && code < static_cast<int>(std::size(kNames))) return kNames[code];
+  if (code == 999) return "NVML_ERROR_UNKNOWN";
+  return "NVML return code " + std::to_string(code);
+}
+
 struct Nvml::Fns {
   nvmlReturn (*init)() = nullptr;
   nvmlReturn (*shutdown)() = nullptr;
@@ -53,12 +111,10 @@ bool bind(void* lib, const char* name, F& fn) {
 }  // namespace
 
 Nvml::Nvml() : fns_(std::make_unique<Fns>()) {
-  for (const char* n : {"libnvidia-ml.so.1", "libnvidia-ml.so"}) {
-    lib_ = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-    if (lib_) break;
-  }
+  std::string why;
+  lib_ = open_nvml_library("", why);
   if (!lib_) {
-    reason_ = "libnvidia-ml.so.1 not found (no NVIDIA driver on this machine)";
+    reason_ = "libnvidia-ml.so.1 not found (no NVIDIA driver on this machine): " + why;
     return;
   }
   auto& f = *fns_;
@@ -77,7 +133,7 @@ Nvml::Nvml() : fns_(std::make_unique<Fns>()) {
   bind(lib_, "nvmlDeviceGetClockInfo", f.clock);
   bind(lib_, "nvmlDeviceGetPcieThroughput", f.pcie);
   if (const int rc = f.init(); rc != 0) {
-    reason_ = "nvmlInit failed with code " + std::to_string(rc);
+    reason_ = "nvmlInit failed: " + nvml_return_name(rc);
     return;
   }
   available_ = true;

@@ -1,6 +1,8 @@
 // NVML loaded at run time with dlopen (libnvidia-ml.so.1 ships with the
 // driver, not the toolkit): no link dependency, and a clean "not available"
-// where there is no driver. Only the few calls the probes sample are bound.
+// where there is no driver. Only the few calls the probes sample are bound;
+// the observe module's GPU collector (observe/gpu_collector.h) binds more
+// through the same loading.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,18 @@
 #include <vector>
 
 namespace tokenscope::probe {
+
+// Opens the NVML shared library with dlopen: `path` when given, else the
+// file named by the environment variable TOKENSCOPE_NVML_LIBRARY (a test
+// double, or a driver's library outside the loader's path), else
+// libnvidia-ml.so.1, then libnvidia-ml.so. Returns the handle, or nullptr
+// with `error` set to dlerror()'s text.
+void* open_nvml_library(const std::string& path, std::string& error);
+
+// The name of an nvmlReturn_t value as the NVML API reference spells it
+// ("NVML_SUCCESS", "NVML_ERROR_DRIVER_NOT_LOADED"); "NVML return code N"
+// for a value it does not list.
+std::string nvml_return_name(int code);
 
 struct NvmlReading {
   double t_s = 0;  // seconds since the sampler started (steady clock)

@@ -85,11 +85,11 @@ LlamaServer::LlamaServer(const fs::path& dir, const std::string& binary, const s
                                    "-cb",
                                    "-t",
                                    "1",
-                                   "--metrics",
                                    "--host",
                                    "127.0.0.1",
                                    "--port",
                                    "0"};
+  if (o.metrics) args.push_back("--metrics");
   args.insert(args.end(), o.extra.begin(), o.extra.end());
   child_ = std::make_unique<Child>(args, (dir_ / "llama.out").string(), (dir_ / "llama.err").string());
   // The port the kernel chose, from the log; then /health = 200 (503 while the model loads).

@@ -83,6 +83,7 @@ struct LlamaServerOptions {
   int context_tokens = 4096;       // -c: the KV cache, shared by the slots
   int slots = 4;                   // -np: parallel sequences
   std::vector<std::string> extra;  // further switches (--no-context-shift, ...)
+  bool metrics = true;             // --metrics (without it, /metrics answers 501)
   double start_timeout_s = 60;     // until /health answers 200
 };
 

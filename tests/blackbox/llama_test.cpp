@@ -7,20 +7,20 @@
 //
 // Run only these: ctest --test-dir build/release -R '^Llama\.'
 // (with the variables scripts/test.sh exports; see docs/testing.md).
-#include <algorithm>
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -248,7 +248,44 @@ TEST_F(Llama, StreamingCompletionsMatchTheServersCounters) {
   const auto r = bench(*s, {"--model", "tiny", "--api", "completions", "--num-requests", "24", "--rate", "20",
                             "--input-len", "fixed:64", "--output-len", "fixed:16", "--out", out.string()});
   expect_all_ok(r, out, 24, 16);
-  expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"), "completions, stream");
+  const auto after = s->metrics();
+  expect_exact_accounting(*s, before, after, lines(out / "requests.jsonl"), "completions, stream");
+  // The server's /metrics scraped during the run: its view of the run is the
+  // increase of its own counters, exactly.
+  const auto run = json::parse(slurp(out / "run.json"));
+  const auto& sv = run["server"];
+  ASSERT_FALSE(sv.is_null()) << run["observe"].dump(1);
+  EXPECT_EQ(sv["engines"][0], "llama.cpp");
+  EXPECT_EQ(sv["generation_tokens"].get<double>(),
+            after.at("llamacpp:tokens_predicted_total") - before.at("llamacpp:tokens_predicted_total"));
+  EXPECT_EQ(sv["prompt_tokens"].get<double>(),
+            after.at("llamacpp:prompt_tokens_total") - before.at("llamacpp:prompt_tokens_total"));
+  EXPECT_EQ(sv["generation_tokens"].get<double>(), 24 * 16);
+  for (const auto& src : run["observe"]["sources"])
+    if (src["source"] == "server") {
+      EXPECT_EQ(src["errors"], 0);
+      EXPECT_EQ(src["rejected_lines"], 0);
+    }
+}
+
+// llama-server without --metrics answers /metrics with 501: one note, no
+// server series, and the run goes on.
+TEST_F(Llama, WithoutMetricsTheRunGoesOnWithOneNote) {
+  LlamaServerOptions o;
+  o.metrics = false;
+  auto s = start(o);
+  const auto out = dir_ / "run";
+  const auto r = bench(*s, {"--model", "tiny", "--api", "completions", "--num-requests", "8", "--rate", "20",
+                            "--input-len", "fixed:32", "--output-len", "fixed:8", "--out", out.string()});
+  expect_all_ok(r, out, 8, 8);
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_TRUE(run["server"].is_null());
+  EXPECT_TRUE(run["summary"]["prefix_cache_queries_tokens"].is_null());
+  std::size_t notes = 0;
+  for (std::size_t p = r.err.find("server not collected: HTTP 501"); p != std::string::npos;
+       p = r.err.find("server not collected", p + 1))
+    ++notes;
+  EXPECT_EQ(notes, 1u) << r.err;
 }
 
 // The same with the GPT-2 byte-level BPE vocabulary (another tokenizer, and

@@ -1,0 +1,566 @@
+#include "observe/export_run.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <system_error>
+
+#include "core/error.h"
+
+namespace tokenscope::observe {
+
+namespace dom = simdjson::dom;
+
+std::int64_t ClockAnchor::to_unix(Nanos t) const {
+  const __int128 v = static_cast<__int128>(unix_ns) + (static_cast<__int128>(t) - monotonic_ns);
+  if (v < 0) return 0;
+  if (v > std::numeric_limits<std::int64_t>::max()) return std::numeric_limits<std::int64_t>::max();
+  return static_cast<std::int64_t>(v);
+}
+
+namespace {
+
+// run.json is written by tokenscope and small; a larger one is not a run.json.
+constexpr std::uint64_t kMaxRunJsonBytes = 64u << 20;
+
+const nlohmann::json* path_in(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  const nlohmann::json* at = &j;
+  for (const char* k : keys) {
+    if (!at->is_object()) return nullptr;
+    const auto it = at->find(k);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+// A string at keys: "" when absent or null; InputError when another type.
+std::string string_at(const nlohmann::json& j, std::initializer_list<const char*> keys,
+                      const std::string& file, const std::string& field) {
+  const auto* v = path_in(j, keys);
+  if (!v || v->is_null()) return "";
+  if (!v->is_string()) throw InputError(file, 0, field, "should be a string");
+  return v->get<std::string>();
+}
+
+}  // namespace
+
+RunInfo parse_run_info(std::string_view text, const std::string& file) {
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw InputError(file, 0, "", "not a JSON object");
+  RunInfo info;
+  if (const auto* c = path_in(j, {"clock"}); c && !c->is_null()) {
+    const auto* mono = path_in(*c, {"monotonic_ns"});
+    const auto* unix_ns = path_in(*c, {"unix_ns"});
+    if (!c->is_object() || !mono || !unix_ns || !mono->is_number_integer() || !unix_ns->is_number_integer())
+      throw InputError(
+          file, 0, "clock",
+          "should be {\"monotonic_ns\": INTEGER, \"unix_ns\": INTEGER}, read at the same instant");
+    info.clock = ClockAnchor{mono->get<Nanos>(), unix_ns->get<std::int64_t>()};
+  }
+  info.command = string_at(j, {"tool", "command"}, file, "tool.command");
+  info.version = string_at(j, {"tool", "version"}, file, "tool.version");
+  info.api = string_at(j, {"settings", "requested", "target", "api"}, file, "settings.requested.target.api");
+  info.target_url =
+      string_at(j, {"settings", "effective", "target", "url"}, file, "settings.effective.target.url");
+  // The model served: bench's effective target (what /v1/models named),
+  // else the one asked for, else the simulator's engine model.
+  info.model =
+      string_at(j, {"settings", "effective", "target", "model"}, file, "settings.effective.target.model");
+  if (info.model.empty())
+    info.model =
+        string_at(j, {"settings", "requested", "target", "model"}, file, "settings.requested.target.model");
+  if (info.model.empty()) {
+    const auto* m = path_in(j, {"settings", "effective", "engine", "model"});
+    if (m && m->is_string()) info.model = m->get<std::string>();
+    if (m && m->is_object() && m->contains("name") && (*m)["name"].is_string())
+      info.model = (*m)["name"].get<std::string>();
+  }
+  return info;
+}
+
+RunInfo read_run_info(const std::filesystem::path& dir) {
+  const auto path = dir / "run.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  auto reader = TextReader::open(path.string(), "run.json");
+  if (reader.size() && *reader.size() > kMaxRunJsonBytes)
+    throw InputError(path.string(), 0, "",
+                     fmt::format("larger than {} MiB: not a run.json", kMaxRunJsonBytes >> 20));
+  std::string text;
+  for (std::string_view chunk; !(chunk = reader.take(TextReader::kChunkBytes)).empty();) {
+    text.append(chunk);
+    if (text.size() > kMaxRunJsonBytes)
+      throw InputError(path.string(), 0, "",
+                       fmt::format("larger than {} MiB: not a run.json", kMaxRunJsonBytes >> 20));
+  }
+  return parse_run_info(text, path.string());
+}
+
+Nanos ExportRequest::start() const {
+  Nanos t = -1;
+  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close})
+    if (v >= 0 && (t < 0 || v < t)) t = v;
+  if (!event_times.empty() && (t < 0 || event_times.front() < t)) t = event_times.front();
+  return t;
+}
+
+Nanos ExportRequest::end() const {
+  Nanos t = -1;
+  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close})
+    t = std::max(t, v);
+  for (Nanos v : event_times) t = std::max(t, v);
+  return t;
+}
+
+Nanos ExportRequest::first_token() const {
+  if (t_first_token >= 0) return t_first_token;
+  return event_times.empty() ? -1 : *std::min_element(event_times.begin(), event_times.end());
+}
+
+Nanos ExportRequest::last_token() const {
+  if (t_last_token >= 0) return t_last_token;
+  return event_times.empty() ? -1 : *std::max_element(event_times.begin(), event_times.end());
+}
+
+// ---------------------------------------------------------------- requests
+
+struct RequestLineParser::Impl {
+  dom::parser parser;
+  std::string buffer;
+  std::vector<std::int64_t> offsets;
+};
+
+RequestLineParser::RequestLineParser() : impl_(std::make_unique<Impl>()) {}
+RequestLineParser::~RequestLineParser() = default;
+
+namespace {
+
+const char* json_type_name(dom::element_type t) {
+  switch (t) {
+    case dom::element_type::ARRAY:
+      return "an array";
+    case dom::element_type::OBJECT:
+      return "an object";
+    case dom::element_type::INT64:
+    case dom::element_type::UINT64:
+      return "an integer";
+    case dom::element_type::DOUBLE:
+      return "a fractional number";
+    case dom::element_type::STRING:
+      return "a string";
+    case dom::element_type::BOOL:
+      return "a boolean";
+    case dom::element_type::NULL_VALUE:
+      return "null";
+  }
+  return "something else";
+}
+
+[[noreturn]] void wrong_type(std::string_view key, dom::element v, const char* expected) {
+  throw LineError(std::string(key), fmt::format("should be {}, not {}", expected, json_type_name(v.type())));
+}
+
+std::int64_t get_int(std::string_view key, dom::element v) {
+  std::int64_t out = 0;
+  if (v.get_int64().get(out) != simdjson::SUCCESS) wrong_type(key, v, "an integer");
+  return out;
+}
+
+// A time: -1 (absent) or >= 0.
+Nanos get_time(std::string_view key, dom::element v) {
+  const std::int64_t t = get_int(key, v);
+  if (t < -1)
+    throw LineError(std::string(key), fmt::format("should be -1 (did not happen) or >= 0, not {}", t));
+  return t;
+}
+
+std::uint64_t get_uint(std::string_view key, dom::element v) {
+  std::uint64_t out = 0;
+  if (v.get_uint64().get(out) != simdjson::SUCCESS) wrong_type(key, v, "a non-negative integer");
+  return out;
+}
+
+void get_string(std::string_view key, dom::element v, std::string& out) {
+  std::string_view s;
+  if (v.get_string().get(s) != simdjson::SUCCESS) wrong_type(key, v, "a string");
+  out.assign(s);
+}
+
+}  // namespace
+
+void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
+  auto& im = *impl_;
+  im.buffer.assign(line);
+  im.buffer.append(simdjson::SIMDJSON_PADDING, '\0');
+  dom::element doc;
+  if (const auto err = im.parser.parse(im.buffer.data(), line.size(), false).get(doc);
+      err != simdjson::SUCCESS)
+    throw LineError("", fmt::format("not JSON ({})", simdjson::error_message(err)));
+  dom::object root;
+  if (doc.get_object().get(root) != simdjson::SUCCESS)
+    throw LineError("", "should be a JSON object (one request)");
+
+  r.tenant.clear();
+  r.task_class.clear();
+  r.response_id.clear();
+  r.detail.clear();
+  r.event_times.clear();
+  r.event_tokens.clear();
+  r.id = 0;
+  r.session = -1;
+  r.turn = 0;
+  r.warmup = false;
+  r.t_sched = r.t_dispatch = r.t_send = r.t_headers = r.t_first_token = r.t_last_token = r.t_close = -1;
+  r.prompt_tokens = r.output_tokens = r.output_tokens_planned = r.cached_tokens = r.http_status = -1;
+  r.server_prompt_ms = -1;
+  r.events_dropped = 0;
+  r.outcome = Outcome::kOk;
+  im.offsets.clear();
+  bool has_id = false, has_outcome = false, has_tokens = false;
+
+  // One pass over the keys (a lookup by key is a linear scan). Keys the
+  // exporters do not use are passed over, so that a newer record still reads.
+  for (dom::key_value_pair kv : root) {
+    const std::string_view k = kv.key;
+    const dom::element v = kv.value;
+    if (k.size() > 3 && k.starts_with("t_") && k.ends_with("_ns")) {
+      const std::string_view name = k.substr(2, k.size() - 5);
+      Nanos* slot = name == "sched"         ? &r.t_sched
+                    : name == "dispatch"    ? &r.t_dispatch
+                    : name == "send"        ? &r.t_send
+                    : name == "headers"     ? &r.t_headers
+                    : name == "first_token" ? &r.t_first_token
+                    : name == "last_token"  ? &r.t_last_token
+                    : name == "close"       ? &r.t_close
+                                            : nullptr;
+      if (slot) *slot = get_time(k, v);
+    } else if (k == "id") {
+      r.id = get_uint(k, v);
+      has_id = true;
+    } else if (k == "tenant") {
+      get_string(k, v, r.tenant);
+    } else if (k == "class") {
+      get_string(k, v, r.task_class);
+    } else if (k == "session") {
+      r.session = get_int(k, v);
+    } else if (k == "turn") {
+      const auto t = get_uint(k, v);
+      if (t > std::numeric_limits<std::uint32_t>::max()) throw LineError("turn", "should be below 2^32");
+      r.turn = static_cast<std::uint32_t>(t);
+    } else if (k == "warmup") {
+      if (v.get_bool().get(r.warmup) != simdjson::SUCCESS) wrong_type(k, v, "true or false");
+    } else if (k == "prompt_tokens") {
+      r.prompt_tokens = get_int(k, v);
+    } else if (k == "output_tokens") {
+      r.output_tokens = get_int(k, v);
+    } else if (k == "output_tokens_planned") {
+      r.output_tokens_planned = get_int(k, v);
+    } else if (k == "cached_tokens") {
+      r.cached_tokens = get_int(k, v);
+    } else if (k == "http_status") {
+      r.http_status = get_int(k, v);
+    } else if (k == "server_prompt_ms") {
+      if (v.get_double().get(r.server_prompt_ms) != simdjson::SUCCESS) wrong_type(k, v, "a number");
+    } else if (k == "events_dropped") {
+      r.events_dropped = get_uint(k, v);
+    } else if (k == "response_id") {
+      get_string(k, v, r.response_id);
+    } else if (k == "detail") {
+      get_string(k, v, r.detail);
+    } else if (k == "outcome") {
+      std::string_view s;
+      if (v.get_string().get(s) != simdjson::SUCCESS) wrong_type(k, v, "a string");
+      if (!parse_outcome(s, r.outcome))
+        throw LineError("outcome",
+                        fmt::format("{} is not an outcome (ok, http_error, timeout, connect_error, "
+                                    "protocol_error, validation_error, cancelled, rejected)",
+                                    quote_input(s)));
+      has_outcome = true;
+    } else if (k == "event_offsets_ns") {
+      dom::array a;
+      if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of integers");
+      for (dom::element e : a) {
+        std::int64_t off = 0;
+        if (e.get_int64().get(off) != simdjson::SUCCESS || off < 0)
+          throw LineError("event_offsets_ns", "should hold integers >= 0 (ns after t_send_ns)");
+        im.offsets.push_back(off);
+      }
+    } else if (k == "event_tokens") {
+      dom::array a;
+      if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of integers");
+      for (dom::element e : a) {
+        std::uint64_t n = 0;
+        if (e.get_uint64().get(n) != simdjson::SUCCESS || n > std::numeric_limits<std::uint32_t>::max())
+          throw LineError("event_tokens", "should hold integers from 0 to 2^32-1");
+        r.event_tokens.push_back(static_cast<std::uint32_t>(n));
+      }
+      has_tokens = true;
+    }
+  }
+  if (!has_id) throw LineError("id", "missing (every request record has one)");
+  if (!has_outcome) throw LineError("outcome", "missing (every request record has one)");
+  if (!im.offsets.empty() && r.t_send < 0)
+    throw LineError("event_offsets_ns", "holds events but t_send_ns is -1 (offsets count from t_send_ns)");
+  if (has_tokens && r.event_tokens.size() != im.offsets.size())
+    throw LineError("event_tokens", fmt::format("has {} entries for {} events in event_offsets_ns",
+                                                r.event_tokens.size(), im.offsets.size()));
+  r.event_times.reserve(im.offsets.size());
+  for (const std::int64_t off : im.offsets) {
+    if (off > std::numeric_limits<Nanos>::max() - r.t_send)
+      throw LineError("event_offsets_ns",
+                      fmt::format("offset {} from t_send_ns {} overflows", off, r.t_send));
+    r.event_times.push_back(r.t_send + off);
+  }
+  if (!has_tokens) r.event_tokens.assign(r.event_times.size(), 1);
+}
+
+namespace {
+
+// The reason a line cannot be a record, from the reader's flaws.
+std::optional<std::string> line_flaw(const TextReader& reader) {
+  switch (reader.flaw()) {
+    case TextReader::Flaw::kNone:
+      return std::nullopt;
+    case TextReader::Flaw::kTooLong:
+      return fmt::format("line longer than {} MiB", TextReader::kDefaultMaxLineBytes >> 20);
+    case TextReader::Flaw::kNulByte:
+      return fmt::format("NUL byte at column {}: binary data, not JSON lines", reader.nul_column());
+  }
+  return std::nullopt;
+}
+
+// Either throws the InputError or counts the line as skipped.
+void bad_line(BadLines policy, ReadStats& stats, const std::string& file, std::uint64_t line,
+              const std::string& field, const std::string& problem) {
+  InputError e(file, line, field, problem);
+  if (policy == BadLines::kFail) throw e;
+  if (stats.skipped++ == 0) stats.first_skipped = e.what();
+}
+
+bool blank(std::string_view s) {
+  return s.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+}  // namespace
+
+RequestsReader::RequestsReader(const std::filesystem::path& file, BadLines bad_lines)
+    : reader_(TextReader::open(file.string(), "requests file")),
+      file_(file.string()),
+      bad_lines_(bad_lines) {}
+
+RequestsReader::RequestsReader(std::string_view text, std::string file, BadLines bad_lines)
+    : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}
+
+bool RequestsReader::next(ExportRequest& out) {
+  std::string_view line;
+  while (reader_.next_line(line)) {
+    ++stats_.lines;
+    if (const auto flaw = line_flaw(reader_)) {
+      bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", *flaw);
+      continue;
+    }
+    if (blank(line)) continue;
+    try {
+      parser_.parse(line, out);
+    } catch (const LineError& e) {
+      bad_line(bad_lines_, stats_, file_, reader_.line_number(), e.field(), e.what());
+      continue;
+    }
+    ++stats_.records;
+    return true;
+  }
+  return false;
+}
+
+SamplesReader::SamplesReader(const std::filesystem::path& file, BadLines bad_lines)
+    : reader_(TextReader::open(file.string(), "samples file")), file_(file.string()), bad_lines_(bad_lines) {}
+
+SamplesReader::SamplesReader(std::string_view text, std::string file, BadLines bad_lines)
+    : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}
+
+bool SamplesReader::next(Observation& out) {
+  std::string_view line;
+  while (reader_.next_line(line)) {
+    ++stats_.lines;
+    if (const auto flaw = line_flaw(reader_)) {
+      bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", *flaw);
+      continue;
+    }
+    if (blank(line)) continue;
+    try {
+      out = parse_observation_json(line);
+    } catch (const std::exception& e) {
+      // parse_observation_json names the field in its message.
+      bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", e.what());
+      continue;
+    }
+    if (out.t_ns < 0) {
+      bad_line(bad_lines_, stats_, file_, reader_.line_number(), "t_ns",
+               fmt::format("should be >= 0 (monotonic ns), not {}", out.t_ns));
+      continue;
+    }
+    if (!out.error.empty() || !out.unavailable.empty()) {
+      ++without_series_;
+      continue;
+    }
+    ++stats_.records;
+    return true;
+  }
+  return false;
+}
+
+RequestsReader RunSource::open_requests(BadLines bad_lines) const {
+  if (requests_text) return RequestsReader(*requests_text, requests_name(), bad_lines);
+  return RequestsReader(dir / "requests.jsonl", bad_lines);
+}
+
+std::optional<SamplesReader> RunSource::open_samples(BadLines bad_lines) const {
+  if (samples_text) return SamplesReader(*samples_text, samples_name(), bad_lines);
+  if (no_samples || requests_text) return std::nullopt;
+  const auto path = dir / "samples.jsonl";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  return SamplesReader(path, bad_lines);
+}
+
+std::string RunSource::requests_name() const {
+  return requests_text ? std::string("requests.jsonl") : (dir / "requests.jsonl").string();
+}
+
+std::string RunSource::samples_name() const {
+  return samples_text ? std::string("samples.jsonl") : (dir / "samples.jsonl").string();
+}
+
+CanonicalName resolve_canonical(std::string_view name) {
+  for (const auto& d : kCanonicalSeries) {
+    if (name == d.name) return {&d, d.name, CanonicalName::Member::kSeries};
+    if (d.kind != SeriesKind::kHistogram || !name.starts_with(d.name)) continue;
+    const std::string_view rest = name.substr(d.name.size());
+    if (rest == "_bucket") return {&d, d.name, CanonicalName::Member::kBucket};
+    if (rest == "_sum") return {&d, d.name, CanonicalName::Member::kSum};
+    if (rest == "_count") return {&d, d.name, CanonicalName::Member::kCount};
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------- output
+
+namespace {
+constexpr std::size_t kOutputBufferBytes = 1u << 20;
+
+[[noreturn]] void throw_io(const std::filesystem::path& path, std::string_view action, int err) {
+  throw IoError(fmt::format("{}: cannot {}: {}", path.string(), action, std::strerror(err)));
+}
+}  // namespace
+
+OutputFile::OutputFile(std::filesystem::path path) : path_(std::move(path)) {
+  tmp_ = path_;
+  tmp_ += ".tmp";
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw_io(tmp_, "create", errno);
+  buffer_.reserve(kOutputBufferBytes + (64u << 10));
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ < 0) return;  // committed
+  ::close(fd_);
+  std::error_code ec;
+  std::filesystem::remove(tmp_, ec);
+}
+
+void OutputFile::write_all(std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io(tmp_, "write", errno);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+    bytes_ += static_cast<std::uint64_t>(n);
+  }
+}
+
+void OutputFile::flush() {
+  if (buffer_.empty()) return;
+  write_all(buffer_);
+  buffer_.clear();
+}
+
+void OutputFile::end_line() {
+  buffer_ += '\n';
+  if (buffer_.size() >= kOutputBufferBytes) flush();
+}
+
+void OutputFile::write_line(std::string_view line) {
+  if (line.size() < (64u << 10)) {
+    buffer_.append(line);
+    return end_line();
+  }
+  flush();
+  write_all(line);
+  write_all("\n");
+}
+
+void OutputFile::commit() {
+  flush();
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    const int err = errno;
+    std::error_code ec;
+    std::filesystem::remove(tmp_, ec);
+    throw_io(tmp_, "close", err);
+  }
+  fd_ = -1;
+  std::error_code ec;
+  std::filesystem::rename(tmp_, path_, ec);
+  if (ec) {
+    const std::string why = ec.message();  // before remove() reuses ec
+    std::filesystem::remove(tmp_, ec);
+    throw IoError(fmt::format("{}: cannot rename to {}: {}", tmp_.string(), path_.string(), why));
+  }
+}
+
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  std::size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // s[n] continues a character
+  return s.substr(0, n);
+}
+
+void append_micros(std::string& out, Nanos ns) {
+  if (ns < 0) {
+    out += '-';
+    // -INT64_MIN does not fit: nanosecond times never come near it, but
+    // say something finite rather than overflow.
+    ns = ns == std::numeric_limits<Nanos>::min() ? std::numeric_limits<Nanos>::max() : -ns;
+  }
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, ns / 1000);
+  out.append(buf, r.ptr);
+  int frac = static_cast<int>(ns % 1000);
+  if (frac == 0) return;
+  char digits[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                    static_cast<char>('0' + frac % 10)};
+  int n = 4;
+  while (digits[n - 1] == '0') --n;
+  out.append(digits, static_cast<std::size_t>(n));
+}
+
+void append_double(std::string& out, double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+}  // namespace tokenscope::observe

@@ -1,0 +1,236 @@
+// Reading a run directory for the exporters (export_perfetto.h,
+// export_otlp.h): the few fields of run.json they need, requests.jsonl and
+// samples.jsonl line by line in bounded memory (core/text_reader.h), and the
+// output file they write through (a temporary name, renamed when whole).
+//
+// A run can hold millions of requests: nothing here keeps more than one line
+// of a file. Bad lines follow BadLines: kFail stops with an InputError naming
+// the file, the line, the field and what was expected; kSkip counts them and
+// keeps the first message (ReadStats), so that a run whose last line was cut
+// by a crash can still be exported.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/record.h"
+#include "core/text_reader.h"
+#include "observe/canonical.h"
+#include "observe/observation.h"
+
+namespace tokenscope::observe {
+
+// The run's wall-clock anchor: CLOCK_MONOTONIC and the Unix time (CLOCK_REALTIME)
+// read at the same instant at run start, in run.json as
+//   "clock": {"monotonic_ns": 123456789, "unix_ns": 1767225600000000000}
+// It maps every monotonic time of the run to Unix time for OTLP:
+// unix = unix_ns + (t - monotonic_ns).
+struct ClockAnchor {
+  Nanos monotonic_ns = 0;
+  std::int64_t unix_ns = 0;
+  // The Unix time of monotonic time t, saturated to [0, INT64_MAX].
+  std::int64_t to_unix(Nanos t) const;
+};
+
+// What the exporters read from run.json (the rest of it is the report's).
+struct RunInfo {
+  std::optional<ClockAnchor> clock;
+  std::string command;     // "bench", "sim", ... ("" when absent)
+  std::string version;     // tokenscope's version that wrote the run
+  std::string model;       // the model served ("" when run.json names none)
+  std::string api;         // "chat" or "completions" ("" for sim)
+  std::string target_url;  // the server's URL ("" when in-process or absent)
+};
+
+// Parses run.json's text; file names it in errors. Throws InputError when it
+// is not a JSON object or a field the exporters read has the wrong type.
+RunInfo parse_run_info(std::string_view text, const std::string& file);
+// dir/run.json; a run directory without one gives an empty RunInfo.
+RunInfo read_run_info(const std::filesystem::path& dir);
+
+// One request as the exporters need it: requests.jsonl's keys
+// (core/record.cpp, docs/metrics.md "Request record"), with the event
+// offsets made absolute. Times are monotonic ns, -1 when absent.
+struct ExportRequest {
+  std::uint64_t id = 0;
+  std::string tenant;
+  std::string task_class;
+  std::int64_t session = -1;
+  std::uint32_t turn = 0;
+  bool warmup = false;
+  Nanos t_sched = -1;
+  Nanos t_dispatch = -1;
+  Nanos t_send = -1;
+  Nanos t_headers = -1;
+  Nanos t_first_token = -1;
+  Nanos t_last_token = -1;
+  Nanos t_close = -1;
+  std::int64_t prompt_tokens = -1;
+  std::int64_t output_tokens = -1;
+  std::int64_t output_tokens_planned = -1;
+  std::int64_t cached_tokens = -1;
+  std::int64_t http_status = -1;
+  double server_prompt_ms = -1;
+  std::uint64_t events_dropped = 0;
+  Outcome outcome = Outcome::kOk;
+  std::string response_id;
+  std::string detail;
+  std::vector<Nanos> event_times;           // t_send + event_offsets_ns
+  std::vector<std::uint32_t> event_tokens;  // tokens of each event (ones when the line has none)
+
+  // The earliest and the latest time the record holds (-1 when it holds none).
+  Nanos start() const;
+  Nanos end() const;
+  // The first and the last output event: t_first_token / t_last_token, else
+  // the event list (-1 when there is none).
+  Nanos first_token() const;
+  Nanos last_token() const;
+};
+
+enum class BadLines : std::uint8_t { kFail, kSkip };
+
+struct ReadStats {
+  std::uint64_t lines = 0;    // lines read, blank ones included
+  std::uint64_t records = 0;  // lines returned
+  std::uint64_t skipped = 0;  // bad lines skipped (BadLines::kSkip)
+  std::string first_skipped;  // the message of the first one
+};
+
+// A bad line: the field (empty when the line is not an object at all) and
+// what was wrong. RequestsReader and SamplesReader turn it into an InputError.
+class LineError : public std::runtime_error {
+ public:
+  LineError(std::string field, const std::string& problem)
+      : std::runtime_error(problem), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// Parses requests.jsonl lines (simdjson; the parser and its buffer are
+// reused from line to line). Throws LineError.
+class RequestLineParser {
+ public:
+  RequestLineParser();
+  ~RequestLineParser();
+  RequestLineParser(const RequestLineParser&) = delete;
+  RequestLineParser& operator=(const RequestLineParser&) = delete;
+  // Fills out (its vectors keep their capacity).
+  void parse(std::string_view line, ExportRequest& out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// requests.jsonl, one record at a time.
+class RequestsReader {
+ public:
+  // Opens a file (UsageError when it cannot be opened).
+  RequestsReader(const std::filesystem::path& file, BadLines bad_lines);
+  // Reads text in memory (which must outlive the reader); file names it in errors.
+  RequestsReader(std::string_view text, std::string file, BadLines bad_lines);
+  // The next record; false at the end. Blank lines are passed over.
+  bool next(ExportRequest& out);
+  std::uint64_t line_number() const { return reader_.line_number(); }
+  const ReadStats& stats() const { return stats_; }
+
+ private:
+  TextReader reader_;
+  std::string file_;
+  BadLines bad_lines_;
+  RequestLineParser parser_;
+  ReadStats stats_;
+};
+
+// samples.jsonl, one Observation at a time (parse_observation_json). Lines
+// that carry an error or "unavailable" instead of series are counted and
+// passed over: they are not data points.
+class SamplesReader {
+ public:
+  SamplesReader(const std::filesystem::path& file, BadLines bad_lines);
+  SamplesReader(std::string_view text, std::string file, BadLines bad_lines);
+  bool next(Observation& out);
+  const ReadStats& stats() const { return stats_; }
+  std::uint64_t without_series() const { return without_series_; }
+
+ private:
+  TextReader reader_;
+  std::string file_;
+  BadLines bad_lines_;
+  ReadStats stats_;
+  std::uint64_t without_series_ = 0;
+};
+
+// Where the inputs of an export come from: a run directory, or text in
+// memory (tests, fuzzing). A source can be opened more than once (the
+// exporters read requests.jsonl twice: once for the time origin and the
+// lanes, once to write).
+struct RunSource {
+  std::filesystem::path dir;  // used when the views below are not set
+  std::optional<std::string_view> requests_text;
+  std::optional<std::string_view> samples_text;  // nullopt with dir: dir/samples.jsonl if it exists
+  bool no_samples = false;                       // in memory: there is no samples.jsonl
+
+  RequestsReader open_requests(BadLines bad_lines) const;
+  // nullopt when the run has no samples.jsonl.
+  std::optional<SamplesReader> open_samples(BadLines bad_lines) const;
+  std::string requests_name() const;
+  std::string samples_name() const;
+};
+
+// A canonical series name resolved: its definition (nullptr when the name is
+// not canonical) and, for a histogram family, which member it is.
+struct CanonicalName {
+  const CanonicalDefinition* definition = nullptr;
+  std::string_view family;  // the definition's name
+  enum class Member : std::uint8_t { kSeries, kBucket, kSum, kCount } member = Member::kSeries;
+};
+CanonicalName resolve_canonical(std::string_view name);
+
+// Writes an export's output to PATH.tmp and renames it to PATH on commit(),
+// so that a failed export never leaves a partial file under the real name
+// (the temporary file is removed). Checked writes: IoError naming the file.
+class OutputFile {
+ public:
+  explicit OutputFile(std::filesystem::path path);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  // Append one line's text to the returned buffer, then call end_line().
+  std::string& begin_line() { return buffer_; }
+  void end_line();
+  // One whole line (an OTLP export request of megabytes): written from
+  // where it is, not copied into the buffer.
+  void write_line(std::string_view line);
+  void commit();
+  std::uint64_t bytes() const { return bytes_ + buffer_.size(); }
+
+ private:
+  void flush();
+  void write_all(std::string_view data);
+
+  std::filesystem::path path_;
+  std::filesystem::path tmp_;
+  int fd_ = -1;
+  std::string buffer_;
+  std::uint64_t bytes_ = 0;  // written to the file
+};
+
+// At most max_bytes of s, never cutting a UTF-8 character in two.
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes);
+
+// JSON number appenders shared by the exporters.
+// ns as microseconds with up to three decimals, exactly (no floating point).
+void append_micros(std::string& out, Nanos ns);
+// The shortest text that reads back as v (finite v only).
+void append_double(std::string& out, double v);
+
+}  // namespace tokenscope::observe

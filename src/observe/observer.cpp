@@ -1,0 +1,304 @@
+#include "observe/observer.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/run_dir.h"
+
+namespace tokenscope::observe {
+namespace {
+
+Nanos thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<Nanos>(ts.tv_sec) * kNanosPerSecond + ts.tv_nsec;
+}
+
+double quantile_of(std::vector<double> v, double q) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - (q > 0 ? 1 : 0);
+  return v[std::min(idx, v.size() - 1)];
+}
+
+constexpr std::size_t kMaxReasons = 20;
+constexpr std::size_t kMaxKeptRtts = 100000;
+
+}  // namespace
+
+nlohmann::json clock_offset_json(const std::vector<double>& offsets_ns) {
+  if (offsets_ns.empty()) return nullptr;
+  const double p25 = quantile_of(offsets_ns, 0.25), p75 = quantile_of(offsets_ns, 0.75);
+  return {{"offset_ns", quantile_of(offsets_ns, 0.5)},
+          {"iqr_ns", p75 - p25},
+          {"min_ns", quantile_of(offsets_ns, 0.0)},
+          {"max_ns", quantile_of(offsets_ns, 1.0)},
+          {"observations", offsets_ns.size()},
+          {"definition",
+           "server epoch time + offset = client monotonic time (median of t_recv - rtt/2 - t_server)"}};
+}
+
+struct Observer::Impl {
+  struct Source {
+    std::unique_ptr<Collector> collector;
+    CollectorOptions options;
+    std::string name;
+    std::thread thread;
+    bool dead = false;           // unavailable, or an optional source that never answered
+    bool baseline_done = false;  // its first read has ended
+    // Everything below is guarded by Impl::mutex.
+    SeriesTracker tracker;
+    std::uint64_t reads = 0, errors = 0, overruns = 0;
+    std::map<std::string, std::uint64_t> reasons;
+    std::uint64_t reasons_other = 0;
+    std::string unavailable;
+    std::vector<double> rtts_ms;
+    std::vector<double> offsets_ns;
+    Nanos cpu_ns = 0;
+    Nanos first_t = 0, last_t = 0;
+    bool logged_error = false, logged_slow = false;
+    nlohmann::json facts;
+  };
+
+  Impl(std::filesystem::path p, const Clock& c, std::ostream& l) : path(std::move(p)), clock(c), log(l) {}
+
+  std::filesystem::path path;
+  const Clock& clock;
+  std::ostream& log;
+  std::unique_ptr<JsonlWriter> writer;
+  std::string write_error;
+  std::vector<std::unique_ptr<Source>> sources;
+  std::mutex mutex;  // the writer, the log and every Source's stats
+  std::condition_variable wake;
+  bool stopping = false;
+  bool final_read = true;
+  bool started = false, stopped = false;
+
+  // One read of s: collect, derive, write, count. Returns false when the
+  // source should not be read again.
+  bool read_once(Source& s, bool first) {
+    const Nanos cpu0 = thread_cpu_ns();
+    Observation o = s.collector->collect(clock);
+    std::lock_guard lock(mutex);
+    ++s.reads;
+    if (s.first_t == 0) s.first_t = o.t_ns;
+    s.last_t = o.t_ns;
+    bool keep = true;
+    if (!o.unavailable.empty()) {
+      s.unavailable = o.unavailable;
+      if (!s.options.quiet_unavailable) log << fmt::format("tokenscope bench: {}: {}", s.name, o.unavailable) << std::endl;
+      keep = false;
+    } else if (!o.error.empty()) {
+      ++s.errors;
+      const std::string reason = o.error.substr(0, 300);
+      if (s.reasons.count(reason) || s.reasons.size() < kMaxReasons)
+        ++s.reasons[reason];
+      else
+        ++s.reasons_other;
+      if (first && s.options.optional) {
+        log << fmt::format("tokenscope bench: {} not collected: {}{}", s.name, reason,
+                           s.options.description.empty() ? "" : " (" + s.options.description + ")")
+            << std::endl;
+        keep = false;
+      } else if (!s.logged_error) {
+        s.logged_error = true;
+        log << fmt::format("tokenscope bench: {}: {} (later failures are counted in run.json)", s.name, reason)
+            << std::endl;
+      }
+    } else {
+      if (s.rtts_ms.size() < kMaxKeptRtts) s.rtts_ms.push_back(nanos_to_ms(o.rtt_ns));
+      if (o.server_t_ns)
+        s.offsets_ns.push_back(static_cast<double>(o.t_ns) - static_cast<double>(o.rtt_ns) / 2 -
+                               static_cast<double>(*o.server_t_ns));
+      s.tracker.feed(o);
+    }
+    if (o.rtt_ns > s.options.interval_ns && keep) {
+      ++s.overruns;
+      if (!s.logged_slow) {
+        s.logged_slow = true;
+        log << fmt::format(
+                   "tokenscope bench: {}: a read took {:.2f} s, longer than the interval {:g} s (later ones "
+                   "are counted in run.json; the next read starts when one ends)",
+                   s.name, nanos_to_s(o.rtt_ns), nanos_to_s(s.options.interval_ns))
+            << std::endl;
+      }
+    }
+    if (writer && write_error.empty()) {
+      try {
+        std::string& line = writer->begin_line();
+        append_observation_json(line, o);
+        writer->end_line();
+      } catch (const std::exception& e) {
+        write_error = e.what();
+        log << fmt::format("tokenscope bench: samples are no longer written: {}", write_error) << std::endl;
+      }
+    }
+    s.cpu_ns += thread_cpu_ns() - cpu0;
+    return keep;
+  }
+
+  // A source's thread: the baseline read at once, then one read per
+  // interval, and when stopping the final read (unless told to skip it).
+  void loop(Source& s) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
+    const bool keep = read_once(s, true);
+    {
+      std::lock_guard lock(mutex);
+      s.baseline_done = true;
+      if (!keep) s.dead = true;
+    }
+    wake.notify_all();
+    if (!keep) return;
+    Nanos next = clock.now_ns();
+    for (;;) {
+      next += s.options.interval_ns;
+      {
+        std::unique_lock lock(mutex);
+        for (;;) {
+          if (stopping) {
+            lock.unlock();
+            if (final_read) read_once(s, false);
+            return;
+          }
+          const Nanos now = clock.now_ns();
+          if (now >= next) break;
+          wake.wait_for(lock, std::chrono::nanoseconds(next - now));
+        }
+      }
+      if (!read_once(s, false)) {
+        std::lock_guard lock(mutex);
+        s.dead = true;
+        return;
+      }
+      // A read longer than the interval: the next starts now, not in a burst.
+      next = std::max(next, clock.now_ns() - s.options.interval_ns);
+    }
+  }
+};
+
+Observer::Observer(std::filesystem::path samples_path, const Clock& clock, std::ostream& log)
+    : impl_(std::make_unique<Impl>(std::move(samples_path), clock, log)) {}
+
+Observer::~Observer() {
+  try {
+    stop();
+  } catch (...) {
+  }
+}
+
+void Observer::add(std::unique_ptr<Collector> collector, CollectorOptions options) {
+  auto s = std::make_unique<Impl::Source>();
+  s->name = collector->source();
+  s->collector = std::move(collector);
+  s->options = std::move(options);
+  if (s->options.interval_ns <= 0) s->options.interval_ns = kNanosPerSecond;
+  impl_->sources.push_back(std::move(s));
+}
+
+void Observer::start(Nanos baseline_wait_ns) {
+  if (impl_->started) return;
+  impl_->started = true;
+  try {
+    impl_->writer = std::make_unique<JsonlWriter>(impl_->path, /*line_durable=*/true);
+  } catch (const std::exception& e) {
+    impl_->write_error = e.what();
+    impl_->log << fmt::format("tokenscope bench: samples are not written: {}", e.what()) << std::endl;
+  }
+  // Every source reads its baseline on its own thread, all at once; the
+  // caller waits for them a bounded time (a source that hangs does not hold
+  // the run back: its baseline comes when its read ends).
+  for (auto& s : impl_->sources) s->thread = std::thread([this, src = s.get()] { impl_->loop(*src); });
+  std::unique_lock lock(impl_->mutex);
+  impl_->wake.wait_for(lock, std::chrono::nanoseconds(baseline_wait_ns), [&] {
+    for (const auto& s : impl_->sources)
+      if (!s->baseline_done) return false;
+    return true;
+  });
+}
+
+void Observer::stop(bool final_read) {
+  if (!impl_->started || impl_->stopped) return;
+  impl_->stopped = true;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stopping = true;
+    impl_->final_read = final_read;
+  }
+  impl_->wake.notify_all();
+  // Each source reads its final counters on its own thread, all at once.
+  for (auto& s : impl_->sources)
+    if (s->thread.joinable()) s->thread.join();
+  if (impl_->writer) {
+    try {
+      impl_->writer->close();
+    } catch (const std::exception& e) {
+      if (impl_->write_error.empty()) impl_->write_error = e.what();
+    }
+  }
+}
+
+std::vector<std::string> Observer::sources() const {
+  std::vector<std::string> v;
+  for (const auto& s : impl_->sources) v.push_back(s->name);
+  return v;
+}
+
+const SeriesTracker* Observer::tracker(std::string_view source) const {
+  for (const auto& s : impl_->sources)
+    if (s->name == source) return &s->tracker;
+  return nullptr;
+}
+
+void Observer::annotate(std::string_view source, const nlohmann::json& facts) {
+  std::lock_guard lock(impl_->mutex);
+  for (auto& s : impl_->sources)
+    if (s->name == source) s->facts.update(facts);
+}
+
+nlohmann::json Observer::report() const {
+  std::lock_guard lock(impl_->mutex);
+  nlohmann::json sources = nlohmann::json::array();
+  for (const auto& s : impl_->sources) {
+    nlohmann::json e = {{"source", s->name}, {"interval_s", nanos_to_s(s->options.interval_ns)}};
+    if (!s->options.description.empty()) e["description"] = s->options.description;
+    e["reads"] = s->reads;
+    e["errors"] = s->errors;
+    nlohmann::json reasons = nlohmann::json::object();
+    for (const auto& [r, n] : s->reasons) reasons[r] = n;
+    if (s->reasons_other) reasons["(other reasons)"] = s->reasons_other;
+    e["errors_by_reason"] = reasons;
+    e["unavailable"] = s->unavailable.empty() ? nlohmann::json(nullptr) : nlohmann::json(s->unavailable);
+    e["collected"] = s->reads > s->errors && s->unavailable.empty();
+    e["overruns"] = s->overruns;
+    e["rtt_ms"] = s->rtts_ms.empty() ? nlohmann::json(nullptr)
+                                     : nlohmann::json{{"p50", quantile_of(s->rtts_ms, 0.5)},
+                                                      {"p99", quantile_of(s->rtts_ms, 0.99)},
+                                                      {"max", quantile_of(s->rtts_ms, 1.0)}};
+    e["cpu_ms_per_read"] = s->reads ? nanos_to_ms(s->cpu_ns) / static_cast<double>(s->reads) : 0.0;
+    const double span_s = nanos_to_s(s->last_t - s->first_t);
+    e["cpu_share_of_core"] =
+        span_s > 0 ? nlohmann::json(nanos_to_s(s->cpu_ns) / span_s) : nlohmann::json(nullptr);
+    e["clock_offset"] = clock_offset_json(s->offsets_ns);
+    if (!s->facts.is_null()) e.update(s->facts);
+    sources.push_back(std::move(e));
+  }
+  return {{"samples_file", impl_->path.filename().string()},
+          {"sources", sources},
+          {"write_error",
+           impl_->write_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(impl_->write_error)}};
+}
+
+}  // namespace tokenscope::observe

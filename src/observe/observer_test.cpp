@@ -1,0 +1,198 @@
+#include "observe/observer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tokenscope::observe {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A collector whose reads are scripted: a counter that grows by 10 per read,
+// failures or unavailability on demand.
+class FakeCollector final : public Collector {
+ public:
+  explicit FakeCollector(std::string name) : name_(std::move(name)) {}
+  std::string source() const override { return name_; }
+  Observation collect(const Clock& clock) override {
+    const int n = reads++;
+    Observation o;
+    o.source = name_;
+    o.t_ns = clock.now_ns();
+    o.rtt_ns = 2000;
+    if (unavailable) {
+      o.unavailable = "not here: no library";
+      return o;
+    }
+    if (fail_from >= 0 && n >= fail_from) {
+      o.error = n % 2 ? "HTTP 503" : "connection refused";
+      return o;
+    }
+    if (server_offset) o.server_t_ns = o.t_ns - o.rtt_ns / 2 - *server_offset;
+    o.canonical = {{"generation_tokens", {}, 10.0 * n}, {"requests_running", {}, static_cast<double>(n)}};
+    o.raw = {{"raw_name", {}, 1.0 * n}};
+    return o;
+  }
+  std::atomic<int> reads{0};
+  int fail_from = -1;
+  bool unavailable = false;
+  std::optional<Nanos> server_offset;
+
+ private:
+  std::string name_;
+};
+
+CollectorOptions opts(Nanos interval, bool optional = false, std::string description = "") {
+  CollectorOptions o;
+  o.interval_ns = interval;
+  o.optional = optional;
+  o.description = std::move(description);
+  return o;
+}
+
+class ObserverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("observer_test_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::vector<Observation> lines() const {
+    std::vector<Observation> v;
+    std::ifstream in(dir_ / "samples.jsonl");
+    std::string line;
+    while (std::getline(in, line)) v.push_back(parse_observation_json(line));
+    return v;
+  }
+  // Waits (bounded) until the collector has been read at least n times.
+  static void wait_reads(const FakeCollector& c, int n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (c.reads.load() < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_GE(c.reads.load(), n);
+  }
+  fs::path dir_;
+  SteadyClock clock_;
+  std::ostringstream log_;
+};
+
+TEST_F(ObserverTest, ReadsABaselinePeriodicallyAndAFinalOneAndWritesEachAsALine) {
+  Observer ob(dir_ / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("server");
+  FakeCollector* fake = c.get();
+  ob.add(std::move(c), opts(5 * kNanosPerMilli));
+  ob.start();
+  EXPECT_GE(fake->reads.load(), 1);  // the baseline is read before start returns
+  wait_reads(*fake, 4);
+  ob.stop();
+  const int reads = fake->reads.load();
+  const auto v = lines();
+  ASSERT_EQ(static_cast<int>(v.size()), reads);  // every read is a line, the final one included
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    EXPECT_GE(v[i].t_ns, v[i - 1].t_ns);
+    EXPECT_EQ(find_value(v[i].canonical, "generation_tokens"), 10.0 * static_cast<double>(i));
+    EXPECT_TRUE(find_value(v[i].derived, "generation_tokens_per_s"));
+  }
+  EXPECT_DOUBLE_EQ(*ob.tracker("server")->increase("generation_tokens"), 10.0 * (reads - 1));
+  const auto r = ob.report();
+  EXPECT_EQ(r["sources"][0]["reads"].get<int>(), reads);
+  EXPECT_EQ(r["sources"][0]["errors"].get<int>(), 0);
+  EXPECT_TRUE(r["sources"][0]["collected"].get<bool>());
+  EXPECT_TRUE(r["sources"][0]["clock_offset"].is_null());
+  EXPECT_EQ(log_.str(), "");
+}
+
+TEST_F(ObserverTest, AnOptionalSourceThatDoesNotAnswerIsDroppedWithOneNote) {
+  Observer ob(dir_ / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("server");
+  c->fail_from = 0;
+  FakeCollector* fake = c.get();
+  ob.add(std::move(c), opts(kNanosPerMilli, true, "http://x/metrics"));
+  ob.start();
+  ob.stop();
+  EXPECT_EQ(fake->reads.load(), 1);
+  EXPECT_NE(log_.str().find("server not collected: connection refused (http://x/metrics)"), std::string::npos)
+      << log_.str();
+  EXPECT_FALSE(ob.report()["sources"][0]["collected"].get<bool>());
+}
+
+TEST_F(ObserverTest, FailuresAreCountedByReasonAndLoggedOnce) {
+  Observer ob(dir_ / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("server");
+  c->fail_from = 2;
+  FakeCollector* fake = c.get();
+  ob.add(std::move(c), opts(2 * kNanosPerMilli));
+  ob.start();
+  wait_reads(*fake, 8);
+  ob.stop();
+  const auto r = ob.report()["sources"][0];
+  const int reads = fake->reads.load();
+  EXPECT_EQ(r["errors"].get<int>(), reads - 2);
+  EXPECT_EQ(
+      r["errors_by_reason"]["HTTP 503"].get<int>() + r["errors_by_reason"]["connection refused"].get<int>(),
+      reads - 2);
+  // One line in the log for all of them.
+  const std::string log = log_.str();
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  // Failed reads are lines with "error" and no series.
+  int errors = 0;
+  for (const auto& o : lines()) errors += !o.error.empty();
+  EXPECT_EQ(errors, reads - 2);
+}
+
+TEST_F(ObserverTest, AnUnavailableCollectorWritesOneLineAndIsNotReadAgain) {
+  Observer ob(dir_ / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("gpu");
+  c->unavailable = true;
+  FakeCollector* fake = c.get();
+  ob.add(std::move(c), opts(kNanosPerMilli));
+  ob.start();
+  ob.stop();
+  EXPECT_EQ(fake->reads.load(), 1);
+  const auto v = lines();
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].unavailable, "not here: no library");
+  EXPECT_EQ(ob.report()["sources"][0]["unavailable"], "not here: no library");
+}
+
+TEST_F(ObserverTest, TheServersClockOffsetIsTheMedianOfWhatEachScrapeImplies) {
+  Observer ob(dir_ / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("server");
+  c->server_offset = 123'456'789;
+  FakeCollector* fake = c.get();
+  ob.add(std::move(c), opts(2 * kNanosPerMilli));
+  ob.start();
+  wait_reads(*fake, 3);
+  ob.stop();
+  const auto off = ob.report()["sources"][0]["clock_offset"];
+  ASSERT_FALSE(off.is_null());
+  EXPECT_DOUBLE_EQ(off["offset_ns"].get<double>(), 123'456'789.0);
+  EXPECT_DOUBLE_EQ(off["iqr_ns"].get<double>(), 0.0);
+}
+
+TEST_F(ObserverTest, AnUnwritableSamplesFileIsReportedAndTheCollectorsGoOn) {
+  Observer ob(dir_ / "no-such-dir" / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("server");
+  FakeCollector* fake = c.get();
+  ob.add(std::move(c), opts(2 * kNanosPerMilli));
+  ob.start();
+  wait_reads(*fake, 3);
+  ob.stop();
+  EXPECT_FALSE(ob.report()["write_error"].is_null());
+  EXPECT_NE(log_.str().find("samples are not written"), std::string::npos);
+  EXPECT_GE(*ob.tracker("server")->increase("generation_tokens"), 20.0);
+}
+
+}  // namespace
+}  // namespace tokenscope::observe

@@ -1,0 +1,137 @@
+#include "observe/sim_samples.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "serve/metrics.h"
+
+namespace tokenscope::observe {
+
+void SimSampler::Histogram::add(double v) {
+  const auto it = std::lower_bound(bounds.begin(), bounds.end(), v);
+  ++counts[static_cast<std::size_t>(it - bounds.begin())];
+  sum += v;
+}
+
+void SimSampler::Histogram::append(std::vector<Sample>& out, const std::string& name) const {
+  std::uint64_t cum = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    cum += counts[i];
+    out.push_back({name + "_bucket",
+                   {{"le", i < bounds.size() ? fmt::format("{}", bounds[i]) : "+Inf"}},
+                   static_cast<double>(cum)});
+  }
+  out.push_back({name + "_sum", {}, sum});
+  out.push_back({name + "_count", {}, static_cast<double>(cum)});
+}
+
+SimSampler::SimSampler(engine::EngineObserver& inner, JsonlWriter* out, Nanos interval_ns)
+    : inner_(inner), out_(out), interval_ns_(std::max<Nanos>(interval_ns, 1)), next_ns_(0) {
+  auto init = [](Histogram& h, std::vector<double> b) {
+    h.bounds = std::move(b);
+    h.counts.assign(h.bounds.size() + 1, 0);
+  };
+  // The buckets of the simulator's own /metrics (vLLM's).
+  init(iteration_tokens_, serve::iteration_tokens_buckets());
+  init(ttft_, serve::ttft_buckets());
+  init(e2e_, serve::request_latency_buckets());
+  init(queue_, serve::request_latency_buckets());
+}
+
+void SimSampler::attach(const engine::Engine* e) {
+  engine_ = e;
+  // The baseline: nothing has run yet.
+  emit(0);
+  next_ns_ = interval_ns_;
+}
+
+void SimSampler::snapshot() {
+  if (!engine_) return;
+  // The engine's own counters, counted as its /metrics counts them (prompt
+  // tokens when a request's prefill ends, cached ones included).
+  const auto& e = engine_->counters();
+  prefix_queries_ = e.prefix_queries_tokens;
+  prefix_hits_ = e.prefix_hits_tokens;
+  preemptions_ = e.preemptions;
+  prompt_tokens_ = e.prompt_tokens;
+  generation_tokens_ = e.generation_tokens;
+}
+
+void SimSampler::on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) {
+  inner_.on_first_scheduled(id, t, cached_tokens);
+}
+
+void SimSampler::on_token(std::uint64_t id, Nanos t, workload::TokenId token) {
+  inner_.on_token(id, t, token);
+}
+
+void SimSampler::on_reject(std::uint64_t id, Nanos t, std::string_view reason) {
+  inner_.on_reject(id, t, reason);
+}
+
+void SimSampler::on_finish(const engine::FinishedRequest& r) {
+  inner_.on_finish(r);
+  ++finished_;
+  if (r.first_token >= 0) ttft_.add(nanos_to_s(r.first_token - r.arrival));
+  e2e_.add(nanos_to_s(r.finished - r.arrival));
+  if (r.first_scheduled >= 0) queue_.add(nanos_to_s(r.first_scheduled - r.arrival));
+}
+
+void SimSampler::on_step(const engine::StepStats& s) {
+  // Samples due before this step see the state after the previous one.
+  while (s.start >= next_ns_) {
+    emit(next_ns_);
+    next_ns_ += interval_ns_;
+    // An idle gap: jump to the last boundary before this step (one sample
+    // per interval would write hours of identical lines).
+    if (s.start - next_ns_ > interval_ns_) next_ns_ += (s.start - next_ns_) / interval_ns_ * interval_ns_;
+  }
+  inner_.on_step(s);
+  running_ = s.num_running;
+  waiting_ = s.num_waiting;
+  kv_usage_ = s.kv_usage;
+  prefix_queries_ += s.prefix_queries_tokens;
+  prefix_hits_ += s.prefix_hits_tokens;
+  preemptions_ += s.preemptions;
+  prompt_tokens_ += s.prefill_tokens;
+  generation_tokens_ += s.decode_tokens;
+  iteration_tokens_.add(static_cast<double>(s.prefill_tokens + s.decode_tokens));
+  snapshot();
+}
+
+void SimSampler::finish(Nanos end_ns) {
+  snapshot();
+  if (end_ns > last_emit_ns_) emit(end_ns);
+}
+
+void SimSampler::emit(Nanos t) {
+  Observation o;
+  o.t_ns = t;
+  o.source = "sim";
+  auto& c = o.canonical;
+  c.push_back({"requests_running", {}, running_});
+  c.push_back({"requests_waiting", {}, waiting_});
+  c.push_back({"kv_cache_usage", {}, kv_usage_});
+  c.push_back({"prefix_cache_queries_tokens", {}, static_cast<double>(prefix_queries_)});
+  c.push_back({"prefix_cache_hits_tokens", {}, static_cast<double>(prefix_hits_)});
+  c.push_back({"preemptions", {}, static_cast<double>(preemptions_)});
+  c.push_back({"prompt_tokens", {}, static_cast<double>(prompt_tokens_)});
+  c.push_back({"generation_tokens", {}, static_cast<double>(generation_tokens_)});
+  c.push_back({"requests_finished", {}, static_cast<double>(finished_)});
+  iteration_tokens_.append(c, "iteration_tokens");
+  ttft_.append(c, "server_ttft_seconds");
+  e2e_.append(c, "server_e2e_seconds");
+  queue_.append(c, "server_queue_seconds");
+  last_emit_ns_ = t;
+  tracker_.feed(o);
+  ++observations_;
+  if (out_) {
+    std::string& line = out_->begin_line();
+    append_observation_json(line, o);
+    out_->end_line();
+  }
+}
+
+}  // namespace tokenscope::observe
