@@ -16,9 +16,9 @@ packages=(
   libpcre2-dev libicu-dev             # real tokenizers: tokenizer.json regexes, Unicode normalization
   libsentencepiece-dev sentencepiece  # real tokenizers: .model files; spm_train/spm_encode in the tests
   curl                                # black-box tests with real third-party clients
-  prometheus                          # black-box test: a real Prometheus scrapes bench --metrics-port
+  prometheus                          # black-box test: a real Prometheus scrapes bench --metrics-port;
+                                      # benchmarks/exposition_bench.py: the peer scraping the same page
   wrk nginx-light                     # benchmarks: load generator and the ceiling server
-  prometheus                          # benchmarks/exposition_bench.py: the peer scraping the same /metrics page
   tcpdump                             # benchmarks/llama_accuracy.sh: TTFT on the wire
   python3 time bc                     # benchmark scripts, peak-memory measurement
   python3-aiohttp                     # the Python reference client in benchmarks/peers
