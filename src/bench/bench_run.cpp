@@ -853,9 +853,10 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (o.server_pid > 0 && !std::filesystem::exists(fmt::format("/proc/{}", o.server_pid)))
     throw UsageError(fmt::format("--server-pid {}: no such process on this machine", o.server_pid));
   if (!o.cgroup.empty() && !std::filesystem::is_directory(o.cgroup))
-    throw UsageError(fmt::format("--cgroup {}: not a directory (a cgroup v2 directory, e.g. "
-                                 "/sys/fs/cgroup/system.slice/vllm.service)",
-                                 quote_input(o.cgroup)));
+    throw UsageError(
+        fmt::format("--cgroup {}: not a directory (a cgroup v2 directory, e.g. "
+                    "/sys/fs/cgroup/system.slice/vllm.service)",
+                    quote_input(o.cgroup)));
   if (!o.trace_out.empty() && std::filesystem::is_directory(o.trace_out))
     throw UsageError(fmt::format("--trace-out {}: is a directory (name the trace file, e.g. trace.json)",
                                  quote_input(o.trace_out)));

@@ -80,7 +80,7 @@ struct BenchSettings {
   bool no_gpu = false;                        // no NVML sampling
   bool no_host = false;                       // no /proc sampling
   int server_pid = -1;  // the server's process (-1: none): its CPU, memory, threads and cgroup
-  std::string cgroup;  // the server's cgroup v2 directory (default: from /proc/PID/cgroup)
+  std::string cgroup;   // the server's cgroup v2 directory (default: from /proc/PID/cgroup)
   // Exports after the run (docs/observe.md): a relative path is inside the run directory.
   std::string trace_out;      // Perfetto (Chrome JSON) trace
   bool otlp_out = false;      // otlp_traces.json and otlp_metrics.json in the run directory

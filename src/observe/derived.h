@@ -38,7 +38,8 @@ inline constexpr DerivedDefinition kDerivedSeries[] = {
      "quantile of the server's histogram over the window, from the increase of each bucket, interpolated "
      "linearly inside the bucket (Prometheus's histogram_quantile)"},
     {"<histogram>_mean", "unit", "increase of _sum / increase of _count over the window"},
-    {"<histogram>_count_per_s", "1/s", "increase of _count over the window / the window's length (observations per second)"},
+    {"<histogram>_count_per_s", "1/s",
+     "increase of _count over the window / the window's length (observations per second)"},
 };
 
 // Prometheus's histogram_quantile over cumulative buckets (le, count) sorted

@@ -108,8 +108,10 @@ TEST(SeriesTracker, ACounterThatAppearsDuringTheRunCountsFromZero) {
 
 TEST(SeriesTracker, TheHitRateOfEachWindowIsKeptForTheRun) {
   SeriesTracker t;
-  for (auto [ts, q, h] : {std::tuple{0, 100.0, 10.0}, {1, 200.0, 60.0}, {2, 200.0, 60.0}, {3, 300.0, 160.0}}) {
-    auto o = obs(ts * kNanosPerSecond, {{"prefix_cache_queries_tokens", {}, q}, {"prefix_cache_hits_tokens", {}, h}});
+  for (auto [ts, q, h] :
+       {std::tuple{0, 100.0, 10.0}, {1, 200.0, 60.0}, {2, 200.0, 60.0}, {3, 300.0, 160.0}}) {
+    auto o = obs(ts * kNanosPerSecond,
+                 {{"prefix_cache_queries_tokens", {}, q}, {"prefix_cache_hits_tokens", {}, h}});
     t.feed(o);
   }
   // The window without queries has no rate.

@@ -42,7 +42,7 @@ constexpr unsigned kMigEnable = 1;       // NVML_DEVICE_MIG_ENABLE
 // member, so more slots than any header's maximum keep the layout right
 // whatever the driver.
 struct NvmlGpmMetric {
-  unsigned int metricId;  // NVML_GPM_METRIC_*
+  unsigned int metricId;    // NVML_GPM_METRIC_*
   nvmlReturn_t nvmlReturn;  // per metric: 0 when value is valid
   double value;
   struct {

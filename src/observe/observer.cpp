@@ -99,7 +99,8 @@ struct Observer::Impl {
     bool keep = true;
     if (!o.unavailable.empty()) {
       s.unavailable = o.unavailable;
-      if (!s.options.quiet_unavailable) log << fmt::format("tokenscope bench: {}: {}", s.name, o.unavailable) << std::endl;
+      if (!s.options.quiet_unavailable)
+        log << fmt::format("tokenscope bench: {}: {}", s.name, o.unavailable) << std::endl;
       keep = false;
     } else if (!o.error.empty()) {
       ++s.errors;
@@ -115,7 +116,8 @@ struct Observer::Impl {
         keep = false;
       } else if (!s.logged_error) {
         s.logged_error = true;
-        log << fmt::format("tokenscope bench: {}: {} (later failures are counted in run.json)", s.name, reason)
+        log << fmt::format("tokenscope bench: {}: {} (later failures are counted in run.json)", s.name,
+                           reason)
             << std::endl;
       }
     } else {

@@ -296,10 +296,11 @@ TEST_F(Observe, BadObserveOptionsGetClearMessages) {
 TEST_F(Observe, ExportsOfAFinishedRunAreWrittenAndPushed) {
   ScriptedMetrics receiver(200, "application/json", "{}", std::chrono::milliseconds(0));
   const auto out = dir_ / "run";
-  const std::string endpoint = receiver.url().substr(0, receiver.url().size() - std::string("/metrics").size());
-  const auto r = bench({"--num-requests", "12", "--rate", "30", "--output-len", "fixed:6", "--scrape-interval", "0.2",
-                        "--trace-out", "trace.json", "--otlp-out", "--otlp-endpoint", endpoint, "--out",
-                        out.string()});
+  const std::string endpoint =
+      receiver.url().substr(0, receiver.url().size() - std::string("/metrics").size());
+  const auto r =
+      bench({"--num-requests", "12", "--rate", "30", "--output-len", "fixed:6", "--scrape-interval", "0.2",
+             "--trace-out", "trace.json", "--otlp-out", "--otlp-endpoint", endpoint, "--out", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto run = json::parse(slurp(out / "run.json"));
   const auto& ex = run["exports"];
