@@ -6,30 +6,11 @@ namespace tokenscope {
 namespace {
 
 // Length of the valid UTF-8 sequence of a printable character starting at
-// s[i], or 0 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF;
-// C1 controls U+0080..U+009F count as not printable).
+// s[i], or 0 (C1 controls U+0080..U+009F count as not printable).
 std::size_t printable_utf8_length(std::string_view s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  std::size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xbf;  // range of the second byte
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-    if (c == 0xc2) lo = 0xa0;  // U+0080..U+009F are C1 controls
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
+  const std::size_t n = utf8_sequence_length(s, i);
+  if (n == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0)
     return 0;
-  }
-  if (i + n > s.size() || b(1) < lo || b(1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k)
-    if (b(k) < 0x80 || b(k) > 0xbf) return 0;
   return n;
 }
 
@@ -84,6 +65,32 @@ std::string format_input_error(const std::string& file, std::size_t line, const 
 }
 
 }  // namespace
+
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+  if (i >= s.size()) return 0;
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // range of the second byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || b(1) < lo || b(1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (b(k) < 0x80 || b(k) > 0xbf) return 0;
+  return n;
+}
 
 std::string quote_input(std::string_view input, std::size_t max_bytes) {
   std::string out = "'";

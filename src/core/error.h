@@ -39,6 +39,10 @@ class UsageError : public std::runtime_error {
 //   quote_input(std::string(1000, 'x')) == "'" + std::string(80, 'x') + "'…"
 std::string quote_input(std::string_view input, std::size_t max_bytes = 80);
 
+// Length of the well-formed UTF-8 sequence starting at s[i] (1 for ASCII),
+// or 0 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF).
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i);
+
 // Bad outside input: names the file, the 1-based line (0 when the error is not
 // tied to a line), the field and what was expected. The message is
 // "FILE:LINE: field 'FIELD': PROBLEM" (the field escaped as quote_input does);

@@ -47,3 +47,21 @@ TEST(Error, InputErrorEscapesTheFieldName) {
 
 }  // namespace
 }  // namespace tokenscope
+
+namespace tokenscope {
+namespace {
+
+TEST(Utf8SequenceLength, WellFormedSequencesAndTheIllFormedOnes) {
+  EXPECT_EQ(utf8_sequence_length("a", 0), 1u);
+  EXPECT_EQ(utf8_sequence_length("\xc3\xa9", 0), 2u);          // é
+  EXPECT_EQ(utf8_sequence_length("\xe2\x82\xac", 0), 3u);      // €
+  EXPECT_EQ(utf8_sequence_length("\xf0\x9f\x98\x80", 0), 4u);  // U+1F600
+  EXPECT_EQ(utf8_sequence_length("\xc0\xaf", 0), 0u);          // overlong
+  EXPECT_EQ(utf8_sequence_length("\xed\xa0\x80", 0), 0u);      // a surrogate
+  EXPECT_EQ(utf8_sequence_length("\xf4\x90\x80\x80", 0), 0u);  // past U+10FFFF
+  EXPECT_EQ(utf8_sequence_length("\xe2\x82", 0), 0u);          // cut short
+  EXPECT_EQ(utf8_sequence_length("ab", 2), 0u);                // past the end
+}
+
+}  // namespace
+}  // namespace tokenscope

@@ -154,13 +154,11 @@ void SeriesTracker::feed(Observation& o) {
   if (!o.error.empty() || !o.unavailable.empty() || o.canonical.empty()) return;
   const bool has_previous = observations_ > 0;
   const double dt_s = has_previous ? nanos_to_s(o.t_ns - previous_t_) : 0.0;
-  std::map<std::string, double> current;
   HistogramGroups window;
   double hits_inc = 0, queries_inc = 0;
   bool hits_seen = false, queries_seen = false;
   for (const auto& s : o.canonical) {
     const std::string key = series_key(s);
-    current[key] = s.value;
     const auto hp = histogram_part(s.name);
     const auto* def = hp ? nullptr : find_canonical(s.name);
     const bool counter = hp || (def && def->kind == SeriesKind::kCounter);
@@ -179,13 +177,12 @@ void SeriesTracker::feed(Observation& o) {
     double inc = 0;
     if (fresh) {
       c.sample = Sample{s.name, s.labels, 0};
-      c.first = c.last = s.value;
+      c.last = s.value;
       // A series that appears after the first observation was created
       // during the run (servers create labelled series on first use): it
       // counted from 0.
       if (has_previous) {
         inc = s.value;
-        c.first = 0;
         c.increase = inc;
       }
     } else {
@@ -214,7 +211,6 @@ void SeriesTracker::feed(Observation& o) {
       hit_rate_points_.emplace_back(o.t_ns, hits_inc / queries_inc);
     }
   }
-  previous_ = std::move(current);
   if (observations_ == 0) first_t_ = o.t_ns;
   previous_t_ = o.t_ns;
   ++observations_;

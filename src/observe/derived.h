@@ -74,7 +74,7 @@ class SeriesTracker {
  private:
   struct Counter {
     Sample sample;  // name and labels (value unused)
-    double first = 0, last = 0, increase = 0;
+    double last = 0, increase = 0;
   };
   struct Gauge {
     double min = 0, max = 0, sum = 0, last = 0;
@@ -82,8 +82,6 @@ class SeriesTracker {
   };
   std::map<std::string, Counter> counters_;  // key: name + rendered labels
   std::map<std::string, Gauge> gauges_;      // key: name (label sets summed)
-  // The previous observation's canonical values, by key.
-  std::map<std::string, double> previous_;
   Nanos previous_t_ = 0;
   Nanos first_t_ = 0;
   std::uint64_t observations_ = 0;

@@ -62,7 +62,8 @@ bool equals_ignoring_case(std::string_view a, std::string_view lower) {
 // ASCII checked eight bytes at a time: label values and help texts are
 // nearly always ASCII.
 bool is_valid_utf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* const begin = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* p = begin;
   const auto* const end = p + s.size();
   while (p < end) {
     while (end - p >= 8) {
@@ -72,29 +73,8 @@ bool is_valid_utf8(std::string_view s) {
       p += 8;
     }
     if (p == end) break;
-    const unsigned char c = *p;
-    if (c < 0x80) {
-      ++p;
-      continue;
-    }
-    std::ptrdiff_t n = 0;
-    unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-      n = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return false;
-    }
-    if (end - p < n || p[1] < lo || p[1] > hi) return false;
-    for (std::ptrdiff_t k = 2; k < n; ++k)
-      if ((p[k] & 0xc0) != 0x80) return false;
+    const std::size_t n = utf8_sequence_length(s, static_cast<std::size_t>(p - begin));
+    if (n == 0) return false;
     p += n;
   }
   return true;
