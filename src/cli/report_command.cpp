@@ -23,6 +23,14 @@ struct ReportCommandOptions {
 };
 ReportCommandOptions g_report;
 
+// o[key], or null when o has no such key.
+const nlohmann::json& field(const nlohmann::json& o, const char* key) {
+  static const nlohmann::json kNull;
+  if (!o.is_object()) return kNull;
+  const auto it = o.find(key);
+  return it == o.end() ? kNull : *it;
+}
+
 std::string value_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
@@ -57,8 +65,7 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
       try {
         print_summary_table(os, h, s);
       } catch (const nlohmann::json::exception& e) {
-        os << h.title << "\n  the summary in run.json is not in the form this version reads (" << e.what()
-           << ")\n";
+        os << "  the summary in run.json is not in the form this version reads (" << e.what() << ")\n";
       }
     } else {
       os << h.title << "\n  no summary\n";
@@ -94,12 +101,10 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
     if (sw["curve"].is_array())
       for (const auto& c : sw["curve"])
         os << fmt::format(
-            "{:>10}{:>12}{:>12}{:>12}{:>12}{:>12}  {}\n", rate(c.value("rate_rps", nlohmann::json())),
-            rate(c.value("achieved_rps", nlohmann::json())), rate(c.value("goodput_rps", nlohmann::json())),
-            cell(c.value("ttft_p99_ms", nlohmann::json())), cell(c.value("tpot_p99_ms", nlohmann::json())),
-            value_text(c.value("failed", nlohmann::json())),
-            c.value("slo_pass", nlohmann::json()).is_boolean() ? (c["slo_pass"].get<bool>() ? "pass" : "FAIL")
-                                                               : "-");
+            "{:>10}{:>12}{:>12}{:>12}{:>12}{:>12}  {}\n", rate(field(c, "rate_rps")),
+            rate(field(c, "achieved_rps")), rate(field(c, "goodput_rps")), cell(field(c, "ttft_p99_ms")),
+            cell(field(c, "tpot_p99_ms")), value_text(field(c, "failed")),
+            field(c, "slo_pass").is_boolean() ? (c["slo_pass"].get<bool>() ? "pass" : "FAIL") : "-");
     if (sw["max_rate_meeting_slo"].is_number())
       os << fmt::format("highest rate meeting every SLO: {:.3g} req/s\n",
                         sw["max_rate_meeting_slo"].get<double>());

