@@ -68,6 +68,17 @@ TEST_F(Report, BenchThenReportInEveryFormat) {
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   EXPECT_EQ(html.find("http://cdn"), std::string::npos);
   EXPECT_LT(html.size(), 2u << 20);
+  // The page's script, run under Node with a minimal DOM and uPlot's own
+  // join(): every chart gets aligned data, labelled axes and a caption, and
+  // zooming one time chart zooms the others (report_page.mjs).
+  const auto page = run_process(
+      {"/usr/bin/env", "node", std::string(TOKENSCOPE_SOURCE_DIR) + "/tests/blackbox/node/report_page.mjs",
+       (run / "report.html").string()},
+      60);
+  ASSERT_EQ(page.exit_code, 0) << page.out << page.err;
+  const auto charts = json::parse(page.out);
+  EXPECT_GE(charts["charts"].get<int>(), 15) << page.out;  // 5 CDFs, 6 timelines, the server's series
+  EXPECT_GE(charts["time_charts"].get<int>(), 10) << page.out;
 
   // json: the data behind the page, with the run's own summary and its sampled series.
   r = report({run.string(), "--format", "json"});
