@@ -83,7 +83,8 @@
     if (opts.time) {
       o.cursor = {sync: {key: "time", setSeries: false}};
       o.hooks = {setScale: [(u, key) => {
-        if (key !== "x" || syncing) return;
+        // Not while a chart is being built (its first scale is its own).
+        if (key !== "x" || syncing || !timeCharts.includes(u)) return;
         syncing = true;
         for (const other of timeCharts)
           if (other !== u) other.setScale("x", {min: u.scales.x.min, max: u.scales.x.max});
