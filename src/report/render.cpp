@@ -112,10 +112,8 @@ std::string render_html(const nlohmann::json& data) {
 std::string render_markdown(const nlohmann::json& data) {
   std::string out = "### tokenscope report\n\n";
   const auto& runs = data["runs"];
-  out +=
-      "| run | requests | failed | req/s | output tok/s | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | ITL "
-      "p99 | E2E "
-      "p99 |\n";
+  out += "| run | requests | failed | req/s | output tok/s | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | ";
+  out += "ITL p99 | E2E p99 |\n";
   out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : runs) {
     const auto& s = r["summary"];

@@ -260,9 +260,8 @@ RunData load_run(const fs::path& dir) {
                                       samples->stats().first_skipped));
   } else {
     run.notes.push_back(
-        "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, --no-gpu "
-        "and "
-        "--no-host; sim unless --no-samples)");
+        "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
+        "--no-gpu and --no-host; sim unless --no-samples)");
   }
 
   // The time origin: the earliest time of the run.
