@@ -42,7 +42,7 @@ TEST(ReportText, ShowsTheSummaryTableWarningsAndNotes) {
   EXPECT_THAT(t, HasSubstr("3 total, 2 completed, 1 failed"));
   EXPECT_THAT(t, HasSubstr("TTFT"));
   EXPECT_THAT(t,
-              HasSubstr("server            prefix_cache_hit_rate 0.25, preemptions 1, requests_finished 2"));
+              HasSubstr("server            preemptions 1, prefix_cache_hit_rate 0.25, requests_finished 2"));
   EXPECT_THAT(t, HasSubstr("server_ttft_seconds: mean 0.075"));
   EXPECT_THAT(t, HasSubstr("WARNING: scrape errors: server"));
   EXPECT_THAT(t, HasSubstr("note: run.json has no summary"));

@@ -31,14 +31,14 @@ nlohmann::json read_json_file(const fs::path& file) {
   const auto size = fs::file_size(file, ec);
   if (ec) throw UsageError(fmt::format("{}: cannot read: {}", file.string(), ec.message()));
   if (size > kMaxRunJsonBytes)
-    throw InputError(fmt::format("{}: {} bytes: too large for a file tokenscope wrote", file.string(), size));
+    throw InputError(file.string(), 0, "",
+                     fmt::format("{} bytes: too large for a file tokenscope wrote", size));
   std::ifstream in(file, std::ios::binary);
   if (!in) throw UsageError(fmt::format("{}: cannot open", file.string()));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw InputError(
-        fmt::format("{}: not a JSON object (is this a tokenscope run directory?)", file.string()));
+    throw InputError(file.string(), 0, "", "not a JSON object (is this a tokenscope run directory?)");
   return j;
 }
 
@@ -77,6 +77,13 @@ RequestRecord to_record(const observe::ExportRequest& e) {
   r.http_status = static_cast<int>(e.http_status);
   r.outcome = e.outcome;
   return r;
+}
+
+// A reader's message about a file of the run, with the run directory left
+// out of the file's path ("requests.jsonl:4: ..."): the report names the run.
+std::string within_run(const fs::path& dir, const std::string& message) {
+  const std::string prefix = (dir / "").string();
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
 std::string labels_text(const observe::Labels& labels) {
@@ -219,10 +226,11 @@ RunData load_run(const fs::path& dir) {
     }
     run.request_lines_skipped = reader.stats().skipped;
     if (reader.stats().skipped > 0)
-      run.notes.push_back(fmt::format(
-          "requests.jsonl: {} bad line{} skipped (a run cut by a crash leaves its last "
-          "line incomplete); the first: {}",
-          reader.stats().skipped, reader.stats().skipped == 1 ? "" : "s", reader.stats().first_skipped));
+      run.notes.push_back(
+          fmt::format("requests.jsonl: {} bad line{} skipped (a run cut by a crash leaves its last "
+                      "line incomplete); the first: {}",
+                      reader.stats().skipped, reader.stats().skipped == 1 ? "" : "s",
+                      within_run(dir, reader.stats().first_skipped)));
   } else {
     run.notes.push_back(
         "no requests.jsonl: no per-request data (latency distributions and timelines are empty)");
@@ -257,7 +265,7 @@ RunData load_run(const fs::path& dir) {
     if (samples->stats().skipped > 0)
       run.notes.push_back(fmt::format("samples.jsonl: {} bad line{} skipped; the first: {}",
                                       samples->stats().skipped, samples->stats().skipped == 1 ? "" : "s",
-                                      samples->stats().first_skipped));
+                                      within_run(dir, samples->stats().first_skipped)));
   } else {
     run.notes.push_back(
         "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
