@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -41,10 +42,12 @@ class Report : public ::testing::Test {
   }
   fs::path bench_run(const std::string& name, const std::vector<std::string>& extra = {}) {
     const auto out = dir_ / name;
-    std::vector<std::string> args = {
-        kBin,     "bench", "--progress",  "none",     "--quiet",      "--duration-s", "2",
-        "--rate", "10",    "--input-len", "fixed:64", "--output-len", "fixed:16",     "--scrape-interval",
-        "0.2",    "--out", out.string()};
+    std::vector<std::string> args = {kBin,       "bench",        "--progress", "none",
+                                     "--quiet",  "--duration-s", "2",          "--input-len",
+                                     "fixed:64", "--output-len", "fixed:16",   "--scrape-interval",
+                                     "0.2",      "--out",        out.string()};
+    if (std::find(extra.begin(), extra.end(), "--rate") == extra.end())
+      args.insert(args.end(), {"--rate", "10"});
     args.insert(args.end(), extra.begin(), extra.end());
     const auto r = run_process(args, 120);
     EXPECT_EQ(r.exit_code, 0) << r.err;

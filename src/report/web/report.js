@@ -267,17 +267,38 @@
       drawn++;
     }
   }
-  const groups = [["gpu_", "GPU"], ["host_", "host"], ["process_", "server process"], ["cgroup_", "server cgroup"], ["", ""]];
+  // The rest, one chart per quantity: a server histogram's per-window
+  // quantiles and mean share one chart (server_ttft_seconds: p50, p90, p99,
+  // mean); its observations per second are left out (requests_finished_per_s
+  // says the same), except iteration_tokens' (engine steps per second).
+  const chartOf = new Map();
+  for (const [name, entries] of [...byName.entries()].sort()) {
+    if (used.has(name)) continue;
+    if (name.endsWith("_count_per_s") && name !== "iteration_tokens_count_per_s") continue;
+    const m = name.match(/^(.+)_(p50|p90|p99|mean)$/);
+    const key = m ? m[1] : name;
+    if (!chartOf.has(key)) chartOf.set(key, []);
+    for (const e of entries) chartOf.get(key).push({e: e, what: m ? m[2] : ""});
+  }
+  const groups = [["gpu_", "GPU"], ["host_", "host"], ["process_", "server process"], ["cgroup_", "server cgroup"],
+                  ["server_", "server"], ["", ""]];
+  const titled = new Set();
   for (const [prefix, what] of groups)
-    for (const [name, entries] of [...byName.entries()].sort()) {
-      if (used.has(name) || !name.startsWith(prefix)) continue;
-      used.add(name);
-      const unit = entries[0].s.unit || "value";
-      lineChart(seriesBox, (what ? what + ": " : "") + name.replace(/_/g, " "),
-                "As sampled" + (entries[0].s.type === "derived" ? ", per window against the previous read" : "") +
-                "; one line per source and label set.", T, unit,
-                entries.map((e, k) => ({label: label(e), x: e.s.x, y: e.s.y, color: palette[k % palette.length]})),
-                {time: true});
+    for (const [key, entries] of chartOf) {
+      if (titled.has(key) || !key.startsWith(prefix)) continue;
+      titled.add(key);
+      const first = entries[0].e.s;
+      const quantiles = entries.some((x) => x.what);
+      const caption = quantiles
+          ? "The server's histogram over each sampling window: p50, p90, p99 and mean of what it observed then."
+          : "As sampled" + (first.type === "derived" ? ", per window against the previous read" : "") +
+            "; one line per source and label set.";
+      const lines = entries.map((x, k) => ({
+        label: quantiles ? runLabel(x.e.run, x.what + (x.e.s.labels ? " " + x.e.s.labels : "")) : label(x.e),
+        x: x.e.s.x, y: x.e.s.y, color: palette[k % palette.length], dash: x.what === "mean" ? [6, 4] : undefined}));
+      const shown = prefix && key.startsWith(prefix) ? key.slice(prefix.length) : key;
+      lineChart(seriesBox, (what ? what + ": " : "") + shown.replace(/_/g, " "), caption, T, first.unit || "value",
+                lines, {time: true});
       drawn++;
     }
   if (!drawn) seriesBox.append(el("div", {class: "empty"}, "No sampled series: no run has samples.jsonl."));

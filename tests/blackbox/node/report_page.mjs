@@ -49,6 +49,7 @@ const document = {
   head: new Element_("head"),
   addEventListener() {},
   removeEventListener() {},
+  dispatchEvent() { return true; },
 };
 const windowShim = {
   devicePixelRatio: 1,
@@ -56,8 +57,11 @@ const windowShim = {
   addEventListener() {},
   removeEventListener() {},
   requestAnimationFrame: (f) => setTimeout(f, 0),
+  dispatchEvent() { return true; },
 };
 const context = vm.createContext({document, window: windowShim, Node: Node_, console, setTimeout, queueMicrotask,
+                                  navigator: {userAgent: "node"}, CustomEvent: class CustomEvent {},
+                                  ResizeObserver: class ResizeObserver { observe() {} },
                                   ...windowShim});
 context.window = context;
 context.document = document;
