@@ -131,6 +131,21 @@ CLI::App* add_report_command(CLI::App& app) {
   return report;
 }
 
+bool write_run_report(const std::string& dir, std::ostream& log) {
+  const auto path = std::filesystem::path(dir) / "report.html";
+  try {
+    const auto input = report::load_report_input({std::filesystem::path(dir)});
+    write_file_atomic(path, report::render_html(report::report_data(input)));
+    return true;
+  } catch (const std::exception& e) {
+    log << fmt::format(
+        "tokenscope: {} not written: {} (the run's results are kept; tokenscope report {} "
+        "tries again)\n",
+        path.string(), e.what(), dir);
+    return false;
+  }
+}
+
 int run_report() {
   const auto& o = g_report;
   std::vector<std::filesystem::path> paths(o.runs.begin(), o.runs.end());

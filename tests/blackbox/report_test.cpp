@@ -160,6 +160,21 @@ TEST_F(Report, ASweepAndTwoRunsOverlaid) {
   EXPECT_NE(t.out.find("sweep sweep"), std::string::npos) << t.out;
 }
 
+TEST_F(Report, SimAndBenchWriteTheirPageWithReport) {
+  const auto sim = dir_ / "sim";
+  auto r = run_process(
+      {kBin, "sim", "--quiet", "--num-requests", "50", "--rate", "20", "--report", "--out", sim.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string html = slurp(sim / "report.html");
+  EXPECT_NE(html.find("id=\"report-data\""), std::string::npos);
+  EXPECT_NE(html.find("\"command\":\"sim\""), std::string::npos);
+  EXPECT_EQ(run_process({kBin, "sim", "--num-requests", "5", "--report"}).exit_code, 2);  // needs --out
+
+  const auto bench = bench_run("bench", {"--report"});
+  EXPECT_NE(slurp(bench / "report.html").find("\"command\":\"bench\""), std::string::npos);
+}
+
 TEST_F(Report, BadInputIsAUsageError) {
   auto r = report({(dir_ / "missing").string()});
   EXPECT_EQ(r.exit_code, 2);
