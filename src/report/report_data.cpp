@@ -91,6 +91,21 @@ nlohmann::json cdfs(const RunData& run, const ReportOptions& o) {
   return j;
 }
 
+// A canonical counter of the server ("server" or "sim" source), nullptr when not sampled.
+const SampledSeries* server_counter(const RunData& run, std::string_view name) {
+  for (const auto& s : run.series)
+    if (s.kind == "canonical" && s.name == name && s.labels.empty() &&
+        (s.source == "server" || s.source == "sim"))
+      return &s;
+  return nullptr;
+}
+
+// The counter's value at t: its last sample at or before t, else its first.
+double counter_at(const SampledSeries& s, Nanos t) {
+  const auto it = std::upper_bound(s.t.begin(), s.t.end(), t);
+  return it == s.t.begin() ? s.v.front() : s.v[static_cast<std::size_t>(it - s.t.begin()) - 1];
+}
+
 // Per window of the run: rates, requests in flight, latency percentiles.
 nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   const auto& a = run.requests;
@@ -134,11 +149,21 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   }
   std::sort(starts.begin(), starts.end());
   std::sort(ends.begin(), ends.end());
-  std::vector<double> t_s(windows), in_flight(windows);
+  std::vector<double> t_s(windows), in_flight(windows), hit_rate(windows, kNaN);
+  const SampledSeries* hits = server_counter(run, "prefix_cache_hits_tokens");
+  const SampledSeries* queries = server_counter(run, "prefix_cache_queries_tokens");
+  if (hits && queries && (hits->t.empty() || queries->t.empty())) hits = queries = nullptr;
   std::size_t s = 0, e = 0;
   for (std::size_t k = 0; k < windows; ++k) {
     t_s[k] = (static_cast<double>(k) + 0.5) * w;
+    const Nanos begin = run.origin + static_cast<Nanos>(std::llround(static_cast<double>(k) * w * 1e9));
     const Nanos end = run.origin + static_cast<Nanos>(std::llround((static_cast<double>(k) + 1) * w * 1e9));
+    // The prefix-cache hit rate of the window, from the increase of the
+    // server's counters over it (their last samples before each edge).
+    if (hits && queries) {
+      const double q_tokens = counter_at(*queries, end) - counter_at(*queries, begin);
+      if (q_tokens > 0) hit_rate[k] = (counter_at(*hits, end) - counter_at(*hits, begin)) / q_tokens;
+    }
     while (s < starts.size() && starts[s] < end) ++s;
     while (e < ends.size() && ends[e] < end) ++e;
     in_flight[k] = static_cast<double>(s) - static_cast<double>(e);
@@ -170,6 +195,9 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   j["itl_max_p99_ms"] = array_of(q(itl_max, 0.99));
   j["send_lag_p99_ms"] = array_of(q(lag, 0.99));
   j["send_lag_max_ms"] = array_of(q(lag, 1.0));
+  // From the server's samples: null where the window saw no prefix-cache
+  // query or the run has no samples.
+  j["prefix_cache_hit_rate"] = array_of(hit_rate);
   return j;
 }
 

@@ -318,6 +318,18 @@ TEST(ReportData, TimelineCountsPerWindow) {
   EXPECT_EQ(tl["output_tokens_per_s"], (nlohmann::json{3.0, 3.0, 0.0}));
 }
 
+TEST(ReportData, HitRatePerWindowFromTheServersCounters) {
+  const ReportInput in = load_report_input({kTestdata / "sampled"});
+  ReportOptions o;
+  o.window_s = 1.0;
+  const nlohmann::json d = report_data(in, o);
+  // 25 of 100 prompt tokens hit between the samples at 0 s and 1 s; no query after.
+  EXPECT_EQ(d["runs"][0]["timeline"]["prefix_cache_hit_rate"], (nlohmann::json{0.25, nullptr, nullptr}));
+  const ReportInput none = load_report_input({kTestdata / "partial"});
+  for (const auto& v : report_data(none, o)["runs"][0]["timeline"]["prefix_cache_hit_rate"])
+    EXPECT_TRUE(v.is_null());
+}
+
 TEST(ReportData, GoldenForThePartialAndTheSampledRun) {
   const ReportInput in = load_report_input({kTestdata / "partial", kTestdata / "sampled"});
   const nlohmann::json d = report_data(in);

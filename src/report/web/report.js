@@ -68,9 +68,10 @@
       label: l.label,
       stroke: l.color || palette[i % palette.length],
       width: 1.5,
-      spanGaps: true,
       dash: l.dash,
-      paths: opts.steps ? uPlot.paths.stepped({align: 1}) : undefined,
+      paths: l.points ? () => null : (opts.steps ? uPlot.paths.stepped({align: 1}) : undefined),
+      points: l.points ? {show: true, size: 7, fill: l.color, stroke: l.color} : undefined,
+      spanGaps: l.points ? false : true,
     })));
     const o = {
       width: width(container),
@@ -302,6 +303,35 @@
       drawn++;
     }
   if (!drawn) seriesBox.append(el("div", {class: "empty"}, "No sampled series: no run has samples.jsonl."));
+
+  // ---- hit rate x p99 TTFT -> throughput, per window
+  const heatBox = el("div", {class: "charts"});
+  const points = [];
+  runs.forEach((r) => {
+    const t = tl(r), hr = t.prefix_cache_hit_rate || [];
+    for (let k = 0; k < hr.length; k++)
+      if (typeof hr[k] === "number" && typeof t.ttft_p99_ms[k] === "number" && typeof t.output_tokens_per_s[k] === "number")
+        points.push({x: hr[k], y: t.ttft_p99_ms[k], tps: t.output_tokens_per_s[k]});
+  });
+  if (points.length) {
+    section("Prefix-cache hit rate, latency and throughput", heatBox);
+    points.sort((a, b) => a.x - b.x);
+    const byTps = points.map((p) => p.tps).sort((a, b) => a - b);
+    const cut1 = byTps[Math.floor(byTps.length / 3)], cut2 = byTps[Math.floor(2 * byTps.length / 3)];
+    const bands = [["lowest third of output tokens/s", (v) => v < cut1, "#93c5fd"],
+                   ["middle third", (v) => v >= cut1 && v < cut2, "#3b82f6"],
+                   ["highest third", (v) => v >= cut2, "#1e3a8a"]];
+    const xs = points.map((p) => p.x);
+    const u = lineChart(heatBox, "Hit rate × p99 TTFT → throughput",
+                        "Each point is one time window: its prefix-cache hit rate (x) and p99 TTFT (y), darker where " +
+                        "the window had more output tokens/s. Throughput high at low latency and high hit rate is the goal.",
+                        "prefix-cache hit rate (fraction)", "TTFT p99 (ms)",
+                        bands.map(([name, inBand, color]) => ({label: name, x: xs,
+                                                               y: points.map((p) => (inBand(p.tps) ? p.y : null)),
+                                                               color: color, points: true})),
+                        {height: 280});
+    void u;
+  }
 
   // ---- sweeps
   for (const sw of data.sweeps || []) {
