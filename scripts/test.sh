@@ -5,7 +5,7 @@
 # bounded time.
 #   scripts/test.sh            everything (CI runs this)
 #   scripts/test.sh --quick    release build and tests only (day-to-day work)
-# FUZZ_SECONDS (default 30) bounds each fuzz target.
+# FUZZ_SECONDS (default 20) bounds each fuzz target (deeper campaigns: scripts/fuzz-depth.sh).
 # The black-box tests against a real llama.cpp server (tests/blackbox/llama_test.cpp)
 # need llama-server and four tiny models: built and written here (cached under
 # TOKENSCOPE_PEERS_CACHE, default ~/.cache/tokenscope) and passed to the tests
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
-fuzz_seconds="${FUZZ_SECONDS:-30}"
+fuzz_seconds="${FUZZ_SECONDS:-20}"
 jobs="$(nproc)"
 
 bash scripts/setup.sh
@@ -49,10 +49,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 1800 -E '^Llama\.'
 
 echo "== the server under ThreadSanitizer (multi-threaded, real sockets)"
-# Only the binaries whose tests run under TSan (the binary for the black-box tests).
-bash scripts/build.sh tsan net_test serve_test bench_test probe_test blackbox_test tokenscope
+# Only the binaries whose tests run under TSan (the binary for the black-box tests):
+# the server, the client, and the observe layer's threads (collectors, live endpoint, OTLP push).
+bash scripts/build.sh tsan net_test serve_test bench_test probe_test observe_test blackbox_test tokenscope
 TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1 \
-  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder)\.'
+  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder|ObserverTest|Observe|LiveMetrics|PushOtlp)\.'
 
 echo "== fuzz targets, ${fuzz_seconds}s each"
 bash scripts/build.sh fuzz

@@ -657,6 +657,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       {"failed", !report.failure.empty()},
       {"reason", report.failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.failure)}};
   run["observe"] = observer.report();
+  report.observe = run["observe"];
   run["server"] = observer.server();
   run["kv_locality"] = observe::kv_locality(w, std::move(locality));
   run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());

@@ -36,6 +36,7 @@ struct RunReport {
   std::string out_dir;
   nlohmann::json summary;  // run.json "summary"
   nlohmann::json client;   // run.json "client"
+  nlohmann::json observe;  // run.json "observe" (the sampled sources)
   std::string model;
   std::string url;
   bool in_process = false;

@@ -7,14 +7,6 @@
 #include "observe/system_collectors.h"
 
 namespace tokenscope::bench {
-namespace {
-
-nlohmann::json opt(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
-}  // namespace
-
 RunObserver::RunObserver(const BenchSettings& o, const net::Endpoint& target,
                          const net::ClientOptions& client, bool in_process,
                          const std::filesystem::path& out_dir, const Clock& clock, std::ostream& log)
@@ -110,7 +102,6 @@ nlohmann::json RunObserver::report() const {
 
 nlohmann::json RunObserver::server() const {
   // Sums over the server sources (several replicas behind one router).
-  nlohmann::json out;
   std::vector<const observe::SeriesTracker*> trackers;
   nlohmann::json engines = nlohmann::json::array();
   for (const auto& name : server_sources_) {
@@ -121,40 +112,9 @@ nlohmann::json RunObserver::server() const {
       if (source == name) engines.push_back(observe::engine_name(c->stats().engine));
   }
   if (trackers.empty()) return nullptr;
-  auto sum_increase = [&](std::string_view name) {
-    std::optional<double> v;
-    for (const auto* t : trackers)
-      if (const auto x = t->increase(name)) v = v.value_or(0.0) + *x;
-    return v;
-  };
-  auto max_gauge = [&](std::string_view name) {
-    std::optional<double> v;
-    for (const auto* t : trackers)
-      if (const auto x = t->gauge_max(name)) v = std::max(v.value_or(*x), *x);
-    return v;
-  };
+  nlohmann::json out = observe::server_view(trackers);
   out["sources"] = server_sources_;
   out["engines"] = engines;
-  out["definition"] =
-      "the server's own counters: their increase from the scrape before the first request to the scrape "
-      "after "
-      "the last response (counter resets handled), summed over the server sources";
-  for (const char* k : {"requests_finished", "prompt_tokens", "generation_tokens",
-                        "prefix_cache_queries_tokens", "prefix_cache_hits_tokens", "preemptions"})
-    out[k] = opt(sum_increase(k));
-  const auto q = sum_increase("prefix_cache_queries_tokens"), h = sum_increase("prefix_cache_hits_tokens");
-  out["prefix_cache_hit_rate"] = q && h && *q > 0 ? nlohmann::json(*h / *q) : nlohmann::json(nullptr);
-  for (const char* k : {"requests_running", "requests_waiting", "kv_cache_usage"})
-    out[std::string(k) + "_max"] = opt(max_gauge(k));
-  if (trackers.size() == 1) {
-    // Quantiles of the server's histograms over the run (one source: no merge of buckets across sources).
-    const auto totals = trackers[0]->totals();
-    for (const char* k : {"server_ttft_seconds", "server_itl_seconds", "server_e2e_seconds",
-                          "server_queue_seconds", "iteration_tokens"})
-      out[k] = totals["histograms"].contains(k) ? totals["histograms"][k] : nlohmann::json(nullptr);
-    out["window_s"] = totals["window_s"];
-    out["counter_resets"] = totals["resets"];
-  }
   return out;
 }
 

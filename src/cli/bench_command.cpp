@@ -83,6 +83,25 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
     std::cout << fmt::format(
         "client: {} requests waited for a free connection (--max-connections {}): their wait is send lag\n",
         c["waited_for_connection"].get<std::uint64_t>(), c["max_connections"].get<std::uint64_t>());
+  // What was sampled beside the requests (samples.jsonl), one line.
+  if (r.observe.is_object() && r.observe.contains("sources")) {
+    std::string line;
+    for (const auto& src : r.observe["sources"]) {
+      std::string part = src["source"].get<std::string>() + " ";
+      if (!src["unavailable"].is_null())
+        part += "unavailable";
+      else if (!src.value("collected", false))
+        part += "not collected";
+      else
+        part += fmt::format("{} reads", src["reads"].get<std::uint64_t>());
+      if (src.contains("engine") && src["engine"].is_string() && src.value("collected", false))
+        part += fmt::format(" ({}, {} series)", src["engine"].get<std::string>(), src.value("series", 0));
+      if (src.value("errors", 0) > 0 && src.value("collected", false))
+        part += fmt::format(", {} failed", src["errors"].get<std::uint64_t>());
+      line += (line.empty() ? "" : "; ") + part;
+    }
+    if (!line.empty()) std::cout << "samples: " << line << "\n";
+  }
   if (!r.failure.empty()) std::cout << "FAILED: " << r.failure << "\n";
   (void)o;
   std::cout << "run directory: " << r.out_dir << "\n";

@@ -238,6 +238,49 @@ std::optional<double> SeriesTracker::gauge_max(std::string_view name) const {
   return best;
 }
 
+nlohmann::json server_view(const std::vector<const SeriesTracker*>& all) {
+  std::vector<const SeriesTracker*> trackers;
+  for (const auto* t : all)
+    if (t && t->observations() >= 2) trackers.push_back(t);
+  if (trackers.empty()) return nullptr;
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto sum_increase = [&](std::string_view name) {
+    std::optional<double> v;
+    for (const auto* t : trackers)
+      if (const auto x = t->increase(name)) v = v.value_or(0.0) + *x;
+    return v;
+  };
+  auto max_gauge = [&](std::string_view name) {
+    std::optional<double> v;
+    for (const auto* t : trackers)
+      if (const auto x = t->gauge_max(name)) v = std::max(v.value_or(*x), *x);
+    return v;
+  };
+  nlohmann::json out;
+  out["definition"] =
+      "the server's own counters: their increase from the first observation (before the first request) to "
+      "the "
+      "last (after the last response), counter resets handled, summed over the server sources; *_max: the "
+      "highest value any one source reported";
+  for (const char* k : {"requests_finished", "prompt_tokens", "generation_tokens",
+                        "prefix_cache_queries_tokens", "prefix_cache_hits_tokens", "preemptions"})
+    out[k] = opt(sum_increase(k));
+  const auto q = sum_increase("prefix_cache_queries_tokens"), h = sum_increase("prefix_cache_hits_tokens");
+  out["prefix_cache_hit_rate"] = q && h && *q > 0 ? nlohmann::json(*h / *q) : nlohmann::json(nullptr);
+  for (const char* k : {"requests_running", "requests_waiting", "kv_cache_usage"})
+    out[std::string(k) + "_max"] = opt(max_gauge(k));
+  if (trackers.size() == 1) {
+    // Quantiles of the server's histograms over the run (one source: no merge of buckets across sources).
+    const auto totals = trackers[0]->totals();
+    for (const char* k : {"server_ttft_seconds", "server_itl_seconds", "server_e2e_seconds",
+                          "server_queue_seconds", "iteration_tokens"})
+      out[k] = totals["histograms"].contains(k) ? totals["histograms"][k] : nlohmann::json(nullptr);
+    out["window_s"] = totals["window_s"];
+    out["counter_resets"] = totals["resets"];
+  }
+  return out;
+}
+
 nlohmann::json SeriesTracker::totals() const {
   if (observations_ < 2) return nullptr;
   nlohmann::json j;

@@ -91,6 +91,12 @@ class SeriesTracker {
   std::vector<std::pair<Nanos, double>> hit_rate_points_;
 };
 
+// run.json "server": the server's own view of a run from the trackers of
+// its sources (replicas): counter increases summed over them, gauge peaks
+// (the highest any one reported), and with one source the quantiles of its
+// histograms over the run. Null when no tracker has two observations.
+nlohmann::json server_view(const std::vector<const SeriesTracker*>& trackers);
+
 // The series key "name{a="x",b="y"}" (labels in the order given).
 std::string series_key(const Sample& s);
 

@@ -149,6 +149,8 @@ TEST_F(Observe, TheSimulatorIsScrapedAndItsCountersCoverExactlyTheRun) {
                         "fixed:12", "--prefix-groups", "2", "--prefix-tokens", "128", "--scrape-interval",
                         "0.2", "--out", out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("samples: server "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(vllm-v1, "), std::string::npos) << r.out;
   const auto run = json::parse(slurp(out / "run.json"));
   const auto& s = run["summary"];
   const auto& server = run["server"];
