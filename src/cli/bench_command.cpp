@@ -9,6 +9,7 @@
 #include "bench/bench_run.h"
 #include "bench/runner.h"
 #include "cli/engine_options.h"
+#include "cli/report_command.h"
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
 #include "core/error.h"
@@ -28,6 +29,7 @@ struct BenchOptions {
   std::optional<double> temperature, top_p;
   std::optional<std::int64_t> top_k, request_seed;
   std::optional<std::uint32_t> logprobs;
+  bool report = false;  // --report: report.html in the run directory at the end
 };
 
 BenchOptions g_opts;
@@ -334,6 +336,12 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"vllm"}))
       ->group(O);
   bench->add_flag("--csv", s.csv, "Also write requests.csv")->group(O);
+  bench
+      ->add_flag(
+          "--report", o.report,
+          "At the end, write report.html in the run directory (a sweep's: in the sweep directory): the "
+          "page of tokenscope report (docs/report.md)")
+      ->group(O);
   bench->add_flag("--json", g_json, "Print the summary as JSON")->group(O);
   bench->add_flag("--quiet", s.quiet, "Print nothing on success")->group(O);
   bench->add_option("--progress", s.progress, "auto|tty|plain|none")->capture_default_str()->group(O);
@@ -400,6 +408,7 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
   s.sampling.logprobs = o.logprobs;
 
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry);
+  if (o.report && !result.out_dir.empty()) write_run_report(result.out_dir, std::cerr);
   if (!result.sweep.is_null()) {
     if (!s.quiet) {
       print_curve(result.sweep["curve"]);

@@ -10,6 +10,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/probe_command.h"
+#include "cli/report_command.h"
 #include "cli/serve_command.h"
 #include "cli/sim_command.h"
 #include "core/error.h"
@@ -36,24 +37,28 @@ extern "C" void on_signal(int) {
 
 int main(int argc, char** argv) {
   using namespace tokenscope;
-  CLI::App app{"tokenscope " TOKENSCOPE_VERSION
-               ": benchmark and diagnose LLM inference serving.\n\n"
-               "  tokenscope bench [options]   benchmark an OpenAI-compatible server (default: the built-in\n"
-               "                               simulator, started in-process) with realistic load\n"
-               "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
-               "                               simulator in virtual time (capacity planning, what-if)\n"
-               "  tokenscope serve [options]   the simulator as an OpenAI-compatible streaming server\n"
-               "                               with vLLM's Prometheus metrics\n"
-               "  tokenscope probe PROBE        hardware probes: cache-line, kv-layout, line-sim, numa,\n"
-               "                               gpu-context, kv-swap, collectives\n\n"
-               "Run 'tokenscope COMMAND --help' for the options of a command.",
-               "tokenscope"};
+  CLI::App app{
+      "tokenscope " TOKENSCOPE_VERSION
+      ": benchmark and diagnose LLM inference serving.\n\n"
+      "  tokenscope bench [options]   benchmark an OpenAI-compatible server (default: the built-in\n"
+      "                               simulator, started in-process) with realistic load\n"
+      "  tokenscope sim [options]     replay a trace or synthetic workload through the serving\n"
+      "                               simulator in virtual time (capacity planning, what-if)\n"
+      "  tokenscope serve [options]   the simulator as an OpenAI-compatible streaming server\n"
+      "                               with vLLM's Prometheus metrics\n"
+      "  tokenscope probe PROBE        hardware probes: cache-line, kv-layout, line-sim, numa,\n"
+      "                               gpu-context, kv-swap, collectives\n"
+      "  tokenscope report RUN...     one self-contained HTML page of runs (charts), or their summary\n"
+      "                               as text, JSON or Markdown\n\n"
+      "Run 'tokenscope COMMAND --help' for the options of a command.",
+      "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
   app.require_subcommand(1);
   CLI::App* sim = cli::add_sim_command(app);
   CLI::App* serve = cli::add_serve_command(app);
   CLI::App* bench = cli::add_bench_command(app);
   CLI::App* probe = cli::add_probe_command(app);
+  CLI::App* report = cli::add_report_command(app);
 
   try {
     app.parse(argc, argv);
@@ -75,6 +80,7 @@ int main(int argc, char** argv) {
     }
     if (serve->parsed()) return cli::run_serve();  // handles its own signals
     if (probe->parsed()) return cli::run_probe();
+    if (report->parsed()) return cli::run_report();
     if (bench->parsed()) {
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cli/engine_options.h"
+#include "cli/report_command.h"
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
 #include "core/error.h"
@@ -38,6 +39,7 @@ struct SimOptions {
   bool no_samples = false;
   bool json = false;
   bool quiet = false;
+  bool report = false;  // --report: report.html in --out at the end
 };
 
 SimOptions g_opts;
@@ -104,7 +106,8 @@ CLI::App* add_sim_command(CLI::App& app) {
   add_engine_options(sim, o.engine_options);
 
   const char* O = "Output";
-  sim->add_option("--out", o.out, "Run directory for run.json, requests.jsonl, steps.jsonl")->group(O);
+  CLI::Option* out_option =
+      sim->add_option("--out", o.out, "Run directory for run.json, requests.jsonl, steps.jsonl")->group(O);
   sim->add_flag("--overwrite", o.overwrite,
                 "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
@@ -115,6 +118,10 @@ CLI::App* add_sim_command(CLI::App& app) {
       ->check(CLI::Range(0.001, 86400.0))
       ->group(O);
   sim->add_flag("--no-samples", o.no_samples, "Do not write samples.jsonl")->group(O);
+  sim->add_flag("--report", o.report,
+                "At the end, write report.html in --out: the page of tokenscope report (docs/report.md)")
+      ->needs(out_option)
+      ->group(O);
   sim->add_flag("--json", o.json, "Print the summary as JSON instead of a table")->group(O);
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
 
@@ -183,6 +190,7 @@ int run_sim(const std::atomic<bool>& interrupted) {
     out->flush();
     out->write_run_json(run);
     out->close();
+    if (o.report) write_run_report(o.out, std::cerr);
   }
 
   if (o.json) {

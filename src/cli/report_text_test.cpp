@@ -1,0 +1,52 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/report_command.h"
+#include "report/report_data.h"
+#include "report/run_data.h"
+
+namespace tokenscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const fs::path kTestdata = fs::path(TOKENSCOPE_SOURCE_DIR) / "src/report/testdata";
+
+TEST(ReportText, GoldenTablesOfAPartialAndASampledRun) {
+  const auto in = report::load_report_input({kTestdata / "partial", kTestdata / "sampled"});
+  std::ostringstream os;
+  print_report_text(os, report::report_data(in));
+  const fs::path golden = kTestdata / "golden/report.txt";
+  if (std::getenv("TOKENSCOPE_UPDATE_GOLDEN")) {
+    std::ofstream(golden, std::ios::binary) << os.str();
+    GTEST_SKIP() << "rewrote " << golden;
+  }
+  std::ifstream f(golden, std::ios::binary);
+  std::stringstream want;
+  want << f.rdbuf();
+  EXPECT_EQ(os.str(), want.str()) << "TOKENSCOPE_UPDATE_GOLDEN=1 rewrites " << golden;
+}
+
+TEST(ReportText, ShowsTheSummaryTableWarningsAndNotes) {
+  const auto in = report::load_report_input({kTestdata / "sampled"});
+  std::ostringstream os;
+  print_report_text(os, report::report_data(in));
+  const std::string t = os.str();
+  EXPECT_THAT(t, HasSubstr("tokenscope report: sampled (sim)"));
+  EXPECT_THAT(t, HasSubstr("3 total, 2 completed, 1 failed"));
+  EXPECT_THAT(t, HasSubstr("TTFT"));
+  EXPECT_THAT(t,
+              HasSubstr("server            preemptions 1, prefix_cache_hit_rate 0.25, requests_finished 2"));
+  EXPECT_THAT(t, HasSubstr("server_ttft_seconds: mean 0.075"));
+  EXPECT_THAT(t, HasSubstr("WARNING: scrape errors: server"));
+  EXPECT_THAT(t, HasSubstr("note: run.json has no summary"));
+}
+
+}  // namespace
+}  // namespace tokenscope::cli

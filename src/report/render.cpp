@@ -1,0 +1,158 @@
+#include "report/render.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "report/assets.h"
+
+namespace tokenscope::report {
+
+namespace {
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A Markdown table cell: '|' escaped, newlines flattened.
+std::string md_cell(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += ' ';
+    else
+      out += c;
+  }
+  return out;
+}
+
+const nlohmann::json& at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  static const nlohmann::json kNull;
+  const nlohmann::json* p = &j;
+  for (const char* k : keys) {
+    if (!p->is_object()) return kNull;
+    const auto it = p->find(k);
+    if (it == p->end()) return kNull;
+    p = &*it;
+  }
+  return *p;
+}
+
+std::string fixed(const nlohmann::json& v, int decimals) {
+  if (!v.is_number()) return "-";
+  return fmt::format("{:.{}f}", v.get<double>(), decimals);
+}
+
+}  // namespace
+
+std::string script_safe_json(const nlohmann::json& data) {
+  const std::string text = data.dump();
+  std::string out;
+  out.reserve(text.size() + 64);
+  for (const char c : text) {
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string render_html(const nlohmann::json& data) {
+  std::string title = "tokenscope report";
+  if (const auto& runs = data["runs"]; runs.is_array() && !runs.empty()) {
+    std::string names;
+    for (const auto& r : runs) names += (names.empty() ? "" : ", ") + r.value("name", std::string());
+    title += ": " + names;
+  }
+  std::string out;
+  out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  out += "<meta name=\"generator\" content=\"tokenscope report; uPlot ";
+  out += assets::uplot_version();
+  out += "\">\n<title>" + html_escape(title) + "</title>\n<style>\n";
+  out += assets::uplot_css();
+  out += "\n";
+  out += assets::report_css();
+  out +=
+      "\n</style>\n</head>\n<body>\n<div id=\"report\"><noscript>This report draws its charts with "
+      "JavaScript; enable it to see them.</noscript></div>\n";
+  out += "<script type=\"application/json\" id=\"report-data\">";
+  out += script_safe_json(data);
+  out += "</script>\n<script>\n";
+  out += assets::uplot_js();
+  out += "\n</script>\n<script>\n";
+  out += assets::report_js();
+  out += "\n</script>\n</body>\n</html>\n";
+  return out;
+}
+
+std::string render_markdown(const nlohmann::json& data) {
+  std::string out = "### tokenscope report\n\n";
+  const auto& runs = data["runs"];
+  out += "| run | requests | failed | req/s | output tok/s | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | ";
+  out += "ITL p99 | E2E p99 |\n";
+  out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : runs) {
+    const auto& s = r["summary"];
+    std::string name = md_cell(r.value("name", std::string()));
+    if (r.value("partial", false)) name += " (partial)";
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name,
+                       fixed(at(s, {"requests_total"}), 0), fixed(at(s, {"requests_failed"}), 0),
+                       fixed(at(s, {"request_throughput_rps"}), 2),
+                       fixed(at(s, {"output_token_throughput_tps"}), 1), fixed(at(s, {"ttft_ms", "p50"}), 1),
+                       fixed(at(s, {"ttft_ms", "p99"}), 1), fixed(at(s, {"tpot_ms", "p50"}), 2),
+                       fixed(at(s, {"tpot_ms", "p99"}), 2), fixed(at(s, {"itl_ms", "p99"}), 2),
+                       fixed(at(s, {"e2e_ms", "p99"}), 1));
+  }
+  out += "\nLatencies in ms.\n";
+  for (const auto& sw : data["sweeps"]) {
+    out += fmt::format("\n#### sweep {}\n\n", md_cell(sw.value("name", std::string())));
+    out += "| rate (req/s) | achieved | goodput | TTFT p99 | TPOT p99 | failed | SLO |\n";
+    out += "|---:|---:|---:|---:|---:|---:|---|\n";
+    if (sw["curve"].is_array())
+      for (const auto& c : sw["curve"])
+        out += fmt::format(
+            "| {} | {} | {} | {} | {} | {} | {} |\n", fixed(at(c, {"rate_rps"}), 2),
+            fixed(at(c, {"achieved_rps"}), 2), fixed(at(c, {"goodput_rps"}), 2),
+            fixed(at(c, {"ttft_p99_ms"}), 1), fixed(at(c, {"tpot_p99_ms"}), 2), fixed(at(c, {"failed"}), 0),
+            at(c, {"slo_pass"}).is_boolean() ? (c["slo_pass"].get<bool>() ? "pass" : "**FAIL**") : "-");
+    if (const auto& best = sw["max_rate_meeting_slo"]; best.is_number())
+      out += fmt::format("\nHighest rate meeting every SLO: {:.3g} req/s.\n", best.get<double>());
+  }
+  std::string warnings;
+  for (const auto& r : runs) {
+    for (const auto& w : r["warnings"])
+      warnings +=
+          fmt::format("- **{}**: {}\n", md_cell(r.value("name", std::string())), w.get<std::string>());
+    for (const auto& n : r["notes"])
+      warnings += fmt::format("- {}: {}\n", md_cell(r.value("name", std::string())), n.get<std::string>());
+  }
+  for (const auto& n : data["notes"]) warnings += fmt::format("- {}\n", n.get<std::string>());
+  if (!warnings.empty()) out += "\n#### Warnings and notes\n\n" + warnings;
+  return out;
+}
+
+}  // namespace tokenscope::report

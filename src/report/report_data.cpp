@@ -1,0 +1,380 @@
+#include "report/report_data.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "observe/export_run.h"
+#include "report/downsample.h"
+
+namespace tokenscope::report {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// A send lag over this at p99 is worth a warning: the client, not the
+// server, made those requests late.
+constexpr double kSendLagWarnMs = 10.0;
+
+// v rounded to 6 significant digits, so that the page stays small (the
+// statistics are computed before). NaN and infinities become null.
+nlohmann::json num(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  if (v == 0) return 0.0;
+  const double scale = std::pow(10.0, 5 - static_cast<int>(std::floor(std::log10(std::fabs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+nlohmann::json array_of(const std::vector<double>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const double x : v) a.push_back(num(x));
+  return a;
+}
+
+nlohmann::json xy_json(const XY& xy) {
+  return {{"x", array_of(xy.x)}, {"y", array_of(xy.y)}};
+}
+
+const nlohmann::json& at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  static const nlohmann::json kNull;
+  const nlohmann::json* p = &j;
+  for (const char* k : keys) {
+    if (!p->is_object()) return kNull;
+    const auto it = p->find(k);
+    if (it == p->end()) return kNull;
+    p = &*it;
+  }
+  return *p;
+}
+
+double number_or(const nlohmann::json& j, double fallback) {
+  return j.is_number() ? j.get<double>() : fallback;
+}
+
+// Nearest-rank quantile of v (sorted in place); NaN when empty.
+double quantile(std::vector<double>& v, double p) {
+  if (v.empty()) return kNaN;
+  const auto k = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
+  const std::size_t i = std::min(v.size() - 1, k == 0 ? 0 : k - 1);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+double run_end_s(const RunData& run) {
+  const auto& a = run.requests;
+  Nanos end = run.origin;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    end = std::max({end, a.t_close[i], a.t_last_token[i], a.t_send[i], a.t_sched[i]});
+  for (const auto& s : run.series)
+    if (!s.t.empty()) end = std::max(end, s.t.back());
+  return nanos_to_s(end - run.origin);
+}
+
+nlohmann::json cdfs(const RunData& run, const ReportOptions& o) {
+  const auto& a = run.requests;
+  nlohmann::json j = nlohmann::json::object();
+  const std::pair<const char*, double (RequestArrays::*)(std::size_t) const> metrics[] = {
+      {"ttft_ms", &RequestArrays::ttft_ms},
+      {"ttft_sched_ms", &RequestArrays::ttft_sched_ms},
+      {"tpot_ms", &RequestArrays::tpot_ms},
+      {"e2e_ms", &RequestArrays::e2e_ms},
+      {"send_lag_ms", &RequestArrays::send_lag_ms}};
+  std::vector<double> v;
+  for (const auto& [key, f] : metrics) {
+    v.clear();
+    for (std::size_t i = 0; i < a.size(); ++i) v.push_back((a.*f)(i));
+    j[key] = xy_json(cdf_points(v, o.cdf_points));
+  }
+  j["itl_ms"] = xy_json(cdf_points(a.itl_ns, o.cdf_points));
+  return j;
+}
+
+// A canonical counter of the server ("server" or "sim" source), nullptr when not sampled.
+const SampledSeries* server_counter(const RunData& run, std::string_view name) {
+  for (const auto& s : run.series)
+    if (s.kind == "canonical" && s.name == name && s.labels.empty() &&
+        (s.source == "server" || s.source == "sim"))
+      return &s;
+  return nullptr;
+}
+
+// The counter's value at t: its last sample at or before t, else its first.
+double counter_at(const SampledSeries& s, Nanos t) {
+  const auto it = std::upper_bound(s.t.begin(), s.t.end(), t);
+  return it == s.t.begin() ? s.v.front() : s.v[static_cast<std::size_t>(it - s.t.begin()) - 1];
+}
+
+// Per window of the run: rates, requests in flight, latency percentiles.
+nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
+  const auto& a = run.requests;
+  const double duration = run_end_s(run);
+  const double w = o.window_s > 0 ? o.window_s : timeline_window_s(duration);
+  const auto windows = static_cast<std::size_t>(std::max(1.0, std::ceil(duration / w)));
+  auto window_of = [&](Nanos t) -> std::ptrdiff_t {
+    if (t < 0) return -1;
+    const auto k = static_cast<std::size_t>(nanos_to_s(t - run.origin) / w);
+    return static_cast<std::ptrdiff_t>(std::min(k, windows - 1));
+  };
+  std::vector<double> planned(windows, 0), sent(windows, 0), done(windows, 0), failed(windows, 0),
+      output_tokens(windows, 0);
+  std::vector<std::vector<double>> ttft(windows), tpot(windows), itl_mean(windows), itl_max(windows),
+      lag(windows);
+  std::vector<Nanos> starts, ends;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (const auto k = window_of(a.t_sched[i]); k >= 0) planned[k] += 1;
+    if (const auto k = window_of(a.t_send[i]); k >= 0) {
+      sent[k] += 1;
+      if (const double l = a.send_lag_ms(i); !std::isnan(l)) lag[k].push_back(l);
+    }
+    if (a.t_send[i] >= 0) {
+      starts.push_back(a.t_send[i]);
+      if (a.t_close[i] >= 0) ends.push_back(a.t_close[i]);
+    }
+    if (const auto k = window_of(a.t_close[i]); k >= 0) {
+      if (a.outcome[i] == Outcome::kOk)
+        done[k] += 1;
+      else
+        failed[k] += 1;
+    }
+    if (!a.counted(i)) continue;
+    if (const auto k = window_of(a.t_first_token[i]); k >= 0) ttft[k].push_back(a.ttft_ms(i));
+    if (const auto k = window_of(a.t_last_token[i]); k >= 0) {
+      if (const double t = a.tpot_ms(i); !std::isnan(t)) tpot[k].push_back(t);
+      if (!std::isnan(a.itl_mean_ms[i])) itl_mean[k].push_back(a.itl_mean_ms[i]);
+      if (!std::isnan(a.itl_max_ms[i])) itl_max[k].push_back(a.itl_max_ms[i]);
+      if (a.output_tokens[i] > 0) output_tokens[k] += a.output_tokens[i];
+    }
+  }
+  std::sort(starts.begin(), starts.end());
+  std::sort(ends.begin(), ends.end());
+  std::vector<double> t_s(windows), in_flight(windows), hit_rate(windows, kNaN);
+  const SampledSeries* hits = server_counter(run, "prefix_cache_hits_tokens");
+  const SampledSeries* queries = server_counter(run, "prefix_cache_queries_tokens");
+  if (hits && queries && (hits->t.empty() || queries->t.empty())) hits = queries = nullptr;
+  std::size_t s = 0, e = 0;
+  for (std::size_t k = 0; k < windows; ++k) {
+    t_s[k] = (static_cast<double>(k) + 0.5) * w;
+    const Nanos begin = run.origin + static_cast<Nanos>(std::llround(static_cast<double>(k) * w * 1e9));
+    const Nanos end = run.origin + static_cast<Nanos>(std::llround((static_cast<double>(k) + 1) * w * 1e9));
+    // The prefix-cache hit rate of the window, from the increase of the
+    // server's counters over it (their last samples before each edge).
+    if (hits && queries) {
+      const double q_tokens = counter_at(*queries, end) - counter_at(*queries, begin);
+      if (q_tokens > 0) hit_rate[k] = (counter_at(*hits, end) - counter_at(*hits, begin)) / q_tokens;
+    }
+    while (s < starts.size() && starts[s] < end) ++s;
+    while (e < ends.size() && ends[e] < end) ++e;
+    in_flight[k] = static_cast<double>(s) - static_cast<double>(e);
+  }
+  auto per_s = [w](std::vector<double> v) {
+    for (auto& x : v) x /= w;
+    return v;
+  };
+  auto q = [](std::vector<std::vector<double>>& groups, double p) {
+    std::vector<double> out;
+    out.reserve(groups.size());
+    for (auto& g : groups) out.push_back(quantile(g, p));
+    return out;
+  };
+  nlohmann::json j;
+  j["window_s"] = w;
+  j["t_s"] = array_of(t_s);
+  j["planned_rps"] = array_of(per_s(planned));
+  j["sent_rps"] = array_of(per_s(sent));
+  j["completed_rps"] = array_of(per_s(done));
+  j["failed_rps"] = array_of(per_s(failed));
+  j["output_tokens_per_s"] = array_of(per_s(output_tokens));
+  j["in_flight"] = array_of(in_flight);
+  j["ttft_p50_ms"] = array_of(q(ttft, 0.5));
+  j["ttft_p99_ms"] = array_of(q(ttft, 0.99));
+  j["tpot_p50_ms"] = array_of(q(tpot, 0.5));
+  j["tpot_p99_ms"] = array_of(q(tpot, 0.99));
+  j["itl_mean_p50_ms"] = array_of(q(itl_mean, 0.5));
+  j["itl_max_p99_ms"] = array_of(q(itl_max, 0.99));
+  j["send_lag_p99_ms"] = array_of(q(lag, 0.99));
+  j["send_lag_max_ms"] = array_of(q(lag, 1.0));
+  // From the server's samples: null where the window saw no prefix-cache
+  // query or the run has no samples.
+  j["prefix_cache_hit_rate"] = array_of(hit_rate);
+  return j;
+}
+
+// A sampled series' type ("gauge", "counter", "derived") and unit, from
+// the canonical table (observe/canonical.h) and the derived series' naming
+// (docs/observe.md "Derived series").
+std::pair<std::string, std::string> type_and_unit(const SampledSeries& s) {
+  const auto name = std::string_view(s.name);
+  if (s.kind == "canonical") {
+    const auto c = observe::resolve_canonical(name);
+    if (!c.definition) return {"gauge", ""};
+    return {c.definition->kind == observe::SeriesKind::kCounter ? "counter" : "gauge",
+            std::string(c.definition->unit)};
+  }
+  if (name == "prefix_cache_hit_rate") return {"derived", "ratio"};
+  for (const std::string_view suffix : {"_count_per_s", "_per_s", "_p50", "_p90", "_p99", "_mean"}) {
+    if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) continue;
+    const auto base = observe::resolve_canonical(name.substr(0, name.size() - suffix.size()));
+    if (suffix == "_count_per_s") return {"derived", "1/s"};
+    const std::string unit = base.definition ? std::string(base.definition->unit) : "";
+    if (suffix == "_per_s") return {"derived", unit.empty() ? "1/s" : unit + "/s"};
+    return {"derived", unit};
+  }
+  return {"derived", ""};
+}
+
+nlohmann::json series_json(const RunData& run, const ReportOptions& o) {
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<double> x, y;
+  for (const auto& s : run.series) {
+    x.clear();
+    y.clear();
+    for (std::size_t i = 0; i < s.t.size(); ++i) {
+      x.push_back(nanos_to_s(s.t[i] - run.origin));
+      y.push_back(s.v[i]);
+    }
+    const XY r = minmax_columns(x, y, o.columns);
+    const auto [type, unit] = type_and_unit(s);
+    out.push_back({{"source", s.source},
+                   {"kind", s.kind},
+                   {"type", type},
+                   {"unit", unit},
+                   {"name", s.name},
+                   {"labels", s.labels},
+                   {"points", s.t.size()},
+                   {"x", array_of(r.x)},
+                   {"y", array_of(r.y)}});
+  }
+  return out;
+}
+
+// The settings and the environment worth a line each.
+nlohmann::json settings_json(const RunData& run) {
+  const auto& j = run.run_json;
+  nlohmann::json out = nlohmann::json::object();
+  auto put = [&out](const char* key, const nlohmann::json& v) {
+    if (!v.is_null()) out[key] = v;
+  };
+  put("command", run.command.empty() ? nlohmann::json() : nlohmann::json(run.command));
+  put("version", at(j, {"tool", "version"}));
+  put("model", at(j, {"settings", "effective", "target", "model"}));
+  put("target", at(j, {"settings", "effective", "target", "url"}));
+  put("in_process", at(j, {"settings", "effective", "target", "in_process"}));
+  put("workload", at(j, {"settings", "effective", "workload", "description"}));
+  put("load_mode", at(j, {"settings", "effective", "load", "mode"}));
+  put("rate_rps", at(j, {"settings", "effective", "load", "rate_rps"}));
+  put("planned_requests", at(j, {"settings", "effective", "load", "planned_requests"}));
+  put("max_concurrency", at(j, {"settings", "effective", "load", "max_concurrency"}));
+  put("gpu", at(j, {"settings", "effective", "engine", "gpu", "name"}));
+  put("tensor_parallel", at(j, {"settings", "effective", "engine", "tensor_parallel"}));
+  put("kv_cache_tokens", at(j, {"settings", "effective", "engine", "kv_cache_tokens"}));
+  put("slo", at(j, {"settings", "requested", "load", "slo"}));
+  return out;
+}
+
+}  // namespace
+
+double timeline_window_s(double duration_s) {
+  constexpr double kSteps[] = {1, 2, 5};
+  for (double decade = 0.1;; decade *= 10)
+    for (const double m : kSteps)
+      if (duration_s / (m * decade) <= 300 || m * decade >= 1e6) return m * decade;
+}
+
+std::vector<std::string> run_warnings(const RunData& run) {
+  std::vector<std::string> w;
+  const auto& s = run.summary;
+  const auto& j = run.run_json;
+  if (const auto& v = at(j, {"verdict"}); at(v, {"failed"}) == true && at(v, {"reason"}).is_string())
+    w.push_back("the run failed: " + v["reason"].get<std::string>());
+  if (const double failed = number_or(at(s, {"requests_failed"}), 0); failed > 0) {
+    std::string outcomes;
+    if (const auto& by = at(s, {"requests_by_outcome"}); by.is_object())
+      for (const auto& [k, n] : by.items())
+        if (k != "ok") outcomes += fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", k, n.dump());
+    w.push_back(fmt::format("{:.0f} of {:.0f} requests failed ({})", failed,
+                            number_or(at(s, {"requests_total"}), 0), outcomes));
+  }
+  if (const double lag = number_or(at(s, {"send_lag_ms", "p99"}), 0); lag > kSendLagWarnMs)
+    w.push_back(
+        fmt::format("client lag: p99 send lag {:.1f} ms (max {:.1f} ms): the client sent late, so TTFT "
+                    "from the schedule is longer than TTFT from the send; more --client-threads or "
+                    "another machine for the client",
+                    lag, number_or(at(s, {"send_lag_ms", "max"}), lag)));
+  if (const double m = number_or(at(s, {"output_token_mismatches"}), 0); m > 0)
+    w.push_back(
+        fmt::format("token check: {:.0f} requests where the server's usage and the client's event "
+                    "count differ",
+                    m));
+  if (const double m = number_or(at(s, {"requests_without_usage"}), 0); m > 0)
+    w.push_back(fmt::format("{:.0f} completed requests came without a usage count", m));
+  if (const double n = number_or(at(j, {"client", "requests_not_sent"}), 0); n > 0)
+    w.push_back(fmt::format("{:.0f} planned requests were not sent", n));
+  if (const auto& sources = at(j, {"observe", "sources"}); sources.is_array())
+    for (const auto& src : sources) {
+      const std::string name = src.value("source", std::string("?"));
+      const std::string what = src.contains("description") && src["description"].is_string()
+                                   ? fmt::format("{} ({})", name, src["description"].get<std::string>())
+                                   : name;
+      if (src.contains("unavailable") && src["unavailable"].is_string())
+        w.push_back(fmt::format("sampling: {} unavailable: {}", what, src["unavailable"].get<std::string>()));
+      const double errors = number_or(at(src, {"errors"}), 0);
+      if (errors > 0) {
+        std::string reasons;
+        if (const auto& by = at(src, {"errors_by_reason"}); by.is_object())
+          for (const auto& [r, n] : by.items())
+            reasons += fmt::format("{}{} ({})", reasons.empty() ? "" : "; ", r, n.dump());
+        w.push_back(fmt::format("scrape errors: {}: {:.0f} of {:.0f} reads failed{}{}", what, errors,
+                                number_or(at(src, {"reads"}), 0), reasons.empty() ? "" : ": ", reasons));
+      }
+    }
+  if (const auto& e = at(j, {"observe", "write_error"}); e.is_string())
+    w.push_back("samples.jsonl stopped being written: " + e.get<std::string>());
+  return w;
+}
+
+nlohmann::json report_data(const ReportInput& in, const ReportOptions& o) {
+  nlohmann::json out;
+  out["format"] = "tokenscope-report";
+  out["version"] = 1;
+  out["notes"] = in.notes;
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& run : in.runs) {
+    nlohmann::json r;
+    r["name"] = run.name;
+    r["command"] = run.command;
+    r["partial"] = run.partial;
+    r["summary_recomputed"] = run.summary_recomputed;
+    r["notes"] = run.notes;
+    r["warnings"] = run_warnings(run);
+    r["settings"] = settings_json(run);
+    r["summary"] = run.summary;
+    r["server"] = at(run.run_json, {"server"});
+    r["requests"] = {{"records", run.requests.size()}, {"lines_skipped", run.request_lines_skipped}};
+    r["samples"] = {{"present", run.has_samples},
+                    {"lines", run.sample_lines},
+                    {"lines_skipped", run.sample_lines_skipped},
+                    {"lines_without_series", run.sample_lines_without_series}};
+    r["duration_s"] = num(run_end_s(run));
+    r["cdf"] = cdfs(run, o);
+    r["timeline"] = timeline(run, o);
+    r["series"] = series_json(run, o);
+    // Lifecycle phases (warm-up / steady / degradation) from `check`, when
+    // it produces them: [{"phase", "start_s", "end_s"}]. Empty for now.
+    r["phases"] = nlohmann::json::array();
+    runs.push_back(std::move(r));
+  }
+  out["runs"] = std::move(runs);
+  nlohmann::json sweeps = nlohmann::json::array();
+  for (const auto& s : in.sweeps)
+    sweeps.push_back({{"name", s.name},
+                      {"curve", at(s.sweep_json, {"curve"})},
+                      {"max_rate_meeting_slo", at(s.sweep_json, {"max_rate_meeting_slo"})},
+                      {"partial", at(s.sweep_json, {"partial"})},
+                      {"runs", s.runs}});
+  out["sweeps"] = std::move(sweeps);
+  return out;
+}
+
+}  // namespace tokenscope::report

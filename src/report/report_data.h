@@ -1,0 +1,35 @@
+// The data behind the report page (`report --format json`, and what the
+// HTML embeds): per run its summary, server block, warnings and notes, the
+// latency CDFs, the per-window timeline and the sampled series, every curve
+// already reduced for display (downsample.h); per sweep its curve.
+// Deterministic: the same input gives the same bytes (golden tests).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/run_data.h"
+
+namespace tokenscope::report {
+
+struct ReportOptions {
+  std::size_t columns = 1000;    // pixel columns a time chart is reduced to (minmax_columns)
+  std::size_t cdf_points = 256;  // evenly spaced ranks of a CDF (its tail gets more)
+  double window_s = 0;           // the timeline's window; 0: from the run's length (about 300 windows)
+};
+
+// The warnings a reader must not miss, in plain words: failed requests,
+// client lag, token count mismatches, scrape and sampling errors, requests
+// not sent, the run's own verdict.
+std::vector<std::string> run_warnings(const RunData& run);
+
+// The window of the timeline for a run of duration_s seconds: 0.1, 0.2, 0.5,
+// 1, 2, 5, ... s, the smallest giving at most 300 windows.
+double timeline_window_s(double duration_s);
+
+nlohmann::json report_data(const ReportInput& in, const ReportOptions& options = {});
+
+}  // namespace tokenscope::report

@@ -1,0 +1,375 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "core/error.h"
+#include "report/assets.h"
+#include "report/downsample.h"
+#include "report/render.h"
+#include "report/report_data.h"
+#include "report/run_data.h"
+
+namespace tokenscope::report {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const fs::path kTestdata = fs::path(TOKENSCOPE_SOURCE_DIR) / "src/report/testdata";
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Compares text with a golden file; TOKENSCOPE_UPDATE_GOLDEN=1 rewrites it.
+void expect_golden(const std::string& text, const fs::path& golden) {
+  if (std::getenv("TOKENSCOPE_UPDATE_GOLDEN")) {
+    std::ofstream(golden, std::ios::binary) << text;
+    GTEST_SKIP() << "rewrote " << golden;
+  }
+  ASSERT_TRUE(fs::exists(golden)) << golden << " is missing: run with TOKENSCOPE_UPDATE_GOLDEN=1 to write it";
+  EXPECT_EQ(text, read_file(golden)) << "differs from " << golden
+                                     << " (TOKENSCOPE_UPDATE_GOLDEN=1 rewrites it after a deliberate change)";
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("report_test_" + std::to_string(::getpid()) + "_" +
+                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// ---- downsampling
+
+TEST(MinMaxColumns, KeepsEveryPointWhenFewEnough) {
+  const std::vector<double> x = {0, 1, 2, 3, 4, 5};
+  const std::vector<double> y = {5, 4, 3, 2, 1, 0};
+  const XY r = minmax_columns(x, y, 2);
+  EXPECT_EQ(r.x, x);
+  EXPECT_EQ(r.y, y);
+}
+
+TEST(MinMaxColumns, KeepsSpikesThatAnAverageWouldHide) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 100000; ++i) {
+    x.push_back(i * 0.001);
+    y.push_back(1.0 + 0.001 * (i % 7));
+  }
+  y[31337] = 500.0;  // one sample high
+  y[77777] = -20.0;  // one sample low
+  const XY r = minmax_columns(x, y, 200);
+  EXPECT_LE(r.x.size(), 4u * 200);
+  EXPECT_GE(r.x.size(), 2u * 200);
+  EXPECT_TRUE(std::is_sorted(r.x.begin(), r.x.end()));
+  EXPECT_EQ(*std::max_element(r.y.begin(), r.y.end()), 500.0);
+  EXPECT_EQ(*std::min_element(r.y.begin(), r.y.end()), -20.0);
+  // The spike keeps its own x, and the ends of the line stay where they were.
+  const auto spike = std::find(r.y.begin(), r.y.end(), 500.0) - r.y.begin();
+  EXPECT_DOUBLE_EQ(r.x[spike], 31.337);
+  EXPECT_EQ(r.x.front(), x.front());
+  EXPECT_EQ(r.x.back(), x.back());
+  EXPECT_EQ(r.y.back(), y.back());
+}
+
+TEST(MinMaxColumns, EveryColumnKeepsItsMinimumAndMaximum) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 4000; ++i) {
+    x.push_back(i);
+    y.push_back(std::sin(i * 0.37) * (i % 13));
+  }
+  const std::size_t columns = 50;
+  const XY r = minmax_columns(x, y, columns);
+  for (std::size_t c = 0; c < columns; ++c) {
+    double lo = INFINITY, hi = -INFINITY, rlo = INFINITY, rhi = -INFINITY;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (static_cast<std::size_t>(x[i] / 3999.0 * columns) == c || (c == columns - 1 && x[i] == 3999.0)) {
+        lo = std::min(lo, y[i]);
+        hi = std::max(hi, y[i]);
+      }
+    for (std::size_t i = 0; i < r.x.size(); ++i)
+      if (static_cast<std::size_t>(r.x[i] / 3999.0 * columns) == c ||
+          (c == columns - 1 && r.x[i] == 3999.0)) {
+        rlo = std::min(rlo, r.y[i]);
+        rhi = std::max(rhi, r.y[i]);
+      }
+    EXPECT_EQ(lo, rlo) << "column " << c;
+    EXPECT_EQ(hi, rhi) << "column " << c;
+  }
+}
+
+TEST(MinMaxColumns, KeepsGapsAsGaps) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 1000; ++i) {
+    x.push_back(i);
+    y.push_back(i >= 400 && i < 600 ? kNaN : 1.0);
+  }
+  const XY r = minmax_columns(x, y, 10);
+  const auto gaps = std::count_if(r.y.begin(), r.y.end(), [](double v) { return std::isnan(v); });
+  EXPECT_GE(gaps, 2);  // the two columns of the gap each keep one
+  EXPECT_LE(r.x.size(), 40u + 10u);
+}
+
+TEST(MinMaxColumns, RejectsArraysOfDifferentLengths) {
+  EXPECT_THROW(minmax_columns({1, 2}, {1}, 10), std::invalid_argument);
+}
+
+TEST(CdfPoints, SmallInputsKeepEveryValue) {
+  std::vector<double> v = {3, kNaN, 1, 2, 5, 4};
+  const XY r = cdf_points(v);
+  EXPECT_EQ(r.x, (std::vector<double>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(r.y, (std::vector<double>{0.2, 0.4, 0.6, 0.8, 1.0}));
+}
+
+TEST(CdfPoints, LargeInputsKeepTheEndsAndTheTail) {
+  std::vector<double> v;
+  for (int i = 1; i <= 1000000; ++i) v.push_back(i);
+  const XY r = cdf_points(v, 256);
+  EXPECT_LT(r.x.size(), 600u);
+  EXPECT_EQ(r.x.front(), 1.0);
+  EXPECT_EQ(r.y.front(), 1e-6);
+  EXPECT_EQ(r.x.back(), 1e6);
+  EXPECT_EQ(r.y.back(), 1.0);
+  EXPECT_TRUE(std::is_sorted(r.x.begin(), r.x.end()));
+  EXPECT_TRUE(std::is_sorted(r.y.begin(), r.y.end()));
+  // The tail is drawn finely: many points past p99.9.
+  EXPECT_GT(std::count_if(r.y.begin(), r.y.end(), [](double f) { return f > 0.999; }), 50);
+}
+
+TEST(CdfPoints, FromAHistogramEndAtItsMaximum) {
+  LogLinearHistogram h;
+  for (int i = 1; i <= 1000; ++i) h.record(static_cast<std::uint64_t>(i) * 1'000'000);  // 1..1000 ms
+  const XY r = cdf_points(h, 64);
+  ASSERT_FALSE(r.x.empty());
+  EXPECT_EQ(r.y.back(), 1.0);
+  EXPECT_DOUBLE_EQ(r.x.back(), 1000.0);
+  EXPECT_TRUE(std::is_sorted(r.x.begin(), r.x.end()));
+  EXPECT_TRUE(std::is_sorted(r.y.begin(), r.y.end()));
+  // Each point is the bucket's upper bound: within the histogram's precision of the true quantile.
+  for (std::size_t i = 0; i < r.x.size(); ++i) EXPECT_NEAR(r.x[i], r.y[i] * 1000.0, r.x[i] * 0.01 + 1.0);
+  EXPECT_TRUE(cdf_points(LogLinearHistogram{}).x.empty());
+}
+
+TEST(TimelineWindow, AboutThreeHundredWindowsOfAReadableLength) {
+  EXPECT_EQ(timeline_window_s(0), 0.1);
+  EXPECT_EQ(timeline_window_s(30), 0.1);
+  EXPECT_EQ(timeline_window_s(31), 0.2);
+  EXPECT_EQ(timeline_window_s(60), 0.2);
+  EXPECT_EQ(timeline_window_s(3600), 20);
+}
+
+// ---- loading run directories
+
+TEST(LoadRun, APartialRunWithACutLastLineLoadsWithNotes) {
+  const RunData run = load_run(kTestdata / "partial");
+  EXPECT_TRUE(run.partial);
+  EXPECT_EQ(run.command, "bench");
+  EXPECT_EQ(run.requests.size(), 3u);
+  EXPECT_EQ(run.request_lines_skipped, 1u);
+  EXPECT_FALSE(run.has_samples);
+  EXPECT_TRUE(run.summary_recomputed);
+  EXPECT_EQ(run.summary["requests_total"], 3);
+  EXPECT_EQ(run.summary["requests_failed"], 1);
+  EXPECT_EQ(run.origin, 1'000'000'000);
+  std::string notes;
+  for (const auto& n : run.notes) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("partial run"));
+  EXPECT_THAT(notes, HasSubstr("requests.jsonl: 1 bad line skipped"));
+  EXPECT_THAT(notes, HasSubstr("no samples.jsonl"));
+  EXPECT_THAT(notes, HasSubstr("recomputed from requests.jsonl"));
+
+  const auto& a = run.requests;
+  EXPECT_DOUBLE_EQ(a.ttft_ms(0), 100.0);
+  EXPECT_DOUBLE_EQ(a.ttft_sched_ms(0), 101.0);
+  EXPECT_DOUBLE_EQ(a.tpot_ms(0), 100.0);
+  EXPECT_DOUBLE_EQ(a.e2e_ms(0), 300.0);
+  EXPECT_DOUBLE_EQ(a.send_lag_ms(0), 1.0);
+  EXPECT_DOUBLE_EQ(a.ttft_ms(1), 50.0);
+  EXPECT_DOUBLE_EQ(a.e2e_ms(1), 250.0);
+  EXPECT_FLOAT_EQ(a.itl_mean_ms[1], 100.0f);
+  EXPECT_FLOAT_EQ(a.itl_max_ms[1], 150.0f);
+  EXPECT_TRUE(std::isnan(a.ttft_ms(2)));  // failed
+  EXPECT_EQ(a.outcome[2], Outcome::kHttpError);
+  EXPECT_EQ(a.tenant_names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a.class_names, (std::vector<std::string>{"chat", "batch"}));
+  EXPECT_EQ(a.itl_ns.count(), 4u);  // two gaps in each completed request
+  // The recomputed summary agrees with the arrays.
+  EXPECT_DOUBLE_EQ(run.summary["ttft_ms"]["max"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(run.summary["e2e_ms"]["min"].get<double>(), 250.0);
+}
+
+TEST(LoadRun, SamplesBecomeOneSeriesPerSourceNameAndLabels) {
+  const RunData run = load_run(kTestdata / "sampled");
+  EXPECT_TRUE(run.has_samples);
+  EXPECT_EQ(run.sample_lines_without_series, 1u);  // the error line
+  auto find = [&](const std::string& source, const std::string& name) -> const SampledSeries* {
+    for (const auto& s : run.series)
+      if (s.source == source && s.name == name) return &s;
+    return nullptr;
+  };
+  const SampledSeries* running = find("server", "requests_running");
+  ASSERT_NE(running, nullptr);
+  EXPECT_EQ(running->kind, "canonical");
+  EXPECT_EQ(running->v, (std::vector<double>{0, 2, 1}));
+  EXPECT_EQ(running->t, (std::vector<Nanos>{1'000'000'000, 2'000'000'000, 3'000'000'000}));
+  const SampledSeries* kv = find("server", "kv_cache_usage");
+  ASSERT_NE(kv, nullptr);
+  EXPECT_EQ(kv->v, (std::vector<double>{0.1, 0.5}));  // the NaN is not a point
+  const SampledSeries* gpu = find("gpu", "gpu_utilization");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->labels, "gpu=0");
+  const SampledSeries* hit = find("server", "prefix_cache_hit_rate");
+  ASSERT_NE(hit, nullptr);
+  EXPECT_EQ(hit->kind, "derived");
+  EXPECT_EQ(find("server", "iteration_tokens_bucket"), nullptr);  // histogram members stay in the file
+}
+
+TEST(LoadRun, WhatIsNotARunIsRefusedClearly) {
+  TempDir t;
+  try {
+    load_run(t.path);
+    FAIL() << "an empty directory loaded";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("neither run.json nor requests.jsonl"));
+  }
+  EXPECT_THROW(load_run(t.path / "missing"), UsageError);
+  std::ofstream(t.path / "run.json") << "this is not json";
+  try {
+    load_run(t.path);
+    FAIL() << "a run.json that is not JSON loaded";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("run.json: not a JSON object"));
+  }
+}
+
+TEST(LoadRun, RequestsWithoutRunJsonStillLoad) {
+  TempDir t;
+  fs::copy_file(kTestdata / "sampled/requests.jsonl", t.path / "requests.jsonl");
+  const RunData run = load_run(t.path);
+  EXPECT_EQ(run.requests.size(), 3u);
+  EXPECT_TRUE(run.summary_recomputed);
+  EXPECT_THAT(run.notes.front(), HasSubstr("no run.json"));
+}
+
+TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {
+  TempDir t;
+  fs::create_directories(t.path / "sweep");
+  for (const char* rate : {"rate-10", "rate-2"})
+    fs::copy(kTestdata / "sampled", t.path / "sweep" / rate, fs::copy_options::recursive);
+  std::ofstream(t.path / "sweep/sweep.json")
+      << R"({"curve":[{"rate_rps":2,"achieved_rps":1.9,"goodput_rps":1.9,"ttft_p99_ms":100,"tpot_p99_ms":10,)"
+         R"("failed":0,"slo_pass":true}],"max_rate_meeting_slo":2,"partial":false})";
+  const ReportInput in = load_report_input({t.path / "sweep", kTestdata / "partial"});
+  ASSERT_EQ(in.runs.size(), 3u);
+  EXPECT_EQ(in.runs[0].name, "sweep/rate-2");
+  EXPECT_EQ(in.runs[1].name, "sweep/rate-10");
+  ASSERT_EQ(in.sweeps.size(), 1u);
+  EXPECT_EQ(in.sweeps[0].runs, (std::vector<std::size_t>{0, 1}));
+  ASSERT_EQ(in.notes.size(), 1u);
+  EXPECT_THAT(in.notes[0], HasSubstr("differ in their effective settings (engine, load, target)"));
+  EXPECT_THROW(load_report_input({}), UsageError);
+}
+
+// ---- the data behind the page
+
+TEST(Warnings, NameFailuresClientLagAndScrapeErrors) {
+  RunData run = load_run(kTestdata / "sampled");
+  run.summary["send_lag_ms"]["p99"] = 42.0;
+  run.summary["send_lag_ms"]["max"] = 80.0;
+  run.summary["output_token_mismatches"] = 3;
+  std::string all;
+  for (const auto& w : run_warnings(run)) all += w + "\n";
+  EXPECT_THAT(all, HasSubstr("1 of 3 requests failed (http_error 1)"));
+  EXPECT_THAT(all, HasSubstr("client lag: p99 send lag 42.0 ms (max 80.0 ms)"));
+  EXPECT_THAT(all, HasSubstr("token check: 3 requests"));
+  EXPECT_THAT(all, HasSubstr("scrape errors: server (http://127.0.0.1:8000/metrics): 1 of 3 reads failed: "
+                             "connection refused (1)"));
+  EXPECT_THAT(all, HasSubstr("sampling: gpu unavailable: no NVML library"));
+}
+
+TEST(ReportData, TimelineCountsPerWindow) {
+  const ReportInput in = load_report_input({kTestdata / "partial"});
+  ReportOptions o;
+  o.window_s = 1.0;
+  const nlohmann::json d = report_data(in, o);
+  const auto& tl = d["runs"][0]["timeline"];
+  EXPECT_EQ(tl["window_s"], 1.0);
+  // Requests scheduled at 0 s, 1 s and 2 s from the origin; the run ends at 2.01 s.
+  EXPECT_EQ(tl["planned_rps"], (nlohmann::json{1.0, 1.0, 1.0}));
+  EXPECT_EQ(tl["completed_rps"], (nlohmann::json{1.0, 1.0, 0.0}));
+  EXPECT_EQ(tl["failed_rps"], (nlohmann::json{0.0, 0.0, 1.0}));
+  EXPECT_EQ(tl["ttft_p50_ms"], (nlohmann::json{100.0, 50.0, nullptr}));
+  EXPECT_EQ(tl["in_flight"], (nlohmann::json{0.0, 0.0, 0.0}));
+  EXPECT_EQ(tl["output_tokens_per_s"], (nlohmann::json{3.0, 3.0, 0.0}));
+}
+
+TEST(ReportData, HitRatePerWindowFromTheServersCounters) {
+  const ReportInput in = load_report_input({kTestdata / "sampled"});
+  ReportOptions o;
+  o.window_s = 1.0;
+  const nlohmann::json d = report_data(in, o);
+  // 25 of 100 prompt tokens hit between the samples at 0 s and 1 s; no query after.
+  EXPECT_EQ(d["runs"][0]["timeline"]["prefix_cache_hit_rate"], (nlohmann::json{0.25, nullptr, nullptr}));
+  const ReportInput none = load_report_input({kTestdata / "partial"});
+  const nlohmann::json without = report_data(none, o);
+  for (const auto& v : without["runs"][0]["timeline"]["prefix_cache_hit_rate"]) EXPECT_TRUE(v.is_null());
+}
+
+TEST(ReportData, GoldenForThePartialAndTheSampledRun) {
+  const ReportInput in = load_report_input({kTestdata / "partial", kTestdata / "sampled"});
+  const nlohmann::json d = report_data(in);
+  expect_golden(d.dump(1) + "\n", kTestdata / "golden/report_data.json");
+}
+
+TEST(Markdown, Golden) {
+  const ReportInput in = load_report_input({kTestdata / "partial", kTestdata / "sampled"});
+  expect_golden(render_markdown(report_data(in)), kTestdata / "golden/report.md");
+}
+
+// ---- the page
+
+TEST(Html, IsOneSelfContainedFileWithTheDataIntact) {
+  const ReportInput in = load_report_input({kTestdata / "partial", kTestdata / "sampled"});
+  nlohmann::json d = report_data(in);
+  d["notes"].push_back("a note with </script><!-- in it");
+  const std::string html = render_html(d);
+  EXPECT_THAT(html, HasSubstr("<!DOCTYPE html>"));
+  EXPECT_THAT(html, HasSubstr(std::string(assets::uplot_js().substr(0, 200))));
+  EXPECT_THAT(html, HasSubstr(std::string(assets::report_js().substr(0, 200))));
+  EXPECT_THAT(html, HasSubstr("uPlot " + std::string(assets::uplot_version())));
+  // Nothing is loaded from elsewhere.
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("<script src")));
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("<link")));
+  // The data element holds exactly the data.
+  const std::string open = "<script type=\"application/json\" id=\"report-data\">";
+  const auto begin = html.find(open);
+  ASSERT_NE(begin, std::string::npos);
+  const auto end = html.find("</script>", begin);
+  const auto back = nlohmann::json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+  EXPECT_EQ(back, d);
+}
+
+TEST(Html, AssetsAreTheInstalledUplot) {
+  EXPECT_GT(assets::uplot_js().size(), 20000u);
+  EXPECT_THAT(std::string(assets::uplot_js()), HasSubstr("uPlot"));
+  EXPECT_THAT(std::string(assets::uplot_css()), HasSubstr(".uplot"));
+  EXPECT_EQ(assets::uplot_version(), "1.6.32");
+}
+
+}  // namespace
+}  // namespace tokenscope::report

@@ -1,0 +1,116 @@
+// What `tokenscope report` reads from a run directory (docs/bench.md "Output",
+// docs/metrics.md, docs/observe.md): run.json whole (it is small), and
+// requests.jsonl and samples.jsonl streamed line by line (observe/export_run.h)
+// into the few numbers the report draws: per request its times, outcome,
+// tenant, class and an inter-token summary (about 60 bytes a request); per
+// sampled series its points. Statistics are computed on these full arrays;
+// only what is drawn is downsampled (downsample.h).
+//
+// A run directory is read as it is: a run cut by Ctrl-C or a crash
+// ("partial": true, no summary, a truncated last line of requests.jsonl), or
+// one without samples.jsonl, loads with a note saying what is missing; it
+// never throws for that. What does throw (InputError, UsageError): a path
+// that holds no run at all, a run.json that is not JSON.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "core/histogram.h"
+#include "core/record.h"
+
+namespace tokenscope::report {
+
+// One array per field, one entry per request line read (warm-up requests
+// included and flagged). Times are monotonic ns on the run's clock, -1 when
+// the request did not get there.
+struct RequestArrays {
+  std::vector<Nanos> t_sched, t_send, t_first_token, t_last_token, t_close;
+  std::vector<std::int32_t> output_tokens;  // -1: unknown
+  std::vector<float> itl_mean_ms;  // mean gap between output events per token; NaN: fewer than 2 events
+  std::vector<float> itl_max_ms;   // the longest gap per token; NaN as above
+  std::vector<Outcome> outcome;
+  std::vector<std::uint8_t> warmup;               // 1: in the warm-up window (left out of statistics)
+  std::vector<std::uint16_t> tenant, task_class;  // indexes into the names below
+  std::vector<std::string> tenant_names, class_names;
+  // Every token gap of the completed, non-warm-up requests (ns per token,
+  // as the summary's itl_ms counts them).
+  LogLinearHistogram itl_ns;
+
+  std::size_t size() const { return t_send.size(); }
+  // Derived per-request latencies in ms; NaN when the request has no such value
+  // (failed, warm-up, no first token). TPOT needs two output tokens.
+  double ttft_ms(std::size_t i) const;
+  double ttft_sched_ms(std::size_t i) const;  // from t_sched (open loop: client lag counts)
+  double tpot_ms(std::size_t i) const;
+  double e2e_ms(std::size_t i) const;
+  double send_lag_ms(std::size_t i) const;  // t_send - t_sched, for every sent request
+  bool counted(std::size_t i) const { return !warmup[i] && outcome[i] == Outcome::kOk; }
+};
+
+// One sampled series of samples.jsonl: a canonical or derived series of one
+// source with one label set. Points in file order (time order per source).
+struct SampledSeries {
+  std::string source;  // "server", "gpu", "host", "sim", ...
+  std::string kind;    // "canonical" or "derived"
+  std::string name;
+  std::string labels;  // "k=v,k=v" in the file's order, "" when none
+  std::vector<Nanos> t;
+  std::vector<double> v;
+};
+
+struct RunData {
+  std::filesystem::path dir;
+  std::string name;         // how the report names the run (the directory's name)
+  nlohmann::json run_json;  // run.json, null when the directory has none
+  std::string command;      // tool.command: "bench", "sim", ...
+  bool partial = false;
+  // The summary: run.json's, or recomputed from requests.jsonl when run.json
+  // has none (a run killed before its end); summary_recomputed says which.
+  nlohmann::json summary;
+  bool summary_recomputed = false;
+  RequestArrays requests;
+  std::uint64_t request_lines_skipped = 0;
+  std::vector<SampledSeries> series;
+  std::uint64_t sample_lines = 0;
+  std::uint64_t sample_lines_skipped = 0;
+  std::uint64_t sample_lines_without_series = 0;  // error / unavailable lines
+  bool has_samples = false;
+  // The time origin of the report's time axes: the earliest t_sched, t_send
+  // or sample of the run (0 when it has none).
+  Nanos origin = 0;
+  // Things the reader of the report should know: what is missing or cut,
+  // in plain words.
+  std::vector<std::string> notes;
+};
+
+// A sweep directory (bench --sweep-rates / --sweep-search): sweep.json and
+// one run per rate-*/ subdirectory.
+struct SweepData {
+  std::filesystem::path dir;
+  std::string name;
+  nlohmann::json sweep_json;
+  std::vector<std::size_t> runs;  // indexes into ReportInput::runs
+};
+
+struct ReportInput {
+  std::vector<RunData> runs;
+  std::vector<SweepData> sweeps;
+  std::vector<std::string> notes;  // about the set (runs with different settings overlaid)
+};
+
+// Loads one run directory. Throws UsageError when dir is not a directory
+// or holds neither run.json nor requests.jsonl, InputError when run.json is
+// not a JSON object.
+RunData load_run(const std::filesystem::path& dir);
+
+// Loads every path given: a run directory, or a sweep directory whose rate-*/
+// runs are loaded in the order of their rates.
+ReportInput load_report_input(const std::vector<std::filesystem::path>& paths);
+
+}  // namespace tokenscope::report

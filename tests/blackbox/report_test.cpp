@@ -1,0 +1,195 @@
+// Black-box tests of `tokenscope report`: a real bench run (in-process
+// simulator, samples.jsonl scraped from it) and a sweep, reported in every
+// format; run directories cut the ways users meet them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "process.h"
+
+namespace tokenscope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+const std::string kBin = TOKENSCOPE_BINARY;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Report : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tokenscope_report_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  ProcessResult report(std::vector<std::string> args) {
+    args.insert(args.begin(), {kBin, "report"});
+    return run_process(args, 60);
+  }
+  fs::path bench_run(const std::string& name, const std::vector<std::string>& extra = {}) {
+    const auto out = dir_ / name;
+    std::vector<std::string> args = {kBin,       "bench",        "--progress", "none",
+                                     "--quiet",  "--duration-s", "2",          "--input-len",
+                                     "fixed:64", "--output-len", "fixed:16",   "--scrape-interval",
+                                     "0.2",      "--out",        out.string()};
+    if (std::find(extra.begin(), extra.end(), "--rate") == extra.end())
+      args.insert(args.end(), {"--rate", "10"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_process(args, 120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Report, BenchThenReportInEveryFormat) {
+  const auto run = bench_run("run");
+  ASSERT_TRUE(fs::exists(run / "samples.jsonl"));
+  const auto bench_summary = json::parse(slurp(run / "run.json"))["summary"];
+
+  // html (the default): RUN/report.html, one self-contained file.
+  auto r = report({run.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("wrote " + (run / "report.html").string()), std::string::npos) << r.err;
+  const std::string html = slurp(run / "report.html");
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("id=\"report-data\""), std::string::npos);
+  EXPECT_EQ(html.find("<script src"), std::string::npos);
+  EXPECT_EQ(html.find("http://cdn"), std::string::npos);
+  EXPECT_LT(html.size(), 2u << 20);
+  // The page's script, run under Node with a minimal DOM and uPlot's own
+  // join(): every chart gets aligned data, labelled axes and a caption, and
+  // zooming one time chart zooms the others (report_page.mjs).
+  const auto page = run_process(
+      {"/usr/bin/env", "node", std::string(TOKENSCOPE_SOURCE_DIR) + "/tests/blackbox/node/report_page.mjs",
+       (run / "report.html").string()},
+      60);
+  ASSERT_EQ(page.exit_code, 0) << page.out << page.err;
+  const auto charts = json::parse(page.out);
+  EXPECT_GE(charts["charts"].get<int>(), 15) << page.out;  // 5 CDFs, 6 timelines, the server's series
+  EXPECT_GE(charts["time_charts"].get<int>(), 10) << page.out;
+
+  // json: the data behind the page, with the run's own summary and its sampled series.
+  r = report({run.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto data = json::parse(r.out);
+  ASSERT_EQ(data["runs"].size(), 1u);
+  const auto& d = data["runs"][0];
+  EXPECT_EQ(d["summary"], bench_summary);
+  EXPECT_EQ(d["command"], "bench");
+  EXPECT_FALSE(d["summary_recomputed"].get<bool>());
+  EXPECT_EQ(d["requests"]["records"], bench_summary["requests_total"]);
+  EXPECT_GT(d["cdf"]["ttft_ms"]["x"].size(), 5u);
+  EXPECT_EQ(d["cdf"]["ttft_ms"]["y"].back(), 1.0);
+  bool running = false;
+  for (const auto& s : d["series"]) running |= s["name"] == "requests_running" && s["x"].size() > 3;
+  EXPECT_TRUE(running) << "no requests_running series from the in-process server's /metrics";
+  double planned = 0;
+  for (const auto& v : d["timeline"]["planned_rps"])
+    planned += v.get<double>() * d["timeline"]["window_s"].get<double>();
+  EXPECT_NEAR(planned, bench_summary["requests_total"].get<double>(), 0.5);
+
+  // text: bench's summary table.
+  r = report({run.string(), "--format", "text"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tokenscope report: run (bench)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TTFT sched"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(bench_summary["requests_total"].dump() + " total"), std::string::npos) << r.out;
+
+  // md to a file named by --out.
+  r = report({run.string(), "--out", (dir_ / "summary.md").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(dir_ / "summary.md").find("| run | requests |"), std::string::npos);
+}
+
+TEST_F(Report, ACutRunAndOneWithoutSamplesGiveNotesNotCrashes) {
+  const auto run = bench_run("run", {"--no-scrape", "--no-host", "--no-gpu"});
+  // Ctrl-C as a crash leaves it: no summary, a half-written last line.
+  auto run_json = json::parse(slurp(run / "run.json"));
+  run_json["partial"] = true;
+  run_json["summary"] = nullptr;
+  std::ofstream(run / "run.json") << run_json.dump();
+  std::ofstream(run / "requests.jsonl", std::ios::app) << "{\"id\":99999,\"t_sched_ns\":12";
+  fs::remove(run / "samples.jsonl");
+  const auto r = report({run.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto d = json::parse(r.out)["runs"][0];
+  EXPECT_TRUE(d["partial"].get<bool>());
+  EXPECT_TRUE(d["summary_recomputed"].get<bool>());
+  EXPECT_GT(d["summary"]["requests_total"].get<int>(), 5);
+  std::string notes;
+  for (const auto& n : d["notes"]) notes += n.get<std::string>() + "\n";
+  EXPECT_NE(notes.find("partial run"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("1 bad line skipped"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("no samples.jsonl"), std::string::npos) << notes;
+  EXPECT_EQ(report({run.string(), "--out", (dir_ / "r.html").string()}).exit_code, 0);
+}
+
+TEST_F(Report, ASweepAndTwoRunsOverlaid) {
+  const auto sweep = dir_ / "sweep";
+  const auto b = run_process(
+      {kBin, "bench", "--progress", "none", "--quiet", "--duration-s", "1", "--input-len", "fixed:32",
+       "--output-len", "fixed:8", "--sweep-rates", "4,8", "--no-scrape", "--out", sweep.string()},
+      120);
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto other = bench_run("other", {"--rate", "5"});
+  const auto r = report({sweep.string(), other.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto data = json::parse(r.out);
+  ASSERT_EQ(data["runs"].size(), 3u);
+  EXPECT_EQ(data["runs"][0]["name"], "sweep/rate-4");
+  EXPECT_EQ(data["runs"][1]["name"], "sweep/rate-8");
+  ASSERT_EQ(data["sweeps"].size(), 1u);
+  EXPECT_EQ(data["sweeps"][0]["curve"].size(), 2u);
+  EXPECT_EQ(data["notes"].size(), 1u) << data["notes"];  // the runs' settings differ
+  const auto t = report({sweep.string(), "--format", "text"});
+  EXPECT_NE(t.out.find("sweep sweep"), std::string::npos) << t.out;
+}
+
+TEST_F(Report, SimAndBenchWriteTheirPageWithReport) {
+  const auto sim = dir_ / "sim";
+  auto r = run_process(
+      {kBin, "sim", "--quiet", "--num-requests", "50", "--rate", "20", "--report", "--out", sim.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string html = slurp(sim / "report.html");
+  EXPECT_NE(html.find("id=\"report-data\""), std::string::npos);
+  EXPECT_NE(html.find("\"command\":\"sim\""), std::string::npos);
+  EXPECT_EQ(run_process({kBin, "sim", "--num-requests", "5", "--report"}).exit_code, 2);  // needs --out
+
+  const auto bench = bench_run("bench", {"--report"});
+  EXPECT_NE(slurp(bench / "report.html").find("\"command\":\"bench\""), std::string::npos);
+}
+
+TEST_F(Report, BadInputIsAUsageError) {
+  auto r = report({(dir_ / "missing").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  fs::create_directories(dir_ / "empty");
+  r = report({(dir_ / "empty").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("neither run.json nor requests.jsonl"), std::string::npos) << r.err;
+  fs::create_directories(dir_ / "bad");
+  std::ofstream(dir_ / "bad/run.json") << "{not json";
+  r = report({(dir_ / "bad").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not a JSON object"), std::string::npos) << r.err;
+  r = report({(dir_ / "empty").string(), "--format", "pdf"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace tokenscope::testing
