@@ -221,7 +221,9 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
   r.session = -1;
   r.turn = 0;
   r.warmup = false;
-  r.t_sched = r.t_dispatch = r.t_send = r.t_headers = r.t_first_token = r.t_last_token = r.t_close = -1;
+  r.t_sched = r.t_dispatch = r.t_send = r.t_headers = r.t_first_scheduled = r.t_first_token = r.t_last_token =
+      r.t_close = -1;
+  r.preemptions = 0;
   r.prompt_tokens = r.output_tokens = r.output_tokens_planned = r.cached_tokens = r.http_status = -1;
   r.server_prompt_ms = -1;
   r.events_dropped = 0;
@@ -236,14 +238,15 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
     const dom::element v = kv.value;
     if (k.size() > 3 && k.starts_with("t_") && k.ends_with("_ns")) {
       const std::string_view name = k.substr(2, k.size() - 5);
-      Nanos* slot = name == "sched"         ? &r.t_sched
-                    : name == "dispatch"    ? &r.t_dispatch
-                    : name == "send"        ? &r.t_send
-                    : name == "headers"     ? &r.t_headers
-                    : name == "first_token" ? &r.t_first_token
-                    : name == "last_token"  ? &r.t_last_token
-                    : name == "close"       ? &r.t_close
-                                            : nullptr;
+      Nanos* slot = name == "sched"             ? &r.t_sched
+                    : name == "dispatch"        ? &r.t_dispatch
+                    : name == "send"            ? &r.t_send
+                    : name == "headers"         ? &r.t_headers
+                    : name == "first_scheduled" ? &r.t_first_scheduled
+                    : name == "first_token"     ? &r.t_first_token
+                    : name == "last_token"      ? &r.t_last_token
+                    : name == "close"           ? &r.t_close
+                                                : nullptr;
       if (slot) *slot = get_time(k, v);
     } else if (k == "id") {
       r.id = get_uint(k, v);
@@ -272,6 +275,11 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
       r.http_status = get_int(k, v);
     } else if (k == "server_prompt_ms") {
       if (v.get_double().get(r.server_prompt_ms) != simdjson::SUCCESS) wrong_type(k, v, "a number");
+    } else if (k == "preemptions") {
+      const auto n = get_uint(k, v);
+      if (n > std::numeric_limits<std::uint32_t>::max())
+        throw LineError("preemptions", "should be below 2^32");
+      r.preemptions = static_cast<std::uint32_t>(n);
     } else if (k == "events_dropped") {
       r.events_dropped = get_uint(k, v);
     } else if (k == "response_id") {

@@ -68,9 +68,11 @@ struct ExportRequest {
   Nanos t_dispatch = -1;
   Nanos t_send = -1;
   Nanos t_headers = -1;
+  Nanos t_first_scheduled = -1;  // sim: the first engine step that processed the request
   Nanos t_first_token = -1;
   Nanos t_last_token = -1;
   Nanos t_close = -1;
+  std::uint32_t preemptions = 0;
   std::int64_t prompt_tokens = -1;
   std::int64_t output_tokens = -1;
   std::int64_t output_tokens_planned = -1;

@@ -79,6 +79,62 @@ XY minmax_columns(const std::vector<double>& x, const std::vector<double>& y, st
   return out;
 }
 
+ColumnReducer::ColumnReducer(double x0, double x1, std::size_t columns)
+    : x0_(x0), span_(x1 > x0 ? x1 - x0 : 0), columns_(std::max<std::size_t>(columns, 1)) {}
+
+void ColumnReducer::add(double x, double y) {
+  const double f = span_ > 0 ? (x - x0_) / span_ * static_cast<double>(columns_.size()) : 0;
+  const std::size_t c =
+      f <= 0 || std::isnan(f) ? 0 : std::min(columns_.size() - 1, static_cast<std::size_t>(f));
+  Column& col = columns_[c];
+  const Point p{x, y, seq_++};
+  if (!col.any) {
+    col.any = true;
+    col.first = p;
+  }
+  col.last = p;
+  if (std::isnan(y)) {
+    if (!col.has_gap) {
+      col.has_gap = true;
+      col.gap = p;
+    }
+    return;
+  }
+  if (!col.has_lo) {
+    col.has_lo = true;
+    col.lo = col.hi = p;
+  } else if (y < col.lo.y) {
+    col.lo = p;
+  } else if (y > col.hi.y) {
+    col.hi = p;
+  }
+}
+
+XY ColumnReducer::result() const {
+  XY out;
+  for (const Column& col : columns_) {
+    if (!col.any) continue;
+    Point keep[5];
+    std::size_t n = 0;
+    keep[n++] = col.first;
+    if (col.has_lo) {
+      keep[n++] = col.lo;
+      keep[n++] = col.hi;
+    }
+    keep[n++] = col.last;
+    if (col.has_gap) keep[n++] = col.gap;
+    std::sort(keep, keep + n, [](const Point& a, const Point& b) { return a.seq < b.seq; });
+    std::uint64_t prev = UINT64_MAX;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (keep[i].seq == prev) continue;
+      prev = keep[i].seq;
+      out.x.push_back(keep[i].x);
+      out.y.push_back(keep[i].y);
+    }
+  }
+  return out;
+}
+
 XY cdf_points(std::vector<double>& values, std::size_t even_points) {
   values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
                values.end());

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "core/histogram.h"
@@ -30,6 +31,31 @@ struct XY {
 
 // x must be sorted ascending (ties allowed) and as long as y.
 XY minmax_columns(const std::vector<double>& x, const std::vector<double>& y, std::size_t columns);
+
+// The same reduction for points that arrive one at a time (a file too large
+// to hold), over an x range known before the first: per column its first,
+// lowest, highest and last point and its first gap (NaN y), in x order. x
+// must not decrease; points outside [x0, x1] go to the first or last column.
+// Each column keeps 5 points at most, whatever the number of points added.
+class ColumnReducer {
+ public:
+  ColumnReducer(double x0, double x1, std::size_t columns);
+  void add(double x, double y);
+  XY result() const;
+
+ private:
+  struct Point {
+    double x = 0, y = 0;
+    std::uint64_t seq = 0;  // order of arrival, to sort ties on x
+  };
+  struct Column {
+    bool any = false, has_lo = false, has_gap = false;
+    Point first, lo, hi, last, gap;
+  };
+  double x0_, span_;
+  std::uint64_t seq_ = 0;
+  std::vector<Column> columns_;
+};
 
 // NaN values are left out. values is sorted in place.
 XY cdf_points(std::vector<double>& values, std::size_t even_points = 256);

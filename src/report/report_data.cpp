@@ -17,6 +17,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // A send lag over this at p99 is worth a warning: the client, not the
 // server, made those requests late.
 constexpr double kSendLagWarnMs = 10.0;
+// Tenants drawn one line each in the per-tenant rate chart; the rest are summed.
+constexpr std::size_t kMaxTenantLines = 8;
 
 // v rounded to 6 significant digits, so that the page stays small (the
 // statistics are computed before). NaN and infinities become null.
@@ -110,7 +112,7 @@ double counter_at(const SampledSeries& s, Nanos t) {
 nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   const auto& a = run.requests;
   const double duration = run_end_s(run);
-  const double w = o.window_s > 0 ? o.window_s : timeline_window_s(duration);
+  const double w = o.window_s > 0 ? o.window_s : timeline_window_s(duration, a.size());
   const auto windows = static_cast<std::size_t>(std::max(1.0, std::ceil(duration / w)));
   auto window_of = [&](Nanos t) -> std::ptrdiff_t {
     if (t < 0) return -1;
@@ -119,6 +121,11 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   };
   std::vector<double> planned(windows, 0), sent(windows, 0), done(windows, 0), failed(windows, 0),
       output_tokens(windows, 0);
+  // Completed requests per tenant and window, for runs with more than one
+  // tenant: the busiest kMaxTenantLines by name order of their totals, the
+  // rest as "other".
+  const std::size_t tenants = a.tenant_names.size();
+  std::vector<std::vector<double>> done_by_tenant(tenants > 1 ? tenants : 0, std::vector<double>(windows, 0));
   std::vector<std::vector<double>> ttft(windows), tpot(windows), itl_mean(windows), itl_max(windows),
       lag(windows);
   std::vector<Nanos> starts, ends;
@@ -133,10 +140,13 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
       if (a.t_close[i] >= 0) ends.push_back(a.t_close[i]);
     }
     if (const auto k = window_of(a.t_close[i]); k >= 0) {
-      if (a.outcome[i] == Outcome::kOk)
+      if (a.outcome[i] == Outcome::kOk) {
         done[k] += 1;
-      else
+        if (!done_by_tenant.empty() && a.tenant[i] < done_by_tenant.size())
+          done_by_tenant[a.tenant[i]][k] += 1;
+      } else {
         failed[k] += 1;
+      }
     }
     if (!a.counted(i)) continue;
     if (const auto k = window_of(a.t_first_token[i]); k >= 0) ttft[k].push_back(a.ttft_ms(i));
@@ -198,7 +208,226 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   // From the server's samples: null where the window saw no prefix-cache
   // query or the run has no samples.
   j["prefix_cache_hit_rate"] = array_of(hit_rate);
+  nlohmann::json by_tenant = nlohmann::json::array();
+  if (!done_by_tenant.empty()) {
+    std::vector<std::size_t> order(tenants);
+    for (std::size_t i = 0; i < tenants; ++i) order[i] = i;
+    std::vector<double> total(tenants, 0);
+    for (std::size_t i = 0; i < tenants; ++i)
+      for (const double v : done_by_tenant[i]) total[i] += v;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return total[x] > total[y]; });
+    std::vector<double> other(windows, 0);
+    bool any_other = false;
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      const std::size_t i = order[r];
+      if (r < kMaxTenantLines) {
+        by_tenant.push_back(
+            {{"tenant", a.tenant_names[i]}, {"completed_rps", array_of(per_s(done_by_tenant[i]))}});
+      } else {
+        any_other = true;
+        for (std::size_t k = 0; k < windows; ++k) other[k] += done_by_tenant[i][k];
+      }
+    }
+    if (any_other)
+      by_tenant.push_back({{"tenant", fmt::format("{} other tenants", tenants - kMaxTenantLines)},
+                           {"completed_rps", array_of(per_s(other))}});
+  }
+  j["completed_rps_by_tenant"] = std::move(by_tenant);
   return j;
+}
+
+// The hit rate x p99 latency -> throughput heat map. Its windows follow
+// the server's samples (a hit rate needs the increase of both prefix-cache
+// counters over the window): consecutive sample intervals, grouped so that
+// there are at most kHeatWindows. Per window: the hit rate, the p99 TTFT of
+// the requests whose first token came in it and the p99 TPOT of those that
+// ended in it, and the output tokens/s (the server's generation_tokens
+// counter when it has one, else the output tokens of the requests that
+// ended in the window). The windows are binned by hit rate (10 bins over
+// [0, 1]) and by latency (12 log-spaced bins between the smallest and the
+// largest window's), each cell coloured by the mean tokens/s of its windows.
+constexpr std::size_t kHeatWindows = 1000;
+
+nlohmann::json heat_bins(const std::vector<double>& hit, const std::vector<double>& lat,
+                         const std::vector<double>& tps, const char* latency_key, double window_s) {
+  struct W {
+    double h, l, t;
+  };
+  std::vector<W> w;
+  for (std::size_t k = 0; k < hit.size(); ++k)
+    if (std::isfinite(hit[k]) && std::isfinite(lat[k]) && lat[k] > 0 && std::isfinite(tps[k]))
+      w.push_back({std::clamp(hit[k], 0.0, 1.0), lat[k], tps[k]});
+  if (w.empty()) return nullptr;
+  constexpr std::size_t kX = 10, kY = 12;
+  double lo = w[0].l, hi = w[0].l;
+  for (const auto& x : w) lo = std::min(lo, x.l), hi = std::max(hi, x.l);
+  const double l0 = std::log10(lo);
+  const double l1 = std::log10(hi) > l0 ? std::log10(hi) : l0 + 0.1;
+  std::vector<double> x_edges, y_edges;
+  for (std::size_t i = 0; i <= kX; ++i) x_edges.push_back(static_cast<double>(i) / kX);
+  for (std::size_t i = 0; i <= kY; ++i)
+    y_edges.push_back(std::pow(10.0, l0 + (l1 - l0) * static_cast<double>(i) / kY));
+  std::vector<double> sum(kX * kY, 0), count(kX * kY, 0);
+  for (const auto& x : w) {
+    const auto xi = std::min<std::size_t>(kX - 1, static_cast<std::size_t>(x.h * kX));
+    const auto yi = std::min<std::size_t>(
+        kY - 1, static_cast<std::size_t>(std::max(0.0, (std::log10(x.l) - l0) / (l1 - l0) * kY)));
+    sum[xi * kY + yi] += x.t;
+    count[xi * kY + yi] += 1;
+  }
+  nlohmann::json cells = nlohmann::json::array();
+  double vmin = INFINITY, vmax = -INFINITY;
+  for (std::size_t xi = 0; xi < kX; ++xi)
+    for (std::size_t yi = 0; yi < kY; ++yi) {
+      const double c = count[xi * kY + yi];
+      if (c == 0) continue;
+      const double mean = sum[xi * kY + yi] / c;
+      vmin = std::min(vmin, mean);
+      vmax = std::max(vmax, mean);
+      cells.push_back({xi, yi, c, num(mean)});
+    }
+  return {{"latency", latency_key},       {"windows", w.size()},          {"window_s", num(window_s)},
+          {"x_edges", array_of(x_edges)}, {"y_edges", array_of(y_edges)}, {"cells", std::move(cells)},
+          {"tps_min", num(vmin)},         {"tps_max", num(vmax)}};
+}
+
+// {"ttft": map or null, "tpot": map or null}; null when the run has no
+// prefix-cache counters sampled.
+nlohmann::json heatmaps(const RunData& run) {
+  const SampledSeries* hits = server_counter(run, "prefix_cache_hits_tokens");
+  const SampledSeries* queries = server_counter(run, "prefix_cache_queries_tokens");
+  const SampledSeries* generated = server_counter(run, "generation_tokens");
+  if (!hits || !queries || hits->t.empty() || queries->t.size() < 2) return nullptr;
+  const std::size_t step = (queries->t.size() - 1 + kHeatWindows - 1) / kHeatWindows;
+  std::vector<Nanos> edges;
+  for (std::size_t i = 0; i < queries->t.size(); i += step) edges.push_back(queries->t[i]);
+  if (edges.back() != queries->t.back()) edges.push_back(queries->t.back());
+  const std::size_t n = edges.size() - 1;
+  if (n == 0) return nullptr;
+  std::vector<double> hit(n, kNaN), tps(n, kNaN), client_tokens(n, 0);
+  std::vector<std::vector<double>> ttft(n), tpot(n);
+  auto window_of = [&](Nanos t) -> std::ptrdiff_t {
+    if (t < edges.front() || t >= edges.back()) return -1;
+    return std::upper_bound(edges.begin(), edges.end(), t) - edges.begin() - 1;
+  };
+  const auto& a = run.requests;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a.counted(i)) continue;
+    if (const auto k = window_of(a.t_first_token[i]); k >= 0) ttft[k].push_back(a.ttft_ms(i));
+    if (const auto k = window_of(a.t_last_token[i]); k >= 0) {
+      if (const double t = a.tpot_ms(i); !std::isnan(t)) tpot[k].push_back(t);
+      if (a.output_tokens[i] > 0) client_tokens[k] += a.output_tokens[i];
+    }
+  }
+  std::vector<double> ttft_p99(n), tpot_p99(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const double dt = nanos_to_s(edges[k + 1] - edges[k]);
+    const double dq = counter_at(*queries, edges[k + 1]) - counter_at(*queries, edges[k]);
+    if (dq > 0) hit[k] = (counter_at(*hits, edges[k + 1]) - counter_at(*hits, edges[k])) / dq;
+    if (dt > 0)
+      tps[k] = generated && !generated->t.empty()
+                   ? (counter_at(*generated, edges[k + 1]) - counter_at(*generated, edges[k])) / dt
+                   : client_tokens[k] / dt;
+    ttft_p99[k] = quantile(ttft[k], 0.99);
+    tpot_p99[k] = quantile(tpot[k], 0.99);
+  }
+  const double window_s = nanos_to_s(edges.back() - edges.front()) / static_cast<double>(n);
+  return {{"ttft", heat_bins(hit, ttft_p99, tps, "ttft_p99_ms", window_s)},
+          {"tpot", heat_bins(hit, tpot_p99, tps, "tpot_p99_ms", window_s)},
+          {"tokens_from", generated && !generated->t.empty() ? "server" : "client"}};
+}
+
+// The slowest requests for the waterfall: per request its segments in ms
+// from its scheduled time (or its send when it has none) and every output
+// event. Where the server's queue ends is known for sim (the first step that
+// ran it) and for servers that send their prefill time (llama.cpp's
+// timings: the prefill ends at the first token); otherwise "waiting and
+// prefill" is one segment.
+nlohmann::json waterfall(const RunData& run) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : run.slowest) {
+    const Nanos t0 = r.t_sched >= 0 ? r.t_sched : r.t_send;
+    auto ms = [t0](Nanos t) { return t < 0 ? nlohmann::json() : num(nanos_to_ms(t - t0)); };
+    Nanos prefill_start = -1;
+    const char* split = "none";
+    if (r.t_first_scheduled >= 0 && r.t_first_scheduled <= r.t_first_token) {
+      prefill_start = std::max(r.t_send, r.t_first_scheduled);
+      split = "engine";
+    } else if (r.server_prompt_ms >= 0) {
+      const Nanos p = static_cast<Nanos>(std::llround(r.server_prompt_ms * 1e6));
+      prefill_start = std::max(r.t_send, r.t_first_token - p);
+      split = "server_timings";
+    }
+    nlohmann::json events = nlohmann::json::array();
+    for (const Nanos t : r.event_times) events.push_back(num(nanos_to_ms(t - t0)));
+    out.push_back({{"id", r.id},
+                   {"tenant", r.tenant},
+                   {"class", r.task_class},
+                   {"start_s", num(nanos_to_s(t0 - run.origin))},
+                   {"sched_ms", ms(r.t_sched)},
+                   {"send_ms", ms(r.t_send)},
+                   {"prefill_start_ms", ms(prefill_start)},
+                   {"prefill_split", split},
+                   {"first_token_ms", ms(r.t_first_token)},
+                   {"last_token_ms", ms(r.t_last_token)},
+                   {"close_ms", ms(r.t_close)},
+                   {"e2e_ms", num(nanos_to_ms(r.e2e()))},
+                   {"prompt_tokens", r.prompt_tokens},
+                   {"cached_tokens", r.cached_tokens},
+                   {"output_tokens", r.output_tokens},
+                   {"preemptions", r.preemptions},
+                   {"events_ms", std::move(events)}});
+  }
+  return out;
+}
+
+nlohmann::json steps_json(const RunData& run) {
+  if (!run.steps.present) return nullptr;
+  nlohmann::json series = nlohmann::json::array();
+  for (const auto& s : run.steps.series)
+    series.push_back({{"name", s.name}, {"x", array_of(s.t_s)}, {"y", array_of(s.v)}});
+  return {
+      {"steps", run.steps.steps}, {"lines_skipped", run.steps.lines_skipped}, {"series", std::move(series)}};
+}
+
+nlohmann::json phases_json(const RunData& run) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : run.phases)
+    out.push_back({{"phase", p["phase"]},
+                   {"start_s", num(nanos_to_s(p["start_ns"].get<Nanos>() - run.origin))},
+                   {"end_s", num(nanos_to_s(p["end_ns"].get<Nanos>() - run.origin))}});
+  return out;
+}
+
+// A probe's result as the page shows it: the file, the probe's name, and the
+// parts its tables and charts read (the repetitions' values left out).
+nlohmann::json strip_values(const nlohmann::json& j) {
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : j.items())
+      if (k != "values" && k != "environment") out[k] = strip_values(v);
+    return out;
+  }
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : j) out.push_back(strip_values(v));
+    return out;
+  }
+  return j;
+}
+
+nlohmann::json probe_json(const ProbeData& p) {
+  nlohmann::json out = strip_values(p.result);
+  out["file"] = p.file.string();
+  if (const auto& env = at(p.result, {"environment"}); env.is_object()) {
+    nlohmann::json e = nlohmann::json::object();
+    for (const char* k : {"hostname", "kernel", "machine", "utc", "tokenscope_version"})
+      if (env.contains(k)) e[k] = env[k];
+    if (const auto& model = at(env, {"cpu", "model"}); !model.is_null()) e["cpu"] = model;
+    out["environment"] = std::move(e);
+  }
+  return out;
 }
 
 // A sampled series' type ("gauge", "counter", "derived") and unit, from
@@ -275,11 +504,18 @@ nlohmann::json settings_json(const RunData& run) {
 
 }  // namespace
 
-double timeline_window_s(double duration_s) {
+double timeline_window_s(double duration_s, std::size_t requests) {
   constexpr double kSteps[] = {1, 2, 5};
+  constexpr double kMinRequestsPerWindow = 5;
+  const double per_s = duration_s > 0 ? static_cast<double>(requests) / duration_s : 0;
   for (double decade = 0.1;; decade *= 10)
-    for (const double m : kSteps)
-      if (duration_s / (m * decade) <= 300 || m * decade >= 1e6) return m * decade;
+    for (const double m : kSteps) {
+      const double w = m * decade;
+      if (w >= 1e6) return w;
+      if (duration_s / w > 300) continue;
+      if (requests > 0 && per_s * w < kMinRequestsPerWindow && duration_s / w > 1) continue;
+      return w;
+    }
 }
 
 std::vector<std::string> run_warnings(const RunData& run) {
@@ -317,8 +553,6 @@ std::vector<std::string> run_warnings(const RunData& run) {
       const std::string what = src.contains("description") && src["description"].is_string()
                                    ? fmt::format("{} ({})", name, src["description"].get<std::string>())
                                    : name;
-      if (src.contains("unavailable") && src["unavailable"].is_string())
-        w.push_back(fmt::format("sampling: {} unavailable: {}", what, src["unavailable"].get<std::string>()));
       const double errors = number_or(at(src, {"errors"}), 0);
       if (errors > 0) {
         std::string reasons;
@@ -334,6 +568,21 @@ std::vector<std::string> run_warnings(const RunData& run) {
   return w;
 }
 
+std::vector<std::string> run_notes(const RunData& run) {
+  std::vector<std::string> notes = run.notes;
+  if (const auto& sources = at(run.run_json, {"observe", "sources"}); sources.is_array())
+    for (const auto& src : sources) {
+      if (!src.contains("unavailable") || !src["unavailable"].is_string()) continue;
+      const std::string name = src.value("source", std::string("?"));
+      const std::string what = src.contains("description") && src["description"].is_string()
+                                   ? fmt::format("{} ({})", name, src["description"].get<std::string>())
+                                   : name;
+      notes.push_back(
+          fmt::format("sampling: {} unavailable: {}", what, src["unavailable"].get<std::string>()));
+    }
+  return notes;
+}
+
 nlohmann::json report_data(const ReportInput& in, const ReportOptions& o) {
   nlohmann::json out;
   out["format"] = "tokenscope-report";
@@ -346,7 +595,7 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& o) {
     r["command"] = run.command;
     r["partial"] = run.partial;
     r["summary_recomputed"] = run.summary_recomputed;
-    r["notes"] = run.notes;
+    r["notes"] = run_notes(run);
     r["warnings"] = run_warnings(run);
     r["settings"] = settings_json(run);
     r["summary"] = run.summary;
@@ -359,10 +608,13 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& o) {
     r["duration_s"] = num(run_end_s(run));
     r["cdf"] = cdfs(run, o);
     r["timeline"] = timeline(run, o);
+    r["heatmap"] = heatmaps(run);
     r["series"] = series_json(run, o);
-    // Lifecycle phases (warm-up / steady / degradation) from `check`, when
-    // it produces them: [{"phase", "start_s", "end_s"}]. Empty for now.
-    r["phases"] = nlohmann::json::array();
+    r["slowest"] = waterfall(run);
+    r["steps"] = steps_json(run);
+    // Lifecycle phases (warm-up / steady / degradation) from `check`
+    // (phases.json): [{"phase", "start_s", "end_s"}], shaded on the time axis.
+    r["phases"] = phases_json(run);
     runs.push_back(std::move(r));
   }
   out["runs"] = std::move(runs);
@@ -374,6 +626,9 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& o) {
                       {"partial", at(s.sweep_json, {"partial"})},
                       {"runs", s.runs}});
   out["sweeps"] = std::move(sweeps);
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : in.probes) probes.push_back(probe_json(p));
+  out["probes"] = std::move(probes);
   return out;
 }
 

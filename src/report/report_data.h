@@ -26,9 +26,16 @@ struct ReportOptions {
 // not sent, the run's own verdict.
 std::vector<std::string> run_warnings(const RunData& run);
 
-// The window of the timeline for a run of duration_s seconds: 0.1, 0.2, 0.5,
-// 1, 2, 5, ... s, the smallest giving at most 300 windows.
-double timeline_window_s(double duration_s);
+// What the reader should know but need not worry about: the run's notes
+// (what is missing or cut) and the collectors that could not sample here
+// (no NVML on a client machine without a GPU is normal).
+std::vector<std::string> run_notes(const RunData& run);
+
+// The window of the timeline for a run of duration_s seconds with `requests`
+// requests: 0.1, 0.2, 0.5, 1, 2, 5, ... s, the smallest giving at most 300
+// windows and, on average, at least 5 requests per window (fewer windows
+// than that make every per-window rate and percentile noise).
+double timeline_window_s(double duration_s, std::size_t requests = 0);
 
 nlohmann::json report_data(const ReportInput& in, const ReportOptions& options = {});
 

@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const fs::path kTestdata = fs::path(TOKENSCOPE_SOURCE_DIR) / "src/report/testdata";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -171,6 +172,11 @@ TEST(TimelineWindow, AboutThreeHundredWindowsOfAReadableLength) {
   EXPECT_EQ(timeline_window_s(31), 0.2);
   EXPECT_EQ(timeline_window_s(60), 0.2);
   EXPECT_EQ(timeline_window_s(3600), 20);
+  // At least 5 requests per window on average: 200 requests in 29 s (6.9/s)
+  // need 1 s windows; a run shorter than one such window gets one window.
+  EXPECT_EQ(timeline_window_s(29, 200), 1);
+  EXPECT_EQ(timeline_window_s(29, 100000), 0.1);
+  EXPECT_EQ(timeline_window_s(2, 3), 2);
 }
 
 // ---- loading run directories
@@ -299,7 +305,10 @@ TEST(Warnings, NameFailuresClientLagAndScrapeErrors) {
   EXPECT_THAT(all, HasSubstr("token check: 3 requests"));
   EXPECT_THAT(all, HasSubstr("scrape errors: server (http://127.0.0.1:8000/metrics): 1 of 3 reads failed: "
                              "connection refused (1)"));
-  EXPECT_THAT(all, HasSubstr("sampling: gpu unavailable: no NVML library"));
+  EXPECT_THAT(all, Not(HasSubstr("unavailable")));
+  std::string notes;
+  for (const auto& n : run_notes(run)) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("sampling: gpu unavailable: no NVML library"));
 }
 
 TEST(ReportData, TimelineCountsPerWindow) {
@@ -369,6 +378,193 @@ TEST(Html, AssetsAreTheInstalledUplot) {
   EXPECT_THAT(std::string(assets::uplot_js()), HasSubstr("uPlot"));
   EXPECT_THAT(std::string(assets::uplot_css()), HasSubstr(".uplot"));
   EXPECT_EQ(assets::uplot_version(), "1.6.32");
+}
+
+// ---- streaming reduction, slowest requests, steps, phases, probes
+
+TEST(ColumnReducer, KeepsWhatMinMaxColumnsKeepsWithoutHoldingThePoints) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 10000; ++i) {
+    x.push_back(i * 0.01);
+    y.push_back(std::sin(i * 0.05) + (i == 4321 ? 50.0 : 0.0));  // one spike
+  }
+  y[7000] = kNaN;  // a gap
+  ColumnReducer r(x.front(), x.back(), 100);
+  for (std::size_t i = 0; i < x.size(); ++i) r.add(x[i], y[i]);
+  const XY got = r.result();
+  const XY want = minmax_columns(x, y, 100);
+  ASSERT_EQ(got.x.size(), want.x.size());
+  for (std::size_t i = 0; i < got.x.size(); ++i) {
+    EXPECT_DOUBLE_EQ(got.x[i], want.x[i]) << i;
+    if (std::isnan(want.y[i]))
+      EXPECT_TRUE(std::isnan(got.y[i])) << i;
+    else
+      EXPECT_DOUBLE_EQ(got.y[i], want.y[i]) << i;
+  }
+  EXPECT_LE(got.x.size(), 5u * 100);
+  EXPECT_NE(std::find(got.y.begin(), got.y.end(), y[4321]), got.y.end());
+}
+
+TEST(ColumnReducer, PointsOutsideTheRangeGoToTheEdgeColumns) {
+  ColumnReducer r(0, 10, 10);
+  r.add(-5, 1);
+  r.add(5, 2);
+  r.add(50, 3);
+  const XY got = r.result();
+  EXPECT_EQ(got.x, (std::vector<double>{-5, 5, 50}));
+  EXPECT_EQ(got.y, (std::vector<double>{1, 2, 3}));
+  EXPECT_TRUE(ColumnReducer(0, 0, 10).result().x.empty());
+}
+
+SlowRequest slow(std::uint64_t id, Nanos e2e) {
+  SlowRequest r;
+  r.id = id;
+  r.t_send = 1000;
+  r.t_last_token = 1000 + e2e;
+  return r;
+}
+
+TEST(SlowestRequests, KeepsTheNSlowestSlowestFirstAndMerges) {
+  SlowestRequests a(3), b(3);
+  for (std::uint64_t i = 0; i < 10; ++i) (i % 2 ? a : b).add(slow(i, static_cast<Nanos>((i * 7) % 10)));
+  // e2e by id: 0 7 4 1 8 5 2 9 6 3 -> slowest: id 7 (9), id 4 (8), id 1 (7)
+  EXPECT_FALSE(a.wants(0, 99));
+  a.merge(std::move(b));
+  const auto kept = a.take();
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].id, 7u);
+  EXPECT_EQ(kept[1].id, 4u);
+  EXPECT_EQ(kept[2].id, 1u);
+  // Ties: the lower id stays.
+  SlowestRequests t(1);
+  t.add(slow(5, 10));
+  t.add(slow(2, 10));
+  t.add(slow(9, 10));
+  EXPECT_EQ(t.take().at(0).id, 2u);
+}
+
+TEST(SimRun, StepsSlowestRequestsAndHeatMap) {
+  const RunData run = load_run(kTestdata / "sim");
+  ASSERT_TRUE(run.steps.present);
+  EXPECT_EQ(run.steps.steps, 273u);
+  EXPECT_EQ(run.steps.lines_skipped, 0u);
+  const auto find = [&](const char* name) -> const StepSeries* {
+    for (const auto& s : run.steps.series)
+      if (s.name == name) return &s;
+    return nullptr;
+  };
+  for (const char* name : {"batch_seqs", "running", "waiting", "kv_usage", "prefill_tokens", "decode_tokens",
+                           "preemptions_total", "tenant_switches_total"})
+    ASSERT_NE(find(name), nullptr) << name;
+  // 273 steps in 1000 columns: every step kept, on the run's time axis.
+  EXPECT_EQ(find("batch_seqs")->t_s.size(), 273u);
+  EXPECT_TRUE(std::is_sorted(find("kv_usage")->t_s.begin(), find("kv_usage")->t_s.end()));
+  // Running totals never decrease.
+  const auto& pre = find("preemptions_total")->v;
+  EXPECT_TRUE(std::is_sorted(pre.begin(), pre.end()));
+
+  ASSERT_EQ(run.slowest.size(), 16u);  // fewer requests than kSlowestKept: all of them
+  for (std::size_t i = 1; i < run.slowest.size(); ++i)
+    EXPECT_GE(run.slowest[i - 1].e2e(), run.slowest[i].e2e());
+  EXPECT_EQ(run.slowest[0].event_times.size(), 24u);
+  EXPECT_GE(run.slowest[0].t_first_scheduled, run.slowest[0].t_send);
+
+  const nlohmann::json d = report_data(load_report_input({kTestdata / "sim"}));
+  const auto& r = d["runs"][0];
+  ASSERT_EQ(r["slowest"].size(), 16u);
+  EXPECT_EQ(r["slowest"][0]["prefill_split"], "engine");
+  EXPECT_EQ(r["slowest"][0]["events_ms"].size(), 24u);
+  ASSERT_TRUE(r["heatmap"].is_object());
+  EXPECT_EQ(r["heatmap"]["tokens_from"], "server");
+  const auto& h = r["heatmap"]["ttft"];
+  ASSERT_TRUE(h.is_object());
+  EXPECT_EQ(h["x_edges"].size(), 11u);
+  EXPECT_EQ(h["y_edges"].size(), 13u);
+  double windows = 0;
+  for (const auto& c : h["cells"]) {
+    windows += c[2].get<double>();
+    EXPECT_GE(c[3].get<double>(), h["tps_min"].get<double>());
+    EXPECT_LE(c[3].get<double>(), h["tps_max"].get<double>());
+  }
+  EXPECT_EQ(windows, h["windows"].get<double>());
+  // Two tenants: completed requests per tenant per window add up to all of them.
+  const auto& tl = r["timeline"];
+  ASSERT_EQ(tl["completed_rps_by_tenant"].size(), 2u);
+  for (std::size_t k = 0; k < tl["t_s"].size(); ++k)
+    EXPECT_NEAR(tl["completed_rps_by_tenant"][0]["completed_rps"][k].get<double>() +
+                    tl["completed_rps_by_tenant"][1]["completed_rps"][k].get<double>(),
+                tl["completed_rps"][k].get<double>(), 1e-9);
+  EXPECT_EQ(r["steps"]["steps"], 273);
+}
+
+TEST(SimRun, ACutStepsFileIsReadUpToTheCutWithANote) {
+  TempDir t;
+  fs::copy(kTestdata / "sim", t.path / "run");
+  std::string steps = read_file(t.path / "run" / "steps.jsonl");
+  steps.resize(steps.size() - 40);  // a crash mid-line
+  std::ofstream(t.path / "run" / "steps.jsonl", std::ios::binary | std::ios::trunc) << steps;
+  const RunData run = load_run(t.path / "run");
+  EXPECT_EQ(run.steps.steps, 272u);
+  EXPECT_EQ(run.steps.lines_skipped, 1u);
+  std::string notes;
+  for (const auto& n : run.notes) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("steps.jsonl: 1 bad line skipped; the first: line 273"));
+}
+
+TEST(Phases, ReadFromPhasesJsonOnTheRunsTimeAxis) {
+  TempDir t;
+  fs::copy(kTestdata / "sim", t.path / "run");
+  const RunData plain = load_run(t.path / "run");
+  const Nanos o = plain.origin;
+  std::ofstream(t.path / "run" / "phases.json")
+      << R"({"phases":[{"phase":"warm-up","start_ns":)" << o << R"(,"end_ns":)" << o + 1'000'000'000
+      << R"(},{"phase":"steady","start_ns":)" << o + 1'000'000'000 << R"(,"end_ns":)" << o + 3'500'000'000
+      << "}]}";
+  const nlohmann::json d = report_data(load_report_input({t.path / "run"}));
+  const auto& p = d["runs"][0]["phases"];
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0]["phase"], "warm-up");
+  EXPECT_EQ(p[0]["start_s"], 0.0);
+  EXPECT_EQ(p[1]["start_s"], 1.0);
+  EXPECT_EQ(p[1]["end_s"], 3.5);
+
+  std::ofstream(t.path / "run" / "phases.json", std::ios::trunc)
+      << R"({"phases":[{"phase":"steady","start_ns":5}]})";
+  const RunData bad = load_run(t.path / "run");
+  EXPECT_TRUE(bad.phases.empty());
+  std::string notes;
+  for (const auto& n : bad.notes) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("phases.json: phases[0]: expected"));
+}
+
+TEST(Probes, ResultFilesAndDirectoriesAreRead) {
+  TempDir t;
+  fs::create_directories(t.path / "probes");
+  std::ofstream(t.path / "probes" / "cache-line.json")
+      << R"({"probe":"cache-line","format_version":1,"environment":{"hostname":"h","cpu":{"model":"M"}},)"
+      << R"("false_sharing":{"verdict":"costs 2x","ratios":[{"name":"packed/padded64","ratio":)"
+      << R"({"n":3,"median":2,"ci95_low":null,"ci95_high":null,"values":[1.9,2,2.1]}}]}})";
+  std::ofstream(t.path / "probes" / "notes.json") << R"({"something":"else"})";
+  const ReportInput in = load_report_input({t.path / "probes"});
+  ASSERT_EQ(in.probes.size(), 1u);
+  EXPECT_EQ(in.probes[0].probe, "cache-line");
+  EXPECT_TRUE(in.runs.empty());
+  const nlohmann::json d = report_data(in);
+  ASSERT_EQ(d["probes"].size(), 1u);
+  const auto& p = d["probes"][0];
+  EXPECT_EQ(p["false_sharing"]["ratios"][0]["ratio"]["median"], 2);
+  EXPECT_FALSE(p["false_sharing"]["ratios"][0]["ratio"].contains("values"));  // repetitions left out
+  EXPECT_EQ(p["environment"]["cpu"], "M");
+  // One file; a JSON file that is not a probe's result is named.
+  EXPECT_EQ(load_report_input({t.path / "probes" / "cache-line.json"}).probes.size(), 1u);
+  try {
+    load_report_input({t.path / "probes" / "notes.json"});
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("notes.json: not a probe result"));
+  }
+  // The page holds the probe; rendering needs no run.
+  EXPECT_THAT(render_html(d), HasSubstr("cache-line"));
 }
 
 }  // namespace

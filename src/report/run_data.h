@@ -64,6 +64,57 @@ struct SampledSeries {
   std::vector<double> v;
 };
 
+// One of the slowest requests (by E2E), kept whole for the waterfall: its
+// times and every output event. Times as in RequestArrays.
+struct SlowRequest {
+  std::uint64_t id = 0;
+  std::string tenant, task_class;
+  Nanos t_sched = -1, t_dispatch = -1, t_send = -1, t_first_scheduled = -1, t_first_token = -1,
+        t_last_token = -1, t_close = -1;
+  std::int64_t prompt_tokens = -1, cached_tokens = -1, output_tokens = -1;
+  std::uint32_t preemptions = 0;
+  double server_prompt_ms = -1;  // the server's own prefill time (llama.cpp's timings), -1: not sent
+  std::vector<Nanos> event_times;
+  Nanos e2e() const { return t_last_token - t_send; }
+};
+
+// How many of the slowest requests the waterfall shows.
+inline constexpr std::size_t kSlowestKept = 20;
+
+// Keeps the n slowest counted requests by E2E (ties: the lower id first), in
+// descending order of E2E.
+class SlowestRequests {
+ public:
+  explicit SlowestRequests(std::size_t n = kSlowestKept) : n_(n) {}
+  // Whether a request with this E2E and id would be kept (checked before
+  // copying its events).
+  bool wants(Nanos e2e, std::uint64_t id) const;
+  void add(SlowRequest r);
+  void merge(SlowestRequests&& other);
+  // Sorted slowest first.
+  std::vector<SlowRequest> take();
+
+ private:
+  std::size_t n_;
+  std::vector<SlowRequest> heap_;  // a min-heap on (e2e, -id): the fastest kept is on top
+};
+
+// sim's steps.jsonl reduced for display as it is read: per engine step
+// quantity, a line of at most 4 points per pixel column (ColumnReducer), on
+// the run's time axis. Never held whole (a long run has millions of steps).
+struct StepSeries {
+  std::string name;  // "seqs", "running", "waiting", "kv_usage", "batch_tokens", ...
+  std::vector<double> t_s;
+  std::vector<double> v;
+};
+struct StepsData {
+  bool present = false;
+  std::uint64_t steps = 0;
+  std::uint64_t lines_skipped = 0;
+  double first_t_s = 0, last_t_s = 0;
+  std::vector<StepSeries> series;
+};
+
 struct RunData {
   std::filesystem::path dir;
   std::string name;         // how the report names the run (the directory's name)
@@ -87,6 +138,20 @@ struct RunData {
   // Things the reader of the report should know: what is missing or cut,
   // in plain words.
   std::vector<std::string> notes;
+  // The slowest requests, for the waterfall (slowest first).
+  std::vector<SlowRequest> slowest;
+  // sim's per-step series (steps.jsonl), reduced.
+  StepsData steps;
+  // Lifecycle phases from `check` (phases.json in the run directory, when
+  // there is one): [{"phase", "start_ns", "end_ns"}] on the run's clock.
+  nlohmann::json phases = nlohmann::json::array();
+};
+
+// A probe's result file (`probe ... --out DIR` writes DIR/<probe>.json).
+struct ProbeData {
+  std::filesystem::path file;
+  std::string probe;  // "cache-line", "kv-layout", "line-sim", ...
+  nlohmann::json result;
 };
 
 // A sweep directory (bench --sweep-rates / --sweep-search): sweep.json and
@@ -101,6 +166,7 @@ struct SweepData {
 struct ReportInput {
   std::vector<RunData> runs;
   std::vector<SweepData> sweeps;
+  std::vector<ProbeData> probes;
   std::vector<std::string> notes;  // about the set (runs with different settings overlaid)
 };
 
@@ -109,8 +175,9 @@ struct ReportInput {
 // not a JSON object.
 RunData load_run(const std::filesystem::path& dir);
 
-// Loads every path given: a run directory, or a sweep directory whose rate-*/
-// runs are loaded in the order of their rates.
+// Loads every path given: a run directory, a sweep directory whose rate-*/
+// runs are loaded in the order of their rates, a probe's result file
+// (<probe>.json) or a directory of them (probe --out DIR).
 ReportInput load_report_input(const std::vector<std::filesystem::path>& paths);
 
 }  // namespace tokenscope::report

@@ -2,8 +2,10 @@
 // (src/report/report_data.cpp) with uPlot, inlined before this script.
 // Every chart has axis labels with units and a one-line caption saying how
 // to read it. Time charts share one x axis (seconds from the run's start):
-// zooming one (drag to select, double-click to reset) zooms them all, and
-// the cursor moves on all of them.
+// zooming one (drag to select, double-click to reset) zooms them all, the
+// cursor moves on all of them, and the lifecycle phases (from `check`) are
+// shaded on each. The heat map and the waterfall are drawn by uPlot draw
+// hooks on uPlot's own scales and canvas.
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("report-data").textContent);
@@ -12,6 +14,7 @@
   const palette = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f",
                    "#7c3aed", "#b45309"];
   const runs = data.runs || [];
+  const probes = data.probes || [];
   const multi = runs.length > 1;
 
   function el(tag, attrs, ...children) {
@@ -25,31 +28,96 @@
     }
     return e;
   }
+  function isNum(v) { return typeof v === "number" && isFinite(v); }
   function fmt(v, d) {
-    if (v === null || v === undefined || typeof v !== "number" || !isFinite(v)) return "-";
+    if (!isNum(v)) return "-";
     return v.toFixed(d === undefined ? 2 : d);
   }
-  function pct(v) { return typeof v === "number" ? (v * 100).toFixed(1) + "%" : "-"; }
-  function table(head, rows) {
-    return el("table", {}, el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
+  // A number for a table cell or an axis: 3 significant digits, thousands
+  // as k, M, G.
+  function si(v) {
+    if (!isNum(v)) return "-";
+    const a = Math.abs(v);
+    if (a >= 1e12) return (v / 1e12).toPrecision(3) + "T";
+    if (a >= 1e9) return (v / 1e9).toPrecision(3) + "G";
+    if (a >= 1e6) return (v / 1e6).toPrecision(3) + "M";
+    if (a >= 1e4) return (v / 1e3).toPrecision(3) + "k";
+    if (a === 0) return "0";
+    if (a >= 100) return v.toFixed(0);
+    return String(+v.toPrecision(3));
+  }
+  function pct(v) { return isNum(v) ? (v * 100).toFixed(1) + "%" : "-"; }
+  // A median with its 95% interval ({median, ci95_low, ci95_high}).
+  function ci(s, f) {
+    f = f || ((v) => si(v));
+    if (!s || !isNum(s.median)) return "-";
+    return f(s.median) + (isNum(s.ci95_low) && isNum(s.ci95_high) ? " [" + f(s.ci95_low) + ", " + f(s.ci95_high) + "]"
+                                                                  : "");
+  }
+  function table(head, rows, cls) {
+    return el("table", cls ? {class: cls} : {},
+              el("thead", {}, el("tr", {}, ...head.map((h) => el("th", {}, h)))),
               el("tbody", {}, ...rows.map((r) => el("tr", {}, ...r.map((c) => el("td", {}, c))))));
   }
-  function section(title, ...children) { root.append(el("h2", {}, title), ...children); }
+  function section(title, intro, ...children) {
+    const s = el("section", {}, el("h2", {}, title));
+    if (intro) s.append(el("p", {class: "sub"}, intro));
+    s.append(...children);
+    root.append(s);
+    return s;
+  }
 
   // ---- charts
   const timeCharts = [];
+  // Every chart, for the browser test (tests/blackbox/node/report_browser.mjs).
+  const allCharts = [];
+  window.tokenscopeCharts = allCharts;
   let syncing = false;
-  function chartBox(title, caption) {
+  function chartBox(container, title, caption) {
     const box = el("div", {class: "chart"}, el("div", {class: "title"}, title), el("div", {class: "caption"}, caption));
+    container.append(box);
     return box;
   }
   function width(container) { return Math.max(480, Math.min(620, (container.clientWidth || 620))); }
+  const axisValues = (u, splits) => splits.map((v) => (v === null ? "" : si(v)));
+  // Lifecycle phases shaded behind the series of every time chart.
+  const phaseColors = {"warm-up": "rgba(148,163,184,0.22)", "warmup": "rgba(148,163,184,0.22)",
+                       "steady": "rgba(34,197,94,0.10)", "degradation": "rgba(239,68,68,0.16)"};
+  const phases = [];
+  runs.forEach((r) => (r.phases || []).forEach((p) => phases.push(p)));
+  function shadePhases(u) {
+    if (!phases.length) return;
+    const ctx = u.ctx, b = u.bbox;
+    ctx.save();
+    for (const p of phases) {
+      const x0 = u.valToPos(p.start_s, "x", true), x1 = u.valToPos(p.end_s, "x", true);
+      const l = Math.max(b.left, Math.min(x0, x1)), r = Math.min(b.left + b.width, Math.max(x0, x1));
+      if (r <= l) continue;
+      ctx.fillStyle = phaseColors[p.phase] || "rgba(234,179,8,0.15)";
+      ctx.fillRect(l, b.top, r - l, b.height);
+    }
+    ctx.restore();
+  }
+  function register(u, time) {
+    if (time) timeCharts.push(u);
+    allCharts.push({u: u, time: !!time});
+  }
+  const timeHooks = {
+    drawClear: [shadePhases],
+    setScale: [(u, key) => {
+      // Not while a chart is being built (its first scale is its own).
+      if (key !== "x" || syncing || !timeCharts.includes(u)) return;
+      syncing = true;
+      for (const other of timeCharts)
+        if (other !== u) other.setScale("x", {min: u.scales.x.min, max: u.scales.x.max});
+      syncing = false;
+    }],
+  };
   // lines: [{label, x: [...], y: [...]}], each with its own x; joined on x.
   function lineChart(container, title, caption, xLabel, yLabel, lines, opts) {
     opts = opts || {};
-    const box = chartBox(title, caption);
-    container.append(box);
-    lines = lines.filter((l) => l.x && l.x.length > 0);
+    const box = chartBox(container, title, caption);
+    lines = lines.filter((l) => l.x && l.x.length > 0 && l.y.some((v) => isNum(v)));
     if (lines.length === 0) {
       box.append(el("div", {class: "empty"}, "no data"));
       return null;
@@ -69,174 +137,226 @@
       stroke: l.color || palette[i % palette.length],
       width: 1.5,
       dash: l.dash,
-      paths: l.points ? () => null : (opts.steps ? uPlot.paths.stepped({align: 1}) : undefined),
-      points: l.points ? {show: true, size: 7, fill: l.color, stroke: l.color} : undefined,
-      spanGaps: l.points ? false : true,
+      paths: opts.steps ? uPlot.paths.stepped({align: 1}) : undefined,
+      points: {show: false},
+      spanGaps: true,
     })));
+    // A y range that starts at 0 for what cannot be negative, and that
+    // stays readable when every value is 0.
+    // A little room below and above, so that a line at the edge (a series
+    // that is 0 throughout) is drawn inside the plot, not on its border.
+    const yRange = opts.yRange ? (u) => [opts.yRange[0] - 0.03 * (opts.yRange[1] - opts.yRange[0]),
+                                         opts.yRange[1] + 0.03 * (opts.yRange[1] - opts.yRange[0])]
+                               : (u, min, max) => {
+      const lo = Math.min(0, min), hi = max > lo ? max : lo + 1;
+      return [lo - (hi - lo) * 0.03, hi + (hi - lo) * 0.05];
+    };
     const o = {
       width: width(container),
-      height: opts.height || 240,
-      scales: {x: {time: false, distr: opts.logX ? 3 : 1}, y: opts.yRange ? {range: opts.yRange} : {}},
-      axes: [{label: xLabel, labelSize: 20}, {label: yLabel, labelSize: 20, size: 60}],
+      height: opts.height || 230,
+      scales: {x: opts.logX ? {time: false, distr: 3, range: (u, min, max) => [min / 1.15, max * 1.15]}
+                            : {time: false},
+               y: {range: yRange}},
+      axes: [{label: xLabel, labelSize: 20, values: opts.logX ? undefined : axisValues},
+             {label: yLabel, labelSize: 20, size: 56, values: axisValues}],
       series: series,
       legend: {live: true},
     };
     if (opts.time) {
       o.cursor = {sync: {key: "time", setSeries: false}};
-      o.hooks = {setScale: [(u, key) => {
-        // Not while a chart is being built (its first scale is its own).
-        if (key !== "x" || syncing || !timeCharts.includes(u)) return;
-        syncing = true;
-        for (const other of timeCharts)
-          if (other !== u) other.setScale("x", {min: u.scales.x.min, max: u.scales.x.max});
-        syncing = false;
-      }]};
+      o.hooks = timeHooks;
     }
     const u = new uPlot(o, aligned, box);
-    if (opts.time) timeCharts.push(u);
+    register(u, opts.time);
     return u;
   }
   function runLabel(run, what) { return multi ? (what ? run.name + " " + what : run.name) : (what || run.name); }
 
-  // ---- header
-  root.append(el("h1", {}, "tokenscope report"));
-  root.append(el("p", {class: "sub"}, runs.length + " run" + (runs.length === 1 ? "" : "s") + ": " +
-                 runs.map((r) => r.name + (r.partial ? " (partial)" : "")).join(", ")));
-  for (const n of data.notes || []) root.append(el("div", {class: "box note"}, n));
+  // A colour scale (viridis-like) for the heat map, t in [0, 1].
+  const stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+  function colourAt(t) {
+    t = Math.max(0, Math.min(1, isNum(t) ? t : 0)) * (stops.length - 1);
+    const i = Math.min(stops.length - 2, Math.floor(t)), f = t - i;
+    const c = stops[i].map((v, k) => Math.round(v + (stops[i + 1][k] - v) * f));
+    return "rgb(" + c.join(",") + ")";
+  }
+  function colourBar(min, max, label) {
+    const grad = "linear-gradient(to right, " + [0, 0.25, 0.5, 0.75, 1].map(colourAt).join(", ") + ")";
+    const bar = el("div", {class: "colourbar"});
+    bar.style.background = grad;
+    return el("div", {class: "colourscale"}, el("span", {}, si(min)), bar, el("span", {}, si(max)),
+              el("span", {class: "sub"}, " " + label));
+  }
+  // A chart whose marks are drawn by `draw(u, ctx)` on uPlot's scales: x and
+  // y ranges fixed, one invisible series so that uPlot has data.
+  function drawnChart(container, title, caption, xLabel, yLabel, xRange, yRange, draw, opts) {
+    opts = opts || {};
+    const box = chartBox(container, title, caption);
+    const o = {
+      width: width(container),
+      height: opts.height || 280,
+      scales: {x: {time: false, auto: false, range: xRange, distr: opts.logX ? 3 : 1},
+               y: {auto: false, range: yRange, distr: opts.logY ? 3 : 1, dir: opts.yDir || 1}},
+      axes: [{label: xLabel, labelSize: 20, values: opts.xValues || axisValues},
+             Object.assign({label: yLabel, labelSize: 20, size: opts.ySize || 56, values: opts.yValues || axisValues},
+                           opts.ySplits ? {splits: opts.ySplits} : {})],
+      series: [{label: xLabel}, {label: opts.seriesLabel || yLabel, stroke: "transparent", points: {show: false}}],
+      legend: {show: false},
+      cursor: {drag: {x: true, y: false}, points: {show: false}},
+      hooks: {draw: [(u) => {
+        const ctx = u.ctx, b = u.bbox;
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(b.left, b.top, b.width, b.height);
+        ctx.clip();
+        draw(u, ctx);
+        ctx.restore();
+      }]},
+    };
+    const u = new uPlot(o, [[xRange[0], xRange[1]], [null, null]], box);
+    register(u, false);
+    if (opts.after) box.append(opts.after);
+    return u;
+  }
 
-  // ---- per run: settings, warnings, notes
+  // ---- header: one card row per run
+  root.append(el("h1", {}, "tokenscope report"));
+  if (runs.length)
+    root.append(el("p", {class: "sub"}, runs.length + " run" + (runs.length === 1 ? "" : "s") + ": " +
+                   runs.map((r) => r.name + (r.partial ? " (partial)" : "")).join(", ") +
+                   (probes.length ? "; " + probes.length + " probe result" + (probes.length === 1 ? "" : "s") : "")));
+  for (const n of data.notes || []) root.append(el("div", {class: "box note"}, n));
+  const sum = (r) => r.summary || {};
   runs.forEach((run) => {
-    root.append(el("h2", {}, "Run " + run.name + (run.partial ? " (partial)" : "")));
-    const s = run.settings || {};
-    const rows = Object.entries(s).map(([k, v]) => [k.replace(/_/g, " "),
-                                                       typeof v === "object" ? JSON.stringify(v) : String(v)]);
-    if (rows.length) {
-      const t = table(["setting", "value"], rows);
-      t.className = "kv";
-      root.append(t);
-    }
+    const s = sum(run), st = run.settings || {};
+    const card = (label, value, sub) => el("div", {class: "card"}, el("div", {class: "label"}, label),
+                                           el("div", {class: "value"}, value), sub ? el("div", {class: "sub"}, sub) : null);
+    const what = [st.model, st.load_mode === "open" && isNum(st.rate_rps) ? st.rate_rps + " req/s" : st.load_mode,
+                  st.workload].filter((x) => x).join(" · ");
+    root.append(el("div", {class: "runhead"}, el("span", {class: "runname"}, run.name + (run.partial ? " (partial)" : "")),
+                   el("span", {class: "sub"}, " " + (run.command || "") + (what ? " — " + what : ""))));
+    const failed = s.requests_failed || 0;
+    root.append(el("div", {class: "cards"},
+                   card("requests", fmt(s.requests_total, 0), failed ? fmt(failed, 0) + " failed" : "none failed"),
+                   card("throughput", fmt(s.request_throughput_rps, 2) + " req/s",
+                        fmt(s.output_token_throughput_tps, 0) + " output tok/s"),
+                   card("goodput", isNum(s.goodput_rps) ? fmt(s.goodput_rps, 2) + " req/s" : "-",
+                        isNum(s.goodput_rps) ? "meeting every SLO" : "no SLO set"),
+                   card("TTFT p50 / p99", fmt(s.ttft_ms && s.ttft_ms.p50, 1) + " / " + fmt(s.ttft_ms && s.ttft_ms.p99, 1) + " ms"),
+                   card("TPOT p50 / p99", fmt(s.tpot_ms && s.tpot_ms.p50, 2) + " / " + fmt(s.tpot_ms && s.tpot_ms.p99, 2) + " ms"),
+                   card("ITL p99", fmt(s.itl_ms && s.itl_ms.p99, 2) + " ms", "max " + fmt(s.itl_ms && s.itl_ms.max, 1) + " ms"),
+                   card("prefix-cache hits", pct(s.prefix_cache_hit_rate),
+                        "KV peak " + pct(s.kv_cache_usage_peak) + ", " + fmt(s.preemptions_total, 0) + " preemptions")));
     for (const w of run.warnings || []) root.append(el("div", {class: "box warn"}, "Warning: " + w));
     for (const n of run.notes || []) root.append(el("div", {class: "box note"}, n));
   });
 
   // ---- summary tables
-  const sum = (r) => r.summary || {};
-  const summaryRows = [
-    ["requests", (s) => fmt(s.requests_total, 0)],
-    ["completed", (s) => fmt(s.requests_completed, 0)],
-    ["failed", (s) => fmt(s.requests_failed, 0)],
-    ["duration (s)", (s) => fmt(s.duration_s, 2)],
-    ["throughput (req/s)", (s) => fmt(s.request_throughput_rps, 2)],
-    ["steady-state throughput (req/s)", (s) => fmt(s.request_throughput_steady_rps, 2)],
-    ["output tokens/s", (s) => fmt(s.output_token_throughput_tps, 1)],
-    ["goodput (req/s meeting every SLO)", (s) => fmt(s.goodput_rps, 2)],
-    ["prompt tokens", (s) => fmt(s.prompt_tokens_total, 0)],
-    ["output tokens", (s) => fmt(s.output_tokens_total, 0)],
-    ["prefix-cache hit rate", (s) => pct(s.prefix_cache_hit_rate)],
-    ["preemptions", (s) => fmt(s.preemptions_total, 0)],
-    ["KV-cache usage peak", (s) => pct(s.kv_cache_usage_peak)],
-  ];
-  section("Summary", table(["metric"].concat(runs.map((r) => r.name)),
-                           summaryRows.map(([label, f]) => [label].concat(runs.map((r) => f(sum(r)))))));
-  const latencyRows = [["TTFT", "ttft_ms"], ["TTFT from schedule", "ttft_sched_ms"], ["TPOT", "tpot_ms"],
-                       ["ITL", "itl_ms"], ["E2E", "e2e_ms"], ["send lag", "send_lag_ms"], ["queue", "queue_ms"]];
-  const q = ["mean", "p50", "p90", "p95", "p99", "p99_9", "max"];
-  const lrows = [];
-  for (const [label, key] of latencyRows)
-    for (const r of runs) {
-      const d = sum(r)[key];
-      if (!d || !d.count) continue;
-      lrows.push([multi ? label + " · " + r.name : label].concat(q.map((k) => fmt(d[k], 2))));
-    }
-  root.append(el("h3", {}, "Latency (ms)"), table(["metric"].concat(q.map((k) => k.replace("_", "."))), lrows));
-  const orows = [];
-  for (const r of runs)
-    for (const [k, v] of Object.entries(sum(r).requests_by_outcome || {})) orows.push([r.name, k, fmt(v, 0)]);
-  if (orows.length) root.append(el("h3", {}, "Outcomes"), table(["run", "outcome", "requests"], orows));
-  for (const [key, label] of [["by_class", "task class"], ["by_tenant", "tenant"]]) {
-    const rows = [];
-    for (const r of runs)
-      for (const [name, g] of Object.entries(sum(r)[key] || {}))
-        rows.push([r.name, name || "(none)", fmt(g.requests, 0), fmt(g.failed, 0), fmt(g.request_throughput_rps, 2),
-                   fmt(g.goodput_rps, 2), fmt(g.ttft_ms && g.ttft_ms.p99, 1), fmt(g.tpot_ms && g.tpot_ms.p99, 2),
-                   fmt(g.e2e_ms && g.e2e_ms.p99, 1)]);
-    if (rows.length)
-      root.append(el("h3", {}, "Per " + label),
-                  table(["run", label, "requests", "failed", "req/s", "goodput", "TTFT p99 (ms)", "TPOT p99 (ms)",
-                         "E2E p99 (ms)"], rows));
-  }
-  const slo = [];
-  for (const r of runs)
-    for (const [cls, a] of Object.entries(sum(r).slo_attainment || {}))
-      slo.push([r.name, cls || "(all)", pct(a.met_fraction), a.pass ? "pass" : "FAIL"]);
-  if (slo.length) root.append(el("h3", {}, "SLOs"), table(["run", "class", "requests meeting it", "verdict"], slo));
-  const srows = [];
-  for (const r of runs) {
-    const s = r.server;
-    if (!s || typeof s !== "object") continue;
-    for (const [k, v] of Object.entries(s)) {
-      if (v !== null && typeof v === "object") {
-        if ("p50" in v) srows.push([r.name, k, "mean " + fmt(v.mean, 4) + ", p50 " + fmt(v.p50, 4) + ", p99 " +
-                                               fmt(v.p99, 4) + " (" + fmt(v.count, 0) + ")"]);
-        continue;
+  if (runs.length) {
+    const summaryRows = [
+      ["requests", (s) => fmt(s.requests_total, 0)],
+      ["completed", (s) => fmt(s.requests_completed, 0)],
+      ["failed", (s) => fmt(s.requests_failed, 0)],
+      ["duration (s)", (s) => fmt(s.duration_s, 2)],
+      ["throughput (req/s)", (s) => fmt(s.request_throughput_rps, 2)],
+      ["steady-state throughput (req/s)", (s) => fmt(s.request_throughput_steady_rps, 2)],
+      ["output tokens/s", (s) => fmt(s.output_token_throughput_tps, 1)],
+      ["goodput (req/s meeting every SLO)", (s) => fmt(s.goodput_rps, 2)],
+      ["prompt tokens", (s) => fmt(s.prompt_tokens_total, 0)],
+      ["output tokens", (s) => fmt(s.output_tokens_total, 0)],
+      ["prefix-cache hit rate", (s) => pct(s.prefix_cache_hit_rate)],
+      ["preemptions", (s) => fmt(s.preemptions_total, 0)],
+      ["KV-cache usage peak", (s) => pct(s.kv_cache_usage_peak)],
+    ];
+    const latencyRows = [["TTFT", "ttft_ms"], ["TTFT from schedule", "ttft_sched_ms"], ["TPOT", "tpot_ms"],
+                         ["ITL", "itl_ms"], ["E2E", "e2e_ms"], ["send lag", "send_lag_ms"], ["queue", "queue_ms"]];
+    const q = ["mean", "p50", "p90", "p95", "p99", "p99_9", "max"];
+    const lrows = [];
+    for (const [label, key] of latencyRows)
+      for (const r of runs) {
+        const d = sum(r)[key];
+        if (!d || !d.count) continue;
+        lrows.push([multi ? label + " · " + r.name : label].concat(q.map((k) => fmt(d[k], 2))));
       }
-      srows.push([r.name, k, typeof v === "number" ? fmt(v, Number.isInteger(v) ? 0 : 3) : String(v)]);
-    }
+    const slo = [];
+    for (const r of runs)
+      for (const [cls, a] of Object.entries(sum(r).slo_attainment || {}))
+        slo.push([r.name, cls || "(all)", pct(a.met_fraction), a.pass ? "pass" : "FAIL"]);
+    const side = el("div", {class: "tables"},
+                    el("div", {}, el("h3", {}, "Summary"),
+                       table(["metric"].concat(runs.map((r) => r.name)),
+                             summaryRows.map(([label, f]) => [label].concat(runs.map((r) => f(sum(r))))))),
+                    el("div", {}, el("h3", {}, "Latency (ms)"),
+                       table(["metric"].concat(q.map((k) => k.replace("_", "."))), lrows),
+                       slo.length ? el("h3", {}, "SLOs") : null,
+                       slo.length ? table(["run", "class", "requests meeting it", "verdict"], slo) : null));
+    section("Summary", "Statistics over every request after the warm-up; latencies in milliseconds.", side);
   }
-  if (srows.length)
-    root.append(el("h3", {}, "Server's own counters over the run"), table(["run", "counter", "value"], srows));
-
-  // ---- latency CDFs
-  const cdfBox = el("div", {class: "charts"});
-  section("Latency distributions", cdfBox);
-  const cdfs = [
-    ["ttft_ms", "TTFT", "time to first token from the send"],
-    ["ttft_sched_ms", "TTFT from schedule", "time to first token from when the request was due (client lag counts)"],
-    ["tpot_ms", "TPOT", "time per output token after the first, per request"],
-    ["itl_ms", "ITL", "every gap between output tokens"],
-    ["e2e_ms", "E2E", "request latency from the send to the last token"],
-  ];
-  for (const [key, name, what] of cdfs)
-    lineChart(cdfBox, name + " CDF", "Share of requests (y) at or below a latency (x, log scale): " + what +
-              ". Further left is faster; a long flat top is a tail.", name + " (ms)", "fraction of requests",
-              runs.map((r, i) => ({label: runLabel(r), x: r.cdf[key].x, y: r.cdf[key].y, color: palette[i % palette.length]})),
-              {logX: true, yRange: [0, 1]});
 
   // ---- over time
-  const timeBox = el("div", {class: "charts"});
-  section("Over time (seconds from the run's start; drag to zoom every chart, double-click to reset)", timeBox);
   const tl = (r) => r.timeline;
-  const w = (r) => fmt(tl(r).window_s, 1) + " s";
-  const tline = (r, i, key, what, dash) => ({label: runLabel(r, what), x: tl(r).t_s, y: tl(r)[key],
-                                             color: palette[i % palette.length], dash: dash});
   const T = "time (s)";
-  lineChart(timeBox, "Request rate", "Requests per second per window: planned (dashed) by schedule, completed and failed " +
-            "by end. Completed below planned means the server fell behind.", T, "requests/s",
-            runs.flatMap((r, i) => [tline(r, i, "planned_rps", "planned", [6, 4]), tline(r, i, "completed_rps", "completed"),
-                                    tline(r, i, "failed_rps", "failed", [2, 2])]), {time: true});
-  lineChart(timeBox, "Requests in flight", "Requests sent and not yet closed at the end of each window. A rising line " +
-            "means arrivals outpace completions.", T, "requests", runs.map((r, i) => tline(r, i, "in_flight")), {time: true});
-  lineChart(timeBox, "TTFT per window", "p50 (solid) and p99 (dashed) time to first token of the requests whose first " +
-            "token came in each window.", T, "TTFT (ms)",
-            runs.flatMap((r, i) => [tline(r, i, "ttft_p50_ms", "p50"), tline(r, i, "ttft_p99_ms", "p99", [6, 4])]), {time: true});
-  lineChart(timeBox, "Token latency per window", "Per window of request ends: TPOT p50 (solid), TPOT p99 (dashed) and the " +
-            "p99 of each request's longest inter-token gap (dotted): stalls show in the dotted line.", T, "ms per token",
-            runs.flatMap((r, i) => [tline(r, i, "tpot_p50_ms", "TPOT p50"), tline(r, i, "tpot_p99_ms", "TPOT p99", [6, 4]),
-                                    tline(r, i, "itl_max_p99_ms", "longest gap p99", [2, 2])]), {time: true});
-  lineChart(timeBox, "Send lag", "How late the client sent requests after their scheduled time, p99 (solid) and max " +
-            "(dashed) per window. Above a few ms the client, not the server, is the bottleneck.", T, "send lag (ms)",
-            runs.flatMap((r, i) => [tline(r, i, "send_lag_p99_ms", "p99"), tline(r, i, "send_lag_max_ms", "max", [6, 4])]),
-            {time: true});
-  lineChart(timeBox, "Output token throughput", "Output tokens of the requests that ended in each window, per second " +
-            "(windows of " + runs.map(w).join(", ") + ").", T, "tokens/s",
-            runs.map((r, i) => tline(r, i, "output_tokens_per_s")), {time: true});
+  if (runs.length) {
+    const timeBox = el("div", {class: "charts"});
+    const phaseNames = [...new Set(phases.map((p) => p.phase))];
+    section("Over time", "Seconds from the run's start on one axis for every chart below: drag across any of them " +
+            "to zoom all, double-click to reset." +
+            (phaseNames.length ? " Shaded: the lifecycle phases " + phaseNames.join(", ") + " (from check)." : ""),
+            timeBox);
+    // One colour per run when runs are overlaid (dashes tell the lines of a
+    // run apart), one per line otherwise.
+    let lineNo = 0;
+    const tline = (r, i, key, what, dash) => ({label: runLabel(r, what), x: tl(r).t_s, y: tl(r)[key],
+                                               color: palette[(multi ? i : lineNo++) % palette.length], dash: dash});
+    const chartStart = () => { lineNo = 0; };
+    const w = (r) => fmt(tl(r).window_s, 1) + " s";
+    chartStart();
+    lineChart(timeBox, "Request rate", "Requests per second per window: planned (dashed) by the schedule, completed " +
+              "and failed (dotted) by their end. Completed below planned means the server fell behind.", T,
+              "requests/s", runs.flatMap((r, i) => [tline(r, i, "planned_rps", "planned", [6, 4]),
+                                                    tline(r, i, "completed_rps", "completed"),
+                                                    tline(r, i, "failed_rps", "failed", [2, 2])]), {time: true});
+    chartStart();
+    lineChart(timeBox, "Requests in flight", "Requests sent and not yet closed at the end of each window. A rising " +
+              "line means arrivals outpace completions.", T, "requests", runs.map((r, i) => tline(r, i, "in_flight")),
+              {time: true});
+    chartStart();
+    lineChart(timeBox, "TTFT per window", "p50 (solid) and p99 (dashed) time to first token of the requests whose " +
+              "first token came in each window.", T, "TTFT (ms)",
+              runs.flatMap((r, i) => [tline(r, i, "ttft_p50_ms", "p50"), tline(r, i, "ttft_p99_ms", "p99", [6, 4])]),
+              {time: true});
+    chartStart();
+    lineChart(timeBox, "Token latency per window", "Per window of request ends: TPOT p50 (solid), TPOT p99 (dashed) " +
+              "and the p99 of each request's longest inter-token gap (dotted): stalls show in the dotted line.", T,
+              "ms per token", runs.flatMap((r, i) => [tline(r, i, "tpot_p50_ms", "TPOT p50"),
+                                                      tline(r, i, "tpot_p99_ms", "TPOT p99", [6, 4]),
+                                                      tline(r, i, "itl_max_p99_ms", "longest gap p99", [2, 2])]),
+              {time: true});
+    chartStart();
+    lineChart(timeBox, "Send lag", "How late the client sent requests after their scheduled time, p99 (solid) and " +
+              "max (dashed) per window. Above a few ms the client, not the server, is the bottleneck.", T,
+              "send lag (ms)", runs.flatMap((r, i) => [tline(r, i, "send_lag_p99_ms", "p99"),
+                                                       tline(r, i, "send_lag_max_ms", "max", [6, 4])]), {time: true});
+    chartStart();
+    lineChart(timeBox, "Output token throughput", "Output tokens of the requests that ended in each window, per " +
+              "second (windows of " + runs.map(w).join(", ") + ").", T, "tokens/s",
+              runs.map((r, i) => tline(r, i, "output_tokens_per_s")), {time: true});
+    const tenantLines = [];
+    runs.forEach((r, i) => (tl(r).completed_rps_by_tenant || []).forEach((t, k) => tenantLines.push(
+        {label: runLabel(r, t.tenant), x: tl(r).t_s, y: t.completed_rps, color: palette[(i * 3 + k) % palette.length]})));
+    if (tenantLines.length)
+      lineChart(timeBox, "Completed requests per tenant", "Requests per second that completed in each window, one " +
+                "line per tenant (the busiest eight; the rest summed). A tenant whose line drops while others hold " +
+                "is being starved.", T, "requests/s", tenantLines, {time: true});
+  }
 
   // ---- sampled series (samples.jsonl)
   const known = [
     [["requests_running", "requests_waiting", "requests_swapped"], "Server batch and queue",
      "Requests running in the batch and waiting to be scheduled, as the server reports them. Waiting that grows " +
      "is a queue building up.", "requests"],
-    [["kv_cache_usage"], "KV-cache usage", "Share of the KV cache in use. Near 1 the server preempts or queues.", "fraction"],
+    [["kv_cache_usage"], "KV-cache usage", "Share of the KV cache in use. Near 1 the server preempts or queues.",
+     "fraction"],
     [["prefix_cache_hit_rate"], "Prefix-cache hit rate per window",
      "Prompt tokens found in the prefix cache over those looked up, per sampling window.", "fraction"],
     [["preemptions_per_s"], "Preemptions", "Running requests preempted per second (KV cache full).", "preemptions/s"],
@@ -251,92 +371,233 @@
     if (!byName.has(s.name)) byName.set(s.name, []);
     byName.get(s.name).push({run: r, index: i, s: s});
   }));
-  const seriesBox = el("div", {class: "charts"});
-  section("Server, GPU and host (samples.jsonl)", seriesBox);
-  const label = (e) => runLabel(e.run, [e.s.name, e.s.source !== "server" ? e.s.source : "", e.s.labels]
-                                           .filter((x) => x).join(" "));
-  const used = new Set();
-  let drawn = 0;
-  for (const [names, title, caption, unit] of known) {
-    const lines = [];
-    names.forEach((n, k) => (byName.get(n) || []).forEach((e) => {
-      lines.push({label: label(e), x: e.s.x, y: e.s.y, color: palette[(e.index * names.length + k) % palette.length]});
-    }));
-    names.forEach((n) => used.add(n));
-    if (lines.length) {
-      lineChart(seriesBox, title, caption, T, unit, lines, {time: true});
-      drawn++;
+  if (runs.length) {
+    const seriesBox = el("div", {class: "charts"});
+    section("Server, GPU and host", "As sampled into samples.jsonl, on the same time axis: the server's own " +
+            "metrics, then GPU, host, server process and cgroup.", seriesBox);
+    const label = (e) => runLabel(e.run, [e.s.name, e.s.source !== "server" ? e.s.source : "", e.s.labels]
+                                             .filter((x) => x).join(" "));
+    const used = new Set();
+    let drawn = 0;
+    for (const [names, title, caption, unit] of known) {
+      const lines = [];
+      names.forEach((n, k) => (byName.get(n) || []).forEach((e) => {
+        lines.push({label: label(e), x: e.s.x, y: e.s.y, color: palette[(e.index * names.length + k) % palette.length]});
+      }));
+      names.forEach((n) => used.add(n));
+      if (lines.length) {
+        lineChart(seriesBox, title, caption, T, unit, lines,
+                  {time: true, yRange: unit === "fraction" ? [0, 1] : undefined});
+        drawn++;
+      }
     }
-  }
-  // The rest, one chart per quantity: a server histogram's per-window
-  // quantiles and mean share one chart (server_ttft_seconds: p50, p90, p99,
-  // mean); its observations per second are left out (requests_finished_per_s
-  // says the same), except iteration_tokens' (engine steps per second).
-  const chartOf = new Map();
-  for (const [name, entries] of [...byName.entries()].sort()) {
-    if (used.has(name)) continue;
-    if (name.endsWith("_count_per_s") && name !== "iteration_tokens_count_per_s") continue;
-    const m = name.match(/^(.+)_(p50|p90|p99|mean)$/);
-    const key = m ? m[1] : name;
-    if (!chartOf.has(key)) chartOf.set(key, []);
-    for (const e of entries) chartOf.get(key).push({e: e, what: m ? m[2] : ""});
-  }
-  const groups = [["gpu_", "GPU"], ["host_", "host"], ["process_", "server process"], ["cgroup_", "server cgroup"],
-                  ["server_", "server"], ["", ""]];
-  const titled = new Set();
-  for (const [prefix, what] of groups)
-    for (const [key, entries] of chartOf) {
-      if (titled.has(key) || !key.startsWith(prefix)) continue;
-      titled.add(key);
-      const first = entries[0].e.s;
-      const quantiles = entries.some((x) => x.what);
-      const caption = quantiles
-          ? "The server's histogram over each sampling window: p50, p90, p99 and mean of what it observed then."
-          : "As sampled" + (first.type === "derived" ? ", per window against the previous read" : "") +
-            "; one line per source and label set.";
-      const lines = entries.map((x, k) => ({
-        label: quantiles ? runLabel(x.e.run, x.what + (x.e.s.labels ? " " + x.e.s.labels : "")) : label(x.e),
-        x: x.e.s.x, y: x.e.s.y, color: palette[k % palette.length], dash: x.what === "mean" ? [6, 4] : undefined}));
-      const shown = prefix && key.startsWith(prefix) ? key.slice(prefix.length) : key;
-      lineChart(seriesBox, (what ? what + ": " : "") + shown.replace(/_/g, " "), caption, T, first.unit || "value",
-                lines, {time: true});
-      drawn++;
+    // The rest, one chart per quantity: a server histogram's per-window
+    // quantiles and mean share one chart (server_ttft_seconds: p50, p90,
+    // p99, mean); its observations per second are left out
+    // (requests_finished_per_s says the same), except iteration_tokens'
+    // (engine steps per second).
+    const chartOf = new Map();
+    for (const [name, entries] of [...byName.entries()].sort()) {
+      if (used.has(name)) continue;
+      if (name.endsWith("_count_per_s") && name !== "iteration_tokens_count_per_s") continue;
+      const m = name.match(/^(.+)_(p50|p90|p99|mean)$/);
+      const key = m ? m[1] : name;
+      if (!chartOf.has(key)) chartOf.set(key, []);
+      for (const e of entries) chartOf.get(key).push({e: e, what: m ? m[2] : ""});
     }
-  if (!drawn) seriesBox.append(el("div", {class: "empty"}, "No sampled series: no run has samples.jsonl."));
+    const groups = [["gpu_", "GPU"], ["host_", "host"], ["process_", "server process"], ["cgroup_", "server cgroup"],
+                    ["server_", "server"], ["", ""]];
+    const titled = new Set();
+    for (const [prefix, what] of groups)
+      for (const [key, entries] of chartOf) {
+        if (titled.has(key) || !key.startsWith(prefix)) continue;
+        titled.add(key);
+        const first = entries[0].e.s;
+        const quantiles = entries.some((x) => x.what);
+        const caption = quantiles
+            ? "The server's histogram over each sampling window: p50, p90, p99 and mean of what it observed then."
+            : "As sampled" + (first.type === "derived" ? ", per window against the previous read" : "") +
+              "; one line per source and label set.";
+        const lines = entries.map((x, k) => ({
+          label: quantiles ? runLabel(x.e.run, x.what + (x.e.s.labels ? " " + x.e.s.labels : "")) : label(x.e),
+          x: x.e.s.x, y: x.e.s.y, color: palette[k % palette.length], dash: x.what === "mean" ? [6, 4] : undefined}));
+        const shown = prefix && key.startsWith(prefix) ? key.slice(prefix.length) : key;
+        lineChart(seriesBox, (what ? what + ": " : "") + shown.replace(/_/g, " "), caption, T, first.unit || "value",
+                  lines, {time: true});
+        drawn++;
+      }
+    if (!drawn) seriesBox.append(el("div", {class: "empty"}, "No sampled series: no run has samples.jsonl."));
+  }
 
-  // ---- hit rate x p99 TTFT -> throughput, per window
-  const heatBox = el("div", {class: "charts"});
-  const points = [];
-  runs.forEach((r) => {
-    const t = tl(r), hr = t.prefix_cache_hit_rate || [];
-    for (let k = 0; k < hr.length; k++)
-      if (typeof hr[k] === "number" && typeof t.ttft_p99_ms[k] === "number" && typeof t.output_tokens_per_s[k] === "number")
-        points.push({x: hr[k], y: t.ttft_p99_ms[k], tps: t.output_tokens_per_s[k]});
-  });
-  if (points.length) {
-    section("Prefix-cache hit rate, latency and throughput", heatBox);
-    points.sort((a, b) => a.x - b.x);
-    const byTps = points.map((p) => p.tps).sort((a, b) => a - b);
-    const cut1 = byTps[Math.floor(byTps.length / 3)], cut2 = byTps[Math.floor(2 * byTps.length / 3)];
-    const bands = [["lowest third of output tokens/s", (v) => v < cut1, "#93c5fd"],
-                   ["middle third", (v) => v >= cut1 && v < cut2, "#3b82f6"],
-                   ["highest third", (v) => v >= cut2, "#1e3a8a"]];
-    const xs = points.map((p) => p.x);
-    const u = lineChart(heatBox, "Hit rate × p99 TTFT → throughput",
-                        "Each point is one time window: its prefix-cache hit rate (x) and p99 TTFT (y), darker where " +
-                        "the window had more output tokens/s. Throughput high at low latency and high hit rate is the goal.",
-                        "prefix-cache hit rate (fraction)", "TTFT p99 (ms)",
-                        bands.map(([name, inBand, color]) => ({label: name, x: xs,
-                                                               y: points.map((p) => (inBand(p.tps) ? p.y : null)),
-                                                               color: color, points: true})),
-                        {height: 280});
-    void u;
+  // ---- sim: per engine step (steps.jsonl)
+  const stepRuns = runs.map((r, i) => [r, i]).filter(([r]) => r.steps && (r.steps.series || []).length);
+  if (stepRuns.length) {
+    const box = el("div", {class: "charts"});
+    section("Simulator steps", "Every engine step of the simulator (steps.jsonl), reduced to the first, lowest, " +
+            "highest and last step per pixel column, on the same time axis.", box);
+    const stepLine = (r, i, name, what, k, dash) => {
+      const s = (r.steps.series || []).find((x) => x.name === name);
+      return s ? {label: runLabel(r, what), x: s.x, y: s.y, color: palette[(i * 3 + k) % palette.length], dash: dash}
+               : {x: []};
+    };
+    const charts = [
+      ["Batch per step", "Sequences in each step's batch (solid), requests running (dashed) and waiting (dotted) " +
+       "after it. Waiting above zero while the batch is not full means the KV cache, not the batch limit, holds " +
+       "requests back.", "requests", [["batch_seqs", "batch", undefined], ["running", "running", [6, 4]],
+                                      ["waiting", "waiting", [2, 2]]]],
+      ["KV-cache usage per step", "Share of the KV-cache blocks in use after each step.", "fraction",
+       [["kv_usage", "KV usage"]]],
+      ["Tokens per step", "Prompt tokens prefilled and output tokens decoded in each step: prefill spikes are " +
+       "what lengthen the steps of the requests decoding beside them.", "tokens",
+       [["prefill_tokens", "prefill"], ["decode_tokens", "decode", [6, 4]]]],
+      ["Preemptions and tenant switches", "Running totals: sequences preempted (KV cache full) and switches of the " +
+       "batch between tenants. A steep rise is a burst of them.", "count",
+       [["preemptions_total", "preemptions"], ["tenant_switches_total", "tenant switches", [6, 4]]]],
+      ["KV swapped to host", "Running totals of KV-cache bytes swapped out to and in from host memory.", "bytes",
+       [["swap_out_bytes_total", "swapped out"], ["swap_in_bytes_total", "swapped in", [6, 4]]]],
+    ];
+    for (const [title, caption, unit, names] of charts) {
+      const lines = [];
+      for (const [r, i] of stepRuns)
+        names.forEach(([n, what, dash], k) => lines.push(stepLine(r, i, n, what, k, dash)));
+      const any = lines.some((l) => l.y && l.y.some((v) => isNum(v) && v !== 0));
+      if (!any && unit === "bytes") continue;  // no swapping configured: nothing to show
+      lineChart(box, title, caption, T, unit, lines,
+                {time: true, yRange: unit === "fraction" ? [0, 1] : undefined});
+    }
+  }
+
+  // ---- latency CDFs
+  if (runs.length) {
+    const cdfBox = el("div", {class: "charts"});
+    section("Latency distributions", "Every run overlaid; computed on every request.", cdfBox);
+    const cdfs = [
+      ["ttft_ms", "TTFT", "time to first token from the send"],
+      ["ttft_sched_ms", "TTFT from schedule", "time to first token from when the request was due (client lag counts)"],
+      ["tpot_ms", "TPOT", "time per output token after the first, per request"],
+      ["itl_ms", "ITL", "every gap between output tokens"],
+      ["e2e_ms", "E2E", "request latency from the send to the last token"],
+    ];
+    for (const [key, name, what] of cdfs)
+      lineChart(cdfBox, name + " CDF", "Share of requests (y) at or below a latency (x, log scale): " + what +
+                ". Further left is faster; a long flat top is a tail.", name + " (ms)", "fraction of requests",
+                runs.map((r, i) => ({label: runLabel(r), x: r.cdf[key].x, y: r.cdf[key].y,
+                                     color: palette[i % palette.length]})),
+                {logX: true, yRange: [0, 1]});
+  }
+
+  // ---- hit rate x p99 latency -> throughput
+  const heatRuns = runs.filter((r) => r.heatmap && (r.heatmap.ttft || r.heatmap.tpot));
+  if (heatRuns.length) {
+    const box = el("div", {class: "charts"});
+    section("Prefix-cache hit rate, latency and throughput", "Each time window of the run lands in one cell by its " +
+            "prefix-cache hit rate and its p99 latency; the cell's colour is the mean output tokens/s of the windows " +
+            "in it. Where throughput is high at low latency is where the server is healthy; a bright cell at low hit " +
+            "rate and high latency is cache misses costing throughput.", box);
+    heatRuns.forEach((r) => {
+      for (const [key, what] of [["ttft", "TTFT"], ["tpot", "TPOT"]]) {
+        const h = r.heatmap[key];
+        if (!h) continue;
+        const ys = h.y_edges, lo = h.tps_min, hi = h.tps_max;
+        const scale = (v) => (hi > lo ? (v - lo) / (hi - lo) : 0.5);
+        drawnChart(box, (multi ? r.name + ": " : "") + "Hit rate × p99 " + what + " → output tokens/s",
+                   h.windows + " windows of " + fmt(h.window_s, 2) + " s; colour: mean output tokens/s (" +
+                   (r.heatmap.tokens_from === "server" ? "the server's generation counter" : "requests that ended") +
+                   "), number in a cell: its windows.",
+                   "prefix-cache hit rate (fraction)", "p99 " + what + " (ms, log)", [0, 1], [ys[0], ys[ys.length - 1]],
+                   (u, ctx) => {
+                     ctx.font = Math.round(10 * (window.devicePixelRatio || 1)) + "px system-ui, sans-serif";
+                     ctx.textAlign = "center";
+                     ctx.textBaseline = "middle";
+                     for (const [xi, yi, count, mean] of h.cells) {
+                       const x0 = u.valToPos(h.x_edges[xi], "x", true), x1 = u.valToPos(h.x_edges[xi + 1], "x", true);
+                       const y0 = u.valToPos(ys[yi], "y", true), y1 = u.valToPos(ys[yi + 1], "y", true);
+                       ctx.fillStyle = colourAt(scale(mean));
+                       ctx.fillRect(Math.min(x0, x1), Math.min(y0, y1), Math.abs(x1 - x0), Math.abs(y1 - y0));
+                       ctx.fillStyle = scale(mean) > 0.6 ? "#1d2330" : "#ffffff";
+                       ctx.fillText(String(count), (x0 + x1) / 2, (y0 + y1) / 2);
+                     }
+                   },
+                   {logY: true, after: colourBar(lo, hi, "output tokens/s (mean of the windows in a cell)")});
+      }
+    });
+  }
+
+  // ---- the slowest requests
+  const slowRuns = runs.filter((r) => (r.slowest || []).length);
+  if (slowRuns.length) {
+    const box = el("div", {class: "charts wide"});
+    const parts = [["client", "#cbd5e1", "due, not yet sent (client)"], ["queue", "#f59e0b", "waiting in the server"],
+                   ["wait", "#a78bfa", "waiting and prefill (not told apart)"], ["prefill", "#2563eb", "prefill"],
+                   ["decode", "#86efac", "decode"], ["token", "#15803d", "an output event"]];
+    const legend = el("div", {class: "legend"}, ...parts.map(([k, c, t]) => {
+      const sw = el("span", {class: "swatch"});
+      sw.style.background = c;
+      return el("span", {}, sw, t);
+    }));
+    section("The slowest requests", "Each row is one of the requests with the longest E2E, slowest at the top, on " +
+            "a time axis from when it was due. Where the time went: the client, the server's queue, prefill, " +
+            "decode; each tick is an output event.", legend, box);
+    const colour = Object.fromEntries(parts.map(([k, c]) => [k, c]));
+    slowRuns.forEach((r) => {
+      const rows = r.slowest;
+      const end = Math.max(...rows.map((x) => Math.max(x.close_ms || 0, x.last_token_ms || 0)));
+      const split = rows.some((x) => x.prefill_split !== "none");
+      drawnChart(box, (multi ? r.name + ": " : "") + "Waterfall of the " + rows.length + " slowest requests",
+                 "Milliseconds from each request's scheduled time. " +
+                 (split ? "The server's queue ends where the engine first ran the request (sim) or where its own " +
+                          "prefill time says (llama.cpp's timings)."
+                        : "This server does not say when its prefill began, so waiting and prefill are one segment."),
+                 "ms from the request's scheduled time", "request (slowest first)", [0, end * 1.02],
+                 [-0.6, rows.length - 0.4],
+                 (u, ctx) => {
+                   const dpr = window.devicePixelRatio || 1;
+                   const rowH = Math.abs(u.valToPos(0, "y", true) - u.valToPos(1, "y", true));
+                   const bar = Math.max(2, rowH * 0.7);
+                   const seg = (y, a, b, c) => {
+                     if (!isNum(a) || !isNum(b) || b <= a) return;
+                     const x0 = u.valToPos(a, "x", true), x1 = u.valToPos(b, "x", true);
+                     ctx.fillStyle = colour[c];
+                     ctx.fillRect(x0, y - bar / 2, Math.max(1, x1 - x0), bar);
+                   };
+                   rows.forEach((x, i) => {
+                     const y = u.valToPos(i, "y", true);
+                     seg(y, x.sched_ms, x.send_ms, "client");
+                     if (x.prefill_split !== "none") {
+                       seg(y, x.send_ms, x.prefill_start_ms, "queue");
+                       seg(y, x.prefill_start_ms, x.first_token_ms, "prefill");
+                     } else {
+                       seg(y, x.send_ms, x.first_token_ms, "wait");
+                     }
+                     seg(y, x.first_token_ms, x.last_token_ms, "decode");
+                     ctx.fillStyle = colour.token;
+                     // Ticks at least 3 px apart: dense decoding reads as
+                     // evenly spaced ticks, a stall as a stretch without.
+                     let last = -Infinity;
+                     for (const t of x.events_ms) {
+                       const px = Math.round(u.valToPos(t, "x", true));
+                       if (px - last < 3 * dpr) continue;
+                       last = px;
+                       ctx.fillRect(px, y - bar / 2, Math.max(1, dpr), bar);
+                     }
+                   });
+                 },
+                 {yDir: -1, height: Math.max(220, 26 * rows.length + 70), ySize: 70,
+                  ySplits: () => rows.map((x, i) => i),
+                  yValues: (u, splits) => splits.map((v) => (rows[v] ? "#" + rows[v].id : "")),
+                  after: table(["request", "tenant", "class", "E2E (ms)", "queue+prefill (ms)", "prompt", "cached",
+                                "output", "preempted"],
+                               rows.map((x) => ["#" + x.id, x.tenant || "-", x.class || "-", fmt(x.e2e_ms, 1),
+                                                fmt(x.first_token_ms - x.send_ms, 1), fmt(x.prompt_tokens, 0),
+                                                fmt(x.cached_tokens, 0), fmt(x.output_tokens, 0),
+                                                fmt(x.preemptions, 0)]), "small")});
+    });
   }
 
   // ---- sweeps
   for (const sw of data.sweeps || []) {
     const box = el("div", {class: "charts"});
-    section("Sweep " + sw.name, box);
+    section("Sweep " + sw.name, "One run per offered rate.", box);
     const c = sw.curve || [];
     const x = c.map((p) => p.rate_rps);
     lineChart(box, "Throughput vs offered rate", "Achieved and goodput (requests meeting every SLO) per offered " +
@@ -347,10 +608,156 @@
     lineChart(box, "Latency vs offered rate", "p99 TTFT and TPOT of each run of the sweep.", "offered rate (req/s)", "ms",
               [{label: "TTFT p99", x: x, y: c.map((p) => p.ttft_p99_ms)},
                {label: "TPOT p99", x: x, y: c.map((p) => p.tpot_p99_ms)}]);
-    if (typeof sw.max_rate_meeting_slo === "number")
+    if (isNum(sw.max_rate_meeting_slo))
       box.append(el("p", {}, "Highest rate meeting every SLO: " + fmt(sw.max_rate_meeting_slo, 3) + " req/s."));
   }
+
+  // ---- details: outcomes, per class and tenant, server counters, settings
+  if (runs.length) {
+    const details = el("div", {});
+    const orows = [];
+    for (const r of runs)
+      for (const [k, v] of Object.entries(sum(r).requests_by_outcome || {})) orows.push([r.name, k, fmt(v, 0)]);
+    if (orows.length) details.append(el("h3", {}, "Outcomes"), table(["run", "outcome", "requests"], orows));
+    for (const [key, label] of [["by_class", "task class"], ["by_tenant", "tenant"]]) {
+      const rows = [];
+      for (const r of runs)
+        for (const [name, g] of Object.entries(sum(r)[key] || {}))
+          rows.push([r.name, name || "(none)", fmt(g.requests, 0), fmt(g.failed, 0), fmt(g.request_throughput_rps, 2),
+                     fmt(g.goodput_rps, 2), fmt(g.ttft_ms && g.ttft_ms.p99, 1), fmt(g.tpot_ms && g.tpot_ms.p99, 2),
+                     fmt(g.e2e_ms && g.e2e_ms.p99, 1)]);
+      if (rows.length)
+        details.append(el("h3", {}, "Per " + label),
+                       table(["run", label, "requests", "failed", "req/s", "goodput", "TTFT p99 (ms)", "TPOT p99 (ms)",
+                              "E2E p99 (ms)"], rows));
+    }
+    const srows = [];
+    for (const r of runs) {
+      const s = r.server;
+      if (!s || typeof s !== "object") continue;
+      for (const [k, v] of Object.entries(s)) {
+        if (v !== null && typeof v === "object") {
+          if ("p50" in v) srows.push([r.name, k, "mean " + fmt(v.mean, 4) + ", p50 " + fmt(v.p50, 4) + ", p99 " +
+                                                 fmt(v.p99, 4) + " (" + fmt(v.count, 0) + ")"]);
+          continue;
+        }
+        srows.push([r.name, k, typeof v === "number" ? fmt(v, Number.isInteger(v) ? 0 : 3) : String(v)]);
+      }
+    }
+    if (srows.length)
+      details.append(el("h3", {}, "Server's own counters over the run"), table(["run", "counter", "value"], srows));
+    runs.forEach((run) => {
+      const entries = Object.entries(run.settings || {});
+      if (!entries.length) return;
+      const grid = el("dl", {class: "settings"});
+      for (const [k, v] of entries)
+        grid.append(el("dt", {}, k.replace(/_/g, " ")), el("dd", {}, typeof v === "object" ? JSON.stringify(v) : String(v)));
+      details.append(el("h3", {}, "Settings and environment" + (multi ? ": " + run.name : "")), grid);
+    });
+    section("Details", null, details);
+  }
+
+  // ---- probes (probe ... --out DIR)
+  if (probes.length) {
+    const box = el("div", {});
+    section("Probes", "Results of tokenscope probe: medians with their exact 95% intervals (distribution-free), " +
+            "ratios taken per repetition.", box);
+    for (const p of probes) {
+      const part = el("div", {class: "probe"});
+      box.append(el("h3", {}, "probe " + p.probe), el("p", {class: "sub"}, p.file +
+                 (p.environment && p.environment.cpu ? " · " + p.environment.cpu : "") +
+                 (p.environment && p.environment.hostname ? " · " + p.environment.hostname : "")), part);
+      if (p.verdict) part.append(el("div", {class: "box note"}, "Verdict: " + p.verdict));
+      if (p.ran === false && p.reason) part.append(el("div", {class: "box warn"}, "Did not run: " + p.reason));
+      if (p.probe === "cache-line") {
+        const fs = p.false_sharing || {};
+        if (fs.verdict) part.append(el("div", {class: "box note"}, "False sharing: " + fs.verdict));
+        part.append(table(["ratio", "median [95% CI]"], (fs.ratios || []).map((r) => [r.name, ci(r.ratio, (v) => v.toFixed(2))])));
+        const ls = p.line_size || {};
+        part.append(table(["line size", "bytes"], [["detected", fmt(ls.detected, 0)],
+                                                    ["coherence granularity", fmt(ls.coherence_granularity, 0)],
+                                                    ["stride-sweep knee", fmt(ls.stride_knee, 0)],
+                                                    ["sysfs", fmt(ls.sysfs, 0)]]));
+        const sweep = p.coherence_sweep || [];
+        if (sweep.length) {
+          const cbox = el("div", {class: "charts"});
+          part.append(cbox);
+          const xs = sweep.map((s) => s.distance_bytes);
+          const med = sweep.map((s) => s.slowdown_vs_far && s.slowdown_vs_far.median);
+          lineChart(cbox, "Coherence sweep", "Slowdown of two threads' counters placed a distance apart, against " +
+                    "counters far apart (median solid, 95% interval dashed). It falls to 1 at the distance the " +
+                    "hardware keeps lines apart: the padding that ends false sharing.", "distance between counters (bytes, log)",
+                    "slowdown (x)",
+                    [{label: "median", x: xs, y: med},
+                     {label: "95% low", x: xs, y: sweep.map((s) => s.slowdown_vs_far && s.slowdown_vs_far.ci95_low), dash: [6, 4], color: "#93c5fd"},
+                     {label: "95% high", x: xs, y: sweep.map((s) => s.slowdown_vs_far && s.slowdown_vs_far.ci95_high), dash: [6, 4], color: "#93c5fd"}],
+                    {logX: true});
+        }
+        if ((p.core_to_core || []).length)
+          part.append(table(["cpu", "cpu", "SMT siblings", "one-way latency (ns)"],
+                            p.core_to_core.map((c) => [c.cpu_a, c.cpu_b, c.siblings ? "yes" : "no",
+                                                       ci(c.one_way_ns, (v) => v.toFixed(1))])));
+      } else if (p.probe === "kv-layout") {
+        if (p.winner) part.append(el("p", {}, "Fastest: " + p.winner));
+        part.append(table(["variant", "positions/s", "time vs fastest", "rows straddling lines", "rows sharing lines",
+                           "metadata lines shared"],
+                          (p.variants || []).map((v) => {
+                            const a = v.analysis || {};
+                            return [v.name, ci(v.positions_per_s), ci(v.time_vs_fastest, (x) => x.toFixed(2)),
+                                    pct(a.straddle_share), pct(a.shared_row_share),
+                                    fmt(a.metadata_lines_shared_between_threads, 0) + " of " + fmt(a.metadata_lines, 0)];
+                          })));
+        if ((p.findings || []).length) part.append(el("ul", {}, ...p.findings.map((f) => el("li", {}, f))));
+      } else if (p.probe === "line-sim") {
+        const sim = p.simulation || {}, t = sim.totals || {};
+        part.append(table(["accesses", "lines", "falsely shared lines", "truly shared lines", "HITM", "invalidations",
+                           "false-sharing misses", "true-sharing misses"],
+                          [[si(t.accesses), si(t.lines), si(t.lines_with_false_sharing), si(t.lines_with_true_sharing),
+                            si(t.hitm), si(t.invalidations), si(t.false_sharing_misses), si(t.true_sharing_misses)]]));
+        part.append(el("h4", {}, "Lines (" + (sim.line_size || "?") + " B), most contended first"),
+                    table(["line", "sharing", "HITM", "invalidations", "false-sharing misses", "threads", "what is on it"],
+                          (sim.lines || []).slice(0, 20).map((l) => [l.line_address, l.classification, si(l.hitm),
+                                                                     si(l.invalidations), si(l.false_sharing_misses),
+                                                                     (l.threads || []).join(", "),
+                                                                     (l.symbols || []).join("; ")]), "small"));
+        if ((p.predictions || []).length)
+          part.append(el("h4", {}, "What another line size or padding would change"),
+                      table(["scenario", "HITM", "invalidations", "false-sharing misses", "true-sharing misses"],
+                            p.predictions.map((x) => [x.scenario, si(x.totals.hitm), si(x.totals.invalidations),
+                                                      si(x.totals.false_sharing_misses),
+                                                      si(x.totals.true_sharing_misses)])));
+      } else {
+        // Other probes: every array of records at the top level (or one
+        // level down) as a table of its scalar and median fields.
+        const tables = [];
+        const visit = (obj, prefix) => {
+          for (const [k, v] of Object.entries(obj || {})) {
+            if (Array.isArray(v) && v.length && typeof v[0] === "object" && v[0] !== null) tables.push([prefix + k, v]);
+            else if (v && typeof v === "object" && !Array.isArray(v) && !prefix && k !== "settings" &&
+                     k !== "environment") visit(v, k + ".");
+          }
+        };
+        visit(p, "");
+        for (const [name, rows] of tables) {
+          const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))].filter((c) => rows.some((r) => {
+            const v = r[c];
+            return v === null || typeof v !== "object" || isNum(v.median);
+          }));
+          part.append(el("h4", {}, name),
+                      table(cols.map((c) => c.replace(/_/g, " ")),
+                            rows.map((r) => cols.map((c) => {
+                              const v = r[c];
+                              if (v && typeof v === "object") return ci(v);
+                              return isNum(v) ? si(v) : v === null || v === undefined ? "-" : String(v);
+                            })), "small"));
+        }
+        if ((p.findings || []).length) part.append(el("ul", {}, ...p.findings.map((f) => el("li", {}, f))));
+      }
+    }
+  }
+
   root.append(el("p", {class: "sub"}, "Statistics are computed on every request; charts are reduced to at most four " +
                  "points per pixel column (first, min, max, last), so spikes stay visible."));
-  document.body.setAttribute("data-charts", String(timeCharts.length));
+  if (window.performance && performance.mark) performance.mark("tokenscope-report-built");
+  document.body.setAttribute("data-charts", String(allCharts.length));
 })();
