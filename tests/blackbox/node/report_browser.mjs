@@ -178,6 +178,8 @@ try {
   }
 
   if (screenshot) {
+    await page.mouse.move(1, 1);  // no cursor left on a chart
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => resolve())));
     await page.screenshot({path: screenshot, fullPage: fullPage});
     result.screenshot = path.resolve(screenshot);
   }
