@@ -1,9 +1,11 @@
 #include "report/report_data.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <limits>
 
 #include "observe/export_run.h"
@@ -499,6 +501,16 @@ nlohmann::json settings_json(const RunData& run) {
   put("tensor_parallel", at(j, {"settings", "effective", "engine", "tensor_parallel"}));
   put("kv_cache_tokens", at(j, {"settings", "effective", "engine", "kv_cache_tokens"}));
   put("slo", at(j, {"settings", "requested", "load", "slo"}));
+  // The environment of the run: when it started (the clock anchor), what the
+  // client itself cost.
+  if (const auto& unix_ns = at(j, {"clock", "unix_ns"}); unix_ns.is_number_integer()) {
+    const auto ns = unix_ns.get<std::int64_t>();
+    const std::time_t secs = static_cast<std::time_t>(ns / 1'000'000'000);
+    std::tm tm{};
+    if (gmtime_r(&secs, &tm)) out["started_utc"] = fmt::format("{:%Y-%m-%d %H:%M:%S}", tm);
+  }
+  put("client_cpu_s", at(j, {"client", "process_cpu_s"}));
+  put("connections_opened", at(j, {"client", "connections_opened"}));
   return out;
 }
 
