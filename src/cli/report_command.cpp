@@ -84,8 +84,76 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
                           value_text(v["count"]));
       }
     }
+    // Per task class and per tenant, when the run has more than one.
+    const auto num_cell = [](const nlohmann::json& v, int width, int decimals) {
+      return v.is_number() ? fmt::format("{:>{}.{}f}", v.get<double>(), width, decimals)
+                           : fmt::format("{:>{}}", "-", width);
+    };
+    for (const auto& [key, label] :
+         {std::pair{"by_class", "per class"}, std::pair{"by_tenant", "per tenant"}}) {
+      const auto& groups = field(s, key);
+      if (!groups.is_object() || groups.size() < 2) continue;
+      os << fmt::format("{:<18}{:>10}{:>8}{:>10}{:>10}{:>12}{:>12}{:>12}\n", label, "requests", "failed",
+                        "req/s", "goodput", "TTFT p99", "TPOT p99", "E2E p99");
+      for (const auto& [name, g] : groups.items())
+        os << fmt::format(
+            "  {:<16}{}{}{}{}{}{}{}\n", name.empty() ? "(none)" : name, num_cell(field(g, "requests"), 10, 0),
+            num_cell(field(g, "failed"), 8, 0), num_cell(field(g, "request_throughput_rps"), 10, 2),
+            num_cell(field(g, "goodput_rps"), 10, 2), num_cell(field(field(g, "ttft_ms"), "p99"), 12, 1),
+            num_cell(field(field(g, "tpot_ms"), "p99"), 12, 2),
+            num_cell(field(field(g, "e2e_ms"), "p99"), 12, 1));
+    }
+    // The slowest requests: where their time went.
+    if (const auto& slow = r["slowest"]; slow.is_array() && !slow.empty()) {
+      os << fmt::format("{:<18}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}  {}\n", "slowest (ms)", "E2E", "client",
+                        "queue", "prefill", "decode", "tokens", "tenant");
+      const auto diff = [](const nlohmann::json& a, const nlohmann::json& b) -> nlohmann::json {
+        return a.is_number() && b.is_number() ? nlohmann::json(b.get<double>() - a.get<double>())
+                                              : nlohmann::json();
+      };
+      for (std::size_t i = 0; i < std::min<std::size_t>(5, slow.size()); ++i) {
+        const auto& x = slow[i];
+        const bool split = x["prefill_split"] != "none";
+        os << fmt::format(
+            "  #{:<15}{}{}{}{}{}{}  {}\n", x["id"].get<std::uint64_t>(), num_cell(x["e2e_ms"], 10, 1),
+            num_cell(diff(x["sched_ms"], x["send_ms"]), 10, 1),
+            split ? num_cell(diff(x["send_ms"], x["prefill_start_ms"]), 10, 1) : fmt::format("{:>10}", "-"),
+            split ? num_cell(diff(x["prefill_start_ms"], x["first_token_ms"]), 10, 1)
+                  : num_cell(diff(x["send_ms"], x["first_token_ms"]), 10, 1) + "*",
+            num_cell(diff(x["first_token_ms"], x["last_token_ms"]), split ? 10 : 9, 1),
+            num_cell(x["output_tokens"], 9, 0), x.value("tenant", std::string("-")));
+      }
+      if (slow[0]["prefill_split"] == "none")
+        os << "  * waiting and prefill together: this server does not say when its prefill began\n";
+    }
     for (const auto& w : r["warnings"]) os << "WARNING: " << w.get<std::string>() << "\n";
     for (const auto& n : r["notes"]) os << "note: " << n.get<std::string>() << "\n";
+    os << "\n";
+  }
+  for (const auto& p : data["probes"]) {
+    os << "probe " << value_text(p["probe"]) << " (" << value_text(p["file"]) << ")\n";
+    for (const char* k : {"verdict", "winner"})
+      if (p.contains(k) && p[k].is_string()) os << "  " << k << ": " << p[k].get<std::string>() << "\n";
+    if (const auto& fs = field(p, "false_sharing"); fs.is_object()) {
+      if (fs.contains("verdict") && fs["verdict"].is_string())
+        os << "  false sharing: " << fs["verdict"].get<std::string>() << "\n";
+      for (const auto& ratio : field(fs, "ratios")) {
+        const auto& m = field(ratio, "ratio");
+        const auto g3 = [](const nlohmann::json& v) {
+          return v.is_number() ? fmt::format("{:.3g}", v.get<double>()) : std::string("n/a");
+        };
+        os << fmt::format("  {}: {} [{}, {}]\n", value_text(field(ratio, "name")), g3(field(m, "median")),
+                          g3(field(m, "ci95_low")), g3(field(m, "ci95_high")));
+      }
+    }
+    if (const auto& totals = field(field(p, "simulation"), "totals"); totals.is_object())
+      os << fmt::format("  {} lines, {} falsely shared, {} truly shared; {} HITM, {} invalidations\n",
+                        value_text(field(totals, "lines")),
+                        value_text(field(totals, "lines_with_false_sharing")),
+                        value_text(field(totals, "lines_with_true_sharing")),
+                        value_text(field(totals, "hitm")), value_text(field(totals, "invalidations")));
+    if (const auto& findings = field(p, "findings"); findings.is_array())
+      for (const auto& f : findings) os << "  - " << value_text(f) << "\n";
     os << "\n";
   }
   for (const auto& sw : data["sweeps"]) {

@@ -33,6 +33,24 @@ TEST(ReportText, GoldenTablesOfAPartialAndASampledRun) {
   EXPECT_EQ(os.str(), want.str()) << "TOKENSCOPE_UPDATE_GOLDEN=1 rewrites " << golden;
 }
 
+TEST(ReportText, GoldenTablesOfASimRunWithTenantsAndTheSlowestRequests) {
+  const auto in = report::load_report_input({kTestdata / "sim"});
+  std::ostringstream os;
+  print_report_text(os, report::report_data(in));
+  const fs::path golden = kTestdata / "golden/report_sim.txt";
+  if (std::getenv("TOKENSCOPE_UPDATE_GOLDEN")) {
+    std::ofstream(golden, std::ios::binary) << os.str();
+    GTEST_SKIP() << "rewrote " << golden;
+  }
+  std::ifstream f(golden, std::ios::binary);
+  std::stringstream want;
+  want << f.rdbuf();
+  EXPECT_EQ(os.str(), want.str()) << "TOKENSCOPE_UPDATE_GOLDEN=1 rewrites " << golden;
+  // What the golden file holds, said plainly.
+  EXPECT_THAT(os.str(), HasSubstr("per tenant"));
+  EXPECT_THAT(os.str(), HasSubstr("slowest (ms)"));
+}
+
 TEST(ReportText, ShowsTheSummaryTableWarningsAndNotes) {
   const auto in = report::load_report_input({kTestdata / "sampled"});
   std::ostringstream os;
