@@ -80,6 +80,20 @@
   }
   function width(container) { return Math.max(480, Math.min(620, (container.clientWidth || 620))); }
   const axisValues = (u, splits) => splits.map((v) => (v === null ? "" : si(v)));
+  // The largest 1, 2 or 5 times a power of ten at or below v: where a log
+  // axis starts, so that its grid lines fall on round values.
+  const floor125 = (v) => {
+    if (!(v > 0)) return v;
+    const p = Math.pow(10, Math.floor(Math.log10(v) + 1e-9));
+    return [5, 2, 1].map((k) => k * p).find((x) => x <= v * (1 + 1e-9)) || p;
+  };
+  // A log axis labels 1, 2 and 5 times a power of ten (its other grid lines
+  // stay unlabelled).
+  const logAxisValues = (u, splits) => splits.map((v) => {
+    if (!(v > 0)) return "";
+    const m = v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9));
+    return [1, 2, 5].some((k) => Math.abs(m - k) < 1e-6) ? si(v) : "";
+  });
   // Lifecycle phases shaded behind the series of every time chart.
   const phaseColors = {"warm-up": "rgba(148,163,184,0.22)", "warmup": "rgba(148,163,184,0.22)",
                        "steady": "rgba(34,197,94,0.10)", "degradation": "rgba(239,68,68,0.16)"};
@@ -154,10 +168,11 @@
     const o = {
       width: width(container),
       height: opts.height || 230,
-      scales: {x: opts.logX ? {time: false, distr: 3, range: (u, min, max) => [min / 1.15, max * 1.15]}
+      scales: {x: opts.logX ? {time: false, distr: 3, range: (u, min, max) => [floor125(min), max * 1.15]}
                             : {time: false},
                y: {range: yRange}},
-      axes: [{label: xLabel, labelSize: 20, values: opts.logX ? undefined : axisValues},
+      axes: [opts.logX ? {label: xLabel, labelSize: 20, values: logAxisValues, filter: (u, splits) => splits}
+                       : {label: xLabel, labelSize: 20, values: axisValues},
              {label: yLabel, labelSize: 20, size: 56, values: axisValues}],
       series: series,
       legend: {live: true},
@@ -588,8 +603,10 @@
                   after: table(["request", "tenant", "class", "E2E (ms)", "queue+prefill (ms)", "prompt", "cached",
                                 "output", "preempted"],
                                rows.map((x) => ["#" + x.id, x.tenant || "-", x.class || "-", fmt(x.e2e_ms, 1),
-                                                fmt(x.first_token_ms - x.send_ms, 1), fmt(x.prompt_tokens, 0),
-                                                fmt(x.cached_tokens, 0), fmt(x.output_tokens, 0),
+                                                fmt(x.first_token_ms - x.send_ms, 1),
+                                                x.prompt_tokens >= 0 ? fmt(x.prompt_tokens, 0) : "-",
+                                                x.cached_tokens >= 0 ? fmt(x.cached_tokens, 0) : "-",
+                                                x.output_tokens >= 0 ? fmt(x.output_tokens, 0) : "-",
                                                 fmt(x.preemptions, 0)]), "small")});
     });
   }
