@@ -399,7 +399,7 @@ bool SamplesReader::next(Observation& out) {
     }
     if (blank(line)) continue;
     try {
-      out = parse_observation_json(line);
+      parse_observation_json(line, out);
     } catch (const std::exception& e) {
       // parse_observation_json names the field in its message.
       bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", e.what());
