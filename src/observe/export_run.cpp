@@ -345,7 +345,12 @@ void bad_line(BadLines policy, ReadStats& stats, const std::string& file, std::u
               const std::string& field, const std::string& problem) {
   InputError e(file, line, field, problem);
   if (policy == BadLines::kFail) throw e;
-  if (stats.skipped++ == 0) stats.first_skipped = e.what();
+  if (stats.skipped++ == 0) {
+    stats.first_skipped = e.what();
+    stats.first_skipped_line = line;
+    stats.first_skipped_field = field;
+    stats.first_skipped_problem = problem;
+  }
 }
 
 bool blank(std::string_view s) {
@@ -362,19 +367,54 @@ RequestsReader::RequestsReader(const std::filesystem::path& file, BadLines bad_l
 RequestsReader::RequestsReader(std::string_view text, std::string file, BadLines bad_lines)
     : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}
 
+RequestsReader::RequestsReader(const std::filesystem::path& file, std::uint64_t begin, std::uint64_t end)
+    : reader_(TextReader::open(file.string(), "requests file", TextReader::kDefaultMaxLineBytes,
+                               begin > 0 ? begin - 1 : 0)),
+      file_(file.string()),
+      bad_lines_(BadLines::kSkip),
+      end_(end) {
+  if (begin > 0) {
+    // The end of the line that started before: the range before reads it.
+    std::string_view rest;
+    reader_.next_line(rest);
+    lines_before_ = reader_.line_number();
+  }
+}
+
+ReadStats join_range_stats(const std::vector<ReadStats>& ranges, const std::string& file) {
+  ReadStats all;
+  for (const auto& r : ranges) {
+    if (r.skipped > 0 && all.skipped == 0) {
+      all.first_skipped_line = all.lines + r.first_skipped_line;
+      all.first_skipped_field = r.first_skipped_field;
+      all.first_skipped_problem = r.first_skipped_problem;
+      all.first_skipped =
+          InputError(file, all.first_skipped_line, all.first_skipped_field, all.first_skipped_problem).what();
+    }
+    all.lines += r.lines;
+    all.records += r.records;
+    all.skipped += r.skipped;
+  }
+  return all;
+}
+
 bool RequestsReader::next(ExportRequest& out) {
   std::string_view line;
-  while (reader_.next_line(line)) {
+  while (!ended_ && reader_.next_line(line)) {
+    if (reader_.line_offset() >= end_) {
+      ended_ = true;  // the next range's first line
+      break;
+    }
     ++stats_.lines;
     if (const auto flaw = line_flaw(reader_)) {
-      bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", *flaw);
+      bad_line(bad_lines_, stats_, file_, line_number(), "", *flaw);
       continue;
     }
     if (blank(line)) continue;
     try {
       parser_.parse(line, out);
     } catch (const LineError& e) {
-      bad_line(bad_lines_, stats_, file_, reader_.line_number(), e.field(), e.what());
+      bad_line(bad_lines_, stats_, file_, line_number(), e.field(), e.what());
       continue;
     }
     ++stats_.records;
