@@ -401,6 +401,30 @@ TEST(LoadRun, ABadLineInALaterRangeIsNumberedInTheFile) {
   }
 }
 
+// requests.jsonl and samples.jsonl read at the same time give what they
+// give read one after the other, notes in the same order.
+TEST(LoadRun, ConcurrentReadsGiveWhatSerialReadsGive) {
+  TempDir t;
+  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::string requests = read_file(kTestdata / "sampled/requests.jsonl") + "{\"id\":\n";
+  for (int id = 10; id < 200; ++id) requests += request_line(id, "t", "c", true, 4) + "\n";
+  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << requests;
+  std::ofstream(t.path / "samples.jsonl", std::ios::binary)
+      << read_file(kTestdata / "sampled/samples.jsonl") << "{\"t_ns\":-1,\"source\":\"x\"}\n";
+  const RunData serial = load_run(t.path, LoadOptions{1, false});
+  const RunData concurrent = load_run(t.path, LoadOptions{3, true});
+  ASSERT_EQ(serial.notes.size(), 2u);
+  EXPECT_THAT(serial.notes[0], HasSubstr("requests.jsonl: 1 bad line skipped"));
+  EXPECT_THAT(serial.notes[1], HasSubstr("samples.jsonl: 1 bad line skipped"));
+  EXPECT_EQ(concurrent.notes, serial.notes);
+  EXPECT_EQ(arrays_bytes(concurrent.requests), arrays_bytes(serial.requests));
+  EXPECT_EQ(concurrent.series.size(), serial.series.size());
+  EXPECT_EQ(concurrent.sample_lines, serial.sample_lines);
+  EXPECT_EQ(concurrent.sample_lines_skipped, 1u);
+  EXPECT_EQ(concurrent.origin, serial.origin);
+  EXPECT_EQ(report_json(concurrent), report_json(serial));
+}
+
 // A run.json without a summary: the summary is recomputed from one read of
 // the whole file, whatever the ranges asked for.
 TEST(LoadRun, TheSummaryIsRecomputedFromOneRead) {

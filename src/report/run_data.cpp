@@ -265,6 +265,43 @@ class SeriesSink {
   std::string key_;
 };
 
+// What samples.jsonl gives a run (read on a thread of its own while
+// requests.jsonl is read): canonical and derived series streamed into
+// per-series arrays (raw series stay in the file).
+struct SamplesRead {
+  bool present = false;
+  std::vector<SampledSeries> series;
+  std::uint64_t lines = 0, skipped = 0, without_series = 0;
+  std::vector<std::string> notes;
+};
+
+SamplesRead read_samples(const fs::path& dir) {
+  SamplesRead read;
+  observe::RunSource source;
+  source.dir = dir;
+  if (auto samples = source.open_samples(observe::BadLines::kSkip)) {
+    read.present = true;
+    SeriesSink sink(read.series);
+    observe::Observation o;
+    while (samples->next(o)) {
+      sink.add(o, "canonical", o.canonical, true);
+      sink.add(o, "derived", o.derived, false);
+    }
+    read.lines = samples->stats().records;
+    read.skipped = samples->stats().skipped;
+    read.without_series = samples->without_series();
+    if (samples->stats().skipped > 0)
+      read.notes.push_back(fmt::format("samples.jsonl: {} bad line{} skipped; the first: {}",
+                                       samples->stats().skipped, samples->stats().skipped == 1 ? "" : "s",
+                                       within_run(dir, samples->stats().first_skipped)));
+  } else {
+    read.notes.push_back(
+        "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
+        "--no-gpu and --no-host; sim unless --no-samples)");
+  }
+  return read;
+}
+
 }  // namespace
 
 double RequestArrays::ttft_ms(std::size_t i) const {
@@ -318,6 +355,10 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
     run.notes.push_back("no run.json: settings, environment and server counters are unknown");
   }
 
+  // samples.jsonl is read on a thread of its own meanwhile (below).
+  auto samples_read =
+      std::async(options.concurrent ? std::launch::async : std::launch::deferred, read_samples, dir);
+
   // requests.jsonl, streamed. A bad line (a last line cut by a crash) is
   // skipped and counted, never fatal.
   std::optional<SummaryBuilder> builder;
@@ -349,30 +390,14 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
     }
   }
 
-  // samples.jsonl, streamed into per-series arrays (canonical and derived
-  // series; raw series stay in the file).
-  observe::RunSource source;
-  source.dir = dir;
-  if (auto samples = source.open_samples(observe::BadLines::kSkip)) {
-    run.has_samples = true;
-    SeriesSink sink(run.series);
-    observe::Observation o;
-    while (samples->next(o)) {
-      sink.add(o, "canonical", o.canonical, true);
-      sink.add(o, "derived", o.derived, false);
-    }
-    run.sample_lines = samples->stats().records;
-    run.sample_lines_skipped = samples->stats().skipped;
-    run.sample_lines_without_series = samples->without_series();
-    if (samples->stats().skipped > 0)
-      run.notes.push_back(fmt::format("samples.jsonl: {} bad line{} skipped; the first: {}",
-                                      samples->stats().skipped, samples->stats().skipped == 1 ? "" : "s",
-                                      within_run(dir, samples->stats().first_skipped)));
-  } else {
-    run.notes.push_back(
-        "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
-        "--no-gpu and --no-host; sim unless --no-samples)");
-  }
+  // samples.jsonl, read meanwhile.
+  SamplesRead samples = samples_read.get();
+  run.has_samples = samples.present;
+  run.series = std::move(samples.series);
+  run.sample_lines = samples.lines;
+  run.sample_lines_skipped = samples.skipped;
+  run.sample_lines_without_series = samples.without_series;
+  run.notes.insert(run.notes.end(), samples.notes.begin(), samples.notes.end());
 
   // The time origin: the earliest time of the run.
   Nanos origin = -1;

@@ -109,6 +109,9 @@ struct LoadOptions {
   // per hardware thread (at most 8), one for a file under 8 MiB. The result
   // is the same for any number.
   unsigned request_ranges = 0;
+  // requests.jsonl and samples.jsonl are read at the same time; false: one
+  // after the other. The result is the same.
+  bool concurrent = true;
 };
 
 // Loads one run directory. Throws UsageError when dir is not a directory
