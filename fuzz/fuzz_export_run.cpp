@@ -2,16 +2,61 @@
 // run.json) and the documents they write from whatever those hold. Input:
 // requests.jsonl, a NUL byte, samples.jsonl, a NUL byte, run.json. Every
 // document written must be valid JSON (trace.json whole, each OTLP request).
+// Each samples.jsonl line reads the same through simdjson as through the
+// reference reader (nlohmann): the same values, or the same refusal.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "observe/export_otlp.h"
 #include "observe/export_perfetto.h"
+
+namespace {
+
+using tokenscope::observe::Observation;
+using tokenscope::observe::Sample;
+
+bool same(const std::vector<Sample>& a, const std::vector<Sample>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].labels != b[i].labels) return false;
+    if (std::isnan(a[i].value) ? !std::isnan(b[i].value) : a[i].value != b[i].value) return false;
+  }
+  return true;
+}
+
+void check_samples_line(std::string_view line, Observation& reused) {
+  std::string fast_error, reference_error;
+  Observation reference;
+  try {
+    tokenscope::observe::parse_observation_json(line, reused);
+  } catch (const std::runtime_error& e) {
+    fast_error = e.what();
+  }
+  try {
+    reference = tokenscope::observe::detail::parse_observation_json_nlohmann(line);
+  } catch (const std::runtime_error& e) {
+    reference_error = e.what();
+  }
+  if (fast_error != reference_error) __builtin_trap();
+  if (!fast_error.empty()) return;
+  const Observation& o = reused;
+  if (o.t_ns != reference.t_ns || o.rtt_ns != reference.rtt_ns || o.source != reference.source ||
+      o.server_t_ns != reference.server_t_ns || o.error != reference.error ||
+      o.unavailable != reference.unavailable || !same(o.canonical, reference.canonical) ||
+      !same(o.raw, reference.raw) || !same(o.derived, reference.derived))
+    __builtin_trap();
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tokenscope;
@@ -23,6 +68,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t b = rest.find('\0');
   const std::string_view samples = rest.substr(0, b);
   const std::string_view run_json = b == std::string_view::npos ? std::string_view() : rest.substr(b + 1);
+
+  Observation reused;  // read into line after line, as SamplesReader does
+  for (std::size_t at = 0; at <= samples.size();) {
+    const std::size_t end = std::min(samples.find('\n', at), samples.size());
+    check_samples_line(samples.substr(at, end - at), reused);
+    at = end + 1;
+  }
 
   RunSource source;
   source.requests_text = requests;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "core/error.h"
@@ -25,7 +26,8 @@ TextReader::TextReader(std::string path, int fd, std::optional<std::uint64_t> si
   data_ = buffer_.data();
 }
 
-TextReader TextReader::open(const std::string& path, std::string_view what, std::size_t max_line_bytes) {
+TextReader TextReader::open(const std::string& path, std::string_view what, std::size_t max_line_bytes,
+                            std::uint64_t start) {
   const auto cannot_open = [&](int err) {
     return UsageError(path + ": cannot open " + std::string(what) + ": " + std::strerror(err));
   };
@@ -43,7 +45,18 @@ TextReader TextReader::open(const std::string& path, std::string_view what, std:
   }
   std::optional<std::uint64_t> size;
   if (S_ISREG(st.st_mode)) size = static_cast<std::uint64_t>(st.st_size);
-  return TextReader(path, fd, size, max_line_bytes);
+  if (start > 0) {
+    if (!size || start > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max()) ||
+        ::lseek(fd, static_cast<off_t>(start), SEEK_SET) < 0) {
+      const int err = size ? errno : ESPIPE;
+      ::close(fd);
+      throw cannot_open(err);
+    }
+  }
+  TextReader reader(path, fd, size, max_line_bytes);
+  reader.consumed_ = start;
+  reader.line_offset_ = start;
+  return reader;
 }
 
 TextReader::TextReader(TextReader&& o) noexcept
@@ -61,7 +74,8 @@ TextReader::TextReader(TextReader&& o) noexcept
       flaw_(o.flaw_),
       nul_column_(o.nul_column_),
       newlines_(o.newlines_),
-      line_(o.line_) {}
+      line_(o.line_),
+      line_offset_(o.line_offset_) {}
 
 TextReader::~TextReader() {
   if (fd_ >= 0) ::close(fd_);
@@ -126,6 +140,7 @@ bool TextReader::next_line(std::string_view& line) {
   nul_column_ = 0;
   if (!fill(1)) return false;
   line_ = newlines_ + 1;
+  line_offset_ = consumed_ + pos_;
   std::size_t scanned = 0;  // bytes from pos_ searched for '\n' and NUL so far
   for (;;) {
     const char* start = data_ + pos_;

@@ -39,9 +39,12 @@ class TextReader {
   explicit TextReader(std::string_view text, std::size_t max_line_bytes = kDefaultMaxLineBytes);
   // Opens a file. Throws UsageError "PATH: cannot open WHAT: REASON" (WHAT
   // names the kind of file, e.g. "trace file") and InputError
-  // "PATH: is a directory".
+  // "PATH: is a directory". Reading starts at byte `start` of the file (a
+  // reader of one byte range of a file; a regular file only, else UsageError):
+  // offset() and line_offset() count from the file's first byte,
+  // line_number() from the first line read (the one at `start`).
   static TextReader open(const std::string& path, std::string_view what = "file",
-                         std::size_t max_line_bytes = kDefaultMaxLineBytes);
+                         std::size_t max_line_bytes = kDefaultMaxLineBytes, std::uint64_t start = 0);
 
   TextReader(TextReader&& other) noexcept;
   TextReader& operator=(TextReader&&) = delete;
@@ -74,8 +77,10 @@ class TextReader {
 
   // The 1-based line of the last line or byte returned (0 before any).
   std::uint64_t line_number() const { return line_; }
-  // Bytes consumed so far.
+  // Bytes consumed so far (the offset in the file of the next byte).
   std::uint64_t offset() const { return consumed_ + pos_; }
+  // Where the last line returned by next_line() starts (its offset in the file).
+  std::uint64_t line_offset() const { return line_offset_; }
 
  private:
   TextReader(std::string path, int fd, std::optional<std::uint64_t> size, std::size_t max_line_bytes);
@@ -99,6 +104,7 @@ class TextReader {
   std::size_t nul_column_ = 0;
   std::uint64_t newlines_ = 0;
   std::uint64_t line_ = 0;
+  std::uint64_t line_offset_ = 0;
 };
 
 }  // namespace tokenscope

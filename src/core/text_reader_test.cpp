@@ -131,6 +131,44 @@ TEST_F(TextReaderFile, PeekReadsABoundedPrefixAndConsumesNothing) {
   EXPECT_EQ(line, "3456789");
 }
 
+TEST_F(TextReaderFile, StartsAtAnOffsetAndSaysWhereEachLineStarts) {
+  const std::string text = "first\r\nsecond\n\nfourth";
+  const std::string path = write(text);
+  TextReader whole = TextReader::open(path);
+  std::vector<std::uint64_t> starts;
+  std::string_view line;
+  while (whole.next_line(line)) starts.push_back(whole.line_offset());
+  EXPECT_EQ(starts, (std::vector<std::uint64_t>{0, 7, 14, 15}));
+
+  TextReader mid = TextReader::open(path, "file", TextReader::kDefaultMaxLineBytes, 9);  // in "second"
+  EXPECT_EQ(mid.size(), text.size());                                                    // the file's
+  EXPECT_EQ(mid.offset(), 9u);
+  ASSERT_TRUE(mid.next_line(line));
+  EXPECT_EQ(line, "cond");
+  EXPECT_EQ(mid.line_number(), 1u);  // lines count from where reading started
+  EXPECT_EQ(mid.line_offset(), 9u);  // offsets from the file's first byte
+  EXPECT_EQ(lines_of(mid), (std::vector<Line>{{"", 2, kNone, 0}, {"fourth", 3, kNone, 0}}));
+  EXPECT_EQ(mid.line_offset(), 15u);
+  EXPECT_EQ(mid.offset(), text.size());
+
+  TextReader at_end = TextReader::open(path, "file", TextReader::kDefaultMaxLineBytes, text.size());
+  EXPECT_TRUE(lines_of(at_end).empty());
+  TextReader past_end = TextReader::open(path, "file", TextReader::kDefaultMaxLineBytes, text.size() + 100);
+  EXPECT_TRUE(lines_of(past_end).empty());
+}
+
+TEST_F(TextReaderFile, AnOffsetPastAChunkReadsAsTheSameLines) {
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "line " + std::to_string(i) + "\n";
+  const std::string path = write(text);
+  const std::uint64_t start = text.find("line 15000\n");
+  TextReader r = TextReader::open(path, "file", TextReader::kDefaultMaxLineBytes, start);
+  const auto lines = lines_of(r);
+  ASSERT_EQ(lines.size(), 5000u);
+  EXPECT_EQ(lines.front(), (Line{"line 15000", 1, kNone, 0}));
+  EXPECT_EQ(lines.back(), (Line{"line 19999", 5000, kNone, 0}));
+}
+
 TEST_F(TextReaderFile, DirectoriesAndMissingFilesAreNamed) {
   const std::string dir = ::testing::TempDir();
   try {

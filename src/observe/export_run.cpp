@@ -191,6 +191,27 @@ std::uint64_t get_uint(std::string_view key, dom::element v) {
   return out;
 }
 
+// The per-event arrays, hundreds of numbers a line: flatten inlines
+// simdjson's element accessors, which the compiler otherwise calls.
+[[gnu::flatten]] bool read_offsets(dom::array a, std::vector<std::int64_t>& out) {
+  for (const dom::element e : a) {
+    std::int64_t off = 0;
+    if (e.get_int64().get(off) != simdjson::SUCCESS || off < 0) return false;
+    out.push_back(off);
+  }
+  return true;
+}
+
+[[gnu::flatten]] bool read_tokens(dom::array a, std::vector<std::uint32_t>& out) {
+  for (const dom::element e : a) {
+    std::uint64_t n = 0;
+    if (e.get_uint64().get(n) != simdjson::SUCCESS || n > std::numeric_limits<std::uint32_t>::max())
+      return false;
+    out.push_back(static_cast<std::uint32_t>(n));
+  }
+  return true;
+}
+
 void get_string(std::string_view key, dom::element v, std::string& out) {
   std::string_view s;
   if (v.get_string().get(s) != simdjson::SUCCESS) wrong_type(key, v, "a string");
@@ -298,21 +319,13 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
     } else if (k == "event_offsets_ns") {
       dom::array a;
       if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of integers");
-      for (dom::element e : a) {
-        std::int64_t off = 0;
-        if (e.get_int64().get(off) != simdjson::SUCCESS || off < 0)
-          throw LineError("event_offsets_ns", "should hold integers >= 0 (ns after t_send_ns)");
-        im.offsets.push_back(off);
-      }
+      if (!read_offsets(a, im.offsets))
+        throw LineError("event_offsets_ns", "should hold integers >= 0 (ns after t_send_ns)");
     } else if (k == "event_tokens") {
       dom::array a;
       if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of integers");
-      for (dom::element e : a) {
-        std::uint64_t n = 0;
-        if (e.get_uint64().get(n) != simdjson::SUCCESS || n > std::numeric_limits<std::uint32_t>::max())
-          throw LineError("event_tokens", "should hold integers from 0 to 2^32-1");
-        r.event_tokens.push_back(static_cast<std::uint32_t>(n));
-      }
+      if (!read_tokens(a, r.event_tokens))
+        throw LineError("event_tokens", "should hold integers from 0 to 2^32-1");
       has_tokens = true;
     }
   }
@@ -353,7 +366,12 @@ void bad_line(BadLines policy, ReadStats& stats, const std::string& file, std::u
               const std::string& field, const std::string& problem) {
   InputError e(file, line, field, problem);
   if (policy == BadLines::kFail) throw e;
-  if (stats.skipped++ == 0) stats.first_skipped = e.what();
+  if (stats.skipped++ == 0) {
+    stats.first_skipped = e.what();
+    stats.first_skipped_line = line;
+    stats.first_skipped_field = field;
+    stats.first_skipped_problem = problem;
+  }
 }
 
 bool blank(std::string_view s) {
@@ -370,19 +388,54 @@ RequestsReader::RequestsReader(const std::filesystem::path& file, BadLines bad_l
 RequestsReader::RequestsReader(std::string_view text, std::string file, BadLines bad_lines)
     : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}
 
+RequestsReader::RequestsReader(const std::filesystem::path& file, std::uint64_t begin, std::uint64_t end)
+    : reader_(TextReader::open(file.string(), "requests file", TextReader::kDefaultMaxLineBytes,
+                               begin > 0 ? begin - 1 : 0)),
+      file_(file.string()),
+      bad_lines_(BadLines::kSkip),
+      end_(end) {
+  if (begin > 0) {
+    // The end of the line that started before: the range before reads it.
+    std::string_view rest;
+    reader_.next_line(rest);
+    lines_before_ = reader_.line_number();
+  }
+}
+
+ReadStats join_range_stats(const std::vector<ReadStats>& ranges, const std::string& file) {
+  ReadStats all;
+  for (const auto& r : ranges) {
+    if (r.skipped > 0 && all.skipped == 0) {
+      all.first_skipped_line = all.lines + r.first_skipped_line;
+      all.first_skipped_field = r.first_skipped_field;
+      all.first_skipped_problem = r.first_skipped_problem;
+      all.first_skipped =
+          InputError(file, all.first_skipped_line, all.first_skipped_field, all.first_skipped_problem).what();
+    }
+    all.lines += r.lines;
+    all.records += r.records;
+    all.skipped += r.skipped;
+  }
+  return all;
+}
+
 bool RequestsReader::next(ExportRequest& out) {
   std::string_view line;
-  while (reader_.next_line(line)) {
+  while (!ended_ && reader_.next_line(line)) {
+    if (reader_.line_offset() >= end_) {
+      ended_ = true;  // the next range's first line
+      break;
+    }
     ++stats_.lines;
     if (const auto flaw = line_flaw(reader_)) {
-      bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", *flaw);
+      bad_line(bad_lines_, stats_, file_, line_number(), "", *flaw);
       continue;
     }
     if (blank(line)) continue;
     try {
       parser_.parse(line, out);
     } catch (const LineError& e) {
-      bad_line(bad_lines_, stats_, file_, reader_.line_number(), e.field(), e.what());
+      bad_line(bad_lines_, stats_, file_, line_number(), e.field(), e.what());
       continue;
     }
     ++stats_.records;
@@ -407,7 +460,7 @@ bool SamplesReader::next(Observation& out) {
     }
     if (blank(line)) continue;
     try {
-      out = parse_observation_json(line);
+      parse_observation_json(line, out);
     } catch (const std::exception& e) {
       // parse_observation_json names the field in its message.
       bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", e.what());

@@ -102,7 +102,18 @@ struct ReadStats {
   std::uint64_t records = 0;  // lines returned
   std::uint64_t skipped = 0;  // bad lines skipped (BadLines::kSkip)
   std::string first_skipped;  // the message of the first one
+  // What that message is made of (InputError), for a read in byte ranges to
+  // number the line in the whole file (join_range_stats).
+  std::uint64_t first_skipped_line = 0;
+  std::string first_skipped_field;
+  std::string first_skipped_problem;
 };
+
+// The stats of a file read in byte ranges, from those of its ranges in file
+// order: the counts added up, and the first bad line's message numbered in
+// the file (each range numbers its lines from its own first one). file names
+// the file in that message.
+ReadStats join_range_stats(const std::vector<ReadStats>& ranges, const std::string& file);
 
 // A bad line: the field (empty when the line is not an object at all) and
 // what was wrong. RequestsReader and SamplesReader turn it into an InputError.
@@ -139,9 +150,17 @@ class RequestsReader {
   RequestsReader(const std::filesystem::path& file, BadLines bad_lines);
   // Reads text in memory (which must outlive the reader); file names it in errors.
   RequestsReader(std::string_view text, std::string file, BadLines bad_lines);
+  // Reads the lines of a file that start in its bytes [begin, end): one of
+  // the byte ranges of a read in parallel, each line in exactly one range
+  // (a range not at 0 starts at begin - 1 and passes over the end of the
+  // line before, through its '\n'; the range's last line is read to its end,
+  // past `end`). Bad lines are skipped. Line numbers count from the range's
+  // first line; stats().lines is how many lines the range holds, so that
+  // join_range_stats() numbers them in the file.
+  RequestsReader(const std::filesystem::path& file, std::uint64_t begin, std::uint64_t end);
   // The next record; false at the end. Blank lines are passed over.
   bool next(ExportRequest& out);
-  std::uint64_t line_number() const { return reader_.line_number(); }
+  std::uint64_t line_number() const { return reader_.line_number() - lines_before_; }
   const ReadStats& stats() const { return stats_; }
 
  private:
@@ -150,6 +169,9 @@ class RequestsReader {
   BadLines bad_lines_;
   RequestLineParser parser_;
   ReadStats stats_;
+  std::uint64_t end_ = UINT64_MAX;  // lines starting here or after are not this reader's
+  std::uint64_t lines_before_ = 0;  // the end of the line before a range, passed over
+  bool ended_ = false;
 };
 
 // samples.jsonl, one Observation at a time (parse_observation_json). Lines

@@ -75,7 +75,18 @@ class Collector {
 // One samples.jsonl line (no newline), appended to out.
 void append_observation_json(std::string& out, const Observation& o);
 // Parses one samples.jsonl line; throws std::runtime_error with the reason.
+// Labels come back sorted by name, one per name (the last one given); of a
+// key given twice the last one counts.
 Observation parse_observation_json(std::string_view line);
+// The same into out, reusing its vectors and strings (a reader of many
+// lines: no allocation per line once they have grown). simdjson, one parser
+// per thread; out is unspecified after a throw.
+void parse_observation_json(std::string_view line, Observation& out);
+namespace detail {
+// The reference reader (nlohmann) that parse_observation_json follows and
+// falls back to for the few lines simdjson does not take; for tests.
+Observation parse_observation_json_nlohmann(std::string_view line);
+}  // namespace detail
 
 // The value of the first sample named name (any labels) in v; nullopt when none.
 std::optional<double> find_value(const std::vector<Sample>& v, std::string_view name);

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -270,6 +271,177 @@ TEST(LoadRun, RequestsWithoutRunJsonStillLoad) {
   EXPECT_EQ(run.requests.size(), 3u);
   EXPECT_TRUE(run.summary_recomputed);
   EXPECT_THAT(run.notes.front(), HasSubstr("no run.json"));
+}
+
+// ---- requests.jsonl read in byte ranges
+
+// A request line as bench writes it (the fields the report reads).
+std::string request_line(int id, const std::string& tenant, const std::string& task_class, bool ok,
+                         int events, const std::string& extra = "") {
+  const long long t = 1'000'000'000LL + id * 10'000'000LL;
+  std::string line =
+      fmt::format(R"({{"id":{},"tenant":"{}","class":"{}","warmup":{},"t_sched_ns":{},"t_send_ns":{},)", id,
+                  tenant, task_class, id % 17 == 3 ? "true" : "false", t, t + id % 5);
+  if (ok && events > 0) {
+    line +=
+        fmt::format(R"("t_first_token_ns":{},"t_last_token_ns":{},"output_tokens":{},"event_offsets_ns":[)",
+                    t + 1'000'000, t + 1'000'000LL * events, events);
+    for (int e = 0; e < events; ++e)
+      line += fmt::format("{}{}", e ? "," : "", 1'000'000LL * (e + 1) + e * id % 7);
+    line += "],";
+    if (id % 3 == 0) {
+      line += R"("event_tokens":[)";
+      for (int e = 0; e < events; ++e) line += fmt::format("{}{}", e ? "," : "", 1 + (e + id) % 3);
+      line += "],";
+    }
+  }
+  line +=
+      fmt::format(R"("t_close_ns":{},"outcome":"{}"{}}})", t + 50'000'000, ok ? "ok" : "http_error", extra);
+  return line;
+}
+
+// Raw bytes of every per-request array and everything else the arrays hold
+// (NaN compares equal to NaN here).
+std::string arrays_bytes(const RequestArrays& a) {
+  std::string out;
+  const auto add = [&out](const auto& v) {
+    out += std::to_string(v.size()) + ":";
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  add(a.t_sched), add(a.t_send), add(a.t_first_token), add(a.t_last_token), add(a.t_close);
+  add(a.output_tokens), add(a.itl_mean_ms), add(a.itl_max_ms), add(a.outcome), add(a.warmup);
+  add(a.tenant), add(a.task_class);
+  for (const auto& n : a.tenant_names) out += "tenant " + n + "\n";
+  for (const auto& n : a.class_names) out += "class " + n + "\n";
+  out += a.itl_ns.to_json().dump();
+  return out;
+}
+
+std::string report_json(const RunData& run) {
+  ReportInput in;
+  in.runs.push_back(run);
+  return report_data(in).dump();
+}
+
+// Loads dir with 1 and with each of `ranges` byte ranges: the same arrays,
+// notes and report.
+void expect_same_in_ranges(const fs::path& dir, const std::vector<unsigned>& ranges) {
+  const RunData one = load_run(dir, LoadOptions{1});
+  ASSERT_FALSE(one.summary_recomputed);  // a run.json with a summary: the read in ranges is taken
+  const std::string want = arrays_bytes(one.requests);
+  const std::string want_report = report_json(one);
+  for (const unsigned n : ranges) {
+    const RunData many = load_run(dir, LoadOptions{n});
+    EXPECT_EQ(arrays_bytes(many.requests), want) << n << " ranges";
+    EXPECT_EQ(many.request_lines_skipped, one.request_lines_skipped) << n << " ranges";
+    EXPECT_EQ(many.notes, one.notes) << n << " ranges";
+    EXPECT_EQ(report_json(many), want_report) << n << " ranges";
+  }
+}
+
+const char* const kRunJsonWithSummary =
+    R"({"tool":{"name":"tokenscope","command":"bench"},"partial":false,"summary":{"requests_total":1}})";
+
+TEST(LoadRun, RequestsReadInByteRangesAreTheSameAsReadWhole) {
+  TempDir t;
+  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::string text;
+  for (int id = 0; id < 400; ++id) {
+    // Tenants first met in every part of the file, one only near the end.
+    const std::string tenant = id == 390 ? "late" : fmt::format("t{}", (id * 7) % 13);
+    const std::string task_class = fmt::format("c{}", (id / 50) % 4);
+    text += request_line(id, tenant, task_class, id % 11 != 5, 1 + id % 9);
+    text += id % 4 == 0 ? "\r\n" : "\n";
+    if (id % 37 == 0) text += "\n  \t\r\n";                                       // blank lines
+    if (id == 150) text += "not json\n";                                          // bad lines
+    if (id == 250) text += std::string("{\"id\":7,\0\"outcome\":\"ok\"}\n", 25);  // a NUL byte
+    if (id == 300)  // a line longer than a range
+      text += request_line(1000, "long", "c0", true, 3,
+                           fmt::format(R"(,"detail":"{}")", std::string(30000, 'x'))) +
+              "\n";
+  }
+  text += R"({"id":5000,"tenant":"cut","t_sch)";  // a last line cut by a crash
+  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << text;
+  const RunData one = load_run(t.path, LoadOptions{1});
+  EXPECT_EQ(one.requests.size(), 401u);
+  EXPECT_EQ(one.request_lines_skipped, 3u);
+  expect_same_in_ranges(t.path, {2, 3, 4, 5, 7, 8, 13, 64});
+}
+
+TEST(LoadRun, RangesSmallerThanALineAndAFileWithoutAFinalNewline) {
+  TempDir t;
+  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::string text = "\n" + request_line(0, "a", "x", true, 3) + "\r\n" + request_line(1, "b", "y", true, 2) +
+                     "\n\n" + request_line(2, "a", "z", false, 0);  // no final newline
+  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << text;
+  EXPECT_EQ(load_run(t.path, LoadOptions{1}).requests.size(), 3u);
+  std::vector<unsigned> ranges;
+  for (unsigned n = 2; n <= 40; ++n) ranges.push_back(n);
+  ranges.push_back(static_cast<unsigned>(text.size()));      // one byte each
+  ranges.push_back(static_cast<unsigned>(text.size()) + 9);  // more ranges than bytes
+  expect_same_in_ranges(t.path, ranges);
+}
+
+TEST(LoadRun, ABadLineInALaterRangeIsNumberedInTheFile) {
+  TempDir t;
+  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::string text;
+  for (int id = 0; id < 100; ++id) {
+    text += request_line(id, "a", "b", true, 2) + "\n";
+    if (id == 10) text += "\n";  // a blank line counts as a line
+  }
+  text += "{\"id\":100,\"outcome\":\"sideways\"}\n";  // line 102, in the second half
+  text += "also bad\n";                               // line 103
+  for (int id = 101; id < 110; ++id) text += request_line(id, "a", "b", true, 2) + "\n";
+  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << text;
+  for (const unsigned n : {1u, 2u, 3u}) {
+    const RunData run = load_run(t.path, LoadOptions{n});
+    EXPECT_EQ(run.requests.size(), 109u);
+    EXPECT_EQ(run.request_lines_skipped, 2u);
+    std::string notes;
+    for (const auto& note : run.notes) notes += note + "\n";
+    EXPECT_THAT(notes, HasSubstr("requests.jsonl: 2 bad lines skipped")) << n << " ranges";
+    EXPECT_THAT(notes,
+                HasSubstr("the first: requests.jsonl:102: field 'outcome': 'sideways' is not an outcome"))
+        << n << " ranges";
+  }
+}
+
+// requests.jsonl and samples.jsonl read at the same time give what they
+// give read one after the other, notes in the same order.
+TEST(LoadRun, ConcurrentReadsGiveWhatSerialReadsGive) {
+  TempDir t;
+  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::string requests = read_file(kTestdata / "sampled/requests.jsonl") + "{\"id\":\n";
+  for (int id = 10; id < 200; ++id) requests += request_line(id, "t", "c", true, 4) + "\n";
+  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << requests;
+  std::ofstream(t.path / "samples.jsonl", std::ios::binary)
+      << read_file(kTestdata / "sampled/samples.jsonl") << "{\"t_ns\":-1,\"source\":\"x\"}\n";
+  const RunData serial = load_run(t.path, LoadOptions{1, false});
+  const RunData concurrent = load_run(t.path, LoadOptions{3, true});
+  ASSERT_EQ(serial.notes.size(), 2u);
+  EXPECT_THAT(serial.notes[0], HasSubstr("requests.jsonl: 1 bad line skipped"));
+  EXPECT_THAT(serial.notes[1], HasSubstr("samples.jsonl: 1 bad line skipped"));
+  EXPECT_EQ(concurrent.notes, serial.notes);
+  EXPECT_EQ(arrays_bytes(concurrent.requests), arrays_bytes(serial.requests));
+  EXPECT_EQ(concurrent.series.size(), serial.series.size());
+  EXPECT_EQ(concurrent.sample_lines, serial.sample_lines);
+  EXPECT_EQ(concurrent.sample_lines_skipped, 1u);
+  EXPECT_EQ(concurrent.origin, serial.origin);
+  EXPECT_EQ(report_json(concurrent), report_json(serial));
+}
+
+// A run.json without a summary: the summary is recomputed from one read of
+// the whole file, whatever the ranges asked for.
+TEST(LoadRun, TheSummaryIsRecomputedFromOneRead) {
+  TempDir t;
+  fs::copy_file(kTestdata / "partial/run.json", t.path / "run.json");
+  fs::copy_file(kTestdata / "partial/requests.jsonl", t.path / "requests.jsonl");
+  const RunData one = load_run(t.path, LoadOptions{1});
+  const RunData many = load_run(t.path, LoadOptions{4});
+  EXPECT_TRUE(many.summary_recomputed);
+  EXPECT_EQ(many.summary, one.summary);
+  EXPECT_EQ(arrays_bytes(many.requests), arrays_bytes(one.requests));
 }
 
 TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {

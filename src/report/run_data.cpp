@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include <simdjson.h>
@@ -29,6 +32,8 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // run.json is written by tokenscope and small; a larger one is not a run.json.
 constexpr std::uintmax_t kMaxRunJsonBytes = 64u << 20;
+// requests.jsonl smaller than this is read by one thread.
+constexpr std::uint64_t kParallelReadBytes = 8u << 20;
 
 nlohmann::json read_json_file(const fs::path& file) {
   std::error_code ec;
@@ -101,6 +106,157 @@ std::string labels_text(const observe::Labels& labels) {
   return s;
 }
 
+// What one reader of requests.jsonl makes of its lines (the whole file, or
+// one byte range of it): the arrays, with the tenant and class names indexed
+// in the order the reader met them, and its line counts.
+struct Partial {
+  RequestArrays a;
+  std::unordered_map<std::string, std::uint16_t> tenants, classes;
+  SummaryBuilder* builder = nullptr;  // the summary recomputed: a read of the whole file only
+  observe::ReadStats stats;
+  SlowestRequests slowest;  // the slowest of the range, whole (merged when ranges are joined)
+};
+
+// One request of requests.jsonl into the arrays: what the report keeps of
+// each request is taken here, and only here.
+void absorb(const observe::ExportRequest& e, Partial& p) {
+  auto& a = p.a;
+  a.t_sched.push_back(e.t_sched);
+  a.t_send.push_back(e.t_send);
+  a.t_first_token.push_back(e.first_token());
+  a.t_last_token.push_back(e.last_token());
+  a.t_close.push_back(e.t_close);
+  a.output_tokens.push_back(
+      static_cast<std::int32_t>(std::clamp<std::int64_t>(e.output_tokens, -1, INT32_MAX)));
+  a.outcome.push_back(e.outcome);
+  a.warmup.push_back(e.warmup ? 1 : 0);
+  a.tenant.push_back(name_index(a.tenant_names, p.tenants, e.tenant));
+  a.task_class.push_back(name_index(a.class_names, p.classes, e.task_class));
+  // Inter-token gaps per token, as core/summary.cpp counts them.
+  double sum_ms = 0, max_ms = 0;
+  std::uint64_t tokens = 0;
+  const bool keep = !e.warmup && e.outcome == Outcome::kOk;
+  for (std::size_t i = 1; i < e.event_times.size(); ++i) {
+    const Nanos gap = std::max<Nanos>(0, e.event_times[i] - e.event_times[i - 1]);
+    const std::uint32_t k = i < e.event_tokens.size() ? std::max<std::uint32_t>(1, e.event_tokens[i]) : 1;
+    const double per_token_ms = nanos_to_ms(gap) / k;
+    sum_ms += nanos_to_ms(gap);
+    tokens += k;
+    max_ms = std::max(max_ms, per_token_ms);
+    if (keep) a.itl_ns.record(static_cast<std::uint64_t>(gap) / k, k);
+  }
+  a.itl_mean_ms.push_back(tokens ? static_cast<float>(sum_ms / static_cast<double>(tokens))
+                                 : std::numeric_limits<float>::quiet_NaN());
+  a.itl_max_ms.push_back(tokens ? static_cast<float>(max_ms) : std::numeric_limits<float>::quiet_NaN());
+  if (keep && e.first_token() >= 0 && e.last_token() >= 0 && e.t_send >= 0 &&
+      p.slowest.wants(e.last_token() - e.t_send, e.id)) {
+    SlowRequest r;
+    r.id = e.id;
+    r.tenant = e.tenant;
+    r.task_class = e.task_class;
+    r.t_sched = e.t_sched;
+    r.t_dispatch = e.t_dispatch;
+    r.t_send = e.t_send;
+    r.t_first_scheduled = e.t_first_scheduled;
+    r.t_first_token = e.first_token();
+    r.t_last_token = e.last_token();
+    r.t_close = e.t_close;
+    r.prompt_tokens = e.prompt_tokens;
+    r.cached_tokens = e.cached_tokens;
+    r.output_tokens = e.output_tokens;
+    r.preemptions = e.preemptions;
+    r.server_prompt_ms = e.server_prompt_ms;
+    r.event_times = e.event_times;
+    p.slowest.add(std::move(r));
+  }
+  if (p.builder) p.builder->add(to_record(e));
+}
+
+// The per-request arrays that a read in byte ranges concatenates as they
+// are (tenant and task_class are renumbered, itl_ns merged).
+auto columns(RequestArrays& a) {
+  return std::tie(a.t_sched, a.t_send, a.t_first_token, a.t_last_token, a.t_close, a.output_tokens,
+                  a.itl_mean_ms, a.itl_max_ms, a.outcome, a.warmup);
+}
+// A field added to RequestArrays is to be concatenated too: this says so at
+// build time (the size on x86-64 with libstdc++, the platform built for).
+constexpr std::size_t kRequestArraysSize = 416;
+static_assert(sizeof(RequestArrays) == kRequestArraysSize,
+              "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
+              "in append()), then update kRequestArraysSize");
+
+// Appends the requests of `from` (the range after `into`'s) to `into`.
+void append(Partial& into, Partial& from) {
+  auto& a = into.a;
+  auto& b = from.a;
+  std::apply(
+      [&](auto&... to) {
+        std::apply([&](auto&... add) { (to.insert(to.end(), add.begin(), add.end()), ...); }, columns(b));
+      },
+      columns(a));
+  // Names renumbered as one reader of the whole file numbers them: in the
+  // order they first appear. An index past the last name (more than
+  // UINT16_MAX names) stays past the last name.
+  const auto renumber = [](const std::vector<std::string>& names, std::vector<std::string>& into_names,
+                           std::unordered_map<std::string, std::uint16_t>& index) {
+    std::vector<std::uint16_t> to;
+    to.reserve(names.size());
+    for (const auto& n : names) to.push_back(name_index(into_names, index, n));
+    return to;
+  };
+  const auto tenants = renumber(b.tenant_names, a.tenant_names, into.tenants);
+  const auto classes = renumber(b.class_names, a.class_names, into.classes);
+  for (const std::uint16_t t : b.tenant) a.tenant.push_back(t < tenants.size() ? tenants[t] : UINT16_MAX);
+  for (const std::uint16_t c : b.task_class)
+    a.task_class.push_back(c < classes.size() ? classes[c] : UINT16_MAX);
+  a.itl_ns.merge(b.itl_ns);
+  into.slowest.merge(std::move(from.slowest));
+}
+
+// requests.jsonl read in `ranges` byte ranges at the same time (0: one per
+// hardware thread, at most 8; one for a small file), each into its own
+// Partial, concatenated in file order: the same arrays, counts and first bad
+// line as one read of the whole file. With a builder it is that one read.
+Partial read_requests(const fs::path& file, unsigned ranges, SummaryBuilder* builder) {
+  std::error_code ec;
+  const std::uint64_t size = fs::file_size(file, ec);  // 0 when not a regular file: one read
+  if (ranges == 0)
+    ranges = size < kParallelReadBytes ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  if (builder != nullptr || size == 0) ranges = 1;
+  const auto read = [&file](std::uint64_t begin, std::uint64_t end, SummaryBuilder* b) {
+    Partial p;
+    p.builder = b;
+    observe::RequestsReader reader(file, begin, end);
+    observe::ExportRequest e;
+    while (reader.next(e)) absorb(e, p);
+    p.stats = reader.stats();
+    return p;
+  };
+  const auto bound = [&](unsigned k) {
+    return k == ranges ? UINT64_MAX
+                       : static_cast<std::uint64_t>(static_cast<unsigned __int128>(size) * k / ranges);
+  };
+  std::vector<std::future<Partial>> later;
+  for (unsigned k = 1; k < ranges; ++k)
+    later.push_back(std::async(std::launch::async, read, bound(k), bound(k + 1), nullptr));
+  Partial all = read(0, bound(1), builder);
+  std::vector<Partial> parts;
+  for (auto& f : later) parts.push_back(f.get());
+  std::vector<observe::ReadStats> stats = {all.stats};
+  std::size_t n = all.a.size();
+  for (const auto& p : parts) n += p.a.size();
+  std::apply([n](auto&... v) { (v.reserve(n), ...); }, columns(all.a));
+  all.a.tenant.reserve(n);
+  all.a.task_class.reserve(n);
+  for (auto& p : parts) {
+    stats.push_back(p.stats);
+    append(all, p);
+    p = Partial();  // its memory back before the next one is copied
+  }
+  all.stats = observe::join_range_stats(stats, file.string());
+  return all;
+}
+
 class SeriesSink {
  public:
   explicit SeriesSink(std::vector<SampledSeries>& out) : out_(out) {}
@@ -168,7 +324,7 @@ std::optional<Nanos> last_step_time(const fs::path& file) {
 }
 
 // steps.jsonl, read once and reduced per pixel column as it is read.
-void load_steps(const fs::path& file, Nanos origin_hint, std::size_t columns, StepsData& out,
+void load_steps(const fs::path& file, Nanos origin, std::size_t columns, StepsData& out,
                 std::vector<std::string>& notes) {
   // Each step's quantities: the engine's own, and the running totals of
   // what happens per step (preemptions, tenant switches, swapped bytes).
@@ -231,10 +387,10 @@ void load_steps(const fs::path& file, Nanos origin_hint, std::size_t columns, St
       }
       continue;
     }
-    const double t_s = nanos_to_s(t - origin_hint);
+    const double t_s = nanos_to_s(t - origin);
     if (!reducers) {
       out.first_t_s = t_s;
-      const double end_s = last ? nanos_to_s(*last - origin_hint) : t_s;
+      const double end_s = last ? nanos_to_s(*last - origin) : t_s;
       reducers.emplace();
       for (std::size_t i = 0; i < kN; ++i) reducers->emplace_back(t_s, std::max(t_s, end_s), columns);
     }
@@ -279,6 +435,43 @@ nlohmann::json load_phases(const fs::path& file, std::vector<std::string>& notes
     out.push_back({{"phase", p["phase"]}, {"start_ns", p["start_ns"]}, {"end_ns", p["end_ns"]}});
   }
   return out;
+}
+
+// What samples.jsonl gives a run (read on a thread of its own while
+// requests.jsonl is read): canonical and derived series streamed into
+// per-series arrays (raw series stay in the file).
+struct SamplesRead {
+  bool present = false;
+  std::vector<SampledSeries> series;
+  std::uint64_t lines = 0, skipped = 0, without_series = 0;
+  std::vector<std::string> notes;
+};
+
+SamplesRead read_samples(const fs::path& dir) {
+  SamplesRead read;
+  observe::RunSource source;
+  source.dir = dir;
+  if (auto samples = source.open_samples(observe::BadLines::kSkip)) {
+    read.present = true;
+    SeriesSink sink(read.series);
+    observe::Observation o;
+    while (samples->next(o)) {
+      sink.add(o, "canonical", o.canonical, true);
+      sink.add(o, "derived", o.derived, false);
+    }
+    read.lines = samples->stats().records;
+    read.skipped = samples->stats().skipped;
+    read.without_series = samples->without_series();
+    if (samples->stats().skipped > 0)
+      read.notes.push_back(fmt::format("samples.jsonl: {} bad line{} skipped; the first: {}",
+                                       samples->stats().skipped, samples->stats().skipped == 1 ? "" : "s",
+                                       within_run(dir, samples->stats().first_skipped)));
+  } else {
+    read.notes.push_back(
+        "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
+        "--no-gpu and --no-host; sim unless --no-samples)");
+  }
+  return read;
 }
 
 }  // namespace
@@ -341,7 +534,7 @@ double RequestArrays::send_lag_ms(std::size_t i) const {
   return nanos_to_ms(t_send[i] - t_sched[i]);
 }
 
-RunData load_run(const fs::path& dir) {
+RunData load_run(const fs::path& dir, const LoadOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw UsageError(fmt::format("{}: not a run directory (no such directory)", dir.string()));
@@ -371,75 +564,38 @@ RunData load_run(const fs::path& dir) {
     run.notes.push_back("no run.json: settings, environment and server counters are unknown");
   }
 
+  // samples.jsonl and steps.jsonl are read on threads of their own meanwhile
+  // (below). Steps are reduced on their own clock and moved onto the run's
+  // time axis once its origin is known (the columns do not move with it).
+  const auto launch = options.concurrent ? std::launch::async : std::launch::deferred;
+  auto samples_read = std::async(launch, read_samples, dir);
+  struct StepsRead {
+    StepsData steps;
+    std::vector<std::string> notes;
+  };
+  const bool has_steps = fs::exists(dir / "steps.jsonl", ec);
+  auto steps_read = std::async(launch, [&dir, has_steps] {
+    StepsRead r;
+    if (has_steps) load_steps(dir / "steps.jsonl", 0, 1000, r.steps, r.notes);
+    return r;
+  });
+
   // requests.jsonl, streamed. A bad line (a last line cut by a crash) is
   // skipped and counted, never fatal.
   std::optional<SummaryBuilder> builder;
   if (run.summary.is_null()) builder.emplace();
   if (has_requests) {
-    observe::RequestsReader reader(dir / "requests.jsonl", observe::BadLines::kSkip);
-    observe::ExportRequest e;
-    auto& a = run.requests;
-    std::unordered_map<std::string, std::uint16_t> tenants, classes;
-    SlowestRequests slowest;
-    while (reader.next(e)) {
-      a.t_sched.push_back(e.t_sched);
-      a.t_send.push_back(e.t_send);
-      a.t_first_token.push_back(e.first_token());
-      a.t_last_token.push_back(e.last_token());
-      a.t_close.push_back(e.t_close);
-      a.output_tokens.push_back(
-          static_cast<std::int32_t>(std::clamp<std::int64_t>(e.output_tokens, -1, INT32_MAX)));
-      a.outcome.push_back(e.outcome);
-      a.warmup.push_back(e.warmup ? 1 : 0);
-      a.tenant.push_back(name_index(a.tenant_names, tenants, e.tenant));
-      a.task_class.push_back(name_index(a.class_names, classes, e.task_class));
-      // Inter-token gaps per token, as core/summary.cpp counts them.
-      double sum_ms = 0, max_ms = 0;
-      std::uint64_t tokens = 0;
-      const bool keep = !e.warmup && e.outcome == Outcome::kOk;
-      for (std::size_t i = 1; i < e.event_times.size(); ++i) {
-        const Nanos gap = std::max<Nanos>(0, e.event_times[i] - e.event_times[i - 1]);
-        const std::uint32_t k = i < e.event_tokens.size() ? std::max<std::uint32_t>(1, e.event_tokens[i]) : 1;
-        const double per_token_ms = nanos_to_ms(gap) / k;
-        sum_ms += nanos_to_ms(gap);
-        tokens += k;
-        max_ms = std::max(max_ms, per_token_ms);
-        if (keep) a.itl_ns.record(static_cast<std::uint64_t>(gap) / k, k);
-      }
-      a.itl_mean_ms.push_back(tokens ? static_cast<float>(sum_ms / static_cast<double>(tokens))
-                                     : std::numeric_limits<float>::quiet_NaN());
-      a.itl_max_ms.push_back(tokens ? static_cast<float>(max_ms) : std::numeric_limits<float>::quiet_NaN());
-      if (keep && e.first_token() >= 0 && e.last_token() >= 0 && e.t_send >= 0 &&
-          slowest.wants(e.last_token() - e.t_send, e.id)) {
-        SlowRequest r;
-        r.id = e.id;
-        r.tenant = e.tenant;
-        r.task_class = e.task_class;
-        r.t_sched = e.t_sched;
-        r.t_dispatch = e.t_dispatch;
-        r.t_send = e.t_send;
-        r.t_first_scheduled = e.t_first_scheduled;
-        r.t_first_token = e.first_token();
-        r.t_last_token = e.last_token();
-        r.t_close = e.t_close;
-        r.prompt_tokens = e.prompt_tokens;
-        r.cached_tokens = e.cached_tokens;
-        r.output_tokens = e.output_tokens;
-        r.preemptions = e.preemptions;
-        r.server_prompt_ms = e.server_prompt_ms;
-        r.event_times = e.event_times;
-        slowest.add(std::move(r));
-      }
-      if (builder) builder->add(to_record(e));
-    }
-    run.slowest = slowest.take();
-    run.request_lines_skipped = reader.stats().skipped;
-    if (reader.stats().skipped > 0)
+    Partial read =
+        read_requests(dir / "requests.jsonl", options.request_ranges, builder ? &*builder : nullptr);
+    run.requests = std::move(read.a);
+    run.slowest = read.slowest.take();
+    const auto& stats = read.stats;
+    run.request_lines_skipped = stats.skipped;
+    if (stats.skipped > 0)
       run.notes.push_back(
           fmt::format("requests.jsonl: {} bad line{} skipped (a run cut by a crash leaves its last "
                       "line incomplete); the first: {}",
-                      reader.stats().skipped, reader.stats().skipped == 1 ? "" : "s",
-                      within_run(dir, reader.stats().first_skipped)));
+                      stats.skipped, stats.skipped == 1 ? "" : "s", within_run(dir, stats.first_skipped)));
   } else {
     run.notes.push_back(
         "no requests.jsonl: no per-request data (latency distributions and timelines are empty)");
@@ -456,30 +612,14 @@ RunData load_run(const fs::path& dir) {
     }
   }
 
-  // samples.jsonl, streamed into per-series arrays (canonical and derived
-  // series; raw series stay in the file).
-  observe::RunSource source;
-  source.dir = dir;
-  if (auto samples = source.open_samples(observe::BadLines::kSkip)) {
-    run.has_samples = true;
-    SeriesSink sink(run.series);
-    observe::Observation o;
-    while (samples->next(o)) {
-      sink.add(o, "canonical", o.canonical, true);
-      sink.add(o, "derived", o.derived, false);
-    }
-    run.sample_lines = samples->stats().records;
-    run.sample_lines_skipped = samples->stats().skipped;
-    run.sample_lines_without_series = samples->without_series();
-    if (samples->stats().skipped > 0)
-      run.notes.push_back(fmt::format("samples.jsonl: {} bad line{} skipped; the first: {}",
-                                      samples->stats().skipped, samples->stats().skipped == 1 ? "" : "s",
-                                      within_run(dir, samples->stats().first_skipped)));
-  } else {
-    run.notes.push_back(
-        "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
-        "--no-gpu and --no-host; sim unless --no-samples)");
-  }
+  // samples.jsonl, read meanwhile.
+  SamplesRead samples = samples_read.get();
+  run.has_samples = samples.present;
+  run.series = std::move(samples.series);
+  run.sample_lines = samples.lines;
+  run.sample_lines_skipped = samples.skipped;
+  run.sample_lines_without_series = samples.without_series;
+  run.notes.insert(run.notes.end(), samples.notes.begin(), samples.notes.end());
 
   // The time origin: the earliest time of the run.
   Nanos origin = -1;
@@ -496,8 +636,14 @@ RunData load_run(const fs::path& dir) {
   run.origin = origin < 0 ? 0 : origin;
 
   // sim's steps.jsonl (sim --no-steps leaves it out; bench has none).
-  if (fs::exists(dir / "steps.jsonl", ec))
-    load_steps(dir / "steps.jsonl", run.origin, 1000, run.steps, run.notes);
+  StepsRead steps = steps_read.get();
+  run.steps = std::move(steps.steps);
+  const double origin_s = nanos_to_s(run.origin);
+  for (auto& series : run.steps.series)
+    for (double& t : series.t_s) t -= origin_s;
+  run.steps.first_t_s -= origin_s;
+  run.steps.last_t_s -= origin_s;
+  run.notes.insert(run.notes.end(), steps.notes.begin(), steps.notes.end());
   if (fs::exists(dir / "phases.json", ec)) run.phases = load_phases(dir / "phases.json", run.notes);
   return run;
 }

@@ -170,10 +170,20 @@ struct ReportInput {
   std::vector<std::string> notes;  // about the set (runs with different settings overlaid)
 };
 
+struct LoadOptions {
+  // requests.jsonl is read in this many byte ranges at the same time; 0: one
+  // per hardware thread (at most 8), one for a file under 8 MiB. The result
+  // is the same for any number.
+  unsigned request_ranges = 0;
+  // requests.jsonl and samples.jsonl are read at the same time; false: one
+  // after the other. The result is the same.
+  bool concurrent = true;
+};
+
 // Loads one run directory. Throws UsageError when dir is not a directory
 // or holds neither run.json nor requests.jsonl, InputError when run.json is
 // not a JSON object.
-RunData load_run(const std::filesystem::path& dir);
+RunData load_run(const std::filesystem::path& dir, const LoadOptions& options = {});
 
 // Loads every path given: a run directory, a sweep directory whose rate-*/
 // runs are loaded in the order of their rates, a probe's result file
