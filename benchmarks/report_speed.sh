@@ -12,7 +12,8 @@
 #     (puppeteer), when that script is there.
 # Prints every repetition, then the medians over the repetitions that ran.
 #   benchmarks/report_speed.sh [REPEATS] [WORK_DIR]
-# REPEATS: default 3. WORK_DIR: where the run is made (about 3.5 GB; default a
+# REPEATS: default 3. WORK_DIR: where the run is made (about 3.5 GB with
+# steps.jsonl; default a
 # temporary directory, removed at the end; a WORK_DIR given is kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +46,7 @@ rm -rf "$run"
 read -r wall u s rss < "$work/time"
 echo "sim --num-requests $requests --rate 20 --seed 1: wall $wall s, CPU $(awk "BEGIN {printf \"%.1f\", $u + $s}") s;" \
      "requests.jsonl $(($(stat -c %s "$run/requests.jsonl") / 1000000)) MB, samples.jsonl" \
-     "$(($(stat -c %s "$run/samples.jsonl") / 1000000)) MB"
+     "$(($(stat -c %s "$run/samples.jsonl") / 1000000)) MB, steps.jsonl $(($(stat -c %s "$run/steps.jsonl") / 1000000)) MB"
 
 # name command...: runs it under /usr/bin/time; appends "name wall cpu rss_kib" to the results.
 measure() {
