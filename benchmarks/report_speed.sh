@@ -12,6 +12,7 @@
 #     (puppeteer), when that script is there.
 # Prints every repetition, then the medians over the repetitions that ran.
 #   benchmarks/report_speed.sh [REPEATS] [WORK_DIR]
+# REPORT_SPEED_RATE sets sim's rate (default 20 req/s).
 # REPEATS: default 3. WORK_DIR: where the run is made (about 3.5 GB with
 # steps.jsonl; default a
 # temporary directory, removed at the end; a WORK_DIR given is kept).
@@ -20,6 +21,7 @@ cd "$(dirname "$0")/.."
 repeats="${1:-3}"
 [ "$repeats" -ge 1 ] || { echo "REPEATS must be at least 1" >&2; exit 2; }
 requests="${REPORT_SPEED_REQUESTS:-1000000}"  # smaller only to try the script out
+rate="${REPORT_SPEED_RATE:-20}"  # sim's default, 8, makes a run 2.5x as long: 14.7 M steps
 bin="build/release/src/cli/tokenscope"
 [ -x "$bin" ] || JOBS="${JOBS:-1}" bash scripts/build.sh release tokenscope >/dev/null
 python=/usr/bin/python3  # Debian's, with python3-matplotlib (scripts/setup.sh)
@@ -41,10 +43,10 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "machine: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB;" \
      "load average $(load)"
 rm -rf "$run"
-/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$bin" sim --num-requests "$requests" --rate 20 --seed 1 \
+/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$bin" sim --num-requests "$requests" --rate "$rate" --seed 1 \
   --out "$run" > /dev/null
 read -r wall u s rss < "$work/time"
-echo "sim --num-requests $requests --rate 20 --seed 1: wall $wall s, CPU $(awk "BEGIN {printf \"%.1f\", $u + $s}") s;" \
+echo "sim --num-requests $requests --rate $rate --seed 1: wall $wall s, CPU $(awk "BEGIN {printf \"%.1f\", $u + $s}") s;" \
      "requests.jsonl $(($(stat -c %s "$run/requests.jsonl") / 1000000)) MB, samples.jsonl" \
      "$(($(stat -c %s "$run/samples.jsonl") / 1000000)) MB, steps.jsonl $(($(stat -c %s "$run/steps.jsonl") / 1000000)) MB"
 

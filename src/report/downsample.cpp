@@ -110,6 +110,43 @@ void ColumnReducer::add(double x, double y) {
   }
 }
 
+void ColumnReducer::append(const ColumnReducer& later, double y_offset) {
+  if (later.columns_.size() != columns_.size())
+    throw std::invalid_argument("ColumnReducer::append: different numbers of columns");
+  const std::uint64_t base = seq_;
+  const auto moved = [&](Point p) {
+    p.y += y_offset;
+    p.seq += base;
+    return p;
+  };
+  for (std::size_t c = 0; c < columns_.size(); ++c) {
+    const Column& from = later.columns_[c];
+    if (!from.any) continue;
+    Column& col = columns_[c];
+    if (!col.any) {
+      col.any = true;
+      col.first = moved(from.first);
+    }
+    col.last = moved(from.last);
+    if (from.has_gap && !col.has_gap) {
+      col.has_gap = true;
+      col.gap = moved(from.gap);
+    }
+    if (from.has_lo) {
+      const Point lo = moved(from.lo), hi = moved(from.hi);
+      if (!col.has_lo) {
+        col.has_lo = true;
+        col.lo = lo;
+        col.hi = hi;
+      } else {
+        if (lo.y < col.lo.y) col.lo = lo;
+        if (hi.y > col.hi.y) col.hi = hi;
+      }
+    }
+  }
+  seq_ += later.seq_;
+}
+
 XY ColumnReducer::result() const {
   XY out;
   for (const Column& col : columns_) {

@@ -41,6 +41,10 @@ class ColumnReducer {
  public:
   ColumnReducer(double x0, double x1, std::size_t columns);
   void add(double x, double y);
+  // Joins the points of `later` (a reducer of the same range and columns
+  // fed the points that came after this one's), their y moved by
+  // y_offset: the same result as one reducer fed every point in order.
+  void append(const ColumnReducer& later, double y_offset = 0);
   XY result() const;
 
  private:

@@ -577,6 +577,34 @@ TEST(ColumnReducer, KeepsWhatMinMaxColumnsKeepsWithoutHoldingThePoints) {
   EXPECT_NE(std::find(got.y.begin(), got.y.end(), y[4321]), got.y.end());
 }
 
+TEST(ColumnReducer, AppendedReducersGiveWhatOneReducerOfEveryPointGives) {
+  std::vector<double> x, y;
+  for (int i = 0; i < 5000; ++i) {
+    x.push_back(i * 0.01);
+    y.push_back(std::cos(i * 0.07) * (i % 97 == 0 ? 9.0 : 1.0));
+  }
+  y[1234] = kNaN;
+  ColumnReducer whole(0, 49.99, 37);
+  for (std::size_t i = 0; i < x.size(); ++i) whole.add(x[i], y[i]);
+  for (const std::size_t cut : {std::size_t{1}, std::size_t{777}, std::size_t{2500}, std::size_t{4999}}) {
+    // The second part counted from 0: appended with the offset of the first.
+    ColumnReducer first(0, 49.99, 37), second(0, 49.99, 37);
+    for (std::size_t i = 0; i < cut; ++i) first.add(x[i], y[i]);
+    for (std::size_t i = cut; i < x.size(); ++i) second.add(x[i], y[i] - 100.0);
+    first.append(second, 100.0);
+    const XY a = whole.result(), b = first.result();
+    ASSERT_EQ(a.x, b.x) << cut;
+    ASSERT_EQ(a.y.size(), b.y.size()) << cut;
+    for (std::size_t i = 0; i < a.y.size(); ++i)
+      if (std::isnan(a.y[i]))
+        EXPECT_TRUE(std::isnan(b.y[i])) << cut << " " << i;
+      else
+        EXPECT_NEAR(a.y[i], b.y[i], 1e-9) << cut << " " << i;
+  }
+  ColumnReducer other(0, 1, 5);
+  EXPECT_THROW(whole.append(other), std::invalid_argument);
+}
+
 TEST(ColumnReducer, PointsOutsideTheRangeGoToTheEdgeColumns) {
   ColumnReducer r(0, 10, 10);
   r.add(-5, 1);
@@ -681,6 +709,62 @@ TEST(SimRun, ACutStepsFileIsReadUpToTheCutWithANote) {
   std::string notes;
   for (const auto& n : run.notes) notes += n + "\n";
   EXPECT_THAT(notes, HasSubstr("steps.jsonl: 1 bad line skipped; the first: line 273"));
+}
+
+TEST(SimRun, StepsReadInRangesGiveWhatOneReadGives) {
+  TempDir t;
+  fs::copy(kTestdata / "sim", t.path / "run");
+  // A bad line in the middle of the file, so that it falls in a later range.
+  std::string steps = read_file(t.path / "run" / "steps.jsonl");
+  std::size_t at = 0;
+  for (int i = 0; i < 200; ++i) at = steps.find('\n', at) + 1;
+  steps.insert(at, "{\"step\": oops}\n");
+  std::ofstream(t.path / "run" / "steps.jsonl", std::ios::binary | std::ios::trunc) << steps;
+  const RunData one = load_run(t.path / "run", LoadOptions{1});
+  EXPECT_EQ(one.steps.steps, 273u);
+  EXPECT_EQ(one.steps.lines_skipped, 1u);
+  std::string notes;
+  for (const auto& n : one.notes) notes += n + "\n";
+  EXPECT_THAT(notes, HasSubstr("steps.jsonl: 1 bad line skipped; the first: line 201: not a step record"));
+  for (const unsigned n : {2u, 3u, 7u, 64u, 500u}) {
+    const RunData many = load_run(t.path / "run", LoadOptions{n});
+    EXPECT_EQ(many.steps.steps, one.steps.steps) << n;
+    EXPECT_EQ(many.notes, one.notes) << n;
+    ASSERT_EQ(many.steps.series.size(), one.steps.series.size()) << n;
+    for (std::size_t i = 0; i < one.steps.series.size(); ++i) {
+      EXPECT_EQ(many.steps.series[i].name, one.steps.series[i].name);
+      EXPECT_EQ(many.steps.series[i].t_s, one.steps.series[i].t_s) << n << " " << one.steps.series[i].name;
+      EXPECT_EQ(many.steps.series[i].v, one.steps.series[i].v) << n << " " << one.steps.series[i].name;
+    }
+  }
+}
+
+TEST(SimRun, RunningTotalsCarryOnAcrossRanges) {
+  TempDir t;
+  std::ofstream(t.path / "requests.jsonl") << "";
+  {
+    std::ofstream steps(t.path / "steps.jsonl");
+    for (int i = 0; i < 5000; ++i)
+      steps << R"({"step":)" << i << R"(,"t_ns":)" << i * 1000000LL << R"(,"seqs":)" << i % 7
+            << R"(,"preemptions":)" << (i % 3 == 0 ? 2 : 0) << R"(,"kv_usage":0.5})" << "\n";
+  }
+  const RunData one = load_run(t.path, LoadOptions{1});
+  const auto total = [](const RunData& r) {
+    for (const auto& s : r.steps.series)
+      if (s.name == "preemptions_total") return s.v.back();
+    return -1.0;
+  };
+  EXPECT_EQ(total(one), 2.0 * 1667);
+  for (const unsigned n : {2u, 5u, 33u}) {
+    const RunData many = load_run(t.path, LoadOptions{n});
+    ASSERT_EQ(many.steps.series.size(), one.steps.series.size());
+    for (std::size_t i = 0; i < one.steps.series.size(); ++i) {
+      EXPECT_EQ(many.steps.series[i].t_s, one.steps.series[i].t_s) << n;
+      EXPECT_EQ(many.steps.series[i].v, one.steps.series[i].v) << n << " " << one.steps.series[i].name;
+    }
+  }
+  // Fields the lines do not have are left out, not drawn as zeros.
+  for (const auto& s : one.steps.series) EXPECT_NE(s.name, "waiting");
 }
 
 TEST(Phases, ReadFromPhasesJsonOnTheRunsTimeAxis) {

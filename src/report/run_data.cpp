@@ -323,92 +323,183 @@ std::optional<Nanos> last_step_time(const fs::path& file) {
   return std::nullopt;
 }
 
-// steps.jsonl, read once and reduced per pixel column as it is read.
-void load_steps(const fs::path& file, Nanos origin, std::size_t columns, StepsData& out,
-                std::vector<std::string>& notes) {
-  // Each step's quantities: the engine's own, and the running totals of
-  // what happens per step (preemptions, tenant switches, swapped bytes).
-  struct Field {
-    const char* key;
-    const char* name;
-    bool cumulative;
-  };
-  static constexpr Field kFields[] = {
-      {"seqs", "batch_seqs", false},
-      {"running", "running", false},
-      {"waiting", "waiting", false},
-      {"kv_usage", "kv_usage", false},
-      {"prefill_tokens", "prefill_tokens", false},
-      {"decode_tokens", "decode_tokens", false},
-      {"preemptions", "preemptions_total", true},
-      {"tenant_switches", "tenant_switches_total", true},
-      {"swap_out_bytes", "swap_out_bytes_total", true},
-      {"swap_in_bytes", "swap_in_bytes_total", true},
-      {"host_kv_blocks", "host_kv_blocks", false},
-  };
-  constexpr std::size_t kN = std::size(kFields);
-  const auto last = last_step_time(file);
+// steps.jsonl: each step's quantities, the engine's own and the running
+// totals of what happens per step (preemptions, tenant switches, swapped
+// bytes).
+struct StepField {
+  const char* key;
+  const char* name;
+  bool cumulative;
+};
+constexpr StepField kStepFields[] = {
+    {"seqs", "batch_seqs", false},
+    {"running", "running", false},
+    {"waiting", "waiting", false},
+    {"kv_usage", "kv_usage", false},
+    {"prefill_tokens", "prefill_tokens", false},
+    {"decode_tokens", "decode_tokens", false},
+    {"preemptions", "preemptions_total", true},
+    {"tenant_switches", "tenant_switches_total", true},
+    {"swap_out_bytes", "swap_out_bytes_total", true},
+    {"swap_in_bytes", "swap_in_bytes_total", true},
+    {"host_kv_blocks", "host_kv_blocks", false},
+};
+constexpr std::size_t kStepFieldCount = std::size(kStepFields);
+
+// One step line: its t_ns and quantities (NaN where the line has no such
+// field: an older or other writer). False when it is not a step record.
+bool parse_step(simdjson::dom::parser& parser, std::string_view line, Nanos& t,
+                double (&values)[kStepFieldCount]) {
+  simdjson::dom::element doc;
+  std::int64_t ns = 0;
+  if (parser.parse(line.data(), line.size()).get(doc) != simdjson::SUCCESS ||
+      doc["t_ns"].get_int64().get(ns) != simdjson::SUCCESS)
+    return false;
+  t = ns;
+  for (std::size_t i = 0; i < kStepFieldCount; ++i) {
+    const auto v = doc[kStepFields[i].key];
+    if (v.error() == simdjson::NO_SUCH_FIELD) {
+      values[i] = kNaN;
+      continue;
+    }
+    double d = 0;
+    if (v.get_double().get(d) != simdjson::SUCCESS) {
+      std::int64_t n = 0;
+      if (v.get_int64().get(n) != simdjson::SUCCESS) return false;
+      d = static_cast<double>(n);
+    }
+    values[i] = d;
+  }
+  return true;
+}
+
+// The t_ns of the first line of steps.jsonl that parses, nullopt when none
+// of the first 1,000 lines does.
+std::optional<Nanos> first_step_time(const fs::path& file) {
   TextReader reader = TextReader::open(file.string(), "steps file");
   simdjson::dom::parser parser;
-  std::optional<std::vector<ColumnReducer>> reducers;
-  double totals[kN] = {};
-  std::uint64_t first_bad_line = 0;
-  std::string first_bad;
   std::string_view line;
+  double values[kStepFieldCount];
+  Nanos t = 0;
+  for (int i = 0; i < 1000 && reader.next_line(line); ++i)
+    if (reader.flaw() == TextReader::Flaw::kNone && parse_step(parser, line, t, values)) return t;
+  return std::nullopt;
+}
+
+// What one byte range of steps.jsonl gives: its reducers (running totals
+// counted from 0 in the range), the totals it adds, its lines and its
+// first bad line (numbered within the range).
+struct StepsPart {
+  std::vector<ColumnReducer> reducers;
+  double totals[kStepFieldCount] = {};
+  std::uint64_t steps = 0, lines = 0, skipped = 0, first_bad_line = 0;
+  std::string first_bad;
+  bool any = false;
+  double first_t_s = 0, last_t_s = 0;
+};
+
+// The lines of steps.jsonl that start in [begin, end), reduced on [x0, x1]
+// (seconds from `origin`).
+StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint64_t end, Nanos origin,
+                           double x0, double x1, std::size_t columns) {
+  StepsPart part;
+  for (std::size_t i = 0; i < kStepFieldCount; ++i) part.reducers.emplace_back(x0, x1, columns);
+  TextReader reader = TextReader::open(file.string(), "steps file", TextReader::kDefaultMaxLineBytes,
+                                       begin > 0 ? begin - 1 : 0);
+  std::string_view line;
+  if (begin > 0) reader.next_line(line);  // the end of a line the range before reads
+  simdjson::dom::parser parser;
+  double values[kStepFieldCount];
   while (reader.next_line(line)) {
+    if (reader.line_offset() >= end) break;
+    ++part.lines;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    simdjson::dom::element doc;
-    std::int64_t t = 0;
-    bool ok = reader.flaw() == TextReader::Flaw::kNone &&
-              parser.parse(line.data(), line.size()).get(doc) == simdjson::SUCCESS &&
-              doc["t_ns"].get_int64().get(t) == simdjson::SUCCESS;
-    double values[kN];
-    for (std::size_t i = 0; ok && i < kN; ++i) {
-      const auto v = doc[kFields[i].key];
-      double d = 0;
-      if (v.error() == simdjson::NO_SUCH_FIELD) {
-        values[i] = kNaN;  // an older or other writer: this quantity is not there
-        continue;
-      }
-      if (v.get_double().get(d) != simdjson::SUCCESS) {
-        std::int64_t n = 0;
-        if (v.get_int64().get(n) != simdjson::SUCCESS) {
-          ok = false;
-          break;
-        }
-        d = static_cast<double>(n);
-      }
-      values[i] = kFields[i].cumulative ? (totals[i] += d) : d;
-    }
-    if (!ok) {
-      if (out.lines_skipped++ == 0) {
-        first_bad_line = reader.line_number();
-        first_bad = reader.flaw() != TextReader::Flaw::kNone ? "too long or binary" : "not a step record";
+    Nanos t = 0;
+    if (reader.flaw() != TextReader::Flaw::kNone || !parse_step(parser, line, t, values)) {
+      if (part.skipped++ == 0) {
+        part.first_bad_line = part.lines;
+        part.first_bad =
+            reader.flaw() != TextReader::Flaw::kNone ? "too long or binary" : "not a step record";
       }
       continue;
     }
     const double t_s = nanos_to_s(t - origin);
-    if (!reducers) {
-      out.first_t_s = t_s;
-      const double end_s = last ? nanos_to_s(*last - origin) : t_s;
-      reducers.emplace();
-      for (std::size_t i = 0; i < kN; ++i) reducers->emplace_back(t_s, std::max(t_s, end_s), columns);
+    if (!part.any) part.first_t_s = t_s;
+    part.any = true;
+    part.last_t_s = t_s;
+    for (std::size_t i = 0; i < kStepFieldCount; ++i) {
+      const double v =
+          kStepFields[i].cumulative && !std::isnan(values[i]) ? (part.totals[i] += values[i]) : values[i];
+      part.reducers[i].add(t_s, v);
     }
-    out.last_t_s = t_s;
-    for (std::size_t i = 0; i < kN; ++i) (*reducers)[i].add(t_s, values[i]);
-    ++out.steps;
+    ++part.steps;
   }
+  return part;
+}
+
+// steps.jsonl, read once in byte ranges at the same time (as requests.jsonl
+// is) and reduced per pixel column as it is read; the ranges' columns are
+// joined in file order, each range's running totals carried on by the
+// totals before it. The time axis runs from the first step to the last
+// whole one (read from the file's two ends).
+void load_steps(const fs::path& file, Nanos origin, std::size_t columns, unsigned ranges, StepsData& out,
+                std::vector<std::string>& notes) {
   out.present = true;
-  if (reducers)
-    for (std::size_t i = 0; i < kN; ++i) {
-      XY xy = (*reducers)[i].result();
-      if (std::all_of(xy.y.begin(), xy.y.end(), [](double v) { return std::isnan(v); })) continue;
-      out.series.push_back(StepSeries{kFields[i].name, std::move(xy.x), std::move(xy.y)});
+  const auto first = first_step_time(file);
+  const auto last = last_step_time(file);
+  const double x0 = first ? nanos_to_s(*first - origin) : 0;
+  const double x1 = last ? std::max(x0, nanos_to_s(*last - origin)) : x0;
+  std::error_code ec;
+  const std::uint64_t size = fs::file_size(file, ec);
+  if (ranges == 0)
+    ranges = size < kParallelReadBytes ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  if (size == 0) ranges = 1;
+  const auto bound = [&](unsigned k) {
+    return k == ranges ? UINT64_MAX
+                       : static_cast<std::uint64_t>(static_cast<unsigned __int128>(size) * k / ranges);
+  };
+  std::vector<std::future<StepsPart>> later;
+  for (unsigned k = 1; k < ranges; ++k)
+    later.push_back(std::async(std::launch::async, read_steps_range, file, bound(k), bound(k + 1), origin, x0,
+                               x1, columns));
+  std::vector<StepsPart> parts;
+  parts.push_back(read_steps_range(file, 0, bound(1), origin, x0, x1, columns));
+  for (auto& f : later) parts.push_back(f.get());
+
+  StepsPart& all = parts.front();
+  std::uint64_t lines_before = all.lines;
+  for (std::size_t k = 1; k < parts.size(); ++k) {
+    StepsPart& p = parts[k];
+    for (std::size_t i = 0; i < kStepFieldCount; ++i) {
+      all.reducers[i].append(p.reducers[i], kStepFields[i].cumulative ? all.totals[i] : 0.0);
+      all.totals[i] += p.totals[i];
     }
+    if (p.skipped > 0 && all.skipped == 0) {
+      all.first_bad_line = lines_before + p.first_bad_line;
+      all.first_bad = p.first_bad;
+    }
+    all.skipped += p.skipped;
+    all.steps += p.steps;
+    if (p.any) {
+      if (!all.any) all.first_t_s = p.first_t_s;
+      all.last_t_s = p.last_t_s;
+      all.any = true;
+    }
+    lines_before += p.lines;
+  }
+  out.steps = all.steps;
+  out.lines_skipped = all.skipped;
+  out.first_t_s = all.first_t_s;
+  out.last_t_s = all.last_t_s;
+  for (std::size_t i = 0; i < kStepFieldCount && all.any; ++i) {
+    XY xy = all.reducers[i].result();
+    if (std::all_of(xy.y.begin(), xy.y.end(), [](double v) { return std::isnan(v); })) continue;
+    out.series.push_back(StepSeries{kStepFields[i].name, std::move(xy.x), std::move(xy.y)});
+  }
   if (out.lines_skipped > 0)
     notes.push_back(fmt::format("steps.jsonl: {} bad line{} skipped; the first: line {}: {}",
-                                out.lines_skipped, out.lines_skipped == 1 ? "" : "s", first_bad_line,
-                                first_bad));
+                                out.lines_skipped, out.lines_skipped == 1 ? "" : "s", all.first_bad_line,
+                                all.first_bad));
 }
 
 // phases.json of the run directory (written by `check`): {"phases": [{"phase",
@@ -574,9 +665,9 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
     std::vector<std::string> notes;
   };
   const bool has_steps = fs::exists(dir / "steps.jsonl", ec);
-  auto steps_read = std::async(launch, [&dir, has_steps] {
+  auto steps_read = std::async(launch, [&dir, has_steps, &options] {
     StepsRead r;
-    if (has_steps) load_steps(dir / "steps.jsonl", 0, 1000, r.steps, r.notes);
+    if (has_steps) load_steps(dir / "steps.jsonl", 0, 1000, options.request_ranges, r.steps, r.notes);
     return r;
   });
 

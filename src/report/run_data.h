@@ -171,12 +171,12 @@ struct ReportInput {
 };
 
 struct LoadOptions {
-  // requests.jsonl is read in this many byte ranges at the same time; 0: one
-  // per hardware thread (at most 8), one for a file under 8 MiB. The result
-  // is the same for any number.
+  // requests.jsonl and steps.jsonl are each read in this many byte ranges at
+  // the same time; 0: one per hardware thread (at most 8), one for a file
+  // under 8 MiB. The result is the same for any number.
   unsigned request_ranges = 0;
-  // requests.jsonl and samples.jsonl are read at the same time; false: one
-  // after the other. The result is the same.
+  // requests.jsonl, samples.jsonl and steps.jsonl are read at the same time;
+  // false: one after the other. The result is the same.
   bool concurrent = true;
 };
 
