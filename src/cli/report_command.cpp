@@ -34,7 +34,7 @@ const nlohmann::json& field(const nlohmann::json& o, const char* key) {
 std::string value_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
-  return v.dump();
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // The format named by --format, else by --out's extension, else html.
@@ -188,9 +188,12 @@ CLI::App* add_report_command(CLI::App& app) {
       "self-contained HTML page that opens offline (summary, SLOs, warnings, latency CDFs of every run\n"
       "overlaid, and every layer over time on one zoom-linked axis), or the same summary as text, JSON\n"
       "(the data behind the page) or Markdown (for a pull-request comment).");
-  report->add_option("RUN", o.runs, "Run directories (bench --out, sim --out) or sweep directories")
+  report
+      ->add_option("RUN", o.runs,
+                   "Run directories (bench --out, sim --out), sweep directories, or probe results (a "
+                   "probe --out directory or one <probe>.json)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   report->add_option("--out", o.out,
                      "Write here [default: html: RUN/report.html of the first run; other formats: standard "
                      "output]");
@@ -224,7 +227,7 @@ int run_report() {
   if (format == "html") {
     text = report::render_html(data);
   } else if (format == "json") {
-    text = data.dump(1) + "\n";
+    text = data.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else if (format == "md") {
     text = report::render_markdown(data);
   } else {
@@ -233,7 +236,13 @@ int run_report() {
     text = os.str();
   }
   std::string out = o.out;
-  if (out.empty() && format == "html") out = (paths.front() / "report.html").string();
+  if (out.empty() && format == "html") {
+    std::error_code ec;
+    const auto& first = paths.front();
+    out = ((std::filesystem::is_directory(first, ec) ? first : first.parent_path()) / "report.html").string();
+  }
+  if (std::error_code ec; !out.empty() && std::filesystem::is_directory(out, ec))
+    throw UsageError(fmt::format("--out {}: is a directory; name the file to write", out));
   if (out.empty()) {
     std::cout << text;
     return kExitOk;

@@ -68,7 +68,8 @@ std::string fixed(const nlohmann::json& v, int decimals) {
 }  // namespace
 
 std::string script_safe_json(const nlohmann::json& data) {
-  const std::string text = data.dump();
+  // Names from the file system need not be UTF-8: replaced, never a throw.
+  const std::string text = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
   out.reserve(text.size() + 64);
   for (const char c : text) {

@@ -117,7 +117,7 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   const double w = o.window_s > 0 ? o.window_s : timeline_window_s(duration, a.size());
   const auto windows = static_cast<std::size_t>(std::max(1.0, std::ceil(duration / w)));
   auto window_of = [&](Nanos t) -> std::ptrdiff_t {
-    if (t < 0) return -1;
+    if (t < 0 || t < run.origin) return -1;  // not there, or before the run's start (a bad record)
     const auto k = static_cast<std::size_t>(nanos_to_s(t - run.origin) / w);
     return static_cast<std::ptrdiff_t>(std::min(k, windows - 1));
   };
@@ -174,7 +174,9 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
     // server's counters over it (their last samples before each edge).
     if (hits && queries) {
       const double q_tokens = counter_at(*queries, end) - counter_at(*queries, begin);
-      if (q_tokens > 0) hit_rate[k] = (counter_at(*hits, end) - counter_at(*hits, begin)) / q_tokens;
+      const double h_tokens = counter_at(*hits, end) - counter_at(*hits, begin);
+      // A counter that went down was reset (a server restart): no rate there.
+      if (q_tokens > 0 && h_tokens >= 0) hit_rate[k] = h_tokens / q_tokens;
     }
     while (s < starts.size() && starts[s] < end) ++s;
     while (e < ends.size() && ends[e] < end) ++e;
@@ -326,14 +328,19 @@ nlohmann::json heatmaps(const RunData& run) {
   for (std::size_t k = 0; k < n; ++k) {
     const double dt = nanos_to_s(edges[k + 1] - edges[k]);
     const double dq = counter_at(*queries, edges[k + 1]) - counter_at(*queries, edges[k]);
-    if (dq > 0) hit[k] = (counter_at(*hits, edges[k + 1]) - counter_at(*hits, edges[k])) / dq;
-    if (dt > 0)
-      tps[k] = generated && !generated->t.empty()
-                   ? (counter_at(*generated, edges[k + 1]) - counter_at(*generated, edges[k])) / dt
-                   : client_tokens[k] / dt;
+    const double dh = counter_at(*hits, edges[k + 1]) - counter_at(*hits, edges[k]);
+    // A counter that went down was reset (a server restart): that window is left out.
+    if (dq > 0 && dh >= 0) hit[k] = dh / dq;
+    const double dg = generated && !generated->t.empty()
+                          ? counter_at(*generated, edges[k + 1]) - counter_at(*generated, edges[k])
+                          : 0;
+    if (dt > 0 && dg >= 0) tps[k] = generated && !generated->t.empty() ? dg / dt : client_tokens[k] / dt;
     ttft_p99[k] = quantile(ttft[k], 0.99);
     tpot_p99[k] = quantile(tpot[k], 0.99);
   }
+  // No prefix-cache hit in any window (no shared prefixes, or caching off):
+  // one column of cells would say nothing the summary does not.
+  if (std::none_of(hit.begin(), hit.end(), [](double h) { return h > 0; })) return nullptr;
   const double window_s = nanos_to_s(edges.back() - edges.front()) / static_cast<double>(n);
   return {{"ttft", heat_bins(hit, ttft_p99, tps, "ttft_p99_ms", window_s)},
           {"tpot", heat_bins(hit, tpot_p99, tps, "tpot_p99_ms", window_s)},
@@ -368,6 +375,7 @@ nlohmann::json waterfall(const RunData& run) {
                    {"class", r.task_class},
                    {"start_s", num(nanos_to_s(t0 - run.origin))},
                    {"sched_ms", ms(r.t_sched)},
+                   {"dispatch_ms", ms(r.t_dispatch)},
                    {"send_ms", ms(r.t_send)},
                    {"prefill_start_ms", ms(prefill_start)},
                    {"prefill_split", split},
@@ -525,7 +533,9 @@ double timeline_window_s(double duration_s, std::size_t requests) {
       const double w = m * decade;
       if (w >= 1e6) return w;
       if (duration_s / w > 300) continue;
-      if (requests > 0 && per_s * w < kMinRequestsPerWindow && duration_s / w > 1) continue;
+      // Fewer requests per window than that, unless it would leave fewer
+      // than 10 windows (a short run still draws a line, not a point).
+      if (requests > 0 && per_s * w < kMinRequestsPerWindow && duration_s / w > 10) continue;
       return w;
     }
 }
@@ -544,12 +554,22 @@ std::vector<std::string> run_warnings(const RunData& run) {
     w.push_back(fmt::format("{:.0f} of {:.0f} requests failed ({})", failed,
                             number_or(at(s, {"requests_total"}), 0), outcomes));
   }
-  if (const double lag = number_or(at(s, {"send_lag_ms", "p99"}), 0); lag > kSendLagWarnMs)
-    w.push_back(
-        fmt::format("client lag: p99 send lag {:.1f} ms (max {:.1f} ms): the client sent late, so TTFT "
-                    "from the schedule is longer than TTFT from the send; more --client-threads or "
-                    "another machine for the client",
-                    lag, number_or(at(s, {"send_lag_ms", "max"}), lag)));
+  // Client lag from the requests (send lag without the wait for a slot
+  // under a concurrency cap, which is the cap's doing, not the client's).
+  {
+    std::vector<double> lags;
+    for (std::size_t i = 0; i < run.requests.size(); ++i)
+      if (const double l = run.requests.send_lag_ms(i); !std::isnan(l)) lags.push_back(l);
+    const double p99 = quantile(lags, 0.99);
+    if (p99 > kSendLagWarnMs) {
+      const double max = *std::max_element(lags.begin(), lags.end());
+      w.push_back(
+          fmt::format("client lag: p99 send lag {:.1f} ms (max {:.1f} ms): the client sent late, so TTFT "
+                      "from the schedule is longer than TTFT from the send; more --client-threads or "
+                      "another machine for the client",
+                      p99, max));
+    }
+  }
   if (const double m = number_or(at(s, {"output_token_mismatches"}), 0); m > 0)
     w.push_back(
         fmt::format("token check: {:.0f} requests where the server's usage and the client's event "
@@ -595,7 +615,13 @@ std::vector<std::string> run_notes(const RunData& run) {
   return notes;
 }
 
-nlohmann::json report_data(const ReportInput& in, const ReportOptions& o) {
+nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) {
+  // Runs overlaid share one timeline window (the longest any of them needs),
+  // so that their per-window rates and percentiles compare.
+  ReportOptions o = options;
+  if (o.window_s <= 0 && in.runs.size() > 1)
+    for (const auto& run : in.runs)
+      o.window_s = std::max(o.window_s, timeline_window_s(run_end_s(run), run.requests.size()));
   nlohmann::json out;
   out["format"] = "tokenscope-report";
   out["version"] = 1;

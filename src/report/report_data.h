@@ -33,8 +33,9 @@ std::vector<std::string> run_notes(const RunData& run);
 
 // The window of the timeline for a run of duration_s seconds with `requests`
 // requests: 0.1, 0.2, 0.5, 1, 2, 5, ... s, the smallest giving at most 300
-// windows and, on average, at least 5 requests per window (fewer windows
-// than that make every per-window rate and percentile noise).
+// windows and, on average, at least 5 requests per window (fewer make every
+// per-window rate and percentile noise) unless that leaves fewer than 10
+// windows. Runs overlaid share the longest window any of them needs.
 double timeline_window_s(double duration_s, std::size_t requests = 0);
 
 nlohmann::json report_data(const ReportInput& in, const ReportOptions& options = {});

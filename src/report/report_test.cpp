@@ -174,10 +174,11 @@ TEST(TimelineWindow, AboutThreeHundredWindowsOfAReadableLength) {
   EXPECT_EQ(timeline_window_s(60), 0.2);
   EXPECT_EQ(timeline_window_s(3600), 20);
   // At least 5 requests per window on average: 200 requests in 29 s (6.9/s)
-  // need 1 s windows; a run shorter than one such window gets one window.
+  // need 1 s windows; but never fewer than 10 windows for that rule.
   EXPECT_EQ(timeline_window_s(29, 200), 1);
   EXPECT_EQ(timeline_window_s(29, 100000), 0.1);
-  EXPECT_EQ(timeline_window_s(2, 3), 2);
+  EXPECT_EQ(timeline_window_s(2, 3), 0.2);
+  EXPECT_EQ(timeline_window_s(100, 10), 10);
 }
 
 // ---- loading run directories
@@ -459,21 +460,57 @@ TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {
   ASSERT_EQ(in.sweeps.size(), 1u);
   EXPECT_EQ(in.sweeps[0].runs, (std::vector<std::size_t>{0, 1}));
   ASSERT_EQ(in.notes.size(), 1u);
-  EXPECT_THAT(in.notes[0], HasSubstr("differ in their effective settings (engine, load, target)"));
+  EXPECT_THAT(in.notes[0], HasSubstr("differ in their effective settings (engine.gpu.name, "
+                                      "engine.kv_cache_tokens, engine.tensor_parallel, load.rate_rps, "
+                                      "target.in_process, target.model, target.url)"));
   EXPECT_THROW(load_report_input({}), UsageError);
+}
+
+TEST(LoadReportInput, ASweepDiffersInItsRateAloneAndAMissingRateIsANote) {
+  TempDir t;
+  fs::create_directories(t.path / "sweep");
+  for (const char* rate : {"rate-1", "rate-3"}) {
+    fs::copy(kTestdata / "sampled", t.path / "sweep" / rate, fs::copy_options::recursive);
+    auto j = nlohmann::json::parse(read_file(t.path / "sweep" / rate / "run.json"));
+    j["settings"]["effective"]["load"]["rate_rps"] = std::atof(rate + 5);
+    j["settings"]["effective"]["load"]["last_offset_s"] = std::atof(rate + 5) * 1.7;  // observed, not asked
+    std::ofstream(t.path / "sweep" / rate / "run.json", std::ios::trunc) << j.dump();
+  }
+  fs::create_directories(t.path / "sweep" / "rate-9");  // a rate the sweep did not reach
+  std::ofstream(t.path / "sweep/sweep.json") << R"({"curve":[]})";
+  const ReportInput in = load_report_input({t.path / "sweep"});
+  ASSERT_EQ(in.runs.size(), 2u);
+  ASSERT_EQ(in.notes.size(), 1u) << in.notes[0];
+  EXPECT_THAT(in.notes[0], HasSubstr("rate-9: left out: "));
+  EXPECT_THAT(in.notes[0], HasSubstr("not a run directory"));
+}
+
+TEST(LoadReportInput, RunsNamedAlikeTakeTheirParentsNames) {
+  TempDir t;
+  for (const char* dir : {"a/run", "b/run"}) {
+    fs::create_directories(t.path / dir);
+    fs::copy(kTestdata / "partial", t.path / dir, fs::copy_options::recursive);
+  }
+  const ReportInput in = load_report_input({t.path / "a" / "run", t.path / "b" / "run"});
+  ASSERT_EQ(in.runs.size(), 2u);
+  EXPECT_EQ(in.runs[0].name, "a/run");
+  EXPECT_EQ(in.runs[1].name, "b/run");
 }
 
 // ---- the data behind the page
 
 TEST(Warnings, NameFailuresClientLagAndScrapeErrors) {
   RunData run = load_run(kTestdata / "sampled");
-  run.summary["send_lag_ms"]["p99"] = 42.0;
-  run.summary["send_lag_ms"]["max"] = 80.0;
+  // One request sent 80 ms after it was due: the client's lag. Another
+  // waited 500 ms for a slot under a concurrency cap: not the client's.
+  run.requests.t_send[0] = run.requests.t_sched[0] + 80'000'000;
+  run.requests.t_dispatch[1] = run.requests.t_sched[1] + 500'000'000;
+  run.requests.t_send[1] = run.requests.t_dispatch[1] + 1'000'000;
   run.summary["output_token_mismatches"] = 3;
   std::string all;
   for (const auto& w : run_warnings(run)) all += w + "\n";
   EXPECT_THAT(all, HasSubstr("1 of 3 requests failed (http_error 1)"));
-  EXPECT_THAT(all, HasSubstr("client lag: p99 send lag 42.0 ms (max 80.0 ms)"));
+  EXPECT_THAT(all, HasSubstr("client lag: p99 send lag 80.0 ms (max 80.0 ms)"));
   EXPECT_THAT(all, HasSubstr("token check: 3 requests"));
   EXPECT_THAT(all, HasSubstr("scrape errors: server (http://127.0.0.1:8000/metrics): 1 of 3 reads failed: "
                              "connection refused (1)"));
@@ -746,7 +783,8 @@ TEST(SimRun, RunningTotalsCarryOnAcrossRanges) {
     std::ofstream steps(t.path / "steps.jsonl");
     for (int i = 0; i < 5000; ++i)
       steps << R"({"step":)" << i << R"(,"t_ns":)" << i * 1000000LL << R"(,"seqs":)" << i % 7
-            << R"(,"preemptions":)" << (i % 3 == 0 ? 2 : 0) << R"(,"kv_usage":0.5})" << "\n";
+            << R"(,"preemptions":)" << (i % 3 == 0 ? 2 : 0) << R"(,"kv_usage":0.5})"
+            << "\n";
   }
   const RunData one = load_run(t.path, LoadOptions{1});
   const auto total = [](const RunData& r) {

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -122,6 +124,7 @@ struct Partial {
 void absorb(const observe::ExportRequest& e, Partial& p) {
   auto& a = p.a;
   a.t_sched.push_back(e.t_sched);
+  a.t_dispatch.push_back(e.t_dispatch);
   a.t_send.push_back(e.t_send);
   a.t_first_token.push_back(e.first_token());
   a.t_last_token.push_back(e.last_token());
@@ -175,12 +178,12 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
 // The per-request arrays that a read in byte ranges concatenates as they
 // are (tenant and task_class are renumbered, itl_ns merged).
 auto columns(RequestArrays& a) {
-  return std::tie(a.t_sched, a.t_send, a.t_first_token, a.t_last_token, a.t_close, a.output_tokens,
-                  a.itl_mean_ms, a.itl_max_ms, a.outcome, a.warmup);
+  return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
+                  a.output_tokens, a.itl_mean_ms, a.itl_max_ms, a.outcome, a.warmup);
 }
 // A field added to RequestArrays is to be concatenated too: this says so at
 // build time (the size on x86-64 with libstdc++, the platform built for).
-constexpr std::size_t kRequestArraysSize = 416;
+constexpr std::size_t kRequestArraysSize = 448;
 static_assert(sizeof(RequestArrays) == kRequestArraysSize,
               "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
               "in append()), then update kRequestArraysSize");
@@ -622,7 +625,11 @@ double RequestArrays::tpot_ms(std::size_t i) const {
 }
 double RequestArrays::send_lag_ms(std::size_t i) const {
   if (warmup[i] || t_send[i] < 0 || t_sched[i] < 0) return kNaN;
-  return nanos_to_ms(t_send[i] - t_sched[i]);
+  return nanos_to_ms(t_send[i] - std::max(t_sched[i], t_dispatch[i]));
+}
+double RequestArrays::slot_wait_ms(std::size_t i) const {
+  if (warmup[i] || t_dispatch[i] < 0 || t_sched[i] < 0) return kNaN;
+  return nanos_to_ms(t_dispatch[i] - t_sched[i]);
 }
 
 RunData load_run(const fs::path& dir, const LoadOptions& options) {
@@ -691,14 +698,18 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
     run.notes.push_back(
         "no requests.jsonl: no per-request data (latency distributions and timelines are empty)");
   }
+  if (has_requests && run.requests.size() == 0 && run.request_lines_skipped == 0)
+    run.notes.push_back("requests.jsonl holds no request: no latency distribution or timeline");
   if (builder) {
     if (run.requests.size() > 0) {
       run.summary = builder->build();
       run.summary_recomputed = true;
-      run.notes.push_back(
-          "run.json has no summary (the run did not reach its end): the summary was recomputed from "
-          "requests.jsonl, without server counters or SLOs");
-    } else {
+      run.notes.push_back(has_run_json
+                              ? "run.json has no summary (the run did not reach its end): the summary "
+                                "was recomputed from requests.jsonl, without server counters or SLOs"
+                              : "the summary was recomputed from requests.jsonl, without server "
+                                "counters or SLOs");
+    } else if (has_run_json) {
       run.notes.push_back("no summary: run.json has none and requests.jsonl holds no request");
     }
   }
@@ -817,8 +828,14 @@ ReportInput load_report_input(const std::vector<fs::path>& paths) {
       if (rates.empty())
         in.notes.push_back(fmt::format("{}: sweep.json but no rate-* run directory", p.string()));
       for (const auto& [rate, dir] : rates) {
-        sweep.runs.push_back(in.runs.size());
-        in.runs.push_back(load_run(dir));
+        try {
+          RunData run = load_run(dir);
+          sweep.runs.push_back(in.runs.size());
+          in.runs.push_back(std::move(run));
+        } catch (const UsageError& e) {  // a rate the sweep did not reach (interrupted): said, not fatal
+          in.notes.push_back(fmt::format("{}: left out: {}", dir.string(), e.what()));
+          continue;
+        }
         in.runs.back().name = sweep.name + "/" + in.runs.back().name;
       }
       in.sweeps.push_back(std::move(sweep));
@@ -836,32 +853,87 @@ ReportInput load_report_input(const std::vector<fs::path>& paths) {
       }
       return *s;
     };
-    // Every key of any run's effective settings, compared across all runs
-    // (a key a run lacks counts as null there).
+    // Every leaf setting ("load.rate_rps") of any run, compared across all
+    // runs (a leaf a run lacks counts as null there). Left out: what a run
+    // observed rather than was asked (the last arrival, the prompt check,
+    // the rows read), the in-process server's port, and within one sweep the
+    // rate it sweeps.
+    std::vector<std::map<std::string, nlohmann::json>> leaves(in.runs.size());
+    const std::function<void(const nlohmann::json&, const std::string&,
+                             std::map<std::string, nlohmann::json>&)>
+        flatten = [&](const nlohmann::json& j, const std::string& path,
+                      std::map<std::string, nlohmann::json>& out) {
+          if (j.is_object() && !j.empty()) {
+            for (const auto& [k, v] : j.items()) flatten(v, path.empty() ? k : path + "." + k, out);
+          } else {
+            out[path] = j;
+          }
+        };
+    bool all_in_process = true;
+    for (std::size_t i = 0; i < in.runs.size(); ++i) {
+      const auto e = effective(in.runs[i]);
+      if (e.is_object()) flatten(e, "", leaves[i]);
+      const auto it = leaves[i].find("target.in_process");
+      all_in_process &= it != leaves[i].end() && it->second == true;
+    }
+    const bool one_sweep = in.sweeps.size() == 1 && in.sweeps[0].runs.size() == in.runs.size();
+    std::vector<std::string> ignored = {
+        "load.last_offset_s", "load.planned_requests", "prompts.server_check",      "workload.requests",
+        "workload.rows_read", "workload.rows_skipped", "workload.skipped_examples", "engine.notes"};
+    if (all_in_process) ignored.push_back("target.url");
+    if (one_sweep) {
+      ignored.push_back("load.rate_rps");
+      ignored.push_back("workload.description");
+    }
+    const auto is_ignored = [&](const std::string& key) {
+      for (const auto& p : ignored)
+        if (key == p || key.rfind(p + ".", 0) == 0) return true;
+      return false;
+    };
     std::set<std::string> keys;
-    for (const auto& r : in.runs)
-      if (const auto e = effective(r); e.is_object())
-        for (const auto& [k, v] : e.items()) keys.insert(k);
+    for (const auto& l : leaves)
+      for (const auto& [k, v] : l)
+        if (!is_ignored(k)) keys.insert(k);
     std::vector<std::string> differing;
     for (const auto& k : keys) {
-      nlohmann::json first;
-      bool differs = false;
-      for (std::size_t i = 0; i < in.runs.size(); ++i) {
-        const auto e = effective(in.runs[i]);
-        const nlohmann::json v = e.is_object() && e.contains(k) ? e[k] : nlohmann::json();
-        if (i == 0)
-          first = v;
-        else if (v != first)
-          differs = true;
-      }
-      if (differs) differing.push_back(k);
+      const auto value = [&](std::size_t i) {
+        const auto it = leaves[i].find(k);
+        return it == leaves[i].end() ? nlohmann::json() : it->second;
+      };
+      for (std::size_t i = 1; i < in.runs.size(); ++i)
+        if (value(i) != value(0)) {
+          differing.push_back(k);
+          break;
+        }
     }
     if (!differing.empty()) {
       std::string list;
-      for (const auto& d : differing) list += (list.empty() ? "" : ", ") + d;
+      for (std::size_t i = 0; i < differing.size() && i < 8; ++i)
+        list += (list.empty() ? "" : ", ") + differing[i];
+      if (differing.size() > 8) list += fmt::format(" and {} more", differing.size() - 8);
       in.notes.push_back(
           fmt::format("the runs overlaid differ in their effective settings ({}): compare with care", list));
     }
+  }
+  // Runs named alike (two directories called "run"): the names take their
+  // parent directories until they differ.
+  for (std::size_t depth = 1; depth < 8; ++depth) {
+    std::map<std::string, int> count;
+    for (const auto& r : in.runs) ++count[r.name];
+    bool clash = false;
+    for (auto& r : in.runs) {
+      if (count[r.name] < 2) continue;
+      clash = true;
+      fs::path p = fs::absolute(r.dir).lexically_normal();
+      if (!p.has_filename()) p = p.parent_path();
+      std::vector<std::string> parts;
+      for (std::size_t k = 0; k <= depth && !p.empty() && p != p.root_path(); ++k, p = p.parent_path())
+        parts.insert(parts.begin(), p.filename().string());
+      std::string name;
+      for (const auto& part : parts) name += (name.empty() ? "" : "/") + part;
+      r.name = name;
+    }
+    if (!clash) break;
   }
   return in;
 }

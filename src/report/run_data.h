@@ -30,7 +30,7 @@ namespace tokenscope::report {
 // included and flagged). Times are monotonic ns on the run's clock, -1 when
 // the request did not get there.
 struct RequestArrays {
-  std::vector<Nanos> t_sched, t_send, t_first_token, t_last_token, t_close;
+  std::vector<Nanos> t_sched, t_dispatch, t_send, t_first_token, t_last_token, t_close;
   std::vector<std::int32_t> output_tokens;  // -1: unknown
   std::vector<float> itl_mean_ms;  // mean gap between output events per token; NaN: fewer than 2 events
   std::vector<float> itl_max_ms;   // the longest gap per token; NaN as above
@@ -49,7 +49,13 @@ struct RequestArrays {
   double ttft_sched_ms(std::size_t i) const;  // from t_sched (open loop: client lag counts)
   double tpot_ms(std::size_t i) const;
   double e2e_ms(std::size_t i) const;
-  double send_lag_ms(std::size_t i) const;  // t_send - t_sched, for every sent request
+  // How late the client sent a request it could send: t_send - t_sched, or
+  // t_send - t_dispatch under a concurrency cap (the wait for a free slot
+  // is the cap's, not the client's lag), for every sent request.
+  double send_lag_ms(std::size_t i) const;
+  // The wait for a free slot under a concurrency cap (t_dispatch - t_sched);
+  // NaN without a cap.
+  double slot_wait_ms(std::size_t i) const;
   bool counted(std::size_t i) const { return !warmup[i] && outcome[i] == Outcome::kOk; }
 };
 

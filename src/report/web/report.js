@@ -97,8 +97,10 @@
   // Lifecycle phases shaded behind the series of every time chart.
   const phaseColors = {"warm-up": "rgba(148,163,184,0.22)", "warmup": "rgba(148,163,184,0.22)",
                        "steady": "rgba(34,197,94,0.10)", "degradation": "rgba(239,68,68,0.16)"};
-  const phases = [];
-  runs.forEach((r) => (r.phases || []).forEach((p) => phases.push(p)));
+  // The phases of one run (the first that has them): runs overlaid have
+  // phases of their own, which shaded together would mean nothing.
+  const phaseRun = runs.find((r) => (r.phases || []).length);
+  const phases = phaseRun ? phaseRun.phases : [];
   function shadePhases(u) {
     if (!phases.length) return;
     const ctx = u.ctx, b = u.bbox;
@@ -145,15 +147,29 @@
       }
       return [xs, ys];
     });
-    const aligned = tables.length === 1 ? tables[0] : uPlot.join(tables);
+    // A missing value (null: a window without requests, a sampling gap) is a
+    // gap in the line, never bridged; the alignment of lines with different
+    // x (undefined) is bridged.
+    const aligned = tables.length === 1 ? tables[0] : uPlot.join(tables, tables.map(() => [0, 1]));
+    // Points are drawn where a value stands alone between gaps (or a line
+    // has a single value), so that it is seen.
+    const isolated = (ys) => {
+      let alone = 0, finite = 0;
+      for (let i = 0; i < ys.length; i++) {
+        if (!isNum(ys[i])) continue;
+        finite++;
+        if (!isNum(ys[i - 1]) && !isNum(ys[i + 1])) alone++;
+      }
+      return finite < 2 || alone > 0;
+    };
     const series = [{label: xLabel}].concat(lines.map((l, i) => ({
       label: l.label,
       stroke: l.color || palette[i % palette.length],
       width: 1.5,
       dash: l.dash,
       paths: opts.steps ? uPlot.paths.stepped({align: 1}) : undefined,
-      points: {show: false},
-      spanGaps: true,
+      points: {show: isolated(tables[i][1]), size: 7, fill: l.color || palette[i % palette.length]},
+      spanGaps: false,
     })));
     // A y range that starts at 0 for what cannot be negative, and that
     // stays readable when every value is 0.
@@ -186,6 +202,13 @@
     return u;
   }
   function runLabel(run, what) { return multi ? (what ? run.name + " " + what : run.name) : (what || run.name); }
+  // Runs overlaid: one colour per run on every chart, the quantities of a
+  // run told apart by dashes. One run: one colour per line.
+  const dashes = [undefined, [6, 4], [2, 3], [10, 3, 2, 3], [1, 5], [12, 6]];
+  function look(runIndex, k) {
+    return multi ? {color: palette[runIndex % palette.length], dash: dashes[k % dashes.length]}
+                 : {color: palette[k % palette.length], dash: undefined};
+  }
 
   // A colour scale (viridis-like) for the heat map, t in [0, 1].
   const stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
@@ -214,7 +237,7 @@
                y: {auto: false, range: yRange, distr: opts.logY ? 3 : 1, dir: opts.yDir || 1}},
       axes: [{label: xLabel, labelSize: 20, values: opts.xValues || axisValues},
              Object.assign({label: yLabel, labelSize: 20, size: opts.ySize || 56, values: opts.yValues || axisValues},
-                           opts.ySplits ? {splits: opts.ySplits} : {})],
+                           opts.ySplits ? {splits: opts.ySplits, filter: (u, splits) => splits} : {})],
       series: [{label: xLabel}, {label: opts.seriesLabel || yLabel, stroke: "transparent", points: {show: false}}],
       legend: {show: false},
       cursor: {drag: {x: true, y: false}, points: {show: false}},
@@ -302,7 +325,8 @@
                        table(["metric"].concat(runs.map((r) => r.name)),
                              summaryRows.map(([label, f]) => [label].concat(runs.map((r) => f(sum(r))))))),
                     el("div", {}, el("h3", {}, "Latency (ms)"),
-                       table(["metric"].concat(q.map((k) => k.replace("_", "."))), lrows),
+                       lrows.length ? table(["metric"].concat(q.map((k) => k.replace("_", "."))), lrows)
+                                    : el("p", {class: "empty"}, "No request completed: no latency to show."),
                        slo.length ? el("h3", {}, "SLOs") : null,
                        slo.length ? table(["run", "class", "requests meeting it", "verdict"], slo) : null));
     section("Summary", "Statistics over every request after the warm-up; latencies in milliseconds.", side);
@@ -316,49 +340,56 @@
     const phaseNames = [...new Set(phases.map((p) => p.phase))];
     section("Over time", "Seconds from the run's start on one axis for every chart below: drag across any of them " +
             "to zoom all, double-click to reset." +
-            (phaseNames.length ? " Shaded: the lifecycle phases " + phaseNames.join(", ") + " (from check)." : ""),
+            (phaseNames.length ? " Shaded: the lifecycle phases " + phaseNames.join(", ") + " (from check" +
+                                 (multi ? ", of run " + phaseRun.name : "") + ")." : ""),
             timeBox);
     // One colour per run when runs are overlaid (dashes tell the lines of a
     // run apart), one per line otherwise.
     let lineNo = 0;
-    const tline = (r, i, key, what, dash) => ({label: runLabel(r, what), x: tl(r).t_s, y: tl(r)[key],
-                                               color: palette[(multi ? i : lineNo++) % palette.length], dash: dash});
+    const tline = (r, i, key, what, dash) => {
+      const k = lineNo++;
+      const lk = look(i, k);
+      return {label: runLabel(r, what), x: tl(r).t_s, y: tl(r)[key], color: lk.color,
+              dash: multi ? lk.dash : dash};
+    };
     const chartStart = () => { lineNo = 0; };
+    // Per run, its lines are numbered from 0 again.
+    const perRun = (f) => runs.flatMap((r, i) => { lineNo = 0; return f(r, i); });
     const w = (r) => fmt(tl(r).window_s, 1) + " s";
     chartStart();
     lineChart(timeBox, "Request rate", "Requests per second per window: planned (dashed) by the schedule, completed " +
               "and failed (dotted) by their end. Completed below planned means the server fell behind.", T,
-              "requests/s", runs.flatMap((r, i) => [tline(r, i, "planned_rps", "planned", [6, 4]),
+              "requests/s", perRun((r, i) => [tline(r, i, "planned_rps", "planned", [6, 4]),
                                                     tline(r, i, "completed_rps", "completed"),
                                                     tline(r, i, "failed_rps", "failed", [2, 2])]), {time: true});
     chartStart();
     lineChart(timeBox, "Requests in flight", "Requests sent and not yet closed at the end of each window. A rising " +
-              "line means arrivals outpace completions.", T, "requests", runs.map((r, i) => tline(r, i, "in_flight")),
+              "line means arrivals outpace completions.", T, "requests", perRun((r, i) => [tline(r, i, "in_flight")]),
               {time: true});
     chartStart();
     lineChart(timeBox, "TTFT per window", "p50 (solid) and p99 (dashed) time to first token of the requests whose " +
               "first token came in each window.", T, "TTFT (ms)",
-              runs.flatMap((r, i) => [tline(r, i, "ttft_p50_ms", "p50"), tline(r, i, "ttft_p99_ms", "p99", [6, 4])]),
+              perRun((r, i) => [tline(r, i, "ttft_p50_ms", "p50"), tline(r, i, "ttft_p99_ms", "p99", [6, 4])]),
               {time: true});
     chartStart();
     lineChart(timeBox, "Token latency per window", "Per window of request ends: TPOT p50 (solid), TPOT p99 (dashed) " +
               "and the p99 of each request's longest inter-token gap (dotted): stalls show in the dotted line.", T,
-              "ms per token", runs.flatMap((r, i) => [tline(r, i, "tpot_p50_ms", "TPOT p50"),
+              "ms per token", perRun((r, i) => [tline(r, i, "tpot_p50_ms", "TPOT p50"),
                                                       tline(r, i, "tpot_p99_ms", "TPOT p99", [6, 4]),
                                                       tline(r, i, "itl_max_p99_ms", "longest gap p99", [2, 2])]),
               {time: true});
     chartStart();
     lineChart(timeBox, "Send lag", "How late the client sent requests after their scheduled time, p99 (solid) and " +
               "max (dashed) per window. Above a few ms the client, not the server, is the bottleneck.", T,
-              "send lag (ms)", runs.flatMap((r, i) => [tline(r, i, "send_lag_p99_ms", "p99"),
+              "send lag (ms)", perRun((r, i) => [tline(r, i, "send_lag_p99_ms", "p99"),
                                                        tline(r, i, "send_lag_max_ms", "max", [6, 4])]), {time: true});
     chartStart();
     lineChart(timeBox, "Output token throughput", "Output tokens of the requests that ended in each window, per " +
               "second (windows of " + runs.map(w).join(", ") + ").", T, "tokens/s",
-              runs.map((r, i) => tline(r, i, "output_tokens_per_s")), {time: true});
+              perRun((r, i) => [tline(r, i, "output_tokens_per_s")]), {time: true});
     const tenantLines = [];
     runs.forEach((r, i) => (tl(r).completed_rps_by_tenant || []).forEach((t, k) => tenantLines.push(
-        {label: runLabel(r, t.tenant), x: tl(r).t_s, y: t.completed_rps, color: palette[(i * 3 + k) % palette.length]})));
+        Object.assign({label: runLabel(r, t.tenant), x: tl(r).t_s, y: t.completed_rps}, look(i, k)))));
     if (tenantLines.length)
       lineChart(timeBox, "Completed requests per tenant", "Requests per second that completed in each window, one " +
                 "line per tenant (the busiest eight; the rest summed). A tenant whose line drops while others hold " +
@@ -396,8 +427,11 @@
     let drawn = 0;
     for (const [names, title, caption, unit] of known) {
       const lines = [];
-      names.forEach((n, k) => (byName.get(n) || []).forEach((e) => {
-        lines.push({label: label(e), x: e.s.x, y: e.s.y, color: palette[(e.index * names.length + k) % palette.length]});
+      const kth = new Map();  // per run, its lines numbered from 0
+      names.forEach((n) => (byName.get(n) || []).forEach((e) => {
+        const k = kth.get(e.index) || 0;
+        kth.set(e.index, k + 1);
+        lines.push(Object.assign({label: label(e), x: e.s.x, y: e.s.y}, look(e.index, k)));
       }));
       names.forEach((n) => used.add(n));
       if (lines.length) {
@@ -430,12 +464,19 @@
         const first = entries[0].e.s;
         const quantiles = entries.some((x) => x.what);
         const caption = quantiles
-            ? "The server's histogram over each sampling window: p50, p90, p99 and mean of what it observed then."
+            ? "The server's histogram over each sampling window: p50, p90, p99 (interpolated within the " +
+              "server's own bucket bounds, so as coarse as they are) and mean of what it observed then."
             : "As sampled" + (first.type === "derived" ? ", per window against the previous read" : "") +
               "; one line per source and label set.";
-        const lines = entries.map((x, k) => ({
-          label: quantiles ? runLabel(x.e.run, x.what + (x.e.s.labels ? " " + x.e.s.labels : "")) : label(x.e),
-          x: x.e.s.x, y: x.e.s.y, color: palette[k % palette.length], dash: x.what === "mean" ? [6, 4] : undefined}));
+        const kth = new Map();
+        const lines = entries.map((x) => {
+          const k = kth.get(x.e.index) || 0;
+          kth.set(x.e.index, k + 1);
+          const lk = look(x.e.index, k);
+          return {label: quantiles ? runLabel(x.e.run, x.what + (x.e.s.labels ? " " + x.e.s.labels : "")) : label(x.e),
+                  x: x.e.s.x, y: x.e.s.y, color: lk.color,
+                  dash: multi ? lk.dash : (x.what === "mean" ? [6, 4] : undefined)};
+        });
         const shown = prefix && key.startsWith(prefix) ? key.slice(prefix.length) : key;
         lineChart(seriesBox, (what ? what + ": " : "") + shown.replace(/_/g, " "), caption, T, first.unit || "value",
                   lines, {time: true});
@@ -452,7 +493,8 @@
             "highest and last step per pixel column, on the same time axis.", box);
     const stepLine = (r, i, name, what, k, dash) => {
       const s = (r.steps.series || []).find((x) => x.name === name);
-      return s ? {label: runLabel(r, what), x: s.x, y: s.y, color: palette[(i * 3 + k) % palette.length], dash: dash}
+      const lk = look(i, k);
+      return s ? {label: runLabel(r, what), x: s.x, y: s.y, color: lk.color, dash: multi ? lk.dash : dash}
                : {x: []};
     };
     const charts = [
@@ -494,8 +536,10 @@
       ["e2e_ms", "E2E", "request latency from the send to the last token"],
     ];
     for (const [key, name, what] of cdfs)
-      lineChart(cdfBox, name + " CDF", "Share of requests (y) at or below a latency (x, log scale): " + what +
-                ". Further left is faster; a long flat top is a tail.", name + " (ms)", "fraction of requests",
+      lineChart(cdfBox, name + " CDF", "Share of " + (key === "itl_ms" ? "token gaps" : "requests") +
+                " (y) at or below a latency (x, log scale): " + what +
+                ". Further left is faster; a long flat top is a tail.", name + " (ms)",
+                key === "itl_ms" ? "fraction of token gaps" : "fraction of requests",
                 runs.map((r, i) => ({label: runLabel(r), x: r.cdf[key].x, y: r.cdf[key].y,
                                      color: palette[i % palette.length]})),
                 {logX: true, yRange: [0, 1]});
@@ -533,7 +577,9 @@
                        ctx.fillText(String(count), (x0 + x1) / 2, (y0 + y1) / 2);
                      }
                    },
-                   {logY: true, after: colourBar(lo, hi, "output tokens/s (mean of the windows in a cell)")});
+                   {logY: true, ySplits: () => ys.filter((v, k) => k % 2 === 0), ySize: 60,
+                    yValues: (u, splits) => splits.map((v) => si(v)),
+                    after: colourBar(lo, hi, "output tokens/s (mean of the windows in a cell)")});
       }
     });
   }
@@ -542,7 +588,8 @@
   const slowRuns = runs.filter((r) => (r.slowest || []).length);
   if (slowRuns.length) {
     const box = el("div", {class: "charts wide"});
-    const parts = [["client", "#cbd5e1", "due, not yet sent (client)"], ["queue", "#f59e0b", "waiting in the server"],
+    const parts = [["slot", "#e2e8f0", "waiting for a slot (--max-concurrency)"],
+                   ["client", "#94a3b8", "could be sent, not yet sent (client)"], ["queue", "#f59e0b", "waiting in the server"],
                    ["wait", "#a78bfa", "waiting and prefill (not told apart)"], ["prefill", "#2563eb", "prefill"],
                    ["decode", "#86efac", "decode"], ["token", "#15803d", "an output event"]];
     const legend = el("div", {class: "legend"}, ...parts.map(([k, c, t]) => {
@@ -577,7 +624,9 @@
                    };
                    rows.forEach((x, i) => {
                      const y = u.valToPos(i, "y", true);
-                     seg(y, x.sched_ms, x.send_ms, "client");
+                     const ready = isNum(x.dispatch_ms) ? x.dispatch_ms : x.sched_ms;
+                     seg(y, x.sched_ms, ready, "slot");
+                     seg(y, ready, x.send_ms, "client");
                      if (x.prefill_split !== "none") {
                        seg(y, x.send_ms, x.prefill_start_ms, "queue");
                        seg(y, x.prefill_start_ms, x.first_token_ms, "prefill");
@@ -617,10 +666,18 @@
     section("Sweep " + sw.name, "One run per offered rate.", box);
     const c = sw.curve || [];
     const x = c.map((p) => p.rate_rps);
-    lineChart(box, "Throughput vs offered rate", "Achieved and goodput (requests meeting every SLO) per offered " +
-              "rate. Where goodput leaves the diagonal, the server saturates.", "offered rate (req/s)", "requests/s",
+    // Achieved: each run's steady-state throughput (ramp-up and drain left
+    // out) where the run is in the report, else the sweep's own figure.
+    const steady = c.map((p, k) => {
+      const r = runs[(sw.runs || [])[k]];
+      const v = r && r.summary ? r.summary.request_throughput_steady_rps : null;
+      return isNum(v) ? v : p.achieved_rps;
+    });
+    lineChart(box, "Throughput vs offered rate", "Achieved (steady state: ramp-up and drain left out) and goodput " +
+              "(requests meeting every SLO) per offered rate. Where they leave the diagonal, the server saturates.",
+              "offered rate (req/s)", "requests/s",
               [{label: "offered", x: x, y: x, dash: [6, 4], color: "#888"},
-               {label: "achieved", x: x, y: c.map((p) => p.achieved_rps)},
+               {label: "achieved", x: x, y: steady},
                {label: "goodput", x: x, y: c.map((p) => p.goodput_rps)}]);
     lineChart(box, "Latency vs offered rate", "p99 TTFT and TPOT of each run of the sweep.", "offered rate (req/s)", "ms",
               [{label: "TTFT p99", x: x, y: c.map((p) => p.ttft_p99_ms)},
@@ -649,10 +706,15 @@
                               "E2E p99 (ms)"], rows));
     }
     const srows = [];
+    let serverDefinition = null;
     for (const r of runs) {
       const s = r.server;
       if (!s || typeof s !== "object") continue;
       for (const [k, v] of Object.entries(s)) {
+        if (k === "definition") {
+          serverDefinition = String(v);
+          continue;
+        }
         if (v !== null && typeof v === "object") {
           if ("p50" in v) srows.push([r.name, k, "mean " + fmt(v.mean, 4) + ", p50 " + fmt(v.p50, 4) + ", p99 " +
                                                  fmt(v.p99, 4) + " (" + fmt(v.count, 0) + ")"]);
@@ -662,7 +724,9 @@
       }
     }
     if (srows.length)
-      details.append(el("h3", {}, "Server's own counters over the run"), table(["run", "counter", "value"], srows));
+      details.append(el("h3", {}, "Server's own counters over the run"),
+                     serverDefinition ? el("p", {class: "sub"}, serverDefinition) : null,
+                     table(["run", "counter", "value"], srows, "kvtable"));
     runs.forEach((run) => {
       const entries = Object.entries(run.settings || {});
       if (!entries.length) return;
@@ -715,7 +779,7 @@
                             p.core_to_core.map((c) => [c.cpu_a, c.cpu_b, c.siblings ? "yes" : "no",
                                                        ci(c.one_way_ns, (v) => v.toFixed(1))])));
       } else if (p.probe === "kv-layout") {
-        if (p.winner) part.append(el("p", {}, "Fastest: " + p.winner));
+        if (p.winner && !p.verdict) part.append(el("p", {}, "Fastest: " + p.winner));
         part.append(table(["variant", "positions/s", "time vs fastest", "rows straddling lines", "rows sharing lines",
                            "metadata lines shared"],
                           (p.variants || []).map((v) => {
@@ -733,10 +797,12 @@
                             si(t.hitm), si(t.invalidations), si(t.false_sharing_misses), si(t.true_sharing_misses)]]));
         part.append(el("h4", {}, "Lines (" + (sim.line_size || "?") + " B), most contended first"),
                     table(["line", "sharing", "HITM", "invalidations", "false-sharing misses", "threads", "what is on it"],
-                          (sim.lines || []).slice(0, 20).map((l) => [l.line_address, l.classification, si(l.hitm),
+                          (sim.lines || []).slice(0, 20).map((l) => [l.line_address,
+                                                                     ({"false": "false sharing", "true": "true sharing"})[l.classification] || l.classification,
+                                                                     si(l.hitm),
                                                                      si(l.invalidations), si(l.false_sharing_misses),
                                                                      (l.threads || []).join(", "),
-                                                                     (l.symbols || []).join("; ")]), "small"));
+                                                                     (l.symbols || []).join("; ")]), "small textlast"));
         if ((p.predictions || []).length)
           part.append(el("h4", {}, "What another line size or padding would change"),
                       table(["scenario", "HITM", "invalidations", "false-sharing misses", "true-sharing misses"],

@@ -61,13 +61,20 @@ try {
   process.exit(2);
 }
 
+const consoleErrors = [], pageErrors = [], failedRequests = [], outside = [];
 try {
   const page = await browser.newPage();
-  const consoleErrors = [], pageErrors = [], failedRequests = [], outside = [];
   page.on("console", (m) => {
     if (m.type() === "error" || m.type() === "assert") consoleErrors.push(m.text());
   });
-  page.on("pageerror", (e) => pageErrors.push(String(e && e.message ? e.message : e)));
+  // An exception thrown by the page's script ends the wait for its charts at once.
+  let thrownBy = null;
+  const thrown = new Promise((resolve, reject) => { thrownBy = reject; });
+  thrown.catch(() => {});
+  page.on("pageerror", (e) => {
+    pageErrors.push(String(e && e.message ? e.message : e));
+    thrownBy(new Error("the page's script threw before it drew its charts"));
+  });
   page.on("requestfailed", (r) => failedRequests.push(`${r.url()}: ${r.failure() ? r.failure().errorText : "?"}`));
   page.on("request", (r) => {
     const u = r.url();
@@ -79,7 +86,7 @@ try {
   await page.goto(url, {waitUntil: "load", timeout: 60000});
   // report.js sets data-charts on <body> when it has built every chart; two
   // animation frames later uPlot has drawn them.
-  await page.waitForSelector("body[data-charts]", {timeout: 60000});
+  await Promise.race([page.waitForSelector("body[data-charts]", {timeout: 60000}), thrown]);
   const drawnMs = await page.evaluate(() => new Promise((resolve) =>
       requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now())))));
   const wallMs = Date.now() - started;
@@ -117,19 +124,42 @@ try {
           if (mx - mn > 40) coloured++;
         }
       }
+      // Lines a reader could not tell apart (same colour and dash), and lines
+      // with a single value drawn without a point (invisible).
+      const looks = new Map();
+      const clashes = [], invisible = [];
+      u.series.forEach((s, i) => {
+        if (i === 0 || !s.show) return;
+        const key = String(s._stroke || s.stroke) + "|" + JSON.stringify(s.dash || null);
+        if (looks.has(key) && typeof s.label === "string") clashes.push(looks.get(key) + " / " + s.label);
+        looks.set(key, s.label);
+        const finite = (u.data[i] || []).filter((v) => typeof v === "number" && isFinite(v)).length;
+        const show = s.points ? (typeof s.points.show === "function" ? s.points.show(u, i) : s.points.show) : false;
+        if (finite === 1 && !show) invisible.push(s.label);
+      });
       out.push({title: title, caption: caption, time: !!c.time, axis_labels: axisLabels,
-                coloured_pixels: coloured, plot_pixels: total, width: u.width, height: u.height});
+                coloured_pixels: coloured, plot_pixels: total, width: u.width, height: u.height,
+                clashes: clashes, invisible: invisible});
     }
     const boxes = document.querySelectorAll(".chart").length;
     const empty = document.querySelectorAll(".chart .empty").length;
-    return {charts: out, boxes: boxes, empty: empty, data_charts: document.body.getAttribute("data-charts")};
+    const data = JSON.parse(document.getElementById("report-data").textContent);
+    // Text a reader should never see: numbers that failed to format.
+    const text = document.getElementById("report").innerText;
+    const bad = (text.match(/\b(NaN|undefined|Infinity|\[object Object\])\b/g) || []).slice(0, 5);
+    return {charts: out, boxes: boxes, empty: empty, data_charts: document.body.getAttribute("data-charts"),
+            runs: (data.runs || []).length, bad_text: bad,
+            page_width: document.documentElement.scrollWidth, view_width: window.innerWidth};
   });
   result.charts = charts.charts.length;
   result.time_charts = charts.charts.filter((c) => c.time).length;
   result.chart_boxes = charts.boxes;
   result.empty_charts = charts.empty;
   result.titles = charts.charts.map((c) => c.title);
-  if (charts.charts.length === 0) failures.push("no chart on the page");
+  if (charts.charts.length === 0 && charts.runs > 0) failures.push("no chart on the page");
+  for (const b of charts.bad_text) failures.push(`the page shows "${b}"`);
+  if (charts.page_width > charts.view_width + 1)
+    failures.push(`the page is ${charts.page_width} px wide in a ${charts.view_width} px window`);
   if (charts.boxes !== charts.charts.length + charts.empty)
     failures.push(`${charts.boxes} chart boxes but ${charts.charts.length} charts and ${charts.empty} marked empty`);
   for (const c of charts.charts) {
@@ -138,6 +168,8 @@ try {
     if (!c.caption) failures.push(`${name}: no caption`);
     if (c.axis_labels.length < 2 || c.axis_labels.some((l) => !l)) failures.push(`${name}: an axis without a label`);
     if (c.coloured_pixels < 20) failures.push(`${name}: nothing drawn in the plot area (${c.coloured_pixels} coloured pixels)`);
+    for (const x of c.clashes) failures.push(`${name}: lines drawn alike: ${x}`);
+    for (const x of c.invisible) failures.push(`${name}: ${x} has one value and no point: not drawn`);
   }
   result.least_coloured = charts.charts.reduce((m, c) => Math.min(m, c.coloured_pixels), Infinity);
 
@@ -183,6 +215,11 @@ try {
     await page.screenshot({path: screenshot, fullPage: fullPage});
     result.screenshot = path.resolve(screenshot);
   }
+} catch (e) {
+  failures.push(`browser: ${e && e.message ? e.message : e}`);
+} finally {
+  // Said whether the checks ran to the end or not: an exception thrown by
+  // the page's script is why data-charts never came.
   result.console_errors = consoleErrors;
   result.page_errors = pageErrors;
   result.failed_requests = failedRequests;
@@ -191,9 +228,6 @@ try {
   for (const e of pageErrors) failures.push(`uncaught exception: ${e}`);
   for (const e of failedRequests) failures.push(`failed request: ${e}`);
   for (const e of outside) failures.push(`request outside the file: ${e}`);
-} catch (e) {
-  failures.push(`browser: ${e && e.message ? e.message : e}`);
-} finally {
   await browser.close();
 }
 process.stdout.write(JSON.stringify(result) + "\n");
