@@ -461,8 +461,8 @@ TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {
   EXPECT_EQ(in.sweeps[0].runs, (std::vector<std::size_t>{0, 1}));
   ASSERT_EQ(in.notes.size(), 1u);
   EXPECT_THAT(in.notes[0], HasSubstr("differ in their effective settings (engine.gpu.name, "
-                                      "engine.kv_cache_tokens, engine.tensor_parallel, load.rate_rps, "
-                                      "target.in_process, target.model, target.url)"));
+                                     "engine.kv_cache_tokens, engine.tensor_parallel, load.rate_rps, "
+                                     "target.in_process, target.model, target.url)"));
   EXPECT_THROW(load_report_input({}), UsageError);
 }
 
@@ -803,6 +803,14 @@ TEST(SimRun, RunningTotalsCarryOnAcrossRanges) {
   }
   // Fields the lines do not have are left out, not drawn as zeros.
   for (const auto& s : one.steps.series) EXPECT_NE(s.name, "waiting");
+  for (const auto& n : one.notes) EXPECT_THAT(n, Not(HasSubstr("steps.jsonl")));
+  // A last line out of time order: the steps before it are outside the axis, and said so.
+  std::ofstream(t.path / "steps.jsonl", std::ios::app) << R"({"step":1,"t_ns":2000000,"seqs":1})"
+                                                       << "\n";
+  std::string notes;
+  for (const auto& n : load_run(t.path, LoadOptions{3}).notes) notes += n + "\n";
+  EXPECT_THAT(notes,
+              HasSubstr("steps.jsonl: 4997 steps outside the time between the first and the last line"));
 }
 
 TEST(Phases, ReadFromPhasesJsonOnTheRunsTimeAxis) {

@@ -395,7 +395,7 @@ std::optional<Nanos> first_step_time(const fs::path& file) {
 struct StepsPart {
   std::vector<ColumnReducer> reducers;
   double totals[kStepFieldCount] = {};
-  std::uint64_t steps = 0, lines = 0, skipped = 0, first_bad_line = 0;
+  std::uint64_t steps = 0, lines = 0, skipped = 0, first_bad_line = 0, outside = 0;
   std::string first_bad;
   bool any = false;
   double first_t_s = 0, last_t_s = 0;
@@ -427,6 +427,7 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
       continue;
     }
     const double t_s = nanos_to_s(t - origin);
+    if (t_s < x0 || t_s > x1) ++part.outside;  // out of time order: drawn at an edge of the axis
     if (!part.any) part.first_t_s = t_s;
     part.any = true;
     part.last_t_s = t_s;
@@ -482,6 +483,7 @@ void load_steps(const fs::path& file, Nanos origin, std::size_t columns, unsigne
       all.first_bad = p.first_bad;
     }
     all.skipped += p.skipped;
+    all.outside += p.outside;
     all.steps += p.steps;
     if (p.any) {
       if (!all.any) all.first_t_s = p.first_t_s;
@@ -499,6 +501,11 @@ void load_steps(const fs::path& file, Nanos origin, std::size_t columns, unsigne
     if (std::all_of(xy.y.begin(), xy.y.end(), [](double v) { return std::isnan(v); })) continue;
     out.series.push_back(StepSeries{kStepFields[i].name, std::move(xy.x), std::move(xy.y)});
   }
+  if (all.outside > 0)
+    notes.push_back(
+        fmt::format("steps.jsonl: {} step{} outside the time between the first and the last line "
+                    "(the file is not in time order): drawn at the edges of the time axis",
+                    all.outside, all.outside == 1 ? "" : "s"));
   if (out.lines_skipped > 0)
     notes.push_back(fmt::format("steps.jsonl: {} bad line{} skipped; the first: line {}: {}",
                                 out.lines_skipped, out.lines_skipped == 1 ? "" : "s", all.first_bad_line,

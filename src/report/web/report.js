@@ -316,10 +316,18 @@
         if (!d || !d.count) continue;
         lrows.push([multi ? label + " · " + r.name : label].concat(q.map((k) => fmt(d[k], 2))));
       }
+    // Per class: each SLO's target against the run's value at the SLO's
+    // percentile, the requests meeting every SLO, the verdict.
     const slo = [];
     for (const r of runs)
-      for (const [cls, a] of Object.entries(sum(r).slo_attainment || {}))
-        slo.push([r.name, cls || "(all)", pct(a.met_fraction), a.pass ? "pass" : "FAIL"]);
+      for (const [cls, a] of Object.entries(sum(r).slo_attainment || {})) {
+        const metrics = Object.entries(a).filter(([k, v]) => v && typeof v === "object" && "target" in v);
+        const each = metrics.map(([k, v]) => k.replace(/_ms$/, "").toUpperCase() + " p" + fmt(a.percentile, 0) + " " +
+                                             fmt(v.value, 1) + " / " + fmt(v.target, 1) + " ms " +
+                                             (v.pass ? "ok" : "missed")).join("; ");
+        slo.push([r.name, cls || "(all)", each || "-", fmt(a.met, 0) + " of " + fmt(a.requests, 0) + " (" +
+                  pct(a.met_fraction) + ")", fmt(a.goodput_rps, 2), a.pass ? "pass" : "FAIL"]);
+      }
     const side = el("div", {class: "tables"},
                     el("div", {}, el("h3", {}, "Summary"),
                        table(["metric"].concat(runs.map((r) => r.name)),
@@ -328,7 +336,8 @@
                        lrows.length ? table(["metric"].concat(q.map((k) => k.replace("_", "."))), lrows)
                                     : el("p", {class: "empty"}, "No request completed: no latency to show."),
                        slo.length ? el("h3", {}, "SLOs") : null,
-                       slo.length ? table(["run", "class", "requests meeting it", "verdict"], slo) : null));
+                       slo.length ? table(["run", "class", "value / target", "requests meeting every SLO",
+                                           "goodput (req/s)", "verdict"], slo) : null));
     section("Summary", "Statistics over every request after the warm-up; latencies in milliseconds.", side);
   }
 
