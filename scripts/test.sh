@@ -50,10 +50,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 
 echo "== the server under ThreadSanitizer (multi-threaded, real sockets)"
 # Only the binaries whose tests run under TSan (the binary for the black-box tests):
-# the server, the client, and the observe layer's threads (collectors, live endpoint, OTLP push).
-bash scripts/build.sh tsan net_test serve_test bench_test probe_test observe_test blackbox_test tokenscope
+# the server, the client, the observe layer's threads (collectors, live endpoint, OTLP push) and the
+# report's parallel readers of a run directory.
+bash scripts/build.sh tsan net_test serve_test bench_test probe_test observe_test report_test blackbox_test tokenscope
 TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1 \
-  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder|ObserverTest|Observe|LiveMetrics|PushOtlp)\.'
+  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder|ObserverTest|Observe|LiveMetrics|PushOtlp|LoadRun|SimRun)\.'
 
 echo "== fuzz targets, ${fuzz_seconds}s each"
 bash scripts/build.sh fuzz
