@@ -78,7 +78,13 @@
     container.append(box);
     return box;
   }
-  function width(container) { return Math.max(480, Math.min(620, (container.clientWidth || 620))); }
+  // A chart's width, read from the layout once per container: reading it
+  // for every chart would lay the page out again each time.
+  const widths = new Map();
+  function width(container) {
+    if (!widths.has(container)) widths.set(container, Math.max(480, Math.min(620, container.clientWidth || 620)));
+    return widths.get(container);
+  }
   const axisValues = (u, splits) => splits.map((v) => (v === null ? "" : si(v)));
   // The largest 1, 2 or 5 times a power of ten at or below v: where a log
   // axis starts, so that its grid lines fall on round values.
@@ -151,26 +157,33 @@
     // gap in the line, never bridged; the alignment of lines with different
     // x (undefined) is bridged.
     const aligned = tables.length === 1 ? tables[0] : uPlot.join(tables, tables.map(() => [0, 1]));
-    // Points are drawn where a value stands alone between gaps (or a line
-    // has a single value), so that it is seen.
-    const isolated = (ys) => {
-      let alone = 0, finite = 0;
-      for (let i = 0; i < ys.length; i++) {
-        if (!isNum(ys[i])) continue;
-        finite++;
-        if (!isNum(ys[i - 1]) && !isNum(ys[i + 1])) alone++;
-      }
-      return finite < 2 || alone > 0;
+    // Points are drawn where a value stands alone between gaps (a line of a
+    // single value included), and only there, so that it is seen: the
+    // indexes of those values in the aligned data (alignment's undefined
+    // values are bridged, so they are passed over).
+    const isolatedAt = (ys) => {
+      const out = [];
+      const neighbour = (i, step) => {
+        for (let j = i + step; j >= 0 && j < ys.length; j += step) if (ys[j] !== undefined) return ys[j];
+        return null;
+      };
+      for (let i = 0; i < ys.length; i++)
+        if (isNum(ys[i]) && !isNum(neighbour(i, -1)) && !isNum(neighbour(i, 1))) out.push(i);
+      return out;
     };
-    const series = [{label: xLabel}].concat(lines.map((l, i) => ({
-      label: l.label,
-      stroke: l.color || palette[i % palette.length],
-      width: 1.5,
-      dash: l.dash,
-      paths: opts.steps ? uPlot.paths.stepped({align: 1}) : undefined,
-      points: {show: isolated(tables[i][1]), size: 7, fill: l.color || palette[i % palette.length]},
-      spanGaps: false,
-    })));
+    const series = [{label: xLabel}].concat(lines.map((l, i) => {
+      const alone = isolatedAt(aligned[i + 1]);
+      return {
+        label: l.label,
+        stroke: l.color || palette[i % palette.length],
+        width: 1.5,
+        dash: l.dash,
+        paths: opts.steps ? uPlot.paths.stepped({align: 1}) : undefined,
+        points: alone.length ? {show: true, filter: alone, size: 7, fill: l.color || palette[i % palette.length]}
+                             : {show: false},
+        spanGaps: false,
+      };
+    }));
     // A y range that starts at 0 for what cannot be negative, and that
     // stays readable when every value is 0.
     // A little room below and above, so that a line at the edge (a series
