@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/report_command.h"
 #include "report/report_data.h"
@@ -18,37 +20,32 @@ using ::testing::HasSubstr;
 
 const fs::path kTestdata = fs::path(TOKENSCOPE_SOURCE_DIR) / "src/report/testdata";
 
-TEST(ReportText, GoldenTablesOfAPartialAndASampledRun) {
-  const auto in = report::load_report_input({kTestdata / "partial", kTestdata / "sampled"});
+// The text report of runs, compared with a golden file (TOKENSCOPE_UPDATE_GOLDEN=1
+// rewrites it); returns the text.
+std::string expect_text_golden(const std::vector<std::filesystem::path>& runs, const std::string& name) {
   std::ostringstream os;
-  print_report_text(os, report::report_data(in));
-  const fs::path golden = kTestdata / "golden/report.txt";
+  print_report_text(os, report::report_data(report::load_report_input(runs)));
+  const fs::path golden = kTestdata / "golden" / name;
   if (std::getenv("TOKENSCOPE_UPDATE_GOLDEN")) {
     std::ofstream(golden, std::ios::binary) << os.str();
-    GTEST_SKIP() << "rewrote " << golden;
+    return os.str();
   }
   std::ifstream f(golden, std::ios::binary);
   std::stringstream want;
   want << f.rdbuf();
   EXPECT_EQ(os.str(), want.str()) << "TOKENSCOPE_UPDATE_GOLDEN=1 rewrites " << golden;
+  return os.str();
+}
+
+TEST(ReportText, GoldenTablesOfAPartialAndASampledRun) {
+  expect_text_golden({kTestdata / "partial", kTestdata / "sampled"}, "report.txt");
 }
 
 TEST(ReportText, GoldenTablesOfASimRunWithTenantsAndTheSlowestRequests) {
-  const auto in = report::load_report_input({kTestdata / "sim"});
-  std::ostringstream os;
-  print_report_text(os, report::report_data(in));
-  const fs::path golden = kTestdata / "golden/report_sim.txt";
-  if (std::getenv("TOKENSCOPE_UPDATE_GOLDEN")) {
-    std::ofstream(golden, std::ios::binary) << os.str();
-    GTEST_SKIP() << "rewrote " << golden;
-  }
-  std::ifstream f(golden, std::ios::binary);
-  std::stringstream want;
-  want << f.rdbuf();
-  EXPECT_EQ(os.str(), want.str()) << "TOKENSCOPE_UPDATE_GOLDEN=1 rewrites " << golden;
+  const std::string text = expect_text_golden({kTestdata / "sim"}, "report_sim.txt");
   // What the golden file holds, said plainly.
-  EXPECT_THAT(os.str(), HasSubstr("per tenant"));
-  EXPECT_THAT(os.str(), HasSubstr("slowest (ms)"));
+  EXPECT_THAT(text, HasSubstr("per tenant"));
+  EXPECT_THAT(text, HasSubstr("slowest (ms)"));
 }
 
 TEST(ReportText, ShowsTheSummaryTableWarningsAndNotes) {

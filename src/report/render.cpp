@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "report/assets.h"
+#include "report/report_data.h"
 
 namespace tokenscope::report {
 
@@ -49,15 +50,7 @@ std::string md_cell(std::string_view s) {
 }
 
 const nlohmann::json& at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
-  static const nlohmann::json kNull;
-  const nlohmann::json* p = &j;
-  for (const char* k : keys) {
-    if (!p->is_object()) return kNull;
-    const auto it = p->find(k);
-    if (it == p->end()) return kNull;
-    p = &*it;
-  }
-  return *p;
+  return json_at(j, keys);
 }
 
 std::string fixed(const nlohmann::json& v, int decimals) {

@@ -42,15 +42,7 @@ nlohmann::json xy_json(const XY& xy) {
 }
 
 const nlohmann::json& at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
-  static const nlohmann::json kNull;
-  const nlohmann::json* p = &j;
-  for (const char* k : keys) {
-    if (!p->is_object()) return kNull;
-    const auto it = p->find(k);
-    if (it == p->end()) return kNull;
-    p = &*it;
-  }
-  return *p;
+  return json_at(j, keys);
 }
 
 double number_or(const nlohmann::json& j, double fallback) {
@@ -523,6 +515,18 @@ nlohmann::json settings_json(const RunData& run) {
 }
 
 }  // namespace
+
+const nlohmann::json& json_at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  static const nlohmann::json kNull;
+  const nlohmann::json* p = &j;
+  for (const char* k : keys) {
+    if (!p->is_object()) return kNull;
+    const auto it = p->find(k);
+    if (it == p->end()) return kNull;
+    p = &*it;
+  }
+  return *p;
+}
 
 double timeline_window_s(double duration_s, std::size_t requests) {
   constexpr double kSteps[] = {1, 2, 5};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,8 @@ std::vector<std::string> run_notes(const RunData& run);
 double timeline_window_s(double duration_s, std::size_t requests = 0);
 
 nlohmann::json report_data(const ReportInput& in, const ReportOptions& options = {});
+
+// j[k1][k2]..., or null when a step is not an object or lacks the key.
+const nlohmann::json& json_at(const nlohmann::json& j, std::initializer_list<const char*> keys);
 
 }  // namespace tokenscope::report
