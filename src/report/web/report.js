@@ -320,7 +320,8 @@
       ["KV-cache usage peak", (s) => pct(s.kv_cache_usage_peak)],
     ];
     const latencyRows = [["TTFT", "ttft_ms"], ["TTFT from schedule", "ttft_sched_ms"], ["TPOT", "tpot_ms"],
-                         ["ITL", "itl_ms"], ["E2E", "e2e_ms"], ["send lag", "send_lag_ms"], ["queue", "queue_ms"]];
+                         ["ITL", "itl_ms"], ["E2E", "e2e_ms"], ["send lag (due → sent)", "send_lag_ms"],
+                         ["queue (due → slot)", "queue_ms"]];
     const q = ["mean", "p50", "p90", "p95", "p99", "p99_9", "max"];
     const lrows = [];
     for (const [label, key] of latencyRows)
@@ -401,8 +402,9 @@
                                                       tline(r, i, "itl_max_p99_ms", "longest gap p99", [2, 2])]),
               {time: true});
     chartStart();
-    lineChart(timeBox, "Send lag", "How late the client sent requests after their scheduled time, p99 (solid) and " +
-              "max (dashed) per window. Above a few ms the client, not the server, is the bottleneck.", T,
+    lineChart(timeBox, "Send lag", "How late the client sent requests after they could be sent (when due, or when " +
+              "they got a slot under --max-concurrency), p99 (solid) and max (dashed) per window. Above a few ms " +
+              "the client, not the server, is the bottleneck.", T,
               "send lag (ms)", perRun((r, i) => [tline(r, i, "send_lag_p99_ms", "p99"),
                                                        tline(r, i, "send_lag_max_ms", "max", [6, 4])]), {time: true});
     chartStart();
