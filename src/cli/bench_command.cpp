@@ -408,7 +408,12 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
   s.sampling.logprobs = o.logprobs;
 
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry);
-  if (o.report && !result.out_dir.empty()) write_run_report(result.out_dir, std::cerr);
+  const bool report_written =
+      o.report && !result.out_dir.empty() && write_run_report(result.out_dir, std::cerr);
+  const auto report_line = [&] {
+    if (report_written)
+      std::cout << "report: " << (std::filesystem::path(result.out_dir) / "report.html").string() << "\n";
+  };
   if (!result.sweep.is_null()) {
     if (!s.quiet) {
       print_curve(result.sweep["curve"]);
@@ -420,6 +425,7 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
       }
       for (const auto& v : result.verdicts) std::cout << "FAILED: " << v << "\n";
       std::cout << "sweep directory: " << result.out_dir << "\n";
+      report_line();
     }
     return result.exit_code;
   }
@@ -428,6 +434,7 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
     std::cout << r.summary.dump(2) << "\n";
   } else if (!s.quiet || result.exit_code == kExitFailure) {
     print_run(s, r);
+    report_line();
   }
   if (r.interrupted) std::cerr << "interrupted: results so far are kept in " << result.out_dir << "\n";
   if (!r.failure.empty()) std::cerr << "tokenscope bench: the run failed: " << r.failure << "\n";

@@ -147,6 +147,7 @@ int run_sim(const std::atomic<bool>& interrupted) {
   const auto eff = engine::resolve_engine(settings, catalog);
 
   std::unique_ptr<RunDirectory> out;
+  bool report_written = false;
   if (!o.out.empty()) {
     claim_run_directory(o.out, o.overwrite, "--out");
     out = std::make_unique<RunDirectory>(o.out);
@@ -190,7 +191,7 @@ int run_sim(const std::atomic<bool>& interrupted) {
     out->flush();
     out->write_run_json(run);
     out->close();
-    if (o.report) write_run_report(o.out, std::cerr);
+    report_written = o.report && write_run_report(o.out, std::cerr);
   }
 
   if (o.json) {
@@ -228,6 +229,8 @@ int run_sim(const std::atomic<bool>& interrupted) {
           static_cast<double>(c.swap_in_bytes) / (1u << 30));
     }
     if (out) std::cout << "run directory: " << o.out << "\n";
+    if (report_written)
+      std::cout << "report: " << (std::filesystem::path(o.out) / "report.html").string() << "\n";
   }
   if (report.interrupted) {
     std::cerr << "interrupted: results so far are kept" << (out ? " in " + o.out : "") << "\n";
