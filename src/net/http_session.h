@@ -164,7 +164,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (reading_ || closed_ || peer_closed_) return;
     arm_deadline();
     reading_ = true;
-    stream_.async_read_some(buffer_.prepare(16384),
+    // Into a chunk of its own, appended to buffer_ when the read completes:
+    // the buffered bytes are parsed (and consumed) while this read is
+    // pending (after a response, see after_writes), and a consume that
+    // empties a flat_buffer moves its write position, so a read into
+    // buffer_.prepare() would commit the wrong bytes (a request's first
+    // bytes read twice).
+    stream_.async_read_some(asio::buffer(read_chunk_),
                             [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
                               self->reading_ = false;
                               self->on_read(ec, n);
@@ -187,7 +193,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       if (in_response_) return close();  // the peer reset the connection mid-response
       return on_read_error(ec);
     }
-    buffer_.commit(n);
+    buffer_.commit(asio::buffer_copy(buffer_.prepare(n), asio::buffer(read_chunk_.data(), n)));
     if (!in_response_ && parse_buffered()) return;
     // Pipelined bytes beyond this wait in the socket until the response is
     // written (the peer leaving is then noticed by a failing write).
@@ -403,6 +409,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::atomic<Nanos> deadline_{0};        // header or idle timeout; 0: none
   std::atomic<Nanos> write_deadline_{0};  // while writing: the last progress + write timeout; 0: none
   beast::flat_buffer buffer_;
+  std::array<char, 16384> read_chunk_{};  // what a pending read reads into (arm_read)
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Pending> queue_;
   std::string write_buffer_;
