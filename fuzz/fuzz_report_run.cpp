@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   namespace fs = std::filesystem;
   using namespace tokenscope;
   static const fs::path dir = fs::temp_directory_path() / ("fuzz_report_run_" + std::to_string(::getpid()));
-  static const char* kFiles[] = {"run/run.json",     "run/requests.jsonl", "run/samples.jsonl",
-                                 "run/steps.jsonl",  "run/phases.json",    "probes/probe.json"};
+  static const char* kFiles[] = {"run/run.json",    "run/requests.jsonl", "run/samples.jsonl",
+                                 "run/steps.jsonl", "run/phases.json",    "probes/probe.json"};
   fs::remove_all(dir);
   fs::create_directories(dir / "run");
   fs::create_directories(dir / "probes");
