@@ -33,7 +33,18 @@ namespace {
 // run.json is written by tokenscope and small; a larger one is not a run.json.
 constexpr std::uint64_t kMaxRunJsonBytes = 64u << 20;
 
-const nlohmann::json* path_in(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+// A string at keys: "" when absent or null; InputError when another type.
+std::string string_at(const nlohmann::json& j, std::initializer_list<const char*> keys,
+                      const std::string& file, const std::string& field) {
+  const auto* v = json_path(j, keys);
+  if (!v || v->is_null()) return "";
+  if (!v->is_string()) throw InputError(file, 0, field, "should be a string");
+  return v->get<std::string>();
+}
+
+}  // namespace
+
+const nlohmann::json* json_path(const nlohmann::json& j, std::initializer_list<const char*> keys) {
   const nlohmann::json* at = &j;
   for (const char* k : keys) {
     if (!at->is_object()) return nullptr;
@@ -44,24 +55,13 @@ const nlohmann::json* path_in(const nlohmann::json& j, std::initializer_list<con
   return at;
 }
 
-// A string at keys: "" when absent or null; InputError when another type.
-std::string string_at(const nlohmann::json& j, std::initializer_list<const char*> keys,
-                      const std::string& file, const std::string& field) {
-  const auto* v = path_in(j, keys);
-  if (!v || v->is_null()) return "";
-  if (!v->is_string()) throw InputError(file, 0, field, "should be a string");
-  return v->get<std::string>();
-}
-
-}  // namespace
-
 RunInfo parse_run_info(std::string_view text, const std::string& file) {
   const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw InputError(file, 0, "", "not a JSON object");
   RunInfo info;
-  if (const auto* c = path_in(j, {"clock"}); c && !c->is_null()) {
-    const auto* mono = path_in(*c, {"monotonic_ns"});
-    const auto* unix_ns = path_in(*c, {"unix_ns"});
+  if (const auto* c = json_path(j, {"clock"}); c && !c->is_null()) {
+    const auto* mono = json_path(*c, {"monotonic_ns"});
+    const auto* unix_ns = json_path(*c, {"unix_ns"});
     if (!c->is_object() || !mono || !unix_ns || !mono->is_number_integer() || !unix_ns->is_number_integer())
       throw InputError(
           file, 0, "clock",
@@ -81,7 +81,7 @@ RunInfo parse_run_info(std::string_view text, const std::string& file) {
     info.model =
         string_at(j, {"settings", "requested", "target", "model"}, file, "settings.requested.target.model");
   if (info.model.empty()) {
-    const auto* m = path_in(j, {"settings", "effective", "engine", "model"});
+    const auto* m = json_path(j, {"settings", "effective", "engine", "model"});
     if (m && m->is_string()) info.model = m->get<std::string>();
     if (m && m->is_object() && m->contains("name") && (*m)["name"].is_string())
       info.model = (*m)["name"].get<std::string>();

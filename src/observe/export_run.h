@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,9 @@ struct RunInfo {
 // Parses run.json's text; file names it in errors. Throws InputError when it
 // is not a JSON object or a field the exporters read has the wrong type.
 RunInfo parse_run_info(std::string_view text, const std::string& file);
+
+// j[k1][k2]..., or nullptr when a step is not an object or lacks the key.
+const nlohmann::json* json_path(const nlohmann::json& j, std::initializer_list<const char*> keys);
 // dir/run.json; a run directory without one gives an empty RunInfo.
 RunInfo read_run_info(const std::filesystem::path& dir);
 

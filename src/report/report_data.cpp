@@ -518,14 +518,8 @@ nlohmann::json settings_json(const RunData& run) {
 
 const nlohmann::json& json_at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
   static const nlohmann::json kNull;
-  const nlohmann::json* p = &j;
-  for (const char* k : keys) {
-    if (!p->is_object()) return kNull;
-    const auto it = p->find(k);
-    if (it == p->end()) return kNull;
-    p = &*it;
-  }
-  return *p;
+  const nlohmann::json* p = observe::json_path(j, keys);
+  return p ? *p : kNull;
 }
 
 double timeline_window_s(double duration_s, std::size_t requests) {
