@@ -27,6 +27,9 @@ packages=(
                                                     # numpy is also vllm_compat_test's reference
   chromium                            # report tests: the page loaded and drawn in a real browser (puppeteer-core)
   python3-matplotlib                  # benchmarks/report_speed.sh: the plotting peer of tokenscope report
+  libeigen3-dev                       # analyze: least squares, ridge, double machine learning
+  libsqlite3-dev                      # analyze: the history of runs
+  python3-scipy python3-pandas        # analyze's reference values in tests; benchmarks/check_speed.sh's peer
 )
 
 # Node.js and npm may come from elsewhere than Debian (NodeSource ships npm
