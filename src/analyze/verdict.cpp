@@ -4,18 +4,23 @@ namespace tokenscope::analyze {
 
 std::string_view to_string(Verdict v) {
   switch (v) {
-    case Verdict::kPass: return "pass";
-    case Verdict::kRegressed: return "regressed";
-    case Verdict::kImproved: return "improved";
-    case Verdict::kInconclusive: return "inconclusive";
-    case Verdict::kNoData: return "no-data";
+    case Verdict::kPass:
+      return "pass";
+    case Verdict::kRegressed:
+      return "regressed";
+    case Verdict::kImproved:
+      return "improved";
+    case Verdict::kInconclusive:
+      return "inconclusive";
+    case Verdict::kNoData:
+      return "no-data";
   }
   return "no-data";
 }
 
 std::optional<Verdict> verdict_from_string(std::string_view s) {
-  for (Verdict v : {Verdict::kPass, Verdict::kRegressed, Verdict::kImproved, Verdict::kInconclusive,
-                    Verdict::kNoData}) {
+  for (Verdict v :
+       {Verdict::kPass, Verdict::kRegressed, Verdict::kImproved, Verdict::kInconclusive, Verdict::kNoData}) {
     if (to_string(v) == s) return v;
   }
   return std::nullopt;
@@ -36,18 +41,27 @@ Verdict classify_change(const Change& change, double tolerance, Worse worse) {
 namespace {
 int severity(Verdict v) {
   switch (v) {
-    case Verdict::kNoData: return 0;
-    case Verdict::kPass: return 1;
-    case Verdict::kImproved: return 2;
-    case Verdict::kInconclusive: return 3;
-    case Verdict::kRegressed: return 4;
+    case Verdict::kNoData:
+      return 0;
+    case Verdict::kPass:
+      return 1;
+    case Verdict::kImproved:
+      return 2;
+    case Verdict::kInconclusive:
+      return 3;
+    case Verdict::kRegressed:
+      return 4;
   }
   return 0;
 }
 }  // namespace
 
-Verdict combine(Verdict a, Verdict b) { return severity(a) >= severity(b) ? a : b; }
+Verdict combine(Verdict a, Verdict b) {
+  return severity(a) >= severity(b) ? a : b;
+}
 
-int exit_code_for(Verdict overall) { return overall == Verdict::kRegressed ? 1 : 0; }
+int exit_code_for(Verdict overall) {
+  return overall == Verdict::kRegressed ? 1 : 0;
+}
 
 }  // namespace tokenscope::analyze

@@ -6,8 +6,8 @@ namespace tokenscope::analyze {
 namespace {
 
 TEST(Verdict, NamesRoundTrip) {
-  for (Verdict v : {Verdict::kPass, Verdict::kRegressed, Verdict::kImproved, Verdict::kInconclusive,
-                    Verdict::kNoData}) {
+  for (Verdict v :
+       {Verdict::kPass, Verdict::kRegressed, Verdict::kImproved, Verdict::kInconclusive, Verdict::kNoData}) {
     EXPECT_EQ(verdict_from_string(to_string(v)), v);
   }
   EXPECT_EQ(to_string(Verdict::kNoData), "no-data");

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/bench_command.h"
+#include "cli/check_command.h"
 #include "cli/probe_command.h"
 #include "cli/report_command.h"
 #include "cli/serve_command.h"
@@ -49,7 +50,9 @@ int main(int argc, char** argv) {
       "  tokenscope probe PROBE        hardware probes: cache-line, kv-layout, line-sim, numa,\n"
       "                               gpu-context, kv-swap, collectives\n"
       "  tokenscope report RUN...     one self-contained HTML page of runs (charts), or their summary\n"
-      "                               as text, JSON or Markdown\n\n"
+      "                               as text, JSON or Markdown\n"
+      "  tokenscope check BASE CAND   the regression checklist: verdicts with their statistics, exit\n"
+      "                               1 when something regressed (check RUN: one run's health)\n\n"
       "Run 'tokenscope COMMAND --help' for the options of a command.",
       "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   CLI::App* bench = cli::add_bench_command(app);
   CLI::App* probe = cli::add_probe_command(app);
   CLI::App* report = cli::add_report_command(app);
+  CLI::App* check = cli::add_check_command(app);
 
   try {
     app.parse(argc, argv);
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
     if (serve->parsed()) return cli::run_serve();  // handles its own signals
     if (probe->parsed()) return cli::run_probe();
     if (report->parsed()) return cli::run_report();
+    if (check->parsed()) return cli::run_check();
     if (bench->parsed()) {
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);

@@ -10,7 +10,7 @@
 
 #include "cli/report_command.h"
 #include "report/report_data.h"
-#include "report/run_data.h"
+#include "analyze/run_data.h"
 
 namespace tokenscope::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "observe/export_run.h"
-#include "report/downsample.h"
+#include "analyze/downsample.h"
 
 namespace tokenscope::report {
 

@@ -12,9 +12,31 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/run_data.h"
+#include "analyze/downsample.h"
+#include "analyze/run_data.h"
 
 namespace tokenscope::report {
+
+// The runs are read by analyze (run_data.h: the checklist reads the same
+// arrays); the report names them as its own.
+using analyze::cdf_points;
+using analyze::ColumnReducer;
+using analyze::kSlowestKept;
+using analyze::load_report_input;
+using analyze::load_run;
+using analyze::LoadOptions;
+using analyze::minmax_columns;
+using analyze::ProbeData;
+using analyze::ReportInput;
+using analyze::RequestArrays;
+using analyze::RunData;
+using analyze::SampledSeries;
+using analyze::SlowestRequests;
+using analyze::SlowRequest;
+using analyze::StepsData;
+using analyze::StepSeries;
+using analyze::SweepData;
+using analyze::XY;
 
 struct ReportOptions {
   std::size_t columns = 1000;    // pixel columns a time chart is reduced to (minmax_columns)

@@ -13,10 +13,10 @@
 
 #include "core/error.h"
 #include "report/assets.h"
-#include "report/downsample.h"
+#include "analyze/downsample.h"
 #include "report/render.h"
 #include "report/report_data.h"
-#include "report/run_data.h"
+#include "analyze/run_data.h"
 
 namespace tokenscope::report {
 namespace {

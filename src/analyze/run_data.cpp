@@ -1,4 +1,4 @@
-#include "report/run_data.h"
+#include "analyze/run_data.h"
 
 #include <fmt/format.h>
 
@@ -19,13 +19,13 @@
 
 #include <simdjson.h>
 
+#include "analyze/downsample.h"
 #include "core/error.h"
 #include "core/summary.h"
 #include "core/text_reader.h"
 #include "observe/export_run.h"
-#include "report/downsample.h"
 
-namespace tokenscope::report {
+namespace tokenscope::analyze {
 
 namespace fs = std::filesystem;
 
@@ -131,6 +131,10 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
   a.t_close.push_back(e.t_close);
   a.output_tokens.push_back(
       static_cast<std::int32_t>(std::clamp<std::int64_t>(e.output_tokens, -1, INT32_MAX)));
+  a.prompt_tokens.push_back(
+      static_cast<std::int32_t>(std::clamp<std::int64_t>(e.prompt_tokens, -1, INT32_MAX)));
+  a.cached_tokens.push_back(
+      static_cast<std::int32_t>(std::clamp<std::int64_t>(e.cached_tokens, -1, INT32_MAX)));
   a.outcome.push_back(e.outcome);
   a.warmup.push_back(e.warmup ? 1 : 0);
   a.tenant.push_back(name_index(a.tenant_names, p.tenants, e.tenant));
@@ -179,11 +183,12 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
 // are (tenant and task_class are renumbered, itl_ns merged).
 auto columns(RequestArrays& a) {
   return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
-                  a.output_tokens, a.itl_mean_ms, a.itl_max_ms, a.outcome, a.warmup);
+                  a.output_tokens, a.prompt_tokens, a.cached_tokens, a.itl_mean_ms, a.itl_max_ms, a.outcome,
+                  a.warmup);
 }
 // A field added to RequestArrays is to be concatenated too: this says so at
 // build time (the size on x86-64 with libstdc++, the platform built for).
-constexpr std::size_t kRequestArraysSize = 448;
+constexpr std::size_t kRequestArraysSize = 496;
 static_assert(sizeof(RequestArrays) == kRequestArraysSize,
               "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
               "in append()), then update kRequestArraysSize");
@@ -352,13 +357,17 @@ constexpr std::size_t kStepFieldCount = std::size(kStepFields);
 // One step line: its t_ns and quantities (NaN where the line has no such
 // field: an older or other writer). False when it is not a step record.
 bool parse_step(simdjson::dom::parser& parser, std::string_view line, Nanos& t,
-                double (&values)[kStepFieldCount]) {
+                double (&values)[kStepFieldCount], double* dur_ms = nullptr) {
   simdjson::dom::element doc;
   std::int64_t ns = 0;
   if (parser.parse(line.data(), line.size()).get(doc) != simdjson::SUCCESS ||
       doc["t_ns"].get_int64().get(ns) != simdjson::SUCCESS)
     return false;
   t = ns;
+  if (dur_ms) {
+    std::int64_t d = 0;
+    *dur_ms = doc["dur_ns"].get_int64().get(d) == simdjson::SUCCESS && d >= 0 ? nanos_to_ms(d) : kNaN;
+  }
   for (std::size_t i = 0; i < kStepFieldCount; ++i) {
     const auto v = doc[kStepFields[i].key];
     if (v.error() == simdjson::NO_SUCH_FIELD) {
@@ -399,7 +408,43 @@ struct StepsPart {
   std::string first_bad;
   bool any = false;
   double first_t_s = 0, last_t_s = 0;
+  StepStats stats;
 };
+
+// The field indexes the step statistics read.
+constexpr std::size_t step_field(std::string_view key) {
+  for (std::size_t i = 0; i < kStepFieldCount; ++i)
+    if (std::string_view(kStepFields[i].key) == key) return i;
+  return kStepFieldCount;
+}
+
+std::uint32_t pow2_ceil(double v) {
+  std::uint32_t b = 1;
+  while (b < v && b < (1u << 31)) b <<= 1;
+  return b;
+}
+
+void count_step(StepStats& s, Nanos t, const double (&values)[kStepFieldCount], double dur_ms) {
+  constexpr std::size_t kSeqs = step_field("seqs"), kPrefill = step_field("prefill_tokens"),
+                        kDecode = step_field("decode_tokens");
+  const double seqs = values[kSeqs];
+  if (std::isnan(seqs) || seqs < 0) return;
+  const auto n = static_cast<std::uint32_t>(std::min(seqs, 4e9));
+  ++s.seqs_histogram[n];
+  if (std::isnan(dur_ms)) return;
+  s.busy_ms += dur_ms;
+  ++s.steps_with_duration;
+  const double tokens = (std::isnan(values[kPrefill]) ? 0 : values[kPrefill]) +
+                        (std::isnan(values[kDecode]) ? 0 : values[kDecode]);
+  s.shapes[StepShape{n, pow2_ceil(tokens)}].add(t, dur_ms);
+}
+
+void merge_step_stats(StepStats& into, const StepStats& from) {
+  for (const auto& [k, v] : from.seqs_histogram) into.seqs_histogram[k] += v;
+  for (const auto& [k, v] : from.shapes) into.shapes[k].merge(v);
+  into.busy_ms += from.busy_ms;
+  into.steps_with_duration += from.steps_with_duration;
+}
 
 // The lines of steps.jsonl that start in [begin, end), reduced on [x0, x1]
 // (seconds from `origin`).
@@ -413,12 +458,13 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
   if (begin > 0) reader.next_line(line);  // the end of a line the range before reads
   simdjson::dom::parser parser;
   double values[kStepFieldCount];
+  double dur_ms = kNaN;
   while (reader.next_line(line)) {
     if (reader.line_offset() >= end) break;
     ++part.lines;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Nanos t = 0;
-    if (reader.flaw() != TextReader::Flaw::kNone || !parse_step(parser, line, t, values)) {
+    if (reader.flaw() != TextReader::Flaw::kNone || !parse_step(parser, line, t, values, &dur_ms)) {
       if (part.skipped++ == 0) {
         part.first_bad_line = part.lines;
         part.first_bad =
@@ -436,6 +482,7 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
           kStepFields[i].cumulative && !std::isnan(values[i]) ? (part.totals[i] += values[i]) : values[i];
       part.reducers[i].add(t_s, v);
     }
+    count_step(part.stats, t, values, dur_ms);
     ++part.steps;
   }
   return part;
@@ -485,6 +532,7 @@ void load_steps(const fs::path& file, Nanos origin, std::size_t columns, unsigne
     all.skipped += p.skipped;
     all.outside += p.outside;
     all.steps += p.steps;
+    merge_step_stats(all.stats, p.stats);
     if (p.any) {
       if (!all.any) all.first_t_s = p.first_t_s;
       all.last_t_s = p.last_t_s;
@@ -493,6 +541,7 @@ void load_steps(const fs::path& file, Nanos origin, std::size_t columns, unsigne
     lines_before += p.lines;
   }
   out.steps = all.steps;
+  out.stats = std::move(all.stats);
   out.lines_skipped = all.skipped;
   out.first_t_s = all.first_t_s;
   out.last_t_s = all.last_t_s;
@@ -945,4 +994,21 @@ ReportInput load_report_input(const std::vector<fs::path>& paths) {
   return in;
 }
 
-}  // namespace tokenscope::report
+void ShapeSightings::add(Nanos t, double ms) {
+  if (first_t < 0 || t < first_t) {
+    second_t = first_t;
+    second_ms = first_ms;
+    first_t = t;
+    first_ms = ms;
+  } else if (second_t < 0 || t < second_t) {
+    second_t = t;
+    second_ms = ms;
+  }
+}
+
+void ShapeSightings::merge(const ShapeSightings& other) {
+  if (other.first_t >= 0) add(other.first_t, other.first_ms);
+  if (other.second_t >= 0) add(other.second_t, other.second_ms);
+}
+
+}  // namespace tokenscope::analyze

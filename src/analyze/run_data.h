@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@
 #include "core/histogram.h"
 #include "core/record.h"
 
-namespace tokenscope::report {
+namespace tokenscope::analyze {
 
 // One array per field, one entry per request line read (warm-up requests
 // included and flagged). Times are monotonic ns on the run's clock, -1 when
@@ -32,6 +33,8 @@ namespace tokenscope::report {
 struct RequestArrays {
   std::vector<Nanos> t_sched, t_dispatch, t_send, t_first_token, t_last_token, t_close;
   std::vector<std::int32_t> output_tokens;  // -1: unknown
+  std::vector<std::int32_t> prompt_tokens;  // -1: unknown
+  std::vector<std::int32_t> cached_tokens;  // prompt tokens the server found cached; -1: not reported
   std::vector<float> itl_mean_ms;  // mean gap between output events per token; NaN: fewer than 2 events
   std::vector<float> itl_max_ms;   // the longest gap per token; NaN as above
   std::vector<Outcome> outcome;
@@ -113,12 +116,41 @@ struct StepSeries {
   std::vector<double> t_s;
   std::vector<double> v;
 };
+// The shape of an engine step as a compiler of per-shape kernels or CUDA
+// graphs sees it: the number of sequences in the batch and the batch's
+// scheduled tokens (prefill + decode) rounded up to a power of two.
+struct StepShape {
+  std::uint32_t seqs = 0;
+  std::uint32_t tokens_bucket = 0;
+  auto operator<=>(const StepShape&) const = default;
+};
+// The first two steps of one shape (by time): the step that met the shape
+// first, and the next one of the same shape, to compare with it.
+struct ShapeSightings {
+  Nanos first_t = -1, second_t = -1;
+  double first_ms = 0, second_ms = 0;
+  void add(Nanos t, double ms);
+  void merge(const ShapeSightings& other);
+};
+
+// What the checklist reads of every step (kept whole: a few numbers per
+// distinct value, never per step).
+struct StepStats {
+  // Steps per batch size (sequences in the step), and per batch size the
+  // sum of step durations in ms.
+  std::map<std::uint32_t, std::uint64_t> seqs_histogram;
+  std::map<StepShape, ShapeSightings> shapes;
+  double busy_ms = 0;  // the sum of every step's duration
+  std::uint64_t steps_with_duration = 0;
+};
+
 struct StepsData {
   bool present = false;
   std::uint64_t steps = 0;
   std::uint64_t lines_skipped = 0;
   double first_t_s = 0, last_t_s = 0;
   std::vector<StepSeries> series;
+  StepStats stats;
 };
 
 struct RunData {
@@ -196,4 +228,4 @@ RunData load_run(const std::filesystem::path& dir, const LoadOptions& options = 
 // (<probe>.json) or a directory of them (probe --out DIR).
 ReportInput load_report_input(const std::vector<std::filesystem::path>& paths);
 
-}  // namespace tokenscope::report
+}  // namespace tokenscope::analyze

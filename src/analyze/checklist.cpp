@@ -1,0 +1,736 @@
+#include "analyze/checklist.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <boost/math/distributions/binomial.hpp>
+
+#include "analyze/checklist_util.h"
+#include "core/stats.h"
+#include "observe/export_run.h"
+
+namespace tokenscope::analyze {
+
+using namespace detail;
+
+namespace {
+
+const std::vector<ItemInfo> kItems = {
+    {1, "latency-model", "latency model", false},
+    {2, "slo", "SLO attainment", true},
+    {3, "coupling", "mixed-load coupling", false},
+    {4, "tail", "tail shift", true},
+    {5, "lifecycle", "lifecycle", true},
+    {6, "gpu", "GPU efficiency", false},
+    {7, "locality", "KV-cache locality", true},
+    {8, "collectives", "collectives", false},
+    {9, "recompile", "recompilation", false},
+    {10, "batching", "batching behaviour", true},
+    {11, "quantization", "quantisation drift", false},
+    {12, "contention", "contention", true},
+};
+
+// Two samples an item compares: the base and the candidate, or for one run
+// its first and second half (by send time).
+struct Pair {
+  const RunData* base = nullptr;  // null: one run
+  const RunData& cand;
+  const Thresholds& t;
+  bool single() const { return base == nullptr; }
+};
+
+template <class F>
+auto halves(const RunData& run, F&& sample) {
+  const Nanos mid = send_midpoint(run);
+  return std::make_pair(sample(INT64_MIN, mid), sample(mid, INT64_MAX));
+}
+
+// ----------------------------------------------------------------- 2 SLO
+std::map<std::string, Slo> slos_of(const RunData& run, const Thresholds& t) {
+  if (!t.slos.empty()) return t.slos;
+  std::map<std::string, Slo> out;
+  const auto* att = observe::json_path(run.summary, {"slo_attainment"});
+  if (!att || !att->is_object()) return out;
+  for (const auto& [cls, c] : att->items()) {
+    Slo s;
+    if (c.contains("percentile") && c["percentile"].is_number()) s.percentile = c["percentile"].get<double>();
+    for (const auto& [key, target] :
+         {std::pair{"ttft_ms", &s.ttft_ms}, std::pair{"tpot_ms", &s.tpot_ms}, std::pair{"e2e_ms", &s.e2e_ms}})
+      if (const auto* v = observe::json_path(c, {key, "target"}); v && v->is_number())
+        *target = v->get<double>();
+    if (!s.empty()) out[cls == "default" ? "" : cls] = s;
+  }
+  return out;
+}
+
+std::optional<std::uint16_t> class_index(const RunData& run, const std::string& name) {
+  const auto& names = run.requests.class_names;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name || (name.empty() && names[i] == "default")) return static_cast<std::uint16_t>(i);
+  return std::nullopt;
+}
+
+// A class's requests against its SLO: those that met every target, of all
+// (failures miss every target); and per metric the values (failed: +inf).
+struct SloCounts {
+  std::uint64_t requests = 0, met = 0;
+  std::map<std::string, std::vector<double>> values;
+};
+
+SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo) {
+  SloCounts c;
+  const auto idx = class_index(run, cls);
+  if (!idx) return c;
+  const RequestArrays& a = run.requests;
+  const auto* from = observe::json_path(run.summary, {"slo_latency_from"});
+  const bool from_schedule = from && from->is_string() && *from == "schedule";
+  constexpr double kInf = HUGE_VAL;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a.warmup[i] || a.task_class[i] != *idx) continue;
+    ++c.requests;
+    const bool ok = a.outcome[i] == Outcome::kOk;
+    bool met = ok;
+    const auto check = [&](const char* key, const std::optional<double>& target, double v) {
+      if (!target) return;
+      if (!ok || std::isnan(v)) v = key == std::string_view("tpot_ms") && ok ? 0.0 : kInf;
+      c.values[key].push_back(v);
+      met = met && v <= *target;
+    };
+    check("ttft_ms", slo.ttft_ms, from_schedule ? a.ttft_sched_ms(i) : a.ttft_ms(i));
+    check("tpot_ms", slo.tpot_ms, a.tpot_ms(i));
+    const double e2e = a.e2e_ms(i);
+    const double lag = from_schedule ? a.ttft_sched_ms(i) - a.ttft_ms(i) : 0.0;
+    check("e2e_ms", slo.e2e_ms, e2e + (std::isnan(lag) ? 0.0 : lag));
+    c.met += met ? 1 : 0;
+  }
+  return c;
+}
+
+ItemResult item_slo(const Pair& p) {
+  ItemResult r;
+  const auto slos = slos_of(p.cand, p.t);
+  if (slos.empty())
+    return no_data(2, "no SLO: the runs were measured without --slo and the thresholds file sets none");
+  const double conf = p.t.confidence;
+  for (const auto& [cls, slo] : slos) {
+    const std::string cname = cls.empty() ? "default" : cls;
+    const SloCounts cand = slo_counts(p.cand, cls, slo);
+    if (cand.requests == 0) continue;
+    // Each target at its percentile: LoadGen's early-stopping rule on the
+    // count of requests over the target.
+    for (const auto& [key, target] : {std::pair{"ttft_ms", slo.ttft_ms}, std::pair{"tpot_ms", slo.tpot_ms},
+                                      std::pair{"e2e_ms", slo.e2e_ms}}) {
+      if (!target || !cand.values.count(key)) continue;
+      std::vector<double> v = cand.values.at(key);
+      std::sort(v.begin(), v.end());
+      const std::uint64_t n = v.size();
+      const std::uint64_t over =
+          static_cast<std::uint64_t>(v.end() - std::upper_bound(v.begin(), v.end(), *target));
+      const double q = slo.percentile / 100.0;
+      Finding f;
+      f.metric = fmt::format("{} p{:g} {}", cname, slo.percentile, std::string_view(key).substr(0, 4));
+      f.unit = "ms";
+      f.change_unit = "ms";
+      f.value = nearest_rank(v, q);
+      const auto ci = quantile_confidence_interval(n, q, conf);
+      if (ci.lower_rank) f.ci_low = v[*ci.lower_rank - 1];
+      if (ci.upper_rank) f.ci_high = v[*ci.upper_rank - 1];
+      f.change = f.value;
+      f.threshold = fmt::format("target {:g} ms", *target);
+      if (q >= 1.0) {
+        f.verdict = over == 0 ? Verdict::kPass : Verdict::kRegressed;
+      } else if (early_stopping_pass(n, over, q, conf)) {
+        f.verdict = Verdict::kPass;
+      } else {
+        // The opposite claim: more over the target than the percentile allows.
+        boost::math::binomial_distribution<double> bin(static_cast<double>(n), 1 - q);
+        const double p_more = over == 0 ? 1.0 : boost::math::cdf(boost::math::complement(bin, over - 1.0));
+        if (p_more <= 1 - conf) {
+          f.verdict = Verdict::kRegressed;
+        } else {
+          f.verdict = Verdict::kInconclusive;
+          f.more_requests = more_queries_needed(n, over, q, conf);
+        }
+      }
+      f.note = fmt::format("{} of {} over the target", over, n);
+      if (!p.single()) f.note += " (candidate)";
+      r.findings.push_back(std::move(f));
+    }
+    if (p.single()) continue;
+    // Attainment (share meeting every target) and goodput, against the base.
+    const SloCounts base = slo_counts(*p.base, cls, slo);
+    if (base.requests == 0) continue;
+    const double pb = static_cast<double>(base.met) / static_cast<double>(base.requests);
+    const double pc = static_cast<double>(cand.met) / static_cast<double>(cand.requests);
+    const double se = std::sqrt(std::max(pb * (1 - pb), 0.25 / static_cast<double>(base.requests)) /
+                                    static_cast<double>(base.requests) +
+                                std::max(pc * (1 - pc), 0.25 / static_cast<double>(cand.requests)) /
+                                    static_cast<double>(cand.requests));
+    Finding f = normal_change_finding(cname + " attainment", "ratio", pb, pc, se, p.t.attainment_tolerance,
+                                      Worse::kLower, p.t.confidence, "ratio");
+    f.note = fmt::format("{} of {} met every target; base {} of {}", cand.met, cand.requests, base.met,
+                         base.requests);
+    r.findings.push_back(std::move(f));
+  }
+  if (r.findings.empty()) return no_data(2, "no request of a class with an SLO");
+  if (!p.single()) {
+    const auto gp = [](const RunData& run) {
+      const auto* g = observe::json_path(run.summary, {"goodput_rps"});
+      return g && g->is_number() ? std::optional<double>(g->get<double>()) : std::nullopt;
+    };
+    if (gp(*p.base) && gp(p.cand))
+      r.evidence["goodput_rps"] = {{"base", *gp(*p.base)}, {"candidate", *gp(p.cand)}};
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- 4 tail
+ItemResult item_tail(const Pair& p) {
+  ItemResult r;
+  const double conf = p.t.confidence;
+  for (Metric m : {Metric::kTtft, Metric::kTpot, Metric::kE2e}) {
+    std::vector<double> b, c;
+    if (p.single()) {
+      std::tie(b, c) =
+          halves(p.cand, [&](Nanos t0, Nanos t1) { return metric_sample(p.cand, m, {}, t0, t1); });
+    } else {
+      b = metric_sample(*p.base, m);
+      c = metric_sample(p.cand, m);
+    }
+    if (b.size() < p.t.min_requests || c.size() < p.t.min_requests) continue;
+    for (double q : {0.99, 0.999}) {
+      r.findings.push_back(relative_shift_finding(fmt::format("p{:g} {}", q * 100, metric_name(m)), b, c, q,
+                                                  p.t.tail_tolerance, Worse::kHigher, conf));
+    }
+    // The median, for "while the median holds" (evidence, not judged).
+    const SortedSample sb(b, "base"), sc(c, "candidate");
+    const auto med = quantile_relative_shift(sb, sc, 0.5, conf);
+    const auto tail = compare_upper_tails(sb, sc, 0.9, 1 - conf);
+    r.evidence[std::string(metric_name(m))] = {
+        {"median_change", med.estimate},
+        {"median_holds", std::abs(med.estimate) <= p.t.median_tolerance},
+        {"tail_above_base_p90",
+         {{"max_gap", tail.max_gap},
+          {"signed_gap", tail.signed_gap},
+          {"at_ms", tail.at},
+          {"band", tail.epsilon_base + tail.epsilon_cand},
+          {"shifted", tail.shifted}}}};
+  }
+  if (r.findings.empty())
+    return no_data(4, fmt::format("fewer than {:g} completed requests with latencies in a run{}",
+                                  p.t.min_requests, p.single() ? " half" : ""));
+  return r;
+}
+
+// --------------------------------------------------------- 3 coupling
+ItemResult item_coupling(const Pair& p) {
+  // Per class: requests sent while a request of another class was in flight
+  // (mixed) against those sent while none was (quiet); kappa = the
+  // Hodges-Lehmann ratio of their TTFT. The candidate's kappa against the base's.
+  const auto kappa = [&](const RunData& run, std::uint16_t cls,
+                         Metric m) -> std::optional<ShiftWithInterval> {
+    const RequestArrays& a = run.requests;
+    // In-flight intervals of other classes, swept by send time.
+    std::vector<std::pair<Nanos, int>> events;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a.task_class[i] != cls && a.t_send[i] >= 0 && a.t_close[i] >= a.t_send[i]) {
+        events.emplace_back(a.t_send[i], +1);
+        events.emplace_back(a.t_close[i], -1);
+      }
+    std::sort(events.begin(), events.end());
+    std::vector<std::pair<Nanos, std::size_t>> sends;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a.task_class[i] == cls && a.counted(i)) sends.emplace_back(a.t_send[i], i);
+    std::sort(sends.begin(), sends.end());
+    std::vector<double> mixed, quiet;
+    std::size_t e = 0;
+    int inflight = 0;
+    for (const auto& [t, i] : sends) {
+      while (e < events.size() && events[e].first <= t) inflight += events[e++].second;
+      const double v = metric_value(run, m, i);
+      if (!std::isfinite(v) || v <= 0) continue;
+      (inflight > 0 ? mixed : quiet).push_back(v);
+    }
+    if (mixed.size() < p.t.coupling_min_group || quiet.size() < p.t.coupling_min_group) return std::nullopt;
+    return hodges_lehmann_relative_shift(SortedSample(quiet, "quiet"), SortedSample(mixed, "mixed"),
+                                         p.t.confidence);
+  };
+  if (p.single()) return no_data(3, "needs two runs");
+  ItemResult r;
+  const auto& names = p.cand.requests.class_names;
+  if (names.size() < 2) return no_data(3, "one task class: nothing to couple");
+  const double z = z_of(p.t.confidence);
+  for (std::size_t ci = 0; ci < names.size(); ++ci) {
+    const auto bi = class_index(*p.base, names[ci]);
+    if (!bi) continue;
+    for (Metric m : {Metric::kTtft, Metric::kTpot}) {
+      const auto kc = kappa(p.cand, static_cast<std::uint16_t>(ci), m);
+      const auto kb = kappa(*p.base, *bi, m);
+      if (!kc || !kb || !kc->ci_low || !kc->ci_high || !kb->ci_low || !kb->ci_high) continue;
+      // log kappa's standard error from each interval's width; the change of
+      // log kappa with the two combined.
+      const auto se = [&](const ShiftWithInterval& s) {
+        return (std::log1p(*s.ci_high) - std::log1p(*s.ci_low)) / (2 * z);
+      };
+      const double lb = std::log1p(kb->estimate), lc = std::log1p(kc->estimate);
+      const double s = std::hypot(se(*kb), se(*kc));
+      Finding f;
+      f.metric = fmt::format("kappa {} {}", names[ci], metric_name(m));
+      f.unit = "ratio";
+      f.change_unit = "%";
+      f.base = 1 + kb->estimate;
+      f.value = 1 + kc->estimate;
+      f.change = std::expm1(lc - lb);
+      f.ci_low = std::expm1(lc - lb - z * s);
+      f.ci_high = std::expm1(lc - lb + z * s);
+      f.threshold = fmt::format("tolerance {}", pct(p.t.coupling_tolerance));
+      f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, p.t.coupling_tolerance, Worse::kHigher);
+      r.findings.push_back(std::move(f));
+    }
+  }
+  if (r.findings.empty())
+    return no_data(3,
+                   fmt::format("no class with {:g} requests both alone and beside another class in both runs",
+                               p.t.coupling_min_group));
+  return r;
+}
+
+// -------------------------------------------------------- sampled series
+// Values of a series in blocks of about 10 points (roughly independent).
+std::vector<double> blocked(const Series& s) {
+  return block_means(s.v, 10);
+}
+
+Finding block_shift_finding(const std::string& metric, const std::string& unit, const std::vector<double>& b,
+                            const std::vector<double>& c, double tolerance, Worse worse, double confidence) {
+  Finding f;
+  f.metric = metric;
+  f.unit = unit;
+  f.change_unit = unit;
+  f.threshold = fmt::format("tolerance {:g} {}", tolerance, unit);
+  if (b.size() < 3 || c.size() < 3) {
+    f.note = "too few samples";
+    return f;
+  }
+  const SortedSample sb(b, "base " + metric), sc(c, "candidate " + metric);
+  f.base = std::accumulate(b.begin(), b.end(), 0.0) / static_cast<double>(b.size());
+  f.value = std::accumulate(c.begin(), c.end(), 0.0) / static_cast<double>(c.size());
+  const auto s = hodges_lehmann_shift(sb, sc, confidence);
+  f.change = s.estimate;
+  f.ci_low = s.ci_low;
+  f.ci_high = s.ci_high;
+  if (!s.ci_low || !s.ci_high) {
+    f.verdict = Verdict::kInconclusive;
+    f.note = "too few samples to bound the change";
+    return f;
+  }
+  f.verdict = classify_change({s.estimate, *s.ci_low, *s.ci_high}, tolerance, worse);
+  return f;
+}
+
+// A pair of blocked series: the base's and the candidate's, or the run's halves.
+std::pair<std::vector<double>, std::vector<double>> blocked_pair(const Pair& p, const Series& b,
+                                                                 const Series& c) {
+  if (!p.single()) return {blocked(b), blocked(c)};
+  Series first, second;
+  const Nanos mid = c.t.empty() ? 0 : c.t.front() + (c.t.back() - c.t.front()) / 2;
+  for (std::size_t i = 0; i < c.t.size(); ++i) {
+    Series& s = c.t[i] < mid ? first : second;
+    s.t.push_back(c.t[i]);
+    s.v.push_back(c.v[i]);
+  }
+  return {blocked(first), blocked(second)};
+}
+
+// ------------------------------------------------------ 6 GPU efficiency
+ItemResult item_gpu(const Pair& p) {
+  if (p.single()) return no_data(6, "needs two runs");
+  const auto efficiency = [&](const RunData& run, std::vector<double>& eff, double& idle_backlog) {
+    const Series util = find_series(run, "gpu_utilization");
+    const Series tokens = counter_rate(find_series(run, "generation_tokens"));
+    const Series waiting = find_series(run, "requests_waiting");
+    if (util.empty() || tokens.empty()) return false;
+    // Per tokens interval: tokens/s divided by the mean utilisation sampled in it.
+    std::size_t u = 0, w = 0, idle = 0, counted = 0;
+    for (std::size_t i = 0; i < tokens.t.size(); ++i) {
+      const Nanos t0 = i == 0 ? INT64_MIN : tokens.t[i - 1];
+      double sum = 0;
+      std::size_t n = 0;
+      while (u < util.t.size() && util.t[u] <= tokens.t[i]) {
+        if (util.t[u] > t0) sum += util.v[u], ++n;
+        ++u;
+      }
+      if (n == 0 || sum <= 0) continue;
+      eff.push_back(tokens.v[i] / (sum / static_cast<double>(n)));
+    }
+    for (std::size_t i = 0; i < util.t.size(); ++i) {
+      while (w + 1 < waiting.t.size() && waiting.t[w + 1] <= util.t[i]) ++w;
+      if (waiting.empty()) break;
+      ++counted;
+      if (util.v[i] < p.t.idle_utilization && waiting.v[w] > 0) ++idle;
+    }
+    idle_backlog = counted ? static_cast<double>(idle) / static_cast<double>(counted) : 0.0;
+    return true;
+  };
+  std::vector<double> eb, ec;
+  double ib = 0, ic = 0;
+  if (!efficiency(*p.base, eb, ib) || !efficiency(p.cand, ec, ic))
+    return no_data(6,
+                   "no GPU utilisation or output-token counter among the samples (NVML or the server's "
+                   "metrics; sim writes none)");
+  ItemResult r;
+  r.findings.push_back(block_shift_finding("output tokens/s per GPU busy", "tok/s", block_means(eb, 5),
+                                           block_means(ec, 5), 0, Worse::kLower, p.t.confidence));
+  // Relative tolerance: turn it into the base's units.
+  Finding& f = r.findings.back();
+  if (f.base) {
+    const double tol = p.t.gpu_efficiency_tolerance * *f.base;
+    f.threshold = fmt::format("tolerance {}", pct(p.t.gpu_efficiency_tolerance));
+    if (f.ci_low && f.ci_high)
+      f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tol, Worse::kLower);
+  }
+  Finding idle;
+  idle.metric = "GPU idle while requests wait";
+  idle.unit = "share";
+  idle.change_unit = "share";
+  idle.base = ib;
+  idle.value = ic;
+  idle.change = ic;
+  idle.threshold = fmt::format("at most {}", pct(p.t.idle_backlog_max));
+  idle.verdict = ic > p.t.idle_backlog_max && ic > ib ? Verdict::kRegressed : Verdict::kPass;
+  r.findings.push_back(idle);
+  return r;
+}
+
+// ------------------------------------------------------ 7 KV locality
+struct HitRate {
+  double rate = 0, se = 0;
+  std::size_t n = 0;
+};
+
+// The prefix-cache hit rate of prompt tokens over requests (cached / prompt,
+// token weighted), with the ratio estimator's standard error; from the
+// requests' cached_tokens (sent by vLLM, sim and the built-in server).
+std::optional<HitRate> hit_rate(const RunData& run, Nanos t0 = INT64_MIN, Nanos t1 = INT64_MAX) {
+  const RequestArrays& a = run.requests;
+  std::vector<double> c, q;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a.counted(i) || a.cached_tokens[i] < 0 || a.prompt_tokens[i] <= 0) continue;
+    if (a.t_send[i] < t0 || a.t_send[i] >= t1) continue;
+    c.push_back(a.cached_tokens[i]);
+    q.push_back(a.prompt_tokens[i]);
+  }
+  if (c.size() < 2) return std::nullopt;
+  const double sc = std::accumulate(c.begin(), c.end(), 0.0), sq = std::accumulate(q.begin(), q.end(), 0.0);
+  HitRate h;
+  h.n = c.size();
+  h.rate = sc / sq;
+  const double mq = sq / static_cast<double>(h.n);
+  double ss = 0;
+  for (std::size_t i = 0; i < h.n; ++i) ss += std::pow(c[i] - h.rate * q[i], 2);
+  h.se = std::sqrt(ss / static_cast<double>(h.n - 1) / static_cast<double>(h.n)) / mq;
+  return h;
+}
+
+ItemResult item_locality(const Pair& p) {
+  std::optional<HitRate> b, c;
+  if (p.single()) {
+    const Nanos mid = send_midpoint(p.cand);
+    b = hit_rate(p.cand, INT64_MIN, mid);
+    c = hit_rate(p.cand, mid, INT64_MAX);
+  } else {
+    b = hit_rate(*p.base);
+    c = hit_rate(p.cand);
+  }
+  if (!b || !c)
+    return no_data(7,
+                   "no request reported its cached prompt tokens (the server sends none: vLLM does with "
+                   "prompt_tokens_details)");
+  ItemResult r;
+  Finding f = normal_change_finding(
+      p.single() ? "hit rate, second half against first" : "prefix-cache hit rate", "ratio", b->rate, c->rate,
+      std::hypot(b->se, c->se), p.t.hit_rate_tolerance, Worse::kLower, p.t.confidence, "ratio");
+  r.findings.push_back(std::move(f));
+  // The TTFT of requests with a cached prefix against those without, per run (evidence).
+  for (const RunData* run : {p.base, &p.cand}) {
+    if (!run) continue;
+    if (const auto* fit = observe::json_path(run->run_json, {"kv_locality", "fit"}); fit && !fit->is_null())
+      r.evidence[run == p.base ? "base_reuse_fit" : "candidate_reuse_fit"] = *fit;
+  }
+  return r;
+}
+
+// -------------------------------------------------------- 9 recompilation
+ItemResult item_recompile(const Pair& p) {
+  if (p.single()) return no_data(9, "needs two runs");
+  // sim's steps: each shape's first step against its second (relative
+  // excess); per run the Hodges-Lehmann shift of the candidate's excesses
+  // against the base's.
+  const auto excess = [](const RunData& run) {
+    std::vector<double> out;
+    for (const auto& [shape, s] : run.steps.stats.shapes)
+      if (s.first_t >= 0 && s.second_t >= 0 && s.second_ms > 0) out.push_back(s.first_ms / s.second_ms - 1);
+    return out;
+  };
+  if (p.base->steps.stats.shapes.empty() || p.cand.steps.stats.shapes.empty())
+    return no_data(9,
+                   "no engine steps with durations (steps.jsonl of sim); CUPTI kernel records: not yet read");
+  const auto b = excess(*p.base), c = excess(p.cand);
+  ItemResult r;
+  Finding f = block_shift_finding("first step of a shape over its next", "ratio", b, c,
+                                  p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
+  f.change_unit = "ratio";
+  f.note = fmt::format("{} shapes seen twice in the candidate, {} in the base", c.size(), b.size());
+  r.findings.push_back(std::move(f));
+  return r;
+}
+
+// ----------------------------------------------------------- 10 batching
+ItemResult item_batching(const Pair& p) {
+  ItemResult r;
+  const Series wc = find_series(p.cand, "requests_waiting"), rc = find_series(p.cand, "requests_running");
+  if (rc.empty())
+    return no_data(10, "no running-requests series among the samples (the server's metrics or sim)");
+  // The waiting queue: a batcher that admits less leaves more waiting.
+  if (!p.single()) {
+    const Series wb = find_series(*p.base, "requests_waiting");
+    const auto [b, c] = blocked_pair(p, wb, wc);
+    Finding f = block_shift_finding("requests waiting", "requests", b, c, 0, Worse::kHigher, p.t.confidence);
+    if (f.base && f.ci_low && f.ci_high) {
+      const double tol = std::max(1.0, p.t.batch_tolerance * std::max(*f.base, 1.0));
+      f.threshold = fmt::format("tolerance {:g} requests", tol);
+      f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tol, Worse::kHigher);
+    }
+    r.findings.push_back(std::move(f));
+  }
+  // The share of time at the batch cap.
+  const auto cap_share = [&](const RunData& run, const Series& running, const Series& waiting,
+                             std::vector<double>& blocks) -> std::optional<double> {
+    const auto cap = engine_setting(run, "max_num_seqs");
+    if (!cap || running.empty()) return std::nullopt;
+    std::vector<double> at;
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < running.t.size(); ++i) {
+      while (w + 1 < waiting.t.size() && waiting.t[w + 1] <= running.t[i]) ++w;
+      at.push_back(running.v[i] >= *cap && !waiting.empty() && waiting.v[w] > 0 ? 1.0 : 0.0);
+    }
+    blocks = block_means(at, 10);
+    return std::accumulate(at.begin(), at.end(), 0.0) / static_cast<double>(at.size());
+  };
+  std::vector<double> blocks_c;
+  const auto sc = cap_share(p.cand, rc, wc, blocks_c);
+  if (p.single() && sc) {
+    Finding f;
+    f.metric = "time at the batch cap with requests waiting";
+    f.unit = "share";
+    f.change_unit = "share";
+    f.value = *sc;
+    f.change = *sc;
+    f.threshold = fmt::format("at most {}", pct(p.t.cap_share_max));
+    f.verdict = *sc > p.t.cap_share_max ? Verdict::kRegressed : Verdict::kPass;
+    r.findings.push_back(std::move(f));
+  } else if (!p.single() && sc) {
+    std::vector<double> blocks_b;
+    const auto sb = cap_share(*p.base, find_series(*p.base, "requests_running"),
+                              find_series(*p.base, "requests_waiting"), blocks_b);
+    if (sb) {
+      Finding f = block_shift_finding("time at the batch cap with requests waiting", "share", blocks_b,
+                                      blocks_c, p.t.batch_tolerance, Worse::kHigher, p.t.confidence);
+      r.findings.push_back(std::move(f));
+    }
+  }
+  // The batch-size distribution: its entropy (evidence).
+  const auto entropy = [](const RunData& run) -> std::optional<double> {
+    const auto& h = run.steps.stats.seqs_histogram;
+    std::vector<double> counts;
+    if (!h.empty()) {
+      for (const auto& [k, n] : h) counts.push_back(static_cast<double>(n));
+    } else {
+      std::map<long, double> m;
+      for (double v : find_series(run, "requests_running").v) m[std::lround(v)] += 1;
+      for (const auto& [k, n] : m) counts.push_back(n);
+    }
+    if (counts.empty()) return std::nullopt;
+    return shannon_entropy_bits(counts);
+  };
+  if (const auto ec = entropy(p.cand)) {
+    r.evidence["entropy_bits"] = {{"candidate", *ec}};
+    if (!p.single())
+      if (const auto eb = entropy(*p.base)) {
+        r.evidence["entropy_bits"]["base"] = *eb;
+        r.evidence["entropy_bits"]["regime_changed"] = std::abs(*ec - *eb) > p.t.entropy_tolerance;
+      }
+  }
+  if (r.findings.empty()) return no_data(10, "no batch cap known (max_num_seqs) and no waiting series");
+  return r;
+}
+
+// --------------------------------------------------------- 12 contention
+ItemResult item_contention(const Pair& p) {
+  ItemResult r;
+  for (const char* name : {"cgroup_cpu_pressure_some", "host_cpu_pressure_some"}) {
+    const Series c = find_series(p.cand, name);
+    if (c.empty()) continue;
+    if (p.single()) {
+      const double mean = std::accumulate(c.v.begin(), c.v.end(), 0.0) / static_cast<double>(c.v.size());
+      Finding f;
+      f.metric = std::string("mean ") + name;
+      f.unit = "share";
+      f.change_unit = "share";
+      f.value = mean;
+      f.change = mean;
+      f.threshold = fmt::format("at most {}", pct(p.t.psi_max));
+      f.verdict = mean > p.t.psi_max ? Verdict::kRegressed : Verdict::kPass;
+      r.findings.push_back(std::move(f));
+    } else {
+      const Series b = find_series(*p.base, name);
+      if (b.empty()) continue;
+      r.findings.push_back(block_shift_finding(std::string("mean ") + name, "share", blocked(b), blocked(c),
+                                               p.t.psi_tolerance, Worse::kHigher, p.t.confidence));
+    }
+    break;  // the server's own cgroup when there is one, else the host
+  }
+  {
+    const Series c = counter_rate(find_series(p.cand, "cgroup_cpu_throttled_seconds"));
+    if (!c.empty() && !p.single()) {
+      const Series b = counter_rate(find_series(*p.base, "cgroup_cpu_throttled_seconds"));
+      if (!b.empty())
+        r.findings.push_back(block_shift_finding("share of time throttled", "share", blocked(b), blocked(c),
+                                                 p.t.throttle_tolerance, Worse::kHigher, p.t.confidence));
+    }
+  }
+  if (r.findings.empty())
+    return no_data(12, "no pressure-stall or cgroup series among the samples (bench --observe host,cgroup)");
+  return r;
+}
+
+ItemResult not_yet(int number, const char* what) {
+  return no_data(number, std::string("not evaluated yet: ") + what);
+}
+
+}  // namespace
+
+const std::vector<ItemInfo>& checklist_items() {
+  return kItems;
+}
+
+CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresholds& thresholds,
+                          const ExtraInputs& extra) {
+  (void)extra;
+  CheckResult out;
+  out.single = base == nullptr;
+  out.base_name = base ? base->name : "";
+  out.cand_name = cand.name;
+  out.thresholds = thresholds;
+  const Pair p{base, cand, thresholds};
+  const bool enough = counted_requests(cand) >= thresholds.min_requests &&
+                      (!base || counted_requests(*base) >= thresholds.min_requests);
+  for (const ItemInfo& info : kItems) {
+    ItemResult r;
+    if (out.single && !info.single_run) continue;
+    if (!enough && info.number != 8 && info.number != 11) {
+      r = no_data(info.number,
+                  fmt::format("fewer than {:g} completed requests in a run", thresholds.min_requests));
+    } else {
+      switch (info.number) {
+        case 1:
+          r = not_yet(1, "the latency model's regression");
+          break;
+        case 2:
+          r = item_slo(p);
+          break;
+        case 3:
+          r = item_coupling(p);
+          break;
+        case 4:
+          r = item_tail(p);
+          break;
+        case 5:
+          r = not_yet(5, "change points of the lifecycle");
+          break;
+        case 6:
+          r = item_gpu(p);
+          break;
+        case 7:
+          r = item_locality(p);
+          break;
+        case 8:
+          r = not_yet(8, "nccl-tests and probe collectives input");
+          break;
+        case 9:
+          r = item_recompile(p);
+          break;
+        case 10:
+          r = item_batching(p);
+          break;
+        case 11:
+          r = not_yet(11, "logprob histograms");
+          break;
+        case 12:
+          r = item_contention(p);
+          break;
+      }
+      if (!r.findings.empty()) conclude(r);
+    }
+    r.number = info.number;
+    r.id = info.id;
+    r.title = info.title;
+    if (r.summary.empty() && r.decisive) {
+      const Finding& f = r.findings[*r.decisive];
+      r.summary = f.metric + ": " + std::string(to_string(f.verdict));
+    }
+    out.overall = combine(out.overall, r.verdict);
+    out.items.push_back(std::move(r));
+  }
+  return out;
+}
+
+namespace {
+nlohmann::json opt(const std::optional<double>& v) {
+  return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+}  // namespace
+
+nlohmann::json to_json(const CheckResult& r) {
+  nlohmann::json j;
+  j["mode"] = r.single ? "single" : "compare";
+  j["base"] = r.single ? nlohmann::json(nullptr) : nlohmann::json(r.base_name);
+  j["candidate"] = r.cand_name;
+  j["overall"] = std::string(to_string(r.overall));
+  j["exit_code"] = exit_code_for(r.overall);
+  nlohmann::json items = nlohmann::json::array();
+  for (const ItemResult& it : r.items) {
+    nlohmann::json ji;
+    ji["number"] = it.number;
+    ji["id"] = it.id;
+    ji["title"] = it.title;
+    ji["verdict"] = std::string(to_string(it.verdict));
+    ji["summary"] = it.summary;
+    ji["decisive"] = it.decisive ? nlohmann::json(*it.decisive) : nlohmann::json(nullptr);
+    nlohmann::json fs = nlohmann::json::array();
+    for (const Finding& f : it.findings) {
+      nlohmann::json jf = {{"metric", f.metric},        {"unit", f.unit},
+                           {"base", opt(f.base)},       {"value", opt(f.value)},
+                           {"change", opt(f.change)},   {"ci_low", opt(f.ci_low)},
+                           {"ci_high", opt(f.ci_high)}, {"change_unit", f.change_unit},
+                           {"threshold", f.threshold},  {"verdict", std::string(to_string(f.verdict))}};
+      jf["more_requests"] = f.more_requests ? nlohmann::json(*f.more_requests) : nlohmann::json(nullptr);
+      if (!f.note.empty()) jf["note"] = f.note;
+      fs.push_back(std::move(jf));
+    }
+    ji["findings"] = std::move(fs);
+    ji["evidence"] = it.evidence;
+    items.push_back(std::move(ji));
+  }
+  j["items"] = std::move(items);
+  nlohmann::json th = nlohmann::json::object();
+  for (const auto& k : threshold_keys()) th[k.key] = *threshold_value(r.thresholds, k.key);
+  j["thresholds"] = std::move(th);
+  j["phases"] = {{"base", r.base_phases}, {"candidate", r.cand_phases}};
+  return j;
+}
+
+}  // namespace tokenscope::analyze

@@ -1,0 +1,91 @@
+// The regression checklist (../shared/design/CHECKLIST.md, docs/check.md):
+// twelve items, each reading what bench, sim and observe wrote in the run
+// directories (analyze/run_data.h), each giving a verdict with the
+// statistic, its interval and the threshold behind it.
+//
+// `check BASE CAND` compares two runs: every item. `check RUN` judges one
+// run's health: the items that make sense alone (lifecycle, tail, batching,
+// contention, locality, SLO); there "regressed" means the run fails the
+// item's health threshold.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analyze/run_data.h"
+#include "analyze/thresholds.h"
+#include "analyze/verdict.h"
+
+namespace tokenscope::analyze {
+
+// One statistic behind an item's verdict: a metric's change (or, for one
+// run, its value) with the interval, the threshold it was held against and
+// its own verdict.
+struct Finding {
+  std::string metric;            // "p99 TTFT", "kappa chat/long", ...
+  std::string unit;              // "ms", "%", "ratio", "bits", ...
+  std::optional<double> base;    // the base run's value (nullopt: one run, or none)
+  std::optional<double> value;   // the candidate's (or the run's) value
+  std::optional<double> change;  // the statistic the verdict is taken on (candidate - base, relative, ...)
+  std::optional<double> ci_low, ci_high;
+  std::string change_unit;  // the statistic's unit ("%" for relative changes)
+  std::string threshold;    // the rule it was held against, in words ("tolerance 10%")
+  Verdict verdict = Verdict::kNoData;
+  // When inconclusive: about how many more requests per run would decide
+  // (early stopping, statistics.h); nullopt when not estimable.
+  std::optional<std::uint64_t> more_requests;
+  std::string note;
+};
+
+struct ItemResult {
+  int number = 0;
+  std::string id;     // "tail", "slo", ...
+  std::string title;  // "tail shift"
+  Verdict verdict = Verdict::kNoData;
+  std::string summary;  // one sentence: what was found, or why no data
+  std::vector<Finding> findings;
+  // The decisive finding (the one the verdict comes from), an index into
+  // findings; nullopt when there is none.
+  std::optional<std::size_t> decisive;
+  nlohmann::json evidence = nlohmann::json::object();  // numbers and the chart's data
+};
+
+// Inputs beyond the run directories (CHECKLIST.md items 8 and 11).
+struct ExtraInputs {
+  // nccl-tests output or `probe collectives` JSON of the base and candidate.
+  std::string collectives_base, collectives_cand;
+};
+
+struct CheckResult {
+  bool single = false;  // one run
+  std::string base_name, cand_name;
+  Verdict overall = Verdict::kNoData;
+  std::vector<ItemResult> items;
+  Thresholds thresholds;
+  // Lifecycle phases found per run (phases.json of each run directory):
+  // [{"phase", "start_ns", "end_ns"}].
+  nlohmann::json base_phases = nlohmann::json::array(), cand_phases = nlohmann::json::array();
+};
+
+// Runs every item on the pair (base may be null for one run).
+CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresholds& thresholds,
+                          const ExtraInputs& extra = {});
+
+// check.json (docs/check.md "check.json").
+nlohmann::json to_json(const CheckResult& r);
+
+// The items, for the table and docs: number, id, title; and whether each
+// runs on a single run.
+struct ItemInfo {
+  int number;
+  const char* id;
+  const char* title;
+  bool single_run;
+};
+const std::vector<ItemInfo>& checklist_items();
+
+}  // namespace tokenscope::analyze

@@ -1,0 +1,220 @@
+#include "analyze/checklist.h"
+
+#include <cmath>
+#include <random>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tokenscope::analyze {
+namespace {
+
+constexpr Nanos kMs = 1'000'000;
+
+// A run of requests built in memory: one every `gap` ms, with the TTFT and
+// E2E given.
+struct Builder {
+  RunData run;
+  Builder(const std::string& name) {
+    run.name = name;
+    run.requests.class_names = {"default"};
+    run.requests.tenant_names = {"default"};
+  }
+  void add(Nanos t_send, double ttft_ms, double e2e_ms, int output_tokens = 50, std::uint16_t cls = 0,
+           int prompt = 1000, int cached = -1, Outcome outcome = Outcome::kOk) {
+    RequestArrays& a = run.requests;
+    a.t_sched.push_back(t_send);
+    a.t_dispatch.push_back(-1);
+    a.t_send.push_back(t_send);
+    a.t_first_token.push_back(t_send + static_cast<Nanos>(ttft_ms * kMs));
+    a.t_last_token.push_back(t_send + static_cast<Nanos>(e2e_ms * kMs));
+    a.t_close.push_back(t_send + static_cast<Nanos>(e2e_ms * kMs));
+    a.output_tokens.push_back(output_tokens);
+    a.prompt_tokens.push_back(prompt);
+    a.cached_tokens.push_back(cached);
+    a.itl_mean_ms.push_back(static_cast<float>((e2e_ms - ttft_ms) / (output_tokens - 1)));
+    a.itl_max_ms.push_back(a.itl_mean_ms.back());
+    a.outcome.push_back(outcome);
+    a.warmup.push_back(0);
+    a.tenant.push_back(0);
+    a.task_class.push_back(cls);
+  }
+};
+
+// n requests with lognormal TTFT and TPOT; `tail_fraction` of them get
+// `tail_ms` more of each.
+RunData lognormal_run(const std::string& name, std::uint64_t seed, int n, double tail_fraction = 0,
+                      double tail_ms = 0) {
+  Builder b(name);
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> ttft(std::log(200.0), 0.5), tpot(std::log(20.0), 0.3);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < n; ++i) {
+    double f = ttft(rng), t = tpot(rng);
+    if (u(rng) < tail_fraction) f += tail_ms, t += tail_ms / 10;
+    b.add(i * 50 * kMs, f, f + 49 * t);
+  }
+  return b.run;
+}
+
+const ItemResult& item(const CheckResult& r, const std::string& id) {
+  for (const auto& it : r.items)
+    if (it.id == id) return it;
+  throw std::runtime_error("no item " + id);
+}
+
+TEST(Checklist, TwoRunsFromOneDistributionDoNotRegress) {
+  const RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  EXPECT_FALSE(r.single);
+  EXPECT_EQ(r.items.size(), 12u);
+  const ItemResult& tail = item(r, "tail");
+  EXPECT_NE(tail.verdict, Verdict::kRegressed);
+  EXPECT_NE(tail.verdict, Verdict::kNoData);
+  EXPECT_NE(r.overall, Verdict::kRegressed);
+}
+
+TEST(Checklist, AnInjectedTailIsATailShift) {
+  const RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000, 0.03, 2000);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& tail = item(r, "tail");
+  EXPECT_EQ(tail.verdict, Verdict::kRegressed);
+  ASSERT_TRUE(tail.decisive);
+  const Finding& f = tail.findings[*tail.decisive];
+  EXPECT_THAT(f.metric, ::testing::StartsWith("p99 "));
+  EXPECT_GT(*f.ci_low, 0.10);  // significant beyond the tolerance
+  // The median holds.
+  EXPECT_TRUE(tail.evidence["TTFT"]["median_holds"].get<bool>());
+  EXPECT_EQ(r.overall, Verdict::kRegressed);
+  EXPECT_EQ(to_json(r)["exit_code"], 1);
+}
+
+TEST(Checklist, ASmallSignificantChangeWithinTheToleranceIsNotARegression) {
+  // Every TTFT and E2E 3% longer: far beyond noise at this size, within the 10% tolerance.
+  RunData base = lognormal_run("base", 1, 20000), cand = lognormal_run("cand", 1, 20000);
+  auto& a = cand.requests;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a.t_first_token[i] = a.t_send[i] + static_cast<Nanos>((a.t_first_token[i] - a.t_send[i]) * 1.03);
+    a.t_last_token[i] = a.t_send[i] + static_cast<Nanos>((a.t_last_token[i] - a.t_send[i]) * 1.03);
+  }
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& tail = item(r, "tail");
+  EXPECT_NE(tail.verdict, Verdict::kRegressed);
+  // At p99 the interval is narrow enough to decide: within the band.
+  for (const Finding& f : tail.findings)
+    if (f.metric.starts_with("p99 ")) {
+      EXPECT_EQ(f.verdict, Verdict::kPass) << f.metric;
+    }
+  Thresholds strict;
+  strict.tail_tolerance = 0.01;
+  EXPECT_EQ(item(run_checklist(&base, cand, strict), "tail").verdict, Verdict::kRegressed);
+}
+
+TEST(Checklist, TooFewRequestsIsNoData) {
+  const RunData base = lognormal_run("base", 1, 10), cand = lognormal_run("cand", 2, 10);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  for (const auto& it : r.items) EXPECT_EQ(it.verdict, Verdict::kNoData) << it.id;
+  EXPECT_EQ(r.overall, Verdict::kNoData);
+  EXPECT_EQ(to_json(r)["exit_code"], 0);
+}
+
+TEST(Checklist, OneRunRunsTheHealthItemsOnly) {
+  const RunData run = lognormal_run("run", 1, 2000);
+  const CheckResult r = run_checklist(nullptr, run, Thresholds{});
+  EXPECT_TRUE(r.single);
+  std::vector<std::string> ids;
+  for (const auto& it : r.items) ids.push_back(it.id);
+  EXPECT_THAT(ids, ::testing::ElementsAre("slo", "tail", "lifecycle", "locality", "batching", "contention"));
+  // A stationary run: its second half's tail is its first half's.
+  EXPECT_NE(item(r, "tail").verdict, Verdict::kRegressed);
+  EXPECT_EQ(item(r, "slo").verdict, Verdict::kNoData);  // no SLO anywhere
+}
+
+TEST(Checklist, SloOfOneRunByEarlyStopping) {
+  const RunData run = lognormal_run("run", 1, 2000);  // TTFT lognormal, median 200 ms, p99 about 640 ms
+  Thresholds t;
+  t.slos[""] = Slo{1500.0, std::nullopt, std::nullopt, 99.0};
+  EXPECT_EQ(item(run_checklist(nullptr, run, t), "slo").verdict, Verdict::kPass);
+  t.slos[""] = Slo{300.0, std::nullopt, std::nullopt, 99.0};
+  EXPECT_EQ(item(run_checklist(nullptr, run, t), "slo").verdict, Verdict::kRegressed);
+  // Right at the p99: the data cannot decide, and the finding says how many more requests would.
+  RunData small = lognormal_run("small", 1, 100);
+  t.slos[""] = Slo{650.0, std::nullopt, std::nullopt, 99.0};
+  const ItemResult& slo = item(run_checklist(nullptr, small, t), "slo");
+  EXPECT_EQ(slo.verdict, Verdict::kInconclusive);
+  ASSERT_TRUE(slo.findings[0].more_requests);
+  EXPECT_GT(*slo.findings[0].more_requests, 0u);
+}
+
+TEST(Checklist, SloAttainmentFallingIsARegression) {
+  const RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000, 0.10, 2000);
+  Thresholds t;
+  t.slos[""] = Slo{1500.0, std::nullopt, std::nullopt, 90.0};
+  const ItemResult& slo = item(run_checklist(&base, cand, t), "slo");
+  EXPECT_EQ(slo.verdict, Verdict::kRegressed);
+  const auto it = std::find_if(slo.findings.begin(), slo.findings.end(),
+                               [](const Finding& f) { return f.metric == "default attainment"; });
+  ASSERT_NE(it, slo.findings.end());
+  EXPECT_EQ(it->verdict, Verdict::kRegressed);
+  EXPECT_LT(*it->change, -0.05);
+}
+
+TEST(Checklist, PrefixHitRateFallingIsALocalityRegression) {
+  Builder b("base"), c("cand");
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int> cached(600, 1000);
+  for (int i = 0; i < 1000; ++i) {
+    b.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, cached(rng));
+    c.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, cached(rng) / 2);
+  }
+  const CheckResult r = run_checklist(&b.run, c.run, Thresholds{});
+  const ItemResult& loc = item(r, "locality");
+  EXPECT_EQ(loc.verdict, Verdict::kRegressed);
+  EXPECT_NEAR(*loc.findings[0].base, 0.8, 0.02);
+  EXPECT_NEAR(*loc.findings[0].value, 0.4, 0.02);
+  // Without cached_tokens: no data, never a pass.
+  const RunData plain = lognormal_run("plain", 1, 1000);
+  EXPECT_EQ(item(run_checklist(&plain, plain, Thresholds{}), "locality").verdict, Verdict::kNoData);
+}
+
+TEST(Checklist, AClassSlowedByAnotherIsCoupling) {
+  // Two classes alternating in bursts: "chat" requests sent while a "long"
+  // one is in flight are slower in the candidate only.
+  const auto make = [](const std::string& name, double coupled_extra_ms) {
+    Builder b(name);
+    b.run.requests.class_names = {"chat", "long"};
+    std::mt19937_64 rng(name == "base" ? 1 : 2);
+    std::lognormal_distribution<double> ttft(std::log(100.0), 0.3);
+    Nanos t = 0;
+    for (int round = 0; round < 200; ++round) {
+      b.add(t, 500, 5000, 50, 1);  // a long request, in flight for 5 s
+      for (int k = 0; k < 3; ++k) b.add(t + (k + 1) * 100 * kMs, ttft(rng) + coupled_extra_ms, 2000, 50, 0);
+      for (int k = 0; k < 3; ++k) b.add(t + 6000 * kMs + k * 100 * kMs, ttft(rng), 2000, 50, 0);
+      t += 10000 * kMs;
+    }
+    return b.run;
+  };
+  const RunData base = make("base", 0), cand = make("cand", 150);
+  const CheckResult all = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& c = item(all, "coupling");
+  ASSERT_EQ(c.verdict, Verdict::kRegressed) << to_json(all)["items"][2].dump();
+  EXPECT_THAT(c.findings[*c.decisive].metric, ::testing::HasSubstr("chat TTFT"));
+  const ItemResult& same = item(run_checklist(&base, make("base", 0), Thresholds{}), "coupling");
+  EXPECT_EQ(same.verdict, Verdict::kPass);
+}
+
+TEST(Checklist, CheckJsonCarriesEveryItemFindingAndThreshold) {
+  const RunData base = lognormal_run("base", 1, 500), cand = lognormal_run("cand", 2, 500, 0.05, 3000);
+  const nlohmann::json j = to_json(run_checklist(&base, cand, Thresholds{}));
+  EXPECT_EQ(j["mode"], "compare");
+  EXPECT_EQ(j["base"], "base");
+  EXPECT_EQ(j["items"].size(), 12u);
+  EXPECT_EQ(j["items"][3]["id"], "tail");
+  EXPECT_FALSE(j["items"][3]["findings"].empty());
+  EXPECT_TRUE(j["items"][3]["findings"][0].contains("ci_low"));
+  EXPECT_EQ(j["thresholds"]["tail.tolerance"], 0.10);
+  EXPECT_EQ(j["items"][0]["verdict"], "no-data");
+}
+
+}  // namespace
+}  // namespace tokenscope::analyze

@@ -1,0 +1,222 @@
+#include "analyze/checklist_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <boost/math/distributions/normal.hpp>
+
+#include "core/stats.h"
+#include "observe/export_run.h"
+
+namespace tokenscope::analyze::detail {
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string_view metric_name(Metric m) {
+  switch (m) {
+    case Metric::kTtft:
+      return "TTFT";
+    case Metric::kTtftSched:
+      return "TTFT from schedule";
+    case Metric::kTpot:
+      return "TPOT";
+    case Metric::kE2e:
+      return "E2E";
+    case Metric::kItlMean:
+      return "ITL (mean per request)";
+  }
+  return "";
+}
+
+double metric_value(const RunData& run, Metric m, std::size_t i) {
+  const RequestArrays& a = run.requests;
+  switch (m) {
+    case Metric::kTtft:
+      return a.ttft_ms(i);
+    case Metric::kTtftSched:
+      return a.ttft_sched_ms(i);
+    case Metric::kTpot:
+      return a.tpot_ms(i);
+    case Metric::kE2e:
+      return a.e2e_ms(i);
+    case Metric::kItlMean:
+      return a.counted(i) ? static_cast<double>(a.itl_mean_ms[i]) : kNaN;
+  }
+  return kNaN;
+}
+
+std::vector<double> metric_sample(const RunData& run, Metric m, std::optional<std::uint16_t> task_class,
+                                  Nanos t0, Nanos t1) {
+  const RequestArrays& a = run.requests;
+  std::vector<double> out;
+  out.reserve(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a.counted(i)) continue;
+    if (task_class && a.task_class[i] != *task_class) continue;
+    if (a.t_send[i] < t0 || a.t_send[i] >= t1) continue;
+    const double v = metric_value(run, m, i);
+    if (std::isfinite(v) && v > 0) out.push_back(v);
+  }
+  return out;
+}
+
+std::size_t counted_requests(const RunData& run) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < run.requests.size(); ++i) n += run.requests.counted(i) ? 1 : 0;
+  return n;
+}
+
+Series find_series(const RunData& run, std::string_view name) {
+  std::vector<std::pair<Nanos, double>> pts;
+  for (const SampledSeries& s : run.series) {
+    if (s.name != name || s.kind != "canonical") continue;
+    for (std::size_t i = 0; i < s.t.size(); ++i)
+      if (std::isfinite(s.v[i])) pts.emplace_back(s.t[i], s.v[i]);
+  }
+  std::stable_sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  Series out;
+  for (const auto& [t, v] : pts) {
+    out.t.push_back(t);
+    out.v.push_back(v);
+  }
+  return out;
+}
+
+Series counter_rate(const Series& c) {
+  Series out;
+  for (std::size_t i = 1; i < c.t.size(); ++i) {
+    const double dt = nanos_to_s(c.t[i] - c.t[i - 1]);
+    const double dv = c.v[i] - c.v[i - 1];
+    if (dt <= 0 || dv < 0) continue;
+    out.t.push_back(c.t[i]);
+    out.v.push_back(dv / dt);
+  }
+  return out;
+}
+
+std::vector<double> block_means(const std::vector<double>& v, std::size_t block) {
+  block = std::max<std::size_t>(1, block);
+  std::vector<double> out;
+  for (std::size_t i = 0; i < v.size(); i += block) {
+    const std::size_t end = std::min(v.size(), i + block);
+    if (end - i < (block + 1) / 2 && !out.empty()) break;
+    out.push_back(std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(i),
+                                  v.begin() + static_cast<std::ptrdiff_t>(end), 0.0) /
+                  static_cast<double>(end - i));
+  }
+  return out;
+}
+
+Nanos send_midpoint(const RunData& run) {
+  const RequestArrays& a = run.requests;
+  Nanos lo = INT64_MAX, hi = INT64_MIN;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a.counted(i) || a.t_send[i] < 0) continue;
+    lo = std::min(lo, a.t_send[i]);
+    hi = std::max(hi, a.t_send[i]);
+  }
+  return lo <= hi ? lo + (hi - lo) / 2 : 0;
+}
+
+double z_of(double confidence) {
+  return boost::math::quantile(boost::math::normal(), 0.5 + confidence / 2);
+}
+
+std::string pct(double ratio) {
+  return fmt::format("{:.1f}%", ratio * 100);
+}
+
+Finding relative_shift_finding(const std::string& metric, const std::vector<double>& base,
+                               const std::vector<double>& cand, std::optional<double> quantile,
+                               double tolerance, Worse worse, double confidence) {
+  Finding f;
+  f.metric = metric;
+  f.unit = "ms";
+  f.change_unit = "%";
+  f.threshold = fmt::format("tolerance {}", pct(tolerance));
+  if (base.empty() || cand.empty()) {
+    f.note = "no values in one of the runs";
+    return f;
+  }
+  const SortedSample b(base, "base " + metric), c(cand, "candidate " + metric);
+  const double p = quantile.value_or(0.5);
+  f.base = nearest_rank(b.values(), p);
+  f.value = nearest_rank(c.values(), p);
+  const ShiftWithInterval s = quantile ? quantile_relative_shift(b, c, p, confidence)
+                                       : hodges_lehmann_relative_shift(b, c, confidence);
+  f.change = s.estimate;
+  f.ci_low = s.ci_low;
+  f.ci_high = s.ci_high;
+  if (!s.ci_low || !s.ci_high) {
+    // Too few requests to bound the quantile: the early-stopping count says how many would.
+    const std::size_t n = std::min(b.size(), c.size());
+    const std::uint64_t need = queries_needed(0, p, 1 - (1 - confidence) / 4);
+    f.verdict = Verdict::kInconclusive;
+    f.more_requests = need > n ? need - n : 0;
+    f.note = fmt::format("too few requests to bound the p{:g} (about {} per run needed)", p * 100, need);
+    return f;
+  }
+  f.verdict = classify_change({s.estimate, *s.ci_low, *s.ci_high}, tolerance, worse);
+  if (f.verdict == Verdict::kInconclusive) {
+    // The interval straddles an end of the band (or zero): how much narrower it must get.
+    const double half = (*s.ci_high - *s.ci_low) / 2;
+    const double sign = worse == Worse::kHigher ? 1 : -1;
+    const double e = sign * s.estimate;
+    const double boundary = e > tolerance / 2 ? tolerance : (e < -tolerance / 2 ? -tolerance : 0.0);
+    f.more_requests = more_samples_needed(std::min(b.size(), c.size()), half, std::abs(e - boundary));
+  }
+  return f;
+}
+
+Finding normal_change_finding(const std::string& metric, const std::string& unit, double base, double cand,
+                              double se, double tolerance, Worse worse, double confidence,
+                              const std::string& change_unit) {
+  Finding f;
+  f.metric = metric;
+  f.unit = unit;
+  f.change_unit = change_unit;
+  f.base = base;
+  f.value = cand;
+  f.change = cand - base;
+  const double z = z_of(confidence);
+  f.ci_low = *f.change - z * se;
+  f.ci_high = *f.change + z * se;
+  f.threshold = change_unit == "%" ? fmt::format("tolerance {}", pct(tolerance))
+                                   : fmt::format("tolerance {:g} {}", tolerance, change_unit);
+  f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tolerance, worse);
+  return f;
+}
+
+void conclude(ItemResult& item) {
+  item.verdict = Verdict::kNoData;
+  item.decisive.reset();
+  for (std::size_t i = 0; i < item.findings.size(); ++i) {
+    const Verdict v = item.findings[i].verdict;
+    const Verdict c = combine(item.verdict, v);
+    if (!item.decisive || (c == v && c != item.verdict)) {
+      item.verdict = c;
+      item.decisive = i;
+    }
+  }
+}
+
+ItemResult no_data(int number, const std::string& why) {
+  ItemResult r;
+  r.number = number;
+  r.verdict = Verdict::kNoData;
+  r.summary = why;
+  return r;
+}
+
+std::optional<double> engine_setting(const RunData& run, const char* key) {
+  for (const auto* p : {observe::json_path(run.run_json, {"settings", "requested", "engine", key}),
+                        observe::json_path(run.run_json, {"settings", "requested", "server", "engine", key})})
+    if (p && p->is_number()) return p->get<double>();
+  return std::nullopt;
+}
+
+}  // namespace tokenscope::analyze::detail

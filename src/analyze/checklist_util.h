@@ -1,0 +1,69 @@
+// Internals of the checklist (checklist.cpp and the item files): the
+// samples and series the items take from a run, and the finding builders
+// shared by the items. Not a public interface.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyze/checklist.h"
+#include "analyze/statistics.h"
+
+namespace tokenscope::analyze::detail {
+
+enum class Metric { kTtft, kTtftSched, kTpot, kE2e, kItlMean };
+std::string_view metric_name(Metric m);                            // "TTFT", ...
+double metric_value(const RunData& run, Metric m, std::size_t i);  // NaN when the request has none
+
+// The metric over the counted requests of a run (optionally one task class,
+// optionally those sent in [t0, t1)), NaN and non-positive values left out.
+std::vector<double> metric_sample(const RunData& run, Metric m, std::optional<std::uint16_t> task_class = {},
+                                  Nanos t0 = INT64_MIN, Nanos t1 = INT64_MAX);
+std::size_t counted_requests(const RunData& run);
+
+// The series of a run with this canonical name (any source; every label set
+// pooled in time order). Empty when the run has none.
+struct Series {
+  std::vector<Nanos> t;
+  std::vector<double> v;
+  bool empty() const { return t.empty(); }
+};
+Series find_series(const RunData& run, std::string_view name);
+// A counter's rate per second between consecutive points (resets skipped),
+// stamped at the later point.
+Series counter_rate(const Series& counter);
+// Values averaged in consecutive blocks of `block` points (the last partial
+// block dropped when it has fewer than block / 2 points): roughly independent
+// values from an autocorrelated series.
+std::vector<double> block_means(const std::vector<double>& v, std::size_t block);
+
+// The send-time midpoint of a run's counted requests (for the halves of a
+// single-run item).
+Nanos send_midpoint(const RunData& run);
+
+// A finding on a relative shift of a higher-is-worse (or lower-is-worse)
+// metric between two samples: the Hodges-Lehmann shift of logs (quantile:
+// nullopt) or the shift of the nearest-rank p-quantile, judged with the
+// tolerance band.
+Finding relative_shift_finding(const std::string& metric, const std::vector<double>& base,
+                               const std::vector<double>& cand, std::optional<double> quantile,
+                               double tolerance, Worse worse, double confidence);
+// A finding on a change with a normal interval (estimate, standard error).
+Finding normal_change_finding(const std::string& metric, const std::string& unit, double base, double cand,
+                              double se, double tolerance, Worse worse, double confidence,
+                              const std::string& change_unit);
+
+// Sets the item's verdict from its findings (the most severe) and its decisive finding.
+void conclude(ItemResult& item);
+ItemResult no_data(int number, const std::string& why);
+
+// A run's engine setting (sim: settings.requested.engine.KEY; bench against
+// the built-in server: settings.requested.server.engine.KEY).
+std::optional<double> engine_setting(const RunData& run, const char* key);
+
+double z_of(double confidence);  // the two-sided normal quantile
+std::string pct(double ratio);   // "12.3%"
+
+}  // namespace tokenscope::analyze::detail

@@ -1,0 +1,192 @@
+#include "cli/check_command.h"
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "analyze/run_data.h"
+#include "analyze/thresholds.h"
+#include "core/error.h"
+#include "core/run_dir.h"
+
+namespace tokenscope::cli {
+
+namespace {
+
+struct CheckCommandOptions {
+  std::vector<std::string> runs;
+  std::string thresholds;
+  std::string out;
+  std::string format = "text";
+  bool verbose = false;
+  bool print_thresholds = false;
+};
+CheckCommandOptions g_check;
+
+std::string number(double v, const std::string& unit) {
+  if (!std::isfinite(v)) return "-";
+  if (unit == "%") return fmt::format("{:+.1f}%", v * 100);
+  const double a = std::abs(v);
+  if (a != 0 && (a < 0.01 || a >= 1e6)) return fmt::format("{:.3g}", v);
+  return fmt::format("{:.{}f}", v, a < 10 ? 3 : (a < 1000 ? 1 : 0));
+}
+
+std::string opt_number(const std::optional<double>& v, const std::string& unit) {
+  return v ? number(*v, unit) : "-";
+}
+
+std::string interval(const analyze::Finding& f) {
+  if (!f.ci_low && !f.ci_high) return "";
+  return fmt::format("[{}, {}]", f.ci_low ? number(*f.ci_low, f.change_unit) : "-inf",
+                     f.ci_high ? number(*f.ci_high, f.change_unit) : "+inf");
+}
+
+std::string change_text(const analyze::Finding& f) {
+  std::string s = opt_number(f.change, f.change_unit);
+  if (f.change && f.change_unit != "%" && !f.change_unit.empty()) s += " " + f.change_unit;
+  return s;
+}
+
+struct Row {
+  std::string number, item, verdict, statistic, change, ci, threshold, more;
+};
+
+std::vector<Row> rows(const analyze::CheckResult& r, bool verbose) {
+  std::vector<Row> out;
+  for (const auto& it : r.items) {
+    const auto row_of = [&](const analyze::Finding* f, bool first) {
+      Row row;
+      row.number = first ? std::to_string(it.number) : "";
+      row.item = first ? it.title : "";
+      row.verdict = std::string(analyze::to_string(f ? f->verdict : it.verdict));
+      if (!f) {
+        row.statistic = it.summary;
+        return row;
+      }
+      row.statistic = f->metric;
+      row.change = change_text(*f);
+      row.ci = interval(*f);
+      row.threshold = f->threshold;
+      if (f->more_requests && *f->more_requests > 0)
+        row.more = fmt::format("~{} more requests", *f->more_requests);
+      return row;
+    };
+    if (!it.decisive) {
+      out.push_back(row_of(nullptr, true));
+      continue;
+    }
+    if (!verbose) {
+      Row row = row_of(&it.findings[*it.decisive], true);
+      row.verdict = std::string(analyze::to_string(it.verdict));
+      out.push_back(row);
+      continue;
+    }
+    for (std::size_t i = 0; i < it.findings.size(); ++i) out.push_back(row_of(&it.findings[i], i == 0));
+  }
+  return out;
+}
+
+}  // namespace
+
+void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool verbose) {
+  if (r.single)
+    os << fmt::format("tokenscope check: {} (one run: its health)\n", r.cand_name);
+  else
+    os << fmt::format("tokenscope check: base {} -> candidate {}\n", r.base_name, r.cand_name);
+  const auto rs = rows(r, verbose);
+  std::size_t w_stat = 9, w_ci = 8, w_th = 9;
+  for (const Row& row : rs) {
+    if (!row.change.empty()) w_stat = std::max(w_stat, row.statistic.size());
+    w_ci = std::max(w_ci, row.ci.size());
+    w_th = std::max(w_th, row.threshold.size());
+  }
+  w_stat = std::min<std::size_t>(w_stat, 48);
+  const std::string conf = fmt::format("{:g}% interval", r.thresholds.confidence * 100);
+  os << fmt::format("{:>3}  {:<20} {:<13} {:<{}} {:>12}  {:<{}}  {:<{}}\n", "#", "item", "verdict",
+                    "statistic", w_stat, "change", conf, std::max(w_ci, conf.size()), "threshold", w_th);
+  for (const Row& row : rs) {
+    if (row.change.empty() && row.ci.empty()) {
+      os << fmt::format("{:>3}  {:<20} {:<13} {}\n", row.number, row.item, row.verdict, row.statistic);
+      continue;
+    }
+    os << fmt::format("{:>3}  {:<20} {:<13} {:<{}} {:>12}  {:<{}}  {:<{}}{}\n", row.number, row.item,
+                      row.verdict, row.statistic, w_stat, row.change, row.ci, std::max(w_ci, conf.size()),
+                      row.threshold, w_th, row.more.empty() ? "" : "  " + row.more);
+  }
+  os << fmt::format("overall: {} (exit {})\n", analyze::to_string(r.overall),
+                    analyze::exit_code_for(r.overall));
+}
+
+std::string check_markdown(const analyze::CheckResult& r) {
+  std::string s = r.single ? fmt::format("### tokenscope check: `{}`\n\n", r.cand_name)
+                           : fmt::format("### tokenscope check: `{}` → `{}`\n\n", r.base_name, r.cand_name);
+  s += fmt::format("| # | item | verdict | statistic | change | {:g}% interval | threshold |\n",
+                   r.thresholds.confidence * 100);
+  s += "|---:|---|---|---|---:|---|---|\n";
+  for (const Row& row : rows(r, false))
+    s += fmt::format("| {} | {} | **{}** | {} | {} | {} | {} |\n", row.number, row.item, row.verdict,
+                     row.statistic, row.change, row.ci, row.threshold);
+  s += fmt::format("\n**overall: {}**\n", analyze::to_string(r.overall));
+  return s;
+}
+
+CLI::App* add_check_command(CLI::App& app) {
+  auto& o = g_check;
+  CLI::App* check = app.add_subcommand(
+      "check",
+      "The regression checklist (docs/check.md): `check BASE CAND` compares a candidate run with a\n"
+      "baseline item by item (latency model, SLO attainment, mixed-load coupling, tail shift, lifecycle,\n"
+      "GPU efficiency, KV-cache locality, collectives, recompilation, batching, quantisation drift,\n"
+      "contention), each verdict with its statistic, interval and threshold; `check RUN` judges one run's\n"
+      "health. Writes check.json. Exit codes: 0 nothing regressed, 1 an item regressed, 2 bad input.");
+  check->add_option("RUN", o.runs, "BASE CAND (two run directories), or one RUN")
+      ->expected(1, 2)
+      ->check(CLI::ExistingDirectory);
+  check
+      ->add_option("--thresholds", o.thresholds,
+                   "YAML file of thresholds and tolerances (--print-thresholds)")
+      ->check(CLI::ExistingFile);
+  check->add_option("--out", o.out, "Write check.json here [default: CAND/check.json]");
+  check->add_option("--format", o.format, "What to print: text|json|md [default: text]")
+      ->check(CLI::IsMember({"text", "json", "md"}));
+  check->add_flag("--verbose,-v", o.verbose, "Print every finding of every item, not only the decisive one");
+  check->add_flag("--print-thresholds", o.print_thresholds, "Print the default thresholds file and exit");
+  return check;
+}
+
+int run_check() {
+  const auto& o = g_check;
+  if (o.print_thresholds) {
+    std::cout << analyze::thresholds_yaml();
+    return kExitOk;
+  }
+  if (o.runs.empty()) throw UsageError("check: name BASE CAND, or one RUN");
+  const analyze::Thresholds t =
+      o.thresholds.empty() ? analyze::Thresholds{} : analyze::load_thresholds(o.thresholds);
+  std::optional<analyze::RunData> base;
+  if (o.runs.size() == 2) base = analyze::load_run(o.runs[0]);
+  const analyze::RunData cand = analyze::load_run(o.runs.back());
+  const analyze::CheckResult r = analyze::run_checklist(base ? &*base : nullptr, cand, t);
+  const nlohmann::json j = analyze::to_json(r);
+  if (o.format == "json")
+    std::cout << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  else if (o.format == "md")
+    std::cout << check_markdown(r);
+  else
+    print_check_table(std::cout, r, o.verbose);
+  const std::filesystem::path out =
+      o.out.empty() ? std::filesystem::path(o.runs.back()) / "check.json" : std::filesystem::path(o.out);
+  try {
+    write_file_atomic(out, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("tokenscope check: {} not written: {}\n", out.string(), e.what());
+    return kExitUsage;
+  }
+  if (o.format == "text") std::cout << fmt::format("wrote {}\n", out.string());
+  return analyze::exit_code_for(r.overall);
+}
+
+}  // namespace tokenscope::cli
