@@ -140,7 +140,8 @@ TEST(Checklist, SloOfOneRunByEarlyStopping) {
   // Right at the p99: the data cannot decide, and the finding says how many more requests would.
   RunData small = lognormal_run("small", 1, 100);
   t.slos[""] = Slo{650.0, std::nullopt, std::nullopt, 99.0};
-  const ItemResult& slo = item(run_checklist(nullptr, small, t), "slo");
+  const CheckResult small_result = run_checklist(nullptr, small, t);
+  const ItemResult& slo = item(small_result, "slo");
   EXPECT_EQ(slo.verdict, Verdict::kInconclusive);
   ASSERT_TRUE(slo.findings[0].more_requests);
   EXPECT_GT(*slo.findings[0].more_requests, 0u);
@@ -150,7 +151,8 @@ TEST(Checklist, SloAttainmentFallingIsARegression) {
   const RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000, 0.10, 2000);
   Thresholds t;
   t.slos[""] = Slo{1500.0, std::nullopt, std::nullopt, 90.0};
-  const ItemResult& slo = item(run_checklist(&base, cand, t), "slo");
+  const CheckResult result = run_checklist(&base, cand, t);
+  const ItemResult& slo = item(result, "slo");
   EXPECT_EQ(slo.verdict, Verdict::kRegressed);
   const auto it = std::find_if(slo.findings.begin(), slo.findings.end(),
                                [](const Finding& f) { return f.metric == "default attainment"; });
@@ -199,7 +201,8 @@ TEST(Checklist, AClassSlowedByAnotherIsCoupling) {
   const ItemResult& c = item(all, "coupling");
   ASSERT_EQ(c.verdict, Verdict::kRegressed) << to_json(all)["items"][2].dump();
   EXPECT_THAT(c.findings[*c.decisive].metric, ::testing::HasSubstr("chat TTFT"));
-  const ItemResult& same = item(run_checklist(&base, make("base", 0), Thresholds{}), "coupling");
+  const CheckResult same_result = run_checklist(&base, make("base", 0), Thresholds{});
+  const ItemResult& same = item(same_result, "coupling");
   EXPECT_EQ(same.verdict, Verdict::kPass);
 }
 
