@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -140,7 +142,8 @@ TEST(ChangePoints, FirstPassThresholdIsOtavas) {
 TEST(ChangePoints, OtavaSingleSeries) {
   // Otava's test_single_series: compute_change_points(series, window_len=10,
   // max_pvalue=0.0001) gives the indexes [10].
-  const auto cps = find_change_points(kOtavaSingleSeries, {.window_len = 10, .max_pvalue = 0.0001});
+  const auto cps = find_change_points(kOtavaSingleSeries,
+                                      {.window_len = 10, .max_pvalue = 0.0001, .otava_compatible = true});
   ASSERT_EQ(indexes_of(cps), std::vector<std::size_t>{10});
   // change_point_reference.py: mean_before 1.004, mean_after 0.501,
   // t 33.073500925474406, p 1.4271728389900107e-17, rel -0.500996015936255,
@@ -163,7 +166,8 @@ TEST(ChangePoints, OtavaSequence) {
   // series finds [5, 8]; here one window covers it.
   EXPECT_EQ(weak_change_points(kOtavaSequence, {.window_len = 14, .max_pvalue = 0.001}),
             (std::vector<std::size_t>{5, 8}));
-  const auto cps = find_change_points(kOtavaSequence, {.window_len = 14, .max_pvalue = 0.001});
+  const auto cps =
+      find_change_points(kOtavaSequence, {.window_len = 14, .max_pvalue = 0.001, .otava_compatible = true});
   ASSERT_EQ(indexes_of(cps), (std::vector<std::size_t>{5, 8}));
   // change_point_reference.py: index 5: t -127.30425449431016, p 1.5842520452384315e-11;
   // index 8: mean_before 99.03333333333335, mean_after 149.35, p 1.4165684937109648e-13.
@@ -210,11 +214,26 @@ TEST(ChangePoints, OtavaTigerBeetleExample) {
       {0.00001, 0.0, {71, 95, 131, 192, 212}},
   };
   for (const auto& c : cases) {
-    const auto cps = find_change_points(
-        kTigerBeetle, {.window_len = 30, .max_pvalue = c.max_pvalue, .min_magnitude = c.min_magnitude});
+    const auto cps = find_change_points(kTigerBeetle, {.window_len = 30,
+                                                       .max_pvalue = c.max_pvalue,
+                                                       .min_magnitude = c.min_magnitude,
+                                                       .otava_compatible = true});
     EXPECT_EQ(indexes_of(cps), c.expected)
         << "max_pvalue " << c.max_pvalue << " min_magnitude " << c.min_magnitude;
   }
+}
+
+TEST(ChangePoints, OtavaCompatibleModeKeepsWhatOtavaKeeps) {
+  // Otava keeps 265 at max_pvalue 0.1, min_magnitude 0.01 (above), though on
+  // the final segmentation its p is 0.66 (change_point_reference.py's
+  // stats_at): its left neighbour 260 is never tested again after the point
+  // between them goes. The statistics returned are those of the final
+  // segmentation, so they show it.
+  const auto cps = find_change_points(
+      kTigerBeetle, {.window_len = 30, .max_pvalue = 0.1, .min_magnitude = 0.01, .otava_compatible = true});
+  const auto it = std::find_if(cps.begin(), cps.end(), [](const ChangePoint& c) { return c.index == 265; });
+  ASSERT_NE(it, cps.end());
+  EXPECT_NEAR(it->p_value, 0.660640930717979, 1e-9);
 }
 
 TEST(ChangePoints, TextbookVariantDiffersWhereOtavasConventionsMatter) {
@@ -228,6 +247,108 @@ TEST(ChangePoints, TextbookVariantDiffersWhereOtavasConventionsMatter) {
   EXPECT_EQ(indexes_of(wide), (std::vector<std::size_t>{3,   10,  11,  15,  28,  29,  35,  37,  41,  44,
                                                         48,  49,  61,  71,  95,  117, 131, 142, 148, 165,
                                                         169, 192, 206, 212, 236, 260, 268, 278, 282, 363}));
+}
+
+// n normal values of mean `mean` (+ `step` from index `at` on) and sd `sd`.
+std::vector<double> noisy_step(std::uint64_t seed, std::size_t n, double mean, double sd, std::size_t at,
+                               double step) {
+  Rng rng(seed);
+  std::vector<double> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = mean + (i >= at ? step : 0.0) + sd * rng.normal();
+  return x;
+}
+
+TEST(ChangePoints, FindsASyntheticStepAtItsIndex) {
+  // 200 points N(100, 5^2) with a step of +10 (2 sd, 10%) at index 120.
+  const ChangePointSettings settings{.max_pvalue = 1e-4};
+  const auto cps = find_change_points(noisy_step(42, 200, 100.0, 5.0, 120, 10.0), settings);
+  ASSERT_EQ(indexes_of(cps), std::vector<std::size_t>{120});
+  EXPECT_NEAR(cps[0].mean_before, 100.0, 1.5);
+  EXPECT_NEAR(cps[0].mean_after, 110.0, 1.5);
+  EXPECT_NEAR(cps[0].relative_change, 0.10, 0.02);
+  EXPECT_LT(cps[0].p_value, 1e-10);
+  // Over many seeds: how often exactly one change point is found within 3 of
+  // the step (measured: 468 of 500).
+  int hits = 0;
+  for (std::uint64_t seed = 1; seed <= 500; ++seed) {
+    const auto found = find_change_points(noisy_step(5000 + seed, 200, 100.0, 5.0, 120, 10.0), settings);
+    hits += found.size() == 1 && found[0].index >= 117 && found[0].index <= 123;
+  }
+  EXPECT_GE(hits, 460) << "exactly one change point within 3 of the step in " << hits << " of 500 series";
+}
+
+TEST(ChangePoints, PureNoiseRarelyGivesAny) {
+  // 500 series of 200 points N(100, 5^2). The t-test's p is that of the
+  // split E-divisive chose as the most different, so the rate of series with
+  // a false change point is above the nominal level: measured 3 of 500 at
+  // max_pvalue 1e-4, 46 of 500 at Otava's default 1e-3 (textbook t-test).
+  int at_1e4 = 0, at_1e3 = 0;
+  for (std::uint64_t seed = 1; seed <= 500; ++seed) {
+    const auto x = noisy_step(1000 + seed, 200, 100.0, 5.0, 0, 0.0);
+    at_1e4 += !find_change_points(x, {.max_pvalue = 1e-4}).empty();
+    at_1e3 += !find_change_points(x, {.max_pvalue = 1e-3}).empty();
+  }
+  EXPECT_LE(at_1e4, 5) << "series with a false change point at p 1e-4: " << at_1e4 << " of 500";
+  EXPECT_LE(at_1e3, 60) << "series with a false change point at p 1e-3: " << at_1e3 << " of 500";
+}
+
+TEST(ChangePoints, AGradualDriftIsAStaircaseAcrossIt) {
+  // 100 points at 100, a ramp to 130 over the next 100, then 100 at 130,
+  // noise sd 3. The drift shows as several upward steps inside it, from the
+  // level before to the level after (measured over 100 seeds: all have >= 3
+  // steps, 100 all upward, 99 all within [75, 225]).
+  int upward = 0, inside = 0;
+  for (std::uint64_t seed = 1; seed <= 100; ++seed) {
+    Rng rng(7000 + seed);
+    std::vector<double> x(300);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double level = i < 100 ? 100.0 : (i < 200 ? 100.0 + 0.3 * static_cast<double>(i - 100) : 130.0);
+      x[i] = level + 3.0 * rng.normal();
+    }
+    const auto cps = find_change_points(x, {.max_pvalue = 1e-4});
+    ASSERT_GE(cps.size(), 3u) << "seed " << seed;
+    EXPECT_NEAR(cps.front().mean_before, 100.0, 2.0) << "seed " << seed;
+    EXPECT_NEAR(cps.back().mean_after, 130.0, 2.0) << "seed " << seed;
+    upward += std::all_of(cps.begin(), cps.end(),
+                          [](const ChangePoint& c) { return c.mean_after > c.mean_before; });
+    inside += std::all_of(cps.begin(), cps.end(),
+                          [](const ChangePoint& c) { return c.index >= 75 && c.index <= 225; });
+  }
+  EXPECT_GE(upward, 97) << "all steps upward in " << upward << " of 100 series";
+  EXPECT_GE(inside, 95) << "all steps within [75, 225] in " << inside << " of 100 series";
+}
+
+TEST(ChangePoints, EdgeCases) {
+  // Too short to test anything.
+  EXPECT_TRUE(find_change_points(std::vector<double>{1.0}).empty());
+  EXPECT_TRUE(find_change_points(std::vector<double>{1.0, 100.0}).empty());
+  // A constant series: every split has equal means and no variance.
+  EXPECT_TRUE(find_change_points(std::vector<double>(100, 7.0)).empty());
+  EXPECT_TRUE(weak_change_points(std::vector<double>(100, 7.0)).empty());
+  // Two constant levels: no variance on either side, so p = 0.
+  const auto levels = find_change_points(std::vector<double>{5, 5, 5, 9, 9, 9});
+  ASSERT_EQ(indexes_of(levels), std::vector<std::size_t>{3});
+  EXPECT_DOUBLE_EQ(levels[0].p_value, 0.0);
+  EXPECT_DOUBLE_EQ(levels[0].stddev_before, 0.0);
+  EXPECT_DOUBLE_EQ(levels[0].relative_change, 0.8);
+  // A window longer than the series is one window.
+  EXPECT_EQ(indexes_of(find_change_points(kOtavaSequence, {.window_len = 1000})),
+            (std::vector<std::size_t>{5, 8}));
+  // Bad input.
+  EXPECT_THROW(find_change_points(std::vector<double>{}), InputError);
+  try {
+    find_change_points(std::vector<double>{1.0, 2.0, 3.0, std::nan(""), 5.0});
+    FAIL() << "nan accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("series[3]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(find_change_points(std::vector<double>{1.0, std::numeric_limits<double>::infinity()}),
+               InputError);
+  EXPECT_THROW(find_change_points(kOtavaSequence, {.window_len = 1}), UsageError);
+  EXPECT_THROW(find_change_points(kOtavaSequence, {.max_pvalue = 0.0}), UsageError);
+  EXPECT_THROW(find_change_points(kOtavaSequence, {.max_pvalue = 1.5}), UsageError);
+  EXPECT_THROW(find_change_points(kOtavaSequence, {.max_pvalue = std::nan("")}), UsageError);
+  EXPECT_THROW(find_change_points(kOtavaSequence, {.min_magnitude = -0.1}), UsageError);
 }
 
 }  // namespace
