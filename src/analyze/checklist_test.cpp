@@ -71,7 +71,7 @@ TEST(Checklist, TwoRunsFromOneDistributionDoNotRegress) {
   const ItemResult& tail = item(r, "tail");
   EXPECT_NE(tail.verdict, Verdict::kRegressed);
   EXPECT_NE(tail.verdict, Verdict::kNoData);
-  EXPECT_NE(r.overall, Verdict::kRegressed);
+  EXPECT_NE(r.overall, Verdict::kRegressed) << to_json(r).dump(1);
 }
 
 TEST(Checklist, AnInjectedTailIsATailShift) {
@@ -204,6 +204,34 @@ TEST(Checklist, AClassSlowedByAnotherIsCoupling) {
   const CheckResult same_result = run_checklist(&base, make("base", 0), Thresholds{});
   const ItemResult& same = item(same_result, "coupling");
   EXPECT_EQ(same.verdict, Verdict::kPass);
+}
+
+TEST(Checklist, ALeakIsALifecycleRegressionWithItsPhases) {
+  // The candidate's TPOT grows by half over the run (a leak); the base's does not.
+  const auto make = [](const std::string& name, std::uint64_t seed, double growth) {
+    Builder b(name);
+    std::mt19937_64 rng(seed);
+    std::lognormal_distribution<double> tpot(std::log(20.0), 0.2);
+    const int n = 6000;
+    for (int i = 0; i < n; ++i) {
+      const double t = tpot(rng) * (1 + growth * i / n);
+      b.add(static_cast<Nanos>(i) * 50 * kMs, 100, 100 + 49 * t);
+    }
+    return b.run;
+  };
+  const RunData base = make("base", 1, 0), cand = make("cand", 2, 0.5);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& lc = item(r, "lifecycle");
+  EXPECT_EQ(lc.verdict, Verdict::kRegressed) << to_json(r)["items"][4].dump();
+  EXPECT_EQ(lc.findings[*lc.decisive].metric, "TPOT growth over the steady phase");
+  EXPECT_NEAR(*lc.findings[*lc.decisive].change, 0.4, 0.15);  // relative to the phase's mean
+  ASSERT_FALSE(r.cand_phases.empty());
+  EXPECT_EQ(r.cand_phases.back()["phase"], "drain");
+  // One run judged alone: the leak is its own regression, the stationary base is not.
+  const CheckResult one = run_checklist(nullptr, cand, Thresholds{});
+  EXPECT_EQ(item(one, "lifecycle").verdict, Verdict::kRegressed);
+  const CheckResult flat = run_checklist(nullptr, base, Thresholds{});
+  EXPECT_EQ(item(flat, "lifecycle").verdict, Verdict::kPass);
 }
 
 TEST(Checklist, CheckJsonCarriesEveryItemFindingAndThreshold) {

@@ -50,7 +50,7 @@ const Entry kEntries[] = {
     {"lifecycle.steady_share_tolerance", &Thresholds::steady_share_tolerance,
      "change of the steady phase's share of the run", "ratio", 0, 1},
     {"lifecycle.drift_tolerance", &Thresholds::drift_tolerance,
-     "latency growth within the steady phase, per minute", "ratio", 0, kInf},
+     "TPOT growth over the steady phase (its trend times its length)", "ratio", 0, kInf},
     {"gpu.efficiency_tolerance", &Thresholds::gpu_efficiency_tolerance,
      "relative change of output tokens/s per unit of GPU busy time", "ratio", 0, kInf},
     {"gpu.idle_utilization", &Thresholds::idle_utilization, "a GPU below this utilisation is idle", "ratio",

@@ -36,7 +36,7 @@ struct Thresholds {
   double change_point_pvalue = 0.001;    // significance of a change point
   double warmup_tolerance_s = 5;         // change of warm-up length
   double steady_share_tolerance = 0.05;  // change of the steady phase's share of the run
-  double drift_tolerance = 0.02;         // latency growth within the steady phase, relative per minute
+  double drift_tolerance = 0.10;         // TPOT growth over the steady phase, relative
   // 6 GPU efficiency.
   double gpu_efficiency_tolerance = 0.10;  // relative change of output tokens/s per unit of GPU busy
   double idle_utilization = 0.10;          // a GPU below this utilisation counts as idle

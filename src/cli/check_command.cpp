@@ -185,6 +185,18 @@ int run_check() {
     std::cerr << fmt::format("tokenscope check: {} not written: {}\n", out.string(), e.what());
     return kExitUsage;
   }
+  // The lifecycle phases of each run, for the report's time axes.
+  const auto write_phases = [&](const std::string& dir, const nlohmann::json& phases) {
+    if (phases.empty()) return;
+    const auto path = std::filesystem::path(dir) / "phases.json";
+    try {
+      write_file_atomic(path, nlohmann::json{{"phases", phases}}.dump(1) + "\n");
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("tokenscope check: {} not written: {}\n", path.string(), e.what());
+    }
+  };
+  if (base) write_phases(o.runs.front(), r.base_phases);
+  write_phases(o.runs.back(), r.cand_phases);
   if (o.format == "text") std::cout << fmt::format("wrote {}\n", out.string());
   return analyze::exit_code_for(r.overall);
 }
