@@ -164,8 +164,8 @@ RidgeFit ridge(const MatrixXd& x, const VectorXd& y, double lambda) {
   VectorXd scale(k);
   for (Index j = 0; j < k; ++j) {
     const double sd = std::sqrt(z.col(j).squaredNorm() / static_cast<double>(n));
-    // A constant column (its spread lost in rounding) contributes nothing.
-    if (!(sd > 1e-12 * std::max(1.0, std::abs(means(j))))) {
+    // A constant column (its spread no more than rounding) contributes nothing.
+    if (!(sd > 1e-12 * x.col(j).cwiseAbs().maxCoeff())) {
       z.col(j).setZero();
       scale(j) = 1.0;
     } else {
@@ -311,12 +311,12 @@ ExponentialDecayFit fit_exponential_decay(std::span<const double> x, std::span<c
   }
   linearise();
   if (stuck) {
-    // No step lowers the RSS: a minimum to rounding when the residual is
-    // orthogonal to both columns of J (MINPACK's gradient test).
-    const double rn = resid.norm();
-    const double c0 = std::abs(jac.col(0).dot(resid)) / (jac.col(0).norm() * rn);
-    const double c1 = std::abs(jac.col(1).dot(resid)) / (jac.col(1).norm() * rn);
-    fit.converged = rss <= exact || (c0 <= 1e-8 && c1 <= 1e-8);
+    // No step lowers the RSS any more: a minimum to rounding when the
+    // Gauss-Newton step from here is within sqrt(tolerance) of the parameters.
+    const Eigen::Vector2d step = (jac.transpose() * jac).ldlt().solve(jac.transpose() * resid);
+    const double loose = std::sqrt(options.tolerance);
+    fit.converged = rss <= exact || (std::abs(step(0)) <= loose * (std::abs(a) + loose) &&
+                                     std::abs(step(1)) <= loose * (std::abs(b) + loose));
   }
   fit.rss = rss;
   const double df = static_cast<double>(n - 2);

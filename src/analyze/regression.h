@@ -132,8 +132,10 @@ struct ExponentialDecayFit {
   double start_b = 0.0;
   double rss = 0.0;
   std::size_t iterations = 0;
-  // false: max_iterations ran out, or no step could lower the RSS while the
-  // gradient was not yet negligible; a and b are then the best point seen.
+  // Also converged when no step lowers the RSS any more (rounding) and the
+  // Gauss-Newton step is within sqrt(tolerance) of the parameters. false:
+  // max_iterations ran out, or no step lowers the RSS far from a minimum; a
+  // and b are then the best point seen.
   bool converged = false;
 };
 
