@@ -177,10 +177,14 @@ std::optional<double> relative(std::optional<double> log_value) {
   return std::expm1(*log_value);
 }
 
-// Empirical CDF gap F_base(t) - F_cand(t) from the counts at or below t.
-double cdf_gap(std::size_t base_at_or_below, std::size_t n1, std::size_t cand_at_or_below, std::size_t n2) {
-  return static_cast<double>(base_at_or_below) / static_cast<double>(n1) -
-         static_cast<double>(cand_at_or_below) / static_cast<double>(n2);
+// Empirical CDF gap F_base(t) - F_cand(t) = i / n1 - j / n2 from the counts
+// at or below t, as (i n2 - j n1) / (n1 n2) in integers and one division, so
+// that the gap is the correctly rounded rational (i / n1 - j / n2 in floating
+// point would round twice).
+double cdf_gap(std::size_t i, std::size_t n1, std::size_t j, std::size_t n2) {
+  const std::uint64_t a = static_cast<std::uint64_t>(i) * n2, b = static_cast<std::uint64_t>(j) * n1;
+  const double denominator = static_cast<double>(pair_count(n1, n2));
+  return a >= b ? static_cast<double>(a - b) / denominator : -static_cast<double>(b - a) / denominator;
 }
 
 // Checks a histogram: finite counts >= 0, not all 0; returns the total.
@@ -286,6 +290,11 @@ std::vector<double> mann_whitney_null_pmf(std::size_t n1, std::size_t n2) {
     const double scale = static_cast<double>(i) / static_cast<double>(n + i);
     for (std::size_t u = 0; u <= degree; ++u) c[u] *= scale;
   }
+  // The recurrence keeps the lower tail accurate to rounding (its first terms
+  // are sums of positive terms) but loses relative accuracy in the far upper
+  // tail; the distribution is symmetric, so the upper half mirrors the lower.
+  const std::size_t last = m * n;
+  for (std::size_t u = 0; u < last - u; ++u) c[last - u] = c[u];
   return c;
 }
 
@@ -660,7 +669,9 @@ std::optional<std::uint64_t> more_samples_needed(std::uint64_t n, double ci_half
   if (ci_half_width <= distance_to_decide) return 0;
   if (distance_to_decide == 0.0) return std::nullopt;
   const double ratio = ci_half_width / distance_to_decide;
-  const double target = std::ceil(static_cast<double>(n) * ratio * ratio);
+  // Rounded up, less a relative 1e-12 so that floating-point noise in an
+  // exact product (1000 * 1.1^2) does not add a sample.
+  const double target = std::ceil(static_cast<double>(n) * ratio * ratio * (1.0 - 1e-12));
   if (!(target < 1.8e19)) return std::nullopt;
   const auto needed = static_cast<std::uint64_t>(target);
   return needed > n ? needed - n : 0;

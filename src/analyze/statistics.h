@@ -109,8 +109,9 @@ MannWhitneyResult mann_whitney_u(const SortedSample& base, const SortedSample& c
 // binomial coefficient [n1 + n2 choose n1]_q, built as the product over
 // i = 1 .. m of (1 - q^(n+i)) / (1 - q^i) (m = min(n1, n2), n = max), each
 // factor scaled by i / (n + i) so the coefficients stay probabilities.
-// O(m n1 n2) time. Throws UsageError where mann_whitney_exact_feasible is
-// false.
+// O(m n1 n2) time. The upper half is the mirror image of the lower (the
+// distribution is symmetric), where the recurrence is most accurate. Throws UsageError where
+// mann_whitney_exact_feasible is false.
 std::vector<double> mann_whitney_null_pmf(std::size_t n1, std::size_t n2);
 
 // ---------------------------------------------------------------------------
@@ -312,7 +313,8 @@ EarlyStoppingEstimate early_stopping_rank(std::size_t n, double p, double confid
 // interval's half-width: the half-width becomes `distance_to_decide` (the
 // distance from the estimate to the boundary) at
 //   n' = n (ci_half_width / distance_to_decide)^2,
-// so the estimate is ceil(n') - n, 0 when the interval already decides. An
+// so the estimate is n' rounded up (floating-point noise aside) minus n, 0
+// when the interval already decides. An
 // estimate for planning, assuming the effect stays as measured; nullopt when
 // distance_to_decide is 0 (no sample size decides an estimate on the
 // boundary). Throws UsageError on a negative or non-finite argument.
