@@ -88,28 +88,53 @@ double exact_upper_tail(const std::vector<double>& pmf, double u) {
   return acc;
 }
 
-// The counts, per row i of base, of j with cand_j - base_i below t (strictly,
-// into lt) and at most t (into le), and their totals. The difference falls as
-// base_i grows, so both boundaries only move right: two pointers, O(n1 + n2).
-struct PairCounts {
-  std::vector<std::size_t> lt, le;
-  std::uint64_t total_lt = 0, total_le = 0;
-};
-
-void count_pairs(std::span<const double> x, std::span<const double> y, double t, PairCounts& out) {
-  out.lt.resize(x.size());
-  out.le.resize(x.size());
-  out.total_lt = out.total_le = 0;
-  std::size_t a = 0, b = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    while (a < y.size() && y[a] - x[i] < t) ++a;
-    if (b < a) b = a;
-    while (b < y.size() && y[b] - x[i] <= t) ++b;
-    out.lt[i] = a;
-    out.le[i] = b;
-    out.total_lt += a;
-    out.total_le += b;
+// The boundaries, per row i of base, of the cand indices j whose difference
+// cand_j - base_i lies below t (strictly, or at most t when kAtMost), into
+// `bounds`, and their total. The difference falls as base_i grows, so the
+// boundaries never decrease: a merge-like walk over both samples, O(n1 + n2).
+// Each step of one walk waits on the previous step's comparison, so the rows
+// are cut into kChains blocks walked in lockstep (each block's first boundary
+// by binary search), and a step has no data-dependent branch (whether it
+// moves to the next row or the next cand index is unpredictable).
+template <bool kAtMost>
+std::uint64_t row_boundaries(std::span<const double> x, std::span<const double> y, double t,
+                             std::vector<std::uint32_t>& bounds) {
+  constexpr std::size_t kChains = 8;
+  const std::size_t n1 = x.size(), n2 = y.size();
+  bounds.resize(n1);
+  const auto inside = [t](double d) { return kAtMost ? d <= t : d < t; };
+  struct Walk {
+    std::size_t i, end;
+    std::uint32_t j;
+  };
+  std::array<Walk, kChains> walks;
+  for (std::size_t c = 0; c < kChains; ++c) {
+    Walk& w = walks[c];
+    w.i = n1 * c / kChains;
+    w.end = n1 * (c + 1) / kChains;
+    const double xi = w.i < n1 ? x[w.i] : 0.0;
+    w.j = w.i < w.end
+              ? static_cast<std::size_t>(
+                    std::partition_point(y.begin(), y.end(), [&](double v) { return inside(v - xi); }) -
+                    y.begin())
+              : n2;
   }
+  const auto step = [&](Walk& w) {
+    const bool in = inside(y[w.j] - x[w.i]);
+    bounds[w.i] = w.j;  // final for row i when the step moves on to the next row
+    w.j += in;
+    w.i += !in;
+  };
+  const auto live = [n2](const Walk& w) { return w.i < w.end && w.j < n2; };
+  while (std::all_of(walks.begin(), walks.end(), live))
+    for (Walk& w : walks) step(w);
+  for (Walk& w : walks) {
+    while (live(w)) step(w);
+    for (; w.i < w.end; ++w.i) bounds[w.i] = static_cast<std::uint32_t>(n2);  // all inside for the rows left
+  }
+  std::uint64_t total = 0;
+  for (const std::uint32_t v : bounds) total += v;
+  return total;
 }
 
 // splitmix64: the pivot sampler's generator. Its seed is fixed: the selected
@@ -121,19 +146,29 @@ std::uint64_t splitmix64(std::uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-// The smallest pairwise difference above v: min over rows of cand_j - base_i
-// at the first j whose difference exceeds v; nullopt when none does.
-std::optional<double> next_difference_above(std::span<const double> x, std::span<const double> y, double v) {
-  PairCounts c;
-  count_pairs(x, y, v, c);
-  std::optional<double> best;
+// The number of pairwise differences at most v, and the smallest difference
+// above v (nullopt when none is): the minimum over rows of cand_j - base_i at
+// the first j past the row's boundary. One count, O(n1 + n2).
+std::pair<std::uint64_t, std::optional<double>> at_most_and_next_above(std::span<const double> x,
+                                                                       std::span<const double> y, double v,
+                                                                       std::vector<std::uint32_t>& bounds) {
+  const std::uint64_t at_most = row_boundaries<true>(x, y, v, bounds);
+  std::optional<double> next;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    if (c.le[i] == y.size()) continue;
-    const double d = y[c.le[i]] - x[i];
-    if (!best || d < *best) best = d;
+    if (bounds[i] == y.size()) continue;
+    const double d = y[bounds[i]] - x[i];
+    if (!next || d < *next) next = d;
   }
-  return best;
+  return {at_most, next};
 }
+
+// The buffers of a selection over pairwise differences, kept across the
+// selections of one estimate (each is n1 or about 2^17 long; allocating and
+// first touching them anew costs as much as a count).
+struct SelectionBuffers {
+  std::vector<std::uint32_t> lo, hi, bounds;
+  std::vector<double> sample, positions, rest;
+};
 
 // The lower rank k of the Hodges-Lehmann interval (see the header) and the
 // interval's coverage; nullopt rank when no k >= 1 qualifies.
@@ -248,13 +283,27 @@ void require_early_stopping_parameters(double p, double confidence, const char* 
 
 SortedSample::SortedSample(std::vector<double> values, std::string name)
     : values_(std::move(values)), name_(std::move(name)) {
+  check();
+  std::sort(values_.begin(), values_.end());
+}
+
+SortedSample SortedSample::from_sorted(std::vector<double> values, std::string name) {
+  SortedSample out;
+  out.values_ = std::move(values);
+  out.name_ = std::move(name);
+  out.check();
+  if (!std::is_sorted(out.values_.begin(), out.values_.end()))
+    throw UsageError(fmt::format("{}: SortedSample::from_sorted needs values in ascending order", out.name_));
+  return out;
+}
+
+void SortedSample::check() const {
   if (values_.empty()) throw InputError(name_, 0, "", "an empty sample: at least one value is needed");
   for (std::size_t i = 0; i < values_.size(); ++i) {
     if (!std::isfinite(values_[i]))
       throw InputError(name_, 0, "",
                        fmt::format("value {} is {}: every value must be finite", i, values_[i]));
   }
-  std::sort(values_.begin(), values_.end());
 }
 
 SortedSample log_sample(const SortedSample& sample) {
@@ -262,7 +311,7 @@ SortedSample log_sample(const SortedSample& sample) {
   std::vector<double> logs(sample.size());
   std::transform(sample.values().begin(), sample.values().end(), logs.begin(),
                  [](double v) { return std::log(v); });
-  return SortedSample(std::move(logs), "log " + sample.name());
+  return SortedSample::from_sorted(std::move(logs), "log " + sample.name());  // log keeps the order
 }
 
 bool mann_whitney_exact_feasible(std::size_t n1, std::size_t n2) {
@@ -347,68 +396,98 @@ MannWhitneyResult mann_whitney_u(const SortedSample& base, const SortedSample& c
   return out;
 }
 
-double kth_pairwise_difference(std::span<const double> x, std::span<const double> y, std::uint64_t k) {
-  if (x.empty() || y.empty()) throw UsageError("kth_pairwise_difference: both samples need a value");
-  const std::uint64_t total = pair_count(x.size(), y.size());
-  if (k < 1 || k > total)
-    throw UsageError(fmt::format("kth_pairwise_difference: k = {} outside [1, {}]", k, total));
+namespace {
+
+// kth_pairwise_difference for valid arguments (see the header), with buffers.
+double select_pairwise_difference(std::span<const double> x, std::span<const double> y, std::uint64_t k,
+                                  SelectionBuffers& buffers) {
   const std::size_t n1 = x.size(), n2 = y.size();
+  const std::uint64_t total = static_cast<std::uint64_t>(n1) * n2;
   // Pairs still in play: per row i, cand indices [lo[i], hi[i]); every pair
   // left of lo is below the answer, every pair from hi on above it. Their
   // values lie strictly between lo_value and hi_value.
-  std::vector<std::size_t> lo(n1, 0), hi(n1, n2);
+  auto& [lo, hi, bounds, sample, positions, rest] = buffers;
+  lo.assign(n1, 0);
+  hi.assign(n1, static_cast<std::uint32_t>(n2));
   double lo_value = -kInf, hi_value = kInf;
-  std::uint64_t below = 0, active = total;
-  const std::uint64_t materialise_at = std::max<std::uint64_t>(n1 + n2, 1u << 16);
-  constexpr std::size_t kSamples = 4096;
-  const auto kSpread = static_cast<std::size_t>(3.0 * std::sqrt(static_cast<double>(kSamples)));
+  std::uint64_t lo_total = 0, hi_total = total;
+  const std::uint64_t materialise_at = std::max<std::uint64_t>((n1 + n2) / 16, 1u << 16);
   std::uint64_t rng = 0x746f6b656e73636fULL;
-  std::vector<std::uint64_t> prefix(n1 + 1);
-  std::vector<double> sample(kSamples);
-  PairCounts counts;
-  while (active > materialise_at) {
-    // Draw pairs uniformly from those in play.
-    prefix[0] = 0;
-    for (std::size_t i = 0; i < n1; ++i) prefix[i + 1] = prefix[i] + (hi[i] - lo[i]);
-    for (double& s : sample) {
-      const std::uint64_t r = splitmix64(rng) % active;
-      const auto row =
-          static_cast<std::size_t>(std::upper_bound(prefix.begin(), prefix.end(), r) - prefix.begin() - 1);
-      s = y[lo[row] + (r - prefix[row])] - x[row];
+  while (hi_total - lo_total > materialise_at) {
+    const std::uint64_t active = hi_total - lo_total;
+    // A uniform random sample of the pairs in play, drawn in row order: m
+    // sorted uniform positions among the active pairs (cumulative sums of
+    // exponential spacings, normalised), then one walk over the rows, O(n1 +
+    // m) without a search per draw.
+    const auto m = static_cast<std::size_t>(std::min<std::uint64_t>(active / 8, 1u << 17));
+    positions.resize(m + 1);
+    double sum = 0.0;
+    for (double& p : positions) {
+      sum -= std::log1p(-static_cast<double>(splitmix64(rng) >> 11) * 0x1p-53);  // Exp(1)
+      p = sum;
     }
-    std::sort(sample.begin(), sample.end());
-    // Two pivots around the wanted rank's place in the sample.
-    const double at = static_cast<double>(k - below) / static_cast<double>(active) * kSamples;
-    const auto centre = static_cast<std::size_t>(std::clamp(at, 0.0, kSamples - 1.0));
-    const std::array<double, 2> pivots = {sample[centre > kSpread ? centre - kSpread : 0],
-                                          sample[std::min(kSamples - 1, centre + kSpread)]};
-    for (const double t : pivots) {
+    const double scale = static_cast<double>(active) / sum;
+    sample.clear();
+    std::size_t next = 0;
+    std::uint64_t passed = 0;  // pairs in play in the rows before row i
+    for (std::size_t i = 0; i < n1 && next < m; ++i) {
+      const std::uint64_t width = hi[i] - lo[i];
+      for (; next < m; ++next) {
+        const auto r = std::min(static_cast<std::uint64_t>(positions[next] * scale), active - 1);
+        if (r >= passed + width) break;
+        sample.push_back(y[lo[i] + static_cast<std::size_t>(r - passed)] - x[i]);
+      }
+      passed += width;
+    }
+    // Two pivots four binomial standard deviations either side of the wanted
+    // rank's place in the sample: the k-th lies between them but for a
+    // negligible chance, and about 8 sqrt(q (1 - q) / m) of the pairs stay in
+    // play (q the wanted rank's fraction of them).
+    const std::size_t size = sample.size();
+    const double q = static_cast<double>(k - lo_total) / static_cast<double>(active);
+    const double at = q * static_cast<double>(size);
+    const auto spread = static_cast<std::size_t>(4.0 * std::sqrt(at * (1.0 - q))) + 2;
+    const auto centre = static_cast<std::size_t>(std::clamp(at, 0.0, static_cast<double>(size - 1)));
+    const std::size_t first = centre > spread ? centre - spread : 0;
+    const std::size_t second = std::min(size - 1, centre + spread);
+    std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(first), sample.end());
+    // The second selection leaves the first pivot in place: it starts after it.
+    std::nth_element(sample.begin() + static_cast<std::ptrdiff_t>(first) + 1,
+                     sample.begin() + static_cast<std::ptrdiff_t>(second), sample.end());
+    for (const double t : {sample[first], sample[second]}) {
       if (!(t > lo_value && t < hi_value)) continue;  // no longer in play
-      count_pairs(x, y, t, counts);
-      if (k <= counts.total_lt) {
-        hi = counts.lt;
+      if (const std::uint64_t n_below = row_boundaries<false>(x, y, t, bounds); k <= n_below) {
+        hi.swap(bounds);  // the k-th is below t
         hi_value = t;
-      } else if (k > counts.total_le) {
-        lo = counts.le;
+        hi_total = n_below;
+      } else if (const std::uint64_t n_at_most = row_boundaries<true>(x, y, t, bounds); k > n_at_most) {
+        lo.swap(bounds);  // the k-th is above t
         lo_value = t;
+        lo_total = n_at_most;
       } else {
         return t;  // the k-th lies among the pairs equal to t
       }
     }
-    below = 0;
-    active = 0;
-    for (std::size_t i = 0; i < n1; ++i) {
-      below += lo[i];
-      active += hi[i] - lo[i];
-    }
   }
-  std::vector<double> rest;
-  rest.reserve(active);
+  rest.clear();
   for (std::size_t i = 0; i < n1; ++i)
     for (std::size_t j = lo[i]; j < hi[i]; ++j) rest.push_back(y[j] - x[i]);
-  const auto nth = rest.begin() + static_cast<std::ptrdiff_t>(k - below - 1);
+  const auto nth = rest.begin() + static_cast<std::ptrdiff_t>(k - lo_total - 1);
   std::nth_element(rest.begin(), nth, rest.end());
   return *nth;
+}
+
+}  // namespace
+
+double kth_pairwise_difference(std::span<const double> x, std::span<const double> y, std::uint64_t k) {
+  if (x.empty() || y.empty()) throw UsageError("kth_pairwise_difference: both samples need a value");
+  if (y.size() >= std::numeric_limits<std::uint32_t>::max())
+    throw UsageError(fmt::format("kth_pairwise_difference: {} values is more than 2^32 - 1", y.size()));
+  const std::uint64_t total = pair_count(x.size(), y.size());
+  if (k < 1 || k > total)
+    throw UsageError(fmt::format("kth_pairwise_difference: k = {} outside [1, {}]", k, total));
+  SelectionBuffers buffers;
+  return select_pairwise_difference(x, y, k, buffers);
 }
 
 ShiftWithInterval hodges_lehmann_shift(const SortedSample& base, const SortedSample& cand,
@@ -417,22 +496,23 @@ ShiftWithInterval hodges_lehmann_shift(const SortedSample& base, const SortedSam
   const auto x = base.values(), y = cand.values();
   const std::uint64_t total = pair_count(x.size(), y.size());
   ShiftWithInterval out;
-  const double lower_middle = kth_pairwise_difference(x, y, (total + 1) / 2);
+  if (y.size() >= std::numeric_limits<std::uint32_t>::max())
+    throw UsageError(fmt::format("hodges_lehmann_shift: {} values is more than 2^32 - 1", y.size()));
+  SelectionBuffers buffers;
+  const double lower_middle = select_pairwise_difference(x, y, (total + 1) / 2, buffers);
   out.estimate = lower_middle;
   if (total % 2 == 0) {
     // The upper middle is the same value while pairs equal to it reach past
     // rank total / 2, else the next difference above it.
-    PairCounts c;
-    count_pairs(x, y, lower_middle, c);
-    const double upper_middle =
-        c.total_le > total / 2 ? lower_middle : next_difference_above(x, y, lower_middle).value();
+    const auto [at_most, next] = at_most_and_next_above(x, y, lower_middle, buffers.bounds);
+    const double upper_middle = at_most > total / 2 ? lower_middle : next.value();
     out.estimate = lower_middle / 2.0 + upper_middle / 2.0;
   }
   const CriticalRank rank = hodges_lehmann_rank(x.size(), y.size(), confidence);
   out.coverage = rank.coverage;
   if (rank.k) {
-    out.ci_low = kth_pairwise_difference(x, y, *rank.k);
-    out.ci_high = kth_pairwise_difference(x, y, total + 1 - *rank.k);
+    out.ci_low = select_pairwise_difference(x, y, *rank.k, buffers);
+    out.ci_high = select_pairwise_difference(x, y, total + 1 - *rank.k, buffers);
   }
   return out;
 }

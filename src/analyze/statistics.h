@@ -39,12 +39,18 @@ class SortedSample {
   // Sorts the values. Throws InputError (naming `name`) when the sample is
   // empty or holds NaN or an infinity.
   explicit SortedSample(std::vector<double> values, std::string name = "sample");
+  // For values already in ascending order (checked, O(n)): no sort.
+  // Throws as the constructor does, and UsageError when out of order.
+  static SortedSample from_sorted(std::vector<double> values, std::string name = "sample");
 
   std::span<const double> values() const { return values_; }
   std::size_t size() const { return values_.size(); }
   const std::string& name() const { return name_; }
 
  private:
+  SortedSample() = default;
+  void check() const;  // not empty, every value finite
+
   std::vector<double> values_;
   std::string name_;
 };

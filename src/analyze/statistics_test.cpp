@@ -67,6 +67,10 @@ TEST(SortedSample, SortsAndRejectsBadData) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("cand itl_ms"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(SortedSample::from_sorted({1, 2, 2, 5}).size(), 4u);
+  EXPECT_THROW(SortedSample::from_sorted({2, 1}), UsageError);
+  EXPECT_THROW(SortedSample::from_sorted({}), InputError);
+  EXPECT_THROW(SortedSample::from_sorted({1, NAN}), InputError);
   EXPECT_THROW(log_sample(SortedSample({0.0, 1.0})), InputError);
   EXPECT_DOUBLE_EQ(log_sample(SortedSample({std::exp(2.0), 1.0})).values()[1], 2.0);
 }
