@@ -116,8 +116,8 @@ MannWhitneyResult mann_whitney_u(const SortedSample& base, const SortedSample& c
 // i = 1 .. m of (1 - q^(n+i)) / (1 - q^i) (m = min(n1, n2), n = max), each
 // factor scaled by i / (n + i) so the coefficients stay probabilities.
 // O(m n1 n2) time. The upper half is the mirror image of the lower (the
-// distribution is symmetric), where the recurrence is most accurate. Throws UsageError where
-// mann_whitney_exact_feasible is false.
+// distribution is symmetric): the recurrence keeps the lower tail accurate.
+// Throws UsageError where mann_whitney_exact_feasible is false.
 std::vector<double> mann_whitney_null_pmf(std::size_t n1, std::size_t n2);
 
 // ---------------------------------------------------------------------------
@@ -136,22 +136,26 @@ struct ShiftWithInterval {
 };
 
 // The k-th smallest (1-based, 1 <= k <= n1 n2) of the n1 n2 pairwise
-// differences cand_j - base_i, without materialising them: a selection by
-// counting. For a pivot value t the pairs with a difference below (at most) t
-// are counted in O(n1 + n2) by two pointers over the sorted samples (the
-// difference falls as base_i grows and rises with cand_j); pivots are exact
-// pairwise differences drawn from the pairs still in play, two per round
-// bracketing the wanted rank (Floyd-Rivest), so each round keeps a few
-// percent of the pairs, and once few are left they are materialised and
-// selected. The answer is an exact pairwise difference, the same double as
-// cand_j - base_i computed directly. Expected O((n1 + n2) log(n1 n2)).
+// differences cand_j - base_i of two ascending samples, without
+// materialising them: a selection by counting. For a pivot value t the pairs
+// with a difference below (at most) t are counted in O(n1 + n2) by a merge
+// over the sorted samples (the difference falls as base_i grows and rises
+// with cand_j). Each round draws a uniform sample of the pairs still in play
+// and takes as pivots two of its values about four binomial standard
+// deviations either side of the wanted rank (Floyd and Rivest's selection),
+// so a round keeps about 1% of the pairs; once few are left they are
+// materialised and selected. Pivots are pairwise differences, and the answer
+// is the same double as cand_j - base_i computed directly. About 3 to 5
+// rounds of two counts each for 10^6 x 10^6 pairs. The result does not
+// depend on the sampling, only the running time does. Throws UsageError for
+// an empty sample, k out of range, or a cand sample of 2^32 values or more.
 double kth_pairwise_difference(std::span<const double> base_sorted, std::span<const double> cand_sorted,
                                std::uint64_t k);
 
 // The Hodges-Lehmann estimate of the shift from base to cand: the median of
 // the n1 n2 differences cand_j - base_i (the mean of the two middle ones when
 // n1 n2 is even), with the distribution-free confidence interval of Bauer
-// (1972) (Hollander and Wolfe, Nonparametric Statistical Methods, 4.3): the
+// (1972) (also in Hollander and Wolfe, Nonparametric Statistical Methods): the
 // order statistics d_(k) and d_(n1 n2 + 1 - k) of the differences, where
 //   k = max{k >= 1 : P(U <= k - 1) <= alpha / 2},  alpha = 1 - confidence,
 // U the Mann-Whitney statistic under the null. P from the exact distribution
@@ -159,8 +163,11 @@ double kth_pairwise_difference(std::span<const double> base_sorted, std::span<co
 // kAuto, ties aside), otherwise from the normal approximation with
 // continuity correction and without tie correction:
 //   k = floor(n1 n2 / 2 + 1/2 - z_(1 - alpha/2) sqrt(n1 n2 (N + 1) / 12)).
-// No k (the samples are too small): both sides unbounded. This is R's
-// wilcox.test(cand, base, conf.int = TRUE) in the exact case.
+// No k (the samples are too small): both sides unbounded (R's
+// wilcox.test(cand, base, conf.int = TRUE) takes the same order statistics in
+// the exact case, but the extreme differences where no k exists). Three or
+// four selections by kth_pairwise_difference: about 0.35 s of CPU for 10^6
+// values each on the development machine (sorting the two samples: 0.25 s).
 ShiftWithInterval hodges_lehmann_shift(const SortedSample& base, const SortedSample& cand,
                                        double confidence = 0.95);
 

@@ -171,6 +171,20 @@ TEST(MannWhitney, OneSmallSampleIsExactWhateverTheOthersSize) {
   }
 }
 
+TEST(MannWhitney, ExactOnRequestForLargerSamples) {
+  const SortedSample base(modular_sample(30, 7919, 0), "base");
+  const SortedSample cand(modular_sample(30, 104729, 2000.5), "cand");
+  // scipy.stats.mannwhitneyu(cand, base, alternative=..., method='exact')
+  for (const MwuCase& c : {MwuCase{Alternative::kTwoSided, 0.03712505992895078},
+                           MwuCase{Alternative::kGreater, 0.01856252996447539},
+                           MwuCase{Alternative::kLess, 0.9821164373496545}}) {
+    const MannWhitneyResult r = mann_whitney_u(base, cand, c.alternative, MannWhitneyMethod::kExact);
+    EXPECT_EQ(r.method, MannWhitneyMethod::kExact);
+    EXPECT_EQ(r.u, 591.0);
+    EXPECT_NEAR(r.p_value, c.p, 1e-13);
+  }
+}
+
 TEST(MannWhitney, IdenticalSamplesAndDegenerateCases) {
   const SortedSample same({5, 5, 5, 5}, "base"), also({5, 5, 5}, "cand");
   const MannWhitneyResult r = mann_whitney_u(same, also);
