@@ -451,7 +451,8 @@ double select_pairwise_difference(std::span<const double> x, std::span<const dou
     const std::size_t first = centre > spread ? centre - spread : 0;
     const std::size_t second = std::min(size - 1, centre + spread);
     std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(first), sample.end());
-    // The second selection leaves the first pivot in place: it starts after it.
+    // The second selection leaves the first pivot in place: it starts after it
+    // (second > first: spread >= 2 and centre < size).
     std::nth_element(sample.begin() + static_cast<std::ptrdiff_t>(first) + 1,
                      sample.begin() + static_cast<std::ptrdiff_t>(second), sample.end());
     for (const double t : {sample[first], sample[second]}) {
