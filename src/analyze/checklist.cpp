@@ -7,12 +7,16 @@
 
 #include <fmt/format.h>
 #include <boost/math/distributions/binomial.hpp>
+#include <boost/math/distributions/students_t.hpp>
 
 #include "analyze/change_point.h"
 #include "analyze/checklist_util.h"
+#include "analyze/collectives_input.h"
 #include "analyze/regression.h"
+#include "core/error.h"
 #include "core/stats.h"
 #include "observe/export_run.h"
+#include "probe/collectives.h"
 
 namespace tokenscope::analyze {
 
@@ -548,6 +552,267 @@ std::pair<std::vector<double>, std::vector<double>> blocked_pair(const Pair& p, 
   return {blocked(first), blocked(second)};
 }
 
+// ------------------------------------------------------ 1 latency model
+// Per request: the queue ahead of it when it was sent (requests sent before
+// it still without a first token) and the mean number of requests decoding
+// beside it over its decode (the time average of the decoding count).
+struct LatencyModelData {
+  std::vector<double> ttft, prompt, queue;  // for TTFT ~ a + b prompt + c queue
+  std::vector<double> itl, batch;           // for ITL ~ d + e batch
+};
+
+LatencyModelData latency_model_data(const RunData& run) {
+  const RequestArrays& a = run.requests;
+  LatencyModelData d;
+  // Waiting for a first token: +1 at t_send, -1 at the first token (or close).
+  std::vector<std::pair<Nanos, int>> wait;
+  // Decoding: +1 at the first token, -1 at the last.
+  std::vector<std::pair<Nanos, int>> dec;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a.t_send[i] < 0) continue;
+    const Nanos first = a.t_first_token[i] >= 0 ? a.t_first_token[i] : a.t_close[i];
+    if (first >= a.t_send[i]) {
+      wait.emplace_back(a.t_send[i], +1);
+      wait.emplace_back(first, -1);
+    }
+    if (a.t_first_token[i] >= 0 && a.t_last_token[i] > a.t_first_token[i]) {
+      dec.emplace_back(a.t_first_token[i], +1);
+      dec.emplace_back(a.t_last_token[i], -1);
+    }
+  }
+  // Ends before starts at the same instant: a request that got its token
+  // when another was sent is no longer ahead of it.
+  std::sort(wait.begin(), wait.end());
+  std::sort(dec.begin(), dec.end());
+  // The waiting count just before each instant, by binary search.
+  std::vector<Nanos> wt;
+  std::vector<int> wc;
+  int level = 0;
+  for (const auto& [t, delta] : wait) {
+    level += delta;
+    if (!wt.empty() && wt.back() == t)
+      wc.back() = level;
+    else
+      wt.push_back(t), wc.push_back(level);
+  }
+  const auto waiting_before = [&](Nanos t) {
+    const auto it = std::lower_bound(wt.begin(), wt.end(), t);
+    return it == wt.begin() ? 0 : wc[static_cast<std::size_t>(it - wt.begin()) - 1];
+  };
+  // The integral of the decoding count, for time averages.
+  std::vector<Nanos> dt;
+  std::vector<double> integral;  // of the count from the first event to dt[k]
+  std::vector<int> dcount;       // the count from dt[k] on
+  level = 0;
+  for (const auto& [t, delta] : dec) {
+    if (dt.empty()) {
+      dt.push_back(t), integral.push_back(0), dcount.push_back(0);
+    } else if (dt.back() != t) {
+      integral.push_back(integral.back() +
+                         static_cast<double>(dcount.back()) * static_cast<double>(t - dt.back()));
+      dt.push_back(t);
+      dcount.push_back(dcount.back());
+    }
+    level += delta;
+    dcount.back() = level;
+  }
+  const auto area_to = [&](Nanos t) {
+    const auto it = std::upper_bound(dt.begin(), dt.end(), t);
+    if (it == dt.begin()) return 0.0;
+    const std::size_t k = static_cast<std::size_t>(it - dt.begin()) - 1;
+    return integral[k] + static_cast<double>(dcount[k]) * static_cast<double>(t - dt[k]);
+  };
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a.counted(i) || a.prompt_tokens[i] < 0) continue;
+    const double ttft = a.ttft_ms(i);
+    if (!std::isfinite(ttft)) continue;
+    d.ttft.push_back(ttft);
+    d.prompt.push_back(a.prompt_tokens[i]);
+    d.queue.push_back(std::max(0, waiting_before(a.t_send[i])));
+    const double itl = a.itl_mean_ms[i];
+    if (std::isfinite(itl) && a.t_last_token[i] > a.t_first_token[i]) {
+      d.itl.push_back(itl);
+      d.batch.push_back((area_to(a.t_last_token[i]) - area_to(a.t_first_token[i])) /
+                        static_cast<double>(a.t_last_token[i] - a.t_first_token[i]));
+    }
+  }
+  return d;
+}
+
+struct LatencyModel {
+  std::optional<OlsFit> ttft, itl;  // coefficients: (a, b, c), (d, e)
+};
+
+LatencyModel fit_latency_model(const RunData& run, double confidence) {
+  const LatencyModelData d = latency_model_data(run);
+  LatencyModel m;
+  OlsOptions o;
+  o.confidence = confidence;
+  const auto fit = [&](const std::vector<std::vector<double>*>& cols,
+                       const std::vector<double>& y) -> std::optional<OlsFit> {
+    if (y.size() < 10) return std::nullopt;
+    Eigen::MatrixXd x(static_cast<Eigen::Index>(y.size()), static_cast<Eigen::Index>(cols.size()));
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      for (std::size_t i = 0; i < y.size(); ++i)
+        x(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(c)) = (*cols[c])[i];
+    const Eigen::VectorXd yy =
+        Eigen::Map<const Eigen::VectorXd>(y.data(), static_cast<Eigen::Index>(y.size()));
+    try {
+      return ols(x, yy, o);
+    } catch (const UsageError&) {
+      return std::nullopt;  // a constant column (every prompt the same length, no queue): not estimable
+    }
+  };
+  auto dd = d;
+  m.ttft = fit({&dd.prompt, &dd.queue}, dd.ttft);
+  if (!m.ttft) m.ttft = fit({&dd.queue}, dd.ttft);  // prompts of one length: a + c queue
+  m.itl = fit({&dd.batch}, dd.itl);
+  return m;
+}
+
+ItemResult item_latency_model(const Pair& p) {
+  if (p.single()) return no_data(1, "needs two runs");
+  const LatencyModel b = fit_latency_model(*p.base, p.t.confidence),
+                     c = fit_latency_model(p.cand, p.t.confidence);
+  ItemResult r;
+  const double z = z_of(p.t.confidence);
+  const auto coef = [&](const char* metric, const OlsFit& fb, const OlsFit& fc, Eigen::Index kb,
+                        Eigen::Index kc, double tol) {
+    Finding f;
+    f.metric = metric;
+    f.unit = "ms";
+    f.change_unit = "ms";
+    f.base = fb.coefficients(kb);
+    f.value = fc.coefficients(kc);
+    f.change = *f.value - *f.base;
+    const double se = std::hypot(fb.robust_std_errors(kb), fc.robust_std_errors(kc));
+    f.ci_low = *f.change - z * se;
+    f.ci_high = *f.change + z * se;
+    f.threshold = fmt::format("tolerance {:g} ms", tol);
+    f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tol, Worse::kHigher);
+    return f;
+  };
+  const auto json_of = [](const OlsFit& f) {
+    std::vector<double> coefs(f.coefficients.data(), f.coefficients.data() + f.coefficients.size());
+    std::vector<double> se(f.robust_std_errors.data(),
+                           f.robust_std_errors.data() + f.robust_std_errors.size());
+    return nlohmann::json{{"coefficients", coefs},
+                          {"robust_std_errors", se},
+                          {"r_squared", f.r_squared},
+                          {"observations", f.observations}};
+  };
+  if (b.ttft && c.ttft) {
+    // The queue's coefficient is the last one (with or without the prompt's).
+    const Eigen::Index qb = b.ttft->coefficients.size() - 1, qc = c.ttft->coefficients.size() - 1;
+    r.findings.push_back(
+        coef("TTFT per request queued ahead", *b.ttft, *c.ttft, qb, qc, p.t.queue_coef_tolerance_ms));
+    r.evidence["ttft_model"] = {
+        {"terms", b.ttft->coefficients.size() == 3
+                      ? std::vector<std::string>{"intercept", "prompt_tokens", "queue_depth"}
+                      : std::vector<std::string>{"intercept", "queue_depth"}},
+        {"base", json_of(*b.ttft)},
+        {"candidate", json_of(*c.ttft)}};
+  }
+  if (b.itl && c.itl) {
+    r.findings.push_back(
+        coef("ITL per request in the batch", *b.itl, *c.itl, 1, 1, p.t.batch_coef_tolerance_ms));
+    r.evidence["itl_model"] = {
+        {"terms", {"intercept", "batch"}}, {"base", json_of(*b.itl)}, {"candidate", json_of(*c.itl)}};
+  }
+  if (r.findings.empty())
+    return no_data(1, "too few requests with prompt lengths and first tokens, or no variation to fit");
+  return r;
+}
+
+// -------------------------------------------------------- 8 collectives
+ItemResult item_collectives(const Pair& p, const ExtraInputs& extra) {
+  if (p.single()) return no_data(8, "needs two runs");
+  const auto source = [](const std::string& given,
+                         const RunData& run) -> std::optional<std::filesystem::path> {
+    if (!given.empty()) return std::filesystem::path(given);
+    if (run.dir.empty()) return std::nullopt;
+    return find_collectives(run.dir);
+  };
+  const auto fb = source(extra.collectives_base, *p.base), fc = source(extra.collectives_cand, p.cand);
+  if (!fb || !fc)
+    return no_data(
+        8,
+        "no collectives measurements (check --collectives BASE_FILE,CAND_FILE, or collectives.json "
+        "/ nccl-tests output in the run directories)");
+  const CollectivesData b = load_collectives(*fb), c = load_collectives(*fc);
+  ItemResult r;
+  const double conf = p.t.confidence;
+  for (const CollectiveSeries& sc : c.series) {
+    const auto sb = std::find_if(b.series.begin(), b.series.end(),
+                                 [&](const CollectiveSeries& s) { return s.collective == sc.collective; });
+    if (sb == b.series.end() || sc.bytes.empty()) continue;
+    // Matched message sizes in the bandwidth regime (at least 1/64 of the
+    // largest): the log ratio of times per size, its mean with a t interval.
+    const double big = std::min(sb->bytes.back(), sc.bytes.back()) / 64;
+    std::vector<double> lr;
+    for (std::size_t i = 0; i < sc.bytes.size(); ++i) {
+      if (sc.bytes[i] < big) continue;
+      const auto it = std::lower_bound(sb->bytes.begin(), sb->bytes.end(), sc.bytes[i]);
+      if (it == sb->bytes.end() || *it != sc.bytes[i]) continue;
+      lr.push_back(std::log(sb->time_us[static_cast<std::size_t>(it - sb->bytes.begin())] / sc.time_us[i]));
+    }
+    Finding f;
+    f.metric = sc.collective + " bandwidth at large messages";
+    f.unit = "ratio";
+    f.change_unit = "%";
+    f.threshold = fmt::format("tolerance {}", pct(p.t.busbw_tolerance));
+    if (lr.size() < 3) {
+      f.note = "fewer than 3 message sizes in common";
+      r.findings.push_back(std::move(f));
+      continue;
+    }
+    const double n = static_cast<double>(lr.size());
+    const double mean = std::accumulate(lr.begin(), lr.end(), 0.0) / n;
+    double ss = 0;
+    for (double v : lr) ss += (v - mean) * (v - mean);
+    const double se = std::sqrt(ss / (n - 1) / n);
+    const double tq = boost::math::quantile(boost::math::students_t(n - 1), 0.5 + conf / 2);
+    f.change = std::expm1(mean);
+    f.ci_low = std::expm1(mean - tq * se);
+    f.ci_high = std::expm1(mean + tq * se);
+    f.note = fmt::format("{} message sizes from {:.0f} bytes", lr.size(), big);
+    f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, p.t.busbw_tolerance, Worse::kLower);
+    r.findings.push_back(std::move(f));
+    // The alpha-beta fits (evidence).
+    const auto ab = [](const CollectiveSeries& s) {
+      const auto fit = probe::fit_alpha_beta(s.bytes, s.time_us);
+      return nlohmann::json{{"alpha_us", fit.alpha_us},
+                            {"alpha_ci95", fit.alpha_ci95},
+                            {"asymptotic_gbps", fit.asymptotic_gbps()},
+                            {"r_squared", fit.r_squared}};
+    };
+    r.evidence[sc.collective] = {{"base", ab(*sb)},         {"candidate", ab(sc)},
+                                 {"bytes", sc.bytes},       {"candidate_busbw_gbps", sc.busbw_gbps},
+                                 {"base_bytes", sb->bytes}, {"base_busbw_gbps", sb->busbw_gbps}};
+  }
+  if (!c.pair_gbps.empty()) {
+    const auto slow = probe::slow_pairs(c.pair_gbps, 1 - p.t.pair_deviation_max);
+    const auto slow_b = b.pair_gbps.empty() ? std::vector<probe::PairDeviation>{}
+                                            : probe::slow_pairs(b.pair_gbps, 1 - p.t.pair_deviation_max);
+    Finding f;
+    f.metric = "pairs slower than the median pair";
+    f.unit = "pairs";
+    f.change_unit = "pairs";
+    f.base = static_cast<double>(slow_b.size());
+    f.value = static_cast<double>(slow.size());
+    f.change = f.value;
+    f.threshold = fmt::format("a pair below {} of the median", pct(1 - p.t.pair_deviation_max));
+    f.verdict = slow.size() > slow_b.size() ? Verdict::kRegressed : Verdict::kPass;
+    nlohmann::json pairs = nlohmann::json::array();
+    for (const auto& s : slow)
+      pairs.push_back({{"from", s.from}, {"to", s.to}, {"gbps", s.gbps}, {"vs_median", s.vs_median}});
+    r.evidence["slow_pairs"] = pairs;
+    r.findings.push_back(std::move(f));
+  }
+  if (r.findings.empty()) return no_data(8, "no collective measured in both runs");
+  return r;
+}
+
 // ------------------------------------------------------ 6 GPU efficiency
 ItemResult item_gpu(const Pair& p) {
   if (p.single()) return no_data(6, "needs two runs");
@@ -822,7 +1087,6 @@ const std::vector<ItemInfo>& checklist_items() {
 
 CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresholds& thresholds,
                           const ExtraInputs& extra) {
-  (void)extra;
   CheckResult out;
   out.single = base == nullptr;
   out.base_name = base ? base->name : "";
@@ -840,7 +1104,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
     } else {
       switch (info.number) {
         case 1:
-          r = not_yet(1, "the latency model's regression");
+          r = item_latency_model(p);
           break;
         case 2:
           r = item_slo(p);
@@ -861,7 +1125,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
           r = item_locality(p);
           break;
         case 8:
-          r = not_yet(8, "nccl-tests and probe collectives input");
+          r = item_collectives(p, extra);
           break;
         case 9:
           r = item_recompile(p);

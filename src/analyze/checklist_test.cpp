@@ -1,7 +1,11 @@
 #include "analyze/checklist.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -234,6 +238,99 @@ TEST(Checklist, ALeakIsALifecycleRegressionWithItsPhases) {
   EXPECT_EQ(item(flat, "lifecycle").verdict, Verdict::kPass);
 }
 
+TEST(Checklist, QueueingLeakingIntoTtftIsALatencyModelRegression) {
+  // Bursts of 8 requests: in the candidate each request waits 40 ms more per
+  // request ahead of it (a server that serves its queue more slowly).
+  const auto make = [](const std::string& name, double per_queued_ms) {
+    Builder b(name);
+    std::mt19937_64 rng(name == "base" ? 1 : 2);
+    std::normal_distribution<double> noise(0, 5);
+    std::uniform_int_distribution<int> prompt(100, 2000);
+    for (int burst = 0; burst < 200; ++burst)
+      for (int k = 0; k < 8; ++k) {
+        const int p = prompt(rng);
+        const double ttft = 20 + 0.05 * p + (10 + per_queued_ms) * k + noise(rng);
+        b.add(static_cast<Nanos>(burst) * 5000 * kMs + k * kMs, ttft, ttft + 500, 50, 0, p);
+      }
+    return b.run;
+  };
+  const RunData base = make("base", 0), cand = make("cand", 40), again = make("again", 0);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& lm = item(r, "latency-model");
+  EXPECT_EQ(lm.verdict, Verdict::kRegressed) << to_json(r)["items"][0].dump();
+  EXPECT_EQ(lm.findings[0].metric, "TTFT per request queued ahead");
+  EXPECT_NEAR(*lm.findings[0].change, 40, 3);
+  EXPECT_NEAR(*lm.findings[0].base, 10, 2);
+  EXPECT_EQ(lm.evidence["ttft_model"]["terms"].size(), 3u);
+  const CheckResult same = run_checklist(&base, again, Thresholds{});
+  EXPECT_EQ(item(same, "latency-model").findings[0].verdict, Verdict::kPass);
+}
+
+// nccl-tests all_reduce_perf output with the given bus bandwidth (GB/s) and
+// a 1% wobble.
+std::string nccl_tests_text(double busbw_gbps, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> wobble(0.99, 1.01);
+  std::string s =
+      "# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg "
+      "iters: 1 "
+      "validation: 1 graph: 0\n#\n# Using devices\n";
+  for (int r = 0; r < 8; ++r)
+    s += "#  Rank  " + std::to_string(r) + " Group  0 Pid   4242 on node01 device  0 [0x18] GPU\n";
+  s += "#\n#                                                              out-of-place                       "
+       "in-place\n"
+       "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
+       "algbw   busbw "
+       "#wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+       "(us)  (GB/s)  "
+       "(GB/s)\n";
+  for (double bytes = 8; bytes <= 134217728; bytes *= 2) {
+    const double algbw = busbw_gbps / 1.75;
+    const double t = (10 + bytes / (algbw * 1e3)) * wobble(rng);
+    const double a = bytes / t / 1e3;
+    char line[256];
+    std::snprintf(
+        line, sizeof line,
+        "%12.0f %12.0f     float     sum      -1 %8.2f %7.2f %7.2f      0 %8.2f %7.2f %7.2f      0\n", bytes,
+        bytes / 4, t, a, a * 1.75, t, a, a * 1.75);
+    s += line;
+  }
+  return s + "# Out of bounds values : 0 OK\n";
+}
+
+TEST(Checklist, SlowerCollectivesAreFoundInTheRunDirectories) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tokenscope-collectives-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  for (const char* run : {"base", "cand", "same"}) std::filesystem::create_directories(dir / run);
+  std::ofstream(dir / "base" / "all_reduce_perf.txt") << nccl_tests_text(150, 1);
+  std::ofstream(dir / "cand" / "all_reduce_perf.txt") << nccl_tests_text(100, 2);
+  std::ofstream(dir / "same" / "all_reduce_perf.txt") << nccl_tests_text(150, 3);
+  RunData base = lognormal_run("base", 1, 100), cand = lognormal_run("cand", 2, 100),
+          same = lognormal_run("same", 3, 100);
+  base.dir = dir / "base";
+  cand.dir = dir / "cand";
+  same.dir = dir / "same";
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& c = item(r, "collectives");
+  ASSERT_EQ(c.verdict, Verdict::kRegressed) << to_json(r)["items"][7].dump();
+  EXPECT_EQ(c.findings[0].metric, "all_reduce bandwidth at large messages");
+  EXPECT_NEAR(*c.findings[0].change, -1.0 / 3, 0.03);  // 150 -> 100 GB/s
+  EXPECT_NEAR(c.evidence["all_reduce"]["base"]["asymptotic_gbps"].get<double>(), 150 / 1.75, 3);
+  const CheckResult s = run_checklist(&base, same, Thresholds{});
+  EXPECT_EQ(item(s, "collectives").verdict, Verdict::kPass);
+  // Given on the command line instead, the same files decide the same way.
+  ExtraInputs extra;
+  extra.collectives_base = (dir / "base" / "all_reduce_perf.txt").string();
+  extra.collectives_cand = (dir / "cand" / "all_reduce_perf.txt").string();
+  RunData nowhere_base = base, nowhere_cand = cand;
+  nowhere_base.dir.clear();
+  nowhere_cand.dir.clear();
+  const CheckResult e = run_checklist(&nowhere_base, nowhere_cand, Thresholds{}, extra);
+  EXPECT_EQ(item(e, "collectives").verdict, Verdict::kRegressed);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Checklist, CheckJsonCarriesEveryItemFindingAndThreshold) {
   const RunData base = lognormal_run("base", 1, 500), cand = lognormal_run("cand", 2, 500, 0.05, 3000);
   const nlohmann::json j = to_json(run_checklist(&base, cand, Thresholds{}));
@@ -244,7 +341,8 @@ TEST(Checklist, CheckJsonCarriesEveryItemFindingAndThreshold) {
   EXPECT_FALSE(j["items"][3]["findings"].empty());
   EXPECT_TRUE(j["items"][3]["findings"][0].contains("ci_low"));
   EXPECT_EQ(j["thresholds"]["tail.tolerance"], 0.10);
-  EXPECT_EQ(j["items"][0]["verdict"], "no-data");
+  EXPECT_EQ(j["items"][7]["verdict"], "no-data");  // no collectives measured
+  EXPECT_THAT(j["items"][7]["summary"].get<std::string>(), ::testing::HasSubstr("no collectives"));
 }
 
 }  // namespace

@@ -162,12 +162,14 @@ Finding relative_shift_finding(const std::string& metric, const std::vector<doub
   }
   f.verdict = classify_change({s.estimate, *s.ci_low, *s.ci_high}, tolerance, worse);
   if (f.verdict == Verdict::kInconclusive) {
-    // The interval straddles an end of the band (or zero): how much narrower it must get.
+    // The interval straddles zero or an end of the band: how much narrower it
+    // must get. Beyond the band, it decides once it excludes zero; within
+    // the band, once it excludes zero or fits in the band, whichever comes
+    // first.
     const double half = (*s.ci_high - *s.ci_low) / 2;
-    const double sign = worse == Worse::kHigher ? 1 : -1;
-    const double e = sign * s.estimate;
-    const double boundary = e > tolerance / 2 ? tolerance : (e < -tolerance / 2 ? -tolerance : 0.0);
-    f.more_requests = more_samples_needed(std::min(b.size(), c.size()), half, std::abs(e - boundary));
+    const double e = std::abs(s.estimate);
+    const double distance = e > tolerance ? e : std::max(e, tolerance - e);
+    f.more_requests = more_samples_needed(std::min(b.size(), c.size()), half, distance);
   }
   return f;
 }

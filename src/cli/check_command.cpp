@@ -21,6 +21,7 @@ struct CheckCommandOptions {
   std::string thresholds;
   std::string out;
   std::string format = "text";
+  std::vector<std::string> collectives;
   bool verbose = false;
   bool print_thresholds = false;
 };
@@ -152,6 +153,13 @@ CLI::App* add_check_command(CLI::App& app) {
   check->add_option("--out", o.out, "Write check.json here [default: CAND/check.json]");
   check->add_option("--format", o.format, "What to print: text|json|md [default: text]")
       ->check(CLI::IsMember({"text", "json", "md"}));
+  check
+      ->add_option("--collectives", o.collectives,
+                   "Item 8: the base's and the candidate's collectives measurements (nccl-tests output or "
+                   "probe collectives JSON) [default: found in the run directories]")
+      ->expected(2)
+      ->delimiter(',')
+      ->check(CLI::ExistingFile);
   check->add_flag("--verbose,-v", o.verbose, "Print every finding of every item, not only the decisive one");
   check->add_flag("--print-thresholds", o.print_thresholds, "Print the default thresholds file and exit");
   return check;
@@ -169,7 +177,12 @@ int run_check() {
   std::optional<analyze::RunData> base;
   if (o.runs.size() == 2) base = analyze::load_run(o.runs[0]);
   const analyze::RunData cand = analyze::load_run(o.runs.back());
-  const analyze::CheckResult r = analyze::run_checklist(base ? &*base : nullptr, cand, t);
+  analyze::ExtraInputs extra;
+  if (o.collectives.size() == 2) {
+    extra.collectives_base = o.collectives[0];
+    extra.collectives_cand = o.collectives[1];
+  }
+  const analyze::CheckResult r = analyze::run_checklist(base ? &*base : nullptr, cand, t, extra);
   const nlohmann::json j = analyze::to_json(r);
   if (o.format == "json")
     std::cout << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
