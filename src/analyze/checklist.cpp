@@ -1152,6 +1152,10 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
     out.overall = combine(out.overall, r.verdict);
     out.items.push_back(std::move(r));
   }
+  DmlOptions dml;
+  dml.confidence = thresholds.confidence;
+  if (base) out.base_attribution = attribute(*base, dml);
+  out.cand_attribution = attribute(cand, dml);
   return out;
 }
 
@@ -1197,6 +1201,9 @@ nlohmann::json to_json(const CheckResult& r) {
   for (const auto& k : threshold_keys()) th[k.key] = *threshold_value(r.thresholds, k.key);
   j["thresholds"] = std::move(th);
   j["phases"] = {{"base", r.base_phases}, {"candidate", r.cand_phases}};
+  j["attribution"] = {
+      {"base", r.base_attribution ? to_json(*r.base_attribution) : nlohmann::json(nullptr)},
+      {"candidate", r.cand_attribution ? to_json(*r.cand_attribution) : nlohmann::json(nullptr)}};
   return j;
 }
 

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyze/attribution.h"
 #include "analyze/run_data.h"
 #include "analyze/thresholds.h"
 #include "analyze/verdict.h"
@@ -69,6 +70,9 @@ struct CheckResult {
   // Lifecycle phases found per run (phases.json of each run directory):
   // [{"phase", "start_ns", "end_ns"}].
   nlohmann::json base_phases = nlohmann::json::array(), cand_phases = nlohmann::json::array();
+  // What moves ITL and throughput within each run (attribution.h); nullopt
+  // when the run has neither steps nor server samples.
+  std::optional<Attribution> base_attribution, cand_attribution;
 };
 
 // Runs every item on the pair (base may be null for one run).

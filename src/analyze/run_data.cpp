@@ -356,17 +356,26 @@ constexpr std::size_t kStepFieldCount = std::size(kStepFields);
 
 // One step line: its t_ns and quantities (NaN where the line has no such
 // field: an older or other writer). False when it is not a step record.
+// Fields the checklist reads beside kStepFields (not drawn).
+struct StepExtra {
+  double dur_ms = kNaN, query_tokens = kNaN, hit_tokens = kNaN;
+};
+
 bool parse_step(simdjson::dom::parser& parser, std::string_view line, Nanos& t,
-                double (&values)[kStepFieldCount], double* dur_ms = nullptr) {
+                double (&values)[kStepFieldCount], StepExtra* extra = nullptr) {
   simdjson::dom::element doc;
   std::int64_t ns = 0;
   if (parser.parse(line.data(), line.size()).get(doc) != simdjson::SUCCESS ||
       doc["t_ns"].get_int64().get(ns) != simdjson::SUCCESS)
     return false;
   t = ns;
-  if (dur_ms) {
+  if (extra) {
     std::int64_t d = 0;
-    *dur_ms = doc["dur_ns"].get_int64().get(d) == simdjson::SUCCESS && d >= 0 ? nanos_to_ms(d) : kNaN;
+    extra->dur_ms = doc["dur_ns"].get_int64().get(d) == simdjson::SUCCESS && d >= 0 ? nanos_to_ms(d) : kNaN;
+    extra->query_tokens =
+        doc["query_tokens"].get_int64().get(d) == simdjson::SUCCESS ? static_cast<double>(d) : kNaN;
+    extra->hit_tokens =
+        doc["hit_tokens"].get_int64().get(d) == simdjson::SUCCESS ? static_cast<double>(d) : kNaN;
   }
   for (std::size_t i = 0; i < kStepFieldCount; ++i) {
     const auto v = doc[kStepFields[i].key];
@@ -424,13 +433,32 @@ std::uint32_t pow2_ceil(double v) {
   return b;
 }
 
-void count_step(StepStats& s, Nanos t, const double (&values)[kStepFieldCount], double dur_ms) {
+double or0(double v) {
+  return std::isnan(v) ? 0.0 : v;
+}
+
+void count_step(StepStats& s, Nanos t, const double (&values)[kStepFieldCount], const StepExtra& extra) {
   constexpr std::size_t kSeqs = step_field("seqs"), kPrefill = step_field("prefill_tokens"),
-                        kDecode = step_field("decode_tokens");
+                        kDecode = step_field("decode_tokens"), kWaiting = step_field("waiting"),
+                        kPreempt = step_field("preemptions"), kSwitch = step_field("tenant_switches"),
+                        kSwapOut = step_field("swap_out_bytes"), kSwapIn = step_field("swap_in_bytes");
+  const double dur_ms = extra.dur_ms;
   const double seqs = values[kSeqs];
   if (std::isnan(seqs) || seqs < 0) return;
   const auto n = static_cast<std::uint32_t>(std::min(seqs, 4e9));
   ++s.seqs_histogram[n];
+  StepWindow& w = s.windows[t >= 0 ? t / 1'000'000'000 : -1 - (-t - 1) / 1'000'000'000];
+  w.steps += 1;
+  w.busy_ms += or0(dur_ms);
+  w.seqs += seqs;
+  w.waiting += or0(values[kWaiting]);
+  w.prefill_tokens += or0(values[kPrefill]);
+  w.decode_tokens += or0(values[kDecode]);
+  w.query_tokens += or0(extra.query_tokens);
+  w.hit_tokens += or0(extra.hit_tokens);
+  w.preemptions += or0(values[kPreempt]);
+  w.tenant_switches += or0(values[kSwitch]);
+  w.swap_bytes += or0(values[kSwapOut]) + or0(values[kSwapIn]);
   if (std::isnan(dur_ms)) return;
   s.busy_ms += dur_ms;
   ++s.steps_with_duration;
@@ -444,6 +472,7 @@ void merge_step_stats(StepStats& into, const StepStats& from) {
   for (const auto& [k, v] : from.shapes) into.shapes[k].merge(v);
   into.busy_ms += from.busy_ms;
   into.steps_with_duration += from.steps_with_duration;
+  for (const auto& [k, v] : from.windows) into.windows[k].add(v);
 }
 
 // The lines of steps.jsonl that start in [begin, end), reduced on [x0, x1]
@@ -458,13 +487,13 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
   if (begin > 0) reader.next_line(line);  // the end of a line the range before reads
   simdjson::dom::parser parser;
   double values[kStepFieldCount];
-  double dur_ms = kNaN;
+  StepExtra extra;
   while (reader.next_line(line)) {
     if (reader.line_offset() >= end) break;
     ++part.lines;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Nanos t = 0;
-    if (reader.flaw() != TextReader::Flaw::kNone || !parse_step(parser, line, t, values, &dur_ms)) {
+    if (reader.flaw() != TextReader::Flaw::kNone || !parse_step(parser, line, t, values, &extra)) {
       if (part.skipped++ == 0) {
         part.first_bad_line = part.lines;
         part.first_bad =
@@ -482,7 +511,7 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
           kStepFields[i].cumulative && !std::isnan(values[i]) ? (part.totals[i] += values[i]) : values[i];
       part.reducers[i].add(t_s, v);
     }
-    count_step(part.stats, t, values, dur_ms);
+    count_step(part.stats, t, values, extra);
     ++part.steps;
   }
   return part;
@@ -1009,6 +1038,20 @@ void ShapeSightings::add(Nanos t, double ms) {
 void ShapeSightings::merge(const ShapeSightings& other) {
   if (other.first_t >= 0) add(other.first_t, other.first_ms);
   if (other.second_t >= 0) add(other.second_t, other.second_ms);
+}
+
+void StepWindow::add(const StepWindow& o) {
+  steps += o.steps;
+  busy_ms += o.busy_ms;
+  seqs += o.seqs;
+  waiting += o.waiting;
+  prefill_tokens += o.prefill_tokens;
+  decode_tokens += o.decode_tokens;
+  query_tokens += o.query_tokens;
+  hit_tokens += o.hit_tokens;
+  preemptions += o.preemptions;
+  tenant_switches += o.tenant_switches;
+  swap_bytes += o.swap_bytes;
 }
 
 }  // namespace tokenscope::analyze

@@ -133,8 +133,17 @@ struct ShapeSightings {
   void merge(const ShapeSightings& other);
 };
 
+// The steps of one second of the run (by step start), summed: the rows of
+// the attribution (analyze/attribution.h).
+struct StepWindow {
+  double steps = 0, busy_ms = 0, seqs = 0, waiting = 0;
+  double prefill_tokens = 0, decode_tokens = 0, query_tokens = 0, hit_tokens = 0;
+  double preemptions = 0, tenant_switches = 0, swap_bytes = 0;
+  void add(const StepWindow& o);
+};
+
 // What the checklist reads of every step (kept whole: a few numbers per
-// distinct value, never per step).
+// distinct value or per second, never per step).
 struct StepStats {
   // Steps per batch size (sequences in the step), and per batch size the
   // sum of step durations in ms.
@@ -142,6 +151,8 @@ struct StepStats {
   std::map<StepShape, ShapeSightings> shapes;
   double busy_ms = 0;  // the sum of every step's duration
   std::uint64_t steps_with_duration = 0;
+  // Per second of the run's clock (floor(t_ns / 1e9)).
+  std::map<std::int64_t, StepWindow> windows;
 };
 
 struct StepsData {

@@ -117,6 +117,24 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
                       row.verdict, row.statistic, w_stat, row.change, row.ci, std::max(w_ci, conf.size()),
                       row.threshold, w_th, row.more.empty() ? "" : "  " + row.more);
   }
+  if (r.cand_attribution && !r.cand_attribution->rows.empty()) {
+    const auto& a = *r.cand_attribution;
+    os << fmt::format(
+        "\nattribution ({}): effect on each outcome per unit of each cause, over {} windows of {:g} s; "
+        "double machine learning beside the naive regression\n",
+        r.single ? r.cand_name : "candidate " + r.cand_name, a.windows, a.window_s);
+    os << fmt::format("  {:<26} {:<30} {:>28}  {:>28}\n", "outcome", "cause (unit)", "DML [interval]",
+                      "naive [interval]");
+    for (const auto& row : a.rows) {
+      const auto est = [](const analyze::Estimate& e) {
+        return fmt::format("{} [{}, {}]", number(e.estimate, ""), number(e.ci_low, ""),
+                           number(e.ci_high, ""));
+      };
+      os << fmt::format("  {:<26} {:<30} {:>28}  {:>28}\n", row.outcome + " (" + row.outcome_unit + ")",
+                        row.cause + " (" + row.cause_unit + ")", est(row.effect.dml), est(row.effect.naive));
+    }
+    for (const auto& n : a.notes) os << "  note: " << n << "\n";
+  }
   os << fmt::format("overall: {} (exit {})\n", analyze::to_string(r.overall),
                     analyze::exit_code_for(r.overall));
 }
