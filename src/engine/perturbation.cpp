@@ -501,6 +501,14 @@ std::vector<PerturbationTally> Perturber::tallies() const {
   return tallies_;
 }
 
+PerturbationCounts Perturber::counts_by_kind() const {
+  std::lock_guard lock(mutex_);
+  PerturbationCounts out{};
+  for (std::size_t i = 0; i < list_.size(); ++i)
+    out[static_cast<std::size_t>(list_[i].kind())] += tallies_[i].count;
+  return out;
+}
+
 nlohmann::json Perturber::to_json() const {
   const auto tallies = this->tallies();
   nlohmann::json out = nlohmann::json::array();

@@ -31,6 +31,7 @@
 // never touch the workload's random streams.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -53,6 +54,8 @@ inline constexpr PerturbationKind kPerturbationKinds[] = {
     PerturbationKind::kRecompile};
 // "tail", "warmup", "leak", "steal", "batch_cap", "kv", "recompile".
 std::string_view name_of(PerturbationKind k);
+// A count per kind, indexed by PerturbationKind.
+using PerturbationCounts = std::array<std::uint64_t, std::size(kPerturbationKinds)>;
 
 enum class TailTarget : std::uint8_t { kSteps, kRequests };
 enum class TailDistribution : std::uint8_t { kPareto, kLognormal };
@@ -188,6 +191,9 @@ class Perturber {
   Nanos request_hold(std::uint64_t key);
   // Tallies in list() order.
   std::vector<PerturbationTally> tallies() const;
+  // The tallies' counts summed per kind, indexed by PerturbationKind
+  // (tokenscope:perturbations_injected_total{kind}).
+  PerturbationCounts counts_by_kind() const;
   // The ground truth: per perturbation, to_json() with "injected" (docs/engine.md).
   nlohmann::json to_json() const;
 
