@@ -331,7 +331,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     rs.headers.emplace_back(h.substr(0, colon), value);
   }
   if (o.target_url.empty()) {
-    engine::EngineSettings s2 = engine::engine_settings(o.engine);
+    engine::EngineSettings s2 = engine::engine_settings(o.engine, o.workload.seed);
     if (!o.model.empty()) s2.model = o.model;
     const auto catalog = engine::load_catalog(o.engine);
     s2.num_tenants = static_cast<std::uint32_t>(w.tenants.size());
@@ -352,6 +352,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   } else {
     if (!o.faults.empty() || !o.trace_emissions.empty())
       throw UsageError("--faults and --trace-emissions apply to the in-process server (no --target)");
+    if (!o.engine.perturb.empty())
+      throw UsageError(
+          "--perturb applies to the in-process server (no --target); give it to `tokenscope serve --perturb` "
+          "and read the ground truth from its GET /perturbations");
     endpoint = net::Endpoint::parse_url(o.target_url);
     rs.model = !o.model.empty() ? o.model : discover_model(endpoint, copt, o.api_key);
   }
@@ -667,6 +671,15 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
     if (run["server"].is_null()) run["server"] = nlohmann::json::object();
     run["server"]["faults_injected"] = faults;
+  }
+  // The ground truth of injected perturbations (docs/engine.md): known for
+  // the in-process server; a remote one's is its GET /perturbations (null here).
+  if (side.server) {
+    const nlohmann::json p = side.server->perturbations();
+    run["perturbations"] = p["perturbations"];
+    if (!p["perturbation_seed"].is_null()) run["perturbation_seed"] = p["perturbation_seed"];
+  } else {
+    run["perturbations"] = nullptr;
   }
   if (!io_error.empty()) {
     // The disk failed: every whole line already written stays, and run.json

@@ -184,6 +184,33 @@ TEST_F(BenchRun, ErrorRateThresholdIsMoreThan) {
   EXPECT_EQ(r.runs[0].failure.rfind(std::to_string(failed) + " of 20 requests", 0), 0u) << r.runs[0].failure;
 }
 
+// --perturb on the in-process server: its ground truth in run.json (the
+// workload's seed by default); against a --target bench cannot know it.
+TEST_F(BenchRun, InProcessPerturbationsAreRecordedAsGroundTruth) {
+  BenchSettings o = settings("perturbed");
+  o.engine.perturb = "recompile:ms=2;tail:target=requests,fraction=1,scale_ms=3,shape=2";
+  o.workload.seed = 9;
+  BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const json run_json = read_json(dir_ / "perturbed" / "run.json");
+  EXPECT_EQ(run_json["perturbation_seed"], 9);
+  const json& p = run_json["perturbations"];
+  ASSERT_EQ(p.size(), 2u) << run_json;
+  EXPECT_EQ(p[0]["kind"], "recompile");
+  EXPECT_GE(p[0]["injected"]["steps"].get<int>(), 1);
+  EXPECT_EQ(p[1]["injected"]["requests"], 20);  // fraction 1: every request held
+  EXPECT_GE(p[1]["injected"]["extra_ms_total"].get<double>(), 20 * 3.0);
+  EXPECT_EQ(run_json["settings"]["requested"]["server"]["engine"]["perturb"], o.engine.perturb);
+  // Without perturbations: an empty list.
+  r = run(settings("plain"));
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  EXPECT_EQ(read_json(dir_ / "plain" / "run.json")["perturbations"], json::array());
+  o = settings("remote");
+  o.engine.perturb = "leak";
+  o.target_url = "http://127.0.0.1:1";
+  EXPECT_THROW(run(o), UsageError);
+}
+
 // Bad settings are usage errors, before anything runs.
 TEST_F(BenchRun, BadSettingsThrowUsageErrors) {
   BenchSettings o = settings("bad");

@@ -95,6 +95,15 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
   app->add_option("--fixed-step-ms", o.fixed_step_ms,
                   "Replace the cost model: every step takes this long, ms")
       ->group(C);
+  const char* P = "Perturbations (ground truth for tokenscope check)";
+  app->add_option("--perturb", o.perturb,
+                  "Inject known perturbations, ';'-separated KIND[:KEY=VALUE,...] with KIND in tail, warmup, "
+                  "leak, steal, batch_cap, kv, recompile, e.g. "
+                  "'tail:target=steps,fraction=0.02,dist=pareto,scale_ms=5,shape=1.5;leak:per_min=2%' "
+                  "(docs/engine.md \"Perturbations\")")
+      ->group(P);
+  app->add_option("--perturb-seed", o.perturb_seed, "Seed of the perturbations' draws [default: --seed]")
+      ->group(P);
 }
 
 nlohmann::json engine_options_json(const EngineOptions& o) {

@@ -132,7 +132,11 @@ CLI::App* add_serve_command(CLI::App& app) {
                    "max_tokens of /v1/completions requests that give none (chat: the rest of the context)")
       ->capture_default_str()
       ->group(G);
-  serve->add_option("--seed", o.seed, "Seed of the natural output lengths")->capture_default_str()->group(G);
+  serve
+      ->add_option("--seed", o.seed,
+                   "Seed of the natural output lengths (and of --perturb's draws by default)")
+      ->capture_default_str()
+      ->group(G);
   const char* T = "Testing";
   serve
       ->add_option("--faults", o.faults,
@@ -154,7 +158,7 @@ int run_serve() {
   auto& o = g_opts;
   if (o.api_key.empty())
     if (const char* env = std::getenv("TOKENSCOPE_API_KEY")) o.api_key = env;
-  const engine::EngineSettings settings = engine_settings(o.engine_options);
+  const engine::EngineSettings settings = engine_settings(o.engine_options, o.seed);
   const auto catalog = load_catalog(o.engine_options);
   const auto eff = engine::resolve_engine(settings, catalog);
   const auto fault_rules = serve::parse_fault_spec(o.faults);
@@ -218,6 +222,9 @@ int run_serve() {
                    eff.num_gpu_blocks ? fmt::format("{} KV blocks", *eff.num_gpu_blocks) : "unlimited KV",
                    eff.tensor_parallel, eff.gpu.name, o.api_key.empty() ? "" : ", API key required")
             << std::endl;
+  for (const auto& p : settings.perturbations)
+    std::cout << "tokenscope serve: perturbation " << p.to_json().dump() << " (GET /perturbations)"
+              << std::endl;
 
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
   boost::asio::steady_timer linger(ioc);

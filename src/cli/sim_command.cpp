@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -92,6 +93,17 @@ nlohmann::json counters_json(const engine::EngineCounters& c) {
 
 }  // namespace
 
+std::string describe_perturbation(const nlohmann::json& p) {
+  std::string line = "perturbation " + p.value("kind", std::string("?"));
+  if (p.contains("target")) line += " (" + p["target"].get<std::string>() + ")";
+  line += ":";
+  if (const auto it = p.find("injected"); it != p.end())
+    for (const auto& [key, value] : it->items())
+      line += value.is_number_float() ? fmt::format(" {}={:.1f}", key, value.get<double>())
+                                      : fmt::format(" {}={}", key, value.dump());
+  return line;
+}
+
 CLI::App* add_sim_command(CLI::App& app) {
   auto& o = g_opts;
   CLI::App* sim = app.add_subcommand(
@@ -138,7 +150,7 @@ CLI::App* add_sim_command(CLI::App& app) {
 int run_sim(const std::atomic<bool>& interrupted) {
   auto& o = g_opts;
   const double cpu_start = cpu_seconds();
-  engine::EngineSettings settings = engine_settings(o.engine_options);
+  engine::EngineSettings settings = engine_settings(o.engine_options, o.workload.seed);
   if (o.workload.rate_rps <= 0 || !std::isfinite(o.workload.rate_rps))
     throw UsageError(fmt::format("--rate: expected requests per second > 0, got {}", o.workload.rate_rps));
   const auto catalog = load_catalog(o.engine_options);
@@ -153,10 +165,14 @@ int run_sim(const std::atomic<bool>& interrupted) {
     out = std::make_unique<RunDirectory>(o.out);
   }
   engine::RecordingObserver observer(bw.w, out.get(), !o.no_steps);
+  observer.write_perturbations(!settings.perturbations.empty());
   auto cost = make_cost_model(settings, eff);
   // The server's canonical series on virtual time, as bench's scrapes give them (docs/observe.md).
   observe::SimSampler sampler(observer, out && !o.no_samples ? &out->samples() : nullptr,
                               seconds_to_nanos(o.sample_interval_s));
+  const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),
+                                 [](const auto& p) { return p.kind() == engine::PerturbationKind::kSteal; });
+  if (steal) sampler.enable_contention_series();
   engine::Engine eng(eff, settings, std::move(cost), &sampler);
   sampler.attach(&eng);
 
@@ -180,14 +196,25 @@ int run_sim(const std::atomic<bool>& interrupted) {
                        {"effective", {{"engine", eff.to_json()}, {"workload", bw.effective}}}};
     run["summary"] = summary;
     run["engine_counters"] = counters_json(report.counters);
+    // The ground truth for tokenscope check: what was injected (docs/engine.md "Perturbations").
+    run["perturbations"] = eng.perturber() ? eng.perturber()->to_json() : nlohmann::json::array();
+    if (eng.perturber()) run["perturbation_seed"] = settings.perturbation_seed;
     run["virtual_end_s"] = nanos_to_s(report.virtual_end_ns);
+    nlohmann::json sources = {{{"source", "sim"},
+                               {"interval_s", o.sample_interval_s},
+                               {"reads", sampler.observations()},
+                               {"clock", "virtual"}}};
+    // A steal perturbation's stolen time as a host and a cgroup would show it.
+    if (steal)
+      for (const char* source : {"host", "cgroup"})
+        sources.push_back({{"source", source},
+                           {"interval_s", o.sample_interval_s},
+                           {"reads", sampler.contention_observations()},
+                           {"clock", "virtual"},
+                           {"simulated", "steal perturbation"}});
     run["observe"] = {
         {"samples_file", o.no_samples ? nlohmann::json(nullptr) : nlohmann::json("samples.jsonl")},
-        {"sources",
-         {{{"source", "sim"},
-           {"interval_s", o.sample_interval_s},
-           {"reads", sampler.observations()},
-           {"clock", "virtual"}}}}};
+        {"sources", sources}};
     out->flush();
     out->write_run_json(run);
     out->close();
@@ -213,6 +240,8 @@ int run_sim(const std::atomic<bool>& interrupted) {
       h.lines.push_back(fmt::format("skipped {} bad rows (first: {})", bw.w.read_report.rows_skipped,
                                     bw.w.read_report.skipped_examples.front()));
     for (const auto& n : eff.notes) h.lines.push_back("note: " + n);
+    if (const auto* p = eng.perturber())
+      for (const auto& j : p->to_json()) h.lines.push_back(describe_perturbation(j));
     print_summary_table(std::cout, h, summary);
     const double virt = nanos_to_s(report.virtual_end_ns);
     std::cout << fmt::format(

@@ -88,6 +88,7 @@ nlohmann::json EffectiveEngine::to_json() const {
   j["kv_cache_gib_per_gpu"] = kv_cache_gib_per_gpu;
   j["kv_bytes_per_token"] = kv_bytes_per_token;
   j["num_host_kv_blocks"] = num_host_kv_blocks;
+  if (unperturbed_num_gpu_blocks) j["unperturbed_num_gpu_blocks"] = *unperturbed_num_gpu_blocks;
   j["notes"] = notes;
   return j;
 }
@@ -175,6 +176,23 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
     e.num_gpu_blocks = static_cast<std::uint32_t>(std::min(blocks, 2e9));
     e.kv_cache_gib_per_gpu = kv_gib;
   }
+  for (const auto& p : s.perturbations) {
+    if (const auto* kv = std::get_if<KvParams>(&p.params)) {
+      if (!e.num_gpu_blocks)
+        throw UsageError("--perturb kv: needs a KV cache of finite size (drop --unlimited-kv)");
+      const std::uint32_t before = *e.num_gpu_blocks;
+      const auto after =
+          static_cast<std::uint32_t>(std::max(1.0, std::floor(kv->fraction * static_cast<double>(before))));
+      e.unperturbed_num_gpu_blocks = before;
+      e.num_gpu_blocks = after;
+      e.kv_cache_gib_per_gpu *= static_cast<double>(after) / static_cast<double>(before);
+      e.notes.push_back(
+          fmt::format("perturbation kv: {} of {} KV blocks (fraction {})", after, before, kv->fraction));
+    }
+    if (const auto* cap = std::get_if<BatchCapParams>(&p.params))
+      e.notes.push_back(
+          fmt::format("perturbation batch_cap: max_num_seqs {} (was {})", cap->max_num_seqs, s.max_num_seqs));
+  }
   return e;
 }
 
@@ -222,6 +240,16 @@ Engine::Engine(EffectiveEngine effective, EngineSettings settings, std::unique_p
       host_pool_(eff_.num_host_kv_blocks) {
   static EngineObserver null_observer;
   if (observer_ == nullptr) observer_ = &null_observer;
+  if (!settings_.perturbations.empty()) {
+    CapacityBaseline baseline;
+    baseline.max_num_seqs = settings_.max_num_seqs;
+    baseline.num_gpu_blocks = eff_.unperturbed_num_gpu_blocks;
+    if (eff_.unperturbed_num_gpu_blocks) baseline.perturbed_blocks = eff_.num_gpu_blocks;
+    for (const auto& p : settings_.perturbations)
+      if (const auto* cap = std::get_if<BatchCapParams>(&p.params))
+        settings_.max_num_seqs = cap->max_num_seqs;
+    perturber_ = std::make_unique<Perturber>(settings_.perturbations, settings_.perturbation_seed, baseline);
+  }
   const bool partitioned =
       settings_.tenant_kv_policy == TenantKvPolicy::kStaticReuse && settings_.num_tenants > 1;
   const std::uint32_t num_pools = partitioned ? settings_.num_tenants : 1;
@@ -336,7 +364,7 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->order = admit_sequence_++;
   s->tenant = tenant;
   s->priority = r.priority;
-  s->arrival = now;
+  s->arrival = r.arrival >= 0 && r.arrival < now ? r.arrival : now;
   s->prompt_len = static_cast<std::uint32_t>(prompt_len);
   s->target_output = static_cast<std::uint32_t>(output);
   s->run_hash = root_hash(tenant);
@@ -646,7 +674,14 @@ Nanos Engine::step(Nanos now) {
   shape.host_transfer_bytes = st.swap_in_bytes + st.swap_out_bytes;
   shape.extra_seconds = extra_seconds;
   st.cost = cost_->step_cost(shape);
-  const Nanos duration = seconds_to_nanos(st.cost.total_s());
+  Nanos duration = seconds_to_nanos(st.cost.total_s());
+  if (perturber_) {
+    const StepPerturbation p = perturber_->on_step(st.index, now, duration, scheduled_.size(),
+                                                   shape.prefill_tokens + shape.decode_tokens);
+    st.perturbation_ns = p.extra_ns;
+    st.stolen_ns = p.stolen_ns;
+    duration += p.extra_ns;
+  }
   const Nanos end = now + duration;
 
   st.duration = duration;

@@ -39,6 +39,7 @@
 #include "engine/catalog.h"
 #include "engine/cost_model.h"
 #include "engine/kv_cache.h"
+#include "engine/perturbation.h"
 #include "workload/tokenizer.h"
 
 namespace tokenscope::engine {
@@ -84,6 +85,11 @@ struct EngineSettings {
   double host_kv_gib = 64.0;
   RooflineParams cost;
   std::optional<double> fixed_step_ms;  // replaces the roofline model (e.g. 0 for zero cost)
+  // Injected perturbations (perturbation.h, docs/engine.md "Perturbations"):
+  // kv is applied by resolve_engine(), batch_cap by the Engine (it replaces
+  // max_num_seqs), the others step by step. Empty: none.
+  std::vector<Perturbation> perturbations;
+  std::uint64_t perturbation_seed = 0;
 };
 
 // Settings after resolution against the catalog and the GPU's memory.
@@ -96,10 +102,11 @@ struct EffectiveEngine {
   std::uint32_t max_model_len = 0;
   double weights_gib_per_gpu = 0.0;
   double kv_cache_gib_per_gpu = 0.0;
-  double kv_bytes_per_token = 0.0;       // all GPUs
-  double kv_bytes_per_block = 0.0;       // all GPUs
-  std::uint64_t num_host_kv_blocks = 0;  // floor(host_kv_gib · 2^30 / kv_bytes_per_block)
-  std::vector<std::string> notes;        // adjustments the user should know about
+  double kv_bytes_per_token = 0.0;                          // all GPUs
+  double kv_bytes_per_block = 0.0;                          // all GPUs
+  std::uint64_t num_host_kv_blocks = 0;                     // floor(host_kv_gib · 2^30 / kv_bytes_per_block)
+  std::optional<std::uint32_t> unperturbed_num_gpu_blocks;  // before a kv perturbation; nullopt without one
+  std::vector<std::string> notes;                           // adjustments the user should know about
 
   nlohmann::json to_json() const;
 };
@@ -114,6 +121,9 @@ struct EngineRequest {
   std::uint32_t tenant = 0;
   std::int32_t priority = 0;
   std::optional<std::uint64_t> output_seed;  // keys the generated words; default: the id
+  // When the request arrived, if before the `now` of add_request (it was
+  // held, as a request tail holds it); < 0: it arrives at `now`.
+  Nanos arrival = -1;
 };
 
 struct FinishedRequest {
@@ -151,6 +161,8 @@ struct StepStats {
   std::uint32_t host_kv_evictions = 0;          // blocks the host pool evicted in this step
   std::uint32_t host_kv_recomputed_blocks = 0;  // evicted blocks that requests admitted now recompute
   StepCost cost;
+  Nanos perturbation_ns = 0;  // of the duration, the time perturbations added
+  Nanos stolen_ns = 0;        // of that, stolen time (steal), at the end of the step
 };
 
 class EngineObserver {
@@ -228,6 +240,9 @@ class Engine {
   // Blocks held in the host pool (dynamic tenant reuse).
   std::uint64_t host_kv_blocks() const { return host_pool_.size(); }
   bool check_invariants() const;
+  // The perturbations this engine applies; nullptr without any.
+  Perturber* perturber() { return perturber_.get(); }
+  const Perturber* perturber() const { return perturber_.get(); }
 
  private:
   struct Seq;
@@ -258,6 +273,7 @@ class Engine {
   EffectiveEngine eff_;
   EngineSettings settings_;
   std::unique_ptr<CostModel> cost_;
+  std::unique_ptr<Perturber> perturber_;
   EngineObserver* observer_;
   std::vector<KvBlockPool> pools_;
   std::vector<Seq*> running_;

@@ -4,40 +4,49 @@ namespace tokenscope::engine {
 
 nlohmann::json to_json(const EngineOptions& o) {
   const auto& e = o.engine;
-  return {{"model", e.model},
-          {"gpu", e.gpu},
-          {"catalog", o.catalog_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.catalog_file)},
-          {"tensor_parallel", e.tensor_parallel},
-          {"gpu_memory_utilization", e.gpu_memory_utilization},
-          {"activation_reserve_gib", e.activation_reserve_gib},
-          {"block_size_tokens", e.block_size_tokens},
-          {"num_gpu_blocks", o.num_gpu_blocks},
-          {"unlimited_kv", e.unlimited_kv},
-          {"enable_prefix_caching", e.enable_prefix_caching},
-          {"max_num_batched_tokens", e.max_num_batched_tokens},
-          {"max_num_seqs", e.max_num_seqs},
-          {"max_model_len", e.max_model_len},
-          {"enable_chunked_prefill", e.enable_chunked_prefill},
-          {"long_prefill_token_threshold", e.long_prefill_token_threshold},
-          {"policy", o.policy},
-          {"preemption", o.preemption},
-          {"max_active_tenants", e.max_active_tenants},
-          {"context_switch_ms", e.context_switch_ms},
-          {"tenant_kv_policy", o.tenant_kv_policy},
-          {"host_kv_gib", e.host_kv_gib},
-          {"fixed_step_ms", o.fixed_step_ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(o.fixed_step_ms)},
-          {"cost",
-           {{"mfu_linear", e.cost.mfu_linear},
-            {"mfu_attention", e.cost.mfu_attention},
-            {"bw_efficiency", e.cost.bw_efficiency},
-            {"step_overhead_ms", e.cost.step_overhead_ms},
-            {"layer_overhead_us", e.cost.layer_overhead_us},
-            {"allreduce_latency_us", e.cost.allreduce_latency_us},
-            {"allreduce_efficiency", e.cost.allreduce_efficiency}}}};
+  nlohmann::json j = {
+      {"model", e.model},
+      {"gpu", e.gpu},
+      {"catalog", o.catalog_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.catalog_file)},
+      {"tensor_parallel", e.tensor_parallel},
+      {"gpu_memory_utilization", e.gpu_memory_utilization},
+      {"activation_reserve_gib", e.activation_reserve_gib},
+      {"block_size_tokens", e.block_size_tokens},
+      {"num_gpu_blocks", o.num_gpu_blocks},
+      {"unlimited_kv", e.unlimited_kv},
+      {"enable_prefix_caching", e.enable_prefix_caching},
+      {"max_num_batched_tokens", e.max_num_batched_tokens},
+      {"max_num_seqs", e.max_num_seqs},
+      {"max_model_len", e.max_model_len},
+      {"enable_chunked_prefill", e.enable_chunked_prefill},
+      {"long_prefill_token_threshold", e.long_prefill_token_threshold},
+      {"policy", o.policy},
+      {"preemption", o.preemption},
+      {"max_active_tenants", e.max_active_tenants},
+      {"context_switch_ms", e.context_switch_ms},
+      {"tenant_kv_policy", o.tenant_kv_policy},
+      {"host_kv_gib", e.host_kv_gib},
+      {"fixed_step_ms", o.fixed_step_ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(o.fixed_step_ms)},
+      {"cost",
+       {{"mfu_linear", e.cost.mfu_linear},
+        {"mfu_attention", e.cost.mfu_attention},
+        {"bw_efficiency", e.cost.bw_efficiency},
+        {"step_overhead_ms", e.cost.step_overhead_ms},
+        {"layer_overhead_us", e.cost.layer_overhead_us},
+        {"allreduce_latency_us", e.cost.allreduce_latency_us},
+        {"allreduce_efficiency", e.cost.allreduce_efficiency}}}};
+  // Only with perturbations: the settings of a run without any stay as they were.
+  if (!o.perturb.empty()) {
+    j["perturb"] = o.perturb;
+    j["perturb_seed"] = o.perturb_seed ? nlohmann::json(*o.perturb_seed) : nlohmann::json(nullptr);
+  }
+  return j;
 }
 
-EngineSettings engine_settings(const EngineOptions& o) {
+EngineSettings engine_settings(const EngineOptions& o, std::uint64_t run_seed) {
   EngineSettings s = o.engine;
+  s.perturbations = parse_perturbation_spec(o.perturb);
+  s.perturbation_seed = o.perturb_seed.value_or(run_seed);
   s.policy = parse_scheduling_policy(o.policy);
   s.preemption = parse_preemption_mode(o.preemption);
   s.tenant_kv_policy = parse_tenant_kv_policy(o.tenant_kv_policy);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -24,12 +25,15 @@ struct EngineOptions {
   std::string tenant_kv_policy = "none";
   std::uint32_t num_gpu_blocks = 0;
   double fixed_step_ms = -1.0;
+  std::string perturb;                        // --perturb SPEC (perturbation.h); empty: none
+  std::optional<std::uint64_t> perturb_seed;  // --perturb-seed; default: the command's --seed
 };
 
 // The options as given (for run.json's "requested" settings).
 nlohmann::json to_json(const EngineOptions& o);
-// Settings with the string options parsed; throws UsageError.
-EngineSettings engine_settings(const EngineOptions& o);
+// Settings with the string options parsed; throws UsageError. The
+// perturbation seed is --perturb-seed, else run_seed (the command's --seed).
+EngineSettings engine_settings(const EngineOptions& o, std::uint64_t run_seed = 0);
 // The built-in catalog plus the catalog file.
 Catalog load_catalog(const EngineOptions& o);
 std::unique_ptr<CostModel> make_cost_model(const EngineSettings& s, const EffectiveEngine& e);

@@ -1,5 +1,9 @@
 #include "engine/simulator.h"
 
+#include <functional>
+#include <limits>
+#include <queue>
+
 #include "core/json_out.h"
 
 namespace tokenscope::engine {
@@ -131,6 +135,12 @@ void RecordingObserver::on_step(const StepStats& s) {
   append_uint(o, s.host_kv_evictions);
   o += ",\"host_kv_recomputed_blocks\":";
   append_uint(o, s.host_kv_recomputed_blocks);
+  if (write_perturbations_) {
+    o += ",\"perturbation_ns\":";
+    append_uint(o, static_cast<std::uint64_t>(s.perturbation_ns));
+    o += ",\"stolen_ns\":";
+    append_uint(o, static_cast<std::uint64_t>(s.stolen_ns));
+  }
   o += '}';
   out_->steps().end_line();
 }
@@ -140,41 +150,73 @@ SimReport run_simulation(const workload::Workload& w, Engine& engine, const std:
   Nanos now = 0;
   std::size_t next = 0;
   const std::size_t n = w.requests.size();
+  Perturber* perturber = engine.perturber();
+  const bool holds = perturber != nullptr && perturber->holds_requests();
+  // Requests a request tail holds: (release time, workload position), earliest first.
+  using Held = std::pair<Nanos, std::size_t>;
+  std::priority_queue<Held, std::vector<Held>, std::greater<>> held;
+  // Into the engine's queue at t (a held request keeps its arrival time).
+  auto enter = [&](const workload::Request& req, Nanos t) {
+    EngineRequest er;
+    er.id = req.id;
+    workload::append_prompt_tokens(w, req, er.prompt);
+    er.max_output_tokens = req.output_tokens;
+    er.tenant = req.tenant;
+    er.priority = req.priority;
+    er.arrival = req.arrival_ns;
+    engine.add_request(std::move(er), t);
+  };
   auto admit_until = [&](Nanos t) {
-    while (next < n && w.requests[next].arrival_ns <= t) {
-      const auto& req = w.requests[next++];
+    while (true) {
+      const bool arrival = next < n && w.requests[next].arrival_ns <= t;
+      const bool release = !held.empty() && held.top().first <= t;
+      if (!arrival && !release) break;
+      // In the order they reach the queue: a held request released before an arrival goes first.
+      if (release && (!arrival || held.top().first <= w.requests[next].arrival_ns)) {
+        const auto [release_ns, i] = held.top();
+        held.pop();
+        enter(w.requests[i], release_ns);
+        continue;
+      }
+      const std::size_t i = next++;
+      const auto& req = w.requests[i];
+      ++report.requests_submitted;
       // A row may claim up to 2^30 tokens: reject what cannot run before its
       // tokens are made (4 bytes each), naming the row it came from.
       if (auto problem = engine.admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
         const std::string origin = workload::prompt_origin(w, req);
         engine.reject(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
-        ++report.requests_submitted;
         continue;
       }
-      EngineRequest er;
-      er.id = req.id;
-      workload::append_prompt_tokens(w, req, er.prompt);
-      er.max_output_tokens = req.output_tokens;
-      er.tenant = req.tenant;
-      er.priority = req.priority;
-      engine.add_request(std::move(er), req.arrival_ns);
-      ++report.requests_submitted;
+      if (holds) {
+        if (const Nanos hold = perturber->request_hold(req.id); hold > 0) {
+          held.emplace(req.arrival_ns + hold, i);
+          continue;
+        }
+      }
+      enter(req, req.arrival_ns);
     }
   };
+  // The next moment a request reaches the queue: an arrival or a release.
+  auto next_event = [&] {
+    Nanos t = next < n ? w.requests[next].arrival_ns : std::numeric_limits<Nanos>::max();
+    if (!held.empty()) t = std::min(t, held.top().first);
+    return t;
+  };
   std::uint64_t iterations = 0;
-  while (next < n || engine.has_work()) {
+  while (next < n || !held.empty() || engine.has_work()) {
     if (stop != nullptr && (++iterations & 0xff) == 0 && stop->load(std::memory_order_relaxed)) {
       report.interrupted = true;
       break;
     }
-    if (!engine.has_work()) now = std::max(now, w.requests[next].arrival_ns);
+    if (!engine.has_work()) now = std::max(now, next_event());
     admit_until(now);
     const std::uint64_t steps_before = engine.counters().steps;
     now += engine.step(now);
     if (engine.counters().steps == steps_before && engine.has_work() && engine.num_running() == 0) {
       // Nothing could run and nothing is running: only a later arrival can change that.
-      if (next < n) {
-        now = std::max(now, w.requests[next].arrival_ns);
+      if (next < n || !held.empty()) {
+        now = std::max(now, next_event());
       } else {
         engine.reject_all_waiting(now, "cannot be scheduled (no KV blocks or tenant slot can ever free up)");
       }

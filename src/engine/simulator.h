@@ -34,6 +34,9 @@ class RecordingObserver final : public EngineObserver {
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
   void on_step(const StepStats& s) override;
 
+  // steps.jsonl gets each step's perturbation_ns and stolen_ns (runs with perturbations).
+  void write_perturbations(bool on) { write_perturbations_ = on; }
+
   const SummaryBuilder& summary() const { return summary_; }
   SummaryBuilder& summary() { return summary_; }
 
@@ -46,6 +49,7 @@ class RecordingObserver final : public EngineObserver {
   std::vector<std::uint32_t> index_of_id_;  // request id -> position in workload
   RunDirectory* out_;
   bool write_steps_;
+  bool write_perturbations_ = false;
   // Token times of requests in flight, in reusable slots (their buffers keep
   // their capacity): 4 bytes per request for the slot index, and memory for
   // the requests in flight only.
@@ -62,7 +66,9 @@ struct SimReport {
   EngineCounters counters;
 };
 
-// Runs the whole workload (or until *stop becomes true).
+// Runs the whole workload (or until *stop becomes true). A request tail of
+// the engine's perturbations holds a request before it enters the queue
+// (keyed by its id); it keeps its arrival time.
 SimReport run_simulation(const workload::Workload& w, Engine& engine,
                          const std::atomic<bool>* stop = nullptr);
 

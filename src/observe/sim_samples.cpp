@@ -27,6 +27,56 @@ void SimSampler::Histogram::append(std::vector<Sample>& out, const std::string& 
   out.push_back({name + "_count", {}, static_cast<double>(cum)});
 }
 
+// ---- StolenTimeSeries ---------------------------------------------------------
+
+void StolenTimeSeries::add(Nanos begin_ns, Nanos end_ns) {
+  if (end_ns > begin_ns) pending_.emplace_back(std::max(begin_ns, folded_until_), end_ns);
+}
+
+void StolenTimeSeries::close_windows_until(Nanos t_ns) {
+  // The kernel's decay per 2 s update of a 10 s average.
+  static const double decay = std::exp(-2.0 / 10.0);
+  if ((window_ + 1) * kWindowNs > t_ns) return;
+  avg10_ = avg10_ * decay + static_cast<double>(window_stalled_ns_) / kWindowNs * (1.0 - decay);
+  window_stalled_ns_ = 0;
+  ++window_;
+  // Windows without stalls in between: the average only decays.
+  const std::int64_t empty = t_ns / kWindowNs - window_;
+  if (empty > 0) {
+    avg10_ *= std::pow(decay, static_cast<double>(empty));
+    window_ += empty;
+  }
+}
+
+void StolenTimeSeries::fold(Nanos from, Nanos to) {
+  while (from < to) {
+    close_windows_until(from);
+    const Nanos end = std::min(to, (window_ + 1) * kWindowNs);
+    window_stalled_ns_ += end - from;
+    stalled_ns_ += end - from;
+    const std::int64_t first = std::max(from / kPeriodNs, last_period_ + 1);
+    const std::int64_t last = (end - 1) / kPeriodNs;
+    if (last >= first) periods_ += static_cast<std::uint64_t>(last - first + 1);
+    last_period_ = std::max(last_period_, last);
+    from = end;
+  }
+}
+
+void StolenTimeSeries::advance(Nanos t_ns) {
+  while (!pending_.empty()) {
+    auto& [begin, end] = pending_.front();
+    const Nanos from = std::max(begin, folded_until_);
+    const Nanos to = std::min(end, t_ns);
+    if (to > from) fold(from, to);
+    if (end > t_ns) break;
+    pending_.pop_front();
+  }
+  folded_until_ = std::max(folded_until_, t_ns);
+  close_windows_until(t_ns);
+}
+
+// ---- SimSampler ----------------------------------------------------------------
+
 SimSampler::SimSampler(engine::EngineObserver& inner, JsonlWriter* out, Nanos interval_ns)
     : inner_(inner), out_(out), interval_ns_(std::max<Nanos>(interval_ns, 1)), next_ns_(0) {
   auto init = [](Histogram& h, std::vector<double> b) {
@@ -98,6 +148,7 @@ void SimSampler::on_step(const engine::StepStats& s) {
   prompt_tokens_ += s.prefill_tokens;
   generation_tokens_ += s.decode_tokens;
   iteration_tokens_.add(static_cast<double>(s.prefill_tokens + s.decode_tokens));
+  if (contention_ && s.stolen_ns > 0) stolen_.add(s.start + s.duration - s.stolen_ns, s.start + s.duration);
   snapshot();
 }
 
@@ -125,13 +176,45 @@ void SimSampler::emit(Nanos t) {
   e2e_.append(c, "server_e2e_seconds");
   queue_.append(c, "server_queue_seconds");
   last_emit_ns_ = t;
-  tracker_.feed(o);
+  write(o, tracker_);
   ++observations_;
+  if (contention_) emit_contention(t);
+}
+
+void SimSampler::write(Observation& o, SeriesTracker& tracker) {
+  tracker.feed(o);
   if (out_) {
     std::string& line = out_->begin_line();
     append_observation_json(line, o);
     out_->end_line();
   }
+}
+
+void SimSampler::emit_contention(Nanos t) {
+  stolen_.advance(t);
+  const double avg10 = stolen_.some_avg10();
+  const double stalled_us = std::round(stolen_.stalled_seconds() * 1e6);
+  // Raw names as the host and cgroup collectors keep them (system_collectors.cpp).
+  Observation host;
+  host.t_ns = t;
+  host.source = "host";
+  host.canonical.push_back({"host_cpu_pressure_some", {}, avg10});
+  host.raw.push_back({"pressure_cpu_some_avg10", {}, avg10 * 100.0});
+  host.raw.push_back({"pressure_cpu_some_total_us", {}, stalled_us});
+  write(host, host_tracker_);
+  Observation cgroup;
+  cgroup.t_ns = t;
+  cgroup.source = "cgroup";
+  const auto periods = static_cast<double>(stolen_.throttled_periods());
+  cgroup.canonical.push_back({"cgroup_cpu_throttled_periods", {}, periods});
+  cgroup.canonical.push_back({"cgroup_cpu_throttled_seconds", {}, stalled_us / 1e6});
+  cgroup.canonical.push_back({"cgroup_cpu_pressure_some", {}, avg10});
+  cgroup.raw.push_back({"cpu.stat.nr_throttled", {}, periods});
+  cgroup.raw.push_back({"cpu.stat.throttled_usec", {}, stalled_us});
+  cgroup.raw.push_back({"cpu.pressure.some.avg10", {}, avg10 * 100.0});
+  cgroup.raw.push_back({"cpu.pressure.some.total_us", {}, stalled_us});
+  write(cgroup, cgroup_tracker_);
+  ++contention_observations_;
 }
 
 }  // namespace tokenscope::observe

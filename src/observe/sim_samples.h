@@ -6,8 +6,10 @@
 // engine and the recording observer and forwards every event to it.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/run_dir.h"
@@ -16,6 +18,44 @@
 #include "observe/observation.h"
 
 namespace tokenscope::observe {
+
+// Stolen time (a steal perturbation: docs/engine.md) on the run's clock, as
+// a Linux host and the server's cgroup v2 would report it:
+//  * the CPU pressure-stall "some" average over 10 s, as the kernel
+//    computes avg10 (kernel/sched/psi.c, calc_avgs): at the end of every
+//    2 s window, avg = avg * e^(-2/10) + share * (1 - e^(-2/10)), share =
+//    stalled time in the window / 2 s; windows counted from 0 of the run's
+//    clock;
+//  * the stalled time in all (PSI some total, cpu.stat throttled_usec);
+//  * the CFS periods (100 ms, cpu.max's default) that hold any of it
+//    (cpu.stat nr_throttled).
+class StolenTimeSeries {
+ public:
+  static constexpr Nanos kWindowNs = 2 * kNanosPerSecond;
+  static constexpr Nanos kPeriodNs = 100 * 1'000'000;
+
+  // Stolen time [begin_ns, end_ns): in time order, not overlapping, never
+  // before the last advance().
+  void add(Nanos begin_ns, Nanos end_ns);
+  // Folds in the stolen time before t_ns (non-decreasing); the values below are as of t_ns.
+  void advance(Nanos t_ns);
+  double some_avg10() const { return avg10_; }  // ratio, 0..1
+  double stalled_seconds() const { return nanos_to_s(stalled_ns_); }
+  std::uint64_t throttled_periods() const { return periods_; }
+
+ private:
+  void close_windows_until(Nanos t_ns);
+  void fold(Nanos from_ns, Nanos to_ns);
+
+  std::deque<std::pair<Nanos, Nanos>> pending_;  // added, not yet folded in whole
+  Nanos folded_until_ = 0;
+  std::int64_t window_ = 0;  // the open window: [window_ * 2 s, (window_ + 1) * 2 s)
+  Nanos window_stalled_ns_ = 0;
+  double avg10_ = 0.0;
+  Nanos stalled_ns_ = 0;
+  std::uint64_t periods_ = 0;
+  std::int64_t last_period_ = -1;
+};
 
 class SimSampler final : public engine::EngineObserver {
  public:
@@ -29,13 +69,21 @@ class SimSampler final : public engine::EngineObserver {
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
   void on_step(const engine::StepStats& s) override;
 
+  // With a steal perturbation: every sample also writes what a host and the
+  // server's cgroup would show of the stolen time (StolenTimeSeries), as
+  // sources "host" (host_cpu_pressure_some) and "cgroup"
+  // (cgroup_cpu_throttled_periods, cgroup_cpu_throttled_seconds,
+  // cgroup_cpu_pressure_some). Call before attach().
+  void enable_contention_series() { contention_ = true; }
   // The engine whose counters the samples carry (the engine is made with
   // this sampler as its observer, so it is attached after). Until attached,
   // counters are summed from the steps.
   void attach(const engine::Engine* e);
   // Writes the sample at end_ns (the end of the simulation), if later than the last one.
   void finish(Nanos end_ns);
-  std::uint64_t observations() const { return observations_; }
+  std::uint64_t observations() const { return observations_; }  // of source "sim"
+  // Of each of "host" and "cgroup" (0 without contention series).
+  std::uint64_t contention_observations() const { return contention_observations_; }
   const SeriesTracker& tracker() const { return tracker_; }
 
  private:
@@ -47,6 +95,8 @@ class SimSampler final : public engine::EngineObserver {
     void append(std::vector<Sample>& out, const std::string& name) const;
   };
   void emit(Nanos t);
+  void emit_contention(Nanos t);
+  void write(Observation& o, SeriesTracker& tracker);
   void snapshot();  // the engine's counters after the last step
 
   engine::EngineObserver& inner_;
@@ -62,6 +112,10 @@ class SimSampler final : public engine::EngineObserver {
   Histogram iteration_tokens_, ttft_, e2e_, queue_;
   SeriesTracker tracker_;
   std::uint64_t observations_ = 0;
+  bool contention_ = false;
+  StolenTimeSeries stolen_;
+  SeriesTracker host_tracker_, cgroup_tracker_;
+  std::uint64_t contention_observations_ = 0;
   std::string line_;
 };
 

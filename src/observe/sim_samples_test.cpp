@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,92 @@ TEST(SimSampler, TheLastSampleHoldsTheEnginesTotals) {
   EXPECT_EQ(find_value(last, "iteration_tokens_count"), static_cast<double>(counters.steps));
   // Derived series are there from the second sample on.
   EXPECT_TRUE(find_value(v[2].derived, "generation_tokens_per_s"));
+}
+
+constexpr Nanos kMs = 1'000'000;
+
+// The kernel's avg10 over 2 s windows, the stalled total and the 100 ms
+// periods with stalls, on stalls that straddle a window and a period.
+TEST(StolenTimeSeries, FollowsTheKernelsAveragesAndCfsPeriods) {
+  StolenTimeSeries s;
+  s.add(0, 1000 * kMs);
+  s.add(1950 * kMs, 2050 * kMs);
+  s.advance(1500 * kMs);
+  EXPECT_DOUBLE_EQ(s.stalled_seconds(), 1.0);
+  EXPECT_EQ(s.throttled_periods(), 10u);
+  EXPECT_EQ(s.some_avg10(), 0.0);  // no window has closed yet
+  s.advance(2000 * kMs);
+  EXPECT_DOUBLE_EQ(s.stalled_seconds(), 1.05);
+  EXPECT_EQ(s.throttled_periods(), 11u);
+  // numpy: d = np.exp(-2/10); 0.525 * (1 - d)
+  EXPECT_DOUBLE_EQ(s.some_avg10(), 0.09516635463405955);
+  s.advance(4000 * kMs);
+  EXPECT_DOUBLE_EQ(s.stalled_seconds(), 1.1);
+  EXPECT_EQ(s.throttled_periods(), 12u);
+  // numpy: 0.09516635463405955 * d + 0.025 * (1 - d)
+  EXPECT_DOUBLE_EQ(s.some_avg10(), 0.08244735237028032);
+  s.advance(24000 * kMs);  // ten windows without a stall
+  // numpy: 0.08244735237028032 * d**10
+  EXPECT_DOUBLE_EQ(s.some_avg10(), 0.011158035785140692);
+  EXPECT_EQ(s.throttled_periods(), 12u);
+}
+
+// A steal perturbation in sim: the host and cgroup series a real host would
+// show, on the run's clock, adding up to the stolen time of the steps.
+TEST(SimSampler, StolenTimeShowsAsHostPressureAndCgroupThrottling) {
+  const auto w = synthetic(600, 10.0);
+  engine::EngineSettings s;
+  s.num_tenants = static_cast<std::uint32_t>(w.tenants.size());
+  s.perturbations = engine::parse_perturbation_spec("steal:share=1,period_s=20,on_s=10,offset_s=20");
+  const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+  const auto dir = std::filesystem::temp_directory_path() / ("sim_steal_test_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  Nanos stolen = 0;
+  struct Steps : engine::EngineObserver {
+    Nanos* stolen;
+    void on_step(const engine::StepStats& st) override { *stolen += st.stolen_ns; }
+  } steps;
+  steps.stolen = &stolen;
+  {
+    RunDirectory out(dir);
+    SimSampler sampler(steps, &out.samples(), kNanosPerSecond);
+    sampler.enable_contention_series();
+    engine::Engine eng(eff, s, std::make_unique<engine::FixedCostModel>(0.02), &sampler);
+    sampler.attach(&eng);
+    const auto r = engine::run_simulation(w, eng);
+    sampler.finish(r.virtual_end_ns);
+    EXPECT_EQ(sampler.contention_observations(), sampler.observations());
+    out.close();
+  }
+  std::ifstream in(dir / "samples.jsonl");
+  std::string line;
+  std::map<std::string, std::vector<Observation>> by_source;
+  while (std::getline(in, line)) {
+    auto o = parse_observation_json(line);
+    by_source[o.source].push_back(std::move(o));
+  }
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(by_source.size(), 3u);
+  const auto& host = by_source["host"];
+  const auto& cgroup = by_source["cgroup"];
+  ASSERT_EQ(host.size(), by_source["sim"].size());
+  ASSERT_EQ(cgroup.size(), host.size());
+  EXPECT_GT(stolen, 5 * kNanosPerSecond);  // half of each 10 s on-interval from 20 s on: 20 ms steps doubled
+  EXPECT_NEAR(*find_value(cgroup.back().canonical, "cgroup_cpu_throttled_seconds"), nanos_to_s(stolen), 1e-6);
+  EXPECT_NEAR(*find_value(host.back().raw, "pressure_cpu_some_total_us"), nanos_to_s(stolen) * 1e6, 1.0);
+  double before = 0.0, during = 0.0;
+  for (const auto& o : host) {
+    const double t = nanos_to_s(o.t_ns);  // the first step is at about 0.1 s: on from about 20 s
+    const double p = *find_value(o.canonical, "host_cpu_pressure_some");
+    if (t < 19.0) before = std::max(before, p);
+    if (t >= 28.0 && t < 30.0) during = p;
+  }
+  EXPECT_EQ(before, 0.0);
+  // Four 2 s windows into a steady half of the time stolen, avg10 is on its
+  // way to 0.5: about 0.5 * (1 - e^(-0.2 * 4)) = 0.275.
+  EXPECT_GT(during, 0.2);
+  EXPECT_LE(during, 0.5);
+  EXPECT_GT(*find_value(cgroup.back().canonical, "cgroup_cpu_throttled_periods"), 90.0);
 }
 
 }  // namespace

@@ -179,8 +179,20 @@ void ServeMetrics::set_connection_source(std::function<net::ConnectionStats()> s
   connection_source_ = std::move(source);
 }
 
+void ServeMetrics::set_perturbation_source(std::function<engine::PerturbationCounts()> source) {
+  std::lock_guard lock(mutex_);
+  perturbation_source_ = std::move(source);
+}
+
 double ServeMetrics::value(const std::string& name, const std::string& label) const {
   std::lock_guard lock(mutex_);
+  if (name == "tokenscope:perturbations_injected_total") {
+    const engine::PerturbationCounts counts =
+        perturbation_source_ ? perturbation_source_() : engine::PerturbationCounts{};
+    for (const auto kind : engine::kPerturbationKinds)
+      if (label == engine::name_of(kind)) return static_cast<double>(counts[static_cast<std::size_t>(kind)]);
+    return 0.0;
+  }
   if (name == "vllm:num_requests_running") return running_;
   if (name == "vllm:num_requests_waiting") return waiting_;
   if (name == "vllm:kv_cache_usage_perc") return kv_usage_;
@@ -294,6 +306,15 @@ std::string ServeMetrics::render() const {
     sample(out, "tokenscope:faults_injected_total", fmt::format("{},kind=\"{}\"", l, kind),
            it == faults_.end() ? 0.0 : static_cast<double>(it->second));
   }
+  header(out, "tokenscope:perturbations_injected_total", "counter",
+         "Steps or requests the engine's injected perturbations changed, by kind (GET /perturbations has "
+         "the ground truth).");
+  const engine::PerturbationCounts counts =
+      perturbation_source_ ? perturbation_source_() : engine::PerturbationCounts{};
+  for (const auto kind : engine::kPerturbationKinds)
+    sample(out, "tokenscope:perturbations_injected_total",
+           fmt::format("{},kind=\"{}\"", l, engine::name_of(kind)),
+           static_cast<double>(counts[static_cast<std::size_t>(kind)]));
   histogram(out, "tokenscope:emission_lag_seconds",
             "Time from a token's engine emission to its write to the socket.", l, emission_lag_);
   header(out, "tokenscope:http_responses_total", "counter", "HTTP responses by status code.");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/perturbation.h"
 #include "net/http.h"
 
 namespace tokenscope::serve {
@@ -81,6 +82,10 @@ class ServeMetrics {
   // come from: called on every render, so the gauge is the count of the
   // moment. Thread-safe; set it once the server exists.
   void set_connection_source(std::function<net::ConnectionStats()> source);
+  // Where tokenscope:perturbations_injected_total{kind} comes from: the
+  // engine's injections per kind (Perturber::counts_by_kind), read on every
+  // render. Thread-safe; without a source every kind is 0.
+  void set_perturbation_source(std::function<engine::PerturbationCounts()> source);
 
   // Counters and gauges by their exported name (tests and the fault check).
   double value(const std::string& name, const std::string& label = "") const;
@@ -95,6 +100,7 @@ class ServeMetrics {
   std::uint64_t steps_ = 0, tenant_switches_ = 0, swap_out_bytes_ = 0, swap_in_bytes_ = 0;
   std::uint64_t host_kv_blocks_ = 0, host_kv_capacity_ = 0, host_kv_evictions_ = 0, host_kv_recomputed_ = 0;
   std::function<net::ConnectionStats()> connection_source_;
+  std::function<engine::PerturbationCounts()> perturbation_source_;
   std::map<std::string, std::uint64_t> success_;  // by finished_reason
   std::map<std::string, std::uint64_t> faults_;   // by kind
   std::map<int, std::uint64_t> http_responses_;   // by status

@@ -59,6 +59,10 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     if (!get) return method_not_allowed("GET");
     return reply(*responder, 200, metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
   }
+  if (path == "/perturbations") {
+    if (!get) return method_not_allowed("GET");
+    return reply(*responder, 200, core_.perturbations_json().dump());
+  }
   if (path == "/v1/models") {
     if (!get) return method_not_allowed("GET");
     nlohmann::json data = nlohmann::json::array();

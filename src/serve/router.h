@@ -3,6 +3,7 @@
 //   GET  /v1/models                                    the served model
 //   POST /tokenize                                     vLLM-style token counts
 //   GET  /metrics                                      Prometheus text, vLLM names
+//   GET  /perturbations                                the injected perturbations and what they did
 //   GET  /health                                       200, no authentication
 // With an API key, every route but /health needs "Authorization: Bearer KEY".
 // Errors use the OpenAI body {"error": {"message", "type", "param", "code"}}.

@@ -94,6 +94,10 @@ const ServeMetrics& ServerApp::metrics() const {
   return impl_->metrics;
 }
 
+nlohmann::json ServerApp::perturbations() const {
+  return impl_->core.perturbations_json();
+}
+
 void ServerApp::stop(double grace_s, double linger_s) {
   if (impl_->stopped) return;
   impl_->stopped = true;

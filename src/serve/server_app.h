@@ -5,6 +5,8 @@
 #pragma once
 
 #include <memory>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,8 @@ class ServerApp {
   // closes them and joins the threads. Idempotent.
   void stop(double grace_s = 0.0, double linger_s = 2.0);
   const ServeMetrics& metrics() const;
+  // The engine's injected perturbations and what they did (ServingCore::perturbations_json).
+  nlohmann::json perturbations() const;
 
  private:
   struct Impl;

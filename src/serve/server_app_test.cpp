@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/catalog.h"
 #include "serve/executor.h"
 
@@ -118,6 +120,88 @@ TEST(ServerApp, ConnectionsGaugeCountsOpenConnections) {
   a.reset();
   EXPECT_TRUE(gauge_reaches(1.0)) << app->metrics().value("tokenscope:connections");
   app->stop();
+}
+
+// The body of a whole HTTP response read from the client (Content-Length).
+std::string read_body(Client& c) {
+  while (true) {
+    const std::size_t head_end = c.received.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      const std::size_t cl = c.received.find("Content-Length: ");
+      if (cl != std::string::npos && cl < head_end) {
+        const std::size_t length = std::stoul(c.received.substr(cl + 16));
+        if (c.received.size() >= head_end + 4 + length) return c.received.substr(head_end + 4, length);
+      }
+    }
+    if (!c.read_some()) return "(incomplete: " + c.received + ")";
+  }
+}
+
+std::string get(std::uint16_t port, const std::string& path) {
+  Client c(port);
+  EXPECT_TRUE(c.connected());
+  c.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+  return read_body(c);
+}
+
+// serve --perturb: the ground truth at GET /perturbations, and the count
+// per kind in tokenscope:perturbations_injected_total on /metrics.
+TEST(ServerApp, PerturbationsAreServedWithTheirGroundTruthAndCounted) {
+  engine::EngineSettings s;
+  s.fixed_step_ms = 1.0;
+  s.perturbations = engine::parse_perturbation_spec(
+      "recompile:ms=2;tail:target=requests,fraction=1,dist=pareto,scale_ms=20,shape=3");
+  s.perturbation_seed = 5;
+  const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+  ServerAppSettings ss;
+  ss.threads = 2;
+  ServerApp app(eff, s, std::make_unique<engine::FixedCostModel>(1e-3), ss);
+  app.start();
+  {
+    Client client(app.port());
+    ASSERT_TRUE(client.connected());
+    const std::string body = R"({"prompt": "x", "max_tokens": 4, "ignore_eos": true})";
+    client.send(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    const auto response = nlohmann::json::parse(read_body(client));
+    ASSERT_EQ(response["usage"]["completion_tokens"], 4) << response;
+  }
+  const auto truth = nlohmann::json::parse(get(app.port(), "/perturbations"));
+  EXPECT_EQ(truth["perturbation_seed"], 5);
+  const auto& list = truth["perturbations"];
+  ASSERT_EQ(list.size(), 2u) << truth;
+  EXPECT_EQ(list[0]["kind"], "recompile");
+  EXPECT_EQ(list[0]["ms"], 2.0);
+  const auto recompiles = list[0]["injected"]["steps"].get<std::uint64_t>();
+  EXPECT_GE(recompiles, 1u);
+  EXPECT_EQ(list[0]["injected"]["extra_ms_total"], 2.0 * static_cast<double>(recompiles));
+  EXPECT_EQ(list[1]["kind"], "tail");
+  EXPECT_EQ(list[1]["target"], "requests");
+  EXPECT_EQ(list[1]["injected"]["requests"], 1);  // fraction 1: the one request was held
+  EXPECT_EQ(list[1]["injected"]["requests_seen"], 1);
+  EXPECT_GE(list[1]["injected"]["extra_ms_total"].get<double>(), 20.0);  // at least scale_ms
+  const std::string metrics = get(app.port(), "/metrics");
+  const std::string labels = "{model_name=\"llama-3-8b\",engine=\"0\",kind=";
+  EXPECT_NE(metrics.find("tokenscope:perturbations_injected_total" + labels + "\"recompile\"} " +
+                         std::to_string(recompiles) + ".0\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tokenscope:perturbations_injected_total" + labels + "\"tail\"} 1.0\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("tokenscope:perturbations_injected_total" + labels + "\"leak\"} 0.0\n"),
+            std::string::npos);
+  EXPECT_EQ(app.metrics().value("tokenscope:perturbations_injected_total", "tail"), 1.0);
+  // A server without perturbations: an empty list and zero counts.
+  engine::EngineSettings plain;
+  plain.fixed_step_ms = 1.0;
+  ServerApp other(engine::resolve_engine(plain, engine::Catalog::builtin()), plain,
+                  std::make_unique<engine::FixedCostModel>(1e-3), ServerAppSettings{});
+  other.start();
+  EXPECT_EQ(nlohmann::json::parse(get(other.port(), "/perturbations")),
+            nlohmann::json::parse(R"({"perturbations": [], "perturbation_seed": null})"));
+  other.stop();
+  app.stop();
 }
 
 // What a cancelled timer's task holds is released when the io_context is

@@ -376,9 +376,18 @@ ServingCore::ServingCore(Executor& executor, const engine::EffectiveEngine& effe
       metrics_(metrics),
       trace_(trace),
       settings_(std::move(core_settings)),
-      model_name_(std::move(model_name)) {}
+      model_name_(std::move(model_name)) {
+  if (const auto* p = engine_->perturber())
+    metrics_.set_perturbation_source([p] { return p->counts_by_kind(); });
+}
 
 ServingCore::~ServingCore() = default;
+
+nlohmann::json ServingCore::perturbations_json() const {
+  const engine::Perturber* p = engine_->perturber();
+  return {{"perturbations", p != nullptr ? p->to_json() : nlohmann::json::array()},
+          {"perturbation_seed", p != nullptr ? nlohmann::json(p->seed()) : nlohmann::json(nullptr)}};
+}
 
 void ServingCore::submit(GenerationRequest request, std::shared_ptr<net::Responder> responder, Fault fault) {
   auto task = std::make_shared<ResponseTask>(*this, std::move(request), std::move(responder), fault);
@@ -413,18 +422,30 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
     task->choices().push_back(std::move(c));
   }
   tasks_.push_back(task);
+  // A request tail holds the request before it enters the queue, as slow
+  // pre-processing would; it arrived now.
+  Nanos hold = 0;
+  if (auto* p = engine_->perturber(); p != nullptr && p->holds_requests())
+    hold = p->request_hold(requests_received_);
+  ++requests_received_;
+  Nanos delay = hold;
   if (task->fault().kind == FaultKind::kSlowFirstByte) {
     record_fault(FaultKind::kSlowFirstByte, task->id(), task->request().client_request_id);
-    executor_.post_at(executor_.clock().now_ns() + static_cast<Nanos>(task->fault().duration_ms * 1e6),
-                      [this, task] {
-                        if (!task->finished()) admit(task);
-                      });
+    delay += static_cast<Nanos>(task->fault().duration_ms * 1e6);
+  }
+  if (delay > 0) {
+    const Nanos now = executor_.clock().now_ns();
+    // The engine's arrival leaves out a slow first byte's delay (a fault of the response) and keeps a hold.
+    const Nanos arrival = hold > 0 ? now + (delay - hold) : -1;
+    executor_.post_at(now + delay, [this, task, arrival] {
+      if (!task->finished()) admit(task, arrival);
+    });
     return;
   }
   admit(task);
 }
 
-void ServingCore::admit(std::shared_ptr<ResponseTask> task) {
+void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
   task->begin();
   auto& req = task->request();
   const Nanos now = executor_.clock().now_ns();
@@ -438,6 +459,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task) {
     er.max_output_tokens = c.target;
     if (trace_) trace_->record_request(c.engine_id, task->id(), now, req.client_request_id);
     er.priority = req.priority;
+    er.arrival = arrival;
     if (req.seed) er.output_seed = hash_combine64(*req.seed, i);
     direct_delivery_ = true;
     engine_->add_request(std::move(er), now);

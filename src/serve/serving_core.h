@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/run_dir.h"
 #include "engine/engine.h"
 #include "net/http.h"
@@ -80,6 +82,11 @@ class ServingCore final : public engine::EngineObserver {
   // (tokenscope:faults_injected_total) and writes it to the emission trace
   // with the id of the response it hit.
   void record_fault(FaultKind kind, const std::string& response_id, std::string_view client_request_id = {});
+  // Thread-safe: the engine's injected perturbations with what they did so
+  // far: {"perturbations": [...], "perturbation_seed": N} (GET
+  // /perturbations; the shape of run.json's keys of the same names; an
+  // empty list and a null seed without perturbations).
+  nlohmann::json perturbations_json() const;
   // Requests in progress (engine context; for tests).
   std::size_t active() const { return tasks_.size(); }
 
@@ -126,7 +133,9 @@ class ServingCore final : public engine::EngineObserver {
   };
   void flush(std::vector<Outgoing>& out);
   void start(std::shared_ptr<ResponseTask> task);
-  void admit(std::shared_ptr<ResponseTask> task);
+  // Into the engine's queue now; arrival >= 0: when it arrived (a request
+  // tail held it since).
+  void admit(std::shared_ptr<ResponseTask> task, Nanos arrival = -1);
   void ensure_stepping();
   void step();
   void deliver(std::vector<Event>& events);
@@ -143,6 +152,7 @@ class ServingCore final : public engine::EngineObserver {
   bool stepping_ = false;
   bool direct_delivery_ = false;  // events outside a step (rejects in add_request) go out at once
   std::uint64_t next_engine_id_ = 1;
+  std::uint64_t requests_received_ = 0;  // keys a request tail's draw
   std::vector<Event> pending_;
   bool deferring_ = false;
   std::vector<Outgoing> outbox_;

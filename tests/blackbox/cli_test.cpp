@@ -178,6 +178,85 @@ TEST_F(Cli, RunJsonRecordsRequestedAndEffectiveSettings) {
   EXPECT_NE(r.out.find("TTFT"), std::string::npos);
 }
 
+// sim --perturb: the ground truth in run.json and per step, the contention
+// series of a steal, the same run for the same seed, and a bad spec named.
+TEST_F(Cli, SimRecordsInjectedPerturbationsAsGroundTruth) {
+  const std::string spec = "tail:fraction=0.05,scale_ms=5,shape=1.5;steal:share=0.5,period_s=4,on_s=2";
+  const auto a = (dir_ / "a").string(), b = (dir_ / "b").string(), none = (dir_ / "none").string();
+  for (const auto& out : {a, b}) {
+    const auto r =
+        sim({"--num-requests", "300", "--rate", "20", "--seed", "4", "--perturb", spec, "--out", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("perturbation tail (steps): "), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(slurp(dir_ / "a" / "steps.jsonl"), slurp(dir_ / "b" / "steps.jsonl"));
+  const auto run = nlohmann::json::parse(slurp(dir_ / "a" / "run.json"));
+  ASSERT_EQ(run["perturbations"].size(), 2u) << run["perturbations"];
+  EXPECT_EQ(run["perturbation_seed"], 4);  // --seed
+  EXPECT_EQ(run["settings"]["requested"]["engine"]["perturb"], spec);
+  const auto& tail = run["perturbations"][0];
+  EXPECT_EQ(tail["kind"], "tail");
+  EXPECT_EQ(tail["scale_ms"], 5.0);
+  // The steps' own record adds up to the ground truth.
+  std::ifstream steps(dir_ / "a" / "steps.jsonl");
+  double injected_ns = 0, stolen_ns = 0;
+  for (std::string line; std::getline(steps, line);) {
+    const auto j = nlohmann::json::parse(line);
+    injected_ns += j["perturbation_ns"].get<double>();
+    stolen_ns += j["stolen_ns"].get<double>();
+  }
+  const double tail_ms = tail["injected"]["extra_ms_total"].get<double>();
+  const double steal_ms = run["perturbations"][1]["injected"]["extra_ms_total"].get<double>();
+  EXPECT_GT(tail_ms, 0.0);
+  EXPECT_NEAR(stolen_ns / 1e6, steal_ms, 0.01);
+  EXPECT_NEAR(injected_ns / 1e6, tail_ms + steal_ms, 0.01);
+  EXPECT_NE(slurp(dir_ / "a" / "samples.jsonl").find("\"cgroup_cpu_throttled_seconds\""), std::string::npos);
+  // Without --perturb: an empty list, and the steps as they always were.
+  ASSERT_EQ(sim({"--num-requests", "30", "--quiet", "--out", none}).exit_code, 0);
+  const auto plain = nlohmann::json::parse(slurp(dir_ / "none" / "run.json"));
+  EXPECT_EQ(plain["perturbations"], nlohmann::json::array());
+  EXPECT_EQ(slurp(dir_ / "none" / "steps.jsonl").find("perturbation_ns"), std::string::npos);
+  const auto bad = sim({"--num-requests", "3", "--perturb", "leak:per_min=2%;tail:fraction=abc"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--perturb: item 2 'tail:fraction=abc': fraction: expected a probability in [0, 1] "
+                         "(0.02 or 2%), got 'abc'"),
+            std::string::npos)
+      << bad.err;
+}
+
+// Without --perturb, sim writes what it always wrote: the stored sim run of
+// the report's tests (src/report/testdata/sim) comes out byte for byte.
+TEST_F(Cli, SimWithoutPerturbationsReproducesTheStoredRun) {
+  const fs::path golden = fs::path(TOKENSCOPE_SOURCE_DIR) / "src" / "report" / "testdata" / "sim";
+  const auto r = sim({"--num-requests",
+                      "16",
+                      "--rate",
+                      "4",
+                      "--input-len",
+                      "fixed:300",
+                      "--output-len",
+                      "fixed:24",
+                      "--prefix-groups",
+                      "2",
+                      "--prefix-tokens",
+                      "256",
+                      "--tenants",
+                      "2",
+                      "--seed",
+                      "3",
+                      "--sample-interval",
+                      "0.5",
+                      "--quiet",
+                      "--out",
+                      (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"requests.jsonl", "steps.jsonl", "samples.jsonl"}) {
+    const std::string want = slurp(golden / f);
+    ASSERT_GT(want.size(), 1000u) << f;
+    EXPECT_EQ(slurp(dir_ / "run" / f), want) << f;
+  }
+}
+
 TEST_F(Cli, JsonSummaryOnStdout) {
   const auto r = sim({"--num-requests", "20", "--json"});
   ASSERT_EQ(r.exit_code, 0);
