@@ -558,7 +558,9 @@ std::pair<std::vector<double>, std::vector<double>> blocked_pair(const Pair& p, 
 // beside it over its decode (the time average of the decoding count).
 struct LatencyModelData {
   std::vector<double> ttft, prompt, queue;  // for TTFT ~ a + b prompt + c queue
-  std::vector<double> itl, batch;           // for ITL ~ d + e batch
+  std::vector<Nanos> ttft_send;
+  std::vector<double> itl, batch;  // for ITL ~ d + e batch
+  std::vector<Nanos> itl_send;
 };
 
 LatencyModelData latency_model_data(const RunData& run) {
@@ -627,11 +629,13 @@ LatencyModelData latency_model_data(const RunData& run) {
     const double ttft = a.ttft_ms(i);
     if (!std::isfinite(ttft)) continue;
     d.ttft.push_back(ttft);
+    d.ttft_send.push_back(a.t_send[i]);
     d.prompt.push_back(a.prompt_tokens[i]);
     d.queue.push_back(std::max(0, waiting_before(a.t_send[i])));
     const double itl = a.itl_mean_ms[i];
     if (std::isfinite(itl) && a.t_last_token[i] > a.t_first_token[i]) {
       d.itl.push_back(itl);
+      d.itl_send.push_back(a.t_send[i]);
       d.batch.push_back((area_to(a.t_last_token[i]) - area_to(a.t_first_token[i])) /
                         static_cast<double>(a.t_last_token[i] - a.t_first_token[i]));
     }
@@ -641,6 +645,12 @@ LatencyModelData latency_model_data(const RunData& run) {
 
 struct LatencyModel {
   std::optional<OlsFit> ttft, itl;  // coefficients: (a, b, c), (d, e)
+  // The standard errors of c and e by batch means: the model fitted on
+  // contiguous blocks of the run (by send time), the spread of the blocks'
+  // coefficients. Requests close in time share the server's state, so the
+  // per-request errors are not independent and the fit's own errors are too
+  // small; blocks of a hundred or more requests are nearly independent.
+  BlockEstimate queue_coef, batch_coef;
 };
 
 LatencyModel fit_latency_model(const RunData& run, double confidence) {
@@ -665,8 +675,31 @@ LatencyModel fit_latency_model(const RunData& run, double confidence) {
   };
   auto dd = d;
   m.ttft = fit({&dd.prompt, &dd.queue}, dd.ttft);
+  const bool with_prompt = m.ttft.has_value();
   if (!m.ttft) m.ttft = fit({&dd.queue}, dd.ttft);  // prompts of one length: a + c queue
   m.itl = fit({&dd.batch}, dd.itl);
+  // Batch means of the coefficients.
+  std::vector<double> qc, bc;
+  for (const auto& block : time_blocks(d.ttft_send)) {
+    LatencyModelData b;
+    for (std::size_t i : block) {
+      b.prompt.push_back(d.prompt[i]);
+      b.queue.push_back(d.queue[i]);
+      b.ttft.push_back(d.ttft[i]);
+    }
+    const auto f = with_prompt ? fit({&b.prompt, &b.queue}, b.ttft) : fit({&b.queue}, b.ttft);
+    if (f) qc.push_back(f->coefficients(f->coefficients.size() - 1));
+  }
+  for (const auto& block : time_blocks(d.itl_send)) {
+    LatencyModelData b;
+    for (std::size_t i : block) {
+      b.batch.push_back(d.batch[i]);
+      b.itl.push_back(d.itl[i]);
+    }
+    if (const auto f = fit({&b.batch}, b.itl)) bc.push_back(f->coefficients(1));
+  }
+  m.queue_coef = block_estimate(qc);
+  m.batch_coef = block_estimate(bc);
   return m;
 }
 
@@ -675,9 +708,8 @@ ItemResult item_latency_model(const Pair& p) {
   const LatencyModel b = fit_latency_model(*p.base, p.t.confidence),
                      c = fit_latency_model(p.cand, p.t.confidence);
   ItemResult r;
-  const double z = z_of(p.t.confidence);
   const auto coef = [&](const char* metric, const OlsFit& fb, const OlsFit& fc, Eigen::Index kb,
-                        Eigen::Index kc, double tol) {
+                        Eigen::Index kc, const BlockEstimate& bb, const BlockEstimate& cb, double tol) {
     Finding f;
     f.metric = metric;
     f.unit = "ms";
@@ -685,10 +717,18 @@ ItemResult item_latency_model(const Pair& p) {
     f.base = fb.coefficients(kb);
     f.value = fc.coefficients(kc);
     f.change = *f.value - *f.base;
-    const double se = std::hypot(fb.robust_std_errors(kb), fc.robust_std_errors(kc));
-    f.ci_low = *f.change - z * se;
-    f.ci_high = *f.change + z * se;
     f.threshold = fmt::format("tolerance {:g} ms", tol);
+    if (bb.blocks < 5 || cb.blocks < 5) {
+      f.verdict = Verdict::kInconclusive;
+      f.note = "too few blocks of requests (500 requests at least) to bound the change";
+      return f;
+    }
+    const double se = std::hypot(bb.se, cb.se);
+    const double df = static_cast<double>(std::min(bb.blocks, cb.blocks) - 1);
+    const double q = boost::math::quantile(boost::math::students_t(df), 0.5 + p.t.confidence / 2);
+    f.ci_low = *f.change - q * se;
+    f.ci_high = *f.change + q * se;
+    f.note = fmt::format("interval by batch means over {} and {} blocks of requests", bb.blocks, cb.blocks);
     f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tol, Worse::kHigher);
     return f;
   };
@@ -704,8 +744,8 @@ ItemResult item_latency_model(const Pair& p) {
   if (b.ttft && c.ttft) {
     // The queue's coefficient is the last one (with or without the prompt's).
     const Eigen::Index qb = b.ttft->coefficients.size() - 1, qc = c.ttft->coefficients.size() - 1;
-    r.findings.push_back(
-        coef("TTFT per request queued ahead", *b.ttft, *c.ttft, qb, qc, p.t.queue_coef_tolerance_ms));
+    r.findings.push_back(coef("TTFT per request queued ahead", *b.ttft, *c.ttft, qb, qc, b.queue_coef,
+                              c.queue_coef, p.t.queue_coef_tolerance_ms));
     r.evidence["ttft_model"] = {
         {"terms", b.ttft->coefficients.size() == 3
                       ? std::vector<std::string>{"intercept", "prompt_tokens", "queue_depth"}
@@ -714,8 +754,8 @@ ItemResult item_latency_model(const Pair& p) {
         {"candidate", json_of(*c.ttft)}};
   }
   if (b.itl && c.itl) {
-    r.findings.push_back(
-        coef("ITL per request in the batch", *b.itl, *c.itl, 1, 1, p.t.batch_coef_tolerance_ms));
+    r.findings.push_back(coef("ITL per request in the batch", *b.itl, *c.itl, 1, 1, b.batch_coef,
+                              c.batch_coef, p.t.batch_coef_tolerance_ms));
     r.evidence["itl_model"] = {
         {"terms", {"intercept", "batch"}}, {"base", json_of(*b.itl)}, {"candidate", json_of(*c.itl)}};
   }
@@ -876,7 +916,7 @@ ItemResult item_gpu(const Pair& p) {
 // ------------------------------------------------------ 7 KV locality
 struct HitRate {
   double rate = 0, se = 0;
-  std::size_t n = 0;
+  std::size_t n = 0, blocks = 0;
 };
 
 // The prefix-cache hit rate of prompt tokens over requests (cached / prompt,
@@ -885,21 +925,31 @@ struct HitRate {
 std::optional<HitRate> hit_rate(const RunData& run, Nanos t0 = INT64_MIN, Nanos t1 = INT64_MAX) {
   const RequestArrays& a = run.requests;
   std::vector<double> c, q;
+  std::vector<Nanos> send;
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (!a.counted(i) || a.cached_tokens[i] < 0 || a.prompt_tokens[i] <= 0) continue;
     if (a.t_send[i] < t0 || a.t_send[i] >= t1) continue;
     c.push_back(a.cached_tokens[i]);
     q.push_back(a.prompt_tokens[i]);
+    send.push_back(a.t_send[i]);
   }
   if (c.size() < 2) return std::nullopt;
-  const double sc = std::accumulate(c.begin(), c.end(), 0.0), sq = std::accumulate(q.begin(), q.end(), 0.0);
   HitRate h;
   h.n = c.size();
-  h.rate = sc / sq;
-  const double mq = sq / static_cast<double>(h.n);
-  double ss = 0;
-  for (std::size_t i = 0; i < h.n; ++i) ss += std::pow(c[i] - h.rate * q[i], 2);
-  h.se = std::sqrt(ss / static_cast<double>(h.n - 1) / static_cast<double>(h.n)) / mq;
+  h.rate = std::accumulate(c.begin(), c.end(), 0.0) / std::accumulate(q.begin(), q.end(), 0.0);
+  // The standard error by batch means over blocks of consecutive requests:
+  // the cache's state carries over from request to request, so requests
+  // close in time hit alike.
+  std::vector<double> rates;
+  for (const auto& block : time_blocks(send)) {
+    double sc = 0, sq = 0;
+    for (std::size_t i : block) sc += c[i], sq += q[i];
+    if (sq > 0) rates.push_back(sc / sq);
+  }
+  const BlockEstimate be = block_estimate(rates);
+  if (be.blocks < 5) return std::nullopt;
+  h.se = be.se;
+  h.blocks = be.blocks;
   return h;
 }
 

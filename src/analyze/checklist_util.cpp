@@ -111,6 +111,31 @@ std::vector<double> block_means(const std::vector<double>& v, std::size_t block)
   return out;
 }
 
+std::vector<std::vector<std::size_t>> time_blocks(const std::vector<Nanos>& send) {
+  const std::size_t n = send.size();
+  const std::size_t k = std::min<std::size_t>(20, n / 100);
+  if (k < 5) return {};
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return send[a] < send[b]; });
+  std::vector<std::vector<std::size_t>> blocks(k);
+  for (std::size_t j = 0; j < n; ++j) blocks[j * k / n].push_back(order[j]);
+  return blocks;
+}
+
+BlockEstimate block_estimate(const std::vector<double>& v) {
+  BlockEstimate b;
+  b.blocks = v.size();
+  if (v.empty()) return b;
+  b.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  if (v.size() < 2) return b;
+  double ss = 0;
+  for (double x : v) ss += (x - b.mean) * (x - b.mean);
+  b.se = std::sqrt(ss / static_cast<double>(v.size() - 1) / static_cast<double>(v.size()));
+  return b;
+}
+
 Nanos send_midpoint(const RunData& run) {
   const RequestArrays& a = run.requests;
   Nanos lo = INT64_MAX, hi = INT64_MIN;
@@ -215,6 +240,13 @@ ItemResult no_data(int number, const std::string& why) {
 }
 
 std::optional<double> engine_setting(const RunData& run, const char* key) {
+  // A batch_cap perturbation replaces the setting (docs/engine.md "Perturbations").
+  if (std::string_view(key) == "max_num_seqs")
+    if (const auto* ps = observe::json_path(run.run_json, {"perturbations"}); ps && ps->is_array())
+      for (const auto& p : *ps)
+        if (p.is_object() && p.value("kind", "") == "batch_cap" && p.contains("max_num_seqs") &&
+            p["max_num_seqs"].is_number())
+          return p["max_num_seqs"].get<double>();
   for (const auto* p : {observe::json_path(run.run_json, {"settings", "requested", "engine", key}),
                         observe::json_path(run.run_json, {"settings", "requested", "server", "engine", key})})
     if (p && p->is_number()) return p->get<double>();

@@ -39,6 +39,16 @@ Series counter_rate(const Series& counter);
 // values from an autocorrelated series.
 std::vector<double> block_means(const std::vector<double>& v, std::size_t block);
 
+// Batch means: a run's requests (their send times given) in contiguous blocks
+// by send time, as indexes into the given vector: min(20, n / 100) blocks of
+// equal count (none when n < 500).
+std::vector<std::vector<std::size_t>> time_blocks(const std::vector<Nanos>& send);
+struct BlockEstimate {
+  double mean = 0, se = 0;  // of the block values; se = sd / sqrt(blocks)
+  std::size_t blocks = 0;
+};
+BlockEstimate block_estimate(const std::vector<double>& block_values);
+
 // The send-time midpoint of a run's counted requests (for the halves of a
 // single-run item).
 Nanos send_midpoint(const RunData& run);

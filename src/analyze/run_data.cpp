@@ -464,7 +464,7 @@ void count_step(StepStats& s, Nanos t, const double (&values)[kStepFieldCount], 
   ++s.steps_with_duration;
   const double tokens = (std::isnan(values[kPrefill]) ? 0 : values[kPrefill]) +
                         (std::isnan(values[kDecode]) ? 0 : values[kDecode]);
-  s.shapes[StepShape{n, pow2_ceil(tokens)}].add(t, dur_ms);
+  s.shapes[StepShape{pow2_ceil(seqs), pow2_ceil(tokens)}].add(t, dur_ms);
 }
 
 void merge_step_stats(StepStats& into, const StepStats& from) {

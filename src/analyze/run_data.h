@@ -118,7 +118,8 @@ struct StepSeries {
 };
 // The shape of an engine step as a compiler of per-shape kernels or CUDA
 // graphs sees it: the number of sequences in the batch and the batch's
-// scheduled tokens (prefill + decode) rounded up to a power of two.
+// scheduled tokens (prefill + decode), each rounded up to a power of two
+// (the padded sizes graph captures are keyed by; docs/engine.md).
 struct StepShape {
   std::uint32_t seqs = 0;
   std::uint32_t tokens_bucket = 0;

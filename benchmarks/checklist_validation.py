@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Detection and false-alarm rates of `tokenscope check`'s items on runs where
+the truth is known (docs/checklist-validation.md).
+
+For each of N pairs (seed i): a base run, a null candidate (same settings,
+another seed) and one candidate per injected perturbation (sim --perturb,
+docs/engine.md "Perturbations"), all made by `tokenscope sim` in virtual
+time; then `tokenscope check BASE CAND` on each pair. An item detects a
+perturbation when its verdict is "regressed"; a false alarm is "regressed"
+on a null pair. Prints a Markdown table and writes the raw verdicts as JSON.
+
+  python3 benchmarks/checklist_validation.py [--pairs 100] [--jobs 2] [--out DIR]
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKENSCOPE = os.environ.get("TOKENSCOPE", os.path.join(ROOT, "build/release/src/cli/tokenscope"))
+
+# The workload of every run: 1,500 synthetic requests at 8 req/s (about
+# 190 s of virtual time, half the simulated H100's capacity), with shared
+# prefixes so that the prefix cache has something to hit. The base and null
+# runs carry a steal of share 0: the contention series at zero, as a host
+# without a co-located process would show them (docs/engine.md).
+WORKLOAD = ["--num-requests", "1500", "--rate", "8", "--prefix-groups", "8", "--prefix-tokens", "512"]
+NULL_PERTURB = "steal:share=0"
+
+# Per item: the perturbation injected and its documented effect size.
+CASES = [
+    (1, "latency model", "batch_cap:max_num_seqs=16;" + NULL_PERTURB),
+    (2, "SLO attainment", "tail:target=requests,fraction=0.15,dist=pareto,scale_ms=500,shape=1.5;" + NULL_PERTURB),
+    (4, "tail shift", "tail:target=steps,fraction=0.02,dist=pareto,scale_ms=20,shape=1.5;" + NULL_PERTURB),
+    (5, "lifecycle", "leak:per_min=10%;" + NULL_PERTURB),
+    (5, "lifecycle", "warmup:factor=3,duration_s=40;" + NULL_PERTURB),
+    (7, "KV-cache locality", "kv:fraction=0.02;" + NULL_PERTURB),
+    (9, "recompilation", "recompile:ms=100;" + NULL_PERTURB),
+    (10, "batching behaviour", "batch_cap:max_num_seqs=8;" + NULL_PERTURB),
+    (12, "contention", "steal:share=0.5,period_s=20"),
+]
+# Item 2 needs an SLO: a TTFT target at p90 (thresholds file below).
+THRESHOLDS = "slo:\n  classes:\n    default: {ttft_ms: 1000, percentile: 90}\n"
+ITEMS = ["latency-model", "slo", "coupling", "tail", "lifecycle", "gpu", "locality", "collectives", "recompile",
+         "batching", "quantization", "contention"]
+
+
+def run(args):
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def sim(out, seed, perturb):
+    run([TOKENSCOPE, "sim", *WORKLOAD, "--seed", str(seed), "--perturb", perturb, "--quiet", "--overwrite",
+         "--out", out])
+
+
+def check(base, cand, thresholds):
+    p = subprocess.run([TOKENSCOPE, "check", base, cand, "--thresholds", thresholds, "--format", "json",
+                        "--out", os.path.join(cand, "check.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"check {base} {cand}: exit {p.returncode}: {p.stderr.decode()}")
+    j = json.loads(p.stdout)
+    return {it["id"]: it["verdict"] for it in j["items"]}
+
+
+def one_pair(i, work, thresholds):
+    d = os.path.join(work, f"pair-{i}")
+    base = os.path.join(d, "base")
+    sim(base, 1 + i, NULL_PERTURB)
+    out = {}
+    cands = [("null", NULL_PERTURB)] + [(f"case-{k}", c[2]) for k, c in enumerate(CASES)]
+    for name, perturb in cands:
+        cand = os.path.join(d, name)
+        sim(cand, 100001 + i, perturb)
+        out[name] = check(base, cand, thresholds)
+        shutil.rmtree(cand)
+    shutil.rmtree(d)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pairs", type=int, default=100)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", default="", help="write verdicts.json here")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="tokenscope-validation-")
+    thresholds = os.path.join(work, "thresholds.yaml")
+    with open(thresholds, "w") as f:
+        f.write(THRESHOLDS)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
+            results = list(ex.map(lambda i: one_pair(i, work, thresholds), range(a.pairs)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    n = len(results)
+    print(f"{n} pairs; workload: tokenscope sim {' '.join(WORKLOAD)}; thresholds: SLO TTFT 1000 ms at p90, "
+          "other keys at their defaults\n")
+    print("| # | item | injected (sim --perturb) | detected | false alarms (null pairs) |")
+    print("|---:|---|---|---:|---:|")
+    rows = []
+    for k, (num, title, perturb) in enumerate(CASES):
+        item = ITEMS[num - 1]
+        det = sum(1 for r in results if r[f"case-{k}"][item] == "regressed")
+        fa = sum(1 for r in results if r["null"][item] == "regressed")
+        shown = perturb.replace(";" + NULL_PERTURB, "")
+        rows.append({"item": num, "perturb": shown, "detected": det, "false_alarms": fa, "pairs": n})
+        print(f"| {num} | {title} | `{shown}` | {det}/{n} ({100.0 * det / n:.0f}%) | {fa}/{n} ({100.0 * fa / n:.0f}%) |")
+    # Every item's false alarms on the null pairs, the items no case covers too.
+    print("\nfalse alarms per item on the null pairs (regressed / inconclusive / no-data):")
+    for item in ITEMS:
+        vs = [r["null"][item] for r in results]
+        print(f"  {item:14s} {vs.count('regressed'):4d} {vs.count('inconclusive'):4d} {vs.count('no-data'):4d}")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"rows": rows, "verdicts": results}, f)
+
+
+if __name__ == "__main__":
+    main()
