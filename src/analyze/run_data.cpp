@@ -832,6 +832,14 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
   run.steps.last_t_s -= origin_s;
   run.notes.insert(run.notes.end(), steps.notes.begin(), steps.notes.end());
   if (fs::exists(dir / "phases.json", ec)) run.phases = load_phases(dir / "phases.json", run.notes);
+  if (fs::exists(dir / "check.json", ec)) {
+    std::ifstream in(dir / "check.json", std::ios::binary);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("items") && j["items"].is_array())
+      run.check = std::move(j);
+    else
+      run.notes.push_back("check.json: not the output of tokenscope check; no checklist shown");
+  }
   return run;
 }
 

@@ -195,6 +195,9 @@ struct RunData {
   // Lifecycle phases from `check` (phases.json in the run directory, when
   // there is one): [{"phase", "start_ns", "end_ns"}] on the run's clock.
   nlohmann::json phases = nlohmann::json::array();
+  // check.json of the run directory (`check BASE CAND` writes it in CAND):
+  // the checklist's verdicts, findings and evidence; null when none.
+  nlohmann::json check;
 };
 
 // A probe's result file (`probe ... --out DIR` writes DIR/<probe>.json).

@@ -11,6 +11,8 @@
 #include "analyze/thresholds.h"
 #include "core/error.h"
 #include "core/run_dir.h"
+#include "report/render.h"
+#include "report/report_data.h"
 
 namespace tokenscope::cli {
 
@@ -23,6 +25,7 @@ struct CheckCommandOptions {
   std::string format = "text";
   std::vector<std::string> collectives;
   bool verbose = false;
+  bool report = false;
   bool print_thresholds = false;
 };
 CheckCommandOptions g_check;
@@ -179,6 +182,9 @@ CLI::App* add_check_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::ExistingFile);
   check->add_flag("--verbose,-v", o.verbose, "Print every finding of every item, not only the decisive one");
+  check->add_flag(
+      "--report", o.report,
+      "Also write CAND/report.html: the runs overlaid with the checklist's section (tokenscope report)");
   check->add_flag("--print-thresholds", o.print_thresholds, "Print the default thresholds file and exit");
   return check;
 }
@@ -229,6 +235,16 @@ int run_check() {
   if (base) write_phases(o.runs.front(), r.base_phases);
   write_phases(o.runs.back(), r.cand_phases);
   if (o.format == "text") std::cout << fmt::format("wrote {}\n", out.string());
+  if (o.report) {
+    const auto page = std::filesystem::path(o.runs.back()) / "report.html";
+    try {
+      std::vector<std::filesystem::path> dirs(o.runs.begin(), o.runs.end());
+      write_file_atomic(page, report::render_html(report::report_data(report::load_report_input(dirs))));
+      if (o.format == "text") std::cout << fmt::format("report: {}\n", page.string());
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("tokenscope check: {} not written: {}\n", page.string(), e.what());
+    }
+  }
   return analyze::exit_code_for(r.overall);
 }
 

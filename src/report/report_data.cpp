@@ -8,8 +8,8 @@
 #include <ctime>
 #include <limits>
 
-#include "observe/export_run.h"
 #include "analyze/downsample.h"
+#include "observe/export_run.h"
 
 namespace tokenscope::report {
 
@@ -651,6 +651,8 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     // Lifecycle phases (warm-up / steady / degradation) from `check`
     // (phases.json): [{"phase", "start_s", "end_s"}], shaded on the time axis.
     r["phases"] = phases_json(run);
+    // The regression checklist of `check` (check.json), as it wrote it.
+    r["check"] = run.check;
     runs.push_back(std::move(r));
   }
   out["runs"] = std::move(runs);

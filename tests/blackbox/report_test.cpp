@@ -228,5 +228,45 @@ TEST_F(Report, BadInputIsAUsageError) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// tokenscope check on two sim runs, the candidate with a leak injected:
+// exit 1, check.json and phases.json written, and with --report the page
+// carries the checklist's section (its table and an evidence chart per item)
+// and draws in a real browser without an error.
+TEST_F(Report, CheckFindsAnInjectedLeakAndAddsItsSectionToThePage) {
+  const auto sim = [&](const std::string& name, const std::string& seed, const std::string& perturb) {
+    const auto out = dir_ / name;
+    const auto r = run_process({kBin, "sim", "--num-requests", "1500", "--rate", "8", "--seed", seed,
+                                "--perturb", perturb, "--quiet", "--out", out.string()},
+                               120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  };
+  const auto base = sim("base", "1", "none"), cand = sim("cand", "2", "leak:per_min=10%");
+  auto r = run_process({kBin, "check", base.string(), cand.string(), "--report"}, 120);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("lifecycle            regressed"), std::string::npos) << r.out;
+  const json check = json::parse(slurp(cand / "check.json"));
+  EXPECT_EQ(check["overall"], "regressed");
+  EXPECT_EQ(check["items"][4]["verdict"], "regressed");
+  EXPECT_TRUE(fs::exists(cand / "phases.json"));
+  EXPECT_TRUE(fs::exists(base / "phases.json"));
+  const json page = browser_check(cand / "report.html");
+  std::vector<std::string> titles = page["titles"];
+  for (const char* t : {"4 tail shift", "5 lifecycle", "5 lifecycle: median TPOT per window"})
+    EXPECT_NE(std::find(titles.begin(), titles.end(), t), titles.end()) << t << " in " << page["titles"];
+  // The same runs the other way round: nothing regressed (exit 0 or an
+  // improvement), and a thresholds file that is not one is bad input (exit 2).
+  r = run_process({kBin, "check", cand.string(), base.string(), "--out", (dir_ / "reverse.json").string()},
+                  120);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ofstream(dir_ / "bad.yaml") << "tail:\n  tolerence: 0.1\n";
+  r = run_process({kBin, "check", base.string(), cand.string(), "--thresholds", (dir_ / "bad.yaml").string()},
+                  60);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.yaml:2: field 'tail.tolerence': unknown key"), std::string::npos) << r.err;
+  r = run_process({kBin, "check", base.string(), dir_.string()}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
 }  // namespace
 }  // namespace tokenscope::testing

@@ -102,7 +102,8 @@
   });
   // Lifecycle phases shaded behind the series of every time chart.
   const phaseColors = {"warm-up": "rgba(148,163,184,0.22)", "warmup": "rgba(148,163,184,0.22)",
-                       "steady": "rgba(34,197,94,0.10)", "degradation": "rgba(239,68,68,0.16)"};
+                       "steady": "rgba(34,197,94,0.10)", "degradation": "rgba(239,68,68,0.16)",
+                       "drain": "rgba(100,116,139,0.12)"};
   // The phases of one run (the first that has them): runs overlaid have
   // phases of their own, which shaded together would mean nothing.
   const phaseRun = runs.find((r) => (r.phases || []).length);
@@ -354,6 +355,132 @@
                                            "goodput (req/s)", "verdict"], slo) : null));
     section("Summary", "Statistics over every request after the warm-up; latencies in milliseconds.", side);
   }
+
+  // ---- the regression checklist (check.json of a run: `tokenscope check BASE CAND`)
+  const verdictClass = {"regressed": "v-bad", "improved": "v-good", "pass": "v-pass", "inconclusive": "v-unsure",
+                        "no-data": "v-none"};
+  function verdictCell(v) { return el("span", {class: "verdict " + (verdictClass[v] || "")}, v); }
+  function changeText(f, v) {
+    if (!isNum(v)) return v === null || v === undefined ? "-" : String(v);
+    if (f.change_unit === "%") return (v >= 0 ? "+" : "") + (v * 100).toFixed(1) + "%";
+    return fmt(v, 3) + (f.change_unit ? " " + f.change_unit : "");
+  }
+  function intervalText(f) {
+    if (!isNum(f.ci_low) && !isNum(f.ci_high)) return "";
+    return "[" + (isNum(f.ci_low) ? changeText(f, f.ci_low) : "-inf") + ", " +
+           (isNum(f.ci_high) ? changeText(f, f.ci_high) : "+inf") + "]";
+  }
+  // The tolerance of a finding, from its threshold's words ("tolerance 10.0%",
+  // "tolerance 5 ms"), in the finding's units; null when it has none.
+  function toleranceOf(f) {
+    const m = /tolerance ([0-9.eE+-]+)(%?)/.exec(f.threshold || "");
+    if (!m) return null;
+    const v = parseFloat(m[1]);
+    return m[2] === "%" ? v / 100 : v;
+  }
+  // One row per finding: its change as a point, its interval as a bar, the
+  // tolerance band shaded and zero marked (a forest plot).
+  function forestPlot(container, item) {
+    const fs = item.findings.filter((f) => isNum(f.change));
+    if (!fs.length) return;
+    // Rows in different units are drawn in units of their tolerance (the
+    // band is then [-1, 1] for every row); the table has the raw numbers.
+    const units = [...new Set(fs.map((f) => f.change_unit))];
+    const scaled = units.length > 1 && fs.every((f) => toleranceOf(f) > 0);
+    const k = (f) => (scaled ? 1 / toleranceOf(f) : 1);
+    let lo = 0, hi = 0;
+    for (const f of fs) {
+      for (const v of [f.change, f.ci_low, f.ci_high]) if (isNum(v)) { lo = Math.min(lo, v * k(f)); hi = Math.max(hi, v * k(f)); }
+      const t = toleranceOf(f);
+      if (t !== null) { lo = Math.min(lo, -t * k(f)); hi = Math.max(hi, t * k(f)); }
+    }
+    const pad = (hi - lo) * 0.08 || 1;
+    const pctAxis = !scaled && units.length === 1 && units[0] === "%";
+    const n = fs.length;
+    drawnChart(container, item.number + " " + item.title, "Each finding's change (dot) with its interval (bar); " +
+               "the shaded band is its tolerance, the line zero; red: regressed, green: improved, blue: pass, " +
+               "amber: inconclusive." + (scaled ? " Rows differ in units: each is drawn in units of its tolerance." : ""),
+               scaled ? "change / tolerance" : pctAxis ? "change (%)" : "change" + (units[0] ? " (" + units[0] + ")" : ""),
+               "finding", [lo - pad, hi + pad], [-0.5, n - 0.5], (u, ctx) => {
+                 const X = (v) => u.valToPos(v, "x", true), Y = (v) => u.valToPos(v, "y", true);
+                 const px = devicePixelRatio || 1;
+                 fs.forEach((f, i) => {
+                   const y = Y(n - 1 - i), t = toleranceOf(f);
+                   if (t !== null) {
+                     ctx.fillStyle = "rgba(34,197,94,0.14)";
+                     ctx.fillRect(X(-t * k(f)), y - 9 * px, X(t * k(f)) - X(-t * k(f)), 18 * px);
+                   }
+                   const colour = f.verdict === "regressed" ? "#dc2626" : f.verdict === "improved" ? "#16a34a" :
+                                  f.verdict === "pass" ? "#2563eb" : "#a16207";
+                   ctx.strokeStyle = colour;
+                   ctx.fillStyle = colour;
+                   ctx.lineWidth = 2 * px;
+                   if (isNum(f.ci_low) || isNum(f.ci_high)) {
+                     const a = isNum(f.ci_low) ? X(f.ci_low * k(f)) : u.bbox.left;
+                     const b = isNum(f.ci_high) ? X(f.ci_high * k(f)) : u.bbox.left + u.bbox.width;
+                     ctx.beginPath(); ctx.moveTo(a, y); ctx.lineTo(b, y); ctx.stroke();
+                   }
+                   ctx.beginPath(); ctx.arc(X(f.change * k(f)), y, 4 * px, 0, 2 * Math.PI); ctx.fill();
+                 });
+                 ctx.strokeStyle = "#64748b";
+                 ctx.lineWidth = px;
+                 ctx.beginPath(); ctx.moveTo(X(0), u.bbox.top); ctx.lineTo(X(0), u.bbox.top + u.bbox.height); ctx.stroke();
+               }, {height: Math.max(130, 70 + 34 * n), ySize: 240,
+                   ySplits: () => fs.map((f, i) => n - 1 - i),
+                   yValues: (u, splits) => splits.map((v) => { const f = fs[n - 1 - v]; return f ? f.metric : ""; }),
+                   xValues: pctAxis ? (u, s) => s.map((v) => (v * 100).toFixed(0) + "%") : undefined});
+  }
+  runs.forEach((run) => {
+    const c = run.check;
+    if (!c || !Array.isArray(c.items)) return;
+    const box = el("div", {});
+    box.append(el("p", {}, "Overall: ", verdictCell(c.overall), c.mode === "single"
+                   ? " (one run: " + c.candidate + "'s health)" : " (base " + c.base + ", candidate " + c.candidate + ")"));
+    const rows = [];
+    for (const it of c.items) {
+      const f = it.decisive !== null && it.decisive !== undefined ? it.findings[it.decisive] : null;
+      rows.push([String(it.number), it.title, verdictCell(it.verdict), f ? f.metric : it.summary,
+                 f ? changeText(f, f.change) : "", f ? intervalText(f) : "", f ? f.threshold : "",
+                 f && isNum(f.more_requests) && f.more_requests > 0 ? "~" + f.more_requests + " more requests" : ""]);
+    }
+    box.append(table(["#", "item", "verdict", "statistic", "change", "interval", "threshold", ""], rows, "checktable"));
+    const charts = el("div", {class: "charts"});
+    box.append(charts);
+    for (const it of c.items) if (it.findings && it.findings.some((f) => isNum(f.change))) forestPlot(charts, it);
+    // Item 5's evidence: the windows' series with their change points.
+    const lc = c.items.find((it) => it.id === "lifecycle");
+    if (lc && lc.evidence && lc.evidence.candidate) {
+      for (const [key, label, unit] of [["output_tokens_per_s", "output tokens/s per window", "tok/s"],
+                                        ["tpot_p50_ms", "median TPOT per window", "ms"]]) {
+        const lines = [];
+        for (const who of ["base", "candidate"]) {
+          const e = lc.evidence[who];
+          if (e && e.t_s) lines.push({label: who, x: e.t_s, y: e[key]});
+        }
+        lineChart(charts, "5 lifecycle: " + label, "Per window of the run; change points (E-divisive) at " +
+                  ["base", "candidate"].filter((w) => lc.evidence[w]).map((w) => w + " " +
+                    JSON.stringify((lc.evidence[w]["change_points_" + (key.startsWith("output") ? "tokens" : "tpot")] || [])
+                      .map((k) => Math.round(lc.evidence[w].t_s[k])))).join(", ") + " s.", "time (s)", unit, lines);
+      }
+    }
+    // Attribution: what moves ITL and throughput within the run.
+    const at = c.attribution && c.attribution.candidate;
+    if (at && at.rows && at.rows.length) {
+      const est = (e) => fmt(e.estimate, 3) + " [" + fmt(e.ci_low, 3) + ", " + fmt(e.ci_high, 3) + "]";
+      box.append(el("h3", {}, "Attribution" + (c.mode === "single" ? "" : " (candidate)")),
+                 el("p", {class: "sub"}, "The effect on each outcome per unit of each cause, over " + at.windows +
+                    " windows of " + fmt(at.window_s, 2) + " s (" + at.source + "): double machine learning with " +
+                    "cross-fitting, the other causes and the load as controls, beside the naive regression of the " +
+                    "outcome on the cause alone. Where they differ, confounding moved the naive estimate."),
+                 table(["outcome", "cause", "DML [95% interval]", "naive [95% interval]", "naive, adjusted"],
+                       at.rows.map((r) => [r.outcome + " (" + r.outcome_unit + ")", r.cause + " (" + r.cause_unit + ")",
+                                           est(r.dml), est(r.naive), est(r.naive_adjusted)])));
+      for (const n of at.notes || []) box.append(el("div", {class: "box note"}, n));
+    }
+    section("Regression checklist" + (multi ? ": " + run.name : ""),
+            "tokenscope check (check.json): each item's verdict with the statistic behind it, its interval and the " +
+            "threshold it was held against; regressed only when significant and beyond the tolerance.", box);
+  });
 
   // ---- over time
   const tl = (r) => r.timeline;
