@@ -982,27 +982,58 @@ ItemResult item_locality(const Pair& p) {
 }
 
 // -------------------------------------------------------- 9 recompilation
+// Per request shape (its prompt length rounded up to a power of two, the
+// padded length a server compiles kernels or captures graphs for): the TTFT
+// of the first request of the shape against the next one's, as a relative
+// excess. For runs against a server, which has no steps to read.
+std::vector<double> request_shape_excess(const RunData& run) {
+  const RequestArrays& a = run.requests;
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a.counted(i) && a.prompt_tokens[i] > 0 && std::isfinite(a.ttft_ms(i))) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return a.t_send[x] < a.t_send[y]; });
+  std::map<std::uint32_t, ShapeSightings> shapes;
+  for (std::size_t i : order) {
+    std::uint32_t b = 1;
+    while (b < static_cast<std::uint32_t>(a.prompt_tokens[i]) && b < (1u << 30)) b <<= 1;
+    shapes[b].add(a.t_send[i], a.ttft_ms(i));
+  }
+  std::vector<double> out;
+  for (const auto& [shape, s] : shapes)
+    if (s.first_t >= 0 && s.second_t >= 0 && s.second_ms > 0) out.push_back(s.first_ms / s.second_ms - 1);
+  return out;
+}
+
 ItemResult item_recompile(const Pair& p) {
   if (p.single()) return no_data(9, "needs two runs");
-  // sim's steps: each shape's first step against its second (relative
-  // excess); per run the Hodges-Lehmann shift of the candidate's excesses
-  // against the base's.
-  const auto excess = [](const RunData& run) {
+  // Each shape's first step against its second (relative excess): from
+  // sim's steps when both runs have them (shapes as the engine keys them),
+  // else from the requests (first-shape times); the candidate's excesses
+  // against the base's (Hodges-Lehmann).
+  const auto step_excess = [](const RunData& run) {
     std::vector<double> out;
     for (const auto& [shape, s] : run.steps.stats.shapes)
       if (s.first_t >= 0 && s.second_t >= 0 && s.second_ms > 0) out.push_back(s.first_ms / s.second_ms - 1);
     return out;
   };
-  if (p.base->steps.stats.shapes.empty() || p.cand.steps.stats.shapes.empty())
+  const bool steps = !p.base->steps.stats.shapes.empty() && !p.cand.steps.stats.shapes.empty();
+  const auto b = steps ? step_excess(*p.base) : request_shape_excess(*p.base);
+  const auto c = steps ? step_excess(p.cand) : request_shape_excess(p.cand);
+  if (b.size() < 3 || c.size() < 3)
     return no_data(9,
-                   "no engine steps with durations (steps.jsonl of sim); CUPTI kernel records: not yet read");
-  const auto b = excess(*p.base), c = excess(p.cand);
+                   "fewer than 3 shapes seen twice in a run (steps of sim, or prompt-length buckets of the "
+                   "requests); CUPTI kernel records are not read yet");
   ItemResult r;
-  Finding f = block_shift_finding("first step of a shape over its next", "ratio", b, c,
-                                  p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
+  Finding f = block_shift_finding(steps ? "first step of a shape over its next"
+                                        : "first request of a prompt-length bucket over its next (TTFT)",
+                                  "ratio", b, c, p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
   f.change_unit = "ratio";
   f.note = fmt::format("{} shapes seen twice in the candidate, {} in the base", c.size(), b.size());
   r.findings.push_back(std::move(f));
+  r.evidence["source"] = steps ? "steps" : "requests";
+  r.evidence["base_excess"] = b;
+  r.evidence["candidate_excess"] = c;
   return r;
 }
 

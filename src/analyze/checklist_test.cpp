@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <unistd.h>
 
@@ -329,6 +330,33 @@ TEST(Checklist, SlowerCollectivesAreFoundInTheRunDirectories) {
   const CheckResult e = run_checklist(&nowhere_base, nowhere_cand, Thresholds{}, extra);
   EXPECT_EQ(item(e, "collectives").verdict, Verdict::kRegressed);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Checklist, RecompilationFromFirstShapeTimesOfRequests) {
+  // A server without steps: the candidate's first request of each
+  // prompt-length bucket takes 400 ms more (a compile on first sight).
+  const auto make = [](const std::string& name, double first_extra_ms) {
+    Builder b(name);
+    std::mt19937_64 rng(name == "base" ? 1 : 2);
+    std::lognormal_distribution<double> ttft(std::log(100.0), 0.2);
+    std::set<int> seen;
+    for (int i = 0; i < 600; ++i) {
+      const int prompt = 16 << (i % 10);  // ten buckets, visited in turn
+      const bool first = seen.insert(prompt).second;
+      const double t = ttft(rng) + (first ? first_extra_ms : 0);
+      b.add(static_cast<Nanos>(i) * 100 * kMs, t, t + 500, 50, 0, prompt);
+    }
+    return b.run;
+  };
+  const RunData base = make("base", 0), cand = make("cand", 400), same = make("same", 0);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& rc = item(r, "recompile");
+  EXPECT_EQ(rc.verdict, Verdict::kRegressed) << to_json(r)["items"][8].dump();
+  EXPECT_EQ(rc.evidence["source"], "requests");
+  EXPECT_EQ(rc.evidence["candidate_excess"].size(), 10u);
+  EXPECT_GT(*rc.findings[0].change, 2.0);  // about 400 / 100 ms
+  const CheckResult s = run_checklist(&base, same, Thresholds{});
+  EXPECT_NE(item(s, "recompile").verdict, Verdict::kRegressed);
 }
 
 TEST(Checklist, CheckJsonCarriesEveryItemFindingAndThreshold) {

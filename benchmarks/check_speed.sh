@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `tokenscope check` on two 1,000,000-request runs, on one core: makes the
+# runs once with `tokenscope sim --num-requests 1000000 --rate 20` (seeds 1
+# and 2, the candidate with `--perturb leak:per_min=1%`), then each
+# repetition, one after the other, pinned to CPU 0 (taskset):
+#   - `tokenscope check BASE CAND`: wall time, CPU time and peak RSS
+#     (/usr/bin/time);
+#   - the peer, benchmarks/peers/scipy_check.py under Debian's python3
+#     (python3-pandas, python3-scipy): per-request TTFT, TPOT and E2E with
+#     pandas, their percentiles, Mann-Whitney U and Kolmogorov-Smirnov tests
+#     of each with scipy: far less than the checklist, the least a user
+#     would do by hand.
+# Prints every repetition, then the medians over the repetitions that ran.
+#   benchmarks/check_speed.sh [REPEATS] [WORK_DIR]
+# CHECK_SPEED_REQUESTS: fewer requests, only to try the script out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repeats="${1:-3}"
+[ "$repeats" -ge 1 ] || { echo "REPEATS must be at least 1" >&2; exit 2; }
+requests="${CHECK_SPEED_REQUESTS:-1000000}"
+bin="build/release/src/cli/tokenscope"
+[ -x "$bin" ] || JOBS="${JOBS:-1}" bash scripts/build.sh release tokenscope >/dev/null
+python=/usr/bin/python3
+"$python" -c "import pandas, scipy" 2>/dev/null ||
+  { echo "$python cannot import pandas and scipy: apt-get install python3-pandas python3-scipy" >&2; exit 2; }
+if [ -n "${2:-}" ]; then
+  work="$2"
+  mkdir -p "$work"
+else
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+fi
+results="$work/results"
+: > "$results"
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+echo "machine: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1)); load average $(load)"
+for who in base cand; do
+  seed=1; perturb=none
+  [ "$who" = cand ] && { seed=2; perturb="leak:per_min=1%"; }
+  if [ ! -f "$work/$who/run.json" ]; then
+    "$bin" sim --num-requests "$requests" --rate 20 --seed "$seed" --perturb "$perturb" --out "$work/$who" \
+      --overwrite --quiet
+  fi
+done
+echo "runs: $requests requests each; requests.jsonl $(($(stat -c %s "$work/base/requests.jsonl") / 1000000)) MB," \
+     "steps.jsonl $(($(stat -c %s "$work/base/steps.jsonl") / 1000000)) MB, samples.jsonl" \
+     "$(($(stat -c %s "$work/base/samples.jsonl") / 1000000)) MB per run"
+
+measure() {
+  local name="$1"; shift
+  local rc=0
+  /usr/bin/time -f "%e %U %S %M" -o "$work/time" taskset -c 0 "$@" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
+  # check exits 1 when something regressed: that is a result, not a failure.
+  if [ "$rc" -ne 0 ] && { [ "$name" != tokenscope ] || [ "$rc" -ne 1 ]; }; then
+    echo "$name failed ($rc):" >&2; cat "$work/err.txt" >&2; exit 1
+  fi
+  # (/usr/bin/time puts "Command exited with non-zero status 1" first when check found a regression.)
+  read -r wall u s rss < <(tail -1 "$work/time")
+  echo "$name $wall $(awk "BEGIN {printf \"%.2f\", $u + $s}") $rss" >> "$results"
+  echo "  $name: wall $wall s, CPU $(awk "BEGIN {printf \"%.2f\", $u + $s}") s, peak RSS $((rss / 1024)) MiB"
+}
+
+for r in $(seq "$repeats"); do
+  echo "repetition $r (load average before: $(load))"
+  measure tokenscope "$bin" check "$work/base" "$work/cand" --out "$work/check.json"
+  grep -E "^overall" "$work/out.txt" | sed 's/^/    /'
+  measure peer "$python" benchmarks/peers/scipy_check.py "$work/base" "$work/cand"
+done
+
+median() {  # name field
+  grep "^$1 " "$results" | awk -v f="$2" '{print $f}' | sort -g |
+    awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+tw=$(median tokenscope 2); pw=$(median peer 2)
+echo "medians over $repeats repetitions, one core:"
+echo "  tokenscope check: wall $tw s, CPU $(median tokenscope 3) s, peak RSS $(( $(median tokenscope 4) / 1024 )) MiB"
+echo "  pandas/scipy peer: wall $pw s, CPU $(median peer 3) s, peak RSS $(( $(median peer 4) / 1024 )) MiB"
+echo "  ratio (peer / tokenscope, wall): $(awk "BEGIN {printf \"%.1f\", $pw / $tw}")"
