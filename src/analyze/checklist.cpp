@@ -714,15 +714,20 @@ ItemResult item_latency_model(const Pair& p) {
     f.metric = metric;
     f.unit = "ms";
     f.change_unit = "ms";
+    f.threshold = fmt::format("tolerance {:g} ms", tol);
     f.base = fb.coefficients(kb);
     f.value = fc.coefficients(kc);
     f.change = *f.value - *f.base;
-    f.threshold = fmt::format("tolerance {:g} ms", tol);
     if (bb.blocks < 5 || cb.blocks < 5) {
       f.verdict = Verdict::kInconclusive;
       f.note = "too few blocks of requests (500 requests at least) to bound the change";
       return f;
     }
+    // The blocks' mean coefficient, the estimate their spread measures (the
+    // whole run's fit is evidence).
+    f.base = bb.mean;
+    f.value = cb.mean;
+    f.change = cb.mean - bb.mean;
     const double se = std::hypot(bb.se, cb.se);
     const double df = static_cast<double>(std::min(bb.blocks, cb.blocks) - 1);
     const double q = boost::math::quantile(boost::math::students_t(df), 0.5 + p.t.confidence / 2);

@@ -113,7 +113,7 @@ std::vector<double> block_means(const std::vector<double>& v, std::size_t block)
 
 std::vector<std::vector<std::size_t>> time_blocks(const std::vector<Nanos>& send) {
   const std::size_t n = send.size();
-  const std::size_t k = std::min<std::size_t>(20, n / 100);
+  const std::size_t k = std::min<std::size_t>(10, n / 100);
   if (k < 5) return {};
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);

@@ -40,8 +40,9 @@ Series counter_rate(const Series& counter);
 std::vector<double> block_means(const std::vector<double>& v, std::size_t block);
 
 // Batch means: a run's requests (their send times given) in contiguous blocks
-// by send time, as indexes into the given vector: min(20, n / 100) blocks of
-// equal count (none when n < 500).
+// by send time, as indexes into the given vector: min(10, n / 100) blocks of
+// equal count (none when n < 500). Ten blocks of a long run are minutes
+// apart, nearly independent; their t interval has 9 degrees of freedom.
 std::vector<std::vector<std::size_t>> time_blocks(const std::vector<Nanos>& send);
 struct BlockEstimate {
   double mean = 0, se = 0;  // of the block values; se = sd / sqrt(blocks)
