@@ -115,6 +115,8 @@ def main():
     for item in ITEMS:
         vs = [r["null"][item] for r in results]
         print(f"  {item:14s} {vs.count('regressed'):4d} {vs.count('inconclusive'):4d} {vs.count('no-data'):4d}")
+    any_item = sum(1 for r in results if any(v == "regressed" for v in r["null"].values()))
+    print(f"\nnull pairs on which some item regressed (check would exit 1): {any_item}/{n}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"rows": rows, "verdicts": results}, f)
