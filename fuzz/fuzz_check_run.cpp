@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   namespace fs = std::filesystem;
   using namespace tokenscope;
   static const fs::path dir = fs::temp_directory_path() / ("fuzz_check_run_" + std::to_string(::getpid()));
-  static const char* kFiles[] = {"run.json", "requests.jsonl", "samples.jsonl", "steps.jsonl", "collectives.json"};
+  static const char* kFiles[] = {"run.json", "requests.jsonl", "samples.jsonl", "steps.jsonl",
+                                 "collectives.json"};
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::string_view input(reinterpret_cast<const char*>(data), size);
@@ -40,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   analyze::Thresholds t;
   t.min_requests = 2;  // let every item look at small runs
-  for (const analyze::RunData* base : {&run, static_cast<const analyze::RunData*>(nullptr)}) {
+  const analyze::RunData* self = &run;
+  for (const analyze::RunData* base : {self, static_cast<const analyze::RunData*>(nullptr)}) {
     try {
       const auto r = analyze::run_checklist(base, run, t);
       (void)analyze::to_json(r).dump();

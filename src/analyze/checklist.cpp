@@ -977,12 +977,48 @@ ItemResult item_locality(const Pair& p) {
       p.single() ? "hit rate, second half against first" : "prefix-cache hit rate", "ratio", b->rate, c->rate,
       std::hypot(b->se, c->se), p.t.hit_rate_tolerance, Worse::kLower, p.t.confidence, "ratio");
   r.findings.push_back(std::move(f));
-  // The TTFT of requests with a cached prefix against those without, per run (evidence).
-  for (const RunData* run : {p.base, &p.cand}) {
-    if (!run) continue;
-    if (const auto* fit = observe::json_path(run->run_json, {"kv_locality", "fit"}); fit && !fit->is_null())
+  // bench's fit of the hit probability over reuse distance (run.json
+  // kv_locality: hit(d) = a exp(-d / scale), bootstrap intervals): the
+  // candidate's scale against the base's, in logs, the standard errors from
+  // the intervals' widths.
+  const auto fit_of = [](const RunData* run) -> const nlohmann::json* {
+    if (!run) return nullptr;
+    const auto* fit = observe::json_path(run->run_json, {"kv_locality", "fit"});
+    return fit && fit->is_object() ? fit : nullptr;
+  };
+  for (const RunData* run : {p.base, &p.cand})
+    if (const auto* fit = fit_of(run))
       r.evidence[run == p.base ? "base_reuse_fit" : "candidate_reuse_fit"] = *fit;
-  }
+  const auto scale = [](const nlohmann::json* fit) -> std::optional<std::pair<double, double>> {
+    if (!fit || !fit->contains("scale_blocks") || !(*fit)["scale_blocks"].is_number() ||
+        !fit->contains("scale_blocks_ci95") || !(*fit)["scale_blocks_ci95"].is_array() ||
+        (*fit)["scale_blocks_ci95"].size() != 2 || !(*fit)["scale_blocks_ci95"][0].is_number() ||
+        !(*fit)["scale_blocks_ci95"][1].is_number())
+      return std::nullopt;
+    const double s = (*fit)["scale_blocks"].get<double>(), lo = (*fit)["scale_blocks_ci95"][0].get<double>(),
+                 hi = (*fit)["scale_blocks_ci95"][1].get<double>();
+    if (!(s > 0 && lo > 0 && hi >= lo)) return std::nullopt;
+    return std::pair{std::log(s), (std::log(hi) - std::log(lo)) / (2 * 1.959963984540054)};
+  };
+  if (!p.single())
+    if (const auto sb = scale(fit_of(p.base)), sc = scale(fit_of(&p.cand)); sb && sc) {
+      const double z = z_of(p.t.confidence), d = sc->first - sb->first,
+                   se = std::hypot(sb->second, sc->second);
+      Finding f;
+      f.metric = "decay scale of the hit probability over reuse distance";
+      f.unit = "blocks";
+      f.change_unit = "%";
+      f.base = std::exp(sb->first);
+      f.value = std::exp(sc->first);
+      f.change = std::expm1(d);
+      f.ci_low = std::expm1(d - z * se);
+      f.ci_high = std::expm1(d + z * se);
+      f.threshold = fmt::format("tolerance {}", pct(p.t.reuse_scale_tolerance));
+      f.verdict =
+          classify_change({*f.change, *f.ci_low, *f.ci_high}, p.t.reuse_scale_tolerance, Worse::kLower);
+      f.note = "bench's kv_locality fit, intervals from its bootstrap";
+      r.findings.push_back(std::move(f));
+    }
   return r;
 }
 

@@ -184,6 +184,27 @@ TEST(Checklist, PrefixHitRateFallingIsALocalityRegression) {
   EXPECT_EQ(item(run_checklist(&plain, plain, Thresholds{}), "locality").verdict, Verdict::kNoData);
 }
 
+TEST(Checklist, AShorterReuseScaleFromBenchsLocalityFit) {
+  // bench's kv_locality fit in run.json: the candidate's cache forgets twice
+  // as fast (its scale halved, intervals from the bootstrap).
+  Builder b("base"), c("cand");
+  for (int i = 0; i < 1000; ++i) {
+    b.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, 500);
+    c.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, 500);
+  }
+  b.run.run_json["kv_locality"]["fit"] = {
+      {"a", 0.9}, {"scale_blocks", 4000.0}, {"scale_blocks_ci95", {3600.0, 4400.0}}};
+  c.run.run_json["kv_locality"]["fit"] = {
+      {"a", 0.9}, {"scale_blocks", 2000.0}, {"scale_blocks_ci95", {1800.0, 2200.0}}};
+  const CheckResult r = run_checklist(&b.run, c.run, Thresholds{});
+  const ItemResult& loc = item(r, "locality");
+  EXPECT_EQ(loc.verdict, Verdict::kRegressed) << to_json(r)["items"][6].dump();
+  ASSERT_EQ(loc.findings.size(), 2u);
+  EXPECT_NEAR(*loc.findings[1].change, -0.5, 1e-12);
+  EXPECT_EQ(loc.findings[0].verdict, Verdict::kPass);  // the hit rate itself held
+  EXPECT_TRUE(loc.evidence.contains("candidate_reuse_fit"));
+}
+
 TEST(Checklist, AClassSlowedByAnotherIsCoupling) {
   // Two classes alternating in bursts: "chat" requests sent while a "long"
   // one is in flight are slower in the candidate only.

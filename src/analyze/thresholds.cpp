@@ -59,6 +59,10 @@ const Entry kEntries[] = {
      "ratio", 0, 1},
     {"locality.hit_rate_tolerance", &Thresholds::hit_rate_tolerance,
      "absolute change of the prefix-cache hit rate", "ratio", 0, 1},
+    {"locality.reuse_scale_tolerance", &Thresholds::reuse_scale_tolerance,
+     "relative change of the decay scale of the hit probability over reuse distance (bench's kv_locality "
+     "fit)",
+     "ratio", 0, kInf},
     {"collectives.busbw_tolerance", &Thresholds::busbw_tolerance,
      "relative change of bus bandwidth at the largest messages", "ratio", 0, kInf},
     {"collectives.pair_deviation_max", &Thresholds::pair_deviation_max,

@@ -44,6 +44,8 @@ struct Thresholds {
   double idle_backlog_max = 0.05;          // share of time idle while requests wait, at most
   // 7 KV-cache locality.
   double hit_rate_tolerance = 0.02;  // absolute change of the prefix-cache hit rate
+  double reuse_scale_tolerance =
+      0.25;  // relative change of the hit probability's decay scale over reuse distance
   // 8 collectives.
   double busbw_tolerance = 0.10;     // relative change of bus bandwidth at large messages
   double pair_deviation_max = 0.20;  // a pair this much slower than the median pair
