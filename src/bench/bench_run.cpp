@@ -203,7 +203,10 @@ net::FetchResult fetch_model_list(const net::Endpoint& ep, const net::ClientOpti
                                   const std::string& api_key) {
   net::FetchRequest req;
   req.path = "/v1/models";
-  req.timeout_s = 10;
+  // A model list is a few KB: a target that streams without end (or a
+  // proxy's page) costs at most 1 MiB and 5 s here.
+  req.timeout_s = 5;
+  req.max_body_bytes = 1u << 20;
   if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
   return net::fetch(ep, copt, req);
 }
