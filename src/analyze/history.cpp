@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 #include <variant>
 
 #include "core/error.h"
@@ -40,7 +41,10 @@ CREATE TABLE runs (
   summary TEXT NOT NULL,
   environment TEXT NOT NULL
 );
-CREATE INDEX runs_by_time ON runs (finished_unix, id);
+-- Covers listing: the small columns in time order, so that a list never
+-- reads the rows' JSON documents.
+CREATE INDEX runs_by_time ON runs (finished_unix, id, partial, command, target, workload_hash, settings_hash,
+                                   path, started_unix, target_version, tags);
 CREATE INDEX runs_by_path ON runs (path);
 CREATE INDEX runs_comparable ON runs (settings_hash, workload_hash, target, finished_unix);
 CREATE TABLE metrics (
@@ -253,7 +257,8 @@ HistoryRun run_from_row(const Statement& st, bool with_documents) {
   r.target = st.text(7);
   r.target_version = st.text(8);
   r.settings_hash = st.text(9);
-  const auto tags = parse_document(st.text(10));
+  const std::string tags_text = st.text(10);
+  const auto tags = tags_text == "[]" ? nlohmann::json::array() : parse_document(tags_text);
   if (tags.is_array())
     for (const auto& t : tags)
       if (t.is_string()) r.tags.push_back(t.get<std::string>());
@@ -545,6 +550,27 @@ class WriteTransaction {
   bool done_ = false;
 };
 
+// A read transaction: one snapshot (and one lock) for several statements.
+class ReadTransaction {
+ public:
+  ReadTransaction(sqlite3* db, const fs::path& path) : db_(db) { exec(db, path, "BEGIN"); }
+  ~ReadTransaction() { sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr); }
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+
+ private:
+  sqlite3* db_;
+};
+
+// Orders a run's metrics as kHistoryMetrics lists them.
+void sort_metrics(std::vector<std::pair<std::string, double>>& metrics) {
+  std::vector<std::pair<std::size_t, std::pair<std::string, double>>> keyed;
+  keyed.reserve(metrics.size());
+  for (auto& m : metrics) keyed.emplace_back(metric_index(m.first), std::move(m));
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (std::size_t i = 0; i < keyed.size(); ++i) metrics[i] = std::move(keyed[i].second);
+}
+
 }  // namespace
 
 History::History(const fs::path& path, bool create) : path_(path), db_(std::make_unique<Db>()) {
@@ -651,23 +677,42 @@ std::int64_t History::register_run(const fs::path& dir, const RegisterOptions& o
 }
 
 std::vector<HistoryRun> History::list(const HistoryFilter& filter, bool with_documents) const {
+  const ReadTransaction tx(db_->db, path_);
   std::vector<Param> params;
   std::string sql =
       fmt::format("SELECT {}{} FROM runs r{} ORDER BY r.finished_unix DESC, r.id DESC", kRunColumns,
                   with_documents ? kDocumentColumns : "", where_clause(filter, params));
   if (filter.limit > 0) sql += fmt::format(" LIMIT {}", filter.limit);
-  Statement st(db_->db, sql, path_);
-  bind_all(st, params);
   std::vector<HistoryRun> out;
-  while (st.step()) out.push_back(run_from_row(st, with_documents));
-  Statement m(db_->db, "SELECT name, value FROM metrics WHERE run_id = ?", path_);
-  for (auto& r : out) {
-    m.reset();
-    m.bind(1, r.id);
-    while (m.step()) r.metrics.emplace_back(m.text(0), m.real(1));
-    std::sort(r.metrics.begin(), r.metrics.end(),
-              [](const auto& a, const auto& b) { return metric_index(a.first) < metric_index(b.first); });
+  {
+    Statement st(db_->db, sql, path_);
+    bind_all(st, params);
+    while (st.step()) out.push_back(run_from_row(st, with_documents));
   }
+  if (out.empty()) return out;
+  // The metrics: one scan of the id range when the runs fill most of it (a
+  // long list), else one lookup per run.
+  std::int64_t lo = out.front().id, hi = lo;
+  for (const auto& r : out) lo = std::min(lo, r.id), hi = std::max(hi, r.id);
+  if (static_cast<double>(hi - lo + 1) <= 4.0 * static_cast<double>(out.size())) {
+    std::unordered_map<std::int64_t, std::size_t> index;
+    index.reserve(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) index.emplace(out[i].id, i);
+    Statement m(db_->db, "SELECT run_id, name, value FROM metrics WHERE run_id BETWEEN ? AND ?", path_);
+    m.bind(1, lo);
+    m.bind(2, hi);
+    while (m.step())
+      if (const auto it = index.find(m.int64(0)); it != index.end())
+        out[it->second].metrics.emplace_back(m.text(1), m.real(2));
+  } else {
+    Statement m(db_->db, "SELECT name, value FROM metrics WHERE run_id = ?", path_);
+    for (auto& r : out) {
+      m.reset();
+      m.bind(1, r.id);
+      while (m.step()) r.metrics.emplace_back(m.text(0), m.real(1));
+    }
+  }
+  for (auto& r : out) sort_metrics(r.metrics);
   return out;
 }
 
@@ -675,6 +720,7 @@ namespace {
 
 std::optional<HistoryRun> one_run(sqlite3* db, const fs::path& path, const std::string& where,
                                   const std::vector<Param>& params) {
+  const ReadTransaction tx(db, path);
   Statement st(db,
                fmt::format("SELECT {}{} FROM runs r {} ORDER BY r.finished_unix DESC, r.id DESC LIMIT 1",
                            kRunColumns, kDocumentColumns, where),
@@ -685,8 +731,7 @@ std::optional<HistoryRun> one_run(sqlite3* db, const fs::path& path, const std::
   Statement m(db, "SELECT name, value FROM metrics WHERE run_id = ?", path);
   m.bind(1, r.id);
   while (m.step()) r.metrics.emplace_back(m.text(0), m.real(1));
-  std::sort(r.metrics.begin(), r.metrics.end(),
-            [](const auto& a, const auto& b) { return metric_index(a.first) < metric_index(b.first); });
+  sort_metrics(r.metrics);
   return r;
 }
 
