@@ -265,6 +265,20 @@ TEST(HistoryDb, WithoutCreateAMissingFileIsAUsageError) {
   EXPECT_FALSE(fs::exists(tmp.path() / "none.db"));
 }
 
+// An existing empty file is a SQLite database of version 0: the migrations
+// bring it to the current schema, as they will bring older histories.
+TEST(HistoryDb, AnEmptyFileIsMigratedToTheSchema) {
+  TempDir tmp;
+  const fs::path db = tmp.path() / "empty.db";
+  std::ofstream{db};
+  ASSERT_EQ(fs::file_size(db), 0u);
+  History h(db, /*create=*/false);
+  EXPECT_EQ(h.schema_version(), kHistorySchemaVersion);
+  write_run(tmp.path() / "r", sim_run(1, 5.0));
+  EXPECT_EQ(h.register_run(tmp.path() / "r"), 1);
+  EXPECT_EQ(h.integrity_check(), "ok");
+}
+
 TEST(HistoryDb, BadFilesGiveClearErrors) {
   TempDir tmp;
   const auto message_of = [](const fs::path& p) {
