@@ -42,7 +42,8 @@ measure() {
   local rc=0
   /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
   [ "$rc" -eq "$expected" ] || { echo "$name exited $rc, not $expected:" >&2; cat "$work/err.txt" >&2; exit 1; }
-  read -r wall u s rss < "$work/time"
+  # (time's last line: before it, "Command exited with non-zero status N")
+  read -r wall u s rss < <(tail -1 "$work/time")
   echo "$name $wall $(awk "BEGIN {printf \"%.2f\", $u + $s}") $rss" >> "$results"
   echo "  $name: wall $wall s, CPU $(awk "BEGIN {printf \"%.2f\", $u + $s}") s, peak RSS $((rss / 1024)) MiB," \
        "$(wc -l < "$work/out.txt") lines"
