@@ -79,16 +79,23 @@ std::string string_at(const nlohmann::json& j, std::initializer_list<const char*
   return p && p->is_string() ? p->get<std::string>() : std::string();
 }
 
-// A workload's settings without its seeds ("seed" and every "seed_*").
-nlohmann::json without_seeds(nlohmann::json workload) {
-  if (!workload.is_object()) return workload;
-  for (auto it = workload.begin(); it != workload.end();) {
-    if (it.key() == "seed" || it.key().rfind("seed_", 0) == 0)
-      it = workload.erase(it);
-    else
+// Whether a settings key names a seed: "seed", "seed_*" or "*_seed".
+bool is_seed_key(std::string_view k) {
+  return k == "seed" || k.starts_with("seed_") || k.ends_with("_seed");
+}
+
+// Settings without their seeds, at any depth of objects.
+nlohmann::json without_seeds(nlohmann::json settings) {
+  if (!settings.is_object()) return settings;
+  for (auto it = settings.begin(); it != settings.end();) {
+    if (is_seed_key(it.key())) {
+      it = settings.erase(it);
+    } else {
+      *it = without_seeds(std::move(*it));
       ++it;
+    }
   }
-  return workload;
+  return settings;
 }
 
 const nlohmann::json& requested_of(const nlohmann::json& run) {
@@ -327,14 +334,8 @@ std::string fnv1a64_hex(std::string_view bytes) {
 
 nlohmann::json comparable_settings(const nlohmann::json& run) {
   const std::string command = command_of(run);
-  nlohmann::json requested = requested_of(run);
-  if (requested.contains("workload")) requested["workload"] = without_seeds(requested["workload"]);
-  if (auto* t = requested.contains("target") ? &requested["target"] : nullptr; t && t->is_object()) {
-    t->erase("url");
-    if (t->contains("sampling") && (*t)["sampling"].is_object()) (*t)["sampling"].erase("seed");
-  }
-  if (requested.contains("server") && requested["server"].is_object())
-    requested["server"].erase("fault_seed");
+  nlohmann::json requested = without_seeds(requested_of(run));
+  if (requested.contains("target") && requested["target"].is_object()) requested["target"].erase("url");
   if (requested.contains("load") && requested["load"].is_object()) requested["load"].erase("max_error_rate");
   requested.erase("output");
   return {{"command", command}, {"requested", requested}, {"rate_rps", rate_of(run)}};

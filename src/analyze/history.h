@@ -18,8 +18,9 @@
 //  * settings_hash: FNV-1a 64 of the canonical JSON (keys sorted, no
 //    spaces) of {"command", "requested", "rate_rps"}, where "requested" is
 //    run.json's settings.requested without the keys that do not change what
-//    is measured: every seed (workload.seed, workload.seed_*,
-//    target.sampling.seed, server.fault_seed), target.url (the target is
+//    is measured: every seed (a key "seed", "seed_*" or "*_seed" at any
+//    depth: workload.seed, workload.seed_arrival, target.sampling.seed,
+//    server.fault_seed, engine.perturb_seed...), target.url (the target is
 //    compared on its own), load.max_error_rate (a verdict threshold) and
 //    sim's output options (output: out, steps, samples, sample_interval_s);
 //    "rate_rps" is bench's effective open-loop rate (a sweep's runs differ

@@ -125,6 +125,14 @@ TEST(HistoryHash, ADifferentSeedIsComparableADifferentRateIsNot) {
   EXPECT_EQ(workload_hash(sim_run(1, 5.0)), workload_hash(sim_run(2, 5.0)));
   EXPECT_NE(settings_hash(sim_run(1, 5.0)), settings_hash(sim_run(1, 6.0)));
   EXPECT_NE(workload_hash(sim_run(1, 5.0)), workload_hash(sim_run(1, 6.0)));
+  // A seed anywhere in the settings ("*_seed") is left out too.
+  auto perturbed = sim_run(1, 5.0);
+  perturbed["settings"]["requested"]["engine"]["perturb"] = {"leak:0.01"};
+  perturbed["settings"]["requested"]["engine"]["perturb_seed"] = 7;
+  auto perturbed_again = perturbed;
+  perturbed_again["settings"]["requested"]["engine"]["perturb_seed"] = 8;
+  EXPECT_EQ(settings_hash(perturbed), settings_hash(perturbed_again));
+  EXPECT_NE(settings_hash(perturbed), settings_hash(sim_run(1, 5.0)));  // perturbations are a setting
   auto engine = sim_run(1, 5.0);
   engine["settings"]["requested"]["engine"]["max_num_seqs"] = 24;
   EXPECT_NE(settings_hash(engine), settings_hash(sim_run(1, 5.0)));
