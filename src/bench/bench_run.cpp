@@ -195,14 +195,25 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   return p;
 }
 
-// Asks the server which model it serves (GET /v1/models). A target that
-// cannot be reached is a failed run (exit 1), not a bad option.
-std::string discover_model(const net::Endpoint& ep, const net::ClientOptions& copt,
-                           const std::string& api_key) {
+// The target's answer to GET /v1/models, asked once at the start: the
+// model to send when --model is not given, and what the target says it
+// serves (run.json settings.effective.target.models; the history's target
+// version).
+net::FetchResult fetch_model_list(const net::Endpoint& ep, const net::ClientOptions& copt,
+                                  const std::string& api_key) {
   net::FetchRequest req;
   req.path = "/v1/models";
+  // A model list is a few KB: a target that streams without end (or a
+  // proxy's page) costs at most 1 MiB and 5 s here.
+  req.timeout_s = 5;
+  req.max_body_bytes = 1u << 20;
   if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
-  const net::FetchResult r = net::fetch(ep, copt, req);
+  return net::fetch(ep, copt, req);
+}
+
+// The model the server serves (the first id of its model list). A target
+// that cannot be reached is a failed run (exit 1), not a bad option.
+std::string discover_model(const net::Endpoint& ep, const net::FetchResult& r) {
   if (!r.error.empty())
     throw TargetError(
         fmt::format("--target {}: cannot ask which model it serves (GET /v1/models): {}", ep.url(), r.error));
@@ -216,6 +227,31 @@ std::string discover_model(const net::Endpoint& ep, const net::ClientOptions& co
     throw TargetError(
         fmt::format("--target {}: cannot read a model id from GET /v1/models; give --model", ep.url()));
   }
+}
+
+// What run.json records of the model list: {"available": true, "models":
+// [{"id", "owned_by", and "version", "root", "max_model_len" when the
+// server sends them}]} (at most 16 models), or {"available": false,
+// "reason"}. Best effort: a target without the list only lacks the record.
+nlohmann::json model_list_record(const net::FetchResult& r) {
+  const auto unavailable = [](std::string reason) {
+    return nlohmann::json{{"available", false}, {"reason", std::move(reason)}};
+  };
+  if (!r.error.empty()) return unavailable(r.error);
+  if (r.status != 200) return unavailable(fmt::format("HTTP {}", r.status));
+  const auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
+    return unavailable("the answer holds no \"data\" list");
+  nlohmann::json models = nlohmann::json::array();
+  for (const auto& m : j["data"]) {
+    if (models.size() == 16) break;
+    if (!m.is_object() || !m.contains("id") || !m["id"].is_string()) continue;
+    nlohmann::json e = {{"id", m["id"]}};
+    for (const char* k : {"owned_by", "version", "root", "max_model_len"})
+      if (m.contains(k) && (m[k].is_string() || m[k].is_number())) e[k] = m[k];
+    models.push_back(std::move(e));
+  }
+  return {{"available", true}, {"models", models}};
 }
 
 struct ServerSide {
@@ -308,6 +344,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // The target: a remote server, or the simulator in-process.
   ServerSide side;
   net::Endpoint endpoint;
+  nlohmann::json models;  // the target's GET /v1/models, as recorded
   net::ClientOptions copt;
   copt.verify_tls = !o.insecure;
   copt.ca_file = o.ca_file;
@@ -349,6 +386,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     side.server->start();
     endpoint = net::Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", side.server->port()));
     rs.model = side.eff->model.name;
+    models = model_list_record(fetch_model_list(endpoint, copt, o.api_key));
   } else {
     if (!o.faults.empty() || !o.trace_emissions.empty())
       throw UsageError("--faults and --trace-emissions apply to the in-process server (no --target)");
@@ -357,7 +395,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
           "--perturb applies to the in-process server (no --target); give it to `tokenscope serve --perturb` "
           "and read the ground truth from its GET /perturbations");
     endpoint = net::Endpoint::parse_url(o.target_url);
-    rs.model = !o.model.empty() ? o.model : discover_model(endpoint, copt, o.api_key);
+    const net::FetchResult model_list = fetch_model_list(endpoint, copt, o.api_key);
+    rs.model = !o.model.empty() ? o.model : discover_model(endpoint, model_list);
+    models = model_list_record(model_list);
   }
 
   // Records are written in batches (one write per drain, every 50 ms), so
@@ -399,6 +439,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
   }
   run["partial"] = true;  // until the end is written
+  run["tags"] = o.tags;   // --tag: for the history of runs
   nlohmann::json sampling = {
       {"temperature",
        o.sampling.temperature ? nlohmann::json(*o.sampling.temperature) : nlohmann::json(nullptr)},
@@ -444,10 +485,13 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                            {"threads", o.server_threads},
                            {"faults", o.faults},
                            {"fault_seed", o.fault_seed}};
-  nlohmann::json effective = {
-      {"workload", p.bw.effective},
-      {"load", p.effective_load},
-      {"target", {{"url", endpoint.url()}, {"model", rs.model}, {"in_process", side.server != nullptr}}}};
+  nlohmann::json effective = {{"workload", p.bw.effective},
+                              {"load", p.effective_load},
+                              {"target",
+                               {{"url", endpoint.url()},
+                                {"model", rs.model},
+                                {"in_process", side.server != nullptr},
+                                {"models", models}}}};
   if (side.eff) effective["engine"] = side.eff->to_json();
   effective["prompts"] = {
       {"method", prompts.describe()},

@@ -69,7 +69,8 @@ class BenchRun : public ::testing::Test {
 };
 
 TEST_F(BenchRun, InProcessRunWritesTheRunDirectory) {
-  const BenchSettings o = settings("ok");
+  BenchSettings o = settings("ok");
+  o.tags = {"nightly", "version=v1"};
   const BenchResult r = run(o);
   EXPECT_EQ(r.exit_code, 0) << log_;
   EXPECT_EQ(r.out_dir, o.out_dir);
@@ -108,6 +109,14 @@ TEST_F(BenchRun, InProcessRunWritesTheRunDirectory) {
   EXPECT_EQ(run_json["settings"]["effective"]["target"]["in_process"], true);
   EXPECT_EQ(run_json["settings"]["requested"]["load"]["max_error_rate"], 0.1);
   for (const auto& [kind, n] : run_json["server"]["faults_injected"].items()) EXPECT_EQ(n, 0) << kind;
+  // The target's GET /v1/models, asked once at the start, and --tag.
+  EXPECT_EQ(run_json["settings"]["effective"]["target"]["models"], json({{"available", true},
+                                                                         {"models",
+                                                                          {{{"id", "llama-3-8b"},
+                                                                            {"owned_by", "tokenscope"},
+                                                                            {"root", "llama-3-8b"},
+                                                                            {"max_model_len", 8192}}}}}));
+  EXPECT_EQ(run_json["tags"], json({"nightly", "version=v1"}));
 
   const auto recs = lines(dir_ / "ok" / "requests.jsonl");
   ASSERT_EQ(recs.size(), 20u);

@@ -87,6 +87,8 @@ struct BenchSettings {
   std::string otlp_endpoint;  // OTLP/HTTP base URL to push the run to
 
   // ---- output
+  // --tag (repeatable): run.json "tags", for the history of runs.
+  std::vector<std::string> tags;
   std::string out_dir;     // "" : runs/bench-UTCDATE-TIME
   bool overwrite = false;  // --out may hold an earlier run: its files are removed first
   std::string compat;      // "" | "vllm"

@@ -9,6 +9,7 @@
 #include "bench/bench_run.h"
 #include "bench/runner.h"
 #include "cli/engine_options.h"
+#include "cli/history_command.h"
 #include "cli/report_command.h"
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
@@ -33,6 +34,7 @@ struct BenchOptions {
 };
 
 BenchOptions g_opts;
+HistoryOptions g_history;
 bool g_json = false;
 CLI::App* g_app = nullptr;
 
@@ -342,6 +344,7 @@ CLI::App* add_bench_command(CLI::App& app) {
           "At the end, write report.html in the run directory (a sweep's: in the sweep directory): the "
           "page of tokenscope report (docs/report.md)")
       ->group(O);
+  add_run_history_options(bench, g_history, s.tags, O);
   bench->add_flag("--json", g_json, "Print the summary as JSON")->group(O);
   bench->add_flag("--quiet", s.quiet, "Print nothing on success")->group(O);
   bench->add_option("--progress", s.progress, "auto|tty|plain|none")->capture_default_str()->group(O);
@@ -408,6 +411,9 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
   s.sampling.logprobs = o.logprobs;
 
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry);
+  // Every run directory in the history (a sweep's each), interrupted ones too.
+  for (const auto& run : result.runs)
+    register_run_in_history(g_history, run.out_dir, std::nullopt, std::cerr);
   const bool report_written =
       o.report && !result.out_dir.empty() && write_run_report(result.out_dir, std::cerr);
   const auto report_line = [&] {

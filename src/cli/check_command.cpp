@@ -9,6 +9,7 @@
 
 #include "analyze/run_data.h"
 #include "analyze/thresholds.h"
+#include "cli/history_command.h"
 #include "core/error.h"
 #include "core/run_dir.h"
 #include "report/render.h"
@@ -186,10 +187,14 @@ CLI::App* add_check_command(CLI::App& app) {
       "--report", o.report,
       "Also write CAND/report.html: the runs overlaid with the checklist's section (tokenscope report)");
   check->add_flag("--print-thresholds", o.print_thresholds, "Print the default thresholds file and exit");
+  add_check_history_options(check);  // --baseline auto, --trend (cli/history_command.h)
   return check;
 }
 
 int run_check() {
+  // --trend METRIC, or --baseline auto CAND: BASE from the history of runs.
+  if (const auto trend_exit = run_check_history(g_check.runs, g_check.format, std::cout, std::cerr))
+    return *trend_exit;
   const auto& o = g_check;
   if (o.print_thresholds) {
     std::cout << analyze::thresholds_yaml();

@@ -10,6 +10,7 @@
 
 #include "cli/bench_command.h"
 #include "cli/check_command.h"
+#include "cli/history_command.h"
 #include "cli/probe_command.h"
 #include "cli/report_command.h"
 #include "cli/serve_command.h"
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
       "  tokenscope report RUN...     one self-contained HTML page of runs (charts), or their summary\n"
       "                               as text, JSON or Markdown\n"
       "  tokenscope check BASE CAND   the regression checklist: verdicts with their statistics, exit\n"
-      "                               1 when something regressed (check RUN: one run's health)\n\n"
+      "                               1 when something regressed (check RUN: one run's health)\n"
+      "  tokenscope history           the runs bench and sim registered, newest first\n\n"
       "Run 'tokenscope COMMAND --help' for the options of a command.",
       "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
   CLI::App* probe = cli::add_probe_command(app);
   CLI::App* report = cli::add_report_command(app);
   CLI::App* check = cli::add_check_command(app);
+  CLI::App* history = cli::add_history_command(app);
 
   try {
     app.parse(argc, argv);
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
     if (probe->parsed()) return cli::run_probe();
     if (report->parsed()) return cli::run_report();
     if (check->parsed()) return cli::run_check();
+    if (history->parsed()) return cli::run_history();
     if (bench->parsed()) {
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "cli/engine_options.h"
+#include "cli/history_command.h"
 #include "cli/report_command.h"
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
@@ -40,7 +41,9 @@ struct SimOptions {
   bool no_samples = false;
   bool json = false;
   bool quiet = false;
-  bool report = false;  // --report: report.html in --out at the end
+  bool report = false;            // --report: report.html in --out at the end
+  std::vector<std::string> tags;  // --tag: run.json "tags"
+  HistoryOptions history;
 };
 
 SimOptions g_opts;
@@ -134,6 +137,7 @@ CLI::App* add_sim_command(CLI::App& app) {
                 "At the end, write report.html in --out: the page of tokenscope report (docs/report.md)")
       ->needs(out_option)
       ->group(O);
+  add_run_history_options(sim, o.history, o.tags, O);
   sim->add_flag("--json", o.json, "Print the summary as JSON instead of a table")->group(O);
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
 
@@ -150,6 +154,8 @@ CLI::App* add_sim_command(CLI::App& app) {
 int run_sim(const std::atomic<bool>& interrupted) {
   auto& o = g_opts;
   const double cpu_start = cpu_seconds();
+  const double started_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   engine::EngineSettings settings = engine_settings(o.engine_options, o.workload.seed);
   if (o.workload.rate_rps <= 0 || !std::isfinite(o.workload.rate_rps))
     throw UsageError(fmt::format("--rate: expected requests per second > 0, got {}", o.workload.rate_rps));
@@ -192,6 +198,7 @@ int run_sim(const std::atomic<bool>& interrupted) {
                     {"virtual", true},
                     {"definition", "virtual time from 0: no wall-clock anchor"}};
     run["partial"] = report.interrupted;
+    run["tags"] = o.tags;
     run["settings"] = {{"requested", requested_settings(o)},
                        {"effective", {{"engine", eff.to_json()}, {"workload", bw.effective}}}};
     run["summary"] = summary;
@@ -219,6 +226,8 @@ int run_sim(const std::atomic<bool>& interrupted) {
     out->write_run_json(run);
     out->close();
     report_written = o.report && write_run_report(o.out, std::cerr);
+    // Virtual time has no wall clock: the history takes the start from here.
+    register_run_in_history(o.history, o.out, started_unix, std::cerr);
   }
 
   if (o.json) {

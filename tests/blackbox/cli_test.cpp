@@ -266,9 +266,11 @@ TEST_F(Cli, JsonSummaryOnStdout) {
 
 TEST_F(Cli, InterruptKeepsEveryFinishedRequest) {
   const auto out = dir_ / "run";
-  Child child({kBin, "sim", "--num-requests", "3000000", "--rate", "2000", "--input-len", "fixed:16",
-               "--output-len", "fixed:64", "--fixed-step-ms", "1", "--no-steps", "--out", out.string()},
-              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  const auto history = (dir_ / "history.db").string();
+  Child child(
+      {kBin, "sim", "--num-requests", "3000000", "--rate", "2000", "--input-len", "fixed:16", "--output-len",
+       "fixed:64", "--fixed-step-ms", "1", "--no-steps", "--out", out.string(), "--history", history},
+      (dir_ / "stdout").string(), (dir_ / "stderr").string());
   // Wait (bounded) until requests have started to finish, then interrupt.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline &&
@@ -290,6 +292,122 @@ TEST_F(Cli, InterruptKeepsEveryFinishedRequest) {
   EXPECT_GT(n, 0u);
   EXPECT_LT(n, 3000000u);
   EXPECT_EQ(run["summary"]["requests_total"].get<std::uint64_t>(), n);
+  // Registered in the history, marked partial.
+  const auto listed = run_process({kBin, "history", "--history", history, "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const auto runs = nlohmann::json::parse(listed.out)["runs"];
+  ASSERT_EQ(runs.size(), 1u) << listed.out;
+  EXPECT_EQ(runs[0]["partial"], true);
+  EXPECT_EQ(runs[0]["path"], fs::weakly_canonical(out).string());
+}
+
+// bench and sim register their runs; `history --json` lists them newest
+// first; `check --baseline auto` compares a run with the latest one of the
+// same workload, target and settings (another seed), and finds none for
+// another rate; `check --trend` reads the same runs.
+TEST_F(Cli, HistoryListsRunsAndCheckFindsTheBaseline) {
+  const std::string db = (dir_ / "h" / "history.db").string();
+  const auto run_sim = [&](const std::string& name, const std::string& seed, const std::string& rate,
+                           std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--num-requests",
+                                     "300",
+                                     "--rate",
+                                     rate,
+                                     "--seed",
+                                     seed,
+                                     "--input-len",
+                                     "fixed:64",
+                                     "--output-len",
+                                     "fixed:16",
+                                     "--fixed-step-ms",
+                                     "1",
+                                     "--quiet",
+                                     "--out",
+                                     (dir_ / name).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = sim(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "");  // registered without a warning
+  };
+  run_sim("a", "1", "20", {"--history", db, "--tag", "base", "--tag", "version=v1"});
+  run_sim("b", "2", "20", {"--history", db});
+  run_sim("c", "3", "30", {"--history", db});
+  run_sim("d", "4", "20", {"--no-history"});
+  // Without --history: $XDG_DATA_HOME/tokenscope/history.db (the test's own, process.cpp).
+  run_sim("e", "5", "20");
+  const char* xdg = std::getenv("XDG_DATA_HOME");
+  ASSERT_NE(xdg, nullptr);
+  EXPECT_TRUE(fs::exists(fs::path(xdg) / "tokenscope" / "history.db"));
+
+  const auto listed = run_process({kBin, "history", "--history", db, "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const auto j = nlohmann::json::parse(listed.out);
+  EXPECT_EQ(j["history"], db);
+  const auto& runs = j["runs"];
+  ASSERT_EQ(runs.size(), 3u) << listed.out;
+  const auto path = [&](const char* name) { return fs::weakly_canonical(dir_ / name).string(); };
+  EXPECT_EQ(runs[0]["path"], path("c"));
+  EXPECT_EQ(runs[1]["path"], path("b"));
+  EXPECT_EQ(runs[2]["path"], path("a"));
+  EXPECT_EQ(runs[2]["tags"], nlohmann::json({"base", "version=v1"}));
+  EXPECT_EQ(runs[2]["target"], "sim");
+  EXPECT_EQ(runs[2]["target_version"], "v1");
+  EXPECT_EQ(runs[2]["command"], "sim");
+  EXPECT_EQ(runs[2]["partial"], false);
+  EXPECT_EQ(runs[1]["workload_hash"], runs[2]["workload_hash"]);  // another seed: the same workload
+  EXPECT_EQ(runs[1]["settings_hash"], runs[2]["settings_hash"]);
+  EXPECT_NE(runs[0]["workload_hash"], runs[2]["workload_hash"]);  // another rate
+  EXPECT_GT(runs[2]["metrics"]["ttft_ms.p99"].get<double>(), 0);
+  EXPECT_EQ(runs[2]["metrics"]["error_rate"], 0.0);
+  // Filters and the table.
+  const auto tagged = run_process({kBin, "history", "--history", db, "--tag", "base", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(tagged.out)["runs"].size(), 1u);
+  const auto table = run_process({kBin, "history", "--history", db, "--limit", "2"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("TTFT p99"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(path("c")), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find(path("a")), std::string::npos) << table.out;
+
+  // b's baseline is a; c (another rate) has none; d was never registered
+  // but is like a and b, so b (the latest before d was written) is its base.
+  const auto check_b =
+      run_process({kBin, "check", "--baseline", "auto", (dir_ / "b").string(), "--history", db});
+  EXPECT_TRUE(check_b.exit_code == 0 || check_b.exit_code == 1) << check_b.out << check_b.err;
+  EXPECT_NE(check_b.out.find("baseline (auto): " + path("a") + " (history run #1"), std::string::npos)
+      << check_b.out;
+  EXPECT_NE(check_b.out.find("base a -> candidate b"), std::string::npos) << check_b.out;
+  const auto check_c =
+      run_process({kBin, "check", "--baseline", "auto", (dir_ / "c").string(), "--history", db});
+  EXPECT_EQ(check_c.exit_code, 2);
+  EXPECT_NE(check_c.err.find("no comparable run before"), std::string::npos) << check_c.err;
+  const auto check_d = run_process(
+      {kBin, "check", "--baseline", "auto", (dir_ / "d").string(), "--history", db, "--format", "json"});
+  EXPECT_TRUE(check_d.exit_code == 0 || check_d.exit_code == 1) << check_d.err;
+  EXPECT_NE(check_d.err.find("baseline (auto): " + path("b")), std::string::npos) << check_d.err;
+  EXPECT_EQ(nlohmann::json::parse(check_d.out)["mode"], "compare");
+
+  // The trend of a's and b's settings (the latest complete run is c's: filter by tag-less workload).
+  const auto trend = run_process({kBin, "check", "--trend", "ttft_ms.p99", "--history", db, "--workload",
+                                  runs[2]["workload_hash"].get<std::string>(), "--format", "json"});
+  EXPECT_EQ(trend.exit_code, 0) << trend.err;
+  const auto t = nlohmann::json::parse(trend.out);
+  EXPECT_EQ(t["points"].size(), 2u);
+  EXPECT_EQ(t["changes"].size(), 0u);
+  EXPECT_EQ(run_process({kBin, "check", "--trend", "ttft_p99", "--history", db}).exit_code, 2);
+
+  // Not a history: exit 2 with a message naming the file.
+  const std::string bad = file("bad.db", std::string(5000, 'x'));
+  const auto not_db = run_process({kBin, "history", "--history", bad});
+  EXPECT_EQ(not_db.exit_code, 2);
+  EXPECT_NE(not_db.err.find(bad + ": not a readable tokenscope history database"), std::string::npos)
+      << not_db.err;
+  // A run still completes when its history cannot be written: one warning.
+  const auto warned = sim(
+      {"--num-requests", "50", "--rate", "20", "--quiet", "--out", (dir_ / "f").string(), "--history", bad});
+  EXPECT_EQ(warned.exit_code, 0);
+  EXPECT_NE(warned.err.find("warning: " + (dir_ / "f").string() + " was not registered in the history"),
+            std::string::npos)
+      << warned.err;
 }
 
 TEST_F(Cli, ReplaysThePublicTraces) {

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +20,23 @@ extern char** environ;
 namespace tokenscope::testing {
 
 namespace {
+// The children's history of runs (bench and sim register every run they
+// write in $XDG_DATA_HOME/tokenscope/history.db): a directory of this test
+// process, removed at its end, never the user's ~/.local/share.
+struct HermeticHistory {
+  std::filesystem::path dir;
+  HermeticHistory() {
+    dir = std::filesystem::temp_directory_path() / ("tokenscope_blackbox_xdg_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    ::setenv("XDG_DATA_HOME", dir.c_str(), 1);
+  }
+  ~HermeticHistory() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+const HermeticHistory kHermeticHistory;
+
 std::vector<char*> to_argv(const std::vector<std::string>& argv) {
   std::vector<char*> out;
   for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
