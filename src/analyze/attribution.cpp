@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -46,30 +47,41 @@ WindowTable make_table(const std::string& source, double window_s, std::vector<C
   return t;
 }
 
+// At most this many windows: a long run's seconds are merged into windows of
+// several seconds (its estimates need no more rows, and the nuisance fits
+// stay cheap).
+constexpr std::size_t kMaxWindows = 2000;
+
 std::optional<WindowTable> from_steps(const RunData& run) {
   const auto& w = run.steps.stats.windows;
   if (w.empty() || run.steps.stats.steps_with_duration == 0) return std::nullopt;
+  const std::int64_t first = w.begin()->first, last = w.rbegin()->first;
+  const std::int64_t span = last - first + 1;
+  const std::int64_t k = std::max<std::int64_t>(
+      1, (span + static_cast<std::int64_t>(kMaxWindows) - 1) / static_cast<std::int64_t>(kMaxWindows));
+  std::map<std::int64_t, StepWindow> merged;
+  for (const auto& [sec, s] : w) merged[(sec - first) / k].add(s);
+  const double seconds = static_cast<double>(k);
   Column itl{"ITL", "ms", {}}, tput{"output throughput", "tok/s", {}};
   Column pre{"preemptions", "per s", {}}, swap{"KV swap traffic", "MB/s", {}},
       sw{"tenant switches", "per s", {}}, batch{"batch size", "sequences", {}},
       miss{"prefix misses", "k tokens/s", {}};
   Column wait{"waiting", "", {}}, prefill{"prefill tokens/s", "", {}};
-  for (const auto& [sec, s] : w) {
-    // Whole windows with decoding only (the first and last may be partial;
-    // a window without decode steps has no ITL).
+  for (const auto& [index, s] : merged) {
+    // Windows with decoding only (a window without decode steps has no ITL).
     if (s.steps < 1 || s.decode_tokens <= 0) continue;
     itl.v.push_back(s.busy_ms / s.steps);
-    tput.v.push_back(s.decode_tokens);
-    pre.v.push_back(s.preemptions);
-    swap.v.push_back(s.swap_bytes / 1e6);
-    sw.v.push_back(s.tenant_switches);
+    tput.v.push_back(s.decode_tokens / seconds);
+    pre.v.push_back(s.preemptions / seconds);
+    swap.v.push_back(s.swap_bytes / 1e6 / seconds);
+    sw.v.push_back(s.tenant_switches / seconds);
     batch.v.push_back(s.seqs / s.steps);
-    miss.v.push_back((s.query_tokens - s.hit_tokens) / 1e3);
+    miss.v.push_back((s.query_tokens - s.hit_tokens) / 1e3 / seconds);
     wait.v.push_back(s.waiting / s.steps);
-    prefill.v.push_back(s.prefill_tokens);
+    prefill.v.push_back(s.prefill_tokens / seconds);
   }
   if (itl.v.empty()) return std::nullopt;
-  return make_table("steps", 1.0, {itl, tput}, {pre, swap, sw, batch, miss}, {wait, prefill});
+  return make_table("steps", seconds, {itl, tput}, {pre, swap, sw, batch, miss}, {wait, prefill});
 }
 
 // The series' value at each of the given times (the last point at or before).
@@ -138,7 +150,22 @@ std::optional<WindowTable> from_samples(const RunData& run) {
     cprompt.v.push_back(z(prompt[k]));
   }
   if (itl.v.empty()) return std::nullopt;
-  const double window_s = nanos_to_s(t.back() - t.front()) / static_cast<double>(n);
+  double window_s = nanos_to_s(t.back() - t.front()) / static_cast<double>(n);
+  // A long run's intervals averaged in groups (at most kMaxWindows rows).
+  const std::size_t k = (itl.v.size() + kMaxWindows - 1) / kMaxWindows;
+  if (k > 1) {
+    for (Column* c : {&itl, &tput, &cpre, &cswap, &batch, &miss, &cwait, &cprompt}) {
+      std::vector<double> m;
+      for (std::size_t i = 0; i < c->v.size(); i += k) {
+        const std::size_t e = std::min(c->v.size(), i + k);
+        m.push_back(std::accumulate(c->v.begin() + static_cast<std::ptrdiff_t>(i),
+                                    c->v.begin() + static_cast<std::ptrdiff_t>(e), 0.0) /
+                    static_cast<double>(e - i));
+      }
+      c->v = std::move(m);
+    }
+    window_s *= static_cast<double>(k);
+  }
   return make_table("samples", window_s, {itl, tput}, {cpre, cswap, batch, miss}, {cwait, cprompt});
 }
 

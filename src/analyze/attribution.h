@@ -10,6 +10,7 @@
 // throughput = decode tokens per second), or, for a run against a server, the
 // sampling intervals of its metrics (ITL = the mean ITL of the requests
 // finishing in the interval, throughput = the output-token counter's rate).
+// A long run's windows are merged so that there are at most 2,000.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,7 @@
 #include "analyze/checklist.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -1220,6 +1221,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
   for (const ItemInfo& info : kItems) {
     ItemResult r;
     if (out.single && !info.single_run) continue;
+    const auto started = std::chrono::steady_clock::now();
     if (!enough && info.number != 8 && info.number != 11) {
       r = no_data(info.number,
                   fmt::format("fewer than {:g} completed requests in a run", thresholds.min_requests));
@@ -1271,13 +1273,18 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
       const Finding& f = r.findings[*r.decisive];
       r.summary = f.metric + ": " + std::string(to_string(f.verdict));
     }
+    r.elapsed_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     out.overall = combine(out.overall, r.verdict);
     out.items.push_back(std::move(r));
   }
   DmlOptions dml;
   dml.confidence = thresholds.confidence;
+  const auto started = std::chrono::steady_clock::now();
   if (base) out.base_attribution = attribute(*base, dml);
   out.cand_attribution = attribute(cand, dml);
+  out.attribution_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return out;
 }
 
@@ -1302,6 +1309,7 @@ nlohmann::json to_json(const CheckResult& r) {
     ji["title"] = it.title;
     ji["verdict"] = std::string(to_string(it.verdict));
     ji["summary"] = it.summary;
+    ji["elapsed_ms"] = it.elapsed_ms;
     ji["decisive"] = it.decisive ? nlohmann::json(*it.decisive) : nlohmann::json(nullptr);
     nlohmann::json fs = nlohmann::json::array();
     for (const Finding& f : it.findings) {

@@ -53,6 +53,7 @@ struct ItemResult {
   // findings; nullopt when there is none.
   std::optional<std::size_t> decisive;
   nlohmann::json evidence = nlohmann::json::object();  // numbers and the chart's data
+  double elapsed_ms = 0;                               // how long the item took
 };
 
 // Inputs beyond the run directories (CHECKLIST.md items 8 and 11).
@@ -73,6 +74,7 @@ struct CheckResult {
   // What moves ITL and throughput within each run (attribution.h); nullopt
   // when the run has neither steps nor server samples.
   std::optional<Attribution> base_attribution, cand_attribution;
+  double attribution_ms = 0;
 };
 
 // Runs every item on the pair (base may be null for one run).
