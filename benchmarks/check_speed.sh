@@ -39,7 +39,7 @@ for who in base cand; do
   [ "$who" = cand ] && { seed=2; perturb="leak:per_min=1%"; }
   if [ ! -f "$work/$who/run.json" ]; then
     "$bin" sim --num-requests "$requests" --rate 20 --seed "$seed" --perturb "$perturb" --out "$work/$who" \
-      --overwrite --quiet
+      --overwrite --quiet --no-history
   fi
 done
 echo "runs: $requests requests each; requests.jsonl $(($(stat -c %s "$work/base/requests.jsonl") / 1000000)) MB," \

@@ -55,7 +55,7 @@ def run(args):
 
 def sim(out, seed, perturb):
     run([TOKENSCOPE, "sim", *WORKLOAD, "--seed", str(seed), "--perturb", perturb, "--quiet", "--overwrite",
-         "--out", out])
+         "--no-history", "--out", out])
 
 
 def check(base, cand, thresholds):

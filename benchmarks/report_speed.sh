@@ -43,7 +43,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 echo "machine: $(nproc) CPUs ($(lscpu | sed -n 's/^Model name: *//p' | head -1)), $(free -g | awk '/^Mem:/ {print $2}') GiB;" \
      "load average $(load)"
 rm -rf "$run"
-/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$bin" sim --num-requests "$requests" --rate "$rate" --seed 1 \
+/usr/bin/time -f "%e %U %S %M" -o "$work/time" "$bin" sim --no-history --num-requests "$requests" --rate "$rate" --seed 1 \
   --out "$run" > /dev/null
 read -r wall u s rss < "$work/time"
 echo "sim --num-requests $requests --rate $rate --seed 1: wall $wall s, CPU $(awk "BEGIN {printf \"%.1f\", $u + $s}") s;" \

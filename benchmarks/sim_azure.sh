@@ -25,7 +25,7 @@ measure() {  # label, command...: appends "label cpu_s wall_s rss_kb" per repeat
     awk '{printf "%s %.3f %.3f %d\n", $1, $2 + $3, $4, $5}' "$work/time" >> "$work/results"
   done
 }
-measure ts_out "$bin" sim --trace "$trace" --overwrite --out "$work/run" --quiet
+measure ts_out "$bin" sim --no-history --trace "$trace" --overwrite --out "$work/run" --quiet
 # What the run directory holds (the last repeat's; every repeat writes the same).
 python3 - "$work/run" > "$work/files" <<'PY'
 import json, os, sys

@@ -15,7 +15,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 for n in 20000 200000 2000000; do
   for r in $(seq "$repeats"); do
-    /usr/bin/time -f "%U %S %M" -o "$work/time" "$bin" sim --num-requests "$n" --rate 5.5 --seed 3 \
+    /usr/bin/time -f "%U %S %M" -o "$work/time" "$bin" sim --no-history --num-requests "$n" --rate 5.5 --seed 3 \
       --overwrite --out "$work/run" --json > "$work/summary.json"
     read -r u s rss < "$work/time"
     toks=$(python3 -c "import json;print(json.load(open('$work/summary.json'))['output_tokens_total'])")

@@ -12,7 +12,7 @@ out="${1:-$root/docs/report-screenshot.png}"
 bin="${TOKENSCOPE:-$root/build/release/src/cli/tokenscope}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-"$bin" sim --quiet --num-requests 4000 --rate 24 --arrival gamma --burstiness 0.3 --tenants 3 --prefix-groups 6 \
+"$bin" sim --no-history --quiet --num-requests 4000 --rate 24 --arrival gamma --burstiness 0.3 --tenants 3 --prefix-groups 6 \
   --prefix-tokens 1024 --num-gpu-blocks 6000 --seed 7 --out "$work/bursty-3-tenants"
 "$bin" report "$work/bursty-3-tenants" --out "$work/report.html"
 node "$root/tests/blackbox/node/report_browser.mjs" "$work/report.html" --width 1320 --height 2300 \
