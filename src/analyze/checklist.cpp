@@ -1199,10 +1199,6 @@ ItemResult item_contention(const Pair& p) {
   return r;
 }
 
-ItemResult not_yet(int number, const char* what) {
-  return no_data(number, std::string("not evaluated yet: ") + what);
-}
-
 }  // namespace
 
 const std::vector<ItemInfo>& checklist_items() {
