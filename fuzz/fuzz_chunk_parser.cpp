@@ -1,4 +1,6 @@
-// libFuzzer target: the streaming chunk parser on arbitrary event data.
+// libFuzzer target: the streaming chunk parser on arbitrary event data, with
+// the output tokens' logprobs read (bench --logprobs): the parser's widest path.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -6,9 +8,11 @@
 #include "bench/chunk_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static tokenscope::bench::ChunkParser parser;  // reused, as one connection reuses it
+  static tokenscope::bench::ChunkParser parser(true);  // reused, as one connection reuses it
   const auto info = parser.parse(std::string_view(reinterpret_cast<const char*>(data), size));
   if (info.role_only && info.has_output) __builtin_trap();
   if (!info.valid && (info.has_output && info.choices == 0)) __builtin_trap();
+  for (const double lp : info.logprobs)
+    if (std::isnan(lp)) __builtin_trap();  // JSON has no NaN; log of a negative prob is not taken
   return 0;
 }

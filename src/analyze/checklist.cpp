@@ -13,6 +13,7 @@
 #include "analyze/change_point.h"
 #include "analyze/checklist_util.h"
 #include "analyze/collectives_input.h"
+#include "analyze/quantization.h"
 #include "analyze/regression.h"
 #include "core/error.h"
 #include "core/stats.h"
@@ -1198,10 +1199,6 @@ ItemResult item_contention(const Pair& p) {
   return r;
 }
 
-ItemResult not_yet(int number, const char* what) {
-  return no_data(number, std::string("not evaluated yet: ") + what);
-}
-
 }  // namespace
 
 const std::vector<ItemInfo>& checklist_items() {
@@ -1258,7 +1255,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
           r = item_batching(p);
           break;
         case 11:
-          r = not_yet(11, "logprob histograms");
+          r = quantization_item(*base, cand, thresholds, extra);  // analyze/quantization.h
           break;
         case 12:
           r = item_contention(p);

@@ -60,6 +60,9 @@ struct ItemResult {
 struct ExtraInputs {
   // nccl-tests output or `probe collectives` JSON of the base and candidate.
   std::string collectives_base, collectives_cand;
+  // Activation histograms (analyze/quantization.h) of the base and the
+  // candidate; "": the run directory's activations.jsonl, when it has one.
+  std::string activations_base, activations_cand;
 };
 
 struct CheckResult {

@@ -21,6 +21,7 @@
 
 #include "analyze/downsample.h"
 #include "core/error.h"
+#include "core/random.h"
 #include "core/summary.h"
 #include "core/text_reader.h"
 #include "observe/export_run.h"
@@ -90,6 +91,35 @@ RequestRecord to_record(const observe::ExportRequest& e) {
   return r;
 }
 
+}  // namespace
+
+unsigned split_half(std::uint64_t request_id) {
+  constexpr std::uint64_t kSplitSeed = 0x6c6f6770726f6273ULL;  // "logprobs"
+  return static_cast<unsigned>(hash_combine64(kSplitSeed, request_id) & 1u);
+}
+
+void LogprobPool::add(std::uint64_t request_id, const LogprobHistogram& h) {
+  ++requests;
+  if (h.count == 0) return;
+  ++requests_with_tokens;
+  pooled.merge(h);
+  const unsigned half = split_half(request_id);
+  halves[half].merge(h);
+  ++half_requests[half];
+}
+
+void LogprobPool::merge(const LogprobPool& other) {
+  requests += other.requests;
+  requests_with_tokens += other.requests_with_tokens;
+  pooled.merge(other.pooled);
+  for (unsigned k = 0; k < 2; ++k) {
+    halves[k].merge(other.halves[k]);
+    half_requests[k] += other.half_requests[k];
+  }
+}
+
+namespace {
+
 // A reader's message about a file of the run, with the run directory left
 // out of the file's path ("requests.jsonl:4: ..."): the report names the run.
 std::string within_run(const fs::path& dir, const std::string& message) {
@@ -155,6 +185,9 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
   a.itl_mean_ms.push_back(tokens ? static_cast<float>(sum_ms / static_cast<double>(tokens))
                                  : std::numeric_limits<float>::quiet_NaN());
   a.itl_max_ms.push_back(tokens ? static_cast<float>(max_ms) : std::numeric_limits<float>::quiet_NaN());
+  a.logprob_mean.push_back(e.logprobs && e.logprobs->count > 0 ? static_cast<float>(e.logprobs->mean())
+                                                               : std::numeric_limits<float>::quiet_NaN());
+  if (keep && e.logprobs) a.logprobs.add(e.id, *e.logprobs);
   if (keep && e.first_token() >= 0 && e.last_token() >= 0 && e.t_send >= 0 &&
       p.slowest.wants(e.last_token() - e.t_send, e.id)) {
     SlowRequest r;
@@ -183,12 +216,12 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
 // are (tenant and task_class are renumbered, itl_ns merged).
 auto columns(RequestArrays& a) {
   return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
-                  a.output_tokens, a.prompt_tokens, a.cached_tokens, a.itl_mean_ms, a.itl_max_ms, a.outcome,
-                  a.warmup);
+                  a.output_tokens, a.prompt_tokens, a.cached_tokens, a.itl_mean_ms, a.itl_max_ms,
+                  a.logprob_mean, a.outcome, a.warmup);
 }
 // A field added to RequestArrays is to be concatenated too: this says so at
 // build time (the size on x86-64 with libstdc++, the platform built for).
-constexpr std::size_t kRequestArraysSize = 496;
+constexpr std::size_t kRequestArraysSize = 2544;
 static_assert(sizeof(RequestArrays) == kRequestArraysSize,
               "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
               "in append()), then update kRequestArraysSize");
@@ -218,6 +251,7 @@ void append(Partial& into, Partial& from) {
   for (const std::uint16_t c : b.task_class)
     a.task_class.push_back(c < classes.size() ? classes[c] : UINT16_MAX);
   a.itl_ns.merge(b.itl_ns);
+  a.logprobs.merge(b.logprobs);
   into.slowest.merge(std::move(from.slowest));
 }
 

@@ -13,6 +13,7 @@
 // that holds no run at all, a run.json that is not JSON.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -23,9 +24,28 @@
 
 #include "core/clock.h"
 #include "core/histogram.h"
+#include "core/logprob.h"
 #include "core/record.h"
 
 namespace tokenscope::analyze {
+
+// Which of two halves a request falls in for a split-half baseline (check
+// item 11): bit 0 of a hash of the request id with a fixed seed, so the
+// split is random across requests and the same on every read (whatever the
+// order or the byte ranges the file is read in).
+unsigned split_half(std::uint64_t request_id);
+
+// The output-token logprobs of a run's counted requests (bench --logprobs,
+// core/logprob.h): pooled, and per half of split_half().
+struct LogprobPool {
+  std::uint64_t requests = 0;              // counted requests whose record has logprobs (n may be 0)
+  std::uint64_t requests_with_tokens = 0;  // of those, with at least one logprob
+  LogprobHistogram pooled;
+  std::array<LogprobHistogram, 2> halves;
+  std::array<std::uint64_t, 2> half_requests{};  // requests with at least one logprob, per half
+  void add(std::uint64_t request_id, const LogprobHistogram& h);
+  void merge(const LogprobPool& other);
+};
 
 // One array per field, one entry per request line read (warm-up requests
 // included and flagged). Times are monotonic ns on the run's clock, -1 when
@@ -41,9 +61,14 @@ struct RequestArrays {
   std::vector<std::uint8_t> warmup;               // 1: in the warm-up window (left out of statistics)
   std::vector<std::uint16_t> tenant, task_class;  // indexes into the names below
   std::vector<std::string> tenant_names, class_names;
+  // The request's mean output-token logprob (nats); NaN: none (no
+  // --logprobs, or the server sent none).
+  std::vector<float> logprob_mean;
   // Every token gap of the completed, non-warm-up requests (ns per token,
   // as the summary's itl_ms counts them).
   LogLinearHistogram itl_ns;
+  // The logprobs of the completed, non-warm-up requests.
+  LogprobPool logprobs;
 
   std::size_t size() const { return t_send.size(); }
   // Derived per-request latencies in ms; NaN when the request has no such value

@@ -131,6 +131,56 @@ TEST_F(BenchRun, InProcessRunWritesTheRunDirectory) {
   EXPECT_FALSE(fs::exists(dir_ / "ok" / "requests.csv"));
 }
 
+// bench --logprobs against the in-process server over loopback: every
+// request asks for logprobs, the server answers one per output token (its
+// simulated model, serve/logprobs.h), and each record keeps their histogram;
+// --logprob-shift moves the whole distribution down. Completions and chat.
+TEST_F(BenchRun, LogprobsOfEveryOutputTokenAreKeptPerRequest) {
+  const auto mean_logprob = [&](const fs::path& run) {
+    double sum = 0, n = 0;
+    for (const auto& rec : lines(run / "requests.jsonl")) {
+      EXPECT_EQ(rec["outcome"], "ok");
+      const json& lp = rec["logprobs"];
+      EXPECT_EQ(lp["n"], rec["output_tokens"]) << rec.dump();  // one logprob per output token
+      std::uint64_t in_bins = 0;
+      for (const auto& c : lp["bins"]) in_bins += c.get<std::uint64_t>();
+      EXPECT_EQ(in_bins, lp["n"].get<std::uint64_t>());
+      EXPECT_LE(lp["sum"].get<double>(), 0.0);
+      sum += lp["sum"].get<double>();
+      n += lp["n"].get<double>();
+    }
+    return sum / n;
+  };
+  BenchSettings o = settings("base");
+  o.workload.num_requests = 100;
+  o.workload.rate_rps = 2000;
+  o.workload.output_len = "fixed:16";
+  o.sampling.logprobs = 1;
+  ASSERT_EQ(run(o).exit_code, 0) << log_;
+  const double base = mean_logprob(dir_ / "base");
+  // 1,600 draws of -(0.5 E): the mean is 0.5 within 4 standard errors (0.05).
+  EXPECT_NEAR(base, -0.5, 0.05);
+  EXPECT_EQ(read_json(dir_ / "base" / "run.json")["settings"]["requested"]["target"]["sampling"]["logprobs"],
+            1);
+
+  o.out_dir = (dir_ / "shifted").string();
+  o.logprob_shift = 0.5;
+  o.api = Api::kChat;
+  ASSERT_EQ(run(o).exit_code, 0) << log_;
+  EXPECT_NEAR(mean_logprob(dir_ / "shifted"), -1.0, 0.1);  // -(0.5 + 0.5) E
+  EXPECT_EQ(read_json(dir_ / "shifted" / "run.json")["settings"]["requested"]["server"]["logprob_shift"],
+            0.5);
+
+  // Without --logprobs, no record has the field.
+  o = settings("none");
+  ASSERT_EQ(run(o).exit_code, 0) << log_;
+  for (const auto& rec : lines(dir_ / "none" / "requests.jsonl")) EXPECT_FALSE(rec.contains("logprobs"));
+  // A shift that leaves no mean: a usage error.
+  o = settings("bad");
+  o.logprob_shift = -0.5;
+  EXPECT_THROW(run(o), UsageError);
+}
+
 // More than max_error_rate of the requests failed: exit 1, and the failure
 // names the count, the target, the outcomes and the first error; run.json's
 // verdict says the same. max_error_rate = 1 accepts any failure.

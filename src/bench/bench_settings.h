@@ -70,6 +70,8 @@ struct BenchSettings {
   std::string faults;
   std::uint64_t fault_seed = 0;
   std::string trace_emissions;
+  // Added to the mean of -logprob of the simulated model (serve/logprobs.h), nats.
+  double logprob_shift = 0.0;
 
   // ---- observe: the server's /metrics, GPUs, host and the server's process
   // and cgroup, sampled on the client's clock into samples.jsonl

@@ -1,5 +1,7 @@
 #include "bench/chunk_parser.h"
 
+#include <cmath>
+
 namespace tokenscope::bench {
 
 namespace dom = simdjson::dom;
@@ -20,10 +22,47 @@ std::int64_t int_or(dom::object o, std::string_view key) {
   return v;
 }
 
+// A number element as a double (integers too: a logprob of 0 may be written "0").
+template <class Element>  // dom::element or a lookup's simdjson_result
+bool number_of(Element v, double& out) {
+  if (v.get_double().get(out) == simdjson::SUCCESS) return true;
+  std::int64_t i = 0;
+  if (v.get_int64().get(i) != simdjson::SUCCESS) return false;
+  out = static_cast<double>(i);
+  return true;
+}
+
+// Appends the logprobs of a choice's "logprobs" value (chunk_parser.h lists
+// the forms); anything else (null, other shapes) adds none.
+void take_logprobs(dom::element v, std::vector<double>& out) {
+  dom::object lp;
+  if (v.get_object().get(lp) != simdjson::SUCCESS) return;
+  dom::array list;
+  if (lp["token_logprobs"].get_array().get(list) == simdjson::SUCCESS) {
+    for (dom::element e : list) {
+      double x = 0;
+      if (number_of(e, x)) out.push_back(x);
+    }
+    return;
+  }
+  if (lp["content"].get_array().get(list) != simdjson::SUCCESS) return;
+  for (dom::element e : list) {
+    dom::object token;
+    if (e.get_object().get(token) != simdjson::SUCCESS) continue;
+    double x = 0;
+    if (number_of(token["logprob"], x)) {
+      out.push_back(x);
+    } else if (number_of(token["prob"], x) && x >= 0) {
+      out.push_back(std::log(x));  // log 0 = -inf: the underflow bin
+    }
+  }
+}
+
 }  // namespace
 
 ChunkInfo ChunkParser::parse(std::string_view data) {
   ChunkInfo info;
+  logprobs_.clear();
   buffer_.assign(data);
   buffer_.append(simdjson::SIMDJSON_PADDING, '\0');
   dom::element doc;
@@ -94,8 +133,8 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
       dom::object choice;
       if (element.get_object().get(choice) != simdjson::SUCCESS) return ChunkInfo{};
       ++info.choices;
-      dom::element text, finish, delta_el[2];
-      bool has_text = false, has_finish = false, has_delta[2] = {false, false};
+      dom::element text, finish, delta_el[2], logprobs;
+      bool has_text = false, has_finish = false, has_delta[2] = {false, false}, has_logprobs = false;
       for (dom::key_value_pair kv : choice) {
         const std::string_view k = kv.key;
         if (k == "delta") {
@@ -106,8 +145,11 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
           if (!has_finish) finish = kv.value, has_finish = true;
         } else if (k == "message") {
           if (!has_delta[1]) delta_el[1] = kv.value, has_delta[1] = true;
+        } else if (k == "logprobs" && logprobs_on_) {
+          if (!has_logprobs) logprobs = kv.value, has_logprobs = true;
         }
       }
+      if (has_logprobs) take_logprobs(logprobs, logprobs_);
       if (has_text) info.has_output |= take_string(text, info.text);
       std::string_view finish_text;
       if (has_finish && finish.get_string().get(finish_text) == simdjson::SUCCESS)
@@ -140,6 +182,7 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
     }
   }
   info.valid = saw_choices || info.usage.has_value() || info.is_error;
+  info.logprobs = logprobs_;
   if (info.has_output) info.role_only = false;
   return info;
 }

@@ -4,12 +4,24 @@
 // `delta.content`, `delta.reasoning_content` or `delta.tool_calls`; role-only
 // and empty chunks do not — the output text, finish reasons, the usage block
 // and error events. One parser per connection; not thread-safe.
+//
+// With logprobs on (bench --logprobs), also the log-probability of each
+// output token the event carries, in any of the forms servers send them:
+//  * choices[i].logprobs.token_logprobs[k] (OpenAI and vLLM completions;
+//    null entries are passed over);
+//  * choices[i].logprobs.content[k].logprob (OpenAI and vLLM chat, and
+//    llama.cpp's llama-server for both APIs);
+//  * choices[i].logprobs.content[k].prob (llama-server with
+//    post_sampling_probs: a probability, taken as its logarithm).
+// Off, the logprobs of an event are not looked at (no cost).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <simdjson.h>
 
@@ -42,16 +54,23 @@ struct ChunkInfo {
   std::string id;             // the completion id ("cmpl-...", "chatcmpl-..."), when a string
   std::optional<ChunkUsage> usage;
   std::optional<ChunkTimings> timings;
+  // The output tokens' logprobs of every choice, in order (parser with
+  // logprobs on); valid until the parser's next parse().
+  std::span<const double> logprobs;
 };
 
 class ChunkParser {
  public:
+  explicit ChunkParser(bool logprobs = false) : logprobs_on_(logprobs) {}
+  bool logprobs_on() const { return logprobs_on_; }
   // data: the event's data field (not "[DONE]").
   ChunkInfo parse(std::string_view data);
 
  private:
+  bool logprobs_on_ = false;
   simdjson::dom::parser parser_;
   std::string buffer_;  // data plus simdjson's padding
+  std::vector<double> logprobs_;
 };
 
 }  // namespace tokenscope::bench

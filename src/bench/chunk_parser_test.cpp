@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace tokenscope::bench {
 namespace {
 
@@ -85,6 +87,64 @@ TEST(ChunkParser, LlamaCppTimings) {
   EXPECT_DOUBLE_EQ(c.timings->predicted_ms, 10.5);
   EXPECT_EQ(c.timings->predicted_n, 8);
   EXPECT_FALSE(p.parse(R"({"choices":[{"text":"a"}]})").timings);
+}
+
+// Logprobs as OpenAI's legacy completions API and vLLM send them:
+// logprobs.token_logprobs, one per token of the event (null passed over).
+TEST(ChunkParser, CompletionsTokenLogprobs) {
+  ChunkParser p(true);
+  const auto c = p.parse(
+      R"({"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" the cat","logprobs":{"text_offset":[0,4],"token_logprobs":[-0.3125,null,-2],"tokens":[" the"," cat"],"top_logprobs":[{" the":-0.3125},{" cat":-2.0}]},"finish_reason":null}]})");
+  EXPECT_TRUE(c.valid);
+  EXPECT_EQ(c.text, " the cat");
+  EXPECT_EQ(std::vector<double>(c.logprobs.begin(), c.logprobs.end()), (std::vector<double>{-0.3125, -2.0}));
+  // null logprobs (none asked for) and an event without any: none.
+  EXPECT_TRUE(p.parse(R"({"choices":[{"text":"x","logprobs":null}]})").logprobs.empty());
+  EXPECT_TRUE(p.parse(R"({"choices":[{"text":"x"}]})").logprobs.empty());
+  // Off: not looked at.
+  ChunkParser off;
+  EXPECT_TRUE(off.parse(R"({"choices":[{"text":"x","logprobs":{"token_logprobs":[-1]}}]})").logprobs.empty());
+}
+
+// OpenAI's and vLLM's chat form: logprobs.content[k].logprob.
+TEST(ChunkParser, ChatContentLogprobs) {
+  ChunkParser p(true);
+  const auto c = p.parse(
+      R"({"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" Hi"},"logprobs":{"content":[{"token":" Hi","logprob":-0.5,"bytes":[32,72,105],"top_logprobs":[{"token":" Hi","logprob":-0.5,"bytes":[32,72,105]}]}]},"finish_reason":null}]})");
+  EXPECT_TRUE(c.has_output);
+  EXPECT_EQ(std::vector<double>(c.logprobs.begin(), c.logprobs.end()), (std::vector<double>{-0.5}));
+  // The whole (non-streamed) response: message and logprobs of every token.
+  const auto whole = p.parse(
+      R"({"choices":[{"index":0,"message":{"role":"assistant","content":"ab"},"logprobs":{"content":[{"token":"a","logprob":-1.25},{"token":"b","logprob":0}]},"finish_reason":"length"}]})");
+  EXPECT_EQ(std::vector<double>(whole.logprobs.begin(), whole.logprobs.end()),
+            (std::vector<double>{-1.25, 0.0}));
+  // llama-server with post_sampling_probs: probabilities, taken as logarithms.
+  const auto probs = p.parse(
+      R"({"choices":[{"index":0,"delta":{"content":"a"},"logprobs":{"content":[{"id":1,"token":"a","bytes":[97],"prob":0.25,"top_probs":[]}]}}]})");
+  ASSERT_EQ(probs.logprobs.size(), 1u);
+  EXPECT_DOUBLE_EQ(probs.logprobs[0], -1.3862943611198906);  // python3: math.log(0.25)
+}
+
+// llama.cpp's llama-server (commit c392e50, tiny random-weight model from
+// scripts/tiny-model.py), recorded with curl: completions with "logprobs": 1
+// put the chat form (logprobs.content) in a text_completion chunk.
+TEST(ChunkParser, LlamaServerCompletionsAndChatChunks) {
+  ChunkParser p(true);
+  const auto c = p.parse(
+      R"({"choices":[{"text":" DUP","index":0,"logprobs":{"content":[{"id":45556,"token":" DUP","bytes":[32,68,85,80],"logprob":-10.116469383239746,"top_logprobs":[{"id":13200,"token":"space","bytes":[115,112,97,99,101],"logprob":-9.928023338317871}]}]},"finish_reason":null}],"created":1796186280,"model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-4fanQBJ8qgQQSOunwsEw7aOMn9TvUpOw"})");
+  EXPECT_EQ(c.text, " DUP");
+  EXPECT_EQ(std::vector<double>(c.logprobs.begin(), c.logprobs.end()),
+            (std::vector<double>{-10.116469383239746}));
+  const auto chat = p.parse(
+      R"({"choices":[{"finish_reason":null,"index":0,"delta":{"content":" plan"},"logprobs":{"content":[{"id":1410,"token":" plan","bytes":[32,112,108,97,110],"logprob":-10.088603973388672,"top_logprobs":[{"id":198,"token":"\n","bytes":[10],"logprob":-9.903851509094238}]}]}}],"created":1796186282,"id":"chatcmpl-M2PeNUcCOkKO1XstACwH0VYSPfus5Pkc","model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"})");
+  EXPECT_EQ(chat.text, " plan");
+  EXPECT_EQ(std::vector<double>(chat.logprobs.begin(), chat.logprobs.end()),
+            (std::vector<double>{-10.088603973388672}));
+  // The final chunk: "logprobs": null beside the usage.
+  EXPECT_TRUE(
+      p.parse(
+           R"({"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"usage":{"completion_tokens":3,"prompt_tokens":2,"total_tokens":5}})")
+          .logprobs.empty());
 }
 
 }  // namespace

@@ -133,6 +133,7 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   keep_text_ = keep_text;
   parser_ = parser;
   done_ = std::move(done);
+  if (parser_ && parser_->logprobs_on()) record_.logprobs.emplace();  // n = 0 until some arrive
   decoder_ = net::SseDecoder();
   events_.clear();
   event_chars_.clear();
@@ -241,6 +242,8 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
   if (!c.valid) return fail(Outcome::kProtocolError, "malformed stream event: " + excerpt(e.data));
   if (record_.response_id.empty() && !c.id.empty()) record_.response_id = c.id;
   if (c.is_error) return fail(Outcome::kHttpError, "error event in the stream: " + excerpt(c.error_message));
+  if (record_.logprobs)
+    for (const double lp : c.logprobs) record_.logprobs->add(lp);
   if (c.has_output) {
     if (record_.t_first_token < 0) record_.t_first_token = e.t_first_byte;
     const auto chars = static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size()));
@@ -335,6 +338,8 @@ void ResponseCollector::finish_body(Nanos t) {
     return fail(Outcome::kProtocolError, "response is not a completion object: " + excerpt(body_));
   if (c.is_error) return fail(Outcome::kHttpError, "error object: " + excerpt(c.error_message));
   record_.response_id = c.id;
+  if (record_.logprobs)
+    for (const double lp : c.logprobs) record_.logprobs->add(lp);
   if (c.usage) {
     usage_completion_ = c.usage->completion_tokens;
     record_.prompt_tokens = c.usage->prompt_tokens;

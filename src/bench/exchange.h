@@ -11,7 +11,9 @@
 //    put several tokens in one event), the tokens are spread over the events
 //    in proportion to their text length (largest remainder), so per-token
 //    ITL splits each event gap k ways;
-//  * failures get an outcome and a detail, and the run goes on.
+//  * failures get an outcome and a detail, and the run goes on;
+//  * with a parser that reads logprobs (bench --logprobs), the record's
+//    `logprobs` histogram holds those of every event (core/logprob.h).
 #pragma once
 
 #include <cstdint>

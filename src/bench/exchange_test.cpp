@@ -400,5 +400,100 @@ TEST_F(Collector, NonStreamedBodyIsOneEventAtTheEnd) {
   EXPECT_EQ(record.response_id, "cmpl-2");
 }
 
+// bench --logprobs against llama.cpp's llama-server: its stream as recorded
+// (commit c392e50, the tiny model of scripts/tiny-model.py, "logprobs": 1,
+// curl -N), whole. Every output token's logprob lands in the record.
+TEST(CollectorLogprobs, LlamaServerCompletionsStream) {
+  ChunkParser parser(true);
+  ResponseCollector c;
+  RequestRecord record;
+  RequestRecord r;
+  r.id = 1;
+  c.init(r, true, false, &parser, [&](ResponseCollector& done) { record = done.record(); });
+  c.on_sent(10);
+  c.on_headers(200, 20);
+  c.on_content_type("text/event-stream");
+  c.on_body(
+      R"(data: {"choices":[{"text":" DUP","index":0,"logprobs":{"content":[{"id":45556,"token":" DUP","bytes":[32,68,85,80],"logprob":-10.116469383239746,"top_logprobs":[{"id":13200,"token":"space","bytes":[115,112,97,99,101],"logprob":-9.928023338317871}]}]},"finish_reason":null}],"created":1796186280,"model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-4fanQBJ8qgQQSOunwsEw7aOMn9TvUpOw"}
+
+data: {"choices":[{"text":" systematically","index":0,"logprobs":{"content":[{"id":25735,"token":" systematically","bytes":[32,115,121,115,116,101,109,97,116,105,99,97,108,108,121],"logprob":-10.094024658203125,"top_logprobs":[{"id":45556,"token":" DUP","bytes":[32,68,85,80],"logprob":-9.510994911193848}]}]},"finish_reason":null}],"created":1796186280,"model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-4fanQBJ8qgQQSOunwsEw7aOMn9TvUpOw"}
+
+)",
+      30);
+  c.on_body(
+      R"(data: {"choices":[{"text":"`,","index":0,"logprobs":{"content":[{"id":47671,"token":"`,","bytes":[96,44],"logprob":-10.048523902893066,"top_logprobs":[{"id":25735,"token":" systematically","bytes":[32,115,121,115,116,101,109,97,116,105,99,97,108,108,121],"logprob":-9.528867721557617}]}]},"finish_reason":null}],"created":1796186280,"model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"text_completion","id":"chatcmpl-4fanQBJ8qgQQSOunwsEw7aOMn9TvUpOw"}
+
+data: {"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1796186280,"model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"text_completion","usage":{"completion_tokens":3,"prompt_tokens":2,"total_tokens":5},"id":"chatcmpl-4fanQBJ8qgQQSOunwsEw7aOMn9TvUpOw","timings":{"prompt_n":2,"prompt_ms":5.005,"prompt_per_token_ms":2.5025,"prompt_per_second":399.6003996003996,"predicted_n":3,"predicted_ms":82.917,"predicted_per_token_ms":27.639,"predicted_per_second":36.18075907232534}}
+
+data: [DONE]
+
+)",
+      40);
+  c.on_complete(net::ExchangeError::kNone, "", 50);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  EXPECT_EQ(record.output_tokens, 3);
+  ASSERT_TRUE(record.logprobs.has_value());
+  EXPECT_EQ(record.logprobs->count, 3u);
+  EXPECT_DOUBLE_EQ(record.logprobs->sum, -30.259017944335938);  // python3: the three values summed
+  EXPECT_EQ(record.logprobs->bins[40], 3u);                     // -logprob in [10, 10.25)
+  std::string line;
+  record.append_json(line);
+  EXPECT_NE(line.find(R"("logprobs":{"n":3,"sum":-30.2590,"bins":[)"), std::string::npos) << line;
+}
+
+// The chat stream of llama-server (recorded as above) and a whole chat body;
+// without --logprobs the record has no logprobs field at all.
+TEST(CollectorLogprobs, LlamaServerChatStreamAndBody) {
+  ChunkParser parser(true);
+  ResponseCollector c;
+  RequestRecord record;
+  c.init(RequestRecord{}, true, false, &parser, [&](ResponseCollector& done) { record = done.record(); });
+  c.on_sent(10);
+  c.on_headers(200, 20);
+  c.on_content_type("text/event-stream");
+  c.on_body(
+      R"(data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":" plan"},"logprobs":{"content":[{"id":1410,"token":" plan","bytes":[32,112,108,97,110],"logprob":-10.088603973388672,"top_logprobs":[{"id":198,"token":"\n","bytes":[10],"logprob":-9.903851509094238}]}]}}],"created":1796186282,"id":"chatcmpl-M2PeNUcCOkKO1XstACwH0VYSPfus5Pkc","model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}
+
+data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":"ws"},"logprobs":{"content":[{"id":18504,"token":"ws","bytes":[119,115],"logprob":-10.08158016204834,"top_logprobs":[{"id":1410,"token":" plan","bytes":[32,112,108,97,110],"logprob":-9.320116996765137}]}]}}],"created":1796186282,"id":"chatcmpl-M2PeNUcCOkKO1XstACwH0VYSPfus5Pkc","model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}
+
+data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":"�"},"logprobs":{"content":[{"id":94,"token":"�","bytes":[161],"logprob":-10.126490592956543,"top_logprobs":[{"id":18504,"token":"ws","bytes":[119,115],"logprob":-9.191463470458984}]}]}}],"created":1796186283,"id":"chatcmpl-M2PeNUcCOkKO1XstACwH0VYSPfus5Pkc","model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"chat.completion.chunk"}
+
+data: {"choices":[{"finish_reason":"length","index":0,"delta":{}}],"created":1796186283,"id":"chatcmpl-M2PeNUcCOkKO1XstACwH0VYSPfus5Pkc","model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"chat.completion.chunk","usage":{"completion_tokens":3,"prompt_tokens":28,"total_tokens":31},"timings":{"prompt_n":28,"prompt_ms":1246.212,"prompt_per_token_ms":44.50757142857143,"prompt_per_second":22.468087291728857,"predicted_n":3,"predicted_ms":1240.637,"predicted_per_token_ms":413.54566666666665,"predicted_per_second":2.41811263085012}}
+
+data: [DONE]
+
+)",
+      30);
+  c.on_complete(net::ExchangeError::kNone, "", 40);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  ASSERT_TRUE(record.logprobs.has_value());
+  EXPECT_EQ(record.logprobs->count, 3u);
+  EXPECT_DOUBLE_EQ(record.logprobs->sum, -30.296674728393555);  // python3: the three values summed
+
+  // A whole chat body (recorded likewise, without "stream").
+  c.init(RequestRecord{}, false, false, &parser, [&](ResponseCollector& done) { record = done.record(); });
+  c.on_sent(10);
+  c.on_headers(200, 20);
+  c.on_body(
+      R"({"choices":[{"finish_reason":"length","index":0,"message":{"role":"assistant","content":" rabbitassy"},"logprobs":{"content":[{"id":22746,"token":" rabbit","bytes":[32,114,97,98,98,105,116],"logprob":-10.109845161437988,"top_logprobs":[{"id":198,"token":"\n","bytes":[10],"logprob":-9.903851509094238}]},{"id":11720,"token":"assy","bytes":[97,115,115,121],"logprob":-10.097713470458984,"top_logprobs":[{"id":22746,"token":" rabbit","bytes":[32,114,97,98,98,105,116],"logprob":-9.430587768554688}]}]}}],"created":1796186288,"model":"gpt-3.5-turbo","system_fingerprint":"b0-unknown","object":"chat.completion","usage":{"completion_tokens":2,"prompt_tokens":28,"total_tokens":30},"id":"chatcmpl-BPsYPJ6EIQ0w5iI3BD77hbYC9BaUOOCI"})",
+      30);
+  c.on_complete(net::ExchangeError::kNone, "", 40);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  ASSERT_TRUE(record.logprobs.has_value());
+  EXPECT_EQ(record.logprobs->count, 2u);
+  EXPECT_EQ(record.logprobs->bins[40], 2u);
+
+  ChunkParser off;
+  c.init(RequestRecord{}, false, false, &off, [&](ResponseCollector& done) { record = done.record(); });
+  c.on_headers(200, 20);
+  c.on_body(
+      R"({"choices":[{"text":"a","logprobs":{"token_logprobs":[-1]}}],"usage":{"completion_tokens":1}})", 30);
+  c.on_complete(net::ExchangeError::kNone, "", 40);
+  EXPECT_FALSE(record.logprobs.has_value());
+  std::string line;
+  record.append_json(line);
+  EXPECT_EQ(line.find("logprobs"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace tokenscope::bench

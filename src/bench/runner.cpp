@@ -64,6 +64,7 @@ struct Runner::Shard {
         index(i),
         ioc(1),
         client(ioc, r.endpoint_, options, clock),
+        parser(r.encoder_.settings().sampling.logprobs.has_value()),
         timer(ioc),
         think_rng(r.plan_.think_seed * 0x9e3779b97f4a7c15ULL + i + 1) {}
 

@@ -187,7 +187,12 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->group(P);
   bench
       ->add_option("--logprobs", o.logprobs,
-                   "Ask for N log-probabilities per output token [default: not sent]")
+                   "Ask for the output tokens' log-probabilities, with N top alternatives each (completions: "
+                   "logprobs N; chat: logprobs true, top_logprobs N; N defaults to 1, which every server "
+                   "answers: llama.cpp sends none for 0), and keep a histogram of them per request "
+                   "(requests.jsonl `logprobs`; check item 11) [default: not asked]")
+      ->expected(0, 1)
+      ->default_str("1")
       ->group(P);
   bench
       ->add_option("--extra-body", s.sampling.extra_body,
@@ -270,6 +275,12 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_option("--faults", s.faults, "Inject faults in the in-process server (as serve --faults)")
       ->group(S);
   bench->add_option("--fault-seed", s.fault_seed, "Seed of the fault draws")->capture_default_str()->group(S);
+  bench
+      ->add_option("--logprob-shift", s.logprob_shift,
+                   "The in-process server's simulated logprobs: added to the mean of -logprob of every token "
+                   "(nats), to simulate a less accurate model (as serve --logprob-shift)")
+      ->capture_default_str()
+      ->group(S);
   bench
       ->add_option("--trace-emissions", s.trace_emissions,
                    "The in-process server writes every emitted token here")

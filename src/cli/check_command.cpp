@@ -28,6 +28,7 @@ struct CheckCommandOptions {
   bool verbose = false;
   bool report = false;
   bool print_thresholds = false;
+  std::vector<std::string> activations;  // item 11 (analyze/quantization.h): BASE,CAND
 };
 CheckCommandOptions g_check;
 
@@ -182,6 +183,13 @@ CLI::App* add_check_command(CLI::App& app) {
       ->expected(2)
       ->delimiter(',')
       ->check(CLI::ExistingFile);
+  check
+      ->add_option("--activations", o.activations,
+                   "Item 11: the base's and the candidate's activation histograms (JSON lines {name, bins, "
+                   "counts}; docs/check.md) [default: activations.jsonl in the run directories]")
+      ->expected(2)
+      ->delimiter(',')
+      ->check(CLI::ExistingFile);
   check->add_flag("--verbose,-v", o.verbose, "Print every finding of every item, not only the decisive one");
   check->add_flag(
       "--report", o.report,
@@ -210,6 +218,10 @@ int run_check() {
   if (o.collectives.size() == 2) {
     extra.collectives_base = o.collectives[0];
     extra.collectives_cand = o.collectives[1];
+  }
+  if (o.activations.size() == 2) {
+    extra.activations_base = o.activations[0];
+    extra.activations_cand = o.activations[1];
   }
   const analyze::CheckResult r = analyze::run_checklist(base ? &*base : nullptr, cand, t, extra);
   const nlohmann::json j = analyze::to_json(r);

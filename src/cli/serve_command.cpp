@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -38,6 +39,7 @@ struct ServeOptions {
   std::string faults;
   std::uint64_t fault_seed = 0;
   std::string trace_emissions;
+  double logprob_shift = 0.0;
   std::string natural_output_len = "lognormal:211:0.8:max=4096";
   std::uint32_t default_completion_max_tokens = 16;
   std::uint64_t seed = 0;
@@ -134,7 +136,14 @@ CLI::App* add_serve_command(CLI::App& app) {
       ->group(G);
   serve
       ->add_option("--seed", o.seed,
-                   "Seed of the natural output lengths (and of --perturb's draws by default)")
+                   "Seed of the natural output lengths and the simulated logprobs (and of --perturb's draws "
+                   "by default)")
+      ->capture_default_str()
+      ->group(G);
+  serve
+      ->add_option("--logprob-shift", o.logprob_shift,
+                   "Simulate a less accurate (e.g. quantised) model: added to the mean of -logprob of every "
+                   "token (nats; the model's own is 0.5), docs/serve.md \"Log-probabilities\"")
       ->capture_default_str()
       ->group(G);
   const char* T = "Testing";
@@ -169,6 +178,10 @@ int run_serve() {
   if (o.limits.max_connections == 0) throw UsageError("--max-connections: expected at least 1");
   serve::CoreSettings core_settings;
   core_settings.seed = o.seed;
+  core_settings.logprobs.shift_nats = o.logprob_shift;
+  if (!(core_settings.logprobs.mean_nats + o.logprob_shift > 0) || !std::isfinite(o.logprob_shift))
+    throw UsageError(fmt::format("--logprob-shift {}: expected a number of nats above -{}", o.logprob_shift,
+                                 core_settings.logprobs.mean_nats));
   if (o.natural_output_len != "none")
     core_settings.natural_length = workload::parse_length_spec(o.natural_output_len, "--natural-output-len",
                                                                workload::LengthRole::kOutput);

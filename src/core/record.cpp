@@ -112,6 +112,10 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "server_decode_ms");
     append_fixed(out, server_decode_ms, 3);
   }
+  if (logprobs) {
+    key(out, "logprobs");
+    logprobs->append_json(out);
+  }
   if (output_tokens_counted_by_client) {
     key(out, "output_tokens_from");
     out += "\"client\"";

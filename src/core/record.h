@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/clock.h"
 #include "core/histogram.h"
+#include "core/logprob.h"
 
 namespace tokenscope {
 
@@ -74,6 +76,10 @@ struct RequestRecord {
   double server_decode_ms = -1;
   int http_status = -1;
   std::string response_id;  // the server's completion id ("cmpl-..."), when it sent one
+  // bench --logprobs: the log-probabilities the server gave the output
+  // tokens (core/logprob.h); nullopt when they were not asked for (written
+  // as `logprobs` then, even when the server sent none: n = 0).
+  std::optional<LogprobHistogram> logprobs;
   Outcome outcome = Outcome::kOk;
   std::string detail;
 

@@ -212,6 +212,52 @@ std::uint64_t get_uint(std::string_view key, dom::element v) {
   return true;
 }
 
+// The `logprobs` object of a record: {"n", "sum", "bins"} (core/logprob.h),
+// its bins adding up to n.
+void read_logprobs(dom::element v, LogprobHistogram& h) {
+  dom::object o;
+  if (v.get_object().get(o) != simdjson::SUCCESS) wrong_type("logprobs", v, "an object {n, sum, bins}");
+  h = LogprobHistogram{};
+  bool has_n = false, has_sum = false, has_bins = false;
+  for (dom::key_value_pair kv : o) {
+    const std::string_view k = kv.key;
+    if (k == "n") {
+      h.count = get_uint("logprobs.n", kv.value);
+      has_n = true;
+    } else if (k == "sum") {
+      if (kv.value.get_double().get(h.sum) != simdjson::SUCCESS)
+        wrong_type("logprobs.sum", kv.value, "a number");
+      if (!(h.sum <= 0))
+        throw LineError("logprobs.sum", fmt::format("should be <= 0 (a sum of logprobs), not {}", h.sum));
+      has_sum = true;
+    } else if (k == "bins") {
+      dom::array a;
+      if (kv.value.get_array().get(a) != simdjson::SUCCESS)
+        wrong_type("logprobs.bins", kv.value, "an array of counts");
+      std::size_t i = 0;
+      for (const dom::element e : a) {
+        if (i >= LogprobHistogram::kBins)
+          throw LineError("logprobs.bins",
+                          fmt::format("should hold at most {} counts", LogprobHistogram::kBins));
+        h.bins[i++] = get_uint("logprobs.bins", e);
+      }
+      has_bins = true;
+    }
+  }
+  if (!has_n || !has_sum || !has_bins)
+    throw LineError(!has_n     ? "logprobs.n"
+                    : !has_sum ? "logprobs.sum"
+                               : "logprobs.bins",
+                    "missing (logprobs is {\"n\", \"sum\", \"bins\"})");
+  std::uint64_t total = 0;
+  for (const std::uint64_t c : h.bins) {
+    if (c > UINT64_MAX - total) throw LineError("logprobs.bins", "counts overflow");
+    total += c;
+  }
+  if (total != h.count)
+    throw LineError("logprobs.bins", fmt::format("counts add up to {}, not n = {}", total, h.count));
+}
+
 void get_string(std::string_view key, dom::element v, std::string& out) {
   std::string_view s;
   if (v.get_string().get(s) != simdjson::SUCCESS) wrong_type(key, v, "a string");
@@ -249,6 +295,7 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
   r.server_prompt_ms = -1;
   r.events_dropped = 0;
   r.outcome = Outcome::kOk;
+  r.logprobs.reset();
   im.offsets.clear();
   bool has_id = false, has_outcome = false, has_tokens = false;
 
@@ -305,6 +352,8 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
       r.events_dropped = get_uint(k, v);
     } else if (k == "response_id") {
       get_string(k, v, r.response_id);
+    } else if (k == "logprobs") {
+      read_logprobs(v, r.logprobs.emplace());
     } else if (k == "detail") {
       get_string(k, v, r.detail);
     } else if (k == "outcome") {

@@ -89,6 +89,9 @@ struct ExportRequest {
   std::string detail;
   std::vector<Nanos> event_times;           // t_send + event_offsets_ns
   std::vector<std::uint32_t> event_tokens;  // tokens of each event (ones when the line has none)
+  // The output tokens' log-probabilities (bench --logprobs; core/logprob.h);
+  // nullopt when the line has none (older runs, runs without --logprobs).
+  std::optional<LogprobHistogram> logprobs;
 
   // The earliest and the latest time the record holds (-1 when it holds none).
   Nanos start() const;

@@ -210,10 +210,25 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
           it->get<std::int64_t>() == 1))
       return bad(unsupported, fmt::format("'{}' is not supported by the simulator", unsupported));
   }
-  for (const char* unsupported : {"logprobs", "echo", "top_logprobs"}) {
-    const auto it = body.find(unsupported);
-    if (it != body.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
-      return bad(unsupported, fmt::format("'{}' is not supported by the simulator", unsupported));
+  if (const auto it = body.find("echo");
+      it != body.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+    return bad("echo", "'echo' is not supported by the simulator");
+  // Log-probabilities: completions "logprobs": N (0-20); chat "logprobs":
+  // true with "top_logprobs": N (0-20, 0 when absent), as vLLM takes them.
+  constexpr std::uint64_t kMaxTopLogprobs = 20;
+  if (api == Api::kCompletions) {
+    if (const auto it = body.find("top_logprobs"); it != body.end() && !it->is_null())
+      return bad("top_logprobs", "'top_logprobs' belongs to /v1/chat/completions; use 'logprobs': N");
+    std::uint32_t n = 0;
+    if (auto e = optional_uint(body, "logprobs", n, 0, kMaxTopLogprobs, present)) return *e;
+    if (present) r.logprobs = n;
+  } else {
+    bool want = false;
+    if (auto e = optional_bool(body, "logprobs", want)) return *e;
+    std::uint32_t n = 0;
+    if (auto e = optional_uint(body, "top_logprobs", n, 0, kMaxTopLogprobs, present)) return *e;
+    if (present && !want) return bad("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+    if (want) r.logprobs = n;
   }
   std::uint32_t max_tokens = 0;
   constexpr std::uint64_t kLimit = 1u << 30;  // the context check below gives the useful message
@@ -341,15 +356,16 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
     const auto& c = choices[i];
     if (i) out += ',';
     const std::string stop_reason = c.stop_reason ? json_quote(*c.stop_reason) : "null";
+    const std::string_view logprobs = c.logprobs.empty() ? std::string_view("null") : c.logprobs;
     if (api == Api::kChat)
       out += fmt::format(
-          "{{\"index\":{},\"message\":{{\"role\":\"assistant\",\"content\":{}}},\"logprobs\":null,"
+          "{{\"index\":{},\"message\":{{\"role\":\"assistant\",\"content\":{}}},\"logprobs\":{},"
           "\"finish_reason\":\"{}\",\"stop_reason\":{}}}",
-          i, json_quote(c.text), c.finish_reason, stop_reason);
+          i, json_quote(c.text), logprobs, c.finish_reason, stop_reason);
     else
       out += fmt::format(
-          "{{\"index\":{},\"text\":{},\"logprobs\":null,\"finish_reason\":\"{}\",\"stop_reason\":{}}}", i,
-          json_quote(c.text), c.finish_reason, stop_reason);
+          "{{\"index\":{},\"text\":{},\"logprobs\":{},\"finish_reason\":\"{}\",\"stop_reason\":{}}}", i,
+          json_quote(c.text), logprobs, c.finish_reason, stop_reason);
   }
   out += "],\"usage\":" + usage_json(usage) + "}";
   return out;
@@ -357,8 +373,9 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
 
 std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                          std::uint32_t index, std::string_view text, bool first_chat_delta,
-                         std::string_view finish_reason) {
+                         std::string_view finish_reason, std::string_view logprobs) {
   const std::string finish = finish_reason.empty() ? "null" : fmt::format("\"{}\"", finish_reason);
+  if (logprobs.empty()) logprobs = "null";
   if (api == Api::kChat) {
     const std::string delta = first_chat_delta
                                   ? fmt::format("{{\"role\":\"assistant\",\"content\":{}}}", json_quote(text))
@@ -366,14 +383,14 @@ std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std
     return fmt::format(
         "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\"choices\":[{{"
         "\"index\":{},"
-        "\"delta\":{},\"logprobs\":null,\"finish_reason\":{}}}]}}",
-        json_quote(id), created, json_quote(model), index, delta, finish);
+        "\"delta\":{},\"logprobs\":{},\"finish_reason\":{}}}]}}",
+        json_quote(id), created, json_quote(model), index, delta, logprobs, finish);
   }
   return fmt::format(
       "{{\"id\":{},\"object\":\"text_completion\",\"created\":{},\"model\":{},\"choices\":[{{\"index\":{},"
       "\"text\":{},"
-      "\"logprobs\":null,\"finish_reason\":{}}}]}}",
-      json_quote(id), created, json_quote(model), index, json_quote(text), finish);
+      "\"logprobs\":{},\"finish_reason\":{}}}]}}",
+      json_quote(id), created, json_quote(model), index, json_quote(text), logprobs, finish);
 }
 
 std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,

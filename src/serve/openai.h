@@ -38,6 +38,10 @@ struct GenerationRequest {
   std::optional<std::uint64_t> seed;
   std::vector<std::string> stop;
   std::int32_t priority = 0;
+  // Log-probabilities asked for, with this many top alternatives per token
+  // (completions: "logprobs": N; chat: "logprobs": true, "top_logprobs": N);
+  // nullopt: none.
+  std::optional<std::uint32_t> logprobs;
   // The client's X-Request-Id header, when it sent one: named in the
   // emission trace beside the response id, so outcomes match by request.
   std::string client_request_id;
@@ -74,15 +78,17 @@ struct ChoiceResult {
   std::string text;
   std::string finish_reason;               // "length" or "stop"
   std::optional<std::string> stop_reason;  // the stop string that matched
+  std::string logprobs;                    // the choice's logprobs object (serve/logprobs.h); "": null
 };
 
 std::string completion_response(Api api, std::string_view id, std::int64_t created, std::string_view model,
                                 const std::vector<ChoiceResult>& choices, const Usage& usage);
 
-// Stream chunks, without the "data: " framing. finish_reason may be empty.
+// Stream chunks, without the "data: " framing. finish_reason may be empty;
+// logprobs is the chunk's logprobs object (serve/logprobs.h), "" for null.
 std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                          std::uint32_t index, std::string_view text, bool first_chat_delta,
-                         std::string_view finish_reason);
+                         std::string_view finish_reason, std::string_view logprobs = {});
 std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                         const Usage& usage);
 // "data: <json>\n\n"

@@ -81,7 +81,14 @@ TEST(OpenAiParse, ErrorsNameTheField) {
        "stream_options", "only allowed with"},
       {Api::kCompletions, R"({"prompt": "x", "temperature": 3})", 400, "temperature", "[0, 2]"},
       {Api::kCompletions, R"({"prompt": "x", "stop": [1]})", 400, "stop", "list of strings"},
-      {Api::kCompletions, R"({"prompt": "x", "logprobs": 2})", 400, "logprobs", "not supported"},
+      {Api::kCompletions, R"({"prompt": "x", "echo": true})", 400, "echo", "not supported"},
+      {Api::kCompletions, R"({"prompt": "x", "logprobs": 21})", 400, "logprobs", "in [0, 20]"},
+      {Api::kCompletions, R"({"prompt": "x", "logprobs": true})", 400, "logprobs", "must be an integer"},
+      {Api::kCompletions, R"({"prompt": "x", "top_logprobs": 2})", 400, "top_logprobs", "use 'logprobs': N"},
+      {Api::kChat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", 400,
+       "top_logprobs", "needs \"logprobs\": true"},
+      {Api::kChat, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", 400, "logprobs",
+       "must be a boolean"},
       {Api::kCompletions, R"({"prompt": "x", "max_tokens": 5, "min_tokens": 9})", 400, "min_tokens",
        "must not exceed"},
       {Api::kChat, R"({"messages": []})", 400, "messages", "non-empty list"},
@@ -133,10 +140,38 @@ TEST(OpenAiJson, ChunksAndResponses) {
   EXPECT_EQ(usage["usage"]["total_tokens"], 14);
   EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
   const auto full =
-      json::parse(completion_response(Api::kChat, "id", 1, "m", {{"hi", "stop", "\n"}}, Usage{3, 1, 0}));
+      json::parse(completion_response(Api::kChat, "id", 1, "m", {{"hi", "stop", "\n", ""}}, Usage{3, 1, 0}));
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hi");
   EXPECT_EQ(full["choices"][0]["stop_reason"], "\n");
   EXPECT_EQ(sse_event("{}"), "data: {}\n\n");
+}
+
+TEST(OpenAiParse, LogprobsAsVllmTakesThem) {
+  const auto ok = [](Api api, const std::string& body) {
+    const auto r = parse_generation_request(api, body, kCtx);
+    EXPECT_TRUE(std::holds_alternative<GenerationRequest>(r)) << body;
+    return std::get<GenerationRequest>(r).logprobs;
+  };
+  EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": "x"})"), std::nullopt);
+  EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": "x", "logprobs": null})"), std::nullopt);
+  EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": "x", "logprobs": 0})"), 0u);
+  EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": "x", "logprobs": 5})"), 5u);
+  const std::string m = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_EQ(ok(Api::kChat, "{" + m + R"(, "logprobs": false})"), std::nullopt);
+  EXPECT_EQ(ok(Api::kChat, "{" + m + R"(, "logprobs": true})"), 0u);
+  EXPECT_EQ(ok(Api::kChat, "{" + m + R"(, "logprobs": true, "top_logprobs": 3})"), 3u);
+}
+
+TEST(OpenAiJson, ChunksAndResponsesCarryLogprobsWhenGiven) {
+  const auto chunk = json::parse(
+      stream_chunk(Api::kCompletions, "id", 5, "m", 0, " a", false, "", R"({"token_logprobs":[-1]})"));
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["token_logprobs"][0], -1);
+  const auto chat = json::parse(stream_chunk(Api::kChat, "id", 5, "m", 0, " a", false, ""));
+  EXPECT_TRUE(chat["choices"][0]["logprobs"].is_null());
+  const auto full = json::parse(completion_response(Api::kCompletions, "id", 1, "m",
+                                                    {{"a", "length", std::nullopt, R"({"tokens":["a"]})"}},
+                                                    Usage{1, 1, 0}));
+  EXPECT_EQ(full["choices"][0]["logprobs"]["tokens"][0], "a");
 }
 
 TEST(OpenAiParse, Tokenize) {

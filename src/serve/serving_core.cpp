@@ -90,6 +90,11 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     std::optional<std::string> stop_reason;
     std::uint32_t prompt_tokens = 0;
     std::uint32_t cached_tokens = 0;
+    // Logprobs asked for: every token's (serve/logprobs.h), and how many of
+    // them a stream chunk already carried.
+    std::uint64_t logprob_key = 0;
+    std::vector<TokenLogprob> logprobs;
+    std::size_t logprobs_sent = 0;
   };
 
   ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder,
@@ -128,6 +133,9 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     const std::uint32_t token_index = c.tokens++;
     const std::size_t before = c.text.size();
     c.text += workload::piece_text(token).value_or("");
+    if (req_.logprobs)
+      c.logprobs.push_back(
+          {token, simulated_logprob(core_.settings().logprobs, c.logprob_key, token_index, token)});
     // Stop strings (not before min_tokens).
     bool stopped = false;
     if (!req_.stop.empty() && c.tokens >= req_.min_tokens) {
@@ -287,9 +295,20 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
           }
     const std::size_t upto = c.text.size() - hold;
     const std::string delta = upto > c.sent ? c.text.substr(c.sent, upto - c.sent) : std::string();
+    const std::size_t offset = c.sent;
     c.sent = std::max(c.sent, upto);
     if (delta.empty() && finish.empty()) return;
-    write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish)),
+    // The logprobs of the tokens generated since the last chunk (held-back
+    // text keeps its tokens' logprobs for the chunk that carries it).
+    std::string logprobs;
+    if (req_.logprobs && c.logprobs_sent < c.logprobs.size()) {
+      const std::vector<TokenLogprob> fresh(c.logprobs.begin() + static_cast<std::ptrdiff_t>(c.logprobs_sent),
+                                            c.logprobs.end());
+      logprobs = logprobs_json(req_.api, fresh, *req_.logprobs, offset);
+      c.logprobs_sent = c.logprobs.size();
+    }
+    write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish,
+                                 logprobs)),
           t, c.engine_id, token_index);
   }
 
@@ -328,7 +347,9 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       core_.end_stream(responder_);
     } else {
       std::vector<ChoiceResult> results;
-      for (const auto& c : choices_) results.push_back({c.text, c.finish_reason, c.stop_reason});
+      for (const auto& c : choices_)
+        results.push_back({c.text, c.finish_reason, c.stop_reason,
+                           req_.logprobs ? logprobs_json(req_.api, c.logprobs, *req_.logprobs, 0) : ""});
       net::HttpResponse r;
       r.body = completion_response(req_.api, id_, created_, core_.model_name(), results, u);
       if (malformed_body_) r.body.resize(r.body.size() / 2);
@@ -452,6 +473,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
   for (std::uint32_t i = 0; i < task->choices().size() && !task->finished(); ++i) {
     auto& c = task->choices()[i];
     c.engine_id = next_engine_id_++;
+    c.logprob_key = logprob_key(settings_.seed, req.seed, i, c.engine_id);
     by_engine_id_[c.engine_id] = {task, i};
     engine::EngineRequest er;
     er.id = c.engine_id;

@@ -22,6 +22,7 @@
 #include "net/http.h"
 #include "serve/executor.h"
 #include "serve/faults.h"
+#include "serve/logprobs.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "workload/lengths.h"
@@ -56,7 +57,9 @@ struct CoreSettings {
   // own after a length drawn from this distribution (seeded by the request),
   // with finish_reason "stop"; max_tokens still caps it ("length").
   std::optional<workload::LengthDistribution> natural_length;
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;  // of the natural lengths and the simulated logprobs
+  // The logprobs answered to requests that ask for them (serve/logprobs.h).
+  LogprobModel logprobs;
 };
 
 class ResponseTask;
@@ -104,6 +107,7 @@ class ServingCore final : public engine::EngineObserver {
   ServeMetrics& metrics() { return metrics_; }
   EmissionTrace* trace() { return trace_; }
   const std::string& model_name() const { return model_name_; }
+  const CoreSettings& settings() const { return settings_; }
   void abort_request(std::uint64_t engine_id);
   // Writes of ResponseTask: while a step's events are processed (at the
   // step's start, so the formatting is done while the step "runs") they are

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "process.h"
 
@@ -255,6 +256,72 @@ TEST_F(Cli, SimWithoutPerturbationsReproducesTheStoredRun) {
     ASSERT_GT(want.size(), 1000u) << f;
     EXPECT_EQ(slurp(dir_ / "run" / f), want) << f;
   }
+}
+
+// Check item 11 end to end: bench --logprobs against the built-in server,
+// once as it is and once as a "quantised" model (--logprob-shift); check
+// calls the shift a regression and another seed of the same model a pass;
+// activation files from --activations; a malformed one is bad input (exit 2).
+TEST_F(Cli, CheckFindsAShiftedLogprobDistribution) {
+  const auto bench = [&](const std::string& name, const std::string& seed, const std::string& shift) {
+    return run_process({kBin,
+                        "bench",
+                        "--num-requests",
+                        "60",
+                        "--rate",
+                        "200",
+                        "--input-len",
+                        "fixed:16",
+                        "--output-len",
+                        "fixed:32",
+                        "--fixed-step-ms",
+                        "1",
+                        "--logprobs",
+                        "--logprob-shift",
+                        shift,
+                        "--seed",
+                        seed,
+                        "--progress",
+                        "none",
+                        "--quiet",
+                        "--out",
+                        (dir_ / name).string()},
+                       120);
+  };
+  for (const auto& [name, seed, shift] :
+       {std::tuple{"base", "1", "0"}, std::tuple{"same", "2", "0"}, std::tuple{"int4", "3", "0.5"}}) {
+    const auto r = bench(name, seed, shift);
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+  }
+  const auto item11 = [&](const fs::path& check_json) {
+    const auto j = nlohmann::json::parse(slurp(check_json));
+    for (const auto& it : j["items"])
+      if (it["number"] == 11) return it;
+    return nlohmann::json();
+  };
+  auto r = run_process({kBin, "check", (dir_ / "base").string(), (dir_ / "int4").string()}, 120);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto it = item11(dir_ / "int4" / "check.json");
+  EXPECT_EQ(it["verdict"], "regressed") << it.dump(1);
+  EXPECT_EQ(it["evidence"]["pareto"]["base"]["mean_logprob"].is_number(), true);
+  EXPECT_LT(it["evidence"]["mean_logprob"]["change"].get<double>(), -0.3);  // -0.5 nats drawn
+  r = run_process({kBin, "check", (dir_ / "base").string(), (dir_ / "same").string()}, 120);
+  EXPECT_NE(r.exit_code, 2) << r.err;
+  it = item11(dir_ / "same" / "check.json");
+  EXPECT_EQ(it["verdict"], "pass") << it.dump(1);
+
+  const std::string a = file("a.jsonl", R"({"name": "l0", "bins": [0, 1, 2], "counts": [500, 500]})"
+                                        "\n");
+  const std::string bad = file("bad.jsonl", R"({"name": "l0", "bins": [0, 2, 1], "counts": [5, 5]})"
+                                            "\n");
+  r = run_process(
+      {kBin, "check", (dir_ / "base").string(), (dir_ / "same").string(), "--activations", a + "," + a}, 120);
+  EXPECT_EQ(item11(dir_ / "same" / "check.json")["findings"].size(), 2u);
+  r = run_process(
+      {kBin, "check", (dir_ / "base").string(), (dir_ / "same").string(), "--activations", a + "," + bad},
+      120);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.jsonl:1: field 'bins[2]'"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, JsonSummaryOnStdout) {

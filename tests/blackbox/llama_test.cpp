@@ -328,6 +328,28 @@ TEST_F(Llama, NonStreamingMatchesTheServersCounters) {
   }
 }
 
+// bench --logprobs against llama-server: it sends the chat form of logprobs
+// (logprobs.content[].logprob) on both APIs, streamed and whole; every
+// output token's logprob reaches the record's histogram.
+TEST_F(Llama, LogprobsOfEveryOutputTokenInBothApis) {
+  auto s = start();
+  for (const char* api : {"completions", "chat"})
+    for (const bool stream : {true, false}) {
+      const auto out = dir_ / (std::string("run-") + api + (stream ? "-stream" : "-whole"));
+      std::vector<std::string> args = {
+          "--model",     "tiny",     "--api",        api,       "--num-requests", "8",     "--rate",    "20",
+          "--input-len", "fixed:32", "--output-len", "fixed:8", "--logprobs",     "--out", out.string()};
+      if (!stream) args.push_back("--no-stream");
+      const auto r = bench(*s, args);
+      expect_all_ok(r, out, 8, 8);
+      for (const auto& rec : lines(out / "requests.jsonl")) {
+        ASSERT_TRUE(rec.contains("logprobs")) << rec.dump();
+        EXPECT_EQ(rec["logprobs"]["n"], 8) << api << (stream ? " stream" : " whole") << ": " << rec.dump();
+        EXPECT_LT(rec["logprobs"]["sum"].get<double>(), 0.0);
+      }
+    }
+}
+
 // No --model: bench asks GET /v1/models (llama-server answers with the model
 // file's path). Repeated, because it failed intermittently with "invalid HTTP
 // response: body limit exceeded" (when the response's head arrives in a read

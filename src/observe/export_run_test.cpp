@@ -1,0 +1,90 @@
+// requests.jsonl's reader (export_run.h) on the fields a record gained
+// later: a record written by core/record.cpp reads back as it was, and a
+// line of an older run (without them) still reads.
+#include "observe/export_run.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace tokenscope::observe {
+namespace {
+
+TEST(RequestRecordRoundTrip, LogprobsReadBackAsWritten) {
+  RequestRecord r;
+  r.id = 11;
+  r.tenant = "t";
+  r.t_send = 1000;
+  r.event_times = {1500, 1700};
+  r.event_tokens = {1, 1};
+  r.output_tokens = 3;
+  r.logprobs.emplace();
+  for (double lp : {-0.1, -0.6, -0.65, -25.0}) r.logprobs->add(lp);
+  std::string line;
+  r.append_json(line);
+  RequestLineParser parser;
+  ExportRequest e;
+  parser.parse(line, e);
+  ASSERT_TRUE(e.logprobs.has_value()) << line;
+  EXPECT_EQ(e.logprobs->count, 4u);
+  EXPECT_NEAR(e.logprobs->sum, -26.35, 1e-9);  // written with 4 decimals
+  EXPECT_EQ(e.logprobs->bins, r.logprobs->bins);
+  EXPECT_EQ(e.logprobs->bins[2], 2u);
+  EXPECT_EQ(e.logprobs->bins[80], 1u);
+
+  // Asked for, none sent: n = 0, still a histogram.
+  r.logprobs.emplace();
+  line.clear();
+  r.append_json(line);
+  parser.parse(line, e);
+  ASSERT_TRUE(e.logprobs.has_value());
+  EXPECT_EQ(e.logprobs->count, 0u);
+
+  // A record without the field (a run without --logprobs, or an older one):
+  // nullopt, whatever the line before it held.
+  parser.parse(R"({"id":1,"outcome":"ok","t_send_ns":5,"event_offsets_ns":[1]})", e);
+  EXPECT_FALSE(e.logprobs.has_value());
+}
+
+TEST(RequestRecordRoundTrip, BadLogprobsAreNamedByField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"id":1,"outcome":"ok","logprobs":[1,2]})", "logprobs"},
+      {R"({"id":1,"outcome":"ok","logprobs":{"n":2,"sum":-1,"bins":[1]}})", "logprobs.bins"},
+      {R"({"id":1,"outcome":"ok","logprobs":{"n":1,"sum":0.5,"bins":[1]}})", "logprobs.sum"},
+      {R"({"id":1,"outcome":"ok","logprobs":{"n":1,"bins":[1]}})", "logprobs.sum"},
+      {R"({"id":1,"outcome":"ok","logprobs":{"n":1,"sum":-1,"bins":[-1]}})", "logprobs.bins"},
+      {R"({"id":1,"outcome":"ok","logprobs":{"n":-1,"sum":-1,"bins":[]}})", "logprobs.n"},
+  };
+  RequestLineParser parser;
+  ExportRequest e;
+  for (const auto& [line, field] : cases) {
+    try {
+      parser.parse(line, e);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const LineError& err) {
+      EXPECT_EQ(err.field(), field) << line << ": " << err.what();
+    }
+  }
+  std::string many = R"({"id":1,"outcome":"ok","logprobs":{"n":82,"sum":-1,"bins":[)";
+  for (int i = 0; i < 82; ++i) many += i ? ",1" : "1";
+  many += "]}}";
+  EXPECT_THROW(parser.parse(many, e), LineError);
+  // Through the reader: the file, the line and the field.
+  const std::string text =
+      "{\"id\":1,\"outcome\":\"ok\"}\n{\"id\":2,\"outcome\":\"ok\",\"logprobs\":{\"n\":3,\"sum\":-1,\"bins\":"
+      "[1]}}\n";
+  RequestsReader reader(text, "requests.jsonl", BadLines::kFail);
+  ExportRequest out;
+  EXPECT_TRUE(reader.next(out));
+  try {
+    reader.next(out);
+    FAIL() << "a bad line was accepted";
+  } catch (const InputError& err) {
+    EXPECT_EQ(err.line(), 2u);
+    EXPECT_EQ(err.field(), "logprobs.bins");
+    EXPECT_NE(std::string(err.what()).find("add up to 1, not n = 3"), std::string::npos) << err.what();
+  }
+}
+
+}  // namespace
+}  // namespace tokenscope::observe
