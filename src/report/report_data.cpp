@@ -652,7 +652,7 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     // (phases.json): [{"phase", "start_s", "end_s"}], shaded on the time axis.
     r["phases"] = phases_json(run);
     // The regression checklist of `check` (check.json), as it wrote it.
-    r["check"] = run.check;
+    if (!run.check.is_null()) r["check"] = run.check;
     runs.push_back(std::move(r));
   }
   out["runs"] = std::move(runs);
