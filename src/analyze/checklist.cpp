@@ -972,8 +972,9 @@ ItemResult item_locality(const Pair& p) {
   }
   if (!b || !c)
     return no_data(7,
-                   "no request reported its cached prompt tokens (the server sends none: vLLM does with "
-                   "prompt_tokens_details)");
+                   "fewer than 500 requests (per run, or per half of one run) reported their cached prompt "
+                   "tokens: the hit rate's interval needs ten blocks of 50 (vLLM sends them with "
+                   "prompt_tokens_details, sim and the built-in server always)");
   ItemResult r;
   Finding f = normal_change_finding(
       p.single() ? "hit rate, second half against first" : "prefix-cache hit rate", "ratio", b->rate, c->rate,
