@@ -973,7 +973,7 @@ ItemResult item_locality(const Pair& p) {
   if (!b || !c)
     return no_data(7,
                    "fewer than 500 requests (per run, or per half of one run) reported their cached prompt "
-                   "tokens: the hit rate's interval needs ten blocks of 50 (vLLM sends them with "
+                   "tokens: the hit rate's interval needs at least five blocks of 100 (vLLM sends them with "
                    "prompt_tokens_details, sim and the built-in server always)");
   ItemResult r;
   Finding f = normal_change_finding(
