@@ -154,6 +154,10 @@ std::optional<double> threshold_value(const Thresholds& t, std::string_view key)
   return t.*(e->member);
 }
 
+namespace {
+void read_keys(const YAML::Node& root, const std::string& file, Thresholds& t);
+}  // namespace
+
 Thresholds parse_thresholds(std::string_view yaml_text, const std::string& file) {
   Thresholds t;
   YAML::Node root;
@@ -165,6 +169,18 @@ Thresholds parse_thresholds(std::string_view yaml_text, const std::string& file)
   }
   if (root.IsNull()) return t;  // an empty file: the defaults
   if (!root.IsMap()) throw InputError(file, line_of(root), "", "expected a mapping of keys to numbers");
+  try {
+    read_keys(root, file, t);
+  } catch (const YAML::Exception& e) {
+    // A key that is not text (a list or a mapping used as a key, ...).
+    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "",
+                     "expected a mapping of keys (text) to numbers: " + e.msg);
+  }
+  return t;
+}
+
+namespace {
+void read_keys(const YAML::Node& root, const std::string& file, Thresholds& t) {
   for (const auto& top : root) {
     const std::string k = top.first.as<std::string>();
     if (const Entry* e = find_entry(k)) {
@@ -188,8 +204,8 @@ Thresholds parse_thresholds(std::string_view yaml_text, const std::string& file)
       t.*(e->member) = number(sub.second, file, full, e->min, e->max);
     }
   }
-  return t;
 }
+}  // namespace
 
 Thresholds load_thresholds(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -62,6 +62,10 @@ TEST(Thresholds, BadInputNamesTheFileLineAndKey) {
   EXPECT_THAT(error_of("slo:\n  classes:\n    chat: {}\n"), HasSubstr("expected at least one of"));
   EXPECT_THAT(error_of("[1, 2]\n"), HasSubstr("expected a mapping"));
   EXPECT_THAT(error_of("tail: {tolerance: [1\n"), HasSubstr("malformed YAML"));
+  // Keys that are not text (found by fuzz_thresholds_yaml): an error, not a crash.
+  EXPECT_THAT(error_of("[a, b]: 1\n"), HasSubstr("expected a mapping of keys (text) to numbers"));
+  EXPECT_THAT(error_of("tail:\n  {x: 1}: 2\n"), HasSubstr("expected a mapping of keys (text) to numbers"));
+  EXPECT_THAT(error_of("slo:\n  classes:\n    [c]: {ttft_ms: 1}\n"), HasSubstr("keys (text)"));
 }
 
 TEST(Thresholds, ThePrintedDefaultsParseBackToTheDefaults) {
