@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "analyze/run_data.h"
 #include "core/error.h"
 #include "report/render.h"
 #include "report/report_data.h"
-#include "analyze/run_data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace fs = std::filesystem;

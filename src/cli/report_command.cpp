@@ -5,12 +5,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "analyze/run_data.h"
 #include "cli/summary_table.h"
 #include "core/error.h"
 #include "core/run_dir.h"
 #include "report/render.h"
 #include "report/report_data.h"
-#include "analyze/run_data.h"
 
 namespace tokenscope::cli {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "analyze/run_data.h"
 #include "cli/report_command.h"
 #include "report/report_data.h"
-#include "analyze/run_data.h"
 
 namespace tokenscope::cli {
 namespace {

@@ -11,12 +11,12 @@
 #include <limits>
 #include <sstream>
 
+#include "analyze/downsample.h"
+#include "analyze/run_data.h"
 #include "core/error.h"
 #include "report/assets.h"
-#include "analyze/downsample.h"
 #include "report/render.h"
 #include "report/report_data.h"
-#include "analyze/run_data.h"
 
 namespace tokenscope::report {
 namespace {
