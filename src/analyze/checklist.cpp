@@ -1,6 +1,7 @@
 #include "analyze/checklist.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -599,9 +600,10 @@ LatencyModelData latency_model_data(const RunData& run) {
     else
       wt.push_back(t), wc.push_back(level);
   }
+  std::size_t wait_hint = 0;
   const auto waiting_before = [&](Nanos t) {
-    const auto it = std::lower_bound(wt.begin(), wt.end(), t);
-    return it == wt.begin() ? 0 : wc[static_cast<std::size_t>(it - wt.begin()) - 1];
+    wait_hint = bound_near<false>(wt, t, wait_hint);
+    return wait_hint == 0 ? 0 : wc[wait_hint - 1];
   };
   // The integral of the decoding count, for time averages.
   std::vector<Nanos> dt;
@@ -620,10 +622,11 @@ LatencyModelData latency_model_data(const RunData& run) {
     level += delta;
     dcount.back() = level;
   }
-  const auto area_to = [&](Nanos t) {
-    const auto it = std::upper_bound(dt.begin(), dt.end(), t);
-    if (it == dt.begin()) return 0.0;
-    const std::size_t k = static_cast<std::size_t>(it - dt.begin()) - 1;
+  std::array<std::size_t, 2> area_hint{};  // one for first tokens, one for last ones
+  const auto area_to = [&](Nanos t, std::size_t& hint) {
+    hint = bound_near<true>(dt, t, hint);
+    if (hint == 0) return 0.0;
+    const std::size_t k = hint - 1;
     return integral[k] + static_cast<double>(dcount[k]) * static_cast<double>(t - dt[k]);
   };
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -638,8 +641,9 @@ LatencyModelData latency_model_data(const RunData& run) {
     if (std::isfinite(itl) && a.t_last_token[i] > a.t_first_token[i]) {
       d.itl.push_back(itl);
       d.itl_send.push_back(a.t_send[i]);
-      d.batch.push_back((area_to(a.t_last_token[i]) - area_to(a.t_first_token[i])) /
-                        static_cast<double>(a.t_last_token[i] - a.t_first_token[i]));
+      d.batch.push_back(
+          (area_to(a.t_last_token[i], area_hint[1]) - area_to(a.t_first_token[i], area_hint[0])) /
+          static_cast<double>(a.t_last_token[i] - a.t_first_token[i]));
     }
   }
   return d;
@@ -656,7 +660,7 @@ struct LatencyModel {
 };
 
 LatencyModel fit_latency_model(const RunData& run, double confidence) {
-  const LatencyModelData d = latency_model_data(run);
+  LatencyModelData d = latency_model_data(run);
   LatencyModel m;
   OlsOptions o;
   o.confidence = confidence;
@@ -675,11 +679,10 @@ LatencyModel fit_latency_model(const RunData& run, double confidence) {
       return std::nullopt;  // a constant column (every prompt the same length, no queue): not estimable
     }
   };
-  auto dd = d;
-  m.ttft = fit({&dd.prompt, &dd.queue}, dd.ttft);
+  m.ttft = fit({&d.prompt, &d.queue}, d.ttft);
   const bool with_prompt = m.ttft.has_value();
-  if (!m.ttft) m.ttft = fit({&dd.queue}, dd.ttft);  // prompts of one length: a + c queue
-  m.itl = fit({&dd.batch}, dd.itl);
+  if (!m.ttft) m.ttft = fit({&d.queue}, d.ttft);  // prompts of one length: a + c queue
+  m.itl = fit({&d.batch}, d.itl);
   // Batch means of the coefficients.
   std::vector<double> qc, bc;
   for (const auto& block : time_blocks(d.ttft_send)) {

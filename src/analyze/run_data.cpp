@@ -1,8 +1,10 @@
 #include "analyze/run_data.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +22,7 @@
 #include <simdjson.h>
 
 #include "analyze/downsample.h"
+#include "analyze/run_cache.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "core/summary.h"
@@ -687,6 +690,80 @@ SamplesRead read_samples(const fs::path& dir) {
   return read;
 }
 
+// The run's JSONL files read: requests.jsonl here, samples.jsonl and
+// steps.jsonl on threads of their own meanwhile. Steps are reduced on their
+// own clock; load_run moves them onto the run's time axis once its origin is
+// known (the columns do not move with it). need_summary: run.json has no
+// summary, so it is recomputed from requests.jsonl.
+RunFilesRead read_run_files(const fs::path& dir, bool has_run_json, bool need_summary,
+                            const LoadOptions& options) {
+  std::error_code ec;
+  RunFilesRead out;
+  const auto launch = options.concurrent ? std::launch::async : std::launch::deferred;
+  auto samples_read = std::async(launch, read_samples, dir);
+  struct StepsRead {
+    StepsData steps;
+    std::vector<std::string> notes;
+  };
+  const bool has_steps = fs::exists(dir / "steps.jsonl", ec);
+  auto steps_read = std::async(launch, [&dir, has_steps, &options] {
+    StepsRead r;
+    if (has_steps) load_steps(dir / "steps.jsonl", 0, 1000, options.request_ranges, r.steps, r.notes);
+    return r;
+  });
+
+  // requests.jsonl, streamed. A bad line (a last line cut by a crash) is
+  // skipped and counted, never fatal.
+  const bool has_requests = fs::exists(dir / "requests.jsonl", ec);
+  std::optional<SummaryBuilder> builder;
+  if (need_summary) builder.emplace();
+  if (has_requests) {
+    Partial read =
+        read_requests(dir / "requests.jsonl", options.request_ranges, builder ? &*builder : nullptr);
+    out.requests = std::move(read.a);
+    out.slowest = read.slowest.take();
+    const auto& stats = read.stats;
+    out.request_lines_skipped = stats.skipped;
+    if (stats.skipped > 0)
+      out.notes.push_back(
+          fmt::format("requests.jsonl: {} bad line{} skipped (a run cut by a crash leaves its last "
+                      "line incomplete); the first: {}",
+                      stats.skipped, stats.skipped == 1 ? "" : "s", within_run(dir, stats.first_skipped)));
+  } else {
+    out.notes.push_back(
+        "no requests.jsonl: no per-request data (latency distributions and timelines are empty)");
+  }
+  if (has_requests && out.requests.size() == 0 && out.request_lines_skipped == 0)
+    out.notes.push_back("requests.jsonl holds no request: no latency distribution or timeline");
+  if (builder) {
+    if (out.requests.size() > 0) {
+      out.recomputed_summary = builder->build();
+      out.notes.push_back(has_run_json
+                              ? "run.json has no summary (the run did not reach its end): the summary "
+                                "was recomputed from requests.jsonl, without server counters or SLOs"
+                              : "the summary was recomputed from requests.jsonl, without server "
+                                "counters or SLOs");
+    } else if (has_run_json) {
+      out.notes.push_back("no summary: run.json has none and requests.jsonl holds no request");
+    }
+  }
+
+  // samples.jsonl, read meanwhile.
+  SamplesRead samples = samples_read.get();
+  out.has_samples = samples.present;
+  out.series = std::move(samples.series);
+  out.sample_lines = samples.lines;
+  out.sample_lines_skipped = samples.skipped;
+  out.sample_lines_without_series = samples.without_series;
+  out.notes.insert(out.notes.end(), samples.notes.begin(), samples.notes.end());
+
+  // steps.jsonl, read meanwhile (sim --no-steps leaves it out; bench has none).
+  StepsRead steps = steps_read.get();
+  out.steps = std::move(steps.steps);
+  out.notes.insert(out.notes.end(), steps.notes.begin(), steps.notes.end());
+  return out;
+}
+
 }  // namespace
 
 bool SlowestRequests::wants(Nanos e2e, std::uint64_t id) const {
@@ -751,6 +828,11 @@ double RequestArrays::slot_wait_ms(std::size_t i) const {
   return nanos_to_ms(t_dispatch[i] - t_sched[i]);
 }
 
+void keep_freed_memory() {
+  ::mallopt(M_MMAP_MAX, 0);
+  ::mallopt(M_TRIM_THRESHOLD, INT_MAX);
+}
+
 RunData load_run(const fs::path& dir, const LoadOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -781,66 +863,29 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
     run.notes.push_back("no run.json: settings, environment and server counters are unknown");
   }
 
-  // samples.jsonl and steps.jsonl are read on threads of their own meanwhile
-  // (below). Steps are reduced on their own clock and moved onto the run's
-  // time axis once its origin is known (the columns do not move with it).
-  const auto launch = options.concurrent ? std::launch::async : std::launch::deferred;
-  auto samples_read = std::async(launch, read_samples, dir);
-  struct StepsRead {
-    StepsData steps;
-    std::vector<std::string> notes;
-  };
-  const bool has_steps = fs::exists(dir / "steps.jsonl", ec);
-  auto steps_read = std::async(launch, [&dir, has_steps, &options] {
-    StepsRead r;
-    if (has_steps) load_steps(dir / "steps.jsonl", 0, 1000, options.request_ranges, r.steps, r.notes);
-    return r;
-  });
-
-  // requests.jsonl, streamed. A bad line (a last line cut by a crash) is
-  // skipped and counted, never fatal.
-  std::optional<SummaryBuilder> builder;
-  if (run.summary.is_null()) builder.emplace();
-  if (has_requests) {
-    Partial read =
-        read_requests(dir / "requests.jsonl", options.request_ranges, builder ? &*builder : nullptr);
-    run.requests = std::move(read.a);
-    run.slowest = read.slowest.take();
-    const auto& stats = read.stats;
-    run.request_lines_skipped = stats.skipped;
-    if (stats.skipped > 0)
-      run.notes.push_back(
-          fmt::format("requests.jsonl: {} bad line{} skipped (a run cut by a crash leaves its last "
-                      "line incomplete); the first: {}",
-                      stats.skipped, stats.skipped == 1 ? "" : "s", within_run(dir, stats.first_skipped)));
-  } else {
-    run.notes.push_back(
-        "no requests.jsonl: no per-request data (latency distributions and timelines are empty)");
+  // The JSONL files: from the run's cache when it is valid, else read (and
+  // the cache written).
+  const RunFilesKey key = run_files_key(dir);
+  std::optional<RunFilesRead> files;
+  if (options.cache == RunCache::kReadWrite) files = load_run_cache(dir, key);
+  if (!files) {
+    files = read_run_files(dir, has_run_json, run.summary.is_null(), options);
+    if (options.cache == RunCache::kReadWrite) save_run_cache(dir, key, *files);
   }
-  if (has_requests && run.requests.size() == 0 && run.request_lines_skipped == 0)
-    run.notes.push_back("requests.jsonl holds no request: no latency distribution or timeline");
-  if (builder) {
-    if (run.requests.size() > 0) {
-      run.summary = builder->build();
-      run.summary_recomputed = true;
-      run.notes.push_back(has_run_json
-                              ? "run.json has no summary (the run did not reach its end): the summary "
-                                "was recomputed from requests.jsonl, without server counters or SLOs"
-                              : "the summary was recomputed from requests.jsonl, without server "
-                                "counters or SLOs");
-    } else if (has_run_json) {
-      run.notes.push_back("no summary: run.json has none and requests.jsonl holds no request");
-    }
+  RunFilesRead& f = *files;
+  run.requests = std::move(f.requests);
+  run.slowest = std::move(f.slowest);
+  run.request_lines_skipped = f.request_lines_skipped;
+  if (!f.recomputed_summary.is_null()) {
+    run.summary = std::move(f.recomputed_summary);
+    run.summary_recomputed = true;
   }
-
-  // samples.jsonl, read meanwhile.
-  SamplesRead samples = samples_read.get();
-  run.has_samples = samples.present;
-  run.series = std::move(samples.series);
-  run.sample_lines = samples.lines;
-  run.sample_lines_skipped = samples.skipped;
-  run.sample_lines_without_series = samples.without_series;
-  run.notes.insert(run.notes.end(), samples.notes.begin(), samples.notes.end());
+  run.has_samples = f.has_samples;
+  run.series = std::move(f.series);
+  run.sample_lines = f.sample_lines;
+  run.sample_lines_skipped = f.sample_lines_skipped;
+  run.sample_lines_without_series = f.sample_lines_without_series;
+  run.notes.insert(run.notes.end(), f.notes.begin(), f.notes.end());
 
   // The time origin: the earliest time of the run.
   Nanos origin = -1;
@@ -857,14 +902,12 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
   run.origin = origin < 0 ? 0 : origin;
 
   // sim's steps.jsonl (sim --no-steps leaves it out; bench has none).
-  StepsRead steps = steps_read.get();
-  run.steps = std::move(steps.steps);
+  run.steps = std::move(f.steps);
   const double origin_s = nanos_to_s(run.origin);
   for (auto& series : run.steps.series)
     for (double& t : series.t_s) t -= origin_s;
   run.steps.first_t_s -= origin_s;
   run.steps.last_t_s -= origin_s;
-  run.notes.insert(run.notes.end(), steps.notes.begin(), steps.notes.end());
   if (fs::exists(dir / "phases.json", ec)) run.phases = load_phases(dir / "phases.json", run.notes);
   if (fs::exists(dir / "check.json", ec)) {
     std::ifstream in(dir / "check.json", std::ios::binary);
@@ -914,7 +957,7 @@ std::vector<ProbeData> read_probe_dir(const fs::path& dir) {
 
 }  // namespace
 
-ReportInput load_report_input(const std::vector<fs::path>& paths) {
+ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOptions& options) {
   ReportInput in;
   if (paths.empty()) throw UsageError("report: name at least one run directory");
   for (const auto& p : paths) {
@@ -956,7 +999,7 @@ ReportInput load_report_input(const std::vector<fs::path>& paths) {
         in.notes.push_back(fmt::format("{}: sweep.json but no rate-* run directory", p.string()));
       for (const auto& [rate, dir] : rates) {
         try {
-          RunData run = load_run(dir);
+          RunData run = load_run(dir, options);
           sweep.runs.push_back(in.runs.size());
           in.runs.push_back(std::move(run));
         } catch (const UsageError& e) {  // a rate the sweep did not reach (interrupted): said, not fatal
@@ -968,7 +1011,7 @@ ReportInput load_report_input(const std::vector<fs::path>& paths) {
       in.sweeps.push_back(std::move(sweep));
       continue;
     }
-    in.runs.push_back(load_run(p));
+    in.runs.push_back(load_run(p, options));
   }
   // Runs overlaid with different settings: say which settings differ.
   if (in.runs.size() > 1) {

@@ -248,6 +248,29 @@ struct ReportInput {
   std::vector<std::string> notes;  // about the set (runs with different settings overlaid)
 };
 
+// What load_run derives from a run's JSONL files (requests.jsonl,
+// samples.jsonl, steps.jsonl), before it is put on the run's time axis:
+// the heavy part of a RunData, the part run_cache.h keeps.
+struct RunFilesRead {
+  RequestArrays requests;
+  std::vector<SlowRequest> slowest;
+  std::uint64_t request_lines_skipped = 0;
+  // The summary recomputed from requests.jsonl when run.json has none; null
+  // otherwise.
+  nlohmann::json recomputed_summary;
+  bool has_samples = false;
+  std::vector<SampledSeries> series;
+  std::uint64_t sample_lines = 0, sample_lines_skipped = 0, sample_lines_without_series = 0;
+  StepsData steps;                 // on the steps' own clock (origin 0)
+  std::vector<std::string> notes;  // in the order load_run gives them
+};
+
+// Whether load_run uses the run's cache file (run_cache.h).
+enum class RunCache {
+  kOff,        // read the JSONL files; leave any cache file alone
+  kReadWrite,  // use a valid cache; after a read of the JSONL files, write one
+};
+
 struct LoadOptions {
   // requests.jsonl and steps.jsonl are each read in this many byte ranges at
   // the same time; 0: one per hardware thread (at most 8), one for a file
@@ -256,7 +279,18 @@ struct LoadOptions {
   // requests.jsonl, samples.jsonl and steps.jsonl are read at the same time;
   // false: one after the other. The result is the same.
   bool concurrent = true;
+  // Off by default: `check` and `report` turn it on (their --no-cache turns
+  // it off).
+  RunCache cache = RunCache::kOff;
 };
+
+// For a process that analyses large runs (check, report): large blocks are
+// taken from the heap and kept there when freed, instead of mapped and
+// unmapped each time (glibc's default above 32 MB): a million-request run's
+// arrays and matrices are allocated and freed many times over, and each
+// fresh mapping costs page faults and zeroing by the kernel. The memory
+// stays with the process until it exits.
+void keep_freed_memory();
 
 // Loads one run directory. Throws UsageError when dir is not a directory
 // or holds neither run.json nor requests.jsonl, InputError when run.json is
@@ -266,6 +300,7 @@ RunData load_run(const std::filesystem::path& dir, const LoadOptions& options = 
 // Loads every path given: a run directory, a sweep directory whose rate-*/
 // runs are loaded in the order of their rates, a probe's result file
 // (<probe>.json) or a directory of them (probe --out DIR).
-ReportInput load_report_input(const std::vector<std::filesystem::path>& paths);
+ReportInput load_report_input(const std::vector<std::filesystem::path>& paths,
+                              const LoadOptions& options = {});
 
 }  // namespace tokenscope::analyze

@@ -28,6 +28,7 @@ struct CheckCommandOptions {
   bool verbose = false;
   bool report = false;
   bool print_thresholds = false;
+  bool no_cache = false;
   std::vector<std::string> activations;  // item 11 (analyze/quantization.h): BASE,CAND
 };
 CheckCommandOptions g_check;
@@ -195,11 +196,15 @@ CLI::App* add_check_command(CLI::App& app) {
       "--report", o.report,
       "Also write CAND/report.html: the runs overlaid with the checklist's section (tokenscope report)");
   check->add_flag("--print-thresholds", o.print_thresholds, "Print the default thresholds file and exit");
+  check->add_flag("--no-cache", o.no_cache,
+                  "Read the runs' JSONL files even when a valid run cache (.tokenscope-cache) is there, and "
+                  "write none (docs/check.md)");
   add_check_history_options(check);  // --baseline auto, --trend (cli/history_command.h)
   return check;
 }
 
 int run_check() {
+  analyze::keep_freed_memory();
   // --trend METRIC, or --baseline auto CAND: BASE from the history of runs.
   if (const auto trend_exit = run_check_history(g_check.runs, g_check.format, std::cout, std::cerr))
     return *trend_exit;
@@ -211,9 +216,11 @@ int run_check() {
   if (o.runs.empty()) throw UsageError("check: name BASE CAND, or one RUN");
   const analyze::Thresholds t =
       o.thresholds.empty() ? analyze::Thresholds{} : analyze::load_thresholds(o.thresholds);
+  analyze::LoadOptions load;
+  load.cache = o.no_cache ? analyze::RunCache::kOff : analyze::RunCache::kReadWrite;
   std::optional<analyze::RunData> base;
-  if (o.runs.size() == 2) base = analyze::load_run(o.runs[0]);
-  const analyze::RunData cand = analyze::load_run(o.runs.back());
+  if (o.runs.size() == 2) base = analyze::load_run(o.runs[0], load);
+  const analyze::RunData cand = analyze::load_run(o.runs.back(), load);
   analyze::ExtraInputs extra;
   if (o.collectives.size() == 2) {
     extra.collectives_base = o.collectives[0];
@@ -256,7 +263,8 @@ int run_check() {
     const auto page = std::filesystem::path(o.runs.back()) / "report.html";
     try {
       std::vector<std::filesystem::path> dirs(o.runs.begin(), o.runs.end());
-      write_file_atomic(page, report::render_html(report::report_data(report::load_report_input(dirs))));
+      write_file_atomic(page,
+                        report::render_html(report::report_data(report::load_report_input(dirs, load))));
       if (o.format == "text") std::cout << fmt::format("report: {}\n", page.string());
     } catch (const std::exception& e) {
       std::cerr << fmt::format("tokenscope check: {} not written: {}\n", page.string(), e.what());

@@ -20,6 +20,7 @@ struct ReportCommandOptions {
   std::vector<std::string> runs;
   std::string out;
   std::string format;
+  bool no_cache = false;
 };
 ReportCommandOptions g_report;
 
@@ -199,13 +200,20 @@ CLI::App* add_report_command(CLI::App& app) {
                      "output]");
   report->add_option("--format", o.format, "html|text|json|md [default: from --out's extension, else html]")
       ->check(CLI::IsMember({"html", "text", "json", "md"}));
+  report->add_flag("--no-cache", o.no_cache,
+                   "Read the runs' JSONL files even when a valid run cache (.tokenscope-cache) is there, and "
+                   "write none (docs/check.md)");
   return report;
 }
 
 bool write_run_report(const std::string& dir, std::ostream& log) {
   const auto path = std::filesystem::path(dir) / "report.html";
   try {
-    const auto input = report::load_report_input({std::filesystem::path(dir)});
+    // The run's cache is written here too: `check` and `report` of the run
+    // then read it instead of the JSONL files.
+    analyze::LoadOptions load;
+    load.cache = analyze::RunCache::kReadWrite;
+    const auto input = report::load_report_input({std::filesystem::path(dir)}, load);
     write_file_atomic(path, report::render_html(report::report_data(input)));
     return true;
   } catch (const std::exception& e) {
@@ -218,9 +226,12 @@ bool write_run_report(const std::string& dir, std::ostream& log) {
 }
 
 int run_report() {
+  analyze::keep_freed_memory();
   const auto& o = g_report;
   std::vector<std::filesystem::path> paths(o.runs.begin(), o.runs.end());
-  const report::ReportInput input = report::load_report_input(paths);
+  analyze::LoadOptions load;
+  load.cache = o.no_cache ? analyze::RunCache::kOff : analyze::RunCache::kReadWrite;
+  const report::ReportInput input = report::load_report_input(paths, load);
   const nlohmann::json data = report::report_data(input);
   const std::string format = format_of(o);
   std::string text;

@@ -168,6 +168,9 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
     throw UsageError(fmt::format(
         "{} {}: holds an earlier run ({}); choose another directory, or add --overwrite to replace it",
         option, dir.string(), found.front().filename().string()));
+  // The earlier run's cache (analyze/run_cache.h) goes with it: stale, it
+  // would be ignored, but it is the earlier run's.
+  found.push_back(dir / ".tokenscope-cache");
   for (const auto& p : found) {
     fs::remove_all(p, ec);
     if (ec) throw IoError(fmt::format("{}: cannot remove: {}", p.string(), ec.message()));

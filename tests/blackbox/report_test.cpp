@@ -250,6 +250,24 @@ TEST_F(Report, CheckFindsAnInjectedLeakAndAddsItsSectionToThePage) {
   EXPECT_EQ(check["items"][4]["verdict"], "regressed");
   EXPECT_TRUE(fs::exists(cand / "phases.json"));
   EXPECT_TRUE(fs::exists(base / "phases.json"));
+  // The first check wrote each run's cache; the second reads it, and finds
+  // what a check of the JSONL files finds (docs/check.md "The run cache").
+  EXPECT_TRUE(fs::exists(base / ".tokenscope-cache"));
+  EXPECT_TRUE(fs::exists(cand / ".tokenscope-cache"));
+  const auto without_times = [](json j) {
+    for (auto& item : j["items"]) item.erase("elapsed_ms");
+    return j;
+  };
+  r = run_process({kBin, "check", base.string(), cand.string(), "--out", (dir_ / "cached.json").string()},
+                  120);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  r = run_process(
+      {kBin, "check", base.string(), cand.string(), "--no-cache", "--out", (dir_ / "files.json").string()},
+      120);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const json cached = without_times(json::parse(slurp(dir_ / "cached.json")));
+  EXPECT_EQ(cached, without_times(json::parse(slurp(dir_ / "files.json"))));
+  EXPECT_EQ(cached, without_times(check));
   const json page = browser_check(cand / "report.html");
   std::vector<std::string> titles = page["titles"];
   for (const char* t : {"4 tail shift", "5 lifecycle", "5 lifecycle: median TPOT per window"})

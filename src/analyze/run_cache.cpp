@@ -1,0 +1,418 @@
+#include "analyze/run_cache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <type_traits>
+#include <vector>
+
+namespace tokenscope::analyze {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The first bytes of a cache, and its format: a change to what is kept or
+// how bumps kFormat (an older cache is then ignored and rewritten).
+constexpr char kMagic[8] = {'T', 'S', 'C', 'A', 'C', 'H', 'E', '\n'};
+constexpr std::uint32_t kFormat = 2;
+// The build's layout of what is copied as bytes: a cache made by a build
+// with other sizes is not read.
+constexpr std::uint32_t kLayout = static_cast<std::uint32_t>(
+    sizeof(RequestArrays) * 7 + sizeof(LogprobHistogram) * 5 + sizeof(StepWindow) * 3 +
+    sizeof(ShapeSightings) * 2 + sizeof(StepShape) + sizeof(Outcome));
+
+const char* const kSourceFiles[4] = {"run.json", "requests.jsonl", "samples.jsonl", "steps.jsonl"};
+
+class Writer {
+ public:
+  template <class T>
+  void pod(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  // A count, padding to a multiple of 8 bytes, the elements (so that they
+  // lie aligned in a mapped file and are copied out as they are).
+  template <class T>
+  void vec(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 8);
+    pod<std::uint64_t>(v.size());
+    out_.append((8 - out_.size() % 8) % 8, '\0');
+    out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  void str(std::string_view s) {
+    pod<std::uint64_t>(s.size());
+    out_.append(s);
+  }
+  void strings(const std::vector<std::string>& v) {
+    pod<std::uint64_t>(v.size());
+    for (const auto& s : v) str(s);
+  }
+  template <class K, class V>
+  void map(const std::map<K, V>& m) {
+    pod<std::uint64_t>(m.size());
+    for (const auto& [k, v] : m) {
+      pod(k);
+      pod(v);
+    }
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads what Writer wrote; the first shortfall or bad value makes ok()
+// false for good, and every read after it yields nothing.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool ok() const { return ok_; }
+  bool at_end() const { return ok_ && pos_ == in_.size(); }
+  template <class T>
+  T pod() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T v{};
+    if (!take(sizeof(T))) return v;
+    std::memcpy(&v, in_.data() + pos_ - sizeof(T), sizeof(T));
+    return v;
+  }
+  template <class T>
+  bool vec(std::vector<T>& v) {
+    const auto n = pod<std::uint64_t>();
+    if (!take((8 - pos_ % 8) % 8)) return false;
+    if (n > (in_.size() - pos_) / sizeof(T)) return fail();
+    const char* p = in_.data() + pos_;
+    if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) == 0) {
+      // Copied as they lie (no zeroing first): the input is aligned as the
+      // writer padded it when it starts on an 8-byte boundary (a mapped file).
+      const T* first = reinterpret_cast<const T*>(p);
+      v.assign(first, first + n);
+    } else {
+      v.resize(n);
+      if (n > 0) std::memcpy(v.data(), p, n * sizeof(T));
+    }
+    pos_ += n * sizeof(T);
+    return true;
+  }
+  bool str(std::string& s) {
+    const auto n = count(1);
+    if (!ok_) return false;
+    s.assign(in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool strings(std::vector<std::string>& v) {
+    const auto n = count(sizeof(std::uint64_t));  // each at least its length
+    v.assign(ok_ ? n : 0, std::string());
+    for (auto& s : v)
+      if (!str(s)) return false;
+    return ok_;
+  }
+  template <class K, class V>
+  bool map(std::map<K, V>& m) {
+    const auto n = count(sizeof(K) + sizeof(V));
+    m.clear();
+    for (std::uint64_t i = 0; i < n && ok_; ++i) {
+      const K k = pod<K>();
+      const V v = pod<V>();
+      if (ok_) m.emplace_hint(m.end(), k, v);
+    }
+    return ok_;
+  }
+  bool fail() { return ok_ = false; }
+
+ private:
+  bool take(std::size_t n) {
+    if (!ok_ || in_.size() - pos_ < n) return fail();
+    pos_ += n;
+    return true;
+  }
+  // A count of items of at least `each` bytes, checked against what is left
+  // (a bad count never allocates).
+  std::uint64_t count(std::size_t each) {
+    const auto n = pod<std::uint64_t>();
+    if (!ok_) return 0;
+    if (each > 0 && n > (in_.size() - pos_) / each) {
+      fail();
+      return 0;
+    }
+    return n;
+  }
+  std::string_view in_;
+  std::size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+template <class Arrays>  // RequestArrays, const or not
+auto request_columns(Arrays& a) {
+  return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
+                  a.output_tokens, a.prompt_tokens, a.cached_tokens, a.itl_mean_ms, a.itl_max_ms,
+                  a.logprob_mean, a.outcome, a.warmup, a.tenant, a.task_class);
+}
+
+void put_key(Writer& w, const RunFilesKey& key) {
+  for (const auto& f : key.files) {
+    w.pod<std::uint8_t>(f.exists ? 1 : 0);
+    w.pod(f.size);
+    w.pod(f.mtime_ns);
+  }
+}
+
+void put_steps(Writer& w, const StepsData& s) {
+  w.pod<std::uint8_t>(s.present ? 1 : 0);
+  w.pod(s.steps);
+  w.pod(s.lines_skipped);
+  w.pod(s.first_t_s);
+  w.pod(s.last_t_s);
+  w.pod<std::uint64_t>(s.series.size());
+  for (const auto& series : s.series) {
+    w.str(series.name);
+    w.vec(series.t_s);
+    w.vec(series.v);
+  }
+  w.map(s.stats.seqs_histogram);
+  w.map(s.stats.shapes);
+  w.pod(s.stats.busy_ms);
+  w.pod(s.stats.steps_with_duration);
+  w.map(s.stats.windows);
+}
+
+bool get_steps(Reader& r, StepsData& s) {
+  s.present = r.pod<std::uint8_t>() != 0;
+  s.steps = r.pod<std::uint64_t>();
+  s.lines_skipped = r.pod<std::uint64_t>();
+  s.first_t_s = r.pod<double>();
+  s.last_t_s = r.pod<double>();
+  const auto n = r.pod<std::uint64_t>();
+  for (std::uint64_t i = 0; i < n && r.ok(); ++i) {
+    StepSeries series;
+    if (!r.str(series.name) || !r.vec(series.t_s) || !r.vec(series.v)) return false;
+    if (series.t_s.size() != series.v.size()) return r.fail();
+    s.series.push_back(std::move(series));
+  }
+  r.map(s.stats.seqs_histogram);
+  r.map(s.stats.shapes);
+  s.stats.busy_ms = r.pod<double>();
+  s.stats.steps_with_duration = r.pod<std::uint64_t>();
+  r.map(s.stats.windows);
+  return r.ok();
+}
+
+void put_slow(Writer& w, const SlowRequest& q) {
+  w.pod(q.id);
+  w.str(q.tenant);
+  w.str(q.task_class);
+  for (const Nanos t :
+       {q.t_sched, q.t_dispatch, q.t_send, q.t_first_scheduled, q.t_first_token, q.t_last_token, q.t_close})
+    w.pod(t);
+  w.pod(q.prompt_tokens);
+  w.pod(q.cached_tokens);
+  w.pod(q.output_tokens);
+  w.pod(q.preemptions);
+  w.pod(q.server_prompt_ms);
+  w.vec(q.event_times);
+}
+
+bool get_slow(Reader& r, SlowRequest& q) {
+  q.id = r.pod<std::uint64_t>();
+  if (!r.str(q.tenant) || !r.str(q.task_class)) return false;
+  for (Nanos* t : {&q.t_sched, &q.t_dispatch, &q.t_send, &q.t_first_scheduled, &q.t_first_token,
+                   &q.t_last_token, &q.t_close})
+    *t = r.pod<Nanos>();
+  q.prompt_tokens = r.pod<std::int64_t>();
+  q.cached_tokens = r.pod<std::int64_t>();
+  q.output_tokens = r.pod<std::int64_t>();
+  q.preemptions = r.pod<std::uint32_t>();
+  q.server_prompt_ms = r.pod<double>();
+  return r.vec(q.event_times);
+}
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
+RunFilesKey run_files_key(const fs::path& dir) {
+  RunFilesKey key;
+  for (std::size_t i = 0; i < key.files.size(); ++i) {
+    struct stat st {};
+    if (::stat((dir / kSourceFiles[i]).c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      key.files[i].exists = true;
+      key.files[i].size = static_cast<std::uint64_t>(st.st_size);
+      key.files[i].mtime_ns = mtime_ns(st);
+    }
+  }
+  return key;
+}
+
+std::string encode_run_cache(const RunFilesKey& key, const RunFilesRead& read) {
+  Writer w;
+  for (const char c : kMagic) w.pod(c);
+  w.pod(kFormat);
+  w.pod(kLayout);
+  put_key(w, key);
+  // The requests: every column, then what is kept whole.
+  const RequestArrays& a = read.requests;
+  w.pod<std::uint64_t>(a.size());
+  std::apply([&](const auto&... column) { (w.vec(column), ...); }, request_columns(a));
+  w.strings(a.tenant_names);
+  w.strings(a.class_names);
+  w.str(a.itl_ns.to_json().dump());
+  w.pod(a.logprobs.requests);
+  w.pod(a.logprobs.requests_with_tokens);
+  w.pod(a.logprobs.pooled);
+  w.pod(a.logprobs.halves);
+  w.pod(a.logprobs.half_requests);
+  w.pod<std::uint64_t>(read.slowest.size());
+  for (const auto& q : read.slowest) put_slow(w, q);
+  w.pod(read.request_lines_skipped);
+  w.str(read.recomputed_summary.is_null() ? std::string() : read.recomputed_summary.dump());
+  // The samples.
+  w.pod<std::uint8_t>(read.has_samples ? 1 : 0);
+  w.pod<std::uint64_t>(read.series.size());
+  for (const auto& s : read.series) {
+    w.str(s.source);
+    w.str(s.kind);
+    w.str(s.name);
+    w.str(s.labels);
+    w.vec(s.t);
+    w.vec(s.v);
+  }
+  w.pod(read.sample_lines);
+  w.pod(read.sample_lines_skipped);
+  w.pod(read.sample_lines_without_series);
+  put_steps(w, read.steps);
+  w.strings(read.notes);
+  return w.take();
+}
+
+std::optional<RunFilesRead> decode_run_cache(std::string_view bytes, const RunFilesKey& key) {
+  Reader r(bytes);
+  for (const char c : kMagic)
+    if (r.pod<char>() != c) return std::nullopt;
+  if (r.pod<std::uint32_t>() != kFormat || r.pod<std::uint32_t>() != kLayout) return std::nullopt;
+  RunFilesKey made;
+  for (auto& f : made.files) {
+    f.exists = r.pod<std::uint8_t>() != 0;
+    f.size = r.pod<std::uint64_t>();
+    f.mtime_ns = r.pod<std::int64_t>();
+  }
+  if (!r.ok() || !(made == key)) return std::nullopt;
+
+  RunFilesRead read;
+  RequestArrays& a = read.requests;
+  const auto n = r.pod<std::uint64_t>();
+  bool columns_ok = true;
+  std::apply(
+      [&](auto&... column) { ((columns_ok = columns_ok && r.vec(column) && column.size() == n), ...); },
+      request_columns(a));
+  if (!columns_ok || !r.strings(a.tenant_names) || !r.strings(a.class_names)) return std::nullopt;
+  for (std::size_t i = 0; i < n; ++i)
+    if (static_cast<unsigned>(a.outcome[i]) > static_cast<unsigned>(Outcome::kRejected) || a.warmup[i] > 1)
+      return std::nullopt;
+  std::string text;
+  if (!r.str(text)) return std::nullopt;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    a.itl_ns = LogLinearHistogram::from_json(j);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  a.logprobs.requests = r.pod<std::uint64_t>();
+  a.logprobs.requests_with_tokens = r.pod<std::uint64_t>();
+  a.logprobs.pooled = r.pod<LogprobHistogram>();
+  a.logprobs.halves = r.pod<std::array<LogprobHistogram, 2>>();
+  a.logprobs.half_requests = r.pod<std::array<std::uint64_t, 2>>();
+  const auto slow = r.pod<std::uint64_t>();
+  for (std::uint64_t i = 0; i < slow && r.ok(); ++i) {
+    SlowRequest q;
+    if (!get_slow(r, q)) return std::nullopt;
+    read.slowest.push_back(std::move(q));
+  }
+  read.request_lines_skipped = r.pod<std::uint64_t>();
+  if (!r.str(text)) return std::nullopt;
+  if (!text.empty()) {
+    read.recomputed_summary = nlohmann::json::parse(text, nullptr, false);
+    if (read.recomputed_summary.is_discarded() || !read.recomputed_summary.is_object()) return std::nullopt;
+  }
+  read.has_samples = r.pod<std::uint8_t>() != 0;
+  const auto series = r.pod<std::uint64_t>();
+  for (std::uint64_t i = 0; i < series && r.ok(); ++i) {
+    SampledSeries s;
+    if (!r.str(s.source) || !r.str(s.kind) || !r.str(s.name) || !r.str(s.labels) || !r.vec(s.t) ||
+        !r.vec(s.v))
+      return std::nullopt;
+    if (s.t.size() != s.v.size()) return std::nullopt;
+    read.series.push_back(std::move(s));
+  }
+  read.sample_lines = r.pod<std::uint64_t>();
+  read.sample_lines_skipped = r.pod<std::uint64_t>();
+  read.sample_lines_without_series = r.pod<std::uint64_t>();
+  if (!get_steps(r, read.steps) || !r.strings(read.notes) || !r.at_end()) return std::nullopt;
+  return read;
+}
+
+std::optional<RunFilesRead> load_run_cache(const fs::path& dir, const RunFilesKey& key) {
+  // Mapped, not read: the columns are copied once, from the page cache.
+  const int fd = ::open((dir / kRunCacheFile).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  const auto size = static_cast<std::size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return std::nullopt;
+  ::madvise(map, size, MADV_SEQUENTIAL);
+  auto read = decode_run_cache(std::string_view(static_cast<const char*>(map), size), key);
+  ::munmap(map, size);
+  return read;
+}
+
+bool save_run_cache(const fs::path& dir, const RunFilesKey& key, const RunFilesRead& read) {
+  // Files that changed while they were read (a run still being written) make
+  // a cache that would not be valid: none is written.
+  if (!(run_files_key(dir) == key)) return false;
+  const std::string bytes = encode_run_cache(key, read);
+  // A temporary name of this process's own (two readers of one run may
+  // write at once), renamed into place whole; on any failure removed.
+  const fs::path path = dir / kRunCacheFile;
+  const fs::path tmp = path.string() + fmt::format(".{}.tmp", ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const char* data = bytes.data();
+  std::size_t left = bytes.size();
+  bool ok = true;
+  while (left > 0 && ok) {
+    const ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) {
+      data += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  }
+  ok = ::close(fd) == 0 && ok;
+  std::error_code ec;
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) {
+    fs::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tokenscope::analyze
