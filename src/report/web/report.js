@@ -430,6 +430,110 @@
                    yValues: (u, splits) => splits.map((v) => { const f = fs[n - 1 - v]; return f ? f.metric : ""; }),
                    xValues: pctAxis ? (u, s) => s.map((v) => (v * 100).toFixed(0) + "%") : undefined});
   }
+  // Item 11's evidence: each histogram of the base and the candidate over
+  // the same bins, as densities (each run's share of its values per unit of
+  // the value: runs of different sizes, and bins of different widths,
+  // compare), the base filled, the candidate a line, with its divergence and
+  // verdict beside it.
+  function histogramChart(container, h, more) {
+    const edges = h.edges || [], base = h.base || [], cand = h.candidate || [];
+    const k = base.length;
+    if (k < 1 || cand.length !== k || edges.length !== k + 1) return;
+    // An unbounded end bin (null edge: the logprobs' underflow bin) is drawn
+    // as wide as its neighbour.
+    const x = edges.slice();
+    let open = null;
+    if (x[0] === null && k > 1 && isNum(x[1]) && isNum(x[2])) { x[0] = x[1] - (x[2] - x[1]); open = "low"; }
+    if (x[k] === null && k > 1 && isNum(x[k - 1]) && isNum(x[k - 2])) {
+      x[k] = x[k - 1] + (x[k - 1] - x[k - 2]);
+      open = "high";
+    }
+    if (!x.every(isNum)) return;
+    const total = (v) => v.reduce((a, b) => a + (isNum(b) ? b : 0), 0);
+    const nb = total(base), nc = total(cand);
+    const density = (v, n) => v.map((c, i) => (n > 0 && isNum(c) ? c / n / (x[i + 1] - x[i]) : 0));
+    const db = density(base, nb), dc = density(cand, nc);
+    // Bins empty in both runs at either end are left out.
+    let first = 0, last = k - 1;
+    while (first < last && !(base[first] > 0) && !(cand[first] > 0)) first++;
+    while (last > first && !(base[last] > 0) && !(cand[last] > 0)) last--;
+    const trimmed = first > 0 || last < k - 1;
+    // A step line per run: up from zero at the first edge, each bin's
+    // density up to its upper edge, down to zero at the last edge.
+    const xs = [x[first]], yb = [0], yc = [0];
+    for (let i = first; i <= last; i++) { xs.push(x[i]); yb.push(db[i]); yc.push(dc[i]); }
+    xs.push(x[last + 1]);
+    yb.push(0);
+    yc.push(0);
+    const logprobs = /logprob/.test(h.name || "");
+    const unit = h.unit || "";
+    const per = unit === "nats" ? "nat" : unit || "unit";
+    const what = logprobs ? "tokens" : "values";
+    const statistic = "D(base ‖ candidate) " + si(h.kl_bits) + " bits against a threshold of " + si(h.threshold_bits) +
+                      " bits; the base's split-half KL (what sampling alone gives) " + si(h.split_half_kl_bits) + " bits";
+    const ends = (open === "low" && first === 0 ? " The leftmost bin holds everything below " + si(edges[1]) +
+                                                  " (drawn as wide as the next)." : "") +
+                 (open === "high" && last === k - 1 ? " The rightmost bin holds everything above " +
+                                                      si(edges[k - 1]) + " (drawn as wide as the one before)." : "");
+    const box = chartBox(container, "11 " + (h.name || "histogram") + ": base and candidate",
+                         "Each run's share of its " + what + " per " + per + " in each bin (base filled, candidate a " +
+                         "line), of " + si(nb) + " base and " + si(nc) + " candidate " + what + "." + ends +
+                         (trimmed ? " Bins empty in both runs at the ends are left out." : ""));
+    box.append(el("div", {class: "stat"}, verdictCell(h.verdict), " " + statistic + (more ? ". " + more : "")));
+    const o = {
+      width: width(container),
+      height: 230,
+      // A little room either side, so that the outline's first and last
+      // edges are not on the plot's border.
+      scales: {x: {time: false, range: (u, min, max) => [min - (max - min) * 0.02, max + (max - min) * 0.02]},
+               y: {range: (u, min, max) => [0, (max > 0 ? max : 1) * 1.05]}},
+      axes: [{label: (logprobs ? "logprob" : "value") + (unit ? " (" + unit + ")" : ""), labelSize: 20,
+              values: axisValues},
+             {label: "density (per " + per + ")", labelSize: 20, size: 56, values: axisValues}],
+      series: [{label: "value"},
+               {label: "base", stroke: palette[0], fill: "rgba(37,99,235,0.18)", width: 1.5,
+                paths: uPlot.paths.stepped({align: 1}), points: {show: false}},
+               {label: "candidate", stroke: palette[1], width: 1.5, paths: uPlot.paths.stepped({align: 1}),
+                points: {show: false}}],
+      legend: {live: true},
+    };
+    const u = new uPlot(o, [xs, yb, yc], box);
+    register(u, false);
+    return u;
+  }
+  function histogramCharts(container, item) {
+    const e = item.evidence || {};
+    const hs = Array.isArray(e.histograms) ? e.histograms.filter((h) => h && typeof h === "object") : [];
+    if (!hs.length) return;
+    const a = e.activation_charts;
+    const left = a && isNum(a.compared) && isNum(a.charted) ? a.compared - a.charted : 0;
+    const why = [];
+    if (left > 0) {
+      if (a.past_cap > 0) why.push(a.past_cap + " less divergent than the " + a.cap + " drawn");
+      if (a.over_max_bins > 0) why.push(a.over_max_bins + " with more than " + Number(a.max_bins).toLocaleString("en") + " bins");
+    }
+    container.append(el("div", {class: "span"}, el("h4", {}, "11 " + item.title + ": the histograms compared"),
+                        el("p", {class: "sub"}, "Base and candidate over the same bins" +
+                           (a ? "; activation tensors most divergent first" : "") + ". " + (e.divergence || "") +
+                           (left > 0 ? ". " + left + " of the " + a.compared + " tensors compared are not drawn (" +
+                                       why.join(", ") + "): their KL is in the forest plot above."
+                                     : e.divergence ? "." : ""))));
+    // The logprobs' chart also says how the mean logprob moved, and where
+    // the candidate stands against the base in latency and accuracy.
+    const m = e.mean_logprob, pa = e.pareto;
+    const logprobMore = [];
+    if (m && isNum(m.change))
+      logprobMore.push("Mean logprob per request " + si(m.base) + " → " + si(m.candidate) + " nats (change " +
+                       si(m.change) + (isNum(m.ci_low) && isNum(m.ci_high) ? " [" + si(m.ci_low) + ", " + si(m.ci_high) +
+                                                                             "]" : "") + ")");
+    if (pa && pa.relation && pa.relation !== "unknown")
+      logprobMore.push("p50 TPOT " + si(pa.base && pa.base.tpot_p50_ms) + " → " +
+                       si(pa.candidate && pa.candidate.tpot_p50_ms) + " ms: the candidate " +
+                       ({dominated: "is slower and less accurate (dominated)",
+                         dominates: "is faster and more accurate (dominates)", equal: "is equal in both",
+                         "trade-off": "trades one for the other"}[pa.relation] || pa.relation));
+    for (const h of hs) histogramChart(container, h, /logprob/.test(h.name || "") ? logprobMore.join("; ") : "");
+  }
   runs.forEach((run) => {
     const c = run.check;
     if (!c || !Array.isArray(c.items)) return;
@@ -446,7 +550,10 @@
     box.append(table(["#", "item", "verdict", "statistic", "change", "interval", "threshold", ""], rows, "checktable"));
     const charts = el("div", {class: "charts"});
     box.append(charts);
-    for (const it of c.items) if (it.findings && it.findings.some((f) => isNum(f.change))) forestPlot(charts, it);
+    for (const it of c.items) {
+      if (it.findings && it.findings.some((f) => isNum(f.change))) forestPlot(charts, it);
+      if (it.id === "quantization") histogramCharts(charts, it);
+    }
     // Item 5's evidence: the windows' series with their change points.
     const lc = c.items.find((it) => it.id === "lifecycle");
     if (lc && lc.evidence && lc.evidence.candidate) {
