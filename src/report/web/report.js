@@ -465,7 +465,8 @@
     xs.push(x[last + 1]);
     yb.push(0);
     yc.push(0);
-    const logprobs = /logprob/.test(h.name || "");
+    const name = typeof h.name === "string" && h.name ? h.name : "histogram";
+    const logprobs = /logprob/.test(name);
     const unit = h.unit || "";
     const per = unit === "nats" ? "nat" : unit || "unit";
     const what = logprobs ? "tokens" : "values";
@@ -475,11 +476,12 @@
                                                   " (drawn as wide as the next)." : "") +
                  (open === "high" && last === k - 1 ? " The rightmost bin holds everything above " +
                                                       si(edges[k - 1]) + " (drawn as wide as the one before)." : "");
-    const box = chartBox(container, "11 " + (h.name || "histogram") + ": base and candidate",
+    const box = chartBox(container, "11 " + name + ": base and candidate",
                          "Each run's share of its " + what + " per " + per + " in each bin (base filled, candidate a " +
                          "line), of " + si(nb) + " base and " + si(nc) + " candidate " + what + "." + ends +
                          (trimmed ? " Bins empty in both runs at the ends are left out." : ""));
-    box.append(el("div", {class: "stat"}, verdictCell(h.verdict), " " + statistic + (more ? ". " + more : "")));
+    box.append(el("div", {class: "stat"}, verdictCell(typeof h.verdict === "string" ? h.verdict : "-"),
+                  " " + statistic + (more ? ". " + more : "")));
     const o = {
       width: width(container),
       height: 230,
@@ -503,21 +505,33 @@
   }
   function histogramCharts(container, item) {
     const e = item.evidence || {};
-    const hs = Array.isArray(e.histograms) ? e.histograms.filter((h) => h && typeof h === "object") : [];
-    if (!hs.length) return;
-    const a = e.activation_charts;
-    const left = a && isNum(a.compared) && isNum(a.charted) ? a.compared - a.charted : 0;
+    const all = Array.isArray(e.histograms) ? e.histograms.filter((h) => h && typeof h === "object") : [];
+    if (!all.length) return;
+    // check writes at most eight tensors' charts, the most divergent first;
+    // a check.json written otherwise is held to the same.
+    const isLogprobs = (h) => /logprob/.test(typeof h.name === "string" ? h.name : "");
+    const cap = 8;
+    const tensors = all.filter((h) => !isLogprobs(h));
+    const hs = all.filter(isLogprobs).concat(tensors.slice(0, cap));
+    const a = e.activation_charts && typeof e.activation_charts === "object" ? e.activation_charts : null;
+    const count = (v) => (isNum(v) && v > 0 ? v : 0);
+    const pastCap = (a ? count(a.past_cap) : 0) + Math.max(0, tensors.length - cap);
+    const overBins = a ? count(a.over_max_bins) : 0;
+    const left = pastCap + overBins;
+    const compared = a && isNum(a.compared) ? a.compared : tensors.length;
     const why = [];
-    if (left > 0) {
-      if (a.past_cap > 0) why.push(a.past_cap + " less divergent than the " + a.cap + " drawn");
-      if (a.over_max_bins > 0) why.push(a.over_max_bins + " with more than " + Number(a.max_bins).toLocaleString("en") + " bins");
-    }
+    if (pastCap > 0) why.push(pastCap + " less divergent than the " + Math.min(cap, tensors.length) + " drawn");
+    if (overBins > 0)
+      why.push(overBins + " with more than " + (isNum(a.max_bins) ? a.max_bins.toLocaleString("en") : "the most") +
+               " bins");
+    const said = ["Base and candidate over the same bins" +
+                  (tensors.length ? "; activation tensors most divergent first" : "")];
+    if (typeof e.divergence === "string" && e.divergence) said.push(e.divergence);
+    if (left > 0)
+      said.push(left + " of the " + compared + " tensors compared are not drawn (" + why.join(", ") +
+                "): their KL is in the forest plot above");
     container.append(el("div", {class: "span"}, el("h4", {}, "11 " + item.title + ": the histograms compared"),
-                        el("p", {class: "sub"}, "Base and candidate over the same bins" +
-                           (a ? "; activation tensors most divergent first" : "") + ". " + (e.divergence || "") +
-                           (left > 0 ? ". " + left + " of the " + a.compared + " tensors compared are not drawn (" +
-                                       why.join(", ") + "): their KL is in the forest plot above."
-                                     : e.divergence ? "." : ""))));
+                        el("p", {class: "sub"}, said.join(". ") + ".")));
     // The logprobs' chart also says how the mean logprob moved, and where
     // the candidate stands against the base in latency and accuracy.
     const m = e.mean_logprob, pa = e.pareto;
@@ -532,7 +546,7 @@
                        ({dominated: "is slower and less accurate (dominated)",
                          dominates: "is faster and more accurate (dominates)", equal: "is equal in both",
                          "trade-off": "trades one for the other"}[pa.relation] || pa.relation));
-    for (const h of hs) histogramChart(container, h, /logprob/.test(h.name || "") ? logprobMore.join("; ") : "");
+    for (const h of hs) histogramChart(container, h, isLogprobs(h) ? logprobMore.join("; ") : "");
   }
   runs.forEach((run) => {
     const c = run.check;
