@@ -407,8 +407,16 @@ ItemResult quantization_item(const RunData& base, const RunData& cand, const Thr
           "activations: no tensor in both runs with the same bins ({} not compared)", not_compared.size()));
     std::stable_sort(tensor_charts.begin(), tensor_charts.end(),
                      [](const auto& x, const auto& y) { return x.first > y.first; });
-    for (std::size_t i = 0; i < tensor_charts.size() && i < kActivationCharts; ++i)
-      charts.push_back(std::move(tensor_charts[i].second));
+    const std::size_t drawn = std::min(tensor_charts.size(), kActivationCharts);
+    for (std::size_t i = 0; i < drawn; ++i) charts.push_back(std::move(tensor_charts[i].second));
+    // What the report says of the tensors it does not draw.
+    if (tensors > 0)
+      r.evidence["activation_charts"] = {{"compared", tensors},
+                                         {"charted", drawn},
+                                         {"over_max_bins", tensors - tensor_charts.size()},
+                                         {"past_cap", tensor_charts.size() - drawn},
+                                         {"cap", kActivationCharts},
+                                         {"max_bins", kMaxChartBins}};
     if (!not_compared.empty()) r.evidence["activations_not_compared"] = std::move(not_compared);
   }
 

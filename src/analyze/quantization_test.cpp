@@ -409,5 +409,48 @@ TEST_F(ItemQuantizationActivations, PerTensorVerdicts) {
   }
 }
 
+// Charts of activations: the eight most divergent tensors of at most 1,024
+// bins, most divergent first; how many were left out, and why, is in
+// activation_charts.
+TEST_F(ItemQuantizationActivations, ChartsTheEightMostDivergentAndCountsTheRest) {
+  std::string base_text, cand_text;
+  // Ten tensors of 40 bins, the candidate's wider by 2% more per tensor.
+  for (int k = 0; k < 10; ++k) {
+    const std::string name = "layers." + std::to_string(k);
+    base_text += line(name, 100 + k, 1.0);
+    cand_text += line(name, 200 + k, 1.0 + 0.02 * k);
+  }
+  // One of 1,100 bins: compared, never charted.
+  std::string wide = "{\"name\": \"wide\", \"bins\": [";
+  for (int k = 0; k <= 1100; ++k) wide += (k ? "," : "") + std::to_string(k);
+  std::string counts = "], \"counts\": [";
+  for (int k = 0; k < 1100; ++k) counts += (k ? "," : "") + std::to_string(1 + k % 7);
+  base_text += wide + counts + "]}\n";
+  cand_text += wide + counts + "]}\n";
+  ExtraInputs extra;
+  extra.activations_base = write("base.jsonl", base_text);
+  extra.activations_cand = write("cand.jsonl", cand_text);
+  RunData base, cand;
+  const ItemResult r = quantization_item(base, cand, Thresholds{}, extra);
+  ASSERT_EQ(r.findings.size(), 11u) << r.summary;
+  const auto& charts = r.evidence["histograms"];
+  ASSERT_EQ(charts.size(), 8u);
+  for (std::size_t i = 1; i < charts.size(); ++i)
+    EXPECT_GE(charts[i - 1]["kl_bits"].get<double>(), charts[i]["kl_bits"].get<double>()) << i;
+  for (const auto& c : charts) {
+    EXPECT_NE(c["name"], "activations wide");
+    EXPECT_EQ(c["edges"].size(), 41u);
+    EXPECT_EQ(c["base"].size(), 40u);
+    EXPECT_EQ(c["candidate"].size(), 40u);
+  }
+  EXPECT_EQ(charts[0]["name"], "activations layers.9");
+  EXPECT_EQ(r.evidence["activation_charts"], (nlohmann::json{{"compared", 11},
+                                                             {"charted", 8},
+                                                             {"over_max_bins", 1},
+                                                             {"past_cap", 2},
+                                                             {"cap", 8},
+                                                             {"max_bins", 1024}}));
+}
+
 }  // namespace
 }  // namespace tokenscope::analyze

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -284,6 +285,88 @@ TEST_F(Report, CheckFindsAnInjectedLeakAndAddsItsSectionToThePage) {
   EXPECT_NE(r.err.find("bad.yaml:2: field 'tail.tolerence': unknown key"), std::string::npos) << r.err;
   r = run_process({kBin, "check", base.string(), dir_.string()}, 60);
   EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// Item 11 in the page: two benches with logprobs (the candidate's model less
+// sure of its tokens) and ten activation tensors in each run directory plus
+// one of 1,100 bins; check --report draws, under item 11's forest plot, the
+// logprobs' histograms and the eight most divergent tensors', base and
+// candidate overlaid, and says how many tensors it left out and why.
+TEST_F(Report, CheckDrawsItem11sHistograms) {
+  const auto base = bench_run("base", {"--rate", "40", "--logprobs", "--seed", "1"});
+  const auto cand =
+      bench_run("cand", {"--rate", "40", "--logprobs", "--logprob-shift", "0.25", "--seed", "2"});
+  // Tensor t: a triangle over 20 bins of width 0.5 from -5, its peak moved
+  // right by t / 4 of a bin in the candidate (more divergent with t).
+  const auto tensors = [](bool candidate) {
+    std::string text;
+    for (int t = 0; t < 10; ++t) {
+      text += "{\"name\": \"layers." + std::to_string(t) + "\", \"bins\": [";
+      for (int k = 0; k <= 20; ++k) text += (k ? "," : "") + std::to_string(-5.0 + 0.5 * k);
+      text += "], \"counts\": [";
+      const double peak = 10 + (candidate ? t / 4.0 : 0);
+      for (int k = 0; k < 20; ++k)
+        text += (k ? "," : "") + std::to_string(static_cast<int>(1200 - 90 * std::abs(k - peak)));
+      text += "]}\n";
+    }
+    text += "{\"name\": \"embed\", \"bins\": [";
+    for (int k = 0; k <= 1100; ++k) text += (k ? "," : "") + std::to_string(k);
+    text += "], \"counts\": [";
+    for (int k = 0; k < 1100; ++k) text += (k ? "," : "") + std::to_string(1 + k % 5);
+    return text + "]}\n";
+  };
+  std::ofstream(base / "activations.jsonl") << tensors(false);
+  std::ofstream(cand / "activations.jsonl") << tensors(true);
+  auto r = run_process({kBin, "check", base.string(), cand.string(), "--report"}, 120);
+  ASSERT_NE(r.exit_code, 2) << r.out << r.err;
+  const json check = json::parse(slurp(cand / "check.json"));
+  const json& item = check["items"][10];
+  ASSERT_EQ(item["id"], "quantization") << item;
+  EXPECT_EQ(item["evidence"]["histograms"].size(), 9u);
+  EXPECT_EQ(item["evidence"]["activation_charts"]["compared"], 11);
+  EXPECT_EQ(item["evidence"]["activation_charts"]["charted"], 8);
+
+  // The charts whose title names a histogram: the logprobs' first, then the
+  // tensors most divergent first, two series each (base and candidate).
+  const auto histograms = [](const json& page) {
+    std::vector<std::pair<std::string, int>> out;
+    for (std::size_t i = 0; i < page["titles"].size(); ++i) {
+      const std::string t = page["titles"][i];
+      if (t.rfind("11 ", 0) == 0 && t.find(": base and candidate") != std::string::npos)
+        out.emplace_back(t, page["series"][i].get<int>());
+    }
+    return out;
+  };
+  json page = browser_check(cand / "report.html");
+  auto drawn = histograms(page);
+  ASSERT_EQ(drawn.size(), 9u) << page["titles"];
+  EXPECT_EQ(drawn[0].first, "11 output-token logprobs: base and candidate");
+  EXPECT_EQ(drawn[1].first, "11 activations layers.9: base and candidate");
+  EXPECT_EQ(drawn[8].first, "11 activations layers.2: base and candidate");
+  for (const auto& [title, series] : drawn) EXPECT_EQ(series, 2) << title;
+  std::vector<std::string> titles = page["titles"];
+  const auto forest = std::find(titles.begin(), titles.end(), "11 quantisation drift");
+  ASSERT_NE(forest, titles.end()) << page["titles"];
+  EXPECT_EQ(*(forest + 1), drawn[0].first);  // right under item 11's forest plot
+  std::string headings;
+  for (const auto& h : page["headings"]) headings += h.get<std::string>() + "\n";
+  EXPECT_NE(headings.find("3 of the 11 tensors compared are not drawn (2 less divergent than the 8 drawn, 1 "
+                          "with more than 1,024 bins)"),
+            std::string::npos)
+      << headings;
+
+  // Without activations: the logprobs' histograms alone, nothing left out.
+  fs::remove(base / "activations.jsonl");
+  fs::remove(cand / "activations.jsonl");
+  r = run_process({kBin, "check", base.string(), cand.string(), "--report"}, 120);
+  ASSERT_NE(r.exit_code, 2) << r.out << r.err;
+  page = browser_check(cand / "report.html");
+  drawn = histograms(page);
+  ASSERT_EQ(drawn.size(), 1u) << page["titles"];
+  EXPECT_EQ(drawn[0].second, 2);
+  headings.clear();
+  for (const auto& h : page["headings"]) headings += h.get<std::string>() + "\n";
+  EXPECT_EQ(headings.find("not drawn"), std::string::npos) << headings;
 }
 
 }  // namespace

@@ -430,6 +430,124 @@
                    yValues: (u, splits) => splits.map((v) => { const f = fs[n - 1 - v]; return f ? f.metric : ""; }),
                    xValues: pctAxis ? (u, s) => s.map((v) => (v * 100).toFixed(0) + "%") : undefined});
   }
+  // Item 11's evidence: each histogram of the base and the candidate over
+  // the same bins, as densities (each run's share of its values per unit of
+  // the value: runs of different sizes, and bins of different widths,
+  // compare), the base filled, the candidate a line, with its divergence and
+  // verdict beside it.
+  function histogramChart(container, h, more) {
+    const edges = h.edges || [], base = h.base || [], cand = h.candidate || [];
+    const k = base.length;
+    if (k < 1 || cand.length !== k || edges.length !== k + 1) return;
+    // An unbounded end bin (null edge: the logprobs' underflow bin) is drawn
+    // as wide as its neighbour.
+    const x = edges.slice();
+    let open = null;
+    if (x[0] === null && k > 1 && isNum(x[1]) && isNum(x[2])) { x[0] = x[1] - (x[2] - x[1]); open = "low"; }
+    if (x[k] === null && k > 1 && isNum(x[k - 1]) && isNum(x[k - 2])) {
+      x[k] = x[k - 1] + (x[k - 1] - x[k - 2]);
+      open = "high";
+    }
+    if (!x.every(isNum)) return;
+    const total = (v) => v.reduce((a, b) => a + (isNum(b) ? b : 0), 0);
+    const nb = total(base), nc = total(cand);
+    const density = (v, n) => v.map((c, i) => (n > 0 && isNum(c) ? c / n / (x[i + 1] - x[i]) : 0));
+    const db = density(base, nb), dc = density(cand, nc);
+    // Bins empty in both runs at either end are left out.
+    let first = 0, last = k - 1;
+    while (first < last && !(base[first] > 0) && !(cand[first] > 0)) first++;
+    while (last > first && !(base[last] > 0) && !(cand[last] > 0)) last--;
+    const trimmed = first > 0 || last < k - 1;
+    // A step line per run: up from zero at the first edge, each bin's
+    // density up to its upper edge, down to zero at the last edge.
+    const xs = [x[first]], yb = [0], yc = [0];
+    for (let i = first; i <= last; i++) { xs.push(x[i]); yb.push(db[i]); yc.push(dc[i]); }
+    xs.push(x[last + 1]);
+    yb.push(0);
+    yc.push(0);
+    const name = typeof h.name === "string" && h.name ? h.name : "histogram";
+    const logprobs = /logprob/.test(name);
+    const unit = h.unit || "";
+    const per = unit === "nats" ? "nat" : unit || "unit";
+    const what = logprobs ? "tokens" : "values";
+    const statistic = "D(base ‖ candidate) " + si(h.kl_bits) + " bits against a threshold of " + si(h.threshold_bits) +
+                      " bits; the base's split-half KL (what sampling alone gives) " + si(h.split_half_kl_bits) + " bits";
+    const ends = (open === "low" && first === 0 ? " The leftmost bin holds everything below " + si(edges[1]) +
+                                                  " (drawn as wide as the next)." : "") +
+                 (open === "high" && last === k - 1 ? " The rightmost bin holds everything above " +
+                                                      si(edges[k - 1]) + " (drawn as wide as the one before)." : "");
+    const box = chartBox(container, "11 " + name + ": base and candidate",
+                         "Each run's share of its " + what + " per " + per + " in each bin (base filled, candidate a " +
+                         "line), of " + si(nb) + " base and " + si(nc) + " candidate " + what + "." + ends +
+                         (trimmed ? " Bins empty in both runs at the ends are left out." : ""));
+    box.append(el("div", {class: "stat"}, verdictCell(typeof h.verdict === "string" ? h.verdict : "-"),
+                  " " + statistic + (more ? ". " + more : "")));
+    const o = {
+      width: width(container),
+      height: 230,
+      // A little room either side, so that the outline's first and last
+      // edges are not on the plot's border.
+      scales: {x: {time: false, range: (u, min, max) => [min - (max - min) * 0.02, max + (max - min) * 0.02]},
+               y: {range: (u, min, max) => [0, (max > 0 ? max : 1) * 1.05]}},
+      axes: [{label: (logprobs ? "logprob" : "value") + (unit ? " (" + unit + ")" : ""), labelSize: 20,
+              values: axisValues},
+             {label: "density (per " + per + ")", labelSize: 20, size: 56, values: axisValues}],
+      series: [{label: "value"},
+               {label: "base", stroke: palette[0], fill: "rgba(37,99,235,0.18)", width: 1.5,
+                paths: uPlot.paths.stepped({align: 1}), points: {show: false}},
+               {label: "candidate", stroke: palette[1], width: 1.5, paths: uPlot.paths.stepped({align: 1}),
+                points: {show: false}}],
+      legend: {live: true},
+    };
+    const u = new uPlot(o, [xs, yb, yc], box);
+    register(u, false);
+    return u;
+  }
+  function histogramCharts(container, item) {
+    const e = item.evidence || {};
+    const all = Array.isArray(e.histograms) ? e.histograms.filter((h) => h && typeof h === "object") : [];
+    if (!all.length) return;
+    // check writes at most eight tensors' charts, the most divergent first;
+    // a check.json written otherwise is held to the same.
+    const isLogprobs = (h) => /logprob/.test(typeof h.name === "string" ? h.name : "");
+    const cap = 8;
+    const tensors = all.filter((h) => !isLogprobs(h));
+    const hs = all.filter(isLogprobs).concat(tensors.slice(0, cap));
+    const a = e.activation_charts && typeof e.activation_charts === "object" ? e.activation_charts : null;
+    const count = (v) => (isNum(v) && v > 0 ? v : 0);
+    const pastCap = (a ? count(a.past_cap) : 0) + Math.max(0, tensors.length - cap);
+    const overBins = a ? count(a.over_max_bins) : 0;
+    const left = pastCap + overBins;
+    const compared = a && isNum(a.compared) ? a.compared : tensors.length;
+    const why = [];
+    if (pastCap > 0) why.push(pastCap + " less divergent than the " + Math.min(cap, tensors.length) + " drawn");
+    if (overBins > 0)
+      why.push(overBins + " with more than " + (isNum(a.max_bins) ? a.max_bins.toLocaleString("en") : "the most") +
+               " bins");
+    const said = ["Base and candidate over the same bins" +
+                  (tensors.length ? "; activation tensors most divergent first" : "")];
+    if (typeof e.divergence === "string" && e.divergence) said.push(e.divergence);
+    if (left > 0)
+      said.push(left + " of the " + compared + " tensors compared are not drawn (" + why.join(", ") +
+                "): their KL is in the forest plot above");
+    container.append(el("div", {class: "span"}, el("h4", {}, "11 " + item.title + ": the histograms compared"),
+                        el("p", {class: "sub"}, said.join(". ") + ".")));
+    // The logprobs' chart also says how the mean logprob moved, and where
+    // the candidate stands against the base in latency and accuracy.
+    const m = e.mean_logprob, pa = e.pareto;
+    const logprobMore = [];
+    if (m && isNum(m.change))
+      logprobMore.push("Mean logprob per request " + si(m.base) + " → " + si(m.candidate) + " nats (change " +
+                       si(m.change) + (isNum(m.ci_low) && isNum(m.ci_high) ? " [" + si(m.ci_low) + ", " + si(m.ci_high) +
+                                                                             "]" : "") + ")");
+    if (pa && pa.relation && pa.relation !== "unknown")
+      logprobMore.push("p50 TPOT " + si(pa.base && pa.base.tpot_p50_ms) + " → " +
+                       si(pa.candidate && pa.candidate.tpot_p50_ms) + " ms: the candidate " +
+                       ({dominated: "is slower and less accurate (dominated)",
+                         dominates: "is faster and more accurate (dominates)", equal: "is equal in both",
+                         "trade-off": "trades one for the other"}[pa.relation] || pa.relation));
+    for (const h of hs) histogramChart(container, h, isLogprobs(h) ? logprobMore.join("; ") : "");
+  }
   runs.forEach((run) => {
     const c = run.check;
     if (!c || !Array.isArray(c.items)) return;
@@ -446,7 +564,10 @@
     box.append(table(["#", "item", "verdict", "statistic", "change", "interval", "threshold", ""], rows, "checktable"));
     const charts = el("div", {class: "charts"});
     box.append(charts);
-    for (const it of c.items) if (it.findings && it.findings.some((f) => isNum(f.change))) forestPlot(charts, it);
+    for (const it of c.items) {
+      if (it.findings && it.findings.some((f) => isNum(f.change))) forestPlot(charts, it);
+      if (it.id === "quantization") histogramCharts(charts, it);
+    }
     // Item 5's evidence: the windows' series with their change points.
     const lc = c.items.find((it) => it.id === "lifecycle");
     if (lc && lc.evidence && lc.evidence.candidate) {

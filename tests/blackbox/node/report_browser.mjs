@@ -137,7 +137,7 @@ try {
         const show = s.points ? (typeof s.points.show === "function" ? s.points.show(u, i) : s.points.show) : false;
         if (finite === 1 && !show) invisible.push(s.label);
       });
-      out.push({title: title, caption: caption, time: !!c.time, axis_labels: axisLabels,
+      out.push({title: title, caption: caption, time: !!c.time, axis_labels: axisLabels, series: u.series.length - 1,
                 coloured_pixels: coloured, plot_pixels: total, width: u.width, height: u.height,
                 clashes: clashes, invisible: invisible});
     }
@@ -147,7 +147,10 @@ try {
     // Text a reader should never see: numbers that failed to format.
     const text = document.getElementById("report").innerText;
     const bad = (text.match(/\b(NaN|undefined|Infinity|\[object Object\])\b/g) || []).slice(0, 5);
+    // Headings that span a grid of charts (what a group of charts shows).
+    const headings = [...document.querySelectorAll(".charts > .span")].map((e) => e.textContent);
     return {charts: out, boxes: boxes, empty: empty, data_charts: document.body.getAttribute("data-charts"),
+            headings: headings,
             runs: (data.runs || []).length, bad_text: bad,
             page_width: document.documentElement.scrollWidth, view_width: window.innerWidth};
   });
@@ -156,6 +159,8 @@ try {
   result.chart_boxes = charts.boxes;
   result.empty_charts = charts.empty;
   result.titles = charts.charts.map((c) => c.title);
+  result.series = charts.charts.map((c) => c.series);  // each chart's series, the x values not counted
+  result.headings = charts.headings;
   if (charts.charts.length === 0 && charts.runs > 0) failures.push("no chart on the page");
   for (const b of charts.bad_text) failures.push(`the page shows "${b}"`);
   if (charts.page_width > charts.view_width + 1)
