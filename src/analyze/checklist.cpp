@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <boost/math/distributions/binomial.hpp>
 #include <boost/math/distributions/students_t.hpp>
+#include <boost/sort/spreadsort/integer_sort.hpp>
 
 #include "analyze/change_point.h"
 #include "analyze/checklist_util.h"
@@ -210,12 +211,13 @@ ItemResult item_tail(const Pair& p) {
       c = metric_sample(p.cand, m);
     }
     if (b.size() < p.t.min_requests || c.size() < p.t.min_requests) continue;
+    const SortedSample sb(std::move(b), fmt::format("base {}", metric_name(m))),
+        sc(std::move(c), fmt::format("candidate {}", metric_name(m)));
     for (double q : {0.99, 0.999}) {
-      r.findings.push_back(relative_shift_finding(fmt::format("p{:g} {}", q * 100, metric_name(m)), b, c, q,
+      r.findings.push_back(relative_shift_finding(fmt::format("p{:g} {}", q * 100, metric_name(m)), sb, sc, q,
                                                   p.t.tail_tolerance, Worse::kHigher, conf));
     }
     // The median, for "while the median holds" (evidence, not judged).
-    const SortedSample sb(b, "base"), sc(c, "candidate");
     const auto med = quantile_relative_shift(sb, sc, 0.5, conf);
     const auto tail = compare_upper_tails(sb, sc, 0.9, 1 - conf);
     r.evidence[std::string(metric_name(m))] = {
@@ -569,66 +571,64 @@ struct LatencyModelData {
 LatencyModelData latency_model_data(const RunData& run) {
   const RequestArrays& a = run.requests;
   LatencyModelData d;
-  // Waiting for a first token: +1 at t_send, -1 at the first token (or close).
-  std::vector<std::pair<Nanos, int>> wait;
-  // Decoding: +1 at the first token, -1 at the last.
-  std::vector<std::pair<Nanos, int>> dec;
+  // One sweep over the run's events in time order, each carrying its
+  // request: waiting for a first token (+1 at t_send, -1 at the first token,
+  // or the close without one) and decoding (+1 at the first token, -1 at the
+  // last). At each instant, before its events are applied: the waiting count
+  // (the queue ahead of a request sent then: one that got its token when
+  // another was sent is no longer ahead of it) and the integral of the
+  // decoding count from the first event (the batch over a request's decode
+  // is the integral over its span divided by the span).
+  struct Event {
+    Nanos t;
+    std::uint32_t request;
+    std::int8_t wait_delta, decode_delta;
+    bool send;  // the request's send: its queue is read here
+  };
+  std::vector<Event> events;
+  events.reserve(a.size() * 3);
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (a.t_send[i] < 0) continue;
+    const auto req = static_cast<std::uint32_t>(i);
     const Nanos first = a.t_first_token[i] >= 0 ? a.t_first_token[i] : a.t_close[i];
-    if (first >= a.t_send[i]) {
-      wait.emplace_back(a.t_send[i], +1);
-      wait.emplace_back(first, -1);
-    }
-    if (a.t_first_token[i] >= 0 && a.t_last_token[i] > a.t_first_token[i]) {
-      dec.emplace_back(a.t_first_token[i], +1);
-      dec.emplace_back(a.t_last_token[i], -1);
-    }
+    const bool waits = first >= a.t_send[i];
+    const bool decodes = a.t_first_token[i] >= 0 && a.t_last_token[i] > a.t_first_token[i];
+    events.push_back({a.t_send[i], req, static_cast<std::int8_t>(waits ? +1 : 0), 0, true});
+    // The first token ends the wait and starts the decode (decoding implies
+    // a first token, so `first` is it): one event.
+    if (waits || decodes)
+      events.push_back({first, req, static_cast<std::int8_t>(waits ? -1 : 0),
+                        static_cast<std::int8_t>(decodes ? +1 : 0), false});
+    if (decodes) events.push_back({a.t_last_token[i], req, 0, -1, false});
   }
-  // Ends before starts at the same instant: a request that got its token
-  // when another was sent is no longer ahead of it.
-  std::sort(wait.begin(), wait.end());
-  std::sort(dec.begin(), dec.end());
-  // The waiting count just before each instant, by binary search.
-  std::vector<Nanos> wt;
-  std::vector<int> wc;
-  int level = 0;
-  for (const auto& [t, delta] : wait) {
-    level += delta;
-    if (!wt.empty() && wt.back() == t)
-      wc.back() = level;
-    else
-      wt.push_back(t), wc.push_back(level);
-  }
-  std::size_t wait_hint = 0;
-  const auto waiting_before = [&](Nanos t) {
-    wait_hint = bound_near<false>(wt, t, wait_hint);
-    return wait_hint == 0 ? 0 : wc[wait_hint - 1];
-  };
-  // The integral of the decoding count, for time averages.
-  std::vector<Nanos> dt;
-  std::vector<double> integral;  // of the count from the first event to dt[k]
-  std::vector<int> dcount;       // the count from dt[k] on
-  level = 0;
-  for (const auto& [t, delta] : dec) {
-    if (dt.empty()) {
-      dt.push_back(t), integral.push_back(0), dcount.push_back(0);
-    } else if (dt.back() != t) {
-      integral.push_back(integral.back() +
-                         static_cast<double>(dcount.back()) * static_cast<double>(t - dt.back()));
-      dt.push_back(t);
-      dcount.push_back(dcount.back());
+  // Times are never negative here (sends are, and the rest come after them):
+  // a radix sort on them (Boost.Sort).
+  boost::sort::spreadsort::integer_sort(
+      events.begin(), events.end(), [](const Event& e, unsigned shift) { return e.t >> shift; },
+      [](const Event& x, const Event& y) { return x.t < y.t; });
+  std::vector<int> queue(a.size(), 0);
+  std::vector<double> area_first(a.size(), 0), area_last(a.size(), 0);
+  int waiting = 0, decoding = 0;
+  double area = 0;
+  Nanos last_t = events.empty() ? 0 : events.front().t;
+  for (std::size_t k = 0; k < events.size();) {
+    const Nanos t = events[k].t;
+    area += static_cast<double>(decoding) * static_cast<double>(t - last_t);
+    last_t = t;
+    std::size_t end = k;
+    while (end < events.size() && events[end].t == t) ++end;
+    for (std::size_t j = k; j < end; ++j) {
+      const Event& e = events[j];
+      if (e.send) queue[e.request] = waiting;
+      if (e.decode_delta > 0) area_first[e.request] = area;
+      if (e.decode_delta < 0) area_last[e.request] = area;
     }
-    level += delta;
-    dcount.back() = level;
+    for (std::size_t j = k; j < end; ++j) {
+      waiting += events[j].wait_delta;
+      decoding += events[j].decode_delta;
+    }
+    k = end;
   }
-  std::array<std::size_t, 2> area_hint{};  // one for first tokens, one for last ones
-  const auto area_to = [&](Nanos t, std::size_t& hint) {
-    hint = bound_near<true>(dt, t, hint);
-    if (hint == 0) return 0.0;
-    const std::size_t k = hint - 1;
-    return integral[k] + static_cast<double>(dcount[k]) * static_cast<double>(t - dt[k]);
-  };
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (!a.counted(i) || a.prompt_tokens[i] < 0) continue;
     const double ttft = a.ttft_ms(i);
@@ -636,14 +636,13 @@ LatencyModelData latency_model_data(const RunData& run) {
     d.ttft.push_back(ttft);
     d.ttft_send.push_back(a.t_send[i]);
     d.prompt.push_back(a.prompt_tokens[i]);
-    d.queue.push_back(std::max(0, waiting_before(a.t_send[i])));
+    d.queue.push_back(std::max(0, queue[i]));
     const double itl = a.itl_mean_ms[i];
     if (std::isfinite(itl) && a.t_last_token[i] > a.t_first_token[i]) {
       d.itl.push_back(itl);
       d.itl_send.push_back(a.t_send[i]);
-      d.batch.push_back(
-          (area_to(a.t_last_token[i], area_hint[1]) - area_to(a.t_first_token[i], area_hint[0])) /
-          static_cast<double>(a.t_last_token[i] - a.t_first_token[i]));
+      d.batch.push_back((area_last[i] - area_first[i]) /
+                        static_cast<double>(a.t_last_token[i] - a.t_first_token[i]));
     }
   }
   return d;

@@ -1,6 +1,5 @@
 #include "analyze/checklist.h"
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,9 +10,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include "analyze/checklist_util.h"
-#include "core/random.h"
 
 namespace tokenscope::analyze {
 namespace {
@@ -70,31 +66,6 @@ const ItemResult& item(const CheckResult& r, const std::string& id) {
   for (const auto& it : r.items)
     if (it.id == id) return it;
   throw std::runtime_error("no item " + id);
-}
-
-// bound_near finds what std::lower_bound and std::upper_bound find, from
-// any hint, on arrays with repeated values.
-TEST(ChecklistUtil, BoundNearIsTheBinarySearchFromAnyHint) {
-  Rng rng(11);
-  for (const std::size_t n : {0u, 1u, 2u, 7u, 100u, 1000u}) {
-    std::vector<Nanos> v(n);
-    for (auto& x : v) x = static_cast<Nanos>(rng.uniform_int(0, 50));
-    std::sort(v.begin(), v.end());
-    std::size_t lower_hint = 0, upper_hint = 0;
-    for (int q = 0; q < 400; ++q) {
-      const Nanos t = static_cast<Nanos>(rng.uniform_int(0, 52)) - 1;
-      const auto lower = static_cast<std::size_t>(std::lower_bound(v.begin(), v.end(), t) - v.begin());
-      const auto upper = static_cast<std::size_t>(std::upper_bound(v.begin(), v.end(), t) - v.begin());
-      // A random hint (past the end too), and the previous answer.
-      const std::size_t hint = rng.uniform_int(0, n + 2);
-      EXPECT_EQ(detail::bound_near<false>(v, t, hint), lower) << n << " " << t << " from " << hint;
-      EXPECT_EQ(detail::bound_near<true>(v, t, hint), upper) << n << " " << t << " from " << hint;
-      lower_hint = detail::bound_near<false>(v, t, lower_hint);
-      upper_hint = detail::bound_near<true>(v, t, upper_hint);
-      EXPECT_EQ(lower_hint, lower);
-      EXPECT_EQ(upper_hint, upper);
-    }
-  }
 }
 
 TEST(Checklist, TwoRunsFromOneDistributionDoNotRegress) {

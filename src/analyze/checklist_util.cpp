@@ -115,12 +115,14 @@ std::vector<std::vector<std::size_t>> time_blocks(const std::vector<Nanos>& send
   const std::size_t n = send.size();
   const std::size_t k = std::min<std::size_t>(10, n / 100);
   if (k < 5) return {};
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return send[a] < send[b]; });
+  // By send time, ties in index order (the pairs side by side sort faster
+  // than indexes compared through the array).
+  std::vector<std::pair<Nanos, std::size_t>> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = {send[i], i};
+  std::sort(order.begin(), order.end());
   std::vector<std::vector<std::size_t>> blocks(k);
-  for (std::size_t j = 0; j < n; ++j) blocks[j * k / n].push_back(order[j]);
+  for (auto& b : blocks) b.reserve(n / k + 1);
+  for (std::size_t j = 0; j < n; ++j) blocks[j * k / n].push_back(order[j].second);
   return blocks;
 }
 
@@ -155,19 +157,18 @@ std::string pct(double ratio) {
   return fmt::format("{:.1f}%", ratio * 100);
 }
 
-Finding relative_shift_finding(const std::string& metric, const std::vector<double>& base,
-                               const std::vector<double>& cand, std::optional<double> quantile,
-                               double tolerance, Worse worse, double confidence) {
+Finding relative_shift_finding(const std::string& metric, const SortedSample& b, const SortedSample& c,
+                               std::optional<double> quantile, double tolerance, Worse worse,
+                               double confidence) {
   Finding f;
   f.metric = metric;
   f.unit = "ms";
   f.change_unit = "%";
   f.threshold = fmt::format("tolerance {}", pct(tolerance));
-  if (base.empty() || cand.empty()) {
+  if (b.size() == 0 || c.size() == 0) {
     f.note = "no values in one of the runs";
     return f;
   }
-  const SortedSample b(base, "base " + metric), c(cand, "candidate " + metric);
   const double p = quantile.value_or(0.5);
   f.base = nearest_rank(b.values(), p);
   f.value = nearest_rank(c.values(), p);

@@ -3,8 +3,6 @@
 // shared by the items. Not a public interface.
 #pragma once
 
-#include <algorithm>
-#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,43 +45,6 @@ std::vector<double> block_means(const std::vector<double>& v, std::size_t block)
 // apart, nearly independent; their t interval has 9 degrees of freedom.
 std::vector<std::vector<std::size_t>> time_blocks(const std::vector<Nanos>& send);
 
-// The first index of sorted v whose element is not before t (before: < t
-// for a lower bound, <= t for an upper one), searched outward from hint,
-// the previous answer: requests come nearly in time order, so a query costs
-// the log of the distance from the last one, not of the array's length.
-template <bool kUpper>
-std::size_t bound_near(const std::vector<Nanos>& v, Nanos t, std::size_t hint) {
-  const auto before = [t](Nanos x) { return kUpper ? x <= t : x < t; };
-  const std::size_t n = v.size();
-  hint = std::min(hint, n);
-  std::size_t lo = 0, hi = 0;  // the answer is in [lo, hi]
-  if (hint < n && before(v[hint])) {
-    lo = hint + 1;
-    for (std::size_t step = 1;; step *= 2) {
-      const std::size_t probe = std::min(n, lo + step - 1);
-      if (probe == n || !before(v[probe])) {
-        hi = probe;
-        break;
-      }
-      lo = probe + 1;
-    }
-  } else {
-    hi = hint;
-    for (std::size_t step = 1;; step *= 2) {
-      if (hi == 0) break;  // lo = 0
-      const std::size_t probe = hi >= step ? hi - step : 0;
-      if (before(v[probe])) {
-        lo = probe + 1;
-        break;
-      }
-      hi = probe;
-    }
-  }
-  const auto first = v.begin() + static_cast<std::ptrdiff_t>(lo);
-  return static_cast<std::size_t>(
-      std::partition_point(first, v.begin() + static_cast<std::ptrdiff_t>(hi), before) - v.begin());
-}
-
 struct BlockEstimate {
   double mean = 0, se = 0;  // of the block values; se = sd / sqrt(blocks)
   std::size_t blocks = 0;
@@ -98,9 +59,9 @@ Nanos send_midpoint(const RunData& run);
 // metric between two samples: the Hodges-Lehmann shift of logs (quantile:
 // nullopt) or the shift of the nearest-rank p-quantile, judged with the
 // tolerance band.
-Finding relative_shift_finding(const std::string& metric, const std::vector<double>& base,
-                               const std::vector<double>& cand, std::optional<double> quantile,
-                               double tolerance, Worse worse, double confidence);
+Finding relative_shift_finding(const std::string& metric, const SortedSample& base, const SortedSample& cand,
+                               std::optional<double> quantile, double tolerance, Worse worse,
+                               double confidence);
 // A finding on a change with a normal interval (estimate, standard error).
 Finding normal_change_finding(const std::string& metric, const std::string& unit, double base, double cand,
                               double se, double tolerance, Worse worse, double confidence,

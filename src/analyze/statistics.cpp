@@ -8,6 +8,7 @@
 
 #include <boost/math/distributions/binomial.hpp>
 #include <boost/math/distributions/normal.hpp>
+#include <boost/sort/spreadsort/float_sort.hpp>
 #include <boost/version.hpp>
 #if BOOST_VERSION >= 107500
 #include <boost/math/distributions/kolmogorov_smirnov.hpp>
@@ -284,7 +285,10 @@ void require_early_stopping_parameters(double p, double confidence, const char* 
 SortedSample::SortedSample(std::vector<double> values, std::string name)
     : values_(std::move(values)), name_(std::move(name)) {
   check();
-  std::sort(values_.begin(), values_.end());
+  // A radix sort of the values' bits (Boost.Sort): the same order as
+  // std::sort for finite doubles (checked above), a few times faster on the
+  // million-request samples of a long run.
+  boost::sort::spreadsort::float_sort(values_.begin(), values_.end());
 }
 
 SortedSample SortedSample::from_sorted(std::vector<double> values, std::string name) {
