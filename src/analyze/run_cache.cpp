@@ -13,6 +13,7 @@
 #include <iterator>
 #include <map>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tokenscope::analyze {
@@ -35,6 +36,7 @@ const char* const kSourceFiles[4] = {"run.json", "requests.jsonl", "samples.json
 
 class Writer {
  public:
+  explicit Writer(std::string start = {}) : out_(std::move(start)) {}
   template <class T>
   void pod(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -256,12 +258,17 @@ RunFilesKey run_files_key(const fs::path& dir) {
   return key;
 }
 
-std::string encode_run_cache(const RunFilesKey& key, const RunFilesRead& read) {
+std::string run_cache_header(const RunFilesKey& key) {
   Writer w;
   for (const char c : kMagic) w.pod(c);
   w.pod(kFormat);
   w.pod(kLayout);
   put_key(w, key);
+  return w.take();
+}
+
+std::string encode_run_cache(const RunFilesKey& key, const RunFilesRead& read) {
+  Writer w(run_cache_header(key));
   // The requests: every column, then what is kept whole.
   const RequestArrays& a = read.requests;
   w.pod<std::uint64_t>(a.size());
@@ -318,8 +325,15 @@ std::optional<RunFilesRead> decode_run_cache(std::string_view bytes, const RunFi
       [&](auto&... column) { ((columns_ok = columns_ok && r.vec(column) && column.size() == n), ...); },
       request_columns(a));
   if (!columns_ok || !r.strings(a.tenant_names) || !r.strings(a.class_names)) return std::nullopt;
+  // What the reader of the JSONL files never makes: an outcome out of the
+  // enum, a flag other than 0/1, a name index past the names (other than
+  // the one past the last that stands for names beyond UINT16_MAX).
+  const auto name_ok = [](std::uint16_t k, const std::vector<std::string>& names) {
+    return k < names.size() || k == UINT16_MAX;
+  };
   for (std::size_t i = 0; i < n; ++i)
-    if (static_cast<unsigned>(a.outcome[i]) > static_cast<unsigned>(Outcome::kRejected) || a.warmup[i] > 1)
+    if (static_cast<unsigned>(a.outcome[i]) > static_cast<unsigned>(Outcome::kRejected) || a.warmup[i] > 1 ||
+        !name_ok(a.tenant[i], a.tenant_names) || !name_ok(a.task_class[i], a.class_names))
       return std::nullopt;
   std::string text;
   if (!r.str(text)) return std::nullopt;

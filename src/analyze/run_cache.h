@@ -47,6 +47,10 @@ struct RunFilesKey {
 // The key of the files in dir as they are now.
 RunFilesKey run_files_key(const std::filesystem::path& dir);
 
+// The first bytes of every cache made from files with this key (its
+// format, the build's layout, the key); what follows is the content.
+std::string run_cache_header(const RunFilesKey& key);
+
 // The cache's bytes for these files and what was read of them.
 std::string encode_run_cache(const RunFilesKey& key, const RunFilesRead& read);
 // The cache's content when bytes are a whole cache of this format, made from
