@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,7 +15,10 @@ namespace tokenscope::testing {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kBin = TOKENSCOPE_BINARY;
+// TOKENSCOPE_BIN in the environment names another binary (as for
+// scripts/gpu-check, which runs these tests on a GPU machine where the
+// build's path is not this one).
+const std::string kBin = std::getenv("TOKENSCOPE_BIN") ? std::getenv("TOKENSCOPE_BIN") : TOKENSCOPE_BINARY;
 
 class Probe : public ::testing::Test {
  protected:
