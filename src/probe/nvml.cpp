@@ -100,6 +100,8 @@ struct Nvml::Fns {
   nvmlReturn (*temp)(nvmlDevice, unsigned, unsigned*) = nullptr;
   nvmlReturn (*clock)(nvmlDevice, unsigned, unsigned*) = nullptr;
   nvmlReturn (*pcie)(nvmlDevice, unsigned, unsigned*) = nullptr;
+  nvmlReturn (*max_link_gen)(nvmlDevice, unsigned*) = nullptr;
+  nvmlReturn (*max_link_width)(nvmlDevice, unsigned*) = nullptr;
 };
 
 namespace {
@@ -132,6 +134,8 @@ Nvml::Nvml() : fns_(std::make_unique<Fns>()) {
   bind(lib_, "nvmlDeviceGetTemperature", f.temp);
   bind(lib_, "nvmlDeviceGetClockInfo", f.clock);
   bind(lib_, "nvmlDeviceGetPcieThroughput", f.pcie);
+  bind(lib_, "nvmlDeviceGetMaxPcieLinkGeneration", f.max_link_gen);
+  bind(lib_, "nvmlDeviceGetMaxPcieLinkWidth", f.max_link_width);
   if (const int rc = f.init(); rc != 0) {
     reason_ = "nvmlInit failed: " + nvml_return_name(rc);
     return;
@@ -162,6 +166,26 @@ std::string Nvml::device_name(int index) const {
       fns_->name(d, buf, sizeof buf) != 0)
     return "";
   return buf;
+}
+
+std::optional<PcieLink> Nvml::max_pcie_link(int index) const {
+  nvmlDevice d = nullptr;
+  const auto& f = *fns_;
+  unsigned gen = 0, width = 0;
+  if (!available_ || !f.max_link_gen || !f.max_link_width ||
+      f.handle(static_cast<unsigned>(index), &d) != 0 || f.max_link_gen(d, &gen) != 0 ||
+      f.max_link_width(d, &width) != 0)
+    return std::nullopt;
+  return PcieLink{static_cast<int>(gen), static_cast<int>(width)};
+}
+
+std::optional<double> pcie_peak_gbps(const PcieLink& link) {
+  // Lane rates in GT/s and line-encoding efficiency, by generation (PCI-SIG).
+  static constexpr double kGtPerS[] = {2.5, 5, 8, 16, 32, 64};
+  static constexpr double kEncoding[] = {8.0 / 10, 8.0 / 10, 128.0 / 130, 128.0 / 130, 128.0 / 130, 1.0};
+  if (link.generation < 1 || link.generation > 6 || link.width <= 0) return std::nullopt;
+  const auto g = static_cast<std::size_t>(link.generation - 1);
+  return kGtPerS[g] * kEncoding[g] * link.width / 8;
 }
 
 std::vector<NvmlReading> Nvml::sample(int index, double t) const {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,20 @@ struct NvmlReading {
   double value = 0;
 };
 
+// A PCIe link: generation (1 = 2.5 GT/s per lane, ..., 6 = 64 GT/s) and lanes.
+struct PcieLink {
+  int generation = 0;
+  int width = 0;
+};
+
+// The most one direction of `link` can carry, in GB/s (1e9 bytes/s): the
+// lane rate of its generation times the lanes, less the line encoding
+// (8b/10b for generations 1 and 2, 128b/130b for 3 to 5; generation 6's
+// FLIT mode counted at the full lane rate, an upper bound). Protocol
+// overhead is not taken off, so a copy never reaches it. nullopt for a
+// generation outside 1..6 or no lanes.
+std::optional<double> pcie_peak_gbps(const PcieLink& link);
+
 class Nvml {
  public:
   // Loads and initialises NVML; available() says whether that worked.
@@ -45,6 +60,10 @@ class Nvml {
   std::string driver_version() const;
   int device_count() const;
   std::string device_name(int index) const;
+  // The fastest, widest PCIe link this device and the system can train to
+  // (nvmlDeviceGetMaxPcieLinkGeneration and ...Width; an idle link trains
+  // down, so the current one says less). nullopt when NVML does not say.
+  std::optional<PcieLink> max_pcie_link(int index) const;
   // One reading of every metric the device answers (unsupported ones are left out).
   std::vector<NvmlReading> sample(int index, double t_s) const;
 
