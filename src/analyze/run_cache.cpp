@@ -9,8 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <type_traits>
 #include <utility>
@@ -387,10 +385,11 @@ std::optional<RunFilesRead> load_run_cache(const fs::path& dir, const RunFilesKe
     return std::nullopt;
   }
   const auto size = static_cast<std::size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  // Populated at once: the pages are in the page cache (a run read before),
+  // and one call maps them all faster than a fault per page.
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) return std::nullopt;
-  ::madvise(map, size, MADV_SEQUENTIAL);
   auto read = decode_run_cache(std::string_view(static_cast<const char*>(map), size), key);
   ::munmap(map, size);
   return read;
