@@ -15,6 +15,7 @@
 #include "analyze/change_point.h"
 #include "analyze/checklist_util.h"
 #include "analyze/collectives_input.h"
+#include "analyze/kernels.h"
 #include "analyze/quantization.h"
 #include "analyze/regression.h"
 #include "core/error.h"
@@ -1051,8 +1052,82 @@ std::vector<double> request_shape_excess(const RunData& run) {
   return out;
 }
 
-ItemResult item_recompile(const Pair& p) {
+// How many new, gone and most first-launch-heavy kernels item 9's evidence lists.
+constexpr std::size_t kKernelsListed = 10;
+
+// The kernel inventory diff (analyze/kernels.h): the candidate's GPU time in
+// kernels the base never launched, and each common kernel's first launch
+// over its median, the candidate's against the base's (Hodges-Lehmann).
+void kernel_findings(const Pair& p, const KernelInventory& kb, const KernelInventory& kc, ItemResult& r) {
+  const KernelDiff d = diff_kernels(kb, kc);
+  {
+    Finding f;
+    f.metric = "candidate GPU time in kernels the base did not launch";
+    f.unit = "share";
+    f.change_unit = "share";
+    f.value = d.new_time_share;
+    f.change = d.new_time_share;
+    f.threshold = fmt::format("at most {}", pct(p.t.new_kernel_share_max));
+    f.verdict = d.new_time_share > p.t.new_kernel_share_max ? Verdict::kRegressed : Verdict::kPass;
+    f.note = fmt::format("{} new kernel{}, {} gone ({} of the base's kernel time), {} in both",
+                         d.new_kernels.size(), d.new_kernels.size() == 1 ? "" : "s", d.gone_kernels.size(),
+                         pct(d.gone_time_share), d.common);
+    r.findings.push_back(std::move(f));
+  }
+  Finding e = block_shift_finding("first launch of a kernel over its median (CUPTI)", "ratio", d.base_excess,
+                                  d.cand_excess, p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
+  e.change_unit = "ratio";
+  e.note = fmt::format("{} kernel{} launched at least {} times in both runs{}", d.compared.size(),
+                       d.compared.size() == 1 ? "" : "s", kMinLaunchesForExcess,
+                       e.note.empty() ? "" : "; " + e.note);
+  r.findings.push_back(std::move(e));
+  const auto run = [](const KernelInventory& k) {
+    return nlohmann::json{{"source", k.source},
+                          {"format", k.format},
+                          {"kernels", k.kernels.size()},
+                          {"launches", k.launches},
+                          {"gpu_ms", static_cast<double>(k.total_ns) / 1e6}};
+  };
+  const auto listed = [](const std::vector<KernelStats>& ks, const KernelInventory& of) {
+    nlohmann::json out = nlohmann::json::array();
+    for (std::size_t i = 0; i < ks.size() && i < kKernelsListed; ++i)
+      out.push_back(
+          {{"name", ks[i].label},
+           {"launches", ks[i].launches},
+           {"gpu_ms", static_cast<double>(ks[i].total_ns) / 1e6},
+           {"share",
+            of.total_ns > 0 ? static_cast<double>(ks[i].total_ns) / static_cast<double>(of.total_ns) : 0.0}});
+    return out;
+  };
+  // The common kernels whose first launch stands out most in the candidate.
+  std::vector<std::size_t> order(d.compared.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return d.cand_excess[x] > d.cand_excess[y]; });
+  nlohmann::json first = nlohmann::json::array();
+  for (std::size_t i = 0; i < order.size() && i < kKernelsListed; ++i) {
+    const std::size_t k = order[i];
+    const KernelStats* s = kc.find(d.compared[k]);
+    first.push_back({{"name", s ? s->label : d.compared[k]},
+                     {"base_excess", d.base_excess[k]},
+                     {"candidate_excess", d.cand_excess[k]}});
+  }
+  r.evidence["kernels"] = {{"base", run(kb)},
+                           {"candidate", run(kc)},
+                           {"common", d.common},
+                           {"new", d.new_kernels.size()},
+                           {"gone", d.gone_kernels.size()},
+                           {"new_time_share", d.new_time_share},
+                           {"gone_time_share", d.gone_time_share},
+                           {"top_new", listed(d.new_kernels, kc)},
+                           {"top_gone", listed(d.gone_kernels, kb)},
+                           {"compared", d.compared.size()},
+                           {"largest_first_launch_excess", first}};
+}
+
+ItemResult item_recompile(const Pair& p, const ExtraInputs& extra) {
   if (p.single()) return no_data(9, "needs two runs");
+  ItemResult r;
   // Each shape's first step against its second (relative excess): from
   // sim's steps when both runs have them (shapes as the engine keys them),
   // else from the requests (first-shape times); the candidate's excesses
@@ -1063,23 +1138,53 @@ ItemResult item_recompile(const Pair& p) {
       if (s.first_t >= 0 && s.second_t >= 0 && s.second_ms > 0) out.push_back(s.first_ms / s.second_ms - 1);
     return out;
   };
+  const bool enough =
+      counted_requests(*p.base) >= p.t.min_requests && counted_requests(p.cand) >= p.t.min_requests;
   const bool steps = !p.base->steps.stats.shapes.empty() && !p.cand.steps.stats.shapes.empty();
-  const auto b = steps ? step_excess(*p.base) : request_shape_excess(*p.base);
-  const auto c = steps ? step_excess(p.cand) : request_shape_excess(p.cand);
-  if (b.size() < 3 || c.size() < 3)
-    return no_data(9,
-                   "fewer than 3 shapes seen twice in a run (steps of sim, or prompt-length buckets of the "
-                   "requests); CUPTI kernel records are not read yet");
-  ItemResult r;
-  Finding f = block_shift_finding(steps ? "first step of a shape over its next"
-                                        : "first request of a prompt-length bucket over its next (TTFT)",
-                                  "ratio", b, c, p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
-  f.change_unit = "ratio";
-  f.note = fmt::format("{} shapes seen twice in the candidate, {} in the base", c.size(), b.size());
-  r.findings.push_back(std::move(f));
-  r.evidence["source"] = steps ? "steps" : "requests";
-  r.evidence["base_excess"] = b;
-  r.evidence["candidate_excess"] = c;
+  std::string shapes_missing;
+  if (!enough) {
+    shapes_missing = fmt::format("fewer than {:g} completed requests in a run", p.t.min_requests);
+  } else {
+    const auto b = steps ? step_excess(*p.base) : request_shape_excess(*p.base);
+    const auto c = steps ? step_excess(p.cand) : request_shape_excess(p.cand);
+    if (b.size() < 3 || c.size() < 3) {
+      shapes_missing =
+          "fewer than 3 shapes seen twice in a run (steps of sim, or prompt-length buckets of the requests)";
+    } else {
+      Finding f = block_shift_finding(steps ? "first step of a shape over its next"
+                                            : "first request of a prompt-length bucket over its next (TTFT)",
+                                      "ratio", b, c, p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
+      f.change_unit = "ratio";
+      f.note = fmt::format("{} shapes seen twice in the candidate, {} in the base", c.size(), b.size());
+      r.findings.push_back(std::move(f));
+      r.evidence["source"] = steps ? "steps" : "requests";
+      r.evidence["base_excess"] = b;
+      r.evidence["candidate_excess"] = c;
+    }
+  }
+  // The kernel records: the files given, else the CUPTI lines of both runs' samples.jsonl.
+  std::optional<KernelInventory> loaded_b, loaded_c;
+  const KernelInventory *kb = nullptr, *kc = nullptr;
+  std::string kernels_missing;
+  if (!extra.kernels_base.empty() && !extra.kernels_cand.empty()) {
+    loaded_b = load_kernels(extra.kernels_base);
+    loaded_c = load_kernels(extra.kernels_cand);
+    kb = &*loaded_b;
+    kc = &*loaded_c;
+  } else if (!p.base->kernels.empty() && !p.cand.kernels.empty()) {
+    kb = &p.base->kernels;
+    kc = &p.cand.kernels;
+  } else {
+    kernels_missing = fmt::format(
+        "{} (check --kernels BASE_FILE,CAND_FILE: the CUPTI lines of probe gpu-context or an nsys SQLite "
+        "export)",
+        p.base->kernels.empty() && p.cand.kernels.empty()
+            ? "no CUPTI kernel records"
+            : fmt::format("CUPTI kernel records in the {}'s samples.jsonl only",
+                          p.base->kernels.empty() ? "candidate" : "base"));
+  }
+  if (kb && kc) kernel_findings(p, *kb, *kc, r);
+  if (r.findings.empty()) return no_data(9, shapes_missing + "; " + kernels_missing);
   return r;
 }
 
@@ -1222,7 +1327,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
     ItemResult r;
     if (out.single && !info.single_run) continue;
     const auto started = std::chrono::steady_clock::now();
-    if (!enough && info.number != 8 && info.number != 11) {
+    if (!enough && info.number != 8 && info.number != 9 && info.number != 11) {
       r = no_data(info.number,
                   fmt::format("fewer than {:g} completed requests in a run", thresholds.min_requests));
     } else {
@@ -1252,7 +1357,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
           r = item_collectives(p, extra);
           break;
         case 9:
-          r = item_recompile(p);
+          r = item_recompile(p, extra);  // gates itself: its kernel records need no requests
           break;
         case 10:
           r = item_batching(p);

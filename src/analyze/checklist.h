@@ -56,13 +56,17 @@ struct ItemResult {
   double elapsed_ms = 0;                               // how long the item took
 };
 
-// Inputs beyond the run directories (CHECKLIST.md items 8 and 11).
+// Inputs beyond the run directories (CHECKLIST.md items 8, 9 and 11).
 struct ExtraInputs {
   // nccl-tests output or `probe collectives` JSON of the base and candidate.
   std::string collectives_base, collectives_cand;
   // Activation histograms (analyze/quantization.h) of the base and the
   // candidate; "": the run directory's activations.jsonl, when it has one.
   std::string activations_base, activations_cand;
+  // CUPTI kernel records (analyze/kernels.h: the probe's JSON lines or an
+  // Nsight Systems SQLite export) of the base and the candidate; "": the
+  // CUPTI lines of each run's samples.jsonl, when both have them.
+  std::string kernels_base, kernels_cand;
 };
 
 struct CheckResult {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <type_traits>
@@ -23,7 +24,7 @@ namespace {
 // The first bytes of a cache, and its format: a change to what is kept or
 // how bumps kFormat (an older cache is then ignored and rewritten).
 constexpr char kMagic[8] = {'T', 'S', 'C', 'A', 'C', 'H', 'E', '\n'};
-constexpr std::uint32_t kFormat = 2;
+constexpr std::uint32_t kFormat = 3;
 // The build's layout of what is copied as bytes: a cache made by a build
 // with other sizes is not read.
 constexpr std::uint32_t kLayout = static_cast<std::uint32_t>(
@@ -237,6 +238,54 @@ bool get_slow(Reader& r, SlowRequest& q) {
   return r.vec(q.event_times);
 }
 
+void put_kernels(Writer& w, const KernelInventory& k) {
+  w.str(k.source);
+  w.str(k.format);
+  w.pod(k.launches);
+  w.pod(k.total_ns);
+  w.pod(k.passed_over);
+  w.pod<std::uint64_t>(k.kernels.size());
+  for (const auto& s : k.kernels) {
+    w.str(s.name);
+    w.str(s.label);
+    w.pod(s.launches);
+    w.pod(s.total_ns);
+    w.pod(s.median_ns);
+    w.pod(s.first_start_ns);
+    w.pod(s.first_duration_ns);
+  }
+}
+
+// What the kernel reader makes (kernels.h): names ascending and unique,
+// every kernel launched, its median a whole number of ns and its first
+// launch within its total, the totals adding up.
+bool get_kernels(Reader& r, KernelInventory& k) {
+  if (!r.str(k.source) || !r.str(k.format)) return false;
+  k.launches = r.pod<std::uint64_t>();
+  k.total_ns = r.pod<std::int64_t>();
+  k.passed_over = r.pod<std::uint64_t>();
+  const auto n = r.pod<std::uint64_t>();
+  std::uint64_t launches = 0;
+  std::int64_t total = 0;
+  for (std::uint64_t i = 0; i < n && r.ok(); ++i) {
+    KernelStats s;
+    if (!r.str(s.name) || !r.str(s.label)) return false;
+    s.launches = r.pod<std::uint64_t>();
+    s.total_ns = r.pod<std::int64_t>();
+    s.median_ns = r.pod<double>();
+    s.first_start_ns = r.pod<Nanos>();
+    s.first_duration_ns = r.pod<std::int64_t>();
+    if (!r.ok() || (!k.kernels.empty() && !(k.kernels.back().name < s.name)) || s.launches == 0 ||
+        s.total_ns < 0 || !(s.median_ns >= 0 && s.median_ns <= static_cast<double>(s.total_ns)) ||
+        s.median_ns != std::floor(s.median_ns) || s.first_duration_ns < 0 ||
+        s.first_duration_ns > s.total_ns || __builtin_add_overflow(launches, s.launches, &launches) ||
+        __builtin_add_overflow(total, s.total_ns, &total))
+      return r.fail();
+    k.kernels.push_back(std::move(s));
+  }
+  return r.ok() && launches == k.launches && total == k.total_ns;
+}
+
 std::int64_t mtime_ns(const struct stat& st) {
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
@@ -297,6 +346,7 @@ std::string encode_run_cache(const RunFilesKey& key, const RunFilesRead& read) {
   w.pod(read.sample_lines);
   w.pod(read.sample_lines_skipped);
   w.pod(read.sample_lines_without_series);
+  put_kernels(w, read.kernels);
   put_steps(w, read.steps);
   w.strings(read.notes);
   return w.take();
@@ -371,6 +421,7 @@ std::optional<RunFilesRead> decode_run_cache(std::string_view bytes, const RunFi
   read.sample_lines = r.pod<std::uint64_t>();
   read.sample_lines_skipped = r.pod<std::uint64_t>();
   read.sample_lines_without_series = r.pod<std::uint64_t>();
+  if (!get_kernels(r, read.kernels)) return std::nullopt;
   if (!get_steps(r, read.steps) || !r.strings(read.notes) || !r.at_end()) return std::nullopt;
   return read;
 }

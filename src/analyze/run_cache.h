@@ -1,8 +1,9 @@
 // The run cache: what load_run derives from a run's JSONL files
 // (RunFilesRead: the per-request columns, the inter-token histogram, the
-// sampled series, the reduced steps), kept in one binary file in the run
-// directory, `.tokenscope-cache`, so that the next `check` or `report` of
-// the run reads a few dozen MB instead of parsing GBs of JSON again
+// sampled series, the CUPTI kernel inventory, the reduced steps), kept in
+// one binary file in the run directory, `.tokenscope-cache`, so that the
+// next `check` or `report` of the run reads a few dozen MB instead of
+// parsing GBs of JSON again
 // (docs/check.md "The run cache").
 //
 // The cache is an optimisation only, never a source of truth: it holds the

@@ -661,6 +661,7 @@ struct SamplesRead {
   std::vector<SampledSeries> series;
   std::uint64_t lines = 0, skipped = 0, without_series = 0;
   std::vector<std::string> notes;
+  KernelInventory kernels;
 };
 
 SamplesRead read_samples(const fs::path& dir) {
@@ -670,6 +671,26 @@ SamplesRead read_samples(const fs::path& dir) {
   if (auto samples = source.open_samples(observe::BadLines::kSkip)) {
     read.present = true;
     SeriesSink sink(read.series);
+    // CUPTI lines of `probe gpu-context` (analyze/kernels.h): kernel
+    // launches summed up per kernel, other CUPTI records passed over. Only
+    // lines that are not observations get here.
+    KernelCollector kernels;
+    KernelLineParser kernel_lines;
+    KernelRecord launch;
+    samples->take_other_lines([&](std::string_view line) {
+      switch (kernel_lines.parse(line, launch)) {
+        case KernelLineKind::kKernel:
+          kernels.add(launch.name, "", launch.start_ns, launch.duration_ns);
+          return true;
+        case KernelLineKind::kCuptiOther:
+          kernels.pass_over();
+          return true;
+        case KernelLineKind::kOther:
+        case KernelLineKind::kNotOneOfOurs:
+          break;
+      }
+      return false;
+    });
     observe::Observation o;
     while (samples->next(o)) {
       sink.add(o, "canonical", o.canonical, true);
@@ -678,6 +699,7 @@ SamplesRead read_samples(const fs::path& dir) {
     read.lines = samples->stats().records;
     read.skipped = samples->stats().skipped;
     read.without_series = samples->without_series();
+    if (kernels.launches() > 0) read.kernels = kernels.finish(source.samples_name(), "cupti-jsonl");
     if (samples->stats().skipped > 0)
       read.notes.push_back(fmt::format("samples.jsonl: {} bad line{} skipped; the first: {}",
                                        samples->stats().skipped, samples->stats().skipped == 1 ? "" : "s",
@@ -755,6 +777,7 @@ RunFilesRead read_run_files(const fs::path& dir, bool has_run_json, bool need_su
   out.sample_lines = samples.lines;
   out.sample_lines_skipped = samples.skipped;
   out.sample_lines_without_series = samples.without_series;
+  out.kernels = std::move(samples.kernels);
   out.notes.insert(out.notes.end(), samples.notes.begin(), samples.notes.end());
 
   // steps.jsonl, read meanwhile (sim --no-steps leaves it out; bench has none).
@@ -885,6 +908,7 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
   run.sample_lines = f.sample_lines;
   run.sample_lines_skipped = f.sample_lines_skipped;
   run.sample_lines_without_series = f.sample_lines_without_series;
+  run.kernels = std::move(f.kernels);
   run.notes.insert(run.notes.end(), f.notes.begin(), f.notes.end());
 
   // The time origin: the earliest time of the run.

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyze/kernels.h"
 #include "core/clock.h"
 #include "core/histogram.h"
 #include "core/logprob.h"
@@ -207,6 +208,9 @@ struct RunData {
   std::uint64_t sample_lines_skipped = 0;
   std::uint64_t sample_lines_without_series = 0;  // error / unavailable lines
   bool has_samples = false;
+  // CUPTI kernel launches among the samples (`probe gpu-context` lines in
+  // samples.jsonl; analyze/kernels.h), for check item 9; empty when none.
+  KernelInventory kernels;
   // The time origin of the report's time axes: the earliest t_sched, t_send
   // or sample of the run (0 when it has none).
   Nanos origin = 0;
@@ -261,6 +265,7 @@ struct RunFilesRead {
   bool has_samples = false;
   std::vector<SampledSeries> series;
   std::uint64_t sample_lines = 0, sample_lines_skipped = 0, sample_lines_without_series = 0;
+  KernelInventory kernels;         // the CUPTI kernel launches among the samples
   StepsData steps;                 // on the steps' own clock (origin 0)
   std::vector<std::string> notes;  // in the order load_run gives them
 };

@@ -51,6 +51,8 @@ struct Thresholds {
   double pair_deviation_max = 0.20;  // a pair this much slower than the median pair
   // 9 recompilation.
   double recompile_tolerance = 0.25;  // relative excess of a shape's first step over its second
+  // Share of the candidate's kernel time (CUPTI) in kernels the base did not launch, at most.
+  double new_kernel_share_max = 0.10;
   // 10 batching.
   double batch_tolerance = 0.10;    // relative change of the mean batch
   double cap_share_max = 0.50;      // share of steps at the batch cap (single run)

@@ -511,6 +511,14 @@ bool SamplesReader::next(Observation& out) {
     try {
       parse_observation_json(line, out);
     } catch (const std::exception& e) {
+      if (take_) {
+        try {
+          if (take_(line)) continue;
+        } catch (const LineError& taken) {
+          bad_line(bad_lines_, stats_, file_, reader_.line_number(), taken.field(), taken.what());
+          continue;
+        }
+      }
       // parse_observation_json names the field in its message.
       bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", e.what());
       continue;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -191,6 +192,12 @@ class SamplesReader {
   bool next(Observation& out);
   const ReadStats& stats() const { return stats_; }
   std::uint64_t without_series() const { return without_series_; }
+  // Lines of another format kept in the same file (the CUPTI records of
+  // `probe gpu-context`, analyze/kernels.h): a line that is not an
+  // observation is offered to `take` before it counts as bad. true: taken
+  // (neither a record nor a bad line); false: bad as it was; a LineError it
+  // throws: bad, with its field and problem.
+  void take_other_lines(std::function<bool(std::string_view line)> take) { take_ = std::move(take); }
 
  private:
   TextReader reader_;
@@ -198,6 +205,7 @@ class SamplesReader {
   BadLines bad_lines_;
   ReadStats stats_;
   std::uint64_t without_series_ = 0;
+  std::function<bool(std::string_view)> take_;
 };
 
 // Where the inputs of an export come from: a run directory, or text in
