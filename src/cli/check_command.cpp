@@ -30,6 +30,7 @@ struct CheckCommandOptions {
   bool print_thresholds = false;
   bool no_cache = false;
   std::vector<std::string> activations;  // item 11 (analyze/quantization.h): BASE,CAND
+  std::vector<std::string> kernels;      // item 9 (analyze/kernels.h): BASE,CAND
 };
 CheckCommandOptions g_check;
 
@@ -185,6 +186,14 @@ CLI::App* add_check_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::ExistingFile);
   check
+      ->add_option("--kernels", o.kernels,
+                   "Item 9: the base's and the candidate's CUPTI kernel records (the samples.jsonl of probe "
+                   "gpu-context|kv-swap, or an nsys export --type sqlite file) [default: the CUPTI lines of "
+                   "each run's samples.jsonl]")
+      ->expected(2)
+      ->delimiter(',')
+      ->check(CLI::ExistingFile);
+  check
       ->add_option("--activations", o.activations,
                    "Item 11: the base's and the candidate's activation histograms (JSON lines {name, bins, "
                    "counts}; docs/check.md) [default: activations.jsonl in the run directories]")
@@ -225,6 +234,10 @@ int run_check() {
   if (o.collectives.size() == 2) {
     extra.collectives_base = o.collectives[0];
     extra.collectives_cand = o.collectives[1];
+  }
+  if (o.kernels.size() == 2) {
+    extra.kernels_base = o.kernels[0];
+    extra.kernels_cand = o.kernels[1];
   }
   if (o.activations.size() == 2) {
     extra.activations_base = o.activations[0];
