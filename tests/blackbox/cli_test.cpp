@@ -1,11 +1,13 @@
 // Black-box tests of the tokenscope binary: exit codes, messages, files.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -322,6 +324,121 @@ TEST_F(Cli, CheckFindsAShiftedLogprobDistribution) {
       120);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("bad.jsonl:1: field 'bins[2]'"), std::string::npos) << r.err;
+}
+
+// Check item 9 from CUPTI kernel records: --kernels with the JSON lines of
+// `probe gpu-context` or an Nsight Systems SQLite export; without it, the
+// probe's lines in both runs' samples.jsonl. The candidate launches a kernel
+// the base never did, with 40% of its kernel time: regressed. A bad file is
+// bad input (exit 2).
+TEST_F(Cli, CheckDiffsTheKernelInventories) {
+  // Two identical sim runs: every other item passes or has no data.
+  for (const char* name : {"base", "cand"})
+    ASSERT_EQ(sim({"--num-requests", "60", "--rate", "50", "--seed", "1", "--quiet", "--out",
+                   (dir_ / name).string()})
+                  .exit_code,
+              0);
+  // Four kernels, five launches each, 1000 (k + 1) ns a launch: 50,000 ns.
+  const auto line = [](const std::string& kernel, long start_ns, long ns) {
+    std::ostringstream s;
+    s << R"({"t":0.)" << std::setw(9) << std::setfill('0') << start_ns
+      << R"(,"source":"cupti","name":"kernel_duration_ns","labels":{"gpu":"0","stream":"7","what":")"
+      << kernel << R"(","bytes":"0"},"value":)" << ns << "}\n";
+    return s.str();
+  };
+  std::string common = R"({"t":0.5,"source":"nvml","name":"power_w","labels":{"gpu":"0"},"value":312.5})"
+                       "\n";
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 5; ++j)
+      common += line("_Z6kernelILi" + std::to_string(k) + "EEvv", 10000 * j + k, 1000 * (k + 1));
+  const std::string added = line("fused_moe_kernel", 100, 20000) + line("fused_moe_kernel", 90000, 13334);
+  const std::string base = file("base.jsonl", common), cand = file("cand.jsonl", common + added);
+  const auto item9 = [&]() {
+    const auto j = nlohmann::json::parse(slurp(dir_ / "cand" / "check.json"));
+    for (const auto& it : j["items"])
+      if (it["number"] == 9) return it;
+    return nlohmann::json();
+  };
+  const auto new_share = [](const nlohmann::json& item) {
+    for (const auto& f : item["findings"])
+      if (f["metric"] == "candidate GPU time in kernels the base did not launch")
+        return f["change"].get<double>();
+    return -1.0;
+  };
+  const auto check = [&](std::vector<std::string> more) {
+    std::vector<std::string> args{kBin, "check", (dir_ / "base").string(), (dir_ / "cand").string()};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_process(args, 120);
+  };
+  auto r = check({"--kernels", base + "," + cand});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  auto it = item9();
+  EXPECT_EQ(it["verdict"], "regressed") << it.dump(1);
+  EXPECT_NEAR(new_share(it), 33334.0 / 83334, 1e-9) << it.dump(1);
+  EXPECT_EQ(it["evidence"]["kernels"]["new"], 1);
+  EXPECT_EQ(it["evidence"]["kernels"]["top_new"][0]["name"], "fused_moe_kernel");
+  EXPECT_EQ(it["evidence"]["kernels"]["candidate"]["launches"], 22);
+  EXPECT_NE(r.out.find("candidate GPU time in kernels the base did not launch"), std::string::npos) << r.out;
+  r = check({"--kernels", base + "," + base});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(item9()["verdict"], "pass") << item9().dump(1);
+
+  // The candidate as an Nsight Systems export: the kernels matched by mangledName.
+  const std::string export_file = (dir_ / "cand.sqlite").string();
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(export_file.c_str(), &db), SQLITE_OK);
+    std::string sql =
+        "PRAGMA synchronous = OFF; BEGIN;"
+        "CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId "
+        "INTEGER "
+        "NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid "
+        "INTEGER, "
+        "demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, mangledName INTEGER);"
+        "INSERT INTO StringIds VALUES (1, 'fused_moe_kernel');";
+    for (int k = 0; k < 4; ++k) {
+      const std::string id = std::to_string(10 + k), k_s = std::to_string(k);
+      sql += "INSERT INTO StringIds VALUES (" + id + ", 'void kernel<" + k_s + ">()'), (" + id +
+             "0, 'kernel'), (" + id + "1, '_Z6kernelILi" + k_s + "EEvv');";
+      for (int j = 0; j < 5; ++j)
+        sql += "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (" + std::to_string(10000 * j + k) + ", " +
+               std::to_string(10000 * j + k + 1000 * (k + 1)) + ", 0, 1, 7, 0, 0, " + id + ", " + id + "0, " +
+               id + "1);";
+    }
+    sql +=
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 20100, 0, 1, 7, 0, 0, 1, 1, 1), "
+        "(90000, 103334, 0, 1, 7, 0, 0, 1, 1, 1); COMMIT;";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  r = check({"--kernels", base + "," + export_file});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  it = item9();
+  EXPECT_EQ(it["verdict"], "regressed") << it.dump(1);
+  EXPECT_EQ(it["evidence"]["kernels"]["candidate"]["format"], "nsys-sqlite");
+  EXPECT_EQ(it["evidence"]["kernels"]["common"], 4);
+  EXPECT_NEAR(new_share(it), 33334.0 / 83334, 1e-9);
+
+  // Without --kernels: the probe's lines appended to each run's samples.jsonl.
+  std::ofstream(dir_ / "base" / "samples.jsonl", std::ios::app) << common;
+  std::ofstream(dir_ / "cand" / "samples.jsonl", std::ios::app) << common + added;
+  r = check({});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  it = item9();
+  EXPECT_EQ(it["verdict"], "regressed") << it.dump(1);
+  EXPECT_EQ(it["evidence"]["kernels"]["candidate"]["source"], (dir_ / "cand" / "samples.jsonl").string());
+
+  const std::string bad =
+      file("bad.jsonl", line("k", 1, 5) + R"({"t":1,"source":"cupti","name":"kernel_duration_ns","value":5})"
+                                          "\n");
+  r = check({"--kernels", base + "," + bad});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.jsonl:2: field 'labels': expected an object"), std::string::npos) << r.err;
+  const std::string none = file("none.sqlite", std::string("SQLite format 3\0", 16));
+  r = check({"--kernels", base + "," + none});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("none.sqlite"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, JsonSummaryOnStdout) {
