@@ -30,8 +30,11 @@ const KernelStats* KernelInventory::find(std::string_view name) const {
   return it != kernels.end() && it->name == name ? &*it : nullptr;
 }
 
-void KernelCollector::add(std::string_view name, std::string_view label, Nanos start_ns,
+bool KernelCollector::add(std::string_view name, std::string_view label, Nanos start_ns,
                           std::int64_t duration_ns) {
+  std::int64_t total = 0;
+  if (__builtin_add_overflow(total_ns_, duration_ns, &total)) return false;
+  total_ns_ = total;  // every kernel's total is at most this: none overflows
   auto it = index_.find(name);
   if (it == index_.end()) {
     it = index_.emplace(std::string(name), kernels_.size()).first;
@@ -50,6 +53,7 @@ void KernelCollector::add(std::string_view name, std::string_view label, Nanos s
   k.durations.push_back(duration_ns);
   k.total_ns += duration_ns;
   ++launches_;
+  return true;
 }
 
 KernelInventory KernelCollector::finish(std::string source, std::string format) {
@@ -80,6 +84,7 @@ KernelInventory KernelCollector::finish(std::string source, std::string format) 
   kernels_.clear();
   index_.clear();
   launches_ = passed_over_ = 0;
+  total_ns_ = 0;
   return inv;
 }
 
@@ -91,6 +96,7 @@ constexpr std::string_view kKernelName = "kernel_duration_ns";
 constexpr double kMaxStartS = 9.2e9;     // int64 ns
 constexpr double kMaxDurationNs = 1e15;  // 11.6 days: sums of launches stay exact in an int64
 constexpr std::string_view kSqliteMagic{"SQLite format 3\0", 16};
+constexpr const char* kPastTheSum = "the launches' durations add up past 2^63 ns";
 
 // A number element as a double (simdjson keeps integers apart).
 bool number_of(dom::element v, double& out) {
@@ -203,7 +209,8 @@ KernelInventory parse_lines(TextReader& reader, const std::string& file) {
     }
     switch (kind) {
       case KernelLineKind::kKernel:
-        collector.add(rec.name, "", rec.start_ns, rec.duration_ns);
+        if (!collector.add(rec.name, "", rec.start_ns, rec.duration_ns))
+          throw InputError(file, n, "value", kPastTheSum);
         break;
       case KernelLineKind::kCuptiOther:
       case KernelLineKind::kOther:
@@ -347,7 +354,8 @@ KernelInventory load_nsys_sqlite(const std::filesystem::path& path) {
     if (name.empty())
       throw InputError(file, 0, fmt::format("{}.{}", kTable, names.front()),
                        fmt::format("row {}: the kernel's name is not in StringIds", row));
-    collector.add(name, q.text(3), start, end - start);
+    if (!collector.add(name, q.text(3), start, end - start))
+      throw InputError(file, 0, fmt::format("{}.end", kTable), fmt::format("row {}: {}", row, kPastTheSum));
   }
   if (collector.launches() == 0) throw InputError(file, 0, kTable, "holds no kernel launch (an empty table)");
   return collector.finish(file, "nsys-sqlite");

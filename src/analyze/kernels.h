@@ -76,8 +76,10 @@ struct KernelInventory {
 // kept, 8 bytes, for the median).
 class KernelCollector {
  public:
-  // label "": the name.
-  void add(std::string_view name, std::string_view label, Nanos start_ns, std::int64_t duration_ns);
+  // label "": the name. duration_ns >= 0. false (the launch left out): the
+  // kernel time of all launches would add up past 2^63 ns.
+  [[nodiscard]] bool add(std::string_view name, std::string_view label, Nanos start_ns,
+                         std::int64_t duration_ns);
   void pass_over() { ++passed_over_; }
   std::uint64_t launches() const { return launches_; }
   KernelInventory finish(std::string source, std::string format);
@@ -97,6 +99,7 @@ class KernelCollector {
   std::unordered_map<std::string, std::size_t, NameHash, std::equal_to<>> index_;
   std::vector<Kernel> kernels_;
   std::uint64_t launches_ = 0, passed_over_ = 0;
+  std::int64_t total_ns_ = 0;
 };
 
 // ------------------------------------------------------------ JSON lines

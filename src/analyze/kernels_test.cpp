@@ -171,7 +171,7 @@ TEST(Kernels, BadLinesNameTheLineTheFieldAndWhatWasExpected) {
   }
   // Nothing to read: no kernel record at all.
   for (const std::string& text : {std::string(), std::string("\n  \n"),
-                                 std::string(R"({"t":0.5,"source":"nvml","name":"power_w","value":3})")}) {
+                                  std::string(R"({"t":0.5,"source":"nvml","name":"power_w","value":3})")}) {
     try {
       parse_kernel_lines(text, "k.jsonl");
       ADD_FAILURE() << "no error for '" << text << "'";
@@ -179,6 +179,19 @@ TEST(Kernels, BadLinesNameTheLineTheFieldAndWhatWasExpected) {
       EXPECT_EQ(e.line(), 0u);
       EXPECT_THAT(e.problem(), HasSubstr("holds no CUPTI kernel record"));
     }
+  }
+  // Durations at the limit (1e15 ns) add up past 2^63 ns on the 9,224th.
+  std::string huge;
+  for (int i = 0; i < 9300; ++i)
+    huge += R"({"t":1,"source":"cupti","name":"kernel_duration_ns","labels":{"what":"k"},"value":1e15})"
+            "\n";
+  try {
+    parse_kernel_lines(huge, "k.jsonl");
+    ADD_FAILURE() << "no error for a sum past 2^63 ns";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.line(), 9224u);
+    EXPECT_EQ(e.field(), "value");
+    EXPECT_EQ(e.problem(), "the launches' durations add up past 2^63 ns");
   }
   try {
     parse_kernel_lines(good + std::string("{\"t\":1,\0}", 9), "k.jsonl");
@@ -359,7 +372,7 @@ KernelInventory inventory(double first_extra, const std::string& extra_kernel = 
     for (int j = 0; j < 20; ++j) {
       const std::int64_t dur =
           j == 0 ? static_cast<std::int64_t>(static_cast<double>(d) * (1 + first_extra + i / 100.0)) : d;
-      c.add(name, "", 1'000'000 * j + i, dur);
+      EXPECT_TRUE(c.add(name, "", 1'000'000 * j + i, dur));
       total += dur;
     }
   }
@@ -367,7 +380,7 @@ KernelInventory inventory(double first_extra, const std::string& extra_kernel = 
     // extra / (total + extra) = share.
     const auto extra =
         static_cast<std::int64_t>(static_cast<double>(total) * extra_share / (1 - extra_share));
-    for (int j = 0; j < 10; ++j) c.add(extra_kernel, "", 1'000'000 * j + 50, extra / 10);
+    for (int j = 0; j < 10; ++j) EXPECT_TRUE(c.add(extra_kernel, "", 1'000'000 * j + 50, extra / 10));
   }
   return c.finish("mem", "cupti-jsonl");
 }

@@ -680,7 +680,8 @@ SamplesRead read_samples(const fs::path& dir) {
     samples->take_other_lines([&](std::string_view line) {
       switch (kernel_lines.parse(line, launch)) {
         case KernelLineKind::kKernel:
-          kernels.add(launch.name, "", launch.start_ns, launch.duration_ns);
+          if (!kernels.add(launch.name, "", launch.start_ns, launch.duration_ns))
+            throw observe::LineError("value", "the launches' durations add up past 2^63 ns");
           return true;
         case KernelLineKind::kCuptiOther:
           kernels.pass_over();
