@@ -71,6 +71,12 @@ std::string fingerprint(const RunData& run) {
     os << s.source << '|' << s.kind << '|' << s.name << '|' << s.labels << ' ';
     bytes(s.t), bytes(s.v);
   }
+  const KernelInventory& k = run.kernels;
+  os << "kernels " << k.source << ' ' << k.format << ' ' << k.launches << ' ' << k.total_ns << ' '
+     << k.passed_over << '\n';
+  for (const auto& s : k.kernels)
+    os << s.name << '|' << s.label << ' ' << s.launches << ' ' << s.total_ns << ' ' << s.median_ns << ' '
+       << s.first_start_ns << ' ' << s.first_duration_ns << '\n';
   os << "origin " << run.origin << '\n';
   const StepsData& st = run.steps;
   os << "steps " << st.present << ' ' << st.steps << ' ' << st.lines_skipped << ' ' << st.first_t_s << ' '
@@ -132,6 +138,37 @@ TEST_P(RunCacheOnTestRuns, TheCachedRunIsTheReadRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, RunCacheOnTestRuns, ::testing::Values("sim", "sampled", "partial"));
+
+// The CUPTI kernel launches among a run's samples (check item 9) come back
+// from the cache as they were read, and item 9 decides the same on them.
+TEST(RunCache, TheKernelInventoryIsCached) {
+  TempDir t;
+  const fs::path dir = copy_run(kTestdata / "sampled", t.path / "run");
+  {
+    std::ofstream out(dir / "samples.jsonl", std::ios::app);
+    for (int i = 0; i < 12; ++i)
+      out << R"({"t":0.)" << 100000000 + 1000 * i << R"(,"source":"cupti","name":"kernel_duration_ns",)"
+          << R"("labels":{"gpu":"0","stream":"7","what":"k)" << i % 4 << R"(","bytes":"0"},"value":)"
+          << 1000 + 10 * i << "}\n";
+    out << R"({"t":0.2,"source":"cupti","name":"memcpy_duration_ns","labels":{"what":"HtoD"},"value":5})"
+           "\n";
+  }
+  const RunData plain = load_run(dir);
+  ASSERT_EQ(plain.kernels.launches, 12u);
+  ASSERT_EQ(plain.kernels.kernels.size(), 4u);
+  EXPECT_EQ(plain.kernels.passed_over, 1u);
+  const RunData first = load_run(dir, cached());
+  const RunData second = load_run(dir, cached());  // from the cache
+  EXPECT_EQ(fingerprint(first), fingerprint(plain));
+  EXPECT_EQ(fingerprint(second), fingerprint(plain));
+  const auto item9 = [](const RunData& base, const RunData& cand) {
+    nlohmann::json j = to_json(run_checklist(&base, cand, Thresholds{}, {}))["items"][8];
+    j.erase("elapsed_ms");
+    return j.dump();
+  };
+  EXPECT_EQ(item9(second, second), item9(plain, plain));
+  EXPECT_NE(item9(plain, plain).find("first launch of a kernel over its median"), std::string::npos);
+}
 
 TEST(RunCache, AChangedFileMakesTheCacheStale) {
   TempDir t;
