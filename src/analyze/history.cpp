@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <variant>
 
@@ -596,9 +598,22 @@ History::History(const fs::path& path, bool create) : path_(path), db_(std::make
   sqlite3_extended_result_codes(db_->db, 1);
   sqlite3_busy_timeout(db_->db, kBusyTimeoutMs);
   {
-    // The first read of the file: where a file that is not a database says so.
-    Statement st(db_->db, "PRAGMA journal_mode = WAL", path_);
-    st.step();
+    // The first read of the file: where a file that is not a database says
+    // so. Switching a new database to WAL takes an exclusive lock for which
+    // SQLite does not always call the busy handler (two processes creating
+    // the database at once): a busy answer is retried here for as long as
+    // the busy timeout.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+    for (;;) {
+      sqlite3_stmt* st = nullptr;
+      int rc = sqlite3_prepare_v2(db_->db, "PRAGMA journal_mode = WAL", -1, &st, nullptr);
+      if (rc == SQLITE_OK) rc = sqlite3_step(st);
+      sqlite3_finalize(st);
+      if (rc == SQLITE_ROW || rc == SQLITE_DONE) break;
+      const bool busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+      if (!busy || std::chrono::steady_clock::now() >= deadline) sqlite_fail(db_->db, path_, rc, "open");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   exec(db_->db, path_, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL");
   const auto version_now = [&] { return static_cast<int>(query_int(db_->db, path_, "PRAGMA user_version")); };
