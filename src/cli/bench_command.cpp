@@ -30,7 +30,8 @@ struct BenchOptions {
   std::optional<double> temperature, top_p;
   std::optional<std::int64_t> top_k, request_seed;
   std::optional<std::uint32_t> logprobs;
-  bool report = false;  // --report: report.html in the run directory at the end
+  bool report = false;    // --report: report.html in the run directory at the end
+  bool no_cache = false;  // --no-cache: no run cache written at the end
 };
 
 BenchOptions g_opts;
@@ -355,6 +356,11 @@ CLI::App* add_bench_command(CLI::App& app) {
           "At the end, write report.html in the run directory (a sweep's: in the sweep directory): the "
           "page of tokenscope report (docs/report.md)")
       ->group(O);
+  bench
+      ->add_flag("--no-cache", o.no_cache,
+                 "Write no run cache (.tokenscope-cache) at the end: the first check or report of the run "
+                 "then reads its JSON Lines (docs/check.md)")
+      ->group(O);
   add_run_history_options(bench, g_history, s.tags, O);
   bench->add_flag("--json", g_json, "Print the summary as JSON")->group(O);
   bench->add_flag("--quiet", s.quiet, "Print nothing on success")->group(O);
@@ -427,6 +433,11 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
     register_run_in_history(g_history, run.out_dir, std::nullopt, std::cerr);
   const bool report_written =
       o.report && !result.out_dir.empty() && write_run_report(result.out_dir, std::cerr);
+  // The run cache, for the check that comes next (the report wrote it; an
+  // interrupted run ends at once).
+  if (!report_written && !o.no_cache && !interrupted.load())
+    for (const auto& run : result.runs)
+      if (!run.out_dir.empty()) write_run_cache(run.out_dir);
   const auto report_line = [&] {
     if (report_written)
       std::cout << "report: " << (std::filesystem::path(result.out_dir) / "report.html").string() << "\n";

@@ -42,6 +42,7 @@ struct SimOptions {
   bool json = false;
   bool quiet = false;
   bool report = false;            // --report: report.html in --out at the end
+  bool no_cache = false;          // --no-cache: no run cache written at the end
   std::vector<std::string> tags;  // --tag: run.json "tags"
   HistoryOptions history;
 };
@@ -137,6 +138,10 @@ CLI::App* add_sim_command(CLI::App& app) {
                 "At the end, write report.html in --out: the page of tokenscope report (docs/report.md)")
       ->needs(out_option)
       ->group(O);
+  sim->add_flag("--no-cache", o.no_cache,
+                "Write no run cache (.tokenscope-cache) in --out at the end: the first check or report of "
+                "the run then reads its JSON Lines (docs/check.md)")
+      ->group(O);
   add_run_history_options(sim, o.history, o.tags, O);
   sim->add_flag("--json", o.json, "Print the summary as JSON instead of a table")->group(O);
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
@@ -226,6 +231,8 @@ int run_sim(const std::atomic<bool>& interrupted) {
     out->write_run_json(run);
     out->close();
     report_written = o.report && write_run_report(o.out, std::cerr);
+    // The run cache, for the check that comes next (an interrupted run ends at once).
+    if (!report_written && !o.no_cache && !report.interrupted) write_run_cache(o.out);
     // Virtual time has no wall clock: the history takes the start from here.
     register_run_in_history(o.history, o.out, started_unix, std::cerr);
   }

@@ -187,6 +187,8 @@ TEST_F(Bench, RunWritesSummaryRecordsCsvAndVllmResult) {
   EXPECT_NE(r.out.find("TTFT sched"), std::string::npos);
   EXPECT_NE(r.out.find("send lag"), std::string::npos);
   EXPECT_NE(r.out.find("run directory: " + out.string()), std::string::npos);
+  // The run cache, for the check that comes next (docs/check.md).
+  EXPECT_TRUE(fs::exists(out / ".tokenscope-cache"));
   const auto run = json::parse(slurp(out / "run.json"));
   EXPECT_EQ(run["partial"], false);
   const auto& s = run["summary"];
@@ -337,6 +339,7 @@ TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
   EXPECT_NE(r.err.find("interrupted"), std::string::npos);
   const auto run = json::parse(slurp(out / "run.json"));
   EXPECT_EQ(run["partial"], true);
+  EXPECT_FALSE(fs::exists(out / ".tokenscope-cache")) << "an interrupted run ends at once, without its cache";
   const auto recs = lines(out / "requests.jsonl");
   EXPECT_GE(recs.size(), 5u);
   EXPECT_EQ(run["summary"]["requests_total"].get<std::size_t>(), recs.size());

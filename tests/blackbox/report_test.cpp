@@ -243,6 +243,17 @@ TEST_F(Report, CheckFindsAnInjectedLeakAndAddsItsSectionToThePage) {
     return out;
   };
   const auto base = sim("base", "1", "none"), cand = sim("cand", "2", "leak:per_min=10%");
+  // sim wrote each run's cache at its end; without it, the check writes it.
+  EXPECT_TRUE(fs::exists(base / ".tokenscope-cache"));
+  EXPECT_TRUE(fs::exists(cand / ".tokenscope-cache"));
+  fs::remove(base / ".tokenscope-cache");
+  const auto none = dir_ / "no-cache";
+  EXPECT_EQ(
+      run_process({kBin, "sim", "--num-requests", "50", "--quiet", "--no-cache", "--out", none.string()}, 60)
+          .exit_code,
+      0);
+  EXPECT_TRUE(fs::exists(none / "run.json"));
+  EXPECT_FALSE(fs::exists(none / ".tokenscope-cache"));
   auto r = run_process({kBin, "check", base.string(), cand.string(), "--report"}, 120);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("lifecycle            regressed"), std::string::npos) << r.out;
@@ -251,7 +262,7 @@ TEST_F(Report, CheckFindsAnInjectedLeakAndAddsItsSectionToThePage) {
   EXPECT_EQ(check["items"][4]["verdict"], "regressed");
   EXPECT_TRUE(fs::exists(cand / "phases.json"));
   EXPECT_TRUE(fs::exists(base / "phases.json"));
-  // The first check wrote each run's cache; the second reads it, and finds
+  // The check wrote the base's cache again; a check from the caches finds
   // what a check of the JSONL files finds (docs/check.md "The run cache").
   EXPECT_TRUE(fs::exists(base / ".tokenscope-cache"));
   EXPECT_TRUE(fs::exists(cand / ".tokenscope-cache"));
