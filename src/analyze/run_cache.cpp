@@ -24,7 +24,7 @@ namespace {
 // The first bytes of a cache, and its format: a change to what is kept or
 // how bumps kFormat (an older cache is then ignored and rewritten).
 constexpr char kMagic[8] = {'T', 'S', 'C', 'A', 'C', 'H', 'E', '\n'};
-constexpr std::uint32_t kFormat = 3;
+constexpr std::uint32_t kFormat = 4;  // 4: cached_tokens also from llama.cpp's timings
 // The build's layout of what is copied as bytes: a cache made by a build
 // with other sizes is not read.
 constexpr std::uint32_t kLayout = static_cast<std::uint32_t>(

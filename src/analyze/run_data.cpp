@@ -96,6 +96,13 @@ RequestRecord to_record(const observe::ExportRequest& e) {
 
 }  // namespace
 
+std::int64_t cached_prompt_tokens(const observe::ExportRequest& e) {
+  if (e.cached_tokens >= 0) return e.cached_tokens;
+  if (e.server_prompt_evaluated >= 0 && e.prompt_tokens >= e.server_prompt_evaluated)
+    return e.prompt_tokens - e.server_prompt_evaluated;
+  return -1;
+}
+
 unsigned split_half(std::uint64_t request_id) {
   constexpr std::uint64_t kSplitSeed = 0x6c6f6770726f6273ULL;  // "logprobs"
   return static_cast<unsigned>(hash_combine64(kSplitSeed, request_id) & 1u);
@@ -167,7 +174,7 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
   a.prompt_tokens.push_back(
       static_cast<std::int32_t>(std::clamp<std::int64_t>(e.prompt_tokens, -1, INT32_MAX)));
   a.cached_tokens.push_back(
-      static_cast<std::int32_t>(std::clamp<std::int64_t>(e.cached_tokens, -1, INT32_MAX)));
+      static_cast<std::int32_t>(std::clamp<std::int64_t>(cached_prompt_tokens(e), -1, INT32_MAX)));
   a.outcome.push_back(e.outcome);
   a.warmup.push_back(e.warmup ? 1 : 0);
   a.tenant.push_back(name_index(a.tenant_names, p.tenants, e.tenant));
@@ -205,7 +212,7 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
     r.t_last_token = e.last_token();
     r.t_close = e.t_close;
     r.prompt_tokens = e.prompt_tokens;
-    r.cached_tokens = e.cached_tokens;
+    r.cached_tokens = cached_prompt_tokens(e);
     r.output_tokens = e.output_tokens;
     r.preemptions = e.preemptions;
     r.server_prompt_ms = e.server_prompt_ms;

@@ -28,6 +28,10 @@
 #include "core/logprob.h"
 #include "core/record.h"
 
+namespace tokenscope::observe {
+struct ExportRequest;
+}
+
 namespace tokenscope::analyze {
 
 // Which of two halves a request falls in for a split-half baseline (check
@@ -48,6 +52,13 @@ struct LogprobPool {
   void merge(const LogprobPool& other);
 };
 
+// The prompt tokens a request found in the server's cache: what the server
+// reported (usage.prompt_tokens_details.cached_tokens: vLLM, sim, the
+// built-in server), else, from llama.cpp's timings, the prompt tokens it did
+// not evaluate (prompt_tokens - server_prompt_evaluated: llama-server reuses
+// its slot's cached prefix and evaluates the rest); -1 when neither tells.
+std::int64_t cached_prompt_tokens(const observe::ExportRequest& e);
+
 // One array per field, one entry per request line read (warm-up requests
 // included and flagged). Times are monotonic ns on the run's clock, -1 when
 // the request did not get there.
@@ -55,7 +66,8 @@ struct RequestArrays {
   std::vector<Nanos> t_sched, t_dispatch, t_send, t_first_token, t_last_token, t_close;
   std::vector<std::int32_t> output_tokens;  // -1: unknown
   std::vector<std::int32_t> prompt_tokens;  // -1: unknown
-  std::vector<std::int32_t> cached_tokens;  // prompt tokens the server found cached; -1: not reported
+  // Prompt tokens the server found cached (cached_prompt_tokens); -1: not reported.
+  std::vector<std::int32_t> cached_tokens;
   std::vector<float> itl_mean_ms;  // mean gap between output events per token; NaN: fewer than 2 events
   std::vector<float> itl_max_ms;   // the longest gap per token; NaN as above
   std::vector<Outcome> outcome;

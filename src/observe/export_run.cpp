@@ -293,6 +293,7 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
   r.preemptions = 0;
   r.prompt_tokens = r.output_tokens = r.output_tokens_planned = r.cached_tokens = r.http_status = -1;
   r.server_prompt_ms = -1;
+  r.server_prompt_evaluated = -1;
   r.events_dropped = 0;
   r.outcome = Outcome::kOk;
   r.logprobs.reset();
@@ -343,6 +344,8 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
       r.http_status = get_int(k, v);
     } else if (k == "server_prompt_ms") {
       if (v.get_double().get(r.server_prompt_ms) != simdjson::SUCCESS) wrong_type(k, v, "a number");
+    } else if (k == "server_prompt_evaluated") {
+      r.server_prompt_evaluated = get_int(k, v);
     } else if (k == "preemptions") {
       const auto n = get_uint(k, v);
       if (n > std::numeric_limits<std::uint32_t>::max())

@@ -84,6 +84,9 @@ struct ExportRequest {
   std::int64_t cached_tokens = -1;
   std::int64_t http_status = -1;
   double server_prompt_ms = -1;
+  // Prompt tokens the server evaluated (llama.cpp's timings.prompt_n): the
+  // rest of prompt_tokens came from its prompt cache. -1 when not sent.
+  std::int64_t server_prompt_evaluated = -1;
   std::uint64_t events_dropped = 0;
   Outcome outcome = Outcome::kOk;
   std::string response_id;
