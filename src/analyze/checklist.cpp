@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/math/distributions/binomial.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <boost/sort/spreadsort/integer_sort.hpp>
@@ -57,6 +58,21 @@ template <class F>
 auto halves(const RunData& run, F&& sample) {
   const Nanos mid = send_midpoint(run);
   return std::make_pair(sample(INT64_MIN, mid), sample(mid, INT64_MAX));
+}
+
+// Why the runs that lack a series lack it, as bench recorded for its source
+// (source_missing): " (gpu of both runs: REASON)", " (base's gpu: REASON;
+// candidate's gpu: REASON)", or "" when no run says.
+std::string missing_reasons(const Pair& p, std::string_view source, bool base_lacks, bool cand_lacks) {
+  const std::string b = base_lacks && p.base ? source_missing(*p.base, source) : "";
+  const std::string c = cand_lacks ? source_missing(p.cand, source) : "";
+  if (b.empty() && c.empty()) return "";
+  if (p.single()) return fmt::format(" ({}: {})", source, c);
+  if (b == c && base_lacks && cand_lacks) return fmt::format(" ({} of both runs: {})", source, b);
+  std::string out;
+  for (const auto& [who, why] : {std::pair{"base", b}, std::pair{"candidate", c}})
+    if (!why.empty()) out += fmt::format("{}{}'s {}: {}", out.empty() ? "" : "; ", who, source, why);
+  return " (" + out + ")";
 }
 
 // ----------------------------------------------------------------- 2 SLO
@@ -503,7 +519,7 @@ ItemResult item_lifecycle(const Pair& p, nlohmann::json& base_phases, nlohmann::
   s.base = lb->steady_share();
   s.value = lc->steady_share();
   s.change = *s.value - *s.base;
-  s.threshold = fmt::format("tolerance {:g}", p.t.steady_share_tolerance);
+  s.threshold = fmt::format("tolerance {:g} share", p.t.steady_share_tolerance);
   s.verdict = *s.change < -p.t.steady_share_tolerance  ? Verdict::kRegressed
               : *s.change > p.t.steady_share_tolerance ? Verdict::kImproved
                                                        : Verdict::kPass;
@@ -657,6 +673,8 @@ struct LatencyModel {
   // per-request errors are not independent and the fit's own errors are too
   // small; blocks of a hundred or more requests are nearly independent.
   BlockEstimate queue_coef, batch_coef;
+  // Why a model could not be fitted (empty when it was).
+  std::string ttft_missing, itl_missing;
 };
 
 LatencyModel fit_latency_model(const RunData& run, double confidence) {
@@ -683,6 +701,15 @@ LatencyModel fit_latency_model(const RunData& run, double confidence) {
   const bool with_prompt = m.ttft.has_value();
   if (!m.ttft) m.ttft = fit({&d.queue}, d.ttft);  // prompts of one length: a + c queue
   m.itl = fit({&d.batch}, d.itl);
+  if (!m.ttft)
+    m.ttft_missing = d.ttft.size() < 10
+                         ? "fewer than 10 requests with a prompt length and a first token"
+                         : "the queue ahead of every request was the same (no request was sent "
+                           "while another waited for its first token)";
+  if (!m.itl)
+    m.itl_missing = d.itl.size() < 10 ? "fewer than 10 requests with two output events or more"
+                                      : "every request decoded beside the same number of others (one at a "
+                                        "time: one slot, or requests that never overlapped)";
   // Batch means of the coefficients.
   std::vector<double> qc, bc;
   for (const auto& block : time_blocks(d.ttft_send)) {
@@ -769,8 +796,32 @@ ItemResult item_latency_model(const Pair& p) {
     r.evidence["itl_model"] = {
         {"terms", {"intercept", "batch"}}, {"base", json_of(*b.itl)}, {"candidate", json_of(*c.itl)}};
   }
-  if (r.findings.empty())
-    return no_data(1, "too few requests with prompt lengths and first tokens, or no variation to fit");
+  // A model one run cannot fit: a finding without a change that says why.
+  const auto not_fitted = [&](const char* metric, const std::string& why_base, const std::string& why_cand,
+                              double tol) {
+    if (why_base.empty() && why_cand.empty()) return;
+    Finding f;
+    f.metric = metric;
+    f.unit = "ms";
+    f.change_unit = "ms";
+    f.threshold = fmt::format("tolerance {:g} ms", tol);
+    f.verdict = Verdict::kNoData;
+    f.note = why_base == why_cand ? "not fitted in either run: " + why_base
+             : why_base.empty()   ? "not fitted in the candidate: " + why_cand
+             : why_cand.empty()
+                 ? "not fitted in the base: " + why_base
+                 : "not fitted in the base: " + why_base + "; nor in the candidate: " + why_cand;
+    r.findings.push_back(std::move(f));
+  };
+  not_fitted("TTFT per request queued ahead", b.ttft_missing, c.ttft_missing, p.t.queue_coef_tolerance_ms);
+  not_fitted("ITL per request in the batch", b.itl_missing, c.itl_missing, p.t.batch_coef_tolerance_ms);
+  if (std::none_of(r.findings.begin(), r.findings.end(),
+                   [](const Finding& f) { return f.verdict != Verdict::kNoData; })) {
+    std::vector<std::string> notes;
+    for (const Finding& f : r.findings) notes.push_back(f.metric + ": " + f.note);
+    return no_data(1, notes.empty() ? "too few requests with prompt lengths and first tokens"
+                                    : fmt::format("{}", fmt::join(notes, "; ")));
+  }
   return r;
 }
 
@@ -895,10 +946,33 @@ ItemResult item_gpu(const Pair& p) {
   };
   std::vector<double> eb, ec;
   double ib = 0, ic = 0;
-  if (!efficiency(*p.base, eb, ib) || !efficiency(p.cand, ec, ic))
-    return no_data(6,
-                   "no GPU utilisation or output-token counter among the samples (NVML or the server's "
-                   "metrics; sim writes none)");
+  if (!efficiency(*p.base, eb, ib) || !efficiency(p.cand, ec, ic)) {
+    // Say which series is missing from which run, and why bench has none.
+    const auto lacks = [](const RunData& run, const char* name, bool rate) {
+      const Series s = find_series(run, name);
+      return rate ? counter_rate(s).empty() : s.empty();
+    };
+    std::vector<std::string> why;
+    const bool ub = lacks(*p.base, "gpu_utilization", false), uc = lacks(p.cand, "gpu_utilization", false);
+    if (ub || uc)
+      why.push_back(fmt::format(
+          "no GPU utilisation among the {} samples{}: bench samples the GPUs of the machine it runs on "
+          "through NVML, a remote server's with --gpu-sampler URL (a DCGM exporter); sim writes none",
+          ub && uc ? "runs'"
+          : ub     ? "base's"
+                   : "candidate's",
+          missing_reasons(p, "gpu", ub, uc)));
+    const bool tb = lacks(*p.base, "generation_tokens", true), tc = lacks(p.cand, "generation_tokens", true);
+    if (tb || tc)
+      why.push_back(
+          fmt::format("no output-token counter among the {} samples{}: it comes from the server's /metrics "
+                      "(llama-server serves them with --metrics)",
+                      tb && tc ? "runs'"
+                      : tb     ? "base's"
+                               : "candidate's",
+                      missing_reasons(p, "server", tb, tc)));
+    return no_data(6, fmt::format("{}", fmt::join(why, "; ")));
+  }
   ItemResult r;
   r.findings.push_back(block_shift_finding("output tokens/s per GPU busy", "tok/s", block_means(eb, 5),
                                            block_means(ec, 5), 0, Worse::kLower, p.t.confidence));
@@ -917,7 +991,7 @@ ItemResult item_gpu(const Pair& p) {
   idle.base = ib;
   idle.value = ic;
   idle.change = ic;
-  idle.threshold = fmt::format("at most {}", pct(p.t.idle_backlog_max));
+  idle.threshold = fmt::format("at most {:g} share", p.t.idle_backlog_max);
   idle.verdict = ic > p.t.idle_backlog_max && ic > ib ? Verdict::kRegressed : Verdict::kPass;
   r.findings.push_back(idle);
   return r;
@@ -973,11 +1047,23 @@ ItemResult item_locality(const Pair& p) {
     b = hit_rate(*p.base);
     c = hit_rate(p.cand);
   }
-  if (!b || !c)
-    return no_data(7,
-                   "fewer than 500 requests (per run, or per half of one run) reported their cached prompt "
-                   "tokens: the hit rate's interval needs at least five blocks of 100 (vLLM sends them with "
-                   "prompt_tokens_details, sim and the built-in server always)");
+  if (!b || !c) {
+    const auto reported = [](const RunData& run) {
+      const RequestArrays& a = run.requests;
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        n += a.counted(i) && a.cached_tokens[i] >= 0 && a.prompt_tokens[i] > 0 ? 1 : 0;
+      return n;
+    };
+    return no_data(
+        7,
+        fmt::format("fewer than 500 requests (per run, or per half of one run) reported their cached prompt "
+                    "tokens ({}): the hit rate's interval needs at least five blocks of 100 (vLLM sends "
+                    "them with prompt_tokens_details, llama-server as its timings' prompt tokens "
+                    "evaluated, sim and the built-in server always)",
+                    p.single() ? fmt::format("{} in the run", reported(p.cand))
+                               : fmt::format("base {}, candidate {}", reported(*p.base), reported(p.cand))));
+  }
   ItemResult r;
   Finding f = normal_change_finding(
       p.single() ? "hit rate, second half against first" : "prefix-cache hit rate", "ratio", b->rate, c->rate,
@@ -1148,8 +1234,11 @@ ItemResult item_recompile(const Pair& p, const ExtraInputs& extra) {
     const auto b = steps ? step_excess(*p.base) : request_shape_excess(*p.base);
     const auto c = steps ? step_excess(p.cand) : request_shape_excess(p.cand);
     if (b.size() < 3 || c.size() < 3) {
-      shapes_missing =
-          "fewer than 3 shapes seen twice in a run (steps of sim, or prompt-length buckets of the requests)";
+      shapes_missing = fmt::format("fewer than 3 shapes seen twice in a run (base {}, candidate {}): {}",
+                                   b.size(), c.size(),
+                                   steps ? "step shapes of sim"
+                                         : "prompt-length buckets of the requests, powers of two (prompts of "
+                                           "one length are one bucket)");
     } else {
       Finding f = block_shift_finding(steps ? "first step of a shape over its next"
                                             : "first request of a prompt-length bucket over its next (TTFT)",
@@ -1193,7 +1282,10 @@ ItemResult item_batching(const Pair& p) {
   ItemResult r;
   const Series wc = find_series(p.cand, "requests_waiting"), rc = find_series(p.cand, "requests_running");
   if (rc.empty())
-    return no_data(10, "no running-requests series among the samples (the server's metrics or sim)");
+    return no_data(
+        10, fmt::format("no running-requests series among the {} samples{}: it comes from the "
+                        "server's /metrics (llama-server serves them with --metrics) or sim",
+                        p.single() ? "run's" : "candidate's", missing_reasons(p, "server", false, true)));
   // The waiting queue: a batcher that admits less leaves more waiting.
   if (!p.single()) {
     const Series wb = find_series(*p.base, "requests_waiting");
@@ -1204,6 +1296,13 @@ ItemResult item_batching(const Pair& p) {
       f.threshold = fmt::format("tolerance {:g} requests", tol);
       f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tol, Worse::kHigher);
     }
+    // llama-server's waiting gauge (requests_deferred) counts the requests
+    // its HTTP threads hold without a slot; requests beyond its threads
+    // wait in its HTTP queue, where no metric sees them.
+    if (server_engine_is(*p.base, "llama.cpp") || server_engine_is(p.cand, "llama.cpp"))
+      f.note += std::string(f.note.empty() ? "" : "; ") +
+                "llama-server counts as waiting only the requests its HTTP threads hold (max(--parallel + 2, "
+                "cores - 1) threads by default); more in flight wait unseen in its HTTP queue";
     r.findings.push_back(std::move(f));
   }
   // The share of time at the batch cap.
@@ -1229,7 +1328,7 @@ ItemResult item_batching(const Pair& p) {
     f.change_unit = "share";
     f.value = *sc;
     f.change = *sc;
-    f.threshold = fmt::format("at most {}", pct(p.t.cap_share_max));
+    f.threshold = fmt::format("at most {:g} share", p.t.cap_share_max);
     f.verdict = *sc > p.t.cap_share_max ? Verdict::kRegressed : Verdict::kPass;
     r.findings.push_back(std::move(f));
   } else if (!p.single() && sc) {
@@ -1264,7 +1363,12 @@ ItemResult item_batching(const Pair& p) {
         r.evidence["entropy_bits"]["regime_changed"] = std::abs(*ec - *eb) > p.t.entropy_tolerance;
       }
   }
-  if (r.findings.empty()) return no_data(10, "no batch cap known (max_num_seqs) and no waiting series");
+  if (r.findings.empty())
+    return no_data(10, p.single()
+                           ? "one run is judged by its time at the batch cap, and its cap is not known: "
+                             "max_num_seqs of sim and of the built-in server; bench does not record a "
+                             "remote server's (llama-server's --parallel, vLLM's --max-num-seqs)"
+                           : "no batch cap known (max_num_seqs) and no waiting series");
   return r;
 }
 
@@ -1282,7 +1386,7 @@ ItemResult item_contention(const Pair& p) {
       f.change_unit = "share";
       f.value = mean;
       f.change = mean;
-      f.threshold = fmt::format("at most {}", pct(p.t.psi_max));
+      f.threshold = fmt::format("at most {:g} share", p.t.psi_max);
       f.verdict = mean > p.t.psi_max ? Verdict::kRegressed : Verdict::kPass;
       r.findings.push_back(std::move(f));
     } else {
@@ -1303,7 +1407,11 @@ ItemResult item_contention(const Pair& p) {
     }
   }
   if (r.findings.empty())
-    return no_data(12, "no pressure-stall or cgroup series among the samples (bench --observe host,cgroup)");
+    return no_data(
+        12, fmt::format("no pressure-stall or cgroup series among the samples{}{}: bench reads the "
+                        "host's CPU pressure from /proc/pressure/cpu (a Linux kernel with PSI) and, "
+                        "with --server-pid PID, the server's cgroup v2",
+                        missing_reasons(p, "host", true, true), missing_reasons(p, "cgroup", true, true)));
   return r;
 }
 

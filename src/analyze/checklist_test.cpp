@@ -11,9 +11,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "analyze/run_data.h"
+
 namespace tokenscope::analyze {
 namespace {
 
+namespace fs = std::filesystem;
 constexpr Nanos kMs = 1'000'000;
 
 // A run of requests built in memory: one every `gap` ms, with the TTFT and
@@ -392,6 +395,167 @@ TEST(Checklist, CheckJsonCarriesEveryItemFindingAndThreshold) {
   EXPECT_EQ(j["thresholds"]["tail.tolerance"], 0.10);
   EXPECT_EQ(j["items"][7]["verdict"], "no-data");  // no collectives measured
   EXPECT_THAT(j["items"][7]["summary"].get<std::string>(), ::testing::HasSubstr("no collectives"));
+}
+
+// llama-server sends no prompt_tokens_details.cached_tokens, but its
+// timings say how many prompt tokens it evaluated (server_prompt_evaluated):
+// the rest came from its slot's cache. load_run takes them as the cached
+// tokens (a reported cached_tokens wins; an evaluated count above the prompt
+// tells nothing), the same read whole or in ranges, and item 7 has its hit
+// rate from them, exactly.
+TEST(Checklist, LlamaServersTimingsGiveItem7ItsCachedTokens) {
+  const fs::path root = fs::temp_directory_path() / ("tokenscope_llama_cached_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const auto write_run =
+      [&](const std::string& name, int reuse) {
+        const fs::path dir = root / name;
+        fs::create_directories(dir);
+        std::string text;
+        for (std::uint64_t id = 0; id < 600; ++id) {
+          RequestRecord r;
+          r.id = id;
+          r.tenant = "default";
+          r.t_sched = r.t_send = static_cast<Nanos>(id) * 20 * kMs;
+          r.event_times = {r.t_send + 30 * kMs, r.t_send + 35 * kMs};
+          r.event_tokens = {1, 1};
+          r.output_tokens = 2;
+          r.prompt_tokens = 100 + static_cast<std::int64_t>(id % 7);
+          r.server_prompt_ms = 1.5;
+          r.server_decode_ms = 5;
+          r.server_prompt_evaluated = r.prompt_tokens - (id % 3 == 0 ? 0 : reuse);
+          if (id == 5) r.cached_tokens = 90;                             // reported: it wins
+          if (id == 6) r.server_prompt_evaluated = r.prompt_tokens + 1;  // more than the prompt: unknown
+          r.append_json(text);
+          text += '\n';
+        }
+        std::ofstream(dir / "requests.jsonl") << text;
+        std::ofstream(dir / "run.json")
+            << R"({"tool": {"command": "bench"}, "summary": {"requests_total": 600}})";
+        return dir;
+      };
+  const fs::path base_dir = write_run("base", 64), cand_dir = write_run("cand", 32);
+  // The expected cached tokens of request id, and the token-weighted rate.
+  const auto expected = [](std::uint64_t id, int reuse) -> std::int32_t {
+    if (id == 5) return 90;
+    if (id == 6) return -1;
+    return id % 3 == 0 ? 0 : reuse;
+  };
+  const auto rate = [&](int reuse) {
+    double cached = 0, prompt = 0;
+    for (std::uint64_t id = 0; id < 600; ++id)
+      if (expected(id, reuse) >= 0)
+        cached += expected(id, reuse), prompt += 100 + static_cast<double>(id % 7);
+    return cached / prompt;
+  };
+  for (const unsigned ranges : {1u, 4u}) {
+    LoadOptions o;
+    o.request_ranges = ranges;
+    o.cache = RunCache::kOff;
+    const RunData base = load_run(base_dir, o), cand = load_run(cand_dir, o);
+    ASSERT_EQ(base.requests.cached_tokens.size(), 600u);
+    for (std::uint64_t id = 0; id < 600; ++id)
+      ASSERT_EQ(base.requests.cached_tokens[id], expected(id, 64)) << "request " << id << ", " << ranges;
+    const CheckResult r = run_checklist(&base, cand, Thresholds{});
+    const ItemResult& loc = item(r, "locality");
+    ASSERT_EQ(loc.verdict, Verdict::kRegressed) << loc.summary;  // 0.41 -> 0.20 of the prompt tokens
+    EXPECT_DOUBLE_EQ(*loc.findings[0].base, rate(64));
+    EXPECT_DOUBLE_EQ(*loc.findings[0].value, rate(32));
+  }
+  fs::remove_all(root);
+}
+
+// A run's item whose series bench could not sample says which series, from
+// which run, why (run.json observe.sources[]), and what gives it.
+TEST(Checklist, NoDataSaysWhatIsMissingWhyAndWhatGivesIt) {
+  RunData base = lognormal_run("base", 1, 600), cand = lognormal_run("cand", 2, 600);
+  const nlohmann::json sources = nlohmann::json::parse(R"({"observe": {"sources": [
+      {"source": "server", "engine": "llama.cpp", "collected": true, "unavailable": null},
+      {"source": "gpu", "collected": false, "unavailable": "NVML not available: libnvidia-ml.so.1"},
+      {"source": "host", "collected": true, "unavailable": null},
+      {"source": "cgroup", "collected": false, "unavailable": "not a cgroup v2 directory"}]}})");
+  base.run_json = cand.run_json = sources;
+  // The server's output-token counter and its running and waiting gauges,
+  // sampled every second.
+  for (RunData* run : {&base, &cand}) {
+    SampledSeries tokens{"server", "canonical", "generation_tokens", "", {}, {}};
+    SampledSeries running{"server", "canonical", "requests_running", "", {}, {}};
+    SampledSeries waiting{"server", "canonical", "requests_waiting", "", {}, {}};
+    for (int i = 0; i < 40; ++i) {
+      const Nanos t = i * 1000 * kMs;
+      tokens.t.push_back(t), tokens.v.push_back(100.0 * i);
+      running.t.push_back(t), running.v.push_back(1 + i % 4);
+      waiting.t.push_back(t), waiting.v.push_back(i % 2);
+    }
+    run->series = {tokens, running, waiting};
+  }
+  CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& gpu = item(r, "gpu");
+  EXPECT_EQ(gpu.verdict, Verdict::kNoData);
+  EXPECT_EQ(gpu.summary,
+            "no GPU utilisation among the runs' samples (gpu of both runs: NVML not available: "
+            "libnvidia-ml.so.1): bench samples the GPUs of the machine it runs on through NVML, a remote "
+            "server's with --gpu-sampler URL (a DCGM exporter); sim writes none");
+  const ItemResult& contention = item(r, "contention");
+  EXPECT_EQ(contention.verdict, Verdict::kNoData);
+  EXPECT_EQ(contention.summary,
+            "no pressure-stall or cgroup series among the samples (cgroup of both runs: not a cgroup v2 "
+            "directory): bench reads the host's CPU pressure from /proc/pressure/cpu (a Linux kernel with "
+            "PSI) and, with --server-pid PID, the server's cgroup v2");
+  // llama-server's waiting gauge: the finding says what it does not see.
+  const ItemResult& batching = item(r, "batching");
+  ASSERT_FALSE(batching.findings.empty());
+  EXPECT_EQ(batching.findings[0].metric, "requests waiting");
+  EXPECT_THAT(batching.findings[0].note, ::testing::HasSubstr("llama-server counts as waiting only"));
+  // One run: its time at the cap, whose cap a remote server's run does not know.
+  r = run_checklist(nullptr, cand, Thresholds{});
+  EXPECT_EQ(item(r, "batching").verdict, Verdict::kNoData);
+  EXPECT_THAT(item(r, "batching").summary, ::testing::HasSubstr("its cap is not known"));
+  EXPECT_THAT(item(r, "batching").summary, ::testing::HasSubstr("llama-server's --parallel"));
+
+  // The candidate's server without --metrics (bench's note: HTTP 501), a
+  // base whose server was scraped but has no GPU sampler at all.
+  cand.series.clear();
+  cand.run_json["observe"]["sources"][0] = {
+      {"source", "server"}, {"collected", false}, {"errors_by_reason", {{"HTTP 501", 1}}}};
+  base.run_json["observe"]["sources"].erase(1);
+  r = run_checklist(&base, cand, Thresholds{});
+  EXPECT_EQ(item(r, "gpu").summary,
+            "no GPU utilisation among the runs' samples (base's gpu: not sampled; candidate's gpu: NVML not "
+            "available: libnvidia-ml.so.1): bench samples the GPUs of the machine it runs on through NVML, a "
+            "remote server's with --gpu-sampler URL (a DCGM exporter); sim writes none; no output-token "
+            "counter among the candidate's samples (candidate's server: not collected: HTTP 501): it comes "
+            "from the server's /metrics (llama-server serves them with --metrics)");
+  EXPECT_EQ(
+      item(r, "batching").summary,
+      "no running-requests series among the candidate's samples (candidate's server: not collected: "
+      "HTTP 501): it comes from the server's /metrics (llama-server serves them with --metrics) or sim");
+}
+
+// A latency model one run cannot fit says so in a finding of its own: here
+// the candidate served one request at a time (each decodes alone: its batch
+// never varies), as llama-server with --parallel 1 does.
+TEST(Checklist, ALatencyModelOneRunCannotFitIsAFindingThatSaysWhy) {
+  Builder b("base"), c("cand");
+  for (int i = 0; i < 300; ++i) {
+    const Nanos t = i * 1000 * kMs;
+    // Pairs sent 1 ms apart: the second waits for the first (its queue is 1).
+    const double overlap = 10.0 * (i % 5);  // decodes overlap by 10 to 50 ms
+    b.add(t, 100, 200), b.add(t + kMs, 199 - overlap, 299 - overlap);
+    c.add(t, 100, 200), c.add(t + kMs, 199, 299);  // one decode after the other
+  }
+  const CheckResult r = run_checklist(&b.run, c.run, Thresholds{});
+  const ItemResult& lm = item(r, "latency-model");
+  ASSERT_EQ(lm.findings.size(), 2u) << lm.summary;
+  EXPECT_EQ(lm.findings[0].metric, "TTFT per request queued ahead");
+  EXPECT_NE(lm.findings[0].verdict, Verdict::kNoData);
+  EXPECT_EQ(lm.findings[1].metric, "ITL per request in the batch");
+  EXPECT_EQ(lm.findings[1].verdict, Verdict::kNoData);
+  EXPECT_FALSE(lm.findings[1].change.has_value());
+  EXPECT_EQ(lm.findings[1].note,
+            "not fitted in the candidate: every request decoded beside the same number of others (one at a "
+            "time: one slot, or requests that never overlapped)");
+  EXPECT_EQ(lm.findings[1].threshold, "tolerance 0.05 ms");
+  EXPECT_EQ(lm.decisive, 0u);
 }
 
 }  // namespace

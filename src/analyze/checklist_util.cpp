@@ -149,6 +149,40 @@ Nanos send_midpoint(const RunData& run) {
   return lo <= hi ? lo + (hi - lo) / 2 : 0;
 }
 
+std::string source_missing(const RunData& run, std::string_view source) {
+  const auto* sources = observe::json_path(run.run_json, {"observe", "sources"});
+  if (!sources || !sources->is_array()) return "";
+  for (const auto& s : *sources) {
+    if (!s.is_object()) continue;
+    const auto name = s.find("source");
+    if (name == s.end() || !name->is_string() || name->get_ref<const std::string&>() != source) continue;
+    if (const auto u = s.find("unavailable"); u != s.end() && u->is_string()) return u->get<std::string>();
+    if (const auto c = s.find("collected"); c != s.end() && c->is_boolean() && !c->get<bool>()) {
+      const auto reasons = s.find("errors_by_reason");
+      if (reasons != s.end() && reasons->is_object() && !reasons->empty())
+        return "not collected: " + reasons->begin().key();
+      return "not collected";
+    }
+    return "";
+  }
+  return "not sampled";
+}
+
+bool server_engine_is(const RunData& run, std::string_view engine) {
+  if (const auto* engines = observe::json_path(run.run_json, {"server", "engines"});
+      engines && engines->is_array())
+    for (const auto& e : *engines)
+      if (e.is_string() && e.get_ref<const std::string&>() == engine) return true;
+  if (const auto* sources = observe::json_path(run.run_json, {"observe", "sources"});
+      sources && sources->is_array())
+    for (const auto& s : *sources)
+      if (s.is_object())
+        if (const auto e = s.find("engine");
+            e != s.end() && e->is_string() && e->get_ref<const std::string&>() == engine)
+          return true;
+  return false;
+}
+
 double z_of(double confidence) {
   return boost::math::quantile(boost::math::normal(), 0.5 + confidence / 2);
 }

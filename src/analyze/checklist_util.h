@@ -75,6 +75,16 @@ ItemResult no_data(int number, const std::string& why);
 // the built-in server: settings.requested.server.engine.KEY).
 std::optional<double> engine_setting(const RunData& run, const char* key);
 
+// Why bench's samples of a run hold nothing from `source` ("gpu", "host",
+// "cgroup", "server": run.json observe.sources[]): its `unavailable` reason,
+// or "not collected: REASON" (its first error) when every read failed, or
+// "not sampled" when bench had no such source; empty when the source was
+// collected, or the run has no such record (sim, older runs).
+std::string source_missing(const RunData& run, std::string_view source);
+// Whether the run's server is this engine (run.json observe.sources[].engine
+// or server.engines: "llama.cpp", "vllm-v1", ...).
+bool server_engine_is(const RunData& run, std::string_view engine);
+
 double z_of(double confidence);  // the two-sided normal quantile
 std::string pct(double ratio);   // "12.3%"
 
