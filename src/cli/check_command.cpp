@@ -60,6 +60,7 @@ std::string change_text(const analyze::Finding& f) {
 
 struct Row {
   std::string number, item, verdict, statistic, change, ci, threshold, more;
+  std::string note;  // the finding's note (printed under it with -v)
 };
 
 std::vector<Row> rows(const analyze::CheckResult& r, bool verbose) {
@@ -80,6 +81,7 @@ std::vector<Row> rows(const analyze::CheckResult& r, bool verbose) {
       row.threshold = f->threshold;
       if (f->more_requests && *f->more_requests > 0)
         row.more = fmt::format("~{} more requests", *f->more_requests);
+      if (verbose) row.note = f->note;
       return row;
     };
     if (!it.decisive) {
@@ -118,11 +120,12 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
   for (const Row& row : rs) {
     if (row.change.empty() && row.ci.empty()) {
       os << fmt::format("{:>3}  {:<20} {:<13} {}\n", row.number, row.item, row.verdict, row.statistic);
-      continue;
+    } else {
+      os << fmt::format("{:>3}  {:<20} {:<13} {:<{}} {:>12}  {:<{}}  {:<{}}{}\n", row.number, row.item,
+                        row.verdict, row.statistic, w_stat, row.change, row.ci, std::max(w_ci, conf.size()),
+                        row.threshold, w_th, row.more.empty() ? "" : "  " + row.more);
     }
-    os << fmt::format("{:>3}  {:<20} {:<13} {:<{}} {:>12}  {:<{}}  {:<{}}{}\n", row.number, row.item,
-                      row.verdict, row.statistic, w_stat, row.change, row.ci, std::max(w_ci, conf.size()),
-                      row.threshold, w_th, row.more.empty() ? "" : "  " + row.more);
+    if (!row.note.empty()) os << fmt::format("{:>3}  {:<20} {:<13} note: {}\n", "", "", "", row.note);
   }
   if (r.cand_attribution && !r.cand_attribution->rows.empty()) {
     const auto& a = *r.cand_attribution;

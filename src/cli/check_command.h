@@ -15,7 +15,7 @@ CLI::App* add_check_command(CLI::App& app);
 int run_check();
 
 // The table: one row per item (its decisive finding), then the verdict.
-// verbose: every finding of every item.
+// verbose: every finding of every item, each with its note under it.
 void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool verbose);
 // The same as a Markdown table (for a pull-request comment).
 std::string check_markdown(const analyze::CheckResult& r);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analyze/run_data.h"
+#include "cli/check_command.h"
 #include "cli/report_command.h"
 #include "report/report_data.h"
 
@@ -61,6 +62,56 @@ TEST(ReportText, ShowsTheSummaryTableWarningsAndNotes) {
   EXPECT_THAT(t, HasSubstr("server_ttft_seconds: mean 0.075"));
   EXPECT_THAT(t, HasSubstr("WARNING: scrape errors: server"));
   EXPECT_THAT(t, HasSubstr("note: run.json has no summary"));
+}
+
+// check -v prints every finding with its note under it (why an interval is
+// missing, what a server does not count); without -v, the decisive finding
+// alone and no notes.
+TEST(CheckText, VerbosePrintsEachFindingsNoteUnderIt) {
+  analyze::CheckResult r;
+  r.base_name = "base";
+  r.cand_name = "cand";
+  r.overall = analyze::Verdict::kInconclusive;
+  analyze::ItemResult it;
+  it.number = 1;
+  it.id = "latency-model";
+  it.title = "latency model";
+  it.verdict = analyze::Verdict::kInconclusive;
+  analyze::Finding f;
+  f.metric = "TTFT per request queued ahead";
+  f.unit = f.change_unit = "ms";
+  f.change = 45.25;
+  f.threshold = "tolerance 5 ms";
+  f.verdict = analyze::Verdict::kInconclusive;
+  f.note = "too few blocks of requests (500 requests at least) to bound the change";
+  analyze::Finding g;
+  g.metric = "ITL per request in the batch";
+  g.unit = g.change_unit = "ms";
+  g.threshold = "tolerance 0.05 ms";
+  g.verdict = analyze::Verdict::kNoData;
+  g.note = "not fitted in the candidate: every request decoded beside the same number of others";
+  it.findings = {f, g};
+  it.decisive = 0;
+  r.items.push_back(it);
+  std::ostringstream verbose, plain;
+  print_check_table(verbose, r, true);
+  print_check_table(plain, r, false);
+  const std::string v = verbose.str();
+  const auto first = v.find("TTFT per request queued ahead");
+  const auto note1 = v.find("note: too few blocks of requests (500 requests at least) to bound the change");
+  const auto second = v.find("ITL per request in the batch");
+  const auto note2 = v.find("note: not fitted in the candidate: every request decoded beside the same");
+  ASSERT_NE(first, std::string::npos) << v;
+  ASSERT_NE(note1, std::string::npos) << v;
+  ASSERT_NE(second, std::string::npos) << v;
+  ASSERT_NE(note2, std::string::npos) << v;
+  EXPECT_LT(first, note1);
+  EXPECT_LT(note1, second);
+  EXPECT_LT(second, note2);
+  EXPECT_THAT(v, HasSubstr("45.2 ms"));
+  EXPECT_THAT(plain.str(), HasSubstr("TTFT per request queued ahead"));
+  EXPECT_EQ(plain.str().find("note:"), std::string::npos) << plain.str();
+  EXPECT_EQ(plain.str().find("ITL per request"), std::string::npos) << plain.str();
 }
 
 }  // namespace
