@@ -304,9 +304,12 @@ TEST_F(Report, CheckFindsAnInjectedLeakAndAddsItsSectionToThePage) {
 // logprobs' histograms and the eight most divergent tensors', base and
 // candidate overlaid, and says how many tensors it left out and why.
 TEST_F(Report, CheckDrawsItem11sHistograms) {
-  const auto base = bench_run("base", {"--rate", "40", "--logprobs", "--seed", "1"});
-  const auto cand =
-      bench_run("cand", {"--rate", "40", "--logprobs", "--logprob-shift", "0.25", "--seed", "2"});
+  // With an SLO too: item 2's findings are in ms (the percentiles against
+  // their targets) and a ratio (the attainment), drawn in a chart each.
+  const auto base =
+      bench_run("base", {"--rate", "40", "--logprobs", "--seed", "1", "--slo", "ttft_ms=60000"});
+  const auto cand = bench_run("cand", {"--rate", "40", "--logprobs", "--logprob-shift", "0.25", "--seed", "2",
+                                       "--slo", "ttft_ms=60000"});
   // Tensor t: a triangle over 20 bins of width 0.5 from -5, its peak moved
   // right by t / 4 of a bin in the candidate (more divergent with t).
   const auto tensors = [](bool candidate) {
@@ -359,6 +362,10 @@ TEST_F(Report, CheckDrawsItem11sHistograms) {
   const auto forest = std::find(titles.begin(), titles.end(), "11 quantisation drift");
   ASSERT_NE(forest, titles.end()) << page["titles"];
   EXPECT_EQ(*(forest + 1), drawn[0].first);  // right under item 11's forest plot
+  // One unit per axis: item 2's ms and ratio findings in two charts.
+  for (const char* t : {"2 SLO attainment (ms)", "2 SLO attainment (ratio)"})
+    EXPECT_NE(std::find(titles.begin(), titles.end(), t), titles.end()) << t << " in " << page["titles"];
+  EXPECT_EQ(std::find(titles.begin(), titles.end(), "2 SLO attainment"), titles.end()) << page["titles"];
   std::string headings;
   for (const auto& h : page["headings"]) headings += h.get<std::string>() + "\n";
   EXPECT_NE(headings.find("3 of the 11 tensors compared are not drawn (2 less divergent than the 8 drawn, 1 "

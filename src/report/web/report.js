@@ -378,37 +378,62 @@
     const v = parseFloat(m[1]);
     return m[2] === "%" ? v / 100 : v;
   }
+  // The target of a finding held against one ("target 200 ms": an SLO's
+  // percentile), in the finding's units; null when it has none.
+  function targetOf(f) {
+    const m = /^target ([0-9.eE+-]+)/.exec(f.threshold || "");
+    return m ? parseFloat(m[1]) : null;
+  }
+  // A row label of at most 36 characters (the axis has room for no more;
+  // the table above has the whole name).
+  function shortLabel(s) { return s.length > 36 ? s.slice(0, 35) + "\u2026" : s; }
   // One row per finding: its change as a point, its interval as a bar, the
   // tolerance band shaded and zero marked (a forest plot).
   function forestPlot(container, item) {
-    const fs = item.findings.filter((f) => isNum(f.change));
-    if (!fs.length) return;
+    const all = item.findings.filter((f) => isNum(f.change));
+    if (!all.length) return;
     // Rows in different units are drawn in units of their tolerance (the
     // band is then [-1, 1] for every row); the table has the raw numbers.
+    // When some row has no tolerance to scale by (an SLO's target), each
+    // unit gets a chart of its own: one axis never carries two units.
+    const units = [...new Set(all.map((f) => f.change_unit))];
+    const scaled = units.length > 1 && all.every((f) => toleranceOf(f) > 0);
+    const groups = units.length > 1 && !scaled ? units.map((un) => all.filter((f) => f.change_unit === un)) : [all];
+    for (const fs of groups)
+      forestChart(container, item, fs, scaled, groups.length > 1 ? " (" + (fs[0].change_unit || "no unit") + ")" : "");
+  }
+  function forestChart(container, item, fs, scaled, titleSuffix) {
     const units = [...new Set(fs.map((f) => f.change_unit))];
-    const scaled = units.length > 1 && fs.every((f) => toleranceOf(f) > 0);
     const k = (f) => (scaled ? 1 / toleranceOf(f) : 1);
     let lo = 0, hi = 0;
     for (const f of fs) {
-      for (const v of [f.change, f.ci_low, f.ci_high]) if (isNum(v)) { lo = Math.min(lo, v * k(f)); hi = Math.max(hi, v * k(f)); }
+      for (const v of [f.change, f.ci_low, f.ci_high, targetOf(f)])
+        if (isNum(v)) { lo = Math.min(lo, v * k(f)); hi = Math.max(hi, v * k(f)); }
       const t = toleranceOf(f);
       if (t !== null) { lo = Math.min(lo, -t * k(f)); hi = Math.max(hi, t * k(f)); }
     }
     const pad = (hi - lo) * 0.08 || 1;
     const pctAxis = !scaled && units.length === 1 && units[0] === "%";
+    const targets = fs.some((f) => targetOf(f) !== null);
     const n = fs.length;
-    drawnChart(container, item.number + " " + item.title, "Each finding's change (dot) with its interval (bar); " +
+    drawnChart(container, item.number + " " + item.title + titleSuffix,
+               "Each finding's change (dot) with its interval (bar); " +
                "the shaded band is its tolerance, the line zero; red: regressed, green: improved, blue: pass, " +
-               "amber: inconclusive." + (scaled ? " Rows differ in units: each is drawn in units of its tolerance." : ""),
+               "amber: inconclusive." + (scaled ? " Rows differ in units: each is drawn in units of its tolerance." : "") +
+               (targets ? " A row held against a target (an SLO's percentile) shows its value, the target a black tick." : ""),
                scaled ? "change / tolerance" : pctAxis ? "change (%)" : "change" + (units[0] ? " (" + units[0] + ")" : ""),
                "finding", [lo - pad, hi + pad], [-0.5, n - 0.5], (u, ctx) => {
                  const X = (v) => u.valToPos(v, "x", true), Y = (v) => u.valToPos(v, "y", true);
                  const px = devicePixelRatio || 1;
                  fs.forEach((f, i) => {
-                   const y = Y(n - 1 - i), t = toleranceOf(f);
+                   const y = Y(n - 1 - i), t = toleranceOf(f), target = targetOf(f);
                    if (t !== null) {
                      ctx.fillStyle = "rgba(34,197,94,0.14)";
                      ctx.fillRect(X(-t * k(f)), y - 9 * px, X(t * k(f)) - X(-t * k(f)), 18 * px);
+                   }
+                   if (target !== null) {
+                     ctx.fillStyle = "#111827";
+                     ctx.fillRect(X(target * k(f)) - px, y - 10 * px, 2 * px, 20 * px);
                    }
                    const colour = f.verdict === "regressed" ? "#dc2626" : f.verdict === "improved" ? "#16a34a" :
                                   f.verdict === "pass" ? "#2563eb" : "#a16207";
@@ -427,7 +452,7 @@
                  ctx.beginPath(); ctx.moveTo(X(0), u.bbox.top); ctx.lineTo(X(0), u.bbox.top + u.bbox.height); ctx.stroke();
                }, {height: Math.max(130, 70 + 34 * n), ySize: 240,
                    ySplits: () => fs.map((f, i) => n - 1 - i),
-                   yValues: (u, splits) => splits.map((v) => { const f = fs[n - 1 - v]; return f ? f.metric : ""; }),
+                   yValues: (u, splits) => splits.map((v) => { const f = fs[n - 1 - v]; return f ? shortLabel(f.metric) : ""; }),
                    xValues: pctAxis ? (u, s) => s.map((v) => (v * 100).toFixed(0) + "%") : undefined});
   }
   // Item 11's evidence: each histogram of the base and the candidate over
