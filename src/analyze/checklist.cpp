@@ -1244,7 +1244,8 @@ ItemResult item_recompile(const Pair& p, const ExtraInputs& extra) {
                                             : "first request of a prompt-length bucket over its next (TTFT)",
                                       "ratio", b, c, p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
       f.change_unit = "ratio";
-      f.note = fmt::format("{} shapes seen twice in the candidate, {} in the base", c.size(), b.size());
+      f.note = fmt::format("{}{} shapes seen twice in the candidate, {} in the base",
+                           f.note.empty() ? "" : f.note + "; ", c.size(), b.size());
       r.findings.push_back(std::move(f));
       r.evidence["source"] = steps ? "steps" : "requests";
       r.evidence["base_excess"] = b;

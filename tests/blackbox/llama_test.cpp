@@ -1098,5 +1098,201 @@ TEST_F(Llama, MooncakeTraceWithTokenizerIsExactAndSharesPrefixes) {
   expect_cached_as_shared(logged, shared, "mooncake trace");
 }
 
+// ---- tokenscope check on two runs of llama-server ----
+
+// What a user does to see what a change to the server did: bench
+// llama-server as it was (--parallel 4: the base) and with the change
+// (--parallel 1: the candidate), the same workload against each, then
+// `tokenscope check BASE CAND`. The latency verdicts depend on this
+// machine's load and are not asserted; what is: which items llama-server
+// gives data for and which it cannot (each saying why and what would), the
+// verdicts the runs decide whatever the load (targets of a minute are met;
+// the same model gives the same logprobs), item 7's hit rate from
+// llama-server's timings against the server's own prompt-token counter, an
+// ITL model that one slot cannot fit, check.json against the exit code, the
+// cached read against the JSONL, the one-run check, the Markdown table, -v
+// and the report's page.
+TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
+  const std::vector<std::string> workload = {"--model",
+                                             "tiny",
+                                             "--api",
+                                             "completions",
+                                             "--num-requests",
+                                             "520",
+                                             "--rate",
+                                             "25",
+                                             "--input-len",
+                                             "uniform:80:300",
+                                             "--output-len",
+                                             "fixed:4",
+                                             "--prefix-groups",
+                                             "4",
+                                             "--prefix-tokens",
+                                             "64",
+                                             "--logprobs",
+                                             "--slo",
+                                             "ttft_ms=60000,tpot_ms=60000",
+                                             "--no-gpu",
+                                             "--scrape-interval",
+                                             "0.25",
+                                             "--no-history"};
+  const auto run_with = [&](int slots, const std::string& name) {
+    auto s = start({.context_tokens = 4096, .slots = slots, .extra = {}}, false, "server-" + name);
+    const auto out = dir_ / name;
+    auto args = workload;
+    args.insert(args.end(), {"--out", out.string()});
+    expect_all_ok(bench(*s, args, 240), out, 520, 4);
+    return out;
+  };
+  const auto base = run_with(4, "base"), cand = run_with(1, "cand");
+  ASSERT_FALSE(HasFailure());
+
+  auto r = run_process({kBin, "check", base.string(), cand.string()}, 120);
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << describe(r);
+  const json check = json::parse(slurp(cand / "check.json"));
+  EXPECT_EQ(check["mode"], "compare");
+  EXPECT_EQ(check["exit_code"], r.exit_code);
+  EXPECT_EQ(check["overall"] == "regressed", r.exit_code == 1) << check["overall"];
+  ASSERT_EQ(check["items"].size(), 12u);
+  const auto item = [&](int n) -> const json& { return check["items"][static_cast<std::size_t>(n - 1)]; };
+  const auto summary = [&](int n) { return item(n)["summary"].get<std::string>(); };
+  const auto finding = [&](int n, const std::string& metric) -> json {
+    for (const auto& f : item(n)["findings"])
+      if (f["metric"] == metric) return f;
+    ADD_FAILURE() << "item " << n << " has no finding '" << metric << "': " << item(n).dump().substr(0, 2000);
+    return json::object();
+  };
+  for (int n = 1; n <= 12; ++n) EXPECT_EQ(item(n)["number"], n);
+
+  // No data, and the reason: one task class; no GPU sampled (--no-gpu; the
+  // output-token counter is there: llama-server serves it with --metrics); no
+  // collectives measured.
+  for (const int n : {3, 6, 8}) EXPECT_EQ(item(n)["verdict"], "no-data") << item(n).dump().substr(0, 2000);
+  EXPECT_EQ(summary(3), "one task class: nothing to couple");
+  EXPECT_EQ(summary(6),
+            "no GPU utilisation among the runs' samples (gpu of both runs: not sampled): bench samples the "
+            "GPUs of the machine it runs on through NVML, a remote server's with --gpu-sampler URL (a DCGM "
+            "exporter); sim writes none");
+  EXPECT_NE(summary(8).find("check --collectives BASE_FILE,CAND_FILE"), std::string::npos) << summary(8);
+
+  // Data from llama-server for every other item.
+  for (const int n : {1, 2, 4, 5, 7, 9, 10, 11})
+    EXPECT_NE(item(n)["verdict"], "no-data") << item(n).dump().substr(0, 2000);
+  // 1: TTFT on the queue ahead in both; ITL on the batch not in the
+  // candidate, whose one slot decodes one request at a time.
+  EXPECT_NE(finding(1, "TTFT per request queued ahead")["verdict"], "no-data");
+  const json itl = finding(1, "ITL per request in the batch");
+  EXPECT_EQ(itl["verdict"], "no-data");
+  EXPECT_TRUE(itl["change"].is_null());
+  EXPECT_EQ(itl.value("note", ""),
+            "not fitted in the candidate: every request decoded beside the same number of others (one at a "
+            "time: one slot, or requests that never overlapped)");
+  // 2: targets of a minute, met by every request of both runs.
+  EXPECT_EQ(item(2)["verdict"], "pass") << item(2).dump().substr(0, 2000);
+  EXPECT_EQ(finding(2, "default attainment")["note"], "520 of 520 met every target; base 520 of 520");
+  // 7: the cached prompt tokens are what llama-server did not evaluate (its
+  // timings); together they are what its counter did evaluate, exactly.
+  const json hit = finding(7, "prefix-cache hit rate");
+  for (const auto& [dir, key] : {std::pair{base, "base"}, std::pair{cand, "value"}}) {
+    SCOPED_TRACE(dir.string());
+    long prompt = 0, evaluated = 0;
+    for (const auto& rec : lines(dir / "requests.jsonl")) {
+      ASSERT_TRUE(rec.contains("server_prompt_evaluated")) << rec.dump().substr(0, 600);
+      EXPECT_EQ(rec["cached_tokens"], -1);  // llama-server reports none itself
+      prompt += rec["prompt_tokens"].get<long>();
+      evaluated += rec["server_prompt_evaluated"].get<long>();
+    }
+    const json run = json::parse(slurp(dir / "run.json"));
+    EXPECT_EQ(run["server"]["prompt_tokens"].get<double>(), static_cast<double>(evaluated));
+    EXPECT_GT(prompt, evaluated);  // shared prefixes, and the BOS every slot keeps
+    EXPECT_NEAR(hit[key].get<double>(), static_cast<double>(prompt - evaluated) / static_cast<double>(prompt),
+                1e-12);
+  }
+  // 9: from the requests (prompt-length buckets 128, 256 and 512).
+  EXPECT_EQ(item(9)["evidence"]["source"], "requests");
+  EXPECT_NE(
+      item(9)["findings"][0].value("note", "").find("3 shapes seen twice in the candidate, 3 in the base"),
+      std::string::npos)
+      << item(9).dump().substr(0, 2000);
+  // 10: llama-server's waiting gauge, with what it does not count.
+  EXPECT_NE(finding(10, "requests waiting").value("note", "").find("llama-server counts as waiting only"),
+            std::string::npos);
+  // 11: the same model: no drift. A token llama-server holds back (one that
+  // ends inside a UTF-8 character) comes with the next without its logprob.
+  EXPECT_EQ(item(11)["verdict"], "pass") << item(11).dump().substr(0, 2000);
+  ASSERT_FALSE(item(11)["evidence"]["histograms"].empty());
+  // 12: the host's CPU pressure where the kernel has PSI.
+  std::string psi;
+  std::getline(std::ifstream("/proc/pressure/cpu") >> std::ws, psi);
+  if (psi.rfind("some", 0) == 0) {
+    EXPECT_EQ(finding(12, "mean host_cpu_pressure_some")["unit"], "share");
+  } else {
+    EXPECT_EQ(item(12)["verdict"], "no-data");
+    EXPECT_NE(summary(12).find("/proc/pressure/cpu"), std::string::npos) << summary(12);
+  }
+
+  // The first check cached each run; a check of the JSONL files finds the same.
+  EXPECT_TRUE(fs::exists(base / ".tokenscope-cache"));
+  EXPECT_TRUE(fs::exists(cand / ".tokenscope-cache"));
+  const auto without_times = [](json j) {
+    for (auto& it : j["items"]) it.erase("elapsed_ms");
+    return j;
+  };
+  r = run_process(
+      {kBin, "check", base.string(), cand.string(), "--no-cache", "--out", (dir_ / "files.json").string()},
+      120);
+  EXPECT_EQ(r.exit_code, check["exit_code"]) << describe(r);
+  EXPECT_EQ(without_times(json::parse(slurp(dir_ / "files.json"))), without_times(check));
+
+  // -v: every finding, its note under it.
+  r = run_process({kBin, "check", base.string(), cand.string(), "-v", "--out", (dir_ / "v.json").string()},
+                  120);
+  EXPECT_NE(r.out.find("note: not fitted in the candidate: every request decoded beside"), std::string::npos)
+      << r.out;
+  // The Markdown table.
+  r = run_process(
+      {kBin, "check", base.string(), cand.string(), "--format", "md", "--out", (dir_ / "md.json").string()},
+      120);
+  EXPECT_NE(r.out.find("| 3 | mixed-load coupling | **no-data** | one task class: nothing to couple |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| 11 | quantisation drift | **pass** | KL output-token logprobs |"),
+            std::string::npos)
+      << r.out;
+
+  // One run: its health items; the batch cap of llama-server is not known.
+  r = run_process({kBin, "check", cand.string(), "--out", (dir_ / "single.json").string()}, 120);
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << describe(r);
+  const json single = json::parse(slurp(dir_ / "single.json"));
+  EXPECT_EQ(single["mode"], "single");
+  EXPECT_EQ(single["exit_code"], r.exit_code);
+  std::vector<int> numbers;
+  for (const auto& it : single["items"]) numbers.push_back(it["number"]);
+  EXPECT_EQ(numbers, (std::vector<int>{2, 4, 5, 7, 10, 12}));
+  EXPECT_EQ(single["items"][3]["verdict"], "no-data");  // 260 requests per half
+  EXPECT_NE(single["items"][3]["summary"].get<std::string>().find("(520 in the run)"), std::string::npos)
+      << single["items"][3]["summary"];
+  EXPECT_EQ(single["items"][4]["verdict"], "no-data");
+  EXPECT_NE(single["items"][4]["summary"].get<std::string>().find("llama-server's --parallel"),
+            std::string::npos)
+      << single["items"][4]["summary"];
+
+  // The report's page: every chart drawn and labelled, one unit per axis.
+  r = run_process({kBin, "check", base.string(), cand.string(), "--report"}, 120);
+  EXPECT_EQ(r.exit_code, check["exit_code"]) << describe(r);
+  ASSERT_TRUE(fs::exists(cand / "report.html"));
+  r = run_process(
+      {"/usr/bin/env", "node", std::string(TOKENSCOPE_SOURCE_DIR) + "/tests/blackbox/node/report_browser.mjs",
+       (cand / "report.html").string()},
+      120);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json page = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(page.is_discarded()) << r.out << r.err;
+  const std::vector<std::string> titles = page["titles"];
+  for (const char* t : {"1 latency model", "2 SLO attainment (ms)", "2 SLO attainment (ratio)",
+                        "7 KV-cache locality", "11 output-token logprobs: base and candidate"})
+    EXPECT_NE(std::find(titles.begin(), titles.end(), t), titles.end()) << t << " in " << page["titles"];
+}
+
 }  // namespace
 }  // namespace tokenscope::testing
