@@ -541,7 +541,7 @@ Finding block_shift_finding(const std::string& metric, const std::string& unit, 
   f.change_unit = unit;
   f.threshold = fmt::format("tolerance {:g} {}", tolerance, unit);
   if (b.size() < 3 || c.size() < 3) {
-    f.note = "too few samples";
+    f.note = fmt::format("too few values to compare ({} against {}; 3 each at least)", b.size(), c.size());
     return f;
   }
   const SortedSample sb(b, "base " + metric), sc(c, "candidate " + metric);
@@ -557,6 +557,17 @@ Finding block_shift_finding(const std::string& metric, const std::string& unit, 
     return f;
   }
   f.verdict = classify_change({s.estimate, *s.ci_low, *s.ci_high}, tolerance, worse);
+  return f;
+}
+
+// A finding on blocks of a sampled series: when there were too few blocks,
+// its note says what gives more.
+Finding sampled(Finding f, std::size_t block) {
+  if (f.verdict == Verdict::kNoData && !f.note.empty())
+    f.note += fmt::format(
+        "; each value is the mean of {} samples: a longer run, or a shorter bench --scrape-interval (1 s by "
+        "default)",
+        block);
   return f;
 }
 
@@ -974,8 +985,10 @@ ItemResult item_gpu(const Pair& p) {
     return no_data(6, fmt::format("{}", fmt::join(why, "; ")));
   }
   ItemResult r;
-  r.findings.push_back(block_shift_finding("output tokens/s per GPU busy", "tok/s", block_means(eb, 5),
-                                           block_means(ec, 5), 0, Worse::kLower, p.t.confidence));
+  r.findings.push_back(
+      sampled(block_shift_finding("output tokens/s per GPU busy", "tok/s", block_means(eb, 5),
+                                  block_means(ec, 5), 0, Worse::kLower, p.t.confidence),
+              5));
   // Relative tolerance: turn it into the base's units.
   Finding& f = r.findings.back();
   if (f.base) {
@@ -1291,7 +1304,9 @@ ItemResult item_batching(const Pair& p) {
   if (!p.single()) {
     const Series wb = find_series(*p.base, "requests_waiting");
     const auto [b, c] = blocked_pair(p, wb, wc);
-    Finding f = block_shift_finding("requests waiting", "requests", b, c, 0, Worse::kHigher, p.t.confidence);
+    Finding f = sampled(
+        block_shift_finding("requests waiting", "requests", b, c, 0, Worse::kHigher, p.t.confidence), 10);
+    f.threshold = fmt::format("tolerance {} (1 request at least)", pct(p.t.batch_tolerance));
     if (f.base && f.ci_low && f.ci_high) {
       const double tol = std::max(1.0, p.t.batch_tolerance * std::max(*f.base, 1.0));
       f.threshold = fmt::format("tolerance {:g} requests", tol);
@@ -1337,8 +1352,10 @@ ItemResult item_batching(const Pair& p) {
     const auto sb = cap_share(*p.base, find_series(*p.base, "requests_running"),
                               find_series(*p.base, "requests_waiting"), blocks_b);
     if (sb) {
-      Finding f = block_shift_finding("time at the batch cap with requests waiting", "share", blocks_b,
-                                      blocks_c, p.t.batch_tolerance, Worse::kHigher, p.t.confidence);
+      Finding f =
+          sampled(block_shift_finding("time at the batch cap with requests waiting", "share", blocks_b,
+                                      blocks_c, p.t.batch_tolerance, Worse::kHigher, p.t.confidence),
+                  10);
       r.findings.push_back(std::move(f));
     }
   }
@@ -1393,8 +1410,10 @@ ItemResult item_contention(const Pair& p) {
     } else {
       const Series b = find_series(*p.base, name);
       if (b.empty()) continue;
-      r.findings.push_back(block_shift_finding(std::string("mean ") + name, "share", blocked(b), blocked(c),
-                                               p.t.psi_tolerance, Worse::kHigher, p.t.confidence));
+      r.findings.push_back(
+          sampled(block_shift_finding(std::string("mean ") + name, "share", blocked(b), blocked(c),
+                                      p.t.psi_tolerance, Worse::kHigher, p.t.confidence),
+                  10));
     }
     break;  // the server's own cgroup when there is one, else the host
   }
@@ -1403,8 +1422,10 @@ ItemResult item_contention(const Pair& p) {
     if (!c.empty() && !p.single()) {
       const Series b = counter_rate(find_series(*p.base, "cgroup_cpu_throttled_seconds"));
       if (!b.empty())
-        r.findings.push_back(block_shift_finding("share of time throttled", "share", blocked(b), blocked(c),
-                                                 p.t.throttle_tolerance, Worse::kHigher, p.t.confidence));
+        r.findings.push_back(
+            sampled(block_shift_finding("share of time throttled", "share", blocked(b), blocked(c),
+                                        p.t.throttle_tolerance, Worse::kHigher, p.t.confidence),
+                    10));
     }
   }
   if (r.findings.empty())
@@ -1484,8 +1505,11 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
     r.id = info.id;
     r.title = info.title;
     if (r.summary.empty() && r.decisive) {
+      // An item whose findings have no data says why (the decisive one's note).
       const Finding& f = r.findings[*r.decisive];
-      r.summary = f.metric + ": " + std::string(to_string(f.verdict));
+      r.summary =
+          f.metric + ": " +
+          (r.verdict == Verdict::kNoData && !f.note.empty() ? f.note : std::string(to_string(f.verdict)));
     }
     r.elapsed_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();

@@ -531,6 +531,32 @@ TEST(Checklist, NoDataSaysWhatIsMissingWhyAndWhatGivesIt) {
       "HTTP 501): it comes from the server's /metrics (llama-server serves them with --metrics) or sim");
 }
 
+// A run of 20 s sampled every second has two blocks of ten samples, too few
+// to compare: items 10 and 12 say so, and what gives more.
+TEST(Checklist, TooFewSamplesSayWhatGivesMore) {
+  RunData base = lognormal_run("base", 1, 600), cand = lognormal_run("cand", 2, 600);
+  for (RunData* run : {&base, &cand}) {
+    SampledSeries running{"server", "canonical", "requests_running", "", {}, {}};
+    SampledSeries waiting{"server", "canonical", "requests_waiting", "", {}, {}};
+    SampledSeries psi{"host", "canonical", "host_cpu_pressure_some", "", {}, {}};
+    for (int i = 0; i < 20; ++i) {
+      const Nanos t = i * 1000 * kMs;
+      for (SampledSeries* s : {&running, &waiting, &psi}) s->t.push_back(t);
+      running.v.push_back(1 + i % 4), waiting.v.push_back(i % 2), psi.v.push_back(0.01 * (i % 3));
+    }
+    run->series = {running, waiting, psi};
+  }
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const std::string hint =
+      "too few values to compare (2 against 2; 3 each at least); each value is the mean of 10 samples: a "
+      "longer run, or a shorter bench --scrape-interval (1 s by default)";
+  EXPECT_EQ(item(r, "batching").verdict, Verdict::kNoData);
+  EXPECT_EQ(item(r, "batching").summary, "requests waiting: " + hint);
+  EXPECT_EQ(item(r, "batching").findings[0].threshold, "tolerance 10.0% (1 request at least)");
+  EXPECT_EQ(item(r, "contention").verdict, Verdict::kNoData);
+  EXPECT_EQ(item(r, "contention").summary, "mean host_cpu_pressure_some: " + hint);
+}
+
 // A latency model one run cannot fit says so in a finding of its own: here
 // the candidate served one request at a time (each decodes alone: its batch
 // never varies), as llama-server with --parallel 1 does.

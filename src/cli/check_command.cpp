@@ -84,7 +84,8 @@ std::vector<Row> rows(const analyze::CheckResult& r, bool verbose) {
       if (verbose) row.note = f->note;
       return row;
     };
-    if (!it.decisive) {
+    // An item without data: why (its summary), unless every finding is asked for.
+    if (!it.decisive || (!verbose && it.verdict == analyze::Verdict::kNoData)) {
       out.push_back(row_of(nullptr, true));
       continue;
     }

@@ -93,6 +93,20 @@ TEST(CheckText, VerbosePrintsEachFindingsNoteUnderIt) {
   it.findings = {f, g};
   it.decisive = 0;
   r.items.push_back(it);
+  // An item whose only finding has no data: its summary says why.
+  analyze::ItemResult none;
+  none.number = 12;
+  none.id = "contention";
+  none.title = "contention";
+  none.verdict = analyze::Verdict::kNoData;
+  none.summary = "mean host_cpu_pressure_some: too few values to compare (2 against 2; 3 each at least)";
+  analyze::Finding h;
+  h.metric = "mean host_cpu_pressure_some";
+  h.threshold = "tolerance 0.05 share";
+  h.note = "too few values to compare (2 against 2; 3 each at least)";
+  none.findings = {h};
+  none.decisive = 0;
+  r.items.push_back(none);
   std::ostringstream verbose, plain;
   print_check_table(verbose, r, true);
   print_check_table(plain, r, false);
@@ -112,6 +126,12 @@ TEST(CheckText, VerbosePrintsEachFindingsNoteUnderIt) {
   EXPECT_THAT(plain.str(), HasSubstr("TTFT per request queued ahead"));
   EXPECT_EQ(plain.str().find("note:"), std::string::npos) << plain.str();
   EXPECT_EQ(plain.str().find("ITL per request"), std::string::npos) << plain.str();
+  EXPECT_THAT(plain.str(),
+              HasSubstr("no-data       mean host_cpu_pressure_some: too few values to compare (2 "
+                        "against 2; 3 each at least)\n"));
+  EXPECT_THAT(check_markdown(r),
+              HasSubstr("| 12 | contention | **no-data** | mean host_cpu_pressure_some: too few "
+                        "values to compare (2 against 2; 3 each at least) |  |  |  |"));
 }
 
 }  // namespace

@@ -581,7 +581,9 @@
                    ? " (one run: " + c.candidate + "'s health)" : " (base " + c.base + ", candidate " + c.candidate + ")"));
     const rows = [];
     for (const it of c.items) {
-      const f = it.decisive !== null && it.decisive !== undefined ? it.findings[it.decisive] : null;
+      // An item without data shows why (its summary), not its decisive finding.
+      const f = it.verdict !== "no-data" && it.decisive !== null && it.decisive !== undefined
+                    ? it.findings[it.decisive] : null;
       rows.push([String(it.number), it.title, verdictCell(it.verdict), f ? f.metric : it.summary,
                  f ? changeText(f, f.change) : "", f ? intervalText(f) : "", f ? f.threshold : "",
                  f && isNum(f.more_requests) && f.more_requests > 0 ? "~" + f.more_requests + " more requests" : ""]);
