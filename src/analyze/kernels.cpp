@@ -189,17 +189,7 @@ KernelInventory parse_lines(TextReader& reader, const std::string& file) {
   std::string_view line;
   while (reader.next_line(line)) {
     const std::size_t n = reader.line_number();
-    switch (reader.flaw()) {
-      case TextReader::Flaw::kNone:
-        break;
-      case TextReader::Flaw::kTooLong:
-        throw InputError(file, n, "",
-                         fmt::format("line longer than {} MiB", TextReader::kDefaultMaxLineBytes >> 20));
-      case TextReader::Flaw::kNulByte:
-        throw InputError(
-            file, n, "",
-            fmt::format("NUL byte at column {}: binary data, not JSON lines", reader.nul_column()));
-    }
+    if (const auto flaw = reader.flaw_message()) throw InputError(file, n, "", *flaw);
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     KernelLineKind kind = KernelLineKind::kNotOneOfOurs;
     try {

@@ -111,17 +111,7 @@ std::vector<ActivationHistogram> parse_activation_lines(TextReader& reader, cons
   std::string_view line;
   while (reader.next_line(line)) {
     const std::size_t n = reader.line_number();
-    switch (reader.flaw()) {
-      case TextReader::Flaw::kNone:
-        break;
-      case TextReader::Flaw::kTooLong:
-        throw InputError(file, n, "",
-                         fmt::format("line longer than {} MiB", TextReader::kDefaultMaxLineBytes >> 20));
-      case TextReader::Flaw::kNulByte:
-        throw InputError(
-            file, n, "",
-            fmt::format("NUL byte at column {}: binary data, not JSON lines", reader.nul_column()));
-    }
+    if (const auto flaw = reader.flaw_message()) throw InputError(file, n, "", *flaw);
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     ActivationHistogram h = parse_activation_line(parser, buffer, line, file, n);
     if (const auto [it, fresh] = seen.emplace(h.name, n); !fresh)

@@ -59,6 +59,18 @@ TextReader TextReader::open(const std::string& path, std::string_view what, std:
   return reader;
 }
 
+std::optional<std::string> TextReader::flaw_message() const {
+  switch (flaw_) {
+    case Flaw::kNone:
+      return std::nullopt;
+    case Flaw::kTooLong:
+      return "line longer than " + std::to_string(max_line_bytes_ >> 20) + " MiB";
+    case Flaw::kNulByte:
+      return "NUL byte at column " + std::to_string(nul_column_) + ": binary data, not JSON lines";
+  }
+  return std::nullopt;
+}
+
 TextReader::TextReader(TextReader&& o) noexcept
     : path_(std::move(o.path_)),
       fd_(std::exchange(o.fd_, -1)),

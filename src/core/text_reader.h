@@ -63,6 +63,10 @@ class TextReader {
   Flaw flaw() const { return flaw_; }
   // 1-based byte of the line where the first NUL is (with kNulByte).
   std::size_t nul_column() const { return nul_column_; }
+  // Why the last line cannot be a line of JSON (or other text) in plain
+  // words ("line longer than 64 MiB", "NUL byte at column 7: binary data,
+  // not JSON lines"); nullopt when it has no flaw.
+  std::optional<std::string> flaw_message() const;
 
   // The next byte (0..255), or -1 at the end of the input.
   int next_byte() {

@@ -75,6 +75,19 @@ TEST(TextReader, NulBytesFlagTheLine) {
             (std::vector<Line>{{"ab\0cd"s, 1, kNul, 3}, {"next", 2, kNone, 0}, {"\0"s, 3, kNul, 1}}));
 }
 
+// What the readers of JSON lines say of a flawed line.
+TEST(TextReader, FlawMessagesSayWhatIsWrongWithTheLine) {
+  const std::string text = "ok\nab\0cd\n"s + std::string((2u << 20) + 5, 'x') + "\n";
+  TextReader r(text, 2u << 20);
+  std::string_view line;
+  ASSERT_TRUE(r.next_line(line));
+  EXPECT_EQ(r.flaw_message(), std::nullopt);
+  ASSERT_TRUE(r.next_line(line));
+  EXPECT_EQ(r.flaw_message(), "NUL byte at column 3: binary data, not JSON lines");
+  ASSERT_TRUE(r.next_line(line));
+  EXPECT_EQ(r.flaw_message(), "line longer than 2 MiB");
+}
+
 TEST(TextReader, BytesKeepTheLineNumber) {
   TextReader r("ab\ncd");
   std::string seen;

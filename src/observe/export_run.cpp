@@ -400,19 +400,6 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
 
 namespace {
 
-// The reason a line cannot be a record, from the reader's flaws.
-std::optional<std::string> line_flaw(const TextReader& reader) {
-  switch (reader.flaw()) {
-    case TextReader::Flaw::kNone:
-      return std::nullopt;
-    case TextReader::Flaw::kTooLong:
-      return fmt::format("line longer than {} MiB", TextReader::kDefaultMaxLineBytes >> 20);
-    case TextReader::Flaw::kNulByte:
-      return fmt::format("NUL byte at column {}: binary data, not JSON lines", reader.nul_column());
-  }
-  return std::nullopt;
-}
-
 // Either throws the InputError or counts the line as skipped.
 void bad_line(BadLines policy, ReadStats& stats, const std::string& file, std::uint64_t line,
               const std::string& field, const std::string& problem) {
@@ -479,7 +466,7 @@ bool RequestsReader::next(ExportRequest& out) {
       break;
     }
     ++stats_.lines;
-    if (const auto flaw = line_flaw(reader_)) {
+    if (const auto flaw = reader_.flaw_message()) {
       bad_line(bad_lines_, stats_, file_, line_number(), "", *flaw);
       continue;
     }
@@ -506,7 +493,7 @@ bool SamplesReader::next(Observation& out) {
   std::string_view line;
   while (reader_.next_line(line)) {
     ++stats_.lines;
-    if (const auto flaw = line_flaw(reader_)) {
+    if (const auto flaw = reader_.flaw_message()) {
       bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", *flaw);
       continue;
     }
