@@ -8,6 +8,7 @@
 #include <simdjson.h>
 #include <sqlite3.h>
 
+#include "analyze/json_number.h"
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/text_reader.h"
@@ -98,15 +99,7 @@ constexpr double kMaxDurationNs = 1e15;  // 11.6 days: sums of launches stay exa
 constexpr std::string_view kSqliteMagic{"SQLite format 3\0", 16};
 constexpr const char* kPastTheSum = "the launches' durations add up past 2^63 ns";
 
-// A number element as a double (simdjson keeps integers apart).
-bool number_of(dom::element v, double& out) {
-  if (v.get_double().get(out) == simdjson::SUCCESS) return true;
-  std::int64_t i = 0;
-  if (v.get_int64().get(i) == simdjson::SUCCESS) return out = static_cast<double>(i), true;
-  std::uint64_t u = 0;
-  if (v.get_uint64().get(u) == simdjson::SUCCESS) return out = static_cast<double>(u), true;
-  return false;
-}
+using detail::number_of;
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <simdjson.h>
 
 #include "analyze/checklist_util.h"
+#include "analyze/json_number.h"
 #include "analyze/statistics.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -28,15 +29,7 @@ namespace {
 
 constexpr double kMaxExactCount = 9007199254740992.0;  // 2^53
 
-// A number element as a double (simdjson keeps integers apart).
-bool number_of(dom::element v, double& out) {
-  if (v.get_double().get(out) == simdjson::SUCCESS) return true;
-  std::int64_t i = 0;
-  if (v.get_int64().get(i) == simdjson::SUCCESS) return out = static_cast<double>(i), true;
-  std::uint64_t u = 0;
-  if (v.get_uint64().get(u) == simdjson::SUCCESS) return out = static_cast<double>(u), true;
-  return false;
-}
+using detail::number_of;
 
 ActivationHistogram parse_activation_line(dom::parser& parser, std::string& buffer, std::string_view line,
                                           const std::string& file, std::size_t n) {
