@@ -20,13 +20,32 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 fuzz_seconds="${FUZZ_SECONDS:-20}"
 jobs="$(nproc)"
+# Each stage's wall time, printed as it ends and again at the end (the
+# per-stage budget is in docs/testing.md).
+stage_name="" stage_start=$SECONDS stage_times=()
+stage() {
+  if [ -n "$stage_name" ]; then
+    stage_times+=("$(printf '%-28s %5d s' "$stage_name" $((SECONDS - stage_start)))")
+    echo "== $stage_name: $((SECONDS - stage_start)) s"
+  fi
+  stage_name="$1" stage_start=$SECONDS
+}
+stage_report() {
+  stage ""
+  echo "== stage times (wall)"
+  printf '   %s\n' "${stage_times[@]}"
+  echo "   total                        $SECONDS s"
+}
 
+stage setup
 bash scripts/setup.sh
 
 echo "== release build and tests"
+stage "release build"
 bash scripts/build.sh release
 if [ "${TOKENSCOPE_NO_LLAMA:-}" != 1 ]; then
   echo "== llama-server and the tiny models (cached)"
+  stage "llama-server and models"
   TOKENSCOPE_LLAMA_SERVER="$(bash scripts/llama-server.sh)"
   TOKENSCOPE_TINY_MODEL="$(/usr/bin/python3 scripts/tiny-model.py --vocab spm)"
   TOKENSCOPE_TINY_MODEL_GPT2="$(/usr/bin/python3 scripts/tiny-model.py --vocab gpt2)"
@@ -38,11 +57,14 @@ if [ "${TOKENSCOPE_NO_LLAMA:-}" != 1 ]; then
   export TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_TINY_MODEL TOKENSCOPE_TINY_MODEL_GPT2 \
     TOKENSCOPE_TINY_MODEL_LLAMA3 TOKENSCOPE_TINY_MODEL_QWEN3
 fi
+stage "release tests"
 ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900
-[ "$quick" = 1 ] && exit 0
+[ "$quick" = 1 ] && { stage_report; exit 0; }
 
 echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+stage "asan build"
 bash scripts/build.sh asan
+stage "asan tests"
 # The llama.cpp server tests run once, in the release stage: their time is the
 # server's, and the suite must stay within CI's budget.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -52,11 +74,16 @@ echo "== the server under ThreadSanitizer (multi-threaded, real sockets)"
 # Only the binaries whose tests run under TSan (the binary for the black-box tests):
 # the server, the client, the observe layer's threads (collectors, live endpoint, OTLP push) and the
 # report's parallel readers of a run directory.
+stage "tsan build"
 bash scripts/build.sh tsan net_test serve_test bench_test probe_test observe_test report_test blackbox_test tokenscope
+stage "tsan tests"
 TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1 \
   ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder|ObserverTest|Observe|LiveMetrics|PushOtlp|LoadRun|SimRun)\.'
 
 echo "== fuzz targets, ${fuzz_seconds}s each"
+stage "fuzz build"
 bash scripts/build.sh fuzz
+stage "fuzz runs"
 bash fuzz/run.sh build/fuzz/fuzz "$fuzz_seconds"
+stage_report
 echo "== all tests passed"

@@ -24,6 +24,7 @@
 #include "analyze/downsample.h"
 #include "analyze/run_cache.h"
 #include "core/error.h"
+#include "core/json_out.h"
 #include "core/random.h"
 #include "core/summary.h"
 #include "core/text_reader.h"
@@ -69,34 +70,9 @@ std::uint16_t name_index(std::vector<std::string>& names,
   return i;
 }
 
-// The record SummaryBuilder needs, from what requests.jsonl holds.
-RequestRecord to_record(const observe::ExportRequest& e) {
-  RequestRecord r;
-  r.id = e.id;
-  r.tenant = e.tenant;
-  r.task_class = e.task_class;
-  r.warmup = e.warmup;
-  r.t_sched = e.t_sched;
-  r.t_dispatch = e.t_dispatch;
-  r.t_send = e.t_send;
-  r.t_headers = e.t_headers;
-  r.t_first_token = e.first_token();
-  r.t_last_token = e.last_token();
-  r.t_close = e.t_close;
-  r.event_times = e.event_times;
-  r.event_tokens = e.event_tokens;
-  r.prompt_tokens = e.prompt_tokens;
-  r.output_tokens = e.output_tokens;
-  r.output_tokens_planned = e.output_tokens_planned;
-  r.cached_tokens = e.cached_tokens;
-  r.http_status = static_cast<int>(e.http_status);
-  r.outcome = e.outcome;
-  return r;
-}
-
 }  // namespace
 
-std::int64_t cached_prompt_tokens(const observe::ExportRequest& e) {
+std::int64_t cached_prompt_tokens(const RequestRecord& e) {
   if (e.cached_tokens >= 0) return e.cached_tokens;
   if (e.server_prompt_evaluated >= 0 && e.prompt_tokens >= e.server_prompt_evaluated)
     return e.prompt_tokens - e.server_prompt_evaluated;
@@ -161,7 +137,7 @@ struct Partial {
 
 // One request of requests.jsonl into the arrays: what the report keeps of
 // each request is taken here, and only here.
-void absorb(const observe::ExportRequest& e, Partial& p) {
+void absorb(const RequestRecord& e, Partial& p) {
   auto& a = p.a;
   a.t_sched.push_back(e.t_sched);
   a.t_dispatch.push_back(e.t_dispatch);
@@ -219,7 +195,18 @@ void absorb(const observe::ExportRequest& e, Partial& p) {
     r.event_times = e.event_times;
     p.slowest.add(std::move(r));
   }
-  if (p.builder) p.builder->add(to_record(e));
+  if (p.builder) {
+    // The summary counts the first and last token from the event list when
+    // a record has no t_first_token / t_last_token.
+    if ((e.t_first_token >= 0 && e.t_last_token >= 0) || e.event_times.empty()) {
+      p.builder->add(e);
+    } else {
+      RequestRecord r = e;
+      r.t_first_token = e.first_token();
+      r.t_last_token = e.last_token();
+      p.builder->add(r);
+    }
+  }
 }
 
 // The per-request arrays that a read in byte ranges concatenates as they
@@ -279,7 +266,7 @@ Partial read_requests(const fs::path& file, unsigned ranges, SummaryBuilder* bui
     Partial p;
     p.builder = b;
     observe::RequestsReader reader(file, begin, end);
-    observe::ExportRequest e;
+    RequestRecord e;
     while (reader.next(e)) absorb(e, p);
     p.stats = reader.stats();
     return p;
@@ -671,6 +658,10 @@ struct SamplesRead {
   KernelInventory kernels;
 };
 
+constexpr const char* kNoSamplesNote =
+    "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
+    "--no-gpu and --no-host; sim unless --no-samples)";
+
 SamplesRead read_samples(const fs::path& dir) {
   SamplesRead read;
   observe::RunSource source;
@@ -713,43 +704,15 @@ SamplesRead read_samples(const fs::path& dir) {
                                        samples->stats().skipped, samples->stats().skipped == 1 ? "" : "s",
                                        within_run(dir, samples->stats().first_skipped)));
   } else {
-    read.notes.push_back(
-        "no samples.jsonl: no server, GPU or host series (bench samples them unless --no-scrape, "
-        "--no-gpu and --no-host; sim unless --no-samples)");
+    read.notes.push_back(kNoSamplesNote);
   }
   return read;
 }
 
-// The run's JSONL files read: requests.jsonl here, samples.jsonl and
-// steps.jsonl on threads of their own meanwhile. Steps are reduced on their
-// own clock; load_run moves them onto the run's time axis once its origin is
-// known (the columns do not move with it). need_summary: run.json has no
-// summary, so it is recomputed from requests.jsonl.
-RunFilesRead read_run_files(const fs::path& dir, bool has_run_json, bool need_summary,
-                            const LoadOptions& options) {
-  std::error_code ec;
-  RunFilesRead out;
-  const auto launch = options.concurrent ? std::launch::async : std::launch::deferred;
-  auto samples_read = std::async(launch, read_samples, dir);
-  struct StepsRead {
-    StepsData steps;
-    std::vector<std::string> notes;
-  };
-  const bool has_steps = fs::exists(dir / "steps.jsonl", ec);
-  auto steps_read = std::async(launch, [&dir, has_steps, &options] {
-    StepsRead r;
-    if (has_steps) load_steps(dir / "steps.jsonl", 0, 1000, options.request_ranges, r.steps, r.notes);
-    return r;
-  });
-
-  // requests.jsonl, streamed. A bad line (a last line cut by a crash) is
-  // skipped and counted, never fatal.
-  const bool has_requests = fs::exists(dir / "requests.jsonl", ec);
-  std::optional<SummaryBuilder> builder;
-  if (need_summary) builder.emplace();
+// What read_run_files and RunFilesBuilder say of requests.jsonl, and what
+// they keep of it (`read`: the whole file's Partial).
+void take_requests(RunFilesRead& out, Partial& read, bool has_requests, const fs::path& dir) {
   if (has_requests) {
-    Partial read =
-        read_requests(dir / "requests.jsonl", options.request_ranges, builder ? &*builder : nullptr);
     out.requests = std::move(read.a);
     out.slowest = read.slowest.take();
     const auto& stats = read.stats;
@@ -765,6 +728,58 @@ RunFilesRead read_run_files(const fs::path& dir, bool has_run_json, bool need_su
   }
   if (has_requests && out.requests.size() == 0 && out.request_lines_skipped == 0)
     out.notes.push_back("requests.jsonl holds no request: no latency distribution or timeline");
+}
+
+void take_samples(RunFilesRead& out, SamplesRead& samples) {
+  out.has_samples = samples.present;
+  out.series = std::move(samples.series);
+  out.sample_lines = samples.lines;
+  out.sample_lines_skipped = samples.skipped;
+  out.sample_lines_without_series = samples.without_series;
+  out.kernels = std::move(samples.kernels);
+  out.notes.insert(out.notes.end(), samples.notes.begin(), samples.notes.end());
+}
+
+// sim's steps.jsonl (sim --no-steps leaves it out; bench has none).
+struct StepsRead {
+  StepsData steps;
+  std::vector<std::string> notes;
+};
+StepsRead read_steps(const fs::path& dir, const LoadOptions& options) {
+  StepsRead r;
+  std::error_code ec;
+  if (fs::exists(dir / "steps.jsonl", ec))
+    load_steps(dir / "steps.jsonl", 0, 1000, options.request_ranges, r.steps, r.notes);
+  return r;
+}
+
+void take_steps(RunFilesRead& out, StepsRead& steps) {
+  out.steps = std::move(steps.steps);
+  out.notes.insert(out.notes.end(), steps.notes.begin(), steps.notes.end());
+}
+
+// The run's JSONL files read: requests.jsonl here, samples.jsonl and
+// steps.jsonl on threads of their own meanwhile. Steps are reduced on their
+// own clock; load_run moves them onto the run's time axis once its origin is
+// known (the columns do not move with it). need_summary: run.json has no
+// summary, so it is recomputed from requests.jsonl.
+RunFilesRead read_run_files(const fs::path& dir, bool has_run_json, bool need_summary,
+                            const LoadOptions& options) {
+  std::error_code ec;
+  RunFilesRead out;
+  const auto launch = options.concurrent ? std::launch::async : std::launch::deferred;
+  auto samples_read = std::async(launch, read_samples, dir);
+  auto steps_read = std::async(launch, read_steps, dir, options);
+
+  // requests.jsonl, streamed. A bad line (a last line cut by a crash) is
+  // skipped and counted, never fatal.
+  const bool has_requests = fs::exists(dir / "requests.jsonl", ec);
+  std::optional<SummaryBuilder> builder;
+  if (need_summary) builder.emplace();
+  Partial read;
+  if (has_requests)
+    read = read_requests(dir / "requests.jsonl", options.request_ranges, builder ? &*builder : nullptr);
+  take_requests(out, read, has_requests, dir);
   if (builder) {
     if (out.requests.size() > 0) {
       out.recomputed_summary = builder->build();
@@ -780,19 +795,20 @@ RunFilesRead read_run_files(const fs::path& dir, bool has_run_json, bool need_su
 
   // samples.jsonl, read meanwhile.
   SamplesRead samples = samples_read.get();
-  out.has_samples = samples.present;
-  out.series = std::move(samples.series);
-  out.sample_lines = samples.lines;
-  out.sample_lines_skipped = samples.skipped;
-  out.sample_lines_without_series = samples.without_series;
-  out.kernels = std::move(samples.kernels);
-  out.notes.insert(out.notes.end(), samples.notes.begin(), samples.notes.end());
-
-  // steps.jsonl, read meanwhile (sim --no-steps leaves it out; bench has none).
+  take_samples(out, samples);
+  // steps.jsonl, read meanwhile.
   StepsRead steps = steps_read.get();
-  out.steps = std::move(steps.steps);
-  out.notes.insert(out.notes.end(), steps.notes.begin(), steps.notes.end());
+  take_steps(out, steps);
   return out;
+}
+
+// The text of a number as a file of the run holds it, read back: what a
+// reader of the file gets (RequestRecord::append_json writes these with a
+// fixed number of decimals).
+double as_written(double v, int decimals) {
+  std::string text;
+  jsonout::append_fixed(text, v, decimals);
+  return std::strtod(text.c_str(), nullptr);
 }
 
 }  // namespace
@@ -1169,6 +1185,55 @@ void StepWindow::add(const StepWindow& o) {
   preemptions += o.preemptions;
   tenant_switches += o.tenant_switches;
   swap_bytes += o.swap_bytes;
+}
+
+
+
+struct RunFilesBuilder::Impl {
+  Partial requests;
+  SamplesRead samples;
+  SeriesSink sink{samples.series};
+};
+
+RunFilesBuilder::RunFilesBuilder() : impl_(std::make_unique<Impl>()) {}
+RunFilesBuilder::~RunFilesBuilder() = default;
+
+void RunFilesBuilder::add_request(const RequestRecord& r) {
+  ++impl_->requests.stats.lines;
+  ++impl_->requests.stats.records;
+  if (!r.logprobs && r.server_prompt_ms < 0) return absorb(r, impl_->requests);
+  // The numbers a line holds with fewer digits than the record: as read back.
+  RequestRecord e = r;
+  if (e.logprobs) e.logprobs->sum = as_written(e.logprobs->sum, 4);
+  if (e.server_prompt_ms >= 0) e.server_prompt_ms = as_written(e.server_prompt_ms, 3);
+  absorb(e, impl_->requests);
+}
+
+void RunFilesBuilder::add_observation(const observe::Observation& o) {
+  auto& s = impl_->samples;
+  if (!o.error.empty() || !o.unavailable.empty()) {
+    ++s.without_series;
+    return;
+  }
+  ++s.lines;
+  impl_->sink.add(o, "canonical", o.canonical, true);
+  impl_->sink.add(o, "derived", o.derived, false);
+}
+
+RunFilesRead RunFilesBuilder::finish(const fs::path& dir, const LoadOptions& options) {
+  std::error_code ec;
+  RunFilesRead out;
+  take_requests(out, impl_->requests, fs::exists(dir / "requests.jsonl", ec), dir);
+  SamplesRead& samples = impl_->samples;
+  samples.present = fs::exists(dir / "samples.jsonl", ec);
+  if (!samples.present) {
+    samples = SamplesRead{};
+    samples.notes.push_back(kNoSamplesNote);
+  }
+  take_samples(out, samples);
+  StepsRead steps = read_steps(dir, options);
+  take_steps(out, steps);
+  return out;
 }
 
 }  // namespace tokenscope::analyze

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,7 @@
 #include "core/record.h"
 
 namespace tokenscope::observe {
-struct ExportRequest;
+struct Observation;
 }
 
 namespace tokenscope::analyze {
@@ -57,7 +58,7 @@ struct LogprobPool {
 // built-in server), else, from llama.cpp's timings, the prompt tokens it did
 // not evaluate (prompt_tokens - server_prompt_evaluated: llama-server reuses
 // its slot's cached prefix and evaluates the rest); -1 when neither tells.
-std::int64_t cached_prompt_tokens(const observe::ExportRequest& e);
+std::int64_t cached_prompt_tokens(const RequestRecord& e);
 
 // One array per field, one entry per request line read (warm-up requests
 // included and flagged). Times are monotonic ns on the run's clock, -1 when
@@ -308,6 +309,35 @@ struct LoadOptions {
 // fresh mapping costs page faults and zeroing by the kernel. The memory
 // stays with the process until it exits.
 void keep_freed_memory();
+
+// What read_run_files derives from requests.jsonl and samples.jsonl, built
+// from the records themselves as a run writes them, in memory: the run
+// cache of a run that has just ended, without reading its files back
+// (docs/architecture.md "A run's data path"). Fed every request record and
+// every observation in the order they are written to their files, it gives
+// the same RunFilesRead as a read of those files (the same bytes of cache:
+// run_cache_test). For runs whose run.json has a summary (a run that
+// reached its end): it recomputes none.
+class RunFilesBuilder {
+ public:
+  RunFilesBuilder();
+  ~RunFilesBuilder();
+  RunFilesBuilder(const RunFilesBuilder&) = delete;
+  RunFilesBuilder& operator=(const RunFilesBuilder&) = delete;
+
+  // A line of requests.jsonl, as RequestRecord::append_json writes it.
+  void add_request(const RequestRecord& r);
+  // A line of samples.jsonl, as observe::append_observation_json writes it.
+  void add_observation(const observe::Observation& o);
+  // The result, once the run directory's files are whole and closed:
+  // steps.jsonl, when dir holds one, is read from dir (its reduction needs
+  // the time span of every step before it takes the first). Call once.
+  RunFilesRead finish(const std::filesystem::path& dir, const LoadOptions& options = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Loads one run directory. Throws UsageError when dir is not a directory
 // or holds neither run.json nor requests.jsonl, InputError when run.json is

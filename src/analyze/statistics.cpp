@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/random.h"
 #include "core/stats.h"
 
 namespace tokenscope::analyze {
@@ -136,15 +137,6 @@ std::uint64_t row_boundaries(std::span<const double> x, std::span<const double> 
   std::uint64_t total = 0;
   for (const std::uint32_t v : bounds) total += v;
   return total;
-}
-
-// splitmix64: the pivot sampler's generator. Its seed is fixed: the selected
-// value does not depend on it, only the running time does.
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 // The number of pairwise differences at most v, and the smallest difference
@@ -416,6 +408,8 @@ double select_pairwise_difference(std::span<const double> x, std::span<const dou
   double lo_value = -kInf, hi_value = kInf;
   std::uint64_t lo_total = 0, hi_total = total;
   const std::uint64_t materialise_at = std::max<std::uint64_t>((n1 + n2) / 16, 1u << 16);
+  // The pivot sampler's generator (splitmix64). Its seed is fixed: the
+  // selected value does not depend on it, only the running time does.
   std::uint64_t rng = 0x746f6b656e73636fULL;
   while (hi_total - lo_total > materialise_at) {
     const std::uint64_t active = hi_total - lo_total;
@@ -427,7 +421,7 @@ double select_pairwise_difference(std::span<const double> x, std::span<const dou
     positions.resize(m + 1);
     double sum = 0.0;
     for (double& p : positions) {
-      sum -= std::log1p(-static_cast<double>(splitmix64(rng) >> 11) * 0x1p-53);  // Exp(1)
+      sum -= std::log1p(-static_cast<double>(splitmix64_next(rng) >> 11) * 0x1p-53);  // Exp(1)
       p = sum;
     }
     const double scale = static_cast<double>(active) / sum;

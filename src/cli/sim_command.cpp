@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "analyze/run_cache.h"
+#include "analyze/run_data.h"
 #include "cli/engine_options.h"
 #include "cli/history_command.h"
 #include "cli/report_command.h"
@@ -181,6 +183,14 @@ int run_sim(const std::atomic<bool>& interrupted) {
   // The server's canonical series on virtual time, as bench's scrapes give them (docs/observe.md).
   observe::SimSampler sampler(observer, out && !o.no_samples ? &out->samples() : nullptr,
                               seconds_to_nanos(o.sample_interval_s));
+  // The run cache, built from the records as they are written (not read
+  // back from the files at the end: docs/architecture.md).
+  std::unique_ptr<analyze::RunFilesBuilder> files;
+  if (out && !o.no_cache) {
+    files = std::make_unique<analyze::RunFilesBuilder>();
+    observer.set_record_listener([&files](const RequestRecord& r) { files->add_request(r); });
+    sampler.set_listener([&files](const observe::Observation& ob) { files->add_observation(ob); });
+  }
   const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),
                                  [](const auto& p) { return p.kind() == engine::PerturbationKind::kSteal; });
   if (steal) sampler.enable_contention_series();
@@ -230,9 +240,16 @@ int run_sim(const std::atomic<bool>& interrupted) {
     out->flush();
     out->write_run_json(run);
     out->close();
+    // The run cache, for the check or report that comes next (an
+    // interrupted run ends at once). Best effort, as a reader's write is.
+    if (files && !report.interrupted) {
+      try {
+        analyze::save_run_cache(o.out, analyze::run_files_key(o.out), files->finish(o.out));
+      } catch (const std::exception&) {
+      }
+    }
+    files.reset();
     report_written = o.report && write_run_report(o.out, std::cerr);
-    // The run cache, for the check that comes next (an interrupted run ends at once).
-    if (!report_written && !o.no_cache && !report.interrupted) write_run_cache(o.out);
     // Virtual time has no wall clock: the history takes the start from here.
     register_run_in_history(o.history, o.out, started_unix, std::cerr);
   }

@@ -1,5 +1,7 @@
 #include "core/record.h"
 
+#include <algorithm>
+
 #include "core/json_out.h"
 
 #include <array>
@@ -157,6 +159,32 @@ void RequestRecord::append_json(std::string& out) const {
     }
   }
   out += '}';
+}
+
+Nanos RequestRecord::start() const {
+  Nanos t = -1;
+  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close})
+    if (v >= 0 && (t < 0 || v < t)) t = v;
+  if (!event_times.empty() && (t < 0 || event_times.front() < t)) t = event_times.front();
+  return t;
+}
+
+Nanos RequestRecord::end() const {
+  Nanos t = -1;
+  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close})
+    t = std::max(t, v);
+  for (Nanos v : event_times) t = std::max(t, v);
+  return t;
+}
+
+Nanos RequestRecord::first_token() const {
+  if (t_first_token >= 0) return t_first_token;
+  return event_times.empty() ? -1 : *std::min_element(event_times.begin(), event_times.end());
+}
+
+Nanos RequestRecord::last_token() const {
+  if (t_last_token >= 0) return t_last_token;
+  return event_times.empty() ? -1 : *std::max_element(event_times.begin(), event_times.end());
 }
 
 }  // namespace tokenscope

@@ -84,7 +84,17 @@ struct RequestRecord {
   std::string detail;
 
   // Appends one JSON object (no newline) to out. Deterministic formatting.
+  // Readers of requests.jsonl (observe/export_run.h RequestLineParser) fill
+  // the same type back: every field written here is read there.
   void append_json(std::string& out) const;
+
+  // The earliest and the latest time the record holds (-1 when it holds none).
+  Nanos start() const;
+  Nanos end() const;
+  // The first and the last output event: t_first_token / t_last_token, else
+  // the event list (-1 when there is none).
+  Nanos first_token() const;
+  Nanos last_token() const;
 };
 
 }  // namespace tokenscope

@@ -51,6 +51,7 @@ void RecordingObserver::emit(RequestRecord& r) {
   if (out_ != nullptr) {
     r.append_json(out_->requests().begin_line());
     out_->requests().end_line();
+    if (record_listener_) record_listener_(r);
   }
 }
 

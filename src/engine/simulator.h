@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,11 @@ class RecordingObserver final : public EngineObserver {
 
   // steps.jsonl gets each step's perturbation_ns and stolen_ns (runs with perturbations).
   void write_perturbations(bool on) { write_perturbations_ = on; }
+  // Every record, as it is written to requests.jsonl, is also given to
+  // `listener` (the run's in-memory finishers: the run cache).
+  void set_record_listener(std::function<void(const RequestRecord&)> listener) {
+    record_listener_ = std::move(listener);
+  }
 
   const SummaryBuilder& summary() const { return summary_; }
   SummaryBuilder& summary() { return summary_; }
@@ -50,6 +56,7 @@ class RecordingObserver final : public EngineObserver {
   RunDirectory* out_;
   bool write_steps_;
   bool write_perturbations_ = false;
+  std::function<void(const RequestRecord&)> record_listener_;
   // Token times of requests in flight, in reusable slots (their buffers keep
   // their capacity): 4 bytes per request for the slot index, and memory for
   // the requests in flight only.

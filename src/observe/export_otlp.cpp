@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/random.h"
 #include "core/json_out.h"
 #include "net/http_fetch.h"
 
@@ -32,12 +33,10 @@ using jsonout::append_int;
 using jsonout::append_string;
 using jsonout::append_uint;
 
+// splitmix64's step from x (core/random.h): a bijection, so distinct inputs
+// give distinct ids.
 std::uint64_t mix(std::uint64_t x) {
-  // splitmix64's finaliser: a bijection, so distinct inputs give distinct ids.
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+  return splitmix64_next(x);
 }
 
 void append_hex(std::string& out, std::uint64_t v) {
@@ -177,7 +176,7 @@ Server server_of(const std::string& url) {
   }
 }
 
-void write_span(std::string& b, const ExportRequest& r, std::uint64_t k, std::uint64_t run_key,
+void write_span(std::string& b, const RequestRecord& r, std::uint64_t k, std::uint64_t run_key,
                 const RunInfo& run, const ClockAnchor& clock, const std::string& operation,
                 const std::string& provider, const Server& server, const OtlpOptions& o, OtlpStats& stats) {
   const std::uint64_t hi = mix(run_key ^ mix(r.id)), lo = mix(hi ^ mix(k + 1)), span = mix(lo ^ run_key);
@@ -539,7 +538,7 @@ OtlpStats write_otlp(const RunSource& source, const RunInfo& run, const OtlpOpti
     Batcher batch(resource_prefix(run, o, "resourceSpans", "scopeSpans", "spans"), o.spans_per_request,
                   o.max_request_bytes, traces, stats.trace_requests);
     auto reader = source.open_requests(o.bad_lines);
-    ExportRequest r;
+    RequestRecord r;
     for (std::uint64_t k = 0; reader.next(r); ++k) {
       if (r.warmup && !o.include_warmup) {
         ++stats.warmup_left_out;

@@ -199,7 +199,7 @@ void instant(TraceWriter& w, PerfettoStats& stats, std::int64_t tid, std::string
   ++stats.instants;
 }
 
-void write_request(TraceWriter& w, PerfettoStats& stats, const ExportRequest& r, std::int64_t tid,
+void write_request(TraceWriter& w, PerfettoStats& stats, const RequestRecord& r, std::int64_t tid,
                    const PerfettoOptions& o) {
   const Nanos start = r.start(), end = r.end();
   // The whole request, its record's numbers as args.
@@ -412,7 +412,7 @@ PerfettoStats write_trace(const RunSource& source, LineSink& sink, const Perfett
   Nanos origin = -1;
   {
     auto reader = source.open_requests(o.bad_lines);
-    ExportRequest r;
+    RequestRecord r;
     while (reader.next(r)) {
       Extent e{r.start(), r.end()};
       if (r.warmup && !o.include_warmup) e = {};
@@ -445,7 +445,7 @@ PerfettoStats write_trace(const RunSource& source, LineSink& sink, const Perfett
   // Pass 2: the requests, in the file's order (viewers sort by time).
   {
     auto reader = source.open_requests(o.bad_lines);
-    ExportRequest r;
+    RequestRecord r;
     std::size_t k = 0;
     for (; reader.next(r); ++k) {
       if (k >= extents.size()) break;  // the file grew since pass 1: those are not in the lanes

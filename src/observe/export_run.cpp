@@ -107,32 +107,6 @@ RunInfo read_run_info(const std::filesystem::path& dir) {
   return parse_run_info(text, path.string());
 }
 
-Nanos ExportRequest::start() const {
-  Nanos t = -1;
-  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close})
-    if (v >= 0 && (t < 0 || v < t)) t = v;
-  if (!event_times.empty() && (t < 0 || event_times.front() < t)) t = event_times.front();
-  return t;
-}
-
-Nanos ExportRequest::end() const {
-  Nanos t = -1;
-  for (Nanos v : {t_sched, t_dispatch, t_send, t_headers, t_first_token, t_last_token, t_close})
-    t = std::max(t, v);
-  for (Nanos v : event_times) t = std::max(t, v);
-  return t;
-}
-
-Nanos ExportRequest::first_token() const {
-  if (t_first_token >= 0) return t_first_token;
-  return event_times.empty() ? -1 : *std::min_element(event_times.begin(), event_times.end());
-}
-
-Nanos ExportRequest::last_token() const {
-  if (t_last_token >= 0) return t_last_token;
-  return event_times.empty() ? -1 : *std::max_element(event_times.begin(), event_times.end());
-}
-
 // ---------------------------------------------------------------- requests
 
 struct RequestLineParser::Impl {
@@ -258,6 +232,17 @@ void read_logprobs(dom::element v, LogprobHistogram& h) {
     throw LineError("logprobs.bins", fmt::format("counts add up to {}, not n = {}", total, h.count));
 }
 
+// `dropped_gaps_ns`: the gaps of the events past bench --max-events, a
+// LogLinearHistogram's JSON (core/histogram.h).
+LogLinearHistogram read_gap_histogram(dom::element v) {
+  if (!v.is_object()) wrong_type("dropped_gaps_ns", v, "an object (a histogram)");
+  try {
+    return LogLinearHistogram::from_json(nlohmann::json::parse(simdjson::minify(v)));
+  } catch (const std::exception& e) {
+    throw LineError("dropped_gaps_ns", fmt::format("not a histogram of gaps ({})", e.what()));
+  }
+}
+
 void get_string(std::string_view key, dom::element v, std::string& out) {
   std::string_view s;
   if (v.get_string().get(s) != simdjson::SUCCESS) wrong_type(key, v, "a string");
@@ -266,7 +251,7 @@ void get_string(std::string_view key, dom::element v, std::string& out) {
 
 }  // namespace
 
-void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
+void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
   auto& im = *impl_;
   im.buffer.assign(line);
   im.buffer.append(simdjson::SIMDJSON_PADDING, '\0');
@@ -286,6 +271,11 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
   r.event_tokens.clear();
   r.id = 0;
   r.session = -1;
+  r.prompt_tokens_planned = r.output_tokens_client = -1;
+  r.output_tokens_counted_by_client = false;
+  r.server_decode_ms = -1;
+  r.dropped_event_tokens = 0;
+  r.dropped_gaps_ns.reset();
   r.turn = 0;
   r.warmup = false;
   r.t_sched = r.t_dispatch = r.t_send = r.t_headers = r.t_first_scheduled = r.t_first_token = r.t_last_token =
@@ -338,6 +328,20 @@ void RequestLineParser::parse(std::string_view line, ExportRequest& r) {
       r.output_tokens = get_int(k, v);
     } else if (k == "output_tokens_planned") {
       r.output_tokens_planned = get_int(k, v);
+    } else if (k == "prompt_tokens_planned") {
+      r.prompt_tokens_planned = get_int(k, v);
+    } else if (k == "output_tokens_client") {
+      r.output_tokens_client = get_int(k, v);
+    } else if (k == "output_tokens_from") {
+      std::string_view s;
+      if (v.get_string().get(s) != simdjson::SUCCESS) wrong_type(k, v, "a string");
+      r.output_tokens_counted_by_client = s == "client";
+    } else if (k == "server_decode_ms") {
+      if (v.get_double().get(r.server_decode_ms) != simdjson::SUCCESS) wrong_type(k, v, "a number");
+    } else if (k == "dropped_event_tokens") {
+      r.dropped_event_tokens = get_uint(k, v);
+    } else if (k == "dropped_gaps_ns") {
+      r.dropped_gaps_ns = std::make_shared<const LogLinearHistogram>(read_gap_histogram(v));
     } else if (k == "cached_tokens") {
       r.cached_tokens = get_int(k, v);
     } else if (k == "http_status") {
@@ -458,7 +462,7 @@ ReadStats join_range_stats(const std::vector<ReadStats>& ranges, const std::stri
   return all;
 }
 
-bool RequestsReader::next(ExportRequest& out) {
+bool RequestsReader::next(RequestRecord& out) {
   std::string_view line;
   while (!ended_ && reader_.next_line(line)) {
     if (reader_.line_offset() >= end_) {

@@ -59,53 +59,6 @@ const nlohmann::json* json_path(const nlohmann::json& j, std::initializer_list<c
 // dir/run.json; a run directory without one gives an empty RunInfo.
 RunInfo read_run_info(const std::filesystem::path& dir);
 
-// One request as the exporters need it: requests.jsonl's keys
-// (core/record.cpp, docs/metrics.md "Request record"), with the event
-// offsets made absolute. Times are monotonic ns, -1 when absent.
-struct ExportRequest {
-  std::uint64_t id = 0;
-  std::string tenant;
-  std::string task_class;
-  std::int64_t session = -1;
-  std::uint32_t turn = 0;
-  bool warmup = false;
-  Nanos t_sched = -1;
-  Nanos t_dispatch = -1;
-  Nanos t_send = -1;
-  Nanos t_headers = -1;
-  Nanos t_first_scheduled = -1;  // sim: the first engine step that processed the request
-  Nanos t_first_token = -1;
-  Nanos t_last_token = -1;
-  Nanos t_close = -1;
-  std::uint32_t preemptions = 0;
-  std::int64_t prompt_tokens = -1;
-  std::int64_t output_tokens = -1;
-  std::int64_t output_tokens_planned = -1;
-  std::int64_t cached_tokens = -1;
-  std::int64_t http_status = -1;
-  double server_prompt_ms = -1;
-  // Prompt tokens the server evaluated (llama.cpp's timings.prompt_n): the
-  // rest of prompt_tokens came from its prompt cache. -1 when not sent.
-  std::int64_t server_prompt_evaluated = -1;
-  std::uint64_t events_dropped = 0;
-  Outcome outcome = Outcome::kOk;
-  std::string response_id;
-  std::string detail;
-  std::vector<Nanos> event_times;           // t_send + event_offsets_ns
-  std::vector<std::uint32_t> event_tokens;  // tokens of each event (ones when the line has none)
-  // The output tokens' log-probabilities (bench --logprobs; core/logprob.h);
-  // nullopt when the line has none (older runs, runs without --logprobs).
-  std::optional<LogprobHistogram> logprobs;
-
-  // The earliest and the latest time the record holds (-1 when it holds none).
-  Nanos start() const;
-  Nanos end() const;
-  // The first and the last output event: t_first_token / t_last_token, else
-  // the event list (-1 when there is none).
-  Nanos first_token() const;
-  Nanos last_token() const;
-};
-
 enum class BadLines : std::uint8_t { kFail, kSkip };
 
 struct ReadStats {
@@ -147,7 +100,7 @@ class RequestLineParser {
   RequestLineParser(const RequestLineParser&) = delete;
   RequestLineParser& operator=(const RequestLineParser&) = delete;
   // Fills out (its vectors keep their capacity).
-  void parse(std::string_view line, ExportRequest& out);
+  void parse(std::string_view line, RequestRecord& out);
 
  private:
   struct Impl;
@@ -170,7 +123,7 @@ class RequestsReader {
   // join_range_stats() numbers them in the file.
   RequestsReader(const std::filesystem::path& file, std::uint64_t begin, std::uint64_t end);
   // The next record; false at the end. Blank lines are passed over.
-  bool next(ExportRequest& out);
+  bool next(RequestRecord& out);
   std::uint64_t line_number() const { return reader_.line_number() - lines_before_; }
   const ReadStats& stats() const { return stats_; }
 

@@ -23,7 +23,7 @@ TEST(RequestRecordRoundTrip, LogprobsReadBackAsWritten) {
   std::string line;
   r.append_json(line);
   RequestLineParser parser;
-  ExportRequest e;
+  RequestRecord e;
   parser.parse(line, e);
   ASSERT_TRUE(e.logprobs.has_value()) << line;
   EXPECT_EQ(e.logprobs->count, 4u);
@@ -56,7 +56,7 @@ TEST(RequestRecordRoundTrip, BadLogprobsAreNamedByField) {
       {R"({"id":1,"outcome":"ok","logprobs":{"n":-1,"sum":-1,"bins":[]}})", "logprobs.n"},
   };
   RequestLineParser parser;
-  ExportRequest e;
+  RequestRecord e;
   for (const auto& [line, field] : cases) {
     try {
       parser.parse(line, e);
@@ -74,7 +74,7 @@ TEST(RequestRecordRoundTrip, BadLogprobsAreNamedByField) {
       "{\"id\":1,\"outcome\":\"ok\"}\n{\"id\":2,\"outcome\":\"ok\",\"logprobs\":{\"n\":3,\"sum\":-1,\"bins\":"
       "[1]}}\n";
   RequestsReader reader(text, "requests.jsonl", BadLines::kFail);
-  ExportRequest out;
+  RequestRecord out;
   EXPECT_TRUE(reader.next(out));
   try {
     reader.next(out);

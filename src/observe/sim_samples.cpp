@@ -187,6 +187,7 @@ void SimSampler::write(Observation& o, SeriesTracker& tracker) {
     std::string& line = out_->begin_line();
     append_observation_json(line, o);
     out_->end_line();
+    if (listener_) listener_(o);
   }
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -69,6 +70,9 @@ class SimSampler final : public engine::EngineObserver {
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
   void on_step(const engine::StepStats& s) override;
 
+  // Every observation, as it is written to samples.jsonl, is also given to
+  // `listener` (the run's in-memory finishers: the run cache).
+  void set_listener(std::function<void(const Observation&)> listener) { listener_ = std::move(listener); }
   // With a steal perturbation: every sample also writes what a host and the
   // server's cgroup would show of the stolen time (StolenTimeSeries), as
   // sources "host" (host_cpu_pressure_some) and "cgroup"
@@ -102,6 +106,7 @@ class SimSampler final : public engine::EngineObserver {
   engine::EngineObserver& inner_;
   const engine::Engine* engine_ = nullptr;
   JsonlWriter* out_;
+  std::function<void(const Observation&)> listener_;
   Nanos interval_ns_;
   Nanos next_ns_;
   Nanos last_emit_ns_ = -1;

@@ -229,6 +229,36 @@ TEST_F(Report, BadInputIsAUsageError) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// sim builds its run's cache from the records as it writes them (not from
+// the files read back): the cache it leaves is, byte for byte, the one a
+// read of its files writes (docs/architecture.md "A run's data path"), for
+// runs with and without samples and steps, with contention series, tenants
+// and tenant switches.
+TEST_F(Report, SimWritesTheCacheAReadOfItsFilesWrites) {
+  const std::vector<std::vector<std::string>> runs = {
+      {"--num-requests", "400", "--rate", "20"},
+      {"--num-requests", "300", "--rate", "30", "--perturb", "steal:share=0.5,period_s=4", "--no-steps"},
+      {"--num-requests", "200", "--rate", "15", "--no-samples"},
+      {"--num-requests", "500", "--rate", "20", "--tenants", "4", "--max-active-tenants", "2",
+       "--context-switch-ms", "5", "--prefix-groups", "4", "--prefix-tokens", "256"},
+  };
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const auto out = dir_ / ("run" + std::to_string(k));
+    std::vector<std::string> args = {kBin, "sim", "--quiet", "--no-history", "--out", out.string()};
+    args.insert(args.end(), runs[k].begin(), runs[k].end());
+    auto r = run_process(args, 120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string built = slurp(out / ".tokenscope-cache");
+    ASSERT_FALSE(built.empty()) << "run " << k;
+    fs::remove(out / ".tokenscope-cache");
+    r = run_process({kBin, "check", out.string(), "--out", (dir_ / "check.json").string()}, 120);
+    EXPECT_LE(r.exit_code, 1) << r.err;
+    const std::string read = slurp(out / ".tokenscope-cache");
+    EXPECT_EQ(built.size(), read.size()) << "run " << k;
+    EXPECT_TRUE(built == read) << "run " << k << ": the cache sim built differs from the one its files give";
+  }
+}
+
 // tokenscope check on two sim runs, the candidate with a leak injected:
 // exit 1, check.json and phases.json written, and with --report the page
 // carries the checklist's section (its table and an evidence chart per item)
