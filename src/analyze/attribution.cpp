@@ -70,7 +70,7 @@ std::optional<WindowTable> from_steps(const RunData& run) {
   for (const auto& [index, s] : merged) {
     // Windows with decoding only (a window without decode steps has no ITL).
     if (s.steps < 1 || s.decode_tokens <= 0) continue;
-    itl.v.push_back(s.busy_ms / s.steps);
+    itl.v.push_back(s.busy_ns / 1e6 / s.steps);
     tput.v.push_back(s.decode_tokens / seconds);
     pre.v.push_back(s.preemptions / seconds);
     swap.v.push_back(s.swap_bytes / 1e6 / seconds);

@@ -24,7 +24,9 @@ namespace {
 // The first bytes of a cache, and its format: a change to what is kept or
 // how bumps kFormat (an older cache is then ignored and rewritten).
 constexpr char kMagic[8] = {'T', 'S', 'C', 'A', 'C', 'H', 'E', '\n'};
-constexpr std::uint32_t kFormat = 4;  // 4: cached_tokens also from llama.cpp's timings
+// 4: cached_tokens also from llama.cpp's timings; 5: step durations summed
+// in ns (exact in any order), not ms.
+constexpr std::uint32_t kFormat = 5;
 // The build's layout of what is copied as bytes: a cache made by a build
 // with other sizes is not read.
 constexpr std::uint32_t kLayout = static_cast<std::uint32_t>(
@@ -183,7 +185,7 @@ void put_steps(Writer& w, const StepsData& s) {
   }
   w.map(s.stats.seqs_histogram);
   w.map(s.stats.shapes);
-  w.pod(s.stats.busy_ms);
+  w.pod(s.stats.busy_ns);
   w.pod(s.stats.steps_with_duration);
   w.map(s.stats.windows);
 }
@@ -203,7 +205,7 @@ bool get_steps(Reader& r, StepsData& s) {
   }
   r.map(s.stats.seqs_histogram);
   r.map(s.stats.shapes);
-  s.stats.busy_ms = r.pod<double>();
+  s.stats.busy_ns = r.pod<double>();
   s.stats.steps_with_duration = r.pod<std::uint64_t>();
   r.map(s.stats.windows);
   return r.ok();

@@ -89,9 +89,9 @@ std::string fingerprint(const RunData& run) {
   for (const auto& [k, v] : st.stats.shapes)
     os << k.seqs << 'x' << k.tokens_bucket << '=' << v.first_t << '/' << v.second_t << '/' << v.first_ms
        << '/' << v.second_ms << ',';
-  os << st.stats.busy_ms << ' ' << st.stats.steps_with_duration << '\n';
+  os << st.stats.busy_ns << ' ' << st.stats.steps_with_duration << '\n';
   for (const auto& [k, w] : st.stats.windows)
-    os << k << ':' << w.steps << ',' << w.busy_ms << ',' << w.seqs << ',' << w.hit_tokens << ','
+    os << k << ':' << w.steps << ',' << w.busy_ns << ',' << w.seqs << ',' << w.hit_tokens << ','
        << w.swap_bytes << ';';
   for (const auto& n : run.notes) os << "note " << n << '\n';
   return os.str();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #include <simdjson.h>
@@ -26,6 +28,7 @@
 #include "core/error.h"
 #include "core/json_out.h"
 #include "core/random.h"
+#include "core/step_record.h"
 #include "core/summary.h"
 #include "core/text_reader.h"
 #include "observe/export_run.h"
@@ -389,7 +392,7 @@ constexpr std::size_t kStepFieldCount = std::size(kStepFields);
 // field: an older or other writer). False when it is not a step record.
 // Fields the checklist reads beside kStepFields (not drawn).
 struct StepExtra {
-  double dur_ms = kNaN, query_tokens = kNaN, hit_tokens = kNaN;
+  double dur_ns = kNaN, query_tokens = kNaN, hit_tokens = kNaN;
 };
 
 bool parse_step(simdjson::dom::parser& parser, std::string_view line, Nanos& t,
@@ -402,7 +405,8 @@ bool parse_step(simdjson::dom::parser& parser, std::string_view line, Nanos& t,
   t = ns;
   if (extra) {
     std::int64_t d = 0;
-    extra->dur_ms = doc["dur_ns"].get_int64().get(d) == simdjson::SUCCESS && d >= 0 ? nanos_to_ms(d) : kNaN;
+    extra->dur_ns =
+        doc["dur_ns"].get_int64().get(d) == simdjson::SUCCESS && d >= 0 ? static_cast<double>(d) : kNaN;
     extra->query_tokens =
         doc["query_tokens"].get_int64().get(d) == simdjson::SUCCESS ? static_cast<double>(d) : kNaN;
     extra->hit_tokens =
@@ -451,6 +455,9 @@ struct StepsPart {
   StepStats stats;
 };
 
+// The pixel columns a run's step series are reduced to.
+constexpr std::size_t kStepColumns = 1000;
+
 // The field indexes the step statistics read.
 constexpr std::size_t step_field(std::string_view key) {
   for (std::size_t i = 0; i < kStepFieldCount; ++i)
@@ -473,14 +480,14 @@ void count_step(StepStats& s, Nanos t, const double (&values)[kStepFieldCount], 
                         kDecode = step_field("decode_tokens"), kWaiting = step_field("waiting"),
                         kPreempt = step_field("preemptions"), kSwitch = step_field("tenant_switches"),
                         kSwapOut = step_field("swap_out_bytes"), kSwapIn = step_field("swap_in_bytes");
-  const double dur_ms = extra.dur_ms;
+  const double dur_ns = extra.dur_ns;
   const double seqs = values[kSeqs];
   if (std::isnan(seqs) || seqs < 0) return;
   const auto n = static_cast<std::uint32_t>(std::min(seqs, 4e9));
   ++s.seqs_histogram[n];
   StepWindow& w = s.windows[t >= 0 ? t / 1'000'000'000 : -1 - (-t - 1) / 1'000'000'000];
   w.steps += 1;
-  w.busy_ms += or0(dur_ms);
+  w.busy_ns += or0(dur_ns);
   w.seqs += seqs;
   w.waiting += or0(values[kWaiting]);
   w.prefill_tokens += or0(values[kPrefill]);
@@ -490,28 +497,50 @@ void count_step(StepStats& s, Nanos t, const double (&values)[kStepFieldCount], 
   w.preemptions += or0(values[kPreempt]);
   w.tenant_switches += or0(values[kSwitch]);
   w.swap_bytes += or0(values[kSwapOut]) + or0(values[kSwapIn]);
-  if (std::isnan(dur_ms)) return;
-  s.busy_ms += dur_ms;
+  if (std::isnan(dur_ns)) return;
+  s.busy_ns += dur_ns;
   ++s.steps_with_duration;
   const double tokens = (std::isnan(values[kPrefill]) ? 0 : values[kPrefill]) +
                         (std::isnan(values[kDecode]) ? 0 : values[kDecode]);
-  s.shapes[StepShape{pow2_ceil(seqs), pow2_ceil(tokens)}].add(t, dur_ms);
+  s.shapes[StepShape{pow2_ceil(seqs), pow2_ceil(tokens)}].add(t, dur_ns / 1e6);
 }
 
 void merge_step_stats(StepStats& into, const StepStats& from) {
   for (const auto& [k, v] : from.seqs_histogram) into.seqs_histogram[k] += v;
   for (const auto& [k, v] : from.shapes) into.shapes[k].merge(v);
-  into.busy_ms += from.busy_ms;
+  into.busy_ns += from.busy_ns;
   into.steps_with_duration += from.steps_with_duration;
   for (const auto& [k, v] : from.windows) into.windows[k].add(v);
+}
+
+StepsPart new_steps_part(double x0, double x1, std::size_t columns) {
+  StepsPart part;
+  for (std::size_t i = 0; i < kStepFieldCount; ++i) part.reducers.emplace_back(x0, x1, columns);
+  return part;
+}
+
+// One step into a part, reduced on [x0, x1] (seconds from `origin`).
+void take_step(StepsPart& part, Nanos t, const double (&values)[kStepFieldCount], const StepExtra& extra,
+               Nanos origin, double x0, double x1) {
+  const double t_s = nanos_to_s(t - origin);
+  if (t_s < x0 || t_s > x1) ++part.outside;  // out of time order: drawn at an edge of the axis
+  if (!part.any) part.first_t_s = t_s;
+  part.any = true;
+  part.last_t_s = t_s;
+  for (std::size_t i = 0; i < kStepFieldCount; ++i) {
+    const double v =
+        kStepFields[i].cumulative && !std::isnan(values[i]) ? (part.totals[i] += values[i]) : values[i];
+    part.reducers[i].add(t_s, v);
+  }
+  count_step(part.stats, t, values, extra);
+  ++part.steps;
 }
 
 // The lines of steps.jsonl that start in [begin, end), reduced on [x0, x1]
 // (seconds from `origin`).
 StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint64_t end, Nanos origin,
                            double x0, double x1, std::size_t columns) {
-  StepsPart part;
-  for (std::size_t i = 0; i < kStepFieldCount; ++i) part.reducers.emplace_back(x0, x1, columns);
+  StepsPart part = new_steps_part(x0, x1, columns);
   TextReader reader = TextReader::open(file.string(), "steps file", TextReader::kDefaultMaxLineBytes,
                                        begin > 0 ? begin - 1 : 0);
   std::string_view line;
@@ -532,21 +561,12 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
       }
       continue;
     }
-    const double t_s = nanos_to_s(t - origin);
-    if (t_s < x0 || t_s > x1) ++part.outside;  // out of time order: drawn at an edge of the axis
-    if (!part.any) part.first_t_s = t_s;
-    part.any = true;
-    part.last_t_s = t_s;
-    for (std::size_t i = 0; i < kStepFieldCount; ++i) {
-      const double v =
-          kStepFields[i].cumulative && !std::isnan(values[i]) ? (part.totals[i] += values[i]) : values[i];
-      part.reducers[i].add(t_s, v);
-    }
-    count_step(part.stats, t, values, extra);
-    ++part.steps;
+    take_step(part, t, values, extra, origin, x0, x1);
   }
   return part;
 }
+
+void join_steps(std::vector<StepsPart>& parts, StepsData& out, std::vector<std::string>& notes);
 
 // steps.jsonl, read once in byte ranges at the same time (as requests.jsonl
 // is) and reduced per pixel column as it is read; the ranges' columns are
@@ -576,7 +596,12 @@ void load_steps(const fs::path& file, Nanos origin, std::size_t columns, unsigne
   std::vector<StepsPart> parts;
   parts.push_back(read_steps_range(file, 0, bound(1), origin, x0, x1, columns));
   for (auto& f : later) parts.push_back(f.get());
+  join_steps(parts, out, notes);
+}
 
+// The parts of steps.jsonl (its byte ranges in file order) joined into out.
+void join_steps(std::vector<StepsPart>& parts, StepsData& out, std::vector<std::string>& notes) {
+  out.present = true;
   StepsPart& all = parts.front();
   std::uint64_t lines_before = all.lines;
   for (std::size_t k = 1; k < parts.size(); ++k) {
@@ -749,7 +774,7 @@ StepsRead read_steps(const fs::path& dir, const LoadOptions& options) {
   StepsRead r;
   std::error_code ec;
   if (fs::exists(dir / "steps.jsonl", ec))
-    load_steps(dir / "steps.jsonl", 0, 1000, options.request_ranges, r.steps, r.notes);
+    load_steps(dir / "steps.jsonl", 0, kStepColumns, options.request_ranges, r.steps, r.notes);
   return r;
 }
 
@@ -1175,7 +1200,7 @@ void ShapeSightings::merge(const ShapeSightings& other) {
 
 void StepWindow::add(const StepWindow& o) {
   steps += o.steps;
-  busy_ms += o.busy_ms;
+  busy_ns += o.busy_ns;
   seqs += o.seqs;
   waiting += o.waiting;
   prefill_tokens += o.prefill_tokens;
@@ -1187,12 +1212,30 @@ void StepWindow::add(const StepWindow& o) {
   swap_bytes += o.swap_bytes;
 }
 
-
+// A step as take_step takes it, spooled to a temporary file while the run
+// lasts: its reduction needs the time span of every step before it takes
+// the first, and a long run has millions of steps (120 bytes each here, a
+// few hundred in JSON), more than the run's memory budget.
+struct SpooledStep {
+  Nanos t = 0;
+  double values[kStepFieldCount];
+  StepExtra extra;
+};
+static_assert(std::is_trivially_copyable_v<SpooledStep>);
 
 struct RunFilesBuilder::Impl {
   Partial requests;
   SamplesRead samples;
   SeriesSink sink{samples.series};
+  // Steps: in a temporary file (tmpfile(): gone when closed or when the
+  // process ends); a spool that failed leaves the steps to a read of steps.jsonl.
+  std::FILE* spool = nullptr;
+  bool spool_failed = false;
+  std::uint64_t steps = 0;
+  Nanos first_t = 0, last_t = 0;
+  ~Impl() {
+    if (spool) std::fclose(spool);
+  }
 };
 
 RunFilesBuilder::RunFilesBuilder() : impl_(std::make_unique<Impl>()) {}
@@ -1220,6 +1263,41 @@ void RunFilesBuilder::add_observation(const observe::Observation& o) {
   impl_->sink.add(o, "derived", o.derived, false);
 }
 
+void RunFilesBuilder::add_step(const StepRecord& r) {
+  auto& im = *impl_;
+  if (im.spool_failed) return;
+  if (im.spool == nullptr && (im.spool = std::tmpfile()) == nullptr) {
+    im.spool_failed = true;
+    return;
+  }
+  // The numbers as parse_step reads them from the line r.append_json writes.
+  SpooledStep p;
+  p.t = r.t;
+  constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
+  std::fill(std::begin(p.values), std::end(p.values), kUnset);
+  const auto set = [&p](std::string_view key, double v) { p.values[step_field(key)] = v; };
+  set("seqs", r.seqs);
+  set("running", r.running);
+  set("waiting", r.waiting);
+  set("kv_usage", as_written(r.kv_usage, 6));
+  set("prefill_tokens", r.prefill_tokens);
+  set("decode_tokens", r.decode_tokens);
+  set("preemptions", r.preemptions);
+  set("tenant_switches", r.tenant_switches);
+  set("swap_out_bytes", static_cast<double>(r.swap_out_bytes));
+  set("swap_in_bytes", static_cast<double>(r.swap_in_bytes));
+  set("host_kv_blocks", static_cast<double>(r.host_kv_blocks));
+  p.extra.dur_ns = r.dur >= 0 ? static_cast<double>(r.dur) : kNaN;
+  p.extra.query_tokens = static_cast<double>(r.query_tokens);
+  p.extra.hit_tokens = static_cast<double>(r.hit_tokens);
+  if (std::fwrite(&p, sizeof p, 1, im.spool) != 1) {
+    im.spool_failed = true;
+    return;
+  }
+  if (im.steps++ == 0) im.first_t = r.t;
+  im.last_t = r.t;
+}
+
 RunFilesRead RunFilesBuilder::finish(const fs::path& dir, const LoadOptions& options) {
   std::error_code ec;
   RunFilesRead out;
@@ -1231,7 +1309,36 @@ RunFilesRead RunFilesBuilder::finish(const fs::path& dir, const LoadOptions& opt
     samples.notes.push_back(kNoSamplesNote);
   }
   take_samples(out, samples);
-  StepsRead steps = read_steps(dir, options);
+  StepsRead steps;
+  auto& im = *impl_;
+  if (!fs::exists(dir / "steps.jsonl", ec)) {
+    // sim --no-steps: none
+  } else if (im.spool_failed || (im.spool != nullptr && std::fflush(im.spool) != 0) ||
+             (im.spool != nullptr && std::fseek(im.spool, 0, SEEK_SET) != 0)) {
+    steps = read_steps(dir, options);
+  } else {
+    // As load_steps reduces the file: on [first, last] of the steps' own clock.
+    const double x0 = im.steps > 0 ? nanos_to_s(im.first_t) : 0;
+    const double x1 = im.steps > 0 ? std::max(x0, nanos_to_s(im.last_t)) : x0;
+    std::vector<StepsPart> parts;
+    parts.push_back(new_steps_part(x0, x1, kStepColumns));
+    std::vector<SpooledStep> chunk(4096);
+    std::uint64_t left = im.steps;
+    while (left > 0) {
+      const std::size_t n =
+          std::fread(chunk.data(), sizeof(SpooledStep),
+                     static_cast<std::size_t>(std::min<std::uint64_t>(left, chunk.size())), im.spool);
+      if (n == 0) break;
+      for (std::size_t i = 0; i < n; ++i)
+        take_step(parts.front(), chunk[i].t, chunk[i].values, chunk[i].extra, 0, x0, x1);
+      left -= n;
+    }
+    if (left > 0) {  // the spool came back short: the file it copies is read instead
+      steps = read_steps(dir, options);
+    } else {
+      join_steps(parts, steps.steps, steps.notes);
+    }
+  }
   take_steps(out, steps);
   return out;
 }

@@ -28,6 +28,7 @@
 #include "core/histogram.h"
 #include "core/logprob.h"
 #include "core/record.h"
+#include "core/step_record.h"
 
 namespace tokenscope::observe {
 struct Observation;
@@ -174,9 +175,11 @@ struct ShapeSightings {
 };
 
 // The steps of one second of the run (by step start), summed: the rows of
-// the attribution (analyze/attribution.h).
+// the attribution (analyze/attribution.h). Every sum is of whole numbers
+// (durations in ns), so it is exact whatever the order the steps are added
+// in (a file read in byte ranges, or in one).
 struct StepWindow {
-  double steps = 0, busy_ms = 0, seqs = 0, waiting = 0;
+  double steps = 0, busy_ns = 0, seqs = 0, waiting = 0;
   double prefill_tokens = 0, decode_tokens = 0, query_tokens = 0, hit_tokens = 0;
   double preemptions = 0, tenant_switches = 0, swap_bytes = 0;
   void add(const StepWindow& o);
@@ -189,7 +192,7 @@ struct StepStats {
   // sum of step durations in ms.
   std::map<std::uint32_t, std::uint64_t> seqs_histogram;
   std::map<StepShape, ShapeSightings> shapes;
-  double busy_ms = 0;  // the sum of every step's duration
+  double busy_ns = 0;  // the sum of every step's duration (whole ns: exact)
   std::uint64_t steps_with_duration = 0;
   // Per second of the run's clock (floor(t_ns / 1e9)).
   std::map<std::int64_t, StepWindow> windows;
@@ -329,9 +332,12 @@ class RunFilesBuilder {
   void add_request(const RequestRecord& r);
   // A line of samples.jsonl, as observe::append_observation_json writes it.
   void add_observation(const observe::Observation& o);
-  // The result, once the run directory's files are whole and closed:
-  // steps.jsonl, when dir holds one, is read from dir (its reduction needs
-  // the time span of every step before it takes the first). Call once.
+  // A line of steps.jsonl (sim), as StepRecord::append_json writes it. Kept
+  // in a temporary file until finish() (a long run has millions).
+  void add_step(const StepRecord& r);
+  // The result, once the run directory's files are whole and closed. The
+  // steps are reduced from their spool when dir holds a steps.jsonl (when
+  // the spool could not be written, steps.jsonl is read). Call once.
   RunFilesRead finish(const std::filesystem::path& dir, const LoadOptions& options = {});
 
  private:

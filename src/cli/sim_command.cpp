@@ -189,6 +189,7 @@ int run_sim(const std::atomic<bool>& interrupted) {
   if (out && !o.no_cache) {
     files = std::make_unique<analyze::RunFilesBuilder>();
     observer.set_record_listener([&files](const RequestRecord& r) { files->add_request(r); });
+    observer.set_step_listener([&files](const StepRecord& r) { files->add_step(r); });
     sampler.set_listener([&files](const observe::Observation& ob) { files->add_observation(ob); });
   }
   const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),

@@ -1,4 +1,5 @@
 #include "core/record.h"
+#include "core/step_record.h"
 
 #include <algorithm>
 
@@ -185,6 +186,56 @@ Nanos RequestRecord::first_token() const {
 Nanos RequestRecord::last_token() const {
   if (t_last_token >= 0) return t_last_token;
   return event_times.empty() ? -1 : *std::max_element(event_times.begin(), event_times.end());
+}
+
+void StepRecord::append_json(std::string& o) const {
+  using jsonout::append_uint;
+  // Field names are documented in docs/metrics.md ("Step record").
+  o += "{\"step\":";
+  append_uint(o, index);
+  o += ",\"t_ns\":";
+  append_uint(o, static_cast<std::uint64_t>(t));
+  o += ",\"dur_ns\":";
+  append_uint(o, static_cast<std::uint64_t>(dur));
+  o += ",\"seqs\":";
+  append_uint(o, seqs);
+  o += ",\"prefill_tokens\":";
+  append_uint(o, prefill_tokens);
+  o += ",\"decode_tokens\":";
+  append_uint(o, decode_tokens);
+  o += ",\"running\":";
+  append_uint(o, running);
+  o += ",\"waiting\":";
+  append_uint(o, waiting);
+  o += ",\"kv_usage\":";
+  jsonout::append_fixed(o, kv_usage, 6);
+  o += ",\"kv_blocks\":";
+  append_uint(o, kv_blocks);
+  o += ",\"query_tokens\":";
+  append_uint(o, query_tokens);
+  o += ",\"hit_tokens\":";
+  append_uint(o, hit_tokens);
+  o += ",\"preemptions\":";
+  append_uint(o, preemptions);
+  o += ",\"tenant_switches\":";
+  append_uint(o, tenant_switches);
+  o += ",\"swap_out_bytes\":";
+  append_uint(o, swap_out_bytes);
+  o += ",\"swap_in_bytes\":";
+  append_uint(o, swap_in_bytes);
+  o += ",\"host_kv_blocks\":";
+  append_uint(o, host_kv_blocks);
+  o += ",\"host_kv_evictions\":";
+  append_uint(o, host_kv_evictions);
+  o += ",\"host_kv_recomputed_blocks\":";
+  append_uint(o, host_kv_recomputed_blocks);
+  if (has_perturbations) {
+    o += ",\"perturbation_ns\":";
+    append_uint(o, static_cast<std::uint64_t>(perturbation_ns));
+    o += ",\"stolen_ns\":";
+    append_uint(o, static_cast<std::uint64_t>(stolen_ns));
+  }
+  o += '}';
 }
 
 }  // namespace tokenscope

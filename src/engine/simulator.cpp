@@ -95,55 +95,32 @@ void RecordingObserver::on_reject(std::uint64_t id, Nanos t, std::string_view re
 
 void RecordingObserver::on_step(const StepStats& s) {
   if (out_ == nullptr || !write_steps_) return;
-  using jsonout::append_uint;
-  // Field names are documented in docs/run-directory.md.
-  std::string& o = out_->steps().begin_line();
-  o += "{\"step\":";
-  append_uint(o, s.index);
-  o += ",\"t_ns\":";
-  append_uint(o, static_cast<std::uint64_t>(s.start));
-  o += ",\"dur_ns\":";
-  append_uint(o, static_cast<std::uint64_t>(s.duration));
-  o += ",\"seqs\":";
-  append_uint(o, s.num_seqs);
-  o += ",\"prefill_tokens\":";
-  append_uint(o, s.prefill_tokens);
-  o += ",\"decode_tokens\":";
-  append_uint(o, s.decode_tokens);
-  o += ",\"running\":";
-  append_uint(o, s.num_running);
-  o += ",\"waiting\":";
-  append_uint(o, s.num_waiting);
-  o += ",\"kv_usage\":";
-  jsonout::append_fixed(o, s.kv_usage, 6);
-  o += ",\"kv_blocks\":";
-  append_uint(o, s.kv_blocks_in_use);
-  o += ",\"query_tokens\":";
-  append_uint(o, s.prefix_queries_tokens);
-  o += ",\"hit_tokens\":";
-  append_uint(o, s.prefix_hits_tokens);
-  o += ",\"preemptions\":";
-  append_uint(o, s.preemptions);
-  o += ",\"tenant_switches\":";
-  append_uint(o, s.tenant_switches);
-  o += ",\"swap_out_bytes\":";
-  append_uint(o, s.swap_out_bytes);
-  o += ",\"swap_in_bytes\":";
-  append_uint(o, s.swap_in_bytes);
-  o += ",\"host_kv_blocks\":";
-  append_uint(o, s.host_kv_blocks);
-  o += ",\"host_kv_evictions\":";
-  append_uint(o, s.host_kv_evictions);
-  o += ",\"host_kv_recomputed_blocks\":";
-  append_uint(o, s.host_kv_recomputed_blocks);
-  if (write_perturbations_) {
-    o += ",\"perturbation_ns\":";
-    append_uint(o, static_cast<std::uint64_t>(s.perturbation_ns));
-    o += ",\"stolen_ns\":";
-    append_uint(o, static_cast<std::uint64_t>(s.stolen_ns));
-  }
-  o += '}';
+  StepRecord r;
+  r.index = s.index;
+  r.t = s.start;
+  r.dur = s.duration;
+  r.seqs = s.num_seqs;
+  r.prefill_tokens = s.prefill_tokens;
+  r.decode_tokens = s.decode_tokens;
+  r.running = s.num_running;
+  r.waiting = s.num_waiting;
+  r.kv_usage = s.kv_usage;
+  r.kv_blocks = s.kv_blocks_in_use;
+  r.query_tokens = s.prefix_queries_tokens;
+  r.hit_tokens = s.prefix_hits_tokens;
+  r.preemptions = s.preemptions;
+  r.tenant_switches = s.tenant_switches;
+  r.swap_out_bytes = s.swap_out_bytes;
+  r.swap_in_bytes = s.swap_in_bytes;
+  r.host_kv_blocks = s.host_kv_blocks;
+  r.host_kv_evictions = s.host_kv_evictions;
+  r.host_kv_recomputed_blocks = s.host_kv_recomputed_blocks;
+  r.has_perturbations = write_perturbations_;
+  r.perturbation_ns = s.perturbation_ns;
+  r.stolen_ns = s.stolen_ns;
+  r.append_json(out_->steps().begin_line());
   out_->steps().end_line();
+  if (step_listener_) step_listener_(r);
 }
 
 SimReport run_simulation(const workload::Workload& w, Engine& engine, const std::atomic<bool>* stop) {

@@ -17,6 +17,7 @@
 
 #include "core/record.h"
 #include "core/run_dir.h"
+#include "core/step_record.h"
 #include "core/summary.h"
 #include "engine/engine.h"
 #include "workload/workload.h"
@@ -42,6 +43,10 @@ class RecordingObserver final : public EngineObserver {
   void set_record_listener(std::function<void(const RequestRecord&)> listener) {
     record_listener_ = std::move(listener);
   }
+  // Every step, as it is written to steps.jsonl, is also given to `listener`.
+  void set_step_listener(std::function<void(const StepRecord&)> listener) {
+    step_listener_ = std::move(listener);
+  }
 
   const SummaryBuilder& summary() const { return summary_; }
   SummaryBuilder& summary() { return summary_; }
@@ -57,6 +62,7 @@ class RecordingObserver final : public EngineObserver {
   bool write_steps_;
   bool write_perturbations_ = false;
   std::function<void(const RequestRecord&)> record_listener_;
+  std::function<void(const StepRecord&)> step_listener_;
   // Token times of requests in flight, in reusable slots (their buffers keep
   // their capacity): 4 bytes per request for the slot index, and memory for
   // the requests in flight only.

@@ -21,8 +21,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "core/random.h"
 #include "core/json_out.h"
+#include "core/random.h"
 #include "net/http_fetch.h"
 
 namespace tokenscope::observe {
