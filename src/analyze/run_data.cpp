@@ -4,6 +4,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -464,6 +465,13 @@ constexpr std::size_t step_field(std::string_view key) {
     if (std::string_view(kStepFields[i].key) == key) return i;
   return kStepFieldCount;
 }
+constexpr std::size_t kFieldSeqs = step_field("seqs"), kFieldPrefill = step_field("prefill_tokens"),
+                      kFieldDecode = step_field("decode_tokens"), kFieldWaiting = step_field("waiting"),
+                      kFieldPreemptions = step_field("preemptions"),
+                      kFieldSwitches = step_field("tenant_switches"),
+                      kFieldSwapOut = step_field("swap_out_bytes"),
+                      kFieldSwapIn = step_field("swap_in_bytes"), kFieldRunning = step_field("running"),
+                      kFieldKvUsage = step_field("kv_usage"), kFieldHostKv = step_field("host_kv_blocks");
 
 std::uint32_t pow2_ceil(double v) {
   std::uint32_t b = 1;
@@ -476,10 +484,9 @@ double or0(double v) {
 }
 
 void count_step(StepStats& s, Nanos t, const double (&values)[kStepFieldCount], const StepExtra& extra) {
-  constexpr std::size_t kSeqs = step_field("seqs"), kPrefill = step_field("prefill_tokens"),
-                        kDecode = step_field("decode_tokens"), kWaiting = step_field("waiting"),
-                        kPreempt = step_field("preemptions"), kSwitch = step_field("tenant_switches"),
-                        kSwapOut = step_field("swap_out_bytes"), kSwapIn = step_field("swap_in_bytes");
+  constexpr std::size_t kSeqs = kFieldSeqs, kPrefill = kFieldPrefill, kDecode = kFieldDecode,
+                        kWaiting = kFieldWaiting, kPreempt = kFieldPreemptions, kSwitch = kFieldSwitches,
+                        kSwapOut = kFieldSwapOut, kSwapIn = kFieldSwapIn;
   const double dur_ns = extra.dur_ns;
   const double seqs = values[kSeqs];
   if (std::isnan(seqs) || seqs < 0) return;
@@ -831,9 +838,11 @@ RunFilesRead read_run_files(const fs::path& dir, bool has_run_json, bool need_su
 // reader of the file gets (RequestRecord::append_json writes these with a
 // fixed number of decimals).
 double as_written(double v, int decimals) {
-  std::string text;
-  jsonout::append_fixed(text, v, decimals);
-  return std::strtod(text.c_str(), nullptr);
+  char text[64];
+  const auto end = std::to_chars(text, text + sizeof text, v, std::chars_format::fixed, decimals).ptr;
+  double out = v;
+  std::from_chars(text, end, out);  // correctly rounded, as the JSON parsers read it
+  return out;
 }
 
 }  // namespace
@@ -1273,20 +1282,19 @@ void RunFilesBuilder::add_step(const StepRecord& r) {
   // The numbers as parse_step reads them from the line r.append_json writes.
   SpooledStep p;
   p.t = r.t;
-  constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
-  std::fill(std::begin(p.values), std::end(p.values), kUnset);
-  const auto set = [&p](std::string_view key, double v) { p.values[step_field(key)] = v; };
-  set("seqs", r.seqs);
-  set("running", r.running);
-  set("waiting", r.waiting);
-  set("kv_usage", as_written(r.kv_usage, 6));
-  set("prefill_tokens", r.prefill_tokens);
-  set("decode_tokens", r.decode_tokens);
-  set("preemptions", r.preemptions);
-  set("tenant_switches", r.tenant_switches);
-  set("swap_out_bytes", static_cast<double>(r.swap_out_bytes));
-  set("swap_in_bytes", static_cast<double>(r.swap_in_bytes));
-  set("host_kv_blocks", static_cast<double>(r.host_kv_blocks));
+  const auto set = [&p](std::size_t field, double v) { p.values[field] = v; };
+  static_assert(kStepFieldCount == 11, "a field of steps.jsonl added to kStepFields is to be set here");
+  set(kFieldSeqs, r.seqs);
+  set(kFieldRunning, r.running);
+  set(kFieldWaiting, r.waiting);
+  set(kFieldKvUsage, as_written(r.kv_usage, 6));
+  set(kFieldPrefill, r.prefill_tokens);
+  set(kFieldDecode, r.decode_tokens);
+  set(kFieldPreemptions, r.preemptions);
+  set(kFieldSwitches, r.tenant_switches);
+  set(kFieldSwapOut, static_cast<double>(r.swap_out_bytes));
+  set(kFieldSwapIn, static_cast<double>(r.swap_in_bytes));
+  set(kFieldHostKv, static_cast<double>(r.host_kv_blocks));
   p.extra.dur_ns = r.dur >= 0 ? static_cast<double>(r.dur) : kNaN;
   p.extra.query_tokens = static_cast<double>(r.query_tokens);
   p.extra.hit_tokens = static_cast<double>(r.hit_tokens);

@@ -1,5 +1,7 @@
 #include "bench/live_metrics.h"
 
+#include "core/prometheus.h"
+
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
 #include <fmt/format.h>
@@ -43,49 +45,7 @@ static_assert(static_cast<std::size_t>(Outcome::kRejected) + 1 == kOutcomes.size
 // escaped); the value must be UTF-8, so invalid bytes (a model name from the
 // target's /v1/models, a path) are replaced first.
 std::string label_value(std::string_view v) {
-  const std::string text = workload::unicode::repair_utf8(v);
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
-// Floats as Go's ParseFloat reads them: the shortest text that reads back
-// as the same double; infinities as +Inf and -Inf.
-std::string number(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  if (std::isnan(v)) return "NaN";
-  return fmt::format("{}", v);
-}
-
-void head(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
-void scalar(std::string& out, std::string_view name, std::string_view type, std::string_view help,
-            const std::string& value) {
-  head(out, name, type, help);
-  out += fmt::format("{} {}\n", name, value);
-}
-
-void histogram(std::string& out, std::string_view name, std::string_view help, const LiveHistogram& h) {
-  head(out, name, "histogram", help);
-  std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < h.bounds().size(); ++i) {
-    cumulative += h.counts()[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, number(h.bounds()[i]), cumulative);
-  }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, h.count());
-  out += fmt::format("{}_sum {}\n{}_count {}\n", name, number(h.sum()), name, h.count());
+  return prometheus::escape_label_value(workload::unicode::repair_utf8(v));
 }
 
 }  // namespace
@@ -107,18 +67,6 @@ std::vector<double> e2e_buckets() {
           15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0};
 }
 
-LiveHistogram::LiveHistogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void LiveHistogram::observe(double v, std::uint64_t n) {
-  if (n == 0 || std::isnan(v)) return;
-  v = std::max(v, 0.0);  // a clock step cannot make a duration negative here, nor the sum fall
-  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), v);  // le: v <= bound
-  counts_[static_cast<std::size_t>(it - bounds_.begin())] += n;
-  sum_ += v * static_cast<double>(n);
-  count_ += n;
-}
-
 namespace {
 
 // What the finished records add up to; copied whole by a scrape.
@@ -129,10 +77,10 @@ struct Totals {
   std::uint64_t warmup = 0;
   std::uint64_t output_tokens = 0;
   std::uint64_t prompt_tokens = 0;
-  LiveHistogram send_lag{send_lag_buckets()};
-  LiveHistogram ttft{ttft_buckets()};
-  LiveHistogram itl{itl_buckets()};
-  LiveHistogram e2e{e2e_buckets()};
+  prometheus::Histogram send_lag{send_lag_buckets()};
+  prometheus::Histogram ttft{ttft_buckets()};
+  prometheus::Histogram itl{itl_buckets()};
+  prometheus::Histogram e2e{e2e_buckets()};
 
   void add(const RequestRecord& r);
 };
@@ -386,49 +334,56 @@ std::string LiveMetrics::render() const {
 
   std::string out;
   out.reserve(8192);
+  prometheus::TextWriter w(out, prometheus::Layout::kGoClient);
+  const auto scalar = [&w](std::string_view name, std::string_view type, std::string_view help, auto value) {
+    w.family(name, type, help);
+    w.sample(name, "", value);
+  };
   if (has_run) {
-    head(out, "tokenscope_bench_run_info", "gauge",
-         "The current (or last) run: run directory, model, target URL.");
-    out += fmt::format("tokenscope_bench_run_info{{run_id=\"{}\",model=\"{}\",target=\"{}\"}} 1\n",
-                       label_value(info.run_id), label_value(info.model), label_value(info.target));
-    scalar(out, "tokenscope_bench_run_finished", "gauge",
+    w.family("tokenscope_bench_run_info", "gauge",
+             "The current (or last) run: run directory, model, target URL.");
+    w.sample("tokenscope_bench_run_info",
+             fmt::format("run_id=\"{}\",model=\"{}\",target=\"{}\"", label_value(info.run_id),
+                         label_value(info.model), label_value(info.target)),
+             std::uint64_t{1});
+    scalar("tokenscope_bench_run_finished", "gauge",
            "1 once the current run has ended (every request written): the counters are final.",
-           ended ? "1" : "0");
+           std::uint64_t{ended ? 1u : 0u});
   }
-  scalar(out, "tokenscope_bench_requests_sent_total", "counter", "Requests sent.", std::to_string(sent));
-  scalar(out, "tokenscope_bench_requests_completed_total", "counter",
-         "Requests finished with outcome ok (as the writer thread drains them).",
-         std::to_string(t.completed));
-  head(out, "tokenscope_bench_requests_failed_total", "counter",
-       "Requests finished with any other outcome, by outcome.");
+  scalar("tokenscope_bench_requests_sent_total", "counter", "Requests sent.", std::uint64_t{sent});
+  scalar("tokenscope_bench_requests_completed_total", "counter",
+         "Requests finished with outcome ok (as the writer thread drains them).", t.completed);
+  w.family("tokenscope_bench_requests_failed_total", "counter",
+           "Requests finished with any other outcome, by outcome.");
   for (std::size_t i = 0; i < kOutcomes.size(); ++i)
     if (kOutcomes[i] != Outcome::kOk)
-      out += fmt::format("tokenscope_bench_requests_failed_total{{outcome=\"{}\"}} {}\n",
-                         outcome_name(kOutcomes[i]), t.by_outcome[i]);
-  scalar(out, "tokenscope_bench_requests_warmup_total", "counter",
+      w.sample("tokenscope_bench_requests_failed_total",
+               fmt::format("outcome=\"{}\"", outcome_name(kOutcomes[i])), t.by_outcome[i]);
+  scalar("tokenscope_bench_requests_warmup_total", "counter",
          "Finished requests scheduled in the warm-up window (counted above, left out of run.json's summary).",
-         std::to_string(t.warmup));
-  scalar(out, "tokenscope_bench_requests_in_flight", "gauge", "Requests sent and not yet finished.",
-         std::to_string(std::max<std::int64_t>(0, in_flight)));
-  scalar(out, "tokenscope_bench_requests_queued", "gauge",
-         "Requests due but waiting for a --max-concurrency slot.", std::to_string(queued));
-  scalar(out, "tokenscope_bench_requests_not_sent_total", "counter",
-         "Planned requests never sent (the run was interrupted).", std::to_string(not_sent));
-  scalar(out, "tokenscope_bench_achieved_requests_per_second", "gauge",
+         t.warmup);
+  scalar("tokenscope_bench_requests_in_flight", "gauge", "Requests sent and not yet finished.",
+         static_cast<std::uint64_t>(std::max<std::int64_t>(0, in_flight)));
+  scalar("tokenscope_bench_requests_queued", "gauge",
+         "Requests due but waiting for a --max-concurrency slot.", std::uint64_t{queued});
+  scalar("tokenscope_bench_requests_not_sent_total", "counter",
+         "Planned requests never sent (the run was interrupted).", std::uint64_t{not_sent});
+  scalar("tokenscope_bench_achieved_requests_per_second", "gauge",
          "Requests finished in the current run per second since its first planned send (frozen at its end).",
-         number(rate));
-  scalar(out, "tokenscope_bench_output_tokens_total", "counter", "Output tokens of completed requests.",
-         std::to_string(t.output_tokens));
-  scalar(out, "tokenscope_bench_prompt_tokens_total", "counter",
-         "Prompt tokens of completed requests, as the server counted them.", std::to_string(t.prompt_tokens));
-  histogram(out, "tokenscope_bench_send_lag_seconds",
-            "Actual send minus intended send of every request sent: the client's own lag.", t.send_lag);
-  histogram(out, "tokenscope_bench_time_to_first_token_seconds",
-            "Time to first token of completed requests, from the send.", t.ttft);
-  histogram(out, "tokenscope_bench_inter_token_latency_seconds",
-            "Gaps between output tokens of completed requests (an event of k tokens: k gaps of 1/k).", t.itl);
-  histogram(out, "tokenscope_bench_e2e_request_latency_seconds", "Send to last token of completed requests.",
-            t.e2e);
+         rate);
+  scalar("tokenscope_bench_output_tokens_total", "counter", "Output tokens of completed requests.",
+         t.output_tokens);
+  scalar("tokenscope_bench_prompt_tokens_total", "counter",
+         "Prompt tokens of completed requests, as the server counted them.", t.prompt_tokens);
+  w.histogram("tokenscope_bench_send_lag_seconds",
+              "Actual send minus intended send of every request sent: the client's own lag.", "", t.send_lag);
+  w.histogram("tokenscope_bench_time_to_first_token_seconds",
+              "Time to first token of completed requests, from the send.", "", t.ttft);
+  w.histogram("tokenscope_bench_inter_token_latency_seconds",
+              "Gaps between output tokens of completed requests (an event of k tokens: k gaps of 1/k).", "",
+              t.itl);
+  w.histogram("tokenscope_bench_e2e_request_latency_seconds", "Send to last token of completed requests.", "",
+              t.e2e);
   return out;
 }
 

@@ -41,24 +41,6 @@ struct LiveRunInfo {
   std::string target;  // the target's URL
 };
 
-// A Prometheus histogram: upper bounds (ascending, finite), a count per
-// bucket (not cumulative; the last is +Inf), the sum and the count.
-class LiveHistogram {
- public:
-  explicit LiveHistogram(std::vector<double> upper_bounds);
-  void observe(double v, std::uint64_t n = 1);  // n observations of v
-  const std::vector<double>& bounds() const { return bounds_; }
-  const std::vector<std::uint64_t>& counts() const { return counts_; }
-  double sum() const { return sum_; }
-  std::uint64_t count() const { return count_; }
-
- private:
-  std::vector<double> bounds_;
-  std::vector<std::uint64_t> counts_;
-  double sum_ = 0.0;
-  std::uint64_t count_ = 0;
-};
-
 class LiveMetrics {
  public:
   // clock: for the achieved rate, the clock of the Runner's epoch (null:

@@ -147,19 +147,6 @@ RequestRecord failed(Nanos sched, Outcome o) {
   return r;
 }
 
-TEST(LiveHistogram, BoundsAreInclusiveUpperLimits) {
-  LiveHistogram h({0.1, 1.0});
-  h.observe(0.1);           // le="0.1"
-  h.observe(0.5, 3);        // le="1"
-  h.observe(1.0);           // le="1"
-  h.observe(7.0);           // +Inf
-  h.observe(-0.002);        // clamped to 0: le="0.1"
-  h.observe(std::nan(""));  // ignored
-  EXPECT_EQ(h.counts(), (std::vector<std::uint64_t>{2, 4, 1}));
-  EXPECT_EQ(h.count(), 7u);
-  EXPECT_DOUBLE_EQ(h.sum(), 0.1 + 1.5 + 1.0 + 7.0);
-}
-
 TEST(LiveMetrics, ServesWhatWasFedOverHttp) {
   ManualClock clock(0);
   LiveMetrics m({"127.0.0.1", 0}, &clock);

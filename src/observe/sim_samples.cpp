@@ -9,21 +9,15 @@
 
 namespace tokenscope::observe {
 
-void SimSampler::Histogram::add(double v) {
-  const auto it = std::lower_bound(bounds.begin(), bounds.end(), v);
-  ++counts[static_cast<std::size_t>(it - bounds.begin())];
-  sum += v;
-}
-
-void SimSampler::Histogram::append(std::vector<Sample>& out, const std::string& name) const {
+void SimSampler::append(std::vector<Sample>& out, const prometheus::Histogram& h, const std::string& name) {
   std::uint64_t cum = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) {
-    cum += counts[i];
+  for (std::size_t i = 0; i < h.counts().size(); ++i) {
+    cum += h.counts()[i];
     out.push_back({name + "_bucket",
-                   {{"le", i < bounds.size() ? fmt::format("{}", bounds[i]) : "+Inf"}},
+                   {{"le", i < h.bounds().size() ? fmt::format("{}", h.bounds()[i]) : "+Inf"}},
                    static_cast<double>(cum)});
   }
-  out.push_back({name + "_sum", {}, sum});
+  out.push_back({name + "_sum", {}, h.sum()});
   out.push_back({name + "_count", {}, static_cast<double>(cum)});
 }
 
@@ -78,17 +72,7 @@ void StolenTimeSeries::advance(Nanos t_ns) {
 // ---- SimSampler ----------------------------------------------------------------
 
 SimSampler::SimSampler(engine::EngineObserver& inner, JsonlWriter* out, Nanos interval_ns)
-    : inner_(inner), out_(out), interval_ns_(std::max<Nanos>(interval_ns, 1)), next_ns_(0) {
-  auto init = [](Histogram& h, std::vector<double> b) {
-    h.bounds = std::move(b);
-    h.counts.assign(h.bounds.size() + 1, 0);
-  };
-  // The buckets of the simulator's own /metrics (vLLM's).
-  init(iteration_tokens_, serve::iteration_tokens_buckets());
-  init(ttft_, serve::ttft_buckets());
-  init(e2e_, serve::request_latency_buckets());
-  init(queue_, serve::request_latency_buckets());
-}
+    : inner_(inner), out_(out), interval_ns_(std::max<Nanos>(interval_ns, 1)), next_ns_(0) {}
 
 void SimSampler::attach(const engine::Engine* e) {
   engine_ = e;
@@ -124,9 +108,9 @@ void SimSampler::on_reject(std::uint64_t id, Nanos t, std::string_view reason) {
 void SimSampler::on_finish(const engine::FinishedRequest& r) {
   inner_.on_finish(r);
   ++finished_;
-  if (r.first_token >= 0) ttft_.add(nanos_to_s(r.first_token - r.arrival));
-  e2e_.add(nanos_to_s(r.finished - r.arrival));
-  if (r.first_scheduled >= 0) queue_.add(nanos_to_s(r.first_scheduled - r.arrival));
+  if (r.first_token >= 0) ttft_.observe(nanos_to_s(r.first_token - r.arrival));
+  e2e_.observe(nanos_to_s(r.finished - r.arrival));
+  if (r.first_scheduled >= 0) queue_.observe(nanos_to_s(r.first_scheduled - r.arrival));
 }
 
 void SimSampler::on_step(const engine::StepStats& s) {
@@ -147,7 +131,7 @@ void SimSampler::on_step(const engine::StepStats& s) {
   preemptions_ += s.preemptions;
   prompt_tokens_ += s.prefill_tokens;
   generation_tokens_ += s.decode_tokens;
-  iteration_tokens_.add(static_cast<double>(s.prefill_tokens + s.decode_tokens));
+  iteration_tokens_.observe(static_cast<double>(s.prefill_tokens + s.decode_tokens));
   if (contention_ && s.stolen_ns > 0) stolen_.add(s.start + s.duration - s.stolen_ns, s.start + s.duration);
   snapshot();
 }
@@ -171,10 +155,10 @@ void SimSampler::emit(Nanos t) {
   c.push_back({"prompt_tokens", {}, static_cast<double>(prompt_tokens_)});
   c.push_back({"generation_tokens", {}, static_cast<double>(generation_tokens_)});
   c.push_back({"requests_finished", {}, static_cast<double>(finished_)});
-  iteration_tokens_.append(c, "iteration_tokens");
-  ttft_.append(c, "server_ttft_seconds");
-  e2e_.append(c, "server_e2e_seconds");
-  queue_.append(c, "server_queue_seconds");
+  append(c, iteration_tokens_, "iteration_tokens");
+  append(c, ttft_, "server_ttft_seconds");
+  append(c, e2e_, "server_e2e_seconds");
+  append(c, queue_, "server_queue_seconds");
   last_emit_ns_ = t;
   write(o, tracker_);
   ++observations_;

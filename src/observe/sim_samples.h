@@ -13,10 +13,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/prometheus.h"
 #include "core/run_dir.h"
 #include "engine/engine.h"
 #include "observe/derived.h"
 #include "observe/observation.h"
+#include "serve/metrics.h"
 
 namespace tokenscope::observe {
 
@@ -91,13 +93,9 @@ class SimSampler final : public engine::EngineObserver {
   const SeriesTracker& tracker() const { return tracker_; }
 
  private:
-  struct Histogram {
-    std::vector<double> bounds;
-    std::vector<std::uint64_t> counts;  // per bucket (not cumulative), +Inf last
-    double sum = 0;
-    void add(double v);
-    void append(std::vector<Sample>& out, const std::string& name) const;
-  };
+  // A histogram's series as a scrape of /metrics gives them: its
+  // cumulative buckets, _sum and _count.
+  static void append(std::vector<Sample>& out, const prometheus::Histogram& h, const std::string& name);
   void emit(Nanos t);
   void emit_contention(Nanos t);
   void write(Observation& o, SeriesTracker& tracker);
@@ -114,7 +112,9 @@ class SimSampler final : public engine::EngineObserver {
   double running_ = 0, waiting_ = 0, kv_usage_ = 0;
   std::uint64_t prefix_queries_ = 0, prefix_hits_ = 0, preemptions_ = 0, prompt_tokens_ = 0,
                 generation_tokens_ = 0, finished_ = 0;
-  Histogram iteration_tokens_, ttft_, e2e_, queue_;
+  // The buckets of the simulator's own /metrics (vLLM's).
+  prometheus::Histogram iteration_tokens_{serve::iteration_tokens_buckets()}, ttft_{serve::ttft_buckets()},
+      e2e_{serve::request_latency_buckets()}, queue_{serve::request_latency_buckets()};
   SeriesTracker tracker_;
   std::uint64_t observations_ = 0;
   bool contention_ = false;

@@ -1,21 +1,13 @@
 #include "serve/metrics.h"
 
+#include "core/prometheus.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
 namespace tokenscope::serve {
-
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::observe(double v) {
-  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), v);  // first bound >= v: le semantics
-  ++counts_[static_cast<std::size_t>(it - bounds_.begin())];
-  sum_ += v;
-  ++count_;
-}
 
 std::vector<double> ttft_buckets() {
   return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
@@ -44,39 +36,6 @@ std::vector<double> buckets_1_2_5(std::uint64_t max_value) {
 }
 
 namespace {
-// Prometheus (and Python's prometheus_client) style numbers: 3.0, 0.25, 1e-05.
-std::string num(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  if (std::isnan(v)) return "NaN";
-  if (v == std::floor(v) && std::abs(v) < 1e15) return fmt::format("{:.1f}", v);
-  return fmt::format("{}", v);
-}
-
-void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
-  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-}
-
-void sample(std::string& out, std::string_view name, std::string_view labels, double v) {
-  fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, labels, num(v));
-}
-
-void histogram(std::string& out, std::string_view name, std::string_view help, std::string_view labels,
-               const Histogram& h) {
-  header(out, name, "histogram", help);
-  std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < h.bounds().size(); ++i) {
-    cumulative += h.counts()[i];
-    fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"{}\"}} {}\n", name, labels,
-                   num(h.bounds()[i]), num(static_cast<double>(cumulative)));
-  }
-  cumulative += h.counts().back();
-  fmt::format_to(std::back_inserter(out), "{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels,
-                 num(static_cast<double>(cumulative)));
-  fmt::format_to(std::back_inserter(out), "{}_count{{{}}} {}\n", name, labels,
-                 num(static_cast<double>(h.count())));
-  fmt::format_to(std::back_inserter(out), "{}_sum{{{}}} {}\n", name, labels, num(h.sum()));
-}
-
 std::vector<double> lag_buckets() {
   return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
 }
@@ -236,107 +195,108 @@ std::string ServeMetrics::render() const {
   std::string out;
   out.reserve(32768);
   const std::string& l = labels_;
-  header(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
-  sample(out, "vllm:num_requests_running", l, running_);
-  header(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-  sample(out, "vllm:num_requests_waiting", l, waiting_);
-  header(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-  sample(out, "vllm:kv_cache_usage_perc", l, kv_usage_);
-  header(out, "vllm:prefix_cache_queries_total", "counter",
-         "Prefix cache queries, in terms of number of queried tokens.");
-  sample(out, "vllm:prefix_cache_queries_total", l, static_cast<double>(prefix_queries_));
-  header(out, "vllm:prefix_cache_hits_total", "counter",
-         "Prefix cache hits, in terms of number of cached tokens.");
-  sample(out, "vllm:prefix_cache_hits_total", l, static_cast<double>(prefix_hits_));
-  header(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
-  sample(out, "vllm:num_preemptions_total", l, static_cast<double>(preemptions_));
-  header(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
-  sample(out, "vllm:prompt_tokens_total", l, static_cast<double>(prompt_tokens_));
-  header(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
-  sample(out, "vllm:generation_tokens_total", l, static_cast<double>(generation_tokens_));
-  header(out, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
+  prometheus::TextWriter w(out, prometheus::Layout::kPythonClient);
+  w.family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
+  w.sample("vllm:num_requests_running", l, running_);
+  w.family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
+  w.sample("vllm:num_requests_waiting", l, waiting_);
+  w.family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
+  w.sample("vllm:kv_cache_usage_perc", l, kv_usage_);
+  w.family("vllm:prefix_cache_queries_total", "counter",
+           "Prefix cache queries, in terms of number of queried tokens.");
+  w.sample("vllm:prefix_cache_queries_total", l, static_cast<double>(prefix_queries_));
+  w.family("vllm:prefix_cache_hits_total", "counter",
+           "Prefix cache hits, in terms of number of cached tokens.");
+  w.sample("vllm:prefix_cache_hits_total", l, static_cast<double>(prefix_hits_));
+  w.family("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
+  w.sample("vllm:num_preemptions_total", l, static_cast<double>(preemptions_));
+  w.family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
+  w.sample("vllm:prompt_tokens_total", l, static_cast<double>(prompt_tokens_));
+  w.family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
+  w.sample("vllm:generation_tokens_total", l, static_cast<double>(generation_tokens_));
+  w.family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, n] : success_)
-    sample(out, "vllm:request_success_total", fmt::format("{},finished_reason=\"{}\"", l, reason),
-           static_cast<double>(n));
-  histogram(out, "vllm:request_prompt_tokens", "Number of prefill tokens processed.", l, prompt_hist_);
-  histogram(out, "vllm:request_generation_tokens", "Number of generation tokens processed.", l,
-            generation_hist_);
-  histogram(out, "vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", l,
-            iteration_tokens_);
-  histogram(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l,
-            ttft_);
-  histogram(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", l, itl_);
-  histogram(out, "vllm:request_time_per_output_token_seconds",
-            "Histogram of time_per_output_token_seconds per request.", l, tpot_);
-  histogram(out, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, e2e_);
-  histogram(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
-            l, queue_);
-  histogram(out, "vllm:request_inference_time_seconds",
-            "Histogram of time spent in RUNNING phase for request.", l, inference_);
-  histogram(out, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
-            l, prefill_);
-  histogram(out, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
-            l, decode_);
+    w.sample("vllm:request_success_total", fmt::format("{},finished_reason=\"{}\"", l, reason),
+             static_cast<double>(n));
+  w.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", l, prompt_hist_);
+  w.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", l,
+              generation_hist_);
+  w.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", l,
+              iteration_tokens_);
+  w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, ttft_);
+  w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", l, itl_);
+  w.histogram("vllm:request_time_per_output_token_seconds",
+              "Histogram of time_per_output_token_seconds per request.", l, tpot_);
+  w.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, e2e_);
+  w.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", l,
+              queue_);
+  w.histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+              l, inference_);
+  w.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", l,
+              prefill_);
+  w.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", l,
+              decode_);
   // tokenscope's own series.
-  header(out, "tokenscope:steps_total", "counter", "Engine steps run.");
-  sample(out, "tokenscope:steps_total", l, static_cast<double>(steps_));
-  histogram(out, "tokenscope:batch_size", "Sequences scheduled per engine step.", l, batch_size_);
-  header(out, "tokenscope:tenant_switches_total", "counter", "Tenant contexts brought in.");
-  sample(out, "tokenscope:tenant_switches_total", l, static_cast<double>(tenant_switches_));
-  header(out, "tokenscope:kv_swap_out_bytes_total", "counter", "KV bytes moved from GPU to host memory.");
-  sample(out, "tokenscope:kv_swap_out_bytes_total", l, static_cast<double>(swap_out_bytes_));
-  header(out, "tokenscope:kv_swap_in_bytes_total", "counter", "KV bytes moved from host to GPU memory.");
-  sample(out, "tokenscope:kv_swap_in_bytes_total", l, static_cast<double>(swap_in_bytes_));
-  header(out, "tokenscope:host_kv_usage_perc", "gauge",
-         "Host KV pool usage (dynamic tenant reuse). 1 means 100 percent usage.");
-  sample(out, "tokenscope:host_kv_usage_perc", l,
-         host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
-                           : 0.0);
-  header(out, "tokenscope:host_kv_blocks", "gauge", "KV blocks held in the host pool.");
-  sample(out, "tokenscope:host_kv_blocks", l, static_cast<double>(host_kv_blocks_));
-  header(out, "tokenscope:host_kv_evictions_total", "counter",
-         "KV blocks evicted from the full host pool, least recently used first.");
-  sample(out, "tokenscope:host_kv_evictions_total", l, static_cast<double>(host_kv_evictions_));
-  header(out, "tokenscope:host_kv_recomputed_blocks_total", "counter",
-         "Evicted host KV blocks that a request needed again and recomputed.");
-  sample(out, "tokenscope:host_kv_recomputed_blocks_total", l, static_cast<double>(host_kv_recomputed_));
-  header(out, "tokenscope:faults_injected_total", "counter", "Faults injected into responses, by kind.");
+  w.family("tokenscope:steps_total", "counter", "Engine steps run.");
+  w.sample("tokenscope:steps_total", l, static_cast<double>(steps_));
+  w.histogram("tokenscope:batch_size", "Sequences scheduled per engine step.", l, batch_size_);
+  w.family("tokenscope:tenant_switches_total", "counter", "Tenant contexts brought in.");
+  w.sample("tokenscope:tenant_switches_total", l, static_cast<double>(tenant_switches_));
+  w.family("tokenscope:kv_swap_out_bytes_total", "counter", "KV bytes moved from GPU to host memory.");
+  w.sample("tokenscope:kv_swap_out_bytes_total", l, static_cast<double>(swap_out_bytes_));
+  w.family("tokenscope:kv_swap_in_bytes_total", "counter", "KV bytes moved from host to GPU memory.");
+  w.sample("tokenscope:kv_swap_in_bytes_total", l, static_cast<double>(swap_in_bytes_));
+  w.family("tokenscope:host_kv_usage_perc", "gauge",
+           "Host KV pool usage (dynamic tenant reuse). 1 means 100 percent usage.");
+  w.sample("tokenscope:host_kv_usage_perc", l,
+           host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
+                             : 0.0);
+  w.family("tokenscope:host_kv_blocks", "gauge", "KV blocks held in the host pool.");
+  w.sample("tokenscope:host_kv_blocks", l, static_cast<double>(host_kv_blocks_));
+  w.family("tokenscope:host_kv_evictions_total", "counter",
+           "KV blocks evicted from the full host pool, least recently used first.");
+  w.sample("tokenscope:host_kv_evictions_total", l, static_cast<double>(host_kv_evictions_));
+  w.family("tokenscope:host_kv_recomputed_blocks_total", "counter",
+           "Evicted host KV blocks that a request needed again and recomputed.");
+  w.sample("tokenscope:host_kv_recomputed_blocks_total", l, static_cast<double>(host_kv_recomputed_));
+  w.family("tokenscope:faults_injected_total", "counter", "Faults injected into responses, by kind.");
   for (const char* kind : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"}) {
     const auto it = faults_.find(kind);
-    sample(out, "tokenscope:faults_injected_total", fmt::format("{},kind=\"{}\"", l, kind),
-           it == faults_.end() ? 0.0 : static_cast<double>(it->second));
+    w.sample("tokenscope:faults_injected_total", fmt::format("{},kind=\"{}\"", l, kind),
+             it == faults_.end() ? 0.0 : static_cast<double>(it->second));
   }
-  header(out, "tokenscope:perturbations_injected_total", "counter",
-         "Steps or requests the engine's injected perturbations changed, by kind (GET /perturbations has "
-         "the ground truth).");
+  w.family("tokenscope:perturbations_injected_total", "counter",
+           "Steps or requests the engine's injected perturbations changed, by kind (GET /perturbations has "
+           "the ground truth).");
   const engine::PerturbationCounts counts =
       perturbation_source_ ? perturbation_source_() : engine::PerturbationCounts{};
   for (const auto kind : engine::kPerturbationKinds)
-    sample(out, "tokenscope:perturbations_injected_total",
-           fmt::format("{},kind=\"{}\"", l, engine::name_of(kind)),
-           static_cast<double>(counts[static_cast<std::size_t>(kind)]));
-  histogram(out, "tokenscope:emission_lag_seconds",
-            "Time from a token's engine emission to its write to the socket.", l, emission_lag_);
-  header(out, "tokenscope:http_responses_total", "counter", "HTTP responses by status code.");
+    w.sample("tokenscope:perturbations_injected_total",
+             fmt::format("{},kind=\"{}\"", l, engine::name_of(kind)),
+             static_cast<double>(counts[static_cast<std::size_t>(kind)]));
+  w.histogram("tokenscope:emission_lag_seconds",
+              "Time from a token's engine emission to its write to the socket.", l, emission_lag_);
+  w.family("tokenscope:http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [code, n] : http_responses_)
-    sample(out, "tokenscope:http_responses_total", fmt::format("{},code=\"{}\"", l, code),
-           static_cast<double>(n));
+    w.sample("tokenscope:http_responses_total", fmt::format("{},code=\"{}\"", l, code),
+             static_cast<double>(n));
   const net::ConnectionStats c = connection_source_ ? connection_source_() : net::ConnectionStats{};
-  header(out, "tokenscope:connections", "gauge", "Open client connections.");
-  sample(out, "tokenscope:connections", l, static_cast<double>(c.open));
-  header(out, "tokenscope:connections_dropped_total", "counter",
-         "Connections the server closed itself, by reason (timeouts, a client that stopped reading, "
-         "the connection limit).");
+  w.family("tokenscope:connections", "gauge", "Open client connections.");
+  w.sample("tokenscope:connections", l, static_cast<double>(c.open));
+  w.family("tokenscope:connections_dropped_total", "counter",
+           "Connections the server closed itself, by reason (timeouts, a client that stopped reading, "
+           "the connection limit).");
   for (std::size_t i = 0; i < net::kDropReasons; ++i)
-    sample(out, "tokenscope:connections_dropped_total",
-           fmt::format("{},reason=\"{}\"", l, net::drop_reason_name(static_cast<net::DropReason>(i))),
-           static_cast<double>(c.dropped[i]));
-  header(out, "tokenscope:accept_errors_total", "counter",
-         "Failed accept() calls, by error (EMFILE: out of descriptors); each is followed by a 100 ms pause.");
+    w.sample("tokenscope:connections_dropped_total",
+             fmt::format("{},reason=\"{}\"", l, net::drop_reason_name(static_cast<net::DropReason>(i))),
+             static_cast<double>(c.dropped[i]));
+  w.family(
+      "tokenscope:accept_errors_total", "counter",
+      "Failed accept() calls, by error (EMFILE: out of descriptors); each is followed by a 100 ms pause.");
   for (std::size_t i = 0; i < net::kAcceptErrors; ++i)
-    sample(out, "tokenscope:accept_errors_total",
-           fmt::format("{},error=\"{}\"", l, net::accept_error_name(static_cast<net::AcceptError>(i))),
-           static_cast<double>(c.accept_errors[i]));
+    w.sample("tokenscope:accept_errors_total",
+             fmt::format("{},error=\"{}\"", l, net::accept_error_name(static_cast<net::AcceptError>(i))),
+             static_cast<double>(c.accept_errors[i]));
   return out;
 }
 

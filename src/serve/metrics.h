@@ -11,28 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "core/prometheus.h"
 #include "engine/perturbation.h"
 #include "net/http.h"
 
 namespace tokenscope::serve {
-
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> upper_bounds);
-  void observe(double v);
-  const std::vector<double>& bounds() const { return bounds_; }
-  const std::vector<std::uint64_t>& counts() const {
-    return counts_;
-  }  // per bucket, not cumulative; last = +Inf
-  double sum() const { return sum_; }
-  std::uint64_t count() const { return count_; }
-
- private:
-  std::vector<double> bounds_;
-  std::vector<std::uint64_t> counts_;
-  double sum_ = 0.0;
-  std::uint64_t count_ = 0;
-};
 
 // vLLM's buckets.
 std::vector<double> ttft_buckets();
@@ -104,8 +87,8 @@ class ServeMetrics {
   std::map<std::string, std::uint64_t> success_;  // by finished_reason
   std::map<std::string, std::uint64_t> faults_;   // by kind
   std::map<int, std::uint64_t> http_responses_;   // by status
-  Histogram ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, inference_, iteration_tokens_, prompt_hist_,
-      generation_hist_, batch_size_, emission_lag_;
+  prometheus::Histogram ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, inference_, iteration_tokens_,
+      prompt_hist_, generation_hist_, batch_size_, emission_lag_;
 };
 
 }  // namespace tokenscope::serve
