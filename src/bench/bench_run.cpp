@@ -374,16 +374,12 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     s2.num_tenants = static_cast<std::uint32_t>(w.tenants.size());
     side.eff = engine::resolve_engine(s2, catalog);
     serve::ServerAppSettings ss;
-    ss.threads = o.server_threads;
+    serve::apply(o.server, ss);
     ss.api_key = o.api_key;
-    ss.faults = serve::parse_fault_spec(o.faults);
-    ss.fault_seed = o.fault_seed;
-    ss.trace_emissions = o.trace_emissions;
     ss.core.natural_length.reset();  // ignore_eos decides; without it the model runs to max_tokens
     // The simulated logprobs (bench --logprobs): drawn per token from the
     // workload's seed, so that runs with other seeds draw others.
     ss.core.seed = derive_seed(o.workload.seed, "server");
-    ss.core.logprobs.shift_nats = o.logprob_shift;
     ss.limits.max_connections = 100000;
     side.server =
         std::make_unique<serve::ServerApp>(*side.eff, s2, engine::make_cost_model(s2, *side.eff), ss);
@@ -392,7 +388,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     rs.model = side.eff->model.name;
     models = model_list_record(fetch_model_list(endpoint, copt, o.api_key));
   } else {
-    if (!o.faults.empty() || !o.trace_emissions.empty() || o.logprob_shift != 0)
+    if (!o.server.faults.empty() || !o.server.trace_emissions.empty() || o.server.logprob_shift != 0)
       throw UsageError(
           "--faults, --trace-emissions and --logprob-shift apply to the in-process server (no --target)");
     if (!o.engine.perturb.empty())
@@ -487,10 +483,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   };
   if (o.target_url.empty())
     requested["server"] = {{"engine", engine::to_json(o.engine)},
-                           {"threads", o.server_threads},
-                           {"faults", o.faults},
-                           {"fault_seed", o.fault_seed},
-                           {"logprob_shift", o.logprob_shift}};
+                           {"threads", o.server.threads},
+                           {"faults", o.server.faults},
+                           {"fault_seed", o.server.fault_seed},
+                           {"logprob_shift", o.server.logprob_shift}};
   nlohmann::json effective = {{"workload", p.bw.effective},
                               {"load", p.effective_load},
                               {"target",
@@ -893,9 +889,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (!(o.think_ms >= 0)) throw UsageError("--think-ms: expected ms >= 0");
   if (!(o.max_error_rate >= 0 && o.max_error_rate <= 1))
     throw UsageError("--max-error-rate: expected a share in [0, 1]");
-  if (!std::isfinite(o.logprob_shift) || !(serve::LogprobModel{}.mean_nats + o.logprob_shift > 0))
-    throw UsageError(fmt::format("--logprob-shift {}: expected a number of nats above -{}", o.logprob_shift,
-                                 serve::LogprobModel{}.mean_nats));
+  serve::check(o.server);
   if (o.progress != "auto" && o.progress != "tty" && o.progress != "plain" && o.progress != "none")
     throw UsageError("--progress: expected auto, tty, plain or none");
   if (o.compat != "" && o.compat != "vllm") throw UsageError("--compat: expected vllm");

@@ -164,7 +164,7 @@ TEST_F(BenchRun, LogprobsOfEveryOutputTokenAreKeptPerRequest) {
             1);
 
   o.out_dir = (dir_ / "shifted").string();
-  o.logprob_shift = 0.5;
+  o.server.logprob_shift = 0.5;
   o.api = Api::kChat;
   ASSERT_EQ(run(o).exit_code, 0) << log_;
   EXPECT_NEAR(mean_logprob(dir_ / "shifted"), -1.0, 0.1);  // -(0.5 + 0.5) E
@@ -177,7 +177,7 @@ TEST_F(BenchRun, LogprobsOfEveryOutputTokenAreKeptPerRequest) {
   for (const auto& rec : lines(dir_ / "none" / "requests.jsonl")) EXPECT_FALSE(rec.contains("logprobs"));
   // A shift that leaves no mean: a usage error.
   o = settings("bad");
-  o.logprob_shift = -0.5;
+  o.server.logprob_shift = -0.5;
   EXPECT_THROW(run(o), UsageError);
 }
 
@@ -186,7 +186,7 @@ TEST_F(BenchRun, LogprobsOfEveryOutputTokenAreKeptPerRequest) {
 // verdict says the same. max_error_rate = 1 accepts any failure.
 TEST_F(BenchRun, FailedRequestsOverTheErrorRateFailTheRun) {
   BenchSettings o = settings("fail");
-  o.faults = "http_5xx=1";
+  o.server.faults = "http_5xx=1";
   BenchResult r = run(o);
   EXPECT_EQ(r.exit_code, 1) << log_;
   ASSERT_EQ(r.runs.size(), 1u);
@@ -219,8 +219,8 @@ TEST_F(BenchRun, FailedRequestsOverTheErrorRateFailTheRun) {
 // rate of K/20 passes and anything below it fails.
 TEST_F(BenchRun, ErrorRateThresholdIsMoreThan) {
   BenchSettings o = settings("probe");
-  o.faults = "http_5xx=0.3";
-  o.fault_seed = 7;
+  o.server.faults = "http_5xx=0.3";
+  o.server.fault_seed = 7;
   o.max_error_rate = 1;
   BenchResult r = run(o);
   ASSERT_EQ(r.exit_code, 0) << log_;

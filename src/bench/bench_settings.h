@@ -13,6 +13,7 @@
 #include "bench/exchange.h"
 #include "bench/runner.h"
 #include "engine/engine_options.h"
+#include "serve/sim_server_options.h"
 #include "workload/workload_spec.h"
 
 namespace tokenscope::bench {
@@ -66,12 +67,9 @@ struct BenchSettings {
 
   // ---- in-process server (no target_url)
   engine::EngineOptions engine;
-  unsigned server_threads = 1;
-  std::string faults;
-  std::uint64_t fault_seed = 0;
-  std::string trace_emissions;
-  // Added to the mean of -logprob of the simulated model (serve/logprobs.h), nats.
-  double logprob_shift = 0.0;
+  // --server-threads, --faults, --fault-seed, --trace-emissions,
+  // --logprob-shift: as serve's (serve/server_app.h).
+  serve::SimServerOptions server;
 
   // ---- observe: the server's /metrics, GPUs, host and the server's process
   // and cgroup, sampled on the client's clock into samples.jsonl

@@ -270,20 +270,22 @@ CLI::App* add_bench_command(CLI::App& app) {
         ->group(T);
   }
   const char* S = "In-process server";
-  bench->add_option("--server-threads", s.server_threads, "I/O threads of the in-process simulator")
+  bench->add_option("--server-threads", s.server.threads, "I/O threads of the in-process simulator")
       ->capture_default_str()
       ->group(S);
-  bench->add_option("--faults", s.faults, "Inject faults in the in-process server (as serve --faults)")
+  bench->add_option("--faults", s.server.faults, "Inject faults in the in-process server (as serve --faults)")
       ->group(S);
-  bench->add_option("--fault-seed", s.fault_seed, "Seed of the fault draws")->capture_default_str()->group(S);
+  bench->add_option("--fault-seed", s.server.fault_seed, "Seed of the fault draws")
+      ->capture_default_str()
+      ->group(S);
   bench
-      ->add_option("--logprob-shift", s.logprob_shift,
+      ->add_option("--logprob-shift", s.server.logprob_shift,
                    "The in-process server's simulated logprobs: added to the mean of -logprob of every token "
                    "(nats), to simulate a less accurate model (as serve --logprob-shift)")
       ->capture_default_str()
       ->group(S);
   bench
-      ->add_option("--trace-emissions", s.trace_emissions,
+      ->add_option("--trace-emissions", s.server.trace_emissions,
                    "The in-process server writes every emitted token here")
       ->group(S);
 

@@ -2,26 +2,17 @@
 
 #include <fmt/format.h>
 
-#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+#include <pthread.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <cmath>
+#include <csignal>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include "cli/engine_options.h"
 #include "core/error.h"
 #include "net/http_server.h"
-#include "serve/executor.h"
-#include "serve/faults.h"
-#include "serve/router.h"
-#include "serve/serving_core.h"
+#include "serve/server_app.h"
 
 namespace tokenscope::cli {
 
@@ -31,15 +22,11 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;
   std::string port_file;
-  unsigned threads = 1;
   std::vector<std::string> served_model_names;
   std::string api_key;
   net::ServerLimits limits;
   double shutdown_grace_s = 10.0;
-  std::string faults;
-  std::uint64_t fault_seed = 0;
-  std::string trace_emissions;
-  double logprob_shift = 0.0;
+  serve::SimServerOptions server;  // threads, faults, fault seed, emission trace, logprob shift
   std::string natural_output_len = "lognormal:211:0.8:max=4096";
   std::uint32_t default_completion_max_tokens = 16;
   std::uint64_t seed = 0;
@@ -66,7 +53,7 @@ CLI::App* add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->group(S);
   serve->add_option("--port-file", o.port_file, "Write the bound port to this file once listening")->group(S);
-  serve->add_option("--threads", o.threads, "I/O threads")
+  serve->add_option("--threads", o.server.threads, "I/O threads")
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u))
       ->group(S);
@@ -141,20 +128,22 @@ CLI::App* add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->group(G);
   serve
-      ->add_option("--logprob-shift", o.logprob_shift,
+      ->add_option("--logprob-shift", o.server.logprob_shift,
                    "Simulate a less accurate (e.g. quantised) model: added to the mean of -logprob of every "
                    "token (nats; the model's own is 0.5), docs/serve.md \"Log-probabilities\"")
       ->capture_default_str()
       ->group(G);
   const char* T = "Testing";
   serve
-      ->add_option("--faults", o.faults,
+      ->add_option("--faults", o.server.faults,
                    "Inject faults: comma-separated KIND=RATE[@MS] with KIND in http_5xx, http_429, reset, "
                    "stall (needs @MS), malformed, slow_first_byte (needs @MS); see docs/serve.md")
       ->group(T);
-  serve->add_option("--fault-seed", o.fault_seed, "Seed of the fault draws")->capture_default_str()->group(T);
+  serve->add_option("--fault-seed", o.server.fault_seed, "Seed of the fault draws")
+      ->capture_default_str()
+      ->group(T);
   serve
-      ->add_option("--trace-emissions", o.trace_emissions,
+      ->add_option("--trace-emissions", o.server.trace_emissions,
                    "Write one JSON line per streamed token: engine time and socket write time (ns)")
       ->group(T);
   add_engine_options(serve, o.engine_options);
@@ -170,44 +159,30 @@ int run_serve() {
   const engine::EngineSettings settings = engine_settings(o.engine_options, o.seed);
   const auto catalog = load_catalog(o.engine_options);
   const auto eff = engine::resolve_engine(settings, catalog);
-  const auto fault_rules = serve::parse_fault_spec(o.faults);
   if (!(o.shutdown_grace_s >= 0)) throw UsageError("--shutdown-grace-s: expected seconds >= 0");
   if (!(o.limits.header_timeout_s > 0) || !(o.limits.idle_timeout_s > 0) || !(o.limits.write_timeout_s > 0))
     throw UsageError("--header-timeout-s, --idle-timeout-s and --write-timeout-s: expected seconds > 0");
   if (o.limits.max_send_queue_bytes == 0) throw UsageError("--max-send-queue-bytes: expected bytes > 0");
   if (o.limits.max_connections == 0) throw UsageError("--max-connections: expected at least 1");
-  serve::CoreSettings core_settings;
-  core_settings.seed = o.seed;
-  core_settings.logprobs.shift_nats = o.logprob_shift;
-  if (!(core_settings.logprobs.mean_nats + o.logprob_shift > 0) || !std::isfinite(o.logprob_shift))
-    throw UsageError(fmt::format("--logprob-shift {}: expected a number of nats above -{}", o.logprob_shift,
-                                 core_settings.logprobs.mean_nats));
-  if (o.natural_output_len != "none")
-    core_settings.natural_length = workload::parse_length_spec(o.natural_output_len, "--natural-output-len",
-                                                               workload::LengthRole::kOutput);
-  std::vector<std::string> names = o.served_model_names;
-  if (names.empty()) names.push_back(o.engine_options.engine.model);
 
-  boost::asio::io_context ioc(static_cast<int>(o.threads));  // concurrency hint
-  serve::AsioExecutor executor(ioc);
-  serve::ServeMetrics metrics(names.front(), eff.max_model_len);
-  std::unique_ptr<serve::EmissionTrace> trace;
-  if (!o.trace_emissions.empty()) trace = std::make_unique<serve::EmissionTrace>(o.trace_emissions);
-  serve::ServingCore core(executor, eff, settings, make_cost_model(settings, eff), metrics, trace.get(),
-                          core_settings, names.front());
-  serve::FaultPlan faults(fault_rules, o.fault_seed);
-  serve::RouterSettings rs;
-  rs.parse.model_names = names;
-  rs.parse.max_model_len = eff.max_model_len;
-  rs.parse.default_completion_max_tokens = o.default_completion_max_tokens;
-  rs.api_key = o.api_key;
-  rs.created_unix = static_cast<std::int64_t>(std::time(nullptr));
-  serve::Router router(core, metrics, faults, rs);
+  serve::ServerAppSettings ss;
+  ss.host = o.host;
+  ss.port = o.port;
+  ss.api_key = o.api_key;
+  ss.model_names = o.served_model_names;
+  if (ss.model_names.empty()) ss.model_names.push_back(o.engine_options.engine.model);
+  ss.default_completion_max_tokens = o.default_completion_max_tokens;
+  ss.core.seed = o.seed;
+  serve::apply(o.server, ss);
+  if (o.natural_output_len != "none")
+    ss.core.natural_length = workload::parse_length_spec(o.natural_output_len, "--natural-output-len",
+                                                         workload::LengthRole::kOutput);
+  ss.warn = [](std::string_view message) { std::cerr << "tokenscope serve: " << message << std::endl; };
   // Enough descriptors for --max-connections, or fewer connections: beyond
   // the limit accept() fails (EMFILE) where a 503 should have been sent.
-  net::ServerLimits limits = o.limits;
+  ss.limits = o.limits;
   const net::DescriptorBudget fds = net::fit_descriptor_limit(o.limits.max_connections);
-  limits.max_connections = fds.max_connections;
+  ss.limits.max_connections = fds.max_connections;
   if (fds.max_connections < o.limits.max_connections)
     std::cerr << fmt::format(
                      "tokenscope serve: --max-connections {} needs {} descriptors, but the hard limit "
@@ -216,22 +191,25 @@ int run_serve() {
                      o.limits.max_connections, o.limits.max_connections + 1 + fds.reserved, fds.hard,
                      fds.max_connections)
               << std::endl;
-  net::ServerOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.single_thread = o.threads == 1;
-  so.warn = [](std::string_view message) { std::cerr << "tokenscope serve: " << message << std::endl; };
-  net::HttpServer server(ioc, so, limits, router, executor.clock());
-  metrics.set_connection_source([&server] { return server.stats(); });
-  server.start();
+
+  // SIGINT and SIGTERM are waited for on this thread: blocked here before
+  // the server's threads start, so that they inherit the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  serve::ServerApp app(eff, settings, make_cost_model(settings, eff), ss);
+  app.start();
   if (!o.port_file.empty()) {
     const std::string tmp = o.port_file + ".tmp";
-    std::ofstream(tmp) << server.port() << "\n";
+    std::ofstream(tmp) << app.port() << "\n";
     std::rename(tmp.c_str(), o.port_file.c_str());
   }
   std::cout << fmt::format(
                    "tokenscope serve: listening on http://{}:{} (model {} as '{}', {} on {}x {}{})", o.host,
-                   server.port(), eff.model.name, names.front(),
+                   app.port(), eff.model.name, ss.model_names.front(),
                    eff.num_gpu_blocks ? fmt::format("{} KV blocks", *eff.num_gpu_blocks) : "unlimited KV",
                    eff.tensor_parallel, eff.gpu.name, o.api_key.empty() ? "" : ", API key required")
             << std::endl;
@@ -239,41 +217,14 @@ int run_serve() {
     std::cout << "tokenscope serve: perturbation " << p.to_json().dump() << " (GET /perturbations)"
               << std::endl;
 
-  boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
-  boost::asio::steady_timer linger(ioc);
-  std::function<void()> wait_for_connections;
-  const auto linger_until = std::make_shared<std::chrono::steady_clock::time_point>();
-  wait_for_connections = [&] {
-    // Let the last bytes reach the clients, for at most two seconds.
-    if (server.connections() == 0 || std::chrono::steady_clock::now() > *linger_until) return ioc.stop();
-    linger.expires_after(std::chrono::milliseconds(10));
-    linger.async_wait([&](const boost::system::error_code&) { wait_for_connections(); });
-  };
-  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    std::cerr << fmt::format("tokenscope serve: signal {}: draining (grace {} s)", signal, o.shutdown_grace_s)
-              << std::endl;
-    server.drain();
-    core.shutdown(o.shutdown_grace_s, [&] {
-      boost::asio::post(ioc, [&] {
-        *linger_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-        server.drain();
-        wait_for_connections();
-      });
-    });
-  });
-
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < o.threads; ++i) pool.emplace_back([&] { ioc.run(); });
-  ioc.run();
-  for (auto& t : pool) t.join();
-  // Engine timers still pending (an injected stall or slow first byte that
-  // outlasts the linger) hold responses and their connections: cancel them
-  // and release what they hold while the server still exists.
-  executor.shutdown();
-  ioc.restart();
-  ioc.poll();
-  if (trace) trace->flush();
+  int signal = 0;
+  while (sigwait(&stop_signals, &signal) != 0) {
+  }
+  std::cerr << fmt::format("tokenscope serve: signal {}: draining (grace {} s)", signal, o.shutdown_grace_s)
+            << std::endl;
+  // Streams finish within the grace, the last bytes reach the clients for
+  // at most 2 s, then the threads are joined and the emission trace flushed.
+  app.stop(o.shutdown_grace_s, 2.0);
   std::cerr << "tokenscope serve: stopped" << std::endl;
   return kExitOk;
 }

@@ -1,5 +1,7 @@
 #include "core/stats.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -26,6 +28,13 @@ double linear_quantile(std::span<const double> sorted, double p) {
 
 double nearest_rank(std::span<const double> sorted, double p) {
   return sorted[nearest_rank_index(sorted.size(), p)];
+}
+
+double nearest_rank_select(std::vector<double>& v, double p) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const std::size_t i = nearest_rank_index(v.size(), p);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
 }
 
 namespace {

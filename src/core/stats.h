@@ -20,6 +20,11 @@ std::size_t nearest_rank_index(std::size_t n, double p);
 // The nearest-rank p-quantile of an ascending sample (must not be empty).
 double nearest_rank(std::span<const double> sorted, double p);
 
+// The nearest-rank p-quantile of a sample in any order, found by partial
+// ordering (std::nth_element: v is reordered, not sorted); NaN when v is
+// empty.
+double nearest_rank_select(std::vector<double>& v, double p);
+
 // The p-quantile (p in [0, 1]) of an ascending sample by linear interpolation
 // between order statistics: x[floor(h)] + (h - floor(h)) (x[floor(h)+1] -
 // x[floor(h)]) with h = (n-1) p. numpy's default (Hyndman-Fan type 7), for

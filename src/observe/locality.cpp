@@ -1,5 +1,7 @@
 #include "observe/locality.h"
 
+#include "core/stats.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -61,13 +63,11 @@ DecayFit fit_at(double scale, const std::vector<double>& d, const std::vector<do
   return f;
 }
 
+// numpy's default percentile (linear, type 7), as the fit's reference has it.
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return std::nan("");
   std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const auto hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  return linear_quantile(v, q);
 }
 
 nlohmann::json finite_or_null(double v) {

@@ -1,5 +1,7 @@
 #include "observe/observer.h"
 
+#include "core/stats.h"
+
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -28,10 +30,7 @@ Nanos thread_cpu_ns() {
 }
 
 double quantile_of(std::vector<double> v, double q) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - (q > 0 ? 1 : 0);
-  return v[std::min(idx, v.size() - 1)];
+  return nearest_rank_select(v, q);
 }
 
 constexpr std::size_t kMaxReasons = 20;

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "analyze/downsample.h"
+#include "core/stats.h"
 #include "observe/export_run.h"
 
 namespace tokenscope::report {
@@ -47,15 +48,6 @@ const nlohmann::json& at(const nlohmann::json& j, std::initializer_list<const ch
 
 double number_or(const nlohmann::json& j, double fallback) {
   return j.is_number() ? j.get<double>() : fallback;
-}
-
-// Nearest-rank quantile of v (sorted in place); NaN when empty.
-double quantile(std::vector<double>& v, double p) {
-  if (v.empty()) return kNaN;
-  const auto k = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
-  const std::size_t i = std::min(v.size() - 1, k == 0 ? 0 : k - 1);
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
-  return v[i];
 }
 
 double run_end_s(const RunData& run) {
@@ -181,7 +173,7 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   auto q = [](std::vector<std::vector<double>>& groups, double p) {
     std::vector<double> out;
     out.reserve(groups.size());
-    for (auto& g : groups) out.push_back(quantile(g, p));
+    for (auto& g : groups) out.push_back(nearest_rank_select(g, p));
     return out;
   };
   nlohmann::json j;
@@ -327,8 +319,8 @@ nlohmann::json heatmaps(const RunData& run) {
                           ? counter_at(*generated, edges[k + 1]) - counter_at(*generated, edges[k])
                           : 0;
     if (dt > 0 && dg >= 0) tps[k] = generated && !generated->t.empty() ? dg / dt : client_tokens[k] / dt;
-    ttft_p99[k] = quantile(ttft[k], 0.99);
-    tpot_p99[k] = quantile(tpot[k], 0.99);
+    ttft_p99[k] = nearest_rank_select(ttft[k], 0.99);
+    tpot_p99[k] = nearest_rank_select(tpot[k], 0.99);
   }
   // No prefix-cache hit in any window (no shared prefixes, or caching off):
   // one column of cells would say nothing the summary does not.
@@ -558,7 +550,7 @@ std::vector<std::string> run_warnings(const RunData& run) {
     std::vector<double> lags;
     for (std::size_t i = 0; i < run.requests.size(); ++i)
       if (const double l = run.requests.send_lag_ms(i); !std::isnan(l)) lags.push_back(l);
-    const double p99 = quantile(lags, 0.99);
+    const double p99 = nearest_rank_select(lags, 0.99);
     if (p99 > kSendLagWarnMs) {
       const double max = *std::max_element(lags.begin(), lags.end());
       w.push_back(

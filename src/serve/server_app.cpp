@@ -6,10 +6,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cmath>
 #include <ctime>
 #include <future>
 #include <thread>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "net/http_server.h"
 #include "serve/executor.h"
 #include "serve/metrics.h"
@@ -18,6 +22,23 @@
 namespace tokenscope::serve {
 
 namespace asio = boost::asio;
+
+void check(const SimServerOptions& o) {
+  (void)parse_fault_spec(o.faults);
+  const double mean = LogprobModel{}.mean_nats;
+  if (!std::isfinite(o.logprob_shift) || !(mean + o.logprob_shift > 0))
+    throw UsageError(
+        fmt::format("--logprob-shift {}: expected a number of nats above -{}", o.logprob_shift, mean));
+}
+
+void apply(const SimServerOptions& o, ServerAppSettings& s) {
+  check(o);
+  s.threads = o.threads;
+  s.faults = parse_fault_spec(o.faults);
+  s.fault_seed = o.fault_seed;
+  s.trace_emissions = o.trace_emissions;
+  s.core.logprobs.shift_nats = o.logprob_shift;
+}
 
 struct ServerApp::Impl {
   Impl(const engine::EffectiveEngine& eff, const engine::EngineSettings& settings_in,
@@ -52,6 +73,7 @@ struct ServerApp::Impl {
     so.host = settings.host;
     so.port = settings.port;
     so.single_thread = settings.threads == 1;
+    so.warn = settings.warn;
     return so;
   }
 

@@ -1,10 +1,14 @@
 // The whole `tokenscope serve` stack in one object — engine, serving core,
-// fault plan, router and HTTP server on its own io_context and threads — so
-// that `tokenscope bench` without --target can start it in-process on an
-// ephemeral loopback port and drive it over real HTTP.
+// fault plan, router and HTTP server on its own io_context and threads:
+// `tokenscope serve` is a ServerApp and a wait for SIGINT/SIGTERM, and
+// `tokenscope bench` without --target starts one in-process on an ephemeral
+// loopback port and drives it over real HTTP. Both fill its settings from
+// the same SimServerOptions.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +19,7 @@
 #include "net/http.h"
 #include "serve/faults.h"
 #include "serve/serving_core.h"
+#include "serve/sim_server_options.h"
 
 namespace tokenscope::serve {
 
@@ -30,6 +35,8 @@ struct ServerAppSettings {
   std::uint64_t fault_seed = 0;
   std::string trace_emissions;  // path, or empty
   std::uint32_t default_completion_max_tokens = 16;
+  // One-line warnings of the HTTP server (a failed accept); null: standard error.
+  std::function<void(std::string_view)> warn;
 };
 
 class ServerApp {

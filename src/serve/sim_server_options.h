@@ -1,0 +1,31 @@
+// The options of the built-in server that `tokenscope serve` and bench's
+// in-process server share (serve/server_app.h), in a header of their own so
+// that bench's settings hold them without the server's headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tokenscope::serve {
+
+// The built-in server's options that `serve` and bench's in-process server
+// share, as the command line gives them (bench names the first
+// --server-threads).
+struct SimServerOptions {
+  unsigned threads = 1;          // I/O threads
+  std::string faults;            // --faults: KIND=RATE[@MS],... (faults.h)
+  std::uint64_t fault_seed = 0;  // --fault-seed
+  std::string trace_emissions;   // --trace-emissions: a file, or empty
+  double logprob_shift = 0.0;    // --logprob-shift: nats added to the simulated model's mean -logprob
+};
+
+struct ServerAppSettings;
+
+// Checks the options (UsageError naming the option: a fault spec that does
+// not parse, a logprob shift that leaves no positive mean), once for both
+// commands.
+void check(const SimServerOptions& o);
+// Checks the options and puts them into a server's settings.
+void apply(const SimServerOptions& o, ServerAppSettings& s);
+
+}  // namespace tokenscope::serve
