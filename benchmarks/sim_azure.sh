@@ -6,6 +6,8 @@
 # docs/performance.md: medians over the repeats, the size of the run directory
 # and the two implementations' results side by side.
 #   benchmarks/sim_azure.sh [REPEATS]      (default 5, at least 3)
+# With BASE=/path/to/an/older/tokenscope, that build's run writing the run
+# directory is measured too, in the same repeats (a before/after figure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats="${1:-5}"
@@ -25,7 +27,15 @@ measure() {  # label, command...: appends "label cpu_s wall_s rss_kb" per repeat
     awk '{printf "%s %.3f %.3f %d\n", $1, $2 + $3, $4, $5}' "$work/time" >> "$work/results"
   done
 }
-measure ts_out "$bin" sim --no-history --trace "$trace" --overwrite --out "$work/run" --quiet
+once() {  # label, command...: one repeat
+  /usr/bin/time -f "$1 %U %S %e %M" -o "$work/time" "${@:2}" > "$work/out" 2>/dev/null
+  awk '{printf "%s %.3f %.3f %d\n", $1, $2 + $3, $4, $5}' "$work/time" >> "$work/results"
+}
+# This build and the BASE one in turns, so that both see the same noise.
+for _ in $(seq "$repeats"); do
+  once ts_out "$bin" sim --no-history --trace "$trace" --overwrite --out "$work/run" --quiet
+  [ -z "${BASE:-}" ] || once base_out "$BASE" sim --no-history --trace "$trace" --overwrite --out "$work/base" --quiet
+done
 # What the run directory holds (the last repeat's; every repeat writes the same).
 python3 - "$work/run" > "$work/files" <<'PY'
 import json, os, sys
@@ -64,13 +74,19 @@ def med(label, i): return statistics.median(r[i] for r in rows[label])
 print("| run | median CPU s | x real time | requests / CPU s | output tokens / CPU s | peak RSS MiB |")
 print("|---|---:|---:|---:|---:|---:|")
 for label, name in [("ts_out", "tokenscope sim, writing the run directory"),
+                    ("base_out", "the BASE build, writing the run directory"),
                     ("ts_noout", "tokenscope sim, summary only"),
                     ("python", "Python reference peer (benchmarks/peers/py_sim.py)")]:
+    if label not in rows:
+        continue
     cpu = med(label, 0)
     print(f"| {name} | {cpu:.3f} | {real_s / cpu:,.0f} | {reqs / cpu:,.0f} | {toks / cpu:,.0f} | {med(label, 2) / 1024:.1f} |")
 print()
 print(f"speed-up over the Python peer: {med('python', 0) / med('ts_out', 0):.1f}x with output, "
       f"{med('python', 0) / med('ts_noout', 0):.1f}x summary only ({len(rows['ts_out'])} repeats each)")
+if "base_out" in rows:
+    print(f"the BASE build with output: {med('python', 0) / med('base_out', 0):.1f}x the peer; "
+          f"this build takes {med('ts_out', 0) / med('base_out', 0):.2f} of its CPU time")
 print()
 print("| result | tokenscope | Python peer |")
 print("|---|---:|---:|")

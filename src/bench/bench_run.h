@@ -29,7 +29,6 @@
 
 namespace tokenscope::bench {
 
-inline constexpr int kExitSloFailed = 3;
 
 // One run (a whole bench, or one rate of a sweep).
 struct RunReport {

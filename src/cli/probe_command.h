@@ -6,8 +6,6 @@
 
 namespace tokenscope::cli {
 
-inline constexpr int kExitProbeUnavailable = 4;  // a GPU probe with no GPU (or no CUDA build) here
-
 CLI::App* add_probe_command(CLI::App& app);
 int run_probe();
 

@@ -15,10 +15,13 @@
 
 namespace tokenscope {
 
+// Every exit code of the tool, in one place (docs/errors.md).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
+inline constexpr int kExitFailure = 1;  // an I/O failure, a failed run; check: something regressed
 inline constexpr int kExitUsage = 2;
-inline constexpr int kExitInterrupted = 130;
+inline constexpr int kExitSloFailed = 3;         // bench: an SLO failed
+inline constexpr int kExitProbeUnavailable = 4;  // probe: a GPU probe with no GPU (or no CUDA build) here
+inline constexpr int kExitInterrupted = 130;     // Ctrl-C: the results so far are kept
 
 class UsageError : public std::runtime_error {
  public:
