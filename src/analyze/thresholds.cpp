@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
+#include "core/yaml_fields.h"
 
 namespace tokenscope::analyze {
 namespace {
@@ -94,21 +95,10 @@ const Entry* find_entry(std::string_view key) {
   return nullptr;
 }
 
-std::size_t line_of(const YAML::Node& n) {
-  return n.Mark().line >= 0 ? static_cast<std::size_t>(n.Mark().line) + 1 : 0;
-}
+using yaml::line_of;
 
 double number(const YAML::Node& v, const std::string& file, const std::string& key, double lo, double hi) {
-  double d = 0;
-  try {
-    if (!v.IsScalar()) throw YAML::Exception(v.Mark(), "not a scalar");
-    d = v.as<double>();
-  } catch (const YAML::Exception&) {
-    throw InputError(file, line_of(v), key, fmt::format("expected a number in [{}, {}]", lo, hi));
-  }
-  if (!std::isfinite(d) || d < lo || d > hi)
-    throw InputError(file, line_of(v), key, fmt::format("expected a number in [{}, {}], got {}", lo, hi, d));
-  return d;
+  return yaml::Fields(file).number(v, key, lo, hi, false, fmt::format("a number in [{}, {}]", lo, hi));
 }
 
 void parse_slos(const YAML::Node& classes, const std::string& file, Thresholds& t) {
@@ -164,13 +154,7 @@ void read_keys(const YAML::Node& root, const std::string& file, Thresholds& t);
 
 Thresholds parse_thresholds(std::string_view yaml_text, const std::string& file) {
   Thresholds t;
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "",
-                     "malformed YAML: " + e.msg);
-  }
+  const YAML::Node root = yaml::load(std::string(yaml_text), file);
   if (root.IsNull()) return t;  // an empty file: the defaults
   if (!root.IsMap()) throw InputError(file, line_of(root), "", "expected a mapping of keys to numbers");
   try {

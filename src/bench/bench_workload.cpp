@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/random.h"
+#include "core/yaml_fields.h"
 #include "workload/arrivals.h"
 #include "workload/lengths.h"
 #include "workload/synthetic.h"
@@ -20,41 +22,13 @@ namespace {
 
 constexpr std::uint32_t kMaxTurns = 1000;
 
-// Typed access to a YAML mapping with errors naming file, line and field.
-struct Reader {
-  const std::string& file;
-
-  std::size_t line(const YAML::Node& n) const {
-    return n.Mark().line >= 0 ? static_cast<std::size_t>(n.Mark().line) + 1 : 0;
-  }
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& field, const std::string& problem) const {
-    throw InputError(file, line(n), field, problem);
-  }
-  void only_keys(const YAML::Node& map, const std::string& field,
-                 std::initializer_list<const char*> keys) const {
-    if (!map.IsMap()) fail(map, field, "expected a mapping");
-    for (const auto& kv : map) {
-      const std::string k = kv.first.as<std::string>();
-      bool known = false;
-      for (const char* x : keys) known |= k == x;
-      if (!known) {
-        std::string list;
-        for (const char* x : keys) list += (list.empty() ? "" : ", ") + std::string(x);
-        fail(kv.first, field.empty() ? k : field + "." + k, "unknown key (expected one of: " + list + ")");
-      }
-    }
-  }
+// Typed access to a YAML mapping with errors naming file, line and field
+// (core/yaml_fields.h), and what only workload files hold.
+struct Reader : yaml::Fields {
+  using Fields::Fields;
   double number(const YAML::Node& n, const std::string& field, double min, bool min_inclusive) const {
-    double d = 0;
-    try {
-      if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
-      d = n.as<double>();
-    } catch (const YAML::Exception&) {
-      fail(n, field, "expected a number");
-    }
-    if (!std::isfinite(d) || d < min || (!min_inclusive && d == min))
-      fail(n, field, fmt::format("expected a number {} {}, got {}", min_inclusive ? ">=" : ">", min, d));
-    return d;
+    return Fields::number(n, field, min, std::numeric_limits<double>::infinity(), !min_inclusive,
+                          fmt::format("a number {} {}", min_inclusive ? ">=" : ">", min));
   }
   std::optional<double> opt_number(const YAML::Node& map, const char* key, const std::string& prefix,
                                    double min, bool inclusive) const {
@@ -63,14 +37,7 @@ struct Reader {
     return number(n, prefix + key, min, inclusive);
   }
   std::uint64_t integer(const YAML::Node& n, const std::string& field, double min, double max) const {
-    const double d = number(n, field, min, true);
-    if (d != std::floor(d) || d > max)
-      fail(n, field, fmt::format("expected a whole number in [{}, {}]", min, max));
-    return static_cast<std::uint64_t>(d);
-  }
-  std::string string(const YAML::Node& n, const std::string& field) const {
-    if (!n.IsScalar() || n.Scalar().empty()) fail(n, field, "expected a non-empty string");
-    return n.Scalar();
+    return whole(n, field, min, max);
   }
   workload::LengthDistribution length(const YAML::Node& n, const std::string& field,
                                       workload::LengthRole role) const {
@@ -106,13 +73,7 @@ std::size_t pick(Rng& rng, const std::vector<double>& cumulative) {
 
 BenchWorkload parse_workload_yaml(const std::string& text, const std::string& file, std::uint64_t master_seed,
                                   std::optional<double> rate, std::uint64_t max_requests) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "",
-                     "malformed YAML: " + e.msg);
-  }
+  const YAML::Node root = yaml::load(text, file);
   const Reader rd{file};
   try {
     if (!root.IsMap()) throw InputError(file, 1, "", "expected a mapping with 'classes'");
@@ -236,7 +197,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     try {
       workload::validate(arrival);
     } catch (const UsageError& e) {
-      throw InputError(file, root["arrival"] ? rd.line(root["arrival"]) : 1, "arrival", e.what());
+      throw InputError(file, root["arrival"] ? yaml::line_of(root["arrival"]) : 1, "arrival", e.what());
     }
     if (duration_s > 0 && arrival.rate_rps * duration_s > 0.9 * static_cast<double>(max_requests))
       rd.fail(root["duration_s"], "duration_s",

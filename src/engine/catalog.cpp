@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
+#include "core/yaml_fields.h"
 
 namespace tokenscope::engine {
 
@@ -148,30 +150,26 @@ struct EntryReader {
   const std::string& file;
   std::string entry;
 
-  std::size_t line() const {
-    return node.Mark().line >= 0 ? static_cast<std::size_t>(node.Mark().line) + 1 : 0;
-  }
-
   double positive(const char* key, bool required, double fallback = 0.0) const {
     const YAML::Node v = node[key];
     if (!v) {
-      if (required) throw InputError(file, line(), entry + "." + key, "missing (expected a positive number)");
+      if (required)
+        throw InputError(file, yaml::line_of(node), entry + "." + key,
+                         "missing (expected a positive number)");
       return fallback;
     }
-    double d = 0;
     try {
-      d = v.as<double>();
-    } catch (const YAML::Exception&) {
-      throw InputError(file, line(), entry + "." + key, "expected a positive number");
+      return yaml::Fields(file).number(v, entry + "." + key, 0, std::numeric_limits<double>::infinity(), true,
+                                       "a positive number");
+    } catch (const InputError& e) {
+      // The catalog names the entry's line (its first), as it does for a missing key.
+      throw InputError(file, yaml::line_of(node), e.field(), e.problem());
     }
-    if (!(d > 0) || !std::isfinite(d))
-      throw InputError(file, line(), entry + "." + key, fmt::format("expected a positive number, got {}", d));
-    return d;
   }
   std::uint32_t count(const char* key, bool required, std::uint32_t fallback = 0) const {
     const double d = positive(key, required, fallback);
     if (d != std::floor(d) || d > 4e9)
-      throw InputError(file, line(), entry + "." + key, "expected a positive integer");
+      throw InputError(file, yaml::line_of(node), entry + "." + key, "expected a positive integer");
     return static_cast<std::uint32_t>(d);
   }
 };
@@ -241,9 +239,9 @@ void Catalog::load_yaml_checked(std::string_view text, const std::string& file) 
       m.kv_bytes_per_element = r.positive("kv_bytes_per_element", false, 2.0);
       if (n["tied_embeddings"]) m.tied_embeddings = n["tied_embeddings"].as<bool>(false);
       if (m.heads % m.kv_heads != 0)
-        throw InputError(file, r.line(), r.entry + ".kv_heads", "expected a divisor of heads");
+        throw InputError(file, yaml::line_of(n), r.entry + ".kv_heads", "expected a divisor of heads");
       if (m.experts_per_token > m.experts)
-        throw InputError(file, r.line(), r.entry + ".experts_per_token", "expected at most 'experts'");
+        throw InputError(file, yaml::line_of(n), r.entry + ".experts_per_token", "expected at most 'experts'");
       upsert(std::move(m));
     }
   }
