@@ -1,5 +1,7 @@
 #include "analyze/run_cache.h"
 
+#include <mutex>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -479,6 +481,43 @@ bool save_run_cache(const fs::path& dir, const RunFilesKey& key, const RunFilesR
     return false;
   }
   return true;
+}
+
+namespace {
+
+class RunCacheWriter final : public observe::RunListener {
+ public:
+  void add_request(const RequestRecord& r) override {
+    std::lock_guard lock(mutex_);
+    builder_.add_request(r);
+  }
+  void add_observation(const observe::Observation& o) override {
+    std::lock_guard lock(mutex_);
+    builder_.add_observation(o);
+  }
+  void add_step(const StepRecord& s) override {
+    std::lock_guard lock(mutex_);
+    builder_.add_step(s);
+  }
+  void finish(const std::filesystem::path& dir) override {
+    std::lock_guard lock(mutex_);
+    // Best effort, as a reader's write of the cache is: a run that cannot
+    // have one is read without it next time.
+    try {
+      save_run_cache(dir, run_files_key(dir), builder_.finish(dir));
+    } catch (const std::exception&) {
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  RunFilesBuilder builder_;
+};
+
+}  // namespace
+
+std::unique_ptr<observe::RunListener> run_cache_writer() {
+  return std::make_unique<RunCacheWriter>();
 }
 
 }  // namespace tokenscope::analyze

@@ -20,11 +20,13 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "analyze/run_data.h"
+#include "observe/run_listener.h"
 
 namespace tokenscope::analyze {
 
@@ -64,5 +66,11 @@ std::optional<RunFilesRead> load_run_cache(const std::filesystem::path& dir, con
 // Writes dir's cache (atomically); false when it could not be written (the
 // reason is not an error: the run is read without a cache next time).
 bool save_run_cache(const std::filesystem::path& dir, const RunFilesKey& key, const RunFilesRead& read);
+
+// A run's listener (observe/run_listener.h) that builds its cache from the
+// lines as they are written (RunFilesBuilder) and, when the run reached its
+// end, saves it in the run directory: the run cache of bench and sim,
+// without reading the run back. Thread-safe.
+std::unique_ptr<observe::RunListener> run_cache_writer();
 
 }  // namespace tokenscope::analyze

@@ -336,7 +336,8 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
 
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
                   const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
-                  const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live) {
+                  const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live,
+                  const RunListenerFactory& listeners) {
   const double cpu_start = cpu_seconds();
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
@@ -517,7 +518,14 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // Every layer on the client's clock: the baseline reads happen now,
   // right before the first request.
   static const SteadyClock observe_clock;
-  RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log);
+  // Whoever builds more from the run in memory (the run cache): it sees
+  // every line as it is written.
+  const std::unique_ptr<observe::RunListener> listener = listeners ? listeners() : nullptr;
+  RunObserver observer(
+      o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log,
+      listener ? std::function<void(const observe::Observation&)>(
+                     [&listener](const observe::Observation& ob) { listener->add_observation(ob); })
+               : nullptr);
   runner.start();
   const LiveRun live_run(live, {out_dir, rs.model, endpoint.url()}, runner);  // --metrics-port
 
@@ -536,6 +544,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     for (const auto& r : batch) {
       r.append_json(dir.requests().begin_line());
       dir.requests().end_line();
+      if (listener) listener->add_request(r);
       if (csv) {
         append_csv_row(csv->begin_line(), r);
         csv->end_line();
@@ -757,6 +766,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json", compat.build(info).dump(1));
   }
   export_run(o, out_dir, run, log);
+  if (listener && !was_interrupted) listener->finish(out_dir);
   return report;
 }
 
@@ -881,7 +891,7 @@ nlohmann::json curve_point(double rate, const nlohmann::json& s) {
 }
 
 BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, std::ostream& log,
-                const std::atomic<bool>* hurry) {
+                const std::atomic<bool>* hurry, const RunListenerFactory& listeners) {
   if (!(o.timeout_s >= 0)) throw UsageError("--timeout-s: expected seconds >= 0");
   if (o.max_events < 1) throw UsageError("--max-events: expected at least 1");
   if (!(o.grace_s >= 0)) throw UsageError("--grace-s: expected seconds >= 0");
@@ -947,7 +957,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
       result.runs.push_back(run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(),
-                                    interrupted, hurry, log, live.get()));
+                                    interrupted, hurry, log, live.get(), listeners));
       const RunReport& r = result.runs.back();
       verdicts_of(r);
       failed_run |= !r.failure.empty();
@@ -1011,7 +1021,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     return result;
   }
 
-  result.runs.push_back(run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log, live.get()));
+  result.runs.push_back(
+      run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log, live.get(), listeners));
   const RunReport& r = result.runs.back();
   verdicts_of(r);
   if (r.interrupted) {

@@ -14,7 +14,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -26,9 +28,9 @@
 
 #include "bench/bench_settings.h"
 #include "core/summary.h"
+#include "observe/run_listener.h"
 
 namespace tokenscope::bench {
-
 
 // One run (a whole bench, or one rate of a sweep).
 struct RunReport {
@@ -70,12 +72,17 @@ std::pair<std::string, Slo> parse_slo(std::string_view spec);
 // A sweep point of sweep.json from one run's summary.
 nlohmann::json curve_point(double rate, const nlohmann::json& summary);
 
+// Makes the listener of one run (a sweep makes one per rate): it is given
+// every record and observation as it is written, and the run's directory
+// when the run reached its end (the run cache: analyze::run_cache_writer).
+using RunListenerFactory = std::function<std::unique_ptr<observe::RunListener>()>;
+
 // Runs the benchmark; throws UsageError for bad settings or input and
 // IoError when the run directory cannot be written. interrupted (Ctrl-C):
 // no new requests, those in flight get --grace-s; hurry (a second Ctrl-C):
 // those in flight are cancelled at once; in both cases the results are
 // written and the run reports interrupted.
 BenchResult run(const BenchSettings& settings, const std::atomic<bool>& interrupted, std::ostream& log,
-                const std::atomic<bool>* hurry = nullptr);
+                const std::atomic<bool>* hurry = nullptr, const RunListenerFactory& listeners = {});
 
 }  // namespace tokenscope::bench

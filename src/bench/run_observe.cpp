@@ -9,8 +9,10 @@
 namespace tokenscope::bench {
 RunObserver::RunObserver(const BenchSettings& o, const net::Endpoint& target,
                          const net::ClientOptions& client, bool in_process,
-                         const std::filesystem::path& out_dir, const Clock& clock, std::ostream& log)
+                         const std::filesystem::path& out_dir, const Clock& clock, std::ostream& log,
+                         std::function<void(const observe::Observation&)> on_sample)
     : observer_(std::make_unique<observe::Observer>(out_dir / "samples.jsonl", clock, log)) {
+  observer_->set_listener(std::move(on_sample));
   const Nanos interval = seconds_to_nanos(o.scrape_interval_s);
   // A scrape may take twice the interval, within [2 s, 10 s] (Prometheus's
   // default timeout is 10 s): a hung /metrics costs the final read at most that.

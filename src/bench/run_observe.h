@@ -28,9 +28,11 @@ class RunObserver {
  public:
   // Builds the collectors from the settings (throws UsageError for a bad
   // --scrape or --gpu-sampler URL) and starts them: the baseline read of
-  // each happens before this returns.
+  // each happens before this returns. on_sample: every observation as it is
+  // written to samples.jsonl (null: none).
   RunObserver(const BenchSettings& settings, const net::Endpoint& target, const net::ClientOptions& client,
-              bool in_process, const std::filesystem::path& out_dir, const Clock& clock, std::ostream& log);
+              bool in_process, const std::filesystem::path& out_dir, const Clock& clock, std::ostream& log,
+              std::function<void(const observe::Observation&)> on_sample = {});
   ~RunObserver();
 
   // The final read of every source (unless final_read is false); idempotent.

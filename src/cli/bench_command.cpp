@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "analyze/run_cache.h"
 #include "bench/bench_run.h"
 #include "bench/runner.h"
 #include "cli/engine_options.h"
@@ -429,17 +430,16 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
   s.sampling.seed = o.request_seed;
   s.sampling.logprobs = o.logprobs;
 
-  const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry);
+  // The run cache, for the check that comes next: built from each run's
+  // lines as they are written, saved when the run reaches its end.
+  bench::RunListenerFactory cache;
+  if (!o.no_cache) cache = [] { return analyze::run_cache_writer(); };
+  const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry, cache);
   // Every run directory in the history (a sweep's each), interrupted ones too.
   for (const auto& run : result.runs)
     register_run_in_history(g_history, run.out_dir, std::nullopt, std::cerr);
   const bool report_written =
       o.report && !result.out_dir.empty() && write_run_report(result.out_dir, std::cerr);
-  // The run cache, for the check that comes next (the report wrote it; an
-  // interrupted run ends at once).
-  if (!report_written && !o.no_cache && !interrupted.load())
-    for (const auto& run : result.runs)
-      if (!run.out_dir.empty()) write_run_cache(run.out_dir);
   const auto report_line = [&] {
     if (report_written)
       std::cout << "report: " << (std::filesystem::path(result.out_dir) / "report.html").string() << "\n";

@@ -225,15 +225,6 @@ bool write_run_report(const std::string& dir, std::ostream& log) {
   }
 }
 
-void write_run_cache(const std::string& dir) {
-  analyze::LoadOptions load;
-  load.cache = analyze::RunCache::kReadWrite;
-  try {
-    (void)analyze::load_run(dir, load);
-  } catch (const std::exception&) {
-  }
-}
-
 int run_report() {
   analyze::keep_freed_memory();
   const auto& o = g_report;

@@ -17,12 +17,6 @@ int run_report();
 // failure is told on log and does not fail the run (its results are on
 // disk); returns whether the page was written.
 bool write_run_report(const std::string& dir, std::ostream& log);
-// Writes the run cache of dir (analyze/run_cache.h) at the end of a bench or
-// sim run, so that the first check or report of the run reads it instead of
-// the JSON Lines; best effort (a run that cannot be read back or a directory
-// that cannot be written keeps no cache, silently: the run is whole without
-// it). write_run_report writes it too.
-void write_run_cache(const std::string& dir);
 
 // The terminal summary of report::report_data(): per run the summary table
 // (as bench and sim print it), the server's own counters, warnings and

@@ -185,9 +185,9 @@ int run_sim(const std::atomic<bool>& interrupted) {
                               seconds_to_nanos(o.sample_interval_s));
   // The run cache, built from the records as they are written (not read
   // back from the files at the end: docs/architecture.md).
-  std::unique_ptr<analyze::RunFilesBuilder> files;
+  std::unique_ptr<observe::RunListener> files;
   if (out && !o.no_cache) {
-    files = std::make_unique<analyze::RunFilesBuilder>();
+    files = analyze::run_cache_writer();
     observer.set_record_listener([&files](const RequestRecord& r) { files->add_request(r); });
     observer.set_step_listener([&files](const StepRecord& r) { files->add_step(r); });
     sampler.set_listener([&files](const observe::Observation& ob) { files->add_observation(ob); });
@@ -243,12 +243,7 @@ int run_sim(const std::atomic<bool>& interrupted) {
     out->close();
     // The run cache, for the check or report that comes next (an
     // interrupted run ends at once). Best effort, as a reader's write is.
-    if (files && !report.interrupted) {
-      try {
-        analyze::save_run_cache(o.out, analyze::run_files_key(o.out), files->finish(o.out));
-      } catch (const std::exception&) {
-      }
-    }
+    if (files && !report.interrupted) files->finish(o.out);
     files.reset();
     report_written = o.report && write_run_report(o.out, std::cerr);
     // Virtual time has no wall clock: the history takes the start from here.

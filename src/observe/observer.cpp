@@ -51,6 +51,7 @@ nlohmann::json clock_offset_json(const std::vector<double>& offsets_ns) {
 }
 
 struct Observer::Impl {
+  std::function<void(const Observation&)> listener;
   struct Source {
     std::unique_ptr<Collector> collector;
     CollectorOptions options;
@@ -142,6 +143,7 @@ struct Observer::Impl {
         std::string& line = writer->begin_line();
         append_observation_json(line, o);
         writer->end_line();
+        if (listener) listener(o);
       } catch (const std::exception& e) {
         write_error = e.what();
         log << fmt::format("tokenscope bench: samples are no longer written: {}", write_error) << std::endl;
@@ -192,6 +194,10 @@ struct Observer::Impl {
 
 Observer::Observer(std::filesystem::path samples_path, const Clock& clock, std::ostream& log)
     : impl_(std::make_unique<Impl>(std::move(samples_path), clock, log)) {}
+
+void Observer::set_listener(std::function<void(const Observation&)> listener) {
+  impl_->listener = std::move(listener);
+}
 
 Observer::~Observer() {
   try {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -43,6 +44,10 @@ class Observer {
   Observer& operator=(const Observer&) = delete;
 
   void add(std::unique_ptr<Collector> collector, CollectorOptions options);
+  // Every observation, as it is written to samples.jsonl, is also given to
+  // `listener` (under the writer's lock: one at a time, in file order).
+  // Call before start().
+  void set_listener(std::function<void(const Observation&)> listener);
   // Starts a thread per collector, each reading its baseline at once, and
   // waits until every baseline read has ended or baseline_wait_ns passed.
   void start(Nanos baseline_wait_ns = 2 * kNanosPerSecond);

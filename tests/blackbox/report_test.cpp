@@ -259,6 +259,33 @@ TEST_F(Report, SimWritesTheCacheAReadOfItsFilesWrites) {
   }
 }
 
+// bench, too, builds its run's cache from the lines as it writes them: the
+// cache it leaves is the one a read of its files writes, with the samples of
+// its scrapes and the records' logprobs (written with fewer digits than the
+// client holds them), and for each run of a sweep.
+TEST_F(Report, BenchWritesTheCacheAReadOfItsFilesWrites) {
+  const auto same_as_read = [&](const fs::path& run) {
+    const std::string built = slurp(run / ".tokenscope-cache");
+    ASSERT_FALSE(built.empty()) << run;
+    fs::remove(run / ".tokenscope-cache");
+    const auto r = run_process({kBin, "check", run.string(), "--out", (dir_ / "check.json").string()}, 120);
+    EXPECT_LE(r.exit_code, 1) << r.err;
+    const std::string read = slurp(run / ".tokenscope-cache");
+    EXPECT_EQ(built.size(), read.size()) << run;
+    EXPECT_TRUE(built == read) << run << ": the cache bench built differs from the one its files give";
+  };
+  same_as_read(bench_run("plain"));
+  same_as_read(bench_run("logprobs", {"--logprobs", "1", "--rate", "20"}));
+  const auto sweep = dir_ / "sweep";
+  const auto r = run_process({kBin, "bench", "--progress", "none", "--quiet", "--no-history", "--duration-s", "1",
+                              "--input-len", "fixed:32", "--output-len", "fixed:8", "--scrape-interval", "0.2",
+                              "--sweep-rates", "5,10", "--out", sweep.string()},
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  same_as_read(sweep / "rate-5");
+  same_as_read(sweep / "rate-10");
+}
+
 // tokenscope check on two sim runs, the candidate with a leak injected:
 // exit 1, check.json and phases.json written, and with --report the page
 // carries the checklist's section (its table and an evidence chart per item)
