@@ -237,7 +237,18 @@ void read_logprobs(dom::element v, LogprobHistogram& h) {
 LogLinearHistogram read_gap_histogram(dom::element v) {
   if (!v.is_object()) wrong_type("dropped_gaps_ns", v, "an object (a histogram)");
   try {
-    return LogLinearHistogram::from_json(nlohmann::json::parse(simdjson::minify(v)));
+    const nlohmann::json j = nlohmann::json::parse(simdjson::minify(v));
+    // Whole numbers where the histogram keeps whole numbers: from_json
+    // converts what it is given, and a fraction or a 1e300 is no count.
+    const auto whole = [&j](const char* key) { return j.contains(key) && j[key].is_number_unsigned(); };
+    if (!whole("count") || !whole("min") || !whole("max") || !whole("sub_bucket_bits") ||
+        !j.contains("buckets") || !j["buckets"].is_array())
+      throw std::invalid_argument(
+          "expected {sub_bucket_bits, count, min, max, sum, sum_sq, buckets} with whole numbers");
+    for (const auto& b : j["buckets"])
+      if (!b.is_array() || b.size() != 2 || !b[0].is_number_unsigned() || !b[1].is_number_unsigned())
+        throw std::invalid_argument("each bucket should be [index, count] in whole numbers");
+    return LogLinearHistogram::from_json(j);
   } catch (const std::exception& e) {
     throw LineError("dropped_gaps_ns", fmt::format("not a histogram of gaps ({})", e.what()));
   }

@@ -46,6 +46,66 @@ TEST(RequestRecordRoundTrip, LogprobsReadBackAsWritten) {
   EXPECT_FALSE(e.logprobs.has_value());
 }
 
+// Every field append_json writes reads back into the same record type: the
+// counts of the client, the tokens and gaps of events past --max-events.
+TEST(RequestRecordRoundTrip, EveryWrittenFieldReadsBack) {
+  RequestRecord r;
+  r.id = 9;
+  r.t_sched = 10;
+  r.t_send = 20;
+  r.t_first_token = 30;
+  r.t_last_token = 40;
+  r.t_close = 41;
+  r.event_times = {30, 35, 40};
+  r.event_tokens = {1, 2, 1};
+  r.prompt_tokens = 12;
+  r.prompt_tokens_planned = 11;
+  r.output_tokens = 4;
+  r.output_tokens_client = 5;
+  r.output_tokens_counted_by_client = true;
+  r.server_prompt_ms = 1.25;
+  r.server_prompt_evaluated = 7;
+  r.server_decode_ms = 3.5;
+  r.events_dropped = 2;
+  r.dropped_event_tokens = 3;
+  auto gaps = std::make_shared<LogLinearHistogram>();
+  gaps->record(1000, 2);
+  r.dropped_gaps_ns = gaps;
+  std::string line;
+  r.append_json(line);
+  RequestLineParser parser;
+  RequestRecord e;
+  parser.parse(line, e);
+  EXPECT_EQ(e.prompt_tokens_planned, 11);
+  EXPECT_EQ(e.output_tokens_client, 5);
+  EXPECT_TRUE(e.output_tokens_counted_by_client);
+  EXPECT_DOUBLE_EQ(e.server_decode_ms, 3.5);
+  EXPECT_EQ(e.events_dropped, 2u);
+  EXPECT_EQ(e.dropped_event_tokens, 3u);
+  ASSERT_TRUE(e.dropped_gaps_ns);
+  EXPECT_EQ(e.dropped_gaps_ns->count(), 2u);
+  EXPECT_EQ(e.event_tokens, r.event_tokens);
+  EXPECT_EQ(e.first_token(), 30);
+  EXPECT_EQ(e.start(), 10);
+  EXPECT_EQ(e.end(), 41);
+  std::string again;
+  e.append_json(again);
+  EXPECT_EQ(again, line);
+  // A histogram of gaps that holds no whole numbers is a bad line, named by field.
+  for (
+      const char* bad :
+      {R"({"id":1,"outcome":"ok","dropped_gaps_ns":[1]})",
+       R"({"id":1,"outcome":"ok","dropped_gaps_ns":{"count":1e300,"min":0,"max":0,"sub_bucket_bits":4,"sum":0,"sum_sq":0,"buckets":[]}})",
+       R"({"id":1,"outcome":"ok","dropped_gaps_ns":{"count":1,"min":0,"max":0,"sub_bucket_bits":4,"sum":0,"sum_sq":0,"buckets":[[1e300,1]]}})"}) {
+    try {
+      parser.parse(bad, e);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const LineError& err) {
+      EXPECT_EQ(err.field(), "dropped_gaps_ns") << err.what();
+    }
+  }
+}
+
 TEST(RequestRecordRoundTrip, BadLogprobsAreNamedByField) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"id":1,"outcome":"ok","logprobs":[1,2]})", "logprobs"},
