@@ -241,7 +241,8 @@ void Catalog::load_yaml_checked(std::string_view text, const std::string& file) 
       if (m.heads % m.kv_heads != 0)
         throw InputError(file, yaml::line_of(n), r.entry + ".kv_heads", "expected a divisor of heads");
       if (m.experts_per_token > m.experts)
-        throw InputError(file, yaml::line_of(n), r.entry + ".experts_per_token", "expected at most 'experts'");
+        throw InputError(file, yaml::line_of(n), r.entry + ".experts_per_token",
+                         "expected at most 'experts'");
       upsert(std::move(m));
     }
   }

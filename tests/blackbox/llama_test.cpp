@@ -337,8 +337,8 @@ TEST_F(Llama, LogprobsOfEveryOutputTokenInBothApis) {
     for (const bool stream : {true, false}) {
       const auto out = dir_ / (std::string("run-") + api + (stream ? "-stream" : "-whole"));
       std::vector<std::string> args = {
-          "--model",     "tiny",     "--api",        api,       "--num-requests", "8",     "--rate",    "20",
-          "--input-len", "fixed:32", "--output-len", "fixed:8", "--logprobs",     "--out", out.string(),
+          "--model", "tiny", "--api", api, "--num-requests", "8", "--rate", "20", "--input-len", "fixed:32",
+          "--output-len", "fixed:8", "--logprobs", "--out", out.string(),
           // Greedy: the random weights pick the same tokens every run. Sampled, they
           // now and then pick a byte token that ends inside a UTF-8 character,
           // which llama-server holds back with no logprob of its own (n < 8).
@@ -969,13 +969,13 @@ TEST_F(Llama, TokenizerMakesPromptsExactlyThePlannedLength) {
       const std::string what = name + " " + c.name;
       SCOPED_TRACE(what);
       const auto out = dir_ / (name + "-" + c.name);
-      std::vector<std::string> args = {
-          "--model", "tiny",           "--tokenizer", tokenizer_of(v), "--api", "completions", "--output-len",
-          "fixed:8", "--num-requests", "20",          "--rate",        "40",    "--out",       out.string(),
-          // A seeded sampler: the same tokens every run. Unseeded, the random
-          // weights now and then pick tokens that carry no text (a whole
-          // response without output: a validation error) or end it early.
-          "--request-seed", "11"};
+      std::vector<std::string> args = {"--model", "tiny", "--tokenizer", tokenizer_of(v), "--api",
+                                       "completions", "--output-len", "fixed:8", "--num-requests", "20",
+                                       "--rate", "40", "--out", out.string(),
+                                       // A seeded sampler: the same tokens every run. Unseeded, the random
+                                       // weights now and then pick tokens that carry no text (a whole
+                                       // response without output: a validation error) or end it early.
+                                       "--request-seed", "11"};
       args.insert(args.end(), c.args.begin(), c.args.end());
       const auto r = bench(*s, args);
       expect_all_ok(r, out, 20, 8);

@@ -277,9 +277,9 @@ TEST_F(Report, BenchWritesTheCacheAReadOfItsFilesWrites) {
   same_as_read(bench_run("plain"));
   same_as_read(bench_run("logprobs", {"--logprobs", "1", "--rate", "20"}));
   const auto sweep = dir_ / "sweep";
-  const auto r = run_process({kBin, "bench", "--progress", "none", "--quiet", "--no-history", "--duration-s", "1",
-                              "--input-len", "fixed:32", "--output-len", "fixed:8", "--scrape-interval", "0.2",
-                              "--sweep-rates", "5,10", "--out", sweep.string()},
+  const auto r = run_process({kBin, "bench", "--progress", "none", "--quiet", "--no-history", "--duration-s",
+                              "1", "--input-len", "fixed:32", "--output-len", "fixed:8", "--scrape-interval",
+                              "0.2", "--sweep-rates", "5,10", "--out", sweep.string()},
                              120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   same_as_read(sweep / "rate-5");
