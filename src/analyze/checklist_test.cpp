@@ -17,7 +17,6 @@ namespace tokenscope::analyze {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr Nanos kMs = 1'000'000;
 
 // A run of requests built in memory: one every `gap` ms, with the TTFT and
 // E2E given.
@@ -34,9 +33,9 @@ struct Builder {
     a.t_sched.push_back(t_send);
     a.t_dispatch.push_back(-1);
     a.t_send.push_back(t_send);
-    a.t_first_token.push_back(t_send + static_cast<Nanos>(ttft_ms * kMs));
-    a.t_last_token.push_back(t_send + static_cast<Nanos>(e2e_ms * kMs));
-    a.t_close.push_back(t_send + static_cast<Nanos>(e2e_ms * kMs));
+    a.t_first_token.push_back(t_send + static_cast<Nanos>(ttft_ms * kNanosPerMilli));
+    a.t_last_token.push_back(t_send + static_cast<Nanos>(e2e_ms * kNanosPerMilli));
+    a.t_close.push_back(t_send + static_cast<Nanos>(e2e_ms * kNanosPerMilli));
     a.output_tokens.push_back(output_tokens);
     a.prompt_tokens.push_back(prompt);
     a.cached_tokens.push_back(cached);
@@ -60,7 +59,7 @@ RunData lognormal_run(const std::string& name, std::uint64_t seed, int n, double
   for (int i = 0; i < n; ++i) {
     double f = ttft(rng), t = tpot(rng);
     if (u(rng) < tail_fraction) f += tail_ms, t += tail_ms / 10;
-    b.add(i * 50 * kMs, f, f + 49 * t);
+    b.add(i * 50 * kNanosPerMilli, f, f + 49 * t);
   }
   return b.run;
 }
@@ -174,8 +173,8 @@ TEST(Checklist, PrefixHitRateFallingIsALocalityRegression) {
   std::mt19937_64 rng(5);
   std::uniform_int_distribution<int> cached(600, 1000);
   for (int i = 0; i < 1000; ++i) {
-    b.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, cached(rng));
-    c.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, cached(rng) / 2);
+    b.add(i * 10 * kNanosPerMilli, 100, 1000, 50, 0, 1000, cached(rng));
+    c.add(i * 10 * kNanosPerMilli, 100, 1000, 50, 0, 1000, cached(rng) / 2);
   }
   const CheckResult r = run_checklist(&b.run, c.run, Thresholds{});
   const ItemResult& loc = item(r, "locality");
@@ -192,8 +191,8 @@ TEST(Checklist, AShorterReuseScaleFromBenchsLocalityFit) {
   // as fast (its scale halved, intervals from the bootstrap).
   Builder b("base"), c("cand");
   for (int i = 0; i < 1000; ++i) {
-    b.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, 500);
-    c.add(i * 10 * kMs, 100, 1000, 50, 0, 1000, 500);
+    b.add(i * 10 * kNanosPerMilli, 100, 1000, 50, 0, 1000, 500);
+    c.add(i * 10 * kNanosPerMilli, 100, 1000, 50, 0, 1000, 500);
   }
   b.run.run_json["kv_locality"]["fit"] = {
       {"a", 0.9}, {"scale_blocks", 4000.0}, {"scale_blocks_ci95", {3600.0, 4400.0}}};
@@ -219,9 +218,11 @@ TEST(Checklist, AClassSlowedByAnotherIsCoupling) {
     Nanos t = 0;
     for (int round = 0; round < 200; ++round) {
       b.add(t, 500, 5000, 50, 1);  // a long request, in flight for 5 s
-      for (int k = 0; k < 3; ++k) b.add(t + (k + 1) * 100 * kMs, ttft(rng) + coupled_extra_ms, 2000, 50, 0);
-      for (int k = 0; k < 3; ++k) b.add(t + 6000 * kMs + k * 100 * kMs, ttft(rng), 2000, 50, 0);
-      t += 10000 * kMs;
+      for (int k = 0; k < 3; ++k)
+        b.add(t + (k + 1) * 100 * kNanosPerMilli, ttft(rng) + coupled_extra_ms, 2000, 50, 0);
+      for (int k = 0; k < 3; ++k)
+        b.add(t + 6000 * kNanosPerMilli + k * 100 * kNanosPerMilli, ttft(rng), 2000, 50, 0);
+      t += 10000 * kNanosPerMilli;
     }
     return b.run;
   };
@@ -244,7 +245,7 @@ TEST(Checklist, ALeakIsALifecycleRegressionWithItsPhases) {
     const int n = 6000;
     for (int i = 0; i < n; ++i) {
       const double t = tpot(rng) * (1 + growth * i / n);
-      b.add(static_cast<Nanos>(i) * 50 * kMs, 100, 100 + 49 * t);
+      b.add(static_cast<Nanos>(i) * 50 * kNanosPerMilli, 100, 100 + 49 * t);
     }
     return b.run;
   };
@@ -275,7 +276,8 @@ TEST(Checklist, QueueingLeakingIntoTtftIsALatencyModelRegression) {
       for (int k = 0; k < 8; ++k) {
         const int p = prompt(rng);
         const double ttft = 20 + 0.05 * p + (10 + per_queued_ms) * k + noise(rng);
-        b.add(static_cast<Nanos>(burst) * 5000 * kMs + k * kMs, ttft, ttft + 500, 50, 0, p);
+        b.add(static_cast<Nanos>(burst) * 5000 * kNanosPerMilli + k * kNanosPerMilli, ttft, ttft + 500, 50, 0,
+              p);
       }
     return b.run;
   };
@@ -368,7 +370,7 @@ TEST(Checklist, RecompilationFromFirstShapeTimesOfRequests) {
       const int prompt = 16 << (i % 10);  // ten buckets, visited in turn
       const bool first = seen.insert(prompt).second;
       const double t = ttft(rng) + (first ? first_extra_ms : 0);
-      b.add(static_cast<Nanos>(i) * 100 * kMs, t, t + 500, 50, 0, prompt);
+      b.add(static_cast<Nanos>(i) * 100 * kNanosPerMilli, t, t + 500, 50, 0, prompt);
     }
     return b.run;
   };
@@ -415,8 +417,8 @@ TEST(Checklist, LlamaServersTimingsGiveItem7ItsCachedTokens) {
           RequestRecord r;
           r.id = id;
           r.tenant = "default";
-          r.t_sched = r.t_send = static_cast<Nanos>(id) * 20 * kMs;
-          r.event_times = {r.t_send + 30 * kMs, r.t_send + 35 * kMs};
+          r.t_sched = r.t_send = static_cast<Nanos>(id) * 20 * kNanosPerMilli;
+          r.event_times = {r.t_send + 30 * kNanosPerMilli, r.t_send + 35 * kNanosPerMilli};
           r.event_tokens = {1, 1};
           r.output_tokens = 2;
           r.prompt_tokens = 100 + static_cast<std::int64_t>(id % 7);
@@ -481,7 +483,7 @@ TEST(Checklist, NoDataSaysWhatIsMissingWhyAndWhatGivesIt) {
     SampledSeries running{"server", "canonical", "requests_running", "", {}, {}};
     SampledSeries waiting{"server", "canonical", "requests_waiting", "", {}, {}};
     for (int i = 0; i < 40; ++i) {
-      const Nanos t = i * 1000 * kMs;
+      const Nanos t = i * 1000 * kNanosPerMilli;
       tokens.t.push_back(t), tokens.v.push_back(100.0 * i);
       running.t.push_back(t), running.v.push_back(1 + i % 4);
       waiting.t.push_back(t), waiting.v.push_back(i % 2);
@@ -540,7 +542,7 @@ TEST(Checklist, TooFewSamplesSayWhatGivesMore) {
     SampledSeries waiting{"server", "canonical", "requests_waiting", "", {}, {}};
     SampledSeries psi{"host", "canonical", "host_cpu_pressure_some", "", {}, {}};
     for (int i = 0; i < 20; ++i) {
-      const Nanos t = i * 1000 * kMs;
+      const Nanos t = i * 1000 * kNanosPerMilli;
       for (SampledSeries* s : {&running, &waiting, &psi}) s->t.push_back(t);
       running.v.push_back(1 + i % 4), waiting.v.push_back(i % 2), psi.v.push_back(0.01 * (i % 3));
     }
@@ -563,11 +565,11 @@ TEST(Checklist, TooFewSamplesSayWhatGivesMore) {
 TEST(Checklist, ALatencyModelOneRunCannotFitIsAFindingThatSaysWhy) {
   Builder b("base"), c("cand");
   for (int i = 0; i < 300; ++i) {
-    const Nanos t = i * 1000 * kMs;
+    const Nanos t = i * 1000 * kNanosPerMilli;
     // Pairs sent 1 ms apart: the second waits for the first (its queue is 1).
     const double overlap = 10.0 * (i % 5);  // decodes overlap by 10 to 50 ms
-    b.add(t, 100, 200), b.add(t + kMs, 199 - overlap, 299 - overlap);
-    c.add(t, 100, 200), c.add(t + kMs, 199, 299);  // one decode after the other
+    b.add(t, 100, 200), b.add(t + kNanosPerMilli, 199 - overlap, 299 - overlap);
+    c.add(t, 100, 200), c.add(t + kNanosPerMilli, 199, 299);  // one decode after the other
   }
   const CheckResult r = run_checklist(&b.run, c.run, Thresholds{});
   const ItemResult& lm = item(r, "latency-model");

@@ -11,29 +11,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/temp_dir.h"
 
 namespace tokenscope::analyze {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A temporary directory, removed with its contents at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "tokenscope_history_XXXXXX").string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // The parts of a sim run.json the history reads.
 nlohmann::json sim_run(std::uint64_t seed, double rate, double ttft_p99 = 100.0) {

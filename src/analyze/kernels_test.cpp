@@ -13,6 +13,7 @@
 #include "analyze/checklist.h"
 #include "analyze/run_data.h"
 #include "core/error.h"
+#include "core/temp_dir.h"
 #include "probe/gpu_probes.h"
 
 namespace tokenscope::analyze {
@@ -20,21 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-// A folder of its own, removed at the end.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("tokenscope-kernels-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name, std::ios::binary) << text;
-    return (path / name).string();
-  }
-};
 
 // What `probe gpu-context --out DIR` writes into DIR/samples.jsonl (the
 // probe's own writer): an NVML reading, a memcpy, two kernels. decode's
@@ -110,7 +96,7 @@ TEST(Kernels, ProbeLinesInsideARunsSamples) {
   TempDir dir("run");
   dir.write("run.json", R"({"tool": {"command": "bench"}})");
   dir.write("samples.jsonl", text + bad_kernel);
-  const RunData run = load_run(dir.path, {.request_ranges = 1, .concurrent = false});
+  const RunData run = load_run(dir.path(), {.request_ranges = 1, .concurrent = false});
   EXPECT_EQ(run.kernels.launches, 6u);
   EXPECT_EQ(run.kernels.kernels.size(), 2u);
   EXPECT_EQ(run.kernels.find("_Z6decodePf")->median_ns, 4000);
@@ -246,7 +232,7 @@ class NsysExport {
 
 TEST(Kernels, NsysExportSumsUpPerKernelByItsMangledName) {
   TempDir dir("nsys");
-  const fs::path file = dir.path / "run.sqlite";
+  const fs::path file = dir.path() / "run.sqlite";
   {
     NsysExport e(file);
     e.add_string(1, "decode(float *)");
@@ -288,7 +274,7 @@ TEST(Kernels, NsysExportSumsUpPerKernelByItsMangledName) {
   EXPECT_DOUBLE_EQ(diff.cand_excess[0], 0.75);
 
   // An older export without mangledName: matched by demangledName.
-  const fs::path old = dir.path / "old.sqlite";
+  const fs::path old = dir.path() / "old.sqlite";
   {
     NsysExport e(old, false);
     e.add_string(1, "decode(float *)");
@@ -313,7 +299,7 @@ TEST(Kernels, BadNsysExportsSayWhatIsMissing) {
     return {};
   };
   {  // No kernel table: a profile without CUDA.
-    const fs::path f = dir.path / "no-cuda.sqlite";
+    const fs::path f = dir.path() / "no-cuda.sqlite";
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
     sqlite3_exec(db, "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)", nullptr, nullptr,
@@ -324,7 +310,7 @@ TEST(Kernels, BadNsysExportsSayWhatIsMissing) {
     EXPECT_THAT(why, HasSubstr("no such table"));
   }
   {  // A launch that ends before it starts.
-    const fs::path f = dir.path / "backwards.sqlite";
+    const fs::path f = dir.path() / "backwards.sqlite";
     {
       NsysExport e(f);
       e.add_string(1, "k");
@@ -336,7 +322,7 @@ TEST(Kernels, BadNsysExportsSayWhatIsMissing) {
     EXPECT_EQ(why, "row 2: 50 is before the start 100");
   }
   {  // A name that is not in StringIds.
-    const fs::path f = dir.path / "no-name.sqlite";
+    const fs::path f = dir.path() / "no-name.sqlite";
     {
       NsysExport e(f);
       e.launch(0, 10, 9, 9, 9);
@@ -346,16 +332,16 @@ TEST(Kernels, BadNsysExportsSayWhatIsMissing) {
     EXPECT_EQ(why, "row 1: the kernel's name is not in StringIds");
   }
   {  // The table, empty.
-    const fs::path f = dir.path / "empty.sqlite";
+    const fs::path f = dir.path() / "empty.sqlite";
     { NsysExport e(f); }
     EXPECT_THAT(problem(f).second, HasSubstr("holds no kernel launch"));
   }
   {  // SQLite's first bytes, then garbage.
-    const fs::path f = dir.path / "garbage.sqlite";
+    const fs::path f = dir.path() / "garbage.sqlite";
     std::ofstream(f, std::ios::binary) << std::string("SQLite format 3\0", 16) << std::string(200, 'x');
     EXPECT_THAT(problem(f).second, HasSubstr("not a readable SQLite export"));
   }
-  EXPECT_THROW(load_kernels(dir.path / "nowhere.sqlite"), UsageError);
+  EXPECT_THROW(load_kernels(dir.path() / "nowhere.sqlite"), UsageError);
 }
 
 // ------------------------------------------------------------------ diff

@@ -19,7 +19,6 @@ namespace tokenscope::analyze {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr Nanos kMs = 1'000'000;
 
 // ------------------------------------------------------- activations.jsonl
 
@@ -131,13 +130,14 @@ struct RunBuilder {
   void add(const std::vector<double>& logprobs, double tpot_ms = 20) {
     RequestArrays& a = run.requests;
     const std::uint64_t id = a.size();
-    const Nanos t = static_cast<Nanos>(id) * 10 * kMs;
+    const Nanos t = static_cast<Nanos>(id) * 10 * kNanosPerMilli;
     const int out = std::max<int>(2, static_cast<int>(logprobs.size()));
     a.t_sched.push_back(t);
     a.t_dispatch.push_back(-1);
     a.t_send.push_back(t);
-    a.t_first_token.push_back(t + 100 * kMs);
-    a.t_last_token.push_back(t + 100 * kMs + static_cast<Nanos>(tpot_ms * (out - 1) * kMs));
+    a.t_first_token.push_back(t + 100 * kNanosPerMilli);
+    a.t_last_token.push_back(t + 100 * kNanosPerMilli +
+                             static_cast<Nanos>(tpot_ms * (out - 1) * kNanosPerMilli));
     a.t_close.push_back(a.t_last_token.back());
     a.output_tokens.push_back(out);
     a.prompt_tokens.push_back(100);
@@ -288,8 +288,8 @@ TEST(RunDataLogprobs, PooledAndSplitTheSameInAnyNumberOfRanges) {
     RequestRecord r;
     r.id = id;
     r.tenant = "default";
-    r.t_sched = r.t_send = static_cast<Nanos>(id) * kMs;
-    r.event_times = {r.t_send + 50 * kMs, r.t_send + 60 * kMs};
+    r.t_sched = r.t_send = static_cast<Nanos>(id) * kNanosPerMilli;
+    r.event_times = {r.t_send + 50 * kNanosPerMilli, r.t_send + 60 * kNanosPerMilli};
     r.event_tokens = {1, 1};
     r.output_tokens = 2;
     r.warmup = id < 10;

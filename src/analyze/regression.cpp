@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "core/stats.h"
 
 namespace tokenscope::analyze {
 namespace {
@@ -19,8 +20,6 @@ namespace {
 using Eigen::Index;
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void check_confidence(const char* what, double confidence) {
   if (!(confidence > 0.0 && confidence < 1.0))

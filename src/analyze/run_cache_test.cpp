@@ -13,24 +13,13 @@
 #include "analyze/checklist.h"
 #include "analyze/run_data.h"
 #include "core/random.h"
+#include "core/temp_dir.h"
 
 namespace tokenscope::analyze {
 namespace {
 
 namespace fs = std::filesystem;
 const fs::path kTestdata = fs::path(TOKENSCOPE_SOURCE_DIR) / "src/report/testdata";
-
-class TempDir {
- public:
-  TempDir() {
-    path = fs::temp_directory_path() / ("run_cache_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
-};
 
 // A copy of a test run in a directory of its own (the cache is written
 // beside the files).
@@ -116,7 +105,7 @@ class RunCacheOnTestRuns : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RunCacheOnTestRuns, TheCachedRunIsTheReadRun) {
   TempDir t;
-  const fs::path dir = copy_run(kTestdata / GetParam(), t.path / "run");
+  const fs::path dir = copy_run(kTestdata / GetParam(), t.path() / "run");
   const RunData plain = load_run(dir);
   EXPECT_FALSE(fs::exists(dir / kRunCacheFile)) << "kOff writes no cache";
   const RunData first = load_run(dir, cached());  // reads the JSONL files, writes the cache
@@ -143,7 +132,7 @@ INSTANTIATE_TEST_SUITE_P(Runs, RunCacheOnTestRuns, ::testing::Values("sim", "sam
 // from the cache as they were read, and item 9 decides the same on them.
 TEST(RunCache, TheKernelInventoryIsCached) {
   TempDir t;
-  const fs::path dir = copy_run(kTestdata / "sampled", t.path / "run");
+  const fs::path dir = copy_run(kTestdata / "sampled", t.path() / "run");
   {
     std::ofstream out(dir / "samples.jsonl", std::ios::app);
     for (int i = 0; i < 12; ++i)
@@ -172,7 +161,7 @@ TEST(RunCache, TheKernelInventoryIsCached) {
 
 TEST(RunCache, AChangedFileMakesTheCacheStale) {
   TempDir t;
-  const fs::path dir = copy_run(kTestdata / "sampled", t.path / "run");
+  const fs::path dir = copy_run(kTestdata / "sampled", t.path() / "run");
   const std::size_t before = load_run(dir, cached()).requests.size();
   const RunFilesKey key = run_files_key(dir);
   ASSERT_TRUE(load_run_cache(dir, key).has_value());
@@ -201,7 +190,7 @@ TEST(RunCache, AChangedFileMakesTheCacheStale) {
 
 TEST(RunCache, EveryCutOrFlippedCacheIsRefusedOrHarmless) {
   TempDir t;
-  const fs::path dir = copy_run(kTestdata / "sim", t.path / "run");
+  const fs::path dir = copy_run(kTestdata / "sim", t.path() / "run");
   load_run(dir, cached());
   const RunFilesKey key = run_files_key(dir);
   std::string bytes;
@@ -238,7 +227,7 @@ TEST(RunCache, AReadOnlyRunIsReadWithoutOne) {
   if (::geteuid() == 0) {
     // root writes anywhere: the directory is made a file path instead.
     TempDir t;
-    const fs::path dir = copy_run(kTestdata / "sampled", t.path / "run");
+    const fs::path dir = copy_run(kTestdata / "sampled", t.path() / "run");
     fs::create_directory(dir / (std::string(kRunCacheFile) + "." + std::to_string(::getpid()) + ".tmp"));
     EXPECT_FALSE(save_run_cache(dir, run_files_key(dir), RunFilesRead{}));
     EXPECT_EQ(load_run(dir, cached()).requests.size(), 3u);
@@ -246,7 +235,7 @@ TEST(RunCache, AReadOnlyRunIsReadWithoutOne) {
     return;
   }
   TempDir t;
-  const fs::path dir = copy_run(kTestdata / "sampled", t.path / "run");
+  const fs::path dir = copy_run(kTestdata / "sampled", t.path() / "run");
   fs::permissions(dir, fs::perms::owner_write, fs::perm_options::remove);
   EXPECT_EQ(load_run(dir, cached()).requests.size(), 3u);
   EXPECT_FALSE(fs::exists(dir / kRunCacheFile));
@@ -255,7 +244,7 @@ TEST(RunCache, AReadOnlyRunIsReadWithoutOne) {
 
 TEST(RunCache, FilesChangingWhileReadLeaveNoCache) {
   TempDir t;
-  const fs::path dir = copy_run(kTestdata / "sampled", t.path / "run");
+  const fs::path dir = copy_run(kTestdata / "sampled", t.path() / "run");
   const RunFilesKey key = run_files_key(dir);
   std::ofstream(dir / "requests.jsonl", std::ios::app) << "\n";  // a writer still at work
   EXPECT_FALSE(save_run_cache(dir, key, RunFilesRead{}));

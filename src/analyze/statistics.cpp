@@ -22,8 +22,6 @@
 namespace tokenscope::analyze {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 // Throws UsageError unless 0 < value < 1.
 void require_open_unit(double value, const char* what, const char* function) {
   if (!(value > 0.0 && value < 1.0))

@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "core/yaml_fields.h"
 
 namespace tokenscope::analyze {
@@ -20,8 +21,6 @@ struct Entry {
   const char* unit;
   double min, max;
 };
-
-constexpr double kInf = HUGE_VAL;
 
 // The file's keys, in the order of the checklist. A key is SECTION.NAME
 // except the two of the whole check.

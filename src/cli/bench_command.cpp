@@ -31,14 +31,13 @@ struct BenchOptions {
   std::optional<double> temperature, top_p;
   std::optional<std::int64_t> top_k, request_seed;
   std::optional<std::uint32_t> logprobs;
-  bool report = false;    // --report: report.html in the run directory at the end
-  bool no_cache = false;  // --no-cache: no run cache written at the end
+  bool no_cache = false;      // --no-cache: no run cache written at the end
+  session::Finishers finish;  // --report, the history
+  bool json = false;
+  bool model_given = false;  // --model on the command line (else the server's first model)
 };
 
-BenchOptions g_opts;
-HistoryOptions g_history;
-bool g_json = false;
-CLI::App* g_app = nullptr;
+int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry);
 
 // A sweep's table: one line per rate.
 void print_curve(const nlohmann::json& curve) {
@@ -113,8 +112,9 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
 
 }  // namespace
 
-CLI::App* add_bench_command(CLI::App& app) {
-  auto& o = g_opts;
+Command add_bench_command(CLI::App& app, Interrupts interrupts) {
+  const auto options = std::make_shared<BenchOptions>();
+  auto& o = *options;
   auto& s = o.s;
   s.workload.duration_s = 60.0;
   CLI::App* bench = app.add_subcommand(
@@ -122,7 +122,6 @@ CLI::App* add_bench_command(CLI::App& app) {
       "Benchmark an OpenAI-compatible server with an open-loop (or closed-loop) load and measure TTFT,\n"
       "TPOT, ITL, E2E, throughput and goodput as shared METRICS.md defines them. Without --target it\n"
       "starts the built-in simulator in-process on a loopback port and drives it over real HTTP.");
-  g_app = bench;
   bench->get_formatter()->column_width(44);
   const char* T = "Target";
   bench
@@ -355,7 +354,7 @@ CLI::App* add_bench_command(CLI::App& app) {
   bench->add_flag("--csv", s.csv, "Also write requests.csv")->group(O);
   bench
       ->add_flag(
-          "--report", o.report,
+          "--report", o.finish.report,
           "At the end, write report.html in the run directory (a sweep's: in the sweep directory): the "
           "page of tokenscope report (docs/report.md)")
       ->group(O);
@@ -364,8 +363,8 @@ CLI::App* add_bench_command(CLI::App& app) {
                  "Write no run cache (.tokenscope-cache) at the end: the first check or report of the run "
                  "then reads its JSON Lines (docs/check.md)")
       ->group(O);
-  add_run_history_options(bench, g_history, s.tags, O);
-  bench->add_flag("--json", g_json, "Print the summary as JSON")->group(O);
+  add_run_history_options(bench, o.finish.history, s.tags, O);
+  bench->add_flag("--json", o.json, "Print the summary as JSON")->group(O);
   bench->add_flag("--quiet", s.quiet, "Print nothing on success")->group(O);
   bench->add_option("--progress", s.progress, "auto|tty|plain|none")->capture_default_str()->group(O);
   bench->add_option("--grace-s", s.grace_s, "On Ctrl-C, wait this long for requests in flight, s")
@@ -402,11 +401,15 @@ CLI::App* add_bench_command(CLI::App& app) {
       "\nExit codes: 0 ok; 1 the run failed (target unreachable, more than --max-error-rate of the requests\n"
       "failed, or an I/O error); 2 bad input or options; 3 an SLO failed; 130 interrupted (results kept).\n";
   bench->footer(footer);
-  return bench;
+  return {bench, [options, interrupts, bench] {
+            options->model_given = bench->count("--model") > 0;
+            return run_bench(*options, *interrupts.interrupted, interrupts.hurry);
+          }};
 }
 
-int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry) {
-  auto& o = g_opts;
+namespace {
+
+int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry) {
   auto& s = o.s;
   // One descriptor per connection: raise the soft limit to the hard one.
   rlimit nofile{};
@@ -423,7 +426,7 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
   s.api = o.api == "chat" ? bench::Api::kChat : bench::Api::kCompletions;
   s.stream = !o.no_stream;
   s.ignore_eos = !o.no_ignore_eos;
-  if (g_app->count("--model") > 0) s.model = s.engine.engine.model;
+  if (o.model_given) s.model = s.engine.engine.model;
   s.sampling.temperature = o.temperature;
   s.sampling.top_p = o.top_p;
   s.sampling.top_k = o.top_k;
@@ -435,11 +438,11 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
   bench::RunListenerFactory cache;
   if (!o.no_cache) cache = [] { return analyze::run_cache_writer(); };
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry, cache);
-  // Every run directory in the history (a sweep's each), interrupted ones too.
-  for (const auto& run : result.runs)
-    register_run_in_history(g_history, run.out_dir, std::nullopt, std::cerr);
-  const bool report_written =
-      o.report && !result.out_dir.empty() && write_run_report(result.out_dir, std::cerr);
+  // Every run directory in the history (a sweep's each), interrupted ones
+  // too; the page of the run or of the sweep.
+  std::vector<std::string> runs;
+  for (const auto& run : result.runs) runs.push_back(run.out_dir);
+  const bool report_written = session::finish_run(o.finish, result.out_dir, runs, std::nullopt, std::cerr);
   const auto report_line = [&] {
     if (report_written)
       std::cout << "report: " << (std::filesystem::path(result.out_dir) / "report.html").string() << "\n";
@@ -460,7 +463,7 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
     return result.exit_code;
   }
   const bench::RunReport& r = result.runs.front();
-  if (g_json) {
+  if (o.json) {
     std::cout << r.summary.dump(2) << "\n";
   } else if (!s.quiet || result.exit_code == kExitFailure) {
     print_run(s, r);
@@ -470,5 +473,7 @@ int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hur
   if (!r.failure.empty()) std::cerr << "tokenscope bench: the run failed: " << r.failure << "\n";
   return result.exit_code;
 }
+
+}  // namespace
 
 }  // namespace tokenscope::cli

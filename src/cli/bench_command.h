@@ -3,14 +3,12 @@
 // with an open- or closed-loop load; summary, run directory, sweeps.
 #pragma once
 
-#include <atomic>
-
-#include <CLI/CLI.hpp>
+#include "cli/command.h"
 
 namespace tokenscope::cli {
 
-CLI::App* add_bench_command(CLI::App& app);
-// interrupted: the first Ctrl-C; hurry: the second (cancel what is in flight now).
-int run_bench(const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry = nullptr);
+// interrupts.interrupted: the first Ctrl-C (no new requests, --grace-s for
+// those in flight); interrupts.hurry: the second (cancel what is in flight now).
+Command add_bench_command(CLI::App& app, Interrupts interrupts);
 
 }  // namespace tokenscope::cli

@@ -31,8 +31,9 @@ struct CheckCommandOptions {
   bool no_cache = false;
   std::vector<std::string> activations;  // item 11 (analyze/quantization.h): BASE,CAND
   std::vector<std::string> kernels;      // item 9 (analyze/kernels.h): BASE,CAND
+  CheckHistoryOptions history;           // --baseline auto, --trend and their filters
 };
-CheckCommandOptions g_check;
+int run_check(CheckCommandOptions& o);
 
 std::string number(double v, const std::string& unit) {
   if (!std::isfinite(v)) return "-";
@@ -163,8 +164,9 @@ std::string check_markdown(const analyze::CheckResult& r) {
   return s;
 }
 
-CLI::App* add_check_command(CLI::App& app) {
-  auto& o = g_check;
+Command add_check_command(CLI::App& app) {
+  const auto options = std::make_shared<CheckCommandOptions>();
+  auto& o = *options;
   CLI::App* check = app.add_subcommand(
       "check",
       "The regression checklist (docs/check.md): `check BASE CAND` compares a candidate run with a\n"
@@ -212,16 +214,17 @@ CLI::App* add_check_command(CLI::App& app) {
   check->add_flag("--no-cache", o.no_cache,
                   "Read the runs' JSONL files even when a valid run cache (.tokenscope-cache) is there, and "
                   "write none (docs/check.md)");
-  add_check_history_options(check);  // --baseline auto, --trend (cli/history_command.h)
-  return check;
+  add_check_history_options(check, o.history);  // --baseline auto, --trend (cli/history_command.h)
+  return {check, [options] { return run_check(*options); }};
 }
 
-int run_check() {
+namespace {
+
+int run_check(CheckCommandOptions& o) {
   analyze::keep_freed_memory();
   // --trend METRIC, or --baseline auto CAND: BASE from the history of runs.
-  if (const auto trend_exit = run_check_history(g_check.runs, g_check.format, std::cout, std::cerr))
+  if (const auto trend_exit = run_check_history(o.history, o.runs, o.format, std::cout, std::cerr))
     return *trend_exit;
-  const auto& o = g_check;
   if (o.print_thresholds) {
     std::cout << analyze::thresholds_yaml();
     return kExitOk;
@@ -289,5 +292,7 @@ int run_check() {
   }
   return analyze::exit_code_for(r.overall);
 }
+
+}  // namespace
 
 }  // namespace tokenscope::cli

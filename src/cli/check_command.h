@@ -5,14 +5,13 @@
 
 #include <ostream>
 
-#include <CLI/CLI.hpp>
+#include "cli/command.h"
 
 #include "analyze/checklist.h"
 
 namespace tokenscope::cli {
 
-CLI::App* add_check_command(CLI::App& app);
-int run_check();
+Command add_check_command(CLI::App& app);
 
 // The table: one row per item (its decisive finding), then the verdict.
 // verbose: every finding of every item, each with its note under it.

@@ -20,31 +20,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The options of `history` and check's history options share the filters.
-struct FilterOptions {
-  std::string history;
-  std::string command, target, tag, workload, since;
-  std::size_t limit = 0;
-};
-
 struct HistoryCommandOptions {
-  FilterOptions f;
+  HistoryFilterOptions f = [] {
+    HistoryFilterOptions f;
+    f.limit = 50;  // --limit's default for `history`
+    return f;
+  }();
   bool json = false;
 };
-HistoryCommandOptions g_history = [] {
-  HistoryCommandOptions o;
-  o.f.limit = 50;
-  return o;
-}();
 
-struct CheckHistoryOptions {
-  FilterOptions f;
-  std::string baseline;  // "auto"
-  std::string trend;     // a metric
-  double trend_pvalue = 0.001;
-  double trend_min_change = 0.05;
-};
-CheckHistoryOptions g_check_history;
+int run_history(const HistoryCommandOptions& o);
 
 double now_unix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -64,7 +49,7 @@ std::string utc_text(double unix_s) {
   return buf;
 }
 
-analyze::HistoryFilter filter_of(const FilterOptions& o) {
+analyze::HistoryFilter filter_of(const HistoryFilterOptions& o) {
   analyze::HistoryFilter f;
   if (!o.command.empty()) f.command = o.command;
   if (!o.target.empty()) f.target = o.target;
@@ -75,7 +60,7 @@ analyze::HistoryFilter filter_of(const FilterOptions& o) {
   return f;
 }
 
-void add_filter_options(CLI::App* cmd, FilterOptions& o, const char* group) {
+void add_filter_options(CLI::App* cmd, HistoryFilterOptions& o, const char* group) {
   cmd->add_option("--history", o.history,
                   "The history database [default: $XDG_DATA_HOME/tokenscope/history.db, XDG_DATA_HOME "
                   "defaulting to ~/.local/share]")
@@ -259,8 +244,8 @@ int run_trend(const CheckHistoryOptions& o, const std::string& format, std::ostr
 
 }  // namespace
 
-void add_run_history_options(CLI::App* command, HistoryOptions& options, std::vector<std::string>& tags,
-                             const char* group) {
+void add_run_history_options(CLI::App* command, session::HistoryRegistration& options,
+                             std::vector<std::string>& tags, const char* group) {
   CLI::Option* path =
       command
           ->add_option("--history", options.path,
@@ -278,24 +263,9 @@ void add_run_history_options(CLI::App* command, HistoryOptions& options, std::ve
       ->group(group);
 }
 
-void register_run_in_history(const HistoryOptions& options, const std::string& run_dir,
-                             std::optional<double> started_unix, std::ostream& warn) {
-  if (options.disabled || run_dir.empty()) return;
-  std::string where = options.path;
-  try {
-    const fs::path path = history_path(options.path);
-    where = path.string();
-    analyze::RegisterOptions ro;
-    ro.started_unix = started_unix;
-    analyze::History(path).register_run(run_dir, ro);
-  } catch (const std::exception& e) {
-    warn << fmt::format("tokenscope: warning: {} was not registered in the history{}: {}\n", run_dir,
-                        where.empty() ? "" : " " + where, e.what());
-  }
-}
-
-CLI::App* add_history_command(CLI::App& app) {
-  auto& o = g_history;
+Command add_history_command(CLI::App& app) {
+  const auto options = std::make_shared<HistoryCommandOptions>();
+  auto& o = *options;
   CLI::App* cmd = app.add_subcommand(
       "history",
       "The history of runs (docs/check.md \"History\"): every bench and sim run directory, newest first,\n"
@@ -306,11 +276,12 @@ CLI::App* add_history_command(CLI::App& app) {
       ->capture_default_str()
       ->group(F);
   cmd->add_flag("--json", o.json, "Print the runs as JSON");
-  return cmd;
+  return {cmd, [options] { return run_history(*options); }};
 }
 
-int run_history() {
-  const auto& o = g_history;
+namespace {
+
+int run_history(const HistoryCommandOptions& o) {
   const fs::path path = history_path(o.f.history);
   const analyze::HistoryFilter f = filter_of(o.f);
   std::error_code ec;
@@ -345,8 +316,9 @@ int run_history() {
   return kExitOk;
 }
 
-void add_check_history_options(CLI::App* check) {
-  auto& o = g_check_history;
+}  // namespace
+
+void add_check_history_options(CLI::App* check, CheckHistoryOptions& o) {
   const char* H = "History (docs/check.md \"History\")";
   check
       ->add_option("--baseline", o.baseline,
@@ -372,9 +344,8 @@ void add_check_history_options(CLI::App* check) {
   check->add_option("--limit", o.f.limit, "--trend: the newest this many runs (0: all)")->group(H);
 }
 
-std::optional<int> run_check_history(std::vector<std::string>& runs, const std::string& format,
-                                     std::ostream& out, std::ostream& err) {
-  const auto& o = g_check_history;
+std::optional<int> run_check_history(const CheckHistoryOptions& o, std::vector<std::string>& runs,
+                                     const std::string& format, std::ostream& out, std::ostream& err) {
   if (!o.trend.empty()) {
     if (!o.baseline.empty()) throw UsageError("check: --trend and --baseline cannot be combined");
     if (!runs.empty()) throw UsageError("check --trend METRIC reads the history: name no run directory");

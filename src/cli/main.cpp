@@ -59,13 +59,18 @@ int main(int argc, char** argv) {
       "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
   app.require_subcommand(1);
-  CLI::App* sim = cli::add_sim_command(app);
-  CLI::App* serve = cli::add_serve_command(app);
-  CLI::App* bench = cli::add_bench_command(app);
-  CLI::App* probe = cli::add_probe_command(app);
-  CLI::App* report = cli::add_report_command(app);
-  CLI::App* check = cli::add_check_command(app);
-  CLI::App* history = cli::add_history_command(app);
+  const cli::Interrupts interrupts{&g_interrupted, &g_hurry};
+  // sim and bench stop early on SIGINT/SIGTERM and keep their results;
+  // serve waits for the signals itself; the others end by default on them.
+  const cli::Command sim = cli::add_sim_command(app, interrupts);
+  const cli::Command bench = cli::add_bench_command(app, interrupts);
+  const cli::Command commands[] = {sim,
+                                   cli::add_serve_command(app),
+                                   bench,
+                                   cli::add_probe_command(app),
+                                   cli::add_report_command(app),
+                                   cli::add_check_command(app),
+                                   cli::add_history_command(app)};
 
   try {
     app.parse(argc, argv);
@@ -80,20 +85,13 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    if (sim->parsed()) {
-      std::signal(SIGINT, on_signal);
-      std::signal(SIGTERM, on_signal);
-      return cli::run_sim(g_interrupted);
-    }
-    if (serve->parsed()) return cli::run_serve();  // handles its own signals
-    if (probe->parsed()) return cli::run_probe();
-    if (report->parsed()) return cli::run_report();
-    if (check->parsed()) return cli::run_check();
-    if (history->parsed()) return cli::run_history();
-    if (bench->parsed()) {
-      std::signal(SIGINT, on_signal);
-      std::signal(SIGTERM, on_signal);
-      return cli::run_bench(g_interrupted, &g_hurry);
+    for (const cli::Command& command : commands) {
+      if (!command.app->parsed()) continue;
+      if (command.app == sim.app || command.app == bench.app) {
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+      }
+      return command.run();
     }
   } catch (const UsageError& e) {
     std::cerr << "tokenscope: " << e.what() << "\n";

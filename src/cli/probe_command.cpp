@@ -70,9 +70,6 @@ struct ProbeOptions {
   bool events_all = false;
 };
 
-ProbeOptions g;
-CLI::App* g_probe = nullptr;
-
 // --threads of the CPU probes: 1..64, as kv-layout's line analysis (one bit
 // per writer) allows; without it, one per physical core, at most 64. A count
 // past that made cache-line spawn threads until it aborted or spun for
@@ -90,10 +87,10 @@ CLI::Validator thread_count() {
       "1..64");
 }
 
-void add_output(CLI::App* c) {
-  c->add_option("--out", g.out,
+void add_output(CLI::App* c, ProbeOptions& o) {
+  c->add_option("--out", o.out,
                 "Write <probe>.json (settings, environment, every repetition) into this folder");
-  c->add_flag("--json", g.json, "Print the JSON result instead of the table");
+  c->add_flag("--json", o.json, "Print the JSON result instead of the table");
 }
 
 probe::Topology topology() {
@@ -114,18 +111,18 @@ std::vector<probe::EventSpec> resolve_events(const std::vector<std::string>& nam
   return out;
 }
 
-void add_events_option(CLI::App* c) {
-  c->add_option("--events", g.events,
+void add_events_option(CLI::App* c, ProbeOptions& o) {
+  c->add_option("--events", o.events,
                 "Hardware events to count per variant where the PMU is visible: perf's generic names, "
                 "rNNN, or (libpfm4) PMU::EVENT:UMASK; 'default' = cycles,instructions,cache-references,"
                 "cache-misses and this CPU's HITM event. `probe events` lists them")
       ->delimiter(',');
 }
 
-void emit(const std::string& name, const nlohmann::json& result, const std::string& table,
-          const probe::Topology& topo) {
+void emit(const ProbeOptions& o, const std::string& name, const nlohmann::json& result,
+          const std::string& table, const probe::Topology& topo) {
   const auto env = probe::environment_json(topo, TOKENSCOPE_VERSION);
-  if (g.json) {
+  if (o.json) {
     nlohmann::json j = result;
     j["format_version"] = probe::kProbeFormatVersion;
     j["environment"] = env;
@@ -133,15 +130,16 @@ void emit(const std::string& name, const nlohmann::json& result, const std::stri
   } else {
     std::cout << table;
   }
-  if (!g.out.empty()) {
-    const auto path = probe::write_probe_json(g.out, name, result, env);
-    if (!g.json) std::cout << "\nwrote " << path.string() << "\n";
+  if (!o.out.empty()) {
+    const auto path = probe::write_probe_json(o.out, name, result, env);
+    if (!o.json) std::cout << "\nwrote " << path.string() << "\n";
   }
 }
 
-void write_gpu_extras(const std::vector<probe::NvmlReading>& nvml, const probe::CuptiCapture& cupti) {
-  if (g.out.empty()) return;
-  const std::filesystem::path dir(g.out);
+void write_gpu_extras(const ProbeOptions& o, const std::vector<probe::NvmlReading>& nvml,
+                      const probe::CuptiCapture& cupti) {
+  if (o.out.empty()) return;
+  const std::filesystem::path dir(o.out);
   const std::string samples = probe::samples_jsonl(nvml, cupti);
   if (!samples.empty()) write_file_atomic(dir / "samples.jsonl", samples);
   if (!cupti.activities.empty())
@@ -167,10 +165,10 @@ std::vector<bool> parse_metadata(const std::string& s) {
   throw UsageError("--metadata must be both, packed or padded, got '" + s + "'");
 }
 
-int run_cache_line() {
-  auto s = g.cache_line;
-  s.stride_buffer_bytes = g.stride_mib << 20;
-  for (const auto& k : g.cache_line_skip) {
+int run_cache_line(const ProbeOptions& o) {
+  auto s = o.cache_line;
+  s.stride_buffer_bytes = o.stride_mib << 20;
+  for (const auto& k : o.cache_line_skip) {
     if (k == "stride")
       s.run_stride = false;
     else if (k == "coherence")
@@ -182,72 +180,72 @@ int run_cache_line() {
     else
       throw UsageError("--skip takes stride, coherence, false-sharing or ping-pong, got '" + k + "'");
   }
-  s.events = resolve_events(g.events);
+  s.events = resolve_events(o.events);
   const auto topo = topology();
   const auto r = probe::run_cache_line_probe(s, topo);
-  emit("cache-line", probe::to_json(r), probe::format_table(r), topo);
+  emit(o, "cache-line", probe::to_json(r), probe::format_table(r), topo);
   return kExitOk;
 }
 
-int run_kv_layout() {
-  auto s = g.kv;
-  s.layouts = parse_layouts(g.kv_layouts);
-  s.splits = parse_splits(g.kv_splits);
-  s.metadata = parse_metadata(g.kv_metadata);
-  s.events = resolve_events(g.events);
+int run_kv_layout(const ProbeOptions& o) {
+  auto s = o.kv;
+  s.layouts = parse_layouts(o.kv_layouts);
+  s.splits = parse_splits(o.kv_splits);
+  s.metadata = parse_metadata(o.kv_metadata);
+  s.events = resolve_events(o.events);
   const auto topo = topology();
   const auto r = probe::run_kv_layout_probe(s, topo);
-  emit("kv-layout", probe::to_json(r), probe::format_table(r), topo);
+  emit(o, "kv-layout", probe::to_json(r), probe::format_table(r), topo);
   return kExitOk;
 }
 
-int run_line_sim() {
+int run_line_sim(const ProbeOptions& o) {
   std::vector<probe::Access> trace;
   std::vector<probe::LayoutEntry> layout;
   std::string description;
-  if (!g.generate.empty()) {
-    auto c = probe::make_sharing_case(g.generate, g.generate_seed, g.generate_threads, g.generate_iterations);
+  if (!o.generate.empty()) {
+    auto c = probe::make_sharing_case(o.generate, o.generate_seed, o.generate_threads, o.generate_iterations);
     trace = std::move(c.trace);
     layout = std::move(c.layout);
     description = c.name + ": " + c.description;
-    if (!g.write_trace.empty()) {
-      write_file_atomic(g.write_trace, probe::encode_text_trace(trace));
-      write_file_atomic(g.write_trace + ".layout", probe::encode_layout_map(layout));
+    if (!o.write_trace.empty()) {
+      write_file_atomic(o.write_trace, probe::encode_text_trace(trace));
+      write_file_atomic(o.write_trace + ".layout", probe::encode_layout_map(layout));
     }
   } else {
-    if (g.trace.empty()) throw UsageError("line-sim needs a TRACE file (or --generate CASE)");
-    trace = probe::read_access_trace(g.trace);
-    if (!g.layout.empty()) layout = probe::read_layout_map(g.layout);
-    description = g.trace;
+    if (o.trace.empty()) throw UsageError("line-sim needs a TRACE file (or --generate CASE)");
+    trace = probe::read_access_trace(o.trace);
+    if (!o.layout.empty()) layout = probe::read_layout_map(o.layout);
+    description = o.trace;
   }
-  const auto sim = probe::simulate_lines(trace, g.sim_line_size, layout);
-  const auto pred = probe::predict(trace, g.sim_line_size, g.predict_line_sizes, layout);
+  const auto sim = probe::simulate_lines(trace, o.sim_line_size, layout);
+  const auto pred = probe::predict(trace, o.sim_line_size, o.predict_line_sizes, layout);
   nlohmann::json j{
       {"probe", "line-sim"},
       {"input", description},
-      {"settings", {{"line_size", g.sim_line_size}, {"predict_line_sizes", g.predict_line_sizes}}},
+      {"settings", {{"line_size", o.sim_line_size}, {"predict_line_sizes", o.predict_line_sizes}}},
       {"simulation", probe::to_json(sim)},
       {"predictions", probe::to_json(pred)}};
-  emit("line-sim", j, description + "\n" + probe::format_table(sim, pred, g.top), topology());
+  emit(o, "line-sim", j, description + "\n" + probe::format_table(sim, pred, o.top), topology());
   return kExitOk;
 }
 
-int run_numa() {
-  auto s = g.numa;
-  s.buffer_bytes = g.numa_buffer_mib << 20;
+int run_numa(const ProbeOptions& o) {
+  auto s = o.numa;
+  s.buffer_bytes = o.numa_buffer_mib << 20;
   const auto topo = topology();
   const auto r = probe::run_numa_probe(s, topo);
-  emit("numa", probe::to_json(r), probe::format_table(r), topo);
+  emit(o, "numa", probe::to_json(r), probe::format_table(r), topo);
   return kExitOk;
 }
 
-int run_events() {
-  const auto pmus = probe::list_pmus(g.events_all || !g.events_pmu.empty(), g.events_pmu);
-  if (!g.events_pmu.empty() && pmus.empty())
-    throw UsageError("--pmu: no PMU named '" + g.events_pmu + "' on this machine" +
+int run_events(const ProbeOptions& o) {
+  const auto pmus = probe::list_pmus(o.events_all || !o.events_pmu.empty(), o.events_pmu);
+  if (!o.events_pmu.empty() && pmus.empty())
+    throw UsageError("--pmu: no PMU named '" + o.events_pmu + "' on this machine" +
                      (probe::have_libpfm() ? "" : " (this build has no libpfm4)") +
                      "; `tokenscope probe events` lists the PMUs found");
-  auto events = g.events.empty() ? probe::default_events() : resolve_events(g.events);
+  auto events = o.events.empty() ? probe::default_events() : resolve_events(o.events);
   const probe::PerfCounters counters(events);
   std::string paranoid;
   if (std::ifstream f("/proc/sys/kernel/perf_event_paranoid"); f) std::getline(f, paranoid);
@@ -279,7 +277,7 @@ int run_events() {
       t += fmt::format("  {:<28} {:>5} events  {}{}\n", p.pmu, p.event_count, p.description,
                        p.core ? "" : " (system-wide only: not countable per process)");
   }
-  t += g.events.empty() ? "\ndefault events\n" : "\nevents\n";
+  t += o.events.empty() ? "\ndefault events\n" : "\nevents\n";
   for (const auto& e : events)
     t += fmt::format("  {}  [{}{}] type {} config {:#x}{}{}\n", e.name, e.source,
                      e.role.empty() ? "" : ", " + e.role, e.type, e.config,
@@ -292,7 +290,7 @@ int run_events() {
     t += fmt::format("\n{} events\n", p.pmu);
     for (const auto& e : p.events) t += "  " + p.pmu + "::" + e + "\n";
   }
-  emit("events", j, t, topology());
+  emit(o, "events", j, t, topology());
   return kExitOk;
 }
 
@@ -301,104 +299,108 @@ int gpu_exit(bool ran) {
   return ran ? kExitOk : kExitProbeUnavailable;
 }
 
-int run_gpu_context() {
-  auto s = g.gpu_context;
-  s.green_contexts = !g.no_green;
-  s.cupti = !g.no_cupti;
+int run_gpu_context(const ProbeOptions& o) {
+  auto s = o.gpu_context;
+  s.green_contexts = !o.no_green;
+  s.cupti = !o.no_cupti;
   const auto r = probe::run_gpu_context_probe(s);
-  emit("gpu-context", probe::to_json(r), probe::format_table(r), topology());
-  write_gpu_extras(r.nvml, r.cupti);
+  emit(o, "gpu-context", probe::to_json(r), probe::format_table(r), topology());
+  write_gpu_extras(o, r.nvml, r.cupti);
   return gpu_exit(r.ran);
 }
 
-int run_kv_swap() {
-  auto s = g.kv_swap;
+int run_kv_swap(const ProbeOptions& o) {
+  auto s = o.kv_swap;
   s.kv_bytes.clear();
-  for (auto m : g.kv_mib) s.kv_bytes.push_back(m << 20);
+  for (auto m : o.kv_mib) s.kv_bytes.push_back(m << 20);
   s.chunk_bytes.clear();
-  for (auto k : g.chunk_kib) s.chunk_bytes.push_back(k << 10);
-  s.overlap_decode = !g.no_overlap;
-  s.cupti = !g.no_cupti;
-  s.max_host_bytes = g.max_host_mib << 20;
+  for (auto k : o.chunk_kib) s.chunk_bytes.push_back(k << 10);
+  s.overlap_decode = !o.no_overlap;
+  s.cupti = !o.no_cupti;
+  s.max_host_bytes = o.max_host_mib << 20;
   for (int t : s.tenants)
     if (t < 1 || t > 64) throw UsageError("--tenants takes counts from 1 to 64");
   const auto r = probe::run_kv_swap_probe(s);
-  emit("kv-swap", probe::to_json(r), probe::format_table(r), topology());
-  write_gpu_extras(r.nvml, r.cupti);
+  emit(o, "kv-swap", probe::to_json(r), probe::format_table(r), topology());
+  write_gpu_extras(o, r.nvml, r.cupti);
   return gpu_exit(r.ran);
 }
 
-int run_collectives() {
-  if (!g.parse.empty()) {
-    std::ifstream in(g.parse);
-    if (!in) throw UsageError("cannot open " + g.parse);
+int run_collectives(const ProbeOptions& o) {
+  if (!o.parse.empty()) {
+    std::ifstream in(o.parse);
+    if (!in) throw UsageError("cannot open " + o.parse);
     std::stringstream ss;
     ss << in.rdbuf();
     const auto parsed =
-        probe::parse_nccl_tests(ss.str(), g.parse, g.collective.empty() ? g.parse : g.collective);
-    const std::string coll = g.collective.empty() ? parsed.collective : g.collective;
+        probe::parse_nccl_tests(ss.str(), o.parse, o.collective.empty() ? o.parse : o.collective);
+    const std::string coll = o.collective.empty() ? parsed.collective : o.collective;
     if (parsed.ranks <= 0)
-      throw InputError(g.parse, 0, "ranks",
+      throw InputError(o.parse, 0, "ranks",
                        "'# Rank' lines or '# nThread N nGpus M' in the nccl-tests header");
     const auto a = probe::analyze_collective(coll, parsed.ranks, parsed.rows);
     nlohmann::json j{{"probe", "collectives"},
-                     {"source", g.parse},
+                     {"source", o.parse},
                      {"parsed", probe::to_json(parsed)},
                      {"analysis", probe::to_json(a)}};
-    emit("collectives", j, probe::format_table(a, parsed.rows), topology());
+    emit(o, "collectives", j, probe::format_table(a, parsed.rows), topology());
     return kExitOk;
   }
-  const auto r = probe::run_collectives_probe(g.collectives);
-  emit("collectives", probe::to_json(r), probe::format_table(r), topology());
+  const auto r = probe::run_collectives_probe(o.collectives);
+  emit(o, "collectives", probe::to_json(r), probe::format_table(r), topology());
   return gpu_exit(r.ran);
 }
 
+int run_probe(const ProbeOptions& o, const CLI::App& cmd);
+
 }  // namespace
 
-CLI::App* add_probe_command(CLI::App& app) {
-  g_probe = app.add_subcommand(
+Command add_probe_command(CLI::App& app) {
+  const auto options = std::make_shared<ProbeOptions>();
+  auto& o = *options;
+  CLI::App* cmd = app.add_subcommand(
       "probe",
       "Hardware probes for the root causes behind throughput collapses: cache-line false sharing\n"
       "and KV layouts on the CPU, GPU context switching, KV swapping and collectives.");
-  g_probe->require_subcommand(1);
+  cmd->require_subcommand(1);
 
-  auto* cl = g_probe->add_subcommand(
+  auto* cl = cmd->add_subcommand(
       "cache-line",
       "Line size (stride and coherence sweeps), the false-sharing penalty (packed vs padded\n"
       "counters) with 95% intervals, and core-to-core CAS latency");
-  cl->add_option("--threads", g.cache_line.threads,
+  cl->add_option("--threads", o.cache_line.threads,
                  "Threads for the false-sharing test, 1..64 [default: one per physical core, 2..64]")
       ->check(thread_count());
-  cl->add_option("--increments", g.cache_line.increments_per_thread,
+  cl->add_option("--increments", o.cache_line.increments_per_thread,
                  "Counter updates per thread per repetition")
       ->capture_default_str();
-  cl->add_option("--repetitions", g.cache_line.repetitions, "Repetitions of every variant (interleaved)")
+  cl->add_option("--repetitions", o.cache_line.repetitions, "Repetitions of every variant (interleaved)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  cl->add_option("--stride-mib", g.stride_mib,
+  cl->add_option("--stride-mib", o.stride_mib,
                  "Stride-sweep buffer, MiB [default: 4x the last-level cache, 64..512]");
-  cl->add_option("--ping-pong-round-trips", g.cache_line.ping_pong_round_trips,
+  cl->add_option("--ping-pong-round-trips", o.cache_line.ping_pong_round_trips,
                  "CAS round trips per repetition")
       ->capture_default_str();
-  cl->add_option("--ping-pong-repetitions", g.cache_line.ping_pong_repetitions,
+  cl->add_option("--ping-pong-repetitions", o.cache_line.ping_pong_repetitions,
                  "Ping-pong repetitions per pair")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
-  cl->add_option("--max-pairs", g.cache_line.max_ping_pong_pairs,
+  cl->add_option("--max-pairs", o.cache_line.max_ping_pong_pairs,
                  "Most cpu pairs to ping-pong (sampled evenly beyond)")
       ->capture_default_str();
-  cl->add_option("--skip", g.cache_line_skip,
+  cl->add_option("--skip", o.cache_line_skip,
                  "Parts to leave out: stride, coherence, false-sharing, ping-pong")
       ->delimiter(',');
-  add_events_option(cl);
-  add_output(cl);
+  add_events_option(cl, o);
+  add_output(cl, o);
   cl->callback([] {});
 
-  auto* kv = g_probe->add_subcommand(
+  auto* kv = cmd->add_subcommand(
       "kv-layout",
       "A CPU KV cache in head-interleaved or head-contiguous layout with packed or padded\n"
       "per-sequence metadata: line straddling and sharing, and decode throughput per layout");
-  auto& geo = g.kv.geometry;
+  auto& geo = o.kv.geometry;
   kv->add_option("--block-size", geo.block_size, "Tokens per KV block")->capture_default_str();
   kv->add_option("--head-dim", geo.head_dim, "Elements per head")->capture_default_str();
   kv->add_option("--kv-heads", geo.kv_heads, "KV heads")->capture_default_str();
@@ -409,130 +411,134 @@ CLI::App* add_probe_command(CLI::App& app) {
       ->capture_default_str();
   kv->add_option("--metadata-pad", geo.metadata_pad_bytes, "Slot size of padded metadata, bytes")
       ->capture_default_str();
-  kv->add_option("--threads", g.kv.threads, "Threads, 1..64 [default: one per physical core, 2..64]")
+  kv->add_option("--threads", o.kv.threads, "Threads, 1..64 [default: one per physical core, 2..64]")
       ->check(thread_count());
-  kv->add_option("--sequences", g.kv.sequences, "Sequences [default: 4 per thread]");
-  kv->add_option("--tokens", g.kv.tokens_per_sequence, "Decode steps (tokens appended per sequence)")
+  kv->add_option("--sequences", o.kv.sequences, "Sequences [default: 4 per thread]");
+  kv->add_option("--tokens", o.kv.tokens_per_sequence, "Decode steps (tokens appended per sequence)")
       ->capture_default_str();
-  kv->add_option("--read-window", g.kv.read_window, "K rows read back per step (attention window)")
+  kv->add_option("--read-window", o.kv.read_window, "K rows read back per step (attention window)")
       ->capture_default_str();
-  kv->add_option("--repetitions", g.kv.repetitions, "Repetitions of every variant (interleaved)")
+  kv->add_option("--repetitions", o.kv.repetitions, "Repetitions of every variant (interleaved)")
       ->capture_default_str();
-  kv->add_option("--layout", g.kv_layouts, "both, head-interleaved or head-contiguous")
+  kv->add_option("--layout", o.kv_layouts, "both, head-interleaved or head-contiguous")
       ->capture_default_str();
-  kv->add_option("--split", g.kv_splits, "both, sequence or head: how threads divide the work")
+  kv->add_option("--split", o.kv_splits, "both, sequence or head: how threads divide the work")
       ->capture_default_str();
-  kv->add_option("--metadata", g.kv_metadata, "both, packed or padded")->capture_default_str();
-  add_events_option(kv);
-  add_output(kv);
+  kv->add_option("--metadata", o.kv_metadata, "both, packed or padded")->capture_default_str();
+  add_events_option(kv, o);
+  add_output(kv, o);
   kv->callback([] {});
 
-  auto* ls = g_probe->add_subcommand(
+  auto* ls = cmd->add_subcommand(
       "line-sim",
       "Replay an address trace through a per-line ownership model: true vs false sharing per\n"
       "line (a perf-c2c-like table) and what another line size or padding would change");
-  ls->add_option("trace", g.trace,
+  ls->add_option("trace", o.trace,
                  "Trace file: text (THREAD ADDRESS SIZE r|w) or binary (from access_recorder.h)");
-  ls->add_option("--layout", g.layout,
+  ls->add_option("--layout", o.layout,
                  "Layout map (ADDRESS SIZE NAME per line) naming the objects on each line");
-  ls->add_option("--line-size", g.sim_line_size, "Line size of the model, bytes (power of two, 8..256)")
+  ls->add_option("--line-size", o.sim_line_size, "Line size of the model, bytes (power of two, 8..256)")
       ->capture_default_str();
-  ls->add_option("--predict-line-sizes", g.predict_line_sizes, "Other line sizes to predict for")
+  ls->add_option("--predict-line-sizes", o.predict_line_sizes, "Other line sizes to predict for")
       ->delimiter(',')
       ->capture_default_str();
-  ls->add_option("--top", g.top, "Lines in the table")->capture_default_str();
+  ls->add_option("--top", o.top, "Lines in the table")->capture_default_str();
   std::string cases;
   for (const auto& n : probe::sharing_case_names()) cases += (cases.empty() ? "" : ", ") + n;
-  ls->add_option("--generate", g.generate, "Use a built-in microbenchmark instead of a file: " + cases);
-  ls->add_option("--seed", g.generate_seed, "Seed of the generated interleaving")->capture_default_str();
-  ls->add_option("--gen-threads", g.generate_threads, "Threads of the generated case")->capture_default_str();
-  ls->add_option("--gen-iterations", g.generate_iterations, "Iterations per thread of the generated case")
+  ls->add_option("--generate", o.generate, "Use a built-in microbenchmark instead of a file: " + cases);
+  ls->add_option("--seed", o.generate_seed, "Seed of the generated interleaving")->capture_default_str();
+  ls->add_option("--gen-threads", o.generate_threads, "Threads of the generated case")->capture_default_str();
+  ls->add_option("--gen-iterations", o.generate_iterations, "Iterations per thread of the generated case")
       ->capture_default_str();
-  ls->add_option("--write-trace", g.write_trace, "Also write the generated trace (text) and FILE.layout");
-  add_output(ls);
+  ls->add_option("--write-trace", o.write_trace, "Also write the generated trace (text) and FILE.layout");
+  add_output(ls, o);
   ls->callback([] {});
 
-  auto* nu = g_probe->add_subcommand(
+  auto* nu = cmd->add_subcommand(
       "numa", "Local vs remote memory bandwidth and the cross-node false-sharing penalty (libnuma)");
-  nu->add_option("--buffer-mib", g.numa_buffer_mib, "Bandwidth buffer, MiB")->capture_default_str();
-  nu->add_option("--repetitions", g.numa.repetitions, "Repetitions")->capture_default_str();
-  add_output(nu);
+  nu->add_option("--buffer-mib", o.numa_buffer_mib, "Bandwidth buffer, MiB")->capture_default_str();
+  nu->add_option("--repetitions", o.numa.repetitions, "Repetitions")->capture_default_str();
+  add_output(nu, o);
   nu->callback([] {});
 
-  auto* ev = g_probe->add_subcommand(
+  auto* ev = cmd->add_subcommand(
       "events",
       "The hardware events the probes can count here: the PMUs libpfm4 finds, the default set\n"
       "(with this CPU's HITM event) and whether perf_event_open may count them");
-  ev->add_option("--pmu", g.events_pmu, "List every event of this PMU (as named under 'PMUs found')");
-  ev->add_flag("--all", g.events_all, "List every event of every PMU found");
-  add_events_option(ev);
-  add_output(ev);
+  ev->add_option("--pmu", o.events_pmu, "List every event of this PMU (as named under 'PMUs found')");
+  ev->add_flag("--all", o.events_all, "List every event of every PMU found");
+  add_events_option(ev, o);
+  add_output(ev, o);
   ev->callback([] {});
 
-  auto* gc = g_probe->add_subcommand(
+  auto* gc = cmd->add_subcommand(
       "gpu-context",
       "Latency of CUDA context create/destroy/set/push/pop per scheduling flag, primary-context\n"
       "retain/release, green contexts, first kernel launch in a fresh context");
-  gc->add_option("--device", g.gpu_context.device, "GPU index")->capture_default_str();
-  gc->add_option("--repetitions", g.gpu_context.repetitions, "Repetitions per operation")
+  gc->add_option("--device", o.gpu_context.device, "GPU index")->capture_default_str();
+  gc->add_option("--repetitions", o.gpu_context.repetitions, "Repetitions per operation")
       ->capture_default_str();
-  gc->add_flag("--no-green", g.no_green, "Skip green contexts");
-  gc->add_flag("--no-cupti", g.no_cupti, "Do not capture CUPTI activity");
-  add_output(gc);
+  gc->add_flag("--no-green", o.no_green, "Skip green contexts");
+  gc->add_flag("--no-cupti", o.no_cupti, "Do not capture CUPTI activity");
+  add_output(gc, o);
   gc->callback([] {});
 
-  auto* ks = g_probe->add_subcommand(
+  auto* ks = cmd->add_subcommand(
       "kv-swap",
       "Tenant switches that evict one tenant's KV cache to pinned host memory and restore\n"
       "another's: switch latency, GB/s per direction, small-transfer collapse, decode overlap");
-  ks->add_option("--device", g.kv_swap.device, "GPU index")->capture_default_str();
-  ks->add_option("--tenants", g.kv_swap.tenants, "Tenant counts")->delimiter(',')->capture_default_str();
-  ks->add_option("--kv-mib", g.kv_mib, "KV cache size per tenant, MiB")
+  ks->add_option("--device", o.kv_swap.device, "GPU index")->capture_default_str();
+  ks->add_option("--tenants", o.kv_swap.tenants, "Tenant counts")->delimiter(',')->capture_default_str();
+  ks->add_option("--kv-mib", o.kv_mib, "KV cache size per tenant, MiB")
       ->delimiter(',')
       ->capture_default_str();
-  ks->add_option("--chunk-kib", g.chunk_kib, "Per-transfer size, KiB (0: one copy per cache)")
+  ks->add_option("--chunk-kib", o.chunk_kib, "Per-transfer size, KiB (0: one copy per cache)")
       ->delimiter(',')
       ->capture_default_str();
-  ks->add_option("--switches", g.kv_swap.switches, "Switches per configuration")->capture_default_str();
-  ks->add_option("--repetitions", g.kv_swap.repetitions, "Repetitions per bandwidth point")
+  ks->add_option("--switches", o.kv_swap.switches, "Switches per configuration")->capture_default_str();
+  ks->add_option("--repetitions", o.kv_swap.repetitions, "Repetitions per bandwidth point")
       ->capture_default_str();
-  ks->add_option("--max-host-mib", g.max_host_mib, "Pinned host memory cap, MiB")->capture_default_str();
-  ks->add_flag("--no-overlap", g.no_overlap, "Do not run the decode-like kernel beside the copies");
-  ks->add_flag("--no-cupti", g.no_cupti, "Do not capture CUPTI activity");
-  add_output(ks);
+  ks->add_option("--max-host-mib", o.max_host_mib, "Pinned host memory cap, MiB")->capture_default_str();
+  ks->add_flag("--no-overlap", o.no_overlap, "Do not run the decode-like kernel beside the copies");
+  ks->add_flag("--no-cupti", o.no_cupti, "Do not capture CUPTI activity");
+  add_output(ks, o);
   ks->callback([] {});
 
-  auto* co = g_probe->add_subcommand(
+  auto* co = cmd->add_subcommand(
       "collectives",
       "NCCL all-reduce and all-to-all over the visible GPUs (algbw, busbw, alpha-beta fit,\n"
       "per-pair matrix), or the same analysis of nccl-tests output with --parse");
-  co->add_option("--parse", g.parse, "Analyse this nccl-tests output file instead of running NCCL");
-  co->add_option("--collective", g.collective,
+  co->add_option("--parse", o.parse, "Analyse this nccl-tests output file instead of running NCCL");
+  co->add_option("--collective", o.collective,
                  "Collective of the parsed file (all_reduce, alltoall, ...) when it does not say");
-  co->add_option("--min-bytes", g.collectives.min_bytes, "Smallest size")->capture_default_str();
-  co->add_option("--max-bytes", g.collectives.max_bytes, "Largest size")->capture_default_str();
-  co->add_option("--factor", g.collectives.factor, "Size step factor")->capture_default_str();
-  co->add_option("--iterations", g.collectives.iterations, "Timed iterations per size")
+  co->add_option("--min-bytes", o.collectives.min_bytes, "Smallest size")->capture_default_str();
+  co->add_option("--max-bytes", o.collectives.max_bytes, "Largest size")->capture_default_str();
+  co->add_option("--factor", o.collectives.factor, "Size step factor")->capture_default_str();
+  co->add_option("--iterations", o.collectives.iterations, "Timed iterations per size")
       ->capture_default_str();
-  co->add_option("--warmup", g.collectives.warmup, "Warm-up iterations per size")->capture_default_str();
-  add_output(co);
+  co->add_option("--warmup", o.collectives.warmup, "Warm-up iterations per size")->capture_default_str();
+  add_output(co, o);
   co->callback([] {});
-  return g_probe;
+  return {cmd, [options, cmd] { return run_probe(*options, *cmd); }};
 }
 
-int run_probe() {
-  for (CLI::App* sub : g_probe->get_subcommands()) {
+namespace {
+
+int run_probe(const ProbeOptions& o, const CLI::App& cmd) {
+  for (const CLI::App* sub : cmd.get_subcommands()) {
     const std::string name = sub->get_name();
-    if (name == "cache-line") return run_cache_line();
-    if (name == "kv-layout") return run_kv_layout();
-    if (name == "line-sim") return run_line_sim();
-    if (name == "numa") return run_numa();
-    if (name == "events") return run_events();
-    if (name == "gpu-context") return run_gpu_context();
-    if (name == "kv-swap") return run_kv_swap();
-    if (name == "collectives") return run_collectives();
+    if (name == "cache-line") return run_cache_line(o);
+    if (name == "kv-layout") return run_kv_layout(o);
+    if (name == "line-sim") return run_line_sim(o);
+    if (name == "numa") return run_numa(o);
+    if (name == "events") return run_events(o);
+    if (name == "gpu-context") return run_gpu_context(o);
+    if (name == "kv-swap") return run_kv_swap(o);
+    if (name == "collectives") return run_collectives(o);
   }
   return kExitUsage;
 }
+
+}  // namespace
 
 }  // namespace tokenscope::cli

@@ -2,11 +2,10 @@
 // numa, gpu-context, kv-swap, collectives). See docs/probes.md.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "cli/command.h"
 
 namespace tokenscope::cli {
 
-CLI::App* add_probe_command(CLI::App& app);
-int run_probe();
+Command add_probe_command(CLI::App& app);
 
 }  // namespace tokenscope::cli

@@ -22,7 +22,7 @@ struct ReportCommandOptions {
   std::string format;
   bool no_cache = false;
 };
-ReportCommandOptions g_report;
+int run_report(const ReportCommandOptions& o);
 
 // o[key], or null when o has no such key.
 const nlohmann::json& field(const nlohmann::json& o, const char* key) {
@@ -181,8 +181,9 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
   }
 }
 
-CLI::App* add_report_command(CLI::App& app) {
-  auto& o = g_report;
+Command add_report_command(CLI::App& app) {
+  const auto options = std::make_shared<ReportCommandOptions>();
+  auto& o = *options;
   CLI::App* report = app.add_subcommand(
       "report",
       "Report on one or more run directories (bench, sim; a sweep directory adds its rate-* runs): one\n"
@@ -203,31 +204,13 @@ CLI::App* add_report_command(CLI::App& app) {
   report->add_flag("--no-cache", o.no_cache,
                    "Read the runs' JSONL files even when a valid run cache (.tokenscope-cache) is there, and "
                    "write none (docs/check.md)");
-  return report;
+  return {report, [options] { return run_report(*options); }};
 }
 
-bool write_run_report(const std::string& dir, std::ostream& log) {
-  const auto path = std::filesystem::path(dir) / "report.html";
-  try {
-    // The run's cache is written here too: `check` and `report` of the run
-    // then read it instead of the JSONL files.
-    analyze::LoadOptions load;
-    load.cache = analyze::RunCache::kReadWrite;
-    const auto input = report::load_report_input({std::filesystem::path(dir)}, load);
-    write_file_atomic(path, report::render_html(report::report_data(input)));
-    return true;
-  } catch (const std::exception& e) {
-    log << fmt::format(
-        "tokenscope: {} not written: {} (the run's results are kept; tokenscope report {} "
-        "tries again)\n",
-        path.string(), e.what(), dir);
-    return false;
-  }
-}
+namespace {
 
-int run_report() {
+int run_report(const ReportCommandOptions& o) {
   analyze::keep_freed_memory();
-  const auto& o = g_report;
   std::vector<std::filesystem::path> paths(o.runs.begin(), o.runs.end());
   analyze::LoadOptions load;
   load.cache = o.no_cache ? analyze::RunCache::kOff : analyze::RunCache::kReadWrite;
@@ -263,5 +246,7 @@ int run_report() {
                            input.runs.size() == 1 ? "" : "s", static_cast<double>(text.size()) / 1024.0);
   return kExitOk;
 }
+
+}  // namespace
 
 }  // namespace tokenscope::cli

@@ -33,12 +33,13 @@ struct ServeOptions {
   EngineOptions engine_options;
 };
 
-ServeOptions g_opts;
+int run_serve(ServeOptions& o);
 
 }  // namespace
 
-CLI::App* add_serve_command(CLI::App& app) {
-  auto& o = g_opts;
+Command add_serve_command(CLI::App& app) {
+  const auto options = std::make_shared<ServeOptions>();
+  auto& o = *options;
   CLI::App* serve = app.add_subcommand(
       "serve",
       "Serve the simulator over an OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions,\n"
@@ -149,11 +150,12 @@ CLI::App* add_serve_command(CLI::App& app) {
   add_engine_options(serve, o.engine_options);
   serve->footer(
       "\nExit codes: 0 after a graceful shutdown, 1 I/O failure, 2 bad options (or the port is taken).\n");
-  return serve;
+  return {serve, [options] { return run_serve(*options); }};
 }
 
-int run_serve() {
-  auto& o = g_opts;
+namespace {
+
+int run_serve(ServeOptions& o) {
   if (o.api_key.empty())
     if (const char* env = std::getenv("TOKENSCOPE_API_KEY")) o.api_key = env;
   const engine::EngineSettings settings = engine_settings(o.engine_options, o.seed);
@@ -228,5 +230,7 @@ int run_serve() {
   std::cerr << "tokenscope serve: stopped" << std::endl;
   return kExitOk;
 }
+
+}  // namespace
 
 }  // namespace tokenscope::cli

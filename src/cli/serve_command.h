@@ -1,12 +1,12 @@
 // `tokenscope serve`: the simulator as an OpenAI-compatible streaming server.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "cli/command.h"
 
 namespace tokenscope::cli {
 
-CLI::App* add_serve_command(CLI::App& app);
-// Runs until SIGINT/SIGTERM, then shuts down gracefully; returns the exit code.
-int run_serve();
+// Its run serves until SIGINT/SIGTERM (waited for on the calling thread),
+// then shuts down gracefully.
+Command add_serve_command(CLI::App& app);
 
 }  // namespace tokenscope::cli

@@ -9,11 +9,15 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <span>
 #include <vector>
 
 namespace tokenscope {
+
+// +infinity: an open bound, a threshold that never trips.
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Index (0-based) of the nearest-rank p-quantile in a sorted sample of n > 0.
 std::size_t nearest_rank_index(std::size_t n, double p);

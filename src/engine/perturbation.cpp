@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "core/strings.h"
 
 namespace tokenscope::engine {
 
@@ -44,12 +45,6 @@ std::string_view name_of(TailDistribution d) {
 }
 std::string_view name_of(WarmupCurve c) {
   return c == WarmupCurve::kLinear ? "linear" : "exp";
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // One item of the spec, for error messages: its 1-based position and text.

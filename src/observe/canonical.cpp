@@ -148,17 +148,6 @@ void canonicalize_scalar(const CanonicalDefinition& def, const maps::EngineTable
   for (const auto& [g, r] : groups) out.push_back({std::string(def.name), group_labels(g), r.value});
 }
 
-// "+Inf", "0.005", "1e-05", "2.0"; nullopt for anything else (a malformed
-// bound is left out of the canonical histogram, never guessed at).
-std::optional<double> parse_le(std::string_view s) {
-  if (s == "+Inf" || s == "Inf" || s == "+inf" || s == "inf") return kInf;
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  double v = 0.0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
 std::string format_le(double v) {
   if (std::isinf(v)) return "+Inf";
   char buf[32];
@@ -378,6 +367,15 @@ std::vector<Sample> canonicalize(const Exposition& e, Engine engine) {
       canonicalize_scalar(def, table, index, out);
   }
   return out;
+}
+
+std::optional<double> parse_le(std::string_view s) {
+  if (s == "+Inf" || s == "Inf" || s == "+inf" || s == "inf") return kInf;
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  double v = 0.0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
 }
 
 }  // namespace tokenscope::observe

@@ -7,6 +7,7 @@
 // server's label sets, bucket by bucket).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -114,5 +115,9 @@ Engine detect_engine(const Exposition& e);
 // table (kUnknown) gives none. Never throws: a malformed bucket bound is left
 // out. docs/observe.md "Canonical series" has the rules and the tables.
 std::vector<Sample> canonicalize(const Exposition& e, Engine engine);
+
+// A histogram bucket's `le` label: "+Inf", "0.005", "1e-05", "2.0"; nullopt
+// for anything else (a malformed bound is left out, never guessed at).
+std::optional<double> parse_le(std::string_view s);
 
 }  // namespace tokenscope::observe

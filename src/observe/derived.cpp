@@ -30,15 +30,6 @@ std::optional<HistogramPart> histogram_part(std::string_view name) {
   return std::nullopt;
 }
 
-double parse_le(std::string_view v) {
-  if (v == "+Inf" || v == "Inf" || v == "+inf" || v == "inf") return INFINITY;
-  try {
-    return std::stod(std::string(v));
-  } catch (const std::exception&) {
-    return std::nan("");
-  }
-}
-
 // Increases of one histogram (one label set, le apart) over some window.
 struct HistogramDelta {
   std::vector<std::pair<double, double>> buckets;  // (le, cumulative increase)
@@ -55,7 +46,7 @@ class HistogramGroups {
     double le = std::nan("");
     for (const auto& l : s.labels)
       if (l.name == "le")
-        le = parse_le(l.value);
+        le = parse_le(l.value).value_or(std::nan(""));
       else
         rest.push_back(l);
     Sample key_sample{std::string(hp.family), rest, 0};

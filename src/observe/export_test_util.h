@@ -13,26 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/record.h"
+#include "core/temp_dir.h"
 #include "observe/observation.h"
 
 namespace tokenscope::observe::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tokenscope-export-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = tokenscope::TempDir;
 
 inline void write_text(const std::filesystem::path& p, const std::string& text) {
   std::ofstream(p, std::ios::binary) << text;

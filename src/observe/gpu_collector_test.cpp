@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "observe/canonical.h"
+#include "observe/collector_test_util.h"
 #include "probe/nvml.h"
 
 namespace tokenscope::observe {
@@ -17,15 +18,8 @@ namespace {
 // fake_nvml.cpp, built beside this test (src/observe/CMakeLists.txt).
 constexpr const char* kFake = TOKENSCOPE_FAKE_NVML;
 
-std::optional<double> value(const std::vector<Sample>& v, std::string_view name, const Labels& labels) {
-  for (const Sample& s : v)
-    if (s.name == name && s.labels == labels) return s.value;
-  return std::nullopt;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::value;
 
 // The fake's own counters, through a handle of our own (which also keeps
 // the library, and so its counters, loaded between collectors).

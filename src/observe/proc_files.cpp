@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace tokenscope::observe {
 namespace {
@@ -40,12 +41,6 @@ std::string_view next_token(std::string_view s, std::size_t& pos) {
   const std::size_t start = pos;
   while (pos < s.size() && !is_space(s[pos])) ++pos;
   return s.substr(start, pos - start);
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
 }
 
 [[noreturn]] void fail(const std::string& file, std::size_t line, std::string_view field,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "observe/collector_test_util.h"
 
 namespace tokenscope::observe {
 namespace {
@@ -20,9 +21,7 @@ std::string input_error(F fn) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using testing::contains;
 
 TEST(ProcStat, ReadsTheAggregateCpuLineAndCounters) {
   const std::string text =

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "observe/canonical.h"
+#include "observe/collector_test_util.h"
 
 namespace tokenscope::observe {
 namespace {
@@ -45,15 +46,8 @@ class FakeRoot {
   std::string dir_;
 };
 
-std::optional<double> value(const std::vector<Sample>& v, std::string_view name, const Labels& labels = {}) {
-  for (const Sample& s : v)
-    if (s.name == name && s.labels == labels) return s.value;
-  return std::nullopt;
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::value;
 
 // Every canonical series a collector emits is one kCanonicalSeries defines.
 void expect_canonical_names(const Observation& o) {

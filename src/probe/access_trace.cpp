@@ -4,17 +4,12 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "core/text_reader.h"
 
 namespace tokenscope::probe {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 // Splits off the next whitespace-separated word.
 std::string_view next_word(std::string_view& s) {

@@ -9,16 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace tokenscope::probe {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 std::vector<std::string_view> words(std::string_view s) {
   std::vector<std::string_view> out;

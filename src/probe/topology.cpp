@@ -11,18 +11,11 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace tokenscope::probe {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
 
 int parse_int(std::string_view s, const std::string& what, std::string_view whole) {
   int v = 0;

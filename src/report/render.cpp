@@ -49,10 +49,6 @@ std::string md_cell(std::string_view s) {
   return out;
 }
 
-const nlohmann::json& at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
-  return json_at(j, keys);
-}
-
 std::string fixed(const nlohmann::json& v, int decimals) {
   if (!v.is_number()) return "-";
   return fmt::format("{:.{}f}", v.get<double>(), decimals);
@@ -114,12 +110,12 @@ std::string render_markdown(const nlohmann::json& data) {
     std::string name = md_cell(r.value("name", std::string()));
     if (r.value("partial", false)) name += " (partial)";
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name,
-                       fixed(at(s, {"requests_total"}), 0), fixed(at(s, {"requests_failed"}), 0),
-                       fixed(at(s, {"request_throughput_rps"}), 2),
-                       fixed(at(s, {"output_token_throughput_tps"}), 1), fixed(at(s, {"ttft_ms", "p50"}), 1),
-                       fixed(at(s, {"ttft_ms", "p99"}), 1), fixed(at(s, {"tpot_ms", "p50"}), 2),
-                       fixed(at(s, {"tpot_ms", "p99"}), 2), fixed(at(s, {"itl_ms", "p99"}), 2),
-                       fixed(at(s, {"e2e_ms", "p99"}), 1));
+                       fixed(json_at(s, {"requests_total"}), 0), fixed(json_at(s, {"requests_failed"}), 0),
+                       fixed(json_at(s, {"request_throughput_rps"}), 2),
+                       fixed(json_at(s, {"output_token_throughput_tps"}), 1),
+                       fixed(json_at(s, {"ttft_ms", "p50"}), 1), fixed(json_at(s, {"ttft_ms", "p99"}), 1),
+                       fixed(json_at(s, {"tpot_ms", "p50"}), 2), fixed(json_at(s, {"tpot_ms", "p99"}), 2),
+                       fixed(json_at(s, {"itl_ms", "p99"}), 2), fixed(json_at(s, {"e2e_ms", "p99"}), 1));
   }
   out += "\nLatencies in ms.\n";
   for (const auto& sw : data["sweeps"]) {
@@ -129,10 +125,11 @@ std::string render_markdown(const nlohmann::json& data) {
     if (sw["curve"].is_array())
       for (const auto& c : sw["curve"])
         out += fmt::format(
-            "| {} | {} | {} | {} | {} | {} | {} |\n", fixed(at(c, {"rate_rps"}), 2),
-            fixed(at(c, {"achieved_rps"}), 2), fixed(at(c, {"goodput_rps"}), 2),
-            fixed(at(c, {"ttft_p99_ms"}), 1), fixed(at(c, {"tpot_p99_ms"}), 2), fixed(at(c, {"failed"}), 0),
-            at(c, {"slo_pass"}).is_boolean() ? (c["slo_pass"].get<bool>() ? "pass" : "**FAIL**") : "-");
+            "| {} | {} | {} | {} | {} | {} | {} |\n", fixed(json_at(c, {"rate_rps"}), 2),
+            fixed(json_at(c, {"achieved_rps"}), 2), fixed(json_at(c, {"goodput_rps"}), 2),
+            fixed(json_at(c, {"ttft_p99_ms"}), 1), fixed(json_at(c, {"tpot_p99_ms"}), 2),
+            fixed(json_at(c, {"failed"}), 0),
+            json_at(c, {"slo_pass"}).is_boolean() ? (c["slo_pass"].get<bool>() ? "pass" : "**FAIL**") : "-");
     if (const auto& best = sw["max_rate_meeting_slo"]; best.is_number())
       out += fmt::format("\nHighest rate meeting every SLO: {:.3g} req/s.\n", best.get<double>());
   }

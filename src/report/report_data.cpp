@@ -42,10 +42,6 @@ nlohmann::json xy_json(const XY& xy) {
   return {{"x", array_of(xy.x)}, {"y", array_of(xy.y)}};
 }
 
-const nlohmann::json& at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
-  return json_at(j, keys);
-}
-
 double number_or(const nlohmann::json& j, double fallback) {
   return j.is_number() ? j.get<double>() : fallback;
 }
@@ -414,11 +410,11 @@ nlohmann::json strip_values(const nlohmann::json& j) {
 nlohmann::json probe_json(const ProbeData& p) {
   nlohmann::json out = strip_values(p.result);
   out["file"] = p.file.string();
-  if (const auto& env = at(p.result, {"environment"}); env.is_object()) {
+  if (const auto& env = json_at(p.result, {"environment"}); env.is_object()) {
     nlohmann::json e = nlohmann::json::object();
     for (const char* k : {"hostname", "kernel", "machine", "utc", "tokenscope_version"})
       if (env.contains(k)) e[k] = env[k];
-    if (const auto& model = at(env, {"cpu", "model"}); !model.is_null()) e["cpu"] = model;
+    if (const auto& model = json_at(env, {"cpu", "model"}); !model.is_null()) e["cpu"] = model;
     out["environment"] = std::move(e);
   }
   return out;
@@ -480,29 +476,29 @@ nlohmann::json settings_json(const RunData& run) {
     if (!v.is_null()) out[key] = v;
   };
   put("command", run.command.empty() ? nlohmann::json() : nlohmann::json(run.command));
-  put("version", at(j, {"tool", "version"}));
-  put("model", at(j, {"settings", "effective", "target", "model"}));
-  put("target", at(j, {"settings", "effective", "target", "url"}));
-  put("in_process", at(j, {"settings", "effective", "target", "in_process"}));
-  put("workload", at(j, {"settings", "effective", "workload", "description"}));
-  put("load_mode", at(j, {"settings", "effective", "load", "mode"}));
-  put("rate_rps", at(j, {"settings", "effective", "load", "rate_rps"}));
-  put("planned_requests", at(j, {"settings", "effective", "load", "planned_requests"}));
-  put("max_concurrency", at(j, {"settings", "effective", "load", "max_concurrency"}));
-  put("gpu", at(j, {"settings", "effective", "engine", "gpu", "name"}));
-  put("tensor_parallel", at(j, {"settings", "effective", "engine", "tensor_parallel"}));
-  put("kv_cache_tokens", at(j, {"settings", "effective", "engine", "kv_cache_tokens"}));
-  put("slo", at(j, {"settings", "requested", "load", "slo"}));
+  put("version", json_at(j, {"tool", "version"}));
+  put("model", json_at(j, {"settings", "effective", "target", "model"}));
+  put("target", json_at(j, {"settings", "effective", "target", "url"}));
+  put("in_process", json_at(j, {"settings", "effective", "target", "in_process"}));
+  put("workload", json_at(j, {"settings", "effective", "workload", "description"}));
+  put("load_mode", json_at(j, {"settings", "effective", "load", "mode"}));
+  put("rate_rps", json_at(j, {"settings", "effective", "load", "rate_rps"}));
+  put("planned_requests", json_at(j, {"settings", "effective", "load", "planned_requests"}));
+  put("max_concurrency", json_at(j, {"settings", "effective", "load", "max_concurrency"}));
+  put("gpu", json_at(j, {"settings", "effective", "engine", "gpu", "name"}));
+  put("tensor_parallel", json_at(j, {"settings", "effective", "engine", "tensor_parallel"}));
+  put("kv_cache_tokens", json_at(j, {"settings", "effective", "engine", "kv_cache_tokens"}));
+  put("slo", json_at(j, {"settings", "requested", "load", "slo"}));
   // The environment of the run: when it started (the clock anchor), what the
   // client itself cost.
-  if (const auto& unix_ns = at(j, {"clock", "unix_ns"}); unix_ns.is_number_integer()) {
+  if (const auto& unix_ns = json_at(j, {"clock", "unix_ns"}); unix_ns.is_number_integer()) {
     const auto ns = unix_ns.get<std::int64_t>();
     const std::time_t secs = static_cast<std::time_t>(ns / 1'000'000'000);
     std::tm tm{};
     if (gmtime_r(&secs, &tm)) out["started_utc"] = fmt::format("{:%Y-%m-%d %H:%M:%S}", tm);
   }
-  put("client_cpu_s", at(j, {"client", "process_cpu_s"}));
-  put("connections_opened", at(j, {"client", "connections_opened"}));
+  put("client_cpu_s", json_at(j, {"client", "process_cpu_s"}));
+  put("connections_opened", json_at(j, {"client", "connections_opened"}));
   return out;
 }
 
@@ -534,15 +530,16 @@ std::vector<std::string> run_warnings(const RunData& run) {
   std::vector<std::string> w;
   const auto& s = run.summary;
   const auto& j = run.run_json;
-  if (const auto& v = at(j, {"verdict"}); at(v, {"failed"}) == true && at(v, {"reason"}).is_string())
+  if (const auto& v = json_at(j, {"verdict"});
+      json_at(v, {"failed"}) == true && json_at(v, {"reason"}).is_string())
     w.push_back("the run failed: " + v["reason"].get<std::string>());
-  if (const double failed = number_or(at(s, {"requests_failed"}), 0); failed > 0) {
+  if (const double failed = number_or(json_at(s, {"requests_failed"}), 0); failed > 0) {
     std::string outcomes;
-    if (const auto& by = at(s, {"requests_by_outcome"}); by.is_object())
+    if (const auto& by = json_at(s, {"requests_by_outcome"}); by.is_object())
       for (const auto& [k, n] : by.items())
         if (k != "ok") outcomes += fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", k, n.dump());
     w.push_back(fmt::format("{:.0f} of {:.0f} requests failed ({})", failed,
-                            number_or(at(s, {"requests_total"}), 0), outcomes));
+                            number_or(json_at(s, {"requests_total"}), 0), outcomes));
   }
   // Client lag from the requests (send lag without the wait for a slot
   // under a concurrency cap, which is the cap's doing, not the client's).
@@ -560,39 +557,39 @@ std::vector<std::string> run_warnings(const RunData& run) {
                       p99, max));
     }
   }
-  if (const double m = number_or(at(s, {"output_token_mismatches"}), 0); m > 0)
+  if (const double m = number_or(json_at(s, {"output_token_mismatches"}), 0); m > 0)
     w.push_back(
         fmt::format("token check: {:.0f} requests where the server's usage and the client's event "
                     "count differ",
                     m));
-  if (const double m = number_or(at(s, {"requests_without_usage"}), 0); m > 0)
+  if (const double m = number_or(json_at(s, {"requests_without_usage"}), 0); m > 0)
     w.push_back(fmt::format("{:.0f} completed requests came without a usage count", m));
-  if (const double n = number_or(at(j, {"client", "requests_not_sent"}), 0); n > 0)
+  if (const double n = number_or(json_at(j, {"client", "requests_not_sent"}), 0); n > 0)
     w.push_back(fmt::format("{:.0f} planned requests were not sent", n));
-  if (const auto& sources = at(j, {"observe", "sources"}); sources.is_array())
+  if (const auto& sources = json_at(j, {"observe", "sources"}); sources.is_array())
     for (const auto& src : sources) {
       const std::string name = src.value("source", std::string("?"));
       const std::string what = src.contains("description") && src["description"].is_string()
                                    ? fmt::format("{} ({})", name, src["description"].get<std::string>())
                                    : name;
-      const double errors = number_or(at(src, {"errors"}), 0);
+      const double errors = number_or(json_at(src, {"errors"}), 0);
       if (errors > 0) {
         std::string reasons;
-        if (const auto& by = at(src, {"errors_by_reason"}); by.is_object())
+        if (const auto& by = json_at(src, {"errors_by_reason"}); by.is_object())
           for (const auto& [r, n] : by.items())
             reasons += fmt::format("{}{} ({})", reasons.empty() ? "" : "; ", r, n.dump());
         w.push_back(fmt::format("scrape errors: {}: {:.0f} of {:.0f} reads failed{}{}", what, errors,
-                                number_or(at(src, {"reads"}), 0), reasons.empty() ? "" : ": ", reasons));
+                                number_or(json_at(src, {"reads"}), 0), reasons.empty() ? "" : ": ", reasons));
       }
     }
-  if (const auto& e = at(j, {"observe", "write_error"}); e.is_string())
+  if (const auto& e = json_at(j, {"observe", "write_error"}); e.is_string())
     w.push_back("samples.jsonl stopped being written: " + e.get<std::string>());
   return w;
 }
 
 std::vector<std::string> run_notes(const RunData& run) {
   std::vector<std::string> notes = run.notes;
-  if (const auto& sources = at(run.run_json, {"observe", "sources"}); sources.is_array())
+  if (const auto& sources = json_at(run.run_json, {"observe", "sources"}); sources.is_array())
     for (const auto& src : sources) {
       if (!src.contains("unavailable") || !src["unavailable"].is_string()) continue;
       const std::string name = src.value("source", std::string("?"));
@@ -627,7 +624,7 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     r["warnings"] = run_warnings(run);
     r["settings"] = settings_json(run);
     r["summary"] = run.summary;
-    r["server"] = at(run.run_json, {"server"});
+    r["server"] = json_at(run.run_json, {"server"});
     r["requests"] = {{"records", run.requests.size()}, {"lines_skipped", run.request_lines_skipped}};
     r["samples"] = {{"present", run.has_samples},
                     {"lines", run.sample_lines},
@@ -651,9 +648,9 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
   nlohmann::json sweeps = nlohmann::json::array();
   for (const auto& s : in.sweeps)
     sweeps.push_back({{"name", s.name},
-                      {"curve", at(s.sweep_json, {"curve"})},
-                      {"max_rate_meeting_slo", at(s.sweep_json, {"max_rate_meeting_slo"})},
-                      {"partial", at(s.sweep_json, {"partial"})},
+                      {"curve", json_at(s.sweep_json, {"curve"})},
+                      {"max_rate_meeting_slo", json_at(s.sweep_json, {"max_rate_meeting_slo"})},
+                      {"partial", json_at(s.sweep_json, {"partial"})},
                       {"runs", s.runs}});
   out["sweeps"] = std::move(sweeps);
   nlohmann::json probes = nlohmann::json::array();

@@ -14,6 +14,7 @@
 #include "analyze/downsample.h"
 #include "analyze/run_data.h"
 #include "core/error.h"
+#include "core/temp_dir.h"
 #include "report/assets.h"
 #include "report/render.h"
 #include "report/report_data.h"
@@ -45,17 +46,6 @@ void expect_golden(const std::string& text, const fs::path& golden) {
   EXPECT_EQ(text, read_file(golden)) << "differs from " << golden
                                      << " (TOKENSCOPE_UPDATE_GOLDEN=1 rewrites it after a deliberate change)";
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("report_test_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // ---- downsampling
 
@@ -250,15 +240,15 @@ TEST(LoadRun, SamplesBecomeOneSeriesPerSourceNameAndLabels) {
 TEST(LoadRun, WhatIsNotARunIsRefusedClearly) {
   TempDir t;
   try {
-    load_run(t.path);
+    load_run(t.path());
     FAIL() << "an empty directory loaded";
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr("neither run.json nor requests.jsonl"));
   }
-  EXPECT_THROW(load_run(t.path / "missing"), UsageError);
-  std::ofstream(t.path / "run.json") << "this is not json";
+  EXPECT_THROW(load_run(t.path() / "missing"), UsageError);
+  std::ofstream(t.path() / "run.json") << "this is not json";
   try {
-    load_run(t.path);
+    load_run(t.path());
     FAIL() << "a run.json that is not JSON loaded";
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("run.json: not a JSON object"));
@@ -267,8 +257,8 @@ TEST(LoadRun, WhatIsNotARunIsRefusedClearly) {
 
 TEST(LoadRun, RequestsWithoutRunJsonStillLoad) {
   TempDir t;
-  fs::copy_file(kTestdata / "sampled/requests.jsonl", t.path / "requests.jsonl");
-  const RunData run = load_run(t.path);
+  fs::copy_file(kTestdata / "sampled/requests.jsonl", t.path() / "requests.jsonl");
+  const RunData run = load_run(t.path());
   EXPECT_EQ(run.requests.size(), 3u);
   EXPECT_TRUE(run.summary_recomputed);
   EXPECT_THAT(run.notes.front(), HasSubstr("no run.json"));
@@ -345,7 +335,7 @@ const char* const kRunJsonWithSummary =
 
 TEST(LoadRun, RequestsReadInByteRangesAreTheSameAsReadWhole) {
   TempDir t;
-  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::ofstream(t.path() / "run.json") << kRunJsonWithSummary;
   std::string text;
   for (int id = 0; id < 400; ++id) {
     // Tenants first met in every part of the file, one only near the end.
@@ -362,30 +352,30 @@ TEST(LoadRun, RequestsReadInByteRangesAreTheSameAsReadWhole) {
               "\n";
   }
   text += R"({"id":5000,"tenant":"cut","t_sch)";  // a last line cut by a crash
-  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << text;
-  const RunData one = load_run(t.path, LoadOptions{1});
+  std::ofstream(t.path() / "requests.jsonl", std::ios::binary) << text;
+  const RunData one = load_run(t.path(), LoadOptions{1});
   EXPECT_EQ(one.requests.size(), 401u);
   EXPECT_EQ(one.request_lines_skipped, 3u);
-  expect_same_in_ranges(t.path, {2, 3, 4, 5, 7, 8, 13, 64});
+  expect_same_in_ranges(t.path(), {2, 3, 4, 5, 7, 8, 13, 64});
 }
 
 TEST(LoadRun, RangesSmallerThanALineAndAFileWithoutAFinalNewline) {
   TempDir t;
-  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::ofstream(t.path() / "run.json") << kRunJsonWithSummary;
   std::string text = "\n" + request_line(0, "a", "x", true, 3) + "\r\n" + request_line(1, "b", "y", true, 2) +
                      "\n\n" + request_line(2, "a", "z", false, 0);  // no final newline
-  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << text;
-  EXPECT_EQ(load_run(t.path, LoadOptions{1}).requests.size(), 3u);
+  std::ofstream(t.path() / "requests.jsonl", std::ios::binary) << text;
+  EXPECT_EQ(load_run(t.path(), LoadOptions{1}).requests.size(), 3u);
   std::vector<unsigned> ranges;
   for (unsigned n = 2; n <= 40; ++n) ranges.push_back(n);
   ranges.push_back(static_cast<unsigned>(text.size()));      // one byte each
   ranges.push_back(static_cast<unsigned>(text.size()) + 9);  // more ranges than bytes
-  expect_same_in_ranges(t.path, ranges);
+  expect_same_in_ranges(t.path(), ranges);
 }
 
 TEST(LoadRun, ABadLineInALaterRangeIsNumberedInTheFile) {
   TempDir t;
-  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::ofstream(t.path() / "run.json") << kRunJsonWithSummary;
   std::string text;
   for (int id = 0; id < 100; ++id) {
     text += request_line(id, "a", "b", true, 2) + "\n";
@@ -394,9 +384,9 @@ TEST(LoadRun, ABadLineInALaterRangeIsNumberedInTheFile) {
   text += "{\"id\":100,\"outcome\":\"sideways\"}\n";  // line 102, in the second half
   text += "also bad\n";                               // line 103
   for (int id = 101; id < 110; ++id) text += request_line(id, "a", "b", true, 2) + "\n";
-  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << text;
+  std::ofstream(t.path() / "requests.jsonl", std::ios::binary) << text;
   for (const unsigned n : {1u, 2u, 3u}) {
-    const RunData run = load_run(t.path, LoadOptions{n});
+    const RunData run = load_run(t.path(), LoadOptions{n});
     EXPECT_EQ(run.requests.size(), 109u);
     EXPECT_EQ(run.request_lines_skipped, 2u);
     std::string notes;
@@ -412,14 +402,14 @@ TEST(LoadRun, ABadLineInALaterRangeIsNumberedInTheFile) {
 // give read one after the other, notes in the same order.
 TEST(LoadRun, ConcurrentReadsGiveWhatSerialReadsGive) {
   TempDir t;
-  std::ofstream(t.path / "run.json") << kRunJsonWithSummary;
+  std::ofstream(t.path() / "run.json") << kRunJsonWithSummary;
   std::string requests = read_file(kTestdata / "sampled/requests.jsonl") + "{\"id\":\n";
   for (int id = 10; id < 200; ++id) requests += request_line(id, "t", "c", true, 4) + "\n";
-  std::ofstream(t.path / "requests.jsonl", std::ios::binary) << requests;
-  std::ofstream(t.path / "samples.jsonl", std::ios::binary)
+  std::ofstream(t.path() / "requests.jsonl", std::ios::binary) << requests;
+  std::ofstream(t.path() / "samples.jsonl", std::ios::binary)
       << read_file(kTestdata / "sampled/samples.jsonl") << "{\"t_ns\":-1,\"source\":\"x\"}\n";
-  const RunData serial = load_run(t.path, LoadOptions{1, false});
-  const RunData concurrent = load_run(t.path, LoadOptions{3, true});
+  const RunData serial = load_run(t.path(), LoadOptions{1, false});
+  const RunData concurrent = load_run(t.path(), LoadOptions{3, true});
   ASSERT_EQ(serial.notes.size(), 2u);
   EXPECT_THAT(serial.notes[0], HasSubstr("requests.jsonl: 1 bad line skipped"));
   EXPECT_THAT(serial.notes[1], HasSubstr("samples.jsonl: 1 bad line skipped"));
@@ -436,10 +426,10 @@ TEST(LoadRun, ConcurrentReadsGiveWhatSerialReadsGive) {
 // the whole file, whatever the ranges asked for.
 TEST(LoadRun, TheSummaryIsRecomputedFromOneRead) {
   TempDir t;
-  fs::copy_file(kTestdata / "partial/run.json", t.path / "run.json");
-  fs::copy_file(kTestdata / "partial/requests.jsonl", t.path / "requests.jsonl");
-  const RunData one = load_run(t.path, LoadOptions{1});
-  const RunData many = load_run(t.path, LoadOptions{4});
+  fs::copy_file(kTestdata / "partial/run.json", t.path() / "run.json");
+  fs::copy_file(kTestdata / "partial/requests.jsonl", t.path() / "requests.jsonl");
+  const RunData one = load_run(t.path(), LoadOptions{1});
+  const RunData many = load_run(t.path(), LoadOptions{4});
   EXPECT_TRUE(many.summary_recomputed);
   EXPECT_EQ(many.summary, one.summary);
   EXPECT_EQ(arrays_bytes(many.requests), arrays_bytes(one.requests));
@@ -447,13 +437,13 @@ TEST(LoadRun, TheSummaryIsRecomputedFromOneRead) {
 
 TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {
   TempDir t;
-  fs::create_directories(t.path / "sweep");
+  fs::create_directories(t.path() / "sweep");
   for (const char* rate : {"rate-10", "rate-2"})
-    fs::copy(kTestdata / "sampled", t.path / "sweep" / rate, fs::copy_options::recursive);
-  std::ofstream(t.path / "sweep/sweep.json")
+    fs::copy(kTestdata / "sampled", t.path() / "sweep" / rate, fs::copy_options::recursive);
+  std::ofstream(t.path() / "sweep/sweep.json")
       << R"({"curve":[{"rate_rps":2,"achieved_rps":1.9,"goodput_rps":1.9,"ttft_p99_ms":100,"tpot_p99_ms":10,)"
          R"("failed":0,"slo_pass":true}],"max_rate_meeting_slo":2,"partial":false})";
-  const ReportInput in = load_report_input({t.path / "sweep", kTestdata / "partial"});
+  const ReportInput in = load_report_input({t.path() / "sweep", kTestdata / "partial"});
   ASSERT_EQ(in.runs.size(), 3u);
   EXPECT_EQ(in.runs[0].name, "sweep/rate-2");
   EXPECT_EQ(in.runs[1].name, "sweep/rate-10");
@@ -468,17 +458,17 @@ TEST(LoadReportInput, SweepsLoadTheirRatesInOrderAndDifferingSettingsAreNoted) {
 
 TEST(LoadReportInput, ASweepDiffersInItsRateAloneAndAMissingRateIsANote) {
   TempDir t;
-  fs::create_directories(t.path / "sweep");
+  fs::create_directories(t.path() / "sweep");
   for (const char* rate : {"rate-1", "rate-3"}) {
-    fs::copy(kTestdata / "sampled", t.path / "sweep" / rate, fs::copy_options::recursive);
-    auto j = nlohmann::json::parse(read_file(t.path / "sweep" / rate / "run.json"));
+    fs::copy(kTestdata / "sampled", t.path() / "sweep" / rate, fs::copy_options::recursive);
+    auto j = nlohmann::json::parse(read_file(t.path() / "sweep" / rate / "run.json"));
     j["settings"]["effective"]["load"]["rate_rps"] = std::atof(rate + 5);
     j["settings"]["effective"]["load"]["last_offset_s"] = std::atof(rate + 5) * 1.7;  // observed, not asked
-    std::ofstream(t.path / "sweep" / rate / "run.json", std::ios::trunc) << j.dump();
+    std::ofstream(t.path() / "sweep" / rate / "run.json", std::ios::trunc) << j.dump();
   }
-  fs::create_directories(t.path / "sweep" / "rate-9");  // a rate the sweep did not reach
-  std::ofstream(t.path / "sweep/sweep.json") << R"({"curve":[]})";
-  const ReportInput in = load_report_input({t.path / "sweep"});
+  fs::create_directories(t.path() / "sweep" / "rate-9");  // a rate the sweep did not reach
+  std::ofstream(t.path() / "sweep/sweep.json") << R"({"curve":[]})";
+  const ReportInput in = load_report_input({t.path() / "sweep"});
   ASSERT_EQ(in.runs.size(), 2u);
   ASSERT_EQ(in.notes.size(), 1u) << in.notes[0];
   EXPECT_THAT(in.notes[0], HasSubstr("rate-9: left out: "));
@@ -488,10 +478,10 @@ TEST(LoadReportInput, ASweepDiffersInItsRateAloneAndAMissingRateIsANote) {
 TEST(LoadReportInput, RunsNamedAlikeTakeTheirParentsNames) {
   TempDir t;
   for (const char* dir : {"a/run", "b/run"}) {
-    fs::create_directories(t.path / dir);
-    fs::copy(kTestdata / "partial", t.path / dir, fs::copy_options::recursive);
+    fs::create_directories(t.path() / dir);
+    fs::copy(kTestdata / "partial", t.path() / dir, fs::copy_options::recursive);
   }
-  const ReportInput in = load_report_input({t.path / "a" / "run", t.path / "b" / "run"});
+  const ReportInput in = load_report_input({t.path() / "a" / "run", t.path() / "b" / "run"});
   ASSERT_EQ(in.runs.size(), 2u);
   EXPECT_EQ(in.runs[0].name, "a/run");
   EXPECT_EQ(in.runs[1].name, "b/run");
@@ -736,11 +726,11 @@ TEST(SimRun, StepsSlowestRequestsAndHeatMap) {
 
 TEST(SimRun, ACutStepsFileIsReadUpToTheCutWithANote) {
   TempDir t;
-  fs::copy(kTestdata / "sim", t.path / "run");
-  std::string steps = read_file(t.path / "run" / "steps.jsonl");
+  fs::copy(kTestdata / "sim", t.path() / "run");
+  std::string steps = read_file(t.path() / "run" / "steps.jsonl");
   steps.resize(steps.size() - 40);  // a crash mid-line
-  std::ofstream(t.path / "run" / "steps.jsonl", std::ios::binary | std::ios::trunc) << steps;
-  const RunData run = load_run(t.path / "run");
+  std::ofstream(t.path() / "run" / "steps.jsonl", std::ios::binary | std::ios::trunc) << steps;
+  const RunData run = load_run(t.path() / "run");
   EXPECT_EQ(run.steps.steps, 272u);
   EXPECT_EQ(run.steps.lines_skipped, 1u);
   std::string notes;
@@ -750,21 +740,21 @@ TEST(SimRun, ACutStepsFileIsReadUpToTheCutWithANote) {
 
 TEST(SimRun, StepsReadInRangesGiveWhatOneReadGives) {
   TempDir t;
-  fs::copy(kTestdata / "sim", t.path / "run");
+  fs::copy(kTestdata / "sim", t.path() / "run");
   // A bad line in the middle of the file, so that it falls in a later range.
-  std::string steps = read_file(t.path / "run" / "steps.jsonl");
+  std::string steps = read_file(t.path() / "run" / "steps.jsonl");
   std::size_t at = 0;
   for (int i = 0; i < 200; ++i) at = steps.find('\n', at) + 1;
   steps.insert(at, "{\"step\": oops}\n");
-  std::ofstream(t.path / "run" / "steps.jsonl", std::ios::binary | std::ios::trunc) << steps;
-  const RunData one = load_run(t.path / "run", LoadOptions{1});
+  std::ofstream(t.path() / "run" / "steps.jsonl", std::ios::binary | std::ios::trunc) << steps;
+  const RunData one = load_run(t.path() / "run", LoadOptions{1});
   EXPECT_EQ(one.steps.steps, 273u);
   EXPECT_EQ(one.steps.lines_skipped, 1u);
   std::string notes;
   for (const auto& n : one.notes) notes += n + "\n";
   EXPECT_THAT(notes, HasSubstr("steps.jsonl: 1 bad line skipped; the first: line 201: not a step record"));
   for (const unsigned n : {2u, 3u, 7u, 64u, 500u}) {
-    const RunData many = load_run(t.path / "run", LoadOptions{n});
+    const RunData many = load_run(t.path() / "run", LoadOptions{n});
     EXPECT_EQ(many.steps.steps, one.steps.steps) << n;
     EXPECT_EQ(many.notes, one.notes) << n;
     ASSERT_EQ(many.steps.series.size(), one.steps.series.size()) << n;
@@ -778,15 +768,15 @@ TEST(SimRun, StepsReadInRangesGiveWhatOneReadGives) {
 
 TEST(SimRun, RunningTotalsCarryOnAcrossRanges) {
   TempDir t;
-  std::ofstream(t.path / "requests.jsonl") << "";
+  std::ofstream(t.path() / "requests.jsonl") << "";
   {
-    std::ofstream steps(t.path / "steps.jsonl");
+    std::ofstream steps(t.path() / "steps.jsonl");
     for (int i = 0; i < 5000; ++i)
       steps << R"({"step":)" << i << R"(,"t_ns":)" << i * 1000000LL << R"(,"seqs":)" << i % 7
             << R"(,"preemptions":)" << (i % 3 == 0 ? 2 : 0) << R"(,"kv_usage":0.5})"
             << "\n";
   }
-  const RunData one = load_run(t.path, LoadOptions{1});
+  const RunData one = load_run(t.path(), LoadOptions{1});
   const auto total = [](const RunData& r) {
     for (const auto& s : r.steps.series)
       if (s.name == "preemptions_total") return s.v.back();
@@ -794,7 +784,7 @@ TEST(SimRun, RunningTotalsCarryOnAcrossRanges) {
   };
   EXPECT_EQ(total(one), 2.0 * 1667);
   for (const unsigned n : {2u, 5u, 33u}) {
-    const RunData many = load_run(t.path, LoadOptions{n});
+    const RunData many = load_run(t.path(), LoadOptions{n});
     ASSERT_EQ(many.steps.series.size(), one.steps.series.size());
     for (std::size_t i = 0; i < one.steps.series.size(); ++i) {
       EXPECT_EQ(many.steps.series[i].t_s, one.steps.series[i].t_s) << n;
@@ -805,24 +795,24 @@ TEST(SimRun, RunningTotalsCarryOnAcrossRanges) {
   for (const auto& s : one.steps.series) EXPECT_NE(s.name, "waiting");
   for (const auto& n : one.notes) EXPECT_THAT(n, Not(HasSubstr("steps.jsonl")));
   // A last line out of time order: the steps before it are outside the axis, and said so.
-  std::ofstream(t.path / "steps.jsonl", std::ios::app) << R"({"step":1,"t_ns":2000000,"seqs":1})"
-                                                       << "\n";
+  std::ofstream(t.path() / "steps.jsonl", std::ios::app) << R"({"step":1,"t_ns":2000000,"seqs":1})"
+                                                         << "\n";
   std::string notes;
-  for (const auto& n : load_run(t.path, LoadOptions{3}).notes) notes += n + "\n";
+  for (const auto& n : load_run(t.path(), LoadOptions{3}).notes) notes += n + "\n";
   EXPECT_THAT(notes,
               HasSubstr("steps.jsonl: 4997 steps outside the time between the first and the last line"));
 }
 
 TEST(Phases, ReadFromPhasesJsonOnTheRunsTimeAxis) {
   TempDir t;
-  fs::copy(kTestdata / "sim", t.path / "run");
-  const RunData plain = load_run(t.path / "run");
+  fs::copy(kTestdata / "sim", t.path() / "run");
+  const RunData plain = load_run(t.path() / "run");
   const Nanos o = plain.origin;
-  std::ofstream(t.path / "run" / "phases.json")
+  std::ofstream(t.path() / "run" / "phases.json")
       << R"({"phases":[{"phase":"warm-up","start_ns":)" << o << R"(,"end_ns":)" << o + 1'000'000'000
       << R"(},{"phase":"steady","start_ns":)" << o + 1'000'000'000 << R"(,"end_ns":)" << o + 3'500'000'000
       << "}]}";
-  const nlohmann::json d = report_data(load_report_input({t.path / "run"}));
+  const nlohmann::json d = report_data(load_report_input({t.path() / "run"}));
   const auto& p = d["runs"][0]["phases"];
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0]["phase"], "warm-up");
@@ -830,9 +820,9 @@ TEST(Phases, ReadFromPhasesJsonOnTheRunsTimeAxis) {
   EXPECT_EQ(p[1]["start_s"], 1.0);
   EXPECT_EQ(p[1]["end_s"], 3.5);
 
-  std::ofstream(t.path / "run" / "phases.json", std::ios::trunc)
+  std::ofstream(t.path() / "run" / "phases.json", std::ios::trunc)
       << R"({"phases":[{"phase":"steady","start_ns":5}]})";
-  const RunData bad = load_run(t.path / "run");
+  const RunData bad = load_run(t.path() / "run");
   EXPECT_TRUE(bad.phases.empty());
   std::string notes;
   for (const auto& n : bad.notes) notes += n + "\n";
@@ -841,13 +831,13 @@ TEST(Phases, ReadFromPhasesJsonOnTheRunsTimeAxis) {
 
 TEST(Probes, ResultFilesAndDirectoriesAreRead) {
   TempDir t;
-  fs::create_directories(t.path / "probes");
-  std::ofstream(t.path / "probes" / "cache-line.json")
+  fs::create_directories(t.path() / "probes");
+  std::ofstream(t.path() / "probes" / "cache-line.json")
       << R"({"probe":"cache-line","format_version":1,"environment":{"hostname":"h","cpu":{"model":"M"}},)"
       << R"("false_sharing":{"verdict":"costs 2x","ratios":[{"name":"packed/padded64","ratio":)"
       << R"({"n":3,"median":2,"ci95_low":null,"ci95_high":null,"values":[1.9,2,2.1]}}]}})";
-  std::ofstream(t.path / "probes" / "notes.json") << R"({"something":"else"})";
-  const ReportInput in = load_report_input({t.path / "probes"});
+  std::ofstream(t.path() / "probes" / "notes.json") << R"({"something":"else"})";
+  const ReportInput in = load_report_input({t.path() / "probes"});
   ASSERT_EQ(in.probes.size(), 1u);
   EXPECT_EQ(in.probes[0].probe, "cache-line");
   EXPECT_TRUE(in.runs.empty());
@@ -858,9 +848,9 @@ TEST(Probes, ResultFilesAndDirectoriesAreRead) {
   EXPECT_FALSE(p["false_sharing"]["ratios"][0]["ratio"].contains("values"));  // repetitions left out
   EXPECT_EQ(p["environment"]["cpu"], "M");
   // One file; a JSON file that is not a probe's result is named.
-  EXPECT_EQ(load_report_input({t.path / "probes" / "cache-line.json"}).probes.size(), 1u);
+  EXPECT_EQ(load_report_input({t.path() / "probes" / "cache-line.json"}).probes.size(), 1u);
   try {
-    load_report_input({t.path / "probes" / "notes.json"});
+    load_report_input({t.path() / "probes" / "notes.json"});
     FAIL() << "no error";
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr("notes.json: not a probe result"));

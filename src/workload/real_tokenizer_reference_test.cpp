@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/temp_dir.h"
 #include "workload/real_tokenizer.h"
 
 namespace tokenscope::workload {
@@ -32,19 +33,6 @@ const fs::path kNodeDir = fs::path(TOKENSCOPE_SOURCE_DIR) / "tests" / "blackbox"
 const fs::path kShareGpt = fs::path(TOKENSCOPE_SHARED_DIR) / "traces" / "ShareGPT_V3_filtered_500.json";
 constexpr std::size_t kShareGptPrompts = 300;
 const char* const kSetupHint = "run scripts/setup.sh (it installs the npm packages of tests/blackbox/node)";
-
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag)
-      : path_(fs::temp_directory_path() / ("tokenscope_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

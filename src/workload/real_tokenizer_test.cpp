@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/temp_dir.h"
 #include "workload/tokenizer_regex.h"
 #include "workload/unicode_text.h"
 
@@ -448,24 +449,6 @@ TEST(RealTokenizer, BadFilesAreInputErrorsNamingTheField) {
   expect_input_error(f, "post_processor", "special token id 7 is not in the vocabulary");
 }
 
-class TempDir {
- public:
-  TempDir()
-      : path_(std::filesystem::temp_directory_path() / ("tokenscope_tok_" + std::to_string(::getpid()))) {
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const auto p = path_ / name;
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p.string();
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
 TEST(RealTokenizer, LoaderDetectsTheFormatAndReportsBadFiles) {
   const TempDir dir;
   const std::string file = dir.write("tokenizer.json", "\n  " + byte_level_file().dump());
@@ -474,7 +457,7 @@ TEST(RealTokenizer, LoaderDetectsTheFormatAndReportsBadFiles) {
   EXPECT_EQ(t->encode("hello", false), Ids{11});
   EXPECT_EQ(t->eos_id(), std::optional<std::int32_t>(12));  // from tokenizer_config.json
   EXPECT_EQ(t->description().file, file);
-  EXPECT_EQ(load_text_tokenizer(dir.path())->encode("hello", false), Ids{11});  // a directory
+  EXPECT_EQ(load_text_tokenizer(dir.path().string())->encode("hello", false), Ids{11});  // a directory
 
   const auto message = [](const std::string& path) -> std::string {
     try {
@@ -484,12 +467,13 @@ TEST(RealTokenizer, LoaderDetectsTheFormatAndReportsBadFiles) {
     }
     return "accepted";
   };
-  EXPECT_THAT(message(dir.path() + "/missing.json"), HasSubstr("cannot open the tokenizer file"));
+  EXPECT_THAT(message(dir.path().string() + "/missing.json"), HasSubstr("cannot open the tokenizer file"));
   EXPECT_THAT(message(dir.write("empty.json", " \n")), HasSubstr("empty tokenizer file"));
   EXPECT_THAT(message(dir.write("garbage.model", "\x01\x02garbage")), HasSubstr("nor a SentencePiece model"));
   EXPECT_THAT(message(dir.write("bad.json", "{\"model\": 1")), HasSubstr("not valid JSON"));
-  std::filesystem::create_directories(dir.path() + "/emptydir");
-  EXPECT_THAT(message(dir.path() + "/emptydir"), HasSubstr("without tokenizer.json or tokenizer.model"));
+  std::filesystem::create_directories(dir.path().string() + "/emptydir");
+  EXPECT_THAT(message(dir.path().string() + "/emptydir"),
+              HasSubstr("without tokenizer.json or tokenizer.model"));
 }
 
 TEST(RealTokenizer, SingleTokenWordsNeedOneTokenAloneAndAfterASpace) {

@@ -9,7 +9,7 @@ namespace tokenscope::workload {
 
 namespace {
 // Common English words of at most four letters.
-constexpr std::string_view kWords[] = {
+constexpr std::string_view kCommonWords[] = {
     "the",  "of",   "and",  "to",   "in",   "is",   "you",  "that", "it",   "he",   "was",  "for",  "on",
     "are",  "as",   "with", "his",  "they", "at",   "be",   "this", "have", "from", "or",   "one",  "had",
     "by",   "word", "but",  "not",  "what", "all",  "were", "we",   "when", "your", "can",  "said", "use",
@@ -33,7 +33,7 @@ constexpr std::string_view kWords[] = {
 const std::vector<TokenId>& word_tokens() {
   static const std::vector<TokenId> tokens = [] {
     std::vector<TokenId> t;
-    for (auto w : kWords) t.push_back(spaced_word_id(w));
+    for (auto w : kCommonWords) t.push_back(spaced_word_id(w));
     return t;
   }();
   return tokens;
@@ -41,7 +41,7 @@ const std::vector<TokenId>& word_tokens() {
 }  // namespace
 
 std::span<const std::string_view> generated_words() {
-  return kWords;
+  return kCommonWords;
 }
 
 TokenId generated_token(std::uint64_t key, std::uint32_t index) {

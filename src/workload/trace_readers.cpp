@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "core/text_reader.h"
 
 namespace tokenscope::workload {
@@ -22,12 +23,6 @@ constexpr std::size_t kMaxSkippedExamples = 5;
 constexpr std::size_t kDetectBytes = 64 << 10;
 
 using json = nlohmann::json;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 std::uint32_t line32(std::size_t line) {
   return static_cast<std::uint32_t>(std::min<std::size_t>(line, std::numeric_limits<std::uint32_t>::max()));

@@ -159,14 +159,6 @@ double cpu_s(pid_t pid) {
          static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-// The RSS bounds are those of glibc's allocator; a sanitizer's allocator
-// keeps freed memory in quarantine and adds its own.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 const std::string kStreamOf16 = [] {
   json prompts = json::array();
   for (int i = 0; i < 16; ++i) prompts.push_back("stalled reader " + std::to_string(i));

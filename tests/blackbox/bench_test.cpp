@@ -31,12 +31,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-const std::string kBin = TOKENSCOPE_BINARY;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // A loopback HTTP/1.1 server that answers every POST with a whole (not
 // streamed) completion or chat completion of one token, or as `respond`

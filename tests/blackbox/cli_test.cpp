@@ -19,7 +19,6 @@ namespace tokenscope::testing {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kBin = TOKENSCOPE_BINARY;
 const std::string kShared = TOKENSCOPE_SHARED_DIR "/traces/";
 
 class Cli : public ::testing::Test {

@@ -22,7 +22,6 @@ namespace tokenscope::testing {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kBin = TOKENSCOPE_BINARY;
 constexpr long kMiB = 1024;  // in KiB, the unit of max_rss_kb
 // Peak memory bounds hold for the release build; a sanitizer's shadow memory
 // and quarantine make them meaningless there (the tests still check the rest).

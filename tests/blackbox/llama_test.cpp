@@ -38,7 +38,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-const std::string kBin = TOKENSCOPE_BINARY;
 using Metrics = std::map<std::string, double>;
 
 const char* kPredicted = "llamacpp:tokens_predicted_total";

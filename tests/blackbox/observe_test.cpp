@@ -27,7 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-const std::string kBin = TOKENSCOPE_BINARY;
 
 // GET over HTTP/1.0 on loopback: the whole body (empty on failure).
 std::string http_get(int port, const std::string& path) {

@@ -15,10 +15,6 @@ namespace tokenscope::testing {
 namespace {
 
 namespace fs = std::filesystem;
-// TOKENSCOPE_BIN in the environment names another binary (as for
-// scripts/gpu-check, which runs these tests on a GPU machine where the
-// build's path is not this one).
-const std::string kBin = std::getenv("TOKENSCOPE_BIN") ? std::getenv("TOKENSCOPE_BIN") : TOKENSCOPE_BINARY;
 
 class Probe : public ::testing::Test {
  protected:

@@ -3,10 +3,25 @@
 
 #include <sys/types.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 namespace tokenscope::testing {
+
+// The binary under test: the build's, or the one TOKENSCOPE_BIN in the
+// environment names (scripts/gpu-check runs the probe tests on a GPU machine
+// where the build's path is not this one).
+inline const std::string kBin =
+    std::getenv("TOKENSCOPE_BIN") ? std::getenv("TOKENSCOPE_BIN") : TOKENSCOPE_BINARY;
+
+// Under a sanitizer: the RSS bounds are those of glibc's allocator, while a
+// sanitizer's allocator keeps freed memory in quarantine and adds its own.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
 
 struct ProcessResult {
   int exit_code = -1;   // -1 when killed by a signal

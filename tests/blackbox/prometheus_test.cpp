@@ -31,7 +31,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const std::string kBin = TOKENSCOPE_BINARY;
 const std::string kPrometheus = "/usr/bin/prometheus";
 const std::string kCurl = "/usr/bin/curl";
 

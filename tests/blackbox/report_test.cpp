@@ -19,7 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-const std::string kBin = TOKENSCOPE_BINARY;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -24,7 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-const std::string kBin = TOKENSCOPE_BINARY;
 const std::string kNodeDir = TOKENSCOPE_SOURCE_DIR "/tests/blackbox/node";
 
 std::int64_t monotonic_ns() {

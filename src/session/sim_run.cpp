@@ -1,0 +1,164 @@
+#include "session/sim_run.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "analyze/run_cache.h"
+#include "core/error.h"
+#include "core/run_dir.h"
+#include "observe/sim_samples.h"
+
+namespace tokenscope::session {
+
+namespace {
+
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+nlohmann::json counters_json(const engine::EngineCounters& c) {
+  return {{"steps", c.steps},
+          {"prefix_queries_tokens", c.prefix_queries_tokens},
+          {"prefix_hits_tokens", c.prefix_hits_tokens},
+          {"preempted_queries_tokens", c.preempted_queries_tokens},
+          {"preempted_hits_tokens", c.preempted_hits_tokens},
+          {"preemptions", c.preemptions},
+          {"tenant_switches", c.tenant_switches},
+          {"swap_out_bytes", c.swap_out_bytes},
+          {"swap_in_bytes", c.swap_in_bytes},
+          {"host_kv_evictions", c.host_kv_evictions},
+          {"host_kv_recomputed_blocks", c.host_kv_recomputed_blocks},
+          {"max_host_kv_blocks", c.max_host_kv_blocks},
+          {"requests_finished", c.requests_finished},
+          {"requests_rejected", c.requests_rejected},
+          {"prompt_tokens", c.prompt_tokens},
+          {"generation_tokens", c.generation_tokens},
+          {"max_batched_tokens_seen", c.max_batched_tokens_seen},
+          {"max_blocks_in_use", c.max_blocks_in_use}};
+}
+
+// run.json "observe": the samples file and its sources, on virtual time.
+nlohmann::json observe_json(const SimRunSettings& o, const observe::SimSampler& sampler, bool steal) {
+  nlohmann::json sources = {{{"source", "sim"},
+                             {"interval_s", o.sample_interval_s},
+                             {"reads", sampler.observations()},
+                             {"clock", "virtual"}}};
+  // A steal perturbation's stolen time as a host and a cgroup would show it.
+  if (steal)
+    for (const char* source : {"host", "cgroup"})
+      sources.push_back({{"source", source},
+                         {"interval_s", o.sample_interval_s},
+                         {"reads", sampler.contention_observations()},
+                         {"clock", "virtual"},
+                         {"simulated", "steal perturbation"}});
+  return {{"samples_file", o.samples ? nlohmann::json("samples.jsonl") : nlohmann::json(nullptr)},
+          {"sources", sources}};
+}
+
+}  // namespace
+
+nlohmann::json requested_settings(const SimRunSettings& o) {
+  return {
+      {"workload", workload::to_json(o.workload)},
+      {"engine", engine::to_json(o.engine)},
+      {"output",
+       {{"out", o.out},
+        {"steps", o.steps},
+        {"samples", o.samples},
+        {"sample_interval_s", o.sample_interval_s}}},
+  };
+}
+
+SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupted, std::ostream& log) {
+  const double cpu_start = cpu_seconds();
+  const double started_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  SimRunResult result;
+  result.settings = engine::engine_settings(o.engine, o.workload.seed);
+  engine::EngineSettings& settings = result.settings;
+  if (o.workload.rate_rps <= 0 || !std::isfinite(o.workload.rate_rps))
+    throw UsageError(fmt::format("--rate: expected requests per second > 0, got {}", o.workload.rate_rps));
+  const auto catalog = engine::load_catalog(o.engine);
+  workload::BuiltWorkload bw = workload::build_workload(o.workload);
+  settings.num_tenants = static_cast<std::uint32_t>(bw.w.tenants.size());
+  result.engine = engine::resolve_engine(settings, catalog);
+  const engine::EffectiveEngine& eff = result.engine;
+  result.workload_description = bw.w.description;
+  result.read_report = bw.w.read_report;
+
+  std::unique_ptr<RunDirectory> out;
+  if (!o.out.empty()) {
+    claim_run_directory(o.out, o.overwrite, "--out");
+    out = std::make_unique<RunDirectory>(o.out);
+  }
+  engine::RecordingObserver observer(bw.w, out.get(), o.steps);
+  observer.write_perturbations(!settings.perturbations.empty());
+  auto cost = engine::make_cost_model(settings, eff);
+  // The server's canonical series on virtual time, as bench's scrapes give them (docs/observe.md).
+  observe::SimSampler sampler(observer, out && o.samples ? &out->samples() : nullptr,
+                              seconds_to_nanos(o.sample_interval_s));
+  // The run cache, built from the records as they are written (not read
+  // back from the files at the end: docs/architecture.md).
+  std::unique_ptr<observe::RunListener> files;
+  if (out && o.cache) {
+    files = analyze::run_cache_writer();
+    observer.set_record_listener([&files](const RequestRecord& r) { files->add_request(r); });
+    observer.set_step_listener([&files](const StepRecord& r) { files->add_step(r); });
+    sampler.set_listener([&files](const observe::Observation& ob) { files->add_observation(ob); });
+  }
+  const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),
+                                 [](const auto& p) { return p.kind() == engine::PerturbationKind::kSteal; });
+  if (steal) sampler.enable_contention_series();
+  engine::Engine eng(eff, settings, std::move(cost), &sampler);
+  sampler.attach(&eng);
+
+  result.report = engine::run_simulation(bw.w, eng, &interrupted);
+  const engine::SimReport& report = result.report;
+  sampler.finish(report.virtual_end_ns);
+  observer.summary().set_server_counters(engine::server_counters(report.counters));
+  result.summary = observer.summary().build();
+  if (eng.perturber()) result.perturbations = eng.perturber()->to_json();
+  result.cpu_s = cpu_seconds() - cpu_start;
+  if (!out) return result;
+
+  nlohmann::json run;
+  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "sim"}};
+  // Virtual time has no wall clock: the anchor says so (a run directory
+  // stays byte-identical for a seed); exports to UTC take one of their own.
+  run["clock"] = {{"monotonic_ns", 0},
+                  {"unix_ns", nullptr},
+                  {"virtual", true},
+                  {"definition", "virtual time from 0: no wall-clock anchor"}};
+  run["partial"] = report.interrupted;
+  run["tags"] = o.tags;
+  run["settings"] = {{"requested", requested_settings(o)},
+                     {"effective", {{"engine", eff.to_json()}, {"workload", bw.effective}}}};
+  run["summary"] = result.summary;
+  run["engine_counters"] = counters_json(report.counters);
+  // The ground truth for tokenscope check: what was injected (docs/engine.md "Perturbations").
+  run["perturbations"] = result.perturbations;
+  if (eng.perturber()) run["perturbation_seed"] = settings.perturbation_seed;
+  run["virtual_end_s"] = nanos_to_s(report.virtual_end_ns);
+  run["observe"] = observe_json(o, sampler, steal);
+  out->flush();
+  out->write_run_json(run);
+  out->close();
+  // The run cache, for the check or report that comes next (an
+  // interrupted run ends at once). Best effort, as a reader's write is.
+  if (files && !report.interrupted) files->finish(o.out);
+  files.reset();
+  // Virtual time has no wall clock: the history takes the start from here.
+  result.report_written = finish_run(o.finish, o.out, {o.out}, started_unix, log);
+  return result;
+}
+
+}  // namespace tokenscope::session

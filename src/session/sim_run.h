@@ -1,0 +1,59 @@
+// `tokenscope sim` as a library call: the workload through the simulator in
+// virtual time, the run directory written as the run goes (requests.jsonl,
+// steps.jsonl, samples.jsonl, then run.json), the run cache from memory, and
+// the finishers (report page, history). Nothing is printed but warnings on
+// `log`; the caller prints the result (src/cli/sim_command.cpp).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "engine/engine_options.h"
+#include "engine/simulator.h"
+#include "session/finishers.h"
+#include "workload/workload.h"
+#include "workload/workload_spec.h"
+
+namespace tokenscope::session {
+
+struct SimRunSettings {
+  workload::WorkloadSpec workload;
+  engine::EngineOptions engine;
+  // Output: a run directory (empty: the summary only).
+  std::string out;
+  bool overwrite = false;          // replace the run already in `out`
+  bool steps = true;               // steps.jsonl
+  bool samples = true;             // samples.jsonl
+  double sample_interval_s = 1.0;  // virtual seconds between two samples
+  bool cache = true;               // .tokenscope-cache at the end
+  std::vector<std::string> tags;   // run.json "tags"
+  Finishers finish;
+};
+
+struct SimRunResult {
+  nlohmann::json summary;  // run.json "summary"
+  engine::EngineSettings settings;
+  engine::EffectiveEngine engine;
+  engine::SimReport report;
+  std::string workload_description;
+  workload::ReadReport read_report;
+  nlohmann::json perturbations = nlohmann::json::array();  // what was injected (run.json "perturbations")
+  double cpu_s = 0.0;                                      // the process's CPU time over the run
+  bool report_written = false;
+};
+
+// Throws UsageError for bad settings or input, IoError when the run
+// directory cannot be written. *interrupted ends the run early: the results
+// so far are written, no run cache, report.interrupted is set.
+SimRunResult run_sim(const SimRunSettings& settings, const std::atomic<bool>& interrupted, std::ostream& log);
+
+// run.json's "requested" settings of a sim run (the options as given).
+nlohmann::json requested_settings(const SimRunSettings& settings);
+
+}  // namespace tokenscope::session
