@@ -81,10 +81,9 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   workload::WorkloadSpec wo = o.workload;
   if (rate) wo.rate_rps = *rate;
   const bool closed = o.concurrency > 0 || !o.user_stages.empty();
-  std::vector<Stage> stages;
-  if (!o.stages.empty()) {
+  const std::vector<Stage>& stages = o.stages.stages;
+  if (!stages.empty()) {
     if (closed) throw UsageError("--stages is for the open loop; use --user-stages with --concurrency");
-    stages = parse_stages(o.stages, "--stages");
     if (rate) throw UsageError("--stages and a sweep cannot be combined");
   }
   if (o.workload_file.empty()) {
@@ -115,12 +114,10 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     p.plan.user_stages = o.user_stages.empty()
                              ? std::vector<Stage>{{static_cast<double>(o.concurrency),
                                                    wo.num_requests > 0 ? 1e9 : wo.duration_s}}
-                             : parse_stages(o.user_stages, "--user-stages");
+                             : o.user_stages.stages;
     p.plan.max_requests = wo.num_requests;
     p.plan.think_ms = o.think_ms;
-    if (o.think_dist != "fixed" && o.think_dist != "exponential")
-      throw UsageError("--think-dist: expected fixed or exponential");
-    p.plan.think_exponential = o.think_dist == "exponential";
+    p.plan.think_exponential = o.think_dist == ThinkDist::kExponential;
     p.plan.think_seed = derive_seed(wo.seed, "think");
   } else {
     std::vector<Nanos> times;
@@ -156,8 +153,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   p.plan.max_connecting = o.max_connecting;
   // SLOs: per class from the workload file; --slo for the rest.
   p.slos = p.bw.slos;
-  for (const auto& spec : o.slo) {
-    auto [cls, slo] = parse_slo(spec);
+  for (const auto& [text, cls, slo] : o.slo) {
     if (!cls.empty()) {
       p.slos[cls] = slo;
     } else {
@@ -451,6 +447,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       {"logprobs", o.sampling.logprobs ? nlohmann::json(*o.sampling.logprobs) : nlohmann::json(nullptr)},
       {"extra_body", o.sampling.extra_body.empty() ? nlohmann::json(nullptr)
                                                    : nlohmann::json::parse(o.sampling.extra_body)}};
+  std::vector<std::string> slo_texts;
+  for (const auto& spec : o.slo) slo_texts.push_back(spec.text);
   nlohmann::json requested = {
       {"workload", workload::to_json(o.workload)},
       {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
@@ -469,17 +467,17 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         {"insecure", o.insecure},
         {"headers", o.headers.size()}}},
       {"load",
-       {{"stages", o.stages},
+       {{"stages", o.stages.text},
         {"max_concurrency", o.max_concurrency},
         {"max_connections", o.max_connections},
         {"max_connecting", o.max_connecting},
         {"concurrency", o.concurrency},
-        {"user_stages", o.user_stages},
+        {"user_stages", o.user_stages.text},
         {"think_ms", o.think_ms},
-        {"think_dist", o.think_dist},
+        {"think_dist", think_dist_name(o.think_dist)},
         {"warmup_s", o.warmup_s},
         {"client_threads", o.client_threads},
-        {"slo", o.slo},
+        {"slo", slo_texts},
         {"max_error_rate", o.max_error_rate}}},
   };
   if (o.target_url.empty())
@@ -510,8 +508,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
 
   RecordQueue queue;
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
-  const bool tty = o.progress == "auto" ? isatty(STDERR_FILENO) != 0 : o.progress == "tty";
-  const bool progress = !o.quiet && o.progress != "none";
+  const bool tty = o.progress == Progress::kAuto ? isatty(STDERR_FILENO) != 0 : o.progress == Progress::kTty;
+  const bool progress = !o.quiet && o.progress != Progress::kNone;
   const double planned_s = p.plan.closed_loop
                                ? total_duration_s(p.plan.user_stages)
                                : (p.plan.schedule.empty() ? 0.0 : nanos_to_s(p.plan.schedule.back().second));
@@ -556,7 +554,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       }
       if (first_error.empty() && r.outcome != Outcome::kOk)
         first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
-      if (o.compat == "vllm") compat.add(r, r.prompt_tokens_planned);
+      if (o.compat == Compat::kVllm) compat.add(r, r.prompt_tokens_planned);
     }
     if (live) live->add(batch);
     if (!batch.empty()) {
@@ -677,7 +675,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   report.prompt_check = prompt_check;
   report.load_description =
       p.plan.closed_loop
-          ? fmt::format("closed loop, {} users, think {} ms ({})", o.concurrency, o.think_ms, o.think_dist)
+          ? fmt::format("closed loop, {} users, think {} ms ({})", o.concurrency, o.think_ms,
+                        think_dist_name(o.think_dist))
           : fmt::format("open loop, {} requests planned over {:.1f} s{}", p.plan.schedule.size(), planned_s,
                         o.max_concurrency ? fmt::format(", at most {} in flight", o.max_concurrency) : "");
   report.client = {{"connections_opened", cc.connects},
@@ -751,7 +750,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   dir.write_run_json(run);
   dir.close();
   if (csv) csv->close();
-  if (o.compat == "vllm") {
+  if (o.compat == Compat::kVllm) {
     VllmCompatInfo info;
     info.backend = rs.api == Api::kChat ? "openai-chat" : "vllm";
     info.model_id = rs.model;
@@ -829,51 +828,6 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
 
 }  // namespace
 
-std::pair<std::string, Slo> parse_slo(std::string_view spec) {
-  std::string cls;
-  std::string_view rest = spec;
-  if (const auto colon = rest.find(':'); colon != std::string_view::npos) {
-    cls = std::string(rest.substr(0, colon));
-    rest.remove_prefix(colon + 1);
-  }
-  Slo slo;
-  std::size_t start = 0;
-  while (start <= rest.size()) {
-    const std::size_t comma = rest.find(',', start);
-    const std::string_view part = rest.substr(start, comma - start);
-    const std::size_t eq = part.find('=');
-    if (eq == std::string_view::npos)
-      throw UsageError(
-          fmt::format("--slo '{}': '{}' should be NAME=VALUE (ttft_ms, tpot_ms, e2e_ms, p)", spec, part));
-    const std::string name(part.substr(0, eq));
-    double v = 0;
-    try {
-      std::size_t used = 0;
-      v = std::stod(std::string(part.substr(eq + 1)), &used);
-      if (used != part.size() - eq - 1) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      throw UsageError(fmt::format("--slo '{}': '{}' is not a number", spec, part.substr(eq + 1)));
-    }
-    if (!(v > 0) || !std::isfinite(v))
-      throw UsageError(fmt::format("--slo '{}': {} must be > 0", spec, name));
-    if (name == "ttft_ms" || name == "ttft")
-      slo.ttft_ms = v;
-    else if (name == "tpot_ms" || name == "tpot")
-      slo.tpot_ms = v;
-    else if (name == "e2e_ms" || name == "e2e")
-      slo.e2e_ms = v;
-    else if (name == "p" || name == "percentile") {
-      if (v > 100) throw UsageError(fmt::format("--slo '{}': p must be in (0, 100]", spec));
-      slo.percentile = v;
-    } else
-      throw UsageError(
-          fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, p)", spec, name));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return {cls, slo};
-}
-
 nlohmann::json curve_point(double rate, const nlohmann::json& s) {
   nlohmann::json slo_pass = nullptr;
   if (!s["slo_attainment"].empty()) {
@@ -900,9 +854,6 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (!(o.max_error_rate >= 0 && o.max_error_rate <= 1))
     throw UsageError("--max-error-rate: expected a share in [0, 1]");
   serve::check(o.server);
-  if (o.progress != "auto" && o.progress != "tty" && o.progress != "plain" && o.progress != "none")
-    throw UsageError("--progress: expected auto, tty, plain or none");
-  if (o.compat != "" && o.compat != "vllm") throw UsageError("--compat: expected vllm");
   if (!(o.scrape_interval_s >= 0.01 && o.scrape_interval_s <= 3600))
     throw UsageError("--scrape-interval: expected seconds in [0.01, 3600]");
   // URL errors read "--target 'URL': why": named here by their own option.
@@ -950,7 +901,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     if (!r.failure.empty()) result.verdicts.push_back(r.failure);
   };
 
-  if (!o.sweep_rates.empty() || !o.sweep_search.empty()) {
+  if (!o.sweep.empty()) {
     if (o.concurrency > 0) throw UsageError("sweeps vary the open-loop rate; drop --concurrency");
     nlohmann::json curve = nlohmann::json::array();
     bool failed_run = false;
@@ -967,20 +918,15 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     };
     bool stopped = false;
     nlohmann::json best = nullptr;
-    if (!o.sweep_rates.empty()) {
-      for (double rate : parse_number_list(o.sweep_rates, "--sweep-rates"))
+    if (!o.sweep.rates.empty()) {
+      for (double rate : o.sweep.rates)
         if (!probe(rate)) {
           stopped = true;
           break;
         }
     } else {
       if (o.slo.empty()) throw UsageError("--sweep-search needs --slo (the criterion)");
-      std::string spec = o.sweep_search;
-      std::replace(spec.begin(), spec.end(), ':', ',');
-      const auto bounds = parse_number_list(spec, "--sweep-search");
-      if (bounds.size() != 2 || bounds[0] >= bounds[1])
-        throw UsageError("--sweep-search: expected LOW:HIGH with LOW < HIGH");
-      double lo = bounds[0], hi = bounds[1];
+      double lo = o.sweep.search->first, hi = o.sweep.search->second;
       auto passes = [](const nlohmann::json& c) {
         return !c["slo_pass"].is_null() && c["slo_pass"].get<bool>();
       };
@@ -997,7 +943,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
         else if (passes(*b))
           best = hi;
         else
-          for (unsigned i = 0; i < o.sweep_steps; ++i) {
+          for (unsigned i = 0; i < o.sweep.steps; ++i) {
             const double mid = (lo + hi) / 2;
             auto m = probe(mid);
             if (!m) {

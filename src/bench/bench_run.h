@@ -65,10 +65,6 @@ struct BenchResult {
   std::vector<std::string> verdicts;
 };
 
-// "ttft_ms=500,tpot_ms=50,e2e_ms=2000,p=99", optionally "CLASS:..." first;
-// returns the class ("" for every class) and the SLO. Throws UsageError.
-std::pair<std::string, Slo> parse_slo(std::string_view spec);
-
 // A sweep point of sweep.json from one run's summary.
 nlohmann::json curve_point(double rate, const nlohmann::json& summary);
 

@@ -3,20 +3,72 @@
 // load (open or closed loop, stages, sweeps, SLOs), the in-process server
 // used when there is no target, and the outputs. The CLI only fills it
 // (src/cli/bench_command.cpp); bench::run() does the rest.
+//
+// The load's small languages (stages, SLOs, sweeps, think-time distribution,
+// progress, compatibility output) arrive as text on the command line and are
+// parsed once, where they arrive, by the parsers below (each throws a
+// UsageError naming its option); the settings hold the parsed values, and
+// the text where run.json's "requested" settings record it as given.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench/exchange.h"
 #include "bench/runner.h"
+#include "bench/schedule.h"
+#include "core/summary.h"
 #include "engine/engine_options.h"
 #include "serve/sim_server_options.h"
 #include "workload/workload_spec.h"
 
 namespace tokenscope::bench {
+
+// Stages of rate (open loop) or of users (closed loop): "V@S[,V@S...]".
+struct StageList {
+  std::string text;  // as given ("" : none)
+  std::vector<Stage> stages;
+  bool empty() const { return stages.empty(); }
+};
+StageList parse_stage_list(std::string_view text, std::string_view option);
+
+// One --slo: "[CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99".
+struct SloSpec {
+  std::string text;        // as given
+  std::string task_class;  // "" : every class without an SLO of its own
+  Slo slo;
+};
+SloSpec parse_slo_spec(std::string_view text);
+
+// A load curve: one run per rate (--sweep-rates A,B,C), or the highest rate
+// meeting every SLO searched between two (--sweep-search LOW:HIGH, `steps`
+// bisections).
+struct Sweep {
+  std::vector<double> rates;
+  std::optional<std::pair<double, double>> search;
+  unsigned steps = 6;
+  bool empty() const { return rates.empty() && !search; }
+};
+std::vector<double> parse_sweep_rates(std::string_view text);
+std::pair<double, double> parse_sweep_search(std::string_view text);
+
+enum class ThinkDist : std::uint8_t { kFixed, kExponential };
+ThinkDist parse_think_dist(std::string_view text);  // fixed | exponential
+std::string_view think_dist_name(ThinkDist d);
+
+// The progress line on standard error: on a terminal (auto), always redrawn
+// (tty), a line every few seconds (plain), or none.
+enum class Progress : std::uint8_t { kAuto, kTty, kPlain, kNone };
+Progress parse_progress(std::string_view text);  // auto | tty | plain | none
+
+// Output in a peer's format beside the run's own: none, or vLLM's
+// benchmark_serving result (vllm_result.json).
+enum class Compat : std::uint8_t { kNone, kVllm };
+Compat parse_compat(std::string_view text);  // "" | vllm
 
 struct BenchSettings {
   // ---- workload: the options shared with sim, or a YAML workload file
@@ -47,21 +99,19 @@ struct BenchSettings {
   std::size_t prompt_check_sample = 16;
 
   // ---- load
-  std::string stages;                 // open loop: RATE@SECONDS,...
+  StageList stages;                   // open loop: RATE@SECONDS,...
   std::uint32_t max_concurrency = 0;  // open loop: requests in flight at most (0: no cap)
   std::uint32_t concurrency = 0;      // closed loop: users (0: open loop)
-  std::string user_stages;            // closed loop: USERS@SECONDS,...
+  StageList user_stages;              // closed loop: USERS@SECONDS,...
   double think_ms = 0.0;
-  std::string think_dist = "fixed";  // fixed | exponential
+  ThinkDist think_dist = ThinkDist::kFixed;
   double warmup_s = 0.0;
   unsigned client_threads = 1;
   std::uint32_t max_connections = 0;  // connections open at most, all client threads together (0: default)
   std::uint32_t max_connecting =
-      kDefaultMaxConnecting;     // TCP handshakes in progress at most, per client thread (0: no limit)
-  std::vector<std::string> slo;  // [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99
-  std::string sweep_rates;       // "A,B,C"
-  std::string sweep_search;      // "LOW:HIGH"
-  unsigned sweep_steps = 6;
+      kDefaultMaxConnecting;  // TCP handshakes in progress at most, per client thread (0: no limit)
+  std::vector<SloSpec> slo;   // --slo (repeatable)
+  Sweep sweep;
   // The run fails (exit 1) when more than this share of its requests failed.
   double max_error_rate = 0.1;
 
@@ -91,11 +141,11 @@ struct BenchSettings {
   std::vector<std::string> tags;
   std::string out_dir;     // "" : runs/bench-UTCDATE-TIME
   bool overwrite = false;  // --out may hold an earlier run: its files are removed first
-  std::string compat;      // "" | "vllm"
+  Compat compat = Compat::kNone;
   bool csv = false;
   bool quiet = false;
-  std::string progress = "auto";  // auto | tty | plain | none
-  double grace_s = 5.0;           // after Ctrl-C, how long requests in flight may finish
+  Progress progress = Progress::kAuto;
+  double grace_s = 5.0;  // after Ctrl-C, how long requests in flight may finish
   // The benchmark's own Prometheus metrics on GET /metrics while it runs
   // (bench/live_metrics.h): -1 none, 0 a free port (named on the log).
   int metrics_port = -1;

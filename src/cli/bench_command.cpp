@@ -31,6 +31,10 @@ struct BenchOptions {
   std::optional<double> temperature, top_p;
   std::optional<std::int64_t> top_k, request_seed;
   std::optional<std::uint32_t> logprobs;
+  // The load's small languages as given, parsed into `s` once the command
+  // line is read (bench/bench_settings.h).
+  std::string stages, user_stages, think_dist = "fixed", sweep_rates, sweep_search, progress = "auto", compat;
+  std::vector<std::string> slo;
   bool no_cache = false;      // --no-cache: no run cache written at the end
   session::Finishers finish;  // --report, the history
   bool json = false;
@@ -206,7 +210,7 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
                    "YAML workload: tenants, task classes with shares, lengths, "
                    "sessions and SLOs (docs/bench.md)")
       ->group(L);
-  bench->add_option("--stages", s.stages, "Open-loop rate stages RATE@SECONDS,... (e.g. 5@30,10@30)")
+  bench->add_option("--stages", o.stages, "Open-loop rate stages RATE@SECONDS,... (e.g. 5@30,10@30)")
       ->group(L);
   bench
       ->add_option("--max-concurrency", s.max_concurrency,
@@ -215,11 +219,11 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->group(L);
   bench->add_option("--concurrency", s.concurrency, "Closed loop with N users (instead of an arrival rate)")
       ->group(L);
-  bench->add_option("--user-stages", s.user_stages, "Closed-loop user stages USERS@SECONDS,...")->group(L);
+  bench->add_option("--user-stages", o.user_stages, "Closed-loop user stages USERS@SECONDS,...")->group(L);
   bench->add_option("--think-ms", s.think_ms, "Closed loop: think time between a user's requests, ms")
       ->capture_default_str()
       ->group(L);
-  bench->add_option("--think-dist", s.think_dist, "fixed|exponential")->capture_default_str()->group(L);
+  bench->add_option("--think-dist", o.think_dist, "fixed|exponential")->capture_default_str()->group(L);
   bench
       ->add_option("--warmup-s", s.warmup_s,
                    "Requests scheduled in the first S seconds are excluded from the summary")
@@ -241,15 +245,15 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
                    "overflow small listen backlogs (llama-server's is 5)")
       ->capture_default_str()
       ->group(L);
-  bench->add_option("--slo", s.slo, "SLO [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99 (repeatable; goodput)")
+  bench->add_option("--slo", o.slo, "SLO [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99 (repeatable; goodput)")
       ->group(L);
-  bench->add_option("--sweep-rates", s.sweep_rates, "Run once per rate (req/s), e.g. 2,4,8: the load curve")
+  bench->add_option("--sweep-rates", o.sweep_rates, "Run once per rate (req/s), e.g. 2,4,8: the load curve")
       ->group(L);
   bench
-      ->add_option("--sweep-search", s.sweep_search,
+      ->add_option("--sweep-search", o.sweep_search,
                    "LOW:HIGH: bisect for the highest rate at which every SLO holds (needs --slo)")
       ->group(L);
-  bench->add_option("--sweep-steps", s.sweep_steps, "Runs of --sweep-search after LOW and HIGH")
+  bench->add_option("--sweep-steps", s.sweep.steps, "Runs of --sweep-search after LOW and HIGH")
       ->capture_default_str()
       ->group(L);
   bench
@@ -347,7 +351,7 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
                  "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
   bench
-      ->add_option("--compat", s.compat,
+      ->add_option("--compat", o.compat,
                    "Also write vllm_result.json with vLLM's benchmark keys and definitions")
       ->check(CLI::IsMember({"vllm"}))
       ->group(O);
@@ -366,7 +370,7 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
   add_run_history_options(bench, o.finish.history, s.tags, O);
   bench->add_flag("--json", o.json, "Print the summary as JSON")->group(O);
   bench->add_flag("--quiet", s.quiet, "Print nothing on success")->group(O);
-  bench->add_option("--progress", s.progress, "auto|tty|plain|none")->capture_default_str()->group(O);
+  bench->add_option("--progress", o.progress, "auto|tty|plain|none")->capture_default_str()->group(O);
   bench->add_option("--grace-s", s.grace_s, "On Ctrl-C, wait this long for requests in flight, s")
       ->capture_default_str()
       ->group(O);
@@ -432,6 +436,15 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   s.sampling.top_k = o.top_k;
   s.sampling.seed = o.request_seed;
   s.sampling.logprobs = o.logprobs;
+  s.stages = bench::parse_stage_list(o.stages, "--stages");
+  s.user_stages = bench::parse_stage_list(o.user_stages, "--user-stages");
+  s.think_dist = bench::parse_think_dist(o.think_dist);
+  s.slo.clear();
+  for (const auto& spec : o.slo) s.slo.push_back(bench::parse_slo_spec(spec));
+  if (!o.sweep_rates.empty()) s.sweep.rates = bench::parse_sweep_rates(o.sweep_rates);
+  if (!o.sweep_search.empty()) s.sweep.search = bench::parse_sweep_search(o.sweep_search);
+  s.progress = bench::parse_progress(o.progress);
+  s.compat = bench::parse_compat(o.compat);
 
   // The run cache, for the check that comes next: built from each run's
   // lines as they are written, saved when the run reaches its end.
@@ -450,7 +463,7 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   if (!result.sweep.is_null()) {
     if (!s.quiet) {
       print_curve(result.sweep["curve"]);
-      if (!s.sweep_search.empty()) {
+      if (s.sweep.search) {
         const auto& best = result.sweep["max_rate_meeting_slo"];
         std::cout << (best.is_null() ? std::string("no rate met every SLO\n")
                                      : fmt::format("highest rate meeting every SLO: {:.3g} req/s\n",

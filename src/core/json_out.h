@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -81,5 +82,58 @@ inline void key(std::string& out, std::string_view name, bool first = false) {
   out += name;
   out += "\":";
 }
+
+// Writes a part of a line whose length has a known bound straight into the
+// string's buffer (the hot lines: a step, a request's event offsets): the
+// string grows once by the bound, literals are copied with their length
+// known at compile time, integers by std::to_chars; the string is cut to
+// what was written when the writer ends. Nothing else may touch the string
+// meanwhile. `max_bytes` must bound what is written (an integer takes at
+// most 20 bytes, a fixed() number at most 24 beyond its decimals).
+class BoundedWriter {
+ public:
+  BoundedWriter(std::string& out, std::size_t max_bytes) : out_(out), start_(out.size()) {
+    out.resize(start_ + max_bytes);
+    p_ = out.data() + start_;
+    end_ = out.data() + out.size();
+  }
+  ~BoundedWriter() { out_.resize(static_cast<std::size_t>(p_ - out_.data())); }
+  BoundedWriter(const BoundedWriter&) = delete;
+  BoundedWriter& operator=(const BoundedWriter&) = delete;
+
+  template <std::size_t N>
+  BoundedWriter& lit(const char (&s)[N]) {
+    std::memcpy(p_, s, N - 1);
+    p_ += N - 1;
+    return *this;
+  }
+  BoundedWriter& ch(char c) {
+    *p_++ = c;
+    return *this;
+  }
+  BoundedWriter& u(std::uint64_t v) {
+    p_ = std::to_chars(p_, end_, v).ptr;
+    return *this;
+  }
+  BoundedWriter& i(std::int64_t v) {
+    p_ = std::to_chars(p_, end_, v).ptr;
+    return *this;
+  }
+  // Fixed notation; a number too large for it (|v| >= 1e18) in the shortest form.
+  BoundedWriter& fixed(double v, int decimals) {
+    if (!(v < 1e18 && v > -1e18)) {
+      p_ = std::to_chars(p_, end_, v).ptr;
+      return *this;
+    }
+    p_ = std::to_chars(p_, end_, v, std::chars_format::fixed, decimals).ptr;
+    return *this;
+  }
+
+ private:
+  std::string& out_;
+  std::size_t start_;
+  char* p_;
+  char* end_;
+};
 
 }  // namespace tokenscope::jsonout

@@ -132,22 +132,28 @@ void RequestRecord::append_json(std::string& out) const {
     append_escaped(out, detail);
   }
   key(out, "event_offsets_ns");
-  out += '[';
-  for (std::size_t i = 0; i < event_times.size(); ++i) {
-    if (i) out += ',';
-    append_int(out, event_times[i] - t_send);
+  {
+    // The longest part of the line (a request's every output event): written
+    // in place, 21 bytes at most per number and its comma.
+    jsonout::BoundedWriter w(out, 2 + 21 * event_times.size());
+    w.ch('[');
+    for (std::size_t i = 0; i < event_times.size(); ++i) {
+      if (i) w.ch(',');
+      w.i(event_times[i] - t_send);
+    }
+    w.ch(']');
   }
-  out += ']';
   bool all_single = true;
   for (auto k : event_tokens) all_single &= (k == 1);
   if (!all_single) {
     key(out, "event_tokens");
-    out += '[';
+    jsonout::BoundedWriter w(out, 2 + 21 * event_tokens.size());
+    w.ch('[');
     for (std::size_t i = 0; i < event_tokens.size(); ++i) {
-      if (i) out += ',';
-      append_uint(out, event_tokens[i]);
+      if (i) w.ch(',');
+      w.u(event_tokens[i]);
     }
-    out += ']';
+    w.ch(']');
   }
   if (events_dropped > 0) {
     key(out, "events_dropped");
@@ -189,53 +195,34 @@ Nanos RequestRecord::last_token() const {
 }
 
 void StepRecord::append_json(std::string& o) const {
-  using jsonout::append_uint;
-  // Field names are documented in docs/metrics.md ("Step record").
-  o += "{\"step\":";
-  append_uint(o, index);
-  o += ",\"t_ns\":";
-  append_uint(o, static_cast<std::uint64_t>(t));
-  o += ",\"dur_ns\":";
-  append_uint(o, static_cast<std::uint64_t>(dur));
-  o += ",\"seqs\":";
-  append_uint(o, seqs);
-  o += ",\"prefill_tokens\":";
-  append_uint(o, prefill_tokens);
-  o += ",\"decode_tokens\":";
-  append_uint(o, decode_tokens);
-  o += ",\"running\":";
-  append_uint(o, running);
-  o += ",\"waiting\":";
-  append_uint(o, waiting);
-  o += ",\"kv_usage\":";
-  jsonout::append_fixed(o, kv_usage, 6);
-  o += ",\"kv_blocks\":";
-  append_uint(o, kv_blocks);
-  o += ",\"query_tokens\":";
-  append_uint(o, query_tokens);
-  o += ",\"hit_tokens\":";
-  append_uint(o, hit_tokens);
-  o += ",\"preemptions\":";
-  append_uint(o, preemptions);
-  o += ",\"tenant_switches\":";
-  append_uint(o, tenant_switches);
-  o += ",\"swap_out_bytes\":";
-  append_uint(o, swap_out_bytes);
-  o += ",\"swap_in_bytes\":";
-  append_uint(o, swap_in_bytes);
-  o += ",\"host_kv_blocks\":";
-  append_uint(o, host_kv_blocks);
-  o += ",\"host_kv_evictions\":";
-  append_uint(o, host_kv_evictions);
-  o += ",\"host_kv_recomputed_blocks\":";
-  append_uint(o, host_kv_recomputed_blocks);
+  // Field names are documented in docs/metrics.md ("Step record"). At most
+  // 21 integers of 20 bytes, a fixed number of 26 and 360 bytes of names:
+  // 1024 bound the line.
+  jsonout::BoundedWriter w(o, 1024);
+  w.lit("{\"step\":").u(index);
+  w.lit(",\"t_ns\":").u(static_cast<std::uint64_t>(t));
+  w.lit(",\"dur_ns\":").u(static_cast<std::uint64_t>(dur));
+  w.lit(",\"seqs\":").u(seqs);
+  w.lit(",\"prefill_tokens\":").u(prefill_tokens);
+  w.lit(",\"decode_tokens\":").u(decode_tokens);
+  w.lit(",\"running\":").u(running);
+  w.lit(",\"waiting\":").u(waiting);
+  w.lit(",\"kv_usage\":").fixed(kv_usage, 6);
+  w.lit(",\"kv_blocks\":").u(kv_blocks);
+  w.lit(",\"query_tokens\":").u(query_tokens);
+  w.lit(",\"hit_tokens\":").u(hit_tokens);
+  w.lit(",\"preemptions\":").u(preemptions);
+  w.lit(",\"tenant_switches\":").u(tenant_switches);
+  w.lit(",\"swap_out_bytes\":").u(swap_out_bytes);
+  w.lit(",\"swap_in_bytes\":").u(swap_in_bytes);
+  w.lit(",\"host_kv_blocks\":").u(host_kv_blocks);
+  w.lit(",\"host_kv_evictions\":").u(host_kv_evictions);
+  w.lit(",\"host_kv_recomputed_blocks\":").u(host_kv_recomputed_blocks);
   if (has_perturbations) {
-    o += ",\"perturbation_ns\":";
-    append_uint(o, static_cast<std::uint64_t>(perturbation_ns));
-    o += ",\"stolen_ns\":";
-    append_uint(o, static_cast<std::uint64_t>(stolen_ns));
+    w.lit(",\"perturbation_ns\":").u(static_cast<std::uint64_t>(perturbation_ns));
+    w.lit(",\"stolen_ns\":").u(static_cast<std::uint64_t>(stolen_ns));
   }
-  o += '}';
+  w.ch('}');
 }
 
 }  // namespace tokenscope

@@ -49,10 +49,14 @@ class HistogramGroups {
         le = parse_le(l.value).value_or(std::nan(""));
       else
         rest.push_back(l);
-    Sample key_sample{std::string(hp.family), rest, 0};
-    auto& h = groups_[series_key(key_sample)];
-    h.labels = rest;
-    family_[series_key(key_sample)] = std::string(hp.family);
+    Sample key_sample{std::string(hp.family), std::move(rest), 0};
+    const std::string key = series_key(key_sample);
+    auto [it, fresh] = groups_.try_emplace(key);
+    HistogramDelta& h = it->second;
+    if (fresh) {  // the key holds the family and the labels: they are the group's for good
+      h.labels = std::move(key_sample.labels);
+      family_[key] = std::move(key_sample.name);
+    }
     if (hp.part == "bucket") {
       if (!std::isnan(le)) h.buckets.emplace_back(le, increase);
     } else if (hp.part == "sum") {
