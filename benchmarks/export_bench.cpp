@@ -17,13 +17,15 @@
 
 #include "core/record.h"
 #include "core/run_dir.h"
-#include "observe/export_otlp.h"
-#include "observe/export_perfetto.h"
+#include "exporters/otlp.h"
+#include "exporters/perfetto.h"
 
 namespace {
 
 using namespace tokenscope;
 using namespace tokenscope::observe;
+using namespace tokenscope::rundir;
+using namespace tokenscope::exporters;
 
 int generate(const std::filesystem::path& dir, std::uint64_t requests, int events) {
   RunDirectory run(dir, /*requests_line_durable=*/false);

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 repeats="${1:-5}"
 [ "$repeats" -ge 3 ] || { echo "REPEATS must be at least 3 (medians)" >&2; exit 2; }
 trace="../shared/traces/AzureLLMInferenceTrace_conv.csv"
-bin="build/release/src/cli/tokenscope"
+bin="${BIN:-build/release/src/cli/tokenscope}"  # BIN: another build of this one
 [ -f "$trace" ] || { echo "needs $trace" >&2; exit 2; }
 [ -x "$bin" ] || bash scripts/build.sh release >/dev/null
 work="$(mktemp -d)"

@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "observe/export_otlp.h"
-#include "observe/export_perfetto.h"
+#include "exporters/otlp.h"
+#include "exporters/perfetto.h"
 
 namespace {
 
@@ -61,6 +61,8 @@ void check_samples_line(std::string_view line, Observation& reused) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tokenscope;
   using namespace tokenscope::observe;
+  using namespace tokenscope::rundir;
+  using namespace tokenscope::exporters;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const std::size_t a = input.find('\0');
   const std::string_view requests = input.substr(0, a);

@@ -22,8 +22,8 @@
 #include "analyze/regression.h"
 #include "core/error.h"
 #include "core/stats.h"
-#include "observe/export_run.h"
 #include "probe/collectives.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze {
 

@@ -23,8 +23,8 @@
 #include "analyze/regression.h"
 #include "core/error.h"
 #include "core/stats.h"
-#include "observe/export_run.h"
 #include "probe/collectives.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze::detail {
 
@@ -33,14 +33,14 @@ namespace {
 std::map<std::string, Slo> slos_of(const RunData& run, const Thresholds& t) {
   if (!t.slos.empty()) return t.slos;
   std::map<std::string, Slo> out;
-  const auto* att = observe::json_path(run.summary, {"slo_attainment"});
+  const auto* att = rundir::json_path(run.summary, {"slo_attainment"});
   if (!att || !att->is_object()) return out;
   for (const auto& [cls, c] : att->items()) {
     Slo s;
     if (c.contains("percentile") && c["percentile"].is_number()) s.percentile = c["percentile"].get<double>();
     for (const auto& [key, target] :
          {std::pair{"ttft_ms", &s.ttft_ms}, std::pair{"tpot_ms", &s.tpot_ms}, std::pair{"e2e_ms", &s.e2e_ms}})
-      if (const auto* v = observe::json_path(c, {key, "target"}); v && v->is_number())
+      if (const auto* v = rundir::json_path(c, {key, "target"}); v && v->is_number())
         *target = v->get<double>();
     if (!s.empty()) out[cls == "default" ? "" : cls] = s;
   }
@@ -66,7 +66,7 @@ SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo)
   const auto idx = class_index(run, cls);
   if (!idx) return c;
   const RequestArrays& a = run.requests;
-  const auto* from = observe::json_path(run.summary, {"slo_latency_from"});
+  const auto* from = rundir::json_path(run.summary, {"slo_latency_from"});
   const bool from_schedule = from && from->is_string() && *from == "schedule";
   constexpr double kInf = HUGE_VAL;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -161,7 +161,7 @@ ItemResult item_slo(const Pair& p) {
   if (r.findings.empty()) return no_data(2, "no request of a class with an SLO");
   if (!p.single()) {
     const auto gp = [](const RunData& run) {
-      const auto* g = observe::json_path(run.summary, {"goodput_rps"});
+      const auto* g = rundir::json_path(run.summary, {"goodput_rps"});
       return g && g->is_number() ? std::optional<double>(g->get<double>()) : std::nullopt;
     };
     if (gp(*p.base) && gp(p.cand))

@@ -23,8 +23,8 @@
 #include "analyze/regression.h"
 #include "core/error.h"
 #include "core/stats.h"
-#include "observe/export_run.h"
 #include "probe/collectives.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze::detail {
 
@@ -194,7 +194,7 @@ ItemResult item_locality(const Pair& p) {
   // the intervals' widths.
   const auto fit_of = [](const RunData* run) -> const nlohmann::json* {
     if (!run) return nullptr;
-    const auto* fit = observe::json_path(run->run_json, {"kv_locality", "fit"});
+    const auto* fit = rundir::json_path(run->run_json, {"kv_locality", "fit"});
     return fit && fit->is_object() ? fit : nullptr;
   };
   for (const RunData* run : {p.base, &p.cand})

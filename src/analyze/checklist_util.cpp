@@ -8,7 +8,7 @@
 #include <boost/math/distributions/normal.hpp>
 
 #include "core/stats.h"
-#include "observe/export_run.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze::detail {
 
@@ -150,7 +150,7 @@ Nanos send_midpoint(const RunData& run) {
 }
 
 std::string source_missing(const RunData& run, std::string_view source) {
-  const auto* sources = observe::json_path(run.run_json, {"observe", "sources"});
+  const auto* sources = rundir::json_path(run.run_json, {"observe", "sources"});
   if (!sources || !sources->is_array()) return "";
   for (const auto& s : *sources) {
     if (!s.is_object()) continue;
@@ -169,11 +169,11 @@ std::string source_missing(const RunData& run, std::string_view source) {
 }
 
 bool server_engine_is(const RunData& run, std::string_view engine) {
-  if (const auto* engines = observe::json_path(run.run_json, {"server", "engines"});
+  if (const auto* engines = rundir::json_path(run.run_json, {"server", "engines"});
       engines && engines->is_array())
     for (const auto& e : *engines)
       if (e.is_string() && e.get_ref<const std::string&>() == engine) return true;
-  if (const auto* sources = observe::json_path(run.run_json, {"observe", "sources"});
+  if (const auto* sources = rundir::json_path(run.run_json, {"observe", "sources"});
       sources && sources->is_array())
     for (const auto& s : *sources)
       if (s.is_object())
@@ -277,13 +277,13 @@ ItemResult no_data(int number, const std::string& why) {
 std::optional<double> engine_setting(const RunData& run, const char* key) {
   // A batch_cap perturbation replaces the setting (docs/engine.md "Perturbations").
   if (std::string_view(key) == "max_num_seqs")
-    if (const auto* ps = observe::json_path(run.run_json, {"perturbations"}); ps && ps->is_array())
+    if (const auto* ps = rundir::json_path(run.run_json, {"perturbations"}); ps && ps->is_array())
       for (const auto& p : *ps)
         if (p.is_object() && p.value("kind", "") == "batch_cap" && p.contains("max_num_seqs") &&
             p["max_num_seqs"].is_number())
           return p["max_num_seqs"].get<double>();
-  for (const auto* p : {observe::json_path(run.run_json, {"settings", "requested", "engine", key}),
-                        observe::json_path(run.run_json, {"settings", "requested", "server", "engine", key})})
+  for (const auto* p : {rundir::json_path(run.run_json, {"settings", "requested", "engine", key}),
+                        rundir::json_path(run.run_json, {"settings", "requested", "server", "engine", key})})
     if (p && p->is_number()) return p->get<double>();
   return std::nullopt;
 }

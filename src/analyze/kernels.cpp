@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/text_reader.h"
-#include "observe/export_run.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze {
 
@@ -151,22 +151,22 @@ KernelLineKind KernelLineParser::parse(std::string_view line, KernelRecord& rec)
     return KernelLineKind::kNotOneOfOurs;
   }
   if (!name || name->get_string().get(text) != simdjson::SUCCESS)
-    throw observe::LineError("name",
-                             "expected the record's name, a string (\"kernel_duration_ns\" for a kernel)");
+    throw rundir::LineError("name",
+                            "expected the record's name, a string (\"kernel_duration_ns\" for a kernel)");
   if (text != kKernelName) return KernelLineKind::kCuptiOther;
   double start_s = 0, duration = 0;
   if (!t || !number_of(*t, start_s) || !(start_s >= 0 && start_s < kMaxStartS))
-    throw observe::LineError("t", "expected the launch's start in seconds, a number from 0 to 9.2e9");
+    throw rundir::LineError("t", "expected the launch's start in seconds, a number from 0 to 9.2e9");
   dom::object label_object;
   if (!labels || labels->get_object().get(label_object) != simdjson::SUCCESS)
-    throw observe::LineError("labels", "expected an object with the kernel's name in \"what\"");
+    throw rundir::LineError("labels", "expected an object with the kernel's name in \"what\"");
   std::optional<dom::element> what;
   for (const dom::key_value_pair kv : label_object)
     if (kv.key == "what") what = kv.value;
   if (!what || what->get_string().get(text) != simdjson::SUCCESS || text.empty())
-    throw observe::LineError("labels.what", "expected the kernel's name, a non-empty string");
+    throw rundir::LineError("labels.what", "expected the kernel's name, a non-empty string");
   if (!value || !number_of(*value, duration) || !(duration >= 0 && duration <= kMaxDurationNs))
-    throw observe::LineError("value", "expected the launch's duration in ns, a number from 0 to 1e15");
+    throw rundir::LineError("value", "expected the launch's duration in ns, a number from 0 to 1e15");
   rec.name = text;
   rec.start_ns = std::llround(start_s * 1e9);
   rec.duration_ns = std::llround(duration);
@@ -187,7 +187,7 @@ KernelInventory parse_lines(TextReader& reader, const std::string& file) {
     KernelLineKind kind = KernelLineKind::kNotOneOfOurs;
     try {
       kind = parser.parse(line, rec);
-    } catch (const observe::LineError& e) {
+    } catch (const rundir::LineError& e) {
       throw InputError(file, n, e.field(), e.what());
     }
     switch (kind) {

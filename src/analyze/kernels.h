@@ -122,7 +122,7 @@ class KernelLineParser {
   ~KernelLineParser();
   KernelLineParser(const KernelLineParser&) = delete;
   KernelLineParser& operator=(const KernelLineParser&) = delete;
-  // kKernel fills rec. Throws observe::LineError (the field, what was
+  // kKernel fills rec. Throws rundir::LineError (the field, what was
   // expected) for a CUPTI kernel record with a bad field. With
   // kNotOneOfOurs, why() says what the line is not.
   KernelLineKind parse(std::string_view line, KernelRecord& rec);

@@ -32,7 +32,8 @@
 #include "core/step_record.h"
 #include "core/summary.h"
 #include "core/text_reader.h"
-#include "observe/export_run.h"
+#include "observe/canonical.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze {
 
@@ -135,7 +136,7 @@ struct Partial {
   RequestArrays a;
   std::unordered_map<std::string, std::uint16_t> tenants, classes;
   SummaryBuilder* builder = nullptr;  // the summary recomputed: a read of the whole file only
-  observe::ReadStats stats;
+  rundir::ReadStats stats;
   SlowestRequests slowest;  // the slowest of the range, whole (merged when ranges are joined)
 };
 
@@ -269,7 +270,7 @@ Partial read_requests(const fs::path& file, unsigned ranges, SummaryBuilder* bui
   const auto read = [&file](std::uint64_t begin, std::uint64_t end, SummaryBuilder* b) {
     Partial p;
     p.builder = b;
-    observe::RequestsReader reader(file, begin, end);
+    rundir::RequestsReader reader(file, begin, end);
     RequestRecord e;
     while (reader.next(e)) absorb(e, p);
     p.stats = reader.stats();
@@ -285,7 +286,7 @@ Partial read_requests(const fs::path& file, unsigned ranges, SummaryBuilder* bui
   Partial all = read(0, bound(1), builder);
   std::vector<Partial> parts;
   for (auto& f : later) parts.push_back(f.get());
-  std::vector<observe::ReadStats> stats = {all.stats};
+  std::vector<rundir::ReadStats> stats = {all.stats};
   std::size_t n = all.a.size();
   for (const auto& p : parts) n += p.a.size();
   std::apply([n](auto&... v) { (v.reserve(n), ...); }, columns(all.a));
@@ -296,7 +297,7 @@ Partial read_requests(const fs::path& file, unsigned ranges, SummaryBuilder* bui
     append(all, p);
     p = Partial();  // its memory back before the next one is copied
   }
-  all.stats = observe::join_range_stats(stats, file.string());
+  all.stats = rundir::join_range_stats(stats, file.string());
   return all;
 }
 
@@ -696,9 +697,9 @@ constexpr const char* kNoSamplesNote =
 
 SamplesRead read_samples(const fs::path& dir) {
   SamplesRead read;
-  observe::RunSource source;
+  rundir::RunSource source;
   source.dir = dir;
-  if (auto samples = source.open_samples(observe::BadLines::kSkip)) {
+  if (auto samples = source.open_samples(rundir::BadLines::kSkip)) {
     read.present = true;
     SeriesSink sink(read.series);
     // CUPTI lines of `probe gpu-context` (analyze/kernels.h): kernel
@@ -711,7 +712,7 @@ SamplesRead read_samples(const fs::path& dir) {
       switch (kernel_lines.parse(line, launch)) {
         case KernelLineKind::kKernel:
           if (!kernels.add(launch.name, "", launch.start_ns, launch.duration_ns))
-            throw observe::LineError("value", "the launches' durations add up past 2^63 ns");
+            throw rundir::LineError("value", "the launches' durations add up past 2^63 ns");
           return true;
         case KernelLineKind::kCuptiOther:
           kernels.pass_over();
@@ -1039,6 +1040,8 @@ std::vector<ProbeData> read_probe_dir(const fs::path& dir) {
 
 }  // namespace
 
+// Long: the kinds of input a report takes (runs, sweeps, probe results) are
+// told apart and loaded here in one place, with one message per bad input.
 ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOptions& options) {
   ReportInput in;
   if (paths.empty()) throw UsageError("report: name at least one run directory");

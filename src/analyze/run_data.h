@@ -1,6 +1,6 @@
 // What `tokenscope report` reads from a run directory (docs/bench.md "Output",
 // docs/metrics.md, docs/observe.md): run.json whole (it is small), and
-// requests.jsonl and samples.jsonl streamed line by line (observe/export_run.h)
+// requests.jsonl and samples.jsonl streamed line by line (rundir/readers.h)
 // into the few numbers the report draws: per request its times, outcome,
 // tenant, class and an inter-token summary (about 60 bytes a request); per
 // sampled series its points. Statistics are computed on these full arrays;

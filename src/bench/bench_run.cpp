@@ -23,9 +23,9 @@
 #include "bench/vllm_compat.h"
 #include "core/error.h"
 #include "core/run_dir.h"
+#include "exporters/otlp.h"
+#include "exporters/perfetto.h"
 #include "net/http_fetch.h"
-#include "observe/export_otlp.h"
-#include "observe/export_perfetto.h"
 #include "observe/locality.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
@@ -76,6 +76,8 @@ struct Prepared {
   bool rate_is_offered_average = false;
 };
 
+// Long: the load plan in one place (workload, open or closed loop, stages,
+// SLOs, effective load), each check with its message.
 Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   Prepared p;
   workload::WorkloadSpec wo = o.workload;
@@ -328,24 +330,154 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
   return out;
 }
 
-void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log);
+// Takes the records the client threads finish, in batches: writes them
+// (requests.jsonl, requests.csv) and hands them to what is built from them
+// (the summary, the run's listener, the live metrics, the KV-cache locality
+// fit, vLLM-compatible output). One thread at a time (bench's writer).
+class RecordSink {
+ public:
+  RecordSink(const workload::Workload& w, bool closed_loop, RunDirectory& dir, JsonlWriter* csv,
+             SummaryBuilder& summary, observe::RunListener* listener, LiveMetrics* live, VllmCompat* compat)
+      : dir_(dir), csv_(csv), summary_(summary), listener_(listener), live_(live), compat_(compat) {
+    // For the locality fit: which workload request each record is (closed
+    // loops wrap around the workload with ids shifted by its size).
+    for (std::uint32_t i = 0; i < w.requests.size(); ++i) index_of_id_.emplace(w.requests[i].id, i);
+    if (closed_loop && !w.requests.empty()) id_modulus_ = w.requests.size();
+  }
 
-RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
-                  const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
-                  const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live,
-                  const RunListenerFactory& listeners) {
-  const double cpu_start = cpu_seconds();
-  Prepared p = prepare(o, rate);
-  const auto& w = p.bw.workload;
+  void drain(RecordQueue& queue) {
+    batch_.clear();
+    queue.drain(batch_);
+    for (const auto& r : batch_) {
+      r.append_json(dir_.requests().begin_line());
+      dir_.requests().end_line();
+      if (listener_) listener_->add_request(r);
+      if (csv_) {
+        append_csv_row(csv_->begin_line(), r);
+        csv_->end_line();
+      }
+      summary_.add(r);
+      if (r.outcome == Outcome::kOk && !r.warmup && r.turn == 0) {
+        const auto idx = index_of_id_.find(r.id % id_modulus_);
+        if (idx != index_of_id_.end()) locality.push_back({idx->second, r.t_send, r.cached_tokens});
+      }
+      if (first_error.empty() && r.outcome != Outcome::kOk)
+        first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
+      if (compat_) compat_->add(r, r.prompt_tokens_planned);
+    }
+    if (live_) live_->add(batch_);
+    if (!batch_.empty()) {
+      dir_.requests().flush();
+      if (csv_) csv_->flush();
+    }
+  }
 
-  // The target: a remote server, or the simulator in-process.
+  std::vector<observe::LocalityRequest> locality;
+  std::string first_error;  // "outcome: detail" of the first failed request written
+
+ private:
+  RunDirectory& dir_;
+  JsonlWriter* csv_;
+  SummaryBuilder& summary_;
+  observe::RunListener* listener_;
+  LiveMetrics* live_;
+  VllmCompat* compat_;
+  std::unordered_map<std::uint64_t, std::uint32_t> index_of_id_;
+  std::uint64_t id_modulus_ = std::numeric_limits<std::uint64_t>::max();
+  std::vector<RequestRecord> batch_;
+};
+
+// What ends a run early: the first Ctrl-C (no new requests, --grace-s for
+// those in flight), the second (cancel them now), a writer that failed (a
+// full disk: stop at once, keep what is written).
+struct RunStops {
+  const std::atomic<bool>& interrupted;
+  const std::atomic<bool>* hurry;
+  const std::atomic<bool>& writer_failed;
+};
+// The progress line: on or off, redrawn on a terminal or a line every 10 s.
+struct ProgressLine {
+  bool on = false;
+  bool tty = false;
+  double planned_s = 0.0;  // for the ETA
+};
+
+// Waits for the runner to finish its load, acting on the stops and drawing
+// the progress line; returns whether the run was cut short.
+bool wait_for_run(Runner& runner, const BenchSettings& o, const RunStops& stops, const ProgressLine& show,
+                  std::ostream& log) {
+  bool was_interrupted = false;
+  const std::atomic<bool>* hurry = stops.hurry;
+  Nanos grace_end = 0;
+  SteadyClock clock;
+  Nanos last_progress = 0;
+  for (;;) {
+    const bool finished = runner.wait_for(100);
+    const Nanos t = clock.now_ns();
+    if (stops.writer_failed.load() &&
+        !was_interrupted) {  // e.g. a full disk: stop at once, keep what is written
+      was_interrupted = true;
+      runner.stop_sending();
+      runner.cancel_in_flight();
+    }
+    if (stops.interrupted.load() && !was_interrupted) {
+      was_interrupted = true;
+      runner.stop_sending();
+      grace_end = t + seconds_to_nanos(o.grace_s);
+      log << fmt::format(
+                 "\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight "
+                 "(interrupt again to stop them now)",
+                 o.grace_s, runner.counters().in_flight.load())
+          << std::endl;
+    }
+    if (hurry && hurry->load() && grace_end > 0) {
+      log << "tokenscope bench: interrupted again: cancelling what is in flight" << std::endl;
+      grace_end = t;
+    }
+    if (was_interrupted && grace_end > 0 && t >= grace_end) {
+      runner.cancel_in_flight();
+      grace_end = 0;
+    }
+    if (finished) break;
+    const Nanos every = show.tty ? kNanosPerSecond / 2 : 10 * kNanosPerSecond;
+    if (show.on && t - last_progress >= every) {
+      last_progress = t;
+      const auto& c = runner.counters();
+      const double elapsed = std::max(0.0, nanos_to_s(t - runner.epoch()));
+      const std::string line =
+          fmt::format("[{:6.1f}s] sent {}, done {}, in flight {}, errors {}{}, {:.1f} req/s, ETA {:.0f} s",
+                      elapsed, c.sent.load(), c.completed.load() + c.failed.load(), c.in_flight.load(),
+                      c.failed.load(), c.queued.load() > 0 ? fmt::format(", queued {}", c.queued.load()) : "",
+                      elapsed > 0 ? static_cast<double>(c.completed.load() + c.failed.load()) / elapsed : 0.0,
+                      std::max(0.0, show.planned_s - elapsed));
+      if (show.tty)
+        log << "\r" << line << "\x1b[K" << std::flush;
+      else
+        log << line << "\n";
+    }
+  }
+  return was_interrupted;
+}
+
+// The target of one run: a remote server, or the simulator started
+// in-process on a loopback port; how requests are made to it.
+struct Target {
   ServerSide side;
   net::Endpoint endpoint;
   nlohmann::json models;  // the target's GET /v1/models, as recorded
   net::ClientOptions copt;
+  RequestSettings rs;
+};
+
+Target open_target(const BenchSettings& o, const workload::Workload& w) {
+  Target t;
+  ServerSide& side = t.side;
+  net::Endpoint& endpoint = t.endpoint;
+  nlohmann::json& models = t.models;
+  net::ClientOptions& copt = t.copt;
+  RequestSettings& rs = t.rs;
   copt.verify_tls = !o.insecure;
   copt.ca_file = o.ca_file;
-  RequestSettings rs;
   rs.api = o.api;
   rs.stream = o.stream;
   rs.ignore_eos = o.ignore_eos;
@@ -397,47 +529,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     rs.model = !o.model.empty() ? o.model : discover_model(endpoint, model_list);
     models = model_list_record(model_list);
   }
+  return t;
+}
 
-  // Records are written in batches (one write per drain, every 50 ms), so
-  // that the writing thread takes little time from the client threads.
-  RunDirectory dir(out_dir, /*requests_line_durable=*/false);
-  dir.requests();  // opened now: before the client's connections take the descriptors
-  std::unique_ptr<JsonlWriter> csv;
-  if (o.csv) {
-    csv = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "requests.csv", false);
-    csv->append_line(kRequestsCsvHeader);
-  }
-  SummaryBuilder summary;
-  summary.set_slos(p.slos);
-  summary.set_slo_from_schedule(!p.plan.closed_loop);
-  VllmCompat compat;
-
-  const PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions);
-  // The server's own count of a sample of prompts, before the load starts.
-  nlohmann::json prompt_check =
-      o.prompt_check_sample > 0
-          ? check_prompt_lengths(endpoint, copt, o.api_key, rs.model, w, p.plan, prompts,
-                                 rs.api == Api::kChat, o.prompt_check_sample)
-          : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
-
-  nlohmann::json run;
-  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
-  {
-    // The wall-clock anchor: the monotonic clock of every t_* and t_ns read
-    // at (about) the same instant as the Unix clock, to export them as UTC.
-    const Nanos mono0 = SteadyClock().now_ns();
-    const auto unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-    const Nanos mono1 = SteadyClock().now_ns();
-    run["clock"] = {
-        {"monotonic_ns", mono0 + (mono1 - mono0) / 2},
-        {"unix_ns", unix_ns},
-        {"uncertainty_ns", mono1 - mono0},
-        {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
-  }
-  run["partial"] = true;  // until the end is written
-  run["tags"] = o.tags;   // --tag: for the history of runs
+// run.json's "requested" settings: the options as given.
+nlohmann::json requested_settings(const BenchSettings& o) {
   nlohmann::json sampling = {
       {"temperature",
        o.sampling.temperature ? nlohmann::json(*o.sampling.temperature) : nlohmann::json(nullptr)},
@@ -486,6 +582,127 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                            {"faults", o.server.faults},
                            {"fault_seed", o.server.fault_seed},
                            {"logprob_shift", o.server.logprob_shift}};
+  return requested;
+}
+
+// The wall-clock anchor: the monotonic clock of every t_* and t_ns read at
+// (about) the same instant as the Unix clock, to export them as UTC.
+nlohmann::json clock_anchor() {
+  const Nanos mono0 = SteadyClock().now_ns();
+  const auto unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  const Nanos mono1 = SteadyClock().now_ns();
+  return {{"monotonic_ns", mono0 + (mono1 - mono0) / 2},
+          {"unix_ns", unix_ns},
+          {"uncertainty_ns", mono1 - mono0},
+          {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
+}
+
+// Why the run failed when more than max_error_rate of its requests failed
+// (the counts by outcome, and the first failure's detail); "" otherwise.
+std::string error_rate_failure(const nlohmann::json& s, double max_error_rate, const std::string& url,
+                               const std::string& first_error) {
+  const auto total = s["requests_total"].get<std::uint64_t>();
+  const auto failed = s["requests_failed"].get<std::uint64_t>();
+  if (total == 0 || !(static_cast<double>(failed) > max_error_rate * static_cast<double>(total))) return "";
+  std::string top;
+  for (const auto& [name, n] : s["requests_by_outcome"].items())
+    if (name != "ok" && n.get<std::uint64_t>() > 0)
+      top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
+  std::string failure = fmt::format(
+      "{} of {} requests to {} failed ({:.1f}%, over --max-error-rate {:g}%): {}", failed, total, url,
+      100.0 * static_cast<double>(failed) / static_cast<double>(total), 100.0 * max_error_rate, top);
+  if (!first_error.empty()) failure += "; the first: " + first_error;
+  return failure;
+}
+
+// The in-process server's ground truth in run.json: the faults it injected
+// and the perturbations it applied (docs/engine.md); a remote target's
+// perturbations are its GET /perturbations (null here).
+void add_in_process_truth(nlohmann::json& run, const ServerSide& side) {
+  if (!side.server) {
+    run["perturbations"] = nullptr;
+    return;
+  }
+  nlohmann::json faults = nlohmann::json::object();
+  for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
+    faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
+  if (run["server"].is_null()) run["server"] = nlohmann::json::object();
+  run["server"]["faults_injected"] = faults;
+  const nlohmann::json p = side.server->perturbations();
+  run["perturbations"] = p["perturbations"];
+  if (!p["perturbation_seed"].is_null()) run["perturbation_seed"] = p["perturbation_seed"];
+}
+
+// --compat vllm: vllm_result.json with vLLM's benchmark keys and definitions.
+void write_vllm_result(const BenchSettings& o, const Prepared& p, const RequestSettings& rs,
+                       const nlohmann::json& s, const VllmCompat& compat, const std::string& out_dir) {
+  VllmCompatInfo info;
+  info.backend = rs.api == Api::kChat ? "openai-chat" : "vllm";
+  info.model_id = rs.model;
+  info.tokenizer_id = o.tokenizer_file.empty() ? rs.model : o.tokenizer_file;
+  if (p.rate_rps && std::isfinite(*p.rate_rps)) info.request_rate = *p.rate_rps;
+  info.burstiness = o.workload.burstiness;
+  if (o.max_concurrency > 0) info.max_concurrency = o.max_concurrency;
+  if (o.concurrency > 0) info.max_concurrency = o.concurrency;
+  info.duration_s = s["duration_s"].get<double>();
+  if (p.slos.size() == 1) info.goodput_slo = p.slos.begin()->second;
+  info.date = local_stamp();
+  write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json", compat.build(info).dump(1));
+}
+
+void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log);
+
+// Long: one run in the order it happens (plan, target, directory, run.json
+// at the start, load, final reads, results, run.json at the end, exports);
+// its pieces are the functions above (open_target, requested_settings,
+// RecordSink, wait_for_run, error_rate_failure, add_in_process_truth,
+// write_vllm_result).
+RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
+                  const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
+                  const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live,
+                  const RunListenerFactory& listeners) {
+  const double cpu_start = cpu_seconds();
+  Prepared p = prepare(o, rate);
+  const auto& w = p.bw.workload;
+
+  // The target: a remote server, or the simulator in-process.
+  Target target = open_target(o, w);
+  const ServerSide& side = target.side;
+  const net::Endpoint& endpoint = target.endpoint;
+  const nlohmann::json& models = target.models;
+  const net::ClientOptions& copt = target.copt;
+  const RequestSettings& rs = target.rs;
+
+  // Records are written in batches (one write per drain, every 50 ms), so
+  // that the writing thread takes little time from the client threads.
+  RunDirectory dir(out_dir, /*requests_line_durable=*/false);
+  dir.requests();  // opened now: before the client's connections take the descriptors
+  std::unique_ptr<JsonlWriter> csv;
+  if (o.csv) {
+    csv = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "requests.csv", false);
+    csv->append_line(kRequestsCsvHeader);
+  }
+  SummaryBuilder summary;
+  summary.set_slos(p.slos);
+  summary.set_slo_from_schedule(!p.plan.closed_loop);
+  VllmCompat compat;
+
+  const PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions);
+  // The server's own count of a sample of prompts, before the load starts.
+  nlohmann::json prompt_check =
+      o.prompt_check_sample > 0
+          ? check_prompt_lengths(endpoint, copt, o.api_key, rs.model, w, p.plan, prompts,
+                                 rs.api == Api::kChat, o.prompt_check_sample)
+          : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
+
+  nlohmann::json run;
+  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
+  run["clock"] = clock_anchor();
+  run["partial"] = true;  // until the end is written
+  run["tags"] = o.tags;   // --tag: for the history of runs
+  const nlohmann::json requested = requested_settings(o);
   nlohmann::json effective = {{"workload", p.bw.effective},
                               {"load", p.effective_load},
                               {"target",
@@ -527,41 +744,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   runner.start();
   const LiveRun live_run(live, {out_dir, rs.model, endpoint.url()}, runner);  // --metrics-port
 
-  // For the KV-cache locality fit: which workload request each record is
-  // (closed loops wrap around the workload with ids shifted by its size).
-  std::unordered_map<std::uint64_t, std::uint32_t> index_of_id;
-  std::uint64_t id_modulus = std::numeric_limits<std::uint64_t>::max();
-  for (std::uint32_t i = 0; i < w.requests.size(); ++i) index_of_id.emplace(w.requests[i].id, i);
-  if (p.plan.closed_loop && !w.requests.empty()) id_modulus = w.requests.size();
-  std::vector<observe::LocalityRequest> locality;
-  std::vector<RequestRecord> batch;
-  std::string first_error;  // "outcome: detail" of the first failed request written
-  auto drain = [&] {
-    batch.clear();
-    queue.drain(batch);
-    for (const auto& r : batch) {
-      r.append_json(dir.requests().begin_line());
-      dir.requests().end_line();
-      if (listener) listener->add_request(r);
-      if (csv) {
-        append_csv_row(csv->begin_line(), r);
-        csv->end_line();
-      }
-      summary.add(r);
-      if (r.outcome == Outcome::kOk && !r.warmup && r.turn == 0) {
-        const auto idx = index_of_id.find(r.id % id_modulus);
-        if (idx != index_of_id.end()) locality.push_back({idx->second, r.t_send, r.cached_tokens});
-      }
-      if (first_error.empty() && r.outcome != Outcome::kOk)
-        first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
-      if (o.compat == Compat::kVllm) compat.add(r, r.prompt_tokens_planned);
-    }
-    if (live) live->add(batch);
-    if (!batch.empty()) {
-      dir.requests().flush();
-      if (csv) csv->flush();
-    }
-  };
+  RecordSink sink(w, p.plan.closed_loop, dir, csv.get(), summary, listener.get(), live,
+                  o.compat == Compat::kVllm ? &compat : nullptr);
+  const auto drain = [&] { sink.drain(queue); };
   // The writer thread drains records every 50 ms at a lower priority than
   // the client threads, so that its bursts of work never delay a send.
   std::atomic<bool> writer_stop{false}, writer_failed{false};
@@ -578,54 +763,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       writer_failed = true;
     }
   });
-  bool was_interrupted = false;
-  Nanos grace_end = 0;
-  SteadyClock clock;
-  Nanos last_progress = 0;
-  for (;;) {
-    const bool finished = runner.wait_for(100);
-    const Nanos t = clock.now_ns();
-    if (writer_failed.load() && !was_interrupted) {  // e.g. a full disk: stop at once, keep what is written
-      was_interrupted = true;
-      runner.stop_sending();
-      runner.cancel_in_flight();
-    }
-    if (interrupted.load() && !was_interrupted) {
-      was_interrupted = true;
-      runner.stop_sending();
-      grace_end = t + seconds_to_nanos(o.grace_s);
-      log << fmt::format(
-                 "\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight "
-                 "(interrupt again to stop them now)",
-                 o.grace_s, runner.counters().in_flight.load())
-          << std::endl;
-    }
-    if (hurry && hurry->load() && grace_end > 0) {
-      log << "tokenscope bench: interrupted again: cancelling what is in flight" << std::endl;
-      grace_end = t;
-    }
-    if (was_interrupted && grace_end > 0 && t >= grace_end) {
-      runner.cancel_in_flight();
-      grace_end = 0;
-    }
-    if (finished) break;
-    const Nanos every = tty ? kNanosPerSecond / 2 : 10 * kNanosPerSecond;
-    if (progress && t - last_progress >= every) {
-      last_progress = t;
-      const auto& c = runner.counters();
-      const double elapsed = std::max(0.0, nanos_to_s(t - runner.epoch()));
-      const std::string line =
-          fmt::format("[{:6.1f}s] sent {}, done {}, in flight {}, errors {}{}, {:.1f} req/s, ETA {:.0f} s",
-                      elapsed, c.sent.load(), c.completed.load() + c.failed.load(), c.in_flight.load(),
-                      c.failed.load(), c.queued.load() > 0 ? fmt::format(", queued {}", c.queued.load()) : "",
-                      elapsed > 0 ? static_cast<double>(c.completed.load() + c.failed.load()) / elapsed : 0.0,
-                      std::max(0.0, planned_s - elapsed));
-      if (tty)
-        log << "\r" << line << "\x1b[K" << std::flush;
-      else
-        log << line << "\n";
-    }
-  }
+  const bool was_interrupted =
+      wait_for_run(runner, o, {interrupted, hurry, writer_failed}, {progress, tty, planned_s}, log);
   runner.join();
   writer_stop = true;
   writer.join();
@@ -693,20 +832,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                    {"process_cpu_s", cpu}};  // with the in-process server, when there is one
 
   // The error-rate verdict: more than max_error_rate of the requests failed.
-  const auto total = s["requests_total"].get<std::uint64_t>();
-  const auto failed = s["requests_failed"].get<std::uint64_t>();
-  if (!was_interrupted && total > 0 &&
-      static_cast<double>(failed) > o.max_error_rate * static_cast<double>(total)) {
-    std::string top;
-    for (const auto& [name, n] : s["requests_by_outcome"].items())
-      if (name != "ok" && n.get<std::uint64_t>() > 0)
-        top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
-    report.failure =
-        fmt::format("{} of {} requests to {} failed ({:.1f}%, over --max-error-rate {:g}%): {}", failed,
-                    total, report.url, 100.0 * static_cast<double>(failed) / static_cast<double>(total),
-                    100.0 * o.max_error_rate, top);
-    if (!first_error.empty()) report.failure += "; the first: " + first_error;
-  }
+  if (!was_interrupted)
+    report.failure = error_rate_failure(s, o.max_error_rate, report.url, sink.first_error);
 
   run["partial"] = was_interrupted || !io_error.empty();
   run["summary"] = s;
@@ -717,24 +844,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["observe"] = observer.report();
   report.observe = run["observe"];
   run["server"] = observer.server();
-  run["kv_locality"] = observe::kv_locality(w, std::move(locality));
+  run["kv_locality"] = observe::kv_locality(w, std::move(sink.locality));
   run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());
-  if (side.server) {
-    nlohmann::json faults = nlohmann::json::object();
-    for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
-      faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
-    if (run["server"].is_null()) run["server"] = nlohmann::json::object();
-    run["server"]["faults_injected"] = faults;
-  }
-  // The ground truth of injected perturbations (docs/engine.md): known for
-  // the in-process server; a remote one's is its GET /perturbations (null here).
-  if (side.server) {
-    const nlohmann::json p = side.server->perturbations();
-    run["perturbations"] = p["perturbations"];
-    if (!p["perturbation_seed"].is_null()) run["perturbation_seed"] = p["perturbation_seed"];
-  } else {
-    run["perturbations"] = nullptr;
-  }
+  add_in_process_truth(run, side);
   if (!io_error.empty()) {
     // The disk failed: every whole line already written stays, and run.json
     // gets the summary of what reached the writer if it still fits (else the
@@ -750,20 +862,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   dir.write_run_json(run);
   dir.close();
   if (csv) csv->close();
-  if (o.compat == Compat::kVllm) {
-    VllmCompatInfo info;
-    info.backend = rs.api == Api::kChat ? "openai-chat" : "vllm";
-    info.model_id = rs.model;
-    info.tokenizer_id = o.tokenizer_file.empty() ? rs.model : o.tokenizer_file;
-    if (p.rate_rps && std::isfinite(*p.rate_rps)) info.request_rate = *p.rate_rps;
-    info.burstiness = o.workload.burstiness;
-    if (o.max_concurrency > 0) info.max_concurrency = o.max_concurrency;
-    if (o.concurrency > 0) info.max_concurrency = o.concurrency;
-    info.duration_s = s["duration_s"].get<double>();
-    if (p.slos.size() == 1) info.goodput_slo = p.slos.begin()->second;
-    info.date = local_stamp();
-    write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json", compat.build(info).dump(1));
-  }
+  if (o.compat == Compat::kVllm) write_vllm_result(o, p, rs, s, compat, out_dir);
   export_run(o, out_dir, run, log);
   if (listener && !was_interrupted) listener->finish(out_dir);
   return report;
@@ -785,7 +884,7 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
         dir / std::filesystem::path(o.trace_out);  // an absolute path replaces dir
     try {
       if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-      const auto st = observe::export_perfetto(dir, path);
+      const auto st = exporters::export_perfetto(dir, path);
       exports["perfetto"] = {{"file", path.string()}, {"events", st.events}, {"bytes", st.bytes}};
     } catch (const std::exception& e) {
       exports["perfetto"] = {{"file", path.string()}, {"error", e.what()}};
@@ -794,7 +893,7 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
   }
   if (o.otlp_out) {
     try {
-      const auto st = observe::export_otlp(dir, dir);
+      const auto st = exporters::export_otlp(dir, dir);
       exports["otlp_files"] = {{"spans", st.spans}, {"points", st.metric_points}, {"bytes", st.bytes}};
     } catch (const std::exception& e) {
       exports["otlp_files"] = {{"error", e.what()}};
@@ -803,10 +902,10 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
   }
   if (!o.otlp_endpoint.empty()) {
     try {
-      observe::PushOptions po;
+      exporters::PushOptions po;
       po.client.verify_tls = !o.insecure;
       po.client.ca_file = o.ca_file;
-      const auto r = observe::push_otlp(dir, o.otlp_endpoint, po);
+      const auto r = exporters::push_otlp(dir, o.otlp_endpoint, po);
       exports["otlp_push"] = {{"endpoint", o.otlp_endpoint},
                               {"ok", r.ok()},
                               {"requests_sent", r.requests_sent},

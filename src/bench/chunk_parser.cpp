@@ -60,6 +60,8 @@ void take_logprobs(dom::element v, std::vector<double>& out) {
 
 }  // namespace
 
+// Long: the one pass over a streamed chunk, field by field, that keeps the
+// client fast (no DOM); splitting it would add calls on the hot path.
 ChunkInfo ChunkParser::parse(std::string_view data) {
   ChunkInfo info;
   logprobs_.clear();

@@ -116,6 +116,8 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
 
 }  // namespace
 
+// Long by nature: every option of bench, one after another in the order --help
+// groups them (a list, not logic to split).
 Command add_bench_command(CLI::App& app, Interrupts interrupts) {
   const auto options = std::make_shared<BenchOptions>();
   auto& o = *options;

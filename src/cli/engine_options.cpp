@@ -2,6 +2,7 @@
 
 namespace tokenscope::cli {
 
+// Long by nature: every engine option, in --help order.
 void add_engine_options(CLI::App* app, EngineOptions& o) {
   auto& e = o.engine;
   const char* E = "Engine";

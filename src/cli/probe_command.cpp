@@ -355,6 +355,7 @@ int run_probe(const ProbeOptions& o, const CLI::App& cmd);
 
 }  // namespace
 
+// Long by nature: every probe subcommand and its options, in --help order.
 Command add_probe_command(CLI::App& app) {
   const auto options = std::make_shared<ProbeOptions>();
   auto& o = *options;

@@ -50,6 +50,7 @@ std::string format_of(const ReportCommandOptions& o) {
 
 }  // namespace
 
+// Long by nature: the text report's sections in order.
 void print_report_text(std::ostream& os, const nlohmann::json& data) {
   for (const auto& n : data["notes"]) os << "note: " << n.get<std::string>() << "\n";
   for (const auto& r : data["runs"]) {

@@ -37,6 +37,7 @@ int run_serve(ServeOptions& o);
 
 }  // namespace
 
+// Long by nature: every option of serve, in --help order.
 Command add_serve_command(CLI::App& app) {
   const auto options = std::make_shared<ServeOptions>();
   auto& o = *options;

@@ -49,6 +49,7 @@ bool parse_outcome(std::string_view name, Outcome& out) {
   return false;
 }
 
+// Long by nature: one field after another of the requests.jsonl line.
 void RequestRecord::append_json(std::string& out) const {
   using namespace jsonout;
   out += "{\"id\":";

@@ -84,7 +84,7 @@ struct RequestRecord {
   std::string detail;
 
   // Appends one JSON object (no newline) to out. Deterministic formatting.
-  // Readers of requests.jsonl (observe/export_run.h RequestLineParser) fill
+  // Readers of requests.jsonl (rundir/readers.h RequestLineParser) fill
   // the same type back: every field written here is read there.
   void append_json(std::string& out) const;
 

@@ -251,6 +251,7 @@ nlohmann::json SummaryBuilder::group_json(bool by_class, std::uint16_t index, do
   return j;
 }
 
+// Long by nature: one block per metric of the summary (METRICS.md order).
 nlohmann::json SummaryBuilder::build() const {
   nlohmann::json s;
   const double dur = duration_s();

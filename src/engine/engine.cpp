@@ -93,6 +93,7 @@ nlohmann::json EffectiveEngine::to_json() const {
   return j;
 }
 
+// Long: every setting checked and resolved in one pass, each with its message.
 EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) {
   EffectiveEngine e;
   e.model = catalog.model(s.model);
@@ -530,6 +531,9 @@ void Engine::reject_all_waiting(Nanos now, std::string_view reason) {
   swapped_.clear();
 }
 
+// Long: one scheduler step in vLLM's order (running first, then waiting,
+// preemption, prefix cache, KV allocation, cost, finish); the order is the
+// specification (docs/engine.md), kept readable top to bottom.
 Nanos Engine::step(Nanos now) {
   StepStats st;
   st.index = counters_.steps;

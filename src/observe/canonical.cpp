@@ -369,6 +369,18 @@ std::vector<Sample> canonicalize(const Exposition& e, Engine engine) {
   return out;
 }
 
+CanonicalName resolve_canonical(std::string_view name) {
+  for (const auto& d : kCanonicalSeries) {
+    if (name == d.name) return {&d, d.name, CanonicalName::Member::kSeries};
+    if (d.kind != SeriesKind::kHistogram || !name.starts_with(d.name)) continue;
+    const std::string_view rest = name.substr(d.name.size());
+    if (rest == "_bucket") return {&d, d.name, CanonicalName::Member::kBucket};
+    if (rest == "_sum") return {&d, d.name, CanonicalName::Member::kSum};
+    if (rest == "_count") return {&d, d.name, CanonicalName::Member::kCount};
+  }
+  return {};
+}
+
 std::optional<double> parse_le(std::string_view s) {
   if (s == "+Inf" || s == "Inf" || s == "+inf" || s == "inf") return kInf;
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);

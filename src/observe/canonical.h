@@ -116,6 +116,15 @@ Engine detect_engine(const Exposition& e);
 // out. docs/observe.md "Canonical series" has the rules and the tables.
 std::vector<Sample> canonicalize(const Exposition& e, Engine engine);
 
+// A canonical series name resolved: its definition (nullptr when the name is
+// not canonical) and, for a histogram family, which member it is.
+struct CanonicalName {
+  const CanonicalDefinition* definition = nullptr;
+  std::string_view family;  // the definition's name
+  enum class Member : std::uint8_t { kSeries, kBucket, kSum, kCount } member = Member::kSeries;
+};
+CanonicalName resolve_canonical(std::string_view name);
+
 // A histogram bucket's `le` label: "+Inf", "0.005", "1e-05", "2.0"; nullopt
 // for anything else (a malformed bound is left out, never guessed at).
 std::optional<double> parse_le(std::string_view s);

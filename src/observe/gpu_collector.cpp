@@ -218,6 +218,7 @@ bool GpuCollector::start() {
   return true;
 }
 
+// Long by nature: one block per NVML reading of each device.
 Observation GpuCollector::read(const Clock& clock) {
   Observation o;
   o.source = "gpu";

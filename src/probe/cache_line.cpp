@@ -167,6 +167,8 @@ CounterRun time_counter_updates(const std::vector<int>& cpus, char* base, std::s
   return run;
 }
 
+// Long: the probe's sweeps in the order they run (stride, coherence,
+// packed/padded counters, ping-pong), sharing the pinned threads.
 CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology& topo) {
   CacheLineResult r;
   r.settings = s;

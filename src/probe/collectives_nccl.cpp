@@ -13,6 +13,8 @@
 
 namespace tokenscope::probe {
 
+// Long: NCCL's setup, the size sweep and the teardown in sequence, sharing
+// the communicators and buffers.
 CollectivesResult run_collectives_probe(const CollectivesSettings& s) {
   CollectivesResult r;
   r.settings = s;

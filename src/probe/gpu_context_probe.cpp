@@ -24,6 +24,8 @@ double us_since(Clock::time_point t0) {
 
 }  // namespace
 
+// Long: the probe's protocol in the order it runs on the device (contexts,
+// green contexts, switches, CUPTI); the steps share the contexts they make.
 GpuContextResult run_gpu_context_probe(const GpuContextSettings& s) {
   GpuContextResult r;
   r.settings = s;

@@ -284,6 +284,8 @@ double run_variant(const KvAddressing& a, KvSplit split, const std::vector<int>&
 
 }  // namespace
 
+// Long: every layout x split x metadata variant, interleaved over the
+// repetitions in one loop (so that drift hits every variant alike).
 KvLayoutResult run_kv_layout_probe(const KvLayoutSettings& s, const Topology& topo) {
   validate(s.geometry);
   if (s.tokens_per_sequence < 1 || s.tokens_per_sequence > 1'000'000)

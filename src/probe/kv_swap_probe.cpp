@@ -61,6 +61,9 @@ void enqueue_copy(char* dst, const char* src, std::uint64_t bytes, std::uint64_t
 
 }  // namespace
 
+// Long: the probe's protocol in the order it runs on the device (allocate,
+// warm up, sweep sizes and tenant counts, release); its steps share the
+// device buffers and streams, which a split would pass around.
 KvSwapResult run_kv_swap_probe(const KvSwapSettings& s) {
   KvSwapResult r;
   r.settings = s;

@@ -68,6 +68,7 @@ std::vector<std::string> sharing_case_names() {
           "read-mostly",     "sequence-structs", "mixed-line",     "block-table"};
 }
 
+// Long by nature: one branch per built-in case.
 SharingCase make_sharing_case(const std::string& name, std::uint64_t seed, int threads, int iters) {
   if (threads < 2 || threads > 64) throw UsageError("a sharing case needs 2..64 threads");
   if (iters < 1) throw UsageError("a sharing case needs at least one iteration");

@@ -10,7 +10,8 @@
 
 #include "analyze/downsample.h"
 #include "core/stats.h"
-#include "observe/export_run.h"
+#include "observe/canonical.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::report {
 
@@ -91,6 +92,8 @@ double counter_at(const SampledSeries& s, Nanos t) {
 }
 
 // Per window of the run: rates, requests in flight, latency percentiles.
+// Long by nature: one block per layer of the timeline (client, server,
+// GPU, host, steps), in the order the page draws them.
 nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   const auto& a = run.requests;
   const double duration = run_end_s(run);
@@ -506,7 +509,7 @@ nlohmann::json settings_json(const RunData& run) {
 
 const nlohmann::json& json_at(const nlohmann::json& j, std::initializer_list<const char*> keys) {
   static const nlohmann::json kNull;
-  const nlohmann::json* p = observe::json_path(j, keys);
+  const nlohmann::json* p = rundir::json_path(j, keys);
   return p ? *p : kNull;
 }
 

@@ -190,6 +190,7 @@ double ServeMetrics::value(const std::string& name, const std::string& label) co
   return 0.0;
 }
 
+// Long by nature: one block per metric family of /metrics.
 std::string ServeMetrics::render() const {
   std::lock_guard lock(mutex_);
   std::string out;

@@ -1349,6 +1349,8 @@ class HfTokenizer final : public TextTokenizer {
   TokenizerDescription description_;
 };
 
+// Long by nature: one branch per part of tokenizer.json (normalizer,
+// pre-tokenizer, model, decoder, added tokens).
 HfTokenizer::HfTokenizer(const json& root, const Fields& f, const json* config) {
   if (!root.is_object()) f.fail("", "expected a JSON object (a Hugging Face tokenizer.json)");
   if (Fields::find(root, "model") == nullptr)

@@ -1,4 +1,4 @@
-#include "observe/export_perfetto.h"
+#include "exporters/perfetto.h"
 
 #include <cmath>
 #include <map>
@@ -8,10 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "observe/export_test_util.h"
+#include "exporters/test_util.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::exporters {
 namespace {
+
+using namespace rundir;
+using namespace observe;
 
 using nlohmann::json;
 using testing::TempDir;
@@ -423,4 +426,4 @@ TEST(ExportPerfetto, LongDetailsAreCutBetweenCharacters) {
 }
 
 }  // namespace
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::exporters

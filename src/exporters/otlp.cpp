@@ -7,7 +7,7 @@
 // AggregationTemporality CUMULATIVE = 2), 64-bit integers (fixed64 times,
 // counts, AnyValue.intValue) as decimal strings, doubles as JSON numbers
 // with proto3 JSON's "NaN", "Infinity", "-Infinity".
-#include "observe/export_otlp.h"
+#include "exporters/otlp.h"
 
 #include <fmt/format.h>
 
@@ -24,8 +24,12 @@
 #include "core/json_out.h"
 #include "core/random.h"
 #include "net/http_fetch.h"
+#include "observe/canonical.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::exporters {
+
+using namespace rundir;   // the run directory's readers
+using namespace observe;  // observations and the canonical series
 
 namespace {
 
@@ -714,4 +718,4 @@ std::string PushResult::describe() const {
   return s;
 }
 
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::exporters

@@ -16,7 +16,7 @@
 //    families as cumulative Histogram, a data point per observation.
 //
 // Times: the run's monotonic ns mapped to Unix ns with run.json's clock
-// anchor (export_run.h ClockAnchor); without one the export stops with a
+// anchor (rundir/readers.h ClockAnchor); without one the export stops with a
 // UsageError (or takes OtlpOptions::clock).
 //
 // Files: otlp_traces.json and otlp_metrics.json are JSON Lines, one export
@@ -34,10 +34,10 @@
 #include <utility>
 #include <vector>
 
+#include "exporters/output.h"
 #include "net/http_client.h"
-#include "observe/export_run.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::exporters {
 
 struct OtlpOptions {
   // Bounds of one export request: it is closed at this many spans (metric
@@ -137,4 +137,4 @@ PushResult push_otlp(const std::filesystem::path& run_dir, const std::string& en
 // 503 and 504 are worth retrying, any other status is final.
 bool otlp_retryable(int status);
 
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::exporters

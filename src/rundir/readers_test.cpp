@@ -1,14 +1,16 @@
-// requests.jsonl's reader (export_run.h) on the fields a record gained
+// requests.jsonl's reader (rundir/readers.h) on the fields a record gained
 // later: a record written by core/record.cpp reads back as it was, and a
 // line of an older run (without them) still reads.
-#include "observe/export_run.h"
+#include "rundir/readers.h"
 
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::rundir {
 namespace {
+
+using namespace observe;
 
 TEST(RequestRecordRoundTrip, LogprobsReadBackAsWritten) {
   RequestRecord r;
@@ -147,4 +149,4 @@ TEST(RequestRecordRoundTrip, BadLogprobsAreNamedByField) {
 }
 
 }  // namespace
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::rundir

@@ -1,7 +1,8 @@
-// Reading a run directory for the exporters (export_perfetto.h,
-// export_otlp.h): the few fields of run.json they need, requests.jsonl and
-// samples.jsonl line by line in bounded memory (core/text_reader.h), and the
-// output file they write through (a temporary name, renamed when whole).
+// rundir: reading a run directory (docs/architecture.md "The run-directory
+// contract"): the fields of run.json every reader needs, requests.jsonl and
+// samples.jsonl line by line in bounded memory (core/text_reader.h), whole
+// or in byte ranges. The exporters (exporters/), the checklist and the
+// report (analyze/, report/) read runs through it.
 //
 // A run can hold millions of requests: nothing here keeps more than one line
 // of a file. Bad lines follow BadLines: kFail stops with an InputError naming
@@ -23,10 +24,11 @@
 #include "core/clock.h"
 #include "core/record.h"
 #include "core/text_reader.h"
-#include "observe/canonical.h"
 #include "observe/observation.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::rundir {
+
+using observe::Observation;
 
 // The run's wall-clock anchor: CLOCK_MONOTONIC and the Unix time (CLOCK_REALTIME)
 // read at the same instant at run start, in run.json as
@@ -181,51 +183,4 @@ struct RunSource {
   std::string samples_name() const;
 };
 
-// A canonical series name resolved: its definition (nullptr when the name is
-// not canonical) and, for a histogram family, which member it is.
-struct CanonicalName {
-  const CanonicalDefinition* definition = nullptr;
-  std::string_view family;  // the definition's name
-  enum class Member : std::uint8_t { kSeries, kBucket, kSum, kCount } member = Member::kSeries;
-};
-CanonicalName resolve_canonical(std::string_view name);
-
-// Writes an export's output to PATH.tmp and renames it to PATH on commit(),
-// so that a failed export never leaves a partial file under the real name
-// (the temporary file is removed). Checked writes: IoError naming the file.
-class OutputFile {
- public:
-  explicit OutputFile(std::filesystem::path path);
-  ~OutputFile();
-  OutputFile(const OutputFile&) = delete;
-  OutputFile& operator=(const OutputFile&) = delete;
-  // Append one line's text to the returned buffer, then call end_line().
-  std::string& begin_line() { return buffer_; }
-  void end_line();
-  // One whole line (an OTLP export request of megabytes): written from
-  // where it is, not copied into the buffer.
-  void write_line(std::string_view line);
-  void commit();
-  std::uint64_t bytes() const { return bytes_ + buffer_.size(); }
-
- private:
-  void flush();
-  void write_all(std::string_view data);
-
-  std::filesystem::path path_;
-  std::filesystem::path tmp_;
-  int fd_ = -1;
-  std::string buffer_;
-  std::uint64_t bytes_ = 0;  // written to the file
-};
-
-// At most max_bytes of s, never cutting a UTF-8 character in two.
-std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes);
-
-// JSON number appenders shared by the exporters.
-// ns as microseconds with up to three decimals, exactly (no floating point).
-void append_micros(std::string& out, Nanos ns);
-// The shortest text that reads back as v (finite v only).
-void append_double(std::string& out, double v);
-
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::rundir

@@ -16,7 +16,9 @@
 #include "core/temp_dir.h"
 #include "observe/observation.h"
 
-namespace tokenscope::observe::testing {
+namespace tokenscope::exporters::testing {
+
+using observe::Observation;
 
 using TempDir = tokenscope::TempDir;
 
@@ -89,4 +91,4 @@ inline nlohmann::json run_json(std::int64_t monotonic_ns, std::int64_t unix_ns,
             {"effective", {{"target", {{"url", "http://127.0.0.1:8123"}, {"model", model}}}}}}}};
 }
 
-}  // namespace tokenscope::observe::testing
+}  // namespace tokenscope::exporters::testing

@@ -1,4 +1,4 @@
-#include "observe/export_otlp.h"
+#include "exporters/otlp.h"
 
 #include <algorithm>
 #include <chrono>
@@ -14,11 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "exporters/test_util.h"
 #include "net/http_server.h"
-#include "observe/export_test_util.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::exporters {
 namespace {
+
+using namespace rundir;
+using namespace observe;
 
 using nlohmann::json;
 using testing::TempDir;
@@ -657,4 +660,4 @@ TEST(PushOtlp, RetryableStatuses) {
 }
 
 }  // namespace
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::exporters

@@ -30,9 +30,9 @@
 #include <filesystem>
 #include <string>
 
-#include "observe/export_run.h"
+#include "exporters/output.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::exporters {
 
 struct PerfettoOptions {
   bool lanes = true;        // false: one thread per request (unreadable past a few thousand)
@@ -73,4 +73,4 @@ PerfettoStats export_perfetto(const std::filesystem::path& run_dir, const std::f
 // The same from any source, into a string (tests, fuzzing).
 PerfettoStats write_perfetto(const RunSource& source, std::string& out, const PerfettoOptions& options = {});
 
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::exporters

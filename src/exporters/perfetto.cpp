@@ -5,7 +5,7 @@
 // the thread); "C" (counter) events carry their values in "args", one series
 // per key (Perfetto names the track "NAME KEY"); "M" (metadata) events named
 // process_name / thread_name / *_sort_index label and order the tracks.
-#include "observe/export_perfetto.h"
+#include "exporters/perfetto.h"
 
 #include <fmt/format.h>
 
@@ -19,8 +19,12 @@
 
 #include "core/error.h"
 #include "core/json_out.h"
+#include "observe/canonical.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::exporters {
+
+using namespace rundir;   // the run directory's readers
+using namespace observe;  // observations and the canonical series
 
 namespace {
 
@@ -509,4 +513,4 @@ PerfettoStats export_perfetto(const std::filesystem::path& run_dir, const std::f
   return stats;
 }
 
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::exporters
