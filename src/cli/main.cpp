@@ -62,15 +62,16 @@ int main(int argc, char** argv) {
   const cli::Interrupts interrupts{&g_interrupted, &g_hurry};
   // sim and bench stop early on SIGINT/SIGTERM and keep their results;
   // serve waits for the signals itself; the others end by default on them.
-  const cli::Command sim = cli::add_sim_command(app, interrupts);
-  const cli::Command bench = cli::add_bench_command(app, interrupts);
-  const cli::Command commands[] = {sim,
+  // In the order --help lists them (a braced list is evaluated left to right).
+  const cli::Command commands[] = {cli::add_sim_command(app, interrupts),
                                    cli::add_serve_command(app),
-                                   bench,
+                                   cli::add_bench_command(app, interrupts),
                                    cli::add_probe_command(app),
                                    cli::add_report_command(app),
                                    cli::add_check_command(app),
                                    cli::add_history_command(app)};
+  const CLI::App* const sim = commands[0].app;
+  const CLI::App* const bench = commands[2].app;
 
   try {
     app.parse(argc, argv);
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   try {
     for (const cli::Command& command : commands) {
       if (!command.app->parsed()) continue;
-      if (command.app == sim.app || command.app == bench.app) {
+      if (command.app == sim || command.app == bench) {
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
       }

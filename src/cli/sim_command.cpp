@@ -22,6 +22,7 @@ namespace {
 // What the command line fills: the run's settings, and how to print.
 struct SimOptions {
   session::SimRunSettings run;
+  bool no_steps = false, no_samples = false, no_cache = false;  // into run's steps, samples, cache
   bool json = false;
   bool quiet = false;
 };
@@ -70,18 +71,18 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
   sim->add_flag("--overwrite", o.run.overwrite,
                 "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
-  sim->add_flag("!--no-steps", o.run.steps, "Do not write steps.jsonl")->group(O);
+  sim->add_flag("--no-steps", o.no_steps, "Do not write steps.jsonl")->group(O);
   sim->add_option("--sample-interval", o.run.sample_interval_s,
                   "Virtual seconds between two samples of the server's series in samples.jsonl")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0))
       ->group(O);
-  sim->add_flag("!--no-samples", o.run.samples, "Do not write samples.jsonl")->group(O);
+  sim->add_flag("--no-samples", o.no_samples, "Do not write samples.jsonl")->group(O);
   sim->add_flag("--report", o.run.finish.report,
                 "At the end, write report.html in --out: the page of tokenscope report (docs/report.md)")
       ->needs(out_option)
       ->group(O);
-  sim->add_flag("!--no-cache", o.run.cache,
+  sim->add_flag("--no-cache", o.no_cache,
                 "Write no run cache (.tokenscope-cache) in --out at the end: the first check or report of "
                 "the run then reads its JSON Lines (docs/check.md)")
       ->group(O);
@@ -102,7 +103,11 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
 namespace {
 
 int run_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
-  const session::SimRunResult r = session::run_sim(o.run, interrupted, std::cerr);
+  session::SimRunSettings run = o.run;
+  run.steps = !o.no_steps;
+  run.samples = !o.no_samples;
+  run.cache = !o.no_cache;
+  const session::SimRunResult r = session::run_sim(run, interrupted, std::cerr);
   const engine::EffectiveEngine& eff = r.engine;
   const engine::SimReport& report = r.report;
   const std::string& out = o.run.out;
