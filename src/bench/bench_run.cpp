@@ -22,6 +22,7 @@
 #include "bench/schedule.h"
 #include "bench/vllm_compat.h"
 #include "core/error.h"
+#include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "exporters/otlp.h"
 #include "exporters/perfetto.h"
@@ -34,13 +35,6 @@
 namespace tokenscope::bench {
 
 namespace {
-
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
 
 std::string utc_stamp(const char* format) {
   const std::time_t t = std::time(nullptr);
@@ -663,7 +657,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                   const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
                   const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live,
                   const RunListenerFactory& listeners) {
-  const double cpu_start = cpu_seconds();
+  const double cpu_start = process_cpu_seconds();
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
 
@@ -795,7 +789,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   }
   const nlohmann::json s = summary.build();
   const auto cc = runner.client_counters();
-  const double cpu = cpu_seconds() - cpu_start;
+  const double cpu = process_cpu_seconds() - cpu_start;
 
   RunReport report;
   report.out_dir = out_dir;

@@ -1,7 +1,6 @@
 #include "cli/sim_command.h"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <filesystem>
 #include <iostream>
@@ -13,6 +12,7 @@
 #include "cli/workload_options.h"
 #include "core/error.h"
 #include "core/metrics.h"
+#include "core/process_usage.h"
 #include "session/sim_run.h"
 
 namespace tokenscope::cli {
@@ -26,12 +26,6 @@ struct SimOptions {
   bool json = false;
   bool quiet = false;
 };
-
-double peak_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
 
 }  // namespace
 
@@ -135,7 +129,7 @@ int run_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
     const double virt = nanos_to_s(report.virtual_end_ns);
     std::cout << fmt::format(
         "simulated {:.1f} s in {:.2f} CPU s ({:.0f}x real time), {} steps, peak RSS {:.0f} MiB\n", virt,
-        r.cpu_s, r.cpu_s > 0 ? virt / r.cpu_s : 0.0, report.counters.steps, peak_rss_mib());
+        r.cpu_s, r.cpu_s > 0 ? virt / r.cpu_s : 0.0, report.counters.steps, process_peak_rss_mib());
     if (r.settings.tenant_kv_policy == engine::TenantKvPolicy::kDynamicReuse) {
       const auto& c = report.counters;
       std::cout << fmt::format(

@@ -1,7 +1,5 @@
 #include "session/sim_run.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,19 +9,13 @@
 
 #include "analyze/run_cache.h"
 #include "core/error.h"
+#include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "observe/sim_samples.h"
 
 namespace tokenscope::session {
 
 namespace {
-
-double cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
 
 nlohmann::json counters_json(const engine::EngineCounters& c) {
   return {{"steps", c.steps},
@@ -79,7 +71,7 @@ nlohmann::json requested_settings(const SimRunSettings& o) {
 }
 
 SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupted, std::ostream& log) {
-  const double cpu_start = cpu_seconds();
+  const double cpu_start = process_cpu_seconds();
   const double started_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   SimRunResult result;
@@ -127,7 +119,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   observer.summary().set_server_counters(engine::server_counters(report.counters));
   result.summary = observer.summary().build();
   if (eng.perturber()) result.perturbations = eng.perturber()->to_json();
-  result.cpu_s = cpu_seconds() - cpu_start;
+  result.cpu_s = process_cpu_seconds() - cpu_start;
   if (!out) return result;
 
   nlohmann::json run;
