@@ -11,9 +11,9 @@
 #include "core/histogram.h"
 #include "core/random.h"
 #include "engine/engine.h"
-#include "workload/real_tokenizer.h"
+#include "tokenizers/builtin.h"
+#include "tokenizers/text_tokenizer.h"
 #include "workload/synthetic.h"
-#include "workload/tokenizer.h"
 
 namespace {
 using namespace tokenscope;
@@ -21,10 +21,10 @@ using namespace tokenscope;
 void BM_Tokenize(benchmark::State& state) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "The quick brown fox jumps over the lazy dog, 42 times! ";
-  std::vector<workload::TokenId> out;
+  std::vector<tokenizers::TokenId> out;
   for (auto _ : state) {
     out.clear();
-    workload::tokenize(text, out);
+    tokenizers::tokenize(text, out);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
@@ -35,7 +35,7 @@ BENCHMARK(BM_Tokenize);
 // scripts/setup.sh) on the ShareGPT prompts of ../shared/traces. Items are
 // tokens: items_per_second is the encode throughput in tokens/s.
 struct RealTokenizerInput {
-  std::unique_ptr<workload::TextTokenizer> tokenizer;
+  std::unique_ptr<tokenizers::TextTokenizer> tokenizer;
   std::vector<std::string> prompts;
   std::string error;
 };
@@ -53,7 +53,7 @@ const RealTokenizerInput& tokenizer_and_sharegpt(const std::string& name) {
     in.error = "needs " + file.string() + " (scripts/setup.sh) and " + trace.string();
     return in;
   }
-  in.tokenizer = workload::load_text_tokenizer(file.string());
+  in.tokenizer = tokenizers::load_text_tokenizer(file.string());
   std::ifstream f(trace);
   std::stringstream text;
   text << f.rdbuf();
@@ -119,7 +119,7 @@ void BM_RealTokenizerLoadLlama3(benchmark::State& state) {
     return;
   }
   for (auto _ : state)
-    benchmark::DoNotOptimize(workload::load_text_tokenizer(in.tokenizer->description().file));
+    benchmark::DoNotOptimize(tokenizers::load_text_tokenizer(in.tokenizer->description().file));
 }
 BENCHMARK(BM_RealTokenizerLoadLlama3)->Unit(benchmark::kMillisecond)->Iterations(3);
 
@@ -145,7 +145,7 @@ void BM_EngineDecodeStep(benchmark::State& state) {
   auto add = [&] {
     engine::EngineRequest r;
     r.id = id++;
-    for (int k = 0; k < 256; ++k) r.prompt.push_back(workload::spaced_token_from_key(id * 1000 + k));
+    for (int k = 0; k < 256; ++k) r.prompt.push_back(tokenizers::spaced_token_from_key(id * 1000 + k));
     r.max_output_tokens = 7000;
     eng.add_request(std::move(r), now);
   };

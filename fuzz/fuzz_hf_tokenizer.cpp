@@ -1,5 +1,5 @@
 // libFuzzer target: the Hugging Face tokenizer.json loader and encode/decode
-// (src/workload/real_tokenizer.h). The input is a tokenizer.json, then a NUL
+// (src/tokenizers/text_tokenizer.h). The input is a tokenizer.json, then a NUL
 // byte, then the text to encode (a fixed sample text when there is no NUL).
 // Checks the contract: bad files are UsageErrors (never crashes); every id
 // encode returns is inside the vocabulary and has a piece; add_special puts
@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "workload/real_tokenizer.h"
+#include "tokenizers/text_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tokenscope;
@@ -21,9 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text = nul == std::string_view::npos
                                     ? std::string_view("Hello world, 123 <s> caf\xc3\xa9  \n\tend")
                                     : input.substr(nul + 1);
-  std::unique_ptr<workload::TextTokenizer> t;
+  std::unique_ptr<tokenizers::TextTokenizer> t;
   try {
-    t = workload::parse_hf_tokenizer_json(file, "fuzz.json");
+    t = tokenizers::parse_hf_tokenizer_json(file, "fuzz.json");
   } catch (const UsageError&) {
     return 0;
   }

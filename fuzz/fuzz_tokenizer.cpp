@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace tokenscope::workload;
+  using namespace tokenscope::tokenizers;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const auto full = tokenize(text);
   for (auto id : full) {

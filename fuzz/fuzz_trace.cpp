@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto w = workload::parse_trace_text(text, "fuzz",
                                               workload::TraceFormat::TOKENSCOPE_FUZZ_TRACE_FORMAT, options);
     // Every request must be usable by the engine: tokens exactly as many as declared.
-    std::vector<workload::TokenId> tokens;
+    std::vector<tokenizers::TokenId> tokens;
     for (std::size_t i = 0; i < w.requests.size() && i < 8; ++i) {
       tokens.clear();
       if (w.requests[i].input_tokens > 100000) continue;

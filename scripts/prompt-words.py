@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Derives the words that synthetic prompts are made of (src/workload/prompt_words.inc).
+"""Derives the words that synthetic prompts are made of (src/tokenizers/prompt_words.inc).
 
 A prompt of N planned tokens is N words joined by spaces. For that text to be
 N tokens on real servers, every word must be exactly one token, as the first
@@ -15,7 +15,7 @@ scripts/setup.sh in tests/blackbox/node) and kept when each is one token.
 The black-box tests check the result against llama-server's /tokenize for
 both llama.cpp vocabularies (tests/blackbox/llama_test.cpp).
 
-    python3 scripts/prompt-words.py > src/workload/prompt_words.inc
+    python3 scripts/prompt-words.py > src/tokenizers/prompt_words.inc
 
 Needs python3-numpy (gguf-py) and node.
 """

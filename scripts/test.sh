@@ -67,7 +67,7 @@ bash scripts/build.sh asan
 stage "asan tests"
 # The llama.cpp server tests run once, in the release stage: their time is the
 # server's, and the suite must stay within CI's budget.
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests/ubsan.supp \
   ctest --test-dir build/asan -j "$jobs" --output-on-failure --timeout 1800 -E '^Llama\.'
 
 echo "== the server under ThreadSanitizer (multi-threaded, real sockets)"

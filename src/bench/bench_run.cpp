@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "analyze/locality.h"
 #include "bench/bench_workload.h"
 #include "bench/live_metrics.h"
 #include "bench/prompt_text.h"
@@ -27,7 +28,6 @@
 #include "exporters/otlp.h"
 #include "exporters/perfetto.h"
 #include "net/http_fetch.h"
-#include "observe/locality.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -366,7 +366,7 @@ class RecordSink {
     }
   }
 
-  std::vector<observe::LocalityRequest> locality;
+  std::vector<analyze::LocalityRequest> locality;
   std::string first_error;  // "outcome: detail" of the first failed request written
 
  private:
@@ -654,7 +654,7 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
 // RecordSink, wait_for_run, error_rate_failure, add_in_process_truth,
 // write_vllm_result).
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
-                  const workload::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
+                  const tokenizers::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
                   const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live,
                   const RunListenerFactory& listeners) {
   const double cpu_start = process_cpu_seconds();
@@ -838,7 +838,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["observe"] = observer.report();
   report.observe = run["observe"];
   run["server"] = observer.server();
-  run["kv_locality"] = observe::kv_locality(w, std::move(sink.locality));
+  run["kv_locality"] = analyze::kv_locality(w, std::move(sink.locality));
   run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());
   add_in_process_truth(run, side);
   if (!io_error.empty()) {
@@ -981,8 +981,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     throw UsageError("--temperature: expected a number >= 0");
   if (sm.top_p && !(*sm.top_p > 0 && *sm.top_p <= 1))
     throw UsageError("--top-p: expected a number in (0, 1]");
-  std::unique_ptr<workload::TextTokenizer> tokenizer;
-  if (!o.tokenizer_file.empty()) tokenizer = workload::load_text_tokenizer(o.tokenizer_file);
+  std::unique_ptr<tokenizers::TextTokenizer> tokenizer;
+  if (!o.tokenizer_file.empty()) tokenizer = tokenizers::load_text_tokenizer(o.tokenizer_file);
   BenchResult result;
   result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
   const std::string& out = result.out_dir;

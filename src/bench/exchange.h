@@ -28,7 +28,7 @@
 #include "core/record.h"
 #include "net/http_client.h"
 #include "net/sse.h"
-#include "workload/real_tokenizer.h"
+#include "tokenizers/text_tokenizer.h"
 
 namespace tokenscope::bench {
 
@@ -108,7 +108,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   }
   // With the served model's tokenizer: a response without a usage count
   // gets its output tokens counted from its text (set once; survives init()).
-  void set_output_counter(const workload::TextTokenizer* tokenizer) { counter_ = tokenizer; }
+  void set_output_counter(const tokenizers::TextTokenizer* tokenizer) { counter_ = tokenizer; }
   // At most this many output events of one response are kept in the record
   // (event_times); later ones are counted and their gaps histogrammed
   // (RequestRecord::events_dropped), so that memory per request is bounded
@@ -144,7 +144,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   Done done_;
   void (*tick_)(void*) = nullptr;
   void* tick_ctx_ = nullptr;
-  const workload::TextTokenizer* counter_ = nullptr;
+  const tokenizers::TextTokenizer* counter_ = nullptr;
   net::SseDecoder decoder_;
   std::vector<net::SseEvent> events_;
   std::vector<std::uint32_t> event_chars_;

@@ -261,7 +261,7 @@ TEST_F(Collector, ServerBytesInADetailAreEscapedAndBounded) {
 }
 
 // A tokenizer of one token per byte, to count output text on the client.
-struct ByteTokenizer final : workload::TextTokenizer {
+struct ByteTokenizer final : tokenizers::TextTokenizer {
   std::vector<std::int32_t> encode(std::string_view text, bool) const override {
     return std::vector<std::int32_t>(text.size(), 1);
   }
@@ -274,7 +274,7 @@ struct ByteTokenizer final : workload::TextTokenizer {
   std::optional<std::string> token_to_piece(std::int32_t) const override { return std::nullopt; }
   std::optional<std::int32_t> piece_to_id(std::string_view) const override { return std::nullopt; }
   bool is_special(std::int32_t) const override { return false; }
-  workload::TokenizerDescription description() const override { return {}; }
+  tokenizers::TokenizerDescription description() const override { return {}; }
 };
 
 // Output text kept for a later turn stops at 4 MiB; text counted on the

@@ -23,7 +23,7 @@
 #include "core/histogram.h"
 #include "net/http.h"
 #include "net/http_server.h"
-#include "workload/unicode_text.h"
+#include "tokenizers/unicode_text.h"
 
 namespace tokenscope::bench {
 
@@ -45,7 +45,7 @@ static_assert(static_cast<std::size_t>(Outcome::kRejected) + 1 == kOutcomes.size
 // escaped); the value must be UTF-8, so invalid bytes (a model name from the
 // target's /v1/models, a path) are replaced first.
 std::string label_value(std::string_view v) {
-  return prometheus::escape_label_value(workload::unicode::repair_utf8(v));
+  return prometheus::escape_label_value(tokenizers::unicode::repair_utf8(v));
 }
 
 }  // namespace

@@ -6,30 +6,30 @@
 
 #include "core/error.h"
 #include "core/random.h"
-#include "workload/prompt_words.h"
+#include "tokenizers/prompt_words.h"
 
 namespace tokenscope::bench {
 
 std::string prompt_text(const workload::Workload& w, const workload::Request& r) {
   if (r.source == workload::PromptSource::kText) return w.prompts[r.source_begin];
-  std::vector<workload::TokenId> tokens;
+  std::vector<tokenizers::TokenId> tokens;
   workload::append_prompt_tokens(w, r, tokens);
   std::string text;
   text.reserve(tokens.size() * 5);
   for (const auto t : tokens) {
-    if (auto piece = workload::piece_text(t)) text += *piece;
+    if (auto piece = tokenizers::piece_text(t)) text += *piece;
   }
   return text;
 }
 
-PromptBuilder::PromptBuilder(const workload::Workload& w, const workload::TextTokenizer* tokenizer,
+PromptBuilder::PromptBuilder(const workload::Workload& w, const tokenizers::TextTokenizer* tokenizer,
                              bool specials_counted)
     : w_(w), tokenizer_(tokenizer) {
   if (!tokenizer_) return;
   specials_ = specials_counted ? tokenizer_->num_special_added() : 0;
-  const auto words = workload::prompt_words();
+  const auto words = tokenizers::prompt_words();
   std::vector<std::string> candidates(words.begin(), words.end());
-  const auto single = workload::single_token_words(*tokenizer_, candidates);
+  const auto single = tokenizers::single_token_words(*tokenizer_, candidates);
   if (single.size() < 64)
     throw UsageError(
         fmt::format("--tokenizer {}: only {} of the {} prompt words are one token in it; "
@@ -62,17 +62,17 @@ PromptBuilder::PromptBuilder(const workload::Workload& w, const workload::TextTo
 std::string PromptBuilder::text(const workload::Request& r) const {
   if (!tokenizer_) return prompt_text(w_, r);
   if (r.source == workload::PromptSource::kText) return w_.prompts[r.source_begin];
-  std::vector<workload::TokenId> tokens;
+  std::vector<tokenizers::TokenId> tokens;
   workload::append_prompt_tokens(w_, r, tokens);
   // One word per token, less one per special token the server counts (the
   // last ones go, so that shared prefixes stay shared); at least one word.
   const std::size_t n = std::max<std::size_t>(1, tokens.size() > specials_ ? tokens.size() - specials_ : 1);
-  const auto words = workload::prompt_words();
+  const auto words = tokenizers::prompt_words();
   std::string text;
   text.reserve(n * 5);
   for (std::size_t k = 0; k < n; ++k) {
     // The token is a prompt word, spaced or not: find its index by its letters.
-    const auto piece = workload::piece_text(tokens[k]);
+    const auto piece = tokenizers::piece_text(tokens[k]);
     std::string_view letters = piece ? std::string_view(*piece) : std::string_view("the");
     if (!letters.empty() && letters.front() == ' ') letters.remove_prefix(1);
     const auto it = std::lower_bound(words.begin(), words.end(), letters);

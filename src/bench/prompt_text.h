@@ -2,7 +2,7 @@
 // so that the server sees the workload's tokens.
 //  * Trace prompts (ShareGPT, native "prompt") are sent as written.
 //  * Synthetic and Mooncake prompts are sequences of prompt words
-//    (workload/prompt_words.h): one word per planned token, joined by
+//    (tokenizers/prompt_words.h): one word per planned token, joined by
 //    spaces, starting without one. tokenscope serve re-tokenizes them to
 //    exactly the workload's tokens (so prefix reuse in the trace — shared
 //    hash ids, shared-prefix groups — is prefix reuse on the server), and
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "workload/real_tokenizer.h"
+#include "tokenizers/text_tokenizer.h"
 #include "workload/workload.h"
 
 namespace tokenscope::bench {
@@ -35,7 +35,8 @@ class PromptBuilder {
   // server counts the tokens the tokenizer adds (BOS) in the prompt — true
   // for the completions API, false for chat, whose template adds its own.
   // Throws UsageError when the tokenizer has fewer than 64 one-token words.
-  PromptBuilder(const workload::Workload& w, const workload::TextTokenizer* tokenizer, bool specials_counted);
+  PromptBuilder(const workload::Workload& w, const tokenizers::TextTokenizer* tokenizer,
+                bool specials_counted);
 
   // The prompt of a workload request (thread-safe).
   std::string text(const workload::Request& r) const;
@@ -44,7 +45,7 @@ class PromptBuilder {
   std::int64_t planned_tokens(const workload::Request& r) const;
   // Tokens the tokenizer adds to a prompt that the server counts (0 without one).
   std::size_t specials() const { return specials_; }
-  const workload::TextTokenizer* tokenizer() const { return tokenizer_; }
+  const tokenizers::TextTokenizer* tokenizer() const { return tokenizer_; }
   // Prompt words kept as they are, and replaced (with a tokenizer).
   std::size_t words_kept() const { return kept_; }
   std::size_t words_replaced() const { return replaced_; }
@@ -53,7 +54,7 @@ class PromptBuilder {
 
  private:
   const workload::Workload& w_;
-  const workload::TextTokenizer* tokenizer_;
+  const tokenizers::TextTokenizer* tokenizer_;
   std::size_t specials_ = 0;
   std::size_t kept_ = 0, replaced_ = 0;
   // Prompt word index -> the word sent for it (one token in the tokenizer).

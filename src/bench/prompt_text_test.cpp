@@ -18,15 +18,15 @@ TEST(PromptText, RetokenizesToTheWorkloadTokens) {
   a.input_tokens = 700;
   b.input_tokens = 900;
   for (const auto* r : {&a, &b}) {
-    std::vector<workload::TokenId> expected;
+    std::vector<tokenizers::TokenId> expected;
     workload::append_prompt_tokens(w, *r, expected);
-    EXPECT_EQ(workload::tokenize(prompt_text(w, *r)), expected);
+    EXPECT_EQ(tokenizers::tokenize(prompt_text(w, *r)), expected);
   }
   // Shared leading hash ids give a shared leading text.
   const std::string ta = prompt_text(w, a), tb = prompt_text(w, b);
   std::size_t common = 0;
   while (common < ta.size() && common < tb.size() && ta[common] == tb[common]) ++common;
-  const auto shared_tokens = workload::tokenize(ta.substr(0, common)).size();
+  const auto shared_tokens = tokenizers::tokenize(ta.substr(0, common)).size();
   EXPECT_GE(shared_tokens, 511u);
   EXPECT_LE(shared_tokens, 513u);
 }
@@ -39,7 +39,7 @@ TEST(PromptText, SyntheticPrefixGroupsAndTextPrompts) {
   s.prefix_groups = 1;
   s.prefix_tokens = 120;
   const auto w = workload::make_synthetic(s, workload::WorkloadSeeds::from_master(2));
-  for (const auto& r : w.requests) EXPECT_EQ(workload::tokenize(prompt_text(w, r)).size(), 200u);
+  for (const auto& r : w.requests) EXPECT_EQ(tokenizers::tokenize(prompt_text(w, r)).size(), 200u);
   workload::Workload t;
   t.prompts = {"Hello, World!"};
   workload::Request r;

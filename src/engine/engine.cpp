@@ -312,7 +312,7 @@ std::uint64_t Engine::root_hash(std::uint32_t tenant) const {
   return hash_combine64(kRootSalt, tenant + 1ULL);
 }
 
-void Engine::append_known_token(Seq& s, workload::TokenId t) {
+void Engine::append_known_token(Seq& s, tokenizers::TokenId t) {
   // The running state covers every token so far (so a block's hash chains
   // over its whole prefix); each step is a bijection of the state, and the
   // finaliser mixes it at block ends.
@@ -716,7 +716,7 @@ Nanos Engine::step(Nanos now) {
   for (const auto& [s, n] : scheduled_) {
     s->num_computed += n;
     if (s->num_computed != s->num_tokens()) continue;
-    const workload::TokenId token = workload::generated_token(s->output_seed, s->num_output);
+    const tokenizers::TokenId token = workload::generated_token(s->output_seed, s->num_output);
     if (s->num_output == 0) counters_.prompt_tokens += s->prompt_len;
     ++s->num_output;
     ++counters_.generation_tokens;

@@ -40,7 +40,7 @@
 #include "engine/cost_model.h"
 #include "engine/kv_cache.h"
 #include "engine/perturbation.h"
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 namespace tokenscope::engine {
 
@@ -116,8 +116,8 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog);
 
 struct EngineRequest {
   std::uint64_t id = 0;
-  std::vector<workload::TokenId> prompt;  // the prompt's tokens (moved in)
-  std::uint32_t max_output_tokens = 1;    // the request generates exactly this many (unless aborted)
+  std::vector<tokenizers::TokenId> prompt;  // the prompt's tokens (moved in)
+  std::uint32_t max_output_tokens = 1;      // the request generates exactly this many (unless aborted)
   std::uint32_t tenant = 0;
   std::int32_t priority = 0;
   std::optional<std::uint64_t> output_seed;  // keys the generated words; default: the id
@@ -171,8 +171,8 @@ class EngineObserver {
   // The first step that schedules the request, with the prompt tokens it
   // found in the prefix cache (whole blocks; FinishedRequest::cached_tokens).
   virtual void on_first_scheduled(std::uint64_t /*id*/, Nanos /*t*/, std::uint32_t /*cached_tokens*/) {}
-  // A generated token (text: workload::piece_text(token)), emitted at t.
-  virtual void on_token(std::uint64_t /*id*/, Nanos /*t*/, workload::TokenId /*token*/) {}
+  // A generated token (text: tokenizers::piece_text(token)), emitted at t.
+  virtual void on_token(std::uint64_t /*id*/, Nanos /*t*/, tokenizers::TokenId /*token*/) {}
   virtual void on_finish(const FinishedRequest& /*r*/) {}
   virtual void on_reject(std::uint64_t /*id*/, Nanos /*t*/, std::string_view /*reason*/) {}
   virtual void on_step(const StepStats& /*s*/) {}
@@ -258,7 +258,7 @@ class Engine {
 
   std::uint32_t pool_of(const Seq& s) const;
   std::uint64_t root_hash(std::uint32_t tenant) const;
-  void append_known_token(Seq& s, workload::TokenId t);
+  void append_known_token(Seq& s, tokenizers::TokenId t);
   // Reserves KV blocks so that num_new_tokens more tokens fit, taking
   // hit_blocks cached blocks and host_blocks restored from host memory for a
   // sequence being admitted. Returns false (changing nothing) when blocks

@@ -11,7 +11,7 @@
 namespace tokenscope::engine {
 namespace {
 
-using workload::TokenId;
+using tokenizers::TokenId;
 
 // Records everything the engine reports and checks per-step invariants.
 struct Recorder : EngineObserver {
@@ -375,8 +375,8 @@ TEST(Engine, GeneratedTokensAreWordsKeyedByTheOutputSeed) {
   h.drain();
   EXPECT_EQ(h.rec.token_ids[1], h.rec.token_ids[2]);  // same seed, same text
   std::string text;
-  for (auto t : h.rec.token_ids[1]) text += *workload::piece_text(t);
-  EXPECT_EQ(workload::tokenize(text), h.rec.token_ids[1]);
+  for (auto t : h.rec.token_ids[1]) text += *tokenizers::piece_text(t);
+  EXPECT_EQ(tokenizers::tokenize(text), h.rec.token_ids[1]);
 }
 
 TEST(Engine, ResolutionRejectsModelsThatDoNotFit) {

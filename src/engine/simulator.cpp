@@ -42,7 +42,7 @@ void RecordingObserver::release_slot(std::uint64_t id) {
   slot = 0;
 }
 
-void RecordingObserver::on_token(std::uint64_t id, Nanos t, workload::TokenId) {
+void RecordingObserver::on_token(std::uint64_t id, Nanos t, tokenizers::TokenId) {
   times_of(id, true)->push_back(t);
 }
 

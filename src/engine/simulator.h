@@ -31,7 +31,7 @@ class RecordingObserver final : public EngineObserver {
   RecordingObserver(const workload::Workload& w, RunDirectory* out, bool write_steps);
 
   void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
-  void on_token(std::uint64_t id, Nanos t, workload::TokenId token) override;
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override;
   void on_finish(const FinishedRequest& r) override;
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
   void on_step(const StepStats& s) override;

@@ -97,7 +97,7 @@ void SimSampler::on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cac
   inner_.on_first_scheduled(id, t, cached_tokens);
 }
 
-void SimSampler::on_token(std::uint64_t id, Nanos t, workload::TokenId token) {
+void SimSampler::on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) {
   inner_.on_token(id, t, token);
 }
 

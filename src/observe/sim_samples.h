@@ -67,7 +67,7 @@ class SimSampler final : public engine::EngineObserver {
   SimSampler(engine::EngineObserver& inner, JsonlWriter* out, Nanos interval_ns);
 
   void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
-  void on_token(std::uint64_t id, Nanos t, workload::TokenId token) override;
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override;
   void on_finish(const engine::FinishedRequest& r) override;
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
   void on_step(const engine::StepStats& s) override;

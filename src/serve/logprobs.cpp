@@ -15,8 +15,8 @@ namespace {
 constexpr double kLogZero = -9999.0;  // log 0 as vLLM writes it (JSON has no -inf)
 constexpr std::uint64_t kAlternativeStride = 7919;
 
-std::string token_text(workload::TokenId t) {
-  return workload::piece_text(t).value_or("");
+std::string token_text(tokenizers::TokenId t) {
+  return tokenizers::piece_text(t).value_or("");
 }
 
 // A logprob as JSON: the shortest text that reads back to the same double.
@@ -43,7 +43,7 @@ std::uint64_t logprob_key(std::uint64_t server_seed, std::optional<std::uint64_t
 }
 
 double simulated_logprob(const LogprobModel& model, std::uint64_t key, std::uint32_t position,
-                         workload::TokenId token) {
+                         tokenizers::TokenId token) {
   const std::uint64_t h = hash_combine64(hash_combine64(key, position), token);
   const double u = static_cast<double>((h >> 11) + 1) * 0x1p-53;  // (0, 1]
   return (model.mean_nats + model.shift_nats) * std::log(u);      // -(mean + shift) * E, E = -ln u
@@ -57,7 +57,7 @@ std::vector<TokenLogprob> simulated_top_logprobs(const TokenLogprob& sampled, st
   const double rest = std::log1p(-std::exp(sampled.logprob));
   for (std::uint32_t k = 1; k <= n; ++k) {
     const auto id =
-        static_cast<workload::TokenId>((sampled.token + kAlternativeStride * k) % workload::kVocabSize);
+        static_cast<tokenizers::TokenId>((sampled.token + kAlternativeStride * k) % tokenizers::kVocabSize);
     const double lp = std::isfinite(rest) ? rest - static_cast<double>(k) * std::log(2.0) : kLogZero;
     all.push_back({id, lp});
   }

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "serve/openai.h"
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 namespace tokenscope::serve {
 
@@ -34,7 +34,7 @@ struct LogprobModel {
 };
 
 struct TokenLogprob {
-  workload::TokenId token = 0;
+  tokenizers::TokenId token = 0;
   double logprob = 0.0;
 };
 
@@ -45,7 +45,7 @@ std::uint64_t logprob_key(std::uint64_t server_seed, std::optional<std::uint64_t
 
 // The sampled token's logprob (above), in (-inf, 0].
 double simulated_logprob(const LogprobModel& model, std::uint64_t key, std::uint32_t position,
-                         workload::TokenId token);
+                         tokenizers::TokenId token);
 
 // The n most likely of the sampled token and its n alternatives (above), most
 // likely first (the sampled token first on a tie).

@@ -40,7 +40,7 @@ TEST(SimulatedLogprobs, NegativeLogprobIsExponentialWithTheModelsMean) {
     for (int i = 0; i < n; ++i) {
       const double lp =
           simulated_logprob(m, logprob_key(1, std::nullopt, 0, static_cast<std::uint64_t>(i / 100)),
-                            static_cast<std::uint32_t>(i % 100), static_cast<workload::TokenId>(i * 31));
+                            static_cast<std::uint32_t>(i % 100), static_cast<tokenizers::TokenId>(i * 31));
       sum += -lp;
       above_median += lp > -mean * std::log(2.0) ? 1 : 0;
     }
@@ -69,8 +69,8 @@ TEST(SimulatedLogprobs, TopAlternativesShareTheRestAndComeMostLikelyFirst) {
 }
 
 TEST(SimulatedLogprobs, JsonInBothApisForms) {
-  const std::vector<TokenLogprob> tokens = {{workload::spaced_word_id("the"), -0.25},
-                                            {workload::spaced_word_id("cat"), -1.5}};
+  const std::vector<TokenLogprob> tokens = {{tokenizers::spaced_word_id("the"), -0.25},
+                                            {tokenizers::spaced_word_id("cat"), -1.5}};
   const auto c = json::parse(logprobs_json(Api::kCompletions, tokens, 1, 10));
   EXPECT_EQ(c["tokens"], json({" the", " cat"}));
   EXPECT_EQ(c["token_logprobs"], json({-0.25, -1.5}));

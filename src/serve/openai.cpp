@@ -50,31 +50,32 @@ std::string kind_of(const json& v) {
 }
 
 std::optional<ApiError> tokens_from_ids(const json& arr, const std::string& param,
-                                        std::vector<workload::TokenId>& out) {
+                                        std::vector<tokenizers::TokenId>& out) {
   for (const auto& v : arr) {
     if (!v.is_number_integer() && !v.is_number_unsigned())
       return bad(param, fmt::format("'{}' must hold integer token ids, got {}", param, kind_of(v)));
     const auto id = v.get<std::int64_t>();
-    if (id < 0 || id >= static_cast<std::int64_t>(workload::kVocabSize))
+    if (id < 0 || id >= static_cast<std::int64_t>(tokenizers::kVocabSize))
       return bad(param,
-                 fmt::format("token id {} is outside the vocabulary [0, {})", id, workload::kVocabSize));
-    out.push_back(static_cast<workload::TokenId>(id));
+                 fmt::format("token id {} is outside the vocabulary [0, {})", id, tokenizers::kVocabSize));
+    out.push_back(static_cast<tokenizers::TokenId>(id));
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_prompt(const json& body, std::vector<std::vector<workload::TokenId>>& prompts) {
+std::optional<ApiError> parse_prompt(const json& body,
+                                     std::vector<std::vector<tokenizers::TokenId>>& prompts) {
   const auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return bad("prompt", "'prompt' is required");
   const json& p = *it;
   if (p.is_string()) {
-    prompts.push_back(workload::tokenize(p.get_ref<const std::string&>()));
+    prompts.push_back(tokenizers::tokenize(p.get_ref<const std::string&>()));
   } else if (p.is_array()) {
     if (p.empty()) return bad("prompt", "'prompt' must not be an empty list");
     if (p.front().is_string()) {
       for (const auto& s : p) {
         if (!s.is_string()) return bad("prompt", "a list 'prompt' must hold only strings or only token ids");
-        prompts.push_back(workload::tokenize(s.get_ref<const std::string&>()));
+        prompts.push_back(tokenizers::tokenize(s.get_ref<const std::string&>()));
       }
     } else if (p.front().is_array()) {
       for (const auto& ids : p) {
@@ -195,7 +196,7 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   } else {
     std::string templated;
     if (auto e = parse_messages(body, templated)) return *e;
-    r.prompts.push_back(workload::tokenize(templated));
+    r.prompts.push_back(tokenizers::tokenize(templated));
   }
   // sampling and length
   bool present = false;
@@ -311,8 +312,8 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   return r;
 }
 
-std::variant<std::vector<workload::TokenId>, ApiError> parse_tokenize_request(std::string_view text,
-                                                                              const ParseContext& ctx) {
+std::variant<std::vector<tokenizers::TokenId>, ApiError> parse_tokenize_request(std::string_view text,
+                                                                                const ParseContext& ctx) {
   json body = json::parse(text.begin(), text.end(), nullptr, false);
   if (body.is_discarded() || !body.is_object()) return bad("", "the request body must be a JSON object");
   if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
@@ -323,12 +324,12 @@ std::variant<std::vector<workload::TokenId>, ApiError> parse_tokenize_request(st
   if (body.contains("messages")) {
     std::string templated;
     if (auto e = parse_messages(body, templated)) return *e;
-    return workload::tokenize(templated);
+    return tokenizers::tokenize(templated);
   }
   const auto it = body.find("prompt");
   if (it == body.end() || !it->is_string())
     return bad("prompt", "'prompt' must be a string (or give 'messages')");
-  return workload::tokenize(it->get_ref<const std::string&>());
+  return tokenizers::tokenize(it->get_ref<const std::string&>());
 }
 
 std::string usage_json(const Usage& u) {

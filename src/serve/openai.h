@@ -10,7 +10,7 @@
 #include <variant>
 #include <vector>
 
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 namespace tokenscope::serve {
 
@@ -28,8 +28,8 @@ enum class Api { kCompletions, kChat };
 struct GenerationRequest {
   Api api = Api::kCompletions;
   std::string model;
-  std::vector<std::vector<workload::TokenId>> prompts;  // one per choice
-  std::uint32_t max_tokens = 16;                        // resolved: given, or the default for the API
+  std::vector<std::vector<tokenizers::TokenId>> prompts;  // one per choice
+  std::uint32_t max_tokens = 16;                          // resolved: given, or the default for the API
   bool stream = false;
   bool include_usage = false;
   bool ignore_eos = false;
@@ -63,8 +63,8 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
 std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages);
 
 // /tokenize body: {"prompt": "..."} or {"messages": [...]}; returns the tokens.
-std::variant<std::vector<workload::TokenId>, ApiError> parse_tokenize_request(std::string_view body,
-                                                                              const ParseContext& ctx);
+std::variant<std::vector<tokenizers::TokenId>, ApiError> parse_tokenize_request(std::string_view body,
+                                                                                const ParseContext& ctx);
 
 struct Usage {
   std::uint64_t prompt_tokens = 0;

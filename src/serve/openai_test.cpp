@@ -30,7 +30,7 @@ TEST(OpenAiParse, CompletionPromptsInEveryForm) {
   EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": "hello world"})").prompts.size(), 1u);
   EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": ["a", "b", "c"]})").prompts.size(), 3u);
   const auto ids = ok(Api::kCompletions, R"({"prompt": [1, 2, 3]})");
-  EXPECT_EQ(ids.prompts, (std::vector<std::vector<workload::TokenId>>{{1, 2, 3}}));
+  EXPECT_EQ(ids.prompts, (std::vector<std::vector<tokenizers::TokenId>>{{1, 2, 3}}));
   EXPECT_EQ(ok(Api::kCompletions, R"({"prompt": [[1, 2], [3]]})").prompts.size(), 2u);
   const auto d = ok(Api::kCompletions, R"({"prompt": "x"})");
   EXPECT_EQ(d.max_tokens, 16u);  // OpenAI's default for completions
@@ -43,7 +43,7 @@ TEST(OpenAiParse, ChatAppliesTheTemplateAndReadsOptions) {
       {"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_completion_tokens": 40, "stream": true,
       "stream_options": {"include_usage": true}, "ignore_eos": true, "min_tokens": 3, "temperature": 0.5,
       "seed": 7, "stop": ["\n", "end"], "n": 1, "priority": -2})");
-  EXPECT_EQ(r.prompts[0], workload::tokenize("<|system|>\nbe brief\n<|user|>\nhi\n<|assistant|>\n"));
+  EXPECT_EQ(r.prompts[0], tokenizers::tokenize("<|system|>\nbe brief\n<|user|>\nhi\n<|assistant|>\n"));
   EXPECT_EQ(r.model, "alias");
   EXPECT_EQ(r.max_tokens, 40u);
   EXPECT_TRUE(r.stream && r.include_usage && r.ignore_eos);
@@ -53,7 +53,7 @@ TEST(OpenAiParse, ChatAppliesTheTemplateAndReadsOptions) {
   EXPECT_EQ(r.priority, -2);
   // Without max_tokens a chat request may use the rest of the context.
   EXPECT_EQ(ok(Api::kChat, R"({"messages": [{"role": "user", "content": "x"}]})").max_tokens,
-            8192u - workload::tokenize("<|user|>\nx\n<|assistant|>\n").size());
+            8192u - tokenizers::tokenize("<|user|>\nx\n<|assistant|>\n").size());
 }
 
 TEST(OpenAiParse, ErrorsNameTheField) {
@@ -176,7 +176,7 @@ TEST(OpenAiJson, ChunksAndResponsesCarryLogprobsWhenGiven) {
 
 TEST(OpenAiParse, Tokenize) {
   const auto t = parse_tokenize_request(R"({"prompt": "hello world"})", kCtx);
-  EXPECT_EQ(std::get<std::vector<workload::TokenId>>(t), workload::tokenize("hello world"));
+  EXPECT_EQ(std::get<std::vector<tokenizers::TokenId>>(t), tokenizers::tokenize("hello world"));
   EXPECT_TRUE(std::holds_alternative<ApiError>(parse_tokenize_request("{}", kCtx)));
 }
 

@@ -80,7 +80,7 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     if (!post) return method_not_allowed("POST");
     auto parsed = parse_tokenize_request(req.body, settings_.parse);
     if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*responder, *e);
-    const auto& tokens = std::get<std::vector<workload::TokenId>>(parsed);
+    const auto& tokens = std::get<std::vector<tokenizers::TokenId>>(parsed);
     return reply(
         *responder, 200,
         nlohmann::json{

@@ -118,9 +118,9 @@ TEST_F(Api, NonStreamingCompletion) {
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   const std::string text = j["choices"][0]["text"];
-  EXPECT_EQ(workload::tokenize(text).size(), 5u);
+  EXPECT_EQ(tokenizers::tokenize(text).size(), 5u);
   EXPECT_EQ(j["usage"]["completion_tokens"], 5);
-  EXPECT_EQ(j["usage"]["prompt_tokens"], workload::tokenize("Once upon a time").size());
+  EXPECT_EQ(j["usage"]["prompt_tokens"], tokenizers::tokenize("Once upon a time").size());
   EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + 5);
   EXPECT_EQ(core->active(), 0u);
 }
@@ -224,8 +224,8 @@ TEST_F(Api, StopStringsEndTheTextBeforeTheMatch) {
   const auto free_run = body_of(*call("POST", "/v1/completions",
                                       R"({"prompt": "x", "max_tokens": 30, "seed": 3, "ignore_eos": true})"));
   const std::string text = free_run["choices"][0]["text"];
-  const auto words = workload::tokenize(text);
-  const std::string stop = *workload::piece_text(words[10]);  // " word" of the 11th token
+  const auto words = tokenizers::tokenize(text);
+  const std::string stop = *tokenizers::piece_text(words[10]);  // " word" of the 11th token
   const std::size_t cut = text.find(stop);
   json req = {{"prompt", "x"}, {"max_tokens", 30}, {"seed", 3}, {"ignore_eos", true}, {"stop", stop}};
   const auto stopped = body_of(*call("POST", "/v1/completions", req.dump()));

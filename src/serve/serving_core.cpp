@@ -78,7 +78,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
  public:
   struct Choice {
     std::uint64_t engine_id = 0;
-    std::vector<workload::TokenId> prompt;
+    std::vector<tokenizers::TokenId> prompt;
     std::uint32_t target = 0;  // tokens it will generate unless a stop string ends it
     bool natural_end = false;  // target < max_tokens: the model stopped on its own
     std::string text;          // everything generated (after a stop string: cut there)
@@ -124,7 +124,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
                    nullptr);
   }
 
-  void on_token(std::uint32_t index, workload::TokenId token, Nanos t) {
+  void on_token(std::uint32_t index, tokenizers::TokenId token, Nanos t) {
     if (finished_) return;
     Choice& c = choices_[index];
     if (c.done) return;
@@ -132,7 +132,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     c.last_token_t = t;
     const std::uint32_t token_index = c.tokens++;
     const std::size_t before = c.text.size();
-    c.text += workload::piece_text(token).value_or("");
+    c.text += tokenizers::piece_text(token).value_or("");
     if (req_.logprobs)
       c.logprobs.push_back(
           {token, simulated_logprob(core_.settings().logprobs, c.logprob_key, token_index, token)});
@@ -604,7 +604,7 @@ void ServingCore::on_first_scheduled(std::uint64_t id, Nanos, std::uint32_t cach
   if (it != by_engine_id_.end()) it->second.first->choices()[it->second.second].cached_tokens = cached_tokens;
 }
 
-void ServingCore::on_token(std::uint64_t id, Nanos t, workload::TokenId token) {
+void ServingCore::on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) {
   pending_.push_back({Event::Kind::kToken, id, t, token, {}, {}});
 }
 

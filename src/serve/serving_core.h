@@ -97,7 +97,7 @@ class ServingCore final : public engine::EngineObserver {
   // except the cached prompt tokens of a request (known when it is first
   // scheduled), which its usage needs whenever the response ends.
   void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
-  void on_token(std::uint64_t id, Nanos t, workload::TokenId token) override;
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override;
   void on_finish(const engine::FinishedRequest& r) override;
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
   void on_step(const engine::StepStats& s) override;
@@ -124,7 +124,7 @@ class ServingCore final : public engine::EngineObserver {
     enum class Kind { kToken, kFinish, kReject } kind;
     std::uint64_t id;
     Nanos t;
-    workload::TokenId token = 0;
+    tokenizers::TokenId token = 0;
     engine::FinishedRequest finished;
     std::string reason;
   };

@@ -30,10 +30,10 @@ constexpr std::string_view kCommonWords[] = {
     "door", "data", "code", "plan", "fine", "less", "team", "ever", "list", "seen", "ring", "kept", "wish",
 };
 
-const std::vector<TokenId>& word_tokens() {
-  static const std::vector<TokenId> tokens = [] {
-    std::vector<TokenId> t;
-    for (auto w : kCommonWords) t.push_back(spaced_word_id(w));
+const std::vector<tokenizers::TokenId>& word_tokens() {
+  static const std::vector<tokenizers::TokenId> tokens = [] {
+    std::vector<tokenizers::TokenId> t;
+    for (auto w : kCommonWords) t.push_back(tokenizers::spaced_word_id(w));
     return t;
   }();
   return tokens;
@@ -44,7 +44,7 @@ std::span<const std::string_view> generated_words() {
   return kCommonWords;
 }
 
-TokenId generated_token(std::uint64_t key, std::uint32_t index) {
+tokenizers::TokenId generated_token(std::uint64_t key, std::uint32_t index) {
   const auto& tokens = word_tokens();
   const std::uint64_t r = mix64(mix64(key ^ 0x67656e6572617465ULL) + index * 0x9e3779b97f4a7c15ULL);
   return tokens[((r >> 32) * tokens.size()) >> 32];

@@ -8,7 +8,7 @@
 #include <span>
 #include <string_view>
 
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 namespace tokenscope::workload {
 
@@ -17,6 +17,6 @@ std::span<const std::string_view> generated_words();
 
 // Token `index` of the output stream keyed by `key` (a request's seed):
 // " " + a word, chosen deterministically from key and index.
-TokenId generated_token(std::uint64_t key, std::uint32_t index);
+tokenizers::TokenId generated_token(std::uint64_t key, std::uint32_t index);
 
 }  // namespace tokenscope::workload

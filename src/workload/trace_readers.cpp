@@ -302,7 +302,7 @@ void add_conversation(const json& e, std::size_t index, std::size_t line, const 
   }
   if (prompt == nullptr) throw InputError(file, line, field, "expected at least one human turn");
   const std::string& text_prompt = prompt->get_ref<const std::string&>();
-  const std::size_t n = count_tokens(text_prompt);
+  const std::size_t n = tokenizers::count_tokens(text_prompt);
   if (n == 0) throw InputError(file, line, field, "expected a non-empty prompt");
   Request r;
   r.input_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(n, kMaxTokens));
@@ -410,7 +410,7 @@ void parse_native(TextReader& in, const std::string& file, Workload& w, const Tr
         throw InputError(file, line_no, "prompt", "give either prompt or hash_ids, not both");
       if (has_prompt) {
         if (!j["prompt"].is_string()) throw InputError(file, line_no, "prompt", "expected a string");
-        const std::size_t n = count_tokens(j["prompt"].get_ref<const std::string&>());
+        const std::size_t n = tokenizers::count_tokens(j["prompt"].get_ref<const std::string&>());
         if (n == 0 || n > kMaxTokens)
           throw InputError(file, line_no, "prompt", "expected a non-empty prompt");
         r.input_tokens = static_cast<std::uint32_t>(n);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 namespace tokenscope::workload {
 
@@ -60,10 +60,10 @@ struct Workload {
 // The token of a hash-id block at an offset: each 512-token block is derived
 // deterministically from its id alone, so equal leading ids give equal
 // leading tokens, and different ids give different tokens.
-TokenId hash_block_token(std::uint64_t hash_id, std::uint32_t offset);
+tokenizers::TokenId hash_block_token(std::uint64_t hash_id, std::uint32_t offset);
 
 // Appends the request's prompt tokens (exactly input_tokens of them) to out.
-void append_prompt_tokens(const Workload& w, const Request& r, std::vector<TokenId>& out);
+void append_prompt_tokens(const Workload& w, const Request& r, std::vector<tokenizers::TokenId>& out);
 
 // Where a request's prompt comes from, for messages about it: the message
 // prefix "FILE:LINE: field 'NAME'" of a trace row (as InputError writes it),

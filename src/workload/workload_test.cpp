@@ -18,7 +18,7 @@ TEST(HashIdTokens, SharedLeadingIdsShareExactlyThatPrefix) {
   a.source_count = b.source_count = 3;
   a.input_tokens = 1500;
   b.input_tokens = 1100;
-  std::vector<TokenId> ta, tb;
+  std::vector<tokenizers::TokenId> ta, tb;
   append_prompt_tokens(w, a, ta);
   append_prompt_tokens(w, b, tb);
   ASSERT_EQ(ta.size(), 1500u);
@@ -30,13 +30,13 @@ TEST(HashIdTokens, SharedLeadingIdsShareExactlyThatPrefix) {
   // Truncation: a 600-token request with id 1 is the first 600 tokens of block 1.
   Request c = a;
   c.input_tokens = 600;
-  std::vector<TokenId> tc;
+  std::vector<tokenizers::TokenId> tc;
   append_prompt_tokens(w, c, tc);
   EXPECT_TRUE(std::equal(tc.begin(), tc.end(), ta.begin()));
   // The prompt starts with the block's first word, without its space.
-  EXPECT_EQ(hash_block_token(1, 0) - kLetterPieces, ta[0]);
+  EXPECT_EQ(hash_block_token(1, 0) - tokenizers::kLetterPieces, ta[0]);
   EXPECT_EQ(hash_block_token(1, 1), ta[1]);
-  EXPECT_EQ(*piece_text(ta[0]), piece_text(hash_block_token(1, 0))->substr(1));
+  EXPECT_EQ(*tokenizers::piece_text(ta[0]), tokenizers::piece_text(hash_block_token(1, 0))->substr(1));
 }
 
 TEST(Synthetic, PrefixGroupsShareTheirPrefixAndSeedsAreIndependent) {
@@ -50,9 +50,9 @@ TEST(Synthetic, PrefixGroupsShareTheirPrefixAndSeedsAreIndependent) {
   const auto seeds = WorkloadSeeds::from_master(7);
   const auto w = make_synthetic(s, seeds);
   ASSERT_EQ(w.requests.size(), 200u);
-  std::vector<TokenId> first[2];
+  std::vector<tokenizers::TokenId> first[2];
   for (const auto& r : w.requests) {
-    std::vector<TokenId> t;
+    std::vector<tokenizers::TokenId> t;
     append_prompt_tokens(w, r, t);
     auto& ref = first[r.source_begin];
     if (ref.empty()) {

@@ -173,7 +173,7 @@ TEST_F(Cli, RunJsonRecordsRequestedAndEffectiveSettings) {
   std::string line;
   int n = 0;
   while (std::getline(req, line)) {
-    EXPECT_NO_THROW(nlohmann::json::parse(line));
+    EXPECT_TRUE(nlohmann::json::accept(line)) << line;
     ++n;
   }
   EXPECT_EQ(n, 50);
@@ -469,7 +469,7 @@ TEST_F(Cli, InterruptKeepsEveryFinishedRequest) {
   std::string line;
   std::uint64_t n = 0;
   while (std::getline(req, line)) {
-    ASSERT_NO_THROW(nlohmann::json::parse(line)) << "line " << n;
+    ASSERT_TRUE(nlohmann::json::accept(line)) << "line " << n;
     ++n;
   }
   EXPECT_GT(n, 0u);

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 constexpr long kMiB = 1024;  // in KiB, the unit of max_rss_kb
 // Peak memory bounds hold for the release build; a sanitizer's shadow memory
 // and quarantine make them meaningless there (the tests still check the rest).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(TOKENSCOPE_SANITIZED)
 #define EXPECT_RSS_BELOW(r, bound) (void)(r), (void)(bound)
 #else
 #define EXPECT_RSS_BELOW(r, bound) EXPECT_LT((r).max_rss_kb, (bound)) << show(r)

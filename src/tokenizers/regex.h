@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 
 class Regex {
  public:
@@ -38,4 +38,4 @@ class Regex {
   std::shared_ptr<const Impl> impl_;
 };
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

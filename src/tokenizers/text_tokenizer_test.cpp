@@ -1,7 +1,7 @@
 // Unit tests of the real tokenizers on small hand-written tokenizer.json
 // files, where every expected id can be worked out by hand. The comparison
-// with real vocabularies is in real_tokenizer_reference_test.cpp.
-#include "workload/real_tokenizer.h"
+// with real vocabularies is in reference_test.cpp.
+#include "tokenizers/text_tokenizer.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,10 +15,10 @@
 
 #include "core/error.h"
 #include "core/temp_dir.h"
-#include "workload/tokenizer_regex.h"
-#include "workload/unicode_text.h"
+#include "tokenizers/regex.h"
+#include "tokenizers/unicode_text.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 namespace {
 
 using json = nlohmann::json;
@@ -508,4 +508,4 @@ TEST(RealTokenizer, SingleTokenWordsNeedOneTokenAloneAndAfterASpace) {
 }
 
 }  // namespace
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

@@ -1,4 +1,4 @@
-#include "workload/tokenizer_regex.h"
+#include "tokenizers/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <fmt/format.h>
@@ -7,9 +7,9 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "workload/unicode_text.h"
+#include "tokenizers/unicode_text.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 namespace {
 // Backtracking bounds per match: far above what tokenizer patterns need on
 // any text, low enough that a pathological pattern fails in well under a
@@ -95,4 +95,4 @@ std::vector<Regex::Match> Regex::find_all(std::string_view text) const {
   return matches;
 }
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

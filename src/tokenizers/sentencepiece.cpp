@@ -1,5 +1,5 @@
 // SentencePiece models (tokenizer.model) through the sentencepiece library
-// (real_tokenizer.h). encode(text, true) puts the model's BOS in front, as
+// (text_tokenizer.h). encode(text, true) puts the model's BOS in front, as
 // Llama-style tokenizers built on SentencePiece do; no EOS is added.
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "workload/real_tokenizer.h"
-#include "workload/unicode_text.h"
+#include "tokenizers/text_tokenizer.h"
+#include "tokenizers/unicode_text.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 namespace {
 
 class SpmTokenizer final : public TextTokenizer {
@@ -105,4 +105,4 @@ std::unique_ptr<TextTokenizer> parse_sentencepiece_model(std::string_view model_
   return std::make_unique<SpmTokenizer>(model_bytes, file);
 }
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

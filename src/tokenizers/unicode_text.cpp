@@ -1,4 +1,4 @@
-#include "workload/unicode_text.h"
+#include "tokenizers/unicode_text.h"
 
 #include <unicode/uchar.h>
 #include <unicode/unorm2.h>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace tokenscope::workload::unicode {
+namespace tokenscope::tokenizers::unicode {
 namespace {
 
 bool is_ascii(std::string_view s) {
@@ -220,4 +220,4 @@ std::string to_lower(std::string_view utf8) {
   return to_utf8(dest.data(), static_cast<std::size_t>(length));
 }
 
-}  // namespace tokenscope::workload::unicode
+}  // namespace tokenscope::tokenizers::unicode

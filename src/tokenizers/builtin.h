@@ -26,7 +26,7 @@
 
 #include "core/random.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 
 using TokenId = std::uint32_t;
 
@@ -51,4 +51,4 @@ TokenId spaced_word_id(std::string_view lowercase_word);
 // exactly the same ids, here and, one token per word, on real servers.
 TokenId spaced_token_from_key(std::uint64_t key);
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

@@ -1,4 +1,4 @@
-// UTF-8 and Unicode helpers for the real tokenizers (real_tokenizer.h):
+// UTF-8 and Unicode helpers for the real tokenizers (text_tokenizer.h):
 // decoding, repair of invalid UTF-8, character classes as Rust's `char`
 // methods define them (Hugging Face tokenizers is written in Rust), and
 // Unicode normalization and lowercasing through ICU.
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace tokenscope::workload::unicode {
+namespace tokenscope::tokenizers::unicode {
 
 // Length of the UTF-8 sequence that starts with byte `lead` in valid UTF-8
 // (1 for ASCII and for bytes that cannot start a sequence).
@@ -42,4 +42,4 @@ std::string normalize(std::string_view utf8, NormalForm form);
 // Full Unicode lowercase mapping of valid UTF-8 (ICU, root locale).
 std::string to_lower(std::string_view utf8);
 
-}  // namespace tokenscope::workload::unicode
+}  // namespace tokenscope::tokenizers::unicode

@@ -1,4 +1,4 @@
-#include "observe/locality.h"
+#include "analyze/locality.h"
 
 #include "core/stats.h"
 
@@ -12,7 +12,7 @@
 
 #include "core/random.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::analyze {
 namespace {
 
 // Fenwick tree of 0/1 marks over reference positions.
@@ -296,4 +296,4 @@ nlohmann::json kv_locality(const workload::Workload& w, std::vector<LocalityRequ
   return out;
 }
 
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::analyze

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 
 // What run.json records about the tokenizer in use.
 struct TokenizerDescription {
@@ -122,4 +122,4 @@ struct SingleTokenWord {
 std::vector<SingleTokenWord> single_token_words(const TextTokenizer& tokenizer,
                                                 std::span<const std::string> candidates);
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

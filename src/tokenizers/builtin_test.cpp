@@ -1,10 +1,10 @@
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 #include <gtest/gtest.h>
 
 #include "core/random.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 namespace {
 
 TEST(Tokenizer, PiecesFollowTheDocumentedRules) {
@@ -67,4 +67,4 @@ TEST(Tokenizer, InvertibleIdsRoundTrip) {
 }
 
 }  // namespace
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

@@ -1,4 +1,4 @@
-#include "workload/real_tokenizer.h"
+#include "tokenizers/text_tokenizer.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 namespace {
 
 std::string read_whole_file(const std::string& file) {
@@ -109,4 +109,4 @@ std::vector<SingleTokenWord> single_token_words(const TextTokenizer& tokenizer,
   return words;
 }
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

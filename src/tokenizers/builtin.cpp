@@ -1,8 +1,8 @@
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
 #include "core/random.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 
 namespace {
 constexpr TokenId kOffsetByLength[5] = {0, 0, 26, 26 + 676, 26 + 676 + 17576};
@@ -109,4 +109,4 @@ TokenId spaced_word_id(std::string_view lowercase_word) {
   return piece_id(std::string(" ") + std::string(lowercase_word));
 }
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

@@ -20,9 +20,9 @@
 
 #include "core/error.h"
 #include "core/temp_dir.h"
-#include "workload/real_tokenizer.h"
+#include "tokenizers/text_tokenizer.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 namespace {
 
 using json = nlohmann::json;
@@ -418,4 +418,4 @@ TEST(RealTokenizerReference, SentencePieceUnigramMatchesSpmEncode) {
 }
 
 }  // namespace
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

@@ -13,13 +13,13 @@
 #include <span>
 #include <string_view>
 
-#include "workload/tokenizer.h"
+#include "tokenizers/builtin.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 
 std::span<const std::string_view> prompt_words();
 
 // The id (tokenizer.h) of " " + prompt_words()[i].
 TokenId prompt_word_id(std::size_t i);
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

@@ -20,7 +20,7 @@
 #include "core/clock.h"
 #include "workload/workload.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::analyze {
 
 struct LocalityRequest {
   std::uint32_t index = 0;          // position in Workload::requests
@@ -56,4 +56,4 @@ DecayFit fit_exponential_decay(const std::vector<double>& d, const std::vector<d
 nlohmann::json kv_locality(const workload::Workload& w, std::vector<LocalityRequest> requests,
                            const LocalityOptions& options = {});
 
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::analyze

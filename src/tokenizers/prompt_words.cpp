@@ -1,11 +1,11 @@
-#include "workload/prompt_words.h"
+#include "tokenizers/prompt_words.h"
 
-namespace tokenscope::workload {
+namespace tokenscope::tokenizers {
 
 namespace {
 
 constexpr std::string_view kWords[] = {
-#include "workload/prompt_words.inc"
+#include "tokenizers/prompt_words.inc"
 };
 constexpr std::size_t kCount = std::size(kWords);
 
@@ -49,4 +49,4 @@ TokenId spaced_token_from_key(std::uint64_t key) {
   return kIds[((mix64(key) >> 32) * kCount) >> 32];
 }
 
-}  // namespace tokenscope::workload
+}  // namespace tokenscope::tokenizers

@@ -1,4 +1,4 @@
-#include "observe/locality.h"
+#include "analyze/locality.h"
 
 #include <cmath>
 #include <list>
@@ -9,7 +9,7 @@
 
 #include "core/random.h"
 
-namespace tokenscope::observe {
+namespace tokenscope::analyze {
 namespace {
 
 TEST(StackDistances, CountDistinctItemsSinceTheLastReference) {
@@ -148,4 +148,4 @@ TEST(KvLocality, SharedPrefixGroupsUseSixteenTokenBlocks) {
 }
 
 }  // namespace
-}  // namespace tokenscope::observe
+}  // namespace tokenscope::analyze
