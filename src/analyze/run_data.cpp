@@ -21,6 +21,7 @@
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 
 #include <simdjson.h>
 
@@ -954,21 +955,14 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
     files = read_run_files(dir, has_run_json, run.summary.is_null(), options);
     if (options.cache == RunCache::kReadWrite) save_run_cache(dir, key, *files);
   }
-  RunFilesRead& f = *files;
-  run.requests = std::move(f.requests);
-  run.slowest = std::move(f.slowest);
-  run.request_lines_skipped = f.request_lines_skipped;
-  if (!f.recomputed_summary.is_null()) {
-    run.summary = std::move(f.recomputed_summary);
+  std::vector<std::string> run_json_notes = std::move(run.notes);
+  static_cast<RunFilesRead&>(run) = std::move(*files);
+  run.notes.insert(run.notes.begin(), std::make_move_iterator(run_json_notes.begin()),
+                   std::make_move_iterator(run_json_notes.end()));
+  if (!run.recomputed_summary.is_null()) {
+    run.summary = std::exchange(run.recomputed_summary, nullptr);
     run.summary_recomputed = true;
   }
-  run.has_samples = f.has_samples;
-  run.series = std::move(f.series);
-  run.sample_lines = f.sample_lines;
-  run.sample_lines_skipped = f.sample_lines_skipped;
-  run.sample_lines_without_series = f.sample_lines_without_series;
-  run.kernels = std::move(f.kernels);
-  run.notes.insert(run.notes.end(), f.notes.begin(), f.notes.end());
 
   // The time origin: the earliest time of the run.
   Nanos origin = -1;
@@ -984,8 +978,8 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
     if (!s.t.empty()) earlier(s.t.front());
   run.origin = origin < 0 ? 0 : origin;
 
-  // sim's steps.jsonl (sim --no-steps leaves it out; bench has none).
-  run.steps = std::move(f.steps);
+  // sim's steps.jsonl (sim --no-steps leaves it out; bench has none), on
+  // the run's time axis.
   const double origin_s = nanos_to_s(run.origin);
   for (auto& series : run.steps.series)
     for (double& t : series.t_s) t -= origin_s;

@@ -207,7 +207,35 @@ struct StepsData {
   StepStats stats;
 };
 
-struct RunData {
+// What load_run derives from a run's JSONL files (requests.jsonl,
+// samples.jsonl, steps.jsonl), before it is put on the run's time axis:
+// the heavy part of a RunData, the part run_cache.h keeps.
+struct RunFilesRead {
+  RequestArrays requests;
+  std::vector<SlowRequest> slowest;  // the slowest requests, for the waterfall (slowest first)
+  std::uint64_t request_lines_skipped = 0;
+  // The summary recomputed from requests.jsonl when run.json has none; null
+  // otherwise.
+  nlohmann::json recomputed_summary;
+  bool has_samples = false;
+  std::vector<SampledSeries> series;
+  std::uint64_t sample_lines = 0, sample_lines_skipped = 0, sample_lines_without_series = 0;
+  // CUPTI kernel launches among the samples (`probe gpu-context` lines in
+  // samples.jsonl; analyze/kernels.h), for check item 9; empty when none.
+  KernelInventory kernels;
+  // sim's per-step series (steps.jsonl), reduced: on the steps' own clock
+  // (origin 0) here, on the run's in a RunData.
+  StepsData steps;
+  // Things the reader of the report should know: what is missing or cut, in
+  // plain words (in a RunData, run.json's first, then the files').
+  std::vector<std::string> notes;
+};
+
+// A run as the report and check see it: run.json's part (settings,
+// summary, notes) and, as its base, what its JSONL files hold
+// (RunFilesRead), taken whole from the run's cache or from a read of the
+// files, then put on the run's time axis (origin).
+struct RunData : RunFilesRead {
   std::filesystem::path dir;
   std::string name;         // how the report names the run (the directory's name)
   nlohmann::json run_json;  // run.json, null when the directory has none
@@ -217,26 +245,10 @@ struct RunData {
   // has none (a run killed before its end); summary_recomputed says which.
   nlohmann::json summary;
   bool summary_recomputed = false;
-  RequestArrays requests;
-  std::uint64_t request_lines_skipped = 0;
-  std::vector<SampledSeries> series;
-  std::uint64_t sample_lines = 0;
-  std::uint64_t sample_lines_skipped = 0;
-  std::uint64_t sample_lines_without_series = 0;  // error / unavailable lines
-  bool has_samples = false;
-  // CUPTI kernel launches among the samples (`probe gpu-context` lines in
-  // samples.jsonl; analyze/kernels.h), for check item 9; empty when none.
-  KernelInventory kernels;
   // The time origin of the report's time axes: the earliest t_sched, t_send
-  // or sample of the run (0 when it has none).
+  // or sample of the run (0 when it has none). The steps (the base's
+  // `steps`) are shifted to it; the requests and samples keep their times.
   Nanos origin = 0;
-  // Things the reader of the report should know: what is missing or cut,
-  // in plain words.
-  std::vector<std::string> notes;
-  // The slowest requests, for the waterfall (slowest first).
-  std::vector<SlowRequest> slowest;
-  // sim's per-step series (steps.jsonl), reduced.
-  StepsData steps;
   // Lifecycle phases from `check` (phases.json in the run directory, when
   // there is one): [{"phase", "start_ns", "end_ns"}] on the run's clock.
   nlohmann::json phases = nlohmann::json::array();
@@ -266,24 +278,6 @@ struct ReportInput {
   std::vector<SweepData> sweeps;
   std::vector<ProbeData> probes;
   std::vector<std::string> notes;  // about the set (runs with different settings overlaid)
-};
-
-// What load_run derives from a run's JSONL files (requests.jsonl,
-// samples.jsonl, steps.jsonl), before it is put on the run's time axis:
-// the heavy part of a RunData, the part run_cache.h keeps.
-struct RunFilesRead {
-  RequestArrays requests;
-  std::vector<SlowRequest> slowest;
-  std::uint64_t request_lines_skipped = 0;
-  // The summary recomputed from requests.jsonl when run.json has none; null
-  // otherwise.
-  nlohmann::json recomputed_summary;
-  bool has_samples = false;
-  std::vector<SampledSeries> series;
-  std::uint64_t sample_lines = 0, sample_lines_skipped = 0, sample_lines_without_series = 0;
-  KernelInventory kernels;         // the CUPTI kernel launches among the samples
-  StepsData steps;                 // on the steps' own clock (origin 0)
-  std::vector<std::string> notes;  // in the order load_run gives them
 };
 
 // Whether load_run uses the run's cache file (run_cache.h).

@@ -28,6 +28,7 @@
 #include "exporters/otlp.h"
 #include "exporters/perfetto.h"
 #include "net/http_fetch.h"
+#include "rundir/run_json.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -511,10 +512,10 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     rs.model = side.eff->model.name;
     models = model_list_record(fetch_model_list(endpoint, copt, o.api_key));
   } else {
-    if (!o.server.faults.empty() || !o.server.trace_emissions.empty() || o.server.logprob_shift != 0)
+    if (!o.server.faults.text.empty() || !o.server.trace_emissions.empty() || o.server.logprob_shift != 0)
       throw UsageError(
           "--faults, --trace-emissions and --logprob-shift apply to the in-process server (no --target)");
-    if (!o.engine.perturb.empty())
+    if (!o.engine.perturb.text.empty())
       throw UsageError(
           "--perturb applies to the in-process server (no --target); give it to `tokenscope serve --perturb` "
           "and read the ground truth from its GET /perturbations");
@@ -573,7 +574,7 @@ nlohmann::json requested_settings(const BenchSettings& o) {
   if (o.target_url.empty())
     requested["server"] = {{"engine", engine::to_json(o.engine)},
                            {"threads", o.server.threads},
-                           {"faults", o.server.faults},
+                           {"faults", o.server.faults.text},
                            {"fault_seed", o.server.fault_seed},
                            {"logprob_shift", o.server.logprob_shift}};
   return requested;
@@ -691,12 +692,6 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                                  rs.api == Api::kChat, o.prompt_check_sample)
           : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
 
-  nlohmann::json run;
-  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "bench"}};
-  run["clock"] = clock_anchor();
-  run["partial"] = true;  // until the end is written
-  run["tags"] = o.tags;   // --tag: for the history of runs
-  const nlohmann::json requested = requested_settings(o);
   nlohmann::json effective = {{"workload", p.bw.effective},
                               {"load", p.effective_load},
                               {"target",
@@ -711,10 +706,14 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       {"words_replaced", prompts.words_replaced()},
       {"special_tokens_counted", prompts.specials()},
       {"server_check", prompt_check}};
-  run["settings"] = {{"requested", requested}, {"effective", effective}};
-  // Written now, so that the settings and seeds survive whatever ends the
-  // run (SIGKILL, a full disk); rewritten with the results at the end.
-  run["summary"] = nullptr;
+  // Written now, partial and without a summary, so that the settings and
+  // seeds survive whatever ends the run (SIGKILL, a full disk); rewritten
+  // with the results at the end.
+  nlohmann::json run = rundir::run_json_head({.command = "bench",
+                                              .clock = clock_anchor(),
+                                              .tags = o.tags,
+                                              .requested = requested_settings(o),
+                                              .effective = std::move(effective)});
   dir.write_run_json(run);
 
   RecordQueue queue;

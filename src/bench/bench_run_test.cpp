@@ -37,8 +37,8 @@ class BenchRun : public ::testing::Test {
     o.workload.num_requests = 20;
     o.workload.arrival = "constant";
     o.workload.rate_rps = 200;
-    o.workload.input_len = "fixed:16";
-    o.workload.output_len = "fixed:4";
+    o.workload.input_len = workload::parse_input_len("fixed:16");
+    o.workload.output_len = workload::parse_output_len("fixed:4");
     o.engine.fixed_step_ms = 1.0;
     o.out_dir = (dir_ / name).string();
     o.progress = Progress::kNone;
@@ -154,7 +154,7 @@ TEST_F(BenchRun, LogprobsOfEveryOutputTokenAreKeptPerRequest) {
   BenchSettings o = settings("base");
   o.workload.num_requests = 100;
   o.workload.rate_rps = 2000;
-  o.workload.output_len = "fixed:16";
+  o.workload.output_len = workload::parse_output_len("fixed:16");
   o.sampling.logprobs = 1;
   ASSERT_EQ(run(o).exit_code, 0) << log_;
   const double base = mean_logprob(dir_ / "base");
@@ -186,7 +186,7 @@ TEST_F(BenchRun, LogprobsOfEveryOutputTokenAreKeptPerRequest) {
 // verdict says the same. max_error_rate = 1 accepts any failure.
 TEST_F(BenchRun, FailedRequestsOverTheErrorRateFailTheRun) {
   BenchSettings o = settings("fail");
-  o.server.faults = "http_5xx=1";
+  o.server.faults = serve::parse_faults("http_5xx=1");
   BenchResult r = run(o);
   EXPECT_EQ(r.exit_code, 1) << log_;
   ASSERT_EQ(r.runs.size(), 1u);
@@ -219,7 +219,7 @@ TEST_F(BenchRun, FailedRequestsOverTheErrorRateFailTheRun) {
 // rate of K/20 passes and anything below it fails.
 TEST_F(BenchRun, ErrorRateThresholdIsMoreThan) {
   BenchSettings o = settings("probe");
-  o.server.faults = "http_5xx=0.3";
+  o.server.faults = serve::parse_faults("http_5xx=0.3");
   o.server.fault_seed = 7;
   o.max_error_rate = 1;
   BenchResult r = run(o);
@@ -247,7 +247,8 @@ TEST_F(BenchRun, ErrorRateThresholdIsMoreThan) {
 // workload's seed by default); against a --target bench cannot know it.
 TEST_F(BenchRun, InProcessPerturbationsAreRecordedAsGroundTruth) {
   BenchSettings o = settings("perturbed");
-  o.engine.perturb = "recompile:ms=2;tail:target=requests,fraction=1,scale_ms=3,shape=2";
+  o.engine.perturb =
+      engine::parse_perturbations("recompile:ms=2;tail:target=requests,fraction=1,scale_ms=3,shape=2");
   o.workload.seed = 9;
   BenchResult r = run(o);
   ASSERT_EQ(r.exit_code, 0) << log_;
@@ -259,13 +260,13 @@ TEST_F(BenchRun, InProcessPerturbationsAreRecordedAsGroundTruth) {
   EXPECT_GE(p[0]["injected"]["steps"].get<int>(), 1);
   EXPECT_EQ(p[1]["injected"]["requests"], 20);  // fraction 1: every request held
   EXPECT_GE(p[1]["injected"]["extra_ms_total"].get<double>(), 20 * 3.0);
-  EXPECT_EQ(run_json["settings"]["requested"]["server"]["engine"]["perturb"], o.engine.perturb);
+  EXPECT_EQ(run_json["settings"]["requested"]["server"]["engine"]["perturb"], o.engine.perturb.text);
   // Without perturbations: an empty list.
   r = run(settings("plain"));
   ASSERT_EQ(r.exit_code, 0) << log_;
   EXPECT_EQ(read_json(dir_ / "plain" / "run.json")["perturbations"], json::array());
   o = settings("remote");
-  o.engine.perturb = "leak";
+  o.engine.perturb = engine::parse_perturbations("leak");
   o.target_url = "http://127.0.0.1:1";
   EXPECT_THROW(run(o), UsageError);
 }

@@ -279,7 +279,10 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
   bench->add_option("--server-threads", s.server.threads, "I/O threads of the in-process simulator")
       ->capture_default_str()
       ->group(S);
-  bench->add_option("--faults", s.server.faults, "Inject faults in the in-process server (as serve --faults)")
+  bench
+      ->add_option_function<std::string>(
+          "--faults", [&s](const std::string& text) { s.server.faults = serve::parse_faults(text); },
+          "Inject faults in the in-process server (as serve --faults)")
       ->group(S);
   bench->add_option("--fault-seed", s.server.fault_seed, "Seed of the fault draws")
       ->capture_default_str()

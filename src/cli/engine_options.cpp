@@ -97,11 +97,12 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
                   "Replace the cost model: every step takes this long, ms")
       ->group(C);
   const char* P = "Perturbations (ground truth for tokenscope check)";
-  app->add_option("--perturb", o.perturb,
-                  "Inject known perturbations, ';'-separated KIND[:KEY=VALUE,...] with KIND in tail, warmup, "
-                  "leak, steal, batch_cap, kv, recompile, e.g. "
-                  "'tail:target=steps,fraction=0.02,dist=pareto,scale_ms=5,shape=1.5;leak:per_min=2%' "
-                  "(docs/engine.md \"Perturbations\")")
+  app->add_option_function<std::string>(
+         "--perturb", [&o](const std::string& text) { o.perturb = engine::parse_perturbations(text); },
+         "Inject known perturbations, ';'-separated KIND[:KEY=VALUE,...] with KIND in tail, warmup, "
+         "leak, steal, batch_cap, kv, recompile, e.g. "
+         "'tail:target=steps,fraction=0.02,dist=pareto,scale_ms=5,shape=1.5;leak:per_min=2%' "
+         "(docs/engine.md \"Perturbations\")")
       ->group(P);
   app->add_option("--perturb-seed", o.perturb_seed, "Seed of the perturbations' draws [default: --seed]")
       ->group(P);

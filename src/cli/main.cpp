@@ -73,8 +73,19 @@ int main(int argc, char** argv) {
   const CLI::App* const sim = commands[0].app;
   const CLI::App* const bench = commands[2].app;
 
+  // One try for both: options whose values are small languages (--faults,
+  // --perturb, --input-len, ...) are parsed as CLI11 reads them, and their
+  // errors are UsageErrors like those of the run.
   try {
     app.parse(argc, argv);
+    for (const cli::Command& command : commands) {
+      if (!command.app->parsed()) continue;
+      if (command.app == sim || command.app == bench) {
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+      }
+      return command.run();
+    }
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -84,16 +95,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "tokenscope: " << e.what() << "\nRun 'tokenscope --help' for usage.\n";
     return kExitUsage;
-  }
-  try {
-    for (const cli::Command& command : commands) {
-      if (!command.app->parsed()) continue;
-      if (command.app == sim || command.app == bench) {
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
-      }
-      return command.run();
-    }
   } catch (const UsageError& e) {
     std::cerr << "tokenscope: " << e.what() << "\n";
     return kExitUsage;

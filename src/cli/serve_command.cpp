@@ -137,9 +137,10 @@ Command add_serve_command(CLI::App& app) {
       ->group(G);
   const char* T = "Testing";
   serve
-      ->add_option("--faults", o.server.faults,
-                   "Inject faults: comma-separated KIND=RATE[@MS] with KIND in http_5xx, http_429, reset, "
-                   "stall (needs @MS), malformed, slow_first_byte (needs @MS); see docs/serve.md")
+      ->add_option_function<std::string>(
+          "--faults", [&o](const std::string& text) { o.server.faults = serve::parse_faults(text); },
+          "Inject faults: comma-separated KIND=RATE[@MS] with KIND in http_5xx, http_429, reset, "
+          "stall (needs @MS), malformed, slow_first_byte (needs @MS); see docs/serve.md")
       ->group(T);
   serve->add_option("--fault-seed", o.server.fault_seed, "Seed of the fault draws")
       ->capture_default_str()

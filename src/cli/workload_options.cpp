@@ -45,13 +45,15 @@ void add_workload_options(CLI::App* app, WorkloadOptions& o) {
   app->add_option("--duration-s", o.duration_s, "Synthetic: schedule length, s")
       ->capture_default_str()
       ->group(W);
-  app->add_option("--input-len", o.input_len,
-                  "Prompt tokens: fixed:N | uniform:MIN:MAX | lognormal:MEAN:SIGMA | empirical:FILE [:max=N]")
-      ->capture_default_str()
+  app->add_option_function<std::string>(
+         "--input-len", [&o](const std::string& text) { o.input_len = workload::parse_input_len(text); },
+         "Prompt tokens: fixed:N | uniform:MIN:MAX | lognormal:MEAN:SIGMA | empirical:FILE [:max=N]")
+      ->default_str(o.input_len.spec)
       ->group(W);
-  app->add_option("--output-len", o.output_len,
-                  "Output tokens, same forms (also for traces without output lengths)")
-      ->capture_default_str()
+  app->add_option_function<std::string>(
+         "--output-len", [&o](const std::string& text) { o.output_len = workload::parse_output_len(text); },
+         "Output tokens, same forms (also for traces without output lengths)")
+      ->default_str(o.output_len.spec)
       ->group(W);
   app->add_option("--prefix-groups", o.prefix_groups, "Synthetic: shared-prefix groups (0: none)")
       ->capture_default_str()

@@ -36,8 +36,8 @@ nlohmann::json to_json(const EngineOptions& o) {
         {"allreduce_latency_us", e.cost.allreduce_latency_us},
         {"allreduce_efficiency", e.cost.allreduce_efficiency}}}};
   // Only with perturbations: the settings of a run without any stay as they were.
-  if (!o.perturb.empty()) {
-    j["perturb"] = o.perturb;
+  if (!o.perturb.text.empty()) {
+    j["perturb"] = o.perturb.text;
     j["perturb_seed"] = o.perturb_seed ? nlohmann::json(*o.perturb_seed) : nlohmann::json(nullptr);
   }
   return j;
@@ -45,7 +45,7 @@ nlohmann::json to_json(const EngineOptions& o) {
 
 EngineSettings engine_settings(const EngineOptions& o, std::uint64_t run_seed) {
   EngineSettings s = o.engine;
-  s.perturbations = parse_perturbation_spec(o.perturb);
+  s.perturbations = o.perturb.items;
   s.perturbation_seed = o.perturb_seed.value_or(run_seed);
   s.policy = parse_scheduling_policy(o.policy);
   s.preemption = parse_preemption_mode(o.preemption);

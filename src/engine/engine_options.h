@@ -1,6 +1,7 @@
 // The engine as options: model, GPU, KV cache, scheduler, tenants and cost
-// model, with the choices that are strings on the command line kept as
-// strings until engine_settings() parses them. Shared by `sim`, `serve` and
+// model. The perturbations are parsed where they are given (the CLI); the
+// scheduler's choices (policy, preemption, tenant KV policy) are names that
+// engine_settings() looks up. Shared by `sim`, `serve` and
 // `bench`'s in-process server (the CLI fills it).
 #pragma once
 
@@ -25,7 +26,7 @@ struct EngineOptions {
   std::string tenant_kv_policy = "none";
   std::uint32_t num_gpu_blocks = 0;
   double fixed_step_ms = -1.0;
-  std::string perturb;                        // --perturb SPEC (perturbation.h); empty: none
+  PerturbationSpec perturb;                   // --perturb SPEC (perturbation.h), parsed where given
   std::optional<std::uint64_t> perturb_seed;  // --perturb-seed; default: the command's --seed
 };
 

@@ -287,6 +287,10 @@ nlohmann::json Perturbation::to_json() const {
   return j;
 }
 
+PerturbationSpec parse_perturbations(std::string_view text) {
+  return {std::string(text), parse_perturbation_spec(text)};
+}
+
 std::vector<Perturbation> parse_perturbation_spec(std::string_view spec) {
   std::vector<Perturbation> out;
   if (trim(spec) == "none") return out;

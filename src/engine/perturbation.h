@@ -125,6 +125,14 @@ struct Perturbation {
 // expected.
 std::vector<Perturbation> parse_perturbation_spec(std::string_view spec);
 
+// A --perturb value as settings hold it: parsed where it arrives (the CLI),
+// with the text as given for run.json's "requested" settings.
+struct PerturbationSpec {
+  std::string text;  // as given ("" : none)
+  std::vector<Perturbation> items;
+};
+PerturbationSpec parse_perturbations(std::string_view text);
+
 // ---- the pure functions behind the step times ------------------------------------------
 
 // Warm-up multiplier at run time t_s >= 0 (1 from duration_s on):

@@ -39,6 +39,10 @@ double parse_number(std::string_view s, std::string_view part) {
 }
 }  // namespace
 
+FaultSpec parse_faults(std::string_view text) {
+  return {std::string(text), parse_fault_spec(text)};
+}
+
 std::vector<FaultRule> parse_fault_spec(std::string_view spec) {
   std::vector<FaultRule> rules;
   double total = 0;

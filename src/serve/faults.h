@@ -40,6 +40,15 @@ struct Fault {
 // Parses SPEC (see above); throws UsageError naming the bad part.
 std::vector<FaultRule> parse_fault_spec(std::string_view spec);
 
+// A --faults value as settings hold it: parsed where it arrives (the CLI),
+// with the text as given for run.json's "requested" settings.
+struct FaultSpec {
+  std::string text;  // as given ("" : none)
+  std::vector<FaultRule> rules;
+  bool empty() const { return rules.empty(); }
+};
+FaultSpec parse_faults(std::string_view text);
+
 // Draws faults for requests in arrival order. Thread-safe.
 class FaultPlan {
  public:

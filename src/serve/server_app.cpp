@@ -24,7 +24,6 @@ namespace tokenscope::serve {
 namespace asio = boost::asio;
 
 void check(const SimServerOptions& o) {
-  (void)parse_fault_spec(o.faults);
   const double mean = LogprobModel{}.mean_nats;
   if (!std::isfinite(o.logprob_shift) || !(mean + o.logprob_shift > 0))
     throw UsageError(
@@ -34,7 +33,7 @@ void check(const SimServerOptions& o) {
 void apply(const SimServerOptions& o, ServerAppSettings& s) {
   check(o);
   s.threads = o.threads;
-  s.faults = parse_fault_spec(o.faults);
+  s.faults = o.faults.rules;
   s.fault_seed = o.fault_seed;
   s.trace_emissions = o.trace_emissions;
   s.core.logprobs.shift_nats = o.logprob_shift;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "serve/faults.h"
+
 namespace tokenscope::serve {
 
 // The built-in server's options that `serve` and bench's in-process server
@@ -13,7 +15,7 @@ namespace tokenscope::serve {
 // --server-threads).
 struct SimServerOptions {
   unsigned threads = 1;          // I/O threads
-  std::string faults;            // --faults: KIND=RATE[@MS],... (faults.h)
+  FaultSpec faults;              // --faults: KIND=RATE[@MS],... (faults.h), parsed where given
   std::uint64_t fault_seed = 0;  // --fault-seed
   std::string trace_emissions;   // --trace-emissions: a file, or empty
   double logprob_shift = 0.0;    // --logprob-shift: nats added to the simulated model's mean -logprob
@@ -21,9 +23,9 @@ struct SimServerOptions {
 
 struct ServerAppSettings;
 
-// Checks the options (UsageError naming the option: a fault spec that does
-// not parse, a logprob shift that leaves no positive mean), once for both
-// commands.
+// Checks the options (UsageError naming the option: a logprob shift that
+// leaves no positive mean), once for both commands; the fault spec was
+// checked as it was parsed.
 void check(const SimServerOptions& o);
 // Checks the options and puts them into a server's settings.
 void apply(const SimServerOptions& o, ServerAppSettings& s);

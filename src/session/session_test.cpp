@@ -23,8 +23,8 @@ SimRunSettings small_run(const fs::path& out) {
   SimRunSettings s;
   s.workload.num_requests = 40;
   s.workload.rate_rps = 20.0;
-  s.workload.input_len = "uniform:64:256";
-  s.workload.output_len = "uniform:8:32";
+  s.workload.input_len = workload::parse_input_len("uniform:64:256");
+  s.workload.output_len = workload::parse_output_len("uniform:8:32");
   s.workload.seed = 7;
   s.out = out.string();
   return s;

@@ -12,6 +12,7 @@
 #include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "observe/sim_samples.h"
+#include "rundir/run_json.h"
 
 namespace tokenscope::session {
 
@@ -122,18 +123,14 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   result.cpu_s = process_cpu_seconds() - cpu_start;
   if (!out) return result;
 
-  nlohmann::json run;
-  run["tool"] = {{"name", "tokenscope"}, {"version", TOKENSCOPE_VERSION}, {"command", "sim"}};
-  // Virtual time has no wall clock: the anchor says so (a run directory
-  // stays byte-identical for a seed); exports to UTC take one of their own.
-  run["clock"] = {{"monotonic_ns", 0},
-                  {"unix_ns", nullptr},
-                  {"virtual", true},
-                  {"definition", "virtual time from 0: no wall-clock anchor"}};
-  run["partial"] = report.interrupted;
-  run["tags"] = o.tags;
-  run["settings"] = {{"requested", requested_settings(o)},
-                     {"effective", {{"engine", eff.to_json()}, {"workload", bw.effective}}}};
+  // Written once, at the end (virtual time has no wall clock to anchor).
+  nlohmann::json run =
+      rundir::run_json_head({.command = "sim",
+                             .clock = rundir::virtual_clock(),
+                             .partial = report.interrupted,
+                             .tags = o.tags,
+                             .requested = requested_settings(o),
+                             .effective = {{"engine", eff.to_json()}, {"workload", bw.effective}}});
   run["summary"] = result.summary;
   run["engine_counters"] = counters_json(report.counters);
   // The ground truth for tokenscope check: what was injected (docs/engine.md "Perturbations").

@@ -10,6 +10,13 @@
 
 namespace tokenscope::workload {
 
+LengthDistribution parse_input_len(std::string_view text) {
+  return parse_length_spec(text, "--input-len", LengthRole::kInput);
+}
+LengthDistribution parse_output_len(std::string_view text) {
+  return parse_length_spec(text, "--output-len", LengthRole::kOutput);
+}
+
 nlohmann::json to_json(const WorkloadSpec& o) {
   auto opt = [](const std::optional<std::uint64_t>& v) {
     return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -26,8 +33,8 @@ nlohmann::json to_json(const WorkloadSpec& o) {
       {"jitter_bucket_ms", o.jitter_bucket_ms},
       {"num_requests", o.num_requests},
       {"duration_s", o.duration_s},
-      {"input_len", o.input_len},
-      {"output_len", o.output_len},
+      {"input_len", o.input_len.spec},
+      {"output_len", o.output_len.spec},
       {"prefix_groups", o.prefix_groups},
       {"prefix_tokens", o.prefix_tokens},
       {"tenants", o.tenants},
@@ -55,7 +62,7 @@ BuiltWorkload build_workload(const WorkloadSpec& o) {
   arrival.burstiness = o.burstiness;
   arrival.time_scale = o.time_scale;
   arrival.jitter_bucket_ms = o.jitter_bucket_ms;
-  const auto output_len = parse_length_spec(o.output_len, "--output-len", LengthRole::kOutput);
+  const LengthDistribution& output_len = o.output_len;
 
   if (o.trace.empty()) {
     SyntheticSettings s;
@@ -64,7 +71,7 @@ BuiltWorkload build_workload(const WorkloadSpec& o) {
     s.arrival = arrival;
     s.num_requests = o.num_requests;
     s.duration_s = o.num_requests > 0 ? 0.0 : o.duration_s;
-    s.input = parse_length_spec(o.input_len, "--input-len", LengthRole::kInput);
+    s.input = o.input_len;
     s.output = output_len;
     s.prefix_groups = o.prefix_groups;
     s.prefix_tokens = o.prefix_tokens;

@@ -7,13 +7,19 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "workload/lengths.h"
 #include "workload/synthetic.h"
 #include "workload/workload.h"
 
 namespace tokenscope::workload {
+
+// --input-len and --output-len (lengths.h); UsageError naming the option.
+LengthDistribution parse_input_len(std::string_view text);
+LengthDistribution parse_output_len(std::string_view text);
 
 struct WorkloadSpec {
   std::string trace;
@@ -27,8 +33,10 @@ struct WorkloadSpec {
   double jitter_bucket_ms = 0.0;
   std::uint64_t num_requests = 0;
   double duration_s = 300.0;
-  std::string input_len = "lognormal:1155:0.9:max=7000";
-  std::string output_len = "lognormal:211:0.8:max=1000";
+  // Parsed where given (the CLI; parse_input_len / parse_output_len), the
+  // text kept in their `spec`.
+  LengthDistribution input_len = parse_input_len("lognormal:1155:0.9:max=7000");
+  LengthDistribution output_len = parse_output_len("lognormal:211:0.8:max=1000");
   std::uint32_t prefix_groups = 0;
   std::uint32_t prefix_tokens = 0;
   std::uint32_t tenants = 1;
