@@ -45,7 +45,6 @@ std::vector<FaultRule> parse_fault_spec(std::string_view spec);
 struct FaultSpec {
   std::string text;  // as given ("" : none)
   std::vector<FaultRule> rules;
-  bool empty() const { return rules.empty(); }
 };
 FaultSpec parse_faults(std::string_view text);
 

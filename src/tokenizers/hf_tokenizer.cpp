@@ -38,10 +38,8 @@
 #include "tokenizers/hf_pre_tokenizers.h"
 #include "tokenizers/text_tokenizer.h"
 
-namespace tokenscope::tokenizers {
+namespace tokenscope::tokenizers::hf {
 namespace {
-
-using namespace hf;
 
 class HfTokenizer final : public TextTokenizer {
  public:
@@ -302,28 +300,31 @@ std::string HfTokenizer::decode(std::span<const std::int32_t> ids, bool skip_spe
 }
 
 }  // namespace
+}  // namespace tokenscope::tokenizers::hf
+
+namespace tokenscope::tokenizers {
 
 std::unique_ptr<TextTokenizer> parse_hf_tokenizer_json(std::string_view json_text, const std::string& file,
                                                        std::string_view config_json) {
-  const Fields f(file);
-  json root;
+  const hf::Fields f(file);
+  hf::json root;
   try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
+    root = hf::json::parse(json_text);
+  } catch (const hf::json::exception& e) {
     f.fail("", fmt::format("not valid JSON: {}", e.what()));
   }
-  json config;
+  hf::json config;
   bool have_config = false;
   if (!config_json.empty()) {
     try {
-      config = json::parse(config_json);
+      config = hf::json::parse(config_json);
       have_config = config.is_object();
-    } catch (const json::exception& e) {
+    } catch (const hf::json::exception& e) {
       throw InputError(file + " (tokenizer_config.json beside it)", 0, "",
                        fmt::format("not valid JSON: {}", e.what()));
     }
   }
-  return std::make_unique<HfTokenizer>(root, f, have_config ? &config : nullptr);
+  return std::make_unique<hf::HfTokenizer>(root, f, have_config ? &config : nullptr);
 }
 
 }  // namespace tokenscope::tokenizers

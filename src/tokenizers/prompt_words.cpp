@@ -9,7 +9,7 @@ constexpr std::string_view kWords[] = {
 };
 constexpr std::size_t kCount = std::size(kWords);
 
-// The spaced id of a lowercase word of 1..4 letters (tokenizer.cpp's numbering).
+// The spaced id of a lowercase word of 1..4 letters (builtin.cpp's numbering).
 constexpr TokenId spaced_id(std::string_view w) {
   constexpr TokenId offset[5] = {0, 0, 26, 26 + 676, 26 + 676 + 17576};
   TokenId v = 0;

@@ -19,7 +19,7 @@ namespace tokenscope::tokenizers {
 
 std::span<const std::string_view> prompt_words();
 
-// The id (tokenizer.h) of " " + prompt_words()[i].
+// The id (builtin.h) of " " + prompt_words()[i].
 TokenId prompt_word_id(std::size_t i);
 
 }  // namespace tokenscope::tokenizers

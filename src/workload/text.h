@@ -1,6 +1,6 @@
 // Generated text: the simulated model writes real English words. Every word
 // here has 1-4 lowercase letters, so " word" is exactly one token of the
-// tokenizer (tokenizer.h), and the text of generated tokens re-tokenizes to
+// tokenizer (tokenizers/builtin.h), and the text of generated tokens re-tokenizes to
 // the same ids — a later turn that quotes an earlier answer shares its KV.
 #pragma once
 

@@ -3,7 +3,7 @@
 //  * Mooncake JSONL: timestamp (ms), input_length, output_length, hash_ids
 //    (512-token blocks);
 //  * ShareGPT JSON: an array of {"conversations": [{"from", "value"}...]};
-//    the first human turn is the prompt, its length by tokenizer.h; there is
+//    the first human turn is the prompt, its length by tokenizers/builtin.h; there is
 //    no output length (the caller supplies a distribution);
 //  * native JSONL: tokenscope's own format.
 // Errors raise InputError naming file, line, field and what was expected;

@@ -638,7 +638,7 @@ TEST_F(Llama, PromptLengthsMatchThePlan) {
 
 // The words synthetic prompts are made of (src/tokenizers/prompt_words.inc).
 std::vector<std::string> prompt_words() {
-  const std::string text = slurp(fs::path(TOKENSCOPE_SOURCE_DIR) / "src" / "workload" / "prompt_words.inc");
+  const std::string text = slurp(fs::path(TOKENSCOPE_SOURCE_DIR) / "src" / "tokenizers" / "prompt_words.inc");
   std::vector<std::string> words;
   static const std::regex quoted("\"([a-z]+)\"");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), quoted); it != std::sregex_iterator(); ++it)
@@ -650,6 +650,9 @@ std::vector<std::string> prompt_words() {
 // joined by single spaces.
 std::vector<std::string> word_sequences(std::size_t count, std::size_t length, std::uint32_t seed) {
   const auto words = prompt_words();
+  // No words (the list's file not found): no texts, so that the caller's
+  // assertions fail instead of an index out of range.
+  if (words.empty()) return {};
   std::mt19937 rng(seed);
   std::uniform_int_distribution<std::size_t> pick(0, words.size() - 1);
   std::vector<std::string> out;
