@@ -29,6 +29,7 @@
 #include "exporters/perfetto.h"
 #include "net/http_fetch.h"
 #include "rundir/run_json.h"
+#include "rundir/run_session.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -325,15 +326,16 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
   return out;
 }
 
-// Takes the records the client threads finish, in batches: writes them
-// (requests.jsonl, requests.csv) and hands them to what is built from them
-// (the summary, the run's listener, the live metrics, the KV-cache locality
-// fit, vLLM-compatible output). One thread at a time (bench's writer).
-class RecordSink {
+// Takes the records the client threads finish, in batches: appends them to
+// the run session (requests.jsonl, the run cache, the summary), writes
+// requests.csv and hands them to what bench builds from them (the live
+// metrics, the KV-cache locality fit, vLLM-compatible output). One thread
+// at a time (bench's writer).
+class RecordDrain {
  public:
-  RecordSink(const workload::Workload& w, bool closed_loop, RunDirectory& dir, JsonlWriter* csv,
-             SummaryBuilder& summary, observe::RunListener* listener, LiveMetrics* live, VllmCompat* compat)
-      : dir_(dir), csv_(csv), summary_(summary), listener_(listener), live_(live), compat_(compat) {
+  RecordDrain(const workload::Workload& w, bool closed_loop, rundir::RunSession& session, JsonlWriter* csv,
+              LiveMetrics* live, VllmCompat* compat)
+      : session_(session), csv_(csv), live_(live), compat_(compat) {
     // For the locality fit: which workload request each record is (closed
     // loops wrap around the workload with ids shifted by its size).
     for (std::uint32_t i = 0; i < w.requests.size(); ++i) index_of_id_.emplace(w.requests[i].id, i);
@@ -344,14 +346,11 @@ class RecordSink {
     batch_.clear();
     queue.drain(batch_);
     for (const auto& r : batch_) {
-      r.append_json(dir_.requests().begin_line());
-      dir_.requests().end_line();
-      if (listener_) listener_->add_request(r);
+      session_.add_request(r);
       if (csv_) {
         append_csv_row(csv_->begin_line(), r);
         csv_->end_line();
       }
-      summary_.add(r);
       if (r.outcome == Outcome::kOk && !r.warmup && r.turn == 0) {
         const auto idx = index_of_id_.find(r.id % id_modulus_);
         if (idx != index_of_id_.end()) locality.push_back({idx->second, r.t_send, r.cached_tokens});
@@ -362,7 +361,7 @@ class RecordSink {
     }
     if (live_) live_->add(batch_);
     if (!batch_.empty()) {
-      dir_.requests().flush();
+      session_.flush_requests();
       if (csv_) csv_->flush();
     }
   }
@@ -371,10 +370,8 @@ class RecordSink {
   std::string first_error;  // "outcome: detail" of the first failed request written
 
  private:
-  RunDirectory& dir_;
+  rundir::RunSession& session_;
   JsonlWriter* csv_;
-  SummaryBuilder& summary_;
-  observe::RunListener* listener_;
   LiveMetrics* live_;
   VllmCompat* compat_;
   std::unordered_map<std::uint64_t, std::uint32_t> index_of_id_;
@@ -647,7 +644,7 @@ void write_vllm_result(const BenchSettings& o, const Prepared& p, const RequestS
   write_file_atomic(std::filesystem::path(out_dir) / "vllm_result.json", compat.build(info).dump(1));
 }
 
-void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log);
+void export_run(const BenchSettings& o, rundir::FinishedRun& r);
 
 // Long: one run in the order it happens (plan, target, directory, run.json
 // at the start, load, final reads, results, run.json at the end, exports);
@@ -670,16 +667,19 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   const net::ClientOptions& copt = target.copt;
   const RequestSettings& rs = target.rs;
 
-  // Records are written in batches (one write per drain, every 50 ms), so
-  // that the writing thread takes little time from the client threads.
-  RunDirectory dir(out_dir, /*requests_line_durable=*/false);
-  dir.requests();  // opened now: before the client's connections take the descriptors
+  // The run's one path (rundir/run_session.h). Records are written in
+  // batches (one write per drain, every 50 ms), so that the writing thread
+  // takes little time from the client threads. The run cache (when asked
+  // for) sees every line as it is written.
+  rundir::RunSession session(
+      {.dir = out_dir, .requests_line_durable = false, .cache = listeners ? listeners() : nullptr});
+  session.open_requests();  // now: before the client's connections take the descriptors
   std::unique_ptr<JsonlWriter> csv;
   if (o.csv) {
     csv = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "requests.csv", false);
     csv->append_line(kRequestsCsvHeader);
   }
-  SummaryBuilder summary;
+  SummaryBuilder& summary = session.summary();
   summary.set_slos(p.slos);
   summary.set_slo_from_schedule(!p.plan.closed_loop);
   VllmCompat compat;
@@ -714,7 +714,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                                               .tags = o.tags,
                                               .requested = requested_settings(o),
                                               .effective = std::move(effective)});
-  dir.write_run_json(run);
+  session.start(run);
 
   RecordQueue queue;
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
@@ -726,19 +726,15 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // Every layer on the client's clock: the baseline reads happen now,
   // right before the first request.
   static const SteadyClock observe_clock;
-  // Whoever builds more from the run in memory (the run cache): it sees
-  // every line as it is written.
-  const std::unique_ptr<observe::RunListener> listener = listeners ? listeners() : nullptr;
-  RunObserver observer(
-      o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log,
-      listener ? std::function<void(const observe::Observation&)>(
-                     [&listener](const observe::Observation& ob) { listener->add_observation(ob); })
-               : nullptr);
+  // The collectors write samples.jsonl themselves (line by line durable);
+  // the session hands each line to the run cache.
+  RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log,
+                       [&session](const observe::Observation& ob) { session.observed(ob); });
   runner.start();
   const LiveRun live_run(live, {out_dir, rs.model, endpoint.url()}, runner);  // --metrics-port
 
-  RecordSink sink(w, p.plan.closed_loop, dir, csv.get(), summary, listener.get(), live,
-                  o.compat == Compat::kVllm ? &compat : nullptr);
+  RecordDrain sink(w, p.plan.closed_loop, session, csv.get(), live,
+                   o.compat == Compat::kVllm ? &compat : nullptr);
   const auto drain = [&] { sink.drain(queue); };
   // The writer thread drains records every 50 ms at a lower priority than
   // the client threads, so that its bursts of work never delay a send.
@@ -845,19 +841,18 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     // gets the summary of what reached the writer if it still fits (else the
     // one written at the start stays).
     run["error"] = io_error;
-    try {
-      dir.write_run_json(run);
-    } catch (const std::exception&) {
-    }
+    session.abandon(run);
     throw IoError(fmt::format("{}; the requests written before it are kept in {}", io_error, out_dir));
   }
-  dir.flush();
-  dir.write_run_json(run);
-  dir.close();
   if (csv) csv->close();
-  if (o.compat == Compat::kVllm) write_vllm_result(o, p, rs, s, compat, out_dir);
-  export_run(o, out_dir, run, log);
-  if (listener && !was_interrupted) listener->finish(out_dir);
+  // The finishers that add to the run: vLLM-compatible output, the exports
+  // (recorded in run.json); then the run cache, unless interrupted.
+  if (o.compat == Compat::kVllm)
+    session.add_finisher(rundir::FinisherKind::kAddsToRunJson,
+                         [&](rundir::FinishedRun&) { write_vllm_result(o, p, rs, s, compat, out_dir); });
+  session.add_finisher(rundir::FinisherKind::kAddsToRunJson,
+                       [&](rundir::FinishedRun& r) { export_run(o, r); });
+  session.finish(run, !was_interrupted, log);
   return report;
 }
 
@@ -868,9 +863,10 @@ namespace {
 // The exports of a finished run directory (docs/observe.md): a Perfetto
 // trace, OTLP/JSON files, a push to an OTLP endpoint. A failed export is
 // reported and recorded in run.json ("exports"); the run's results stand.
-void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::json& run, std::ostream& log) {
+void export_run(const BenchSettings& o, rundir::FinishedRun& r) {
   if (o.trace_out.empty() && !o.otlp_out && o.otlp_endpoint.empty()) return;
-  const std::filesystem::path dir(out_dir);
+  const std::filesystem::path& dir = r.dir;
+  std::ostream& log = r.log;
   nlohmann::json exports = nlohmann::json::object();
   if (!o.trace_out.empty()) {
     const std::filesystem::path path =
@@ -914,8 +910,8 @@ void export_run(const BenchSettings& o, const std::string& out_dir, nlohmann::js
           << std::endl;
     }
   }
-  run["exports"] = exports;
-  write_file_atomic(dir / "run.json", run.dump(2) + "\n");
+  r.run["exports"] = exports;
+  r.run_json_changed = true;
 }
 
 }  // namespace

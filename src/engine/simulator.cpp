@@ -8,8 +8,8 @@
 
 namespace tokenscope::engine {
 
-RecordingObserver::RecordingObserver(const workload::Workload& w, RunDirectory* out, bool write_steps)
-    : workload_(w), out_(out), write_steps_(write_steps), slot_of_(w.requests.size(), 0) {
+RecordingObserver::RecordingObserver(const workload::Workload& w, RecordSink& sink, bool steps)
+    : workload_(w), sink_(sink), write_steps_(steps), slot_of_(w.requests.size(), 0) {
   for (std::uint32_t i = 0; i < w.requests.size(); ++i) {
     const auto id = w.requests[i].id;
     if (id >= index_of_id_.size()) index_of_id_.resize(id + 1, UINT32_MAX);
@@ -47,12 +47,7 @@ void RecordingObserver::on_token(std::uint64_t id, Nanos t, tokenizers::TokenId)
 }
 
 void RecordingObserver::emit(RequestRecord& r) {
-  summary_.add(r);
-  if (out_ != nullptr) {
-    r.append_json(out_->requests().begin_line());
-    out_->requests().end_line();
-    if (record_listener_) record_listener_(r);
-  }
+  sink_.add_request(r);
 }
 
 void RecordingObserver::on_finish(const FinishedRequest& f) {
@@ -94,7 +89,7 @@ void RecordingObserver::on_reject(std::uint64_t id, Nanos t, std::string_view re
 }
 
 void RecordingObserver::on_step(const StepStats& s) {
-  if (out_ == nullptr || !write_steps_) return;
+  if (!write_steps_) return;
   StepRecord r;
   r.index = s.index;
   r.t = s.start;
@@ -118,9 +113,7 @@ void RecordingObserver::on_step(const StepStats& s) {
   r.has_perturbations = write_perturbations_;
   r.perturbation_ns = s.perturbation_ns;
   r.stolen_ns = s.stolen_ns;
-  r.append_json(out_->steps().begin_line());
-  out_->steps().end_line();
-  if (step_listener_) step_listener_(r);
+  sink_.add_step(r);
 }
 
 SimReport run_simulation(const workload::Workload& w, Engine& engine, const std::atomic<bool>* stop) {

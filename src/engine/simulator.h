@@ -16,19 +16,19 @@
 #include <nlohmann/json.hpp>
 
 #include "core/record.h"
-#include "core/run_dir.h"
+#include "core/record_sink.h"
 #include "core/step_record.h"
-#include "core/summary.h"
 #include "engine/engine.h"
 #include "workload/workload.h"
 
 namespace tokenscope::engine {
 
-// Collects the engine's events into request records and the summary, and
-// writes them to a run directory when one is given.
+// Collects the engine's events into request records and engine steps and
+// hands them to the run's sink (rundir::RunSession: the run directory, the
+// run cache, the summary). steps: whether steps are made and handed on.
 class RecordingObserver final : public EngineObserver {
  public:
-  RecordingObserver(const workload::Workload& w, RunDirectory* out, bool write_steps);
+  RecordingObserver(const workload::Workload& w, RecordSink& sink, bool steps);
 
   void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
   void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override;
@@ -38,18 +38,6 @@ class RecordingObserver final : public EngineObserver {
 
   // steps.jsonl gets each step's perturbation_ns and stolen_ns (runs with perturbations).
   void write_perturbations(bool on) { write_perturbations_ = on; }
-  // Every record, as it is written to requests.jsonl, is also given to
-  // `listener` (the run's in-memory finishers: the run cache).
-  void set_record_listener(std::function<void(const RequestRecord&)> listener) {
-    record_listener_ = std::move(listener);
-  }
-  // Every step, as it is written to steps.jsonl, is also given to `listener`.
-  void set_step_listener(std::function<void(const StepRecord&)> listener) {
-    step_listener_ = std::move(listener);
-  }
-
-  const SummaryBuilder& summary() const { return summary_; }
-  SummaryBuilder& summary() { return summary_; }
 
  private:
   std::vector<Nanos>* times_of(std::uint64_t id, bool create);
@@ -58,18 +46,15 @@ class RecordingObserver final : public EngineObserver {
 
   const workload::Workload& workload_;
   std::vector<std::uint32_t> index_of_id_;  // request id -> position in workload
-  RunDirectory* out_;
+  RecordSink& sink_;
   bool write_steps_;
   bool write_perturbations_ = false;
-  std::function<void(const RequestRecord&)> record_listener_;
-  std::function<void(const StepRecord&)> step_listener_;
   // Token times of requests in flight, in reusable slots (their buffers keep
   // their capacity): 4 bytes per request for the slot index, and memory for
   // the requests in flight only.
   std::vector<std::uint32_t> slot_of_;  // per workload position: slot + 1, 0 = none
   std::vector<std::vector<Nanos>> slots_;
   std::vector<std::uint32_t> free_slots_;
-  SummaryBuilder summary_;
 };
 
 struct SimReport {

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/run_dir.h"
 #include "workload/arrivals.h"
 #include "workload/synthetic.h"
 #include "workload/trace_readers.h"
@@ -28,17 +29,38 @@ struct SimRun {
   SimReport report;
 };
 
+// What the run session does with the records (rundir/run_session.h), short
+// of the run cache: each a line in the run directory (when there is one),
+// each request in the summary.
+struct FileSink final : RecordSink {
+  RunDirectory* out = nullptr;
+  SummaryBuilder summary;
+  void add_request(const RequestRecord& r) override {
+    summary.add(r);
+    if (out == nullptr) return;
+    r.append_json(out->requests().begin_line());
+    out->requests().end_line();
+  }
+  void add_step(const StepRecord& r) override {
+    if (out == nullptr) return;
+    r.append_json(out->steps().begin_line());
+    out->steps().end_line();
+  }
+};
+
 SimRun simulate(const workload::Workload& w, EngineSettings s, RunDirectory* out = nullptr) {
   const auto catalog = Catalog::builtin();
   s.num_tenants = static_cast<std::uint32_t>(w.tenants.size());
   auto eff = resolve_engine(s, catalog);
-  RecordingObserver obs(w, out, true);
+  FileSink sink;
+  sink.out = out;
+  RecordingObserver obs(w, sink, true);
   Engine engine(eff, s, std::make_unique<RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, s.cost),
                 &obs);
   SimRun r;
   r.report = run_simulation(w, engine);
-  obs.summary().set_server_counters(server_counters(r.report.counters));
-  r.summary = obs.summary().build();
+  sink.summary.set_server_counters(server_counters(r.report.counters));
+  r.summary = sink.summary.build();
   if (out) out->close();
   return r;
 }
@@ -145,11 +167,12 @@ TEST(Simulator, ZeroCostEngineServesEveryRequestAtItsArrival) {
   s.max_num_seqs = 4;  // forces queueing behind full batches at the same instant
   const auto w = synthetic(2, 500, 1000.0);
   auto eff = resolve_engine(s, Catalog::builtin());
-  RecordingObserver obs(w, nullptr, false);
+  SummarySink sink;
+  RecordingObserver obs(w, sink, false);
   Engine engine(eff, s, std::make_unique<FixedCostModel>(0.0), &obs);
   const auto report = run_simulation(w, engine);
-  obs.summary().set_server_counters(server_counters(report.counters));
-  const auto summary = obs.summary().build();
+  sink.summary.set_server_counters(server_counters(report.counters));
+  const auto summary = sink.summary.build();
   EXPECT_EQ(summary["requests_completed"], 500);
   EXPECT_DOUBLE_EQ(summary["ttft_ms"]["max"].get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(summary["e2e_ms"]["max"].get<double>(), 0.0);
@@ -161,12 +184,13 @@ TEST(Simulator, StopFlagEndsTheRunEarly) {
   const auto w = synthetic(1, 2000, 50.0);
   const auto catalog = Catalog::builtin();
   auto eff = resolve_engine(s, catalog);
-  RecordingObserver obs(w, nullptr, false);
+  SummarySink sink;
+  RecordingObserver obs(w, sink, false);
   Engine engine(eff, s, std::make_unique<FixedCostModel>(0.01), &obs);
   std::atomic<bool> stop{true};
   const auto report = run_simulation(w, engine, &stop);
   EXPECT_TRUE(report.interrupted);
-  EXPECT_LT(obs.summary().requests_total(), 2000u);
+  EXPECT_LT(sink.summary.requests_total(), 2000u);
 }
 
 // Rows too long for the context are rejected before their tokens are made

@@ -71,8 +71,9 @@ void StolenTimeSeries::advance(Nanos t_ns) {
 
 // ---- SimSampler ----------------------------------------------------------------
 
-SimSampler::SimSampler(engine::EngineObserver& inner, JsonlWriter* out, Nanos interval_ns)
-    : inner_(inner), out_(out), interval_ns_(std::max<Nanos>(interval_ns, 1)), next_ns_(0) {}
+SimSampler::SimSampler(engine::EngineObserver& inner, std::function<void(const Observation&)> sink,
+                       Nanos interval_ns)
+    : inner_(inner), sink_(std::move(sink)), interval_ns_(std::max<Nanos>(interval_ns, 1)), next_ns_(0) {}
 
 void SimSampler::attach(const engine::Engine* e) {
   engine_ = e;
@@ -167,12 +168,7 @@ void SimSampler::emit(Nanos t) {
 
 void SimSampler::write(Observation& o, SeriesTracker& tracker) {
   tracker.feed(o);
-  if (out_) {
-    std::string& line = out_->begin_line();
-    append_observation_json(line, o);
-    out_->end_line();
-    if (listener_) listener_(o);
-  }
+  if (sink_) sink_(o);
 }
 
 void SimSampler::emit_contention(Nanos t) {

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "core/prometheus.h"
-#include "core/run_dir.h"
 #include "engine/engine.h"
 #include "observe/derived.h"
 #include "observe/observation.h"
@@ -62,9 +61,10 @@ class StolenTimeSeries {
 
 class SimSampler final : public engine::EngineObserver {
  public:
-  // inner: the observer the engine's events go on to. out: samples.jsonl
-  // (nullptr: nothing written, the totals are still kept).
-  SimSampler(engine::EngineObserver& inner, JsonlWriter* out, Nanos interval_ns);
+  // inner: the observer the engine's events go on to. sink: where each
+  // observation goes (the run session: a line of samples.jsonl and the run
+  // cache); empty: nowhere, the totals are still kept.
+  SimSampler(engine::EngineObserver& inner, std::function<void(const Observation&)> sink, Nanos interval_ns);
 
   void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
   void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override;
@@ -72,9 +72,6 @@ class SimSampler final : public engine::EngineObserver {
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
   void on_step(const engine::StepStats& s) override;
 
-  // Every observation, as it is written to samples.jsonl, is also given to
-  // `listener` (the run's in-memory finishers: the run cache).
-  void set_listener(std::function<void(const Observation&)> listener) { listener_ = std::move(listener); }
   // With a steal perturbation: every sample also writes what a host and the
   // server's cgroup would show of the stolen time (StolenTimeSeries), as
   // sources "host" (host_cpu_pressure_some) and "cgroup"
@@ -103,8 +100,7 @@ class SimSampler final : public engine::EngineObserver {
 
   engine::EngineObserver& inner_;
   const engine::Engine* engine_ = nullptr;
-  JsonlWriter* out_;
-  std::function<void(const Observation&)> listener_;
+  std::function<void(const Observation&)> sink_;
   Nanos interval_ns_;
   Nanos next_ns_;
   Nanos last_emit_ns_ = -1;

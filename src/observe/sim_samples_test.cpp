@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/record_sink.h"
+#include "core/run_dir.h"
 #include "engine/catalog.h"
 #include "engine/cost_model.h"
 #include "engine/simulator.h"
@@ -15,6 +17,14 @@
 
 namespace tokenscope::observe {
 namespace {
+
+// Each observation as a line of samples.jsonl (what the run session does).
+std::function<void(const Observation&)> write_to(JsonlWriter& samples) {
+  return [&samples](const Observation& o) {
+    append_observation_json(samples.begin_line(), o);
+    samples.end_line();
+  };
+}
 
 workload::Workload synthetic(std::uint64_t n, double rate) {
   workload::SyntheticSettings s;
@@ -45,8 +55,9 @@ TEST(SimSampler, TheLastSampleHoldsTheEnginesTotals) {
   Nanos end = 0;
   {
     RunDirectory out(dir);
-    engine::RecordingObserver rec(w, &out, false);
-    SimSampler sampler(rec, &out.samples(), kNanosPerSecond / 2);
+    SummarySink records;
+    engine::RecordingObserver rec(w, records, false);
+    SimSampler sampler(rec, write_to(out.samples()), kNanosPerSecond / 2);
     engine::Engine eng(
         eff, s, std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, eff.tensor_parallel, s.cost),
         &sampler);
@@ -132,7 +143,7 @@ TEST(SimSampler, StolenTimeShowsAsHostPressureAndCgroupThrottling) {
   steps.stolen = &stolen;
   {
     RunDirectory out(dir);
-    SimSampler sampler(steps, &out.samples(), kNanosPerSecond);
+    SimSampler sampler(steps, write_to(out.samples()), kNanosPerSecond);
     sampler.enable_contention_series();
     engine::Engine eng(eff, s, std::make_unique<engine::FixedCostModel>(0.02), &sampler);
     sampler.attach(&eng);

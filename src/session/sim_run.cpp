@@ -13,6 +13,7 @@
 #include "core/run_dir.h"
 #include "observe/sim_samples.h"
 #include "rundir/run_json.h"
+#include "rundir/run_session.h"
 
 namespace tokenscope::session {
 
@@ -88,26 +89,23 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   result.workload_description = bw.w.description;
   result.read_report = bw.w.read_report;
 
-  std::unique_ptr<RunDirectory> out;
-  if (!o.out.empty()) {
-    claim_run_directory(o.out, o.overwrite, "--out");
-    out = std::make_unique<RunDirectory>(o.out);
-  }
-  engine::RecordingObserver observer(bw.w, out.get(), o.steps);
+  if (!o.out.empty()) claim_run_directory(o.out, o.overwrite, "--out");
+  // The run's one path: every record, step and sample a line of its file,
+  // the run cache built from them as they are written (not read back from
+  // the files at the end: docs/architecture.md), the summary.
+  rundir::RunSession session({.dir = o.out,
+                              .requests_line_durable = true,
+                              .cache = !o.out.empty() && o.cache ? analyze::run_cache_writer() : nullptr});
+  const bool out = session.has_dir();
+  engine::RecordingObserver observer(bw.w, session, out && o.steps);
   observer.write_perturbations(!settings.perturbations.empty());
   auto cost = engine::make_cost_model(settings, eff);
   // The server's canonical series on virtual time, as bench's scrapes give them (docs/observe.md).
-  observe::SimSampler sampler(observer, out && o.samples ? &out->samples() : nullptr,
-                              seconds_to_nanos(o.sample_interval_s));
-  // The run cache, built from the records as they are written (not read
-  // back from the files at the end: docs/architecture.md).
-  std::unique_ptr<observe::RunListener> files;
-  if (out && o.cache) {
-    files = analyze::run_cache_writer();
-    observer.set_record_listener([&files](const RequestRecord& r) { files->add_request(r); });
-    observer.set_step_listener([&files](const StepRecord& r) { files->add_step(r); });
-    sampler.set_listener([&files](const observe::Observation& ob) { files->add_observation(ob); });
-  }
+  observe::SimSampler sampler(
+      observer,
+      out && o.samples ? [&session](const observe::Observation& ob) { session.add_observation(ob); }
+                       : std::function<void(const observe::Observation&)>(),
+      seconds_to_nanos(o.sample_interval_s));
   const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),
                                  [](const auto& p) { return p.kind() == engine::PerturbationKind::kSteal; });
   if (steal) sampler.enable_contention_series();
@@ -117,8 +115,8 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   result.report = engine::run_simulation(bw.w, eng, &interrupted);
   const engine::SimReport& report = result.report;
   sampler.finish(report.virtual_end_ns);
-  observer.summary().set_server_counters(engine::server_counters(report.counters));
-  result.summary = observer.summary().build();
+  session.summary().set_server_counters(engine::server_counters(report.counters));
+  result.summary = session.summary().build();
   if (eng.perturber()) result.perturbations = eng.perturber()->to_json();
   result.cpu_s = process_cpu_seconds() - cpu_start;
   if (!out) return result;
@@ -138,15 +136,13 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   if (eng.perturber()) run["perturbation_seed"] = settings.perturbation_seed;
   run["virtual_end_s"] = nanos_to_s(report.virtual_end_ns);
   run["observe"] = observe_json(o, sampler, steal);
-  out->flush();
-  out->write_run_json(run);
-  out->close();
-  // The run cache, for the check or report that comes next (an
-  // interrupted run ends at once). Best effort, as a reader's write is.
-  if (files && !report.interrupted) files->finish(o.out);
-  files.reset();
   // Virtual time has no wall clock: the history takes the start from here.
-  result.report_written = finish_run(o.finish, o.out, {o.out}, started_unix, log);
+  session.add_finisher(rundir::FinisherKind::kReadsFinishedRun, [&](rundir::FinishedRun& r) {
+    result.report_written = finish_run(o.finish, o.out, {o.out}, started_unix, r.log);
+  });
+  // The run cache, for the check or report that comes next: not for an
+  // interrupted run (it ends at once).
+  session.finish(run, !report.interrupted, log);
   return result;
 }
 
