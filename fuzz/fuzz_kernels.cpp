@@ -1,5 +1,5 @@
 // libFuzzer target: check item 9's CUPTI kernel records in JSON lines
-// (analyze/kernels.h), the probe's lines and a run's samples.jsonl lines
+// (rundir/kernels.h), the probe's lines and a run's samples.jsonl lines
 // mixed. Any input either reads into an inventory that keeps its contract
 // (kernels sorted by unique non-empty name, each launched at least once, its
 // median between its shortest and longest launch, the totals adding up, the
@@ -10,14 +10,14 @@
 #include <cstdint>
 #include <string_view>
 
-#include "analyze/kernels.h"
+#include "analyze/kernel_diff.h"
 #include "core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tokenscope;
   try {
-    const auto k = analyze::parse_kernel_lines(std::string_view(reinterpret_cast<const char*>(data), size),
-                                               "fuzz.jsonl");
+    const auto k =
+        rundir::parse_kernel_lines(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.jsonl");
     if (k.kernels.empty() || k.launches == 0) __builtin_trap();
     std::uint64_t launches = 0;
     std::int64_t total = 0;

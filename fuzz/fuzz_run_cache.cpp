@@ -1,4 +1,4 @@
-// libFuzzer target: the run cache (analyze/run_cache.h) that `check` and
+// libFuzzer target: the run cache (rundir/run_cache.h) that `check` and
 // `report` read instead of a run's JSONL files. The input is a cache's
 // content after a valid header for the files of a run directory, written
 // into that directory as its .tokenscope-cache; then:
@@ -18,29 +18,29 @@
 #include <string_view>
 
 #include "analyze/checklist.h"
-#include "analyze/run_cache.h"
 #include "analyze/run_data.h"
 #include "core/error.h"
+#include "rundir/run_cache.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace fs = std::filesystem;
   using namespace tokenscope;
   static const fs::path dir = fs::temp_directory_path() / ("fuzz_run_cache_" + std::to_string(::getpid()));
-  static const analyze::RunFilesKey key = [] {
+  static const rundir::RunFilesKey key = [] {
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::ofstream(dir / "run.json") << R"({"tool":{"command":"sim"},"summary":{"requests_total":0}})";
-    return analyze::run_files_key(dir);
+    return rundir::run_files_key(dir);
   }();
   const std::string bytes =
-      analyze::run_cache_header(key) + std::string(reinterpret_cast<const char*>(data), size);
-  if (const auto read = analyze::decode_run_cache(bytes, key)) {
-    const std::string again = analyze::encode_run_cache(key, *read);
-    const auto reread = analyze::decode_run_cache(again, key);
-    if (!reread || analyze::encode_run_cache(key, *reread) != again) __builtin_trap();
+      rundir::run_cache_header(key) + std::string(reinterpret_cast<const char*>(data), size);
+  if (const auto read = rundir::decode_run_cache(bytes, key)) {
+    const std::string again = rundir::encode_run_cache(key, *read);
+    const auto reread = rundir::decode_run_cache(again, key);
+    if (!reread || rundir::encode_run_cache(key, *reread) != again) __builtin_trap();
   }
   {
-    std::ofstream out(dir / analyze::kRunCacheFile, std::ios::binary | std::ios::trunc);
+    std::ofstream out(dir / rundir::kRunCacheFile, std::ios::binary | std::ios::trunc);
     out << bytes;
   }
   analyze::LoadOptions options;

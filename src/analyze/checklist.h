@@ -63,7 +63,7 @@ struct ExtraInputs {
   // Activation histograms (analyze/quantization.h) of the base and the
   // candidate; "": the run directory's activations.jsonl, when it has one.
   std::string activations_base, activations_cand;
-  // CUPTI kernel records (analyze/kernels.h: the probe's JSON lines or an
+  // CUPTI kernel records (rundir/kernels.h: the probe's JSON lines or an
   // Nsight Systems SQLite export) of the base and the candidate; "": the
   // CUPTI lines of each run's samples.jsonl, when both have them.
   std::string kernels_base, kernels_cand;

@@ -17,7 +17,7 @@
 #include "analyze/change_point.h"
 #include "analyze/checklist_util.h"
 #include "analyze/collectives_input.h"
-#include "analyze/kernels.h"
+#include "analyze/kernel_diff.h"
 #include "analyze/quantization.h"
 #include "analyze/regression.h"
 #include "core/error.h"

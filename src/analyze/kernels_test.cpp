@@ -1,4 +1,6 @@
-#include "analyze/kernels.h"
+// The kernel records read (rundir/kernels.h), compared (kernel_diff.h) and
+// judged by check item 9.
+#include "analyze/kernel_diff.h"
 
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using rundir::KernelCollector;
+using rundir::load_nsys_sqlite;
 
 // What `probe gpu-context --out DIR` writes into DIR/samples.jsonl (the
 // probe's own writer): an NVML reading, a memcpy, two kernels. decode's

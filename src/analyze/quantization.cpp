@@ -11,7 +11,7 @@
 #include <simdjson.h>
 
 #include "analyze/checklist_util.h"
-#include "analyze/json_number.h"
+#include "rundir/json_number.h"
 #include "analyze/statistics.h"
 #include "core/error.h"
 #include "core/random.h"
@@ -29,7 +29,7 @@ namespace {
 
 constexpr double kMaxExactCount = 9007199254740992.0;  // 2^53
 
-using detail::number_of;
+using rundir::detail::number_of;
 
 ActivationHistogram parse_activation_line(dom::parser& parser, std::string& buffer, std::string_view line,
                                           const std::string& file, std::size_t n) {

@@ -1,4 +1,4 @@
-#include "analyze/run_cache.h"
+#include "rundir/run_cache.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,11 +14,24 @@
 #include "analyze/run_data.h"
 #include "core/random.h"
 #include "core/temp_dir.h"
+#include "rundir/run_cache.h"
+#include "rundir/run_files.h"
 
 namespace tokenscope::analyze {
 namespace {
 
 namespace fs = std::filesystem;
+using rundir::decode_run_cache;
+using rundir::encode_run_cache;
+using rundir::KernelInventory;
+using rundir::kRunCacheFile;
+using rundir::load_run_cache;
+using rundir::run_cache_header;
+using rundir::run_cache_writer;
+using rundir::run_files_key;
+using rundir::RunFilesKey;
+using rundir::RunFileStamp;
+using rundir::save_run_cache;
 const fs::path kTestdata = fs::path(TOKENSCOPE_SOURCE_DIR) / "src/report/testdata";
 
 // A copy of a test run in a directory of its own (the cache is written

@@ -70,7 +70,7 @@ nlohmann::json curve_point(double rate, const nlohmann::json& summary);
 
 // Makes the listener of one run (a sweep makes one per rate): it is given
 // every record and observation as it is written, and the run's directory
-// when the run reached its end (the run cache: analyze::run_cache_writer).
+// when the run reached its end (the run cache: rundir::run_cache_writer).
 using RunListenerFactory = std::function<std::unique_ptr<observe::RunListener>()>;
 
 // Runs the benchmark; throws UsageError for bad settings or input and

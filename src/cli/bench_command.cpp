@@ -6,7 +6,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "analyze/run_cache.h"
+#include "rundir/run_cache.h"
 #include "bench/bench_run.h"
 #include "bench/runner.h"
 #include "cli/engine_options.h"
@@ -454,7 +454,7 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   // The run cache, for the check that comes next: built from each run's
   // lines as they are written, saved when the run reaches its end.
   bench::RunListenerFactory cache;
-  if (!o.no_cache) cache = [] { return analyze::run_cache_writer(); };
+  if (!o.no_cache) cache = [] { return rundir::run_cache_writer(); };
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry, cache);
   // Every run directory in the history (a sweep's each), interrupted ones
   // too; the page of the run or of the sweep.

@@ -30,7 +30,7 @@ struct CheckCommandOptions {
   bool print_thresholds = false;
   bool no_cache = false;
   std::vector<std::string> activations;  // item 11 (analyze/quantization.h): BASE,CAND
-  std::vector<std::string> kernels;      // item 9 (analyze/kernels.h): BASE,CAND
+  std::vector<std::string> kernels;      // item 9 (rundir/kernels.h): BASE,CAND
   CheckHistoryOptions history;           // --baseline auto, --trend and their filters
 };
 int run_check(CheckCommandOptions& o);

@@ -168,7 +168,7 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
     throw UsageError(fmt::format(
         "{} {}: holds an earlier run ({}); choose another directory, or add --overwrite to replace it",
         option, dir.string(), found.front().filename().string()));
-  // The earlier run's cache (analyze/run_cache.h) goes with it: stale, it
+  // The earlier run's cache (rundir/run_cache.h) goes with it: stale, it
   // would be ignored, but it is the earlier run's.
   found.push_back(dir / ".tokenscope-cache");
   for (const auto& p : found) {

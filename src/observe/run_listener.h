@@ -1,6 +1,6 @@
 // What a run writes into its directory, handed — as it is written — to
 // whoever builds more from it in memory: the run cache
-// (analyze::run_cache_writer(), docs/architecture.md "A run's data path").
+// (rundir::run_cache_writer(), docs/architecture.md "A run's data path").
 // bench and sim call it in the order of each file's lines; a listener is
 // called from one thread at a time for each file, but requests, samples and
 // steps may come from different threads at once.

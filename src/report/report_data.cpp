@@ -8,7 +8,7 @@
 #include <ctime>
 #include <limits>
 
-#include "analyze/downsample.h"
+#include "rundir/downsample.h"
 #include "core/stats.h"
 #include "observe/canonical.h"
 #include "rundir/readers.h"

@@ -12,31 +12,57 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analyze/downsample.h"
 #include "analyze/run_data.h"
+#include "rundir/downsample.h"
 
 namespace tokenscope::report {
 
 // The runs are read by analyze (run_data.h: the checklist reads the same
-// arrays); the report names them as its own.
-using analyze::cdf_points;
-using analyze::ColumnReducer;
-using analyze::kSlowestKept;
-using analyze::load_report_input;
+// arrays) from the run directory's files (rundir/run_files.h); the report
+// names them as its own.
 using analyze::load_run;
-using analyze::LoadOptions;
-using analyze::minmax_columns;
-using analyze::ProbeData;
-using analyze::ReportInput;
-using analyze::RequestArrays;
 using analyze::RunData;
-using analyze::SampledSeries;
-using analyze::SlowestRequests;
-using analyze::SlowRequest;
-using analyze::StepsData;
-using analyze::StepSeries;
-using analyze::SweepData;
-using analyze::XY;
+using rundir::cdf_points;
+using rundir::ColumnReducer;
+using rundir::kSlowestKept;
+using rundir::LoadOptions;
+using rundir::minmax_columns;
+using rundir::RequestArrays;
+using rundir::SampledSeries;
+using rundir::SlowestRequests;
+using rundir::SlowRequest;
+using rundir::StepsData;
+using rundir::StepSeries;
+using rundir::XY;
+
+// A probe's result file (`probe ... --out DIR` writes DIR/<probe>.json).
+struct ProbeData {
+  std::filesystem::path file;
+  std::string probe;  // "cache-line", "kv-layout", "line-sim", ...
+  nlohmann::json result;
+};
+
+// A sweep directory (bench --sweep-rates / --sweep-search): sweep.json and
+// one run per rate-*/ subdirectory.
+struct SweepData {
+  std::filesystem::path dir;
+  std::string name;
+  nlohmann::json sweep_json;
+  std::vector<std::size_t> runs;  // indexes into ReportInput::runs
+};
+
+struct ReportInput {
+  std::vector<RunData> runs;
+  std::vector<SweepData> sweeps;
+  std::vector<ProbeData> probes;
+  std::vector<std::string> notes;  // about the set (runs with different settings overlaid)
+};
+
+// Loads every path given: a run directory, a sweep directory whose rate-*/
+// runs are loaded in the order of their rates, a probe's result file
+// (<probe>.json) or a directory of them (probe --out DIR).
+ReportInput load_report_input(const std::vector<std::filesystem::path>& paths,
+                              const LoadOptions& options = {});
 
 struct ReportOptions {
   std::size_t columns = 1000;    // pixel columns a time chart is reduced to (minmax_columns)

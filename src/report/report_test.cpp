@@ -11,7 +11,7 @@
 #include <limits>
 #include <sstream>
 
-#include "analyze/downsample.h"
+#include "rundir/downsample.h"
 #include "analyze/run_data.h"
 #include "core/error.h"
 #include "core/temp_dir.h"

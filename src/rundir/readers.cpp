@@ -32,9 +32,6 @@ std::int64_t ClockAnchor::to_unix(Nanos t) const {
 
 namespace {
 
-// run.json is written by tokenscope and small; a larger one is not a run.json.
-constexpr std::uint64_t kMaxRunJsonBytes = 64u << 20;
-
 // A string at keys: "" when absent or null; InputError when another type.
 std::string string_at(const nlohmann::json& j, std::initializer_list<const char*> keys,
                       const std::string& file, const std::string& field) {

@@ -28,6 +28,9 @@
 
 namespace tokenscope::rundir {
 
+// run.json is written by tokenscope and small; a larger one is not a run.json.
+inline constexpr std::uint64_t kMaxRunJsonBytes = 64u << 20;
+
 using observe::Observation;
 
 // The run's wall-clock anchor: CLOCK_MONOTONIC and the Unix time (CLOCK_REALTIME)
@@ -151,7 +154,7 @@ class SamplesReader {
   const ReadStats& stats() const { return stats_; }
   std::uint64_t without_series() const { return without_series_; }
   // Lines of another format kept in the same file (the CUPTI records of
-  // `probe gpu-context`, analyze/kernels.h): a line that is not an
+  // `probe gpu-context`, rundir/kernels.h): a line that is not an
   // observation is offered to `take` before it counts as bad. true: taken
   // (neither a record nor a bad line); false: bad as it was; a LineError it
   // throws: bad, with its field and problem.

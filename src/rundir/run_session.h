@@ -64,7 +64,7 @@ class RunSession final : public RecordSink {
     // Write each request line through at once; false when the run appends
     // in batches and calls flush_requests() after each (bench).
     bool requests_line_durable = true;
-    // The run cache (analyze::run_cache_writer()), fed every line as it is
+    // The run cache (rundir::run_cache_writer()), fed every line as it is
     // written and finished at the end of a run that reached it; null: none.
     std::unique_ptr<observe::RunListener> cache;
   };

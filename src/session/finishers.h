@@ -1,7 +1,7 @@
 // What follows a run once its directory is complete (docs/architecture.md
 // "A run's data path"): the page of `tokenscope report` and the run's entry
 // in the history of runs. The run cache is not among them: the run writes it
-// from memory as it ends (analyze::run_cache_writer), and the report page
+// from memory as it ends (rundir::run_cache_writer), and the report page
 // reads it. bench and sim finish through the same list.
 #pragma once
 

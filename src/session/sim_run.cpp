@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "analyze/run_cache.h"
+#include "rundir/run_cache.h"
 #include "core/error.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
@@ -95,7 +95,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   // the files at the end: docs/architecture.md), the summary.
   rundir::RunSession session({.dir = o.out,
                               .requests_line_durable = true,
-                              .cache = !o.out.empty() && o.cache ? analyze::run_cache_writer() : nullptr});
+                              .cache = !o.out.empty() && o.cache ? rundir::run_cache_writer() : nullptr});
   const bool out = session.has_dir();
   engine::RecordingObserver observer(bw.w, session, out && o.steps);
   observer.write_perturbations(!settings.perturbations.empty());

@@ -1,4 +1,4 @@
-#include "analyze/downsample.h"
+#include "rundir/downsample.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <iterator>
 #include <stdexcept>
 
-namespace tokenscope::analyze {
+namespace tokenscope::rundir {
 
 namespace {
 
@@ -212,4 +212,4 @@ XY cdf_points(const LogLinearHistogram& h, std::size_t even_points) {
   return out;
 }
 
-}  // namespace tokenscope::analyze
+}  // namespace tokenscope::rundir

@@ -22,7 +22,7 @@
 
 #include "core/histogram.h"
 
-namespace tokenscope::analyze {
+namespace tokenscope::rundir {
 
 struct XY {
   std::vector<double> x;
@@ -68,4 +68,4 @@ XY cdf_points(std::vector<double>& values, std::size_t even_points = 256);
 // at the upper bound of its bucket (clamped to the histogram's max).
 XY cdf_points(const LogLinearHistogram& h_ns, std::size_t even_points = 256);
 
-}  // namespace tokenscope::analyze
+}  // namespace tokenscope::rundir

@@ -39,7 +39,7 @@
 
 #include "core/clock.h"
 
-namespace tokenscope::analyze {
+namespace tokenscope::rundir {
 
 // Launches of one kernel needed for its first-launch excess: the median
 // then stands on at least two launches besides the first.
@@ -144,21 +144,4 @@ KernelInventory load_kernels(const std::filesystem::path& file);
 // An Nsight Systems SQLite export.
 KernelInventory load_nsys_sqlite(const std::filesystem::path& file);
 
-// ------------------------------------------------------------------ diff
-// How the candidate's kernels differ from the base's.
-struct KernelDiff {
-  std::vector<KernelStats> new_kernels;   // only in the candidate, most GPU time first (ties: by name)
-  std::vector<KernelStats> gone_kernels;  // only in the base, likewise
-  std::size_t common = 0;                 // kernels in both runs
-  // The candidate's kernel time in new kernels, of all its kernel time; the
-  // base's in gone kernels, of all its kernel time (0 when a run has no
-  // kernel time).
-  double new_time_share = 0, gone_time_share = 0;
-  // The kernels in both runs with a first-launch excess in each (by name),
-  // and their excesses in each run.
-  std::vector<std::string> compared;
-  std::vector<double> base_excess, cand_excess;
-};
-KernelDiff diff_kernels(const KernelInventory& base, const KernelInventory& cand);
-
-}  // namespace tokenscope::analyze
+}  // namespace tokenscope::rundir

@@ -1,4 +1,4 @@
-#include "analyze/run_cache.h"
+#include "rundir/run_cache.h"
 
 #include <mutex>
 
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace tokenscope::analyze {
+namespace tokenscope::rundir {
 
 namespace fs = std::filesystem;
 
@@ -520,4 +520,4 @@ std::unique_ptr<observe::RunListener> run_cache_writer() {
   return std::make_unique<RunCacheWriter>();
 }
 
-}  // namespace tokenscope::analyze
+}  // namespace tokenscope::rundir

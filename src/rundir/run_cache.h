@@ -25,10 +25,10 @@
 #include <string>
 #include <string_view>
 
-#include "analyze/run_data.h"
 #include "observe/run_listener.h"
+#include "rundir/run_files.h"
 
-namespace tokenscope::analyze {
+namespace tokenscope::rundir {
 
 // The cache file's name in a run directory.
 inline constexpr const char* kRunCacheFile = ".tokenscope-cache";
@@ -73,4 +73,4 @@ bool save_run_cache(const std::filesystem::path& dir, const RunFilesKey& key, co
 // without reading the run back. Thread-safe.
 std::unique_ptr<observe::RunListener> run_cache_writer();
 
-}  // namespace tokenscope::analyze
+}  // namespace tokenscope::rundir

@@ -1,12 +1,12 @@
-// The JSON-lines readers of analyze (kernels.cpp, quantization.cpp): a
-// number element as a double. Not a public interface.
+// The JSON-lines readers of the run directory (kernels.cpp) and of analyze
+// (quantization.cpp): a number element as a double. Not a public interface.
 #pragma once
 
 #include <cstdint>
 
 #include <simdjson.h>
 
-namespace tokenscope::analyze::detail {
+namespace tokenscope::rundir::detail {
 
 // A number element as a double (simdjson keeps integers apart); false when
 // the element is not a number.
@@ -19,4 +19,4 @@ inline bool number_of(simdjson::dom::element v, double& out) {
   return false;
 }
 
-}  // namespace tokenscope::analyze::detail
+}  // namespace tokenscope::rundir::detail
