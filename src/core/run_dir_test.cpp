@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/temp_dir.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -11,13 +13,6 @@
 
 namespace tokenscope {
 namespace {
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::filesystem::path temp_dir(const std::string& name) {
   auto p =
@@ -31,10 +26,10 @@ TEST(RunDirectory, RequestsAreOnDiskAsSoonAsAppended) {
   RunDirectory run(dir / "nested");
   run.requests().append_line(R"({"id":1})");
   // Not closed, not flushed explicitly: the line is already readable.
-  EXPECT_EQ(slurp(dir / "nested" / "requests.jsonl"), "{\"id\":1}\n");
+  EXPECT_EQ(read_file(dir / "nested" / "requests.jsonl"), "{\"id\":1}\n");
   run.steps().append_line(R"({"step":0})");
   run.close();
-  EXPECT_EQ(slurp(dir / "nested" / "steps.jsonl"), "{\"step\":0}\n");
+  EXPECT_EQ(read_file(dir / "nested" / "steps.jsonl"), "{\"step\":0}\n");
   std::filesystem::remove_all(dir);
 }
 
@@ -42,7 +37,7 @@ TEST(RunDirectory, RunJsonIsWrittenWhole) {
   const auto dir = temp_dir("runjson");
   RunDirectory run(dir);
   run.write_run_json({{"summary", {{"requests_total", 3}}}});
-  const auto j = nlohmann::json::parse(slurp(dir / "run.json"));
+  const auto j = nlohmann::json::parse(read_file(dir / "run.json"));
   EXPECT_EQ(j["summary"]["requests_total"], 3);
   EXPECT_FALSE(std::filesystem::exists(dir / "run.json.tmp"));
   std::filesystem::remove_all(dir);

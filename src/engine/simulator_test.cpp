@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/temp_dir.h"
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,13 +18,6 @@ namespace tokenscope::engine {
 namespace {
 
 const std::string kShared = TOKENSCOPE_SHARED_DIR "/traces/";
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct SimRun {
   nlohmann::json summary;
@@ -113,9 +108,9 @@ TEST(Simulator, SameSeedGivesByteIdenticalOutput) {
     simulate(synthetic(99, 400, 20.0), s, &out);
   }
   for (const char* file : {"requests.jsonl", "steps.jsonl"}) {
-    const auto a = slurp(base / "a" / file);
+    const auto a = read_file(base / "a" / file);
     EXPECT_GT(a.size(), 1000u);
-    EXPECT_EQ(a, slurp(base / "b" / file)) << file;
+    EXPECT_EQ(a, read_file(base / "b" / file)) << file;
   }
   std::filesystem::remove_all(base);
 }

@@ -16,13 +16,6 @@
 namespace tokenscope::rundir {
 namespace {
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A run cache that notes what it was handed, into a log shared with the test.
 class NotingCache final : public observe::RunListener {
  public:
@@ -32,7 +25,7 @@ class NotingCache final : public observe::RunListener {
   void add_step(const StepRecord& s) override { log_.push_back("step " + std::to_string(s.index)); }
   void finish(const std::filesystem::path& dir) override {
     // The cache's key is run.json as it is now: its last write is done.
-    log_.push_back("cache " + slurp(dir / "run.json"));
+    log_.push_back("cache " + read_file(dir / "run.json"));
   }
 
  private:
@@ -58,7 +51,7 @@ TEST(RunSession, WritesEveryLineHandsItToTheCacheAndFinishesInOrder) {
   RunSession session({.dir = t.path(), .cache = std::make_unique<NotingCache>(log)});
   ASSERT_TRUE(session.has_dir());
   session.start({{"partial", true}});
-  EXPECT_EQ(nlohmann::json::parse(slurp(t.path() / "run.json"))["partial"], true);
+  EXPECT_EQ(nlohmann::json::parse(read_file(t.path() / "run.json"))["partial"], true);
   session.add_request(request(1));
   StepRecord step;
   step.index = 7;
@@ -82,20 +75,20 @@ TEST(RunSession, WritesEveryLineHandsItToTheCacheAndFinishesInOrder) {
   std::ostringstream out;
   session.finish(run, /*reached_end=*/true, out);
 
-  const std::string final_run = slurp(t.path() / "run.json");
+  const std::string final_run = read_file(t.path() / "run.json");
   EXPECT_EQ(nlohmann::json::parse(final_run)["exports"]["perfetto"], 1);
   const std::vector<std::string> expected = {
       "request 1", "step 7", "observation sim",    "observation server",
       "request 2", "export", "cache " + final_run, "report {\"perfetto\":1}"};
   EXPECT_EQ(log, expected);
   // The lines as written.
-  std::istringstream requests(slurp(t.path() / "requests.jsonl"));
+  std::istringstream requests(read_file(t.path() / "requests.jsonl"));
   std::string line;
   std::vector<std::uint64_t> ids;
   while (std::getline(requests, line)) ids.push_back(nlohmann::json::parse(line)["id"].get<std::uint64_t>());
   EXPECT_EQ(ids, (std::vector<std::uint64_t>{1, 2}));
-  EXPECT_EQ(nlohmann::json::parse(slurp(t.path() / "steps.jsonl"))["step"], 7);
-  EXPECT_EQ(nlohmann::json::parse(slurp(t.path() / "samples.jsonl"))["source"], "sim");
+  EXPECT_EQ(nlohmann::json::parse(read_file(t.path() / "steps.jsonl"))["step"], 7);
+  EXPECT_EQ(nlohmann::json::parse(read_file(t.path() / "samples.jsonl"))["source"], "sim");
 }
 
 TEST(RunSession, AnInterruptedRunGetsItsFinishersButNoCache) {
@@ -110,7 +103,7 @@ TEST(RunSession, AnInterruptedRunGetsItsFinishersButNoCache) {
   session.finish(run, /*reached_end=*/false, out);
   EXPECT_TRUE(finished);
   EXPECT_EQ(log, std::vector<std::string>{"request 1"});
-  EXPECT_EQ(nlohmann::json::parse(slurp(t.path() / "run.json"))["partial"], true);
+  EXPECT_EQ(nlohmann::json::parse(read_file(t.path() / "run.json"))["partial"], true);
 }
 
 TEST(RunSession, WithoutADirectoryItOnlySumsUp) {
@@ -141,9 +134,9 @@ TEST(RunSession, AnAbandonedRunKeepsRunJsonAndNoCache) {
     session.add_request(request(3));
     session.abandon({{"error", "disk full"}});
   }
-  EXPECT_EQ(nlohmann::json::parse(slurp(t.path() / "run.json"))["error"], "disk full");
+  EXPECT_EQ(nlohmann::json::parse(read_file(t.path() / "run.json"))["error"], "disk full");
   EXPECT_EQ(log, std::vector<std::string>{"request 3"});
-  EXPECT_NE(slurp(t.path() / "requests.jsonl").find("\"id\":3"), std::string::npos);
+  EXPECT_NE(read_file(t.path() / "requests.jsonl").find("\"id\":3"), std::string::npos);
 }
 
 }  // namespace
