@@ -12,6 +12,7 @@
 
 #include "analyze/kernel_diff.h"
 #include "core/error.h"
+#include "rundir/kernels.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tokenscope;

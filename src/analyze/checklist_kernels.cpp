@@ -144,7 +144,7 @@ std::vector<double> request_shape_excess(const RunData& run) {
 // How many new, gone and most first-launch-heavy kernels item 9's evidence lists.
 constexpr std::size_t kKernelsListed = 10;
 
-// The kernel inventory diff (rundir/kernels.h): the candidate's GPU time in
+// The kernel inventory diff (kernel_diff.h): the candidate's GPU time in
 // kernels the base never launched, and each common kernel's first launch
 // over its median, the candidate's against the base's (Hodges-Lehmann).
 void kernel_findings(const Pair& p, const KernelInventory& kb, const KernelInventory& kc, ItemResult& r) {

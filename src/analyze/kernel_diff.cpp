@@ -1,5 +1,6 @@
 #include "analyze/kernel_diff.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tokenscope::analyze {

@@ -649,7 +649,7 @@ void export_run(const BenchSettings& o, rundir::FinishedRun& r);
 // Long: one run in the order it happens (plan, target, directory, run.json
 // at the start, load, final reads, results, run.json at the end, exports);
 // its pieces are the functions above (open_target, requested_settings,
-// RecordSink, wait_for_run, error_rate_failure, add_in_process_truth,
+// RecordDrain, wait_for_run, error_rate_failure, add_in_process_truth,
 // write_vllm_result).
 RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std::string& out_dir,
                   const tokenizers::TextTokenizer* tokenizer, const std::atomic<bool>& interrupted,
@@ -844,9 +844,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     session.abandon(run);
     throw IoError(fmt::format("{}; the requests written before it are kept in {}", io_error, out_dir));
   }
-  if (csv) csv->close();
-  // The finishers that add to the run: vLLM-compatible output, the exports
+  // The finishers that add to the run, after run.json is written with the
+  // results: requests.csv closed, vLLM-compatible output, the exports
   // (recorded in run.json); then the run cache, unless interrupted.
+  if (csv)
+    session.add_finisher(rundir::FinisherKind::kAddsToRunJson, [&](rundir::FinishedRun&) { csv->close(); });
   if (o.compat == Compat::kVllm)
     session.add_finisher(rundir::FinisherKind::kAddsToRunJson,
                          [&](rundir::FinishedRun&) { write_vllm_result(o, p, rs, s, compat, out_dir); });

@@ -1,7 +1,9 @@
 // The run directory (shared ARCHITECTURE.md): run.json (settings requested and
 // effective, environment, summary), requests.jsonl (appended as requests
-// finish, flushed line by line so an interrupted run keeps every finished
-// request), steps.jsonl (engine steps, buffered), samples.jsonl later.
+// finish: line by line durable, or in batches the caller flushes — bench
+// every 50 ms, sim every 64 KiB; an interrupted run flushes what it has),
+// steps.jsonl (engine steps, buffered), samples.jsonl (buffered). A run
+// writes through rundir::RunSession (docs/architecture.md).
 // Every write is checked: a full disk raises IoError naming the file, and
 // what was written before stays readable.
 #pragma once

@@ -17,12 +17,19 @@ void RunSession::open_requests() {
   if (files_) files_->requests();
 }
 
+void RunSession::open_samples() {
+  if (files_) files_->samples();
+}
+
 void RunSession::add_request(const RequestRecord& r) {
+  // The line first: a record whose line could not be written (a full disk)
+  // is not in the summary run.json gets.
+  if (files_) {
+    r.append_json(files_->requests().begin_line());
+    files_->requests().end_line();
+    if (cache_) cache_->add_request(r);
+  }
   summary_.add(r);
-  if (!files_) return;
-  r.append_json(files_->requests().begin_line());
-  files_->requests().end_line();
-  if (cache_) cache_->add_request(r);
 }
 
 void RunSession::add_step(const StepRecord& s) {

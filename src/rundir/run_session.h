@@ -16,8 +16,11 @@
 //           rewritten if they did, then — for a run that reached its end —
 //           the run cache (its key is run.json's size and time, so it comes
 //           after the last write of run.json), then the finishers that read
-//           the finished run (the report page, the history). A finisher's
-//           failure is the finisher's to tell; the run's files stand.
+//           the finished run (the report page, the history). A finisher
+//           that fails without throwing tells it itself (the exports:
+//           run.json's "exports"); one that throws ends finish() there (the
+//           later finishers and the cache are skipped; the run's files and
+//           run.json stand).
 //
 // Without a directory (sim's summary only) a session only sums the requests
 // up: nothing is written and finish() does nothing.
@@ -82,6 +85,8 @@ class RunSession final : public RecordSink {
   void start(const nlohmann::json& run);
   // requests.jsonl opened now (before a client's connections take the descriptors).
   void open_requests();
+  // samples.jsonl created now (sim: the file is there from the start).
+  void open_samples();
 
   void add_request(const RequestRecord& r) override;
   void add_step(const StepRecord& s) override;

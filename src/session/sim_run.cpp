@@ -7,11 +7,11 @@
 
 #include <fmt/format.h>
 
-#include "rundir/run_cache.h"
 #include "core/error.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "observe/sim_samples.h"
+#include "rundir/run_cache.h"
 #include "rundir/run_json.h"
 #include "rundir/run_session.h"
 
@@ -101,6 +101,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
                               .requests_line_durable = false,
                               .cache = !o.out.empty() && o.cache ? rundir::run_cache_writer() : nullptr});
   const bool out = session.has_dir();
+  if (out && o.samples) session.open_samples();
   engine::RecordingObserver observer(bw.w, session, out && o.steps);
   observer.write_perturbations(!settings.perturbations.empty());
   auto cost = engine::make_cost_model(settings, eff);
