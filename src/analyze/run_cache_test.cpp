@@ -238,13 +238,16 @@ TEST(RunCache, EveryCutOrFlippedCacheIsRefusedOrHarmless) {
 
 TEST(RunCache, AReadOnlyRunIsReadWithoutOne) {
   if (::geteuid() == 0) {
-    // root writes anywhere: the directory is made a file path instead.
+    // root writes anywhere: the cache's place is taken by a directory
+    // instead (the rename into place fails).
     TempDir t;
     const fs::path dir = copy_run(kTestdata / "sampled", t.path() / "run");
-    fs::create_directory(dir / (std::string(kRunCacheFile) + "." + std::to_string(::getpid()) + ".tmp"));
+    fs::create_directories(dir / kRunCacheFile / "taken");
     EXPECT_FALSE(save_run_cache(dir, run_files_key(dir), RunFilesRead{}));
     EXPECT_EQ(load_run(dir, cached()).requests.size(), 3u);
-    EXPECT_FALSE(fs::exists(dir / kRunCacheFile));
+    EXPECT_TRUE(fs::is_directory(dir / kRunCacheFile));
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_NE(e.path().extension(), ".tmp") << "left behind: " << e.path();
     return;
   }
   TempDir t;

@@ -11,6 +11,7 @@
 
 #include "cli/engine_options.h"
 #include "core/error.h"
+#include "core/run_dir.h"
 #include "net/http_server.h"
 #include "serve/server_app.h"
 
@@ -207,9 +208,7 @@ int run_serve(ServeOptions& o) {
   serve::ServerApp app(eff, settings, make_cost_model(settings, eff), ss);
   app.start();
   if (!o.port_file.empty()) {
-    const std::string tmp = o.port_file + ".tmp";
-    std::ofstream(tmp) << app.port() << "\n";
-    std::rename(tmp.c_str(), o.port_file.c_str());
+    write_file_atomic(o.port_file, fmt::format("{}\n", app.port()));
   }
   std::cout << fmt::format(
                    "tokenscope serve: listening on http://{}:{} (model {} as '{}', {} on {}x {}{})", o.host,

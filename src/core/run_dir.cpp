@@ -1,6 +1,8 @@
 #include "core/run_dir.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -23,7 +25,13 @@ constexpr std::size_t kBufferBytes = 1 << 16;
 
 JsonlWriter::JsonlWriter(std::filesystem::path path, bool line_durable)
     : path_(std::move(path)), line_durable_(line_durable) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a link in the file's place is refused, never written through.
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0 && errno == ELOOP)
+    throw IoError(
+        fmt::format("{}: is a symbolic link; refusing to write through it (remove it, or "
+                    "write the run elsewhere)",
+                    path_.string()));
   if (fd_ < 0) throw_io(path_, "create", errno);
   buffer_.reserve(kBufferBytes);
 }
@@ -157,8 +165,10 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
                                               "sweep.json",   "sweep.json.tmp",   "samples.jsonl",
                                               "trace.json",   "otlp_traces.json", "otlp_metrics.json"};
   std::vector<fs::path> found;
+  // symlink_status: a link in a run file's place is found whether or not
+  // what it points to exists.
   for (const char* f : kRunFiles)
-    if (fs::exists(dir / f, ec)) found.push_back(dir / f);
+    if (fs::exists(fs::symlink_status(dir / f, ec))) found.push_back(dir / f);
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->is_directory(ec) && it->path().filename().string().rfind("rate-", 0) == 0 &&
         fs::exists(it->path() / "run.json", ec))
@@ -177,10 +187,17 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   }
 }
 
+TempFile create_temp_beside(const std::filesystem::path& path) {
+  std::string name = path.string() + ".XXXXXX.tmp";
+  // mkostemps: O_CREAT|O_EXCL on a fresh name (a link there fails it).
+  const int fd = ::mkostemps(name.data(), 4, O_CLOEXEC);
+  if (fd < 0) throw_io(path.string() + ".*.tmp", "create", errno);
+  ::fchmod(fd, 0644);  // mkostemps makes 0600; run files are readable as before
+  return {fd, std::filesystem::path(name)};
+}
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view text) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_io(tmp, "create", errno);
+  const auto [fd, tmp] = create_temp_beside(path);
   const char* data = text.data();
   std::size_t left = text.size();
   while (left > 0) {
@@ -195,10 +212,17 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view text)
     data += n;
     left -= static_cast<std::size_t>(n);
   }
-  if (::close(fd) != 0) throw_io(tmp, "close", errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io(tmp, "close", err);
+  }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
+  if (ec) {
+    ::unlink(tmp.c_str());
+    throw IoError(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
+  }
 }
 
 }  // namespace tokenscope

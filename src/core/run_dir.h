@@ -76,11 +76,27 @@ class RunDirectory {
 // Before a run writes into dir: refuses (UsageError naming `option`) when dir
 // already holds a run (run.json, requests.jsonl, sweep.json, a sweep's
 // rate-* runs...) unless overwrite, which removes those files first, so that
-// two runs never mix in one directory. Also refuses a path that is not a
-// directory.
+// two runs never mix in one directory. A symbolic link in a run file's
+// place, dangling or not, counts as one (overwrite removes the link, never
+// what it points to). Also refuses a path that is not a directory.
 void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::string_view option);
 
-// Writes text to path atomically (path.tmp, fsync-free rename). Throws IoError.
+// Files are never written through a symbolic link (docs/reliability.md
+// "Files"): a planted link in a run directory must not make a run, a report
+// or a check overwrite the file it points to.
+//
+// A new temporary file beside path (`PATH.XXXXXX.tmp`, a name of its own,
+// created exclusively: never through a link, never one another process
+// has), mode 0644, for a write that ends with a rename into path (rename
+// replaces a link at path itself, not its target). Throws IoError.
+struct TempFile {
+  int fd = -1;
+  std::filesystem::path path;
+};
+TempFile create_temp_beside(const std::filesystem::path& path);
+
+// Writes text to path atomically (a temporary beside it, create_temp_beside,
+// and a fsync-free rename). Throws IoError.
 void write_file_atomic(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace tokenscope

@@ -88,5 +88,56 @@ TEST(RequestRecord, JsonLineHasEveryFieldAndOffsets) {
   EXPECT_FALSE(parse_outcome("nope", o));
 }
 
+// A run directory handed around (a tarball, a CI artifact) may hold links
+// planted where tokenscope writes: no write goes through one.
+TEST(SafeWrites, AtomicWritesReplaceAPlantedLinkNotItsTarget) {
+  TempDir t("links");
+  const std::string victim = t.write("victim", "keep");
+  std::filesystem::create_symlink(victim, t / "report.html.tmp");  // the old temporary's name
+  std::filesystem::create_symlink(victim, t / "report.html");
+  write_file_atomic(t / "report.html", "page");
+  EXPECT_EQ(read_file(victim), "keep");
+  EXPECT_FALSE(std::filesystem::is_symlink(t / "report.html"));
+  EXPECT_EQ(read_file(t / "report.html"), "page");
+  EXPECT_TRUE(std::filesystem::is_symlink(t / "report.html.tmp"));  // left alone
+  // No temporary is left behind.
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(t.path())) ++entries;
+  EXPECT_EQ(entries, 3u);
+}
+
+TEST(SafeWrites, ARunFileThatIsALinkIsRefusedNotWrittenThrough) {
+  TempDir t("links");
+  std::filesystem::create_symlink(t / "elsewhere", t / "requests.jsonl");  // dangling
+  EXPECT_THROW(JsonlWriter(t / "requests.jsonl", true), IoError);
+  EXPECT_FALSE(std::filesystem::exists(t / "elsewhere"));
+  const std::string victim = t.write("victim", "keep");
+  std::filesystem::create_symlink(victim, t / "steps.jsonl");
+  try {
+    JsonlWriter w(t / "steps.jsonl", false);
+    ADD_FAILURE() << "wrote through a link";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file(victim), "keep");
+}
+
+TEST(SafeWrites, ClaimingADirectoryFindsLinksAndOverwriteRemovesOnlyTheLink) {
+  TempDir t("links");
+  const auto dir = t / "run";
+  std::filesystem::create_directory(dir);
+  std::filesystem::create_symlink(t / "nowhere", dir / "requests.jsonl");  // dangling
+  EXPECT_THROW(claim_run_directory(dir, false, "--out"), UsageError);
+  claim_run_directory(dir, true, "--out");
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir / "requests.jsonl")));
+  EXPECT_FALSE(std::filesystem::exists(t / "nowhere"));
+  const std::string victim = t.write("victim", "keep");
+  std::filesystem::create_symlink(victim, dir / "run.json");
+  EXPECT_THROW(claim_run_directory(dir, false, "--out"), UsageError);
+  claim_run_directory(dir, true, "--out");
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir / "run.json")));
+  EXPECT_EQ(read_file(victim), "keep");
+}
+
 }  // namespace
 }  // namespace tokenscope

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/run_dir.h"
 
 namespace tokenscope::exporters {
 
@@ -26,10 +27,10 @@ constexpr std::size_t kOutputBufferBytes = 1u << 20;
 }  // namespace
 
 OutputFile::OutputFile(std::filesystem::path path) : path_(std::move(path)) {
-  tmp_ = path_;
-  tmp_ += ".tmp";
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_io(tmp_, "create", errno);
+  // A temporary of its own beside the output, never written through a link.
+  TempFile temp = create_temp_beside(path_);
+  tmp_ = std::move(temp.path);
+  fd_ = temp.fd;
   buffer_.reserve(kOutputBufferBytes + (64u << 10));
 }
 

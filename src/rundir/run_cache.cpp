@@ -17,6 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+#include "core/run_dir.h"
+
 namespace tokenscope::rundir {
 
 namespace fs = std::filesystem;
@@ -455,12 +458,18 @@ bool save_run_cache(const fs::path& dir, const RunFilesKey& key, const RunFilesR
   // a cache that would not be valid: none is written.
   if (!(run_files_key(dir) == key)) return false;
   const std::string bytes = encode_run_cache(key, read);
-  // A temporary name of this process's own (two readers of one run may
-  // write at once), renamed into place whole; on any failure removed.
+  // A temporary name of its own (two readers of one run may write at once;
+  // never through a planted link: core/run_dir.h), renamed into place
+  // whole; on any failure removed.
   const fs::path path = dir / kRunCacheFile;
-  const fs::path tmp = path.string() + fmt::format(".{}.tmp", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
+  TempFile temp;
+  try {
+    temp = create_temp_beside(path);
+  } catch (const IoError&) {
+    return false;
+  }
+  const int fd = temp.fd;
+  const fs::path& tmp = temp.path;
   const char* data = bytes.data();
   std::size_t left = bytes.size();
   bool ok = true;
