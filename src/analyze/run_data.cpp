@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text_reader.h"
 #include "rundir/run_cache.h"
 
 namespace tokenscope::analyze {
@@ -16,11 +17,11 @@ namespace tokenscope::analyze {
 namespace fs = std::filesystem;
 using rundir::load_phases;
 using rundir::load_run_cache;
+using rundir::read_json_file;
+using rundir::read_run_files;
 using rundir::run_files_key;
 using rundir::RunFilesKey;
 using rundir::save_run_cache;
-using rundir::read_json_file;
-using rundir::read_run_files;
 
 RunData load_run(const fs::path& dir, const LoadOptions& options) {
   std::error_code ec;
@@ -93,8 +94,9 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
   run.steps.last_t_s -= origin_s;
   if (fs::exists(dir / "phases.json", ec)) run.phases = load_phases(dir / "phases.json", run.notes);
   if (fs::exists(dir / "check.json", ec)) {
-    std::ifstream in(dir / "check.json", std::ios::binary);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    nlohmann::json j = nlohmann::json::parse(
+        read_regular_file((dir / "check.json").string(), "check.json", rundir::kMaxCheckJsonBytes), nullptr,
+        false);
     if (!j.is_discarded() && j.is_object() && j.contains("items") && j["items"].is_array())
       run.check = std::move(j);
     else

@@ -10,6 +10,8 @@
 #include <limits>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace tokenscope {
@@ -26,12 +28,36 @@ TextReader::TextReader(std::string path, int fd, std::optional<std::uint64_t> si
   data_ = buffer_.data();
 }
 
+namespace {
+
+const char* kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+}  // namespace
+
 TextReader TextReader::open(const std::string& path, std::string_view what, std::size_t max_line_bytes,
                             std::uint64_t start) {
+  return open_file(path, what, max_line_bytes, start, false);
+}
+
+TextReader TextReader::open_regular(const std::string& path, std::string_view what,
+                                    std::size_t max_line_bytes, std::uint64_t start) {
+  return open_file(path, what, max_line_bytes, start, true);
+}
+
+TextReader TextReader::open_file(const std::string& path, std::string_view what, std::size_t max_line_bytes,
+                                 std::uint64_t start, bool regular_only) {
   const auto cannot_open = [&](int err) {
     return UsageError(path + ": cannot open " + std::string(what) + ": " + std::strerror(err));
   };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking for a regular file only: a FIFO without a writer would
+  // block the open; it is refused below (reads of a regular file never block).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (regular_only ? O_NONBLOCK : 0));
   if (fd < 0) throw cannot_open(errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -42,6 +68,11 @@ TextReader TextReader::open(const std::string& path, std::string_view what, std:
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
     throw InputError(path, 0, "", "is a directory");
+  }
+  if (regular_only && !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(path, 0, "",
+                     fmt::format("is not a regular file ({}): a {} must be one", kind_of(st.st_mode), what));
   }
   std::optional<std::uint64_t> size;
   if (S_ISREG(st.st_mode)) size = static_cast<std::uint64_t>(st.st_size);
@@ -190,6 +221,23 @@ bool TextReader::next_line(std::string_view& line) {
     }
     scanned = avail;  // the bytes read before hold no '\n' and no NUL
   }
+}
+
+std::string read_regular_file(const std::string& path, std::string_view what, std::uint64_t max_bytes) {
+  TextReader reader = TextReader::open_regular(path, what);
+  if (reader.size() && *reader.size() > max_bytes)
+    throw InputError(
+        path, 0, "",
+        fmt::format("{} bytes: larger than the {} MiB a {} can be", *reader.size(), max_bytes >> 20, what));
+  std::string text;
+  std::string_view chunk;
+  // The size may grow while it is read: the bound holds for what is read.
+  while (!(chunk = reader.take(64u << 10)).empty()) {
+    if (text.size() + chunk.size() > max_bytes)
+      throw InputError(path, 0, "", fmt::format("larger than the {} MiB a {} can be", max_bytes >> 20, what));
+    text.append(chunk);
+  }
+  return text;
 }
 
 }  // namespace tokenscope

@@ -45,6 +45,13 @@ class TextReader {
   // line_number() from the first line read (the one at `start`).
   static TextReader open(const std::string& path, std::string_view what = "file",
                          std::size_t max_line_bytes = kDefaultMaxLineBytes, std::uint64_t start = 0);
+  // As open(), for a file of a run directory or another file tokenscope
+  // wrote: a regular file only (a link to one is followed: users link big
+  // files). A FIFO, a device or a socket is an InputError "PATH: is not a
+  // regular file (a FIFO)"; it is opened non-blocking, so that a FIFO with
+  // no writer does not hang the open (docs/reliability.md "Files read").
+  static TextReader open_regular(const std::string& path, std::string_view what = "file",
+                                 std::size_t max_line_bytes = kDefaultMaxLineBytes, std::uint64_t start = 0);
 
   TextReader(TextReader&& other) noexcept;
   TextReader& operator=(TextReader&&) = delete;
@@ -88,6 +95,8 @@ class TextReader {
 
  private:
   TextReader(std::string path, int fd, std::optional<std::uint64_t> size, std::size_t max_line_bytes);
+  static TextReader open_file(const std::string& path, std::string_view what, std::size_t max_line_bytes,
+                              std::uint64_t start, bool regular_only);
   // Makes at least `want` bytes available from pos_ unless the input ends
   // first; returns whether any byte is available.
   bool fill(std::size_t want);
@@ -110,5 +119,10 @@ class TextReader {
   std::uint64_t line_ = 0;
   std::uint64_t line_offset_ = 0;
 };
+
+// A regular file read whole (TextReader::open_regular's checks), at most
+// max_bytes: a larger one is an InputError "PATH: N bytes: larger than the
+// M MiB a WHAT can be" (a file tokenscope wrote is never that large).
+std::string read_regular_file(const std::string& path, std::string_view what, std::uint64_t max_bytes);
 
 }  // namespace tokenscope

@@ -1,6 +1,7 @@
 #include "core/text_reader.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/temp_dir.h"
 
 namespace tokenscope {
 namespace {
@@ -195,6 +197,32 @@ TEST_F(TextReaderFile, DirectoriesAndMissingFilesAreNamed) {
     FAIL() << "no error";
   } catch (const UsageError& e) {
     EXPECT_EQ(std::string(e.what()), "/nonexistent/file: cannot open trace file: No such file or directory");
+  }
+}
+
+// Files of a run directory are regular files (or links to one): a FIFO
+// with no writer is refused at once instead of blocking, a device too; a
+// file read whole has a bound.
+TEST(TextReader, RunFilesMustBeRegularFilesAndWholeReadsAreBounded) {
+  TempDir t("regular");
+  const std::string fifo = (t / "requests.jsonl").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    (void)TextReader::open_regular(fifo, "requests file");
+    ADD_FAILURE() << "a FIFO was opened";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a regular file (a FIFO)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_regular_file("/dev/zero", "check.json", 1u << 20), InputError);
+  const std::string file = t.write("phases.json", std::string(3u << 20, 'x'));
+  std::filesystem::create_symlink(file, t / "linked.json");  // a link to a regular file is read
+  EXPECT_EQ(read_regular_file((t / "linked.json").string(), "phases.json", 4u << 20).size(), 3u << 20);
+  try {
+    (void)read_regular_file(file, "phases.json", 2u << 20);
+    ADD_FAILURE() << "read past the bound";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than the 2 MiB a phases.json can be"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -92,7 +92,7 @@ RunInfo read_run_info(const std::filesystem::path& dir) {
   const auto path = dir / "run.json";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return {};
-  auto reader = TextReader::open(path.string(), "run.json");
+  auto reader = TextReader::open_regular(path.string(), "run.json");
   if (reader.size() && *reader.size() > kMaxRunJsonBytes)
     throw InputError(path.string(), 0, "",
                      fmt::format("larger than {} MiB: not a run.json", kMaxRunJsonBytes >> 20));
@@ -435,7 +435,7 @@ bool blank(std::string_view s) {
 }  // namespace
 
 RequestsReader::RequestsReader(const std::filesystem::path& file, BadLines bad_lines)
-    : reader_(TextReader::open(file.string(), "requests file")),
+    : reader_(TextReader::open_regular(file.string(), "requests file")),
       file_(file.string()),
       bad_lines_(bad_lines) {}
 
@@ -443,8 +443,8 @@ RequestsReader::RequestsReader(std::string_view text, std::string file, BadLines
     : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}
 
 RequestsReader::RequestsReader(const std::filesystem::path& file, std::uint64_t begin, std::uint64_t end)
-    : reader_(TextReader::open(file.string(), "requests file", TextReader::kDefaultMaxLineBytes,
-                               begin > 0 ? begin - 1 : 0)),
+    : reader_(TextReader::open_regular(file.string(), "requests file", TextReader::kDefaultMaxLineBytes,
+                                       begin > 0 ? begin - 1 : 0)),
       file_(file.string()),
       bad_lines_(BadLines::kSkip),
       end_(end) {
@@ -499,7 +499,9 @@ bool RequestsReader::next(RequestRecord& out) {
 }
 
 SamplesReader::SamplesReader(const std::filesystem::path& file, BadLines bad_lines)
-    : reader_(TextReader::open(file.string(), "samples file")), file_(file.string()), bad_lines_(bad_lines) {}
+    : reader_(TextReader::open_regular(file.string(), "samples file")),
+      file_(file.string()),
+      bad_lines_(bad_lines) {}
 
 SamplesReader::SamplesReader(std::string_view text, std::string file, BadLines bad_lines)
     : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}

@@ -48,15 +48,7 @@ constexpr std::uint64_t kParallelReadBytes = 8u << 20;
 }  // namespace
 
 nlohmann::json read_json_file(const fs::path& file) {
-  std::error_code ec;
-  const auto size = fs::file_size(file, ec);
-  if (ec) throw UsageError(fmt::format("{}: cannot read: {}", file.string(), ec.message()));
-  if (size > kMaxRunJsonBytes)
-    throw InputError(file.string(), 0, "",
-                     fmt::format("{} bytes: too large for a file tokenscope wrote", size));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot open", file.string()));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_regular_file(file.string(), "JSON file tokenscope wrote", kMaxRunJsonBytes);
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw InputError(file.string(), 0, "", "not a JSON object (is this a tokenscope run directory?)");
@@ -436,7 +428,7 @@ bool parse_step(simdjson::dom::parser& parser, std::string_view line, Nanos& t,
 // The t_ns of the first line of steps.jsonl that parses, nullopt when none
 // of the first 1,000 lines does.
 std::optional<Nanos> first_step_time(const fs::path& file) {
-  TextReader reader = TextReader::open(file.string(), "steps file");
+  TextReader reader = TextReader::open_regular(file.string(), "steps file");
   simdjson::dom::parser parser;
   std::string_view line;
   double values[kStepFieldCount];
@@ -551,8 +543,8 @@ void take_step(StepsPart& part, Nanos t, const double (&values)[kStepFieldCount]
 StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint64_t end, Nanos origin,
                            double x0, double x1, std::size_t columns) {
   StepsPart part = new_steps_part(x0, x1, columns);
-  TextReader reader = TextReader::open(file.string(), "steps file", TextReader::kDefaultMaxLineBytes,
-                                       begin > 0 ? begin - 1 : 0);
+  TextReader reader = TextReader::open_regular(file.string(), "steps file", TextReader::kDefaultMaxLineBytes,
+                                               begin > 0 ? begin - 1 : 0);
   std::string_view line;
   if (begin > 0) reader.next_line(line);  // the end of a line the range before reads
   simdjson::dom::parser parser;
@@ -662,8 +654,8 @@ void join_steps(std::vector<StepsPart>& parts, StepsData& out, std::vector<std::
 // "start_ns", "end_ns"}]}. A file that is not that is said in a note.
 nlohmann::json load_phases(const fs::path& file, std::vector<std::string>& notes) {
   nlohmann::json out = nlohmann::json::array();
-  std::ifstream in(file, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  const nlohmann::json j = nlohmann::json::parse(
+      read_regular_file(file.string(), "phases.json", kMaxPhasesJsonBytes), nullptr, false);
   const auto bad = [&](const std::string& why) {
     notes.push_back(fmt::format("phases.json: {}; no lifecycle phases shown", why));
     return nlohmann::json::array();

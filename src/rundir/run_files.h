@@ -309,4 +309,11 @@ nlohmann::json read_json_file(const std::filesystem::path& file);
 // note and gives none.
 nlohmann::json load_phases(const std::filesystem::path& file, std::vector<std::string>& notes);
 
+// The bounds of the files a run directory holds that are read whole
+// (docs/reliability.md "Files read"); run.json's is readers.h
+// kMaxRunJsonBytes. A file over its bound, or one that is not a regular
+// file, is an InputError naming it.
+inline constexpr std::uint64_t kMaxPhasesJsonBytes = 16u << 20;
+inline constexpr std::uint64_t kMaxCheckJsonBytes = 64u << 20;
+
 }  // namespace tokenscope::rundir
