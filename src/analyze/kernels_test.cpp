@@ -22,9 +22,9 @@ namespace tokenscope::analyze {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using rundir::KernelCollector;
 using rundir::load_nsys_sqlite;
+using ::testing::HasSubstr;
 
 // What `probe gpu-context --out DIR` writes into DIR/samples.jsonl (the
 // probe's own writer): an NVML reading, a memcpy, two kernels. decode's

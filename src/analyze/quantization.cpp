@@ -11,12 +11,12 @@
 #include <simdjson.h>
 
 #include "analyze/checklist_util.h"
-#include "rundir/json_number.h"
 #include "analyze/statistics.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "core/stats.h"
 #include "core/text_reader.h"
+#include "rundir/json_number.h"
 
 namespace tokenscope::analyze {
 

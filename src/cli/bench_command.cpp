@@ -6,7 +6,6 @@
 #include <cmath>
 #include <iostream>
 
-#include "rundir/run_cache.h"
 #include "bench/bench_run.h"
 #include "bench/runner.h"
 #include "cli/engine_options.h"
@@ -16,6 +15,7 @@
 #include "cli/workload_options.h"
 #include "core/error.h"
 #include "core/metrics.h"
+#include "rundir/run_cache.h"
 
 namespace tokenscope::cli {
 

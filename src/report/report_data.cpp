@@ -8,9 +8,9 @@
 #include <ctime>
 #include <limits>
 
-#include "rundir/downsample.h"
 #include "core/stats.h"
 #include "observe/canonical.h"
+#include "rundir/downsample.h"
 #include "rundir/readers.h"
 
 namespace tokenscope::report {

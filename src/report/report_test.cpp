@@ -11,13 +11,13 @@
 #include <limits>
 #include <sstream>
 
-#include "rundir/downsample.h"
 #include "analyze/run_data.h"
 #include "core/error.h"
 #include "core/temp_dir.h"
 #include "report/assets.h"
 #include "report/render.h"
 #include "report/report_data.h"
+#include "rundir/downsample.h"
 
 namespace tokenscope::report {
 namespace {

@@ -8,10 +8,10 @@
 #include <simdjson.h>
 #include <sqlite3.h>
 
-#include "rundir/json_number.h"
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/text_reader.h"
+#include "rundir/json_number.h"
 #include "rundir/readers.h"
 
 namespace tokenscope::rundir {
