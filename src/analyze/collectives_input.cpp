@@ -7,7 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_depth.h"
+#include "core/text_reader.h"
 #include "probe/collectives.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze {
 
@@ -82,13 +85,10 @@ CollectivesData from_json(const nlohmann::json& j, const std::string& file) {
 }  // namespace
 
 CollectivesData load_collectives(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(file.string() + ": cannot read the collectives file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_regular_file(file.string(), "collectives file", rundir::kMaxRunJsonBytes);
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
+    require_json_depth(text, file.string());
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded())
       throw InputError(file.string(), 0, "", "not JSON (expected probe collectives output)");

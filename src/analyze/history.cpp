@@ -15,6 +15,9 @@
 #include <variant>
 
 #include "core/error.h"
+#include "core/json_depth.h"
+#include "core/text_reader.h"
+#include "rundir/readers.h"
 
 namespace tokenscope::analyze {
 
@@ -253,6 +256,10 @@ constexpr const char* kRunColumns =
 constexpr const char* kDocumentColumns = ", r.settings, r.summary, r.environment";
 
 nlohmann::json parse_document(const std::string& text) {
+  // A document of the history file: tokenscope wrote it, but the file is
+  // outside input (a deeper one is taken as damaged, as a malformed one is).
+  if (json_too_deep_at(text) != std::string_view::npos)
+    return nlohmann::json(nlohmann::json::value_t::discarded);
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
@@ -433,11 +440,11 @@ HistoryRun history_run_from_directory(const fs::path& dir, const RegisterOptions
   std::error_code ec;
   const fs::path abs = fs::weakly_canonical(fs::absolute(dir, ec), ec);
   const fs::path file = abs / "run.json";
-  std::ifstream in(file);
-  if (!in) throw UsageError(fmt::format("{}: no run.json there (not a run directory)", dir.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json run = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (std::error_code ec2; !fs::exists(file, ec2))
+    throw UsageError(fmt::format("{}: no run.json there (not a run directory)", dir.string()));
+  const std::string text = read_regular_file(file.string(), "run.json", rundir::kMaxRunJsonBytes);
+  require_json_depth(text, file.string());
+  nlohmann::json run = nlohmann::json::parse(text, nullptr, false);
   if (run.is_discarded() || !run.is_object())
     throw InputError(file.string(), 0, "run.json", "not a JSON object");
   RegisterOptions o = options;
@@ -581,11 +588,19 @@ void sort_metrics(std::vector<std::pair<std::string, double>>& metrics) {
 History::History(const fs::path& path, bool create) : path_(path), db_(std::make_unique<Db>()) {
   std::error_code ec;
   const bool exists = fs::exists(path, ec);
+  // fs::exists is false with an error for a link loop or an unreadable
+  // parent: that is no "no such file".
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw UsageError(fmt::format("history {}: cannot be opened: {}", path.string(), ec.message()));
   if (!exists && !create)
     throw UsageError(
         fmt::format("history {}: no such file (no run has been registered there)", path.string()));
   if (exists && fs::is_directory(path, ec))
     throw UsageError(fmt::format("history {}: is a directory (name the database file)", path.string()));
+  // A FIFO or a device is no database: SQLite would block reading it.
+  if (exists && !fs::is_regular_file(path, ec))
+    throw UsageError(fmt::format("history {}: is not a regular file (a history is an SQLite database file)",
+                                 path.string()));
   if (!exists && path.has_parent_path()) {
     fs::create_directories(path.parent_path(), ec);
     if (ec)

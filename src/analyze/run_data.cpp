@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/text_reader.h"
 #include "rundir/run_cache.h"
 
@@ -94,9 +95,10 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
   run.steps.last_t_s -= origin_s;
   if (fs::exists(dir / "phases.json", ec)) run.phases = load_phases(dir / "phases.json", run.notes);
   if (fs::exists(dir / "check.json", ec)) {
-    nlohmann::json j = nlohmann::json::parse(
-        read_regular_file((dir / "check.json").string(), "check.json", rundir::kMaxCheckJsonBytes), nullptr,
-        false);
+    const std::string text =
+        read_regular_file((dir / "check.json").string(), "check.json", rundir::kMaxCheckJsonBytes);
+    require_json_depth(text, (dir / "check.json").string());
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_discarded() && j.is_object() && j.contains("items") && j["items"].is_array())
       run.check = std::move(j);
     else

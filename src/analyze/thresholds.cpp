@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/stats.h"
+#include "core/text_reader.h"
 #include "core/yaml_fields.h"
 
 namespace tokenscope::analyze {
@@ -195,11 +196,7 @@ void read_keys(const YAML::Node& root, const std::string& file, Thresholds& t) {
 }  // namespace
 
 Thresholds load_thresholds(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot read the thresholds file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_thresholds(ss.str(), path);
+  return parse_thresholds(read_regular_file(path, "thresholds file", kMaxThresholdsBytes), path);
 }
 
 std::string thresholds_yaml(const Thresholds& t) {

@@ -5,6 +5,7 @@
 // its tolerance is not a regression.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -81,6 +82,9 @@ std::optional<double> threshold_value(const Thresholds& t, std::string_view key)
 // values that are not numbers or out of range are InputErrors naming the file,
 // the line and the key.
 Thresholds parse_thresholds(std::string_view yaml_text, const std::string& file);
+// A thresholds file is a regular file of at most this many bytes (the
+// defaults take 3 KB; docs/reliability.md "Files read").
+inline constexpr std::uint64_t kMaxThresholdsBytes = std::uint64_t{1} << 20;
 Thresholds load_thresholds(const std::string& path);
 
 // The defaults as a YAML file, commented (check --print-thresholds).

@@ -23,6 +23,7 @@
 #include "bench/schedule.h"
 #include "bench/vllm_compat.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "exporters/otlp.h"
@@ -214,6 +215,11 @@ std::string discover_model(const net::Endpoint& ep, const net::FetchResult& r) {
   if (r.status != 200)
     throw TargetError(
         fmt::format("--target {}: GET /v1/models answered HTTP {}; give --model", ep.url(), r.status));
+  if (json_too_deep_at(r.body) != std::string_view::npos)
+    throw TargetError(
+        fmt::format("--target {}: GET /v1/models answered JSON nested deeper than {} levels; "
+                    "give --model",
+                    ep.url(), kMaxJsonDepth));
   try {
     const auto j = nlohmann::json::parse(r.body);
     return j.at("data").at(0).at("id").get<std::string>();
@@ -233,6 +239,8 @@ nlohmann::json model_list_record(const net::FetchResult& r) {
   };
   if (!r.error.empty()) return unavailable(r.error);
   if (r.status != 200) return unavailable(fmt::format("HTTP {}", r.status));
+  if (json_too_deep_at(r.body) != std::string_view::npos)
+    return unavailable(fmt::format("the answer is nested deeper than {} levels", kMaxJsonDepth));
   const auto j = nlohmann::json::parse(r.body, nullptr, false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array())
     return unavailable("the answer holds no \"data\" list");
@@ -295,6 +303,7 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
     }
     std::int64_t count = -1;
     try {
+      if (json_too_deep_at(r.body) != std::string_view::npos) throw std::invalid_argument("nested too deep");
       const auto j = nlohmann::json::parse(r.body);
       if (j.contains("count") && j["count"].is_number_integer())
         count = j["count"].get<std::int64_t>();

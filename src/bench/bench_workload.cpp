@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "core/text_reader.h"
 #include "core/yaml_fields.h"
 #include "workload/arrivals.h"
 #include "workload/lengths.h"
@@ -289,17 +290,14 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
   } catch (const InputError&) {
     throw;
   } catch (const YAML::Exception& e) {
-    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "", e.msg);
+    throw yaml::load_error(e, file);
   }
 }
 
 BenchWorkload load_workload_file(const std::string& path, std::uint64_t master_seed,
                                  std::optional<double> rate) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("--workload {}: cannot open the file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_workload_yaml(ss.str(), path, master_seed, rate);
+  return parse_workload_yaml(read_regular_file(path, "workload file", kMaxWorkloadFileBytes), path,
+                             master_seed, rate);
 }
 
 }  // namespace tokenscope::bench

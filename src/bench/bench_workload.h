@@ -48,6 +48,9 @@ struct BenchWorkload {
 };
 
 inline constexpr std::uint64_t kMaxWorkloadRequests = 10'000'000;
+// A workload file is a regular file of at most this many bytes (a file of
+// prompts is a trace, read another way; docs/reliability.md "Files read").
+inline constexpr std::uint64_t kMaxWorkloadFileBytes = std::uint64_t{16} << 20;
 
 // Reads a YAML workload file; errors name the file, line and field (UsageError).
 // master_seed: used when the file sets none; rate: overrides arrival.rate_rps.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/json_out.h"
 
 namespace tokenscope::bench {
@@ -36,6 +37,8 @@ RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
   const auto& sm = s_.sampling;
   if (!sm.extra_body.empty()) {
     nlohmann::json extra;
+    if (json_too_deep_at(sm.extra_body) != std::string_view::npos)
+      throw UsageError(fmt::format("--extra-body: nested deeper than {} levels", kMaxJsonDepth));
     try {
       extra = nlohmann::json::parse(sm.extra_body);
     } catch (const std::exception& e) {
@@ -210,6 +213,7 @@ void ResponseCollector::on_body(std::string_view data, Nanos t) {
 // The message of an error event's JSON ({"message": ...}, {"error": {"message":
 // ...}} or {"error": "..."}), else the text itself.
 static std::string error_message(std::string_view text) {
+  if (json_too_deep_at(text) != std::string_view::npos) return std::string(text);
   try {
     const auto j = nlohmann::json::parse(text);
     const nlohmann::json* e = &j;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "observe/gpu_collector.h"
 #include "observe/system_collectors.h"
@@ -148,7 +150,8 @@ std::optional<ServerCounters> RunObserver::server_counters() const {
   c.prefix_cache_queries_tokens = u("prefix_cache_queries_tokens");
   c.prefix_cache_hits_tokens = u("prefix_cache_hits_tokens");
   c.preemptions_total = u("preemptions");
-  if (!s["kv_cache_usage_max"].is_null()) c.kv_cache_usage_peak = s["kv_cache_usage_max"].get<double>();
+  if (s["kv_cache_usage_max"].is_number() && std::isfinite(s["kv_cache_usage_max"].get<double>()))
+    c.kv_cache_usage_peak = s["kv_cache_usage_max"].get<double>();
   if (!c.prefix_cache_queries_tokens && !c.prefix_cache_hits_tokens && !c.preemptions_total &&
       !c.kv_cache_usage_peak)
     return std::nullopt;

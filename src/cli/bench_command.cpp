@@ -62,11 +62,14 @@ void print_curve(const nlohmann::json& curve) {
 void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
   SummaryHeader h;
   h.client_rows = true;
-  h.title = fmt::format("tokenscope bench: {} at {}{}", r.model, r.url,
+  // The model id is the target's (GET /v1/models) and the descriptions name
+  // files: outside text, shown through display_text (never a terminal
+  // command or a forged line).
+  h.title = fmt::format("tokenscope bench: {} at {}{}", display_text(r.model), display_text(r.url),
                         r.in_process ? " (built-in simulator, in-process)" : "");
-  h.lines.push_back("workload: " + r.workload_description);
-  h.lines.push_back("load: " + r.load_description);
-  h.lines.push_back("prompts: " + r.prompts_description);
+  h.lines.push_back("workload: " + display_text(r.workload_description));
+  h.lines.push_back("load: " + display_text(r.load_description));
+  h.lines.push_back("prompts: " + display_text(r.prompts_description));
   const auto& pc = r.prompt_check;
   if (pc.value("available", false) && pc["sampled"].get<std::size_t>() > 0)
     h.lines.push_back(
@@ -77,7 +80,7 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
                     pc["planned_tokens"].get<std::int64_t>(), 100.0 * (pc["ratio"].get<double>() - 1.0),
                     pc["exact"].get<std::size_t>()));
   else if (pc.contains("reason"))
-    h.lines.push_back("prompt check: not done (" + pc["reason"].get<std::string>() + ")");
+    h.lines.push_back("prompt check: not done (" + display_text(pc["reason"].get<std::string>()) + ")");
   print_summary_table(std::cout, h, r.summary);
   const auto& c = r.client;
   std::cout << fmt::format(
@@ -102,16 +105,17 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
       else
         part += fmt::format("{} reads", src["reads"].get<std::uint64_t>());
       if (src.contains("engine") && src["engine"].is_string() && src.value("collected", false))
-        part += fmt::format(" ({}, {} series)", src["engine"].get<std::string>(), src.value("series", 0));
+        part += fmt::format(" ({}, {} series)", display_text(src["engine"].get<std::string>()),
+                            src.value("series", 0));
       if (src.value("errors", 0) > 0 && src.value("collected", false))
         part += fmt::format(", {} failed", src["errors"].get<std::uint64_t>());
       line += (line.empty() ? "" : "; ") + part;
     }
     if (!line.empty()) std::cout << "samples: " << line << "\n";
   }
-  if (!r.failure.empty()) std::cout << "FAILED: " << r.failure << "\n";
+  if (!r.failure.empty()) std::cout << "FAILED: " << display_text(r.failure) << "\n";
   (void)o;
-  std::cout << "run directory: " << r.out_dir << "\n";
+  std::cout << "run directory: " << display_text(r.out_dir) << "\n";
 }
 
 }  // namespace
@@ -455,6 +459,10 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   // lines as they are written, saved when the run reaches its end.
   bench::RunListenerFactory cache;
   if (!o.no_cache) cache = [] { return rundir::run_cache_writer(); };
+  if (s.insecure)
+    std::cerr << "tokenscope bench: warning: --insecure: the server's certificate and name are not verified; "
+                 "whoever sits between this machine and the target can read and change the requests, the "
+                 "answers and the API key\n";
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry, cache);
   // Every run directory in the history (a sweep's each), interrupted ones
   // too; the page of the run or of the sweep.
@@ -488,7 +496,8 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     report_line();
   }
   if (r.interrupted) std::cerr << "interrupted: results so far are kept in " << result.out_dir << "\n";
-  if (!r.failure.empty()) std::cerr << "tokenscope bench: the run failed: " << r.failure << "\n";
+  if (!r.failure.empty())
+    std::cerr << "tokenscope bench: the run failed: " << display_text(r.failure) << "\n";
   return result.exit_code;
 }
 

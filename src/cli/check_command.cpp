@@ -104,10 +104,13 @@ std::vector<Row> rows(const analyze::CheckResult& r, bool verbose) {
 }  // namespace
 
 void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool verbose) {
+  // The names are the run directories' and notes may quote a server: shown
+  // through display_text.
   if (r.single)
-    os << fmt::format("tokenscope check: {} (one run: its health)\n", r.cand_name);
+    os << fmt::format("tokenscope check: {} (one run: its health)\n", display_text(r.cand_name));
   else
-    os << fmt::format("tokenscope check: base {} -> candidate {}\n", r.base_name, r.cand_name);
+    os << fmt::format("tokenscope check: base {} -> candidate {}\n", display_text(r.base_name),
+                      display_text(r.cand_name));
   const auto rs = rows(r, verbose);
   std::size_t w_stat = 9, w_ci = 8, w_th = 9;
   for (const Row& row : rs) {
@@ -127,14 +130,15 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
                         row.verdict, row.statistic, w_stat, row.change, row.ci, std::max(w_ci, conf.size()),
                         row.threshold, w_th, row.more.empty() ? "" : "  " + row.more);
     }
-    if (!row.note.empty()) os << fmt::format("{:>3}  {:<20} {:<13} note: {}\n", "", "", "", row.note);
+    if (!row.note.empty())
+      os << fmt::format("{:>3}  {:<20} {:<13} note: {}\n", "", "", "", display_text(row.note));
   }
   if (r.cand_attribution && !r.cand_attribution->rows.empty()) {
     const auto& a = *r.cand_attribution;
     os << fmt::format(
         "\nattribution ({}): effect on each outcome per unit of each cause, over {} windows of {:g} s; "
         "double machine learning beside the naive regression\n",
-        r.single ? r.cand_name : "candidate " + r.cand_name, a.windows, a.window_s);
+        display_text(r.single ? r.cand_name : "candidate " + r.cand_name), a.windows, a.window_s);
     os << fmt::format("  {:<26} {:<30} {:>28}  {:>28}\n", "outcome", "cause (unit)", "DML [interval]",
                       "naive [interval]");
     for (const auto& row : a.rows) {
@@ -145,21 +149,25 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
       os << fmt::format("  {:<26} {:<30} {:>28}  {:>28}\n", row.outcome + " (" + row.outcome_unit + ")",
                         row.cause + " (" + row.cause_unit + ")", est(row.effect.dml), est(row.effect.naive));
     }
-    for (const auto& n : a.notes) os << "  note: " << n << "\n";
+    for (const auto& n : a.notes) os << "  note: " << display_text(n) << "\n";
   }
   os << fmt::format("overall: {} (exit {})\n", analyze::to_string(r.overall),
                     analyze::exit_code_for(r.overall));
 }
 
 std::string check_markdown(const analyze::CheckResult& r) {
-  std::string s = r.single ? fmt::format("### tokenscope check: `{}`\n\n", r.cand_name)
-                           : fmt::format("### tokenscope check: `{}` → `{}`\n\n", r.base_name, r.cand_name);
+  // Every cell through markdown_text: the names are directories' and the
+  // statistics and notes may quote a server.
+  const auto md = [](std::string_view t) { return markdown_text(t); };
+  std::string s = r.single
+                      ? fmt::format("### tokenscope check: {}\n\n", md(r.cand_name))
+                      : fmt::format("### tokenscope check: {} → {}\n\n", md(r.base_name), md(r.cand_name));
   s += fmt::format("| # | item | verdict | statistic | change | {:g}% interval | threshold |\n",
                    r.thresholds.confidence * 100);
   s += "|---:|---|---|---|---:|---|---|\n";
   for (const Row& row : rows(r, false))
-    s += fmt::format("| {} | {} | **{}** | {} | {} | {} | {} |\n", row.number, row.item, row.verdict,
-                     row.statistic, row.change, row.ci, row.threshold);
+    s += fmt::format("| {} | {} | **{}** | {} | {} | {} | {} |\n", row.number, md(row.item), md(row.verdict),
+                     md(row.statistic), md(row.change), md(row.ci), md(row.threshold));
   s += fmt::format("\n**overall: {}**\n", analyze::to_string(r.overall));
   return s;
 }

@@ -124,10 +124,12 @@ void append_run_json(std::string& out, const analyze::HistoryRun& r) {
 }
 
 void print_runs(std::ostream& os, const std::vector<analyze::HistoryRun>& runs) {
+  // The paths, targets and commands come from run.json files and the history
+  // file: outside text, shown through display_text.
   std::size_t w_id = 2, w_target = 6;
   for (const auto& r : runs) {
     w_id = std::max(w_id, std::to_string(r.id).size());
-    w_target = std::max(w_target, r.target.size());
+    w_target = std::max(w_target, display_text(r.target).size());
   }
   w_target = std::min<std::size_t>(w_target, 40);
   std::string out = fmt::format("{:>{}}  {:<19}  {:<7}  {:<{}}  {:<8}  {:>10}  {:>10}  {:>8}  {}\n", "id",
@@ -137,9 +139,10 @@ void print_runs(std::ostream& os, const std::vector<analyze::HistoryRun>& runs) 
   for (const auto& r : runs) {
     any_partial |= r.partial;
     out += fmt::format("{:>{}}  {:<19}  {:<7}  {:<{}}  {:<8}  {:>10}  {:>10}  {:>8}  {}\n", r.id, w_id,
-                       utc_text(r.finished_unix), r.command + (r.partial ? "*" : ""), r.target, w_target,
-                       r.workload_hash.substr(0, 8), cell(r.metric("ttft_ms.p99"), 1),
-                       cell(r.metric("tpot_ms.p99"), 2), cell(r.metric("request_throughput_rps"), 2), r.path);
+                       utc_text(r.finished_unix), display_text(r.command) + (r.partial ? "*" : ""),
+                       display_text(r.target), w_target, display_text(r.workload_hash.substr(0, 8)),
+                       cell(r.metric("ttft_ms.p99"), 1), cell(r.metric("tpot_ms.p99"), 2),
+                       cell(r.metric("request_throughput_rps"), 2), display_text(r.path));
   }
   if (any_partial) out += "* interrupted: partial results\n";
   os << out;
@@ -213,9 +216,9 @@ int run_trend(const CheckHistoryOptions& o, const std::string& format, std::ostr
     return exit_code;
   }
   out << fmt::format("tokenscope check --trend {}: {} runs of {} (settings {}, target {}), {} to {} UTC\n",
-                     t.metric, t.points.size(), path.string(), f.settings_hash.value().substr(0, 8),
-                     f.target.value(), utc_text(t.points.front().finished_unix),
-                     utc_text(t.points.back().finished_unix));
+                     t.metric, t.points.size(), display_text(path.string()),
+                     display_text(f.settings_hash.value().substr(0, 8)), display_text(f.target.value()),
+                     utc_text(t.points.front().finished_unix), utc_text(t.points.back().finished_unix));
   if (t.points.size() < 3) {
     out << "fewer than 3 runs: no change point can be found (exit 0)\n";
     return kExitOk;
@@ -285,7 +288,10 @@ int run_history(const HistoryCommandOptions& o) {
   const fs::path path = history_path(o.f.history);
   const analyze::HistoryFilter f = filter_of(o.f);
   std::error_code ec;
-  if (!fs::exists(path, ec)) {
+  const bool exists = fs::exists(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)  // a link loop: no "does not exist"
+    throw UsageError(fmt::format("history {}: cannot be opened: {}", path.string(), ec.message()));
+  if (!exists) {
     if (o.json)
       std::cout << nlohmann::json{{"history", path.string()}, {"runs", nlohmann::json::array()}}.dump(1)
                 << "\n";

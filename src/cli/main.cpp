@@ -93,22 +93,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "tokenscope: " << e.what() << "\nRun 'tokenscope --help' for usage.\n";
+    std::cerr << "tokenscope: " << display_lines(e.what()) << "\nRun 'tokenscope --help' for usage.\n";
     return kExitUsage;
   } catch (const UsageError& e) {
-    std::cerr << "tokenscope: " << e.what() << "\n";
+    std::cerr << "tokenscope: " << display_lines(e.what()) << "\n";
     return kExitUsage;
   } catch (const TargetError& e) {
-    std::cerr << "tokenscope: " << e.what() << "\n";
+    std::cerr << "tokenscope: " << display_lines(e.what()) << "\n";
     return kExitFailure;
   } catch (const IoError& e) {
-    std::cerr << "tokenscope: " << e.what() << "\n";
+    std::cerr << "tokenscope: " << display_lines(e.what()) << "\n";
     return kExitFailure;
   } catch (const std::bad_alloc&) {
     std::cerr << "tokenscope: out of memory\n";
     return kExitFailure;
   } catch (const std::exception& e) {
-    std::cerr << "tokenscope: internal error: " << e.what() << "\n";
+    std::cerr << "tokenscope: internal error: " << display_lines(e.what()) << "\n";
     return kExitFailure;
   }
   return kExitUsage;

@@ -32,10 +32,13 @@ const nlohmann::json& field(const nlohmann::json& o, const char* key) {
   return it == o.end() ? kNull : *it;
 }
 
+// A value of a run's files as one line of text: strings through
+// display_text (a run directory is outside input: a name or a server's text
+// never reaches the terminal as a control sequence or a forged line).
 std::string value_text(const nlohmann::json& v) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return display_text(v.get<std::string>());
   if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
-  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return display_text(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 // The format named by --format, else by --out's extension, else html.
@@ -52,16 +55,16 @@ std::string format_of(const ReportCommandOptions& o) {
 
 // Long by nature: the text report's sections in order.
 void print_report_text(std::ostream& os, const nlohmann::json& data) {
-  for (const auto& n : data["notes"]) os << "note: " << n.get<std::string>() << "\n";
+  for (const auto& n : data["notes"]) os << "note: " << value_text(n) << "\n";
   for (const auto& r : data["runs"]) {
     SummaryHeader h;
     const std::string command = r.value("command", std::string());
     h.client_rows = command == "bench";
-    h.title = fmt::format("tokenscope report: {}{}{}", r["name"].get<std::string>(),
-                          command.empty() ? "" : " (" + command + ")",
+    h.title = fmt::format("tokenscope report: {}{}{}", value_text(r["name"]),
+                          command.empty() ? "" : " (" + display_text(command) + ")",
                           r.value("partial", false) ? ", partial" : "");
     for (const auto& [k, v] : r["settings"].items())
-      if (k != "command") h.lines.push_back(fmt::format("{}: {}", k, value_text(v)));
+      if (k != "command") h.lines.push_back(fmt::format("{}: {}", display_text(k), value_text(v)));
     const auto& s = r["summary"];
     if (s.is_object()) {
       try {
@@ -76,12 +79,12 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
       std::string line;
       for (const auto& [k, v] : server.items()) {
         if (v.is_object() || v.is_array() || v.is_null()) continue;
-        line += fmt::format("{}{} {}", line.empty() ? "" : ", ", k, value_text(v));
+        line += fmt::format("{}{} {}", line.empty() ? "" : ", ", display_text(k), value_text(v));
       }
       if (!line.empty()) os << fmt::format("{:<18}{}\n", "server", line);
       for (const auto& [k, v] : server.items()) {
         if (!v.is_object() || !v.contains("p50")) continue;
-        os << fmt::format("{:<18}{}: mean {}, p50 {}, p99 {} ({} observations)\n", "", k,
+        os << fmt::format("{:<18}{}: mean {}, p50 {}, p99 {} ({} observations)\n", "", display_text(k),
                           value_text(v["mean"]), value_text(v["p50"]), value_text(v["p99"]),
                           value_text(v["count"]));
       }
@@ -98,12 +101,13 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
       os << fmt::format("{:<18}{:>10}{:>8}{:>10}{:>10}{:>12}{:>12}{:>12}\n", label, "requests", "failed",
                         "req/s", "goodput", "TTFT p99", "TPOT p99", "E2E p99");
       for (const auto& [name, g] : groups.items())
-        os << fmt::format(
-            "  {:<16}{}{}{}{}{}{}{}\n", name.empty() ? "(none)" : name, num_cell(field(g, "requests"), 10, 0),
-            num_cell(field(g, "failed"), 8, 0), num_cell(field(g, "request_throughput_rps"), 10, 2),
-            num_cell(field(g, "goodput_rps"), 10, 2), num_cell(field(field(g, "ttft_ms"), "p99"), 12, 1),
-            num_cell(field(field(g, "tpot_ms"), "p99"), 12, 2),
-            num_cell(field(field(g, "e2e_ms"), "p99"), 12, 1));
+        os << fmt::format("  {:<16}{}{}{}{}{}{}{}\n", name.empty() ? "(none)" : display_text(name),
+                          num_cell(field(g, "requests"), 10, 0), num_cell(field(g, "failed"), 8, 0),
+                          num_cell(field(g, "request_throughput_rps"), 10, 2),
+                          num_cell(field(g, "goodput_rps"), 10, 2),
+                          num_cell(field(field(g, "ttft_ms"), "p99"), 12, 1),
+                          num_cell(field(field(g, "tpot_ms"), "p99"), 12, 2),
+                          num_cell(field(field(g, "e2e_ms"), "p99"), 12, 1));
     }
     // The slowest requests: where their time went.
     if (const auto& slow = r["slowest"]; slow.is_array() && !slow.empty()) {
@@ -123,22 +127,22 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
             split ? num_cell(diff(x["prefill_start_ms"], x["first_token_ms"]), 10, 1)
                   : num_cell(diff(x["send_ms"], x["first_token_ms"]), 10, 1) + "*",
             num_cell(diff(x["first_token_ms"], x["last_token_ms"]), split ? 10 : 9, 1),
-            num_cell(x["output_tokens"], 9, 0), x.value("tenant", std::string("-")));
+            num_cell(x["output_tokens"], 9, 0), display_text(x.value("tenant", std::string("-"))));
       }
       if (slow[0]["prefill_split"] == "none")
         os << "  * waiting and prefill together: this server does not say when its prefill began\n";
     }
-    for (const auto& w : r["warnings"]) os << "WARNING: " << w.get<std::string>() << "\n";
-    for (const auto& n : r["notes"]) os << "note: " << n.get<std::string>() << "\n";
+    for (const auto& w : r["warnings"]) os << "WARNING: " << value_text(w) << "\n";
+    for (const auto& n : r["notes"]) os << "note: " << value_text(n) << "\n";
     os << "\n";
   }
   for (const auto& p : data["probes"]) {
     os << "probe " << value_text(p["probe"]) << " (" << value_text(p["file"]) << ")\n";
     for (const char* k : {"verdict", "winner"})
-      if (p.contains(k) && p[k].is_string()) os << "  " << k << ": " << p[k].get<std::string>() << "\n";
+      if (p.contains(k) && p[k].is_string()) os << "  " << k << ": " << value_text(p[k]) << "\n";
     if (const auto& fs = field(p, "false_sharing"); fs.is_object()) {
       if (fs.contains("verdict") && fs["verdict"].is_string())
-        os << "  false sharing: " << fs["verdict"].get<std::string>() << "\n";
+        os << "  false sharing: " << value_text(fs["verdict"]) << "\n";
       for (const auto& ratio : field(fs, "ratios")) {
         const auto& m = field(ratio, "ratio");
         const auto g3 = [](const nlohmann::json& v) {
@@ -159,7 +163,7 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
     os << "\n";
   }
   for (const auto& sw : data["sweeps"]) {
-    os << "sweep " << sw["name"].get<std::string>() << "\n";
+    os << "sweep " << value_text(sw["name"]) << "\n";
     os << fmt::format("{:>10}{:>12}{:>12}{:>12}{:>12}{:>12}  {}\n", "rate", "achieved", "goodput", "TTFT p99",
                       "TPOT p99", "failed", "SLO");
     auto cell = [](const nlohmann::json& v) {

@@ -130,7 +130,7 @@ TEST(CheckText, VerbosePrintsEachFindingsNoteUnderIt) {
               HasSubstr("no-data       mean host_cpu_pressure_some: too few values to compare (2 "
                         "against 2; 3 each at least)\n"));
   EXPECT_THAT(check_markdown(r),
-              HasSubstr("| 12 | contention | **no-data** | mean host_cpu_pressure_some: too few "
+              HasSubstr("| 12 | contention | **no-data** | mean host\\_cpu\\_pressure\\_some: too few "
                         "values to compare (2 against 2; 3 each at least) |  |  |  |"));
 }
 

@@ -216,6 +216,13 @@ int run_serve(ServeOptions& o) {
                    eff.num_gpu_blocks ? fmt::format("{} KV blocks", *eff.num_gpu_blocks) : "unlimited KV",
                    eff.tensor_parallel, eff.gpu.name, o.api_key.empty() ? "" : ", API key required")
             << std::endl;
+  if (o.api_key.empty() && !net::is_loopback_host(o.host))
+    std::cerr << fmt::format(
+                     "tokenscope serve: warning: --host {} is not the loopback interface and no API key is "
+                     "set: anyone who can reach this address can send requests and read /metrics "
+                     "(set --api-key or TOKENSCOPE_API_KEY)",
+                     display_text(o.host))
+              << std::endl;
   for (const auto& p : settings.perturbations)
     std::cout << "tokenscope serve: perturbation " << p.to_json().dump() << " (GET /perturbations)"
               << std::endl;

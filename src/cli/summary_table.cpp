@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace tokenscope::cli {
 
 std::string format_ms_cell(double ms, std::size_t width) {
@@ -33,7 +35,7 @@ std::string num(const nlohmann::json& v, int decimals = 2) {
   return fmt::format("{:.{}f}", v.get<double>(), decimals);
 }
 std::string pct(const nlohmann::json& v) {
-  if (v.is_null()) return "n/a";
+  if (!v.is_number() || !std::isfinite(v.get<double>())) return "n/a";
   return fmt::format("{:.2f}%", v.get<double>() * 100.0);
 }
 }  // namespace

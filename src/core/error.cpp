@@ -14,9 +14,25 @@ std::size_t printable_utf8_length(std::string_view s, std::size_t i) {
   return n;
 }
 
+// The code point of a 2- or 3-byte UTF-8 sequence that changes how the text
+// around it is shown rather than showing itself: the bidirectional formatting
+// characters (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069: a
+// right-to-left override makes "exe.txt" of "txt.exe") and the line and
+// paragraph separators (U+2028, U+2029: a line break in some terminals); 0
+// for any other.
+unsigned invisible_format_char(std::string_view s, std::size_t i, std::size_t n) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  if (n == 2 && b(0) == 0xd8 && b(1) == 0x9c) return 0x061c;
+  if (n != 3 || b(0) != 0xe2) return 0;
+  const unsigned cp = ((b(0) & 0x0fu) << 12) | ((b(1) & 0x3fu) << 6) | (b(2) & 0x3fu);
+  if (cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+    return cp;
+  return 0;
+}
+
 // Appends the escaped form of at most max_bytes of input; returns whether
 // all of it was shown.
-bool append_escaped(std::string& out, std::string_view s, std::size_t max_bytes) {
+bool append_escaped(std::string& out, std::string_view s, std::size_t max_bytes, bool keep_newlines = false) {
   std::size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -28,7 +44,10 @@ bool append_escaped(std::string& out, std::string_view s, std::size_t max_bytes)
     }
     if (const std::size_t n = c >= 0x80 ? printable_utf8_length(s, i) : 0; n > 0) {
       if (i + n > max_bytes) return false;
-      out.append(s.substr(i, n));
+      if (const unsigned cp = invisible_format_char(s, i, n); cp != 0)
+        out += fmt::format("\\u{{{:04x}}}", cp);
+      else
+        out.append(s.substr(i, n));
       i += n;
       continue;
     }
@@ -41,7 +60,7 @@ bool append_escaped(std::string& out, std::string_view s, std::size_t max_bytes)
         out += "\\t";
         break;
       case '\n':
-        out += "\\n";
+        out += keep_newlines ? "\n" : "\\n";
         break;
       case '\r':
         out += "\\r";
@@ -98,6 +117,53 @@ std::string quote_input(std::string_view input, std::size_t max_bytes) {
   const bool whole = append_escaped(out, input, max_bytes);
   out += '\'';
   if (!whole) out += "…";
+  return out;
+}
+
+std::string display_text(std::string_view input) {
+  std::string out;
+  out.reserve(input.size());
+  append_escaped(out, input, std::string_view::npos);
+  return out;
+}
+
+std::string display_lines(std::string_view input) {
+  std::string out;
+  out.reserve(input.size());
+  append_escaped(out, input, std::string_view::npos, /*keep_newlines=*/true);
+  return out;
+}
+
+std::string markdown_text(std::string_view input) {
+  const std::string shown = display_text(input);
+  std::string out;
+  out.reserve(shown.size() + 8);
+  for (const char c : shown) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '|':
+      case '~':
+        out += '\\';
+        out += c;
+        break;
+      default:
+        out += c;
+    }
+  }
   return out;
 }
 

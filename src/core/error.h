@@ -41,6 +41,27 @@ class UsageError : public std::runtime_error {
 //   quote_input(std::string("a\0b", 3)) == "'a\\0b'"   (shows as 'a\0b')
 //   quote_input(std::string(1000, 'x')) == "'" + std::string(80, 'x') + "'…"
 std::string quote_input(std::string_view input, std::size_t max_bytes = 80);
+// The bidirectional formatting characters (U+061C, U+200E, U+200F,
+// U+202A..U+202E, U+2066..U+2069) and the line and paragraph separators
+// (U+2028, U+2029) are escaped as \u{202e}: they are valid UTF-8 but change
+// how the text around them shows.
+
+// Outside text in a line or a table cell of tokenscope's output (a model id,
+// a tenant or class name, a path, a warning that quotes a server): escaped as
+// quote_input escapes it, but whole (nothing cut) and without quotes. A
+// terminal shows it as text, never as a command (no escape sequence, no
+// carriage return or newline that forges a line). docs/reliability.md
+// "Output of outside text".
+std::string display_text(std::string_view input);
+// As display_text, with line breaks kept: for tokenscope's own multi-line
+// messages that may quote outside text (an error's what()).
+std::string display_lines(std::string_view input);
+// Outside text in Markdown meant for a pull-request comment (report and check
+// --format md): display_text, then '&', '<' and '>' as HTML entities (GitHub
+// renders HTML in Markdown) and a backslash before each character that is
+// Markdown syntax inline (\ ` * _ [ ] | ~), so that a name is shown as
+// text: never a link, an image, a table cell boundary or markup.
+std::string markdown_text(std::string_view input);
 
 // Length of the well-formed UTF-8 sequence starting at s[i] (1 for ASCII),
 // or 0 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF).

@@ -63,5 +63,40 @@ TEST(Utf8SequenceLength, WellFormedSequencesAndTheIllFormedOnes) {
   EXPECT_EQ(utf8_sequence_length("ab", 2), 0u);                // past the end
 }
 
+TEST(DisplayText, EscapesTerminalControlAndBidiButCutsNothing) {
+  // Escape sequences (screen clear, window title, OSC 52 clipboard write) and
+  // a newline that would forge a line of output.
+  const std::string hostile = "m\x1b[2J\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\nFAILED: none\r";
+  const std::string shown = display_text(hostile);
+  EXPECT_EQ(shown, "m\\x1b[2J\\x1b]0;pwned\\x07\\x1b]52;c;ZXZpbA==\\x07\\nFAILED: none\\r");
+  for (const char c : shown) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << int(c);
+  // Right-to-left override, isolates and the line separator; C1 controls.
+  EXPECT_EQ(display_text("a\u202Etxt.exe"), "a\\u{202e}txt.exe");
+  EXPECT_EQ(display_text("\u2066x\u2069\u200F\u2028"), "\\u{2066}x\\u{2069}\\u{200f}\\u{2028}");
+  EXPECT_EQ(display_text("\xc2\x9b"
+                         "31m"),
+            "\\xc2\\x9b31m");
+  // Other text as it is, whole: no quotes, no cut at 80 bytes.
+  const std::string long_name(500, 'x');
+  EXPECT_EQ(display_text(long_name), long_name);
+  EXPECT_EQ(display_text("Llama-3 \u00e9\u4e2d \\ 'q'"), "Llama-3 \u00e9\u4e2d \\ 'q'");
+  // quote_input escapes the bidirectional characters too.
+  EXPECT_EQ(quote_input("a\u202Eb"), "'a\\u{202e}b'");
+  // display_lines keeps line breaks, nothing else.
+  EXPECT_EQ(display_lines("one\ntwo\x1b[K"), "one\ntwo\\x1b[K");
+}
+
+TEST(MarkdownText, NamesStayTextInAPullRequestComment) {
+  EXPECT_EQ(markdown_text("run|1"), "run\\|1");
+  EXPECT_EQ(markdown_text("[click](http://evil)"), "\\[click\\](http://evil)");
+  EXPECT_EQ(markdown_text("![x](y)"), "!\\[x\\](y)");
+  EXPECT_EQ(markdown_text("<img src=x onerror=alert(1)>"), "&lt;img src=x onerror=alert(1)&gt;");
+  EXPECT_EQ(markdown_text("a & b"), "a &amp; b");
+  EXPECT_EQ(markdown_text("*bold* _it_ `code` ~~s~~ \\"),
+            "\\*bold\\* \\_it\\_ \\`code\\` \\~\\~s\\~\\~ \\\\");
+  EXPECT_EQ(markdown_text("line\n# heading"), "line\\\\n# heading");
+  EXPECT_EQ(markdown_text("llama-3.1-8b"), "llama-3.1-8b");
+}
+
 }  // namespace
 }  // namespace tokenscope

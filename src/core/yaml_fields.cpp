@@ -1,5 +1,7 @@
 #include "core/yaml_fields.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -12,12 +14,24 @@ std::size_t line_of(const YAML::Node& n) {
   return n.Mark().line >= 0 ? static_cast<std::size_t>(n.Mark().line) + 1 : 0;
 }
 
+InputError load_error(const YAML::Exception& e, const std::string& file) {
+  const std::size_t line = e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0;
+  // yaml-cpp's parser recurses once per level of nesting and stops at its
+  // bound (500 levels in Debian 12's yaml-cpp) with "bad file" as the
+  // message: say what it is.
+  if (const auto* deep = dynamic_cast<const YAML::DeepRecursion*>(&e))
+    return InputError(file, line, "",
+                      fmt::format("YAML nested too deep: yaml-cpp stops at {} levels; no input tokenscope "
+                                  "reads is nested that deep",
+                                  deep->depth()));
+  return InputError(file, line, "", "malformed YAML: " + e.msg);
+}
+
 YAML::Node load(const std::string& text, const std::string& file) {
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "",
-                     "malformed YAML: " + e.msg);
+    throw load_error(e, file);
   }
 }
 

@@ -13,14 +13,19 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.h"
+
 namespace tokenscope::yaml {
 
 // The 1-based line of a node; 0 when yaml-cpp does not know it.
 std::size_t line_of(const YAML::Node& n);
 
 // Parses a whole document; text that is not YAML is an InputError
-// ("malformed YAML: ...") at the line yaml-cpp names.
+// ("malformed YAML: ...") at the line yaml-cpp names, and a document nested
+// past yaml-cpp's bound (500 levels) says so (load_error).
 YAML::Node load(const std::string& text, const std::string& file);
+// The InputError for a YAML::Exception out of parsing or reading `file`.
+InputError load_error(const YAML::Exception& e, const std::string& file);
 
 class Fields {
  public:

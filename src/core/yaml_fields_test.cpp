@@ -30,6 +30,13 @@ TEST(YamlFields, MalformedYamlNamesItsLine) {
   EXPECT_EQ(load("a: 1\n", "f.yaml")["a"].as<int>(), 1);
 }
 
+TEST(YamlFields, NestingPastYamlCppsBoundIsSaidToBeThat) {
+  // yaml-cpp stops at 500 levels with "bad file" as its message.
+  const std::string m = error_of([] { load(std::string(5000, '[') + std::string(5000, ']'), "deep.yaml"); });
+  EXPECT_THAT(m, HasSubstr("deep.yaml:1: YAML nested too deep: yaml-cpp stops at 500 levels"));
+  EXPECT_NO_THROW(load(std::string(100, '[') + std::string(100, ']'), "ok.yaml"));
+}
+
 TEST(YamlFields, NumbersInRangeOrAMessageWithFileLineFieldAndWhatWasExpected) {
   const Fields f("f.yaml");
   const YAML::Node root = load("x: 0.5\ny: -1\nz: lots\nw: [1]\ni: 3\nh: 2.5\n", "f.yaml");

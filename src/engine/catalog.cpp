@@ -189,8 +189,7 @@ void Catalog::load_yaml_text(std::string_view text, const std::string& file) {
   try {
     load_yaml_checked(text, file);
   } catch (const YAML::Exception& e) {
-    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "",
-                     "malformed YAML: " + e.msg);
+    throw yaml::load_error(e, file);
   }
 }
 

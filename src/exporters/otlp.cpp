@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/json_out.h"
 #include "core/random.h"
 #include "net/http_fetch.h"
@@ -666,7 +667,9 @@ PushResult push_otlp(const std::filesystem::path& run_dir, const std::string& en
     if (answer.ok()) {
       consecutive_failures = 0;
       ++result.requests_sent;
-      const auto j = nlohmann::json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+      const auto j = json_too_deep_at(answer.body) != std::string_view::npos
+                         ? nlohmann::json(nlohmann::json::value_t::discarded)
+                         : nlohmann::json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("partialSuccess") && j["partialSuccess"].is_object()) {
         const auto& p = j["partialSuccess"];
         std::uint64_t rejected = 0;

@@ -238,4 +238,11 @@ DescriptorBudget fit_descriptor_limit(std::size_t max_connections) {
   return b;
 }
 
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(std::string(host), ec);
+  return !ec && address.is_loopback();
+}
+
 }  // namespace tokenscope::net

@@ -68,4 +68,9 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether a --host binds the loopback interface only: "localhost", or an
+// IPv4 address in 127.0.0.0/8, or ::1. Anything else (0.0.0.0, a name, an
+// interface's address) can be reached from other machines.
+bool is_loopback_host(std::string_view host);
+
 }  // namespace tokenscope::net

@@ -4,6 +4,7 @@
 
 #include <boost/beast/_experimental/test/stream.hpp>
 
+#include "net/http_server.h"
 #include "net/http_session.h"
 
 namespace tokenscope::net {
@@ -86,6 +87,12 @@ class Connection : public ::testing::Test {
   TestStream& client = *client_end;
   std::shared_ptr<Session<TestStream>> session;
 };
+
+TEST(LoopbackHost, OnlyTheLoopbackInterface) {
+  for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) EXPECT_TRUE(is_loopback_host(h)) << h;
+  for (const char* h : {"0.0.0.0", "::", "10.0.0.1", "192.168.1.5", "example.com", "", "127.0.0.1.evil"})
+    EXPECT_FALSE(is_loopback_host(h)) << h;
+}
 
 TEST_F(Connection, ParsesRequestsAndKeepsTheConnectionAlive) {
   const auto a = send("POST /v1/x?y=1 HTTP/1.1\r\nHost: h\r\nX-Key: Val\r\nContent-Length: 5\r\n\r\nhello");

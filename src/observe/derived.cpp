@@ -158,6 +158,10 @@ void SeriesTracker::feed(Observation& o) {
     const auto* def = hp ? nullptr : find_canonical(s.name);
     const bool counter = hp || (def && def->kind == SeriesKind::kCounter);
     if (!counter) {
+      // A gauge's +Inf or NaN (the exposition format allows them) is no level
+      // of anything: left out of its min, max and mean (a "+Inf" KV usage
+      // printed "KV usage peak inf%").
+      if (!std::isfinite(s.value)) continue;
       auto [it, fresh] = gauges_.try_emplace(key);
       Gauge& g = it->second;
       if (fresh || s.value < g.min) g.min = s.value;

@@ -57,6 +57,21 @@ TEST(SeriesTracker, CounterRatesAndTheHitRatePerWindow) {
   EXPECT_DOUBLE_EQ(j["gauges"]["requests_running"]["mean"].get<double>(), 6.0);
 }
 
+TEST(SeriesTracker, AGaugesInfinityOrNanIsNoLevel) {
+  // The exposition format allows +Inf and NaN; a KV usage of +Inf printed
+  // "KV usage peak inf%".
+  SeriesTracker t;
+  auto a = obs(0, {{"kv_cache_usage", {}, 0.25}});
+  t.feed(a);
+  auto b = obs(kNanosPerSecond, {{"kv_cache_usage", {}, INFINITY}});
+  t.feed(b);
+  auto c = obs(2 * kNanosPerSecond, {{"kv_cache_usage", {}, NAN}, {"requests_running", {}, -INFINITY}});
+  t.feed(c);
+  EXPECT_DOUBLE_EQ(*t.gauge_max("kv_cache_usage"), 0.25);
+  EXPECT_FALSE(t.gauge_max("requests_running"));
+  EXPECT_DOUBLE_EQ(t.totals()["gauges"]["kv_cache_usage"]["mean"].get<double>(), 0.25);
+}
+
 TEST(SeriesTracker, ACounterResetCountsTheNewValueAsTheIncrease) {
   SeriesTracker t;
   for (auto [ts, v] : {std::pair{0, 100.0}, {1, 150.0}, {2, 30.0}, {3, 50.0}}) {

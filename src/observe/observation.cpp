@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
 #include "core/json_out.h"
 
 namespace tokenscope::observe {
@@ -101,6 +102,8 @@ std::vector<Sample> read_samples(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 Observation detail::parse_observation_json_nlohmann(std::string_view line) {
+  if (json_too_deep_at(line) != std::string_view::npos)
+    throw std::runtime_error("JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw std::runtime_error(kNotAnObject);
   Observation o;

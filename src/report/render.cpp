@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "report/assets.h"
 #include "report/report_data.h"
 
@@ -35,18 +36,10 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-// A Markdown table cell: '|' escaped, newlines flattened.
+// Text of the run directories in the Markdown: names, warnings and notes
+// (which quote servers) shown as text (core/error.h markdown_text).
 std::string md_cell(std::string_view s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '|')
-      out += "\\|";
-    else if (c == '\n')
-      out += ' ';
-    else
-      out += c;
-  }
-  return out;
+  return markdown_text(s);
 }
 
 std::string fixed(const nlohmann::json& v, int decimals) {
@@ -136,12 +129,13 @@ std::string render_markdown(const nlohmann::json& data) {
   std::string warnings;
   for (const auto& r : runs) {
     for (const auto& w : r["warnings"])
-      warnings +=
-          fmt::format("- **{}**: {}\n", md_cell(r.value("name", std::string())), w.get<std::string>());
+      warnings += fmt::format("- **{}**: {}\n", md_cell(r.value("name", std::string())),
+                              md_cell(w.get<std::string>()));
     for (const auto& n : r["notes"])
-      warnings += fmt::format("- {}: {}\n", md_cell(r.value("name", std::string())), n.get<std::string>());
+      warnings +=
+          fmt::format("- {}: {}\n", md_cell(r.value("name", std::string())), md_cell(n.get<std::string>()));
   }
-  for (const auto& n : data["notes"]) warnings += fmt::format("- {}\n", n.get<std::string>());
+  for (const auto& n : data["notes"]) warnings += fmt::format("- {}\n", md_cell(n.get<std::string>()));
   if (!warnings.empty()) out += "\n#### Warnings and notes\n\n" + warnings;
   return out;
 }

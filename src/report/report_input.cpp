@@ -36,8 +36,12 @@ std::optional<ProbeData> read_probe(const fs::path& file) {
 std::vector<ProbeData> read_probe_dir(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path());
+  // The error_code forms throughout: an entry that is a link loop or gone is
+  // skipped, never an exception out of the iteration.
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code entry_ec;
+    if (it->is_regular_file(entry_ec) && it->path().extension() == ".json") files.push_back(it->path());
+  }
   std::sort(files.begin(), files.end());
   std::vector<ProbeData> out;
   for (const auto& f : files) {
@@ -85,14 +89,24 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
       sweep.name = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
       sweep.sweep_json = read_json_file(p / "sweep.json");
       std::vector<std::pair<double, fs::path>> rates;
-      for (const auto& entry : fs::directory_iterator(p, ec)) {
-        const std::string n = entry.path().filename().string();
-        if (!entry.is_directory() || n.rfind("rate-", 0) != 0) continue;
+      for (auto it = fs::directory_iterator(p, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        if (n.rfind("rate-", 0) != 0) continue;
+        std::error_code entry_ec;
+        const bool is_dir = it->is_directory(entry_ec);
+        if (entry_ec) {  // a link loop, a dangling link: said, not fatal
+          in.notes.push_back(
+              fmt::format("{}: left out: {}", display_text(it->path().string()), entry_ec.message()));
+          continue;
+        }
+        if (!is_dir) continue;
         char* end = nullptr;
         const double rate = std::strtod(n.c_str() + 5, &end);
         if (end == n.c_str() + 5) continue;
-        rates.emplace_back(rate, entry.path());
+        rates.emplace_back(rate, it->path());
       }
+      if (ec)
+        throw UsageError(fmt::format("{}: cannot list the sweep directory: {}", p.string(), ec.message()));
       std::sort(rates.begin(), rates.end());
       if (rates.empty())
         in.notes.push_back(fmt::format("{}: sweep.json but no rate-* run directory", p.string()));

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 
 namespace tokenscope::rundir {
 
@@ -55,6 +56,7 @@ const nlohmann::json* json_path(const nlohmann::json& j, std::initializer_list<c
 }
 
 RunInfo parse_run_info(std::string_view text, const std::string& file) {
+  require_json_depth(text, file);
   const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw InputError(file, 0, "", "not a JSON object");
   RunInfo info;

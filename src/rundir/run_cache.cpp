@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/run_dir.h"
 
 namespace tokenscope::rundir {
@@ -392,6 +393,7 @@ std::optional<RunFilesRead> decode_run_cache(std::string_view bytes, const RunFi
       return std::nullopt;
   std::string text;
   if (!r.str(text)) return std::nullopt;
+  if (json_too_deep_at(text) != std::string_view::npos) return std::nullopt;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     a.itl_ns = LogLinearHistogram::from_json(j);
@@ -412,6 +414,7 @@ std::optional<RunFilesRead> decode_run_cache(std::string_view bytes, const RunFi
   read.request_lines_skipped = r.pod<std::uint64_t>();
   if (!r.str(text)) return std::nullopt;
   if (!text.empty()) {
+    if (json_too_deep_at(text) != std::string_view::npos) return std::nullopt;
     read.recomputed_summary = nlohmann::json::parse(text, nullptr, false);
     if (read.recomputed_summary.is_discarded() || !read.recomputed_summary.is_object()) return std::nullopt;
   }

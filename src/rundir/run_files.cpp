@@ -26,6 +26,7 @@
 #include <simdjson.h>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/json_out.h"
 #include "core/random.h"
 #include "core/step_record.h"
@@ -49,6 +50,7 @@ constexpr std::uint64_t kParallelReadBytes = 8u << 20;
 
 nlohmann::json read_json_file(const fs::path& file) {
   const std::string text = read_regular_file(file.string(), "JSON file tokenscope wrote", kMaxRunJsonBytes);
+  require_json_depth(text, file.string());
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw InputError(file.string(), 0, "", "not a JSON object (is this a tokenscope run directory?)");
@@ -654,8 +656,9 @@ void join_steps(std::vector<StepsPart>& parts, StepsData& out, std::vector<std::
 // "start_ns", "end_ns"}]}. A file that is not that is said in a note.
 nlohmann::json load_phases(const fs::path& file, std::vector<std::string>& notes) {
   nlohmann::json out = nlohmann::json::array();
-  const nlohmann::json j = nlohmann::json::parse(
-      read_regular_file(file.string(), "phases.json", kMaxPhasesJsonBytes), nullptr, false);
+  const std::string text = read_regular_file(file.string(), "phases.json", kMaxPhasesJsonBytes);
+  require_json_depth(text, file.string());
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   const auto bad = [&](const std::string& why) {
     notes.push_back(fmt::format("phases.json: {}; no lifecycle phases shown", why));
     return nlohmann::json::array();

@@ -1,5 +1,6 @@
 #include "serve/openai.h"
 
+#include "core/json_depth.h"
 #include "core/json_out.h"
 
 #include <fmt/format.h>
@@ -174,6 +175,8 @@ std::string apply_chat_template(const std::vector<std::pair<std::string, std::st
 
 std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std::string_view text,
                                                                    const ParseContext& ctx) {
+  if (json_too_deep_at(text) != std::string_view::npos)
+    return bad("", fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth));
   json body = json::parse(text.begin(), text.end(), nullptr, false);
   if (body.is_discarded()) return bad("", "the request body is not valid JSON");
   if (!body.is_object()) return bad("", "the request body must be a JSON object");
@@ -314,6 +317,8 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
 
 std::variant<std::vector<tokenizers::TokenId>, ApiError> parse_tokenize_request(std::string_view text,
                                                                                 const ParseContext& ctx) {
+  if (json_too_deep_at(text) != std::string_view::npos)
+    return bad("", fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth));
   json body = json::parse(text.begin(), text.end(), nullptr, false);
   if (body.is_discarded() || !body.is_object()) return bad("", "the request body must be a JSON object");
   if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {

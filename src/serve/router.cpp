@@ -6,6 +6,27 @@
 
 namespace tokenscope::serve {
 
+bool bearer_token_matches(std::string_view authorization, std::string_view key) {
+  constexpr std::string_view kScheme = "bearer";
+  if (authorization.size() <= kScheme.size()) return false;
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    char c = authorization[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != kScheme[i]) return false;
+  }
+  std::size_t at = kScheme.size();
+  if (authorization[at] != ' ') return false;
+  while (at < authorization.size() && authorization[at] == ' ') ++at;
+  const std::string_view token = authorization.substr(at);
+  // Every byte of the key is compared whatever the token holds.
+  unsigned diff = token.size() == key.size() ? 0u : 1u;
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    const auto t = i < token.size() ? static_cast<unsigned char>(token[i]) : 0u;
+    diff |= t ^ static_cast<unsigned char>(key[i]);
+  }
+  return diff == 0;
+}
+
 Router::Router(ServingCore& core, ServeMetrics& metrics, FaultPlan& faults, RouterSettings settings)
     : core_(core), metrics_(metrics), faults_(faults), settings_(std::move(settings)) {}
 
@@ -48,9 +69,7 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     return reply(*responder, 200, "", "");
   }
   if (!settings_.api_key.empty()) {
-    const std::string_view auth = req.header("authorization");
-    const std::string expected = "Bearer " + settings_.api_key;
-    if (auth != expected)
+    if (!bearer_token_matches(req.header("authorization"), settings_.api_key))
       return reply_error(*responder,
                          ApiError{401, "missing or wrong API key (Authorization: Bearer ...)", ""},
                          {{"WWW-Authenticate", "Bearer"}});

@@ -26,6 +26,13 @@ struct RouterSettings {
   std::int64_t created_unix = 0;
 };
 
+// Whether an Authorization header carries `key` as its bearer token: the
+// scheme "Bearer" in any case (RFC 7235 section 2.1), one or more spaces,
+// then the token compared in time that depends on the lengths only, never on
+// where the first differing byte is (no timing oracle for guessing the key
+// byte by byte).
+bool bearer_token_matches(std::string_view authorization, std::string_view key);
+
 class Router final : public net::HttpHandler {
  public:
   Router(ServingCore& core, ServeMetrics& metrics, FaultPlan& faults, RouterSettings settings);

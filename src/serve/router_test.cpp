@@ -277,6 +277,36 @@ TEST_F(Api, ApiKeyGuardsEverythingButHealth) {
   EXPECT_EQ(call("GET", "/v1/models", "", {{"authorization", "Bearer sekret"}})->status, 200);
   const auto denied = call("POST", "/v1/completions", R"({"prompt": "x"})");
   EXPECT_EQ(body_of(*denied)["error"]["type"], "authentication_error");
+  // The scheme in any case (RFC 7235), spaces before the token.
+  EXPECT_EQ(call("GET", "/v1/models", "", {{"authorization", "bearer sekret"}})->status, 200);
+  EXPECT_EQ(call("GET", "/v1/models", "", {{"authorization", "BEARER  sekret"}})->status, 200);
+}
+
+TEST_F(Api, ARequestBodyNestedDeeperThanTheBoundIs400) {
+  const std::string deep =
+      R"({"prompt": "a", "max_tokens": 2, "x": )" + std::string(300, '[') + std::string(300, ']') + "}";
+  const auto r = call("POST", "/v1/completions", deep);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(body_of(*r)["error"]["message"].get<std::string>().find("nested deeper than 256 levels"),
+            std::string::npos);
+  EXPECT_EQ(call("POST", "/tokenize", R"({"prompt": )" + std::string(100000, '[') + "}")->status, 400);
+  // At the bound, it parses (and is then refused for what it is, not for its depth).
+  const std::string ok =
+      R"({"prompt": "a", "max_tokens": 2, "x": )" + std::string(200, '[') + std::string(200, ']') + "}";
+  EXPECT_EQ(call("POST", "/v1/completions", ok)->status, 200);
+}
+
+TEST(BearerToken, MatchesTheWholeKeyOnly) {
+  EXPECT_TRUE(bearer_token_matches("Bearer sekret", "sekret"));
+  EXPECT_TRUE(bearer_token_matches("bEaReR sekret", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("Bearer sekre", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("Bearer sekrets", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("Bearer sekreT", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("Bearersekret", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("Basic sekret", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("Bearer ", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("", "sekret"));
+  EXPECT_FALSE(bearer_token_matches("Bearer sekret ", "sekret"));
 }
 
 TEST_F(Api, MetricsUseVllmNamesLabelsAndBuckets) {

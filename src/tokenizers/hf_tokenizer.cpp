@@ -30,6 +30,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "tokenizers/hf_added_tokens.h"
 #include "tokenizers/hf_bpe.h"
 #include "tokenizers/hf_decoders.h"
@@ -308,6 +309,8 @@ std::unique_ptr<TextTokenizer> parse_hf_tokenizer_json(std::string_view json_tex
                                                        std::string_view config_json) {
   const hf::Fields f(file);
   hf::json root;
+  require_json_depth(json_text, file);
+  require_json_depth(config_json, file + " (tokenizer_config.json beside it)");
   try {
     root = hf::json::parse(json_text);
   } catch (const hf::json::exception& e) {

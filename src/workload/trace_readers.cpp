@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/strings.h"
 #include "core/text_reader.h"
 
@@ -133,6 +134,7 @@ double json_time_ms(const json& obj, const char* key, const std::string& file, s
 }
 
 json parse_json_line(std::string_view line, const std::string& file, std::size_t line_no) {
+  require_json_depth(line, file, line_no);
   json j = json::parse(line.begin(), line.end(), nullptr, false);
   if (j.is_discarded())
     throw InputError(file, line_no, "", "expected one JSON object per line (malformed JSON)");
@@ -323,6 +325,11 @@ void parse_sharegpt(TextReader& in, const std::string& file, Workload& w, const 
   std::size_t element_line = 0;
   const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
     using E = json::parse_event_t;
+    if ((event == E::object_start || event == E::array_start) &&
+        static_cast<std::size_t>(depth) >= kMaxJsonDepth)
+      throw InputError(file, in.line_number(), "",
+                       fmt::format("JSON nested deeper than {} levels: refused; no trace is nested that deep",
+                                   kMaxJsonDepth));
     if (depth == 0) {
       if (event == E::object_start || event == E::value)
         throw InputError(file, in.line_number(), "", "expected a JSON array of conversations");

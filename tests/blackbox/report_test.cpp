@@ -13,19 +13,13 @@
 #include <string>
 
 #include "process.h"
+#include "server.h"
 
 namespace tokenscope::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class Report : public ::testing::Test {
  protected:
