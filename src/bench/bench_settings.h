@@ -125,7 +125,14 @@ struct BenchSettings {
   // and cgroup, sampled on the client's clock into samples.jsonl
   std::vector<std::string> scrape_urls;  // --scrape (none: the target's own /metrics, when it answers)
   bool no_scrape = false;
-  double scrape_interval_s = 1.0;             // every collector's interval
+  double scrape_interval_s = 1.0;  // every collector's interval
+  // Bounds on a scrape and on samples.jsonl (docs/reliability.md "Scrape
+  // bounds"): --scrape-max-series, --scrape-max-label-sets,
+  // --scrape-max-bucket-bounds, --samples-max-mib-per-hour (0: no bound).
+  std::size_t scrape_max_series = 20'000;
+  std::size_t scrape_max_label_sets = 1024;
+  std::size_t scrape_max_bucket_bounds = 512;
+  double samples_max_mib_per_hour = 2048;
   std::vector<std::string> gpu_sampler_urls;  // DCGM exporters' /metrics (source "gpu")
   bool no_gpu = false;                        // no NVML sampling
   bool no_host = false;                       // no /proc sampling

@@ -19,10 +19,16 @@ RunObserver::RunObserver(const BenchSettings& o, const net::Endpoint& target,
   // A scrape may take twice the interval, within [2 s, 10 s] (Prometheus's
   // default timeout is 10 s): a hung /metrics costs the final read at most that.
   const double timeout_s = std::clamp(2 * o.scrape_interval_s, 2.0, 10.0);
+  limits_.max_series = o.scrape_max_series;
+  limits_.canonical.max_label_sets = o.scrape_max_label_sets;
+  limits_.canonical.max_bucket_bounds = o.scrape_max_bucket_bounds;
+  const observe::ScrapeLimits limits = limits_;
+  observer_->set_samples_bytes_per_hour(
+      static_cast<std::uint64_t>(std::llround(o.samples_max_mib_per_hour * 1024 * 1024)));
   auto add_scrape = [&](const std::string& source, const std::string& url, bool optional) {
     std::unique_ptr<observe::ScrapeCollector> c;
     try {
-      c = std::make_unique<observe::ScrapeCollector>(source, url, client, timeout_s);
+      c = std::make_unique<observe::ScrapeCollector>(source, url, client, timeout_s, limits);
     } catch (const UsageError& e) {
       throw UsageError(fmt::format("--scrape / --gpu-sampler {}: {}", quote_input(url), e.what()));
     }
@@ -98,7 +104,16 @@ nlohmann::json RunObserver::report() const {
                                  {"series", st.series},
                                  {"bytes", st.bytes},
                                  {"rejected_lines", st.rejected_lines},
-                                 {"first_rejected", rejected}});
+                                 {"first_rejected", rejected},
+                                 {"limits",
+                                  {{"max_series", limits_.max_series},
+                                   {"max_label_sets", limits_.canonical.max_label_sets},
+                                   {"max_bucket_bounds", limits_.canonical.max_bucket_bounds},
+                                   {"most_series", st.most_series},
+                                   {"scrapes_over_series_limit", st.scrapes_over_series_limit},
+                                   {"series_dropped", st.series_dropped},
+                                   {"canonical_label_sets_dropped", st.canonical_label_sets_dropped},
+                                   {"canonical_histograms_dropped", st.canonical_histograms_dropped}}}});
   }
   for (const auto& [source, c] : measured_) observer_->annotate(source, {{"notes", c->notes()}});
   return observer_->report();

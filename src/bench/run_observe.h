@@ -52,6 +52,7 @@ class RunObserver {
  private:
   std::unique_ptr<observe::Observer> observer_;
   std::vector<std::pair<std::string, observe::ScrapeCollector*>> scrapes_;  // source → collector
+  observe::ScrapeLimits limits_;                                            // every scrape's
   std::vector<std::string> server_sources_;
   std::vector<std::pair<std::string, observe::MeasuredCollector*>> measured_;  // source → collector (notes)
 };

@@ -317,6 +317,33 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->check(CLI::Range(0.01, 3600.0))
       ->group(OB);
   bench
+      ->add_option("--scrape-max-series", s.scrape_max_series,
+                   "Series kept of one scrape (as Prometheus's sample_limit): the first, in the order "
+                   "written; the rest are counted in run.json and noted")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10'000'000}))
+      ->group(OB);
+  bench
+      ->add_option("--scrape-max-label-sets", s.scrape_max_label_sets,
+                   "Label sets kept of one canonical series (one per GPU, per model...)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
+      ->group(OB);
+  bench
+      ->add_option("--scrape-max-bucket-bounds", s.scrape_max_bucket_bounds,
+                   "Distinct bucket bounds of one canonical histogram, its label sets merged (one with more "
+                   "is left out of the canonical series)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1'000'000}))
+      ->group(OB);
+  bench
+      ->add_option("--samples-max-mib-per-hour", s.samples_max_mib_per_hour,
+                   "Growth of samples.jsonl at most (a minute's worth at once): a read over it is written "
+                   "without its raw series, or not at all, and counted (0: no bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9))
+      ->group(OB);
+  bench
       ->add_option("--gpu-sampler", s.gpu_sampler_urls,
                    "A DCGM exporter's /metrics URL: the GPUs of a remote server (repeatable)")
       ->group(OB);

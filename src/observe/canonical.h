@@ -7,6 +7,8 @@
 // server's label sets, bucket by bucket).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -115,6 +117,24 @@ Engine detect_engine(const Exposition& e);
 // table (kUnknown) gives none. Never throws: a malformed bucket bound is left
 // out. docs/observe.md "Canonical series" has the rules and the tables.
 std::vector<Sample> canonicalize(const Exposition& e, Engine engine);
+
+// Bounds on one exposition's canonical series (docs/reliability.md "Scrape
+// bounds"): the label sets of one canonical series (a value per GPU, per
+// model...: the first max_label_sets in label order are kept), and the
+// distinct bucket bounds of one canonical histogram, its label sets merged
+// (a histogram over the bound is left out of the canonical series whole: a
+// part of its buckets would give wrong quantiles).
+struct CanonicalLimits {
+  std::size_t max_label_sets = 1024;
+  std::size_t max_bucket_bounds = 512;
+};
+// What the bounds left out of one exposition.
+struct CanonicalDrops {
+  std::uint64_t label_sets = 0;  // canonical series (one label set each) not kept
+  std::uint64_t histograms = 0;  // canonical histograms (of one label set) not merged
+};
+std::vector<Sample> canonicalize(const Exposition& e, Engine engine, const CanonicalLimits& limits,
+                                 CanonicalDrops& drops);
 
 // A canonical series name resolved: its definition (nullptr when the name is
 // not canonical) and, for a histogram family, which member it is.

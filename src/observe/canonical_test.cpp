@@ -1,6 +1,8 @@
 #include "observe/canonical.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -94,6 +96,13 @@ MetricFamily family(std::string name, MetricType type, std::vector<ExpositionSam
   f.type = type;
   f.samples = std::move(samples);
   return f;
+}
+
+// A bucket bound as the canonical series write it (shortest round trip).
+std::string fmt_le(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 Exposition exposition(std::vector<MetricFamily> families) {
@@ -474,6 +483,92 @@ TEST(CanonicalMerge, HistogramsWithDifferentBucketsMergeOnTheUnionOfBounds) {
                      {"+Inf", 9}}));  // 4 + 5
   EXPECT_EQ(one(c, "server_ttft_seconds_sum"), 14.75);
   EXPECT_EQ(one(c, "server_ttft_seconds_count"), 9);
+}
+
+// The one-sweep merge against the definition (every bound of the union, every
+// series' count at or below it), on label sets with bounds of their own.
+TEST(CanonicalMerge, TheSweepEqualsTheStepFunctionsSummedAtEveryBound) {
+  const std::string n = "vllm:e2e_request_latency_seconds";
+  std::vector<ExpositionSample> samples;
+  std::vector<std::vector<std::pair<double, double>>> series;
+  std::uint64_t state = 12345;
+  const auto next = [&state](std::uint64_t m) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % m;
+  };
+  double observed = 0;
+  for (int s = 0; s < 40; ++s) {
+    std::vector<std::pair<double, double>> b;
+    double le = 0, count = 0;
+    for (int k = 0, nb = 1 + static_cast<int>(next(12)); k < nb; ++k) {
+      le += 0.25 * static_cast<double>(1 + next(8));
+      count += static_cast<double>(next(5));
+      b.push_back({le, count});
+      samples.push_back(sample(n + "_bucket", {{"engine", std::to_string(s)}, {"le", fmt_le(le)}}, count));
+    }
+    count += static_cast<double>(next(3));
+    samples.push_back(sample(n + "_bucket", {{"engine", std::to_string(s)}, {"le", "+Inf"}}, count));
+    observed += count;
+    series.push_back(b);
+  }
+  const auto c = canonicalize(exposition({family(n, MetricType::kHistogram, samples)}), Engine::kVllmV1);
+  const Buckets got = buckets(c, "server_e2e_seconds");
+  std::set<double> bounds;
+  for (const auto& b : series)
+    for (const auto& [le, x] : b) bounds.insert(le);
+  ASSERT_EQ(got.size(), bounds.size() + 1);
+  std::size_t i = 0;
+  for (const double le : bounds) {
+    double want = 0;
+    for (const auto& b : series) {
+      double at = 0;
+      for (const auto& [bound, x] : b)
+        if (bound <= le) at = x;
+      want += at;
+    }
+    EXPECT_EQ(got[i].first, fmt_le(le));
+    EXPECT_DOUBLE_EQ(got[i].second, want) << le;
+    ++i;
+  }
+  EXPECT_EQ(got.back().first, "+Inf");
+  EXPECT_DOUBLE_EQ(got.back().second, observed);
+}
+
+TEST(CanonicalLimits, LabelSetsAndBucketBoundsPastTheBoundsAreLeftOutAndCounted) {
+  // 8 GPUs of DCGM utilization, 3 label sets kept.
+  std::vector<ExpositionSample> util;
+  for (int g = 0; g < 8; ++g)
+    util.push_back(sample("DCGM_FI_DEV_GPU_UTIL", {{"gpu", std::to_string(g)}, {"UUID", "u"}}, 10.0 * g));
+  CanonicalLimits limits;
+  limits.max_label_sets = 3;
+  CanonicalDrops drops;
+  auto c = canonicalize(exposition({family("DCGM_FI_DEV_GPU_UTIL", MetricType::kGauge, util)}), Engine::kDcgm,
+                        limits, drops);
+  std::size_t kept = 0;
+  for (const auto& s : c) kept += s.name == "gpu_utilization";
+  EXPECT_EQ(kept, 3u);
+  EXPECT_EQ(drops.label_sets, 5u);
+  // A histogram of 30 label sets with 20 bounds of their own: 600 distinct
+  // bounds merged, over a bound of 512: left out whole, counted.
+  const std::string n = "vllm:time_to_first_token_seconds";
+  std::vector<ExpositionSample> h;
+  for (int s = 0; s < 30; ++s) {
+    for (int k = 0; k < 20; ++k)
+      h.push_back(
+          sample(n + "_bucket", {{"engine", std::to_string(s)}, {"le", fmt_le(s * 100 + k + 0.5)}}, k));
+    h.push_back(sample(n + "_bucket", {{"engine", std::to_string(s)}, {"le", "+Inf"}}, 20));
+  }
+  drops = {};
+  c = canonicalize(exposition({family(n, MetricType::kHistogram, h)}), Engine::kVllmV1, CanonicalLimits{},
+                   drops);
+  EXPECT_TRUE(buckets(c, "server_ttft_seconds").empty());
+  EXPECT_EQ(drops.histograms, 1u);
+  limits = {};
+  limits.max_bucket_bounds = 600;
+  drops = {};
+  c = canonicalize(exposition({family(n, MetricType::kHistogram, h)}), Engine::kVllmV1, limits, drops);
+  EXPECT_EQ(buckets(c, "server_ttft_seconds").size(), 601u);
+  EXPECT_EQ(drops.histograms, 0u);
 }
 
 TEST(CanonicalMerge, RatiosAreAveragedAcrossDataParallelEnginesAndCountsSummed) {

@@ -285,8 +285,8 @@ bool ends_with_eof_line(std::string_view text) {
 
 class Parser {
  public:
-  Parser(std::string_view text, ExpositionFormat format)
-      : text_(text), openmetrics_(format == ExpositionFormat::kOpenMetrics) {
+  Parser(std::string_view text, ExpositionFormat format, std::size_t max_series)
+      : text_(text), openmetrics_(format == ExpositionFormat::kOpenMetrics), max_series_(max_series) {
     out_.format = format;
   }
 
@@ -300,6 +300,15 @@ class Parser {
       pos = end + 1;
       ++out_.lines;
       if (line.ends_with('\r')) line.remove_suffix(1);  // CRLF endings, as some exporters write
+      if (out_.samples >= max_series_ || out_.families.size() >= max_series_) {
+        // Past the bound: the rest is counted, not parsed or stored (the
+        // memory and the CPU of a scrape follow the bound, not the page).
+        if (line.starts_with("# EOF"))
+          out_.eof_marker = true;
+        else if (!line.empty() && line.front() != '#')
+          ++out_.series_over_limit;
+        continue;
+      }
       if (!parse_line(line)) reject(out_.lines);
     }
     if (openmetrics_ && !out_.eof_marker) {
@@ -729,6 +738,7 @@ class Parser {
 
   std::string_view text_;
   bool openmetrics_;
+  std::size_t max_series_ = std::numeric_limits<std::size_t>::max();
   Exposition out_;
   std::vector<FamilyState> states_;                          // beside out_.families
   std::unordered_map<std::string_view, std::size_t> index_;  // family name (a view of text_) → index
@@ -779,10 +789,10 @@ ExpositionFormat format_from_content_type(std::string_view content_type) {
   return ExpositionFormat::kPrometheusText;
 }
 
-Exposition parse_exposition(std::string_view text, ExpositionFormat format) {
+Exposition parse_exposition(std::string_view text, ExpositionFormat format, std::size_t max_series) {
   if (format == ExpositionFormat::kAuto)
     format = ends_with_eof_line(text) ? ExpositionFormat::kOpenMetrics : ExpositionFormat::kPrometheusText;
-  return Parser(text, format).run();
+  return Parser(text, format, max_series).run();
 }
 
 std::vector<Sample> flatten(const Exposition& e) {

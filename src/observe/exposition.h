@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,8 @@ struct Exposition {
   std::size_t lines = 0;
   std::size_t samples = 0;
   bool eof_marker = false;  // OpenMetrics "# EOF" seen (its absence is itself reported as rejected)
+  // Sample lines past parse_exposition's max_series: counted, not parsed.
+  std::size_t series_over_limit = 0;
 };
 
 inline constexpr std::size_t kMaxRejectedKept = 100;
@@ -70,8 +73,12 @@ inline constexpr std::size_t kMaxRejectedKept = 100;
 ExpositionFormat format_from_content_type(std::string_view content_type);
 
 // Parses text. kAuto: OpenMetrics when the text ends with "# EOF", else
-// Prometheus text. Never throws on bad input.
-Exposition parse_exposition(std::string_view text, ExpositionFormat format = ExpositionFormat::kAuto);
+// Prometheus text. Never throws on bad input. At most max_series samples (or
+// metric families) are kept: the lines after are counted
+// (series_over_limit), not parsed (a scrape's bound, as Prometheus's
+// sample_limit; docs/reliability.md "Scrape bounds").
+Exposition parse_exposition(std::string_view text, ExpositionFormat format = ExpositionFormat::kAuto,
+                            std::size_t max_series = std::numeric_limits<std::size_t>::max());
 
 // Every sample of every family as (name, labels, value): the raw series of an Observation.
 std::vector<Sample> flatten(const Exposition& e);

@@ -503,6 +503,24 @@ TEST(Exposition, ChecksManyLabelsWithoutComparingEveryPair) {
   EXPECT_NE(dup.rejected[0].reason.find("label name 'l777' given twice"), std::string::npos);
 }
 
+TEST(Exposition, SeriesPastTheBoundAreCountedNotParsed) {
+  std::string page = "# TYPE up gauge\nup 1\n";
+  for (int i = 0; i < 1000; ++i) page += "x_" + std::to_string(i) + "{a=\"b\"} 1\n";
+  page += "# TYPE late gauge\nlate 2\nnot a valid line at all\n";
+  const auto e = parse_exposition(page, ExpositionFormat::kAuto, 100);
+  EXPECT_EQ(e.samples, 100u);
+  EXPECT_EQ(e.series_over_limit, 903u);  // x_99..x_999, late, and the bad line (not parsed: not rejected)
+  EXPECT_EQ(e.rejected_lines, 0u);
+  EXPECT_EQ(e.families.back().samples.size(), 1u);
+  const auto all = parse_exposition(page);
+  EXPECT_EQ(all.samples, 1002u);
+  EXPECT_EQ(all.series_over_limit, 0u);
+  // Families without samples are bounded too (a page of '# TYPE' lines).
+  std::string types;
+  for (int i = 0; i < 1000; ++i) types += "# TYPE t" + std::to_string(i) + " gauge\n";
+  EXPECT_EQ(parse_exposition(types, ExpositionFormat::kAuto, 10).families.size(), 10u);
+}
+
 TEST(Exposition, SurvivesGarbage) {
   // Every byte value, lines of every length, nothing that parses: counted.
   std::string garbage;

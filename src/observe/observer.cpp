@@ -86,11 +86,27 @@ struct Observer::Impl {
   bool stopping = false;
   bool final_read = true;
   bool started = false, stopped = false;
+  // The bound on samples.jsonl's growth (set_samples_bytes_per_hour; 0: none)
+  // and what it left out.
+  std::uint64_t bytes_per_hour = 0;
+  Nanos budget_start = -1;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t lines_without_raw = 0, lines_not_written = 0;
+
+  // Whether `bytes` more fit the budget at time t: a minute's worth from the
+  // start, then bytes_per_hour spread over the hour.
+  bool within_budget(Nanos t, std::size_t bytes) const {
+    if (bytes_per_hour == 0) return true;
+    const double elapsed_s = std::max(60.0, nanos_to_s(t - budget_start));
+    return static_cast<double>(bytes_written + bytes) <=
+           static_cast<double>(bytes_per_hour) * elapsed_s / 3600.0;
+  }
 
   // One read of s: collect, derive, write, count. Returns false when the
   // source should not be read again.
   bool read_once(Source& s, bool first) {
     const Nanos cpu0 = thread_cpu_ns();
+    const Nanos wall0 = clock.now_ns();
     Observation o = s.collector->collect(clock);
     std::lock_guard lock(mutex);
     ++s.reads;
@@ -127,29 +143,53 @@ struct Observer::Impl {
                                static_cast<double>(*o.server_t_ns));
       s.tracker.feed(o);
     }
-    if (o.rtt_ns > s.options.interval_ns && keep) {
-      ++s.overruns;
-      if (!s.logged_slow) {
-        s.logged_slow = true;
-        log << fmt::format(
-                   "tokenscope bench: {}: a read took {:.2f} s, longer than the interval {:g} s (later ones "
-                   "are counted in run.json; the next read starts when one ends)",
-                   s.name, nanos_to_s(o.rtt_ns), nanos_to_s(s.options.interval_ns))
-            << std::endl;
-      }
-    }
     if (writer && write_error.empty()) {
       try {
+        if (budget_start < 0) budget_start = o.t_ns;
         std::string& line = writer->begin_line();
+        const std::size_t before = line.size();
         append_observation_json(line, o);
-        writer->end_line();
-        if (listener) listener(o);
+        bool written = true;
+        if (!within_budget(o.t_ns, line.size() - before) && !o.raw.empty()) {
+          // Over the bound: the line without its raw series (the canonical
+          // and derived ones are what the report draws), else none.
+          line.resize(before);
+          std::vector<Sample> raw = std::move(o.raw);
+          o.raw.clear();
+          append_observation_json(line, o);
+          o.raw = std::move(raw);
+          ++lines_without_raw;
+        }
+        if (!within_budget(o.t_ns, line.size() - before)) {
+          line.resize(before);
+          ++lines_not_written;
+          written = false;
+        } else {
+          bytes_written += line.size() - before + 1;
+          writer->end_line();
+        }
+        if (listener && written) listener(o);
       } catch (const std::exception& e) {
         write_error = e.what();
         log << fmt::format("tokenscope bench: samples are no longer written: {}", write_error) << std::endl;
       }
     }
     s.cpu_ns += thread_cpu_ns() - cpu0;
+    // An overrun is a read (fetch, parse, mapping, writing) that took longer
+    // than the interval: the next one starts late. The fetch alone would
+    // hide a parse that takes seconds.
+    const Nanos took = clock.now_ns() - wall0;
+    if (took > s.options.interval_ns && keep) {
+      ++s.overruns;
+      if (!s.logged_slow) {
+        s.logged_slow = true;
+        log << fmt::format(
+                   "tokenscope bench: {}: a read took {:.2f} s (its fetch {:.2f} s), longer than the "
+                   "interval {:g} s (later ones are counted in run.json; the next read starts when one ends)",
+                   s.name, nanos_to_s(took), nanos_to_s(o.rtt_ns), nanos_to_s(s.options.interval_ns))
+            << std::endl;
+      }
+    }
     return keep;
   }
 
@@ -194,6 +234,10 @@ struct Observer::Impl {
 
 Observer::Observer(std::filesystem::path samples_path, const Clock& clock, std::ostream& log)
     : impl_(std::make_unique<Impl>(std::move(samples_path), clock, log)) {}
+
+void Observer::set_samples_bytes_per_hour(std::uint64_t bytes) {
+  impl_->bytes_per_hour = bytes;
+}
 
 void Observer::set_listener(std::function<void(const Observation&)> listener) {
   impl_->listener = std::move(listener);
@@ -304,6 +348,11 @@ nlohmann::json Observer::report() const {
   }
   return {{"samples_file", impl_->path.filename().string()},
           {"sources", sources},
+          {"samples_bound",
+           {{"bytes_per_hour", impl_->bytes_per_hour},
+            {"bytes_written", impl_->bytes_written},
+            {"lines_without_raw", impl_->lines_without_raw},
+            {"lines_not_written", impl_->lines_not_written}}},
           {"write_error",
            impl_->write_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(impl_->write_error)}};
 }

@@ -7,6 +7,7 @@
 // Failures are logged once per source and counted; the run goes on.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -48,6 +49,11 @@ class Observer {
   // `listener` (under the writer's lock: one at a time, in file order).
   // Call before start().
   void set_listener(std::function<void(const Observation&)> listener);
+  // The bound on samples.jsonl's growth (docs/reliability.md "Scrape
+  // bounds"): a minute's worth at once, then `bytes` per hour. A line over it
+  // is written without its raw series, or, still over, not at all; both are
+  // counted in report()'s "samples_bound". 0: no bound. Call before start().
+  void set_samples_bytes_per_hour(std::uint64_t bytes);
   // Starts a thread per collector, each reading its baseline at once, and
   // waits until every baseline read has ended or baseline_wait_ns passed.
   void start(Nanos baseline_wait_ns = 2 * kNanosPerSecond);

@@ -25,6 +25,9 @@ class FakeCollector final : public Collector {
   std::string source() const override { return name_; }
   Observation collect(const Clock& clock) override {
     const int n = reads++;
+    // The work of a read after its fetch (a parse of a huge page), which the
+    // read's rtt does not include.
+    if (work_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
     Observation o;
     o.source = name_;
     o.t_ns = clock.now_ns();
@@ -40,9 +43,12 @@ class FakeCollector final : public Collector {
     if (server_offset) o.server_t_ns = o.t_ns - o.rtt_ns / 2 - *server_offset;
     o.canonical = {{"generation_tokens", {}, 10.0 * n}, {"requests_running", {}, static_cast<double>(n)}};
     o.raw = {{"raw_name", {}, 1.0 * n}};
+    for (int i = 0; i < raw_extra; ++i) o.raw.push_back({"raw_" + std::to_string(i), {}, 1.0});
     return o;
   }
   std::atomic<int> reads{0};
+  int work_ms = 0;
+  int raw_extra = 0;
   int fail_from = -1;
   bool unavailable = false;
   std::optional<Nanos> server_offset;
@@ -192,6 +198,50 @@ TEST_F(ObserverTest, AnUnwritableSamplesFileIsReportedAndTheCollectorsGoOn) {
   EXPECT_FALSE(ob.report()["write_error"].is_null());
   EXPECT_NE(log_.str().find("samples are not written"), std::string::npos);
   EXPECT_GE(*ob.tracker("server")->increase("generation_tokens"), 20.0);
+}
+
+// An overrun is a read longer than the interval, its work after the fetch
+// included: a 1 ms fetch whose parse takes 20 ms at a 5 ms interval overran
+// every time while run.json said 0.
+TEST_F(ObserverTest, OverrunsCountTheWholeReadNotOnlyItsFetch) {
+  Observer ob(dir_ / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("server");
+  FakeCollector* fake = c.get();
+  fake->work_ms = 20;
+  ob.add(std::move(c), opts(5 * kNanosPerMilli));
+  ob.start();
+  wait_reads(*fake, 3);
+  ob.stop();
+  const auto r = ob.report();
+  EXPECT_EQ(r["sources"][0]["overruns"].get<int>(), fake->reads.load());
+  EXPECT_NE(log_.str().find("a read took"), std::string::npos) << log_.str();
+}
+
+// The bound on samples.jsonl: past a minute's worth of the hourly budget, a
+// line goes without its raw series, and a line still over is not written;
+// both are counted.
+TEST_F(ObserverTest, SamplesPastTheBytesBoundLoseTheirRawSeriesThenTheirLines) {
+  Observer ob(dir_ / "samples.jsonl", clock_, log_);
+  auto c = std::make_unique<FakeCollector>("server");
+  FakeCollector* fake = c.get();
+  fake->raw_extra = 200;                     // about 4 KB of raw series a line, 300 bytes without
+  ob.set_samples_bytes_per_hour(60 * 3000);  // a minute's worth: 3,000 bytes
+  ob.add(std::move(c), opts(2 * kNanosPerMilli));
+  ob.start();
+  wait_reads(*fake, 30);
+  ob.stop();
+  const auto v = lines();
+  const auto r = ob.report()["samples_bound"];
+  const auto without_raw = r["lines_without_raw"].get<std::uint64_t>();
+  const auto not_written = r["lines_not_written"].get<std::uint64_t>();
+  EXPECT_EQ(v.size() + not_written, static_cast<std::size_t>(fake->reads.load()));
+  EXPECT_GE(without_raw, 1u);
+  EXPECT_GE(not_written, 1u);
+  std::size_t lines_without_raw = 0;
+  for (const auto& o : v) lines_without_raw += o.raw.empty();
+  EXPECT_GE(lines_without_raw, 1u);
+  EXPECT_LE(fs::file_size(dir_ / "samples.jsonl"), 3000u);
+  EXPECT_EQ(r["bytes_written"].get<std::uint64_t>(), fs::file_size(dir_ / "samples.jsonl"));
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ struct ScrapeCollector::State {
   net::ClientOptions options;
   std::string path;
   double timeout_s = 10.0;
+  ScrapeLimits limits;
   std::shared_ptr<const std::string> request;
   // The body buffer, kept between scrapes: a page of a few hundred KB
   // allocated afresh each time costs more in page faults than its parse.
@@ -66,7 +67,7 @@ std::string default_metrics_url(const net::Endpoint& target) {
 }
 
 ScrapeCollector::ScrapeCollector(std::string source, const std::string& url, net::ClientOptions client,
-                                 double timeout_s)
+                                 double timeout_s, ScrapeLimits limits)
     : source_(std::move(source)), url_(url), state_(std::make_unique<State>()) {
   // The whole URL path is the scrape path: Endpoint keeps it as base_path.
   state_->endpoint = net::Endpoint::parse_url(url);
@@ -75,6 +76,7 @@ ScrapeCollector::ScrapeCollector(std::string source, const std::string& url, net
   state_->options = client;
   state_->options.max_connections = 1;
   state_->timeout_s = timeout_s;
+  state_->limits = limits;
   // Prometheus's own Accept header: OpenMetrics preferred, text 0.0.4 accepted.
   state_->request = std::make_shared<const std::string>(
       fmt::format("GET {} HTTP/1.1\r\nHost: {}\r\nAccept: application/openmetrics-text;version=1.0.0;q=0.5,"
@@ -122,7 +124,12 @@ Observation ScrapeCollector::collect(const Clock& clock) {
     o.error = std::move(h.error);
     return o;
   }
-  Exposition e = parse_exposition(h.body, format_from_content_type(h.content_type));
+  Exposition e = parse_exposition(h.body, format_from_content_type(h.content_type), s.limits.max_series);
+  s.stats.most_series = std::max(s.stats.most_series, e.samples + e.series_over_limit);
+  if (e.series_over_limit > 0) {
+    ++s.stats.scrapes_over_series_limit;
+    s.stats.series_dropped += e.series_over_limit;
+  }
   s.stats.rejected_lines += e.rejected_lines;
   if (e.rejected_lines > 0 && s.stats.first_rejected.empty()) s.stats.first_rejected = e.rejected;
   if (e.samples == 0 && e.rejected_lines > 0) {
@@ -137,7 +144,10 @@ Observation ScrapeCollector::collect(const Clock& clock) {
   }
   const Engine engine = detect_engine(e);
   if (engine != Engine::kUnknown || s.stats.engine == Engine::kUnknown) s.stats.engine = engine;
-  o.canonical = canonicalize(e, s.stats.engine);
+  CanonicalDrops drops;
+  o.canonical = canonicalize(e, s.stats.engine, s.limits.canonical, drops);
+  s.stats.canonical_label_sets_dropped += drops.label_sets;
+  s.stats.canonical_histograms_dropped += drops.histograms;
   o.raw = flatten(e);
   s.stats.series = o.raw.size();
   // The server's own clock, when the exposition carries timestamps: the

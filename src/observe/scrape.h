@@ -15,6 +15,19 @@
 
 namespace tokenscope::observe {
 
+// Bounds on what one scrape may bring, as Prometheus's sample_limit and
+// label_limit bound a scrape (docs/reliability.md "Scrape bounds"): a
+// target's /metrics is another team's server. Each has a default far above
+// what a real server writes (vLLM: about 1,500 series; a DCGM exporter on 8
+// GPUs: about 1,000), an option of bench, a count in run.json and a note in
+// the report when it was hit.
+struct ScrapeLimits {
+  // Series (sample lines) kept of one scrape, in the order written; the rest
+  // are counted, not parsed.
+  std::size_t max_series = 20'000;
+  CanonicalLimits canonical;  // label sets per canonical series, bucket bounds per histogram
+};
+
 struct ScrapeStats {
   std::uint64_t scrapes = 0;
   std::uint64_t failures = 0;
@@ -23,13 +36,20 @@ struct ScrapeStats {
   Engine engine = Engine::kUnknown;          // as detected (last scrape with samples)
   std::uint64_t bytes = 0;                   // body bytes over every scrape
   std::size_t series = 0;                    // raw series in the last good scrape
+  // What the bounds (ScrapeLimits) left out, over every scrape.
+  std::uint64_t scrapes_over_series_limit = 0;  // scrapes with more series than max_series
+  std::uint64_t series_dropped = 0;             // series of those scrapes not kept
+  std::size_t most_series = 0;                  // the most series one scrape offered
+  std::uint64_t canonical_label_sets_dropped = 0;
+  std::uint64_t canonical_histograms_dropped = 0;
 };
 
 class ScrapeCollector final : public Collector {
  public:
   // url: http(s)://host:port/path (the whole path, e.g. ".../metrics").
   // Throws UsageError when the URL does not parse.
-  ScrapeCollector(std::string source, const std::string& url, net::ClientOptions client, double timeout_s);
+  ScrapeCollector(std::string source, const std::string& url, net::ClientOptions client, double timeout_s,
+                  ScrapeLimits limits = {});
   ~ScrapeCollector() override;
 
   std::string source() const override { return source_; }

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <ctime>
 #include <limits>
+#include <map>
+#include <string_view>
+#include <tuple>
 
 #include "core/stats.h"
 #include "observe/canonical.h"
@@ -23,6 +26,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kSendLagWarnMs = 10.0;
 // Tenants drawn one line each in the per-tenant rate chart; the rest are summed.
 constexpr std::size_t kMaxTenantLines = 8;
+constexpr std::size_t kMaxLinesPerChart = 16;
 
 // v rounded to 6 significant digits, so that the page stays small (the
 // statistics are computed before). NaN and infinities become null.
@@ -446,10 +450,16 @@ std::pair<std::string, std::string> type_and_unit(const SampledSeries& s) {
   return {"derived", ""};
 }
 
-nlohmann::json series_json(const RunData& run, const ReportOptions& o) {
+// The sampled series of a run, at most kMaxLinesPerChart of one chart (one
+// source, kind and name: a line per label set): those with the highest
+// peaks, and the rest summarised as one line, their highest value at each
+// sample time, labelled with their number. A DCGM exporter of 400,000
+// series made a 128 MB page no browser opened. `notes` gets one line per
+// chart summarised.
+nlohmann::json series_json(const RunData& run, const ReportOptions& o, std::vector<std::string>& notes) {
   nlohmann::json out = nlohmann::json::array();
   std::vector<double> x, y;
-  for (const auto& s : run.series) {
+  const auto emit = [&](const SampledSeries& s, const std::string& labels) {
     x.clear();
     y.clear();
     for (std::size_t i = 0; i < s.t.size(); ++i) {
@@ -463,10 +473,58 @@ nlohmann::json series_json(const RunData& run, const ReportOptions& o) {
                    {"type", type},
                    {"unit", unit},
                    {"name", s.name},
-                   {"labels", s.labels},
+                   {"labels", labels},
                    {"points", s.t.size()},
                    {"x", array_of(r.x)},
                    {"y", array_of(r.y)}});
+  };
+  // The charts in order of first appearance, each with its series.
+  std::map<std::tuple<std::string_view, std::string_view, std::string_view>, std::size_t> chart_of;
+  std::vector<std::vector<std::size_t>> charts;
+  for (std::size_t i = 0; i < run.series.size(); ++i) {
+    const auto& s = run.series[i];
+    const auto [it, fresh] = chart_of.try_emplace({s.source, s.kind, s.name}, charts.size());
+    if (fresh) charts.emplace_back();
+    charts[it->second].push_back(i);
+  }
+  const auto peak = [&](std::size_t i) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (const double v : run.series[i].v) m = std::max(m, v);
+    return m;
+  };
+  for (auto& members : charts) {
+    if (members.size() <= kMaxLinesPerChart) {
+      for (const std::size_t i : members) emit(run.series[i], run.series[i].labels);
+      continue;
+    }
+    std::vector<std::pair<double, std::size_t>> by_peak;
+    for (const std::size_t i : members) by_peak.emplace_back(peak(i), i);
+    std::stable_sort(by_peak.begin(), by_peak.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::size_t> kept;
+    for (std::size_t k = 0; k < kMaxLinesPerChart; ++k) kept.push_back(by_peak[k].second);
+    std::sort(kept.begin(), kept.end());
+    for (const std::size_t i : kept) emit(run.series[i], run.series[i].labels);
+    std::map<Nanos, double> highest;
+    for (std::size_t k = kMaxLinesPerChart; k < by_peak.size(); ++k) {
+      const auto& s = run.series[by_peak[k].second];
+      for (std::size_t j = 0; j < s.t.size(); ++j) {
+        const auto [it, fresh] = highest.try_emplace(s.t[j], s.v[j]);
+        if (!fresh) it->second = std::max(it->second, s.v[j]);
+      }
+    }
+    const SampledSeries& first = run.series[members.front()];
+    SampledSeries rest{first.source, first.kind, first.name, "", {}, {}};
+    for (const auto& [t, v] : highest) {
+      rest.t.push_back(t);
+      rest.v.push_back(v);
+    }
+    const std::size_t others = by_peak.size() - kMaxLinesPerChart;
+    emit(rest, fmt::format("others={} series, their highest", others));
+    notes.push_back(
+        fmt::format("chart {} ({}): {} series; the {} with the highest peaks drawn, the other {} "
+                    "as one line of their highest value",
+                    first.name, first.source, members.size(), kMaxLinesPerChart, others));
   }
   return out;
 }
@@ -584,7 +642,40 @@ std::vector<std::string> run_warnings(const RunData& run) {
         w.push_back(fmt::format("scrape errors: {}: {:.0f} of {:.0f} reads failed{}{}", what, errors,
                                 number_or(json_at(src, {"reads"}), 0), reasons.empty() ? "" : ": ", reasons));
       }
+      // The scrape bounds (docs/reliability.md "Scrape bounds"), when hit.
+      const auto& lim = json_at(src, {"limits"});
+      if (const double n = number_or(json_at(lim, {"scrapes_over_series_limit"}), 0); n > 0)
+        w.push_back(fmt::format(
+            "scrape bounds: {}: {:.0f} of {:.0f} scrapes offered more than {:.0f} series (the most: {:.0f}); "
+            "the first {:.0f} of each were kept, {:.0f} series left out (bench --scrape-max-series)",
+            what, n, number_or(json_at(src, {"reads"}), 0), number_or(json_at(lim, {"max_series"}), 0),
+            number_or(json_at(lim, {"most_series"}), 0), number_or(json_at(lim, {"max_series"}), 0),
+            number_or(json_at(lim, {"series_dropped"}), 0)));
+      if (const double n = number_or(json_at(lim, {"canonical_label_sets_dropped"}), 0); n > 0)
+        w.push_back(
+            fmt::format("scrape bounds: {}: {:.0f} canonical series over {:.0f} label sets of one name "
+                        "left out over the run (bench --scrape-max-label-sets)",
+                        what, n, number_or(json_at(lim, {"max_label_sets"}), 0)));
+      if (const double n = number_or(json_at(lim, {"canonical_histograms_dropped"}), 0); n > 0)
+        w.push_back(
+            fmt::format("scrape bounds: {}: {:.0f} times a canonical histogram had more than {:.0f} "
+                        "distinct bucket bounds and was left out (bench --scrape-max-bucket-bounds)",
+                        what, n, number_or(json_at(lim, {"max_bucket_bounds"}), 0)));
+      if (const double n = number_or(json_at(src, {"overruns"}), 0); n > 0)
+        w.push_back(fmt::format(
+            "sampling: {}: {:.0f} of {:.0f} reads took longer than the interval of {:g} s "
+            "(the series have gaps there)",
+            what, n, number_or(json_at(src, {"reads"}), 0), number_or(json_at(src, {"interval_s"}), 0)));
     }
+  if (const auto& b = json_at(j, {"observe", "samples_bound"}); b.is_object()) {
+    const double raw = number_or(json_at(b, {"lines_without_raw"}), 0);
+    const double none = number_or(json_at(b, {"lines_not_written"}), 0);
+    if (raw > 0 || none > 0)
+      w.push_back(
+          fmt::format("samples.jsonl bound: {:.0f} MiB per hour reached: {:.0f} reads written without "
+                      "their raw series, {:.0f} not written (bench --samples-max-mib-per-hour)",
+                      number_or(json_at(b, {"bytes_per_hour"}), 0) / 1048576.0, raw, none));
+  }
   if (const auto& e = json_at(j, {"observe", "write_error"}); e.is_string())
     w.push_back("samples.jsonl stopped being written: " + e.get<std::string>());
   return w;
@@ -623,7 +714,9 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     r["command"] = run.command;
     r["partial"] = run.partial;
     r["summary_recomputed"] = run.summary_recomputed;
-    r["notes"] = run_notes(run);
+    std::vector<std::string> notes = run_notes(run);
+    r["series"] = series_json(run, o, notes);
+    r["notes"] = notes;
     r["warnings"] = run_warnings(run);
     r["settings"] = settings_json(run);
     r["summary"] = run.summary;
@@ -637,7 +730,6 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     r["cdf"] = cdfs(run, o);
     r["timeline"] = timeline(run, o);
     r["heatmap"] = heatmaps(run);
-    r["series"] = series_json(run, o);
     r["slowest"] = waterfall(run);
     r["steps"] = steps_json(run);
     // Lifecycle phases (warm-up / steady / degradation) from `check`

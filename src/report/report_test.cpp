@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "analyze/run_data.h"
@@ -235,6 +236,41 @@ TEST(LoadRun, SamplesBecomeOneSeriesPerSourceNameAndLabels) {
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->kind, "derived");
   EXPECT_EQ(find("server", "iteration_tokens_bucket"), nullptr);  // histogram members stay in the file
+}
+
+// A chart draws at most 16 lines: the series with the highest peaks, and
+// the rest as one line of their highest value at each time, with a note.
+TEST(ReportData, AChartOfManySeriesDrawsSixteenAndSummarisesTheRest) {
+  RunData run = load_run(kTestdata / "sampled");
+  for (int g = 0; g < 40; ++g) {
+    SampledSeries s{"gpu", "canonical", "gpu_power_watts", fmt::format("gpu={}", g), {}, {}};
+    for (int k = 0; k < 3; ++k) {
+      s.t.push_back(Nanos{1'000'000'000} * (k + 1));
+      s.v.push_back(g + 100.0 * (k == 1 && g == 3));  // GPU 3 spikes once
+    }
+    run.series.push_back(std::move(s));
+  }
+  ReportInput in;
+  in.runs.push_back(run);
+  const auto data = report_data(in);
+  const auto& r = data["runs"][0];
+  std::vector<nlohmann::json> lines;
+  for (const auto& s : r["series"])
+    if (s["name"] == "gpu_power_watts") lines.push_back(s);
+  ASSERT_EQ(lines.size(), 17u);
+  std::set<std::string> kept;
+  for (std::size_t i = 0; i < 16; ++i) kept.insert(lines[i]["labels"].get<std::string>());
+  EXPECT_TRUE(kept.count("gpu=3"));  // its spike is the highest peak
+  for (int g = 25; g < 40; ++g) EXPECT_TRUE(kept.count(fmt::format("gpu={}", g))) << g;
+  const auto& rest = lines[16];
+  EXPECT_EQ(rest["labels"], "others=24 series, their highest");
+  EXPECT_EQ(rest["y"], (nlohmann::json{24.0, 24.0, 24.0}));  // gpu=24 is the highest of the others
+  bool noted = false;
+  for (const auto& n : r["notes"])
+    noted |=
+        n.get<std::string>().find("chart gpu_power_watts (gpu): 40 series; the 16 with the highest peaks") !=
+        std::string::npos;
+  EXPECT_TRUE(noted) << r["notes"].dump(1);
 }
 
 TEST(LoadRun, WhatIsNotARunIsRefusedClearly) {

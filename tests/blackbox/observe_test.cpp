@@ -281,6 +281,59 @@ TEST_F(Observe, ScrapesThatFailAreReportedOnceAndTheRunGoesOn) {
   }
 }
 
+// Scrape bounds (docs/reliability.md "Scrape bounds"): a page of 60,000
+// tiny series over --scrape-max-series 50,000, and a TGI-shaped histogram of
+// 60 label sets with 60 bounds of their own (3,600 distinct bounds merged,
+// over the default 512). The first 50,000 series are kept, the rest counted;
+// the histogram is left out of the canonical series, counted; samples.jsonl
+// stays within --samples-max-mib-per-hour; the report says each.
+TEST_F(Observe, ScrapeBombsAreBoundedCountedAndNoted) {
+  std::string bomb = "# TYPE tgi_queue_size gauge\ntgi_queue_size 3\n";
+  for (int i = 0; i < 60000; ++i) bomb += "x_" + std::to_string(i) + " 1\n";
+  std::string hist = "# TYPE tgi_request_duration histogram\n";
+  for (int s = 0; s < 60; ++s) {
+    for (int b = 0; b < 60; ++b)
+      hist += "tgi_request_duration_bucket{route=\"r" + std::to_string(s) + "\",le=\"" +
+              std::to_string(s * 100 + b) + ".5\"} " + std::to_string(b) + "\n";
+    hist += "tgi_request_duration_bucket{route=\"r" + std::to_string(s) + "\",le=\"+Inf\"} 60\n";
+  }
+  ScriptedMetrics many(200, "text/plain; version=0.0.4", bomb, std::chrono::milliseconds(0));
+  ScriptedMetrics wide(200, "text/plain; version=0.0.4", hist, std::chrono::milliseconds(0));
+  const auto out = dir_ / "run";
+  const auto r =
+      bench({"--num-requests", "20", "--rate", "20", "--output-len", "fixed:4", "--scrape-interval", "0.2",
+             "--scrape", many.url(), "--scrape", wide.url(), "--scrape-max-series", "50000",
+             "--samples-max-mib-per-hour", "2", "--no-history", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  const auto* a = source(run, "server1");
+  const auto* b = source(run, "server2");
+  ASSERT_TRUE(a && b) << run["observe"].dump(1);
+  const auto& la = (*a)["limits"];
+  EXPECT_EQ(la["max_series"], 50000);
+  EXPECT_EQ(la["most_series"], 60001);
+  EXPECT_EQ(la["scrapes_over_series_limit"], (*a)["reads"]);
+  EXPECT_EQ(la["series_dropped"].get<std::uint64_t>(),
+            10001 * la["scrapes_over_series_limit"].get<std::uint64_t>());
+  EXPECT_EQ((*b)["limits"]["canonical_histograms_dropped"], (*b)["reads"]);
+  const auto& bound = run["observe"]["samples_bound"];
+  EXPECT_EQ(bound["bytes_per_hour"], 2 * 1048576);
+  EXPECT_GE(bound["lines_without_raw"].get<int>(), 1);
+  // A minute's worth of 2 MiB an hour at most (the run is shorter).
+  EXPECT_LE(fs::file_size(out / "samples.jsonl"), 2u * 1048576 / 60 + 1);
+  bool tgi_e2e = false;
+  for (const auto& l : lines(out / "samples.jsonl"))
+    if (l["source"] == "server2" && l.contains("canonical"))
+      for (const auto& s : l["canonical"])
+        tgi_e2e |= s[0].get<std::string>().starts_with("server_e2e_seconds");
+  EXPECT_FALSE(tgi_e2e);
+  const auto report = run_process({kBin, "report", out.string(), "--format", "text"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("scrape bounds: server1"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("more than 512 distinct bucket bounds"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("samples.jsonl bound: 2 MiB per hour reached"), std::string::npos) << report.out;
+}
+
 TEST_F(Observe, BadObserveOptionsGetClearMessages) {
   auto r = bench({"--scrape", "ftp://x/metrics", "--num-requests", "1"});
   EXPECT_EQ(r.exit_code, 2);
