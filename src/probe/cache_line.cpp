@@ -124,6 +124,28 @@ int find_stride_knee(const std::vector<int>& strides, const std::vector<double>&
   return 0;
 }
 
+std::string false_sharing_verdict(const MedianCi& penalty, const std::string& sharing_caveat,
+                                  std::size_t threads) {
+  if (!sharing_caveat.empty()) return "cannot show here: " + sharing_caveat;
+  if (penalty.ci_low && *penalty.ci_low > 1.1)
+    return fmt::format("false sharing costs {} x (packed vs padded to 64 B, median [95% CI]) with {} threads",
+                       format_ci(penalty), threads);
+  // Packing faster than padding, beyond the interval: false sharing cannot
+  // do that, and the probe cannot say what did. Said so, with what would tell.
+  if (penalty.ci_high && *penalty.ci_high < 0.9)
+    return fmt::format(
+        "unexplained: packed ran faster than padded to 64 B ({} x), which false sharing cannot cause; "
+        "possible causes this probe cannot see: threads on vCPUs that share a physical core behind the "
+        "topology a virtual machine reports (their L1 shared, so packed lines never leave it), or a "
+        "prefetcher that pulls the padded lines' neighbours; what would tell: the perf counters of each "
+        "variant (probe cache-line on a host with perf access: HITM per increment), a rerun with --threads 2 "
+        "on cpus known to be separate cores, or on bare metal",
+        format_ci(penalty));
+  if (penalty.ci_high && *penalty.ci_high < 1.1)
+    return fmt::format("no false-sharing penalty measured between separate cores ({} x)", format_ci(penalty));
+  return fmt::format("inconclusive: packed/padded64 = {} x; raise --repetitions", format_ci(penalty));
+}
+
 int find_coherence_granularity(const std::vector<int>& distances, const std::vector<double>& slowdowns,
                                double threshold) {
   const std::size_t n = std::min(distances.size(), slowdowns.size());
@@ -309,20 +331,7 @@ CacheLineResult run_cache_line_probe(const CacheLineSettings& s, const Topology&
       r.ratios.push_back({"packed/" + variants[i].name, ratio_ci(times[0], times[i])});
     if (variants.size() > 2) r.ratios.push_back({"padded64/padded128", ratio_ci(times[1], times[2])});
 
-    const auto& penalty = r.ratios.front().ratio;  // packed/padded64
-    if (!r.sharing_caveat.empty()) {
-      r.verdict = "cannot show here: " + r.sharing_caveat;
-    } else if (penalty.ci_low && *penalty.ci_low > 1.1) {
-      r.verdict =
-          fmt::format("false sharing costs {} x (packed vs padded to 64 B, median [95% CI]) with {} threads",
-                      format_ci(penalty), r.cpus_used.size());
-    } else if (penalty.ci_high && *penalty.ci_high < 1.1) {
-      r.verdict =
-          fmt::format("no false-sharing penalty measured between separate cores ({} x)", format_ci(penalty));
-    } else {
-      r.verdict =
-          fmt::format("inconclusive: packed/padded64 = {} x; raise --repetitions", format_ci(penalty));
-    }
+    r.verdict = false_sharing_verdict(r.ratios.front().ratio, r.sharing_caveat, r.cpus_used.size());
   }
 
   if (s.run_ping_pong && topo.online_cpus.size() >= 2) {
@@ -372,10 +381,12 @@ nlohmann::json to_json(const CacheLineResult& r) {
   j["sharing_caveat"] = r.sharing_caveat;
   j["concurrency"] = r.concurrency;
   j["hardware_destructive_interference_size"] = r.hardware_destructive_interference_size;
-  j["line_size"] = {{"detected", r.detected_line_size},
-                    {"stride_knee", r.stride_line_size},
-                    {"coherence_granularity", r.coherence_line_size},
-                    {"sysfs", r.topology.reported_line_size().value_or(0)}};
+  // A size the probe did not find is null (unknown), never 0 bytes.
+  const auto size_or_null = [](int bytes) { return bytes > 0 ? nlohmann::json(bytes) : nlohmann::json(nullptr); };
+  j["line_size"] = {{"detected", size_or_null(r.detected_line_size)},
+                    {"stride_knee", size_or_null(r.stride_line_size)},
+                    {"coherence_granularity", size_or_null(r.coherence_line_size)},
+                    {"sysfs", size_or_null(r.topology.reported_line_size().value_or(0))}};
   auto& st = j["stride_sweep"] = nlohmann::json::array();
   for (const auto& p : r.stride)
     st.push_back({{"stride_bytes", p.stride_bytes},
@@ -411,11 +422,12 @@ std::string format_table(const CacheLineResult& r) {
                      r.topology.cpu_model, r.topology.online_cpus.size(),
                      r.topology.one_cpu_per_core().size(), fmt::join(r.cpus_used, ","));
   if (!r.sharing_caveat.empty()) out += "NOTE: " + r.sharing_caveat + "\n";
+  const auto bytes = [](int b) { return b > 0 ? fmt::format("{} B", b) : std::string("not found"); };
   out += fmt::format(
-      "line size: detected {} B (stride knee {} B, coherence granularity {} B, sysfs {} B); "
+      "line size: detected {} (stride knee {}, coherence granularity {}, sysfs {}); "
       "std::hardware_destructive_interference_size {} B\n",
-      r.detected_line_size, r.stride_line_size, r.coherence_line_size,
-      r.topology.reported_line_size().value_or(0), r.hardware_destructive_interference_size);
+      bytes(r.detected_line_size), bytes(r.stride_line_size), bytes(r.coherence_line_size),
+      bytes(r.topology.reported_line_size().value_or(0)), r.hardware_destructive_interference_size);
   if (!r.stride.empty()) {
     out += "\nstride sweep (one read-modify-write per stride over the buffer)\n";
     out += fmt::format("  {:>8}  {:>22}  {:>12}\n", "stride B", "sweep ms [95% CI]", "ns/access");

@@ -118,6 +118,13 @@ int find_stride_knee(const std::vector<int>& strides, const std::vector<double>&
 int find_coherence_granularity(const std::vector<int>& distances, const std::vector<double>& slowdowns,
                                double threshold = 1.3);
 
+// The verdict of the false-sharing variants from packed/padded64 (median
+// [95% CI]): a penalty, none, inconclusive, or — packed faster beyond its
+// interval, which false sharing cannot cause — unexplained, with what would
+// tell. A caveat (siblings, one cpu, threads kept apart) comes first.
+std::string false_sharing_verdict(const MedianCi& penalty, const std::string& sharing_caveat,
+                                  std::size_t threads);
+
 struct CounterRun {
   double seconds = 0;      // wall time from the common start until the last thread finished
   double concurrency = 0;  // sum of the threads' CPU time / wall time: ~threads when they ran at once

@@ -38,6 +38,28 @@ TEST(CoherenceGranularity, SmallestDistanceWithoutSlowdown) {
 // Two threads pinned to one cpu: each does its increments, and together
 // they cannot have had more CPU time than the wall time of the run (the
 // concurrency is at most 1; it would be up to 2 on two cpus).
+TEST(FalseSharingVerdict, PackedFasterThanPaddedIsSaidToBeUnexplained) {
+  MedianCi faster;  // the Xeon VM's 0.76 [0.65, 0.83]
+  faster.median = 0.76;
+  faster.ci_low = 0.65;
+  faster.ci_high = 0.83;
+  faster.n = 7;
+  const std::string v = false_sharing_verdict(faster, "", 2);
+  EXPECT_EQ(v.rfind("unexplained: packed ran faster than padded to 64 B (0.76 [0.65, 0.83] x)", 0), 0u) << v;
+  EXPECT_NE(v.find("what would tell"), std::string::npos);
+  MedianCi none = faster;
+  none.median = 1.0;
+  none.ci_low = 0.95;
+  none.ci_high = 1.04;
+  EXPECT_EQ(false_sharing_verdict(none, "", 2).rfind("no false-sharing penalty", 0), 0u);
+  MedianCi costly = faster;
+  costly.median = 4.0;
+  costly.ci_low = 3.5;
+  costly.ci_high = 4.5;
+  EXPECT_EQ(false_sharing_verdict(costly, "", 4).rfind("false sharing costs", 0), 0u);
+  EXPECT_EQ(false_sharing_verdict(faster, "siblings", 2), "cannot show here: siblings");
+}
+
 TEST(CounterUpdates, EveryThreadDoesItsIncrementsAndSharesTheCpu) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
@@ -97,6 +119,13 @@ TEST(CacheLineProbe, ReportsEveryPartWithIntervals) {
   EXPECT_EQ(j["probe"], "cache-line");
   EXPECT_EQ(j["false_sharing"]["variants"].size(), r.variants.size());
   EXPECT_TRUE(j["line_size"].contains("sysfs"));
+  // A size not found is null (unknown), never 0 bytes.
+  for (const char* k : {"detected", "stride_knee", "coherence_granularity", "sysfs"})
+    EXPECT_TRUE(j["line_size"][k].is_null() || j["line_size"][k].get<int>() > 0) << k << j["line_size"];
+  CacheLineResult none = r;
+  none.coherence_line_size = 0;
+  EXPECT_TRUE(to_json(none)["line_size"]["coherence_granularity"].is_null());
+  EXPECT_NE(format_table(none).find("coherence granularity not found"), std::string::npos);
   EXPECT_NE(format_table(r).find("false sharing"), std::string::npos);
 }
 
