@@ -5,7 +5,7 @@
 # bounded time.
 #   scripts/test.sh            everything (CI runs this)
 #   scripts/test.sh --quick    release build and tests only (day-to-day work)
-# FUZZ_SECONDS (default 10) bounds each fuzz target (deeper campaigns: scripts/fuzz-depth.sh).
+# FUZZ_SECONDS (default 8) bounds each fuzz target (deeper campaigns: scripts/fuzz-depth.sh).
 # The black-box tests against a real llama.cpp server (tests/blackbox/llama_test.cpp)
 # need llama-server and four tiny models: built and written here (cached under
 # TOKENSCOPE_PEERS_CACHE, default ~/.cache/tokenscope) and passed to the tests
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
-fuzz_seconds="${FUZZ_SECONDS:-10}"
+fuzz_seconds="${FUZZ_SECONDS:-8}"
 jobs="$(nproc)"
 # Each stage's wall time, printed as it ends and again at the end (the
 # per-stage budget is in docs/testing.md).
