@@ -439,6 +439,7 @@ HistoryRun history_run_from_json(const nlohmann::json& run, std::string path,
 HistoryRun history_run_from_directory(const fs::path& dir, const RegisterOptions& options) {
   std::error_code ec;
   const fs::path abs = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  if (ec) throw UsageError(fmt::format("{}: cannot be resolved: {}", dir.string(), ec.message()));
   const fs::path file = abs / "run.json";
   if (std::error_code ec2; !fs::exists(file, ec2))
     throw UsageError(fmt::format("{}: no run.json there (not a run directory)", dir.string()));

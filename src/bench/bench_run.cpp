@@ -955,6 +955,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   serve::check(o.server);
   if (!(o.scrape_interval_s >= 0.01 && o.scrape_interval_s <= 3600))
     throw UsageError("--scrape-interval: expected seconds in [0.01, 3600]");
+  if (json_too_deep_at(o.sampling.extra_body) != std::string_view::npos)
+    throw UsageError(fmt::format("--extra-body: nested deeper than {} levels", kMaxJsonDepth));
   // URL errors read "--target 'URL': why": named here by their own option.
   auto check_url = [](const char* option, const std::string& u) {
     try {

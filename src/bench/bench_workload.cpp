@@ -289,8 +289,10 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     return out;
   } catch (const InputError&) {
     throw;
-  } catch (const YAML::Exception& e) {
+  } catch (const YAML::ParserException& e) {
     throw yaml::load_error(e, file);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file, e.mark.line >= 0 ? static_cast<std::size_t>(e.mark.line) + 1 : 0, "", e.msg);
   }
 }
 

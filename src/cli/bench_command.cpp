@@ -509,8 +509,8 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
                                      : fmt::format("highest rate meeting every SLO: {:.3g} req/s\n",
                                                    best.get<double>()));
       }
-      for (const auto& v : result.verdicts) std::cout << "FAILED: " << v << "\n";
-      std::cout << "sweep directory: " << result.out_dir << "\n";
+      for (const auto& v : result.verdicts) std::cout << "FAILED: " << display_text(v) << "\n";
+      std::cout << "sweep directory: " << display_text(result.out_dir) << "\n";
       report_line();
     }
     return result.exit_code;
@@ -522,7 +522,8 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     print_run(s, r);
     report_line();
   }
-  if (r.interrupted) std::cerr << "interrupted: results so far are kept in " << result.out_dir << "\n";
+  if (r.interrupted)
+    std::cerr << "interrupted: results so far are kept in " << display_text(result.out_dir) << "\n";
   if (!r.failure.empty())
     std::cerr << "tokenscope bench: the run failed: " << display_text(r.failure) << "\n";
   return result.exit_code;

@@ -122,7 +122,11 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
   const std::string conf = fmt::format("{:g}% interval", r.thresholds.confidence * 100);
   os << fmt::format("{:>3}  {:<20} {:<13} {:<{}} {:>12}  {:<{}}  {:<{}}\n", "#", "item", "verdict",
                     "statistic", w_stat, "change", conf, std::max(w_ci, conf.size()), "threshold", w_th);
-  for (const Row& row : rs) {
+  for (Row row : rs) {
+    // Statistics name classes, collectives and kernels from the runs' files.
+    for (std::string* text :
+         {&row.item, &row.verdict, &row.statistic, &row.change, &row.ci, &row.threshold, &row.more})
+      *text = display_text(*text);
     if (row.change.empty() && row.ci.empty()) {
       os << fmt::format("{:>3}  {:<20} {:<13} {}\n", row.number, row.item, row.verdict, row.statistic);
     } else {
@@ -146,8 +150,9 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
         return fmt::format("{} [{}, {}]", number(e.estimate, ""), number(e.ci_low, ""),
                            number(e.ci_high, ""));
       };
-      os << fmt::format("  {:<26} {:<30} {:>28}  {:>28}\n", row.outcome + " (" + row.outcome_unit + ")",
-                        row.cause + " (" + row.cause_unit + ")", est(row.effect.dml), est(row.effect.naive));
+      os << fmt::format(
+          "  {:<26} {:<30} {:>28}  {:>28}\n", display_text(row.outcome + " (" + row.outcome_unit + ")"),
+          display_text(row.cause + " (" + row.cause_unit + ")"), est(row.effect.dml), est(row.effect.naive));
     }
     for (const auto& n : a.notes) os << "  note: " << display_text(n) << "\n";
   }

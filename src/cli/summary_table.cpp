@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace tokenscope::cli {
 
 std::string format_ms_cell(double ms, std::size_t width) {
@@ -69,7 +71,8 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
   if (h.client_rows || s["requests_failed"].get<std::uint64_t>() > 0) {
     std::string outcomes;
     for (const auto& [k, v] : s["requests_by_outcome"].items())
-      outcomes += fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", k, v.get<std::uint64_t>());
+      outcomes +=
+          fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", display_text(k), v.get<std::uint64_t>());
     if (!outcomes.empty()) os << fmt::format("{:<18}{}\n", "outcomes", outcomes);
     if (s["requests_warmup_excluded"].get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} requests in the warm-up window excluded\n", "warm-up",
@@ -94,7 +97,7 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
           parts += fmt::format("  {} p{:g} {} <= {:g}: {}", m, a["percentile"].get<double>(), num(x["value"]),
                                x["target"].get<double>(), x["pass"].get<bool>() ? "pass" : "FAIL");
         }
-        os << fmt::format("{:<18}{}: {:.1f}% met;{} => {}\n", "SLO", cls,
+        os << fmt::format("{:<18}{}: {:.1f}% met;{} => {}\n", "SLO", display_text(cls),
                           a["met_fraction"].get<double>() * 100, parts,
                           a["pass"].get<bool>() ? "PASS" : "FAIL");
       }

@@ -75,7 +75,10 @@ bool append_escaped(std::string& out, std::string_view s, std::size_t max_bytes,
 
 std::string format_input_error(const std::string& file, std::size_t line, const std::string& field,
                                const std::string& problem) {
-  std::string where = file;
+  // The file name is outside text too (a run directory named with a newline
+  // would forge a line of the message).
+  std::string where;
+  append_escaped(where, file, std::string_view::npos);
   if (line > 0) where += fmt::format(":{}", line);
   if (field.empty()) return fmt::format("{}: {}", where, problem);
   std::string shown;

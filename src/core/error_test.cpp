@@ -86,6 +86,11 @@ TEST(DisplayText, EscapesTerminalControlAndBidiButCutsNothing) {
   EXPECT_EQ(display_lines("one\ntwo\x1b[K"), "one\ntwo\\x1b[K");
 }
 
+TEST(DisplayText, AFileNameInAnInputErrorIsEscaped) {
+  const InputError e("run\nFAILED: forged/run.json", 3, "", "not a JSON object");
+  EXPECT_EQ(std::string(e.what()), "run\\nFAILED: forged/run.json:3: not a JSON object");
+}
+
 TEST(MarkdownText, NamesStayTextInAPullRequestComment) {
   EXPECT_EQ(markdown_text("run|1"), "run\\|1");
   EXPECT_EQ(markdown_text("[click](http://evil)"), "\\[click\\](http://evil)");

@@ -263,7 +263,9 @@ std::map<Group, SeriesByKey> collect_histogram(const Mapping& m, const FamilyInd
   };
   each(base + "_bucket", [&](const ExpositionSample& s, HistogramSeries& h) {
     const std::string* le = label_value(s.labels, "le");
-    if (!le) return;
+    // A count that is not a number (the format allows NaN and Inf) is no
+    // count: left out, as a bad bound is (the merge sums counts in one sweep).
+    if (!le || !std::isfinite(s.value)) return;
     if (const auto bound = parse_le(*le))
       h.add_bucket(std::isinf(*bound) ? *bound : m.scale.apply(*bound), s.value);
   });

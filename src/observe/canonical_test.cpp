@@ -534,6 +534,19 @@ TEST(CanonicalMerge, TheSweepEqualsTheStepFunctionsSummedAtEveryBound) {
   EXPECT_DOUBLE_EQ(got.back().second, observed);
 }
 
+TEST(CanonicalMerge, ANanOrInfiniteCountIsLeftOutNotSummedIntoEveryBucket) {
+  const std::string n = "vllm:time_to_first_token_seconds";
+  const auto b = [](const char* engine, const char* le) { return Labels{{"engine", engine}, {"le", le}}; };
+  const auto c = canonicalize(
+      exposition(
+          {family(n, MetricType::kHistogram,
+                  {sample(n + "_bucket", b("0", "1"), NAN), sample(n + "_bucket", b("0", "2"), 3),
+                   sample(n + "_bucket", b("0", "+Inf"), 4), sample(n + "_bucket", b("1", "1.5"), INFINITY),
+                   sample(n + "_bucket", b("1", "3"), 2), sample(n + "_bucket", b("1", "+Inf"), 5)})}),
+      Engine::kVllmV1);
+  EXPECT_EQ(buckets(c, "server_ttft_seconds"), (Buckets{{"2", 3}, {"3", 5}, {"+Inf", 9}}));
+}
+
 TEST(CanonicalLimits, LabelSetsAndBucketBoundsPastTheBoundsAreLeftOutAndCounted) {
   // 8 GPUs of DCGM utilization, 3 label sets kept.
   std::vector<ExpositionSample> util;

@@ -98,7 +98,7 @@ struct Observer::Impl {
   bool within_budget(Nanos t, std::size_t bytes) const {
     if (bytes_per_hour == 0) return true;
     const double elapsed_s = std::max(60.0, nanos_to_s(t - budget_start));
-    return static_cast<double>(bytes_written + bytes) <=
+    return static_cast<double>(bytes_written + bytes + 1) <=  // + its newline
            static_cast<double>(bytes_per_hour) * elapsed_s / 3600.0;
   }
 
@@ -108,7 +108,10 @@ struct Observer::Impl {
     const Nanos cpu0 = thread_cpu_ns();
     const Nanos wall0 = clock.now_ns();
     Observation o = s.collector->collect(clock);
+    const Nanos before_lock = clock.now_ns();
     std::lock_guard lock(mutex);
+    // Waiting for another source's write is not this read's work.
+    const Nanos lock_wait = clock.now_ns() - before_lock;
     ++s.reads;
     if (s.first_t == 0) s.first_t = o.t_ns;
     s.last_t = o.t_ns;
@@ -178,7 +181,7 @@ struct Observer::Impl {
     // An overrun is a read (fetch, parse, mapping, writing) that took longer
     // than the interval: the next one starts late. The fetch alone would
     // hide a parse that takes seconds.
-    const Nanos took = clock.now_ns() - wall0;
+    const Nanos took = clock.now_ns() - wall0 - lock_wait;
     if (took > s.options.interval_ns && keep) {
       ++s.overruns;
       if (!s.logged_slow) {

@@ -129,6 +129,18 @@ Observation ScrapeCollector::collect(const Clock& clock) {
   if (e.series_over_limit > 0) {
     ++s.stats.scrapes_over_series_limit;
     s.stats.series_dropped += e.series_over_limit;
+    // The family being read when the bound was hit may be cut in the middle:
+    // a histogram or summary without its last buckets, +Inf or _count would
+    // give wrong quantiles, so it is left out whole.
+    if (!e.families.empty()) {
+      MetricFamily& last = e.families.back();
+      if (last.type == MetricType::kHistogram || last.type == MetricType::kGaugeHistogram ||
+          last.type == MetricType::kSummary) {
+        s.stats.series_dropped += last.samples.size();
+        e.samples -= last.samples.size();
+        last.samples.clear();
+      }
+    }
   }
   s.stats.rejected_lines += e.rejected_lines;
   if (e.rejected_lines > 0 && s.stats.first_rejected.empty()) s.stats.first_rejected = e.rejected;

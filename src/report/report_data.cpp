@@ -27,6 +27,7 @@ constexpr double kSendLagWarnMs = 10.0;
 // Tenants drawn one line each in the per-tenant rate chart; the rest are summed.
 constexpr std::size_t kMaxTenantLines = 8;
 constexpr std::size_t kMaxLinesPerChart = 16;
+constexpr std::size_t kMaxSeriesLines = 2000;
 
 // v rounded to 6 significant digits, so that the page stays small (the
 // statistics are computed before). NaN and infinities become null.
@@ -493,6 +494,13 @@ nlohmann::json series_json(const RunData& run, const ReportOptions& o, std::vect
     return m;
   };
   for (auto& members : charts) {
+    // The page draws a chart per name, several sources and families in one:
+    // a bound on the lines in all as well (a samples.jsonl of many names).
+    if (out.size() >= kMaxSeriesLines) {
+      notes.push_back(fmt::format("{} series in all: the first {} lines drawn, the rest left out",
+                                  run.series.size(), out.size()));
+      break;
+    }
     if (members.size() <= kMaxLinesPerChart) {
       for (const std::size_t i : members) emit(run.series[i], run.series[i].labels);
       continue;
@@ -672,7 +680,7 @@ std::vector<std::string> run_warnings(const RunData& run) {
     const double none = number_or(json_at(b, {"lines_not_written"}), 0);
     if (raw > 0 || none > 0)
       w.push_back(
-          fmt::format("samples.jsonl bound: {:.0f} MiB per hour reached: {:.0f} reads written without "
+          fmt::format("samples.jsonl bound: {:g} MiB per hour reached: {:.0f} reads written without "
                       "their raw series, {:.0f} not written (bench --samples-max-mib-per-hour)",
                       number_or(json_at(b, {"bytes_per_hour"}), 0) / 1048576.0, raw, none));
   }
