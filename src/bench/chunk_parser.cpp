@@ -152,7 +152,7 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
         }
       }
       if (has_logprobs) take_logprobs(logprobs, logprobs_);
-      if (has_text) info.has_output |= take_string(text, info.text);
+      if (has_text) info.has_answer |= take_string(text, info.text);
       std::string_view finish_text;
       if (has_finish && finish.get_string().get(finish_text) == simdjson::SUCCESS)
         info.finish_reason = std::string(finish_text);
@@ -168,21 +168,24 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
             if (!has_content) content = kv.value, has_content = true;
           } else if (k == "role") {
             role = true;
-          } else if (k == "reasoning_content") {
+          } else if (k == "reasoning" || k == "reasoning_content") {
+            // vLLM renamed reasoning_content to reasoning (and dropped the
+            // old name); a server that sends both carries one text twice.
             if (!has_reasoning) reasoning = kv.value, has_reasoning = true;
           } else if (k == "tool_calls") {
             if (!has_calls) calls_el = kv.value, has_calls = true;
           }
         }
-        if (has_content) info.has_output |= take_string(content, info.text);
-        if (has_reasoning) info.has_output |= take_string(reasoning, info.text);
+        if (has_reasoning) info.has_reasoning |= take_string(reasoning, info.text);
+        if (has_content) info.has_answer |= take_string(content, info.text);
         dom::array calls;
         if (has_calls && calls_el.get_array().get(calls) == simdjson::SUCCESS)
-          info.has_output |= calls.size() > 0;
+          info.has_answer |= calls.size() > 0;
       }
       info.role_only |= role;
     }
   }
+  info.has_output = info.has_reasoning || info.has_answer;
   info.valid = saw_choices || info.usage.has_value() || info.is_error;
   info.logprobs = logprobs_;
   if (info.has_output) info.role_only = false;

@@ -1,9 +1,11 @@
 // Parses the JSON of one OpenAI streaming event (completions or chat) with
 // simdjson's DOM parser (validating, and robust to any input), extracting what the client's metrics need
 // (shared METRICS.md): whether the event carries output — non-empty `text`,
-// `delta.content`, `delta.reasoning_content` or `delta.tool_calls`; role-only
-// and empty chunks do not — the output text, finish reasons, the usage block
-// and error events. One parser per connection; not thread-safe.
+// `delta.content`, `delta.reasoning` (current vLLM), `delta.reasoning_content`
+// (its older name, SGLang, llama-server) or `delta.tool_calls`; role-only and
+// empty chunks do not — whether that output is reasoning or answer, the
+// output text, finish reasons, the usage block and error events. The same for
+// a whole `message`. One parser per connection; not thread-safe.
 //
 // With logprobs on (bench --logprobs), also the log-probability of each
 // output token the event carries, in any of the forms servers send them:
@@ -46,9 +48,11 @@ struct ChunkInfo {
   bool valid = false;     // a JSON object of the expected shape
   bool is_error = false;  // {"error": {...}}
   std::string error_message;
-  bool has_output = false;  // carries output (the first such event is the first token)
-  bool role_only = false;   // a chat delta with a role and no output
-  std::string text;         // output text of all choices, concatenated
+  bool has_output = false;     // carries output (the first such event is the first token)
+  bool has_reasoning = false;  // carries reasoning text (`reasoning` or `reasoning_content`)
+  bool has_answer = false;     // carries answer output (`text`, `content` or tool calls)
+  bool role_only = false;      // a chat delta with a role and no output
+  std::string text;            // output text of all choices, concatenated
   std::uint32_t choices = 0;
   std::string finish_reason;  // the last non-null finish_reason seen in the event
   std::string id;             // the completion id ("cmpl-...", "chatcmpl-..."), when a string

@@ -38,6 +38,25 @@ TEST(ChunkParser, RoleOnlyAndEmptyChunksAreNotOutput) {
 TEST(ChunkParser, ReasoningAndToolCallsAreOutput) {
   ChunkParser p;
   EXPECT_TRUE(p.parse(R"({"choices":[{"delta":{"reasoning_content":"Let me think"}}]})").has_output);
+  // Current vLLM's name: the first reasoning token is the first token (it
+  // measured TTFT at the first answer token: 517 ms where 100 ms was right).
+  const auto current = p.parse(R"({"choices":[{"delta":{"reasoning":"Let me think"}}]})");
+  EXPECT_TRUE(current.has_output);
+  EXPECT_TRUE(current.has_reasoning);
+  EXPECT_FALSE(current.has_answer);
+  EXPECT_EQ(current.text, "Let me think");
+  // Both names in one delta (a server in transition): one text, once.
+  const auto both = p.parse(R"({"choices":[{"delta":{"reasoning":"Hm","reasoning_content":"Hm"}}]})");
+  EXPECT_EQ(both.text, "Hm");
+  const auto answer = p.parse(R"({"choices":[{"delta":{"content":"42"}}]})");
+  EXPECT_TRUE(answer.has_answer);
+  EXPECT_FALSE(answer.has_reasoning);
+  // A whole message (stream off) with both parts.
+  const auto whole =
+      p.parse(R"({"choices":[{"message":{"role":"assistant","reasoning":"Hm","content":"42"}}]})");
+  EXPECT_TRUE(whole.has_reasoning);
+  EXPECT_TRUE(whole.has_answer);
+  EXPECT_EQ(whole.text, "Hm42");
   EXPECT_TRUE(p.parse(R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]})")
                   .has_output);
   EXPECT_FALSE(p.parse(R"({"choices":[{"delta":{"tool_calls":[]}}]})").has_output);
