@@ -773,6 +773,45 @@ TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
   EXPECT_EQ(recs.size(), 6 + second_turns);  // each agent session adds its second turn
 }
 
+// A reasoning model streamed as current vLLM does (delta.reasoning: vLLM
+// renamed reasoning_content and dropped the old name): the first token is the
+// first reasoning token. The scripted server sends 3 reasoning chunks, waits
+// 300 ms (its think time, part of the script), then 3 answer chunks: the first
+// token comes before that gap, not after it (bench measured TTFT at the first
+// answer token).
+TEST_F(Bench, AReasoningModelsFirstTokenIsItsFirstReasoningToken) {
+  RecordingServer server([](int fd, const RecordingServer::Request&) {
+    const std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    std::string think =
+        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n";
+    for (int i = 0; i < 3; ++i)
+      think += "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"hm \"}}]}\n\n";
+    std::string answer;
+    for (int i = 0; i < 3; ++i)
+      answer += "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a \"}}]}\n\n";
+    answer +=
+        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
+        "\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":6,\"total_tokens\":14}}\n\ndata: [DONE]\n\n";
+    if (::send(fd, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
+    if (::send(fd, think.data(), think.size(), MSG_NOSIGNAL) < 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the model's think time, scripted
+    (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+  });
+  const auto r =
+      bench({"--target", server.url(), "--model", "m", "--api", "chat", "--num-requests", "1", "--input-len",
+             "fixed:8", "--output-len", "fixed:6", "--prompt-check", "0", "--out", (dir_ / "run").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto recs = lines(dir_ / "run" / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 1u);
+  const auto& rec = recs[0];
+  EXPECT_EQ(rec["outcome"], "ok");
+  EXPECT_EQ(rec["output_tokens_client"], 6);
+  const auto first = rec["t_first_token_ns"].get<std::int64_t>();
+  const auto last = rec["t_last_token_ns"].get<std::int64_t>();
+  EXPECT_GE(last - first, 250'000'000) << "the first token was taken after the think time";
+}
+
 // A server that streams output events without end: the client's memory and
 // the record stay bounded (--max-events kept, the rest counted and their gaps
 // histogrammed), the request ends at its timeout, and every event is counted.
