@@ -518,9 +518,11 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     rs.model = side.eff->model.name;
     models = model_list_record(fetch_model_list(endpoint, copt, o.api_key));
   } else {
-    if (!o.server.faults.text.empty() || !o.server.trace_emissions.empty() || o.server.logprob_shift != 0)
+    if (!o.server.faults.text.empty() || !o.server.trace_emissions.empty() || o.server.logprob_shift != 0 ||
+        o.server.reasoning_share != 0)
       throw UsageError(
-          "--faults, --trace-emissions and --logprob-shift apply to the in-process server (no --target)");
+          "--faults, --trace-emissions, --logprob-shift and --reasoning-share apply to the in-process server "
+          "(no --target)");
     if (!o.engine.perturb.text.empty())
       throw UsageError(
           "--perturb applies to the in-process server (no --target); give it to `tokenscope serve --perturb` "
@@ -583,6 +585,10 @@ nlohmann::json requested_settings(const BenchSettings& o) {
                            {"faults", o.server.faults.text},
                            {"fault_seed", o.server.fault_seed},
                            {"logprob_shift", o.server.logprob_shift}};
+  // Only when set: the settings (and their hash) of runs without it stay as they were.
+  if (o.target_url.empty() && o.server.reasoning_share > 0)
+    requested["server"]["reasoning"] = {{"share", o.server.reasoning_share},
+                                        {"field", o.server.reasoning_field}};
   return requested;
 }
 

@@ -292,6 +292,18 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->capture_default_str()
       ->group(S);
   bench
+      ->add_option(
+          "--reasoning-share", s.server.reasoning_share,
+          "The in-process server as a reasoning model: this share of each chat answer comes first as "
+          "reasoning (as serve --reasoning-share)")
+      ->capture_default_str()
+      ->group(S);
+  bench
+      ->add_option("--reasoning-field", s.server.reasoning_field,
+                   "The in-process server's reasoning field: reasoning or reasoning_content")
+      ->capture_default_str()
+      ->group(S);
+  bench
       ->add_option("--logprob-shift", s.server.logprob_shift,
                    "The in-process server's simulated logprobs: added to the mean of -logprob of every token "
                    "(nats), to simulate a less accurate model (as serve --logprob-shift)")

@@ -131,6 +131,18 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->group(G);
   serve
+      ->add_option("--reasoning-share", o.server.reasoning_share,
+                   "Simulate a reasoning model: this share of each chat answer's tokens comes first as "
+                   "reasoning (0: none), docs/serve.md \"Reasoning models\"")
+      ->capture_default_str()
+      ->group(G);
+  serve
+      ->add_option("--reasoning-field", o.server.reasoning_field,
+                   "The field of the reasoning: reasoning (current vLLM) or reasoning_content (SGLang, "
+                   "llama-server, older vLLM)")
+      ->capture_default_str()
+      ->group(G);
+  serve
       ->add_option("--logprob-shift", o.server.logprob_shift,
                    "Simulate a less accurate (e.g. quantised) model: added to the mean of -logprob of every "
                    "token (nats; the model's own is 0.5), docs/serve.md \"Log-probabilities\"")

@@ -363,11 +363,13 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
     if (i) out += ',';
     const std::string stop_reason = c.stop_reason ? json_quote(*c.stop_reason) : "null";
     const std::string_view logprobs = c.logprobs.empty() ? std::string_view("null") : c.logprobs;
+    const std::string reasoning =
+        c.reasoning.empty() ? "" : fmt::format("\"{}\":{},", c.reasoning_field, json_quote(c.reasoning));
     if (api == Api::kChat)
       out += fmt::format(
-          "{{\"index\":{},\"message\":{{\"role\":\"assistant\",\"content\":{}}},\"logprobs\":{},"
+          "{{\"index\":{},\"message\":{{\"role\":\"assistant\",{}\"content\":{}}},\"logprobs\":{},"
           "\"finish_reason\":\"{}\",\"stop_reason\":{}}}",
-          i, json_quote(c.text), logprobs, c.finish_reason, stop_reason);
+          i, reasoning, json_quote(c.text), logprobs, c.finish_reason, stop_reason);
     else
       out += fmt::format(
           "{{\"index\":{},\"text\":{},\"logprobs\":{},\"finish_reason\":\"{}\",\"stop_reason\":{}}}", i,
@@ -379,13 +381,14 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
 
 std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                          std::uint32_t index, std::string_view text, bool first_chat_delta,
-                         std::string_view finish_reason, std::string_view logprobs) {
+                         std::string_view finish_reason, std::string_view logprobs,
+                         std::string_view chat_field) {
   const std::string finish = finish_reason.empty() ? "null" : fmt::format("\"{}\"", finish_reason);
   if (logprobs.empty()) logprobs = "null";
   if (api == Api::kChat) {
-    const std::string delta = first_chat_delta
-                                  ? fmt::format("{{\"role\":\"assistant\",\"content\":{}}}", json_quote(text))
-                                  : fmt::format("{{\"content\":{}}}", json_quote(text));
+    const std::string delta =
+        first_chat_delta ? fmt::format("{{\"role\":\"assistant\",\"{}\":{}}}", chat_field, json_quote(text))
+                         : fmt::format("{{\"{}\":{}}}", chat_field, json_quote(text));
     return fmt::format(
         "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\"choices\":[{{"
         "\"index\":{},"

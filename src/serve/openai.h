@@ -75,10 +75,14 @@ std::string usage_json(const Usage& u);
 
 // One choice of a finished non-streaming response.
 struct ChoiceResult {
-  std::string text;
+  std::string text;                        // the answer (chat: message.content)
   std::string finish_reason;               // "length" or "stop"
   std::optional<std::string> stop_reason;  // the stop string that matched
   std::string logprobs;                    // the choice's logprobs object (serve/logprobs.h); "": null
+  // A simulated reasoning model's reasoning (chat only; serve --reasoning-share):
+  // message[reasoning_field] before content, left out when empty.
+  std::string reasoning;
+  std::string reasoning_field = "reasoning";
 };
 
 std::string completion_response(Api api, std::string_view id, std::int64_t created, std::string_view model,
@@ -86,9 +90,12 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
 
 // Stream chunks, without the "data: " framing. finish_reason may be empty;
 // logprobs is the chunk's logprobs object (serve/logprobs.h), "" for null.
+// chat_field: the delta's field of the text ("content", or a reasoning
+// model's "reasoning" / "reasoning_content").
 std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                          std::uint32_t index, std::string_view text, bool first_chat_delta,
-                         std::string_view finish_reason, std::string_view logprobs = {});
+                         std::string_view finish_reason, std::string_view logprobs = {},
+                         std::string_view chat_field = "content");
 std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                         const Usage& usage);
 // "data: <json>\n\n"

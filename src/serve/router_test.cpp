@@ -57,12 +57,15 @@ struct FakeResponder : net::Responder {
 
 class Api : public ::testing::Test {
  protected:
-  void build(std::string api_key = "", std::string fault_spec = "", std::optional<std::string> natural = {}) {
+  void build(std::string api_key = "", std::string fault_spec = "", std::optional<std::string> natural = {},
+             double reasoning_share = 0.0, std::string reasoning_field = "reasoning") {
     engine::EngineSettings s;
     const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
     metrics = std::make_unique<ServeMetrics>("llama-3-8b", eff.max_model_len);
     faults = std::make_unique<FaultPlan>(parse_fault_spec(fault_spec), 5);
     CoreSettings cs;
+    cs.reasoning_share = reasoning_share;
+    cs.reasoning_field = std::move(reasoning_field);
     if (natural)
       cs.natural_length =
           workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
@@ -123,6 +126,41 @@ TEST_F(Api, NonStreamingCompletion) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], tokenizers::tokenize("Once upon a time").size());
   EXPECT_EQ(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"].get<int>() + 5);
   EXPECT_EQ(core->active(), 0u);
+}
+
+// A simulated reasoning model (serve --reasoning-share 0.5): the first half
+// of each chat answer's tokens streams in delta.reasoning, the rest in
+// delta.content with the finish reason; whole, message.reasoning_content (the
+// field chosen) before message.content. Completions have no reasoning.
+TEST_F(Api, AReasoningModelStreamsItsReasoningFirst) {
+  build("", "", {}, 0.5, "reasoning");
+  const auto r =
+      call("POST", "/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "ignore_eos": true,
+                          "stream": true})");
+  const auto ev = r->events();
+  ASSERT_EQ(ev.size(), 1u + 4u + 1u);  // role, 4 tokens, [DONE]
+  for (int i = 1; i <= 2; ++i) {
+    EXPECT_FALSE(ev[i]["choices"][0]["delta"]["reasoning"].get<std::string>().empty()) << ev[i];
+    EXPECT_FALSE(ev[i]["choices"][0]["delta"].contains("content")) << ev[i];
+  }
+  for (int i = 3; i <= 4; ++i) {
+    EXPECT_FALSE(ev[i]["choices"][0]["delta"]["content"].get<std::string>().empty()) << ev[i];
+    EXPECT_FALSE(ev[i]["choices"][0]["delta"].contains("reasoning")) << ev[i];
+  }
+  EXPECT_EQ(ev[4]["choices"][0]["finish_reason"], "length");
+  build("", "", {}, 0.5, "reasoning_content");
+  const auto whole = body_of(*call("POST", "/v1/chat/completions",
+                                   R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                                       "ignore_eos": true})"));
+  const auto& m = whole["choices"][0]["message"];
+  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty()) << m;
+  EXPECT_FALSE(m["content"].get<std::string>().empty()) << m;
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 4);
+  const auto text =
+      body_of(*call("POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 4, "ignore_eos": true})"));
+  EXPECT_EQ(text["choices"][0]["text"].get<std::string>().empty(), false);
+  EXPECT_FALSE(text["choices"][0].contains("reasoning"));
 }
 
 TEST_F(Api, StreamingChatWithUsage) {

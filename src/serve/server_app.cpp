@@ -28,6 +28,13 @@ void check(const SimServerOptions& o) {
   if (!std::isfinite(o.logprob_shift) || !(mean + o.logprob_shift > 0))
     throw UsageError(
         fmt::format("--logprob-shift {}: expected a number of nats above -{}", o.logprob_shift, mean));
+  if (!(o.reasoning_share >= 0 && o.reasoning_share <= 1))
+    throw UsageError(fmt::format("--reasoning-share {}: expected a share in [0, 1]", o.reasoning_share));
+  if (o.reasoning_field != "reasoning" && o.reasoning_field != "reasoning_content")
+    throw UsageError(
+        fmt::format("--reasoning-field {}: expected reasoning (current vLLM) or reasoning_content "
+                    "(SGLang, llama-server, older vLLM)",
+                    quote_input(o.reasoning_field)));
 }
 
 void apply(const SimServerOptions& o, ServerAppSettings& s) {
@@ -37,6 +44,8 @@ void apply(const SimServerOptions& o, ServerAppSettings& s) {
   s.fault_seed = o.fault_seed;
   s.trace_emissions = o.trace_emissions;
   s.core.logprobs.shift_nats = o.logprob_shift;
+  s.core.reasoning_share = o.reasoning_share;
+  s.core.reasoning_field = o.reasoning_field;
 }
 
 struct ServerApp::Impl {

@@ -95,6 +95,10 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     std::uint64_t logprob_key = 0;
     std::vector<TokenLogprob> logprobs;
     std::size_t logprobs_sent = 0;
+    // A reasoning model's first tokens (CoreSettings::reasoning_share), and
+    // the bytes of text they made.
+    std::uint32_t reasoning_tokens = 0;
+    std::size_t reasoning_bytes = 0;
   };
 
   ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder,
@@ -133,6 +137,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     const std::uint32_t token_index = c.tokens++;
     const std::size_t before = c.text.size();
     c.text += tokenizers::piece_text(token).value_or("");
+    if (token_index < c.reasoning_tokens) c.reasoning_bytes = c.text.size();
     if (req_.logprobs)
       c.logprobs.push_back(
           {token, simulated_logprob(core_.settings().logprobs, c.logprob_key, token_index, token)});
@@ -152,6 +157,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       }
       if (best != std::string::npos) {
         c.text.resize(best);
+        c.reasoning_bytes = std::min(c.reasoning_bytes, c.text.size());
         stopped = true;
       }
     }
@@ -307,6 +313,23 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       logprobs = logprobs_json(req_.api, fresh, *req_.logprobs, offset);
       c.logprobs_sent = c.logprobs.size();
     }
+    // A reasoning model: the part of the delta before the reasoning's end in
+    // its own chunk, the rest (and the finish reason) as content.
+    const std::size_t reasoning_end = std::clamp(c.reasoning_bytes, offset, offset + delta.size());
+    if (reasoning_end > offset) {
+      const std::string& field = core_.settings().reasoning_field;
+      const bool rest = reasoning_end < offset + delta.size() || !finish.empty();
+      write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index,
+                                   std::string_view(delta).substr(0, reasoning_end - offset), false,
+                                   rest ? "" : finish, rest ? "" : logprobs, field)),
+            rest ? -1 : t, c.engine_id, token_index);
+      if (!rest) return;
+      write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index,
+                                   std::string_view(delta).substr(reasoning_end - offset), false, finish,
+                                   logprobs)),
+            t, c.engine_id, token_index);
+      return;
+    }
     write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish,
                                  logprobs)),
           t, c.engine_id, token_index);
@@ -347,9 +370,12 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       core_.end_stream(responder_);
     } else {
       std::vector<ChoiceResult> results;
-      for (const auto& c : choices_)
-        results.push_back({c.text, c.finish_reason, c.stop_reason,
-                           req_.logprobs ? logprobs_json(req_.api, c.logprobs, *req_.logprobs, 0) : ""});
+      for (const auto& c : choices_) {
+        const std::size_t rb = std::min(c.reasoning_bytes, c.text.size());
+        results.push_back({c.text.substr(rb), c.finish_reason, c.stop_reason,
+                           req_.logprobs ? logprobs_json(req_.api, c.logprobs, *req_.logprobs, 0) : "",
+                           c.text.substr(0, rb), core_.settings().reasoning_field});
+      }
       net::HttpResponse r;
       r.body = completion_response(req_.api, id_, created_, core_.model_name(), results, u);
       if (malformed_body_) r.body.resize(r.body.size() / 2);
@@ -440,6 +466,8 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
         c.natural_end = true;
       }
     }
+    if (req.api == Api::kChat && settings_.reasoning_share > 0)
+      c.reasoning_tokens = static_cast<std::uint32_t>(std::llround(settings_.reasoning_share * c.target));
     task->choices().push_back(std::move(c));
   }
   tasks_.push_back(task);

@@ -60,6 +60,11 @@ struct CoreSettings {
   std::uint64_t seed = 0;  // of the natural lengths and the simulated logprobs
   // The logprobs answered to requests that ask for them (serve/logprobs.h).
   LogprobModel logprobs;
+  // A reasoning model (chat only): the first round(share x the choice's
+  // length) tokens are reasoning, streamed in delta[reasoning_field] and
+  // answered in message[reasoning_field]; the rest is content. 0: none.
+  double reasoning_share = 0.0;
+  std::string reasoning_field = "reasoning";
 };
 
 class ResponseTask;

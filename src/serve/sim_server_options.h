@@ -19,6 +19,9 @@ struct SimServerOptions {
   std::uint64_t fault_seed = 0;  // --fault-seed
   std::string trace_emissions;   // --trace-emissions: a file, or empty
   double logprob_shift = 0.0;    // --logprob-shift: nats added to the simulated model's mean -logprob
+  // --reasoning-share, --reasoning-field: a reasoning model (chat), serving_core.h CoreSettings.
+  double reasoning_share = 0.0;
+  std::string reasoning_field = "reasoning";
 };
 
 struct ServerAppSettings;

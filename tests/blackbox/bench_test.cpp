@@ -812,6 +812,30 @@ TEST_F(Bench, AReasoningModelsFirstTokenIsItsFirstReasoningToken) {
   EXPECT_GE(last - first, 250'000'000) << "the first token was taken after the think time";
 }
 
+// The in-process server as a reasoning model (--reasoning-share): every
+// reasoning chunk is output (the client counts each token, reasoning
+// included, as the server's usage does), and run.json records the setting.
+TEST_F(Bench, TheInProcessServerAsAReasoningModelCountsEveryToken) {
+  const auto out = dir_ / "run";
+  const auto r = bench({"--api", "chat", "--reasoning-share", "0.5", "--reasoning-field", "reasoning_content",
+                        "--num-requests", "5", "--rate", "inf", "--input-len", "fixed:16", "--output-len",
+                        "fixed:8", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto recs = lines(out / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 5u);
+  for (const auto& rec : recs) {
+    EXPECT_EQ(rec["outcome"], "ok");
+    EXPECT_EQ(rec["output_tokens"], 8);
+    EXPECT_EQ(rec["output_tokens_client"], 8);
+  }
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["settings"]["requested"]["server"]["reasoning"]["share"], 0.5);
+  EXPECT_EQ(run["settings"]["requested"]["server"]["reasoning"]["field"], "reasoning_content");
+  const auto bad = bench({"--api", "chat", "--reasoning-share", "2", "--num-requests", "1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--reasoning-share 2: expected a share in [0, 1]"), std::string::npos) << bad.err;
+}
+
 // A server that streams output events without end: the client's memory and
 // the record stay bounded (--max-events kept, the rest counted and their gaps
 // histogrammed), the request ends at its timeout, and every event is counted.
