@@ -137,11 +137,10 @@ std::string display_lines(std::string_view input) {
   return out;
 }
 
-std::string markdown_text(std::string_view input) {
-  const std::string shown = display_text(input);
+std::string html_escape(std::string_view s) {
   std::string out;
-  out.reserve(shown.size() + 8);
-  for (const char c : shown) {
+  out.reserve(s.size());
+  for (const char c : s) {
     switch (c) {
       case '&':
         out += "&amp;";
@@ -152,6 +151,22 @@ std::string markdown_text(std::string_view input) {
       case '>':
         out += "&gt;";
         break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_text(std::string_view input) {
+  const std::string shown = html_escape(display_text(input));
+  std::string out;
+  out.reserve(shown.size() + 8);
+  for (const char c : shown) {
+    switch (c) {
       case '\\':
       case '`':
       case '*':

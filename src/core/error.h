@@ -56,9 +56,12 @@ std::string display_text(std::string_view input);
 // As display_text, with line breaks kept: for tokenscope's own multi-line
 // messages that may quote outside text (an error's what()).
 std::string display_lines(std::string_view input);
+// s with &, <, > and " as HTML entities: text in HTML (and in Markdown,
+// which GitHub renders as HTML).
+std::string html_escape(std::string_view s);
 // Outside text in Markdown meant for a pull-request comment (report and check
-// --format md): display_text, then '&', '<' and '>' as HTML entities (GitHub
-// renders HTML in Markdown) and a backslash before each character that is
+// --format md): display_text, then html_escape (GitHub renders HTML in
+// Markdown) and a backslash before each character that is
 // Markdown syntax inline (\ ` * _ [ ] | ~), so that a name is shown as
 // text: never a link, an image, a table cell boundary or markup.
 std::string markdown_text(std::string_view input);

@@ -382,7 +382,9 @@ nlohmann::json to_json(const CacheLineResult& r) {
   j["concurrency"] = r.concurrency;
   j["hardware_destructive_interference_size"] = r.hardware_destructive_interference_size;
   // A size the probe did not find is null (unknown), never 0 bytes.
-  const auto size_or_null = [](int bytes) { return bytes > 0 ? nlohmann::json(bytes) : nlohmann::json(nullptr); };
+  const auto size_or_null = [](int bytes) {
+    return bytes > 0 ? nlohmann::json(bytes) : nlohmann::json(nullptr);
+  };
   j["line_size"] = {{"detected", size_or_null(r.detected_line_size)},
                     {"stride_knee", size_or_null(r.stride_line_size)},
                     {"coherence_granularity", size_or_null(r.coherence_line_size)},

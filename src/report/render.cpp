@@ -12,30 +12,6 @@ namespace tokenscope::report {
 
 namespace {
 
-std::string html_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // Text of the run directories in the Markdown: names, warnings and notes
 // (which quote servers) shown as text (core/error.h markdown_text).
 std::string md_cell(std::string_view s) {
