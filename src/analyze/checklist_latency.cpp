@@ -38,8 +38,8 @@ std::map<std::string, Slo> slos_of(const RunData& run, const Thresholds& t) {
   for (const auto& [cls, c] : att->items()) {
     Slo s;
     if (c.contains("percentile") && c["percentile"].is_number()) s.percentile = c["percentile"].get<double>();
-    for (const auto& [key, target] :
-         {std::pair{"ttft_ms", &s.ttft_ms}, std::pair{"tpot_ms", &s.tpot_ms}, std::pair{"e2e_ms", &s.e2e_ms}})
+    for (const auto& [key, target] : {std::pair{"ttft_ms", &s.ttft_ms}, std::pair{"tpot_ms", &s.tpot_ms},
+                                      std::pair{"e2e_ms", &s.e2e_ms}, std::pair{"ttfo_ms", &s.ttfo_ms}})
       if (const auto* v = rundir::json_path(c, {key, "target"}); v && v->is_number())
         *target = v->get<double>();
     if (!s.empty()) out[cls == "default" ? "" : cls] = s;
@@ -85,6 +85,7 @@ SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo)
     const double e2e = a.e2e_ms(i);
     const double lag = from_schedule ? a.ttft_sched_ms(i) - a.ttft_ms(i) : 0.0;
     check("e2e_ms", slo.e2e_ms, e2e + (std::isnan(lag) ? 0.0 : lag));
+    check("ttfo_ms", slo.ttfo_ms, a.ttfo_ms(i) + (std::isnan(lag) ? 0.0 : lag));  // no answer: missed
     c.met += met ? 1 : 0;
   }
   return c;
@@ -105,7 +106,7 @@ ItemResult item_slo(const Pair& p) {
     // Each target at its percentile: LoadGen's early-stopping rule on the
     // count of requests over the target.
     for (const auto& [key, target] : {std::pair{"ttft_ms", slo.ttft_ms}, std::pair{"tpot_ms", slo.tpot_ms},
-                                      std::pair{"e2e_ms", slo.e2e_ms}}) {
+                                      std::pair{"e2e_ms", slo.e2e_ms}, std::pair{"ttfo_ms", slo.ttfo_ms}}) {
       if (!target || !cand.values.count(key)) continue;
       std::vector<double> v = cand.values.at(key);
       std::sort(v.begin(), v.end());
@@ -174,7 +175,11 @@ ItemResult item_slo(const Pair& p) {
 ItemResult item_tail(const Pair& p) {
   ItemResult r;
   const double conf = p.t.confidence;
-  for (Metric m : {Metric::kTtft, Metric::kTpot, Metric::kE2e}) {
+  // Reasoning models: the answer's TTFO and TPOT too, when both runs have them.
+  std::vector<Metric> metrics{Metric::kTtft, Metric::kTpot, Metric::kE2e};
+  if (p.cand.requests.any_reasoning() && (p.single() || p.base->requests.any_reasoning()))
+    metrics.insert(metrics.end(), {Metric::kTtfo, Metric::kTpotAnswer});
+  for (Metric m : metrics) {
     std::vector<double> b, c;
     if (p.single()) {
       std::tie(b, c) =

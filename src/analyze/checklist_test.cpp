@@ -96,6 +96,39 @@ TEST(Checklist, AnInjectedTailIsATailShift) {
   EXPECT_EQ(to_json(r)["exit_code"], 1);
 }
 
+// Reasoning models: a longer think time moves the first answer token (TTFO)
+// and not the first token; item 4 reads TTFO when both runs have reasoning,
+// and only then.
+TEST(Checklist, ALongerThinkTimeIsATtfoShift) {
+  RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000);
+  const auto think = [](RunData& run, std::uint64_t seed, double tail_fraction) {
+    auto& a = run.requests;
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      // The answer begins 20 tokens after the first token, plus 2 s for a few.
+      const double ms =
+          (a.t_last_token[i] - a.t_first_token[i]) / 1e6 * 20 / 49 + (u(rng) < tail_fraction ? 2000 : 0);
+      a.t_first_answer.push_back(a.t_first_token[i] + static_cast<Nanos>(ms * kNanosPerMilli));
+      a.t_last_token[i] = std::max(a.t_last_token[i], a.t_first_answer[i]);
+      a.reasoning_tokens.push_back(20);
+    }
+  };
+  const CheckResult without = run_checklist(&base, cand, Thresholds{});
+  for (const Finding& f : item(without, "tail").findings) EXPECT_EQ(f.metric.find("TTFO"), std::string::npos);
+  think(base, 3, 0);
+  think(cand, 4, 0.03);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& tail = item(r, "tail");
+  bool ttfo = false, ttft = false;
+  for (const Finding& f : tail.findings) {
+    if (f.metric == "p99 TTFO") ttfo = f.verdict == Verdict::kRegressed;
+    if (f.metric == "p99 TTFT") ttft = f.verdict == Verdict::kRegressed;
+  }
+  EXPECT_TRUE(ttfo) << to_json(r).dump(1);
+  EXPECT_FALSE(ttft);
+}
+
 TEST(Checklist, ASmallSignificantChangeWithinTheToleranceIsNotARegression) {
   // Every TTFT and E2E 3% longer: far beyond noise at this size, within the 10% tolerance.
   RunData base = lognormal_run("base", 1, 20000), cand = lognormal_run("cand", 1, 20000);
@@ -140,13 +173,13 @@ TEST(Checklist, OneRunRunsTheHealthItemsOnly) {
 TEST(Checklist, SloOfOneRunByEarlyStopping) {
   const RunData run = lognormal_run("run", 1, 2000);  // TTFT lognormal, median 200 ms, p99 about 640 ms
   Thresholds t;
-  t.slos[""] = Slo{1500.0, std::nullopt, std::nullopt, 99.0};
+  t.slos[""] = Slo{1500.0, std::nullopt, std::nullopt, 99.0, std::nullopt};
   EXPECT_EQ(item(run_checklist(nullptr, run, t), "slo").verdict, Verdict::kPass);
-  t.slos[""] = Slo{300.0, std::nullopt, std::nullopt, 99.0};
+  t.slos[""] = Slo{300.0, std::nullopt, std::nullopt, 99.0, std::nullopt};
   EXPECT_EQ(item(run_checklist(nullptr, run, t), "slo").verdict, Verdict::kRegressed);
   // Right at the p99: the data cannot decide, and the finding says how many more requests would.
   RunData small = lognormal_run("small", 1, 100);
-  t.slos[""] = Slo{650.0, std::nullopt, std::nullopt, 99.0};
+  t.slos[""] = Slo{650.0, std::nullopt, std::nullopt, 99.0, std::nullopt};
   const CheckResult small_result = run_checklist(nullptr, small, t);
   const ItemResult& slo = item(small_result, "slo");
   EXPECT_EQ(slo.verdict, Verdict::kInconclusive);
@@ -157,7 +190,7 @@ TEST(Checklist, SloOfOneRunByEarlyStopping) {
 TEST(Checklist, SloAttainmentFallingIsARegression) {
   const RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000, 0.10, 2000);
   Thresholds t;
-  t.slos[""] = Slo{1500.0, std::nullopt, std::nullopt, 90.0};
+  t.slos[""] = Slo{1500.0, std::nullopt, std::nullopt, 90.0, std::nullopt};
   const CheckResult result = run_checklist(&base, cand, t);
   const ItemResult& slo = item(result, "slo");
   EXPECT_EQ(slo.verdict, Verdict::kRegressed);

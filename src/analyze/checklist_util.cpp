@@ -28,6 +28,10 @@ std::string_view metric_name(Metric m) {
       return "E2E";
     case Metric::kItlMean:
       return "ITL (mean per request)";
+    case Metric::kTtfo:
+      return "TTFO";
+    case Metric::kTpotAnswer:
+      return "TPOT (answer)";
   }
   return "";
 }
@@ -45,6 +49,10 @@ double metric_value(const RunData& run, Metric m, std::size_t i) {
       return a.e2e_ms(i);
     case Metric::kItlMean:
       return a.counted(i) ? static_cast<double>(a.itl_mean_ms[i]) : kNaN;
+    case Metric::kTtfo:
+      return a.ttfo_ms(i);
+    case Metric::kTpotAnswer:
+      return a.tpot_answer_ms(i);
   }
   return kNaN;
 }

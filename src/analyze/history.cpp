@@ -314,7 +314,11 @@ const HistoryMetric* find_history_metric(std::string_view name) {
 std::vector<std::pair<std::string, double>> headline_metrics(const nlohmann::json& summary) {
   std::vector<std::pair<std::string, double>> out;
   if (!summary.is_object()) return out;
+  const auto* reasoning = at(summary, {"requests_with_reasoning"});
+  const bool with_reasoning = reasoning && reasoning->is_number() && reasoning->get<double>() > 0;
   for (const auto& m : kHistoryMetrics) {
+    if (!with_reasoning && (m.name.starts_with("ttfo_ms.") || m.name.starts_with("tpot_answer_ms.")))
+      continue;
     std::optional<double> v;
     if (m.name == "error_rate") {
       const auto* total = at(summary, {"requests_total"});

@@ -81,6 +81,11 @@ inline constexpr HistoryMetric kHistoryMetrics[] = {
     {"e2e_ms.p50", "ms", Worse::kHigher},
     {"e2e_ms.p90", "ms", Worse::kHigher},
     {"e2e_ms.p99", "ms", Worse::kHigher},
+    {"ttfo_ms.p50", "ms", Worse::kHigher},  // the ttfo_ms and tpot_answer_ms rows: runs with reasoning
+    {"ttfo_ms.p90", "ms", Worse::kHigher},
+    {"ttfo_ms.p99", "ms", Worse::kHigher},
+    {"tpot_answer_ms.p50", "ms", Worse::kHigher},
+    {"tpot_answer_ms.p99", "ms", Worse::kHigher},
     {"request_throughput_rps", "req/s", Worse::kLower},
     {"output_token_throughput_tps", "tok/s", Worse::kLower},
     {"goodput_rps", "req/s", Worse::kLower},
@@ -93,7 +98,8 @@ const HistoryMetric* find_history_metric(std::string_view name);
 
 // The headline metrics of a run.json summary, in kHistoryMetrics order:
 // those present as finite numbers (null, missing and non-finite values are
-// left out; error_rate needs requests_total > 0). A summary that is not an
+// left out; error_rate needs requests_total > 0; TTFO and the answer's TPOT
+// only with requests_with_reasoning > 0, else they repeat TTFT and TPOT). A summary that is not an
 // object (a partial run's null) gives none.
 std::vector<std::pair<std::string, double>> headline_metrics(const nlohmann::json& summary);
 

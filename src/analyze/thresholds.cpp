@@ -104,7 +104,7 @@ double number(const YAML::Node& v, const std::string& file, const std::string& k
 void parse_slos(const YAML::Node& classes, const std::string& file, Thresholds& t) {
   if (!classes.IsMap())
     throw InputError(file, line_of(classes), "slo.classes",
-                     "expected a mapping of task class to {ttft_ms, tpot_ms, e2e_ms, percentile}");
+                     "expected a mapping of task class to {ttft_ms, tpot_ms, e2e_ms, ttfo_ms, percentile}");
   for (const auto& kv : classes) {
     const std::string name = kv.first.as<std::string>();
     const std::string where = "slo.classes." + name;
@@ -119,14 +119,17 @@ void parse_slos(const YAML::Node& classes, const std::string& file, Thresholds& 
         slo.tpot_ms = number(f.second, file, fk, 0, kInf);
       else if (k == "e2e_ms")
         slo.e2e_ms = number(f.second, file, fk, 0, kInf);
+      else if (k == "ttfo_ms")
+        slo.ttfo_ms = number(f.second, file, fk, 0, kInf);
       else if (k == "percentile")
         slo.percentile = number(f.second, file, fk, 1e-9, 100);
       else
         throw InputError(file, line_of(f.first), fk,
-                         "unknown key (expected ttft_ms, tpot_ms, e2e_ms, percentile)");
+                         "unknown key (expected ttft_ms, tpot_ms, e2e_ms, ttfo_ms, percentile)");
     }
     if (slo.empty())
-      throw InputError(file, line_of(kv.second), where, "expected at least one of ttft_ms, tpot_ms, e2e_ms");
+      throw InputError(file, line_of(kv.second), where,
+                       "expected at least one of ttft_ms, tpot_ms, e2e_ms, ttfo_ms");
     t.slos[name == "default" ? "" : name] = slo;
   }
 }

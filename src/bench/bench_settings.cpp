@@ -29,8 +29,8 @@ SloSpec parse_slo_spec(std::string_view spec) {
     const std::string_view part = rest.substr(start, comma - start);
     const std::size_t eq = part.find('=');
     if (eq == std::string_view::npos)
-      throw UsageError(
-          fmt::format("--slo '{}': '{}' should be NAME=VALUE (ttft_ms, tpot_ms, e2e_ms, p)", spec, part));
+      throw UsageError(fmt::format(
+          "--slo '{}': '{}' should be NAME=VALUE (ttft_ms, tpot_ms, e2e_ms, ttfo_ms, p)", spec, part));
     const std::string name(part.substr(0, eq));
     double v = 0;
     try {
@@ -48,12 +48,14 @@ SloSpec parse_slo_spec(std::string_view spec) {
       slo.tpot_ms = v;
     else if (name == "e2e_ms" || name == "e2e")
       slo.e2e_ms = v;
+    else if (name == "ttfo_ms" || name == "ttfo")
+      slo.ttfo_ms = v;
     else if (name == "p" || name == "percentile") {
       if (v > 100) throw UsageError(fmt::format("--slo '{}': p must be in (0, 100]", spec));
       slo.percentile = v;
     } else
       throw UsageError(
-          fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, p)", spec, name));
+          fmt::format("--slo '{}': unknown metric '{}' (ttft_ms, tpot_ms, e2e_ms, ttfo_ms, p)", spec, name));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }

@@ -36,7 +36,7 @@ struct StageList {
 };
 StageList parse_stage_list(std::string_view text, std::string_view option);
 
-// One --slo: "[CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99".
+// One --slo: "[CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,ttfo_ms=W,p=99".
 struct SloSpec {
   std::string text;        // as given
   std::string task_class;  // "" : every class without an SLO of its own

@@ -181,15 +181,16 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
       }
       if (const YAML::Node slo = c["slo"]) {
         const std::string sf = f + ".slo";
-        rd.only_keys(slo, sf, {"ttft_ms", "tpot_ms", "e2e_ms", "percentile"});
+        rd.only_keys(slo, sf, {"ttft_ms", "tpot_ms", "e2e_ms", "ttfo_ms", "percentile"});
         s.slo.ttft_ms = rd.opt_number(slo, "ttft_ms", sf + ".", 0, false);
         s.slo.tpot_ms = rd.opt_number(slo, "tpot_ms", sf + ".", 0, false);
         s.slo.e2e_ms = rd.opt_number(slo, "e2e_ms", sf + ".", 0, false);
+        s.slo.ttfo_ms = rd.opt_number(slo, "ttfo_ms", sf + ".", 0, false);
         if (auto p = rd.opt_number(slo, "percentile", sf + ".", 0, false)) {
           if (*p > 100) rd.fail(slo["percentile"], sf + ".percentile", "expected a percentile in (0, 100]");
           s.slo.percentile = *p;
         }
-        if (s.slo.empty()) rd.fail(slo, sf, "expected at least one of ttft_ms, tpot_ms, e2e_ms");
+        if (s.slo.empty()) rd.fail(slo, sf, "expected at least one of ttft_ms, tpot_ms, e2e_ms, ttfo_ms");
       }
       classes.push_back(std::move(s));
     }

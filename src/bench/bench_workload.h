@@ -18,7 +18,7 @@
 //       prefix: {groups: 4, tokens: 256}      # shared system prompts
 //       turns: {count: 3, think_ms: 1000, input_len: uniform:20:120}
 //       tenants: [acme]                       # optional: only these tenants
-//       slo: {ttft_ms: 500, tpot_ms: 60, percentile: 99}
+//       slo: {ttft_ms: 500, tpot_ms: 60, percentile: 99}   # also ttfo_ms, e2e_ms
 //
 // Each arrival starts a request (or a session's first turn) of a class drawn
 // by share, for a tenant drawn by share; later turns are sent when the

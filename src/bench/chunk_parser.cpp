@@ -1,5 +1,6 @@
 #include "bench/chunk_parser.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tokenscope::bench {
@@ -114,6 +115,8 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
     dom::object details;
     if (u["prompt_tokens_details"].get_object().get(details) == simdjson::SUCCESS)
       cu.cached_tokens = int_or(details, "cached_tokens");
+    if (u["completion_tokens_details"].get_object().get(details) == simdjson::SUCCESS)
+      cu.reasoning_tokens = int_or(details, "reasoning_tokens");
     info.usage = cu;
   }
 
@@ -176,7 +179,12 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
             if (!has_calls) calls_el = kv.value, has_calls = true;
           }
         }
-        if (has_reasoning) info.has_reasoning |= take_string(reasoning, info.text);
+        if (has_reasoning) {
+          const std::size_t before = info.text.size();
+          info.has_reasoning |= take_string(reasoning, info.text);
+          info.reasoning_bytes += static_cast<std::uint32_t>(
+              std::min<std::size_t>(info.text.size() - before, UINT32_MAX - info.reasoning_bytes));
+        }
         if (has_content) info.has_answer |= take_string(content, info.text);
         dom::array calls;
         if (has_calls && calls_el.get_array().get(calls) == simdjson::SUCCESS)

@@ -33,6 +33,8 @@ struct ChunkUsage {
   std::int64_t prompt_tokens = -1;
   std::int64_t completion_tokens = -1;
   std::int64_t cached_tokens = -1;  // prompt_tokens_details.cached_tokens, -1 when absent
+  // completion_tokens_details.reasoning_tokens (OpenAI, reasoning models), -1 when absent
+  std::int64_t reasoning_tokens = -1;
 };
 
 // llama.cpp's per-request "timings" (final chunk or body): the server's own
@@ -48,11 +50,12 @@ struct ChunkInfo {
   bool valid = false;     // a JSON object of the expected shape
   bool is_error = false;  // {"error": {...}}
   std::string error_message;
-  bool has_output = false;     // carries output (the first such event is the first token)
-  bool has_reasoning = false;  // carries reasoning text (`reasoning` or `reasoning_content`)
-  bool has_answer = false;     // carries answer output (`text`, `content` or tool calls)
-  bool role_only = false;      // a chat delta with a role and no output
-  std::string text;            // output text of all choices, concatenated
+  bool has_output = false;            // carries output (the first such event is the first token)
+  bool has_reasoning = false;         // carries reasoning text (`reasoning` or `reasoning_content`)
+  bool has_answer = false;            // carries answer output (`text`, `content` or tool calls)
+  bool role_only = false;             // a chat delta with a role and no output
+  std::string text;                   // output text of all choices, concatenated
+  std::uint32_t reasoning_bytes = 0;  // of text, the bytes that are reasoning
   std::uint32_t choices = 0;
   std::string finish_reason;  // the last non-null finish_reason seen in the event
   std::string id;             // the completion id ("cmpl-...", "chatcmpl-..."), when a string

@@ -57,6 +57,9 @@ TEST(ChunkParser, ReasoningAndToolCallsAreOutput) {
   EXPECT_TRUE(whole.has_reasoning);
   EXPECT_TRUE(whole.has_answer);
   EXPECT_EQ(whole.text, "Hm42");
+  EXPECT_EQ(whole.reasoning_bytes, 2u);
+  EXPECT_EQ(answer.reasoning_bytes, 0u);
+  EXPECT_EQ(current.reasoning_bytes, 12u);
   EXPECT_TRUE(p.parse(R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]})")
                   .has_output);
   EXPECT_FALSE(p.parse(R"({"choices":[{"delta":{"tool_calls":[]}}]})").has_output);
@@ -64,6 +67,12 @@ TEST(ChunkParser, ReasoningAndToolCallsAreOutput) {
 
 TEST(ChunkParser, UsageInBothForms) {
   ChunkParser p;
+  // OpenAI's reasoning count (completion_tokens_details); absent, -1.
+  const auto reasoning = p.parse(
+      R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}})");
+  ASSERT_TRUE(reasoning.usage);
+  EXPECT_EQ(reasoning.usage->reasoning_tokens, 7);
+  EXPECT_EQ(p.parse(R"({"choices":[],"usage":{"completion_tokens":9}})").usage->reasoning_tokens, -1);
   const auto spec = p.parse(
       R"({"id":"x","choices":[],"usage":{"prompt_tokens":10,"total_tokens":14,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":8}}})");
   ASSERT_TRUE(spec.usage);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <nlohmann/json.hpp>
@@ -140,6 +141,10 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   decoder_ = net::SseDecoder();
   events_.clear();
   event_chars_.clear();
+  event_reasoning_chars_.clear();
+  usage_reasoning_ = -1;
+  saw_reasoning_ = false;
+  dropped_reasoning_chars_ = 0;
   body_.clear();
   text_.clear();
   finish_reason_.clear();
@@ -250,11 +255,17 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     for (const double lp : c.logprobs) record_.logprobs->add(lp);
   if (c.has_output) {
     if (record_.t_first_token < 0) record_.t_first_token = e.t_first_byte;
+    if (c.has_answer && record_.t_first_answer < 0) record_.t_first_answer = e.t_first_byte;
+    saw_reasoning_ |= c.has_reasoning;
     const auto chars = static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size()));
+    // An event of reasoning alone whose text is empty still counts whole.
+    const std::uint32_t reasoning_chars = c.has_answer ? c.reasoning_bytes : chars;
     if (record_.event_times.size() < max_events_) {
       record_.event_times.push_back(e.t_first_byte);
       event_chars_.push_back(chars);
+      event_reasoning_chars_.push_back(c.has_reasoning ? reasoning_chars : 0);
     } else {  // past the cap: counted, its gap histogrammed
+      dropped_reasoning_chars_ += c.has_reasoning ? reasoning_chars : 0;
       if (!dropped_gaps_) dropped_gaps_ = std::make_shared<LogLinearHistogram>();
       dropped_gaps_->record(
           static_cast<std::uint64_t>(std::max<Nanos>(0, e.t_first_byte - record_.t_last_token)));
@@ -265,12 +276,15 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     if (keep_text_ || counter_) keep_text(c.text);
   }
   if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
-  if (c.usage) {
-    usage_completion_ = c.usage->completion_tokens;
-    record_.prompt_tokens = c.usage->prompt_tokens;
-    record_.cached_tokens = c.usage->cached_tokens;
-  }
+  if (c.usage) take_usage(*c.usage);
   if (c.timings) take_timings(*c.timings);
+}
+
+void ResponseCollector::take_usage(const ChunkUsage& u) {
+  usage_completion_ = u.completion_tokens;
+  usage_reasoning_ = u.reasoning_tokens;
+  record_.prompt_tokens = u.prompt_tokens;
+  record_.cached_tokens = u.cached_tokens;
 }
 
 void ResponseCollector::take_timings(const ChunkTimings& t) {
@@ -318,6 +332,24 @@ void ResponseCollector::split_tokens() {
   for (std::size_t j = 0; given < extra && j < slots; ++j, ++given) add(fractions[j].second, 1);
 }
 
+void ResponseCollector::count_reasoning() {
+  if (usage_reasoning_ >= 0) {
+    record_.reasoning_tokens = usage_reasoning_;
+    return;
+  }
+  if (!saw_reasoning_) return;
+  // Each event's tokens in proportion to its reasoning text: the events of
+  // reasoning alone count whole.
+  double tokens = 0;
+  for (std::size_t i = 0; i < event_reasoning_chars_.size() && i < record_.event_tokens.size(); ++i)
+    if (event_reasoning_chars_[i] > 0)
+      tokens += static_cast<double>(record_.event_tokens[i]) * event_reasoning_chars_[i] / event_chars_[i];
+  if (record_.events_dropped > 0 && dropped_chars_ > 0)
+    tokens += static_cast<double>(record_.dropped_event_tokens) *
+              static_cast<double>(dropped_reasoning_chars_) / static_cast<double>(dropped_chars_);
+  record_.reasoning_tokens = std::llround(tokens);
+}
+
 void ResponseCollector::finish_stream() {
   if (failed_) return;
   // A server that answers a streaming request with something else (a JSON
@@ -344,18 +376,18 @@ void ResponseCollector::finish_body(Nanos t) {
   record_.response_id = c.id;
   if (record_.logprobs)
     for (const double lp : c.logprobs) record_.logprobs->add(lp);
-  if (c.usage) {
-    usage_completion_ = c.usage->completion_tokens;
-    record_.prompt_tokens = c.usage->prompt_tokens;
-    record_.cached_tokens = c.usage->cached_tokens;
-  }
+  if (c.usage) take_usage(*c.usage);
   if (keep_text_ || counter_) keep_text(c.text);
   if (c.timings) take_timings(*c.timings);
   // Without a stream the whole output arrives at once: one event at the end.
+  saw_reasoning_ |= c.has_reasoning;
   if (c.has_output || usage_completion_ > 0) {
     record_.t_first_token = record_.t_last_token = t;
+    if (c.has_answer) record_.t_first_answer = t;
     record_.event_times.push_back(t);
-    event_chars_.push_back(1);
+    const auto chars = static_cast<std::uint32_t>(std::max<std::size_t>(1, c.text.size()));
+    event_chars_.push_back(chars);
+    event_reasoning_chars_.push_back(c.has_answer ? c.reasoning_bytes : (c.has_reasoning ? chars : 0));
   }
 }
 
@@ -399,6 +431,7 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
   record_.output_tokens_client =
       stream_ ? static_cast<std::int64_t>(record_.event_times.size() + record_.events_dropped) : -1;
   split_tokens();
+  count_reasoning();
   // Moved out first: the callback may hand this collector to the next request
   // (init() replaces done_) before it returns.
   void (*tick)(void*) = tick_;

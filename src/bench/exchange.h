@@ -11,6 +11,10 @@
 //    put several tokens in one event), the tokens are spread over the events
 //    in proportion to their text length (largest remainder), so per-token
 //    ITL splits each event gap k ways;
+//  * reasoning models: the events carrying reasoning text are told from the
+//    answer; the record gets the first answer token's time and the reasoning
+//    tokens (the usage's completion_tokens_details.reasoning_tokens, else
+//    each event's tokens in proportion to its reasoning text);
 //  * failures get an outcome and a detail, and the run goes on;
 //  * with a parser that reads logprobs (bench --logprobs), the record's
 //    `logprobs` histogram holds those of every event (core/logprob.h).
@@ -134,6 +138,8 @@ class ResponseCollector final : public net::ExchangeHandler {
   void finish_stream();
   void finish_body(Nanos t);
   void split_tokens();
+  void count_reasoning();
+  void take_usage(const ChunkUsage& u);
   void take_timings(const ChunkTimings& t);
   void keep_text(std::string_view piece);
 
@@ -148,12 +154,16 @@ class ResponseCollector final : public net::ExchangeHandler {
   net::SseDecoder decoder_;
   std::vector<net::SseEvent> events_;
   std::vector<std::uint32_t> event_chars_;
-  std::string body_;  // non-streamed body or an error body (capped)
+  std::vector<std::uint32_t> event_reasoning_chars_;  // of event_chars_, the reasoning text's
+  std::string body_;                                  // non-streamed body or an error body (capped)
   std::string text_;
   std::string finish_reason_;
   bool saw_done_ = false;
   bool failed_ = false;
   std::int64_t usage_completion_ = -1;
+  std::int64_t usage_reasoning_ = -1;  // usage completion_tokens_details.reasoning_tokens
+  bool saw_reasoning_ = false;
+  std::uint64_t dropped_reasoning_chars_ = 0;
   std::size_t max_events_ = kDefaultMaxEvents;
   std::string content_type_;
   std::string stream_head_;          // the first bytes of a streamed body, quoted when it is not a stream

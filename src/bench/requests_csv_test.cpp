@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -59,10 +60,23 @@ TEST(RequestsCsv, RowOfACompletedRequest) {
   // TTFT 10 ms (from the send), 12 ms from the schedule, TPOT 30 ms / 3, E2E 40 ms, send lag 2 ms.
   EXPECT_EQ(row,
             "7,\"a\"\"b\",\"chat\",2,1,0,ok,200,1000000,3000000,13000000,43000000,44000000,10,4,4,2,10.0000,"
-            "12.0000,10.0000,40.0000,2.0000,\"line1 line2 \"");
+            "12.0000,10.0000,40.0000,2.0000,-1,10.0000,\"line1 line2 \"");
   const auto c = cells(row);
   ASSERT_EQ(c.size(), cells(kRequestsCsvHeader).size());
   EXPECT_EQ(c[1], "a\"b");
+  // A reasoning model's request: its reasoning tokens, and TTFO at its first answer token (25 ms).
+  r.reasoning_tokens = 2;
+  r.t_first_answer = 28'000'000;
+  row.clear();
+  append_csv_row(row, r);
+  const auto d = cells(row);
+  const auto header = cells(kRequestsCsvHeader);
+  const auto col = [&](std::string_view name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
+  EXPECT_EQ(d[col("reasoning_tokens")], "2");
+  EXPECT_EQ(d[col("ttfo_ms")], "25.0000");
+  EXPECT_EQ(d[col("ttft_ms")], "10.0000");
 }
 
 TEST(RequestsCsv, FailedRequestLeavesDerivedCellsEmpty) {
@@ -78,7 +92,7 @@ TEST(RequestsCsv, FailedRequestLeavesDerivedCellsEmpty) {
   std::string row;
   append_csv_row(row, r);
   EXPECT_EQ(row,
-            "3,\"default\",\"\",,0,1,connect_error,-1,0,1500000,-1,-1,2000000,-1,-1,-1,-1,,,,,1.5000,"
+            "3,\"default\",\"\",,0,1,connect_error,-1,0,1500000,-1,-1,2000000,-1,-1,-1,-1,,,,,1.5000,-1,,"
             "\"Connection refused\"");
   EXPECT_EQ(cells(row).size(), cells(kRequestsCsvHeader).size());
 }

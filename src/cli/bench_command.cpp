@@ -251,7 +251,9 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
                    "overflow small listen backlogs (llama-server's is 5)")
       ->capture_default_str()
       ->group(L);
-  bench->add_option("--slo", o.slo, "SLO [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,p=99 (repeatable; goodput)")
+  bench
+      ->add_option("--slo", o.slo,
+                   "SLO [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,ttfo_ms=W,p=99 (repeatable; goodput)")
       ->group(L);
   bench->add_option("--sweep-rates", o.sweep_rates, "Run once per rate (req/s), e.g. 2,4,8: the load curve")
       ->group(L);

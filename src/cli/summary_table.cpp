@@ -84,6 +84,10 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
                             ? fmt::format(" ({} counted on the client with --tokenizer)",
                                           s["output_tokens_client_counted"].get<std::uint64_t>())
                             : ": their output tokens count as 0; give --tokenizer to count them");
+    if (s.value("requests_with_reasoning", std::uint64_t{0}) > 0)
+      os << fmt::format("{:<18}{} completed requests carried reasoning, {} reasoning tokens\n", "reasoning",
+                        s["requests_with_reasoning"].get<std::uint64_t>(),
+                        s["reasoning_tokens_total"].get<std::uint64_t>());
     if (s["output_token_mismatches"].get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} requests where usage and the client's event count differ\n", "token check",
                         s["output_token_mismatches"].get<std::uint64_t>());
@@ -91,7 +95,7 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
       os << fmt::format("{:<18}{:.2f} req/s meeting every SLO\n", "goodput", s["goodput_rps"].get<double>());
       for (const auto& [cls, a] : s["slo_attainment"].items()) {
         std::string parts;
-        for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms"}) {
+        for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms", "ttfo_ms"}) {
           if (!a.contains(m)) continue;
           const auto& x = a[m];
           parts += fmt::format("  {} p{:g} {} <= {:g}: {}", m, a["percentile"].get<double>(), num(x["value"]),
@@ -113,7 +117,12 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
     rows.push_back({"send_lag_ms", "send lag"});
     if (s["queue_ms"]["count"].get<std::uint64_t>() > 0) rows.push_back({"queue_ms", "queue"});
   }
+  if (s.value("requests_with_reasoning", std::uint64_t{0}) > 0) {  // TTFO equals TTFT without reasoning
+    rows.insert(rows.begin() + (h.client_rows ? 2 : 1), {"ttfo_ms", "TTFO"});
+    rows.insert(rows.begin() + (h.client_rows ? 4 : 3), {"tpot_answer_ms", "TPOT answer"});
+  }
   for (const auto& [key, label] : rows) {
+    if (!s.contains(key)) continue;  // a run.json written before the key existed
     const auto& d = s[key];
     os << fmt::format("{:<12}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}\n", label, cell(d["mean"]),
                       cell(d["min"]), cell(d["p50"]), cell(d["p90"]), cell(d["p95"]), cell(d["p99"]),

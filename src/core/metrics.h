@@ -41,6 +41,13 @@ inline constexpr KeyDefinition kScalarKeys[] = {
      "counted on the client with --tokenizer)"},
     {"output_tokens_client_counted", "requests",
      "completed requests whose output tokens were counted on the client (--tokenizer, no server usage)"},
+    {"requests_with_reasoning", "requests",
+     "completed requests whose response carried reasoning (delta.reasoning or reasoning_content) or whose "
+     "usage reported completion_tokens_details.reasoning_tokens"},
+    {"reasoning_tokens_total", "tokens",
+     "output tokens of completed requests that were reasoning: the server's "
+     "completion_tokens_details.reasoning_tokens, else the reasoning events' share of the output tokens "
+     "(included in output_tokens_total)"},
     {"goodput_rps", "req/s",
      "completed requests meeting every SLO of their task class / duration_s; null when no SLO is set. "
      "Open loop: TTFT and E2E against the SLO are taken from when the request was due (t_sched, or "
@@ -61,8 +68,14 @@ inline constexpr KeyDefinition kScalarKeys[] = {
 // Distribution keys: objects with mean, std, min, max, p50, p90, p95, p99,
 // p99_9, count and ci95 (exact binomial interval of each percentile).
 inline constexpr KeyDefinition kDistributionKeys[] = {
-    {"ttft_ms", "ms", "time to first token: t_first_token - t_send"},
+    {"ttft_ms", "ms", "time to first token of any kind, reasoning or answer: t_first_token - t_send"},
+    {"ttfo_ms", "ms",
+     "time to first output (answer) token: t_first_answer - t_send for a response with reasoning, TTFT "
+     "for the rest; requests with an answer token"},
     {"tpot_ms", "ms", "time per output token: (E2E - TTFT) / (N - 1), requests with N > 1"},
+    {"tpot_answer_ms", "ms",
+     "TPOT of the answer alone: (E2E - TTFO) / (A - 1), A the output tokens less the reasoning tokens, "
+     "requests with A > 1 (equals TPOT for a response without reasoning)"},
     {"itl_ms", "ms",
      "inter-token latency: per-token gaps; an event gap carrying k tokens counts as k gaps of "
      "gap/k (from a log-linear histogram: percentiles within 0.4%)"},
@@ -77,7 +90,7 @@ inline constexpr KeyDefinition kDistributionKeys[] = {
 };
 
 // Object keys: requests_by_outcome {outcome: count}; slo_attainment {class:
-// {percentile, requests, met, met_fraction, goodput_rps, ttft_ms|tpot_ms|e2e_ms:
+// {percentile, requests, met, met_fraction, goodput_rps, ttft_ms|tpot_ms|e2e_ms|ttfo_ms:
 // {target, value, pass}, pass}}; by_class and by_tenant {name: {requests,
 // completed, failed, throughputs, goodput_rps, ttft/tpot/e2e p50 p90 p99}},
 // present when there is more than one class or tenant.

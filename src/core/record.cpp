@@ -116,6 +116,12 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "server_decode_ms");
     append_fixed(out, server_decode_ms, 3);
   }
+  if (reasoning_tokens >= 0) {
+    key(out, "reasoning_tokens");
+    append_int(out, reasoning_tokens);
+    key(out, "t_first_answer_ns");
+    append_int(out, t_first_answer);
+  }
   if (logprobs) {
     key(out, "logprobs");
     logprobs->append_json(out);

@@ -6,6 +6,7 @@
 // ones for the simulator, which emits a token per event).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,6 +69,15 @@ struct RequestRecord {
   // output_tokens was counted on the client (tokenizer) because the server sent no usage.
   bool output_tokens_counted_by_client = false;
   std::int64_t cached_tokens = -1;  // prompt tokens served from the prefix cache
+  // Reasoning models, which stream reasoning text before the answer: the
+  // output tokens that were reasoning (the server's usage
+  // completion_tokens_details.reasoning_tokens, else the client's count of
+  // the reasoning events' tokens) and when the first answer token arrived
+  // (content, text or tool calls; -1: none arrived). reasoning_tokens -1: the
+  // response carried no reasoning and the server reported none; the first
+  // answer token is then the first token.
+  std::int64_t reasoning_tokens = -1;
+  Nanos t_first_answer = -1;
   std::uint32_t preemptions = 0;
   // The server's own timings of this request, when it sends them (llama.cpp's
   // "timings"): prefill of the uncached prompt tokens, and generation.
@@ -95,6 +105,15 @@ struct RequestRecord {
   // the event list (-1 when there is none).
   Nanos first_token() const;
   Nanos last_token() const;
+  // The first answer token: t_first_answer when the record has reasoning,
+  // else first_token() (-1 when there is none).
+  Nanos first_answer() const { return reasoning_tokens >= 0 ? t_first_answer : first_token(); }
+  // Output tokens that were the answer: output_tokens less the reasoning
+  // tokens (at least 0); -1 when output_tokens is unknown.
+  std::int64_t answer_tokens() const {
+    if (output_tokens < 0) return -1;
+    return reasoning_tokens > 0 ? std::max<std::int64_t>(0, output_tokens - reasoning_tokens) : output_tokens;
+  }
 };
 
 }  // namespace tokenscope

@@ -59,11 +59,19 @@ void SummaryBuilder::add(const RequestRecord& r) {
   tenant_counts_[tenant].output_tokens += static_cast<std::uint64_t>(n);
   if (r.output_tokens >= 0 && r.output_tokens_client >= 0 && r.output_tokens != r.output_tokens_client)
     ++token_mismatches_;
+  if (r.reasoning_tokens >= 0) {
+    ++reasoning_requests_;
+    reasoning_tokens_ += static_cast<std::uint64_t>(std::min(r.reasoning_tokens, n));
+  }
   if (r.t_dispatch >= 0 && r.t_sched >= 0) queue_ms_.push_back(nanos_to_ms(r.t_dispatch - r.t_sched));
   if (r.t_first_token < 0 || r.t_send < 0) return;
   Sample sample{};
   sample.ttft_ms = nanos_to_ms(r.t_first_token - r.t_send);
   sample.e2e_ms = nanos_to_ms(r.t_last_token - r.t_send);
+  const Nanos first_answer = r.reasoning_tokens >= 0 ? r.t_first_answer : r.t_first_token;
+  sample.ttfo_ms = first_answer >= 0 ? nanos_to_ms(first_answer - r.t_send) : std::nan("");
+  sample.answer_tokens =
+      static_cast<std::uint32_t>(std::clamp<std::int64_t>(r.answer_tokens(), 0, UINT32_MAX));
   sample.send_lag_ms = r.t_sched >= 0 ? nanos_to_ms(r.t_send - r.t_sched) : 0.0;
   const Nanos due = r.t_dispatch >= 0 ? r.t_dispatch : r.t_sched;
   sample.due_lag_ms = due >= 0 ? nanos_to_ms(r.t_send - due) : 0.0;
@@ -101,6 +109,7 @@ bool SummaryBuilder::meets_slo(const Sample& s) const {
   if (it == slos_.end()) return true;
   const Slo& slo = it->second;
   if (slo.ttft_ms && slo_ttft(s) > *slo.ttft_ms) return false;
+  if (slo.ttfo_ms && !(slo_ttfo(s) <= *slo.ttfo_ms)) return false;  // no answer token: missed
   if (slo.e2e_ms && slo_e2e(s) > *slo.e2e_ms) return false;
   if (slo.tpot_ms && s.output_tokens > 1 &&
       (s.e2e_ms - s.ttft_ms) / static_cast<double>(s.output_tokens - 1) > *slo.tpot_ms)
@@ -216,6 +225,10 @@ namespace {
 double tpot_of(double ttft, double e2e, std::uint32_t n) {
   return (e2e - ttft) / static_cast<double>(n - 1);
 }
+// Over the answer alone: from the first answer token to the last token.
+bool has_answer_tpot(double ttfo, std::uint32_t answer_tokens) {
+  return answer_tokens > 1 && !std::isnan(ttfo);
+}
 nlohmann::json short_distribution(std::vector<double>& v) {
   if (v.empty()) return {{"count", 0}, {"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
   std::sort(v.begin(), v.end());
@@ -280,6 +293,8 @@ nlohmann::json SummaryBuilder::build() const {
   s["output_token_mismatches"] = token_mismatches_;
   s["requests_without_usage"] = without_usage_;
   s["output_tokens_client_counted"] = client_counted_;
+  s["requests_with_reasoning"] = reasoning_requests_;
+  s["reasoning_tokens_total"] = reasoning_tokens_;
   s["slo_latency_from"] = slo_from_schedule_ ? "schedule" : "send";
   {
     const ServerCounters c = counters_.value_or(ServerCounters{});
@@ -311,11 +326,16 @@ nlohmann::json SummaryBuilder::build() const {
     bool seen = false;
     for (std::size_t i = 0; i < class_names_.size(); ++i)
       if (class_names_[i] == name) index = static_cast<std::uint16_t>(i), seen = true;
-    std::vector<double> ttft, tpot, e2e;
+    std::vector<double> ttft, tpot, e2e, ttfo;
     std::uint64_t class_met = 0;
+    std::uint64_t no_answer = 0;  // completed without an answer token: they miss a TTFO target
     for (const Sample& x : samples_) {
       if (!seen || x.task_class != index) continue;
       ttft.push_back(slo_ttft(x));
+      if (std::isnan(x.ttfo_ms))
+        ++no_answer;
+      else
+        ttfo.push_back(slo_ttfo(x));
       e2e.push_back(slo_e2e(x));
       if (x.output_tokens > 1) tpot.push_back(tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens));
       class_met += meets_slo(x) ? 1 : 0;
@@ -331,12 +351,13 @@ nlohmann::json SummaryBuilder::build() const {
     // over all requests of the class, with failures at +infinity.
     const std::uint64_t failed = seen ? class_counts_[index].failed : 0;
     bool pass = requests > 0;
-    auto check = [&](const char* key, const std::optional<double>& target, std::vector<double>& v) {
+    auto check = [&](const char* key, const std::optional<double>& target, std::vector<double>& v,
+                     std::uint64_t missing = 0) {
       if (!target) return;
       nlohmann::json m;
       m["target"] = *target;
       std::sort(v.begin(), v.end());
-      const std::size_t n = v.size() + failed;
+      const std::size_t n = v.size() + failed + missing;
       if (n == 0) {
         m["value"] = nullptr;
         m["pass"] = false;
@@ -356,6 +377,7 @@ nlohmann::json SummaryBuilder::build() const {
     check("ttft_ms", slo.ttft_ms, ttft);
     check("tpot_ms", slo.tpot_ms, tpot);
     check("e2e_ms", slo.e2e_ms, e2e);
+    check("ttfo_ms", slo.ttfo_ms, ttfo, no_answer);
     c["pass"] = pass;
     attainment[name.empty() ? "default" : name] = c;
   }
@@ -391,6 +413,11 @@ nlohmann::json SummaryBuilder::build() const {
   s["ttft_sched_ms"] = distribution([](const Sample& x) { return x.ttft_ms + x.send_lag_ms; }, all);
   s["tpot_ms"] =
       distribution([](const Sample& x) { return tpot_of(x.ttft_ms, x.e2e_ms, x.output_tokens); }, multi);
+  s["ttfo_ms"] = distribution([](const Sample& x) { return x.ttfo_ms; },
+                              [](const Sample& x) { return !std::isnan(x.ttfo_ms); });
+  s["tpot_answer_ms"] =
+      distribution([](const Sample& x) { return tpot_of(x.ttfo_ms, x.e2e_ms, x.answer_tokens); },
+                   [](const Sample& x) { return has_answer_tpot(x.ttfo_ms, x.answer_tokens); });
   s["ntpot_ms"] =
       distribution([](const Sample& x) { return x.e2e_ms / static_cast<double>(x.output_tokens); }, some);
   s["itl_ms"] = histogram_distribution_json(itl_ns_, 1e-6);

@@ -42,7 +42,10 @@ struct Slo {
   std::optional<double> tpot_ms;
   std::optional<double> e2e_ms;
   double percentile = 99.0;  // in (0, 100]
-  bool empty() const { return !ttft_ms && !tpot_ms && !e2e_ms; }
+  // Time to the first answer token (reasoning models; TTFT for the rest),
+  // from the same start as TTFT. A request with no answer token misses it.
+  std::optional<double> ttfo_ms;
+  bool empty() const { return !ttft_ms && !tpot_ms && !e2e_ms && !ttfo_ms; }
 };
 
 class SummaryBuilder {
@@ -77,10 +80,12 @@ class SummaryBuilder {
   // One completed request: what the distributions and SLO checks need.
   struct Sample {
     double ttft_ms;
+    double ttfo_ms;  // NaN: no answer token
     double e2e_ms;
     double send_lag_ms;
     double due_lag_ms;  // t_send - when the request was due (t_dispatch, else t_sched)
     std::uint32_t output_tokens;
+    std::uint32_t answer_tokens;
     std::uint16_t task_class;
     std::uint16_t tenant;
   };
@@ -94,6 +99,7 @@ class SummaryBuilder {
   nlohmann::json group_json(bool by_class, std::uint16_t index, double duration) const;
   bool meets_slo(const Sample& s) const;
   double slo_ttft(const Sample& s) const { return s.ttft_ms + (slo_from_schedule_ ? s.due_lag_ms : 0.0); }
+  double slo_ttfo(const Sample& s) const { return s.ttfo_ms + (slo_from_schedule_ ? s.due_lag_ms : 0.0); }
   double slo_e2e(const Sample& s) const { return s.e2e_ms + (slo_from_schedule_ ? s.due_lag_ms : 0.0); }
 
   std::uint64_t completed_ = 0;
@@ -102,6 +108,8 @@ class SummaryBuilder {
   std::uint64_t prompt_tokens_ = 0;
   std::uint64_t output_tokens_ = 0;
   std::uint64_t token_mismatches_ = 0;
+  std::uint64_t reasoning_requests_ = 0;
+  std::uint64_t reasoning_tokens_ = 0;
   std::map<Outcome, std::uint64_t> outcomes_;
   Nanos first_sched_ = -1;
   Nanos first_send_ = -1;

@@ -89,6 +89,45 @@ TEST(Summary, ComputesLatenciesFromEventTimes) {
   EXPECT_NEAR(s["itl_ms"]["mean"].get<double>(), 10.0, 1e-9);
 }
 
+// A reasoning model's requests: TTFT at the first reasoning token, TTFO at
+// the first answer token, the answer's TPOT over its own tokens; a request
+// whose output was all reasoning has no TTFO and misses a TTFO target; a
+// request without reasoning has TTFO = TTFT.
+TEST(Summary, ReasoningModelsTtfoAndTheAnswersTpot) {
+  SummaryBuilder b;
+  Slo slo;
+  slo.ttfo_ms = 100;
+  slo.percentile = 50;
+  b.set_slos({{"", slo}});
+  // Reasoning at 10, 20, 30 ms; answer at 50, 60 ms.
+  auto thinker = make_ok(1, 0, {10'000'000, 20'000'000, 30'000'000, 50'000'000, 60'000'000});
+  thinker.reasoning_tokens = 3;
+  thinker.t_first_answer = 50'000'000;
+  b.add(thinker);
+  // All reasoning: no answer token.
+  auto unanswered = make_ok(2, 0, {10'000'000, 20'000'000});
+  unanswered.reasoning_tokens = 2;
+  b.add(unanswered);
+  b.add(make_ok(3, 0, {40'000'000, 50'000'000}));  // no reasoning: TTFO is TTFT
+  const auto s = b.build();
+  EXPECT_EQ(s["requests_with_reasoning"], 2);
+  EXPECT_EQ(s["reasoning_tokens_total"], 5);
+  EXPECT_EQ(s["ttft_ms"]["count"], 3);
+  EXPECT_EQ(s["ttfo_ms"]["count"], 2);
+  EXPECT_DOUBLE_EQ(s["ttfo_ms"]["min"].get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(s["ttfo_ms"]["max"].get<double>(), 50.0);
+  // The answer's TPOT: (60 - 50) / (2 - 1) for the first, (50 - 40) / 1 for the third.
+  EXPECT_EQ(s["tpot_answer_ms"]["count"], 2);
+  EXPECT_DOUBLE_EQ(s["tpot_answer_ms"]["max"].get<double>(), 10.0);
+  // TPOT counts every token: (60 - 10) / 4.
+  EXPECT_DOUBLE_EQ(s["tpot_ms"]["max"].get<double>(), 12.5);
+  // The unanswered request misses the target: 2 of 3 met.
+  const auto& a = s["slo_attainment"]["default"];
+  EXPECT_EQ(a["met"], 2) << a.dump();
+  EXPECT_EQ(a["ttfo_ms"]["pass"], true) << a.dump();  // the median is 50 ms
+  EXPECT_DOUBLE_EQ(a["ttfo_ms"]["value"].get<double>(), 50.0);
+}
+
 TEST(Summary, GapsOfEventsPastTheClientsCapCountInTheItl) {
   SummaryBuilder b;
   auto r = make_ok(1, 0, {10'000'000, 20'000'000});  // kept: one gap of 10 ms

@@ -78,6 +78,14 @@ nlohmann::json cdfs(const RunData& run, const ReportOptions& o) {
     j[key] = xy_json(cdf_points(v, o.cdf_points));
   }
   j["itl_ms"] = xy_json(cdf_points(a.itl_ns, o.cdf_points));
+  if (a.any_reasoning()) {  // a reasoning model: the answer's own latencies too
+    for (const auto& [key, f] : {std::pair{"ttfo_ms", &RequestArrays::ttfo_ms},
+                                 std::pair{"tpot_answer_ms", &RequestArrays::tpot_answer_ms}}) {
+      v.clear();
+      for (std::size_t i = 0; i < a.size(); ++i) v.push_back((a.*f)(i));
+      j[key] = xy_json(cdf_points(v, o.cdf_points));
+    }
+  }
   return j;
 }
 

@@ -292,7 +292,8 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
   r.turn = 0;
   r.warmup = false;
   r.t_sched = r.t_dispatch = r.t_send = r.t_headers = r.t_first_scheduled = r.t_first_token = r.t_last_token =
-      r.t_close = -1;
+      r.t_close = r.t_first_answer = -1;
+  r.reasoning_tokens = -1;
   r.preemptions = 0;
   r.prompt_tokens = r.output_tokens = r.output_tokens_planned = r.cached_tokens = r.http_status = -1;
   r.server_prompt_ms = -1;
@@ -316,6 +317,7 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
                     : name == "headers"         ? &r.t_headers
                     : name == "first_scheduled" ? &r.t_first_scheduled
                     : name == "first_token"     ? &r.t_first_token
+                    : name == "first_answer"    ? &r.t_first_answer
                     : name == "last_token"      ? &r.t_last_token
                     : name == "close"           ? &r.t_close
                                                 : nullptr;
@@ -357,6 +359,8 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       r.dropped_gaps_ns = std::make_shared<const LogLinearHistogram>(read_gap_histogram(v));
     } else if (k == "cached_tokens") {
       r.cached_tokens = get_int(k, v);
+    } else if (k == "reasoning_tokens") {
+      r.reasoning_tokens = get_int(k, v);
     } else if (k == "http_status") {
       r.http_status = get_int(k, v);
     } else if (k == "server_prompt_ms") {

@@ -70,6 +70,8 @@ TEST(RequestRecordRoundTrip, EveryWrittenFieldReadsBack) {
   r.server_decode_ms = 3.5;
   r.events_dropped = 2;
   r.dropped_event_tokens = 3;
+  r.reasoning_tokens = 2;
+  r.t_first_answer = 35;
   auto gaps = std::make_shared<LogLinearHistogram>();
   gaps->record(1000, 2);
   r.dropped_gaps_ns = gaps;
@@ -88,6 +90,9 @@ TEST(RequestRecordRoundTrip, EveryWrittenFieldReadsBack) {
   EXPECT_EQ(e.dropped_gaps_ns->count(), 2u);
   EXPECT_EQ(e.event_tokens, r.event_tokens);
   EXPECT_EQ(e.first_token(), 30);
+  EXPECT_EQ(e.reasoning_tokens, 2);
+  EXPECT_EQ(e.first_answer(), 35);
+  EXPECT_EQ(e.answer_tokens(), 2);
   EXPECT_EQ(e.start(), 10);
   EXPECT_EQ(e.end(), 41);
   std::string again;

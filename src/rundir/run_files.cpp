@@ -144,6 +144,9 @@ void absorb(const RequestRecord& e, Partial& p) {
   a.t_dispatch.push_back(e.t_dispatch);
   a.t_send.push_back(e.t_send);
   a.t_first_token.push_back(e.first_token());
+  a.t_first_answer.push_back(e.first_answer());
+  a.reasoning_tokens.push_back(
+      static_cast<std::int32_t>(std::clamp<std::int64_t>(e.reasoning_tokens, -1, INT32_MAX)));
   a.t_last_token.push_back(e.last_token());
   a.t_close.push_back(e.t_close);
   a.output_tokens.push_back(
@@ -214,12 +217,12 @@ void absorb(const RequestRecord& e, Partial& p) {
 // are (tenant and task_class are renumbered, itl_ns merged).
 auto columns(RequestArrays& a) {
   return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
-                  a.output_tokens, a.prompt_tokens, a.cached_tokens, a.itl_mean_ms, a.itl_max_ms,
-                  a.logprob_mean, a.outcome, a.warmup);
+                  a.t_first_answer, a.reasoning_tokens, a.output_tokens, a.prompt_tokens, a.cached_tokens,
+                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.outcome, a.warmup);
 }
 // A field added to RequestArrays is to be concatenated too: this says so at
 // build time (the size on x86-64 with libstdc++, the platform built for).
-constexpr std::size_t kRequestArraysSize = 2544;
+constexpr std::size_t kRequestArraysSize = 2592;
 static_assert(sizeof(RequestArrays) == kRequestArraysSize,
               "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
               "in append()), then update kRequestArraysSize");
@@ -905,6 +908,23 @@ double RequestArrays::e2e_ms(std::size_t i) const {
 double RequestArrays::tpot_ms(std::size_t i) const {
   if (!counted(i) || output_tokens[i] < 2 || t_first_token[i] < 0 || t_last_token[i] < 0) return kNaN;
   return nanos_to_ms(t_last_token[i] - t_first_token[i]) / static_cast<double>(output_tokens[i] - 1);
+}
+double RequestArrays::ttfo_ms(std::size_t i) const {
+  if (i >= t_first_answer.size()) return ttft_ms(i);  // arrays made without the column
+  if (!counted(i) || t_first_answer[i] < 0 || t_send[i] < 0) return kNaN;
+  return nanos_to_ms(t_first_answer[i] - t_send[i]);
+}
+double RequestArrays::tpot_answer_ms(std::size_t i) const {
+  if (i >= t_first_answer.size()) return tpot_ms(i);
+  const std::int64_t reasoning = has_reasoning(i) ? reasoning_tokens[i] : 0;
+  const std::int64_t answer = output_tokens[i] - reasoning;
+  if (!counted(i) || answer < 2 || t_first_answer[i] < 0 || t_last_token[i] < 0) return kNaN;
+  return nanos_to_ms(t_last_token[i] - t_first_answer[i]) / static_cast<double>(answer - 1);
+}
+bool RequestArrays::any_reasoning() const {
+  for (std::size_t i = 0; i < reasoning_tokens.size(); ++i)
+    if (reasoning_tokens[i] >= 0 && counted(i)) return true;
+  return false;
 }
 double RequestArrays::send_lag_ms(std::size_t i) const {
   if (warmup[i] || t_send[i] < 0 || t_sched[i] < 0) return kNaN;

@@ -67,6 +67,10 @@ std::int64_t cached_prompt_tokens(const RequestRecord& e);
 // the request did not get there.
 struct RequestArrays {
   std::vector<Nanos> t_sched, t_dispatch, t_send, t_first_token, t_last_token, t_close;
+  // The first answer token (RequestRecord::first_answer: t_first_token for a
+  // response without reasoning), and the reasoning tokens (-1: none).
+  std::vector<Nanos> t_first_answer;
+  std::vector<std::int32_t> reasoning_tokens;
   std::vector<std::int32_t> output_tokens;  // -1: unknown
   std::vector<std::int32_t> prompt_tokens;  // -1: unknown
   // Prompt tokens the server found cached (cached_prompt_tokens); -1: not reported.
@@ -93,6 +97,13 @@ struct RequestArrays {
   double ttft_sched_ms(std::size_t i) const;  // from t_sched (open loop: client lag counts)
   double tpot_ms(std::size_t i) const;
   double e2e_ms(std::size_t i) const;
+  // Time to the first answer token, and TPOT over the answer's tokens
+  // (core/metrics.h ttfo_ms, tpot_answer_ms); NaN as above, and when the
+  // request has no answer token.
+  double ttfo_ms(std::size_t i) const;
+  double tpot_answer_ms(std::size_t i) const;
+  bool has_reasoning(std::size_t i) const { return i < reasoning_tokens.size() && reasoning_tokens[i] >= 0; }
+  bool any_reasoning() const;  // a counted request has reasoning
   // How late the client sent a request it could send: t_send - t_sched, or
   // t_send - t_dispatch under a concurrency cap (the wait for a free slot
   // is the cap's, not the client's lag), for every sent request.

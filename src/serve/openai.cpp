@@ -338,10 +338,13 @@ std::variant<std::vector<tokenizers::TokenId>, ApiError> parse_tokenize_request(
 }
 
 std::string usage_json(const Usage& u) {
+  std::string details;
+  if (u.reasoning_tokens)
+    details = fmt::format(",\"completion_tokens_details\":{{\"reasoning_tokens\":{}}}", *u.reasoning_tokens);
   return fmt::format(
       "{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{},\"prompt_tokens_details\":{{"
-      "\"cached_tokens\":{}}}}}",
-      u.prompt_tokens, u.prompt_tokens + u.completion_tokens, u.completion_tokens, u.cached_tokens);
+      "\"cached_tokens\":{}}}{}}}",
+      u.prompt_tokens, u.prompt_tokens + u.completion_tokens, u.completion_tokens, u.cached_tokens, details);
 }
 
 namespace {

@@ -70,7 +70,12 @@ struct Usage {
   std::uint64_t prompt_tokens = 0;
   std::uint64_t completion_tokens = 0;
   std::uint64_t cached_tokens = 0;
+  // Output tokens streamed as reasoning (serve --reasoning-share); nullopt:
+  // not a reasoning model, no completion_tokens_details sent.
+  std::optional<std::uint64_t> reasoning_tokens;
 };
+// OpenAI's usage object; completion_tokens_details.reasoning_tokens only
+// for a reasoning model.
 std::string usage_json(const Usage& u);
 
 // One choice of a finished non-streaming response.

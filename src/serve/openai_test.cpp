@@ -135,20 +135,22 @@ TEST(OpenAiJson, ChunksAndResponses) {
   const auto text = json::parse(stream_chunk(Api::kCompletions, "id2", 5, "m", 1, "\"q\"", false, ""));
   EXPECT_EQ(text["choices"][0]["text"], "\"q\"");
   EXPECT_EQ(text["choices"][0]["index"], 1);
-  const auto usage = json::parse(usage_chunk(Api::kChat, "id1", 5, "m", Usage{10, 4, 8}));
+  const auto usage = json::parse(usage_chunk(Api::kChat, "id1", 5, "m", Usage{10, 4, 8, std::nullopt}));
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 14);
   EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
-  const auto full = json::parse(
-      completion_response(Api::kChat, "id", 1, "m", {{"hi", "stop", "\n", "", "", ""}}, Usage{3, 1, 0}));
+  const auto full = json::parse(completion_response(
+      Api::kChat, "id", 1, "m", {{"hi", "stop", "\n", "", "", ""}}, Usage{3, 1, 0, std::nullopt}));
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hi");
   EXPECT_FALSE(full["choices"][0]["message"].contains("reasoning"));
   EXPECT_EQ(full["choices"][0]["stop_reason"], "\n");
   // A reasoning model's message: the reasoning in its field, before the answer.
   const auto thought = json::parse(
       completion_response(Api::kChat, "id", 1, "m",
-                          {{"42", "stop", std::nullopt, "", "hm", "reasoning_content"}}, Usage{3, 2, 0}));
+                          {{"42", "stop", std::nullopt, "", "hm", "reasoning_content"}}, Usage{3, 2, 0, 1}));
   EXPECT_EQ(thought["choices"][0]["message"]["reasoning_content"], "hm");
+  EXPECT_EQ(thought["usage"]["completion_tokens_details"]["reasoning_tokens"], 1);
+  EXPECT_FALSE(full["usage"].contains("completion_tokens_details"));
   EXPECT_EQ(thought["choices"][0]["message"]["content"], "42");
   const auto delta =
       json::parse(stream_chunk(Api::kChat, "id1", 5, "m", 0, "hm", false, "", "", "reasoning"));
@@ -179,9 +181,9 @@ TEST(OpenAiJson, ChunksAndResponsesCarryLogprobsWhenGiven) {
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["token_logprobs"][0], -1);
   const auto chat = json::parse(stream_chunk(Api::kChat, "id", 5, "m", 0, " a", false, ""));
   EXPECT_TRUE(chat["choices"][0]["logprobs"].is_null());
-  const auto full = json::parse(
-      completion_response(Api::kCompletions, "id", 1, "m",
-                          {{"a", "length", std::nullopt, R"({"tokens":["a"]})", "", ""}}, Usage{1, 1, 0}));
+  const auto full = json::parse(completion_response(
+      Api::kCompletions, "id", 1, "m", {{"a", "length", std::nullopt, R"({"tokens":["a"]})", "", ""}},
+      Usage{1, 1, 0, std::nullopt}));
   EXPECT_EQ(full["choices"][0]["logprobs"]["tokens"][0], "a");
 }
 

@@ -356,6 +356,11 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       u.completion_tokens += c.tokens;
       u.cached_tokens += c.cached_tokens;
     }
+    if (req_.api == Api::kChat && core_.settings().reasoning_share > 0) {  // a reasoning model
+      std::uint64_t reasoning = 0;
+      for (const auto& c : choices_) reasoning += std::min<std::uint64_t>(c.reasoning_tokens, c.tokens);
+      u.reasoning_tokens = reasoning;
+    }
     return u;
   }
 

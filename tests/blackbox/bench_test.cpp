@@ -774,42 +774,109 @@ TEST_F(Bench, WorkloadFileWithSessionsAndClassSlos) {
 }
 
 // A reasoning model streamed as current vLLM does (delta.reasoning: vLLM
-// renamed reasoning_content and dropped the old name): the first token is the
-// first reasoning token. The scripted server sends 3 reasoning chunks, waits
-// 300 ms (its think time, part of the script), then 3 answer chunks: the first
-// token comes before that gap, not after it (bench measured TTFT at the first
-// answer token).
+// renamed reasoning_content and dropped the old name), and as SGLang and
+// older vLLM do (delta.reasoning_content). The scripted server waits 100 ms
+// (prefill), sends 3 reasoning chunks, waits 300 ms (its think time), then 3
+// answer chunks: the first token (TTFT) is the first reasoning chunk, at 100
+// ms or later and before the think time; the first answer token (TTFO) comes
+// after it. Reasoning tokens: the usage's completion_tokens_details when the
+// server sends it, else the client's count of the reasoning events. (bench
+// measured TTFT at the first answer token.)
 TEST_F(Bench, AReasoningModelsFirstTokenIsItsFirstReasoningToken) {
-  RecordingServer server([](int fd, const RecordingServer::Request&) {
-    const std::string head =
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
-    std::string think =
-        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n";
-    for (int i = 0; i < 3; ++i)
-      think += "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"hm \"}}]}\n\n";
-    std::string answer;
-    for (int i = 0; i < 3; ++i)
-      answer += "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a \"}}]}\n\n";
-    answer +=
-        "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
-        "\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":6,\"total_tokens\":14}}\n\ndata: [DONE]\n\n";
-    if (::send(fd, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
-    if (::send(fd, think.data(), think.size(), MSG_NOSIGNAL) < 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the model's think time, scripted
-    (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
-  });
-  const auto r =
-      bench({"--target", server.url(), "--model", "m", "--api", "chat", "--num-requests", "1", "--input-len",
-             "fixed:8", "--output-len", "fixed:6", "--prompt-check", "0", "--out", (dir_ / "run").string()});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto recs = lines(dir_ / "run" / "requests.jsonl");
-  ASSERT_EQ(recs.size(), 1u);
-  const auto& rec = recs[0];
-  EXPECT_EQ(rec["outcome"], "ok");
-  EXPECT_EQ(rec["output_tokens_client"], 6);
-  const auto first = rec["t_first_token_ns"].get<std::int64_t>();
-  const auto last = rec["t_last_token_ns"].get<std::int64_t>();
-  EXPECT_GE(last - first, 250'000'000) << "the first token was taken after the think time";
+  for (const bool vllm : {true, false}) {
+    const std::string field = vllm ? "reasoning" : "reasoning_content";
+    SCOPED_TRACE(field);
+    RecordingServer server([&](int fd, const RecordingServer::Request&) {
+      const std::string head =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+      std::string think =
+          "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n";
+      for (int i = 0; i < 3; ++i)
+        think +=
+            "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"" + field + "\":\"hm \"}}]}\n\n";
+      std::string answer;
+      for (int i = 0; i < 3; ++i)
+        answer += "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a \"}}]}\n\n";
+      // vLLM sends no reasoning count in its usage; OpenAI's shape (sent
+      // here with the old field name) does.
+      answer +=
+          "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],"
+          "\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":6,\"total_tokens\":14" +
+          std::string(vllm ? "" : ",\"completion_tokens_details\":{\"reasoning_tokens\":3}") +
+          "}}\n\ndata: [DONE]\n\n";
+      if (::send(fd, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // prefill, scripted
+      if (::send(fd, think.data(), think.size(), MSG_NOSIGNAL) < 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the model's think time, scripted
+      (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+    });
+    const auto out = dir_ / field;
+    const auto r = bench({"--target", server.url(), "--model", "m", "--api", "chat", "--num-requests", "1",
+                          "--input-len", "fixed:8", "--output-len", "fixed:6", "--prompt-check", "0", "--slo",
+                          "ttfo_ms=100000", "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto recs = lines(out / "requests.jsonl");
+    ASSERT_EQ(recs.size(), 1u);
+    const auto& rec = recs[0];
+    EXPECT_EQ(rec["outcome"], "ok");
+    EXPECT_EQ(rec["output_tokens_client"], 6);
+    EXPECT_EQ(rec["reasoning_tokens"], 3) << rec.dump();
+    const auto send = rec["t_send_ns"].get<std::int64_t>();
+    const auto first = rec["t_first_token_ns"].get<std::int64_t>();
+    const auto answer = rec["t_first_answer_ns"].get<std::int64_t>();
+    const auto last = rec["t_last_token_ns"].get<std::int64_t>();
+    EXPECT_GE(first - send, 100'000'000) << "the first token came before the server sent it";
+    EXPECT_GE(answer - first, 300'000'000) << "the first token was taken after the think time";
+    EXPECT_LE(answer, last);
+    const auto run = json::parse(slurp(out / "run.json"));
+    const auto& s = run["summary"];
+    EXPECT_EQ(s["requests_with_reasoning"], 1);
+    EXPECT_EQ(s["reasoning_tokens_total"], 3);
+    EXPECT_DOUBLE_EQ(s["ttfo_ms"]["p50"].get<double>(), (answer - send) / 1e6);
+    EXPECT_DOUBLE_EQ(s["ttft_ms"]["p50"].get<double>(), (first - send) / 1e6);
+    // The answer's TPOT over its 3 tokens; TPOT over all 6.
+    EXPECT_DOUBLE_EQ(s["tpot_answer_ms"]["p50"].get<double>(), (last - answer) / 1e6 / 2);
+    EXPECT_DOUBLE_EQ(s["tpot_ms"]["p50"].get<double>(), (last - first) / 1e6 / 5);
+    EXPECT_EQ(s["slo_attainment"]["default"]["ttfo_ms"]["pass"], true) << s["slo_attainment"].dump();
+    EXPECT_NE(r.out.find("TTFO"), std::string::npos) << r.out;
+  }
+}
+
+// Whole (non-streamed) messages of a reasoning model, in either field: the
+// first token and the first answer token are the response's end, and the
+// reasoning tokens are the usage's count, else the reasoning text's share of
+// the output tokens (13 bytes of reasoning, 4 of answer: 8 x 13/17, 6 tokens).
+TEST_F(Bench, AReasoningModelsWholeMessagesInEitherField) {
+  for (const bool vllm : {true, false}) {
+    const std::string field = vllm ? "reasoning" : "reasoning_content";
+    SCOPED_TRACE(field);
+    RecordingServer server([&](int fd, const RecordingServer::Request&) {
+      const std::string body =
+          "{\"id\":\"c1\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":{"
+          "\"role\":\"assistant\",\"" +
+          field +
+          "\":\"think think a\",\"content\":\"done\"},\"finish_reason\":\"stop\"}],"
+          "\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":8,\"total_tokens\":16" +
+          std::string(vllm ? "" : ",\"completion_tokens_details\":{\"reasoning_tokens\":5}") + "}}";
+      const std::string response = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      (void)::send(fd, response.data(), response.size(), MSG_NOSIGNAL);
+    });
+    const auto out = dir_ / (field + "-whole");
+    const auto r = bench({"--target", server.url(), "--model", "m", "--api", "chat", "--no-stream",
+                          "--num-requests", "1", "--input-len", "fixed:8", "--output-len", "fixed:8",
+                          "--prompt-check", "0", "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto recs = lines(out / "requests.jsonl");
+    ASSERT_EQ(recs.size(), 1u);
+    const auto& rec = recs[0];
+    EXPECT_EQ(rec["outcome"], "ok") << rec.dump();
+    EXPECT_EQ(rec["output_tokens"], 8);
+    EXPECT_EQ(rec["reasoning_tokens"], vllm ? 6 : 5) << rec.dump();
+    EXPECT_EQ(rec["t_first_answer_ns"], rec["t_first_token_ns"]);
+    const auto s = json::parse(slurp(out / "run.json"))["summary"];
+    EXPECT_EQ(s["ttfo_ms"]["p50"], s["ttft_ms"]["p50"]);
+  }
 }
 
 // The in-process server as a reasoning model (--reasoning-share): every
@@ -827,6 +894,8 @@ TEST_F(Bench, TheInProcessServerAsAReasoningModelCountsEveryToken) {
     EXPECT_EQ(rec["outcome"], "ok");
     EXPECT_EQ(rec["output_tokens"], 8);
     EXPECT_EQ(rec["output_tokens_client"], 8);
+    EXPECT_EQ(rec["reasoning_tokens"], 4);  // the server's usage count: half of 8
+    EXPECT_GT(rec["t_first_answer_ns"].get<std::int64_t>(), rec["t_first_token_ns"].get<std::int64_t>());
   }
   const auto run = json::parse(slurp(out / "run.json"));
   EXPECT_EQ(run["settings"]["requested"]["server"]["reasoning"]["share"], 0.5);

@@ -320,13 +320,20 @@
       ["preemptions", (s) => fmt(s.preemptions_total, 0)],
       ["KV-cache usage peak", (s) => pct(s.kv_cache_usage_peak)],
     ];
-    const latencyRows = [["TTFT", "ttft_ms"], ["TTFT from schedule", "ttft_sched_ms"], ["TPOT", "tpot_ms"],
+    const reasoning = (r) => (sum(r).requests_with_reasoning || 0) > 0;
+    if (runs.some(reasoning))
+      summaryRows.push(["requests with reasoning", (s) => fmt(s.requests_with_reasoning, 0)],
+                       ["reasoning tokens", (s) => fmt(s.reasoning_tokens_total, 0)]);
+    const latencyRows = [["TTFT", "ttft_ms"], ["TTFT from schedule", "ttft_sched_ms"],
+                         ["TTFO (first answer token)", "ttfo_ms", reasoning], ["TPOT", "tpot_ms"],
+                         ["TPOT of the answer", "tpot_answer_ms", reasoning],
                          ["ITL", "itl_ms"], ["E2E", "e2e_ms"], ["send lag (due → sent)", "send_lag_ms"],
                          ["queue (due → slot)", "queue_ms"]];
     const q = ["mean", "p50", "p90", "p95", "p99", "p99_9", "max"];
     const lrows = [];
-    for (const [label, key] of latencyRows)
+    for (const [label, key, only] of latencyRows)
       for (const r of runs) {
+        if (only && !only(r)) continue;  // TTFO equals TTFT without reasoning
         const d = sum(r)[key];
         if (!d || !d.count) continue;
         lrows.push([multi ? label + " · " + r.name : label].concat(q.map((k) => fmt(d[k], 2))));
@@ -830,18 +837,23 @@
     const cdfs = [
       ["ttft_ms", "TTFT", "time to first token from the send"],
       ["ttft_sched_ms", "TTFT from schedule", "time to first token from when the request was due (client lag counts)"],
+      ["ttfo_ms", "TTFO", "time to the first answer token from the send (a reasoning model's reasoning comes first)"],
       ["tpot_ms", "TPOT", "time per output token after the first, per request"],
+      ["tpot_answer_ms", "TPOT of the answer", "time per answer token after the first answer token, per request"],
       ["itl_ms", "ITL", "every gap between output tokens"],
       ["e2e_ms", "E2E", "request latency from the send to the last token"],
     ];
-    for (const [key, name, what] of cdfs)
+    for (const [key, name, what] of cdfs) {
+      const withKey = runs.filter((r) => r.cdf[key]);  // TTFO: runs with reasoning only
+      if (!withKey.length) continue;
       lineChart(cdfBox, name + " CDF", "Share of " + (key === "itl_ms" ? "token gaps" : "requests") +
                 " (y) at or below a latency (x, log scale): " + what +
                 ". Further left is faster; a long flat top is a tail.", name + " (ms)",
                 key === "itl_ms" ? "fraction of token gaps" : "fraction of requests",
-                runs.map((r, i) => ({label: runLabel(r), x: r.cdf[key].x, y: r.cdf[key].y,
-                                     color: palette[i % palette.length]})),
+                withKey.map((r) => ({label: runLabel(r), x: r.cdf[key].x, y: r.cdf[key].y,
+                                     color: palette[runs.indexOf(r) % palette.length]})),
                 {logX: true, yRange: [0, 1]});
+    }
   }
 
   // ---- hit rate x p99 latency -> throughput
