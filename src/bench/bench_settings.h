@@ -97,6 +97,10 @@ struct BenchSettings {
   std::string tokenizer_file;  // a tokenizer.json or SentencePiece model: exact prompt lengths
   // Prompts whose length the target's /tokenize is asked before the run (0: none).
   std::size_t prompt_check_sample = 16;
+  // Size prompts to the target's vocabulary and added tokens through its
+  // /tokenize (bench/server_prompts.h): remote targets only; without
+  // --tokenizer the prompt words, with the chat API the template's tokens.
+  bool exact_prompts = true;
 
   // ---- load
   StageList stages;                   // open loop: RATE@SECONDS,...

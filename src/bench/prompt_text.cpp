@@ -23,44 +23,81 @@ std::string prompt_text(const workload::Workload& w, const workload::Request& r)
 }
 
 PromptBuilder::PromptBuilder(const workload::Workload& w, const tokenizers::TextTokenizer* tokenizer,
-                             bool specials_counted)
+                             bool specials_counted, const ServerPromptFacts* server)
     : w_(w), tokenizer_(tokenizer) {
-  if (!tokenizer_) return;
-  specials_ = specials_counted ? tokenizer_->num_special_added() : 0;
+  const bool from_server = !tokenizer_ && server && server->available && !server->one_token.empty();
+  // The chat template's tokens, when the server said them (chat only).
+  const bool chat_added = !specials_counted && server && server->available && server->chat_added >= 0;
+  if (!tokenizer_ && !from_server) return;
+  exact_ = true;
   const auto words = tokenizers::prompt_words();
-  std::vector<std::string> candidates(words.begin(), words.end());
-  const auto single = tokenizers::single_token_words(*tokenizer_, candidates);
-  if (single.size() < 64)
-    throw UsageError(
-        fmt::format("--tokenizer {}: only {} of the {} prompt words are one token in it; "
-                    "prompts of exact length cannot be built",
-                    tokenizer_->description().file, single.size(), words.size()));
   std::vector<bool> ok(words.size(), false);
-  {
+  std::vector<std::string> single;  // the one-token words, in order
+  if (tokenizer_) {
+    specials_ = specials_counted ? tokenizer_->num_special_added() : 0;
+    std::vector<std::string> candidates(words.begin(), words.end());
+    for (auto& s : tokenizers::single_token_words(*tokenizer_, candidates))
+      single.push_back(std::move(s.word));
     std::size_t j = 0;
     for (std::size_t i = 0; i < words.size() && j < single.size(); ++i)
-      if (words[i] == single[j].word) ok[i] = true, ++j;
+      if (words[i] == single[j]) ok[i] = true, ++j;
+  } else {
+    server_method_ = server->words_method;
+    specials_ = specials_counted ? static_cast<std::size_t>(server->completion_added) : 0;
+    for (std::size_t i = 0; i < words.size() && i < server->one_token.size(); ++i)
+      if (server->one_token[i]) ok[i] = true, single.emplace_back(words[i]);
   }
+  if (chat_added) {
+    specials_ = static_cast<std::size_t>(server->chat_added);
+    chat_from_server_ = true;
+  }
+  if (single.size() < 64)
+    throw UsageError(
+        tokenizer_ ? fmt::format("--tokenizer {}: only {} of the {} prompt words are one token in it; "
+                                 "prompts of exact length cannot be built",
+                                 tokenizer_->description().file, single.size(), words.size())
+                   : fmt::format("the target's /tokenize: only {} of the {} prompt words are one token "
+                                 "there; prompts of exact length cannot be built (--exact-prompts off sends "
+                                 "them as they are)",
+                                 single.size(), words.size()));
   word_for_.resize(words.size());
   for (std::size_t i = 0; i < words.size(); ++i) {
     if (ok[i]) {
       word_for_[i] = std::string(words[i]);
       ++kept_;
     } else {  // a fixed stand-in: the same word wherever this one stands
-      word_for_[i] = single[mix64(i) % single.size()].word;
+      word_for_[i] = single[mix64(i) % single.size()];
       ++replaced_;
     }
   }
-  // Trace texts are sent as written; their planned length is their count.
+  // The server checked some words at the start of a text: a first word not
+  // among them stands in for itself there by one of them, the same everywhere.
+  if (from_server && !server->first_words.empty()) {
+    std::vector<bool> at_start(words.size(), false);
+    for (const auto i : server->first_words) at_start[i] = true;
+    first_word_for_.resize(words.size());
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      const auto it = std::find(words.begin(), words.end(), word_for_[i]);
+      const auto mapped = static_cast<std::size_t>(it - words.begin());
+      first_word_for_[i] =
+          mapped < words.size() && at_start[mapped]
+              ? word_for_[i]
+              : std::string(words[server->first_words[mix64(i) % server->first_words.size()]]);
+    }
+  }
+  // Trace texts are sent as written; their planned length is their count
+  // (with a tokenizer; else the workload's).
+  if (!tokenizer_) return;
   text_tokens_.assign(w.prompts.size(), -1);
   for (const auto& r : w.requests)
     if (r.source == workload::PromptSource::kText && text_tokens_[r.source_begin] < 0)
       text_tokens_[r.source_begin] =
-          static_cast<std::int64_t>(tokenizer_->count(w.prompts[r.source_begin], specials_ > 0));
+          static_cast<std::int64_t>(tokenizer_->count(w.prompts[r.source_begin], specials_counted) +
+                                    (chat_from_server_ ? specials_ : 0));
 }
 
 std::string PromptBuilder::text(const workload::Request& r) const {
-  if (!tokenizer_) return prompt_text(w_, r);
+  if (!exact_) return prompt_text(w_, r);
   if (r.source == workload::PromptSource::kText) return w_.prompts[r.source_begin];
   std::vector<tokenizers::TokenId> tokens;
   workload::append_prompt_tokens(w_, r, tokens);
@@ -79,27 +116,37 @@ std::string PromptBuilder::text(const workload::Request& r) const {
     const std::size_t index =
         it != words.end() && *it == letters ? static_cast<std::size_t>(it - words.begin()) : 0;
     if (k) text += ' ';
-    text += word_for_[index];
+    text += k == 0 && !first_word_for_.empty() ? first_word_for_[index] : word_for_[index];
   }
   return text;
 }
 
 std::int64_t PromptBuilder::planned_tokens(const workload::Request& r) const {
-  if (!tokenizer_) return r.input_tokens;
-  if (r.source == workload::PromptSource::kText) return text_tokens_[r.source_begin];
+  if (!exact_) return r.input_tokens;
+  if (r.source == workload::PromptSource::kText)
+    return tokenizer_ ? text_tokens_[r.source_begin] : static_cast<std::int64_t>(r.input_tokens);
   return std::max<std::int64_t>(static_cast<std::int64_t>(r.input_tokens),
                                 static_cast<std::int64_t>(1 + specials_));
 }
 
 std::string PromptBuilder::describe() const {
-  if (!tokenizer_)
+  if (!exact_)
     return "one prompt word per planned token (one token each in Llama 2, GPT-2, Llama 3 and Qwen3 "
            "vocabularies; the server adds its BOS or chat template); trace texts as written";
+  const std::string added =
+      !specials_ ? std::string()
+      : chat_from_server_
+          ? fmt::format(", the chat template's {} token(s) counted (the server's /tokenize)", specials_)
+          : fmt::format(", {} added token(s) counted", specials_);
+  if (!tokenizer_)
+    return fmt::format(
+        "exact for the target's vocabulary (its /tokenize, by {}: {} of {} prompt words kept, {} replaced by "
+        "one-token words){}; trace texts as written, the workload's length",
+        server_method_, kept_, kept_ + replaced_, replaced_, added);
   return fmt::format(
       "exact for {} ({} of {} prompt words kept, {} replaced by one-token words){}; trace texts as written, "
       "their length counted with it",
-      tokenizer_->description().file, kept_, kept_ + replaced_, replaced_,
-      specials_ ? fmt::format(", its {} added token(s) counted", specials_) : "");
+      tokenizer_->description().file, kept_, kept_ + replaced_, replaced_, added);
 }
 
 }  // namespace tokenscope::bench

@@ -15,12 +15,21 @@
 //    stay shared), and one word fewer is sent per token the tokenizer adds.
 //    Text prompts keep their text; their planned length becomes its real
 //    token count.
+//  * Without it, against a server with /tokenize (bench/server_prompts.h),
+//    the same from what the server said: the prompt words that are not one
+//    token there are replaced, and one word fewer is sent per token the
+//    server adds (a BOS for completions; the chat template's tokens for
+//    chat), so that the server counts the planned length. Text prompts keep
+//    their text and the workload's length.
+//  * With a tokenizer and the chat API, the chat template's tokens come from
+//    the server too when it said them.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "bench/server_prompts.h"
 #include "tokenizers/text_tokenizer.h"
 #include "workload/workload.h"
 
@@ -34,17 +43,23 @@ class PromptBuilder {
   // tokenizer: the served model's, or null. specials_counted: whether the
   // server counts the tokens the tokenizer adds (BOS) in the prompt — true
   // for the completions API, false for chat, whose template adds its own.
+  // server: what the target's /tokenize said (null or unavailable: nothing).
   // Throws UsageError when the tokenizer has fewer than 64 one-token words.
   PromptBuilder(const workload::Workload& w, const tokenizers::TextTokenizer* tokenizer,
-                bool specials_counted);
+                bool specials_counted, const ServerPromptFacts* server = nullptr);
 
   // The prompt of a workload request (thread-safe).
   std::string text(const workload::Request& r) const;
   // Its planned length in tokens: the workload's input_tokens, or with a
   // tokenizer the length the server will count (text prompts: their count).
   std::int64_t planned_tokens(const workload::Request& r) const;
-  // Tokens the tokenizer adds to a prompt that the server counts (0 without one).
+  // Tokens added to a prompt that the server counts and the prompt leaves
+  // room for: the tokenizer's (BOS) for completions, the chat template's when
+  // the server said them (0 when neither is known).
   std::size_t specials() const { return specials_; }
+  // Whether prompts are sized to the served vocabulary (a tokenizer, or the
+  // server's /tokenize).
+  bool exact() const { return exact_; }
   const tokenizers::TextTokenizer* tokenizer() const { return tokenizer_; }
   // Prompt words kept as they are, and replaced (with a tokenizer).
   std::size_t words_kept() const { return kept_; }
@@ -55,10 +70,16 @@ class PromptBuilder {
  private:
   const workload::Workload& w_;
   const tokenizers::TextTokenizer* tokenizer_;
+  bool exact_ = false;
+  std::string server_method_;  // how the server's /tokenize was read ("" without it)
+  bool chat_from_server_ = false;
   std::size_t specials_ = 0;
   std::size_t kept_ = 0, replaced_ = 0;
   // Prompt word index -> the word sent for it (one token in the tokenizer).
   std::vector<std::string> word_for_;
+  // The same for a prompt's first word, where it must be one token at the
+  // start of a text too (from the server; empty: word_for_ serves).
+  std::vector<std::string> first_word_for_;
   std::vector<std::int64_t> text_tokens_;  // per workload prompt: its count (with a tokenizer)
 };
 

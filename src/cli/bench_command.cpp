@@ -81,6 +81,12 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
                     pc["exact"].get<std::size_t>()));
   else if (pc.contains("reason"))
     h.lines.push_back("prompt check: not done (" + display_text(pc["reason"].get<std::string>()) + ")");
+  if (pc.value("available", false) && pc["sampled"].get<std::size_t>() > 0 &&
+      std::abs(pc["ratio"].get<double>() - 1.0) > 0.01)
+    h.lines.push_back(fmt::format(
+        "WARNING: the prompt check is off by {:+.2f}% (more than 1%): prompts do not reach the server at "
+        "their planned length; give --tokenizer with the served model's tokenizer",
+        100.0 * (pc["ratio"].get<double>() - 1.0)));
   print_summary_table(std::cout, h, r.summary);
   const auto& c = r.client;
   std::cout << fmt::format(
@@ -177,6 +183,19 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->add_option("--tokenizer", s.tokenizer_file,
                    "The served model's tokenizer (tokenizer.json or SentencePiece .model): prompts of "
                    "exactly the planned length, output counted on the client when the server sends no usage")
+      ->group(T);
+  bench
+      ->add_option_function<std::string>(
+          "--exact-prompts",
+          [&s](const std::string& v) {
+            if (v != "auto" && v != "off")
+              throw CLI::ValidationError("--exact-prompts", "expected auto or off, not '" + v + "'");
+            s.exact_prompts = v == "auto";
+          },
+          "auto: before the run, learn from the target's /tokenize which prompt words are one token there "
+          "and "
+          "the tokens it adds (BOS, the chat template), so that it counts exactly the planned prompt length; "
+          "off: send prompt words as they are [default: auto]")
       ->group(T);
   bench
       ->add_option("--prompt-check", s.prompt_check_sample,

@@ -88,6 +88,16 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
       os << fmt::format("{:<18}{} completed requests carried reasoning, {} reasoning tokens\n", "reasoning",
                         s["requests_with_reasoning"].get<std::uint64_t>(),
                         s["reasoning_tokens_total"].get<std::uint64_t>());
+    if (s.value("prompt_tokens_planned_total", std::uint64_t{0}) > 0) {
+      const auto planned = s["prompt_tokens_planned_total"].get<std::uint64_t>();
+      const auto reported = s["prompt_tokens_planned_reported"].get<std::uint64_t>();
+      os << fmt::format(
+          "{:<18}the server counted {} prompt tokens where {} were planned ({:+.2f}%), {} "
+          "requests differ\n",
+          "prompt lengths", reported, planned,
+          100.0 * (static_cast<double>(reported) / static_cast<double>(planned) - 1),
+          s["prompt_token_mismatches"].get<std::uint64_t>());
+    }
     if (s["output_token_mismatches"].get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} requests where usage and the client's event count differ\n", "token check",
                         s["output_token_mismatches"].get<std::uint64_t>());

@@ -36,6 +36,14 @@ inline constexpr KeyDefinition kScalarKeys[] = {
     {"output_token_mismatches", "requests",
      "completed requests whose server usage count differs from the client's own count of output events "
      "(a cross-check; the usage count is what is reported)"},
+    {"prompt_tokens_planned_total", "tokens",
+     "planned prompt tokens of the completed requests that have a planned length and a server count "
+     "(bench; later turns of a session have no planned length)"},
+    {"prompt_tokens_planned_reported", "tokens",
+     "the server's count (usage prompt_tokens) of the same requests: equal to prompt_tokens_planned_total "
+     "when every prompt reached the server at its planned length"},
+    {"prompt_token_mismatches", "requests",
+     "of those requests, the ones whose server count differs from the planned length"},
     {"requests_without_usage", "requests",
      "completed requests for which the server sent no usage count (their output tokens count as 0 unless "
      "counted on the client with --tokenizer)"},

@@ -53,6 +53,11 @@ void SummaryBuilder::add(const RequestRecord& r) {
   if (r.output_tokens < 0 || r.output_tokens_counted_by_client) ++without_usage_;
   if (r.output_tokens_counted_by_client) ++client_counted_;
   if (r.prompt_tokens > 0) prompt_tokens_ += static_cast<std::uint64_t>(r.prompt_tokens);
+  if (r.prompt_tokens_planned >= 0 && r.prompt_tokens >= 0) {  // the plan against the server's count
+    planned_prompt_tokens_ += static_cast<std::uint64_t>(r.prompt_tokens_planned);
+    planned_prompt_reported_ += static_cast<std::uint64_t>(r.prompt_tokens);
+    prompt_mismatches_ += r.prompt_tokens != r.prompt_tokens_planned ? 1 : 0;
+  }
   const std::int64_t n = r.output_tokens >= 0 ? r.output_tokens : 0;
   output_tokens_ += static_cast<std::uint64_t>(n);
   class_counts_[cls].output_tokens += static_cast<std::uint64_t>(n);
@@ -291,6 +296,9 @@ nlohmann::json SummaryBuilder::build() const {
   s["prompt_tokens_total"] = prompt_tokens_;
   s["output_tokens_total"] = output_tokens_;
   s["output_token_mismatches"] = token_mismatches_;
+  s["prompt_tokens_planned_total"] = planned_prompt_tokens_;
+  s["prompt_tokens_planned_reported"] = planned_prompt_reported_;
+  s["prompt_token_mismatches"] = prompt_mismatches_;
   s["requests_without_usage"] = without_usage_;
   s["output_tokens_client_counted"] = client_counted_;
   s["requests_with_reasoning"] = reasoning_requests_;

@@ -109,6 +109,7 @@ class SummaryBuilder {
   std::uint64_t output_tokens_ = 0;
   std::uint64_t token_mismatches_ = 0;
   std::uint64_t reasoning_requests_ = 0;
+  std::uint64_t planned_prompt_tokens_ = 0, planned_prompt_reported_ = 0, prompt_mismatches_ = 0;
   std::uint64_t reasoning_tokens_ = 0;
   std::map<Outcome, std::uint64_t> outcomes_;
   Nanos first_sched_ = -1;

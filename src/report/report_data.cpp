@@ -641,6 +641,18 @@ std::vector<std::string> run_warnings(const RunData& run) {
                     m));
   if (const double m = number_or(json_at(s, {"requests_without_usage"}), 0); m > 0)
     w.push_back(fmt::format("{:.0f} completed requests came without a usage count", m));
+  // Prompts that did not reach the server at their planned length: off by
+  // more than 1% in all (a vocabulary or a chat template not accounted for).
+  if (const double planned = number_or(json_at(s, {"prompt_tokens_planned_total"}), 0); planned > 0) {
+    const double reported = number_or(json_at(s, {"prompt_tokens_planned_reported"}), 0);
+    if (std::abs(reported / planned - 1) > 0.01)
+      w.push_back(
+          fmt::format("prompt lengths: the server counted {:.0f} prompt tokens where {:.0f} were planned "
+                      "({:+.2f}%, {:.0f} "
+                      "requests differ): give --tokenizer, or a target whose /tokenize bench can read",
+                      reported, planned, 100 * (reported / planned - 1),
+                      number_or(json_at(s, {"prompt_token_mismatches"}), 0)));
+  }
   if (const double n = number_or(json_at(j, {"client", "requests_not_sent"}), 0); n > 0)
     w.push_back(fmt::format("{:.0f} planned requests were not sent", n));
   if (const auto& sources = json_at(j, {"observe", "sources"}); sources.is_array())

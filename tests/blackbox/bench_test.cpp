@@ -997,7 +997,9 @@ TEST_F(Bench, SamplingOptionsAndExtraBodyReachTheServer) {
       "--header",
       "X-Tenant: blue",
       "--prompt-check",
-      "0",            // no /tokenize before the run: only the load reaches the server
+      "0",  // no /tokenize before the run: only the load reaches the server
+      "--exact-prompts",
+      "off",
       "--no-scrape",  // nor a GET /metrics
       "--quiet"};
   auto args = common;

@@ -65,6 +65,8 @@ LlamaPeer LlamaPeer::from_environment() {
   p.tokenizer_qwen3 = (npm / "tokenizer-qwen3" / "models" / "tokenizer.json").string();
   need("TOKENSCOPE_TINY_MODEL_LLAMA3", p.model_llama3);
   need("TOKENSCOPE_TINY_MODEL_QWEN3", p.model_qwen3);
+  p.model_unseen = env("TOKENSCOPE_TINY_MODEL_UNSEEN");
+  need("TOKENSCOPE_TINY_MODEL_UNSEEN", p.model_unseen);
   need("the Llama 3 tokenizer.json", p.tokenizer_llama3);
   need("the Qwen3 tokenizer.json", p.tokenizer_qwen3);
   p.missing_hf = missing;

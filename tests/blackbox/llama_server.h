@@ -49,6 +49,8 @@ struct LlamaPeer {
   std::string server, model, model_gpt2;
   // Models with a Hugging Face tokenizer.json as their vocabulary, and those files.
   std::string model_llama3, model_qwen3, tokenizer_llama3, tokenizer_qwen3;
+  // A vocabulary no tokenizer file describes (scripts/unseen-vocab.py: Qwen3's with most merges cut).
+  std::string model_unseen;
   std::string missing;          // empty when the server and the llama.cpp-vocabulary models are there
   std::string missing_hf;       // empty when the tokenizer.json models and files are there
   bool skip_requested = false;  // TOKENSCOPE_NO_LLAMA=1
