@@ -10,6 +10,8 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -689,8 +691,19 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   const bool chat = rs.api == Api::kChat;
   TokenizeClient tokenize(endpoint, copt, o.api_key, rs.model);
   std::optional<ServerPromptFacts> server_prompts;
-  if (o.exact_prompts && (!tokenizer || chat))
-    server_prompts = learn_server_prompts(tokenize, tokenizer == nullptr, chat);
+  if (o.exact_prompts && (!tokenizer || chat)) {
+    // Once per remote target in a sweep (the in-process server is new each run, and quick to ask).
+    static std::mutex learned_mutex;
+    static std::map<std::string, ServerPromptFacts> learned;
+    const std::string key = fmt::format("{}\n{}\n{}{}", endpoint.url(), rs.model, tokenizer == nullptr, chat);
+    std::lock_guard lock(learned_mutex);
+    if (auto it = learned.find(key); it != learned.end() && !side.server) {
+      server_prompts = it->second;
+    } else {
+      server_prompts = learn_server_prompts(tokenize, tokenizer == nullptr, chat);
+      if (!side.server) learned[key] = *server_prompts;
+    }
+  }
   const PromptBuilder prompts(w, tokenizer, !chat, server_prompts ? &*server_prompts : nullptr);
   // The server's own count of a sample of prompts, before the load starts.
   nlohmann::json prompt_check =

@@ -98,7 +98,7 @@ struct BenchSettings {
   // Prompts whose length the target's /tokenize is asked before the run (0: none).
   std::size_t prompt_check_sample = 16;
   // Size prompts to the target's vocabulary and added tokens through its
-  // /tokenize (bench/server_prompts.h): remote targets only; without
+  // /tokenize (bench/server_prompts.h; the in-process server's too): without
   // --tokenizer the prompt words, with the chat API the template's tokens.
   bool exact_prompts = true;
 

@@ -333,7 +333,10 @@ void ResponseCollector::split_tokens() {
 }
 
 void ResponseCollector::count_reasoning() {
-  if (usage_reasoning_ >= 0) {
+  // The server's count when it is one; OpenAI reports 0 for every model
+  // without reasoning, which is no reasoning model (a 0 beside reasoning text
+  // seen is not believed: the client's count replaces it).
+  if (usage_reasoning_ > 0) {
     record_.reasoning_tokens = usage_reasoning_;
     return;
   }

@@ -13,8 +13,9 @@
 //    ITL splits each event gap k ways;
 //  * reasoning models: the events carrying reasoning text are told from the
 //    answer; the record gets the first answer token's time and the reasoning
-//    tokens (the usage's completion_tokens_details.reasoning_tokens, else
-//    each event's tokens in proportion to its reasoning text);
+//    tokens (the usage's completion_tokens_details.reasoning_tokens when
+//    above 0, else each event's tokens in proportion to its reasoning text;
+//    none when no reasoning was seen and the usage says 0 or nothing);
 //  * failures get an outcome and a detail, and the run goes on;
 //  * with a parser that reads logprobs (bench --logprobs), the record's
 //    `logprobs` histogram holds those of every event (core/logprob.h).

@@ -15,6 +15,12 @@ namespace {
 
 // Round trips the count-only search may take (each a small /tokenize).
 constexpr std::size_t kMaxRoundTrips = 4096;
+// Words checked one by one at the start of a text, at most.
+constexpr std::size_t kMaxFirstWordChecks = 256;
+// A count beyond this is no answer (a hostile or broken server).
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 24;
+// Tokens a server may add to a prompt, at most: more is not a BOS or a template.
+constexpr std::int64_t kMaxAdded = 4096;
 
 std::string join_words(const std::vector<std::string>& words, std::size_t a, std::size_t b) {
   std::string text;
@@ -55,7 +61,8 @@ std::optional<nlohmann::json> TokenizeClient::post(const std::string& path, cons
   fr.path = path;
   fr.body = body.dump();
   fr.timeout_s = 10;
-  fr.max_body_bytes = 4u << 20;
+  fr.max_body_bytes = 1u << 20;  // the pieces of every prompt word: about 50 KB
+  fr.abandon_over_cap = true;    // a server streaming without end: given up at 1 MiB
   if (!api_key_.empty()) fr.headers.emplace_back("Authorization", "Bearer " + api_key_);
   ++round_trips_;
   const net::FetchResult r = net::fetch(ep_, copt_, fr);
@@ -82,11 +89,17 @@ std::optional<std::int64_t> TokenizeClient::count(const std::string& text, bool 
                                     {"add_special", add_special},
                                     {"add_special_tokens", add_special}});
   if (!j) return std::nullopt;
-  if (j->contains("count") && (*j)["count"].is_number_integer()) return (*j)["count"].get<std::int64_t>();
-  if (j->contains("tokens") && (*j)["tokens"].is_array())
-    return static_cast<std::int64_t>((*j)["tokens"].size());
-  error_ = "/tokenize: the answer holds no token count";
-  return std::nullopt;
+  std::int64_t n = -1;
+  if (j->contains("count") && (*j)["count"].is_number_integer())
+    n = (*j)["count"].get<std::int64_t>();
+  else if (j->contains("tokens") && (*j)["tokens"].is_array())
+    n = static_cast<std::int64_t>((*j)["tokens"].size());
+  if (n < 0 || n > kMaxCount) {
+    error_ = n < 0 ? "/tokenize: the answer holds no token count"
+                   : fmt::format("/tokenize: a count of {} tokens is not an answer", n);
+    return std::nullopt;
+  }
+  return n;
 }
 
 std::optional<std::vector<std::string>> TokenizeClient::pieces(const std::string& text) {
@@ -130,7 +143,7 @@ std::optional<std::int64_t> TokenizeClient::chat_count(const std::string& conten
       n = (*j)["count"].get<std::int64_t>();
     else if (j && j->contains("tokens") && (*j)["tokens"].is_array())
       n = static_cast<std::int64_t>((*j)["tokens"].size());
-    if (n > 0) {
+    if (n > 0 && n <= kMaxCount) {
       chat_method_ = "/tokenize messages";
       return n;
     }
@@ -210,12 +223,20 @@ ServerPromptFacts learn_server_prompts(TokenizeClient& client, bool learn_words,
   if (!plain) return fail(client.error());
   const auto with = client.count(words[0], true);
   if (!with) return fail(client.error());
+  if (*with - *plain > kMaxAdded)
+    return fail(fmt::format("/tokenize: {} tokens added to one word is not a BOS", *with - *plain));
   f.completion_added = std::max<std::int64_t>(0, *with - *plain);
   if (learn_words) {
     if (const auto pieces = client.pieces(join_words(words, 0, words.size()))) {
       if (auto one = words_from_pieces(words, *pieces)) {
         f.one_token = std::move(*one);
         f.words_method = "pieces";
+        // The first word stood at the start: its spaced form, counted.
+        if (f.one_token[0]) {
+          const auto n = client.count(words[0] + " " + words[0], false);
+          if (!n) return fail(client.error());
+          f.one_token[0] = *n == 2;
+        }
       }
     }
     if (f.one_token.empty()) {  // counts only: halve where a count exceeds its words
@@ -235,7 +256,13 @@ ServerPromptFacts learn_server_prompts(TokenizeClient& client, bool learn_words,
         }
         const auto n = client.count(join_words(words, a, b), false);
         if (!n) return fail(client.error());
-        if (*n == static_cast<std::int64_t>(b - a)) continue;
+        if (*n == static_cast<std::int64_t>(b - a)) {
+          // The range's first word stood at the start: its spaced form, counted.
+          const auto two = client.count(words[a] + " " + words[a], false);
+          if (!two) return fail(client.error());
+          f.one_token[a] = *two == 2;
+          continue;
+        }
         const std::size_t mid = a + (b - a) / 2;
         todo.emplace_back(mid, b);
         todo.emplace_back(a, mid);
@@ -243,9 +270,18 @@ ServerPromptFacts learn_server_prompts(TokenizeClient& client, bool learn_words,
       f.words_method = "counts";
     }
     for (const bool b : f.one_token) f.words_one_token += b ? 1 : 0;
+    if (f.words_one_token < 64)
+      return fail(
+          fmt::format("only {} of the {} prompt words are one token there (by {}): too few to build "
+                      "prompts of exact length",
+                      f.words_one_token, words.size(), f.words_method));
     // A prompt's first word stands at the start of the text.
-    for (std::size_t i = 0; i < words.size() && f.first_words.size() < ServerPromptFacts::kFirstWords; ++i) {
+    std::size_t checked = 0;
+    for (std::size_t i = 0; i < words.size() && f.first_words.size() < ServerPromptFacts::kFirstWords &&
+                            checked < kMaxFirstWordChecks;
+         ++i) {
       if (!f.one_token[i]) continue;
+      ++checked;
       const auto n = client.count(words[i], false);
       if (!n) return fail(client.error());
       if (*n == 1) f.first_words.push_back(static_cast<std::uint32_t>(i));
@@ -267,11 +303,18 @@ ServerPromptFacts learn_server_prompts(TokenizeClient& client, bool learn_words,
         break;
       }
       added[k] = *whole - *own;
+      if (added[k] < 0 || added[k] > kMaxAdded) {
+        f.chat_note = fmt::format(
+            "the chat prompt of {} words counts {} tokens against {} for its content: not a template's",
+            lengths[k], *whole, *own);
+        added[0] = added[1] = -1;
+        break;
+      }
     }
     if (added[0] >= 0 && added[0] == added[1]) {
       f.chat_added = added[0];
       f.chat_method = client.chat_method();
-    } else if (added[0] >= 0) {
+    } else if (added[0] >= 0 && added[1] >= 0) {
       f.chat_note = fmt::format("the chat template adds {} tokens to 8 words and {} to 64: not a constant",
                                 added[0], added[1]);
     }

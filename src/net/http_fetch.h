@@ -25,6 +25,10 @@ struct FetchRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   double timeout_s = 30.0;
   std::size_t max_body_bytes = 16u << 20;
+  // Past max_body_bytes, end the exchange at once with the error "the answer
+  // is over N bytes" (a server that streams without end then costs neither
+  // the timeout nor the reading); otherwise the body is cut and the rest read.
+  bool abandon_over_cap = false;
 };
 
 FetchResult fetch(const Endpoint& endpoint, const ClientOptions& options, const FetchRequest& request);

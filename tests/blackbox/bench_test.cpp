@@ -826,7 +826,8 @@ TEST_F(Bench, AReasoningModelsFirstTokenIsItsFirstReasoningToken) {
     const auto answer = rec["t_first_answer_ns"].get<std::int64_t>();
     const auto last = rec["t_last_token_ns"].get<std::int64_t>();
     EXPECT_GE(first - send, 100'000'000) << "the first token came before the server sent it";
-    EXPECT_GE(answer - first, 300'000'000) << "the first token was taken after the think time";
+    // 300 ms scripted; the client may read the first chunk a little late.
+    EXPECT_GE(answer - first, 250'000'000) << "the first token was taken after the think time";
     EXPECT_LE(answer, last);
     const auto run = json::parse(slurp(out / "run.json"));
     const auto& s = run["summary"];
@@ -877,6 +878,62 @@ TEST_F(Bench, AReasoningModelsWholeMessagesInEitherField) {
     const auto s = json::parse(slurp(out / "run.json"))["summary"];
     EXPECT_EQ(s["ttfo_ms"]["p50"], s["ttft_ms"]["p50"]);
   }
+}
+
+// A server whose /tokenize gives counts only (no pieces), with a vocabulary
+// in which every word holding a 'q', 'x' or 'z' is two tokens and a BOS is
+// added: bench finds the words that split by halving the list, and every
+// prompt reaches the server at exactly its planned length.
+TEST_F(Bench, ExactPromptsFromAServerThatGivesCountsOnly) {
+  const auto count = [](const std::string& text, bool bos) {
+    std::int64_t n = bos ? 1 : 0;
+    std::istringstream in(text);
+    for (std::string w; in >> w;) n += w.find_first_of("qxz") == std::string::npos ? 1 : 2;
+    return n;
+  };
+  RecordingServer server([&](int fd, const RecordingServer::Request& q) {
+    const auto b = json::parse(q.body, nullptr, false);
+    std::string body;
+    if (q.head.rfind("POST /tokenize ", 0) == 0 && b.contains("prompt")) {
+      body =
+          json{{"count", count(b["prompt"].get<std::string>(), b.value("add_special_tokens", false))}}.dump();
+    } else if (q.head.rfind("POST /v1/completions ", 0) == 0) {
+      const auto n = count(b["prompt"].get<std::string>(), true);
+      body = json{{"id", "c"},
+                  {"choices", {{{"index", 0}, {"text", "a"}, {"finish_reason", "length"}}}},
+                  {"usage", {{"prompt_tokens", n}, {"completion_tokens", 1}, {"total_tokens", n + 1}}}}
+                 .dump();
+    } else {
+      const std::string r = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      (void)::send(fd, r.data(), r.size(), MSG_NOSIGNAL);
+      return;
+    }
+    const std::string r = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    (void)::send(fd, r.data(), r.size(), MSG_NOSIGNAL);
+  });
+  const auto out = dir_ / "counts";
+  const auto r =
+      bench({"--target", server.url(), "--model", "m", "--no-stream", "--num-requests", "8", "--rate", "inf",
+             "--input-len", "uniform:16:400", "--output-len", "fixed:1", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  const auto& facts = run["settings"]["effective"]["prompts"]["server"];
+  EXPECT_EQ(facts["prompt_words_method"], "counts") << facts.dump();
+  EXPECT_EQ(facts["completion_added_tokens"], 1);
+  // The words without q, x or z: the prompt word list's own count.
+  const std::string list = slurp(fs::path(TOKENSCOPE_SOURCE_DIR) / "src/tokenizers/prompt_words.inc");
+  int plain = 0;
+  static const std::regex quoted("\"([a-z]+)\"");
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), quoted); it != std::sregex_iterator(); ++it)
+    plain += (*it)[1].str().find_first_of("qxz") == std::string::npos ? 1 : 0;
+  EXPECT_EQ(facts["prompt_words_one_token"], plain) << facts.dump();
+  for (const auto& rec : lines(out / "requests.jsonl")) {
+    EXPECT_EQ(rec["outcome"], "ok") << rec.dump();
+    EXPECT_EQ(rec["prompt_tokens"], rec["prompt_tokens_planned"]) << rec.dump();
+  }
+  EXPECT_EQ(run["summary"]["prompt_token_mismatches"], 0);
+  EXPECT_NE(r.out.find("+0.00%), 0 requests differ"), std::string::npos) << r.out;
 }
 
 // The in-process server as a reasoning model (--reasoning-share): every
