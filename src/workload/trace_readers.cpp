@@ -420,7 +420,11 @@ void parse_native(TextReader& in, const std::string& file, Workload& w, const Tr
         const std::size_t n = tokenizers::count_tokens(j["prompt"].get_ref<const std::string&>());
         if (n == 0 || n > kMaxTokens)
           throw InputError(file, line_no, "prompt", "expected a non-empty prompt");
-        r.input_tokens = static_cast<std::uint32_t>(n);
+        // The row's own count, when it gives one (the served model's, as a
+        // production trace logs it), is the planned length; else the
+        // built-in tokenizer's count of the text.
+        r.input_tokens = j.contains("input_tokens") ? json_token_count(j, "input_tokens", file, line_no, true)
+                                                    : static_cast<std::uint32_t>(n);
         r.source = PromptSource::kText;
         r.source_begin = static_cast<std::uint32_t>(w.prompts.size());
         w.prompts.push_back(j["prompt"].get<std::string>());

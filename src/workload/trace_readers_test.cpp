@@ -132,6 +132,14 @@ TEST(Native, ReadsEveryField) {
   EXPECT_EQ(w.requests[0].priority, -1);
   EXPECT_EQ(w.requests[1].input_tokens, 2u);
   EXPECT_EQ(w.hash_block_tokens, 32u);
+  // A row with a prompt and its count: the count is the planned length (the
+  // served model's, as a production trace logs it; the built-in tokenizer
+  // reads "the cat" as 2).
+  const auto counted =
+      parse_trace_text(R"({"t_ms": 0, "prompt": "the cat", "input_tokens": 3, "output_tokens": 2})",
+                       "n.jsonl", TraceFormat::kNative, {});
+  EXPECT_EQ(counted.requests[0].input_tokens, 3u);
+  EXPECT_EQ(counted.requests[0].source, PromptSource::kText);
   EXPECT_EQ(
       error_of(R"({"input_tokens": 1, "output_tokens": 1, "colour": 1})", TraceFormat::kNative).substr(0, 25),
       "t.txt:1: field 'colour': ");
