@@ -137,6 +137,8 @@ class ConnectionBase {
   virtual bool alive() = 0;
   // Starts a connect that waited for a free handshake slot.
   virtual void start_connect() = 0;
+  // The handler of the exchange in progress (nullptr when idle).
+  virtual ExchangeHandler* handler() const = 0;
   Nanos idle_since = 0;  // when it last joined the idle pool
 };
 
@@ -288,10 +290,15 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     client_->preconnect_finished();
   }
 
+  // Not once the exchange is failing (a cancel or timeout on its way): it is
+  // ending already.
+  ExchangeHandler* handler() const override { return failure_ == ExchangeError::kNone ? handler_ : nullptr; }
+
   void cancel() override {
     if (connecting_ && !in_handshake_) {  // waiting for a handshake slot: nothing is pending on the socket
       connecting_ = false;
       if (!handler_) return close();
+      failure_ = ExchangeError::kCancelled;
       asio::post(client_->ioc,
                  [self = this->shared_from_this()] { self->finish(ExchangeError::kCancelled, "cancelled"); });
       return;
@@ -777,6 +784,25 @@ void HttpClient::preconnect(std::size_t n, std::function<void()> done) {
 void HttpClient::set_idle_target(std::size_t n) {
   impl_->idle_target = n;
   impl_->schedule_trim();
+}
+
+bool HttpClient::cancel(ExchangeHandler* handler) {
+  if (!handler) return false;
+  for (auto it = impl_->waiting.begin(); it != impl_->waiting.end(); ++it) {
+    if (it->handler != handler) continue;
+    impl_->waiting.erase(it);
+    asio::post(impl_->ioc, [handler, self = impl_] {
+      handler->on_complete(ExchangeError::kCancelled, "cancelled before a connection was free",
+                           self->clock.now_ns());
+    });
+    return true;
+  }
+  for (ConnectionBase* c : impl_->open)
+    if (c->handler() == handler) {
+      c->cancel();
+      return true;
+    }
+  return false;
 }
 
 void HttpClient::cancel_all() {

@@ -121,6 +121,12 @@ class HttpClient {
   void set_idle_target(std::size_t n);
   // Ends every exchange in progress or waiting with kCancelled and closes idle connections.
   void cancel_all();
+  // Ends the exchange of this handler, in progress (its connection is
+  // closed: the server sees the client go, as when a user closes the tab) or
+  // waiting for a connection, with kCancelled; on_complete runs later, from
+  // the io_context, never inside this call. False when the handler has no
+  // exchange here (it ended already). Call on the io_context's thread.
+  bool cancel(ExchangeHandler* handler);
   ClientCounters counters() const;
   const Endpoint& endpoint() const;
 

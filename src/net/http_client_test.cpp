@@ -475,6 +475,32 @@ TEST_F(Client, CancelAllEndsExchangesInProgress) {
   EXPECT_EQ(a.error, ExchangeError::kCancelled) << a.message;
 }
 
+// One exchange cancelled among others: in progress (its connection closed,
+// the server sees it go) and waiting for a connection; the others go on.
+TEST_F(Client, CancelEndsOneExchange) {
+  ScriptServer server(3, /*concurrent=*/true);
+  ClientOptions o;
+  o.max_connections = 2;
+  HttpClient client(ioc, endpoint(server.port()), o, clock);
+  Recorder hang, ok, waiting;
+  client.start(get("/hang"), &hang, 0);
+  client.start(get("/ok"), &ok, 0);
+  client.start(get("/ok"), &waiting, 0);  // waits: two connections at most
+  asio::post(ioc, [&] {
+    EXPECT_TRUE(client.cancel(&waiting));
+    EXPECT_TRUE(client.cancel(&hang));
+    EXPECT_FALSE(client.cancel(&hang));  // no longer in progress
+    Recorder stranger;
+    EXPECT_FALSE(client.cancel(&stranger));
+  });
+  ioc.run();
+  EXPECT_EQ(hang.error, ExchangeError::kCancelled) << hang.message;
+  EXPECT_EQ(waiting.error, ExchangeError::kCancelled) << waiting.message;
+  EXPECT_EQ(waiting.message, "cancelled before a connection was free");
+  EXPECT_EQ(ok.error, ExchangeError::kNone) << ok.message;
+  EXPECT_EQ(ok.status, 200);
+}
+
 // A self-signed certificate for 127.0.0.1, made at test time (PEM key, PEM cert).
 std::pair<std::string, std::string> self_signed() {
   EVP_PKEY* key = EVP_EC_gen("P-256");
