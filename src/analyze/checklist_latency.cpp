@@ -71,6 +71,7 @@ SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo)
   constexpr double kInf = HUGE_VAL;
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (a.warmup[i] || a.task_class[i] != *idx) continue;
+    if (i < a.cancel_planned.size() && a.cancel_planned[i]) continue;  // cancelled on purpose: no SLO
     ++c.requests;
     const bool ok = a.outcome[i] == Outcome::kOk;
     bool met = ok;

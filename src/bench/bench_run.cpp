@@ -109,6 +109,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   p.plan.threads = o.client_threads;
   p.plan.timeout_s = o.timeout_s;
   p.plan.max_events = o.max_events;
+  if (!o.cancel.empty()) p.plan.cancel = parse_cancel_plan(o.cancel, derive_seed(wo.seed, "cancel"));
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
   if (closed) {
@@ -550,6 +551,7 @@ nlohmann::json requested_settings(const BenchSettings& o) {
         {"timeout_s", o.timeout_s},
         {"max_events", o.max_events},
         {"max_prompt_tokens", o.max_prompt_tokens},
+        {"cancel", o.cancel.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.cancel)},
         {"insecure", o.insecure},
         {"headers", o.headers.size()}}},
       {"load",

@@ -86,6 +86,8 @@ struct BenchSettings {
   // Output events kept per request; later ones are counted and their gaps
   // histogrammed (records' events_dropped), so memory per request is bounded.
   std::size_t max_events = 65536;
+  // Requests cancelled on purpose: SHARE:WHEN (bench/runner.h CancelPlan); "" none.
+  std::string cancel;
   // A request planned with a longer prompt fails the run at the start (bad
   // input), before its text is built: its text alone would take gigabytes.
   std::uint64_t max_prompt_tokens = 2'097'152;

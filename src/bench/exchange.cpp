@@ -144,6 +144,9 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   event_reasoning_chars_.clear();
   usage_reasoning_ = -1;
   saw_reasoning_ = false;
+  cancel_on_send_ = false;
+  cancel_after_events_ = 0;
+  cancel_fired_ = false;
   dropped_reasoning_chars_ = 0;
   body_.clear();
   text_.clear();
@@ -187,6 +190,13 @@ void ResponseCollector::keep_text(std::string_view piece) {
 
 void ResponseCollector::on_sent(Nanos t) {
   record_.t_send = t;
+  if (cancel_on_send_) cancel_now();
+}
+
+void ResponseCollector::cancel_now() {
+  if (cancel_fired_ || !canceller_) return;
+  cancel_fired_ = true;
+  canceller_(canceller_ctx_, this);
 }
 
 void ResponseCollector::on_headers(int status, Nanos t) {
@@ -274,6 +284,7 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     }
     record_.t_last_token = e.t_first_byte;
     if (keep_text_ || counter_) keep_text(c.text);
+    if (cancel_after_events_ > 0 && output_events() >= cancel_after_events_) cancel_now();
   }
   if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
   if (c.usage) take_usage(*c.usage);
@@ -411,7 +422,13 @@ void ResponseCollector::on_complete(net::ExchangeError error, std::string_view m
       fail(Outcome::kProtocolError, std::string(message));
       break;
     case E::kCancelled:
-      fail(Outcome::kCancelled, "stopped by the user before the response ended");
+      if (cancel_fired_) {  // on purpose (--cancel): what arrived is kept
+        record_.cancel_planned = true;
+        fail(Outcome::kCancelled,
+             fmt::format("cancelled on purpose (--cancel) after {} output events", output_events()));
+      } else {
+        fail(Outcome::kCancelled, "stopped by the user before the response ended");
+      }
       break;
   }
   if (!failed_ && record_.http_status != 200)

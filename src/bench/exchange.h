@@ -119,6 +119,19 @@ class ResponseCollector final : public net::ExchangeHandler {
   // (RequestRecord::events_dropped), so that memory per request is bounded
   // whatever the server sends. Set once; survives init(). At least 1.
   void set_max_events(std::size_t n) { max_events_ = n > 0 ? n : 1; }
+  // Planned cancellation (bench --cancel): how the collector ends its own
+  // exchange (the runner's client.cancel(this); set once, survives init()),
+  // and per request, after init(): cancel once sent (before any token),
+  // after this many output events, or when cancel_now() is called (a timer).
+  void set_canceller(void (*fn)(void*, ResponseCollector*), void* ctx) {
+    canceller_ = fn;
+    canceller_ctx_ = ctx;
+  }
+  void plan_cancel(bool on_send, std::uint32_t after_events) {
+    cancel_on_send_ = on_send;
+    cancel_after_events_ = after_events;
+  }
+  void cancel_now();
   static constexpr std::size_t kDefaultMaxEvents = 65536;
   // Output text kept for a later turn or for counting tokens on the client is
   // bounded too: past this many bytes, text kept for counting is counted and
@@ -135,6 +148,7 @@ class ResponseCollector final : public net::ExchangeHandler {
 
  private:
   void on_event(const net::SseEvent& e);
+  std::uint64_t output_events() const { return record_.event_times.size() + record_.events_dropped; }
   void fail(Outcome o, std::string detail);
   void finish_stream();
   void finish_body(Nanos t);
@@ -165,6 +179,11 @@ class ResponseCollector final : public net::ExchangeHandler {
   std::int64_t usage_reasoning_ = -1;  // usage completion_tokens_details.reasoning_tokens
   bool saw_reasoning_ = false;
   std::uint64_t dropped_reasoning_chars_ = 0;
+  void (*canceller_)(void*, ResponseCollector*) = nullptr;
+  void* canceller_ctx_ = nullptr;
+  bool cancel_on_send_ = false;
+  std::uint32_t cancel_after_events_ = 0;  // 0: none
+  bool cancel_fired_ = false;
   std::size_t max_events_ = kDefaultMaxEvents;
   std::string content_type_;
   std::string stream_head_;          // the first bytes of a streamed body, quoted when it is not a stream

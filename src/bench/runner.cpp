@@ -2,6 +2,7 @@
 
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -17,6 +18,7 @@
 #include <unordered_map>
 
 #include "bench/prompt_text.h"
+#include "core/error.h"
 #include "core/random.h"
 
 namespace tokenscope::bench {
@@ -43,6 +45,63 @@ void RecordQueue::drain(std::vector<RequestRecord>& out) {
   pending_.clear();
 }
 
+bool CancelPlan::chosen(std::uint64_t id) const {
+  if (share <= 0) return false;
+  const std::uint64_t h = mix64(hash_combine64(seed ^ 0x63616e63656c2121ULL, id));  // "cancel!!"
+  return static_cast<double>(h >> 11) * 0x1.0p-53 < share;
+}
+
+Nanos CancelPlan::delay_ns(std::uint64_t id) const {
+  if (!ms) return 0;
+  Rng rng(hash_combine64(seed ^ 0x63616e63656c6d73ULL, id));  // "cancelms"
+  return static_cast<Nanos>(ms->sample(rng)) * kNanosPerMilli;
+}
+
+CancelPlan parse_cancel_plan(std::string_view spec, std::uint64_t seed) {
+  CancelPlan p;
+  p.spec = std::string(spec);
+  p.seed = seed;
+  const auto bad = [&](const std::string& why) {
+    return UsageError(
+        fmt::format("--cancel {}: {} (SHARE:before-first-token, SHARE:after-tokens=N or "
+                    "SHARE:after-ms=SPEC, e.g. 0.1:after-tokens=20 or 0.05:after-ms=uniform:100:2000)",
+                    quote_input(spec), why));
+  };
+  const std::size_t colon = spec.find(':');
+  if (colon == std::string_view::npos) throw bad("expected SHARE:WHEN");
+  const std::string share(spec.substr(0, colon));
+  try {
+    std::size_t used = 0;
+    p.share = std::stod(share, &used);
+    if (used != share.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    throw bad(fmt::format("the share {} is not a number", quote_input(share)));
+  }
+  if (!(p.share >= 0 && p.share <= 1)) throw bad(fmt::format("the share {} is outside [0, 1]", share));
+  const std::string_view when = spec.substr(colon + 1);
+  if (when == "before-first-token") {
+    p.when = CancelPlan::When::kBeforeFirstToken;
+  } else if (when.starts_with("after-tokens=")) {
+    p.when = CancelPlan::When::kAfterTokens;
+    const std::string n(when.substr(13));
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(n, &used);
+      if (used != n.size() || v < 1 || v > 1'000'000) throw std::invalid_argument("range");
+      p.tokens = static_cast<std::uint32_t>(v);
+    } catch (const std::exception&) {
+      throw bad(
+          fmt::format("after-tokens={}: expected a whole number of output tokens from 1 to 1000000", n));
+    }
+  } else if (when.starts_with("after-ms=")) {
+    p.when = CancelPlan::When::kAfterMs;
+    p.ms = workload::parse_length_spec(when.substr(9), "--cancel after-ms", workload::LengthRole::kOutput);
+  } else {
+    throw bad(fmt::format("{} is not a point to cancel at", quote_input(when)));
+  }
+  return p;
+}
+
 struct Runner::Shard {
   struct User {
     explicit User(asio::io_context& ioc) : timer(ioc) {}
@@ -55,8 +114,9 @@ struct Runner::Shard {
     std::uint32_t request = 0;
     int user = -1;
     bool closed_loop_user() const { return user >= 0; }
-    std::vector<ChatMessage> history;  // chat: the conversation before this turn
-    std::string prompt;                // this turn's prompt (kept for multi-turn)
+    std::vector<ChatMessage> history;                  // chat: the conversation before this turn
+    std::string prompt;                                // this turn's prompt (kept for multi-turn)
+    std::shared_ptr<asio::steady_timer> cancel_timer;  // --cancel after-ms
   };
 
   Shard(Runner& runner, unsigned i, const net::ClientOptions& options)
@@ -252,6 +312,8 @@ struct Runner::Shard {
       c->set_tick([](void* shard) { static_cast<Shard*>(shard)->tick(); }, this);
       c->set_output_counter(r.prompts_->tokenizer());
       c->set_max_events(r.plan_.max_events);
+      c->set_canceller([](void* shard, ResponseCollector* x) { static_cast<Shard*>(shard)->cancel_later(x); },
+                       this);
     } else {
       c = free_collectors.back();
       free_collectors.pop_back();
@@ -272,6 +334,18 @@ struct Runner::Shard {
     }
     c->init(std::move(rec), r.encoder_.settings().stream, keep_text, &parser,
             [this](ResponseCollector& done) { on_done(done); });
+    if (r.plan_.cancel && r.plan_.cancel->chosen(id)) {
+      using When = CancelPlan::When;
+      const CancelPlan& cp = *r.plan_.cancel;
+      c->plan_cancel(cp.when == When::kBeforeFirstToken, cp.when == When::kAfterTokens ? cp.tokens : 0);
+      if (cp.when == When::kAfterMs) {
+        ctx.cancel_timer = std::make_shared<asio::steady_timer>(ioc, at(now() + cp.delay_ns(id)));
+        ctx.cancel_timer->async_wait(
+            [this, c, id, t = ctx.cancel_timer](const boost::system::error_code& ec) {
+              if (!ec && still_running(c, id)) c->cancel_now();
+            });
+      }
+    }
     contexts[c] = std::move(ctx);
     ++in_flight;
     ++r.counters_.in_flight;
@@ -280,9 +354,23 @@ struct Runner::Shard {
     client.start(std::move(bytes), c, deadline);
   }
 
+  // Whether the collector still carries the request of this id.
+  bool still_running(ResponseCollector* c, std::uint64_t id) const {
+    return contexts.count(c) > 0 && c->record().id == id;
+  }
+  // A planned cancel, from inside the collector's callbacks: the exchange is
+  // ended from the io_context, after the callback returns.
+  void cancel_later(ResponseCollector* c) {
+    const std::uint64_t id = c->record().id;
+    asio::post(ioc, [this, c, id] {
+      if (still_running(c, id)) client.cancel(c);
+    });
+  }
+
   void on_done(ResponseCollector& c) {
     auto node = contexts.extract(&c);
     Context ctx = std::move(node.mapped());
+    if (ctx.cancel_timer) ctx.cancel_timer->cancel();
     RequestRecord rec = std::move(c.record());
     std::string text = c.text();
     free_collectors.push_back(&c);
@@ -290,7 +378,7 @@ struct Runner::Shard {
     --r.counters_.in_flight;
     if (rec.outcome == Outcome::kOk)
       ++r.counters_.completed;
-    else
+    else if (!rec.cancel_planned)  // a planned cancel is no failure
       ++r.counters_.failed;
     const Nanos t_end = rec.t_close;
     const bool ok = rec.outcome == Outcome::kOk;

@@ -21,6 +21,9 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/exchange.h"
@@ -28,6 +31,7 @@
 #include "bench/schedule.h"
 #include "core/record.h"
 #include "net/http_client.h"
+#include "workload/lengths.h"
 #include "workload/workload.h"
 
 namespace tokenscope::bench {
@@ -39,6 +43,27 @@ struct TurnLink {
   std::int64_t session = -1;
   std::uint32_t turn = 0;
 };
+
+// Requests cancelled on purpose (bench --cancel): a share of them, chosen by
+// a hash of the seed and the request id, closed by the client at a point —
+// once sent, before any token; after N output events; after a delay drawn
+// per request — as users close a tab. Recorded as `cancelled` with
+// `cancel_planned` and what arrived.
+struct CancelPlan {
+  enum class When { kBeforeFirstToken, kAfterTokens, kAfterMs };
+  double share = 0.0;  // in [0, 1]
+  When when = When::kAfterTokens;
+  std::uint32_t tokens = 1;                        // kAfterTokens: output events received first
+  std::optional<workload::LengthDistribution> ms;  // kAfterMs: the delay from the send, ms
+  std::uint64_t seed = 0;
+  std::string spec;  // as given
+  // Whether the request of this id is cancelled, and its delay (kAfterMs).
+  bool chosen(std::uint64_t id) const;
+  Nanos delay_ns(std::uint64_t id) const;
+};
+// Parses SHARE:before-first-token, SHARE:after-tokens=N or SHARE:after-ms=SPEC
+// (SPEC a length spec in ms, e.g. fixed:200, uniform:50:500). Throws UsageError.
+CancelPlan parse_cancel_plan(std::string_view spec, std::uint64_t seed);
 
 inline constexpr std::uint32_t kDefaultMaxConnections = 4096;
 inline constexpr std::uint32_t kDefaultMaxConnecting = 8;
@@ -57,10 +82,11 @@ struct LoadPlan {
   bool think_exponential = false;
   std::uint64_t think_seed = 0;
   // Both.
-  std::vector<TurnLink> turns;     // empty, or one per workload request
-  double warmup_s = 0.0;           // requests scheduled earlier are marked warm-up
-  double timeout_s = 600.0;        // per request, from t_send
-  std::size_t max_events = 65536;  // output events kept per record (ResponseCollector::set_max_events)
+  std::vector<TurnLink> turns;       // empty, or one per workload request
+  double warmup_s = 0.0;             // requests scheduled earlier are marked warm-up
+  double timeout_s = 600.0;          // per request, from t_send
+  std::size_t max_events = 65536;    // output events kept per record (ResponseCollector::set_max_events)
+  std::optional<CancelPlan> cancel;  // bench --cancel
   // Connections opened before the first send (0: as many as the busiest
   // 10 ms of the schedule plans, or the users of a closed loop), so that a
   // fast start does not become a storm of connects.

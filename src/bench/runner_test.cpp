@@ -4,6 +4,8 @@
 // stopping. Bounded: each run is a few hundred short requests.
 #include "bench/runner.h"
 
+#include "core/error.h"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -88,6 +90,29 @@ int max_overlap(const std::vector<RequestRecord>& rs) {
   int cur = 0, best = 0;
   for (const auto& [t, d] : ev) best = std::max(best, cur += d);
   return best;
+}
+
+// --cancel: the spec, the share chosen by the seed (the same ids every
+// time, about the share of them), the delays drawn per request.
+TEST(CancelPlan, ParsesAndChoosesTheShare) {
+  const CancelPlan tokens = parse_cancel_plan("0.25:after-tokens=7", 42);
+  EXPECT_EQ(tokens.when, CancelPlan::When::kAfterTokens);
+  EXPECT_EQ(tokens.tokens, 7u);
+  int chosen = 0;
+  for (std::uint64_t id = 0; id < 10000; ++id) chosen += tokens.chosen(id) ? 1 : 0;
+  EXPECT_NEAR(chosen, 2500, 150);  // binomial sd 43
+  EXPECT_EQ(tokens.chosen(17), parse_cancel_plan("0.25:after-tokens=7", 42).chosen(17));
+  EXPECT_FALSE(parse_cancel_plan("0:before-first-token", 1).chosen(3));
+  EXPECT_TRUE(parse_cancel_plan("1:before-first-token", 1).chosen(3));
+  const CancelPlan ms = parse_cancel_plan("0.5:after-ms=uniform:100:200", 7);
+  for (std::uint64_t id = 0; id < 100; ++id) {
+    EXPECT_GE(ms.delay_ns(id), 100 * kNanosPerMilli);
+    EXPECT_LE(ms.delay_ns(id), 200 * kNanosPerMilli);
+  }
+  EXPECT_EQ(ms.delay_ns(5), parse_cancel_plan("0.5:after-ms=uniform:100:200", 7).delay_ns(5));
+  for (const char* bad : {"0.5", "x:after-tokens=3", "-0.1:after-tokens=3", "1.01:before-first-token",
+                          "0.5:after-tokens=0", "0.5:after-tokens=many", "0.5:soon", "0.5:after-ms=weird:1"})
+    EXPECT_THROW(parse_cancel_plan(bad, 0), UsageError) << bad;
 }
 
 TEST(Runner, OpenLoopSendsOnScheduleAndCountsEveryToken) {

@@ -186,6 +186,18 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->group(T);
   bench
       ->add_option_function<std::string>(
+          "--cancel",
+          [&s](const std::string& v) {
+            (void)bench::parse_cancel_plan(v, 0);  // a bad spec is exit 2 before anything starts
+            s.cancel = v;
+          },
+          "Cancel a share of requests on purpose, as users closing the tab: SHARE:before-first-token, "
+          "SHARE:after-tokens=N or SHARE:after-ms=SPEC (e.g. 0.1:after-tokens=20, "
+          "0.05:after-ms=uniform:100:2000); "
+          "recorded as cancelled with cancel_planned, left out of failures, SLOs and goodput")
+      ->group(T);
+  bench
+      ->add_option_function<std::string>(
           "--exact-prompts",
           [&s](const std::string& v) {
             if (v != "auto" && v != "off")

@@ -47,9 +47,11 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
   os << h.title << "\n";
   for (const auto& l : h.lines) os << "  " << l << "\n";
   os << rule << "\n";
-  os << fmt::format("{:<18}{} total, {} completed, {} failed\n", "requests",
-                    s["requests_total"].get<std::uint64_t>(), s["requests_completed"].get<std::uint64_t>(),
-                    s["requests_failed"].get<std::uint64_t>());
+  const std::uint64_t planned_cancels = s.value("requests_cancelled_planned", std::uint64_t{0});
+  os << fmt::format(
+      "{:<18}{} total, {} completed, {} failed{}\n", "requests", s["requests_total"].get<std::uint64_t>(),
+      s["requests_completed"].get<std::uint64_t>(), s["requests_failed"].get<std::uint64_t>(),
+      planned_cancels ? fmt::format(", {} cancelled on purpose (--cancel)", planned_cancels) : "");
   os << fmt::format("{:<18}{:.2f} s; {:.2f} req/s, {:.1f} output tok/s\n", "duration",
                     s["duration_s"].get<double>(), s["request_throughput_rps"].get<double>(),
                     s["output_token_throughput_tps"].get<double>());

@@ -17,9 +17,13 @@ struct KeyDefinition {
 
 // Scalar keys of run.json "summary".
 inline constexpr KeyDefinition kScalarKeys[] = {
-    {"requests_total", "requests", "requests in the workload (completed + failed)"},
+    {"requests_total", "requests",
+     "requests in the workload (completed + failed + requests_cancelled_planned)"},
     {"requests_completed", "requests", "requests that finished with outcome ok"},
     {"requests_failed", "requests", "requests with any other outcome (rejected, errors)"},
+    {"requests_cancelled_planned", "requests",
+     "requests the client cancelled on purpose (bench --cancel): outcome cancelled with cancel_planned; "
+     "neither completed nor failed, left out of SLO attainment and goodput"},
     {"requests_warmup_excluded", "requests",
      "requests scheduled in the warm-up window: on disk (\"warmup\": true) but in no other key"},
     {"duration_s", "s", "first dispatch (earliest t_sched) to last completion (latest t_close)"},

@@ -138,6 +138,10 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "detail");
     append_escaped(out, detail);
   }
+  if (cancel_planned) {
+    key(out, "cancel_planned");
+    out += "true";
+  }
   key(out, "event_offsets_ns");
   {
     // The longest part of the line (a request's every output event): written

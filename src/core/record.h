@@ -92,6 +92,9 @@ struct RequestRecord {
   std::optional<LogprobHistogram> logprobs;
   Outcome outcome = Outcome::kOk;
   std::string detail;
+  // Cancelled on purpose by the client (bench --cancel), as a user closing
+  // the tab: outcome kCancelled, left out of failures, SLOs and goodput.
+  bool cancel_planned = false;
 
   // Appends one JSON object (no newline) to out. Deterministic formatting.
   // Readers of requests.jsonl (rundir/readers.h RequestLineParser) fill

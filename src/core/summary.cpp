@@ -40,6 +40,10 @@ void SummaryBuilder::add(const RequestRecord& r) {
   }
   const std::uint16_t cls = group_index(class_names_, class_counts_, r.task_class);
   const std::uint16_t tenant = group_index(tenant_names_, tenant_counts_, r.tenant);
+  if (r.outcome != Outcome::kOk && r.cancel_planned) {  // on purpose: no failure, no SLO, no goodput
+    ++cancelled_planned_;
+    return;
+  }
   if (r.outcome != Outcome::kOk) {
     ++failed_;
     ++class_counts_[cls].failed;
@@ -277,6 +281,7 @@ nlohmann::json SummaryBuilder::build() const {
   s["requests_completed"] = completed_;
   s["requests_failed"] = failed_;
   s["requests_warmup_excluded"] = warmup_;
+  s["requests_cancelled_planned"] = cancelled_planned_;
   s["duration_s"] = dur;
   s["duration_send_s"] = duration_send_s();
   const auto [steady_from, steady_to] = steady_window();

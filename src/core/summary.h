@@ -60,7 +60,7 @@ class SummaryBuilder {
   // t_sched. Off: from t_send (the closed loop, where t_sched is the send).
   void set_slo_from_schedule(bool on) { slo_from_schedule_ = on; }
 
-  std::uint64_t requests_total() const { return completed_ + failed_; }
+  std::uint64_t requests_total() const { return completed_ + failed_ + cancelled_planned_; }
   std::uint64_t requests_completed() const { return completed_; }
   std::uint64_t requests_failed() const { return failed_; }
   // Seconds from the earliest t_sched to the latest t_close seen; 0 when none.
@@ -105,6 +105,7 @@ class SummaryBuilder {
   std::uint64_t completed_ = 0;
   std::uint64_t failed_ = 0;
   std::uint64_t warmup_ = 0;
+  std::uint64_t cancelled_planned_ = 0;
   std::uint64_t prompt_tokens_ = 0;
   std::uint64_t output_tokens_ = 0;
   std::uint64_t token_mismatches_ = 0;

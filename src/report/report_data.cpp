@@ -142,7 +142,7 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
         done[k] += 1;
         if (!done_by_tenant.empty() && a.tenant[i] < done_by_tenant.size())
           done_by_tenant[a.tenant[i]][k] += 1;
-      } else {
+      } else if (!(i < a.cancel_planned.size() && a.cancel_planned[i])) {  // a planned cancel: no failure
         failed[k] += 1;
       }
     }

@@ -300,6 +300,7 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
   r.server_prompt_evaluated = -1;
   r.events_dropped = 0;
   r.outcome = Outcome::kOk;
+  r.cancel_planned = false;
   r.logprobs.reset();
   im.offsets.clear();
   bool has_id = false, has_outcome = false, has_tokens = false;
@@ -337,6 +338,8 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       r.turn = static_cast<std::uint32_t>(t);
     } else if (k == "warmup") {
       if (v.get_bool().get(r.warmup) != simdjson::SUCCESS) wrong_type(k, v, "true or false");
+    } else if (k == "cancel_planned") {
+      if (v.get_bool().get(r.cancel_planned) != simdjson::SUCCESS) wrong_type(k, v, "true or false");
     } else if (k == "prompt_tokens") {
       r.prompt_tokens = get_int(k, v);
     } else if (k == "output_tokens") {

@@ -32,7 +32,7 @@ namespace {
 constexpr char kMagic[8] = {'T', 'S', 'C', 'A', 'C', 'H', 'E', '\n'};
 // 4: cached_tokens also from llama.cpp's timings; 5: step durations summed
 // in ns (exact in any order), not ms; 6: the first answer token and the
-// reasoning tokens per request.
+// reasoning tokens per request, and planned cancels.
 constexpr std::uint32_t kFormat = 6;
 // The build's layout of what is copied as bytes: a cache made by a build
 // with other sizes is not read.
@@ -167,7 +167,8 @@ template <class Arrays>  // RequestArrays, const or not
 auto request_columns(Arrays& a) {
   return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
                   a.t_first_answer, a.reasoning_tokens, a.output_tokens, a.prompt_tokens, a.cached_tokens,
-                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.outcome, a.warmup, a.tenant, a.task_class);
+                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.outcome, a.warmup, a.cancel_planned,
+                  a.tenant, a.task_class);
 }
 
 void put_key(Writer& w, const RunFilesKey& key) {

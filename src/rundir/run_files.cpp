@@ -157,6 +157,7 @@ void absorb(const RequestRecord& e, Partial& p) {
       static_cast<std::int32_t>(std::clamp<std::int64_t>(cached_prompt_tokens(e), -1, INT32_MAX)));
   a.outcome.push_back(e.outcome);
   a.warmup.push_back(e.warmup ? 1 : 0);
+  a.cancel_planned.push_back(e.cancel_planned ? 1 : 0);
   a.tenant.push_back(name_index(a.tenant_names, p.tenants, e.tenant));
   a.task_class.push_back(name_index(a.class_names, p.classes, e.task_class));
   // Inter-token gaps per token, as core/summary.cpp counts them.
@@ -218,11 +219,11 @@ void absorb(const RequestRecord& e, Partial& p) {
 auto columns(RequestArrays& a) {
   return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
                   a.t_first_answer, a.reasoning_tokens, a.output_tokens, a.prompt_tokens, a.cached_tokens,
-                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.outcome, a.warmup);
+                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.outcome, a.warmup, a.cancel_planned);
 }
 // A field added to RequestArrays is to be concatenated too: this says so at
 // build time (the size on x86-64 with libstdc++, the platform built for).
-constexpr std::size_t kRequestArraysSize = 2592;
+constexpr std::size_t kRequestArraysSize = 2624;
 static_assert(sizeof(RequestArrays) == kRequestArraysSize,
               "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
               "in append()), then update kRequestArraysSize");

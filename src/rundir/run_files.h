@@ -79,6 +79,7 @@ struct RequestArrays {
   std::vector<float> itl_max_ms;   // the longest gap per token; NaN as above
   std::vector<Outcome> outcome;
   std::vector<std::uint8_t> warmup;               // 1: in the warm-up window (left out of statistics)
+  std::vector<std::uint8_t> cancel_planned;       // 1: cancelled on purpose (bench --cancel): no failure
   std::vector<std::uint16_t> tenant, task_class;  // indexes into the names below
   std::vector<std::string> tenant_names, class_names;
   // The request's mean output-token logprob (nats); NaN: none (no

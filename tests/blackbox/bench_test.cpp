@@ -936,6 +936,96 @@ TEST_F(Bench, ExactPromptsFromAServerThatGivesCountsOnly) {
   EXPECT_NE(r.out.find("+0.00%), 0 requests differ"), std::string::npos) << r.out;
 }
 
+// The server's /metrics, over HTTP/1.0 on loopback ("" on failure).
+std::string serve_metrics_text(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "";
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) resp.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return resp;
+}
+
+// The value of vllm:request_success_total{...finished_reason="abort"} (-1: not found).
+double serve_aborts(int port) {
+  const std::string text = serve_metrics_text(port);
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("vllm:request_success_total{", 0) == 0 &&
+        line.find("finished_reason=\"abort\"") != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return -1;
+}
+
+// Requests cancelled on purpose (--cancel), as users closing the tab: the
+// chosen share ends after 3 output events (or once sent, before any token)
+// with outcome cancelled and cancel_planned, what arrived kept; the server
+// sees each one go (its vllm:request_success_total{finished_reason="abort"});
+// they are neither completed nor failed, and the run passes. A bad spec is
+// refused before the run.
+TEST_F(Bench, PlannedCancellationsReachTheServerAsAborts) {
+  Server server(dir_, {"--fixed-step-ms", "5"});
+  double aborts_before = 0;
+  for (const std::string when : {"0.5:after-tokens=3", "1:before-first-token", "0.5:after-ms=fixed:40"}) {
+    SCOPED_TRACE(when);
+    const auto out = dir_ / ("run-" + std::to_string(when.size()));
+    const auto r = bench({"--target", server.url(""), "--num-requests", "12", "--rate", "inf", "--input-len",
+                          "fixed:16", "--output-len", "fixed:64", "--cancel", when, "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto s = json::parse(slurp(out / "run.json"))["summary"];
+    const int cancelled = s["requests_cancelled_planned"].get<int>();
+    EXPECT_GT(cancelled, 0);
+    if (when.starts_with("1:")) {
+      EXPECT_EQ(cancelled, 12);
+    } else {
+      EXPECT_LT(cancelled, 12);
+    }
+    EXPECT_EQ(s["requests_failed"], 0);
+    EXPECT_EQ(s["requests_completed"].get<int>() + cancelled, 12);
+    EXPECT_EQ(s["requests_total"], 12);
+    int seen = 0;
+    for (const auto& rec : lines(out / "requests.jsonl")) {
+      if (!rec.value("cancel_planned", false)) {
+        EXPECT_EQ(rec["outcome"], "ok") << rec.dump();
+        continue;
+      }
+      ++seen;
+      EXPECT_EQ(rec["outcome"], "cancelled") << rec.dump();
+      EXPECT_NE(rec["detail"].get<std::string>().find("cancelled on purpose"), std::string::npos);
+      const int events = rec["output_tokens_client"].get<int>();
+      EXPECT_LT(events, 64) << rec.dump();
+      if (when.find("after-tokens=3") != std::string::npos) {
+        EXPECT_GE(events, 3) << rec.dump();
+      }
+    }
+    EXPECT_EQ(seen, cancelled);
+    // The server counts each as aborted once it sees the client gone (bounded wait).
+    double aborts = -1;
+    for (int i = 0; i < 100 && (aborts = serve_aborts(server.port())) < aborts_before + cancelled; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(aborts, aborts_before + cancelled);
+    aborts_before = aborts;
+  }
+  const auto bad =
+      bench({"--target", server.url(""), "--cancel", "1.5:after-tokens=3", "--num-requests", "1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("the share 1.5 is outside [0, 1]"), std::string::npos) << bad.err;
+  const auto bad_when =
+      bench({"--target", server.url(""), "--cancel", "0.1:whenever", "--num-requests", "1"});
+  EXPECT_EQ(bad_when.exit_code, 2);
+  EXPECT_NE(bad_when.err.find("'whenever' is not a point to cancel at"), std::string::npos) << bad_when.err;
+}
+
 // The in-process server as a reasoning model (--reasoning-share): every
 // reasoning chunk is output (the client counts each token, reasoning
 // included, as the server's usage does), and run.json records the setting.
