@@ -936,29 +936,9 @@ TEST_F(Bench, ExactPromptsFromAServerThatGivesCountsOnly) {
   EXPECT_NE(r.out.find("+0.00%), 0 requests differ"), std::string::npos) << r.out;
 }
 
-// The server's /metrics, over HTTP/1.0 on loopback ("" on failure).
-std::string serve_metrics_text(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return "";
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
-  std::string resp;
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) resp.append(buf, static_cast<std::size_t>(n));
-  ::close(fd);
-  return resp;
-}
-
 // The value of vllm:request_success_total{...finished_reason="abort"} (-1: not found).
 double serve_aborts(int port) {
-  const std::string text = serve_metrics_text(port);
+  const std::string text = http_get(port, "/metrics");
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)
     if (line.rfind("vllm:request_success_total{", 0) == 0 &&
