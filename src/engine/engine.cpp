@@ -221,6 +221,7 @@ struct Engine::Seq {
   std::uint32_t cached_tokens = 0;
   bool admitted_once = false;
   std::uint64_t output_seed = 0;
+  bool pooling = false;  // its one token is the prefill's end, not a generated token
   enum class State { kWaiting, kRunning, kSwapped } state = State::kWaiting;
 
   std::uint32_t num_tokens() const { return prompt_len + num_output; }
@@ -370,6 +371,7 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->target_output = static_cast<std::uint32_t>(output);
   s->run_hash = root_hash(tenant);
   s->output_seed = r.output_seed.value_or(r.id);
+  s->pooling = r.pooling;
   s->hashes.reserve(prompt_len / B + 1);
   for (auto t : r.prompt) append_known_token(*s, t);
   waiting_push_back(s);
@@ -719,7 +721,7 @@ Nanos Engine::step(Nanos now) {
     const tokenizers::TokenId token = workload::generated_token(s->output_seed, s->num_output);
     if (s->num_output == 0) counters_.prompt_tokens += s->prompt_len;
     ++s->num_output;
-    ++counters_.generation_tokens;
+    if (!s->pooling) ++counters_.generation_tokens;
     append_known_token(*s, token);
     if (s->first_token < 0) s->first_token = end;
     observer_->on_token(s->id, end, token);

@@ -124,6 +124,9 @@ struct EngineRequest {
   // When the request arrived, if before the `now` of add_request (it was
   // held, as a request tail holds it); < 0: it arrives at `now`.
   Nanos arrival = -1;
+  // A pooling request (embeddings, rerank: serve's /v1/embeddings): one
+  // "token" marks the end of its prefill and is not counted as generated.
+  bool pooling = false;
 };
 
 struct FinishedRequest {

@@ -2,10 +2,15 @@
 
 #include "core/json_depth.h"
 #include "core/json_out.h"
+#include "core/random.h"
 
 #include <fmt/format.h>
 
+#include <openssl/evp.h>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -64,36 +69,37 @@ std::optional<ApiError> tokens_from_ids(const json& arr, const std::string& para
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_prompt(const json& body,
-                                     std::vector<std::vector<tokenizers::TokenId>>& prompts) {
-  const auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) return bad("prompt", "'prompt' is required");
+std::optional<ApiError> parse_prompt(const json& body, std::vector<std::vector<tokenizers::TokenId>>& prompts,
+                                     const std::string& key = "prompt") {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return bad(key, fmt::format("'{}' is required", key));
   const json& p = *it;
   if (p.is_string()) {
     prompts.push_back(tokenizers::tokenize(p.get_ref<const std::string&>()));
   } else if (p.is_array()) {
-    if (p.empty()) return bad("prompt", "'prompt' must not be an empty list");
+    if (p.empty()) return bad(key, fmt::format("'{}' must not be an empty list", key));
     if (p.front().is_string()) {
       for (const auto& s : p) {
-        if (!s.is_string()) return bad("prompt", "a list 'prompt' must hold only strings or only token ids");
+        if (!s.is_string())
+          return bad(key, fmt::format("a list '{}' must hold only strings or only token ids", key));
         prompts.push_back(tokenizers::tokenize(s.get_ref<const std::string&>()));
       }
     } else if (p.front().is_array()) {
       for (const auto& ids : p) {
-        if (!ids.is_array()) return bad("prompt", "a list of token-id lists must hold only lists");
+        if (!ids.is_array()) return bad(key, "a list of token-id lists must hold only lists");
         prompts.emplace_back();
-        if (auto e = tokens_from_ids(ids, "prompt", prompts.back())) return e;
+        if (auto e = tokens_from_ids(ids, key, prompts.back())) return e;
       }
     } else {
       prompts.emplace_back();
-      if (auto e = tokens_from_ids(p, "prompt", prompts.back())) return e;
+      if (auto e = tokens_from_ids(p, key, prompts.back())) return e;
     }
   } else {
-    return bad("prompt",
-               fmt::format("'prompt' must be a string, a list of strings or token ids, got {}", kind_of(p)));
+    return bad(key,
+               fmt::format("'{}' must be a string, a list of strings or token ids, got {}", key, kind_of(p)));
   }
   for (const auto& t : prompts)
-    if (t.empty()) return bad("prompt", "'prompt' must not be empty");
+    if (t.empty()) return bad(key, fmt::format("'{}' must not be empty", key));
   return std::nullopt;
 }
 
@@ -158,6 +164,18 @@ std::optional<ApiError> optional_bool(const json& body, const char* key, bool& o
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_model(const json& body, const ParseContext& ctx, std::string& model) {
+  model = ctx.model_names.front();
+  if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return bad("model", fmt::format("'model' must be a string, got {}", kind_of(*it)));
+    model = it->get<std::string>();
+    bool known = false;
+    for (const auto& n : ctx.model_names) known |= n == model;
+    if (!known) return ApiError{404, fmt::format("The model `{}` does not exist.", model), "model"};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages) {
@@ -182,15 +200,7 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   if (!body.is_object()) return bad("", "the request body must be a JSON object");
   GenerationRequest r;
   r.api = api;
-  // model
-  r.model = ctx.model_names.front();
-  if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
-    if (!it->is_string()) return bad("model", fmt::format("'model' must be a string, got {}", kind_of(*it)));
-    r.model = it->get<std::string>();
-    bool known = false;
-    for (const auto& n : ctx.model_names) known |= n == r.model;
-    if (!known) return ApiError{404, fmt::format("The model `{}` does not exist.", r.model), "model"};
-  }
+  if (auto e = parse_model(body, ctx, r.model)) return *e;
   // prompt or messages
   if (api == Api::kCompletions) {
     if (auto e = parse_prompt(body, r.prompts)) return *e;
@@ -315,6 +325,68 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   return r;
 }
 
+std::variant<GenerationRequest, ApiError> parse_pooling_request(Api api, std::string_view text,
+                                                                const ParseContext& ctx) {
+  if (json_too_deep_at(text) != std::string_view::npos)
+    return bad("", fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth));
+  json body = json::parse(text.begin(), text.end(), nullptr, false);
+  if (body.is_discarded()) return bad("", "the request body is not valid JSON");
+  if (!body.is_object()) return bad("", "the request body must be a JSON object");
+  GenerationRequest r;
+  r.api = api;
+  r.max_tokens = 1;  // the prefill's token: pooling reads the prompt's states, generates nothing
+  r.ignore_eos = true;
+  if (auto e = parse_model(body, ctx, r.model)) return *e;
+  // At most this many inputs (OpenAI's limit for embeddings; documents alike).
+  constexpr std::size_t kMaxInputs = 2048;
+  std::string length_param;
+  if (api == Api::kEmbeddings) {
+    length_param = "input";
+    if (auto e = parse_prompt(body, r.prompts, "input")) return *e;
+    if (r.prompts.size() > kMaxInputs)
+      return bad("input", fmt::format("'input' holds {} inputs, at most {} are allowed", r.prompts.size(),
+                                      kMaxInputs));
+    if (const auto it = body.find("encoding_format"); it != body.end() && !it->is_null()) {
+      if (!it->is_string() || (*it != "float" && *it != "base64"))
+        return bad("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+      r.base64 = *it == "base64";
+    }
+    bool present = false;
+    if (auto e = optional_uint(body, "dimensions", r.dimensions, 1, kEmbeddingDim, present)) return *e;
+  } else {
+    length_param = "documents";
+    const auto q = body.find("query");
+    if (q == body.end() || !q->is_string() || q->get_ref<const std::string&>().empty())
+      return bad("query", "'query' must be a non-empty string");
+    auto d = body.find("documents");
+    if (d == body.end() || d->is_null()) d = body.find("texts");  // TEI's name
+    if (d == body.end() || !d->is_array() || d->empty())
+      return bad("documents", "'documents' must be a non-empty list of strings");
+    if (d->size() > kMaxInputs)
+      return bad("documents", fmt::format("'documents' holds {} documents, at most {} are allowed", d->size(),
+                                          kMaxInputs));
+    const auto query = tokenizers::tokenize(q->get_ref<const std::string&>());
+    for (const auto& doc : *d) {
+      if (!doc.is_string()) return bad("documents", "'documents' must hold only strings");
+      auto tokens = query;
+      const auto more = tokenizers::tokenize(doc.get_ref<const std::string&>());
+      tokens.insert(tokens.end(), more.begin(), more.end());
+      r.prompts.push_back(std::move(tokens));
+    }
+    bool present = false;
+    if (auto e = optional_uint(body, "top_n", r.top_n, 1, kMaxInputs, present)) return *e;
+  }
+  std::size_t longest = 0;
+  for (const auto& p : r.prompts) longest = std::max(longest, p.size());
+  if (longest >= ctx.max_model_len)
+    return bad(
+        length_param,
+        fmt::format("This model's maximum context length is {} tokens. However, your request has {} input "
+                    "tokens. Please reduce the length of the input.",
+                    ctx.max_model_len, longest));
+  return r;
+}
+
 std::variant<std::vector<tokenizers::TokenId>, ApiError> parse_tokenize_request(std::string_view text,
                                                                                 const ParseContext& ctx) {
   if (json_too_deep_at(text) != std::string_view::npos)
@@ -379,6 +451,80 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
           json_quote(c.text), logprobs, c.finish_reason, stop_reason);
   }
   out += "],\"usage\":" + usage_json(usage) + "}";
+  return out;
+}
+
+std::uint64_t pooling_input_hash(const std::vector<tokenizers::TokenId>& tokens) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (const auto t : tokens) h = hash_combine64(h, t);
+  return h;
+}
+
+std::string pooling_response(const GenerationRequest& r, const std::vector<std::uint64_t>& input_hashes,
+                             std::string_view id, std::int64_t created, std::string_view model,
+                             std::uint64_t prompt_tokens) {
+  const std::string usage =
+      fmt::format("{{\"prompt_tokens\":{},\"total_tokens\":{}}}", prompt_tokens, prompt_tokens);
+  std::string out;
+  if (r.api == Api::kEmbeddings) {
+    out.reserve(64 + input_hashes.size() * (r.base64 ? r.dimensions * 4 / 3 + 80 : r.dimensions * 11 + 64));
+    out += fmt::format("{{\"id\":{},\"object\":\"list\",\"created\":{},\"model\":{},\"data\":[",
+                       json_quote(id), created, json_quote(model));
+    std::vector<float> v(r.dimensions);
+    for (std::size_t i = 0; i < input_hashes.size(); ++i) {
+      // A unit vector drawn from the input's tokens.
+      Rng rng(input_hashes[i]);
+      double norm = 0;
+      for (auto& x : v) {
+        x = static_cast<float>(rng.uniform01() * 2.0 - 1.0);
+        norm += static_cast<double>(x) * x;
+      }
+      const double scale = norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;
+      for (auto& x : v) x = static_cast<float>(x * scale);
+      if (i) out += ',';
+      out += fmt::format("{{\"index\":{},\"object\":\"embedding\",\"embedding\":", i);
+      if (r.base64) {
+        std::string bytes(v.size() * 4, '\0');
+        for (std::size_t k = 0; k < v.size(); ++k) {
+          std::uint32_t b;
+          std::memcpy(&b, &v[k], 4);
+          for (int j = 0; j < 4; ++j) bytes[k * 4 + j] = static_cast<char>((b >> (8 * j)) & 0xff);
+        }
+        // OpenSSL's encoder: 4 characters per 3 bytes, padded, no line breaks.
+        std::string encoded(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+        const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
+                                      reinterpret_cast<const unsigned char*>(bytes.data()),
+                                      static_cast<int>(bytes.size()));
+        encoded.resize(static_cast<std::size_t>(std::max(0, n)));
+        out += '"';
+        out += encoded;
+        out += '"';
+      } else {
+        out += '[';
+        for (std::size_t k = 0; k < v.size(); ++k) {
+          if (k) out += ',';
+          fmt::format_to(std::back_inserter(out), "{:.6g}", v[k]);
+        }
+        out += ']';
+      }
+      out += '}';
+    }
+    out += "],\"usage\":" + usage + "}";
+    return out;
+  }
+  // Rerank: a score per document, highest first.
+  std::vector<std::pair<double, std::size_t>> scores;
+  for (std::size_t i = 0; i < input_hashes.size(); ++i)
+    scores.emplace_back(Rng(input_hashes[i]).uniform01() * 0.998 + 0.001, i);
+  std::stable_sort(scores.begin(), scores.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (r.top_n > 0 && r.top_n < scores.size()) scores.resize(r.top_n);
+  out = fmt::format("{{\"id\":{},\"model\":{},\"usage\":{},\"results\":[", json_quote(id), json_quote(model),
+                    usage);
+  for (std::size_t k = 0; k < scores.size(); ++k)
+    out += fmt::format("{}{{\"index\":{},\"relevance_score\":{:.6g}}}", k ? "," : "", scores[k].second,
+                       scores[k].first);
+  out += "]}";
   return out;
 }
 

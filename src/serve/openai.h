@@ -23,7 +23,15 @@ struct ApiError {
 std::string error_type(int status);
 std::string error_body(const ApiError& e);
 
-enum class Api { kCompletions, kChat };
+// Generation (completions, chat) and pooling (embeddings, rerank: one
+// prefill per input, no token generated for the client).
+enum class Api { kCompletions, kChat, kEmbeddings, kRerank };
+inline bool is_pooling(Api a) {
+  return a == Api::kEmbeddings || a == Api::kRerank;
+}
+
+// The simulated embedding model's vector size (`dimensions` may ask fewer).
+inline constexpr std::uint32_t kEmbeddingDim = 1024;
 
 struct GenerationRequest {
   Api api = Api::kCompletions;
@@ -45,6 +53,12 @@ struct GenerationRequest {
   // The client's X-Request-Id header, when it sent one: named in the
   // emission trace beside the response id, so outcomes match by request.
   std::string client_request_id;
+  // Pooling (Api::kEmbeddings, kRerank): prompts are the inputs (rerank: the
+  // query's tokens then each document's); the answer's vector size and
+  // encoding; rerank's top_n (0: every document).
+  std::uint32_t dimensions = kEmbeddingDim;
+  bool base64 = false;
+  std::uint32_t top_n = 0;
 };
 
 struct ParseContext {
@@ -57,6 +71,27 @@ struct ParseContext {
 // error names the field (param) and what was expected.
 std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std::string_view body,
                                                                    const ParseContext& ctx);
+
+// Parses and validates a /v1/embeddings body ({"input": a string, strings,
+// token ids or lists of them; "encoding_format": "float" | "base64";
+// "dimensions"}) or a /v1/rerank body ({"query": string, "documents":
+// [string] (or TEI's "texts"), "top_n"}), as vLLM and llama.cpp take them.
+// The result has max_tokens 1 (the prefill's token, not sent), no stream.
+std::variant<GenerationRequest, ApiError> parse_pooling_request(Api api, std::string_view body,
+                                                                const ParseContext& ctx);
+
+// The JSON of a pooling answer. Embeddings: {"id", "object": "list",
+// "created", "model", "data": [{"index", "object": "embedding", "embedding":
+// [floats] or base64 of little-endian float32}], "usage"}; the vector of an
+// input is a function of its tokens (equal inputs, equal vectors), unit
+// length. Rerank: {"id", "model", "usage", "results": [{"index",
+// "relevance_score"}]} by score, highest first, top_n of them; a score is a
+// function of the query's and the document's tokens, in (0, 1).
+// input_hashes: pooling_input_hash of each input's tokens, in order.
+std::string pooling_response(const GenerationRequest& r, const std::vector<std::uint64_t>& input_hashes,
+                             std::string_view id, std::int64_t created, std::string_view model,
+                             std::uint64_t prompt_tokens);
+std::uint64_t pooling_input_hash(const std::vector<tokenizers::TokenId>& tokens);
 
 // The chat template: "<|ROLE|>\n" + content + "\n" per message, then
 // "<|assistant|>\n". Each message's text is a prefix of the next turn's.

@@ -249,6 +249,69 @@ TEST_F(Api, UsageReportsTheCachedPrefixTokens) {
   }
 }
 
+// Pooling over the simulator: each input is a prefill, answered whole when
+// the last one ends; vectors are unit length and a function of the input;
+// rerank scores come sorted, top_n of them; the metrics count the requests
+// and their prompt tokens, no generation token.
+TEST_F(Api, EmbeddingsAndRerankArePrefillsAnsweredWhole) {
+  const auto e = call("POST", "/v1/embeddings",
+                      R"({"input": ["one two three", "four five", "one two three"], "dimensions": 64})");
+  ASSERT_EQ(e->status, 200) << e->response->body;
+  const auto j = body_of(*e);
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 3u);
+  const std::uint64_t tokens =
+      tokenizers::tokenize("one two three").size() * 2 + tokenizers::tokenize("four five").size();
+  EXPECT_EQ(j["usage"]["prompt_tokens"], tokens);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["data"][i]["index"], i);
+    const auto v = j["data"][i]["embedding"].get<std::vector<double>>();
+    ASSERT_EQ(v.size(), 64u);
+    double norm = 0;
+    for (const double x : v) norm += x * x;
+    EXPECT_NEAR(norm, 1.0, 1e-4);
+  }
+  EXPECT_EQ(j["data"][0]["embedding"], j["data"][2]["embedding"]);
+  EXPECT_NE(j["data"][0]["embedding"], j["data"][1]["embedding"]);
+  EXPECT_EQ(e->response->body.find("completion_tokens"), std::string::npos);
+
+  // base64: 4 little-endian bytes per float, the same vector.
+  const auto b =
+      body_of(*call("POST", "/v1/embeddings",
+                    R"({"input": "one two three", "dimensions": 64, "encoding_format": "base64"})"));
+  EXPECT_EQ(b["data"][0]["embedding"].get<std::string>().size(), 4u * ((64u * 4 + 2) / 3));
+
+  const auto r =
+      call("POST", "/v1/rerank", R"({"query": "q w", "documents": ["a", "b c", "d e f"], "top_n": 2})");
+  ASSERT_EQ(r->status, 200) << r->response->body;
+  const auto k = body_of(*r);
+  ASSERT_EQ(k["results"].size(), 2u);
+  EXPECT_GE(k["results"][0]["relevance_score"].get<double>(),
+            k["results"][1]["relevance_score"].get<double>());
+  EXPECT_EQ(k["usage"]["prompt_tokens"],
+            3 * tokenizers::tokenize("q w").size() + tokenizers::tokenize("a").size() +
+                tokenizers::tokenize("b c").size() + tokenizers::tokenize("d e f").size());
+  EXPECT_EQ(core->active(), 0u);
+  const std::string m = metrics->render();
+  // 3 + 1 embeddings, 3 documents.
+  EXPECT_NE(
+      m.find(
+          "vllm:request_success_total{model_name=\"llama-3-8b\",engine=\"0\",finished_reason=\"stop\"} 7.0"),
+      std::string::npos)
+      << m;
+  EXPECT_NE(m.find("vllm:generation_tokens_total{model_name=\"llama-3-8b\",engine=\"0\"} 0.0"),
+            std::string::npos);
+
+  // Bad input: named fields.
+  EXPECT_EQ(call("POST", "/v1/embeddings", R"({"input": []})")->status, 400);
+  EXPECT_EQ(call("POST", "/v1/embeddings", R"({"input": "x", "dimensions": 5000})")->status, 400);
+  EXPECT_EQ(call("POST", "/v1/embeddings", R"({"input": "x", "encoding_format": "int8"})")->status, 400);
+  EXPECT_EQ(call("POST", "/v1/rerank", R"({"query": "q"})")->status, 400);
+  EXPECT_EQ(call("POST", "/v1/rerank", R"({"query": "q", "documents": [1]})")->status, 400);
+  const auto missing = call("POST", "/v1/rerank", R"({"documents": ["a"]})");
+  EXPECT_EQ(body_of(*missing)["error"]["param"], "query");
+}
+
 TEST_F(Api, SeveralPromptsAreSeveralChoices) {
   const auto r = call("POST", "/v1/completions",
                       R"({"prompt": ["a b", "c d"], "max_tokens": 3, "ignore_eos": true, "stream": true})");

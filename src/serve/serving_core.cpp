@@ -195,13 +195,22 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     t.prompt_tokens = f.prompt_tokens;
     t.generation_tokens = f.output_tokens;
     t.finish_reason = c.natural_end || c.stop_reason ? "stop" : "length";
+    if (is_pooling(req_.api)) {  // the prefill's token is not an output: a pooling request ends by itself
+      t.generation_tokens = 0;
+      t.tpot_s = -1.0;
+      t.finish_reason = "stop";
+    }
     core_.metrics().on_finished(t);
     if (!c.done && !finished_) complete_choice(index, t.finish_reason);
   }
 
   void on_reject(std::uint32_t, std::string_view reason) {
     if (finished_) return;
-    fail(ApiError{400, std::string(reason), req_.api == Api::kChat ? "messages" : "prompt"});
+    const char* param = req_.api == Api::kChat         ? "messages"
+                        : req_.api == Api::kEmbeddings ? "input"
+                        : req_.api == Api::kRerank     ? "documents"
+                                                       : "prompt";
+    fail(ApiError{400, std::string(reason), param});
   }
 
   // Ends the request at once: an error event on a stream, or an error response.
@@ -367,7 +376,15 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   void end() {
     if (finished_) return;
     const Usage u = usage();
-    if (req_.stream) {
+    if (is_pooling(req_.api)) {
+      net::HttpResponse r;
+      std::vector<std::uint64_t> hashes;
+      for (const auto& c : choices_) hashes.push_back(pooling_input_hash(c.prompt));
+      r.body = pooling_response(req_, hashes, id_, created_, core_.model_name(), u.prompt_tokens);
+      if (malformed_body_) r.body.resize(r.body.size() / 2);
+      core_.respond(responder_, std::move(r));
+      core_.metrics().on_http_response(200);
+    } else if (req_.stream) {
       if (req_.include_usage)
         core_.send(responder_, sse_event(usage_chunk(req_.api, id_, created_, core_.model_name(), u)),
                    nullptr);
@@ -512,6 +529,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
     er.id = c.engine_id;
     er.prompt = c.prompt;
     er.max_output_tokens = c.target;
+    er.pooling = is_pooling(req.api);
     if (trace_) trace_->record_request(c.engine_id, task->id(), now, req.client_request_id);
     er.priority = req.priority;
     er.arrival = arrival;
@@ -526,8 +544,11 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
 }
 
 std::string ServingCore::new_response_id(Api api) {
-  return fmt::format("{}-{:016x}", api == Api::kChat ? "chatcmpl" : "cmpl",
-                     mix64(response_serial_.fetch_add(1)));
+  const char* prefix = api == Api::kChat         ? "chatcmpl"
+                       : api == Api::kEmbeddings ? "embd"
+                       : api == Api::kRerank     ? "rerank"
+                                                 : "cmpl";
+  return fmt::format("{}-{:016x}", prefix, mix64(response_serial_.fetch_add(1)));
 }
 
 void ServingCore::record_fault(FaultKind kind, const std::string& response_id,
