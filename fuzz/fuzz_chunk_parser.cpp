@@ -14,5 +14,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!info.valid && (info.has_output && info.choices == 0)) __builtin_trap();
   for (const double lp : info.logprobs)
     if (std::isnan(lp)) __builtin_trap();  // JSON has no NaN; log of a negative prob is not taken
+  // The same bytes as a whole pooling answer (embeddings, rerank of 4 documents).
+  for (const bool rerank : {false, true}) {
+    const auto p =
+        parser.parse_pooling(std::string_view(reinterpret_cast<const char*>(data), size), rerank, 4);
+    if (p.valid == !p.problem.empty()) __builtin_trap();
+    if (p.valid && !p.is_error && (p.items < 0 || (rerank && p.items > 4))) __builtin_trap();
+  }
   return 0;
 }

@@ -1,9 +1,11 @@
-// libFuzzer target: OpenAI request bodies (completions, chat, tokenize).
+// libFuzzer target: OpenAI request bodies (completions, chat, embeddings,
+// rerank, tokenize).
 // Every input is accepted with a consistent request or refused with an error
 // that names a status; nothing else may happen.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "serve/openai.h"
 
@@ -22,6 +24,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto& e = std::get<ApiError>(r);
       if (e.status < 400 || e.status > 599 || e.message.empty()) __builtin_trap();
       (void)error_body(e);
+    }
+  }
+  for (Api api : {Api::kEmbeddings, Api::kRerank}) {
+    const auto r = parse_pooling_request(api, body, ctx);
+    if (const auto* req = std::get_if<GenerationRequest>(&r)) {
+      if (req->prompts.empty() || req->prompts.size() > 2048 || req->max_tokens != 1 || req->stream)
+        __builtin_trap();
+      for (const auto& p : req->prompts)
+        if (p.size() >= ctx.max_model_len) __builtin_trap();
+      if (req->dimensions < 1 || req->dimensions > kEmbeddingDim) __builtin_trap();
+      if (req->prompts.size() <= 16) {  // formatting 2048 vectors would only slow the search
+        std::vector<std::uint64_t> hashes;
+        for (const auto& p : req->prompts) hashes.push_back(pooling_input_hash(p));
+        (void)pooling_response(*req, hashes, "id", 0, "m", 1);
+      }
+    } else {
+      const auto& e = std::get<ApiError>(r);
+      if (e.status < 400 || e.status > 599 || e.message.empty()) __builtin_trap();
     }
   }
   (void)parse_tokenize_request(body, ctx);

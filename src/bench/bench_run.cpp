@@ -60,10 +60,6 @@ std::string local_stamp() {
   return buf;
 }
 
-std::string api_name(Api a) {
-  return a == Api::kChat ? "chat" : "completions";
-}
-
 // Everything one run needs, built from the settings (and a rate override in sweeps).
 struct Prepared {
   BenchWorkload bw;
@@ -112,6 +108,16 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   if (!o.cancel.empty()) p.plan.cancel = parse_cancel_plan(o.cancel, derive_seed(wo.seed, "cancel"));
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
+  if (is_pooling(o.api)) {
+    if (!p.plan.turns.empty())
+      throw UsageError(fmt::format("--api {}: multi-turn sessions are for generation (completions, chat)",
+                                   api_name(o.api)));
+    if (p.plan.cancel && p.plan.cancel->when == CancelPlan::When::kAfterTokens)
+      throw UsageError(
+          fmt::format("--cancel after-tokens: --api {} answers whole, with no tokens to count; "
+                      "use before-first-token or after-ms",
+                      api_name(o.api)));
+  }
   if (closed) {
     p.plan.closed_loop = true;
     p.plan.user_stages = o.user_stages.empty()
@@ -468,7 +474,9 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
   copt.verify_tls = !o.insecure;
   copt.ca_file = o.ca_file;
   rs.api = o.api;
-  rs.stream = o.stream;
+  rs.stream = o.stream && !is_pooling(o.api);
+  rs.inputs_per_request = o.inputs_per_request > 0 ? o.inputs_per_request : o.api == Api::kRerank ? 8 : 1;
+  rs.query_tokens = o.query_tokens;
   rs.ignore_eos = o.ignore_eos;
   rs.api_key = o.api_key;
   rs.sampling = o.sampling;
@@ -542,6 +550,9 @@ nlohmann::json requested_settings(const BenchSettings& o) {
       {"target",
        {{"url", o.target_url.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.target_url)},
         {"api", api_name(o.api)},
+        {"inputs_per_request",
+         is_pooling(o.api) ? nlohmann::json(o.inputs_per_request) : nlohmann::json(nullptr)},
+        {"query_tokens", o.api == Api::kRerank ? nlohmann::json(o.query_tokens) : nlohmann::json(nullptr)},
         {"endpoint", o.endpoint},
         {"model", o.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.model)},
         {"stream", o.stream},
@@ -706,10 +717,17 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       if (!side.server) learned[key] = *server_prompts;
     }
   }
-  const PromptBuilder prompts(w, tokenizer, !chat, server_prompts ? &*server_prompts : nullptr);
+  // The tokens a server adds to each prompt (a BOS) are counted for
+  // completions and embeddings; chat's come from its template; a rerank
+  // pair's from the model's format (not planned).
+  const PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions || rs.api == Api::kEmbeddings,
+                              server_prompts ? &*server_prompts : nullptr);
   // The server's own count of a sample of prompts, before the load starts.
   nlohmann::json prompt_check =
-      o.prompt_check_sample > 0
+      rs.api == Api::kRerank
+          ? nlohmann::json{{"available", false},
+                           {"reason", "rerank: a pair's tokens depend on the model's format"}}
+      : o.prompt_check_sample > 0
           ? check_prompt_lengths(tokenize, w, p.plan, prompts, chat, o.prompt_check_sample)
           : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
 
@@ -967,6 +985,12 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   if (!(o.grace_s >= 0)) throw UsageError("--grace-s: expected seconds >= 0");
   if (!(o.warmup_s >= 0)) throw UsageError("--warmup-s: expected seconds >= 0");
   if (!(o.think_ms >= 0)) throw UsageError("--think-ms: expected ms >= 0");
+  if (o.inputs_per_request > 2048)
+    throw UsageError(fmt::format("--inputs-per-request {}: expected 1 to 2048", o.inputs_per_request));
+  if (o.query_tokens < 1 || o.query_tokens > 1'000'000)
+    throw UsageError(fmt::format("--query-tokens {}: expected 1 to 1000000", o.query_tokens));
+  if (!is_pooling(o.api) && o.inputs_per_request > 0)
+    throw UsageError("--inputs-per-request goes with --api embeddings or rerank");
   if (!(o.max_error_rate >= 0 && o.max_error_rate <= 1))
     throw UsageError("--max-error-rate: expected a share in [0, 1]");
   serve::check(o.server);

@@ -78,6 +78,10 @@ struct BenchSettings {
   // ---- target
   std::string target_url;  // "" : the built-in simulator, in-process on a loopback port
   Api api = Api::kCompletions;
+  // Pooling APIs: inputs per embeddings request, documents per rerank
+  // request (0: 1 for embeddings, 8 for rerank), and the rerank query's tokens.
+  std::uint32_t inputs_per_request = 0;
+  std::uint32_t query_tokens = 32;
   std::string endpoint;  // request path after the target's path ("" : by api)
   std::string model;     // "" : the target's GET /v1/models (in-process: the engine's model)
   std::string api_key;

@@ -1,5 +1,7 @@
 #include "bench/chunk_parser.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -197,6 +199,94 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
   info.valid = saw_choices || info.usage.has_value() || info.is_error;
   info.logprobs = logprobs_;
   if (info.has_output) info.role_only = false;
+  return info;
+}
+
+PoolingInfo ChunkParser::parse_pooling(std::string_view body, bool rerank, std::uint32_t inputs) {
+  PoolingInfo info;
+  buffer_.assign(body);
+  buffer_.append(simdjson::SIMDJSON_PADDING, '\0');
+  dom::element doc;
+  dom::object root;
+  if (parser_.parse(buffer_.data(), body.size(), false).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(root) != simdjson::SUCCESS) {
+    info.problem = "not a JSON object";
+    return info;
+  }
+  dom::element error;
+  if (root["error"].get(error) == simdjson::SUCCESS) {
+    info.is_error = info.valid = true;
+    std::string_view msg;
+    dom::object err;
+    if (error.get_object().get(err) == simdjson::SUCCESS &&
+        err["message"].get_string().get(msg) == simdjson::SUCCESS)
+      info.error_message = std::string(msg);
+    else if (error.get_string().get(msg) == simdjson::SUCCESS)
+      info.error_message = std::string(msg);
+    return info;
+  }
+  std::string_view id;
+  if (root["id"].get_string().get(id) == simdjson::SUCCESS) info.id = std::string(id);
+  dom::object usage;
+  if (root["usage"].get_object().get(usage) == simdjson::SUCCESS) {
+    info.prompt_tokens = int_or(usage, "prompt_tokens");
+    if (info.prompt_tokens < 0) info.prompt_tokens = int_or(usage, "total_tokens");
+  }
+  dom::array list;
+  if (root[rerank ? "results" : "data"].get_array().get(list) != simdjson::SUCCESS) {
+    info.problem = rerank ? "no \"results\" list" : "no \"data\" list";
+    return info;
+  }
+  std::vector<bool> seen(inputs, false);
+  std::int64_t n = 0;
+  for (dom::element e : list) {
+    dom::object item;
+    if (e.get_object().get(item) != simdjson::SUCCESS) {
+      info.problem = fmt::format("{}[{}] is not an object", rerank ? "results" : "data", n);
+      return info;
+    }
+    if (rerank) {
+      std::int64_t index = -1;
+      double score = 0;
+      if (item["index"].get_int64().get(index) != simdjson::SUCCESS || index < 0 || index >= inputs ||
+          seen[static_cast<std::size_t>(index)]) {
+        info.problem = fmt::format("results[{}]: \"index\" must be a document's index (0 to {}), each once",
+                                   n, inputs > 0 ? inputs - 1 : 0);
+        return info;
+      }
+      seen[static_cast<std::size_t>(index)] = true;
+      if (!number_of(item["relevance_score"], score) && !number_of(item["score"], score)) {
+        info.problem = fmt::format("results[{}]: no \"relevance_score\" number", n);
+        return info;
+      }
+    } else {
+      dom::element v;
+      std::int64_t size = -1;
+      dom::array floats;
+      std::string_view b64;
+      if (item["embedding"].get(v) == simdjson::SUCCESS && v.get_array().get(floats) == simdjson::SUCCESS) {
+        size = static_cast<std::int64_t>(floats.size());
+        for (dom::element x : floats)
+          if (!x.is_number()) size = -1;
+      } else if (item["embedding"].get_string().get(b64) == simdjson::SUCCESS) {
+        size = static_cast<std::int64_t>(b64.size() / 4 * 3) / 4;
+      }
+      if (size <= 0) {
+        info.problem =
+            fmt::format("data[{}]: \"embedding\" must be a non-empty list of numbers or base64", n);
+        return info;
+      }
+      if (info.dimension >= 0 && size != info.dimension) {
+        info.problem =
+            fmt::format("data[{}]: a vector of {} values where data[0] had {}", n, size, info.dimension);
+        return info;
+      }
+      info.dimension = size;
+    }
+    ++n;
+  }
+  info.items = n;
+  info.valid = true;
   return info;
 }
 

@@ -66,12 +66,29 @@ struct ChunkInfo {
   std::span<const double> logprobs;
 };
 
+// A pooling answer (/v1/embeddings, /v1/rerank), checked item by item.
+struct PoolingInfo {
+  bool valid = false;  // the expected shape; else `problem` says what is wrong
+  std::string problem;
+  bool is_error = false;  // {"error": ...}
+  std::string error_message;
+  std::string id;
+  std::int64_t items = -1;          // embeddings in "data", or results in "results"
+  std::int64_t dimension = -1;      // embeddings: the vectors' size (floats; base64: bytes / 4)
+  std::int64_t prompt_tokens = -1;  // usage.prompt_tokens, else usage.total_tokens (vLLM's rerank)
+};
+
 class ChunkParser {
  public:
   explicit ChunkParser(bool logprobs = false) : logprobs_on_(logprobs) {}
   bool logprobs_on() const { return logprobs_on_; }
   // data: the event's data field (not "[DONE]").
   ChunkInfo parse(std::string_view data);
+  // A whole pooling answer. Embeddings: {"data": [{"embedding": [numbers]
+  // or a base64 string, "index"}...]}, every vector of one size. Rerank:
+  // {"results": [{"index", "relevance_score" (or "score")}...]}, each index
+  // below `inputs` and seen once. llama-server's, vLLM's and OpenAI's shapes.
+  PoolingInfo parse_pooling(std::string_view body, bool rerank, std::uint32_t inputs);
 
  private:
   bool logprobs_on_ = false;

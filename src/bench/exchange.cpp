@@ -25,10 +25,35 @@ std::string excerpt(std::string_view s, std::size_t n = 200) {
 }
 }  // namespace
 
+std::string_view api_name(Api a) {
+  switch (a) {
+    case Api::kChat:
+      return "chat";
+    case Api::kEmbeddings:
+      return "embeddings";
+    case Api::kRerank:
+      return "rerank";
+    default:
+      return "completions";
+  }
+}
+
+std::string_view api_path(Api a) {
+  switch (a) {
+    case Api::kChat:
+      return "/v1/chat/completions";
+    case Api::kEmbeddings:
+      return "/v1/embeddings";
+    case Api::kRerank:
+      return "/v1/rerank";
+    default:
+      return "/v1/completions";
+  }
+}
+
 RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
-  const std::string path = !s_.path.empty()       ? s_.path
-                           : s_.api == Api::kChat ? "/v1/chat/completions"
-                                                  : "/v1/completions";
+  if (is_pooling(s_.api)) s_.stream = false;  // answered whole
+  const std::string path = !s_.path.empty() ? s_.path : std::string(api_path(s_.api));
   head_ = fmt::format("POST {}{} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n", s_.base_path,
                       path, s_.host_header);
   head_ += s_.stream ? "Accept: text/event-stream\r\n" : "Accept: application/json\r\n";
@@ -115,6 +140,53 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
   body += sampling_fields_;
   body += extra_fields_;
   body += '}';
+  return finish(body, request_id);
+}
+
+std::shared_ptr<const std::string> RequestEncoder::encode_pooling(
+    const std::vector<std::string>& inputs, std::string_view query,
+    std::optional<std::uint64_t> request_id) const {
+  std::size_t size = 128 + query.size() + extra_fields_.size();
+  for (const auto& in : inputs) size += in.size() + 8;
+  std::string body;
+  body.reserve(size);
+  body += '{';
+  if (!overridden("model")) {
+    body += "\"model\":";
+    jsonout::append_string(body, s_.model);
+    body += ',';
+  }
+  auto list = [&](const char* name) {
+    body += '"';
+    body += name;
+    body += "\":[";
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (i) body += ',';
+      jsonout::append_string(body, inputs[i]);
+    }
+    body += ']';
+  };
+  if (s_.api == Api::kRerank) {
+    body += "\"query\":";
+    jsonout::append_string(body, query);
+    body += ',';
+    list("documents");
+  } else {
+    if (inputs.size() == 1) {
+      body += "\"input\":";
+      jsonout::append_string(body, inputs.front());
+    } else {
+      list("input");
+    }
+    if (!overridden("encoding_format")) body += ",\"encoding_format\":\"float\"";
+  }
+  body += extra_fields_;
+  body += '}';
+  return finish(body, request_id);
+}
+
+std::shared_ptr<const std::string> RequestEncoder::finish(std::string& body,
+                                                          std::optional<std::uint64_t> request_id) const {
   auto out = std::make_shared<std::string>();
   out->reserve(head_.size() + body.size() + 32);
   *out += head_;
@@ -147,6 +219,8 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   cancel_on_send_ = false;
   cancel_after_events_ = 0;
   cancel_fired_ = false;
+  pooling_api_ = Api::kCompletions;
+  pooling_inputs_ = 0;
   dropped_reasoning_chars_ = 0;
   body_.clear();
   text_.clear();
@@ -381,8 +455,31 @@ void ResponseCollector::finish_stream() {
                 fmt::format("usage reports {} output tokens but no event carried output", usage_completion_));
 }
 
+void ResponseCollector::finish_pooling(Nanos t) {
+  const bool rerank = pooling_api_ == Api::kRerank;
+  const PoolingInfo p = parser_->parse_pooling(body_, rerank, pooling_inputs_);
+  if (!p.valid)
+    return fail(Outcome::kProtocolError,
+                fmt::format("response is not {} answer ({}): {}", rerank ? "a rerank" : "an embeddings",
+                            p.problem, excerpt(body_)));
+  if (p.is_error) return fail(Outcome::kHttpError, "error object: " + excerpt(p.error_message));
+  record_.response_id = p.id;
+  record_.prompt_tokens = p.prompt_tokens;
+  usage_completion_ = 0;
+  // Every input answered (rerank: a server may cut the results to top_n, which bench does not send).
+  if (p.items != static_cast<std::int64_t>(pooling_inputs_))
+    return fail(Outcome::kValidationError,
+                fmt::format("{} {} for {} {}", p.items, rerank ? "results" : "embeddings", pooling_inputs_,
+                            rerank ? "documents" : "inputs"));
+  record_.t_first_token = record_.t_last_token = t;
+  record_.event_times.push_back(t);
+  event_chars_.push_back(1);
+  event_reasoning_chars_.push_back(0);
+}
+
 void ResponseCollector::finish_body(Nanos t) {
   if (body_.size() >= kBodyCap) return fail(Outcome::kProtocolError, "response body over 64 MiB");
+  if (pooling_inputs_ > 0) return finish_pooling(t);
   const ChunkInfo c = parser_->parse(body_);
   if (!c.valid)
     return fail(Outcome::kProtocolError, "response is not a completion object: " + excerpt(body_));

@@ -37,7 +37,17 @@
 
 namespace tokenscope::bench {
 
-enum class Api { kCompletions, kChat };
+// Generation (completions, chat), or pooling: embeddings (/v1/embeddings,
+// a batch of inputs per request) and rerank (/v1/rerank: a query and
+// documents), answered whole with no output tokens.
+enum class Api { kCompletions, kChat, kEmbeddings, kRerank };
+inline bool is_pooling(Api a) {
+  return a == Api::kEmbeddings || a == Api::kRerank;
+}
+std::string_view api_name(Api a);  // completions | chat | embeddings | rerank
+// The request path of an API: /v1/completions, /v1/chat/completions,
+// /v1/embeddings, /v1/rerank.
+std::string_view api_path(Api a);
 
 // Sampling parameters sent with every request (absent fields are not sent, so
 // the server's defaults apply). vLLM's benchmark client sends temperature 0.
@@ -68,6 +78,10 @@ struct RequestSettings {
   bool send_request_id = true;
   std::vector<std::pair<std::string, std::string>> headers;
   Sampling sampling;
+  // Pooling: inputs per embeddings request, documents per rerank request,
+  // and the rerank query's length in tokens.
+  std::uint32_t inputs_per_request = 1;
+  std::uint32_t query_tokens = 32;
 };
 
 struct ChatMessage {
@@ -85,9 +99,16 @@ class RequestEncoder {
   std::shared_ptr<const std::string> encode(std::string_view prompt, std::uint32_t max_tokens,
                                             const std::vector<ChatMessage>* history = nullptr,
                                             std::optional<std::uint64_t> request_id = std::nullopt) const;
+  // A pooling request: embeddings send {"model", "input": the one input or
+  // the list, "encoding_format": "float"}; rerank {"model", "query",
+  // "documents": inputs}. Sampling fields are not sent; the extra body is.
+  std::shared_ptr<const std::string> encode_pooling(
+      const std::vector<std::string>& inputs, std::string_view query,
+      std::optional<std::uint64_t> request_id = std::nullopt) const;
 
  private:
   bool overridden(std::string_view field) const;
+  std::shared_ptr<const std::string> finish(std::string& body, std::optional<std::uint64_t> request_id) const;
 
   RequestSettings s_;
   std::string head_;             // request line and fixed headers, up to Content-Length
@@ -131,6 +152,15 @@ class ResponseCollector final : public net::ExchangeHandler {
     cancel_on_send_ = on_send;
     cancel_after_events_ = after_events;
   }
+  // A pooling request (after init(), with stream off): the answer must hold
+  // one item per input (embeddings: a vector each, of one size; rerank: a
+  // result per document, each index once); the record gets `inputs`, the
+  // usage's prompt tokens, 0 output tokens, and its one event (first and
+  // last token) when the whole answer has arrived.
+  void expect_pooling(Api api, std::uint32_t inputs) {
+    pooling_api_ = api;
+    pooling_inputs_ = inputs;
+  }
   void cancel_now();
   static constexpr std::size_t kDefaultMaxEvents = 65536;
   // Output text kept for a later turn or for counting tokens on the client is
@@ -152,6 +182,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   void fail(Outcome o, std::string detail);
   void finish_stream();
   void finish_body(Nanos t);
+  void finish_pooling(Nanos t);
   void split_tokens();
   void count_reasoning();
   void take_usage(const ChunkUsage& u);
@@ -184,6 +215,8 @@ class ResponseCollector final : public net::ExchangeHandler {
   bool cancel_on_send_ = false;
   std::uint32_t cancel_after_events_ = 0;  // 0: none
   bool cancel_fired_ = false;
+  Api pooling_api_ = Api::kCompletions;
+  std::uint32_t pooling_inputs_ = 0;  // 0: a generation request
   std::size_t max_events_ = kDefaultMaxEvents;
   std::string content_type_;
   std::string stream_head_;          // the first bytes of a streamed body, quoted when it is not a stream

@@ -400,6 +400,82 @@ TEST_F(Collector, NonStreamedBodyIsOneEventAtTheEnd) {
   EXPECT_EQ(record.response_id, "cmpl-2");
 }
 
+TEST(RequestEncoder, PoolingBodies) {
+  RequestSettings s;
+  s.api = Api::kEmbeddings;
+  s.model = "e5";
+  s.stream = true;  // pooling answers whole whatever is asked
+  s.sampling.temperature = 0.5;
+  const RequestEncoder one(s);
+  const std::string http = *one.encode_pooling({"hello world"}, "", 7);
+  EXPECT_NE(http.find("POST /v1/embeddings HTTP/1.1"), std::string::npos);
+  EXPECT_NE(http.find("Accept: application/json"), std::string::npos);
+  EXPECT_EQ(body_of(http), (json{{"model", "e5"}, {"input", "hello world"}, {"encoding_format", "float"}}));
+  EXPECT_EQ(body_of(*one.encode_pooling({"a", "b"}, "", 7))["input"], (json{"a", "b"}));
+  s.api = Api::kRerank;
+  s.sampling.extra_body = R"({"top_n": 2})";
+  const RequestEncoder rerank(s);
+  const std::string r = *rerank.encode_pooling({"d1", "d2", "d3"}, "the query", 8);
+  EXPECT_NE(r.find("POST /v1/rerank HTTP/1.1"), std::string::npos);
+  EXPECT_EQ(body_of(r),
+            (json{{"model", "e5"}, {"query", "the query"}, {"documents", {"d1", "d2", "d3"}}, {"top_n", 2}}));
+}
+
+TEST_F(Collector, PoolingAnswersAreCheckedItemByItem) {
+  auto answer = [&](Api api, std::uint32_t inputs, std::string_view body, int status = 200) {
+    start(false);
+    c.expect_pooling(api, inputs);
+    c.on_headers(status, 120);
+    chunk(body, 130);
+    c.on_complete(net::ExchangeError::kNone, "", 150);
+    return record;
+  };
+  // vLLM / OpenAI embeddings; a base64 vector counts its floats.
+  auto r = answer(
+      Api::kEmbeddings, 2,
+      R"({"id":"embd-1","object":"list","data":[{"index":0,"object":"embedding","embedding":[0.1,-2,3e-3]},)"
+      R"({"index":1,"embedding":[1,2,3]}],"usage":{"prompt_tokens":17,"total_tokens":17}})");
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+  EXPECT_EQ(r.prompt_tokens, 17);
+  EXPECT_EQ(r.output_tokens, 0);
+  EXPECT_EQ(r.t_first_token, 150);
+  EXPECT_EQ(r.t_last_token, 150);
+  EXPECT_EQ(r.response_id, "embd-1");
+  EXPECT_EQ(
+      answer(Api::kEmbeddings, 1, R"({"data":[{"embedding":"AACAPwAAAEA="}],"usage":{"prompt_tokens":3}})")
+          .outcome,
+      Outcome::kOk);
+  // llama-server's rerank (Jina shape) and vLLM's (usage total_tokens only).
+  r = answer(
+      Api::kRerank, 3,
+      R"({"model":"m","object":"list","usage":{"prompt_tokens":40,"total_tokens":40},"results":[)"
+      R"({"index":2,"relevance_score":0.9},{"index":0,"relevance_score":-1.5},{"index":1,"relevance_score":0}]})");
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+  EXPECT_EQ(r.prompt_tokens, 40);
+  r = answer(Api::kRerank, 1,
+             R"({"id":"rerank-1","usage":{"total_tokens":9},"results":[{"index":0,"relevance_score":0.5}]})");
+  EXPECT_EQ(r.prompt_tokens, 9);
+  // Fewer answers than inputs, a vector of another size, an index twice, no list, an error object.
+  r = answer(Api::kEmbeddings, 3, R"({"data":[{"embedding":[1]},{"embedding":[2]}]})");
+  EXPECT_EQ(r.outcome, Outcome::kValidationError);
+  EXPECT_NE(r.detail.find("2 embeddings for 3 inputs"), std::string::npos) << r.detail;
+  r = answer(Api::kEmbeddings, 2, R"({"data":[{"embedding":[1,2]},{"embedding":[2]}]})");
+  EXPECT_EQ(r.outcome, Outcome::kProtocolError);
+  EXPECT_NE(r.detail.find("data[1]: a vector of 1 values where data[0] had 2"), std::string::npos)
+      << r.detail;
+  r = answer(Api::kRerank, 2,
+             R"({"results":[{"index":0,"relevance_score":1},{"index":0,"relevance_score":1}]})");
+  EXPECT_EQ(r.outcome, Outcome::kProtocolError);
+  EXPECT_NE(r.detail.find("results[1]"), std::string::npos) << r.detail;
+  EXPECT_EQ(answer(Api::kRerank, 2, R"({"data":[]})").outcome, Outcome::kProtocolError);
+  EXPECT_EQ(answer(Api::kEmbeddings, 1, R"({"data":[{"embedding":["x"]}]})").outcome,
+            Outcome::kProtocolError);
+  r = answer(Api::kEmbeddings, 1, R"({"error":{"message":"input too long"}})");
+  EXPECT_EQ(r.outcome, Outcome::kHttpError);
+  EXPECT_NE(r.detail.find("input too long"), std::string::npos);
+  EXPECT_EQ(answer(Api::kEmbeddings, 1, R"({"error":"x"})", 500).outcome, Outcome::kHttpError);
+}
+
 // bench --logprobs against llama.cpp's llama-server: its stream as recorded
 // (commit c392e50, the tiny model of scripts/tiny-model.py, "logprobs": 1,
 // curl -N), whole. Every output token's logprob lands in the record.

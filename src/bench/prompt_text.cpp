@@ -129,6 +129,42 @@ std::int64_t PromptBuilder::planned_tokens(const workload::Request& r) const {
                                 static_cast<std::int64_t>(1 + specials_));
 }
 
+namespace {
+workload::Request input_request(const workload::Workload& w, std::size_t index, std::uint32_t j) {
+  const workload::Request& r = w.requests[index];
+  if (j == 0) return r;
+  if (r.source == workload::PromptSource::kText) return w.requests[(index + j) % w.requests.size()];
+  workload::Request v = r;
+  v.id = hash_combine64(r.id, 0x706f6f6c00000000ULL + j);  // "pool"
+  return v;
+}
+}  // namespace
+
+std::vector<std::string> PromptBuilder::inputs(std::size_t index, std::uint32_t n) const {
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (std::uint32_t j = 0; j < n; ++j) out.push_back(text(input_request(w_, index, j)));
+  return out;
+}
+
+std::int64_t PromptBuilder::inputs_planned_tokens(std::size_t index, std::uint32_t n) const {
+  std::int64_t total = 0;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    const std::int64_t t = planned_tokens(input_request(w_, index, j));
+    if (t < 0) return -1;
+    total += t;
+  }
+  return total;
+}
+
+std::string PromptBuilder::query(std::size_t index, std::uint32_t tokens) const {
+  workload::Request q = w_.requests[index];
+  q.source = workload::PromptSource::kUnique;
+  q.input_tokens = std::max<std::uint32_t>(1, tokens);
+  q.id = hash_combine64(q.id, 0x7175657279ULL);  // "query"
+  return text(q);
+}
+
 std::string PromptBuilder::describe() const {
   if (!exact_)
     return "one prompt word per planned token (one token each in Llama 2, GPT-2, Llama 3 and Qwen3 "

@@ -67,6 +67,16 @@ class PromptBuilder {
   // How prompt lengths are obtained, for the summary and run.json.
   std::string describe() const;
 
+  // Pooling (bench --api embeddings | rerank). The n inputs of workload
+  // request `index`: its own prompt, then n - 1 more of its length (unique
+  // prompts draw fresh tokens, a shared-prefix group's keep the prefix,
+  // block-hash prompts are the same blocks), or, for a trace's texts, the
+  // texts of the requests after it. Their planned tokens together (-1 when
+  // one has no plan). A rerank query of `tokens` tokens, unique to the request.
+  std::vector<std::string> inputs(std::size_t index, std::uint32_t n) const;
+  std::int64_t inputs_planned_tokens(std::size_t index, std::uint32_t n) const;
+  std::string query(std::size_t index, std::uint32_t tokens) const;
+
  private:
   const workload::Workload& w_;
   const tokenizers::TextTokenizer* tokenizer_;

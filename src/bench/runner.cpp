@@ -162,10 +162,17 @@ struct Runner::Shard {
     return r.plan_.warmup_s > 0 && t_sched - r.epoch_ < seconds_to_nanos(r.plan_.warmup_s);
   }
 
-  std::shared_ptr<const std::string> encode(const workload::Request& req, const std::string& prompt,
+  std::shared_ptr<const std::string> encode(std::size_t index, const std::string& prompt,
                                             const std::vector<ChatMessage>* history, std::uint64_t id) {
+    const RequestSettings& s = r.encoder_.settings();
+    if (is_pooling(s.api))
+      return r.encoder_.encode_pooling(r.prompts_->inputs(index, s.inputs_per_request),
+                                       s.api == Api::kRerank ? r.prompts_->query(index, s.query_tokens) : "",
+                                       id);
+    const workload::Request& req = r.w_.requests[index];
     return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id);
   }
+  bool pooling() const { return is_pooling(r.encoder_.settings().api); }
 
   // How many connections this thread opens before the first send.
   std::size_t warm_connections() const {
@@ -274,8 +281,9 @@ struct Runner::Shard {
 
   void prepare_ahead() {
     while (prepared.size() < kPrepareAhead && next + prepared.size() < jobs.size()) {
-      const auto& req = r.w_.requests[jobs[next + prepared.size()].first];
-      prepared.push_back(encode(req, r.prompts_->text(req), nullptr, req.id));
+      const std::uint32_t index = jobs[next + prepared.size()].first;
+      const auto& req = r.w_.requests[index];
+      prepared.push_back(encode(index, pooling() ? std::string() : r.prompts_->text(req), nullptr, req.id));
     }
   }
 
@@ -301,8 +309,8 @@ struct Runner::Shard {
     const TurnLink* link = r.plan_.turns.empty() ? nullptr : &r.plan_.turns[ctx.request];
     const bool keep_text = link && link->next >= 0;
     if (!bytes) {
-      if (ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
-      bytes = encode(req, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history, id);
+      if (ctx.prompt.empty() && !pooling()) ctx.prompt = r.prompts_->text(req);
+      bytes = encode(ctx.request, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history, id);
     }
     if (keep_text && ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
     ResponseCollector* c;
@@ -327,6 +335,15 @@ struct Runner::Shard {
     rec.output_tokens_planned = std::max<std::uint32_t>(1, req.output_tokens);
     if (ctx.history.empty() && (!link || link->turn == 0))
       rec.prompt_tokens_planned = r.prompts_->planned_tokens(req);
+    const RequestSettings& rs = r.encoder_.settings();
+    if (pooling()) {
+      rec.output_tokens_planned = 0;
+      rec.inputs = rs.inputs_per_request;
+      // Rerank: the pairs' own tokens (BOS, separators) depend on the model's format: not planned.
+      rec.prompt_tokens_planned = rs.api == Api::kEmbeddings
+                                      ? r.prompts_->inputs_planned_tokens(ctx.request, rs.inputs_per_request)
+                                      : -1;
+    }
     rec.warmup = warmup(t_sched);
     if (link && link->session >= 0) {
       rec.session = link->session;
@@ -334,6 +351,7 @@ struct Runner::Shard {
     }
     c->init(std::move(rec), r.encoder_.settings().stream, keep_text, &parser,
             [this](ResponseCollector& done) { on_done(done); });
+    if (pooling()) c->expect_pooling(rs.api, rs.inputs_per_request);
     if (r.plan_.cancel && r.plan_.cancel->chosen(id)) {
       using When = CancelPlan::When;
       const CancelPlan& cp = *r.plan_.cancel;

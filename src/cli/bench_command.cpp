@@ -144,14 +144,25 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->add_option("--target", s.target_url,
                    "Server URL, http://HOST:PORT or https://... (default: in-process simulator)")
       ->group(T);
-  bench->add_option("--api", o.api, "completions|chat")
+  bench
+      ->add_option("--api", o.api,
+                   "completions|chat|embeddings|rerank (embeddings and rerank: pooling requests answered "
+                   "whole, no output tokens)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"completions", "chat"}))
+      ->check(CLI::IsMember({"completions", "chat", "embeddings", "rerank"}))
       ->group(T);
   bench
-      ->add_option(
-          "--endpoint", s.endpoint,
-          "Request path after the target's own path [default: /v1/completions or /v1/chat/completions]")
+      ->add_option("--endpoint", s.endpoint,
+                   "Request path after the target's own path [default: /v1/completions, "
+                   "/v1/chat/completions, /v1/embeddings or /v1/rerank by --api]")
+      ->group(T);
+  bench
+      ->add_option("--inputs-per-request", s.inputs_per_request,
+                   "--api embeddings: inputs per request (the batch); rerank: documents per request, each of "
+                   "the workload's prompt length [default: 1, rerank 8]")
+      ->group(T);
+  bench->add_option("--query-tokens", s.query_tokens, "--api rerank: the query's length in tokens")
+      ->capture_default_str()
       ->group(T);
   bench->add_option("--api-key", s.api_key, "Bearer token (or env TOKENSCOPE_API_KEY, OPENAI_API_KEY)")
       ->group(T);
@@ -508,7 +519,10 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     else if (const char* env2 = std::getenv("OPENAI_API_KEY"))
       s.api_key = env2;
   }
-  s.api = o.api == "chat" ? bench::Api::kChat : bench::Api::kCompletions;
+  s.api = o.api == "chat"         ? bench::Api::kChat
+          : o.api == "embeddings" ? bench::Api::kEmbeddings
+          : o.api == "rerank"     ? bench::Api::kRerank
+                                  : bench::Api::kCompletions;
   s.stream = !o.no_stream;
   s.ignore_eos = !o.no_ignore_eos;
   if (o.model_given) s.model = s.engine.engine.model;

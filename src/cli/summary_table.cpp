@@ -86,6 +86,10 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
                             ? fmt::format(" ({} counted on the client with --tokenizer)",
                                           s["output_tokens_client_counted"].get<std::uint64_t>())
                             : ": their output tokens count as 0; give --tokenizer to count them");
+    if (s.value("inputs_total", std::uint64_t{0}) > 0)
+      os << fmt::format("{:<18}{} inputs, {:.1f} per request; {:.1f} prompt tok/s\n", "pooling",
+                        s["inputs_total"].get<std::uint64_t>(), s["inputs_per_request_mean"].get<double>(),
+                        s.value("input_token_throughput_tps", 0.0));
     if (s.value("requests_with_reasoning", std::uint64_t{0}) > 0)
       os << fmt::format("{:<18}{} completed requests carried reasoning, {} reasoning tokens\n", "reasoning",
                         s["requests_with_reasoning"].get<std::uint64_t>(),

@@ -35,7 +35,13 @@ inline constexpr KeyDefinition kScalarKeys[] = {
      "completed requests whose t_close falls in the steady-state window (start, end] / duration_steady_s"},
     {"request_throughput_rps", "req/s", "requests_completed / duration_s"},
     {"output_token_throughput_tps", "tok/s", "output_tokens_total / duration_s"},
+    {"input_token_throughput_tps", "tok/s", "prompt_tokens_total / duration_s"},
     {"prompt_tokens_total", "tokens", "prompt tokens of completed requests"},
+    {"inputs_total", "inputs",
+     "pooling runs (bench --api embeddings | rerank): inputs (embeddings) or documents (rerank) of the "
+     "completed requests; 0 for generation"},
+    {"inputs_per_request_mean", "inputs",
+     "inputs_total / completed pooling requests: the batch size each request carried; null for generation"},
     {"output_tokens_total", "tokens", "output tokens of completed requests (server usage count)"},
     {"output_token_mismatches", "requests",
      "completed requests whose server usage count differs from the client's own count of output events "

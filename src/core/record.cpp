@@ -116,6 +116,10 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "server_decode_ms");
     append_fixed(out, server_decode_ms, 3);
   }
+  if (inputs >= 0) {
+    key(out, "inputs");
+    append_int(out, inputs);
+  }
   if (reasoning_tokens >= 0) {
     key(out, "reasoning_tokens");
     append_int(out, reasoning_tokens);

@@ -78,6 +78,9 @@ struct RequestRecord {
   // answer token is then the first token.
   std::int64_t reasoning_tokens = -1;
   Nanos t_first_answer = -1;
+  // A pooling request (bench --api embeddings | rerank): the inputs it sent
+  // (embeddings) or the documents (rerank); -1 for generation.
+  std::int64_t inputs = -1;
   std::uint32_t preemptions = 0;
   // The server's own timings of this request, when it sends them (llama.cpp's
   // "timings"): prefill of the uncached prompt tokens, and generation.

@@ -72,6 +72,10 @@ void SummaryBuilder::add(const RequestRecord& r) {
     ++reasoning_requests_;
     reasoning_tokens_ += static_cast<std::uint64_t>(std::min(r.reasoning_tokens, n));
   }
+  if (r.inputs >= 0) {
+    ++pooling_requests_;
+    inputs_ += static_cast<std::uint64_t>(r.inputs);
+  }
   if (r.t_dispatch >= 0 && r.t_sched >= 0) queue_ms_.push_back(nanos_to_ms(r.t_dispatch - r.t_sched));
   if (r.t_first_token < 0 || r.t_send < 0) return;
   Sample sample{};
@@ -298,7 +302,14 @@ nlohmann::json SummaryBuilder::build() const {
   s["request_throughput_steady_rps"] = steady > 0 ? static_cast<double>(steady_done) / steady : 0.0;
   s["request_throughput_rps"] = dur > 0 ? static_cast<double>(completed_) / dur : 0.0;
   s["output_token_throughput_tps"] = dur > 0 ? static_cast<double>(output_tokens_) / dur : 0.0;
+  s["input_token_throughput_tps"] = dur > 0 ? static_cast<double>(prompt_tokens_) / dur : 0.0;
   s["prompt_tokens_total"] = prompt_tokens_;
+  // Pooling (embeddings, rerank): inputs (documents) sent, per request.
+  s["inputs_total"] = inputs_;
+  s["inputs_per_request_mean"] =
+      pooling_requests_ > 0
+          ? nlohmann::json(static_cast<double>(inputs_) / static_cast<double>(pooling_requests_))
+          : nlohmann::json(nullptr);
   s["output_tokens_total"] = output_tokens_;
   s["output_token_mismatches"] = token_mismatches_;
   s["prompt_tokens_planned_total"] = planned_prompt_tokens_;

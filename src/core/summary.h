@@ -112,6 +112,8 @@ class SummaryBuilder {
   std::uint64_t reasoning_requests_ = 0;
   std::uint64_t planned_prompt_tokens_ = 0, planned_prompt_reported_ = 0, prompt_mismatches_ = 0;
   std::uint64_t reasoning_tokens_ = 0;
+  std::uint64_t pooling_requests_ = 0;  // completed requests with inputs (embeddings, rerank)
+  std::uint64_t inputs_ = 0;
   std::map<Outcome, std::uint64_t> outcomes_;
   Nanos first_sched_ = -1;
   Nanos first_send_ = -1;

@@ -1006,6 +1006,59 @@ TEST_F(Bench, PlannedCancellationsReachTheServerAsAborts) {
   EXPECT_NE(bad_when.err.find("'whenever' is not a point to cancel at"), std::string::npos) << bad_when.err;
 }
 
+// Pooling against serve (a separate process): embeddings in batches and
+// rerank with documents; each request's answer is checked item by item,
+// prompts reach the server at the planned length (embeddings: the server's
+// count is the plan, BOS and all), output is 0, and the summary carries the
+// batch sizes and input tokens per second. Bad settings are refused first.
+TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
+  Server server(dir_, {"--fixed-step-ms", "2"});
+  const auto emb = dir_ / "emb";
+  auto r = bench({"--target", server.url(""), "--api", "embeddings", "--inputs-per-request", "4", "--num-requests",
+                  "20", "--rate", "inf", "--input-len", "uniform:8:64", "--out", emb.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto s = json::parse(slurp(emb / "run.json"))["summary"];
+  EXPECT_EQ(s["requests_completed"], 20);
+  EXPECT_EQ(s["inputs_total"], 80);
+  EXPECT_EQ(s["inputs_per_request_mean"], 4.0);
+  EXPECT_EQ(s["output_tokens_total"], 0);
+  EXPECT_GT(s["prompt_tokens_planned_total"].get<int>(), 20 * 4 * 8);
+  EXPECT_EQ(s["prompt_tokens_planned_reported"], s["prompt_tokens_planned_total"]);
+  EXPECT_EQ(s["prompt_token_mismatches"], 0);
+  EXPECT_GT(s["input_token_throughput_tps"].get<double>(), 0);
+  EXPECT_EQ(s["e2e_ms"]["count"], 20);
+  EXPECT_NE(r.out.find("pooling           80 inputs, 4.0 per request"), std::string::npos) << r.out;
+  for (const auto& rec : lines(emb / "requests.jsonl")) {
+    EXPECT_EQ(rec["inputs"], 4);
+    EXPECT_EQ(rec["output_tokens"], 0);
+    EXPECT_EQ(rec["response_id"].get<std::string>().rfind("embd-", 0), 0u);
+  }
+  const auto rr = dir_ / "rerank";
+  r = bench({"--target", server.url(""), "--api", "rerank", "--inputs-per-request", "5", "--query-tokens", "12",
+             "--num-requests", "10", "--rate", "inf", "--input-len", "fixed:40", "--out", rr.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  s = json::parse(slurp(rr / "run.json"))["summary"];
+  EXPECT_EQ(s["requests_completed"], 10);
+  EXPECT_EQ(s["inputs_total"], 50);
+  // serve's pairs are the query's tokens then the document's: 5 x (12 + 40) per request.
+  EXPECT_EQ(s["prompt_tokens_total"], 10 * 5 * (12 + 40));
+  EXPECT_EQ(s["prompt_tokens_planned_total"], 0);  // a pair's tokens depend on the model: not planned
+  // The server counted them as requests with prompt tokens and no generation.
+  const std::string metrics = http_get(server.port(), "/metrics");
+  EXPECT_NE(metrics.find("vllm:generation_tokens_total{model_name=\"llama-3-8b\",engine=\"0\"} 0.0"),
+            std::string::npos);
+
+  const auto big = bench({"--target", server.url(""), "--api", "embeddings", "--inputs-per-request", "5000"});
+  EXPECT_EQ(big.exit_code, 2);
+  EXPECT_NE(big.err.find("--inputs-per-request 5000: expected 1 to 2048"), std::string::npos) << big.err;
+  const auto gen = bench({"--target", server.url(""), "--inputs-per-request", "2"});
+  EXPECT_EQ(gen.exit_code, 2);
+  EXPECT_NE(gen.err.find("goes with --api embeddings or rerank"), std::string::npos) << gen.err;
+  const auto cancel = bench({"--target", server.url(""), "--api", "rerank", "--cancel", "0.5:after-tokens=2"});
+  EXPECT_EQ(cancel.exit_code, 2);
+  EXPECT_NE(cancel.err.find("answers whole"), std::string::npos) << cancel.err;
+}
+
 // The in-process server as a reasoning model (--reasoning-share): every
 // reasoning chunk is output (the client counts each token, reasoning
 // included, as the server's usage does), and run.json records the setting.
