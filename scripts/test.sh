@@ -51,6 +51,7 @@ if [ "${TOKENSCOPE_NO_LLAMA:-}" != 1 ]; then
   TOKENSCOPE_LLAMA_SERVER="$(bash scripts/llama-server.sh)"
   TOKENSCOPE_TINY_MODEL="$(/usr/bin/python3 scripts/tiny-model.py --vocab spm)"
   TOKENSCOPE_TINY_MODEL_GPT2="$(/usr/bin/python3 scripts/tiny-model.py --vocab gpt2)"
+  TOKENSCOPE_TINY_RERANKER="$(/usr/bin/python3 scripts/tiny-model.py --arch bert-rerank --context 2048)"
   npm_tokenizers=tests/blackbox/node/node_modules/@lenml
   TOKENSCOPE_TINY_MODEL_LLAMA3="$(/usr/bin/python3 scripts/tiny-model.py \
     --vocab "hf:$npm_tokenizers/tokenizer-llama3/models/tokenizer.json")"
@@ -58,7 +59,7 @@ if [ "${TOKENSCOPE_NO_LLAMA:-}" != 1 ]; then
     --vocab "hf:$npm_tokenizers/tokenizer-qwen3/models/tokenizer.json")"
   TOKENSCOPE_TINY_MODEL_UNSEEN="$(/usr/bin/python3 scripts/tiny-model.py \
     --vocab "hf:$(/usr/bin/python3 scripts/unseen-vocab.py)")"
-  export TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_TINY_MODEL TOKENSCOPE_TINY_MODEL_GPT2 \
+  export TOKENSCOPE_LLAMA_SERVER TOKENSCOPE_TINY_MODEL TOKENSCOPE_TINY_MODEL_GPT2 TOKENSCOPE_TINY_RERANKER \
     TOKENSCOPE_TINY_MODEL_LLAMA3 TOKENSCOPE_TINY_MODEL_QWEN3 TOKENSCOPE_TINY_MODEL_UNSEEN
 fi
 stage "release tests"

@@ -28,6 +28,14 @@ server tokenizes text as the real model family would:
                  llama-bpe, ChatML otherwise. The model's vocabulary size is
                  the number of tokens.
 
+With --arch bert-rerank the model is instead a tiny BERT cross-encoder for
+llama-server --reranking (llama.cpp's "bert" architecture: learned position
+and token-type embeddings, LayerNorm, GELU feed-forward, bidirectional
+attention, and the classification head cls / cls.output that its rank
+pooling reads), with the same vocabularies; the separator token llama.cpp
+puts between a query and a document (tokenizer.ggml.seperator_token_id) is
+the EOS.
+
 The weights are drawn from a normal distribution seeded by --seed: the same
 arguments give a byte-identical file. The file is written atomically; without
 --out it goes to a cache directory under a name that carries every input
@@ -125,6 +133,8 @@ def parse_args() -> argparse.Namespace:
                         "default: spm)")
     p.add_argument("--pre", help="with hf:PATH, llama.cpp's pre-tokenizer name (tokenizer.ggml.pre) instead of "
                                  "the one told by the tokenizer.json's regex")
+    p.add_argument("--arch", default="llama", choices=["llama", "bert-rerank"],
+                   help="llama (default), or bert-rerank: a BERT cross-encoder for llama-server --reranking")
     p.add_argument("--layers", type=int, default=2, help="transformer blocks, 2-4 (default: 2)")
     p.add_argument("--hidden", type=int, default=128, help="hidden size, 64-256 (default: 128)")
     p.add_argument("--heads", type=int, default=4, help="attention heads (default: 4)")
@@ -402,6 +412,76 @@ def write_model(gguf, a: argparse.Namespace, fields: list, template: str, label:
         raise
 
 
+def write_bert_reranker(gguf, a: argparse.Namespace, fields: list, label: str, out: Path) -> None:
+    import numpy as np
+
+    n_vocab = len(next(v for k, v, _ in fields if k == "tokenizer.ggml.tokens"))
+    eos = next((v for k, v, _ in fields if k == "tokenizer.ggml.eos_token_id"), None)
+    if eos is None:
+        fail("the vocabulary has no EOS token: a reranker needs one as its separator")
+    rng = np.random.default_rng(a.seed)
+
+    def weight(rows: int, cols: int) -> "np.ndarray":
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16)
+
+    def ones(n: int) -> "np.ndarray":
+        return np.ones(n, dtype=np.float32)
+
+    def zeros(n: int) -> "np.ndarray":
+        return np.zeros(n, dtype=np.float32)
+
+    tmp = tempfile.NamedTemporaryFile(dir=out.parent, prefix=out.name + ".", suffix=".tmp", delete=False)
+    tmp.close()
+    try:
+        w = gguf.GGUFWriter(tmp.name, "bert")
+        w.add_name(f"tokenscope-tiny-bert-rerank-{label}")
+        w.add_context_length(a.context)
+        w.add_embedding_length(a.hidden)
+        w.add_block_count(a.layers)
+        w.add_feed_forward_length(a.ffn)
+        w.add_head_count(a.heads)
+        w.add_layer_norm_eps(1e-12)
+        w.add_causal_attention(False)
+        w.add_pooling_type(gguf.PoolingType.CLS)  # as converted rerankers are; --reranking makes it rank pooling
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+        for key, value, kind in fields:
+            w.add_key_value(key, value, kind)
+        w.add_token_type_count(2)
+        w.add_sep_token_id(eos)
+
+        w.add_tensor("token_embd.weight", weight(n_vocab, a.hidden))
+        w.add_tensor("token_types.weight", weight(2, a.hidden).astype(np.float32))
+        w.add_tensor("position_embd.weight", weight(a.context, a.hidden))
+        w.add_tensor("token_embd_norm.weight", ones(a.hidden))
+        w.add_tensor("token_embd_norm.bias", zeros(a.hidden))
+        for i in range(a.layers):
+            b = f"blk.{i}."
+            for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+                w.add_tensor(b + name + ".weight", weight(a.hidden, a.hidden))
+                w.add_tensor(b + name + ".bias", zeros(a.hidden))
+            w.add_tensor(b + "attn_output_norm.weight", ones(a.hidden))
+            w.add_tensor(b + "attn_output_norm.bias", zeros(a.hidden))
+            w.add_tensor(b + "ffn_up.weight", weight(a.ffn, a.hidden))
+            w.add_tensor(b + "ffn_up.bias", zeros(a.ffn))
+            w.add_tensor(b + "ffn_down.weight", weight(a.hidden, a.ffn))
+            w.add_tensor(b + "ffn_down.bias", zeros(a.hidden))
+            w.add_tensor(b + "layer_output_norm.weight", ones(a.hidden))
+            w.add_tensor(b + "layer_output_norm.bias", zeros(a.hidden))
+        w.add_tensor("cls.weight", weight(a.hidden, a.hidden))
+        w.add_tensor("cls.bias", zeros(a.hidden))
+        w.add_tensor("cls.output.weight", weight(1, a.hidden))
+        w.add_tensor("cls.output.bias", zeros(1))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        os.chmod(tmp.name, 0o644)
+        os.replace(tmp.name, out)
+    except BaseException:
+        Path(tmp.name).unlink(missing_ok=True)
+        raise
+
+
 def main() -> None:
     a = parse_args()
     if a.hf is None:
@@ -440,16 +520,17 @@ def main() -> None:
         for f in inputs:
             h.update(f.read_bytes())
         h.update(repr((a.vocab if a.hf is None else "hf", a.pre, a.layers, a.hidden, a.heads, a.kv_heads, a.ffn,
-                       a.context, a.seed)).encode())
+                       a.context, a.seed) + ((a.arch,) if a.arch != "llama" else ())).encode())
         tail = f"-l{a.layers}-h{a.hidden}-s{a.seed}-{h.hexdigest()[:12]}.gguf"
-        cached = sorted(a.cache_dir.glob(f"tiny-llama-hf-*{tail}")) if a.hf is not None and not a.force else []
+        stem = "tiny-llama" if a.arch == "llama" else "tiny-bert-rerank"
+        cached = sorted(a.cache_dir.glob(f"{stem}-hf-*{tail}")) if a.hf is not None and not a.force else []
         if cached:
             out = cached[0]  # named after the pre-tokenizer: found without parsing the tokenizer.json again
         else:
             if a.hf is not None:
                 tok, pre = load_hf()
                 label = "hf-" + pre
-            out = a.cache_dir / f"tiny-llama-{label}{tail}"
+            out = a.cache_dir / f"{stem}-{label}{tail}"
     else:
         out = a.out
     out = out.resolve()
@@ -463,7 +544,10 @@ def main() -> None:
                 tok, pre = load_hf()
                 label = "hf-" + pre
             fields, template = hf_tokenizer_fields(gguf, a.hf, tok, pre)
-        write_model(gguf, a, fields, template, label, out)
+        if a.arch == "bert-rerank":
+            write_bert_reranker(gguf, a, fields, label, out)
+        else:
+            write_model(gguf, a, fields, template, label, out)
     print(out)
 
 

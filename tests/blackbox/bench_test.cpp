@@ -1014,8 +1014,9 @@ TEST_F(Bench, PlannedCancellationsReachTheServerAsAborts) {
 TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
   Server server(dir_, {"--fixed-step-ms", "2"});
   const auto emb = dir_ / "emb";
-  auto r = bench({"--target", server.url(""), "--api", "embeddings", "--inputs-per-request", "4", "--num-requests",
-                  "20", "--rate", "inf", "--input-len", "uniform:8:64", "--out", emb.string()});
+  auto r =
+      bench({"--target", server.url(""), "--api", "embeddings", "--inputs-per-request", "4", "--num-requests",
+             "20", "--rate", "inf", "--input-len", "uniform:8:64", "--out", emb.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto s = json::parse(slurp(emb / "run.json"))["summary"];
   EXPECT_EQ(s["requests_completed"], 20);
@@ -1034,8 +1035,8 @@ TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
     EXPECT_EQ(rec["response_id"].get<std::string>().rfind("embd-", 0), 0u);
   }
   const auto rr = dir_ / "rerank";
-  r = bench({"--target", server.url(""), "--api", "rerank", "--inputs-per-request", "5", "--query-tokens", "12",
-             "--num-requests", "10", "--rate", "inf", "--input-len", "fixed:40", "--out", rr.string()});
+  r = bench({"--target", server.url(""), "--api", "rerank", "--inputs-per-request", "5", "--query-tokens",
+             "12", "--num-requests", "10", "--rate", "inf", "--input-len", "fixed:40", "--out", rr.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   s = json::parse(slurp(rr / "run.json"))["summary"];
   EXPECT_EQ(s["requests_completed"], 10);
@@ -1054,7 +1055,8 @@ TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
   const auto gen = bench({"--target", server.url(""), "--inputs-per-request", "2"});
   EXPECT_EQ(gen.exit_code, 2);
   EXPECT_NE(gen.err.find("goes with --api embeddings or rerank"), std::string::npos) << gen.err;
-  const auto cancel = bench({"--target", server.url(""), "--api", "rerank", "--cancel", "0.5:after-tokens=2"});
+  const auto cancel =
+      bench({"--target", server.url(""), "--api", "rerank", "--cancel", "0.5:after-tokens=2"});
   EXPECT_EQ(cancel.exit_code, 2);
   EXPECT_NE(cancel.err.find("answers whole"), std::string::npos) << cancel.err;
 }

@@ -44,6 +44,7 @@ LlamaPeer LlamaPeer::from_environment() {
   p.server = env("TOKENSCOPE_LLAMA_SERVER");
   p.model = env("TOKENSCOPE_TINY_MODEL");
   p.model_gpt2 = env("TOKENSCOPE_TINY_MODEL_GPT2");
+  p.reranker = env("TOKENSCOPE_TINY_RERANKER");
   p.skip_requested = env("TOKENSCOPE_NO_LLAMA") == "1";
   std::string missing;
   auto need = [&](const char* var, const std::string& path) {
@@ -55,6 +56,7 @@ LlamaPeer LlamaPeer::from_environment() {
   need("TOKENSCOPE_LLAMA_SERVER", p.server);
   need("TOKENSCOPE_TINY_MODEL", p.model);
   need("TOKENSCOPE_TINY_MODEL_GPT2", p.model_gpt2);
+  need("TOKENSCOPE_TINY_RERANKER", p.reranker);
   p.missing = missing;
   missing.clear();
   p.model_llama3 = env("TOKENSCOPE_TINY_MODEL_LLAMA3");

