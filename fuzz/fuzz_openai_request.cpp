@@ -1,4 +1,4 @@
-// libFuzzer target: OpenAI request bodies (completions, chat, embeddings,
+// libFuzzer target: OpenAI request bodies (completions, chat, responses, embeddings,
 // rerank, tokenize).
 // Every input is accepted with a consistent request or refused with an error
 // that names a status; nothing else may happen.
@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace tokenscope::serve;
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   const ParseContext ctx{{"m", "alias"}, 4096, 16};
-  for (Api api : {Api::kCompletions, Api::kChat}) {
+  for (Api api : {Api::kCompletions, Api::kChat, Api::kResponses}) {
     const auto r = parse_generation_request(api, body, ctx);
     if (const auto* req = std::get_if<GenerationRequest>(&r)) {
       if (req->prompts.empty() || req->max_tokens < 1) __builtin_trap();

@@ -701,7 +701,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
 
   // The target's vocabulary and added tokens, from its /tokenize (the
   // in-process server's too: its chat template adds tokens).
-  const bool chat = rs.api == Api::kChat;
+  const bool chat = is_chat_like(rs.api);
   TokenizeClient tokenize(endpoint, copt, o.api_key, rs.model);
   std::optional<ServerPromptFacts> server_prompts;
   if (o.exact_prompts && (!tokenizer || chat)) {
@@ -989,6 +989,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     throw UsageError(fmt::format("--inputs-per-request {}: expected 1 to 2048", o.inputs_per_request));
   if (o.query_tokens < 1 || o.query_tokens > 1'000'000)
     throw UsageError(fmt::format("--query-tokens {}: expected 1 to 1000000", o.query_tokens));
+  if (o.api == Api::kResponses && o.sampling.logprobs)
+    throw UsageError("--logprobs: not with --api responses (its logprobs come as output_text annotations)");
   if (!is_pooling(o.api) && o.inputs_per_request > 0)
     throw UsageError("--inputs-per-request goes with --api embeddings or rerank");
   if (!(o.max_error_rate >= 0 && o.max_error_rate <= 1))

@@ -61,6 +61,111 @@ void take_logprobs(dom::element v, std::vector<double>& out) {
   }
 }
 
+// The Responses API's response object (a whole body, or the one inside
+// response.completed / incomplete / failed): id, the status as the finish
+// reason (once it is no longer in progress), usage, a failure's message, and
+// with take_output the text of its output items.
+void take_response_object(dom::object resp, ChunkInfo& info, bool take_output) {
+  std::string_view s;
+  if (resp["id"].get_string().get(s) == simdjson::SUCCESS) info.id = std::string(s);
+  if (resp["status"].get_string().get(s) == simdjson::SUCCESS && s != "in_progress" && s != "queued")
+    info.finish_reason = std::string(s);
+  dom::object u;
+  if (resp["usage"].get_object().get(u) == simdjson::SUCCESS) {
+    ChunkUsage cu;
+    cu.prompt_tokens = int_or(u, "input_tokens");
+    cu.completion_tokens = int_or(u, "output_tokens");
+    dom::object details;
+    if (u["input_tokens_details"].get_object().get(details) == simdjson::SUCCESS)
+      cu.cached_tokens = int_or(details, "cached_tokens");
+    if (u["output_tokens_details"].get_object().get(details) == simdjson::SUCCESS)
+      cu.reasoning_tokens = int_or(details, "reasoning_tokens");
+    info.usage = cu;
+  }
+  dom::object err;
+  if (resp["error"].get_object().get(err) == simdjson::SUCCESS) {
+    info.is_error = true;
+    if (err["message"].get_string().get(s) == simdjson::SUCCESS) info.error_message = std::string(s);
+  }
+  dom::array output;
+  if (!take_output || resp["output"].get_array().get(output) != simdjson::SUCCESS) return;
+  for (dom::element item_el : output) {
+    dom::object item;
+    if (item_el.get_object().get(item) != simdjson::SUCCESS) continue;
+    std::string_view type;
+    if (item["type"].get_string().get(type) != simdjson::SUCCESS) continue;
+    if (type == "function_call") {
+      info.has_answer = true;
+      continue;
+    }
+    const bool reasoning = type == "reasoning";
+    if (!reasoning && type != "message") continue;
+    for (const char* list : {"content", "summary"}) {
+      dom::array parts;
+      if (item[list].get_array().get(parts) != simdjson::SUCCESS) continue;
+      for (dom::element part_el : parts) {
+        dom::object part;
+        if (part_el.get_object().get(part) != simdjson::SUCCESS) continue;
+        dom::element text;
+        if (part["text"].get(text) != simdjson::SUCCESS) continue;
+        const std::size_t before = info.text.size();
+        const bool some = take_string(text, info.text);
+        if (reasoning) {
+          info.has_reasoning |= some;
+          info.reasoning_bytes += static_cast<std::uint32_t>(
+              std::min<std::size_t>(info.text.size() - before, UINT32_MAX - info.reasoning_bytes));
+        } else {
+          info.has_answer |= some;
+        }
+      }
+    }
+  }
+}
+
+// One streamed event of the Responses API (its "type" is "response.*" or
+// "error"): output text deltas are answer, reasoning deltas reasoning; the
+// final event's response object ends the stream with its status and usage.
+void take_responses_event(std::string_view type, dom::object root, ChunkInfo& info) {
+  info.valid = true;
+  std::string_view s;
+  if (type == "error") {
+    info.is_error = true;
+    if (root["message"].get_string().get(s) == simdjson::SUCCESS) info.error_message = std::string(s);
+    return;
+  }
+  const bool answer = type == "response.output_text.delta" || type == "response.refusal.delta" ||
+                      type == "response.function_call_arguments.delta";
+  const bool reasoning = type == "response.reasoning_text.delta" ||
+                         type == "response.reasoning_summary_text.delta" ||
+                         type == "response.reasoning.delta";
+  if (answer || reasoning) {
+    dom::element delta;
+    if (root["delta"].get(delta) != simdjson::SUCCESS) return;
+    const std::size_t before = info.text.size();
+    const bool some = take_string(delta, info.text);
+    if (reasoning) {
+      info.has_reasoning |= some;
+      info.reasoning_bytes =
+          static_cast<std::uint32_t>(std::min<std::size_t>(info.text.size() - before, UINT32_MAX));
+    } else {
+      info.has_answer |= some;
+    }
+    info.has_output = info.has_answer || info.has_reasoning;
+    return;
+  }
+  dom::object resp;
+  if (root["response"].get_object().get(resp) != simdjson::SUCCESS) return;
+  const bool end = type == "response.completed" || type == "response.incomplete" || type == "response.failed";
+  if (end || type == "response.created" || type == "response.in_progress") {
+    take_response_object(resp, info, false);
+    if (type == "response.failed" && !info.is_error) {
+      info.is_error = true;
+      info.error_message = "response.failed";
+    }
+    if (end && info.finish_reason.empty()) info.finish_reason = std::string(type.substr(9));
+  }
+}
+
 }  // namespace
 
 // Long: the one pass over a streamed chunk, field by field, that keeps the
@@ -78,11 +183,16 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
   // One pass over each object (a lookup by key is a linear scan, and an
   // event is looked up for a dozen keys); the first of duplicate keys wins,
   // as with a lookup.
-  dom::element error, id, usage, timings, choices_el;
-  bool has_error = false, has_id = false, has_usage = false, has_timings = false, has_choices = false;
+  dom::element error, id, usage, timings, choices_el, type_el, object_el;
+  bool has_error = false, has_id = false, has_usage = false, has_timings = false, has_choices = false,
+       has_type = false, has_object = false;
   for (dom::key_value_pair kv : root) {
     const std::string_view k = kv.key;
-    if (k == "choices") {
+    if (k == "type") {
+      if (!has_type) type_el = kv.value, has_type = true;
+    } else if (k == "object") {
+      if (!has_object) object_el = kv.value, has_object = true;
+    } else if (k == "choices") {
       if (!has_choices) choices_el = kv.value, has_choices = true;
     } else if (k == "id") {
       if (!has_id) id = kv.value, has_id = true;
@@ -93,6 +203,22 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
     } else if (k == "timings") {
       if (!has_timings) timings = kv.value, has_timings = true;
     }
+  }
+
+  // The Responses API: a streamed event, or a whole response object.
+  std::string_view type;
+  if (has_type && type_el.get_string().get(type) == simdjson::SUCCESS &&
+      (type.starts_with("response.") || type == "error")) {
+    take_responses_event(type, root, info);
+    info.logprobs = logprobs_;
+    return info;
+  }
+  if (has_object && object_el.get_string().get(type) == simdjson::SUCCESS && type == "response") {
+    take_response_object(root, info, true);
+    info.has_output = info.has_reasoning || info.has_answer;
+    info.valid = true;
+    info.logprobs = logprobs_;
+    return info;
   }
 
   if (has_error) {

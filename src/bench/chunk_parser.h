@@ -5,7 +5,14 @@
 // (its older name, SGLang, llama-server) or `delta.tool_calls`; role-only and
 // empty chunks do not — whether that output is reasoning or answer, the
 // output text, finish reasons, the usage block and error events. The same for
-// a whole `message`. One parser per connection; not thread-safe.
+// a whole `message`. The Responses API too (/v1/responses): its streamed
+// events by "type" (response.output_text.delta is answer,
+// response.reasoning_text.delta / reasoning_summary_text.delta reasoning,
+// response.completed / incomplete end the stream with the response's status
+// as the finish reason and its usage: input_tokens, output_tokens,
+// output_tokens_details.reasoning_tokens; response.failed and "error" are
+// errors) and a whole response object ("object": "response", its output
+// items' text). One parser per connection; not thread-safe.
 //
 // With logprobs on (bench --logprobs), also the log-probability of each
 // output token the event carries, in any of the forms servers send them:

@@ -65,6 +65,60 @@ TEST(ChunkParser, ReasoningAndToolCallsAreOutput) {
   EXPECT_FALSE(p.parse(R"({"choices":[{"delta":{"tool_calls":[]}}]})").has_output);
 }
 
+// The Responses API: events by type, and a whole response object.
+TEST(ChunkParser, ResponsesApiEventsAndObjects) {
+  ChunkParser p;
+  auto c = p.parse(
+      R"({"type":"response.created","sequence_number":0,"response":{"id":"resp_9","status":"in_progress","usage":null}})");
+  EXPECT_TRUE(c.valid);
+  EXPECT_FALSE(c.has_output);
+  EXPECT_EQ(c.id, "resp_9");
+  EXPECT_EQ(c.finish_reason, "");
+  c = p.parse(R"({"type":"response.output_item.added","item":{"type":"message"}})");
+  EXPECT_TRUE(c.valid);
+  EXPECT_FALSE(c.has_output);
+  c = p.parse(R"({"type":"response.reasoning_text.delta","delta":"let me think"})");
+  EXPECT_TRUE(c.has_output && c.has_reasoning && !c.has_answer);
+  EXPECT_EQ(c.reasoning_bytes, 12u);
+  c = p.parse(R"({"type":"response.reasoning_summary_text.delta","delta":"so"})");
+  EXPECT_TRUE(c.has_reasoning);
+  c = p.parse(R"({"type":"response.output_text.delta","delta":" yes"})");
+  EXPECT_TRUE(c.has_output && c.has_answer && !c.has_reasoning);
+  EXPECT_EQ(c.text, " yes");
+  c = p.parse(R"({"type":"response.output_text.delta","delta":""})");
+  EXPECT_FALSE(c.has_output);
+  c = p.parse(R"({"type":"response.output_text.done","text":"whole text"})");  // not output again
+  EXPECT_FALSE(c.has_output);
+  c = p.parse(
+      R"({"type":"response.incomplete","response":{"id":"resp_9","status":"incomplete","output":[{"type":"message","content":[{"type":"output_text","text":"x"}]}],)"
+      R"("usage":{"input_tokens":11,"input_tokens_details":{"cached_tokens":4},"output_tokens":7,"output_tokens_details":{"reasoning_tokens":2}}}})");
+  EXPECT_FALSE(c.has_output);  // the final object repeats the text: not output
+  EXPECT_EQ(c.finish_reason, "incomplete");
+  ASSERT_TRUE(c.usage);
+  EXPECT_EQ(c.usage->prompt_tokens, 11);
+  EXPECT_EQ(c.usage->cached_tokens, 4);
+  EXPECT_EQ(c.usage->completion_tokens, 7);
+  EXPECT_EQ(c.usage->reasoning_tokens, 2);
+  c = p.parse(R"({"type":"response.failed","response":{"status":"failed","error":{"message":"boom"}}})");
+  EXPECT_TRUE(c.is_error);
+  EXPECT_EQ(c.error_message, "boom");
+  c = p.parse(R"({"type":"error","code":"x","message":"bad input"})");
+  EXPECT_TRUE(c.is_error);
+  EXPECT_EQ(c.error_message, "bad input");
+  // Whole: reasoning then the message's text.
+  c = p.parse(
+      R"({"id":"resp_1","object":"response","status":"completed","output":[{"type":"reasoning","content":[{"type":"reasoning_text","text":"think"}]},)"
+      R"({"type":"message","content":[{"type":"output_text","text":"answer"}]}],"usage":{"input_tokens":3,"output_tokens":5}})");
+  EXPECT_TRUE(c.valid && c.has_output && c.has_reasoning && c.has_answer);
+  EXPECT_EQ(c.text, "thinkanswer");
+  EXPECT_EQ(c.reasoning_bytes, 5u);
+  EXPECT_EQ(c.finish_reason, "completed");
+  EXPECT_EQ(c.usage->completion_tokens, 5);
+  // A chunk with a "type" of its own that is not the Responses API is read as before.
+  c = p.parse(R"({"type":"other","choices":[{"index":0,"text":"t"}]})");
+  EXPECT_TRUE(c.has_output);
+}
+
 TEST(ChunkParser, UsageInBothForms) {
   ChunkParser p;
   // OpenAI's reasoning count (completion_tokens_details); absent, -1.

@@ -33,6 +33,8 @@ std::string_view api_name(Api a) {
       return "embeddings";
     case Api::kRerank:
       return "rerank";
+    case Api::kResponses:
+      return "responses";
     default:
       return "completions";
   }
@@ -46,6 +48,8 @@ std::string_view api_path(Api a) {
       return "/v1/embeddings";
     case Api::kRerank:
       return "/v1/rerank";
+    case Api::kResponses:
+      return "/v1/responses";
     default:
       return "/v1/completions";
   }
@@ -87,7 +91,7 @@ RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
   if (sm.top_p) number("top_p", fmt::format("{}", *sm.top_p));
   if (sm.top_k) number("top_k", fmt::format("{}", *sm.top_k));
   if (sm.seed) number("seed", fmt::format("{}", *sm.seed));
-  if (sm.logprobs) {
+  if (sm.logprobs && s_.api != Api::kResponses) {
     if (s_.api == Api::kChat) {
       number("logprobs", "true");
       number("top_logprobs", fmt::format("{}", *sm.logprobs));
@@ -125,17 +129,38 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
     body += "{\"role\":\"user\",\"content\":";
     jsonout::append_string(body, prompt);
     body += "}]";
+  } else if (s_.api == Api::kResponses) {
+    // "input": the prompt, or the conversation as messages.
+    body += "\"input\":";
+    if (history && !history->empty()) {
+      body += '[';
+      for (const auto& m : *history) {
+        body += "{\"role\":";
+        jsonout::append_string(body, m.role);
+        body += ",\"content\":";
+        jsonout::append_string(body, m.content);
+        body += "},";
+      }
+      body += "{\"role\":\"user\",\"content\":";
+      jsonout::append_string(body, prompt);
+      body += "}]";
+    } else {
+      jsonout::append_string(body, prompt);
+    }
   } else {
     body += "\"prompt\":";
     jsonout::append_string(body, prompt);
   }
-  if (!overridden("max_tokens")) {
-    body += ",\"max_tokens\":";
+  const char* max_name = s_.api == Api::kResponses ? "max_output_tokens" : "max_tokens";
+  if (!overridden(max_name)) {
+    body += ",\"";
+    body += max_name;
+    body += "\":";
     jsonout::append_uint(body, max_tokens);
   }
   if (s_.ignore_eos && !overridden("ignore_eos")) body += ",\"ignore_eos\":true";
   if (!overridden("stream")) body += s_.stream ? ",\"stream\":true" : ",\"stream\":false";
-  if (s_.stream && s_.include_usage && !overridden("stream_options"))
+  if (s_.stream && s_.include_usage && s_.api != Api::kResponses && !overridden("stream_options"))
     body += ",\"stream_options\":{\"include_usage\":true}";
   body += sampling_fields_;
   body += extra_fields_;

@@ -40,11 +40,17 @@ namespace tokenscope::bench {
 // Generation (completions, chat), or pooling: embeddings (/v1/embeddings,
 // a batch of inputs per request) and rerank (/v1/rerank: a query and
 // documents), answered whole with no output tokens.
-enum class Api { kCompletions, kChat, kEmbeddings, kRerank };
+// The Responses API (/v1/responses) is generation: "input" (the prompt,
+// or the conversation as messages), "max_output_tokens", streamed events.
+enum class Api { kCompletions, kChat, kEmbeddings, kRerank, kResponses };
 inline bool is_pooling(Api a) {
   return a == Api::kEmbeddings || a == Api::kRerank;
 }
-std::string_view api_name(Api a);  // completions | chat | embeddings | rerank
+std::string_view api_name(Api a);  // completions | chat | embeddings | rerank | responses
+// Whether the server applies a chat template (chat, responses).
+inline bool is_chat_like(Api a) {
+  return a == Api::kChat || a == Api::kResponses;
+}
 // The request path of an API: /v1/completions, /v1/chat/completions,
 // /v1/embeddings, /v1/rerank.
 std::string_view api_path(Api a);

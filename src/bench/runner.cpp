@@ -443,7 +443,7 @@ struct Runner::Shard {
     next_ctx.user = ctx.user;
     const workload::Request& next_req = r.w_.requests[next_ctx.request];
     const std::string next_prompt = r.prompts_->text(next_req);
-    if (r.encoder_.settings().api == Api::kChat) {
+    if (is_chat_like(r.encoder_.settings().api)) {
       next_ctx.history = ctx.history;
       next_ctx.history.push_back({"user", ctx.prompt});
       next_ctx.history.push_back({"assistant", std::move(output)});

@@ -146,15 +146,15 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->group(T);
   bench
       ->add_option("--api", o.api,
-                   "completions|chat|embeddings|rerank (embeddings and rerank: pooling requests answered "
-                   "whole, no output tokens)")
+                   "completions|chat|responses|embeddings|rerank (responses: /v1/responses, streamed events; "
+                   "embeddings and rerank: pooling requests answered whole, no output tokens)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"completions", "chat", "embeddings", "rerank"}))
+      ->check(CLI::IsMember({"completions", "chat", "responses", "embeddings", "rerank"}))
       ->group(T);
   bench
       ->add_option("--endpoint", s.endpoint,
                    "Request path after the target's own path [default: /v1/completions, "
-                   "/v1/chat/completions, /v1/embeddings or /v1/rerank by --api]")
+                   "/v1/chat/completions, /v1/responses, /v1/embeddings or /v1/rerank by --api]")
       ->group(T);
   bench
       ->add_option("--inputs-per-request", s.inputs_per_request,
@@ -520,6 +520,7 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
       s.api_key = env2;
   }
   s.api = o.api == "chat"         ? bench::Api::kChat
+          : o.api == "responses"  ? bench::Api::kResponses
           : o.api == "embeddings" ? bench::Api::kEmbeddings
           : o.api == "rerank"     ? bench::Api::kRerank
                                   : bench::Api::kCompletions;

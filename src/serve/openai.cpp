@@ -103,14 +103,32 @@ std::optional<ApiError> parse_prompt(const json& body, std::vector<std::vector<t
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const json& body, std::string& text) {
-  const auto it = body.find("messages");
-  if (it == body.end() || it->is_null()) return bad("messages", "'messages' is required");
-  if (!it->is_array() || it->empty()) return bad("messages", "'messages' must be a non-empty list");
+// messages: chat's "messages"; the Responses API's "input" (a string is one
+// user message; parts "input_text" / "output_text" too) after its
+// "instructions" (a system message).
+std::optional<ApiError> parse_messages(const json& body, std::string& text,
+                                       const std::string& key = "messages") {
+  const bool responses = key == "input";
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return bad(key, fmt::format("'{}' is required", key));
   std::vector<std::pair<std::string, std::string>> messages;
+  if (responses) {
+    if (const auto ins = body.find("instructions"); ins != body.end() && !ins->is_null()) {
+      if (!ins->is_string()) return bad("instructions", "'instructions' must be a string");
+      messages.emplace_back("system", ins->get<std::string>());
+    }
+    if (it->is_string()) {
+      if (it->get_ref<const std::string&>().empty()) return bad(key, "'input' must not be empty");
+      messages.emplace_back("user", it->get<std::string>());
+      text = apply_chat_template(messages);
+      return std::nullopt;
+    }
+  }
+  if (!it->is_array() || it->empty())
+    return bad(key, fmt::format("'{}' must be a non-empty list{}", key, responses ? " or a string" : ""));
   for (std::size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
-    const std::string where = fmt::format("messages[{}]", i);
+    const std::string where = fmt::format("{}[{}]", key, i);
     if (!m.is_object()) return bad(where, fmt::format("'{}' must be an object", where));
     const auto role = m.find("role");
     if (role == m.end() || !role->is_string() || role->get_ref<const std::string&>().empty())
@@ -123,8 +141,10 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text) {
       } else if (c->is_array()) {
         for (const auto& part : *c) {
           const auto type = part.is_object() ? part.find("type") : part.end();
-          if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text" ||
-              !part.contains("text") || !part["text"].is_string())
+          const bool text_part =
+              type != part.end() && type->is_string() &&
+              (*type == "text" || (responses && (*type == "input_text" || *type == "output_text")));
+          if (!part.is_object() || !text_part || !part.contains("text") || !part["text"].is_string())
             return bad(where + ".content",
                        "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
           content += part["text"].get<std::string>();
@@ -206,6 +226,10 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
     if (auto e = parse_prompt(body, r.prompts)) return *e;
     if (body.contains("messages"))
       return bad("messages", "'messages' belongs to /v1/chat/completions; use 'prompt'");
+  } else if (api == Api::kResponses) {
+    std::string templated;
+    if (auto e = parse_messages(body, templated, "input")) return *e;
+    r.prompts.push_back(tokenizers::tokenize(templated));
   } else {
     std::string templated;
     if (auto e = parse_messages(body, templated)) return *e;
@@ -230,7 +254,10 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   // Log-probabilities: completions "logprobs": N (0-20); chat "logprobs":
   // true with "top_logprobs": N (0-20, 0 when absent), as vLLM takes them.
   constexpr std::uint64_t kMaxTopLogprobs = 20;
-  if (api == Api::kCompletions) {
+  if (api == Api::kResponses) {
+    if (const auto it = body.find("top_logprobs"); it != body.end() && !it->is_null())
+      return bad("top_logprobs", "'top_logprobs' is not supported on /v1/responses by the simulator");
+  } else if (api == Api::kCompletions) {
     if (const auto it = body.find("top_logprobs"); it != body.end() && !it->is_null())
       return bad("top_logprobs", "'top_logprobs' belongs to /v1/chat/completions; use 'logprobs': N");
     std::uint32_t n = 0;
@@ -250,10 +277,16 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   bool have_max = present;
   if (auto e = optional_uint(body, "max_completion_tokens", max_tokens, 1, kLimit, present)) return *e;
   have_max |= present;
+  if (api == Api::kResponses) {
+    if (auto e = optional_uint(body, "max_output_tokens", max_tokens, 1, kLimit, present)) return *e;
+    have_max |= present;
+  }
   if (auto e = optional_uint(body, "min_tokens", r.min_tokens, 0, kLimit, present)) return *e;
   if (auto e = optional_bool(body, "ignore_eos", r.ignore_eos)) return *e;
   if (auto e = optional_bool(body, "stream", r.stream)) return *e;
-  if (const auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+  if (api == Api::kResponses) r.include_usage = true;  // response.completed carries it
+  if (const auto it = body.find("stream_options");
+      it != body.end() && !it->is_null() && api != Api::kResponses) {
     if (!r.stream) return bad("stream_options", "'stream_options' is only allowed with \"stream\": true");
     if (!it->is_object()) return bad("stream_options", "'stream_options' must be an object");
     if (auto e = optional_bool(*it, "include_usage", r.include_usage)) {
@@ -302,7 +335,9 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   for (const auto& p : r.prompts) longest = std::max(longest, p.size());
   if (longest >= ctx.max_model_len)
     return bad(
-        api == Api::kChat ? "messages" : "prompt",
+        api == Api::kChat        ? "messages"
+        : api == Api::kResponses ? "input"
+                                 : "prompt",
         fmt::format("This model's maximum context length is {} tokens. However, your request has {} input "
                     "tokens. Please reduce the length of the input.",
                     ctx.max_model_len, longest));
@@ -310,7 +345,9 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   if (have_max) {
     if (max_tokens > room)
       return bad(
-          api == Api::kChat ? "messages" : "prompt",
+          api == Api::kChat        ? "messages"
+          : api == Api::kResponses ? "input"
+                                   : "prompt",
           fmt::format(
               "This model's maximum context length is {} tokens. However, you requested {} tokens ({} "
               "in the input, {} in the completion). Please reduce the length of the input or completion.",
@@ -557,6 +594,44 @@ std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std:
       "{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{}}}",
       json_quote(id), api == Api::kChat ? "chat.completion.chunk" : "text_completion", created,
       json_quote(model), usage_json(usage));
+}
+
+std::string response_object(std::string_view id, std::int64_t created, std::string_view model,
+                            std::string_view status, std::string_view reasoning, std::string_view text,
+                            const Usage* usage) {
+  std::string output;
+  const std::string rid(id.substr(std::min<std::size_t>(id.size(), 5)));  // after "resp_"
+  if (!reasoning.empty())
+    output += fmt::format(
+        "{{\"type\":\"reasoning\",\"id\":\"rs_{}\",\"summary\":[],\"content\":[{{\"type\":\"reasoning_text\","
+        "\"text\":{}}}],\"status\":\"completed\"}}",
+        rid, json_quote(reasoning));
+  if (status != "in_progress") {
+    if (!output.empty()) output += ',';
+    output += fmt::format(
+        "{{\"type\":\"message\",\"id\":\"msg_{}\",\"role\":\"assistant\",\"status\":\"completed\","
+        "\"content\":[{{"
+        "\"type\":\"output_text\",\"text\":{},\"annotations\":[]}}]}}",
+        rid, json_quote(text));
+  }
+  std::string u = "null";
+  if (usage)
+    u = fmt::format(
+        "{{\"input_tokens\":{},\"input_tokens_details\":{{\"cached_tokens\":{}}},\"output_tokens\":{},"
+        "\"output_tokens_details\":{{\"reasoning_tokens\":{}}},\"total_tokens\":{}}}",
+        usage->prompt_tokens, usage->cached_tokens, usage->completion_tokens,
+        usage->reasoning_tokens.value_or(0), usage->prompt_tokens + usage->completion_tokens);
+  return fmt::format(
+      "{{\"id\":{},\"object\":\"response\",\"created_at\":{},\"model\":{},\"status\":\"{}\",\"incomplete_"
+      "details\":{},"
+      "\"output\":[{}],\"usage\":{}}}",
+      json_quote(id), created, json_quote(model), status,
+      status == "incomplete" ? "{\"reason\":\"max_output_tokens\"}" : "null", output, u);
+}
+
+std::string responses_event(std::string_view type, std::uint64_t sequence, std::string_view fields) {
+  return fmt::format("event: {}\ndata: {{\"type\":\"{}\",\"sequence_number\":{}{}}}\n\n", type, type,
+                     sequence, fields);
 }
 
 std::string sse_event(std::string_view json_text) {

@@ -25,7 +25,7 @@ std::string error_body(const ApiError& e);
 
 // Generation (completions, chat) and pooling (embeddings, rerank: one
 // prefill per input, no token generated for the client).
-enum class Api { kCompletions, kChat, kEmbeddings, kRerank };
+enum class Api { kCompletions, kChat, kEmbeddings, kRerank, kResponses };
 inline bool is_pooling(Api a) {
   return a == Api::kEmbeddings || a == Api::kRerank;
 }
@@ -140,6 +140,22 @@ std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std:
                         const Usage& usage);
 // "data: <json>\n\n"
 std::string sse_event(std::string_view json);
+
+// The Responses API (/v1/responses) as OpenAI and vLLM answer it. The
+// response object: {"id": "resp_…", "object": "response", "created_at",
+// "model", "status" ("in_progress", "completed", or "incomplete" with
+// incomplete_details.reason "max_output_tokens"), "output": [a "reasoning"
+// item with reasoning_text content when there is reasoning, then a
+// "message" item with output_text content], "usage": {"input_tokens",
+// "input_tokens_details": {"cached_tokens"}, "output_tokens",
+// "output_tokens_details": {"reasoning_tokens"}, "total_tokens"} (null
+// without usage)}.
+std::string response_object(std::string_view id, std::int64_t created, std::string_view model,
+                            std::string_view status, std::string_view reasoning, std::string_view text,
+                            const Usage* usage);
+// One streamed event: "event: TYPE\ndata: {"type": TYPE, "sequence_number":
+// N<fields>}\n\n"; fields: further members, each with its leading comma.
+std::string responses_event(std::string_view type, std::uint64_t sequence, std::string_view fields);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 }  // namespace tokenscope::serve

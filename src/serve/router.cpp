@@ -111,6 +111,8 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     api = Api::kCompletions;
   else if (path == "/v1/chat/completions")
     api = Api::kChat;
+  else if (path == "/v1/responses")
+    api = Api::kResponses;
   else if (path == "/v1/embeddings")
     api = Api::kEmbeddings;
   else if (path == "/v1/rerank" || path == "/rerank")

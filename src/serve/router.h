@@ -1,5 +1,6 @@
 // The HTTP routes of `tokenscope serve` (docs/serve.md):
 //   POST /v1/completions, POST /v1/chat/completions   generation, streamed or not
+//   POST /v1/responses                                 the Responses API, typed events or whole
 //   POST /v1/embeddings, POST /v1/rerank (/rerank)     pooling: a prefill per input
 //   GET  /v1/models                                    the served model
 //   POST /tokenize                                     vLLM-style token counts

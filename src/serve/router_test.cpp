@@ -45,7 +45,9 @@ struct FakeResponder : net::Responder {
   // The JSON payloads of the SSE events ("[DONE]" kept as a string).
   std::vector<json> events() const {
     std::vector<json> out;
-    for (const auto& c : chunks) {
+    for (std::string c : chunks) {
+      // A named event (the Responses API): "event: TYPE\n" before its data.
+      if (c.rfind("event: ", 0) == 0) c = c.substr(c.find('\n') + 1);
       EXPECT_EQ(c.rfind("data: ", 0), 0u) << c;
       EXPECT_EQ(c.substr(c.size() - 2), "\n\n");
       const std::string payload = c.substr(6, c.size() - 8);
@@ -310,6 +312,54 @@ TEST_F(Api, EmbeddingsAndRerankArePrefillsAnsweredWhole) {
   EXPECT_EQ(call("POST", "/v1/rerank", R"({"query": "q", "documents": [1]})")->status, 400);
   const auto missing = call("POST", "/v1/rerank", R"({"documents": ["a"]})");
   EXPECT_EQ(body_of(*missing)["error"]["param"], "query");
+}
+
+// The Responses API: "input" as a string or messages (input_text parts,
+// instructions first), through the chat template; streamed as typed events
+// ending with response.incomplete (max_output_tokens reached) and its usage,
+// or whole as the response object.
+TEST_F(Api, TheResponsesApiStreamsTypedEventsAndAnswersWhole) {
+  auto r =
+      call("POST", "/v1/responses", R"({"input": "hello there", "max_output_tokens": 4, "stream": true})");
+  ASSERT_EQ(r->status, 200);
+  std::vector<std::string> types;
+  std::string text;
+  json last;
+  for (const auto& e : r->events()) {
+    ASSERT_TRUE(e.is_object()) << e.dump();
+    types.push_back(e["type"]);
+    if (e["type"] == "response.output_text.delta") text += e["delta"].get<std::string>();
+    last = e;
+  }
+  ASSERT_GE(types.size(), 8u);
+  EXPECT_EQ(types.front(), "response.created");
+  EXPECT_EQ(std::count(types.begin(), types.end(), "response.output_text.delta"), 4);
+  EXPECT_EQ(types.back(), "response.incomplete");
+  EXPECT_EQ(last["sequence_number"], types.size() - 1);
+  const auto& resp = last["response"];
+  EXPECT_EQ(resp["status"], "incomplete");
+  EXPECT_EQ(resp["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(resp["usage"]["output_tokens"], 4);
+  EXPECT_EQ(resp["usage"]["input_tokens"],
+            tokenizers::tokenize(apply_chat_template({{"user", "hello there"}})).size());
+  EXPECT_EQ(resp["output"][0]["content"][0]["text"], text);
+
+  const auto whole =
+      call("POST", "/v1/responses",
+           R"({"input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}],)"
+           R"( "instructions": "be brief", "max_output_tokens": 3})");
+  ASSERT_EQ(whole->status, 200) << whole->response->body;
+  const auto j = body_of(*whole);
+  EXPECT_EQ(j["object"], "response");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("resp_", 0), 0u);
+  EXPECT_EQ(j["usage"]["input_tokens"],
+            tokenizers::tokenize(apply_chat_template({{"system", "be brief"}, {"user", "hi"}})).size());
+  EXPECT_EQ(j["usage"]["output_tokens"], 3);
+  EXPECT_EQ(call("POST", "/v1/responses", R"({"input": ""})")->status, 400);
+  EXPECT_EQ(
+      call("POST", "/v1/responses", R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})")
+          ->status,
+      400);
 }
 
 TEST_F(Api, SeveralPromptsAreSeveralChoices) {

@@ -121,6 +121,13 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     if (!req_.stream) return;
     responder_->start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
     core_.metrics().on_http_response(200);
+    if (req_.api == Api::kResponses) {
+      const std::string obj =
+          response_object(id_, created_, core_.model_name(), "in_progress", "", "", nullptr);
+      core_.send(responder_, responses_event("response.created", seq_++, ",\"response\":" + obj), nullptr);
+      core_.send(responder_, responses_event("response.in_progress", seq_++, ",\"response\":" + obj),
+                 nullptr);
+    }
     if (req_.api == Api::kChat)
       for (std::uint32_t i = 0; i < choices_.size(); ++i)
         core_.send(responder_,
@@ -219,7 +226,14 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     for (auto& c : choices_)
       if (!c.done) core_.abort_request(c.engine_id);
     if (req_.stream && begun_) {
-      core_.send(responder_, sse_event(error_body(e)), nullptr);
+      if (req_.api == Api::kResponses)
+        core_.send(responder_,
+                   responses_event("error", seq_++,
+                                   fmt::format(",\"code\":\"{}\",\"message\":{},\"param\":null",
+                                               error_type(e.status), nlohmann::json(e.message).dump())),
+                   nullptr);
+      else
+        core_.send(responder_, sse_event(error_body(e)), nullptr);
       core_.end_stream(responder_);
     } else {
       net::HttpResponse r;
@@ -325,6 +339,14 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     // A reasoning model: the part of the delta before the reasoning's end in
     // its own chunk, the rest (and the finish reason) as content.
     const std::size_t reasoning_end = std::clamp(c.reasoning_bytes, offset, offset + delta.size());
+    if (req_.api == Api::kResponses) {
+      const std::string_view d(delta);
+      const bool rest = reasoning_end < offset + delta.size() || reasoning_end == offset;
+      if (reasoning_end > offset)
+        responses_delta(true, d.substr(0, reasoning_end - offset), rest ? -1 : t, c, token_index);
+      if (rest) responses_delta(false, d.substr(reasoning_end - offset), t, c, token_index);
+      return;
+    }
     if (reasoning_end > offset) {
       const std::string& field = core_.settings().reasoning_field;
       const bool rest = reasoning_end < offset + delta.size() || !finish.empty();
@@ -342,6 +364,60 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish,
                                  logprobs)),
           t, c.engine_id, token_index);
+  }
+
+  // Responses API: an output item opens with its first text (the reasoning
+  // item, then the message with its output_text part); each delta is an event.
+  void responses_delta(bool reasoning, std::string_view text, Nanos t, const Choice& c,
+                       std::uint32_t token_index) {
+    const std::string rid = id_.substr(std::min<std::size_t>(id_.size(), 5));
+    const int output_index = (reasoning || !reasoning_open_) ? 0 : 1;
+    if (reasoning && !reasoning_open_) {
+      reasoning_open_ = true;
+      write(responses_event(
+                "response.output_item.added", seq_++,
+                fmt::format(",\"output_index\":0,\"item\":{{\"type\":\"reasoning\",\"id\":\"rs_{}\","
+                            "\"summary\":[],\"content\":[],\"status\":\"in_progress\"}}",
+                            rid)),
+            -1, 0, 0);
+    }
+    if (!reasoning && !message_open_) {
+      close_reasoning();
+      message_open_ = true;
+      write(responses_event(
+                "response.output_item.added", seq_++,
+                fmt::format(",\"output_index\":{},\"item\":{{\"type\":\"message\",\"id\":\"msg_{}\","
+                            "\"role\":\"assistant\",\"status\":\"in_progress\",\"content\":[]}}",
+                            output_index, rid)),
+            -1, 0, 0);
+      write(responses_event(
+                "response.content_part.added", seq_++,
+                fmt::format(",\"item_id\":\"msg_{}\",\"output_index\":{},\"content_index\":0,\"part\":{{"
+                            "\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}}",
+                            rid, output_index)),
+            -1, 0, 0);
+    }
+    if (text.empty()) return;
+    write(responses_event(
+              reasoning ? "response.reasoning_text.delta" : "response.output_text.delta", seq_++,
+              fmt::format(",\"item_id\":\"{}_{}\",\"output_index\":{},\"content_index\":0,\"delta\":{}",
+                          reasoning ? "rs" : "msg", rid, reasoning ? 0 : output_index,
+                          nlohmann::json(std::string(text))
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))),
+          t, c.engine_id, token_index);
+  }
+  void close_reasoning() {
+    if (!reasoning_open_ || reasoning_done_) return;
+    reasoning_done_ = true;
+    const Choice& c = choices_.front();
+    const std::string rid = id_.substr(std::min<std::size_t>(id_.size(), 5));
+    const std::string text = c.text.substr(0, std::min(c.reasoning_bytes, c.text.size()));
+    write(
+        responses_event(
+            "response.reasoning_text.done", seq_++,
+            fmt::format(",\"item_id\":\"rs_{}\",\"output_index\":0,\"content_index\":0,\"text\":{}", rid,
+                        nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))),
+        -1, 0, 0);
   }
 
   void complete_choice(std::uint32_t index, const std::string& finish) {
@@ -365,7 +441,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       u.completion_tokens += c.tokens;
       u.cached_tokens += c.cached_tokens;
     }
-    if (req_.api == Api::kChat && core_.settings().reasoning_share > 0) {  // a reasoning model
+    if ((req_.api == Api::kChat || req_.api == Api::kResponses) &&
+        core_.settings().reasoning_share > 0) {  // a reasoning model
       std::uint64_t reasoning = 0;
       for (const auto& c : choices_) reasoning += std::min<std::uint64_t>(c.reasoning_tokens, c.tokens);
       u.reasoning_tokens = reasoning;
@@ -376,7 +453,47 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   void end() {
     if (finished_) return;
     const Usage u = usage();
-    if (is_pooling(req_.api)) {
+    if (req_.api == Api::kResponses) {
+      const Choice& c = choices_.front();
+      const std::size_t rb = std::min(c.reasoning_bytes, c.text.size());
+      const std::string status = c.finish_reason == "length" ? "incomplete" : "completed";
+      const std::string obj =
+          response_object(id_, created_, core_.model_name(), status, std::string_view(c.text).substr(0, rb),
+                          std::string_view(c.text).substr(rb), &u);
+      if (req_.stream) {
+        if (!message_open_) responses_delta(false, "", -1, c, 0);
+        const std::string rid = id_.substr(std::min<std::size_t>(id_.size(), 5));
+        const int oi = reasoning_open_ ? 1 : 0;
+        const std::string text =
+            nlohmann::json(c.text.substr(rb)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        core_.send(
+            responder_,
+            responses_event(
+                "response.output_text.done", seq_++,
+                fmt::format(",\"item_id\":\"msg_{}\",\"output_index\":{},\"content_index\":0,\"text\":{}",
+                            rid, oi, text)),
+            nullptr);
+        core_.send(responder_,
+                   responses_event(
+                       "response.output_item.done", seq_++,
+                       fmt::format(",\"output_index\":{},\"item\":{{\"type\":\"message\",\"id\":\"msg_{}\","
+                                   "\"role\":\"assistant\",\"status\":\"completed\",\"content\":[{{\"type\":"
+                                   "\"output_text\",\"text\":{},\"annotations\":[]}}]}}",
+                                   oi, rid, text)),
+                   nullptr);
+        core_.send(responder_,
+                   responses_event(status == "completed" ? "response.completed" : "response.incomplete",
+                                   seq_++, ",\"response\":" + obj),
+                   nullptr);
+        core_.end_stream(responder_);
+      } else {
+        net::HttpResponse r;
+        r.body = obj;
+        if (malformed_body_) r.body.resize(r.body.size() / 2);
+        core_.respond(responder_, std::move(r));
+        core_.metrics().on_http_response(200);
+      }
+    } else if (is_pooling(req_.api)) {
       net::HttpResponse r;
       std::vector<std::uint64_t> hashes;
       for (const auto& c : choices_) hashes.push_back(pooling_input_hash(c.prompt));
@@ -431,6 +548,9 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   std::vector<Held> held_;
   bool finished_after_stall_ = false;
   bool malformed_body_ = false;
+  // Responses API stream: the next sequence_number, and the output items opened.
+  std::uint64_t seq_ = 0;
+  bool reasoning_open_ = false, reasoning_done_ = false, message_open_ = false;
   Nanos fault_time_ = 0;  // the engine time of the token that triggers a fault
 };
 
@@ -488,7 +608,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
         c.natural_end = true;
       }
     }
-    if (req.api == Api::kChat && settings_.reasoning_share > 0)
+    if ((req.api == Api::kChat || req.api == Api::kResponses) && settings_.reasoning_share > 0)
       c.reasoning_tokens = static_cast<std::uint32_t>(std::llround(settings_.reasoning_share * c.target));
     task->choices().push_back(std::move(c));
   }
@@ -544,6 +664,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
 }
 
 std::string ServingCore::new_response_id(Api api) {
+  if (api == Api::kResponses) return fmt::format("resp_{:016x}", mix64(response_serial_.fetch_add(1)));
   const char* prefix = api == Api::kChat         ? "chatcmpl"
                        : api == Api::kEmbeddings ? "embd"
                        : api == Api::kRerank     ? "rerank"

@@ -843,6 +843,129 @@ TEST_F(Bench, AReasoningModelsFirstTokenIsItsFirstReasoningToken) {
   }
 }
 
+// The Responses API (/v1/responses) from a scripted server streaming as
+// OpenAI and vLLM do: response.created, 100 ms, three
+// response.reasoning_text.delta events, 300 ms of thinking, three
+// response.output_text.delta events, response.completed with usage
+// (input_tokens, output_tokens, output_tokens_details.reasoning_tokens): TTFT
+// is the first reasoning delta, TTFO the first output text after the think
+// time; no [DONE] is needed. The request carries "input" and
+// "max_output_tokens". A response.failed event fails the request with its
+// message.
+TEST_F(Bench, TheResponsesApiStreamsReasoningThenOutputText) {
+  auto event = [](const std::string& type, const std::string& fields) {
+    return "event: " + type + "\ndata: {\"type\":\"" + type + "\"" + fields + "}\n\n";
+  };
+  std::string body_seen;
+  RecordingServer server([&](int fd, const RecordingServer::Request& req) {
+    body_seen = req.body;
+    const std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+    std::string think =
+        event("response.created", ",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\"}");
+    for (int i = 0; i < 3; ++i)
+      think += event("response.reasoning_text.delta", ",\"item_id\":\"rs_1\",\"delta\":\"hm \"");
+    std::string answer;
+    for (int i = 0; i < 3; ++i)
+      answer += event("response.output_text.delta", ",\"item_id\":\"msg_1\",\"delta\":\"a \"");
+    answer +=
+        event("response.completed",
+              ",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"output\":[{\"type\":\"message\","
+              "\"content\":[{\"type\":\"output_text\",\"text\":\"a a a \"}]}],\"usage\":{\"input_tokens\":8,"
+              "\"output_tokens\":6,\"output_tokens_details\":{\"reasoning_tokens\":3},\"total_tokens\":14}}");
+    if (::send(fd, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (::send(fd, think.data(), think.size(), MSG_NOSIGNAL) < 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+  });
+  const auto out = dir_ / "responses";
+  const auto r = bench({"--target", server.url(), "--model", "m", "--api", "responses", "--num-requests", "1",
+                        "--input-len", "fixed:8", "--output-len", "fixed:6", "--prompt-check", "0", "--out",
+                        out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto sent = json::parse(body_seen);
+  EXPECT_TRUE(sent["input"].is_string()) << body_seen;
+  EXPECT_EQ(sent["max_output_tokens"], 6);
+  EXPECT_EQ(sent["stream"], true);
+  EXPECT_FALSE(sent.contains("stream_options"));
+  const auto rec = lines(out / "requests.jsonl").at(0);
+  EXPECT_EQ(rec["outcome"], "ok") << rec.dump();
+  EXPECT_EQ(rec["response_id"], "resp_1");
+  EXPECT_EQ(rec["prompt_tokens"], 8);
+  EXPECT_EQ(rec["output_tokens"], 6);
+  EXPECT_EQ(rec["output_tokens_client"], 6);
+  EXPECT_EQ(rec["reasoning_tokens"], 3);
+  const auto send = rec["t_send_ns"].get<std::int64_t>();
+  const auto first = rec["t_first_token_ns"].get<std::int64_t>();
+  const auto answer = rec["t_first_answer_ns"].get<std::int64_t>();
+  EXPECT_GE(first - send, 100'000'000);
+  EXPECT_GE(answer - first, 250'000'000);
+
+  RecordingServer failing([&](int fd, const RecordingServer::Request&) {
+    const std::string reply =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" +
+        event("response.created", ",\"response\":{\"id\":\"resp_2\",\"status\":\"in_progress\"}") +
+        event("response.failed",
+              ",\"response\":{\"id\":\"resp_2\",\"status\":\"failed\",\"error\":{\"code\":"
+              "\"server_error\",\"message\":\"the engine died\"}}");
+    (void)::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+  });
+  const auto out2 = dir_ / "failed";
+  const auto r2 = bench({"--target", failing.url(), "--model", "m", "--api", "responses", "--num-requests",
+                         "1", "--prompt-check", "0", "--max-error-rate", "1", "--out", out2.string()});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  const auto rec2 = lines(out2 / "requests.jsonl").at(0);
+  EXPECT_EQ(rec2["outcome"], "http_error");
+  EXPECT_NE(rec2["detail"].get<std::string>().find("the engine died"), std::string::npos) << rec2.dump();
+}
+
+// The Responses API against serve, streamed and whole, as a reasoning model,
+// multi-turn (the conversation goes back as "input" messages): prompts at
+// their planned length through the chat template, every output token counted.
+TEST_F(Bench, TheResponsesApiAgainstServe) {
+  Server server(dir_, {"--fixed-step-ms", "2", "--reasoning-share", "0.25"});
+  for (const bool stream : {true, false}) {
+    SCOPED_TRACE(stream);
+    const auto out = dir_ / (stream ? "stream" : "whole");
+    std::vector<std::string> args = {"--target",     server.url(""), "--api", "responses",   "--num-requests",
+                                     "12",           "--rate",       "inf",   "--input-len", "uniform:10:80",
+                                     "--output-len", "fixed:8",      "--out", out.string()};
+    if (!stream) args.push_back("--no-stream");
+    const auto r = bench(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto s = json::parse(slurp(out / "run.json"))["summary"];
+    EXPECT_EQ(s["requests_completed"], 12);
+    EXPECT_EQ(s["output_tokens_total"], 12 * 8);
+    EXPECT_EQ(s["requests_with_reasoning"], 12);
+    EXPECT_EQ(s["reasoning_tokens_total"], 12 * 2);
+    EXPECT_EQ(s["prompt_token_mismatches"], 0);
+    EXPECT_EQ(s["prompt_tokens_planned_total"], s["prompt_tokens_planned_reported"]);
+    if (stream) {
+      EXPECT_EQ(s["output_token_mismatches"], 0);
+      EXPECT_LT(s["ttft_ms"]["p50"].get<double>(), s["ttfo_ms"]["p50"].get<double>());
+    }
+  }
+  const auto yaml = dir_ / "turns.yaml";
+  std::ofstream(yaml) << "duration_s: 1\nseed: 3\narrival: {process: poisson, rate_rps: 4}\nclasses:\n"
+                         "  - name: agent\n    input_len: fixed:40\n    output_len: fixed:4\n"
+                         "    turns: {count: 3, think_ms: 5, input_len: fixed:10}\n";
+  const auto turns = dir_ / "turns";
+  const auto r = bench({"--target", server.url(""), "--api", "responses", "--workload", yaml.string(),
+                        "--out", turns.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int later_turns = 0;
+  for (const auto& rec : lines(turns / "requests.jsonl")) {
+    EXPECT_EQ(rec["outcome"], "ok") << rec.dump();
+    // A later turn's prompt holds the conversation: longer than its own 10 tokens.
+    if (rec.value("turn", 0) > 0) {
+      ++later_turns;
+      EXPECT_GT(rec["prompt_tokens"].get<int>(), 40 + 4 + 10) << rec.dump();
+    }
+  }
+  EXPECT_GT(later_turns, 0);
+}
+
 // Whole (non-streamed) messages of a reasoning model, in either field: the
 // first token and the first answer token are the response's end, and the
 // reasoning tokens are the usage's count, else the reasoning text's share of
