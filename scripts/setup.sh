@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev                        # Asio and Beast (header-only)
   libssl-dev                          # TLS for bench --target https://...
+  zlib1g-dev                          # bench: generated PNG images for multimodal requests
   libsimdjson-dev                     # streaming chunk parsing in the client
   libnuma-dev                         # probe numa: memory placed on chosen nodes
   libpfm4-dev                         # probe --events: hardware event names per CPU

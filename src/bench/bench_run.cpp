@@ -108,6 +108,12 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   if (!o.cancel.empty()) p.plan.cancel = parse_cancel_plan(o.cancel, derive_seed(wo.seed, "cancel"));
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
+  bool media = false;
+  for (const auto& r : w.requests) media |= r.images > 0 || r.audio_ms > 0;
+  if (media && !is_chat_like(o.api))
+    throw UsageError(fmt::format("the workload sends images or audio: they go in chat messages (--api chat or "
+                                 "responses), not --api {}",
+                                 api_name(o.api)));
   if (is_pooling(o.api)) {
     if (!p.plan.turns.empty())
       throw UsageError(fmt::format("--api {}: multi-turn sessions are for generation (completions, chat)",
@@ -720,8 +726,20 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // The tokens a server adds to each prompt (a BOS) are counted for
   // completions and embeddings; chat's come from its template; a rerank
   // pair's from the model's format (not planned).
-  const PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions || rs.api == Api::kEmbeddings,
-                              server_prompts ? &*server_prompts : nullptr);
+  PromptBuilder prompts(w, tokenizer, rs.api == Api::kCompletions || rs.api == Api::kEmbeddings,
+                        server_prompts ? &*server_prompts : nullptr);
+  // Images and audio count their tokens as the served model does: the
+  // in-process engine's model, or the catalog's entry of the target's model.
+  std::optional<engine::ModelSpec> media_model;
+  if (side.eff) {
+    media_model = side.eff->model;
+  } else {
+    try {
+      media_model = engine::load_catalog(o.engine).model(rs.model);
+    } catch (const UsageError&) {  // not in the catalog: media requests are not planned
+    }
+  }
+  if (media_model) prompts.set_media_model(&*media_model);
   // The server's own count of a sample of prompts, before the load starts.
   nlohmann::json prompt_check =
       rs.api == Api::kRerank

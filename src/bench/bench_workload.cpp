@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -22,6 +23,27 @@ namespace tokenscope::bench {
 namespace {
 
 constexpr std::uint32_t kMaxTurns = 1000;
+// Multimodal inputs: at most this many images per request, this many pixels
+// a side, this long an audio clip (docs/workloads.md "Images and audio").
+constexpr std::uint32_t kMaxImages = 16;
+constexpr std::uint32_t kMaxImageSide = 8192;
+constexpr std::uint32_t kMaxAudioMs = 600'000;
+
+// The largest value a distribution draws (nullopt: unbounded).
+std::optional<double> upper_bound(const workload::LengthDistribution& d) {
+  if (d.max > 0) return d.max;
+  switch (d.kind) {
+    case workload::LengthKind::kFixed:
+      return d.a;
+    case workload::LengthKind::kUniform:
+      return d.b;
+    case workload::LengthKind::kEmpirical:
+      return d.values.empty() ? 0.0
+                              : static_cast<double>(*std::max_element(d.values.begin(), d.values.end()));
+    default:
+      return std::nullopt;
+  }
+}
 
 // Typed access to a YAML mapping with errors naming file, line and field
 // (core/yaml_fields.h), and what only workload files hold.
@@ -59,6 +81,9 @@ struct ClassSpec {
   std::uint32_t turns = 1;
   double think_ms = 0.0;
   std::vector<std::uint32_t> tenants;  // allowed tenant indices (empty: all)
+  std::uint32_t images = 0;            // per request
+  workload::LengthDistribution image_width, image_height, audio_ms;
+  bool audio = false;
   Slo slo;
   std::uint32_t group_base = 0;
 };
@@ -138,7 +163,9 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     for (std::size_t i = 0; i < cl.size(); ++i) {
       const YAML::Node c = cl[i];
       const std::string f = fmt::format("classes[{}]", i);
-      rd.only_keys(c, f, {"name", "share", "input_len", "output_len", "prefix", "turns", "tenants", "slo"});
+      rd.only_keys(c, f,
+                   {"name", "share", "input_len", "output_len", "prefix", "turns", "tenants", "slo", "images",
+                    "audio"});
       ClassSpec s;
       if (!c["name"]) rd.fail(c, f + ".name", "missing (expected a string)");
       s.name = rd.string(c["name"], f + ".name");
@@ -165,6 +192,33 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         if (t["think_ms"]) s.think_ms = rd.number(t["think_ms"], f + ".turns.think_ms", 0, true);
         if (t["input_len"])
           s.turn_input = rd.length(t["input_len"], f + ".turns.input_len", workload::LengthRole::kInput);
+      }
+      // A distribution of pixels or milliseconds whose largest draw is within a limit.
+      auto bounded = [&](const YAML::Node& n, const std::string& field, std::uint32_t limit,
+                         const char* unit) {
+        if (!n) rd.fail(c, field, fmt::format("missing (a distribution of {}, e.g. uniform:256:1024)", unit));
+        auto d = rd.length(n, field, workload::LengthRole::kInput);
+        const auto top = upper_bound(d);
+        if (!top)
+          rd.fail(n, field,
+                  fmt::format("unbounded: give a largest value (:max=N, at most {} {})", limit, unit));
+        if (*top > limit)
+          rd.fail(n, field, fmt::format("draws up to {} {}, over the limit of {}", *top, unit, limit));
+        return d;
+      };
+      if (const YAML::Node im = c["images"]) {
+        rd.only_keys(im, f + ".images", {"count", "width", "height"});
+        s.images =
+            im["count"]
+                ? static_cast<std::uint32_t>(rd.integer(im["count"], f + ".images.count", 0, kMaxImages))
+                : 1;
+        s.image_width = bounded(im["width"], f + ".images.width", kMaxImageSide, "pixels");
+        s.image_height = bounded(im["height"], f + ".images.height", kMaxImageSide, "pixels");
+      }
+      if (const YAML::Node au = c["audio"]) {
+        rd.only_keys(au, f + ".audio", {"duration_ms"});
+        s.audio_ms = bounded(au["duration_ms"], f + ".audio.duration_ms", kMaxAudioMs, "ms");
+        s.audio = true;
       }
       if (const YAML::Node t = c["tenants"]) {
         if (!t.IsSequence() || t.size() == 0)
@@ -211,7 +265,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
             ? workload::generate_arrivals(arrival, num_requests, arrival_rng)
             : workload::generate_arrivals_until(arrival, seconds_to_nanos(duration_s), arrival_rng);
     Rng class_rng(derive_seed(seed, "class")), tenant_rng(seeds.tenant), in_rng(seeds.input_len),
-        out_rng(seeds.output_len), prefix_rng(seeds.prefix);
+        out_rng(seeds.output_len), prefix_rng(seeds.prefix), media_rng(derive_seed(seed, "media"));
     std::vector<double> class_cum, tenant_cum;
     double acc = 0;
     for (const auto& c : classes) class_cum.push_back(acc += c.share);
@@ -248,6 +302,14 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         r.output_tokens = std::max<std::uint32_t>(1, c.output.sample(out_rng));
         r.tenant = tenant;
         r.task_class = static_cast<std::uint16_t>(ci);
+        if (turn == 0 && c.images > 0) {
+          r.images = static_cast<std::uint8_t>(c.images);
+          r.image_width =
+              static_cast<std::uint16_t>(std::max<std::uint32_t>(1, c.image_width.sample(media_rng)));
+          r.image_height =
+              static_cast<std::uint16_t>(std::max<std::uint32_t>(1, c.image_height.sample(media_rng)));
+        }
+        if (turn == 0 && c.audio) r.audio_ms = std::max<std::uint32_t>(1, c.audio_ms.sample(media_rng));
         if (turn == 0 && c.prefix_groups > 0) {
           r.source = workload::PromptSource::kPrefixGroup;
           r.source_begin = group;
@@ -272,12 +334,18 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
                                 workload::arrival_kind_name(arrival.kind), arrival.rate_rps);
     nlohmann::json cls = nlohmann::json::array();
     for (const auto& c : classes)
-      cls.push_back({{"name", c.name},
-                     {"share", c.share},
-                     {"input_len", c.input.spec},
-                     {"output_len", c.output.spec},
-                     {"turns", c.turns},
-                     {"prefix_groups", c.prefix_groups}});
+      cls.push_back(
+          {{"name", c.name},
+           {"share", c.share},
+           {"input_len", c.input.spec},
+           {"output_len", c.output.spec},
+           {"turns", c.turns},
+           {"prefix_groups", c.prefix_groups},
+           {"images", c.images > 0 ? nlohmann::json{{"count", c.images},
+                                                    {"width", c.image_width.spec},
+                                                    {"height", c.image_height.spec}}
+                                   : nlohmann::json(nullptr)},
+           {"audio", c.audio ? nlohmann::json{{"duration_ms", c.audio_ms.spec}} : nlohmann::json(nullptr)}});
     out.effective = {{"file", file},
                      {"description", w.description},
                      {"requests", w.requests.size()},

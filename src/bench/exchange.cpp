@@ -107,9 +107,31 @@ bool RequestEncoder::overridden(std::string_view field) const {
 
 std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view prompt, std::uint32_t max_tokens,
                                                           const std::vector<ChatMessage>* history,
-                                                          std::optional<std::uint64_t> request_id) const {
+                                                          std::optional<std::uint64_t> request_id,
+                                                          const std::vector<std::string>* media) const {
   std::string body;
-  body.reserve(prompt.size() + 256 + extra_fields_.size());
+  std::size_t media_bytes = 0;
+  const bool parts = media && !media->empty();
+  if (parts)
+    for (const auto& m : *media) media_bytes += m.size() + 1;
+  body.reserve(prompt.size() + 256 + extra_fields_.size() + media_bytes);
+  // The user message's content: the text, or the text and the media parts.
+  auto content = [&](const char* text_type) {
+    if (!parts) {
+      jsonout::append_string(body, prompt);
+      return;
+    }
+    body += "[{\"type\":\"";
+    body += text_type;
+    body += "\",\"text\":";
+    jsonout::append_string(body, prompt);
+    body += '}';
+    for (const auto& m : *media) {
+      body += ',';
+      body += m;
+    }
+    body += ']';
+  };
   body += '{';
   if (!overridden("model")) {
     body += "\"model\":";
@@ -127,22 +149,23 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
         body += "},";
       }
     body += "{\"role\":\"user\",\"content\":";
-    jsonout::append_string(body, prompt);
+    content("text");
     body += "}]";
   } else if (s_.api == Api::kResponses) {
     // "input": the prompt, or the conversation as messages.
     body += "\"input\":";
-    if (history && !history->empty()) {
+    if ((history && !history->empty()) || parts) {
       body += '[';
-      for (const auto& m : *history) {
-        body += "{\"role\":";
-        jsonout::append_string(body, m.role);
-        body += ",\"content\":";
-        jsonout::append_string(body, m.content);
-        body += "},";
-      }
+      if (history)
+        for (const auto& m : *history) {
+          body += "{\"role\":";
+          jsonout::append_string(body, m.role);
+          body += ",\"content\":";
+          jsonout::append_string(body, m.content);
+          body += "},";
+        }
       body += "{\"role\":\"user\",\"content\":";
-      jsonout::append_string(body, prompt);
+      content("input_text");
       body += "}]";
     } else {
       jsonout::append_string(body, prompt);

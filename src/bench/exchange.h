@@ -102,9 +102,13 @@ class RequestEncoder {
   const RequestSettings& settings() const { return s_; }
   // The whole HTTP message. Completions send `prompt`; chat sends one user
   // message, or `history` followed by it.
+  // media: content parts (JSON objects, bench/media.h) sent after the text
+  // of the user message (chat: "content" becomes a list of parts; responses:
+  // "input" a message with input_text and the parts).
   std::shared_ptr<const std::string> encode(std::string_view prompt, std::uint32_t max_tokens,
                                             const std::vector<ChatMessage>* history = nullptr,
-                                            std::optional<std::uint64_t> request_id = std::nullopt) const;
+                                            std::optional<std::uint64_t> request_id = std::nullopt,
+                                            const std::vector<std::string>* media = nullptr) const;
   // A pooling request: embeddings send {"model", "input": the one input or
   // the list, "encoding_format": "float"}; rerank {"model", "query",
   // "documents": inputs}. Sampling fields are not sent; the extra body is.

@@ -165,6 +165,21 @@ std::string PromptBuilder::query(std::size_t index, std::uint32_t tokens) const 
   return text(q);
 }
 
+std::int64_t PromptBuilder::media_tokens(const workload::Request& r) const {
+  if (r.images == 0 && r.audio_ms == 0) return 0;
+  if (!media_model_) return -1;
+  std::int64_t n = 0;
+  if (r.images > 0) {
+    if (!media_model_->has_vision()) return -1;
+    n += std::int64_t{r.images} * media_model_->image_tokens(r.image_width, r.image_height);
+  }
+  if (r.audio_ms > 0) {
+    if (!media_model_->has_audio()) return -1;
+    n += media_model_->audio_tokens(r.audio_ms / 1000.0);
+  }
+  return n;
+}
+
 std::string PromptBuilder::describe() const {
   if (!exact_)
     return "one prompt word per planned token (one token each in Llama 2, GPT-2, Llama 3 and Qwen3 "

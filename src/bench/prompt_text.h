@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bench/server_prompts.h"
+#include "engine/catalog.h"
 #include "tokenizers/text_tokenizer.h"
 #include "workload/workload.h"
 
@@ -77,9 +78,18 @@ class PromptBuilder {
   std::int64_t inputs_planned_tokens(std::size_t index, std::uint32_t n) const;
   std::string query(std::size_t index, std::uint32_t tokens) const;
 
+  // Images and audio (workload classes' `images`, `audio`): the model that
+  // tells their tokens (its encoders, engine/catalog.h), when the target's
+  // model is one the catalog knows; null: not known.
+  void set_media_model(const engine::ModelSpec* m) { media_model_ = m; }
+  // The prompt tokens a request's images and audio add on the server: 0
+  // without media, -1 when the model is not known.
+  std::int64_t media_tokens(const workload::Request& r) const;
+
  private:
   const workload::Workload& w_;
   const tokenizers::TextTokenizer* tokenizer_;
+  const engine::ModelSpec* media_model_ = nullptr;
   bool exact_ = false;
   std::string server_method_;  // how the server's /tokenize was read ("" without it)
   bool chat_from_server_ = false;

@@ -1,5 +1,7 @@
 #include "bench/runner.h"
 
+#include "bench/media.h"
+
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
 #include <fmt/format.h>
@@ -170,8 +172,27 @@ struct Runner::Shard {
                                        s.api == Api::kRerank ? r.prompts_->query(index, s.query_tokens) : "",
                                        id);
     const workload::Request& req = r.w_.requests[index];
+    if (req.images > 0 || req.audio_ms > 0) {
+      // Images and audio after the text: generated, different per request (bench/media.h).
+      const bool responses = s.api == Api::kResponses;
+      std::vector<std::string> parts;
+      const std::uint64_t key = hash_combine64(r.w_.token_seed ^ 0x6d65646961ULL, req.id);
+      for (std::uint32_t k = 0; k < req.images; ++k) {
+        const std::string url = media.png_data_url(req.image_width, req.image_height, hash_combine64(key, k));
+        std::string part = responses ? "{\"type\":\"input_image\",\"image_url\":\""
+                                     : "{\"type\":\"image_url\",\"image_url\":{\"url\":\"";
+        part += url;  // base64 and the data URL's prefix: nothing to escape
+        part += responses ? "\"}" : "\"}}";
+        parts.push_back(std::move(part));
+      }
+      if (req.audio_ms > 0)
+        parts.push_back("{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"" +
+                        media.wav_base64(req.audio_ms, hash_combine64(key, 0xa0d10ULL)) + "\",\"format\":\"wav\"}}");
+      return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id, &parts);
+    }
     return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id);
   }
+  MediaMaker media;  // this thread's images and audio
   bool pooling() const { return is_pooling(r.encoder_.settings().api); }
 
   // How many connections this thread opens before the first send.
@@ -333,8 +354,11 @@ struct Runner::Shard {
     rec.t_sched = t_sched;
     rec.t_dispatch = t_dispatch;
     rec.output_tokens_planned = std::max<std::uint32_t>(1, req.output_tokens);
-    if (ctx.history.empty() && (!link || link->turn == 0))
+    if (ctx.history.empty() && (!link || link->turn == 0)) {
       rec.prompt_tokens_planned = r.prompts_->planned_tokens(req);
+      const std::int64_t media_tokens = r.prompts_->media_tokens(req);  // images and audio, as the model counts them
+      rec.prompt_tokens_planned = media_tokens < 0 ? -1 : rec.prompt_tokens_planned + media_tokens;
+    }
     const RequestSettings& rs = r.encoder_.settings();
     if (pooling()) {
       rec.output_tokens_planned = 0;

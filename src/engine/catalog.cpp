@@ -78,6 +78,26 @@ ModelSpec dense(std::string name, std::uint32_t layers, std::uint32_t hidden, st
 
 }  // namespace
 
+std::uint32_t ModelSpec::image_tiles(std::uint32_t width, std::uint32_t height) const {
+  if (vision_tile_px == 0) return 0;
+  const std::uint64_t across = (std::uint64_t{width} + vision_tile_px - 1) / vision_tile_px;
+  const std::uint64_t down = (std::uint64_t{height} + vision_tile_px - 1) / vision_tile_px;
+  return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(across * down, 1, vision_max_tiles));
+}
+
+std::uint32_t ModelSpec::audio_tokens(double seconds) const {
+  return static_cast<std::uint32_t>(std::ceil(std::max(0.0, seconds) * audio_tokens_per_s));
+}
+
+double ModelSpec::image_encoder_flops(std::uint32_t width, std::uint32_t height) const {
+  const double side = vision_patch_px > 0 ? static_cast<double>(vision_tile_px) / vision_patch_px : 0.0;
+  return 2.0 * vision_params * side * side * image_tiles(width, height);
+}
+
+double ModelSpec::audio_encoder_flops(double seconds) const {
+  return 2.0 * audio_params * audio_frames_per_s * std::max(0.0, seconds);
+}
+
 Catalog Catalog::builtin() {
   Catalog c;
   // Dense bf16 tensor TFLOP/s (no sparsity), HBM TB/s, GiB, NVLink GB/s per
@@ -96,6 +116,21 @@ Catalog Catalog::builtin() {
   };
   c.models_.back().experts = 8;
   c.models_.back().experts_per_token = 2;
+  // Multimodal entries: the language model of their config.json, and their
+  // encoders (docs/engine.md "Encoders"). Qwen2.5-VL-7B: a 0.67 B ViT with
+  // 14 px patches merged 2x2 (a 448 px tile: 1,024 patches, 256 tokens).
+  // Qwen2-Audio-7B: a Whisper-large-v3 encoder (0.64 B, 50 frames/s, pooled
+  // to 25 tokens/s) before a Qwen-7B. Qwen2.5-Omni-7B: both.
+  ModelSpec vl = dense("qwen2.5-vl-7b", 28, 3584, 28, 4, 18944, 152064, 128000);
+  vl.vision_params = 0.67e9;
+  ModelSpec audio = dense("qwen2-audio-7b", 32, 4096, 32, 32, 11008, 156032, 8192);
+  audio.audio_params = 0.64e9;
+  ModelSpec omni = dense("qwen2.5-omni-7b", 28, 3584, 28, 4, 18944, 152064, 32768);
+  omni.vision_params = 0.67e9;
+  omni.audio_params = 0.64e9;
+  c.models_.push_back(vl);
+  c.models_.push_back(audio);
+  c.models_.push_back(omni);
   return c;
 }
 
@@ -237,6 +272,21 @@ void Catalog::load_yaml_checked(std::string_view text, const std::string& file) 
       m.weight_bytes_per_param = r.positive("weight_bytes_per_param", false, 2.0);
       m.kv_bytes_per_element = r.positive("kv_bytes_per_element", false, 2.0);
       if (n["tied_embeddings"]) m.tied_embeddings = n["tied_embeddings"].as<bool>(false);
+      if (n["vision_params"]) {
+        m.vision_params = r.positive("vision_params", true);
+        m.vision_tile_px = r.count("vision_tile_px", false, 448);
+        m.vision_patch_px = r.count("vision_patch_px", false, 14);
+        m.vision_tokens_per_tile = r.count("vision_tokens_per_tile", false, 256);
+        m.vision_max_tiles = r.count("vision_max_tiles", false, 12);
+        if (m.vision_patch_px > m.vision_tile_px)
+          throw InputError(file, yaml::line_of(n), r.entry + ".vision_patch_px",
+                           "expected at most vision_tile_px");
+      }
+      if (n["audio_params"]) {
+        m.audio_params = r.positive("audio_params", true);
+        m.audio_frames_per_s = r.positive("audio_frames_per_s", false, 50.0);
+        m.audio_tokens_per_s = r.positive("audio_tokens_per_s", false, 25.0);
+      }
       if (m.heads % m.kv_heads != 0)
         throw InputError(file, yaml::line_of(n), r.entry + ".kv_heads", "expected a divisor of heads");
       if (m.experts_per_token > m.experts)

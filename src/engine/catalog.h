@@ -37,6 +37,33 @@ struct ModelSpec {
   double weight_bytes_per_param = 2.0;  // bf16
   double kv_bytes_per_element = 2.0;    // bf16 KV cache
 
+  // Encoders of a multimodal model (docs/engine.md "Encoders"); 0 params:
+  // none. Vision: an image is cut into tiles of vision_tile_px square (whole
+  // tiles over its width and height, at most vision_max_tiles; a smaller
+  // image is one tile), each (tile_px / patch_px)^2 patches through the
+  // encoder and vision_tokens_per_tile prompt tokens. Audio: the encoder
+  // reads audio_frames_per_s frames per second; audio_tokens_per_s prompt
+  // tokens per second (pooled).
+  double vision_params = 0;
+  std::uint32_t vision_tile_px = 448;
+  std::uint32_t vision_patch_px = 14;
+  std::uint32_t vision_tokens_per_tile = 256;
+  std::uint32_t vision_max_tiles = 12;
+  double audio_params = 0;
+  double audio_frames_per_s = 50;
+  double audio_tokens_per_s = 25;
+  bool has_vision() const { return vision_params > 0; }
+  bool has_audio() const { return audio_params > 0; }
+  std::uint32_t image_tiles(std::uint32_t width, std::uint32_t height) const;
+  std::uint32_t image_tokens(std::uint32_t width, std::uint32_t height) const {
+    return image_tiles(width, height) * vision_tokens_per_tile;
+  }
+  std::uint32_t audio_tokens(double seconds) const;
+  // Encoder FLOPs: 2 x encoder params per patch (per frame); the attention
+  // inside a tile is left out (about a tenth more at 1,024 patches).
+  double image_encoder_flops(std::uint32_t width, std::uint32_t height) const;
+  double audio_encoder_flops(double seconds) const;
+
   // Parameter counts.
   double attention_params_per_layer() const;
   double mlp_params_per_expert() const;  // gated MLP: 3 * hidden * intermediate

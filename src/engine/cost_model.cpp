@@ -62,6 +62,11 @@ StepCost RooflineCostModel::step_cost(const StepShape& s) const {
     c.flops = f_lin + f_ap + f_ad;
     c.bytes = w + b_ap + b_ad;
   }
+  if (s.encoder_flops > 0) {
+    c.encoder_s = std::max(s.encoder_flops / (peak * params_.mfu_linear), s.encoder_weight_bytes / bw);
+    c.flops += s.encoder_flops;
+    c.bytes += s.encoder_weight_bytes;
+  }
   // Host transfers use each GPU's own link, split evenly under TP.
   c.host_transfer_s = static_cast<double>(s.host_transfer_bytes) / (gpu_.host_link_gbps * 1e9 * tp);
   c.extra_s = s.extra_seconds;

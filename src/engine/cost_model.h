@@ -14,8 +14,12 @@
 //   decode  = max(F_ad / (P * mfu_attention), KV_d / (B * bw_efficiency))
 //             F_ad = 4 * L * heads * head_dim * sum(c + 1), KV_d likewise
 //             with c = tokens already cached.
-//   step    = linear + prefill + decode + step_overhead + L * layer_overhead
-//             + allreduce + host transfers / host_link
+//   encoder = max(F_enc / (P * mfu_linear), W_enc / (B * bw_efficiency))
+//             F_enc = the encoder FLOPs of the images and audio whose
+//             requests start their prefill in the step (ModelSpec), W_enc =
+//             the weights of the encoders that run (read once per step).
+//   step    = linear + prefill + decode + encoder + step_overhead
+//             + L * layer_overhead + allreduce + host transfers / host_link
 //   allreduce (TP > 1) = 2 * L * (alpha + 2 (tp-1)/tp * T * H * 2 bytes
 //             / (nvlink * allreduce_efficiency)).
 // P = peak TFLOP/s, B = HBM bandwidth; FLOPs and bytes are split evenly over
@@ -40,6 +44,8 @@ struct StepShape {
   double decode_attention_pairs = 0.0;    // sum of c + 1 over decoding sequences
   std::uint64_t host_transfer_bytes = 0;  // KV swapped in or out this step
   double extra_seconds = 0.0;             // fixed costs charged to the step (context switches)
+  double encoder_flops = 0.0;             // multimodal encoders run in the step
+  double encoder_weight_bytes = 0.0;      // their weights
 };
 
 struct StepCost {
@@ -50,11 +56,12 @@ struct StepCost {
   double allreduce_s = 0.0;
   double host_transfer_s = 0.0;
   double extra_s = 0.0;
+  double encoder_s = 0.0;
   double flops = 0.0;  // total over all GPUs
   double bytes = 0.0;  // HBM bytes, total over all GPUs
   double total_s() const {
     return linear_s + prefill_attention_s + decode_attention_s + overhead_s + allreduce_s + host_transfer_s +
-           extra_s;
+           extra_s + encoder_s;
   }
 };
 

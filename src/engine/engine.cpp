@@ -221,7 +221,8 @@ struct Engine::Seq {
   std::uint32_t cached_tokens = 0;
   bool admitted_once = false;
   std::uint64_t output_seed = 0;
-  bool pooling = false;  // its one token is the prefill's end, not a generated token
+  bool pooling = false;                     // its one token is the prefill's end, not a generated token
+  double image_flops = 0, audio_flops = 0;  // encoders still to run (once, with the first prefill chunk)
   enum class State { kWaiting, kRunning, kSwapped } state = State::kWaiting;
 
   std::uint32_t num_tokens() const { return prompt_len + num_output; }
@@ -352,6 +353,44 @@ void Engine::reject(std::uint64_t id, Nanos now, std::string_view reason) {
   observer_->on_reject(id, now, reason);
 }
 
+void append_image(const ModelSpec& m, std::uint32_t width, std::uint32_t height, std::uint64_t key,
+                  EngineRequest& r) {
+  if (!m.has_vision())
+    throw UsageError(
+        fmt::format("model {} takes no images (it has no vision encoder; qwen2.5-vl-7b and "
+                    "qwen2.5-omni-7b do, or give a catalog entry vision_params)",
+                    m.name));
+  const std::uint32_t n = m.image_tokens(width, height);
+  for (std::uint32_t i = 0; i < n; ++i) r.prompt.push_back(tokenizers::spaced_token_from_key(mix64(key) + i));
+  r.image_encoder_flops += m.image_encoder_flops(width, height);
+}
+
+void append_audio(const ModelSpec& m, double seconds, std::uint64_t key, EngineRequest& r) {
+  if (!m.has_audio())
+    throw UsageError(
+        fmt::format("model {} takes no audio (it has no audio encoder; qwen2-audio-7b and "
+                    "qwen2.5-omni-7b do, or give a catalog entry audio_params)",
+                    m.name));
+  const std::uint32_t n = m.audio_tokens(seconds);
+  for (std::uint32_t i = 0; i < n; ++i)
+    r.prompt.push_back(tokenizers::spaced_token_from_key(mix64(key ^ 0x617564696fULL) + i));
+  r.audio_encoder_flops += m.audio_encoder_flops(seconds);
+}
+
+void append_media(const ModelSpec& m, const workload::Request& req, std::uint64_t token_seed,
+                  EngineRequest& r) {
+  for (std::uint32_t k = 0; k < req.images; ++k)
+    append_image(m, req.image_width, req.image_height, hash_combine64(hash_combine64(token_seed, req.id), k),
+                 r);
+  if (req.audio_ms > 0) append_audio(m, req.audio_ms / 1000.0, hash_combine64(token_seed ^ 1, req.id), r);
+}
+
+std::uint32_t media_tokens(const ModelSpec& m, const workload::Request& req) {
+  std::uint32_t n = req.images * m.image_tokens(req.image_width, req.image_height);
+  if (req.audio_ms > 0) n += m.audio_tokens(req.audio_ms / 1000.0);
+  return n;
+}
+
 bool Engine::add_request(EngineRequest r, Nanos now) {
   const auto prompt_len = static_cast<std::uint64_t>(r.prompt.size());
   const std::uint64_t output = std::max<std::uint32_t>(1, r.max_output_tokens);
@@ -372,6 +411,8 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->run_hash = root_hash(tenant);
   s->output_seed = r.output_seed.value_or(r.id);
   s->pooling = r.pooling;
+  s->image_flops = r.image_encoder_flops;
+  s->audio_flops = r.audio_encoder_flops;
   s->hashes.reserve(prompt_len / B + 1);
   for (auto t : r.prompt) append_known_token(*s, t);
   waiting_push_back(s);
@@ -664,6 +705,7 @@ Nanos Engine::step(Nanos now) {
   // 3. Cost of the step.
   StepShape shape;
   shape.num_seqs = scheduled_.size();
+  bool vision = false, audio = false;
   for (const auto& [s, n] : scheduled_) {
     const std::uint32_t c = s->num_computed;
     const bool samples = c + n == s->num_tokens();
@@ -676,7 +718,16 @@ Nanos Engine::step(Nanos now) {
       shape.prefill_kv_read_tokens += static_cast<double>(c) + n;
     }
     shape.logit_tokens += samples;
+    if (s->image_flops > 0 || s->audio_flops > 0) {
+      shape.encoder_flops += s->image_flops + s->audio_flops;
+      vision |= s->image_flops > 0;
+      audio |= s->audio_flops > 0;
+      s->image_flops = s->audio_flops = 0;  // encoder outputs are cached: a recompute does not rerun them
+    }
   }
+  shape.encoder_weight_bytes =
+      ((vision ? eff_.model.vision_params : 0.0) + (audio ? eff_.model.audio_params : 0.0)) *
+      eff_.model.weight_bytes_per_param;
   shape.host_transfer_bytes = st.swap_in_bytes + st.swap_out_bytes;
   shape.extra_seconds = extra_seconds;
   st.cost = cost_->step_cost(shape);

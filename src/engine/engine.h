@@ -41,6 +41,7 @@
 #include "engine/kv_cache.h"
 #include "engine/perturbation.h"
 #include "tokenizers/builtin.h"
+#include "workload/workload.h"
 
 namespace tokenscope::engine {
 
@@ -127,7 +128,26 @@ struct EngineRequest {
   // A pooling request (embeddings, rerank: serve's /v1/embeddings): one
   // "token" marks the end of its prefill and is not counted as generated.
   bool pooling = false;
+  // Multimodal inputs (their placeholder tokens are in `prompt`): the
+  // encoders run once, in the step where the prefill starts, at the cost of
+  // the model's encoder FLOPs (ModelSpec); 0: none.
+  double image_encoder_flops = 0;
+  double audio_encoder_flops = 0;
 };
+
+// Multimodal inputs as the model sees them: an image's or an audio clip's
+// placeholder tokens appended to the prompt (drawn from `key`, so equal
+// inputs give equal tokens and share the prefix cache, as vLLM hashes them)
+// and its encoder FLOPs added to the request (ModelSpec). Throws UsageError
+// when the model has no such encoder.
+void append_image(const ModelSpec& m, std::uint32_t width, std::uint32_t height, std::uint64_t key,
+                  EngineRequest& r);
+void append_audio(const ModelSpec& m, double seconds, std::uint64_t key, EngineRequest& r);
+// The images and audio of a workload request (keys drawn from its id).
+void append_media(const ModelSpec& m, const workload::Request& req, std::uint64_t token_seed,
+                  EngineRequest& r);
+// The prompt tokens they add.
+std::uint32_t media_tokens(const ModelSpec& m, const workload::Request& req);
 
 struct FinishedRequest {
   std::uint64_t id = 0;

@@ -117,6 +117,16 @@ void RecordingObserver::on_step(const StepStats& s) {
 }
 
 SimReport run_simulation(const workload::Workload& w, Engine& engine, const std::atomic<bool>* stop) {
+  // Images or audio for a model without the encoder: refused before the run.
+  bool images = false, audio = false;
+  for (const auto& r : w.requests) {
+    if ((r.images > 0 && !images) || (r.audio_ms > 0 && !audio)) {
+      EngineRequest probe;
+      append_media(engine.effective().model, r, 0, probe);
+    }
+    images |= r.images > 0;
+    audio |= r.audio_ms > 0;
+  }
   SimReport report;
   Nanos now = 0;
   std::size_t next = 0;
@@ -131,6 +141,7 @@ SimReport run_simulation(const workload::Workload& w, Engine& engine, const std:
     EngineRequest er;
     er.id = req.id;
     workload::append_prompt_tokens(w, req, er.prompt);
+    if (req.images > 0 || req.audio_ms > 0) append_media(engine.effective().model, req, w.token_seed, er);
     er.max_output_tokens = req.output_tokens;
     er.tenant = req.tenant;
     er.priority = req.priority;

@@ -103,11 +103,82 @@ std::optional<ApiError> parse_prompt(const json& body, std::vector<std::vector<t
   return std::nullopt;
 }
 
+// An "image_url" part ({"image_url": {"url": "data:image/...;base64,..."}}
+// or the URL as a string; the Responses API's "input_image" with
+// "image_url") or an "input_audio" part ({"input_audio": {"data": base64,
+// "format": "wav"}}), read to what the model sees.
+std::optional<ApiError> parse_media_part(const json& part, const std::string& where, const ParseContext& ctx,
+                                         std::vector<MediaItem>& media) {
+  constexpr std::size_t kMaxMedia = 64;
+  constexpr std::uint32_t kMaxSide = 8192;
+  if (media.size() >= kMaxMedia)
+    return bad(where, fmt::format("more than {} images and audio clips in one request", kMaxMedia));
+  const std::string type = part["type"].get<std::string>();
+  MediaItem m;
+  std::optional<std::string> bytes;
+  if (type == "input_audio") {
+    const auto a = part.find("input_audio");
+    if (a == part.end() || !a->is_object() || !a->contains("data") || !(*a)["data"].is_string())
+      return bad(where,
+                 "an input_audio part needs {\"input_audio\": {\"data\": base64, \"format\": \"wav\"}}");
+    if (a->contains("format") && (!(*a)["format"].is_string() || (*a)["format"] != "wav"))
+      return bad(where, "input_audio.format: the simulator reads \"wav\" only");
+    if (!ctx.model || !ctx.model->has_audio())
+      return bad(where, fmt::format("{} takes no audio (it has no audio encoder)",
+                                    ctx.model ? "the model " + ctx.model->name : std::string("the served model")));
+    bytes = base64_decode((*a)["data"].get_ref<const std::string&>());
+    if (!bytes) return bad(where, "input_audio.data is not base64");
+    const auto seconds = wav_seconds(*bytes);
+    if (!seconds)
+      return bad(where, "input_audio.data is not a WAV file (RIFF/WAVE with fmt and data chunks)");
+    if (*seconds > 600)
+      return bad(where, fmt::format("an audio clip of {:.1f} s is over the limit of 600 s", *seconds));
+    m.audio = true;
+    m.seconds = *seconds;
+  } else {
+    const auto u = part.find("image_url");
+    std::string url;
+    if (u != part.end() && u->is_string())
+      url = u->get<std::string>();
+    else if (u != part.end() && u->is_object() && u->contains("url") && (*u)["url"].is_string())
+      url = (*u)["url"].get<std::string>();
+    else
+      return bad(where, "an image part needs \"image_url\": {\"url\": \"data:image/png;base64,...\"}");
+    if (!ctx.model || !ctx.model->has_vision())
+      return bad(where, fmt::format("{} takes no images (it has no vision encoder)",
+                                    ctx.model ? "the model " + ctx.model->name : std::string("the served model")));
+    const auto comma = url.find(',');
+    if (url.rfind("data:image/", 0) != 0 || comma == std::string::npos || comma < 7 ||
+        url.compare(comma - 7, 7, ";base64") != 0)
+      return bad(where,
+                 "the simulator takes images as data URLs (data:image/png;base64,...); it fetches nothing");
+    bytes = base64_decode(std::string_view(url).substr(comma + 1));
+    if (!bytes) return bad(where, "the image's data URL is not base64");
+    const auto size = image_size(*bytes);
+    if (!size) return bad(where, "the image is not a PNG or JPEG file");
+    if (size->first > kMaxSide || size->second > kMaxSide)
+      return bad(where, fmt::format("an image of {}x{} pixels is over the limit of {} a side", size->first,
+                                    size->second, kMaxSide));
+    m.width = size->first;
+    m.height = size->second;
+  }
+  std::uint64_t h = 0x6d65646961ULL;
+  for (std::size_t i = 0; i < bytes->size(); i += 8) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes->data() + i, std::min<std::size_t>(8, bytes->size() - i));
+    h = hash_combine64(h, v);
+  }
+  m.hash = h;
+  media.push_back(m);
+  return std::nullopt;
+}
+
 // messages: chat's "messages"; the Responses API's "input" (a string is one
 // user message; parts "input_text" / "output_text" too) after its
-// "instructions" (a system message).
+// "instructions" (a system message). Image and audio parts go to `media`.
 std::optional<ApiError> parse_messages(const json& body, std::string& text,
-                                       const std::string& key = "messages") {
+                                       const std::string& key = "messages", const ParseContext* ctx = nullptr,
+                                       std::vector<MediaItem>* media = nullptr) {
   const bool responses = key == "input";
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return bad(key, fmt::format("'{}' is required", key));
@@ -144,9 +215,17 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text,
           const bool text_part =
               type != part.end() && type->is_string() &&
               (*type == "text" || (responses && (*type == "input_text" || *type == "output_text")));
+          const bool media_part =
+              type != part.end() && type->is_string() && media && ctx &&
+              (*type == "image_url" || *type == "input_audio" || (responses && *type == "input_image"));
+          if (part.is_object() && media_part) {
+            if (auto e = parse_media_part(part, where + ".content", *ctx, *media)) return e;
+            continue;
+          }
           if (!part.is_object() || !text_part || !part.contains("text") || !part["text"].is_string())
             return bad(where + ".content",
-                       "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+                       "content parts must be text ({\"type\": \"text\", \"text\": ...}), image_url or "
+                       "input_audio");
           content += part["text"].get<std::string>();
         }
       } else {
@@ -198,6 +277,78 @@ std::optional<ApiError> parse_model(const json& body, const ParseContext& ctx, s
 
 }  // namespace
 
+std::optional<std::string> base64_decode(std::string_view text) {
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return std::nullopt;
+  std::string padded(text);
+  while (padded.size() % 4 != 0) padded += '=';
+  std::string out(padded.size() / 4 * 3 + 3, '\0');
+  const int n =
+      EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(padded.data()), static_cast<int>(padded.size()));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding as zero bytes.
+  const std::size_t pad = padded.size() - text.size();
+  out.resize(static_cast<std::size_t>(n) - std::min<std::size_t>(pad, static_cast<std::size_t>(n)));
+  return out;
+}
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> image_size(std::string_view b) {
+  auto be = [&](std::size_t at, int bytes) {
+    std::uint32_t v = 0;
+    for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+    return v;
+  };
+  if (b.size() >= 24 && b.substr(0, 8) == std::string_view("\x89PNG\r\n\x1a\n", 8) &&
+      b.substr(12, 4) == "IHDR") {
+    const std::uint32_t w = be(16, 4), h = be(20, 4);
+    if (w == 0 || h == 0) return std::nullopt;
+    return std::make_pair(w, h);
+  }
+  // JPEG: markers after SOI; a start of frame (C0-CF but C4, C8, CC) holds the size.
+  if (b.size() >= 4 && static_cast<unsigned char>(b[0]) == 0xFF && static_cast<unsigned char>(b[1]) == 0xD8) {
+    std::size_t at = 2;
+    while (at + 4 <= b.size()) {
+      if (static_cast<unsigned char>(b[at]) != 0xFF) return std::nullopt;
+      const unsigned marker = static_cast<unsigned char>(b[at + 1]);
+      if (marker == 0xFF) {
+        ++at;
+        continue;
+      }
+      const std::uint32_t len = be(at + 2, 2);
+      if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+        if (at + 9 > b.size()) return std::nullopt;
+        const std::uint32_t h = be(at + 5, 2), w = be(at + 7, 2);
+        if (w == 0 || h == 0) return std::nullopt;
+        return std::make_pair(w, h);
+      }
+      if (len < 2) return std::nullopt;
+      at += 2 + len;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<double> wav_seconds(std::string_view b) {
+  auto le = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+    return v;
+  };
+  if (b.size() < 12 || b.substr(0, 4) != "RIFF" || b.substr(8, 4) != "WAVE") return std::nullopt;
+  std::uint32_t byte_rate = 0;
+  std::size_t at = 12;
+  while (at + 8 <= b.size()) {
+    const std::string_view id = b.substr(at, 4);
+    const std::uint32_t size = le(at + 4);
+    if (id == "fmt " && at + 20 <= b.size()) byte_rate = le(at + 16);
+    if (id == "data")
+      return byte_rate > 0 ? std::optional<double>(static_cast<double>(size) / byte_rate) : std::nullopt;
+    at += 8 + std::size_t{size} + (size & 1);
+  }
+  return std::nullopt;
+}
+
 std::string apply_chat_template(const std::vector<std::pair<std::string, std::string>>& messages) {
   std::string out;
   for (const auto& [role, content] : messages) {
@@ -226,14 +377,15 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
     if (auto e = parse_prompt(body, r.prompts)) return *e;
     if (body.contains("messages"))
       return bad("messages", "'messages' belongs to /v1/chat/completions; use 'prompt'");
-  } else if (api == Api::kResponses) {
-    std::string templated;
-    if (auto e = parse_messages(body, templated, "input")) return *e;
-    r.prompts.push_back(tokenizers::tokenize(templated));
   } else {
     std::string templated;
-    if (auto e = parse_messages(body, templated)) return *e;
+    if (auto e =
+            parse_messages(body, templated, api == Api::kResponses ? "input" : "messages", &ctx, &r.media))
+      return *e;
     r.prompts.push_back(tokenizers::tokenize(templated));
+    for (const auto& m : r.media)
+      r.media_tokens +=
+          m.audio ? ctx.model->audio_tokens(m.seconds) : ctx.model->image_tokens(m.width, m.height);
   }
   // sampling and length
   bool present = false;
@@ -330,9 +482,9 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
     for (const auto& s : r.stop)
       if (s.empty()) return bad("stop", "'stop' strings must not be empty");
   }
-  // Length against the context.
+  // Length against the context (images and audio count their tokens).
   std::size_t longest = 0;
-  for (const auto& p : r.prompts) longest = std::max(longest, p.size());
+  for (const auto& p : r.prompts) longest = std::max(longest, p.size() + r.media_tokens);
   if (longest >= ctx.max_model_len)
     return bad(
         api == Api::kChat        ? "messages"

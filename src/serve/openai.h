@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/catalog.h"
 #include "tokenizers/builtin.h"
 
 namespace tokenscope::serve {
@@ -33,8 +34,21 @@ inline bool is_pooling(Api a) {
 // The simulated embedding model's vector size (`dimensions` may ask fewer).
 inline constexpr std::uint32_t kEmbeddingDim = 1024;
 
+// An image or an audio clip of a chat message (content parts "image_url",
+// "input_audio"), as the model will see it.
+struct MediaItem {
+  bool audio = false;
+  std::uint32_t width = 0, height = 0;  // an image's pixels
+  double seconds = 0;                   // an audio clip's length
+  std::uint64_t hash = 0;               // of its bytes: equal inputs, equal placeholder tokens
+};
+
 struct GenerationRequest {
   Api api = Api::kCompletions;
+  // Images and audio of the messages (chat, responses), their placeholder
+  // tokens not yet in `prompts` (the engine appends them: engine/engine.h).
+  std::vector<MediaItem> media;
+  std::uint32_t media_tokens = 0;
   std::string model;
   std::vector<std::vector<tokenizers::TokenId>> prompts;  // one per choice
   std::uint32_t max_tokens = 16;                          // resolved: given, or the default for the API
@@ -65,7 +79,16 @@ struct ParseContext {
   std::vector<std::string> model_names;  // the first is the default
   std::uint32_t max_model_len = 8192;
   std::uint32_t default_completion_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)
+  // The served model (its encoders: which media it takes and their tokens); null: text only.
+  const engine::ModelSpec* model = nullptr;
 };
+
+// An image's size from its bytes (PNG or JPEG); nullopt when it is neither.
+std::optional<std::pair<std::uint32_t, std::uint32_t>> image_size(std::string_view bytes);
+// A WAV file's length in seconds from its header; nullopt when it is not one.
+std::optional<double> wav_seconds(std::string_view bytes);
+// Base64 (standard alphabet, padding optional) to bytes; nullopt when malformed.
+std::optional<std::string> base64_decode(std::string_view text);
 
 // Parses and validates a /v1/completions or /v1/chat/completions body. Every
 // error names the field (param) and what was expected.

@@ -94,13 +94,13 @@ TEST(OpenAiParse, ErrorsNameTheField) {
       {Api::kChat, R"({"messages": []})", 400, "messages", "non-empty list"},
       {Api::kChat, R"({"messages": [{"content": "x"}]})", 400, "messages[0].role", "non-empty string"},
       {Api::kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", 400,
-       "messages[0].content", "only text"},
+       "messages[0].content", "an image part needs"},
       // A part whose type is not a string threw out of the parser and ended
       // the server (found by scripts/fuzz-depth.sh).
       {Api::kChat, R"({"messages": [{"role": "user", "content": [{"type": 2, "text": "hi"}]}]})", 400,
-       "messages[0].content", "only text"},
+       "messages[0].content", "content parts must be text"},
       {Api::kChat, R"({"messages": [{"role": "user", "content": [{"text": "hi"}]}]})", 400,
-       "messages[0].content", "only text"},
+       "messages[0].content", "content parts must be text"},
   };
   for (const auto& c : cases) {
     const ApiError e = err(c.api, c.body);

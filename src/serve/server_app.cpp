@@ -71,6 +71,7 @@ struct ServerApp::Impl {
     RouterSettings rs;
     rs.parse.model_names = settings.model_names;
     rs.parse.max_model_len = eff.max_model_len;
+    rs.parse.model = &eff.model;
     rs.parse.default_completion_max_tokens = settings.default_completion_max_tokens;
     rs.api_key = settings.api_key;
     rs.created_unix = static_cast<std::int64_t>(std::time(nullptr));

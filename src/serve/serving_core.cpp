@@ -99,6 +99,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     // the bytes of text they made.
     std::uint32_t reasoning_tokens = 0;
     std::size_t reasoning_bytes = 0;
+    // Images and audio: their encoders' FLOPs (their tokens are in `prompt`).
+    double image_flops = 0, audio_flops = 0;
   };
 
   ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder,
@@ -600,6 +602,19 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
   for (std::uint32_t i = 0; i < req.prompts.size(); ++i) {
     ResponseTask::Choice c;
     c.prompt = std::move(req.prompts[i]);
+    if (!req.media.empty()) {  // placeholder tokens after the text, as the model sees them
+      engine::EngineRequest media;
+      media.prompt = std::move(c.prompt);
+      for (const auto& m : req.media) {
+        if (m.audio)
+          engine::append_audio(engine_->effective().model, m.seconds, m.hash, media);
+        else
+          engine::append_image(engine_->effective().model, m.width, m.height, m.hash, media);
+      }
+      c.prompt = std::move(media.prompt);
+      c.image_flops = media.image_encoder_flops;
+      c.audio_flops = media.audio_encoder_flops;
+    }
     c.target = req.max_tokens;
     if (!req.ignore_eos && settings_.natural_length) {
       const std::uint32_t natural = std::max(req.min_tokens, settings_.natural_length->sample(rng));
@@ -650,6 +665,8 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
     er.prompt = c.prompt;
     er.max_output_tokens = c.target;
     er.pooling = is_pooling(req.api);
+    er.image_encoder_flops = c.image_flops;
+    er.audio_encoder_flops = c.audio_flops;
     if (trace_) trace_->record_request(c.engine_id, task->id(), now, req.client_request_id);
     er.priority = req.priority;
     er.arrival = arrival;

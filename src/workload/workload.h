@@ -32,6 +32,12 @@ struct Request {
   std::uint32_t source_begin = 0;
   std::uint32_t source_count = 0;
   std::uint32_t trace_line = 0;  // 1-based line of its trace row; 0: not from a trace line
+  // Multimodal inputs after the text (workload files' classes `images`,
+  // `audio`): this many images of image_width x image_height pixels, and an
+  // audio clip of audio_ms milliseconds (0: none).
+  std::uint8_t images = 0;
+  std::uint16_t image_width = 0, image_height = 0;
+  std::uint32_t audio_ms = 0;
 };
 
 struct ReadReport {
