@@ -740,6 +740,16 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     }
   }
   if (media_model) prompts.set_media_model(&*media_model);
+  if (side.eff) {  // the in-process model must take what the workload sends
+    bool images = false, audio = false;
+    for (const auto& r : w.requests)
+      if ((r.images > 0 && !images) || (r.audio_ms > 0 && !audio)) {
+        engine::EngineRequest probe;
+        engine::append_media(side.eff->model, r, 0, probe);
+        images |= r.images > 0;
+        audio |= r.audio_ms > 0;
+      }
+  }
   // The server's own count of a sample of prompts, before the load starts.
   nlohmann::json prompt_check =
       rs.api == Api::kRerank

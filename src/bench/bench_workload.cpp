@@ -194,9 +194,11 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
           s.turn_input = rd.length(t["input_len"], f + ".turns.input_len", workload::LengthRole::kInput);
       }
       // A distribution of pixels or milliseconds whose largest draw is within a limit.
-      auto bounded = [&](const YAML::Node& n, const std::string& field, std::uint32_t limit,
-                         const char* unit) {
-        if (!n) rd.fail(c, field, fmt::format("missing (a distribution of {}, e.g. uniform:256:1024)", unit));
+      auto bounded = [&](const YAML::Node& parent, const char* key, const std::string& field,
+                         std::uint32_t limit, const char* unit) {
+        const YAML::Node n = parent[key];
+        if (!n)
+          rd.fail(parent, field, fmt::format("missing (a distribution of {}, e.g. uniform:256:1024)", unit));
         auto d = rd.length(n, field, workload::LengthRole::kInput);
         const auto top = upper_bound(d);
         if (!top)
@@ -212,12 +214,12 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
             im["count"]
                 ? static_cast<std::uint32_t>(rd.integer(im["count"], f + ".images.count", 0, kMaxImages))
                 : 1;
-        s.image_width = bounded(im["width"], f + ".images.width", kMaxImageSide, "pixels");
-        s.image_height = bounded(im["height"], f + ".images.height", kMaxImageSide, "pixels");
+        s.image_width = bounded(im, "width", f + ".images.width", kMaxImageSide, "pixels");
+        s.image_height = bounded(im, "height", f + ".images.height", kMaxImageSide, "pixels");
       }
       if (const YAML::Node au = c["audio"]) {
         rd.only_keys(au, f + ".audio", {"duration_ms"});
-        s.audio_ms = bounded(au["duration_ms"], f + ".audio.duration_ms", kMaxAudioMs, "ms");
+        s.audio_ms = bounded(au, "duration_ms", f + ".audio.duration_ms", kMaxAudioMs, "ms");
         s.audio = true;
       }
       if (const YAML::Node t = c["tenants"]) {

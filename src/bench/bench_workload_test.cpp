@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <cmath>
 #include <fstream>
 
@@ -147,9 +149,75 @@ TEST(WorkloadFile, QuotedInputIsEscaped) {
   }
 }
 
+// Images and audio per class: drawn within their distributions, on the
+// first turn only; the example mix has the design's 55/30/15 split.
+TEST(WorkloadFile, ImagesAndAudioPerClass) {
+  const auto b = parse_workload_yaml(
+      "num_requests: 400\nseed: 3\nclasses:\n"
+      "  - {name: v, share: 1, input_len: fixed:10, output_len: fixed:5,\n"
+      "     images: {count: 2, width: uniform:100:900, height: fixed:300}}\n"
+      "  - {name: a, share: 1, input_len: fixed:10, output_len: fixed:5, audio: {duration_ms: "
+      "uniform:1000:5000}}\n"
+      "  - {name: t, share: 1, input_len: fixed:10, output_len: fixed:5}\n",
+      "w.yaml", 1);
+  int v = 0, a = 0;
+  for (const auto& r : b.workload.requests) {
+    const std::string& cls = b.workload.classes[r.task_class];
+    if (cls == "v") {
+      ++v;
+      EXPECT_EQ(r.images, 2);
+      EXPECT_GE(r.image_width, 100);
+      EXPECT_LE(r.image_width, 900);
+      EXPECT_EQ(r.image_height, 300);
+      EXPECT_EQ(r.audio_ms, 0u);
+    } else if (cls == "a") {
+      ++a;
+      EXPECT_EQ(r.images, 0);
+      EXPECT_GE(r.audio_ms, 1000u);
+      EXPECT_LE(r.audio_ms, 5000u);
+    } else {
+      EXPECT_EQ(r.images + r.audio_ms, 0u);
+    }
+  }
+  EXPECT_GT(v, 100);
+  EXPECT_GT(a, 100);
+  EXPECT_EQ(b.effective["classes"][0]["images"]["width"], "uniform:100:900");
+
+  const auto mix =
+      load_workload_file(std::string(TOKENSCOPE_SOURCE_DIR) + "/examples/workloads/multimodal-mix.yaml", 0);
+  std::map<std::string, int> n;
+  for (const auto& r : mix.workload.requests) ++n[mix.workload.classes[r.task_class]];
+  const double total = static_cast<double>(mix.workload.requests.size());
+  EXPECT_NEAR(n["vision"] / total, 0.55, 0.07);
+  EXPECT_NEAR(n["text"] / total, 0.30, 0.07);
+  EXPECT_NEAR(n["audio"] / total, 0.15, 0.05);
+
+  // Bad input: named, before anything runs.
+  const std::string head =
+      "duration_s: 10\nclasses:\n  - name: x\n    input_len: fixed:1\n    output_len: fixed:1\n";
+  struct Case {
+    std::string yaml, needle;
+  } cases[] = {
+      {head + "    images: {width: fixed:9000, height: fixed:10}\n",
+       "draws up to 9000 pixels, over the limit of 8192"},
+      {head + "    images: {width: lognormal:500:0.5, height: fixed:10}\n",
+       "'classes[0].images.width': unbounded: give a largest value"},
+      {head + "    images: {count: 17, width: fixed:10, height: fixed:10}\n", "classes[0].images.count"},
+      {head + "    images: {width: fixed:10}\n", "'classes[0].images.height': missing"},
+      {head + "    audio: {duration_ms: fixed:700000}\n", "over the limit of 600000"},
+      {head + "    video: {seconds: 3}\n", "classes[0].video"},
+  };
+  for (const auto& c : cases) {
+    const std::string msg = error_of(c.yaml);
+    EXPECT_NE(msg.find(c.needle), std::string::npos) << c.yaml << " -> " << msg;
+    EXPECT_NE(msg.find("w.yaml:"), std::string::npos) << msg;
+  }
+}
+
 TEST(WorkloadFile, ExampleFilesInDocsLoad) {
   for (const char* f :
-       {"/examples/workloads/chat-and-batch.yaml", "/examples/workloads/agentic-sessions.yaml"}) {
+       {"/examples/workloads/chat-and-batch.yaml", "/examples/workloads/agentic-sessions.yaml",
+        "/examples/workloads/multimodal-mix.yaml"}) {
     const auto b = load_workload_file(std::string(TOKENSCOPE_SOURCE_DIR) + f, 0);
     EXPECT_GT(b.workload.requests.size(), 0u) << f;
   }

@@ -66,6 +66,10 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
                 "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
   sim->add_flag("--no-steps", o.no_steps, "Do not write steps.jsonl")->group(O);
+  sim->add_option("--workload", o.run.workload_file,
+                  "YAML workload file (bench's format: classes, lengths, images and audio, tenants, SLOs; "
+                  "no sessions), instead of the workload options")
+      ->group(O);
   sim->add_option("--sample-interval", o.run.sample_interval_s,
                   "Virtual seconds between two samples of the server's series in samples.jsonl")
       ->capture_default_str()

@@ -1,5 +1,7 @@
 #include "session/sim_run.h"
 
+#include "bench/bench_workload.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -63,6 +65,7 @@ nlohmann::json observe_json(const SimRunSettings& o, const observe::SimSampler& 
 nlohmann::json requested_settings(const SimRunSettings& o) {
   return {
       {"workload", workload::to_json(o.workload)},
+      {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
       {"engine", engine::to_json(o.engine)},
       {"output",
        {{"out", o.out},
@@ -82,7 +85,22 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   if (o.workload.rate_rps <= 0 || !std::isfinite(o.workload.rate_rps))
     throw UsageError(fmt::format("--rate: expected requests per second > 0, got {}", o.workload.rate_rps));
   const auto catalog = engine::load_catalog(o.engine);
-  workload::BuiltWorkload bw = workload::build_workload(o.workload);
+  workload::BuiltWorkload bw;
+  std::map<std::string, Slo> slos;
+  if (o.workload_file.empty()) {
+    bw = workload::build_workload(o.workload);
+  } else {
+    bench::BenchWorkload file = bench::load_workload_file(o.workload_file, o.workload.seed);
+    if (!file.turns.empty())
+      for (const auto& t : file.turns)
+        if (t.session >= 0)
+          throw UsageError(fmt::format("--workload {}: sessions (turns) need bench's closed loop; sim replays "
+                                       "requests at their arrival",
+                                       o.workload_file));
+    bw.w = std::move(file.workload);
+    bw.effective = std::move(file.effective);
+    slos = std::move(file.slos);
+  }
   settings.num_tenants = static_cast<std::uint32_t>(bw.w.tenants.size());
   result.engine = engine::resolve_engine(settings, catalog);
   const engine::EffectiveEngine& eff = result.engine;
@@ -101,6 +119,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
                               .requests_line_durable = false,
                               .cache = !o.out.empty() && o.cache ? rundir::run_cache_writer() : nullptr});
   const bool out = session.has_dir();
+  session.summary().set_slos(slos);
   if (out && o.samples) session.open_samples();
   engine::RecordingObserver observer(bw.w, session, out && o.steps);
   observer.write_perturbations(!settings.perturbations.empty());

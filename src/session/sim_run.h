@@ -24,6 +24,10 @@ namespace tokenscope::session {
 
 struct SimRunSettings {
   workload::WorkloadSpec workload;
+  // A YAML workload file (bench's format, docs/bench.md) instead: its
+  // classes, lengths, images and audio, tenants and SLOs; sessions (turns)
+  // need bench's closed loop and are refused.
+  std::string workload_file;
   engine::EngineOptions engine;
   // Output: a run directory (empty: the summary only).
   std::string out;

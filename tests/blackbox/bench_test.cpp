@@ -1184,6 +1184,72 @@ TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
   EXPECT_NE(cancel.err.find("answers whole"), std::string::npos) << cancel.err;
 }
 
+// Images and audio: bench sends them in chat content parts (PNG data URLs,
+// WAV input_audio); the server counts their tokens by its model's encoders,
+// and the plan counts them the same way (the in-process model, or the
+// catalog's entry of a remote target's model), so planned = reported; sim
+// replays the same file to the same prompt tokens. A model without the
+// encoder is refused before the run.
+TEST_F(Bench, ImagesAndAudioReachTheServerAsPlanned) {
+  const auto yaml = dir_ / "mm.yaml";
+  std::ofstream(yaml) << "num_requests: 24\nseed: 5\narrival: {process: poisson, rate_rps: 40}\nclasses:\n"
+                         "  - {name: vision, share: 2, input_len: uniform:20:60, output_len: fixed:4,\n"
+                         "     images: {count: 2, width: uniform:300:1400, height: uniform:200:900}}\n"
+                         "  - {name: audio, share: 1, input_len: fixed:30, output_len: fixed:4,\n"
+                         "     audio: {duration_ms: uniform:500:4000}}\n"
+                         "  - {name: text, share: 1, input_len: fixed:40, output_len: fixed:4}\n";
+  const auto in_process = dir_ / "in-process";
+  auto r = bench({"--workload", yaml.string(), "--api", "chat", "--model", "qwen2.5-omni-7b", "--out",
+                  in_process.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto s = json::parse(slurp(in_process / "run.json"))["summary"];
+  EXPECT_EQ(s["requests_completed"], 24);
+  EXPECT_EQ(s["prompt_token_mismatches"], 0);
+  EXPECT_EQ(s["prompt_tokens_planned_total"], s["prompt_tokens_planned_reported"]);
+  EXPECT_EQ(s["prompt_tokens_planned_total"], s["prompt_tokens_total"]);
+  const auto bench_prompt_tokens = s["prompt_tokens_total"].get<std::int64_t>();
+  int vision = 0;
+  for (const auto& rec : lines(in_process / "requests.jsonl"))
+    if (rec["class"] == "vision") {
+      ++vision;
+      EXPECT_GT(rec["prompt_tokens"].get<int>(), 2 * 256) << rec.dump();  // two images, a tile or more each
+    }
+  EXPECT_GT(vision, 0);
+
+  // The same file in sim: the same prompt tokens (text and media alike).
+  const auto sim = dir_ / "sim";
+  const auto rs = run_process({kBin, "sim", "--workload", yaml.string(), "--model", "qwen2.5-omni-7b",
+                               "--out", sim.string(), "--quiet"},
+                              60);
+  ASSERT_EQ(rs.exit_code, 0) << rs.err;
+  EXPECT_EQ(json::parse(slurp(sim / "run.json"))["summary"]["prompt_tokens_total"], bench_prompt_tokens);
+
+  // serve as a separate process with a vision-only model: the plan from the catalog's entry of its name.
+  Server server(dir_, {"--model", "qwen2.5-vl-7b", "--fixed-step-ms", "2"});
+  const auto vyaml = dir_ / "vision.yaml";
+  std::ofstream(vyaml) << "num_requests: 8\nseed: 2\narrival: {process: poisson, rate_rps: 40}\nclasses:\n"
+                          "  - {name: vision, input_len: fixed:20, output_len: fixed:3,\n"
+                          "     images: {count: 1, width: uniform:64:2000, height: fixed:500}}\n";
+  const auto remote = dir_ / "remote";
+  r = bench({"--target", server.url(""), "--workload", vyaml.string(), "--api", "responses", "--out",
+             remote.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  s = json::parse(slurp(remote / "run.json"))["summary"];
+  EXPECT_EQ(s["requests_completed"], 8);
+  EXPECT_EQ(s["prompt_token_mismatches"], 0);
+  EXPECT_GT(s["prompt_tokens_planned_total"].get<int>(), 8 * 20);
+
+  // Refused before the run: a model without the encoder, and the completions API.
+  const auto no_vision =
+      bench({"--workload", yaml.string(), "--api", "chat", "--out", (dir_ / "nv").string()});
+  EXPECT_EQ(no_vision.exit_code, 2);
+  EXPECT_NE(no_vision.err.find("model llama-3-8b takes no"), std::string::npos) << no_vision.err;
+  const auto completions =
+      bench({"--workload", yaml.string(), "--model", "qwen2.5-omni-7b", "--out", (dir_ / "c").string()});
+  EXPECT_EQ(completions.exit_code, 2);
+  EXPECT_NE(completions.err.find("they go in chat messages"), std::string::npos) << completions.err;
+}
+
 // The in-process server as a reasoning model (--reasoning-share): every
 // reasoning chunk is output (the client counts each token, reasoning
 // included, as the server's usage does), and run.json records the setting.
