@@ -22,6 +22,37 @@ TEST(Catalog, BuiltinShapesGiveThePublishedParameterCounts) {
   EXPECT_EQ(c.model("meta-llama/Meta-Llama-3-8B-Instruct").name, "llama-3-8b");
 }
 
+// Encoders: tiles of 448 px (a smaller side counts one), capped at 12;
+// 1,024 patches a tile through 0.67 B parameters; audio 50 frames and 25
+// tokens a second.
+TEST(Catalog, EncodersCountTilesTokensAndFlops) {
+  const auto c = Catalog::builtin();
+  const auto& vl = c.model("qwen2.5-vl-7b");
+  EXPECT_TRUE(vl.has_vision());
+  EXPECT_FALSE(vl.has_audio());
+  EXPECT_EQ(vl.image_tiles(448, 448), 1u);
+  EXPECT_EQ(vl.image_tiles(100, 30), 1u);
+  EXPECT_EQ(vl.image_tiles(449, 448), 2u);
+  EXPECT_EQ(vl.image_tiles(1344, 900), 9u);  // 3 x 3
+  EXPECT_EQ(vl.image_tiles(8192, 8192), 12u);
+  EXPECT_EQ(vl.image_tokens(1344, 900), 9u * 256);
+  EXPECT_DOUBLE_EQ(vl.image_encoder_flops(448, 448), 2.0 * 0.67e9 * 1024);
+  const auto& audio = c.model("qwen2-audio-7b");
+  EXPECT_EQ(audio.audio_tokens(2.5), 63u);  // ceil(62.5)
+  EXPECT_DOUBLE_EQ(audio.audio_encoder_flops(2.0), 2.0 * 0.64e9 * 100);
+  EXPECT_FALSE(c.model("llama-3-8b").has_vision());
+  Catalog custom = Catalog::builtin();
+  custom.load_yaml_text(
+      "models:\n  - {name: tiny-vl, layers: 2, hidden: 64, heads: 4, intermediate: 128, vocab: 100, "
+      "max_context: 1024, vision_params: 1e8, vision_tile_px: 336, vision_tokens_per_tile: 576}\n",
+      "cat.yaml");
+  EXPECT_EQ(custom.model("tiny-vl").image_tokens(672, 336), 2u * 576);
+  EXPECT_THROW(custom.load_yaml_text("models:\n  - {name: x, layers: 2, hidden: 64, heads: 4, intermediate: 128, "
+                                     "vocab: 100, max_context: 1024, vision_params: 1e8, vision_patch_px: 999}\n",
+                                     "cat.yaml"),
+               InputError);
+}
+
 TEST(Catalog, UnknownNamesListTheKnownOnes) {
   const auto c = Catalog::builtin();
   try {
