@@ -29,6 +29,13 @@ the drift of a noisy machine hits every section alike:
           beside the Python peer.
   closed  closed-loop non-streaming requests/s, 64 connections, tokenscope
           beside wrk, against the zero-cost server and the canned nginx.
+  media   client CPU per request for multimodal chat bodies beside text
+          bodies: open loop (Poisson, 500 req/s), --media-requests non-streaming
+          chat requests to the canned nginx (/v1/json) from workload files of
+          one class each: text (64 prompt tokens), image (the same and one
+          1,024 x 1,024 PNG, about 200 kB of base64) and audio (the same and
+          10 s of 16 kHz WAV, 427 kB of base64); CPU from run.json's
+          client.process_cpu_s over the requests completed.
 
 Every round starts by measuring the client core itself: a 3 s busy loop at
 the clients' priority counts the gaps over 0.5 ms in which it did not run
@@ -40,7 +47,7 @@ in the middle of a schedule.
 Prints every measurement as it happens, then per section the median, the
 spread (min-max) and the runs. --out DIR keeps results.json there.
 
-usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,stream,closed]
+usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,stream,closed,media]
 """
 import argparse
 import json
@@ -55,7 +62,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "build/release/src/cli/tokenscope")
+BIN = os.environ.get("TOKENSCOPE_BIN", os.path.join(ROOT, "build/release/src/cli/tokenscope"))  # env: another build
 CANNED = os.path.join(ROOT, "../shared/bench/canned-sse")
 PY = "/usr/bin/python3"  # Debian's, with python3-aiohttp
 NGINX = None  # http://127.0.0.1:PORT of the canned nginx: its 8090 moved to a free port (two runs can coexist)
@@ -254,7 +261,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3, help="schedule length of each open-loop run, wrk's -d")
-    ap.add_argument("--only", default="events,rate,stream,closed")
+    ap.add_argument("--only", default="events,rate,stream,closed,media")
+    ap.add_argument("--media-requests", type=int, default=2000, help="section media: requests per body kind")
     ap.add_argument("--streams", type=int, default=20000, help="section events: tokenscope's streams per round")
     ap.add_argument("--py-streams", type=int, default=2000, help="section events: the Python peer's streams")
     ap.add_argument("--rates", default=",".join(str(r) for r in [1000, 2000] + list(range(5000, 80001, 5000))),
@@ -435,6 +443,29 @@ def main():
                         f"{t['failed']} failed), ratio {t['rps'] / w['rps']:.2f}")
                 results["closed"].append(row)
 
+            if "media" in sections:
+                log(f"## media, round {rnd} (load {loadavg():.2f})")
+                row = {"load": loadavg()}
+                media = {"text": "", "image": "    images: {count: 1, width: fixed:1024, height: fixed:1024}\n",
+                         "audio": "    audio: {duration_ms: fixed:10000}\n"}
+                for kind, extra in media.items():
+                    yaml = os.path.join(work, f"media-{kind}.yaml")
+                    with open(yaml, "w") as f:
+                        f.write(f"num_requests: {a.media_requests}\nseed: {rnd}\narrival: {{process: poisson, "
+                                f"rate_rps: 500}}\nclasses:\n  - name: {kind}\n    input_len: fixed:64\n"
+                                f"    output_len: fixed:1\n" + extra)
+                    t = b.tokenscope(["--target", NGINX, "--endpoint", "/v1/json", "--no-stream", "--api", "chat",
+                                      "--model", "m", "--workload", yaml, "--prompt-check", "0",
+                                      "--exact-prompts", "off"])
+                    row[kind] = {"cpu_us_per_request": 1e6 * t["cpu_s"] / max(1, t["ok"]), "ok": t["ok"],
+                                 "outcomes": t["outcomes"],
+                                 "failed": t["failed"]}
+                    log(f"{kind}: {t['ok']:,} ok, {t['failed']} failed {t['outcomes']}, "
+                        f"{row[kind]['cpu_us_per_request']:.1f} client CPU us per request")
+                for kind in ("image", "audio"):
+                    row[f"{kind}_over_text"] = row[kind]["cpu_us_per_request"] / row["text"]["cpu_us_per_request"]
+                results["media"].append(row)
+
         log(f"\n# Summary over {a.rounds} rounds (median, spread, runs); load average now {loadavg():.2f}")
         st = results["stalls"]
         log("the client core itself (3 s busy loop per round): gaps over 0.5 ms "
@@ -450,6 +481,13 @@ def main():
             log(f"  wrk streams/s:                  {spread([r['wrk_streams_per_s'] for r in e])}")
             log(f"  ratio tokenscope/python (events per CPU-s): {spread([r['ts_over_py'] for r in e])}")
             log(f"  ratio tokenscope/wrk (streams per CPU-s):   {spread([r['ts_over_wrk'] for r in e])}")
+        if results.get("media"):
+            e = results["media"]
+            log("client CPU per request, open loop at 500 req/s, non-streaming chat to the canned nginx:")
+            for kind in ("text", "image", "audio"):
+                log(f"  {kind:5} CPU us/request: {spread([r[kind]['cpu_us_per_request'] for r in e])}")
+            log(f"  image / text: {spread([r['image_over_text'] for r in e])}")
+            log(f"  audio / text: {spread([r['audio_over_text'] for r in e])}")
         if results.get("rate"):
             e = results["rate"]
             log(f"highest open-loop non-streaming rate held (p99 send lag < {LAG_LIMIT_MS:g} ms, all sent and ok):")

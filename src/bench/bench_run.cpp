@@ -15,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "analyze/coupling.h"
 #include "analyze/locality.h"
 #include "bench/bench_workload.h"
 #include "bench/live_metrics.h"
@@ -29,6 +30,7 @@
 #include "core/json_depth.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
+#include "core/text_reader.h"
 #include "exporters/otlp.h"
 #include "exporters/perfetto.h"
 #include "net/http_fetch.h"
@@ -92,6 +94,13 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     p.bw = load_workload_file(o.workload_file, wo.seed, rate);
   }
   auto& w = p.bw.workload;
+  if (!o.only_class.empty()) {  // --coupling: one class alone, at its own arrival times
+    std::vector<workload::Request> kept;
+    for (const auto& r : w.requests)
+      if (r.task_class < w.classes.size() && w.classes[r.task_class] == o.only_class) kept.push_back(r);
+    w.requests = std::move(kept);
+    p.bw.turns.clear();
+  }
   if (w.requests.empty()) throw UsageError("the workload has no requests");
   for (const auto& r : w.requests)
     if (r.input_tokens > o.max_prompt_tokens) {
@@ -111,9 +120,10 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   bool media = false;
   for (const auto& r : w.requests) media |= r.images > 0 || r.audio_ms > 0;
   if (media && !is_chat_like(o.api))
-    throw UsageError(fmt::format("the workload sends images or audio: they go in chat messages (--api chat or "
-                                 "responses), not --api {}",
-                                 api_name(o.api)));
+    throw UsageError(
+        fmt::format("the workload sends images or audio: they go in chat messages (--api chat or "
+                    "responses), not --api {}",
+                    api_name(o.api)));
   if (is_pooling(o.api)) {
     if (!p.plan.turns.empty())
       throw UsageError(fmt::format("--api {}: multi-turn sessions are for generation (completions, chat)",
@@ -1139,10 +1149,55 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     return result;
   }
 
+  std::vector<std::string> coupling_classes;
+  if (o.coupling) {
+    const Prepared probe = prepare(o, std::nullopt);
+    for (const auto& t : probe.bw.turns)
+      if (t.session >= 0)
+        throw UsageError(
+            "--coupling: a workload with sessions (turns) cannot run a class alone at its arrival times");
+    std::vector<bool> used(probe.bw.workload.classes.size(), false);
+    for (const auto& r : probe.bw.workload.requests)
+      if (r.task_class < used.size()) used[r.task_class] = true;
+    for (std::size_t i = 0; i < used.size(); ++i)
+      if (used[i]) coupling_classes.push_back(probe.bw.workload.classes[i]);
+    if (coupling_classes.size() < 2)
+      throw UsageError("--coupling needs a workload with two or more task classes (--workload FILE)");
+  }
   result.runs.push_back(
       run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log, live.get(), listeners));
   const RunReport& r = result.runs.back();
   verdicts_of(r);
+  if (o.coupling && !r.interrupted && !interrupted.load()) {
+    // Each class alone at its own arrival times, then kappa per class.
+    std::map<std::string, analyze::ClassLatencies> alone;
+    std::map<std::string, std::string> alone_runs;
+    for (const auto& cls : coupling_classes) {
+      if (interrupted.load()) break;
+      std::string safe = cls;
+      for (char& c : safe)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+      const std::string rel = "coupling/" + safe;
+      BenchSettings oc = o;
+      oc.coupling = false;
+      oc.only_class = cls;
+      if (!o.quiet) log << fmt::format("coupling: class {} alone", cls) << std::endl;
+      const RunReport a = run_one(oc, std::nullopt, fmt::format("{}/{}", out, rel), tokenizer.get(),
+                                  interrupted, hurry, log, live.get(), listeners);
+      if (a.interrupted) break;
+      auto lat = analyze::class_latencies(std::filesystem::path(out) / rel / "requests.jsonl");
+      if (auto it = lat.find(cls); it != lat.end()) alone[cls] = std::move(it->second);
+      alone_runs[cls] = rel;
+    }
+    const nlohmann::json coupling = analyze::coupling_json(
+        analyze::class_latencies(std::filesystem::path(out) / "requests.jsonl"), alone, alone_runs);
+    const auto run_path = std::filesystem::path(out) / "run.json";
+    nlohmann::json run_json =
+        nlohmann::json::parse(read_regular_file(run_path.string(), "run.json", 1u << 30));
+    run_json["coupling"] = coupling;
+    write_file_atomic(run_path, run_json.dump(2) + "\n");
+    result.coupling = coupling;
+  }
   if (r.interrupted) {
     result.exit_code = kExitInterrupted;
   } else if (!r.failure.empty()) {

@@ -63,6 +63,8 @@ struct BenchResult {
   nlohmann::json sweep;
   // Lines that explain a non-zero exit code.
   std::vector<std::string> verdicts;
+  // --coupling: run.json's "coupling" (analyze/coupling.h); null otherwise.
+  nlohmann::json coupling;
 };
 
 // A sweep point of sweep.json from one run's summary.

@@ -92,6 +92,10 @@ struct BenchSettings {
   std::size_t max_events = 65536;
   // Requests cancelled on purpose: SHARE:WHEN (bench/runner.h CancelPlan); "" none.
   std::string cancel;
+  // --coupling: after the mix, each task class alone at its own arrival
+  // times (coupling/CLASS/), and run.json "coupling" (analyze/coupling.h).
+  bool coupling = false;
+  std::string only_class;  // the workload's requests of this class only ("" : all)
   // A request planned with a longer prompt fails the run at the start (bad
   // input), before its text is built: its text alone would take gigabytes.
   std::uint64_t max_prompt_tokens = 2'097'152;

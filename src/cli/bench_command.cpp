@@ -254,6 +254,13 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
 
   const char* L = "Load";
   bench
+      ->add_flag(
+          "--coupling", s.coupling,
+          "After the mix, run each task class alone at its own arrival times (coupling/CLASS/) and report "
+          "kappa = its latency in the mix / alone (TTFT, TPOT, E2E at p50 and p99, with bootstrap "
+          "intervals; run.json \"coupling\", check item 3)")
+      ->group(L);
+  bench
       ->add_option("--workload", s.workload_file,
                    "YAML workload: tenants, task classes with shares, lengths, "
                    "sessions and SLOs (docs/bench.md)")
@@ -580,6 +587,7 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     std::cout << r.summary.dump(2) << "\n";
   } else if (!s.quiet || result.exit_code == kExitFailure) {
     print_run(s, r);
+    print_coupling(std::cout, result.coupling);
     report_line();
   }
   if (r.interrupted)

@@ -66,6 +66,10 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
                 "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
   sim->add_flag("--no-steps", o.no_steps, "Do not write steps.jsonl")->group(O);
+  sim->add_flag("--coupling", o.run.coupling,
+                "After the mix, run each task class alone at its own arrival times (OUT/coupling/CLASS/) and "
+                "report kappa = its latency in the mix / alone (run.json \"coupling\"; needs --out)")
+      ->group(O);
   sim->add_option("--workload", o.run.workload_file,
                   "YAML workload file (bench's format: classes, lengths, images and audio, tenants, SLOs; "
                   "no sessions), instead of the workload options")
@@ -130,6 +134,7 @@ int run_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
     for (const auto& n : eff.notes) h.lines.push_back("note: " + n);
     for (const auto& j : r.perturbations) h.lines.push_back(describe_perturbation(j));
     print_summary_table(std::cout, h, r.summary);
+    print_coupling(std::cout, r.coupling);
     const double virt = nanos_to_s(report.virtual_end_ns);
     std::cout << fmt::format(
         "simulated {:.1f} s in {:.2f} CPU s ({:.0f}x real time), {} steps, peak RSS {:.0f} MiB\n", virt,

@@ -42,6 +42,24 @@ std::string pct(const nlohmann::json& v) {
 }
 }  // namespace
 
+void print_coupling(std::ostream& os, const nlohmann::json& coupling) {
+  if (!coupling.is_object() || !coupling.contains("classes")) return;
+  os << fmt::format("coupling: kappa = latency in the mix / alone ({:g}% intervals)\n",
+                    100 * coupling.value("confidence", 0.95));
+  for (const auto& [cls, metrics] : coupling["classes"].items()) {
+    std::string line = fmt::format("  {:<12}", display_text(cls));
+    for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms"})
+      for (const char* q : {"p50", "p99"}) {
+        const nlohmann::json k = metrics.contains(m) ? metrics[m][q] : nlohmann::json();
+        const std::string name = fmt::format("{} {}", std::string(m).substr(0, 4), q);
+        line += k.is_object() ? fmt::format("  {} {:.2f} [{:.2f}, {:.2f}]", name, k["kappa"].get<double>(),
+                                            k["ci"][0].get<double>(), k["ci"][1].get<double>())
+                              : fmt::format("  {} -", name);
+      }
+    os << line << "\n";
+  }
+}
+
 void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohmann::json& s) {
   const std::string rule(92, '-');
   os << h.title << "\n";

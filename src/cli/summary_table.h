@@ -22,5 +22,8 @@ struct SummaryHeader {
 std::string format_ms_cell(double ms, std::size_t width);
 
 void print_summary_table(std::ostream& os, const SummaryHeader& header, const nlohmann::json& summary);
+// run.json's "coupling" (bench/sim --coupling): kappa per class at p50 and
+// p99 of TTFT, TPOT and E2E with their intervals. Nothing when null.
+void print_coupling(std::ostream& os, const nlohmann::json& coupling);
 
 }  // namespace tokenscope::cli

@@ -47,10 +47,11 @@ TEST(Catalog, EncodersCountTilesTokensAndFlops) {
       "max_context: 1024, vision_params: 1e8, vision_tile_px: 336, vision_tokens_per_tile: 576}\n",
       "cat.yaml");
   EXPECT_EQ(custom.model("tiny-vl").image_tokens(672, 336), 2u * 576);
-  EXPECT_THROW(custom.load_yaml_text("models:\n  - {name: x, layers: 2, hidden: 64, heads: 4, intermediate: 128, "
-                                     "vocab: 100, max_context: 1024, vision_params: 1e8, vision_patch_px: 999}\n",
-                                     "cat.yaml"),
-               InputError);
+  EXPECT_THROW(
+      custom.load_yaml_text("models:\n  - {name: x, layers: 2, hidden: 64, heads: 4, intermediate: 128, "
+                            "vocab: 100, max_context: 1024, vision_params: 1e8, vision_patch_px: 999}\n",
+                            "cat.yaml"),
+      InputError);
 }
 
 TEST(Catalog, UnknownNamesListTheKnownOnes) {

@@ -63,7 +63,7 @@ StepCost RooflineCostModel::step_cost(const StepShape& s) const {
     c.bytes = w + b_ap + b_ad;
   }
   if (s.encoder_flops > 0) {
-    c.encoder_s = std::max(s.encoder_flops / (peak * params_.mfu_linear), s.encoder_weight_bytes / bw);
+    c.encoder_s = encoder_seconds(s);
     c.flops += s.encoder_flops;
     c.bytes += s.encoder_weight_bytes;
   }
@@ -73,10 +73,18 @@ StepCost RooflineCostModel::step_cost(const StepShape& s) const {
   return c;
 }
 
+double RooflineCostModel::encoder_seconds(const StepShape& s) const {
+  if (!(s.encoder_flops > 0)) return 0.0;
+  const double peak = gpu_.peak_tflops * 1e12 * tp_;
+  const double bw = gpu_.mem_bw_tbps * 1e12 * tp_ * params_.bw_efficiency;
+  return std::max(s.encoder_flops / (peak * params_.mfu_linear), s.encoder_weight_bytes / bw);
+}
+
 StepCost FixedCostModel::step_cost(const StepShape& s) const {
   StepCost c;
   if (s.prefill_tokens + s.decode_tokens > 0) c.overhead_s = step_seconds_;
   c.extra_s = s.extra_seconds;
+  if (encoders_) c.encoder_s = encoders_->encoder_seconds(s);
   return c;
 }
 

@@ -90,6 +90,8 @@ class RooflineCostModel final : public CostModel {
   const RooflineParams& params() const { return params_; }
   // Bytes of weights read by a step with `tokens` new tokens (all GPUs).
   double weight_bytes_read(std::uint64_t tokens) const;
+  // The encoder term of a step alone.
+  double encoder_seconds(const StepShape& shape) const;
 
  private:
   ModelSpec model_;
@@ -102,13 +104,18 @@ class RooflineCostModel final : public CostModel {
 
 // A model where every step costs exactly `step_seconds` (0 allowed): for
 // measuring the serving path alone, and for tests.
+// A constant step time (--fixed-step-ms), whatever the batch; the encoders
+// of images and audio still cost their roofline time when `encoders` is
+// given (the model's), so that a multimodal class's load is known exactly.
 class FixedCostModel final : public CostModel {
  public:
-  explicit FixedCostModel(double step_seconds) : step_seconds_(step_seconds) {}
+  explicit FixedCostModel(double step_seconds, std::unique_ptr<RooflineCostModel> encoders = nullptr)
+      : step_seconds_(step_seconds), encoders_(std::move(encoders)) {}
   StepCost step_cost(const StepShape& shape) const override;
 
  private:
   double step_seconds_;
+  std::unique_ptr<RooflineCostModel> encoders_;
 };
 
 }  // namespace tokenscope::engine

@@ -62,7 +62,10 @@ Catalog load_catalog(const EngineOptions& o) {
 }
 
 std::unique_ptr<CostModel> make_cost_model(const EngineSettings& s, const EffectiveEngine& e) {
-  if (s.fixed_step_ms) return std::make_unique<FixedCostModel>(*s.fixed_step_ms * 1e-3);
+  if (s.fixed_step_ms)
+    return std::make_unique<FixedCostModel>(
+        *s.fixed_step_ms * 1e-3,
+        std::make_unique<RooflineCostModel>(e.model, e.gpu, e.tensor_parallel, s.cost));
   return std::make_unique<RooflineCostModel>(e.model, e.gpu, e.tensor_parallel, s.cost);
 }
 

@@ -55,6 +55,7 @@ void RecordingObserver::on_finish(const FinishedRequest& f) {
   r.id = f.id;
   const auto& req = workload_.requests[index_of_id_[f.id]];
   r.tenant = workload_.tenants[req.tenant];
+  if (req.task_class < workload_.classes.size()) r.task_class = workload_.classes[req.task_class];
   r.t_sched = req.arrival_ns;
   r.t_send = f.arrival;
   r.t_first_scheduled = f.first_scheduled;
@@ -79,6 +80,7 @@ void RecordingObserver::on_reject(std::uint64_t id, Nanos t, std::string_view re
   r.id = id;
   const auto& req = workload_.requests[index_of_id_[id]];
   r.tenant = workload_.tenants[req.tenant];
+  if (req.task_class < workload_.classes.size()) r.task_class = workload_.classes[req.task_class];
   r.t_sched = req.arrival_ns;
   r.t_send = t;
   r.t_close = t;

@@ -3,9 +3,12 @@
 #include "bench/bench_workload.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -94,12 +97,31 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     if (!file.turns.empty())
       for (const auto& t : file.turns)
         if (t.session >= 0)
-          throw UsageError(fmt::format("--workload {}: sessions (turns) need bench's closed loop; sim replays "
-                                       "requests at their arrival",
-                                       o.workload_file));
+          throw UsageError(
+              fmt::format("--workload {}: sessions (turns) need bench's closed loop; sim replays "
+                          "requests at their arrival",
+                          o.workload_file));
     bw.w = std::move(file.workload);
     bw.effective = std::move(file.effective);
     slos = std::move(file.slos);
+  }
+  if (!o.only_class.empty()) {  // --coupling: one class alone, at its own arrival times
+    std::vector<workload::Request> kept;
+    for (const auto& r : bw.w.requests)
+      if (r.task_class < bw.w.classes.size() && bw.w.classes[r.task_class] == o.only_class) kept.push_back(r);
+    bw.w.requests = std::move(kept);
+  }
+  std::vector<std::string> coupling_classes;
+  if (o.coupling) {
+    if (o.out.empty())
+      throw UsageError("--coupling needs --out (each class alone goes to OUT/coupling/CLASS)");
+    std::vector<bool> used(bw.w.classes.size(), false);
+    for (const auto& r : bw.w.requests)
+      if (r.task_class < used.size()) used[r.task_class] = true;
+    for (std::size_t i = 0; i < used.size(); ++i)
+      if (used[i]) coupling_classes.push_back(bw.w.classes[i]);
+    if (coupling_classes.size() < 2)
+      throw UsageError("--coupling needs a workload with two or more task classes (--workload FILE)");
   }
   settings.num_tenants = static_cast<std::uint32_t>(bw.w.tenants.size());
   result.engine = engine::resolve_engine(settings, catalog);
@@ -121,7 +143,9 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   const bool out = session.has_dir();
   session.summary().set_slos(slos);
   if (out && o.samples) session.open_samples();
-  engine::RecordingObserver observer(bw.w, session, out && o.steps);
+  analyze::LatencyTap tap(session);  // the latencies by class, for --coupling
+  const bool tapped = o.coupling || !o.only_class.empty();
+  engine::RecordingObserver observer(bw.w, tapped ? static_cast<RecordSink&>(tap) : session, out && o.steps);
   observer.write_perturbations(!settings.perturbations.empty());
   auto cost = engine::make_cost_model(settings, eff);
   // The server's canonical series on virtual time, as bench's scrapes give them (docs/observe.md).
@@ -160,6 +184,30 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   if (eng.perturber()) run["perturbation_seed"] = settings.perturbation_seed;
   run["virtual_end_s"] = nanos_to_s(report.virtual_end_ns);
   run["observe"] = observe_json(o, sampler, steal);
+  if (tapped) result.latencies = tap.latencies;
+  if (o.coupling && !report.interrupted) {
+    // Each class alone at its own arrival times (virtual time: deterministic), then kappa per class.
+    std::map<std::string, analyze::ClassLatencies> alone;
+    std::map<std::string, std::string> alone_runs;
+    for (const auto& cls : coupling_classes) {
+      if (interrupted.load()) break;
+      std::string safe = cls;
+      for (char& c : safe)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+      SimRunSettings oc = o;
+      oc.coupling = false;
+      oc.only_class = cls;
+      oc.out = (std::filesystem::path(o.out) / "coupling" / safe).string();
+      oc.overwrite = true;
+      oc.finish = Finishers{};
+      std::ostringstream quiet;
+      SimRunResult a = run_sim(oc, interrupted, quiet);
+      if (auto it = a.latencies.find(cls); it != a.latencies.end()) alone[cls] = std::move(it->second);
+      alone_runs[cls] = "coupling/" + safe;
+    }
+    result.coupling = analyze::coupling_json(result.latencies, alone, alone_runs);
+    run["coupling"] = result.coupling;
+  }
   // Virtual time has no wall clock: the history takes the start from here.
   session.add_finisher(rundir::FinisherKind::kReadsFinishedRun, [&](rundir::FinishedRun& r) {
     result.report_written = finish_run(o.finish, o.out, {o.out}, started_unix, r.log);

@@ -7,12 +7,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "analyze/coupling.h"
 #include "engine/engine.h"
 #include "engine/engine_options.h"
 #include "engine/simulator.h"
@@ -28,6 +30,11 @@ struct SimRunSettings {
   // classes, lengths, images and audio, tenants and SLOs; sessions (turns)
   // need bench's closed loop and are refused.
   std::string workload_file;
+  // --coupling: after the mix, each task class alone at its own arrival
+  // times (OUT/coupling/CLASS/, needs --out) and run.json "coupling"
+  // (analyze/coupling.h).
+  bool coupling = false;
+  std::string only_class;  // the workload's requests of this class only ("" : all)
   engine::EngineOptions engine;
   // Output: a run directory (empty: the summary only).
   std::string out;
@@ -50,6 +57,8 @@ struct SimRunResult {
   nlohmann::json perturbations = nlohmann::json::array();  // what was injected (run.json "perturbations")
   double cpu_s = 0.0;                                      // the process's CPU time over the run
   bool report_written = false;
+  nlohmann::json coupling;  // --coupling: run.json "coupling"; null otherwise
+  std::map<std::string, analyze::ClassLatencies> latencies;  // by class (with --coupling or only_class)
 };
 
 // Throws UsageError for bad settings or input, IoError when the run
