@@ -108,7 +108,7 @@ namespace {
 const std::vector<ItemInfo> kItems = {
     {1, "latency-model", "latency model", false},
     {2, "slo", "SLO attainment", true},
-    {3, "coupling", "mixed-load coupling", false},
+    {3, "coupling", "mixed-load coupling", true},  // one run: with --coupling's kappa
     {4, "tail", "tail shift", true},
     {5, "lifecycle", "lifecycle", true},
     {6, "gpu", "GPU efficiency", false},

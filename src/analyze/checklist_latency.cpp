@@ -216,7 +216,53 @@ ItemResult item_tail(const Pair& p) {
 }
 
 // --------------------------------------------------------- 3 coupling
+namespace {
+// kappa measured by running each class alone (bench/sim --coupling: run.json
+// "coupling"): one run's kappa against 1, or the candidate's against the base's.
+std::optional<ItemResult> coupling_measured_alone(const Pair& p) {
+  const auto* cc = rundir::json_path(p.cand.run_json, {"coupling", "classes"});
+  const auto* bc = p.single() ? nullptr : rundir::json_path(p.base->run_json, {"coupling", "classes"});
+  if (!cc || !cc->is_object() || (!p.single() && (!bc || !bc->is_object()))) return std::nullopt;
+  const double z = z_of(p.t.confidence);
+  ItemResult r;
+  for (const auto& [cls, metrics] : cc->items())
+    for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms"}) {
+      const auto* kc = rundir::json_path(metrics, {m, "p50"});
+      const auto* kb = bc ? rundir::json_path(*bc, {cls.c_str(), m, "p50"}) : nullptr;
+      auto usable = [](const nlohmann::json* k) {
+        return k && k->is_object() && (*k)["kappa"].is_number() && (*k)["ci"].is_array() &&
+               (*k)["ci"].size() == 2 && (*k)["ci"][0].is_number() && (*k)["ci"][1].is_number() &&
+               (*k)["ci"][0].get<double>() > 0 && (*k)["kappa"].get<double>() > 0;
+      };
+      if (!usable(kc) || (!p.single() && !usable(kb))) continue;
+      // log kappa's standard error from its interval's width.
+      const auto se = [&](const nlohmann::json& k) {
+        return (std::log(k["ci"][1].get<double>()) - std::log(k["ci"][0].get<double>())) / (2 * z);
+      };
+      const double lc = std::log((*kc)["kappa"].get<double>());
+      const double lb = p.single() ? 0.0 : std::log((*kb)["kappa"].get<double>());
+      const double s = p.single() ? se(*kc) : std::hypot(se(*kb), se(*kc));
+      Finding f;
+      f.metric = fmt::format("kappa {} {} p50 (alone)", cls, std::string(m).substr(0, 4));
+      f.unit = "ratio";
+      f.change_unit = "%";
+      f.base = p.single() ? 1.0 : (*kb)["kappa"].get<double>();
+      f.value = (*kc)["kappa"].get<double>();
+      f.change = std::expm1(lc - lb);
+      f.ci_low = std::expm1(lc - lb - z * s);
+      f.ci_high = std::expm1(lc - lb + z * s);
+      f.threshold = fmt::format("tolerance {}", pct(p.t.coupling_tolerance));
+      f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, p.t.coupling_tolerance, Worse::kHigher);
+      r.findings.push_back(std::move(f));
+    }
+  if (r.findings.empty()) return std::nullopt;
+  return r;
+}
+}  // namespace
+
 ItemResult item_coupling(const Pair& p) {
+  // Measured alone (bench/sim --coupling) when the runs have it.
+  if (auto alone = coupling_measured_alone(p)) return *alone;
   // Per class: requests sent while a request of another class was in flight
   // (mixed) against those sent while none was (quiet); kappa = the
   // Hodges-Lehmann ratio of their TTFT. The candidate's kappa against the base's.
@@ -248,7 +294,7 @@ ItemResult item_coupling(const Pair& p) {
     return hodges_lehmann_relative_shift(SortedSample(quiet, "quiet"), SortedSample(mixed, "mixed"),
                                          p.t.confidence);
   };
-  if (p.single()) return no_data(3, "needs two runs");
+  if (p.single()) return no_data(3, "needs two runs, or one run with --coupling (each class run alone)");
   ItemResult r;
   const auto& names = p.cand.requests.class_names;
   if (names.size() < 2) return no_data(3, "one task class: nothing to couple");
