@@ -243,7 +243,10 @@ std::optional<ItemResult> coupling_measured_alone(const Pair& p) {
       const double lb = p.single() ? 0.0 : std::log((*kb)["kappa"].get<double>());
       const double s = p.single() ? se(*kc) : std::hypot(se(*kb), se(*kc));
       Finding f;
-      f.metric = fmt::format("kappa {} {} p50 (alone)", cls, std::string(m).substr(0, 4));
+      const std::string_view label = m == std::string_view("ttft_ms")   ? "TTFT"
+                                     : m == std::string_view("tpot_ms") ? "TPOT"
+                                                                        : "E2E";
+      f.metric = fmt::format("kappa {} {} p50 (alone)", cls, label);
       f.unit = "ratio";
       f.change_unit = "%";
       f.base = p.single() ? 1.0 : (*kb)["kappa"].get<double>();

@@ -164,7 +164,8 @@ TEST(Checklist, OneRunRunsTheHealthItemsOnly) {
   EXPECT_TRUE(r.single);
   std::vector<std::string> ids;
   for (const auto& it : r.items) ids.push_back(it.id);
-  EXPECT_THAT(ids, ::testing::ElementsAre("slo", "coupling", "tail", "lifecycle", "locality", "batching", "contention"));
+  EXPECT_THAT(ids, ::testing::ElementsAre("slo", "coupling", "tail", "lifecycle", "locality", "batching",
+                                          "contention"));
   EXPECT_EQ(item(r, "coupling").verdict, Verdict::kNoData);  // no --coupling in the run
   // A stationary run: its second half's tail is its first half's.
   EXPECT_NE(item(r, "tail").verdict, Verdict::kRegressed);
@@ -279,16 +280,18 @@ TEST(Checklist, CouplingMeasuredAloneIsReadFromRunJson) {
     for (int i = 0; i < 60; ++i) b.add(i * kNanosPerMilli * 100, 100, 1000, 10, 0);
     nlohmann::json k = {{"kappa", kappa}, {"ci", {lo, hi}}, {"mix", 100 * kappa}, {"alone", 100.0}};
     b.run.run_json["coupling"] = {{"method", "alone"},
-                                  {"classes", {{"chat", {{"ttft_ms", {{"p50", k}, {"p99", k}}},
-                                                         {"tpot_ms", {{"p50", k}, {"p99", k}}},
-                                                         {"e2e_ms", {{"p50", nullptr}, {"p99", nullptr}}}}}}}};
+                                  {"classes",
+                                   {{"chat",
+                                     {{"ttft_ms", {{"p50", k}, {"p99", k}}},
+                                      {"tpot_ms", {{"p50", k}, {"p99", k}}},
+                                      {"e2e_ms", {{"p50", nullptr}, {"p99", nullptr}}}}}}}};
     return b.run;
   };
   const RunData slowed = coupled(1.5, 1.4, 1.6), free = coupled(1.01, 0.97, 1.05);
   const CheckResult one = run_checklist(nullptr, slowed, Thresholds{});
   const ItemResult& c = item(one, "coupling");
   ASSERT_EQ(c.findings.size(), 2u) << to_json(one)["items"][2].dump();
-  EXPECT_EQ(c.findings[0].metric, "kappa chat ttft p50 (alone)");
+  EXPECT_EQ(c.findings[0].metric, "kappa chat TTFT p50 (alone)");
   EXPECT_DOUBLE_EQ(*c.findings[0].base, 1.0);
   EXPECT_NEAR(*c.findings[0].change, 0.5, 1e-12);
   EXPECT_EQ(c.verdict, Verdict::kRegressed);

@@ -48,10 +48,11 @@ void print_coupling(std::ostream& os, const nlohmann::json& coupling) {
                     100 * coupling.value("confidence", 0.95));
   for (const auto& [cls, metrics] : coupling["classes"].items()) {
     std::string line = fmt::format("  {:<12}", display_text(cls));
-    for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms"})
+    for (const auto& [m, label] :
+         {std::pair{"ttft_ms", "TTFT"}, std::pair{"tpot_ms", "TPOT"}, std::pair{"e2e_ms", "E2E"}})
       for (const char* q : {"p50", "p99"}) {
         const nlohmann::json k = metrics.contains(m) ? metrics[m][q] : nlohmann::json();
-        const std::string name = fmt::format("{} {}", std::string(m).substr(0, 4), q);
+        const std::string name = fmt::format("{} {}", label, q);
         line += k.is_object() ? fmt::format("  {} {:.2f} [{:.2f}, {:.2f}]", name, k["kappa"].get<double>(),
                                             k["ci"][0].get<double>(), k["ci"][1].get<double>())
                               : fmt::format("  {} -", name);

@@ -1250,6 +1250,54 @@ TEST_F(Bench, ImagesAndAudioReachTheServerAsPlanned) {
   EXPECT_NE(completions.err.find("they go in chat messages"), std::string::npos) << completions.err;
 }
 
+// --coupling: after the mix, each class alone at its own arrival times in
+// coupling/CLASS/ (full run directories of that class's requests only), and
+// run.json "coupling" with kappa per class, metric and quantile; check reads
+// it for item 3 on the one run. Refused without two classes.
+TEST_F(Bench, CouplingRunsEachClassAloneAfterTheMix) {
+  const auto yaml = dir_ / "mix.yaml";
+  std::ofstream(yaml) << "num_requests: 60\nseed: 9\narrival: {process: poisson, rate_rps: 30}\nclasses:\n"
+                         "  - {name: chat, share: 2, input_len: fixed:50, output_len: fixed:12}\n"
+                         "  - {name: batch, share: 1, input_len: fixed:400, output_len: fixed:6}\n";
+  const auto out = dir_ / "run";
+  const auto r =
+      bench({"--workload", yaml.string(), "--coupling", "--fixed-step-ms", "2", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  ASSERT_TRUE(run.contains("coupling")) << run.dump().substr(0, 300);
+  const auto& c = run["coupling"];
+  EXPECT_EQ(c["method"], "alone");
+  std::size_t mix_chat = 0, mix_batch = 0;
+  for (const auto& rec : lines(out / "requests.jsonl")) (rec["class"] == "chat" ? mix_chat : mix_batch)++;
+  for (const auto& [cls, n] : {std::pair<std::string, std::size_t>{"chat", mix_chat}, {"batch", mix_batch}}) {
+    SCOPED_TRACE(cls);
+    EXPECT_EQ(c["alone_runs"][cls], "coupling/" + cls);
+    const auto alone = lines(out / "coupling" / cls / "requests.jsonl");
+    EXPECT_EQ(alone.size(), n);
+    for (const auto& rec : alone) EXPECT_EQ(rec["class"], cls);
+    const auto& k = c["classes"][cls]["tpot_ms"]["p50"];
+    ASSERT_TRUE(k.is_object()) << c.dump();
+    EXPECT_GT(k["kappa"].get<double>(), 0);
+    EXPECT_LE(k["ci"][0].get<double>(), k["kappa"].get<double>());
+    EXPECT_GE(k["ci"][1].get<double>(), k["kappa"].get<double>());
+    EXPECT_EQ(k["n_alone"], k["n_mix"]);
+  }
+  EXPECT_NE(r.out.find("coupling: kappa = latency in the mix / alone"), std::string::npos) << r.out;
+  const auto check = run_process({kBin, "check", out.string(), "--format", "json"}, 60);
+  const auto verdict = json::parse(check.out);
+  bool coupling_item = false;
+  for (const auto& item : verdict["items"])
+    if (item["id"] == "coupling") {
+      coupling_item = true;
+      EXPECT_NE(item["verdict"], "no_data") << item.dump();
+    }
+  EXPECT_TRUE(coupling_item) << check.out.substr(0, 400);
+
+  const auto one = bench({"--coupling", "--num-requests", "5", "--out", (dir_ / "one").string()});
+  EXPECT_EQ(one.exit_code, 2);
+  EXPECT_NE(one.err.find("two or more task classes"), std::string::npos) << one.err;
+}
+
 // The in-process server as a reasoning model (--reasoning-share): every
 // reasoning chunk is output (the client counts each token, reasoning
 // included, as the server's usage does), and run.json records the setting.
