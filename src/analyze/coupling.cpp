@@ -1,6 +1,7 @@
 #include "analyze/coupling.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "core/random.h"
@@ -62,6 +63,23 @@ std::map<std::string, ClassLatencies> class_latencies(const std::filesystem::pat
   RequestRecord r;
   while (reader.next(r)) add_latencies(r, out);
   return out;
+}
+
+std::vector<std::string> classes_in_use(const workload::Workload& w) {
+  std::vector<bool> used(w.classes.size(), false);
+  for (const auto& r : w.requests)
+    if (r.task_class < used.size()) used[r.task_class] = true;
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < used.size(); ++i)
+    if (used[i]) out.push_back(w.classes[i]);
+  return out;
+}
+
+std::string coupling_run_dir(const std::string& task_class) {
+  std::string safe = task_class.empty() ? "default" : task_class;
+  for (char& c : safe)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  return "coupling/" + safe;
 }
 
 nlohmann::json coupling_json(const std::map<std::string, ClassLatencies>& mix,

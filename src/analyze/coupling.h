@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/record_sink.h"
+#include "workload/workload.h"
 
 namespace tokenscope::analyze {
 
@@ -61,6 +62,12 @@ class LatencyTap final : public RecordSink {
  private:
   RecordSink& next_;
 };
+
+// The task classes a workload's requests use, in the workload's order.
+std::vector<std::string> classes_in_use(const workload::Workload& w);
+// Where a class's run alone goes, relative to the mix's directory:
+// "coupling/NAME" with every byte but [A-Za-z0-9_-] replaced by '_'.
+std::string coupling_run_dir(const std::string& task_class);
 
 // run.json's "coupling": {"method": "alone", "confidence", "classes": {CLASS:
 // {"ttft_ms" | "tpot_ms" | "e2e_ms": {"p50" | "p99": {"kappa", "ci": [lo, hi],

@@ -1156,11 +1156,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
       if (t.session >= 0)
         throw UsageError(
             "--coupling: a workload with sessions (turns) cannot run a class alone at its arrival times");
-    std::vector<bool> used(probe.bw.workload.classes.size(), false);
-    for (const auto& r : probe.bw.workload.requests)
-      if (r.task_class < used.size()) used[r.task_class] = true;
-    for (std::size_t i = 0; i < used.size(); ++i)
-      if (used[i]) coupling_classes.push_back(probe.bw.workload.classes[i]);
+    coupling_classes = analyze::classes_in_use(probe.bw.workload);
     if (coupling_classes.size() < 2)
       throw UsageError("--coupling needs a workload with two or more task classes (--workload FILE)");
   }
@@ -1174,10 +1170,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     std::map<std::string, std::string> alone_runs;
     for (const auto& cls : coupling_classes) {
       if (interrupted.load()) break;
-      std::string safe = cls;
-      for (char& c : safe)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
-      const std::string rel = "coupling/" + safe;
+      const std::string rel = analyze::coupling_run_dir(cls);
       BenchSettings oc = o;
       oc.coupling = false;
       oc.only_class = cls;

@@ -138,8 +138,9 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
     jsonout::append_string(body, s_.model);
     body += ',';
   }
-  if (s_.api == Api::kChat) {
-    body += "\"messages\":[";
+  // The conversation so far, then the user's message.
+  auto messages = [&](const char* text_type) {
+    body += '[';
     if (history)
       for (const auto& m : *history) {
         body += "{\"role\":";
@@ -149,24 +150,17 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
         body += "},";
       }
     body += "{\"role\":\"user\",\"content\":";
-    content("text");
+    content(text_type);
     body += "}]";
+  };
+  if (s_.api == Api::kChat) {
+    body += "\"messages\":";
+    messages("text");
   } else if (s_.api == Api::kResponses) {
     // "input": the prompt, or the conversation as messages.
     body += "\"input\":";
     if ((history && !history->empty()) || parts) {
-      body += '[';
-      if (history)
-        for (const auto& m : *history) {
-          body += "{\"role\":";
-          jsonout::append_string(body, m.role);
-          body += ",\"content\":";
-          jsonout::append_string(body, m.content);
-          body += "},";
-        }
-      body += "{\"role\":\"user\",\"content\":";
-      content("input_text");
-      body += "}]";
+      messages("input_text");
     } else {
       jsonout::append_string(body, prompt);
     }

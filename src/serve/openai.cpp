@@ -124,8 +124,9 @@ std::optional<ApiError> parse_media_part(const json& part, const std::string& wh
     if (a->contains("format") && (!(*a)["format"].is_string() || (*a)["format"] != "wav"))
       return bad(where, "input_audio.format: the simulator reads \"wav\" only");
     if (!ctx.model || !ctx.model->has_audio())
-      return bad(where, fmt::format("{} takes no audio (it has no audio encoder)",
-                                    ctx.model ? "the model " + ctx.model->name : std::string("the served model")));
+      return bad(where,
+                 fmt::format("{} takes no audio (it has no audio encoder)",
+                             ctx.model ? "the model " + ctx.model->name : std::string("the served model")));
     bytes = base64_decode((*a)["data"].get_ref<const std::string&>());
     if (!bytes) return bad(where, "input_audio.data is not base64");
     const auto seconds = wav_seconds(*bytes);
@@ -145,8 +146,9 @@ std::optional<ApiError> parse_media_part(const json& part, const std::string& wh
     else
       return bad(where, "an image part needs \"image_url\": {\"url\": \"data:image/png;base64,...\"}");
     if (!ctx.model || !ctx.model->has_vision())
-      return bad(where, fmt::format("{} takes no images (it has no vision encoder)",
-                                    ctx.model ? "the model " + ctx.model->name : std::string("the served model")));
+      return bad(where,
+                 fmt::format("{} takes no images (it has no vision encoder)",
+                             ctx.model ? "the model " + ctx.model->name : std::string("the served model")));
     const auto comma = url.find(',');
     if (url.rfind("data:image/", 0) != 0 || comma == std::string::npos || comma < 7 ||
         url.compare(comma - 7, 7, ";base64") != 0)
@@ -263,6 +265,16 @@ std::optional<ApiError> optional_bool(const json& body, const char* key, bool& o
   return std::nullopt;
 }
 
+// A request body: a JSON object within the nesting bound.
+std::optional<ApiError> parse_body(std::string_view text, json& body) {
+  if (json_too_deep_at(text) != std::string_view::npos)
+    return bad("", fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth));
+  body = json::parse(text.begin(), text.end(), nullptr, false);
+  if (body.is_discarded()) return bad("", "the request body is not valid JSON");
+  if (!body.is_object()) return bad("", "the request body must be a JSON object");
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_model(const json& body, const ParseContext& ctx, std::string& model) {
   model = ctx.model_names.front();
   if (const auto it = body.find("model"); it != body.end() && !it->is_null()) {
@@ -364,11 +376,8 @@ std::string apply_chat_template(const std::vector<std::pair<std::string, std::st
 
 std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std::string_view text,
                                                                    const ParseContext& ctx) {
-  if (json_too_deep_at(text) != std::string_view::npos)
-    return bad("", fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth));
-  json body = json::parse(text.begin(), text.end(), nullptr, false);
-  if (body.is_discarded()) return bad("", "the request body is not valid JSON");
-  if (!body.is_object()) return bad("", "the request body must be a JSON object");
+  json body;
+  if (auto e = parse_body(text, body)) return *e;
   GenerationRequest r;
   r.api = api;
   if (auto e = parse_model(body, ctx, r.model)) return *e;
@@ -516,11 +525,8 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
 
 std::variant<GenerationRequest, ApiError> parse_pooling_request(Api api, std::string_view text,
                                                                 const ParseContext& ctx) {
-  if (json_too_deep_at(text) != std::string_view::npos)
-    return bad("", fmt::format("the request body is nested deeper than {} levels", kMaxJsonDepth));
-  json body = json::parse(text.begin(), text.end(), nullptr, false);
-  if (body.is_discarded()) return bad("", "the request body is not valid JSON");
-  if (!body.is_object()) return bad("", "the request body must be a JSON object");
+  json body;
+  if (auto e = parse_body(text, body)) return *e;
   GenerationRequest r;
   r.api = api;
   r.max_tokens = 1;  // the prefill's token: pooling reads the prompt's states, generates nothing

@@ -115,11 +115,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   if (o.coupling) {
     if (o.out.empty())
       throw UsageError("--coupling needs --out (each class alone goes to OUT/coupling/CLASS)");
-    std::vector<bool> used(bw.w.classes.size(), false);
-    for (const auto& r : bw.w.requests)
-      if (r.task_class < used.size()) used[r.task_class] = true;
-    for (std::size_t i = 0; i < used.size(); ++i)
-      if (used[i]) coupling_classes.push_back(bw.w.classes[i]);
+    coupling_classes = analyze::classes_in_use(bw.w);
     if (coupling_classes.size() < 2)
       throw UsageError("--coupling needs a workload with two or more task classes (--workload FILE)");
   }
@@ -191,19 +187,17 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     std::map<std::string, std::string> alone_runs;
     for (const auto& cls : coupling_classes) {
       if (interrupted.load()) break;
-      std::string safe = cls;
-      for (char& c : safe)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+      const std::string rel = analyze::coupling_run_dir(cls);
       SimRunSettings oc = o;
       oc.coupling = false;
       oc.only_class = cls;
-      oc.out = (std::filesystem::path(o.out) / "coupling" / safe).string();
+      oc.out = (std::filesystem::path(o.out) / rel).string();
       oc.overwrite = true;
       oc.finish = Finishers{};
       std::ostringstream quiet;
       SimRunResult a = run_sim(oc, interrupted, quiet);
       if (auto it = a.latencies.find(cls); it != a.latencies.end()) alone[cls] = std::move(it->second);
-      alone_runs[cls] = "coupling/" + safe;
+      alone_runs[cls] = rel;
     }
     result.coupling = analyze::coupling_json(result.latencies, alone, alone_runs);
     run["coupling"] = result.coupling;
