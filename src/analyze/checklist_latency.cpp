@@ -223,6 +223,13 @@ std::optional<ItemResult> coupling_measured_alone(const Pair& p) {
   const auto* cc = rundir::json_path(p.cand.run_json, {"coupling", "classes"});
   const auto* bc = p.single() ? nullptr : rundir::json_path(p.base->run_json, {"coupling", "classes"});
   if (!cc || !cc->is_object() || (!p.single() && (!bc || !bc->is_object()))) return std::nullopt;
+  // The stored intervals' confidence gives their standard errors; the finding's at the check's.
+  const auto stored_z = [](const nlohmann::json& run) {
+    const auto* c = rundir::json_path(run, {"coupling", "confidence"});
+    return z_of(c && c->is_number() && c->get<double>() > 0 && c->get<double>() < 1 ? c->get<double>()
+                                                                                    : 0.95);
+  };
+  const double zc = stored_z(p.cand.run_json), zb = p.single() ? zc : stored_z(p.base->run_json);
   const double z = z_of(p.t.confidence);
   ItemResult r;
   for (const auto& [cls, metrics] : cc->items())
@@ -236,12 +243,12 @@ std::optional<ItemResult> coupling_measured_alone(const Pair& p) {
       };
       if (!usable(kc) || (!p.single() && !usable(kb))) continue;
       // log kappa's standard error from its interval's width.
-      const auto se = [&](const nlohmann::json& k) {
-        return (std::log(k["ci"][1].get<double>()) - std::log(k["ci"][0].get<double>())) / (2 * z);
+      const auto se = [&](const nlohmann::json& k, double zk) {
+        return (std::log(k["ci"][1].get<double>()) - std::log(k["ci"][0].get<double>())) / (2 * zk);
       };
       const double lc = std::log((*kc)["kappa"].get<double>());
       const double lb = p.single() ? 0.0 : std::log((*kb)["kappa"].get<double>());
-      const double s = p.single() ? se(*kc) : std::hypot(se(*kb), se(*kc));
+      const double s = p.single() ? se(*kc, zc) : std::hypot(se(*kb, zb), se(*kc, zc));
       Finding f;
       const std::string_view label = m == std::string_view("ttft_ms")   ? "TTFT"
                                      : m == std::string_view("tpot_ms") ? "TPOT"

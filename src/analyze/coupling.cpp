@@ -82,6 +82,18 @@ std::string coupling_run_dir(const std::string& task_class) {
   return "coupling/" + safe;
 }
 
+std::vector<std::string> coupling_run_dirs(const std::vector<std::string>& classes) {
+  std::vector<std::string> out;
+  for (const auto& c : classes) {
+    const std::string base = coupling_run_dir(c);
+    std::string dir = base;
+    for (int k = 2; std::find(out.begin(), out.end(), dir) != out.end(); ++k)
+      dir = base + "-" + std::to_string(k);
+    out.push_back(dir);
+  }
+  return out;
+}
+
 nlohmann::json coupling_json(const std::map<std::string, ClassLatencies>& mix,
                              const std::map<std::string, ClassLatencies>& alone,
                              const std::map<std::string, std::string>& alone_runs, double confidence) {

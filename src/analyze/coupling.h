@@ -68,6 +68,9 @@ std::vector<std::string> classes_in_use(const workload::Workload& w);
 // Where a class's run alone goes, relative to the mix's directory:
 // "coupling/NAME" with every byte but [A-Za-z0-9_-] replaced by '_'.
 std::string coupling_run_dir(const std::string& task_class);
+// The same for every class of a mix, made distinct ("-2", "-3", ... after a
+// name another class already took).
+std::vector<std::string> coupling_run_dirs(const std::vector<std::string>& classes);
 
 // run.json's "coupling": {"method": "alone", "confidence", "classes": {CLASS:
 // {"ttft_ms" | "tpot_ms" | "e2e_ms": {"p50" | "p99": {"kappa", "ci": [lo, hi],

@@ -41,6 +41,9 @@ TEST(Coupling, RunDirectoriesAreSafeNames) {
   EXPECT_EQ(coupling_run_dir("vision"), "coupling/vision");
   EXPECT_EQ(coupling_run_dir("../a b"), "coupling/___a_b");
   EXPECT_EQ(coupling_run_dir(""), "coupling/default");
+  EXPECT_EQ(
+      coupling_run_dirs({"a b", "a_b", "", "default"}),
+      (std::vector<std::string>{"coupling/a_b", "coupling/a_b-2", "coupling/default", "coupling/default-2"}));
 }
 
 }  // namespace

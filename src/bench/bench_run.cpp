@@ -523,6 +523,9 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     // workload's seed, so that runs with other seeds draw others.
     ss.core.seed = derive_seed(o.workload.seed, "server");
     ss.limits.max_connections = 100000;
+    // Bodies with images and audio: the largest a workload file allows (8
+    // images of 4,096 px, 120 s of audio) is about 33 MB.
+    ss.limits.max_body_bytes = std::max<std::size_t>(ss.limits.max_body_bytes, 64u << 20);
     side.server =
         std::make_unique<serve::ServerApp>(*side.eff, s2, engine::make_cost_model(s2, *side.eff), ss);
     side.server->start();
@@ -776,6 +779,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                                 {"model", rs.model},
                                 {"in_process", side.server != nullptr},
                                 {"models", models}}}};
+  if (is_pooling(rs.api)) {  // the batch each request carries, defaulted or given
+    effective["target"]["inputs_per_request"] = rs.inputs_per_request;
+    if (rs.api == Api::kRerank) effective["target"]["query_tokens"] = rs.query_tokens;
+  }
   if (side.eff) effective["engine"] = side.eff->to_json();
   effective["prompts"] = {
       {"method", prompts.describe()},
@@ -1151,6 +1158,11 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
 
   std::vector<std::string> coupling_classes;
   if (o.coupling) {
+    // A class alone must get the load it had in the mix: its own requests at their own times.
+    if (o.concurrency > 0 || !o.user_stages.empty())
+      throw UsageError("--coupling: the closed loop gives a class alone all the users; use the open loop");
+    if (!o.stages.empty()) throw UsageError("--coupling and --stages cannot be combined");
+    if (!o.sweep.empty()) throw UsageError("--coupling and a sweep cannot be combined");
     const Prepared probe = prepare(o, std::nullopt);
     for (const auto& t : probe.bw.turns)
       if (t.session >= 0)
@@ -1168,9 +1180,11 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     // Each class alone at its own arrival times, then kappa per class.
     std::map<std::string, analyze::ClassLatencies> alone;
     std::map<std::string, std::string> alone_runs;
-    for (const auto& cls : coupling_classes) {
+    const auto dirs = analyze::coupling_run_dirs(coupling_classes);
+    for (std::size_t ci = 0; ci < coupling_classes.size(); ++ci) {
+      const std::string& cls = coupling_classes[ci];
       if (interrupted.load()) break;
-      const std::string rel = analyze::coupling_run_dir(cls);
+      const std::string& rel = dirs[ci];
       BenchSettings oc = o;
       oc.coupling = false;
       oc.only_class = cls;

@@ -25,9 +25,12 @@ namespace {
 constexpr std::uint32_t kMaxTurns = 1000;
 // Multimodal inputs: at most this many images per request, this many pixels
 // a side, this long an audio clip (docs/workloads.md "Images and audio").
-constexpr std::uint32_t kMaxImages = 16;
-constexpr std::uint32_t kMaxImageSide = 8192;
-constexpr std::uint32_t kMaxAudioMs = 600'000;
+// Bounded so that the largest body (8 images of 4,096 px: 8 x 3.4 MB of
+// base64; 120 s of audio: 5.1 MB) stays within a server's body limit (serve:
+// --max-body-bytes, 8 MiB by default; bench's in-process server: 64 MiB).
+constexpr std::uint32_t kMaxImages = 8;
+constexpr std::uint32_t kMaxImageSide = 4096;
+constexpr std::uint32_t kMaxAudioMs = 120'000;
 
 // The largest value a distribution draws (nullopt: unbounded).
 std::optional<double> upper_bound(const workload::LengthDistribution& d) {

@@ -199,12 +199,12 @@ TEST(WorkloadFile, ImagesAndAudioPerClass) {
     std::string yaml, needle;
   } cases[] = {
       {head + "    images: {width: fixed:9000, height: fixed:10}\n",
-       "draws up to 9000 pixels, over the limit of 8192"},
+       "draws up to 9000 pixels, over the limit of 4096"},
       {head + "    images: {width: lognormal:500:0.5, height: fixed:10}\n",
        "'classes[0].images.width': unbounded: give a largest value"},
-      {head + "    images: {count: 17, width: fixed:10, height: fixed:10}\n", "classes[0].images.count"},
+      {head + "    images: {count: 9, width: fixed:10, height: fixed:10}\n", "classes[0].images.count"},
       {head + "    images: {width: fixed:10}\n", "'classes[0].images.height': missing"},
-      {head + "    audio: {duration_ms: fixed:700000}\n", "over the limit of 600000"},
+      {head + "    audio: {duration_ms: fixed:700000}\n", "over the limit of 120000"},
       {head + "    video: {seconds: 3}\n", "classes[0].video"},
   };
   for (const auto& c : cases) {

@@ -75,6 +75,9 @@ RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
       throw UsageError(fmt::format("--extra-body: not JSON: {}", e.what()));
     }
     if (!extra.is_object()) throw UsageError("--extra-body: expected a JSON object, e.g. '{\"min_p\": 0.1}'");
+    if (const auto it = extra.find("top_n");
+        it != extra.end() && it->is_number_unsigned() && it->get<std::uint64_t>() > 0)
+      top_n_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), UINT32_MAX));
     for (const auto& [name, value] : extra.items()) {
       extra_names_.push_back(name);
       extra_fields_ += ',';

@@ -100,6 +100,8 @@ class RequestEncoder {
   // Throws UsageError when sampling.extra_body is not a JSON object.
   explicit RequestEncoder(RequestSettings s);
   const RequestSettings& settings() const { return s_; }
+  // The extra body's "top_n" (rerank), when it has a positive integer one.
+  std::optional<std::uint32_t> top_n() const { return top_n_; }
   // The whole HTTP message. Completions send `prompt`; chat sends one user
   // message, or `history` followed by it.
   // media: content parts (JSON objects, bench/media.h) sent after the text
@@ -125,6 +127,7 @@ class RequestEncoder {
   std::string sampling_fields_;  // ",\"temperature\":0,..." (fields not in extra_body)
   std::string extra_fields_;     // the extra body's members, ",\"name\":value,..."
   std::vector<std::string> extra_names_;
+  std::optional<std::uint32_t> top_n_;
 };
 
 // Collects one response into a RequestRecord. Reusable: init() before each use.

@@ -39,7 +39,8 @@ std::string pixels_of(const std::string& png) {
 
 TEST(Media, PngImagesDecodeToTheirSizeAndDifferByKey) {
   MediaMaker m;
-  for (const auto& [w, h] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{{640, 480}, {1, 1}, {3, 700}}) {
+  for (const auto& [w, h] :
+       std::vector<std::pair<std::uint32_t, std::uint32_t>>{{640, 480}, {1, 1}, {3, 700}}) {
     SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h));
     const std::string a = m.png(w, h, 1), b = m.png(w, h, 2), a2 = m.png(w, h, 1);
     EXPECT_EQ(a, a2);
@@ -74,6 +75,14 @@ TEST(Media, WavClipsHaveTheirLength) {
   EXPECT_DOUBLE_EQ(*s, 2.5);
   EXPECT_EQ(serve::base64_decode(m.wav_base64(10, 3)), m.wav(10, 3));
   EXPECT_FALSE(serve::wav_seconds("RIFF....WAVEdata"));
+  // A header claiming more samples than follow: the length of those present.
+  std::string lying = m.wav(1000, 4);
+  lying[40] = lying[41] = lying[42] = '\xff';
+  EXPECT_DOUBLE_EQ(*serve::wav_seconds(lying), 1.0);
+  // A byte rate that the sample rate and frame size do not make: not a WAV file.
+  std::string odd = m.wav(1000, 4);
+  odd[28] = 1;
+  EXPECT_FALSE(serve::wav_seconds(odd));
   EXPECT_FALSE(serve::base64_decode("abc!"));
   EXPECT_EQ(serve::base64_decode("aGk"), "hi");  // padding optional
 }

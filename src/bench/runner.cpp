@@ -187,7 +187,8 @@ struct Runner::Shard {
       }
       if (req.audio_ms > 0)
         parts.push_back("{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"" +
-                        media.wav_base64(req.audio_ms, hash_combine64(key, 0xa0d10ULL)) + "\",\"format\":\"wav\"}}");
+                        media.wav_base64(req.audio_ms, hash_combine64(key, 0xa0d10ULL)) +
+                        "\",\"format\":\"wav\"}}");
       return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id, &parts);
     }
     return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id);
@@ -304,6 +305,8 @@ struct Runner::Shard {
     while (prepared.size() < kPrepareAhead && next + prepared.size() < jobs.size()) {
       const std::uint32_t index = jobs[next + prepared.size()].first;
       const auto& req = r.w_.requests[index];
+      // A body with images or audio (megabytes) is built when it is sent, not held ahead.
+      if (req.images > 0 || req.audio_ms > 0) break;
       prepared.push_back(encode(index, pooling() ? std::string() : r.prompts_->text(req), nullptr, req.id));
     }
   }
@@ -356,7 +359,8 @@ struct Runner::Shard {
     rec.output_tokens_planned = std::max<std::uint32_t>(1, req.output_tokens);
     if (ctx.history.empty() && (!link || link->turn == 0)) {
       rec.prompt_tokens_planned = r.prompts_->planned_tokens(req);
-      const std::int64_t media_tokens = r.prompts_->media_tokens(req);  // images and audio, as the model counts them
+      const std::int64_t media_tokens =
+          r.prompts_->media_tokens(req);  // images and audio, as the model counts them
       rec.prompt_tokens_planned = media_tokens < 0 ? -1 : rec.prompt_tokens_planned + media_tokens;
     }
     const RequestSettings& rs = r.encoder_.settings();
@@ -375,7 +379,10 @@ struct Runner::Shard {
     }
     c->init(std::move(rec), r.encoder_.settings().stream, keep_text, &parser,
             [this](ResponseCollector& done) { on_done(done); });
-    if (pooling()) c->expect_pooling(rs.api, rs.inputs_per_request);
+    if (pooling())  // rerank with a top_n in the extra body: that many results
+      c->expect_pooling(rs.api, rs.api == Api::kRerank && r.encoder_.top_n()
+                                    ? std::min(rs.inputs_per_request, *r.encoder_.top_n())
+                                    : rs.inputs_per_request);
     if (r.plan_.cancel && r.plan_.cancel->chosen(id)) {
       using When = CancelPlan::When;
       const CancelPlan& cp = *r.plan_.cancel;

@@ -160,6 +160,7 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->add_option("--inputs-per-request", s.inputs_per_request,
                    "--api embeddings: inputs per request (the batch); rerank: documents per request, each of "
                    "the workload's prompt length [default: 1, rerank 8]")
+      ->check(CLI::Range(1u, 2048u))
       ->group(T);
   bench->add_option("--query-tokens", s.query_tokens, "--api rerank: the query's length in tokens")
       ->capture_default_str()

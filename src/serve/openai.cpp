@@ -226,8 +226,10 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text,
           }
           if (!part.is_object() || !text_part || !part.contains("text") || !part["text"].is_string())
             return bad(where + ".content",
-                       "content parts must be text ({\"type\": \"text\", \"text\": ...}), image_url or "
-                       "input_audio");
+                       media && ctx
+                           ? "content parts must be text ({\"type\": \"text\", \"text\": ...}), "
+                             "image_url or input_audio"
+                           : "content parts must be text ({\"type\": \"text\", \"text\": ...}) here");
           content += part["text"].get<std::string>();
         }
       } else {
@@ -348,14 +350,28 @@ std::optional<double> wav_seconds(std::string_view b) {
     return v;
   };
   if (b.size() < 12 || b.substr(0, 4) != "RIFF" || b.substr(8, 4) != "WAVE") return std::nullopt;
+  auto le16 = [&](std::size_t at) {
+    return static_cast<std::uint32_t>(static_cast<unsigned char>(b[at]) |
+                                      (static_cast<unsigned char>(b[at + 1]) << 8));
+  };
   std::uint32_t byte_rate = 0;
   std::size_t at = 12;
   while (at + 8 <= b.size()) {
     const std::string_view id = b.substr(at, 4);
     const std::uint32_t size = le(at + 4);
-    if (id == "fmt " && at + 20 <= b.size()) byte_rate = le(at + 16);
+    if (id == "fmt " && at + 24 <= b.size()) {
+      // The byte rate must be what the sample rate and the frame size make.
+      const std::uint32_t rate = le(at + 12), block_align = le16(at + 20);
+      byte_rate = le(at + 16);
+      if (rate == 0 || block_align == 0 || std::uint64_t{rate} * block_align != byte_rate)
+        return std::nullopt;
+    }
+    // The clip's length is that of the samples present (a header may claim more).
     if (id == "data")
-      return byte_rate > 0 ? std::optional<double>(static_cast<double>(size) / byte_rate) : std::nullopt;
+      return byte_rate > 0
+                 ? std::optional<double>(static_cast<double>(std::min<std::size_t>(size, b.size() - at - 8)) /
+                                         byte_rate)
+                 : std::nullopt;
     at += 8 + std::size_t{size} + (size & 1);
   }
   return std::nullopt;
@@ -767,10 +783,10 @@ std::string response_object(std::string_view id, std::int64_t created, std::stri
   if (status != "in_progress") {
     if (!output.empty()) output += ',';
     output += fmt::format(
-        "{{\"type\":\"message\",\"id\":\"msg_{}\",\"role\":\"assistant\",\"status\":\"completed\","
+        "{{\"type\":\"message\",\"id\":\"msg_{}\",\"role\":\"assistant\",\"status\":\"{}\","
         "\"content\":[{{"
         "\"type\":\"output_text\",\"text\":{},\"annotations\":[]}}]}}",
-        rid, json_quote(text));
+        rid, status == "incomplete" ? "incomplete" : "completed", json_quote(text));
   }
   std::string u = "null";
   if (usage)

@@ -62,7 +62,7 @@ struct ServerApp::Impl {
         core(executor, effective, engine_settings, std::move(cost), metrics, trace.get(), settings.core,
              settings.model_names.front()),
         faults(settings.faults, settings.fault_seed),
-        router(core, metrics, faults, router_settings(eff)),
+        router(core, metrics, faults, router_settings(effective)),  // its own copy: the pointer lives as long
         server(ioc, server_options(), settings.limits, router, executor.clock()) {
     metrics.set_connection_source([this] { return server.stats(); });
   }

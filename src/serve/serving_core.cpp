@@ -216,6 +216,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   void on_reject(std::uint32_t, std::string_view reason) {
     if (finished_) return;
     const char* param = req_.api == Api::kChat         ? "messages"
+                        : req_.api == Api::kResponses  ? "input"
                         : req_.api == Api::kEmbeddings ? "input"
                         : req_.api == Api::kRerank     ? "documents"
                                                        : "prompt";
@@ -420,6 +421,13 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
             fmt::format(",\"item_id\":\"rs_{}\",\"output_index\":0,\"content_index\":0,\"text\":{}", rid,
                         nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))),
         -1, 0, 0);
+    write(responses_event(
+              "response.output_item.done", seq_++,
+              fmt::format(
+                  ",\"output_index\":0,\"item\":{{\"type\":\"reasoning\",\"id\":\"rs_{}\",\"summary\":[],"
+                  "\"content\":[{{\"type\":\"reasoning_text\",\"text\":{}}}],\"status\":\"completed\"}}",
+                  rid, nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))),
+          -1, 0, 0);
   }
 
   void complete_choice(std::uint32_t index, const std::string& finish) {
@@ -477,11 +485,18 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
             nullptr);
         core_.send(responder_,
                    responses_event(
+                       "response.content_part.done", seq_++,
+                       fmt::format(",\"item_id\":\"msg_{}\",\"output_index\":{},\"content_index\":0,"
+                                   "\"part\":{{\"type\":\"output_text\",\"text\":{},\"annotations\":[]}}",
+                                   rid, oi, text)),
+                   nullptr);
+        core_.send(responder_,
+                   responses_event(
                        "response.output_item.done", seq_++,
                        fmt::format(",\"output_index\":{},\"item\":{{\"type\":\"message\",\"id\":\"msg_{}\","
-                                   "\"role\":\"assistant\",\"status\":\"completed\",\"content\":[{{\"type\":"
+                                   "\"role\":\"assistant\",\"status\":\"{}\",\"content\":[{{\"type\":"
                                    "\"output_text\",\"text\":{},\"annotations\":[]}}]}}",
-                                   oi, rid, text)),
+                                   oi, rid, status, text)),
                    nullptr);
         core_.send(responder_,
                    responses_event(status == "completed" ? "response.completed" : "response.incomplete",

@@ -185,9 +185,11 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     // Each class alone at its own arrival times (virtual time: deterministic), then kappa per class.
     std::map<std::string, analyze::ClassLatencies> alone;
     std::map<std::string, std::string> alone_runs;
-    for (const auto& cls : coupling_classes) {
+    const auto dirs = analyze::coupling_run_dirs(coupling_classes);
+    for (std::size_t ci = 0; ci < coupling_classes.size(); ++ci) {
+      const std::string& cls = coupling_classes[ci];
       if (interrupted.load()) break;
-      const std::string rel = analyze::coupling_run_dir(cls);
+      const std::string& rel = dirs[ci];
       SimRunSettings oc = o;
       oc.coupling = false;
       oc.only_class = cls;

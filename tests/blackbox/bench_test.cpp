@@ -1174,7 +1174,7 @@ TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
 
   const auto big = bench({"--target", server.url(""), "--api", "embeddings", "--inputs-per-request", "5000"});
   EXPECT_EQ(big.exit_code, 2);
-  EXPECT_NE(big.err.find("--inputs-per-request 5000: expected 1 to 2048"), std::string::npos) << big.err;
+  EXPECT_NE(big.err.find("--inputs-per-request: Value 5000 not in range 1 to 2048"), std::string::npos) << big.err;
   const auto gen = bench({"--target", server.url(""), "--inputs-per-request", "2"});
   EXPECT_EQ(gen.exit_code, 2);
   EXPECT_NE(gen.err.find("goes with --api embeddings or rerank"), std::string::npos) << gen.err;
