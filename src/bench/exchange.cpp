@@ -265,7 +265,7 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   cancel_after_events_ = 0;
   cancel_fired_ = false;
   pooling_api_ = Api::kCompletions;
-  pooling_inputs_ = 0;
+  pooling_inputs_ = pooling_results_ = 0;
   dropped_reasoning_chars_ = 0;
   body_.clear();
   text_.clear();
@@ -511,11 +511,13 @@ void ResponseCollector::finish_pooling(Nanos t) {
   record_.response_id = p.id;
   record_.prompt_tokens = p.prompt_tokens;
   usage_completion_ = 0;
-  // Every input answered (rerank: a server may cut the results to top_n, which bench does not send).
-  if (p.items != static_cast<std::int64_t>(pooling_inputs_))
-    return fail(Outcome::kValidationError,
-                fmt::format("{} {} for {} {}", p.items, rerank ? "results" : "embeddings", pooling_inputs_,
-                            rerank ? "documents" : "inputs"));
+  // Every input answered (rerank: top_n of the documents when a top_n was sent).
+  if (p.items != static_cast<std::int64_t>(pooling_results_))
+    return fail(
+        Outcome::kValidationError,
+        fmt::format("{} {} for {} {}{}", p.items, rerank ? "results" : "embeddings", pooling_inputs_,
+                    rerank ? "documents" : "inputs",
+                    pooling_results_ != pooling_inputs_ ? fmt::format(" (top_n {})", pooling_results_) : ""));
   record_.t_first_token = record_.t_last_token = t;
   record_.event_times.push_back(t);
   event_chars_.push_back(1);

@@ -167,12 +167,14 @@ class ResponseCollector final : public net::ExchangeHandler {
   }
   // A pooling request (after init(), with stream off): the answer must hold
   // one item per input (embeddings: a vector each, of one size; rerank: a
-  // result per document, each index once); the record gets `inputs`, the
-  // usage's prompt tokens, 0 output tokens, and its one event (first and
-  // last token) when the whole answer has arrived.
-  void expect_pooling(Api api, std::uint32_t inputs) {
+  // result per document, each index once, or `results` of them when a
+  // top_n was sent); the record gets the usage's prompt tokens, 0 output
+  // tokens, and its one event (first and last token) when the whole answer
+  // has arrived.
+  void expect_pooling(Api api, std::uint32_t inputs, std::uint32_t results = 0) {
     pooling_api_ = api;
     pooling_inputs_ = inputs;
+    pooling_results_ = results > 0 ? results : inputs;
   }
   void cancel_now();
   static constexpr std::size_t kDefaultMaxEvents = 65536;
@@ -230,6 +232,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   bool cancel_fired_ = false;
   Api pooling_api_ = Api::kCompletions;
   std::uint32_t pooling_inputs_ = 0;  // 0: a generation request
+  std::uint32_t pooling_results_ = 0;
   std::size_t max_events_ = kDefaultMaxEvents;
   std::string content_type_;
   std::string stream_head_;          // the first bytes of a streamed body, quoted when it is not a stream

@@ -468,6 +468,13 @@ TEST_F(Collector, PoolingAnswersAreCheckedItemByItem) {
   EXPECT_EQ(r.outcome, Outcome::kProtocolError);
   EXPECT_NE(r.detail.find("results[1]"), std::string::npos) << r.detail;
   EXPECT_EQ(answer(Api::kRerank, 2, R"({"data":[]})").outcome, Outcome::kProtocolError);
+  // top_n 1 of 3 documents: one result, any document's index.
+  start(false);
+  c.expect_pooling(Api::kRerank, 3, 1);
+  c.on_headers(200, 120);
+  chunk(R"({"results":[{"index":2,"relevance_score":0.9}],"usage":{"total_tokens":30}})", 130);
+  c.on_complete(net::ExchangeError::kNone, "", 150);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
   EXPECT_EQ(answer(Api::kEmbeddings, 1, R"({"data":[{"embedding":["x"]}]})").outcome,
             Outcome::kProtocolError);
   r = answer(Api::kEmbeddings, 1, R"({"error":{"message":"input too long"}})");

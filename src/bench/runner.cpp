@@ -380,9 +380,10 @@ struct Runner::Shard {
     c->init(std::move(rec), r.encoder_.settings().stream, keep_text, &parser,
             [this](ResponseCollector& done) { on_done(done); });
     if (pooling())  // rerank with a top_n in the extra body: that many results
-      c->expect_pooling(rs.api, rs.api == Api::kRerank && r.encoder_.top_n()
-                                    ? std::min(rs.inputs_per_request, *r.encoder_.top_n())
-                                    : rs.inputs_per_request);
+      c->expect_pooling(rs.api, rs.inputs_per_request,
+                        rs.api == Api::kRerank && r.encoder_.top_n()
+                            ? std::min(rs.inputs_per_request, *r.encoder_.top_n())
+                            : rs.inputs_per_request);
     if (r.plan_.cancel && r.plan_.cancel->chosen(id)) {
       using When = CancelPlan::When;
       const CancelPlan& cp = *r.plan_.cancel;
