@@ -856,9 +856,7 @@ TEST_F(Bench, TheResponsesApiStreamsReasoningThenOutputText) {
   auto event = [](const std::string& type, const std::string& fields) {
     return "event: " + type + "\ndata: {\"type\":\"" + type + "\"" + fields + "}\n\n";
   };
-  std::string body_seen;
-  RecordingServer server([&](int fd, const RecordingServer::Request& req) {
-    body_seen = req.body;
+  RecordingServer server([&](int fd, const RecordingServer::Request&) {
     const std::string head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
     std::string think =
@@ -884,8 +882,13 @@ TEST_F(Bench, TheResponsesApiStreamsReasoningThenOutputText) {
                         "--input-len", "fixed:8", "--output-len", "fixed:6", "--prompt-check", "0", "--out",
                         out.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto sent = json::parse(body_seen);
-  EXPECT_TRUE(sent["input"].is_string()) << body_seen;
+  std::string
+      body;  // the POST, as the server recorded it under its lock (GET /v1/models and the like beside it)
+  for (const auto& req : server.requests())
+    if (req.head.rfind("POST /v1/responses ", 0) == 0) body = req.body;
+  ASSERT_FALSE(body.empty());
+  const auto sent = json::parse(body);
+  EXPECT_TRUE(sent["input"].is_string()) << body;
   EXPECT_EQ(sent["max_output_tokens"], 6);
   EXPECT_EQ(sent["stream"], true);
   EXPECT_FALSE(sent.contains("stream_options"));
@@ -1174,7 +1177,8 @@ TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
 
   const auto big = bench({"--target", server.url(""), "--api", "embeddings", "--inputs-per-request", "5000"});
   EXPECT_EQ(big.exit_code, 2);
-  EXPECT_NE(big.err.find("--inputs-per-request: Value 5000 not in range 1 to 2048"), std::string::npos) << big.err;
+  EXPECT_NE(big.err.find("--inputs-per-request: Value 5000 not in range 1 to 2048"), std::string::npos)
+      << big.err;
   const auto gen = bench({"--target", server.url(""), "--inputs-per-request", "2"});
   EXPECT_EQ(gen.exit_code, 2);
   EXPECT_NE(gen.err.find("goes with --api embeddings or rerank"), std::string::npos) << gen.err;
