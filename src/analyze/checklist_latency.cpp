@@ -217,6 +217,25 @@ ItemResult item_tail(const Pair& p) {
 
 // --------------------------------------------------------- 3 coupling
 namespace {
+// A change of kappa on the log scale: lb, lc the base's and the candidate's
+// log kappa, s the standard error of their difference.
+Finding kappa_finding(const Pair& p, std::string metric, double base, double value, double lb, double lc,
+                      double s) {
+  const double z = z_of(p.t.confidence);
+  Finding f;
+  f.metric = std::move(metric);
+  f.unit = "ratio";
+  f.change_unit = "%";
+  f.base = base;
+  f.value = value;
+  f.change = std::expm1(lc - lb);
+  f.ci_low = std::expm1(lc - lb - z * s);
+  f.ci_high = std::expm1(lc - lb + z * s);
+  f.threshold = fmt::format("tolerance {}", pct(p.t.coupling_tolerance));
+  f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, p.t.coupling_tolerance, Worse::kHigher);
+  return f;
+}
+
 // kappa measured by running each class alone (bench/sim --coupling: run.json
 // "coupling"): one run's kappa against 1, or the candidate's against the base's.
 std::optional<ItemResult> coupling_measured_alone(const Pair& p) {
@@ -230,7 +249,6 @@ std::optional<ItemResult> coupling_measured_alone(const Pair& p) {
                                                                                     : 0.95);
   };
   const double zc = stored_z(p.cand.run_json), zb = p.single() ? zc : stored_z(p.base->run_json);
-  const double z = z_of(p.t.confidence);
   ItemResult r;
   for (const auto& [cls, metrics] : cc->items())
     for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms"}) {
@@ -249,21 +267,12 @@ std::optional<ItemResult> coupling_measured_alone(const Pair& p) {
       const double lc = std::log((*kc)["kappa"].get<double>());
       const double lb = p.single() ? 0.0 : std::log((*kb)["kappa"].get<double>());
       const double s = p.single() ? se(*kc, zc) : std::hypot(se(*kb, zb), se(*kc, zc));
-      Finding f;
       const std::string_view label = m == std::string_view("ttft_ms")   ? "TTFT"
                                      : m == std::string_view("tpot_ms") ? "TPOT"
                                                                         : "E2E";
-      f.metric = fmt::format("kappa {} {} p50 (alone)", cls, label);
-      f.unit = "ratio";
-      f.change_unit = "%";
-      f.base = p.single() ? 1.0 : (*kb)["kappa"].get<double>();
-      f.value = (*kc)["kappa"].get<double>();
-      f.change = std::expm1(lc - lb);
-      f.ci_low = std::expm1(lc - lb - z * s);
-      f.ci_high = std::expm1(lc - lb + z * s);
-      f.threshold = fmt::format("tolerance {}", pct(p.t.coupling_tolerance));
-      f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, p.t.coupling_tolerance, Worse::kHigher);
-      r.findings.push_back(std::move(f));
+      r.findings.push_back(kappa_finding(p, fmt::format("kappa {} {} p50 (alone)", cls, label),
+                                         p.single() ? 1.0 : (*kb)["kappa"].get<double>(),
+                                         (*kc)["kappa"].get<double>(), lb, lc, s));
     }
   if (r.findings.empty()) return std::nullopt;
   return r;
@@ -323,18 +332,8 @@ ItemResult item_coupling(const Pair& p) {
       };
       const double lb = std::log1p(kb->estimate), lc = std::log1p(kc->estimate);
       const double s = std::hypot(se(*kb), se(*kc));
-      Finding f;
-      f.metric = fmt::format("kappa {} {}", names[ci], metric_name(m));
-      f.unit = "ratio";
-      f.change_unit = "%";
-      f.base = 1 + kb->estimate;
-      f.value = 1 + kc->estimate;
-      f.change = std::expm1(lc - lb);
-      f.ci_low = std::expm1(lc - lb - z * s);
-      f.ci_high = std::expm1(lc - lb + z * s);
-      f.threshold = fmt::format("tolerance {}", pct(p.t.coupling_tolerance));
-      f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, p.t.coupling_tolerance, Worse::kHigher);
-      r.findings.push_back(std::move(f));
+      r.findings.push_back(kappa_finding(p, fmt::format("kappa {} {}", names[ci], metric_name(m)),
+                                         1 + kb->estimate, 1 + kc->estimate, lb, lc, s));
     }
   }
   if (r.findings.empty())
