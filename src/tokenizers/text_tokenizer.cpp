@@ -1,5 +1,7 @@
 #include "tokenizers/text_tokenizer.h"
 
+#include "tokenizers/gguf.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -72,6 +74,13 @@ std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& path) {
     } else {
       throw InputError(path, 0, "", "a directory without tokenizer.json or tokenizer.model");
     }
+  }
+  {
+    // A GGUF model is read up to its metadata only (its tensors are gigabytes).
+    std::ifstream in(file, std::ios::binary);
+    char magic[4] = {};
+    if (in && in.read(magic, 4) && gguf::is_gguf(std::string_view(magic, 4)))
+      return load_gguf_tokenizer(file);
   }
   const std::string bytes = read_whole_file(file);
   const int first = first_meaningful_byte(bytes);

@@ -2,7 +2,7 @@
 // "Real tokenizers"). `tokenscope bench --tokenizer FILE` loads one to size
 // prompts against a real server.
 //
-// Two file formats, told apart by their first bytes:
+// Three file formats, told apart by their first bytes:
 //   * a Hugging Face `tokenizer.json` (starts with `{`) whose model is BPE:
 //     byte-level BPE (GPT-2, Llama 3, Qwen2/Qwen3) and SentencePiece-style
 //     BPE with byte fallback (Llama 2, Mistral), with the normalizers,
@@ -10,6 +10,8 @@
 //     use (hf_tokenizer.cpp lists them; anything else is refused at load);
 //   * a SentencePiece model (`tokenizer.model`, a protobuf), through the
 //     sentencepiece library.
+//   * a GGUF model file (starts with "GGUF"): the vocabulary llama.cpp
+//     serves it with, tokenized as llama.cpp does (load_gguf_tokenizer).
 // A `tokenizer_config.json` next to a tokenizer.json is read, when present,
 // for the BOS and EOS token names only; whether encode adds special tokens
 // follows the tokenizer.json's post_processor, as in Hugging Face tokenizers.
@@ -29,7 +31,7 @@ namespace tokenscope::tokenizers {
 
 // What run.json records about the tokenizer in use.
 struct TokenizerDescription {
-  std::string kind;      // "huggingface" (tokenizer.json) or "sentencepiece" (.model)
+  std::string kind;      // "huggingface" (tokenizer.json), "sentencepiece" (.model) or "gguf"
   std::string file;      // the path it was loaded from
   std::string model;     // e.g. "BPE (byte-level)", "BPE (byte fallback)", "sentencepiece bpe"
   std::string pipeline;  // normalizer, pre-tokenizer, post-processor and decoder in one line
@@ -102,6 +104,12 @@ std::unique_ptr<TextTokenizer> parse_hf_tokenizer_json(std::string_view json_tex
                                                        std::string_view config_json = {});
 std::unique_ptr<TextTokenizer> parse_sentencepiece_model(std::string_view model_bytes,
                                                          const std::string& file);
+// The tokenizer of a GGUF model file (llama.cpp's tokenizer.ggml.* keys:
+// "llama" SentencePiece and "gpt2" byte-level BPE vocabularies with every
+// pre-tokenizer type llama.cpp knows), tokenizing as llama.cpp does
+// (gguf_tokenizer.cpp). load reads only the file's metadata, not its tensors.
+std::unique_ptr<TextTokenizer> load_gguf_tokenizer(const std::string& file);
+std::unique_ptr<TextTokenizer> parse_gguf_tokenizer(std::string_view bytes, const std::string& file);
 
 // A word that is exactly one token wherever it stands in a text of words
 // separated by single spaces.

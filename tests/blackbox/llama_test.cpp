@@ -32,6 +32,7 @@
 #include "llama_server.h"
 #include "process.h"
 #include "server.h"
+#include "tokenizers/text_tokenizer.h"
 
 namespace tokenscope::testing {
 namespace {
@@ -974,6 +975,51 @@ TEST_F(Llama, KnownDifferencesFromTheReference) {
   }
 }
 
+// ---- GGUF vocabularies: --tokenizer model.gguf ----
+
+// tokenscope's tokenizer of a GGUF file (src/tokenizers/gguf_tokenizer.cpp)
+// gives exactly the ids of llama-server's /tokenize for the same file, on
+// every vocabulary here: llama.cpp's Llama 2 SentencePiece and GPT-2 ones,
+// the Llama 3 and Qwen3 ones gguf-py wrote from the npm tokenizer.json
+// files, and the one no tokenizer.json describes; without special tokens on
+// the edge cases and 300 ShareGPT prompts, with them (BOS, special tokens in
+// the text) on the edge cases.
+TEST_F(Llama, GgufTokenizerTokenizesAsTheServer) {
+  if (!peer_.missing_hf.empty()) GTEST_FAIL() << peer_.missing_hf;
+  auto corpus = tokenizer_edge_cases();
+  const std::size_t edge_cases = corpus.size();
+  const auto prompts = sharegpt_prompts(300);
+  corpus.insert(corpus.end(), prompts.begin(), prompts.end());
+  for (const Vocab v : {Vocab::kSpm, Vocab::kGpt2, Vocab::kLlama3, Vocab::kQwen3, Vocab::kUnseen}) {
+    const std::string name = vocab_name(v);
+    SCOPED_TRACE(name);
+    const auto tokenizer = tokenscope::tokenizers::load_text_tokenizer(model_of(v));
+    EXPECT_EQ(tokenizer->description().kind, "gguf");
+    auto s = start_vocab(v, {.context_tokens = 1024, .slots = 1, .extra = {}}, "gguf-" + name);
+    const auto plain = s->tokenize_all(corpus, /*add_special=*/false);
+    const auto special_ids = s->tokenize_all(
+        std::vector<std::string>(corpus.begin(), corpus.begin() + static_cast<std::ptrdiff_t>(edge_cases)),
+        true);
+    int wrong = 0;
+    std::size_t tokens = 0;
+    for (std::size_t i = 0; i < corpus.size(); ++i) {
+      for (const bool special : {false, true}) {
+        if (special && i >= edge_cases) break;
+        const auto& want = special ? special_ids[i] : plain[i];
+        const auto ids = tokenizer->encode(corpus[i], special);
+        const std::vector<int> got(ids.begin(), ids.end());
+        tokens += want.size();
+        if (got != want && ++wrong <= 5)
+          ADD_FAILURE() << name << " text " << i << " " << json(corpus[i].substr(0, 200)).dump()
+                        << " add_special=" << special << ": " << first_difference(got, want);
+      }
+    }
+    std::cout << name << ": " << corpus.size() << " texts, " << tokens << " server tokens, " << wrong
+              << " differ\n";
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 // ---- Exact prompt lengths with --tokenizer ----
 
 // Every ok record's prompt_tokens (the server's usage) is its
@@ -1069,6 +1115,49 @@ TEST_F(Llama, TokenizerMakesPromptsExactlyThePlannedLength) {
       if (fs::exists(out / "run.json"))
         expect_exact_prompt_check(json::parse(slurp(out / "run.json")), tokenizer_of(v), what);
     }
+  }
+}
+
+// With --tokenizer model.gguf, against the vocabulary no tokenizer.json
+// describes (a third of the prompt words split there): completions and chat
+// prompts reach llama-server at exactly their planned length (chat: the
+// template's tokens learned from /apply-template), and the prompt check
+// finds every sampled prompt exact.
+TEST_F(Llama, GgufTokenizerMakesPromptsExact) {
+  if (!peer_.missing_hf.empty()) GTEST_FAIL() << peer_.missing_hf;
+  auto s = start_vocab(Vocab::kUnseen, {.context_tokens = 8192, .slots = 2, .extra = {}}, "gguf-exact");
+  for (const char* api : {"completions", "chat"}) {
+    SCOPED_TRACE(api);
+    const auto out = dir_ / (std::string("gguf-exact-") + api);
+    const auto r = bench(*s, {"--model",
+                              "tiny",
+                              "--tokenizer",
+                              model_of(Vocab::kUnseen),
+                              "--api",
+                              api,
+                              "--num-requests",
+                              "12",
+                              "--rate",
+                              "inf",
+                              "--max-concurrency",
+                              "2",
+                              "--input-len",
+                              "uniform:16:700",
+                              "--output-len",
+                              "fixed:2",
+                              "--no-stream",
+                              "--out",
+                              out.string(),
+                              "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    const auto planned = expect_prompts_as_planned(lines(out / "requests.jsonl"), api);
+    EXPECT_EQ(planned.size(), 12u);
+    const auto run = json::parse(slurp(out / "run.json"));
+    const auto& prompts = run["settings"]["effective"]["prompts"];
+    EXPECT_EQ(prompts["tokenizer"]["kind"], "gguf") << prompts.dump();
+    EXPECT_GT(prompts["words_replaced"].get<int>(), 0) << "the unseen vocabulary splits prompt words";
+    EXPECT_EQ(prompts["server_check"]["exact"], prompts["server_check"]["sampled"]) << prompts.dump();
+    EXPECT_EQ(run["summary"]["prompt_token_mismatches"], 0);
   }
 }
 
