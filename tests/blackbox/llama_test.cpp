@@ -384,6 +384,74 @@ TEST_F(Llama, ModelDiscoveryRepeated) {
   EXPECT_EQ(failures, 0) << "of " << runs << " runs; first: " << first_failure;
 }
 
+// Cancellation on purpose against llama-server (bench --cancel): its
+// /metrics at the pinned commit has no abort counter, so what the server saw
+// is read from its log. After 3 tokens: one "cancel task" line for each
+// planned cancel (the server cancels a task when a write of its stream
+// fails) and its slot released early. Before the first token: the client
+// is gone before the server writes the response headers, and llama-server
+// at the pinned commit then never runs the stream's writer, so nothing
+// cancels the task: it runs to its end (what a user of this server pays for
+// closed tabs). Each such request is either cancelled (had the server
+// started its response in time) or run whole: the test holds the server to
+// that, and prints which. Afterwards every slot is idle. Streams of 400
+// tokens: a cancelled request cannot end before the server notices.
+TEST_F(Llama, PlannedCancellationsReachTheServer) {
+  auto s = start({.context_tokens = 4096, .slots = 4, .extra = {"--slots"}});
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  const std::string whole = "stop processing: n_past = 415,";  // 15 prompt tokens (and a BOS) + 400
+  for (const std::string when : {"0.5:after-tokens=3", "1:before-first-token"}) {
+    SCOPED_TRACE(when);
+    const std::size_t log_start = s->log().size();
+    const auto out = dir_ / ("cancel-" + std::to_string(when.size()));
+    const auto r = bench(*s, {"--model", "tiny", "--num-requests", "12", "--rate", "inf", "--max-concurrency",
+                              "4", "--input-len", "fixed:16", "--output-len", "fixed:400", "--request-seed",
+                              "11", "--cancel", when, "--out", out.string(), "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    const auto sum = json::parse(slurp(out / "run.json"))["summary"];
+    const int cancelled = sum["requests_cancelled_planned"].get<int>();
+    const int completed = sum["requests_completed"].get<int>();
+    EXPECT_GT(cancelled, 0);
+    if (when.starts_with("1:")) {
+      EXPECT_EQ(cancelled, 12);
+    }
+    EXPECT_EQ(sum["requests_failed"], 0);
+    EXPECT_EQ(completed + cancelled, 12);
+    for (const auto& rec : lines(out / "requests.jsonl")) {
+      if (rec.value("cancel_planned", false)) {
+        EXPECT_EQ(rec["outcome"], "cancelled") << rec.dump().substr(0, 400);
+        EXPECT_LT(rec["output_tokens_client"].get<int>(), 400) << rec.dump().substr(0, 400);
+      } else {
+        EXPECT_EQ(rec["outcome"], "ok") << rec.dump().substr(0, 400);
+        EXPECT_EQ(rec["output_tokens"], 400) << rec.dump().substr(0, 400);
+      }
+    }
+    // Every slot idle again (bounded wait), then the log of this run.
+    bool idle = false;
+    for (int i = 0; i < 200 && !idle; ++i) {
+      idle = true;
+      for (const auto& slot : json::parse(s->slots_json())) idle = idle && !slot.value("is_processing", true);
+      if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(idle) << s->slots_json().substr(0, 1000);
+    const std::string log = s->log().substr(log_start);
+    const int cancel_lines = count(log, "cancel task, id_task");
+    const int ran_whole = count(log, whole);
+    std::cout << when << ": " << cancelled << " cancelled by bench; llama-server cancelled " << cancel_lines
+              << " and ran " << ran_whole - completed << " of them to the end\n";
+    if (when.starts_with("0.5:")) {
+      EXPECT_EQ(cancel_lines, cancelled) << "llama-server's \"cancel task\" lines";
+      EXPECT_EQ(ran_whole, completed) << "a cancelled request ran to its end";
+    } else {
+      EXPECT_EQ(cancel_lines + (ran_whole - completed), cancelled) << log.substr(0, 3000);
+    }
+  }
+}
+
 // 200 requests at t = 0 against 4 slots (a trace with every offset 0): all
 // complete, and the client opens no more connections than it has requests.
 TEST_F(Llama, BurstOf200AtOnce) {
