@@ -70,6 +70,16 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
                   "used blocks are evicted when full (0: none)")
       ->capture_default_str()
       ->group(E);
+  app->add_option("--max-loras", e.max_loras,
+                  "LoRA adapters: distinct adapters in a batch and on the GPU at most (0: adapters off; "
+                  "serve --lora-modules turns them on with 1, as vLLM)")
+      ->group(E);
+  app->add_option("--max-lora-rank", e.max_lora_rank, "LoRA adapters' rank (sizes an adapter's load)")
+      ->capture_default_str()
+      ->group(E);
+  app->add_option("--lora-load-ms", e.lora_load_ms,
+                  "Cost of bringing an adapter onto the GPU, ms [default: its weights over the host link]")
+      ->group(E);
   const char* C = "Cost model";
   app->add_option("--mfu-linear", e.cost.mfu_linear, "Achieved share of peak FLOP/s in GEMMs")
       ->capture_default_str()

@@ -89,6 +89,10 @@ nlohmann::json EffectiveEngine::to_json() const {
   j["kv_bytes_per_token"] = kv_bytes_per_token;
   j["num_host_kv_blocks"] = num_host_kv_blocks;
   if (unperturbed_num_gpu_blocks) j["unperturbed_num_gpu_blocks"] = *unperturbed_num_gpu_blocks;
+  if (lora_adapter_bytes > 0) {
+    j["lora_adapter_bytes"] = lora_adapter_bytes;
+    j["lora_load_ms"] = lora_load_ms;
+  }
   j["notes"] = notes;
   return j;
 }
@@ -194,6 +198,27 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
       e.notes.push_back(
           fmt::format("perturbation batch_cap: max_num_seqs {} (was {})", cap->max_num_seqs, s.max_num_seqs));
   }
+  if (s.max_loras > 0) {
+    if (s.max_loras > 1024)
+      throw UsageError(fmt::format("--max-loras: expected 1..1024, got {}", s.max_loras));
+    if (s.max_lora_rank < 1 || s.max_lora_rank > 512)
+      throw UsageError(fmt::format("--max-lora-rank: expected 1..512, got {}", s.max_lora_rank));
+    // A rank-r adapter on every projection: r x (inputs + outputs) parameters each.
+    const ModelSpec& m = e.model;
+    const double q = static_cast<double>(m.heads) * m.head_dim,
+                 kv = static_cast<double>(m.kv_heads) * m.head_dim;
+    const double per_layer = (m.hidden + q) + 2 * (m.hidden + kv) + (q + m.hidden) +
+                             m.experts * 3.0 * (m.hidden + static_cast<double>(m.intermediate));
+    e.lora_adapter_bytes = s.max_lora_rank * per_layer * m.layers * m.weight_bytes_per_param;
+    if (s.lora_load_ms) {
+      if (!(*s.lora_load_ms >= 0 && *s.lora_load_ms <= 600000))
+        throw UsageError(fmt::format("--lora-load-ms: expected 0..600000, got {}", *s.lora_load_ms));
+      e.lora_load_ms = *s.lora_load_ms;
+    } else {
+      e.lora_load_ms =
+          e.gpu.host_link_gbps > 0 ? e.lora_adapter_bytes / (e.gpu.host_link_gbps * 1e9) * 1e3 : 0.0;
+    }
+  }
   return e;
 }
 
@@ -223,6 +248,7 @@ struct Engine::Seq {
   std::uint64_t output_seed = 0;
   bool pooling = false;                     // its one token is the prefill's end, not a generated token
   double image_flops = 0, audio_flops = 0;  // encoders still to run (once, with the first prefill chunk)
+  std::uint32_t adapter = 0;                // LoRA adapter, 0: none
   enum class State { kWaiting, kRunning, kSwapped } state = State::kWaiting;
 
   std::uint32_t num_tokens() const { return prompt_len + num_output; }
@@ -299,6 +325,60 @@ void Engine::waiting_push_front(Seq* s) {
     waiting_fcfs_.push_front(s);
   else
     waiting_priority_.insert(s);  // ordered by (priority, arrival): back where it was
+}
+
+std::vector<std::uint32_t> Engine::running_adapters() const {
+  std::set<std::uint32_t> a;
+  for (const Seq* s : running_)
+    if (s->adapter > 0) a.insert(s->adapter);
+  return {a.begin(), a.end()};
+}
+
+std::vector<std::uint32_t> Engine::waiting_adapters() const {
+  std::set<std::uint32_t> a;
+  for (const Seq* s : waiting_fcfs_)
+    if (s->adapter > 0) a.insert(s->adapter);
+  for (const Seq* s : waiting_priority_)
+    if (s->adapter > 0) a.insert(s->adapter);
+  for (const Seq* s : swapped_)
+    if (s->adapter > 0) a.insert(s->adapter);
+  return {a.begin(), a.end()};
+}
+
+bool Engine::lora_fits(std::uint32_t adapter) const {
+  if (adapter == 0) return true;
+  std::set<std::uint32_t> batch;
+  for (const Seq* s : running_) {
+    if (s->adapter == adapter) return true;
+    if (s->adapter > 0) batch.insert(s->adapter);
+  }
+  return batch.size() < settings_.max_loras;
+}
+
+void Engine::use_adapter(std::uint32_t adapter, StepStats& st, double& extra_seconds) {
+  if (adapter == 0) return;
+  const auto it = std::find(lora_gpu_.begin(), lora_gpu_.end(), adapter);
+  if (it != lora_gpu_.end()) {
+    lora_gpu_.erase(it);
+    lora_gpu_.push_back(adapter);
+    return;
+  }
+  if (lora_gpu_.size() >= settings_.max_loras) {
+    // The least recently used adapter no running sequence holds (lora_fits
+    // leaves one: fewer than max_loras adapters run besides this one).
+    for (auto v = lora_gpu_.begin(); v != lora_gpu_.end(); ++v) {
+      const bool in_use =
+          std::any_of(running_.begin(), running_.end(), [&](const Seq* s) { return s->adapter == *v; });
+      if (!in_use) {
+        lora_gpu_.erase(v);
+        break;
+      }
+    }
+  }
+  lora_gpu_.push_back(adapter);
+  extra_seconds += eff_.lora_load_ms / 1e3;
+  ++st.lora_loads;
+  ++counters_.lora_loads;
 }
 
 std::size_t Engine::num_waiting() const {
@@ -394,6 +474,10 @@ std::uint32_t media_tokens(const ModelSpec& m, const workload::Request& req) {
 bool Engine::add_request(EngineRequest r, Nanos now) {
   const auto prompt_len = static_cast<std::uint64_t>(r.prompt.size());
   const std::uint64_t output = std::max<std::uint32_t>(1, r.max_output_tokens);
+  if (r.adapter > 0 && settings_.max_loras == 0) {
+    reject(r.id, now, "LoRA adapters are not enabled (max_loras 0)");
+    return false;
+  }
   if (auto problem = admission_problem(prompt_len, r.max_output_tokens, r.tenant)) {
     reject(r.id, now, *problem);
     return false;
@@ -409,6 +493,8 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->prompt_len = static_cast<std::uint32_t>(prompt_len);
   s->target_output = static_cast<std::uint32_t>(output);
   s->run_hash = root_hash(tenant);
+  s->adapter = r.adapter;
+  if (r.adapter > 0) s->run_hash = hash_combine64(s->run_hash, 0x4c6f5241ULL + r.adapter);  // "LoRA"
   s->output_seed = r.output_seed.value_or(r.id);
   s->pooling = r.pooling;
   s->image_flops = r.image_encoder_flops;
@@ -629,12 +715,16 @@ Nanos Engine::step(Nanos now) {
     }
   }
 
+  for (const auto& [v, n] : scheduled_) use_adapter(v->adapter, st, extra_seconds);  // most recently used
+
   // 2. Swapped, then waiting sequences, in steps without a preemption.
   if (!preempted) {
     while (!swapped_.empty() && budget > 0 && running_.size() < settings_.max_num_seqs) {
       Seq* s = swapped_.front();
+      if (!lora_fits(s->adapter)) break;
       const std::uint32_t n = cap(s->num_tokens() - s->num_computed);
       if (!allocate_slots(*s, n, 0, 0)) break;
+      use_adapter(s->adapter, st, extra_seconds);
       const auto bytes = static_cast<std::uint64_t>(s->swapped_blocks * eff_.kv_bytes_per_block);
       st.swap_in_bytes += bytes;
       counters_.swap_in_bytes += bytes;
@@ -644,8 +734,16 @@ Nanos Engine::step(Nanos now) {
       scheduled_.emplace_back(s, n);
       budget -= n;
     }
+    // Waiting sequences whose adapter would be one too many in the batch
+    // wait; the ones behind them go first (vLLM's skipped waiting requests).
+    std::vector<Seq*> lora_skipped;
     while (!waiting_empty() && budget > 0 && running_.size() < settings_.max_num_seqs) {
       Seq* s = waiting_front();
+      if (!lora_fits(s->adapter)) {
+        lora_skipped.push_back(s);
+        waiting_pop_front();
+        continue;
+      }
       if (!ensure_tenant_resident(s->tenant, st, extra_seconds)) break;
       auto& pool = pools_[pool_of(*s)];
       const std::size_t max_hit_blocks = std::min<std::size_t>((s->num_tokens() - 1) / B, s->hashes.size());
@@ -689,6 +787,7 @@ Nanos Engine::step(Nanos now) {
       s->num_computed = computed;
       waiting_pop_front();
       running_.push_back(s);
+      use_adapter(s->adapter, st, extra_seconds);
       ++tenant_live_seqs_[s->tenant];
       tenant_last_used_[s->tenant] = counters_.steps + 1;
       if (s->first_scheduled < 0) {
@@ -698,6 +797,7 @@ Nanos Engine::step(Nanos now) {
       scheduled_.emplace_back(s, n);
       budget -= n;
     }
+    for (auto it = lora_skipped.rbegin(); it != lora_skipped.rend(); ++it) waiting_push_front(*it);
   }
 
   if (scheduled_.empty() && extra_seconds == 0.0 && st.swap_out_bytes == 0) return 0;
@@ -817,6 +917,15 @@ bool Engine::check_invariants() const {
   for (const auto& p : pools_) {
     if (!p.check_invariants()) return false;
     if (p.capacity() && p.num_in_use() > *p.capacity()) return false;
+  }
+  // At most max_loras adapters in the batch and on the GPU, and every
+  // running sequence's adapter on the GPU.
+  if (settings_.max_loras > 0) {
+    if (running_adapters().size() > settings_.max_loras || lora_gpu_.size() > settings_.max_loras)
+      return false;
+    for (const Seq* s : running_)
+      if (s->adapter > 0 && std::find(lora_gpu_.begin(), lora_gpu_.end(), s->adapter) == lora_gpu_.end())
+        return false;
   }
   // Blocks shared through the prefix cache count once in the pools and once
   // per sequence here, so the pools can never hold more than the sequences.

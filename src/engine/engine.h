@@ -91,6 +91,17 @@ struct EngineSettings {
   // max_num_seqs), the others step by step. Empty: none.
   std::vector<Perturbation> perturbations;
   std::uint64_t perturbation_seed = 0;
+  // LoRA adapters (docs/engine.md "LoRA adapters"): a request names one by
+  // EngineRequest::adapter (0: the base model). At most max_loras distinct
+  // adapters run in a batch (vLLM's --max-loras): a waiting request whose
+  // adapter would be one too many waits and the ones behind it go first, as
+  // vLLM's scheduler skips it. The GPU holds max_loras adapters, the least
+  // recently used evicted; bringing one in costs lora_load_ms in that step
+  // (default: its weights, rank max_lora_rank on every projection of every
+  // layer, over the host link). max_loras 0: adapters off.
+  std::uint32_t max_loras = 0;
+  std::uint32_t max_lora_rank = 16;
+  std::optional<double> lora_load_ms;
 };
 
 // Settings after resolution against the catalog and the GPU's memory.
@@ -108,6 +119,9 @@ struct EffectiveEngine {
   std::uint64_t num_host_kv_blocks = 0;                     // floor(host_kv_gib · 2^30 / kv_bytes_per_block)
   std::optional<std::uint32_t> unperturbed_num_gpu_blocks;  // before a kv perturbation; nullopt without one
   std::vector<std::string> notes;                           // adjustments the user should know about
+  // LoRA (max_loras > 0): one adapter's weights (bytes, all GPUs) and the time to load it.
+  double lora_adapter_bytes = 0.0;
+  double lora_load_ms = 0.0;
 
   nlohmann::json to_json() const;
 };
@@ -133,6 +147,9 @@ struct EngineRequest {
   // the model's encoder FLOPs (ModelSpec); 0: none.
   double image_encoder_flops = 0;
   double audio_encoder_flops = 0;
+  // The LoRA adapter it runs with (1, 2, ...; EngineSettings::max_loras), 0:
+  // the base model. Adapters do not share prefix-cache blocks.
+  std::uint32_t adapter = 0;
 };
 
 // Multimodal inputs as the model sees them: an image's or an audio clip's
@@ -183,6 +200,7 @@ struct StepStats {
   std::uint64_t host_kv_blocks = 0;             // held in the host pool after the step
   std::uint32_t host_kv_evictions = 0;          // blocks the host pool evicted in this step
   std::uint32_t host_kv_recomputed_blocks = 0;  // evicted blocks that requests admitted now recompute
+  std::uint32_t lora_loads = 0;                 // adapters brought onto the GPU for this step
   StepCost cost;
   Nanos perturbation_ns = 0;  // of the duration, the time perturbations added
   Nanos stolen_ns = 0;        // of that, stolen time (steal), at the end of the step
@@ -214,6 +232,7 @@ struct EngineCounters {
   std::uint64_t host_kv_evictions = 0;          // blocks evicted from the host pool
   std::uint64_t host_kv_recomputed_blocks = 0;  // of those, blocks a request needed again and recomputed
   std::uint64_t max_host_kv_blocks = 0;         // peak blocks held in the host pool
+  std::uint64_t lora_loads = 0;                 // adapters brought onto the GPU
   std::uint64_t requests_finished = 0;
   std::uint64_t requests_rejected = 0;
   std::uint64_t prompt_tokens = 0;
@@ -257,6 +276,10 @@ class Engine {
   const EngineCounters& counters() const { return counters_; }
   const EffectiveEngine& effective() const { return eff_; }
   std::size_t num_running() const { return running_.size(); }
+  // The adapters (> 0) of running and of waiting requests, each once, in
+  // increasing order (vLLM's vllm:lora_requests_info labels).
+  std::vector<std::uint32_t> running_adapters() const;
+  std::vector<std::uint32_t> waiting_adapters() const;
   std::size_t num_waiting() const;
   // Sum over pools; for tests.
   std::uint32_t kv_blocks_in_use() const;
@@ -291,6 +314,11 @@ class Engine {
   Seq* pick_victim() const;
   void preempt(Seq* victim, StepStats& st);
   bool ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double& extra_seconds);
+  // Whether a sequence with this adapter may join the running batch.
+  bool lora_fits(std::uint32_t adapter) const;
+  // Brings the adapter onto the GPU when it is not there (evicting the least
+  // recently used one no running sequence needs) and marks it used.
+  void use_adapter(std::uint32_t adapter, StepStats& st, double& extra_seconds);
   void finish(Seq* s, Nanos t, bool aborted);
 
   EffectiveEngine eff_;
@@ -309,7 +337,8 @@ class Engine {
   std::vector<std::uint64_t> tenant_last_used_;
   std::vector<std::uint32_t> tenant_live_seqs_;  // running or swapped
   std::uint32_t resident_count_ = 0;
-  HostKvPool host_pool_;  // dynamic tenant reuse: blocks offloaded to host memory
+  HostKvPool host_pool_;                 // dynamic tenant reuse: blocks offloaded to host memory
+  std::vector<std::uint32_t> lora_gpu_;  // adapters on the GPU, least recently used first
   std::unordered_map<std::uint64_t, Seq*> by_id_;
   EngineCounters counters_;
   // Scratch, reused across steps.

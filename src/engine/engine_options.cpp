@@ -35,6 +35,12 @@ nlohmann::json to_json(const EngineOptions& o) {
         {"layer_overhead_us", e.cost.layer_overhead_us},
         {"allreduce_latency_us", e.cost.allreduce_latency_us},
         {"allreduce_efficiency", e.cost.allreduce_efficiency}}}};
+  // Only with LoRA adapters on (as perturbations, below).
+  if (e.max_loras > 0) {
+    j["max_loras"] = e.max_loras;
+    j["max_lora_rank"] = e.max_lora_rank;
+    j["lora_load_ms"] = e.lora_load_ms ? nlohmann::json(*e.lora_load_ms) : nlohmann::json(nullptr);
+  }
   // Only with perturbations: the settings of a run without any stay as they were.
   if (!o.perturb.text.empty()) {
     j["perturb"] = o.perturb.text;

@@ -109,6 +109,74 @@ TEST(Engine, EveryRequestFinishesOrIsRejectedWithAReason) {
   EXPECT_EQ(h.engine->kv_blocks_in_use(), 0u);
 }
 
+// LoRA adapters (EngineSettings::max_loras): with one adapter slot, a
+// request for a second adapter waits while the first runs, and requests
+// behind it (base model, the first adapter) go past it; each adapter brought
+// onto the GPU costs lora_load_ms in its step; adapters do not share
+// prefix-cache blocks; without adapters on, a request naming one is refused.
+TEST(Engine, LoraAdaptersAtMostMaxLorasInABatch) {
+  auto s = small(256);
+  s.max_loras = 1;
+  s.lora_load_ms = 5.0;
+  Harness h(s);
+  auto add = [&](std::uint64_t id, std::uint32_t adapter, std::uint64_t prompt_seed) {
+    EngineRequest r;
+    r.id = id;
+    r.prompt = prompt(prompt_seed, 64);
+    r.max_output_tokens = 8;
+    r.adapter = adapter;
+    ASSERT_TRUE(h.engine->add_request(std::move(r), h.now));
+  };
+  add(1, 1, 1);  // adapter 1
+  add(2, 2, 2);  // adapter 2: one too many while 1 runs
+  add(3, 0, 3);  // the base model: goes past request 2
+  add(4, 1, 1);  // adapter 1 again, the same prompt as request 1
+  h.now += h.engine->step(h.now);
+  EXPECT_EQ(h.engine->running_adapters(), (std::vector<std::uint32_t>{1}));
+  EXPECT_EQ(h.engine->waiting_adapters(), (std::vector<std::uint32_t>{2}));
+  ASSERT_EQ(h.rec.steps.size(), 1u);
+  EXPECT_EQ(h.rec.steps[0].num_seqs, 3u);  // 1, 3 and 4
+  EXPECT_EQ(h.rec.steps[0].lora_loads, 1u);
+  EXPECT_DOUBLE_EQ(h.rec.steps[0].cost.extra_s, 0.005);
+  h.drain();
+  ASSERT_EQ(h.rec.finished.size(), 4u);
+  // Request 2 starts after every adapter-1 request ended, and costs a load.
+  EXPECT_GE(h.rec.finished[2].first_scheduled, h.rec.finished[1].finished);
+  EXPECT_GE(h.rec.finished[2].first_scheduled, h.rec.finished[4].finished);
+  EXPECT_LT(h.rec.finished[3].first_scheduled, h.rec.finished[2].first_scheduled);
+  EXPECT_EQ(h.engine->counters().lora_loads, 2u);
+  // Request 1's prompt again: under adapter 2 it misses the prefix cache,
+  // under adapter 1 it hits.
+  add(5, 2, 1);
+  add(6, 1, 1);
+  h.drain();
+  EXPECT_EQ(h.rec.finished[5].cached_tokens, 0u);
+  EXPECT_EQ(h.rec.finished[6].cached_tokens, 48u);  // 3 whole blocks of 64 tokens, the last recomputed
+  EXPECT_EQ(h.engine->counters().lora_loads, 3u);   // adapter 1 again after adapter 2 took the slot
+
+  Harness off(small(64));
+  EngineRequest r;
+  r.id = 7;
+  r.prompt = prompt(7, 16);
+  r.adapter = 3;
+  EXPECT_FALSE(off.engine->add_request(std::move(r), 0));
+  EXPECT_NE(off.rec.rejected[7].find("LoRA adapters are not enabled"), std::string::npos);
+}
+
+// The default load cost: the adapter's weights over the host link, rank 16
+// on Llama-3-8B: 32 layers x 16 x (q 8192 + k 5120 + v 5120 + o 8192 +
+// 3 x (4096 + 14336)) parameters in bf16 = 83,886,080 bytes.
+TEST(Engine, LoraLoadCostIsTheAdaptersWeightsOverTheHostLink) {
+  EngineSettings s;
+  s.max_loras = 4;
+  const auto eff = resolve_engine(s, Catalog::builtin());
+  EXPECT_DOUBLE_EQ(eff.lora_adapter_bytes, 83886080.0);
+  EXPECT_NEAR(eff.lora_load_ms, 83886080.0 / (eff.gpu.host_link_gbps * 1e9) * 1e3, 1e-9);
+  EXPECT_GT(eff.lora_load_ms, 0.5);
+  s.max_lora_rank = 0;
+  EXPECT_THROW(resolve_engine(s, Catalog::builtin()), UsageError);
+}
+
 TEST(Engine, MemoryPressureCausesCountedPreemptions) {
   Harness h(small(40));  // 640 tokens; ten 100-token prompts growing by 200 tokens each
   for (std::uint64_t id = 0; id < 10; ++id) h.add(id, prompt(id, 100), 200);
