@@ -514,6 +514,7 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     if (!o.model.empty()) s2.model = o.model;
     const auto catalog = engine::load_catalog(o.engine);
     s2.num_tenants = static_cast<std::uint32_t>(w.tenants.size());
+    serve::apply(o.server, s2);
     side.eff = engine::resolve_engine(s2, catalog);
     serve::ServerAppSettings ss;
     serve::apply(o.server, ss);

@@ -344,6 +344,11 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->capture_default_str()
       ->group(S);
   bench
+      ->add_option("--lora-modules", s.server.lora_modules,
+                   "LoRA adapters of the in-process server, NAME or NAME=PATH (as serve --lora-modules); "
+                   "send to them with --model-mix or a workload class's model")
+      ->group(S);
+  bench
       ->add_option(
           "--reasoning-share", s.server.reasoning_share,
           "The in-process server as a reasoning model: this share of each chat answer comes first as "

@@ -131,6 +131,11 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->group(G);
   serve
+      ->add_option("--lora-modules", o.server.lora_modules,
+                   "LoRA adapters served behind the model, NAME or NAME=PATH each: a request whose model is "
+                   "NAME runs with it (docs/serve.md \"LoRA adapters\"; --max-loras, --lora-load-ms)")
+      ->group(G);
+  serve
       ->add_option("--reasoning-share", o.server.reasoning_share,
                    "Simulate a reasoning model: this share of each chat answer's tokens comes first as "
                    "reasoning (0: none), docs/serve.md \"Reasoning models\"")
@@ -173,7 +178,8 @@ namespace {
 int run_serve(ServeOptions& o) {
   if (o.api_key.empty())
     if (const char* env = std::getenv("TOKENSCOPE_API_KEY")) o.api_key = env;
-  const engine::EngineSettings settings = engine_settings(o.engine_options, o.seed);
+  engine::EngineSettings settings = engine_settings(o.engine_options, o.seed);
+  serve::apply(o.server, settings);
   const auto catalog = load_catalog(o.engine_options);
   const auto eff = engine::resolve_engine(settings, catalog);
   if (!(o.shutdown_grace_s >= 0)) throw UsageError("--shutdown-grace-s: expected seconds >= 0");

@@ -276,6 +276,7 @@ class Engine {
   const EngineCounters& counters() const { return counters_; }
   const EffectiveEngine& effective() const { return eff_; }
   std::size_t num_running() const { return running_.size(); }
+  std::uint32_t settings_max_loras() const { return settings_.max_loras; }
   // The adapters (> 0) of running and of waiting requests, each once, in
   // increasing order (vLLM's vllm:lora_requests_info labels).
   std::vector<std::uint32_t> running_adapters() const;

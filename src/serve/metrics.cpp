@@ -1,5 +1,7 @@
 #include "serve/metrics.h"
 
+#include <chrono>
+
 #include "core/prometheus.h"
 
 #include <fmt/format.h>
@@ -90,6 +92,18 @@ void ServeMetrics::set_host_kv(std::uint64_t blocks, std::uint64_t capacity_bloc
   host_kv_capacity_ = capacity_blocks;
   host_kv_evictions_ = evictions_total;
   host_kv_recomputed_ = recomputed_total;
+}
+
+void ServeMetrics::set_lora(std::string running, std::string waiting, std::uint32_t max_lora,
+                            std::uint64_t loads_total) {
+  std::lock_guard lock(mutex_);
+  lora_ = true;
+  lora_running_ = std::move(running);
+  lora_waiting_ = std::move(waiting);
+  max_lora_ = max_lora;
+  lora_loads_ = loads_total;
+  lora_updated_unix_ =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 void ServeMetrics::set_queue(std::uint32_t running, std::uint32_t waiting) {
@@ -252,6 +266,15 @@ std::string ServeMetrics::render() const {
   w.sample("tokenscope:host_kv_usage_perc", l,
            host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
                              : 0.0);
+  if (lora_) {
+    w.family("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
+    w.sample("vllm:lora_requests_info",
+             fmt::format("max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"",
+                         max_lora_, lora_running_, lora_waiting_),
+             lora_updated_unix_);
+    w.family("tokenscope:lora_loads_total", "counter", "LoRA adapters brought onto the GPU.");
+    w.sample("tokenscope:lora_loads_total", l, static_cast<double>(lora_loads_));
+  }
   w.family("tokenscope:host_kv_blocks", "gauge", "KV blocks held in the host pool.");
   w.sample("tokenscope:host_kv_blocks", l, static_cast<double>(host_kv_blocks_));
   w.family("tokenscope:host_kv_evictions_total", "counter",

@@ -53,6 +53,12 @@ class ServeMetrics {
   // recomputed.
   void set_host_kv(std::uint64_t blocks, std::uint64_t capacity_blocks, std::uint64_t evictions_total,
                    std::uint64_t recomputed_total);
+  // LoRA adapters (engine max_loras > 0): the names of the adapters of
+  // running and of waiting requests (comma-separated), the cap, the loads so
+  // far: vllm:lora_requests_info (its value the wall-clock time of the
+  // update, as vLLM's) and tokenscope:lora_loads_total. Not rendered before
+  // the first call.
+  void set_lora(std::string running, std::string waiting, std::uint32_t max_lora, std::uint64_t loads_total);
   // Queue gauges between steps (after admissions and aborts).
   void set_queue(std::uint32_t running, std::uint32_t waiting);
   void on_inter_token(double seconds);
@@ -82,6 +88,11 @@ class ServeMetrics {
                 preemptions_ = 0;
   std::uint64_t steps_ = 0, tenant_switches_ = 0, swap_out_bytes_ = 0, swap_in_bytes_ = 0;
   std::uint64_t host_kv_blocks_ = 0, host_kv_capacity_ = 0, host_kv_evictions_ = 0, host_kv_recomputed_ = 0;
+  bool lora_ = false;
+  std::string lora_running_, lora_waiting_;
+  std::uint32_t max_lora_ = 0;
+  std::uint64_t lora_loads_ = 0;
+  double lora_updated_unix_ = 0;
   std::function<net::ConnectionStats()> connection_source_;
   std::function<engine::PerturbationCounts()> perturbation_source_;
   std::map<std::string, std::uint64_t> success_;  // by finished_reason

@@ -85,13 +85,22 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
   if (path == "/v1/models") {
     if (!get) return method_not_allowed("GET");
     nlohmann::json data = nlohmann::json::array();
-    for (const auto& name : settings_.parse.model_names)
-      data.push_back({{"id", name},
+    const std::size_t served = settings_.parse.model_names.size() - settings_.lora_modules.size();
+    for (std::size_t i = 0; i < served; ++i)
+      data.push_back({{"id", settings_.parse.model_names[i]},
                       {"object", "model"},
                       {"created", settings_.created_unix},
                       {"owned_by", "tokenscope"},
                       {"root", settings_.parse.model_names.front()},
                       {"parent", nullptr},
+                      {"max_model_len", settings_.parse.max_model_len}});
+    for (const auto& [name, path] : settings_.lora_modules)
+      data.push_back({{"id", name},
+                      {"object", "model"},
+                      {"created", settings_.created_unix},
+                      {"owned_by", "tokenscope"},
+                      {"root", path},
+                      {"parent", settings_.parse.model_names.front()},
                       {"max_model_len", settings_.parse.max_model_len}});
     return reply(*responder, 200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
   }

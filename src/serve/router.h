@@ -26,6 +26,9 @@ struct RouterSettings {
   ParseContext parse;
   std::string api_key;  // empty: no authentication
   std::int64_t created_unix = 0;
+  // LoRA adapters ({name, path}; their names are in parse.model_names too):
+  // listed by /v1/models with the base model as parent, as vLLM lists them.
+  std::vector<std::pair<std::string, std::string>> lora_modules;
 };
 
 // Whether an Authorization header carries `key` as its bearer token: the

@@ -39,6 +39,22 @@ void check(const SimServerOptions& o) {
 
 void apply(const SimServerOptions& o, ServerAppSettings& s) {
   check(o);
+  s.lora_modules.clear();
+  for (const auto& m : o.lora_modules) {
+    const auto eq = m.find('=');
+    std::string name = m.substr(0, eq), path = eq == std::string::npos ? m : m.substr(eq + 1);
+    if (name.empty() || name.size() > 256 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:/") !=
+            std::string::npos)
+      throw UsageError(
+          fmt::format("--lora-modules {}: expected NAME or NAME=PATH, NAME of letters, digits and "
+                      "._-:/ (at most 256)",
+                      quote_input(m)));
+    for (const auto& [n, p] : s.lora_modules)
+      if (n == name) throw UsageError(fmt::format("--lora-modules: {} is named twice", quote_input(name)));
+    s.lora_modules.emplace_back(std::move(name), std::move(path));
+  }
+  if (s.lora_modules.size() > 4096) throw UsageError("--lora-modules: at most 4,096 adapters");
   s.threads = o.threads;
   s.faults = o.faults.rules;
   s.fault_seed = o.fault_seed;
@@ -46,6 +62,10 @@ void apply(const SimServerOptions& o, ServerAppSettings& s) {
   s.core.logprobs.shift_nats = o.logprob_shift;
   s.core.reasoning_share = o.reasoning_share;
   s.core.reasoning_field = o.reasoning_field;
+}
+
+void apply(const SimServerOptions& o, engine::EngineSettings& s) {
+  if (!o.lora_modules.empty() && s.max_loras == 0) s.max_loras = 1;  // vLLM's default --max-loras
 }
 
 struct ServerApp::Impl {
@@ -70,6 +90,8 @@ struct ServerApp::Impl {
   RouterSettings router_settings(const engine::EffectiveEngine& eff) const {
     RouterSettings rs;
     rs.parse.model_names = settings.model_names;
+    for (const auto& [name, path] : settings.lora_modules) rs.parse.model_names.push_back(name);
+    rs.lora_modules = settings.lora_modules;
     rs.parse.max_model_len = eff.max_model_len;
     rs.parse.model = &eff.model;
     rs.parse.default_completion_max_tokens = settings.default_completion_max_tokens;
@@ -104,6 +126,14 @@ struct ServerApp::Impl {
 ServerApp::ServerApp(const engine::EffectiveEngine& effective, const engine::EngineSettings& settings,
                      std::unique_ptr<engine::CostModel> cost, ServerAppSettings s) {
   if (s.model_names.empty()) s.model_names.push_back(effective.model.name);
+  if (!s.lora_modules.empty() && settings.max_loras == 0)
+    throw UsageError("LoRA modules need adapters on in the engine (--max-loras)");
+  s.core.adapters.clear();
+  for (const auto& [name, path] : s.lora_modules) {
+    if (std::find(s.model_names.begin(), s.model_names.end(), name) != s.model_names.end())
+      throw UsageError(fmt::format("--lora-modules: {} is also a served model name", quote_input(name)));
+    s.core.adapters.push_back(name);
+  }
   impl_ = std::make_unique<Impl>(effective, settings, std::move(cost), std::move(s));
 }
 

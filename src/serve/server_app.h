@@ -28,6 +28,8 @@ struct ServerAppSettings {
   std::uint16_t port = 0;  // 0: ephemeral
   unsigned threads = 1;
   std::vector<std::string> model_names;  // the first is reported in responses
+  // LoRA adapters: {name, path}; a request naming one runs with adapter i + 1.
+  std::vector<std::pair<std::string, std::string>> lora_modules;
   std::string api_key;
   net::ServerLimits limits;
   CoreSettings core;

@@ -108,6 +108,10 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       : core_(core), req_(std::move(req)), responder_(std::move(responder)), fault_(fault) {
     id_ = core.new_response_id(req_.api);
     created_ = static_cast<std::int64_t>(std::time(nullptr));
+    // Answered with the adapter's name when it runs on one (as vLLM), else the served model's.
+    const auto& adapters = core.settings().adapters;
+    model_ = std::find(adapters.begin(), adapters.end(), req_.model) != adapters.end() ? req_.model
+                                                                                       : core.model_name();
   }
 
   GenerationRequest& request() { return req_; }
@@ -124,16 +128,14 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     responder_->start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
     core_.metrics().on_http_response(200);
     if (req_.api == Api::kResponses) {
-      const std::string obj =
-          response_object(id_, created_, core_.model_name(), "in_progress", "", "", nullptr);
+      const std::string obj = response_object(id_, created_, model_, "in_progress", "", "", nullptr);
       core_.send(responder_, responses_event("response.created", seq_++, ",\"response\":" + obj), nullptr);
       core_.send(responder_, responses_event("response.in_progress", seq_++, ",\"response\":" + obj),
                  nullptr);
     }
     if (req_.api == Api::kChat)
       for (std::uint32_t i = 0; i < choices_.size(); ++i)
-        core_.send(responder_,
-                   sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), i, "", true, "")),
+        core_.send(responder_, sse_event(stream_chunk(req_.api, id_, created_, model_, i, "", true, "")),
                    nullptr);
   }
 
@@ -353,20 +355,19 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     if (reasoning_end > offset) {
       const std::string& field = core_.settings().reasoning_field;
       const bool rest = reasoning_end < offset + delta.size() || !finish.empty();
-      write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index,
+      write(sse_event(stream_chunk(req_.api, id_, created_, model_, index,
                                    std::string_view(delta).substr(0, reasoning_end - offset), false,
                                    rest ? "" : finish, rest ? "" : logprobs, field)),
             rest ? -1 : t, c.engine_id, token_index);
       if (!rest) return;
-      write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index,
+      write(sse_event(stream_chunk(req_.api, id_, created_, model_, index,
                                    std::string_view(delta).substr(reasoning_end - offset), false, finish,
                                    logprobs)),
             t, c.engine_id, token_index);
       return;
     }
-    write(sse_event(stream_chunk(req_.api, id_, created_, core_.model_name(), index, delta, false, finish,
-                                 logprobs)),
-          t, c.engine_id, token_index);
+    write(sse_event(stream_chunk(req_.api, id_, created_, model_, index, delta, false, finish, logprobs)), t,
+          c.engine_id, token_index);
   }
 
   // Responses API: an output item opens with its first text (the reasoning
@@ -468,7 +469,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       const std::size_t rb = std::min(c.reasoning_bytes, c.text.size());
       const std::string status = c.finish_reason == "length" ? "incomplete" : "completed";
       const std::string obj =
-          response_object(id_, created_, core_.model_name(), status, std::string_view(c.text).substr(0, rb),
+          response_object(id_, created_, model_, status, std::string_view(c.text).substr(0, rb),
                           std::string_view(c.text).substr(rb), &u);
       if (req_.stream) {
         if (!message_open_) responses_delta(false, "", -1, c, 0);
@@ -514,14 +515,13 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       net::HttpResponse r;
       std::vector<std::uint64_t> hashes;
       for (const auto& c : choices_) hashes.push_back(pooling_input_hash(c.prompt));
-      r.body = pooling_response(req_, hashes, id_, created_, core_.model_name(), u.prompt_tokens);
+      r.body = pooling_response(req_, hashes, id_, created_, model_, u.prompt_tokens);
       if (malformed_body_) r.body.resize(r.body.size() / 2);
       core_.respond(responder_, std::move(r));
       core_.metrics().on_http_response(200);
     } else if (req_.stream) {
       if (req_.include_usage)
-        core_.send(responder_, sse_event(usage_chunk(req_.api, id_, created_, core_.model_name(), u)),
-                   nullptr);
+        core_.send(responder_, sse_event(usage_chunk(req_.api, id_, created_, model_, u)), nullptr);
       core_.send(responder_, std::string(kSseDone), nullptr);
       core_.end_stream(responder_);
     } else {
@@ -533,7 +533,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
                            c.text.substr(0, rb), core_.settings().reasoning_field});
       }
       net::HttpResponse r;
-      r.body = completion_response(req_.api, id_, created_, core_.model_name(), results, u);
+      r.body = completion_response(req_.api, id_, created_, model_, results, u);
       if (malformed_body_) r.body.resize(r.body.size() / 2);
       core_.respond(responder_, std::move(r));
       core_.metrics().on_http_response(200);
@@ -558,6 +558,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   Fault fault_;
   std::string id_;
   std::int64_t created_ = 0;
+  std::string model_;  // the "model" of the answer
   std::vector<Choice> choices_;
   bool finished_ = false;
   bool begun_ = false;
@@ -685,6 +686,8 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
     if (trace_) trace_->record_request(c.engine_id, task->id(), now, req.client_request_id);
     er.priority = req.priority;
     er.arrival = arrival;
+    for (std::size_t a = 0; a < settings_.adapters.size(); ++a)
+      if (settings_.adapters[a] == req.model) er.adapter = static_cast<std::uint32_t>(a + 1);
     if (req.seed) er.output_seed = hash_combine64(*req.seed, i);
     direct_delivery_ = true;
     engine_->add_request(std::move(er), now);
@@ -692,6 +695,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
   }
   metrics_.set_queue(static_cast<std::uint32_t>(engine_->num_running()),
                      static_cast<std::uint32_t>(engine_->num_waiting()));
+  update_lora_metrics();
   ensure_stepping();
 }
 
@@ -849,7 +853,23 @@ void ServingCore::on_step(const engine::StepStats& s) {
       c.swap_in_bytes - last_counters_.swap_in_bytes);
   metrics_.set_host_kv(s.host_kv_blocks, engine_->effective().num_host_kv_blocks, c.host_kv_evictions,
                        c.host_kv_recomputed_blocks);
+  update_lora_metrics();
   last_counters_ = c;
+}
+
+void ServingCore::update_lora_metrics() {
+  if (engine_->effective().lora_adapter_bytes <= 0) return;
+  auto names = [this](const std::vector<std::uint32_t>& ids) {
+    std::string out;
+    for (const auto id : ids) {
+      if (id == 0 || id > settings_.adapters.size()) continue;
+      if (!out.empty()) out += ',';
+      out += settings_.adapters[id - 1];
+    }
+    return out;
+  };
+  metrics_.set_lora(names(engine_->running_adapters()), names(engine_->waiting_adapters()),
+                    engine_->settings_max_loras(), engine_->counters().lora_loads);
 }
 
 void ServingCore::abort_request(std::uint64_t engine_id) {

@@ -65,6 +65,9 @@ struct CoreSettings {
   // answered in message[reasoning_field]; the rest is content. 0: none.
   double reasoning_share = 0.0;
   std::string reasoning_field = "reasoning";
+  // LoRA adapters served behind the base model: a request whose "model" is
+  // adapters[i] runs with engine adapter i + 1 and is answered with that name.
+  std::vector<std::string> adapters;
 };
 
 class ResponseTask;
@@ -149,6 +152,7 @@ class ServingCore final : public engine::EngineObserver {
   void step();
   void deliver(std::vector<Event>& events);
   void check_shutdown();
+  void update_lora_metrics();
 
   Executor& executor_;
   std::unique_ptr<engine::Engine> engine_;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "serve/faults.h"
 
@@ -22,9 +23,18 @@ struct SimServerOptions {
   // --reasoning-share, --reasoning-field: a reasoning model (chat), serving_core.h CoreSettings.
   double reasoning_share = 0.0;
   std::string reasoning_field = "reasoning";
+  // --lora-modules NAME[=PATH] ...: LoRA adapters served behind the base
+  // model, named by a request's "model" (vLLM's option; the path is only
+  // reported). Turns adapters on in the engine (max_loras 1 unless given).
+  std::vector<std::string> lora_modules;
 };
 
 struct ServerAppSettings;
+}  // namespace tokenscope::serve
+namespace tokenscope::engine {
+struct EngineSettings;
+}
+namespace tokenscope::serve {
 
 // Checks the options (UsageError naming the option: a logprob shift that
 // leaves no positive mean), once for both commands; the fault spec was
@@ -32,5 +42,8 @@ struct ServerAppSettings;
 void check(const SimServerOptions& o);
 // Checks the options and puts them into a server's settings.
 void apply(const SimServerOptions& o, ServerAppSettings& s);
+// What the options change in the engine: LoRA adapters on (max_loras at
+// least 1) when --lora-modules names any.
+void apply(const SimServerOptions& o, engine::EngineSettings& s);
 
 }  // namespace tokenscope::serve
