@@ -145,16 +145,36 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
                    "Server URL, http://HOST:PORT or https://... (default: in-process simulator)")
       ->group(T);
   bench
-      ->add_option("--api", o.api,
-                   "completions|chat|responses|embeddings|rerank (responses: /v1/responses, streamed events; "
-                   "embeddings and rerank: pooling requests answered whole, no output tokens)")
+      ->add_option(
+          "--api", o.api,
+          "completions|chat|responses|embeddings|rerank|transcriptions (responses: /v1/responses, "
+          "streamed events; embeddings and rerank: pooling requests answered whole, no output tokens; "
+          "transcriptions: /v1/audio/transcriptions, a WAV upload per request)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"completions", "chat", "responses", "embeddings", "rerank"}))
+      ->check(CLI::IsMember({"completions", "chat", "responses", "embeddings", "rerank", "transcriptions"}))
       ->group(T);
   bench
       ->add_option("--endpoint", s.endpoint,
                    "Request path after the target's own path [default: /v1/completions, "
-                   "/v1/chat/completions, /v1/responses, /v1/embeddings or /v1/rerank by --api]")
+                   "/v1/chat/completions, /v1/responses, /v1/embeddings, /v1/rerank or "
+                   "/v1/audio/transcriptions by --api]")
+      ->group(T);
+  bench
+      ->add_option("--audio-duration-ms", s.audio_duration_ms,
+                   "--api transcriptions: the audio's length per request, a distribution (fixed:N, "
+                   "uniform:A:B, ...; at most 120000), for requests whose workload class has no audio "
+                   "[default: uniform:5000:30000]")
+      ->group(T);
+  bench
+      ->add_option("--response-format", s.response_format,
+                   "--api transcriptions: json (text and token usage), verbose_json (duration, segments; "
+                   "not streamed) or text")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "verbose_json", "text"}))
+      ->group(T);
+  bench
+      ->add_option("--language", s.language,
+                   "--api transcriptions: the audio's language (ISO-639-1, e.g. en)")
       ->group(T);
   bench
       ->add_option("--inputs-per-request", s.inputs_per_request,
@@ -527,11 +547,12 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     else if (const char* env2 = std::getenv("OPENAI_API_KEY"))
       s.api_key = env2;
   }
-  s.api = o.api == "chat"         ? bench::Api::kChat
-          : o.api == "responses"  ? bench::Api::kResponses
-          : o.api == "embeddings" ? bench::Api::kEmbeddings
-          : o.api == "rerank"     ? bench::Api::kRerank
-                                  : bench::Api::kCompletions;
+  s.api = o.api == "chat"             ? bench::Api::kChat
+          : o.api == "responses"      ? bench::Api::kResponses
+          : o.api == "embeddings"     ? bench::Api::kEmbeddings
+          : o.api == "rerank"         ? bench::Api::kRerank
+          : o.api == "transcriptions" ? bench::Api::kTranscriptions
+                                      : bench::Api::kCompletions;
   s.stream = !o.no_stream;
   s.ignore_eos = !o.no_ignore_eos;
   if (o.model_given) s.model = s.engine.engine.model;
