@@ -62,9 +62,7 @@ std::string local_stamp() {
   return buf;
 }
 
-// Transcriptions: the audio per request when the workload's class has none,
-// and the most a request may carry (as a workload file's audio).
-constexpr const char* kDefaultAudioDurationMs = "uniform:5000:30000";
+// Transcriptions: the most audio a request may carry (as a workload file's).
 constexpr std::uint32_t kMaxTranscriptionAudioMs = 120'000;
 
 // Everything one run needs, built from the settings (and a rate override in sweeps).

@@ -70,6 +70,9 @@ Progress parse_progress(std::string_view text);  // auto | tty | plain | none
 enum class Compat : std::uint8_t { kNone, kVllm };
 Compat parse_compat(std::string_view text);  // "" | vllm
 
+// --api transcriptions: the audio per request when the workload's class has none.
+inline constexpr const char* kDefaultAudioDurationMs = "uniform:5000:30000";
+
 struct BenchSettings {
   // ---- workload: the options shared with sim, or a YAML workload file
   workload::WorkloadSpec workload;

@@ -69,7 +69,14 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
                         r.in_process ? " (built-in simulator, in-process)" : "");
   h.lines.push_back("workload: " + display_text(r.workload_description));
   h.lines.push_back("load: " + display_text(r.load_description));
-  h.lines.push_back("prompts: " + display_text(r.prompts_description));
+  if (o.api == bench::Api::kTranscriptions)  // the prompt is the audio
+    h.lines.push_back(fmt::format(
+        "transcriptions: a WAV upload per request (16 kHz mono 16-bit), {} ms unless its class sets audio; "
+        "response_format {}",
+        display_text(o.audio_duration_ms.empty() ? bench::kDefaultAudioDurationMs : o.audio_duration_ms),
+        o.response_format));
+  else
+    h.lines.push_back("prompts: " + display_text(r.prompts_description));
   const auto& pc = r.prompt_check;
   if (pc.value("available", false) && pc["sampled"].get<std::size_t>() > 0)
     h.lines.push_back(
