@@ -1079,6 +1079,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     throw UsageError(fmt::format("--query-tokens {}: expected 1 to 1000000", o.query_tokens));
   if (o.api == Api::kResponses && o.sampling.logprobs)
     throw UsageError("--logprobs: not with --api responses (its logprobs come as output_text annotations)");
+  if (o.api == Api::kTranscriptions && o.sampling.logprobs)
+    throw UsageError("--logprobs: not with --api transcriptions (its logprobs are not read)");
   if (!is_pooling(o.api) && o.inputs_per_request > 0)
     throw UsageError("--inputs-per-request goes with --api embeddings or rerank");
   if (o.api != Api::kTranscriptions &&

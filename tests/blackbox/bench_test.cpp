@@ -1255,6 +1255,8 @@ TEST_F(Bench, TranscriptionsAgainstServe) {
   refused({"--target", server.url(""), "--api", "transcriptions", "--response-format", "text"},
           "--response-format text is answered whole: add --no-stream");
   refused({"--target", server.url(""), "--api", "chat", "--language", "en"}, "go with --api transcriptions");
+  refused({"--target", server.url(""), "--api", "transcriptions", "--logprobs", "1"},
+          "not with --api transcriptions");
   refused({"--target", server.url(""), "--api", "transcriptions", "--audio-duration-ms", "fixed:200000"},
           "over the 120000 ms a request may carry");
   // The in-process server with an audio model.
