@@ -1,5 +1,6 @@
 // libFuzzer target: the streaming chunk parser on arbitrary event data, with
-// the output tokens' logprobs read (bench --logprobs): the parser's widest path.
+// the output tokens' logprobs read (bench --logprobs): the parser's widest path;
+// the same bytes as a whole pooling answer and as a transcription answer.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -21,5 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (p.valid == !p.problem.empty()) __builtin_trap();
     if (p.valid && !p.is_error && (p.items < 0 || (rerank && p.items > 4))) __builtin_trap();
   }
+  // The same bytes as a whole transcription answer.
+  const auto t = parser.parse_transcription(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (t.valid == !t.problem.empty()) __builtin_trap();
+  if (!t.has_text && !t.text.empty()) __builtin_trap();
+  if (std::isnan(t.audio_seconds)) __builtin_trap();
   return 0;
 }

@@ -1,7 +1,8 @@
 // libFuzzer target: the response collector on arbitrary streamed bodies,
 // split into reads at sizes taken from the input. Whatever arrives, the
 // record stays consistent, also when events pass a small cap (--max-events)
-// and with a Content-Type that is not an event stream.
+// and with a Content-Type that is not an event stream, and as transcription
+// answers (json or text).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -20,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   bool done = false;
   if (data[0] & 8) c.set_max_events(3);
   c.init(base, stream, (data[0] & 2) != 0, &parser, [&](bench::ResponseCollector&) { done = true; });
+  if (data[0] & 32) c.expect_transcription(2.5, (data[0] & 64) ? "text" : "json");  // a transcription answer
   c.on_sent(1);
   if (data[0] & 16) c.on_content_type("application/json");
   c.on_headers((data[0] & 4) ? 500 : 200, 2);

@@ -16,7 +16,7 @@ runs="${RUNS:-10000000}"
 budget="${SECONDS_PER_TARGET:-3600}"
 jobs="${JOBS:-1}"
 all=(trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer length_spec
-     http_request openai_request sse chunk_parser workload_yaml response access_trace nccl_tests event_names exposition proc_files export_run)
+     http_request openai_request multipart sse chunk_parser workload_yaml response access_trace nccl_tests event_names exposition proc_files export_run)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 bash scripts/build.sh fuzz >/dev/null

@@ -62,6 +62,9 @@ std::string local_stamp() {
   return buf;
 }
 
+// Transcriptions: the most audio a request may carry (as a workload file's).
+constexpr std::uint32_t kMaxTranscriptionAudioMs = 120'000;
+
 // Everything one run needs, built from the settings (and a rate override in sweeps).
 struct Prepared {
   BenchWorkload bw;
@@ -117,9 +120,31 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   if (!o.cancel.empty()) p.plan.cancel = parse_cancel_plan(o.cancel, derive_seed(wo.seed, "cancel"));
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
+  if (o.api == Api::kTranscriptions) {
+    // Each request uploads audio: its class's, else drawn from --audio-duration-ms.
+    if (!p.plan.turns.empty())
+      throw UsageError(
+          "--api transcriptions: multi-turn sessions are for chat (a transcription is one upload)");
+    const std::string spec = o.audio_duration_ms.empty() ? kDefaultAudioDurationMs : o.audio_duration_ms;
+    const auto dist = workload::parse_length_spec(spec, "--audio-duration-ms", workload::LengthRole::kInput);
+    Rng rng(derive_seed(wo.seed, "audio"));
+    for (auto& r : w.requests) {
+      if (r.images > 0)
+        throw UsageError(
+            fmt::format("{}: --api transcriptions uploads audio only; the workload's class sends "
+                        "images (use --api chat or responses)",
+                        r.task_class < w.classes.size() ? "class " + w.classes[r.task_class]
+                                                        : "request " + std::to_string(r.id)));
+      if (r.audio_ms == 0) r.audio_ms = std::max<std::uint32_t>(1, dist.sample(rng));
+      if (r.audio_ms > kMaxTranscriptionAudioMs)
+        throw UsageError(
+            fmt::format("--audio-duration-ms {}: draws {} ms, over the {} ms a request may carry", spec,
+                        r.audio_ms, kMaxTranscriptionAudioMs));
+    }
+  }
   bool media = false;
   for (const auto& r : w.requests) media |= r.images > 0 || r.audio_ms > 0;
-  if (media && !is_chat_like(o.api))
+  if (media && !is_chat_like(o.api) && o.api != Api::kTranscriptions)
     throw UsageError(
         fmt::format("the workload sends images or audio: they go in chat messages (--api chat or "
                     "responses), not --api {}",
@@ -493,6 +518,8 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
   rs.stream = o.stream && !is_pooling(o.api);
   rs.inputs_per_request = o.inputs_per_request > 0 ? o.inputs_per_request : o.api == Api::kRerank ? 8 : 1;
   rs.query_tokens = o.query_tokens;
+  rs.response_format = o.response_format;
+  rs.language = o.language;
   rs.ignore_eos = o.ignore_eos;
   rs.api_key = o.api_key;
   rs.sampling = o.sampling;
@@ -573,6 +600,15 @@ nlohmann::json requested_settings(const BenchSettings& o) {
         {"inputs_per_request",
          is_pooling(o.api) ? nlohmann::json(o.inputs_per_request) : nlohmann::json(nullptr)},
         {"query_tokens", o.api == Api::kRerank ? nlohmann::json(o.query_tokens) : nlohmann::json(nullptr)},
+        {"transcription",
+         o.api == Api::kTranscriptions
+             ? nlohmann::json{{"audio_duration_ms", o.audio_duration_ms.empty()
+                                                        ? nlohmann::json(nullptr)
+                                                        : nlohmann::json(o.audio_duration_ms)},
+                              {"response_format", o.response_format},
+                              {"language",
+                               o.language.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.language)}}
+             : nlohmann::json(nullptr)},
         {"endpoint", o.endpoint},
         {"model", o.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.model)},
         {"stream", o.stream},
@@ -724,7 +760,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   const bool chat = is_chat_like(rs.api);
   TokenizeClient tokenize(endpoint, copt, o.api_key, rs.model);
   std::optional<ServerPromptFacts> server_prompts;
-  if (o.exact_prompts && (!tokenizer || chat)) {
+  if (o.exact_prompts && (!tokenizer || chat) && rs.api != Api::kTranscriptions) {
     // Once per remote target in a sweep (the in-process server is new each run, and quick to ask).
     static std::mutex learned_mutex;
     static std::map<std::string, ServerPromptFacts> learned;
@@ -769,6 +805,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       rs.api == Api::kRerank
           ? nlohmann::json{{"available", false},
                            {"reason", "rerank: a pair's tokens depend on the model's format"}}
+      : rs.api == Api::kTranscriptions
+          ? nlohmann::json{{"available", false}, {"reason", "transcriptions: the prompt is the audio"}}
       : o.prompt_check_sample > 0
           ? check_prompt_lengths(tokenize, w, p.plan, prompts, chat, o.prompt_check_sample)
           : nlohmann::json{{"available", false}, {"reason", "not asked (--prompt-check 0)"}};
@@ -784,6 +822,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     effective["target"]["inputs_per_request"] = rs.inputs_per_request;
     if (rs.api == Api::kRerank) effective["target"]["query_tokens"] = rs.query_tokens;
   }
+  if (rs.api == Api::kTranscriptions)
+    effective["target"]["transcription"] = {
+        {"audio_duration_ms", o.audio_duration_ms.empty() ? kDefaultAudioDurationMs : o.audio_duration_ms},
+        {"response_format", rs.response_format},
+        {"language", rs.language.empty() ? nlohmann::json(nullptr) : nlohmann::json(rs.language)}};
   if (side.eff) effective["engine"] = side.eff->to_json();
   effective["prompts"] = {
       {"method", prompts.describe()},
@@ -1037,8 +1080,18 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     throw UsageError(fmt::format("--query-tokens {}: expected 1 to 1000000", o.query_tokens));
   if (o.api == Api::kResponses && o.sampling.logprobs)
     throw UsageError("--logprobs: not with --api responses (its logprobs come as output_text annotations)");
+  if (o.api == Api::kTranscriptions && o.sampling.logprobs)
+    throw UsageError("--logprobs: not with --api transcriptions (its logprobs are not read)");
   if (!is_pooling(o.api) && o.inputs_per_request > 0)
     throw UsageError("--inputs-per-request goes with --api embeddings or rerank");
+  if (o.api != Api::kTranscriptions &&
+      (!o.audio_duration_ms.empty() || o.response_format != "json" || !o.language.empty()))
+    throw UsageError("--audio-duration-ms, --response-format and --language go with --api transcriptions");
+  if (o.api == Api::kTranscriptions && o.stream && o.response_format != "json")
+    throw UsageError(
+        fmt::format("--response-format {} is answered whole: add --no-stream (streamed "
+                    "transcriptions are json)",
+                    o.response_format));
   if (!(o.max_error_rate >= 0 && o.max_error_rate <= 1))
     throw UsageError("--max-error-rate: expected a share in [0, 1]");
   serve::check(o.server);

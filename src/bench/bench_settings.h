@@ -70,6 +70,9 @@ Progress parse_progress(std::string_view text);  // auto | tty | plain | none
 enum class Compat : std::uint8_t { kNone, kVllm };
 Compat parse_compat(std::string_view text);  // "" | vllm
 
+// --api transcriptions: the audio per request when the workload's class has none.
+inline constexpr const char* kDefaultAudioDurationMs = "uniform:5000:30000";
+
 struct BenchSettings {
   // ---- workload: the options shared with sim, or a YAML workload file
   workload::WorkloadSpec workload;
@@ -82,6 +85,12 @@ struct BenchSettings {
   // request (0: 1 for embeddings, 8 for rerank), and the rerank query's tokens.
   std::uint32_t inputs_per_request = 0;
   std::uint32_t query_tokens = 32;
+  // Transcriptions: the audio's length for requests whose workload class
+  // has no `audio` (a length spec; "" : uniform:5000:30000), the answer's
+  // format (json | verbose_json | text) and the language sent ("" : none).
+  std::string audio_duration_ms;
+  std::string response_format = "json";
+  std::string language;
   std::string endpoint;  // request path after the target's path ("" : by api)
   std::string model;     // "" : the target's GET /v1/models (in-process: the engine's model)
   std::string api_key;

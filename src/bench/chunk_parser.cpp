@@ -166,6 +166,40 @@ void take_responses_event(std::string_view type, dom::object root, ChunkInfo& in
   }
 }
 
+// A transcription's usage: OpenAI's "tokens" type (input_tokens,
+// output_tokens), vLLM's prompt_tokens / completion_tokens; a "duration"
+// type's seconds.
+void take_transcription_usage(dom::object u, std::int64_t& input, std::int64_t& output, double& seconds) {
+  input = int_or(u, "input_tokens");
+  if (input < 0) input = int_or(u, "prompt_tokens");
+  output = int_or(u, "output_tokens");
+  if (output < 0) output = int_or(u, "completion_tokens");
+  std::string_view type;
+  double v = 0;
+  if (u["type"].get_string().get(type) == simdjson::SUCCESS && type == "duration" &&
+      number_of(u["seconds"], v))
+    seconds = v;
+}
+
+// OpenAI's streamed transcription events: text deltas are answer; "done" ends the stream with its usage.
+void take_transcript_event(std::string_view type, dom::object root, ChunkInfo& info) {
+  info.valid = true;
+  if (type == "transcript.text.delta") {
+    dom::element delta;
+    if (root["delta"].get(delta) == simdjson::SUCCESS) info.has_answer = take_string(delta, info.text);
+    info.has_output = info.has_answer;
+  } else if (type == "transcript.text.done") {
+    info.finish_reason = "stop";
+    dom::object u;
+    if (root["usage"].get_object().get(u) == simdjson::SUCCESS) {
+      ChunkUsage cu;
+      double seconds = -1;
+      take_transcription_usage(u, cu.prompt_tokens, cu.completion_tokens, seconds);
+      info.usage = cu;
+    }
+  }
+}
+
 }  // namespace
 
 // Long: the one pass over a streamed chunk, field by field, that keeps the
@@ -210,6 +244,11 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
   if (has_type && type_el.get_string().get(type) == simdjson::SUCCESS &&
       (type.starts_with("response.") || type == "error")) {
     take_responses_event(type, root, info);
+    info.logprobs = logprobs_;
+    return info;
+  }
+  if (has_type && type_el.get_string().get(type) == simdjson::SUCCESS && type.starts_with("transcript.")) {
+    take_transcript_event(type, root, info);
     info.logprobs = logprobs_;
     return info;
   }
@@ -413,6 +452,51 @@ PoolingInfo ChunkParser::parse_pooling(std::string_view body, bool rerank, std::
   }
   info.items = n;
   info.valid = true;
+  return info;
+}
+
+TranscriptionInfo ChunkParser::parse_transcription(std::string_view body) {
+  TranscriptionInfo info;
+  buffer_.assign(body);
+  buffer_.append(simdjson::SIMDJSON_PADDING, '\0');
+  dom::element doc;
+  dom::object root;
+  if (parser_.parse(buffer_.data(), body.size(), false).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(root) != simdjson::SUCCESS) {
+    info.problem = "not a JSON object";
+    return info;
+  }
+  info.valid = true;
+  dom::element error;
+  if (root["error"].get(error) == simdjson::SUCCESS && !error.is_null()) {
+    info.is_error = true;
+    std::string_view msg;
+    dom::object err;
+    if (error.get_object().get(err) == simdjson::SUCCESS &&
+        err["message"].get_string().get(msg) == simdjson::SUCCESS)
+      info.error_message = std::string(msg);
+    else if (error.get_string().get(msg) == simdjson::SUCCESS)
+      info.error_message = std::string(msg);
+    return info;
+  }
+  std::string_view s;
+  if (root["text"].get_string().get(s) == simdjson::SUCCESS) {
+    info.has_text = true;
+    info.text = std::string(s);
+  }
+  if (root["id"].get_string().get(s) == simdjson::SUCCESS) info.id = std::string(s);
+  dom::object u;
+  if (root["usage"].get_object().get(u) == simdjson::SUCCESS)
+    take_transcription_usage(u, info.input_tokens, info.output_tokens, info.audio_seconds);
+  double d = 0;
+  if (number_of(root["duration"], d)) {
+    info.audio_seconds = d;
+  } else if (root["duration"].get_string().get(s) == simdjson::SUCCESS && !s.empty() && s.size() < 32) {
+    const std::string text(s);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() + text.size() && std::isfinite(v)) info.audio_seconds = v;
+  }
   return info;
 }
 

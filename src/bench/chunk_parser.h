@@ -12,7 +12,12 @@
 // as the finish reason and its usage: input_tokens, output_tokens,
 // output_tokens_details.reasoning_tokens; response.failed and "error" are
 // errors) and a whole response object ("object": "response", its output
-// items' text). One parser per connection; not thread-safe.
+// items' text). Transcriptions (/v1/audio/transcriptions) streamed as
+// OpenAI does: transcript.text.delta events are answer, transcript.text.done
+// ends the stream ("stop") with its usage ({"type": "tokens",
+// "input_tokens", "output_tokens"}); vLLM's transcription.chunk objects are
+// chat-like chunks (delta.content) read as above. One parser per
+// connection; not thread-safe.
 //
 // With logprobs on (bench --logprobs), also the log-probability of each
 // output token the event carries, in any of the forms servers send them:
@@ -85,6 +90,25 @@ struct PoolingInfo {
   std::int64_t prompt_tokens = -1;  // usage.prompt_tokens, else usage.total_tokens (vLLM's rerank)
 };
 
+// A whole transcription answer (json or verbose_json).
+struct TranscriptionInfo {
+  bool valid = false;  // a JSON object; else `problem` says what it is
+  std::string problem;
+  bool is_error = false;  // {"error": ...}
+  std::string error_message;
+  bool has_text = false;  // a "text" string (it may be empty: silence)
+  std::string text;
+  std::string id;  // when the server sends one
+  // usage: OpenAI's {"type": "tokens", "input_tokens", "output_tokens"} or
+  // vLLM's {"prompt_tokens", "completion_tokens"}; -1 when absent.
+  std::int64_t input_tokens = -1;
+  std::int64_t output_tokens = -1;
+  // The audio's length as the server tells it: verbose_json's "duration"
+  // (a number, or vLLM's string), else a {"type": "duration", "seconds"}
+  // usage; -1 when absent.
+  double audio_seconds = -1;
+};
+
 class ChunkParser {
  public:
   explicit ChunkParser(bool logprobs = false) : logprobs_on_(logprobs) {}
@@ -96,6 +120,7 @@ class ChunkParser {
   // {"results": [{"index", "relevance_score" (or "score")}...]}, each index
   // below `inputs` and seen once. llama-server's, vLLM's and OpenAI's shapes.
   PoolingInfo parse_pooling(std::string_view body, bool rerank, std::uint32_t inputs);
+  TranscriptionInfo parse_transcription(std::string_view body);
 
  private:
   bool logprobs_on_ = false;

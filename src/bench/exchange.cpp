@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/json_out.h"
+#include "core/random.h"
+#include "net/multipart.h"
 
 namespace tokenscope::bench {
 
@@ -35,6 +37,8 @@ std::string_view api_name(Api a) {
       return "rerank";
     case Api::kResponses:
       return "responses";
+    case Api::kTranscriptions:
+      return "transcriptions";
     default:
       return "completions";
   }
@@ -50,6 +54,8 @@ std::string_view api_path(Api a) {
       return "/v1/rerank";
     case Api::kResponses:
       return "/v1/responses";
+    case Api::kTranscriptions:
+      return "/v1/audio/transcriptions";
     default:
       return "/v1/completions";
   }
@@ -58,13 +64,15 @@ std::string_view api_path(Api a) {
 RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
   if (is_pooling(s_.api)) s_.stream = false;  // answered whole
   const std::string path = !s_.path.empty() ? s_.path : std::string(api_path(s_.api));
-  head_ = fmt::format("POST {}{} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n", s_.base_path,
-                      path, s_.host_header);
+  // A transcription's Content-Type carries its boundary: written per request (finish()).
+  head_ = fmt::format("POST {}{} HTTP/1.1\r\nHost: {}\r\n{}", s_.base_path, path, s_.host_header,
+                      s_.api == Api::kTranscriptions ? "" : "Content-Type: application/json\r\n");
   head_ += s_.stream ? "Accept: text/event-stream\r\n" : "Accept: application/json\r\n";
   if (!s_.api_key.empty()) head_ += "Authorization: Bearer " + s_.api_key + "\r\n";
   for (const auto& [name, value] : s_.headers) head_ += name + ": " + value + "\r\n";
 
   const auto& sm = s_.sampling;
+  std::vector<std::pair<std::string, std::string>> extra_form;
   if (!sm.extra_body.empty()) {
     nlohmann::json extra;
     if (json_too_deep_at(sm.extra_body) != std::string_view::npos)
@@ -80,6 +88,8 @@ RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
       top_n_ = static_cast<std::uint32_t>(std::min<std::uint64_t>(it->get<std::uint64_t>(), UINT32_MAX));
     for (const auto& [name, value] : extra.items()) {
       extra_names_.push_back(name);
+      if (!value.is_null())
+        extra_form.emplace_back(name, value.is_string() ? value.get<std::string>() : value.dump());
       extra_fields_ += ',';
       jsonout::append_string(extra_fields_, name);
       extra_fields_ += ':';
@@ -90,6 +100,14 @@ RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
     if (overridden(name)) return;
     sampling_fields_ += fmt::format(",\"{}\":{}", name, value);
   };
+  auto field = [&](const char* name, std::string value) {
+    if (!overridden(name)) form_fields_.emplace_back(name, std::move(value));
+  };
+  if (sm.temperature) field("temperature", fmt::format("{}", *sm.temperature));
+  if (sm.top_p) field("top_p", fmt::format("{}", *sm.top_p));
+  if (sm.top_k) field("top_k", fmt::format("{}", *sm.top_k));
+  if (sm.seed) field("seed", fmt::format("{}", *sm.seed));
+  for (auto& f : extra_form) form_fields_.push_back(std::move(f));
   if (sm.temperature) number("temperature", fmt::format("{}", *sm.temperature));
   if (sm.top_p) number("top_p", fmt::format("{}", *sm.top_p));
   if (sm.top_k) number("top_k", fmt::format("{}", *sm.top_k));
@@ -230,11 +248,35 @@ std::shared_ptr<const std::string> RequestEncoder::encode_pooling(
   return finish(body, request_id);
 }
 
+std::shared_ptr<const std::string> RequestEncoder::encode_transcription(
+    std::string_view wav, std::optional<std::uint64_t> request_id) const {
+  std::vector<net::FormPart> parts;
+  parts.reserve(8 + form_fields_.size());
+  parts.push_back({"file", wav, "audio.wav", "audio/wav"});
+  if (!overridden("model")) parts.push_back({"model", s_.model});
+  if (!overridden("response_format")) parts.push_back({"response_format", s_.response_format});
+  if (!overridden("stream")) parts.push_back({"stream", s_.stream ? "true" : "false"});
+  if (s_.stream && s_.include_usage && !overridden("stream_include_usage"))
+    parts.push_back({"stream_include_usage", "true"});
+  if (!s_.language.empty() && !overridden("language")) parts.push_back({"language", s_.language});
+  for (const auto& [name, value] : form_fields_) parts.push_back({name, value});
+  const std::string boundary =
+      net::multipart_boundary(parts, hash_combine64(0x7472616e73637269ULL, request_id.value_or(0)));
+  std::string body = net::multipart_body(parts, boundary);
+  return finish(body, request_id, net::multipart_content_type(boundary));
+}
+
 std::shared_ptr<const std::string> RequestEncoder::finish(std::string& body,
-                                                          std::optional<std::uint64_t> request_id) const {
+                                                          std::optional<std::uint64_t> request_id,
+                                                          std::string_view content_type) const {
   auto out = std::make_shared<std::string>();
-  out->reserve(head_.size() + body.size() + 32);
+  out->reserve(head_.size() + body.size() + 32 + content_type.size());
   *out += head_;
+  if (!content_type.empty()) {
+    *out += "Content-Type: ";
+    *out += content_type;
+    *out += "\r\n";
+  }
   if (request_id && s_.send_request_id) {
     *out += "X-Request-Id: ";
     jsonout::append_uint(*out, *request_id);
@@ -266,6 +308,9 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   cancel_fired_ = false;
   pooling_api_ = Api::kCompletions;
   pooling_inputs_ = pooling_results_ = 0;
+  transcription_ = false;
+  audio_seconds_ = 0;
+  response_format_.clear();
   dropped_reasoning_chars_ = 0;
   body_.clear();
   text_.clear();
@@ -524,9 +569,42 @@ void ResponseCollector::finish_pooling(Nanos t) {
   event_reasoning_chars_.push_back(0);
 }
 
+void ResponseCollector::finish_transcription(Nanos t) {
+  TranscriptionInfo info;
+  if (response_format_ == "text") {  // the body is the transcript
+    info.valid = info.has_text = true;
+    info.text = body_;
+  } else {
+    info = parser_->parse_transcription(body_);
+  }
+  if (!info.valid)
+    return fail(Outcome::kProtocolError,
+                fmt::format("response is not a transcription answer ({}): {}", info.problem, excerpt(body_)));
+  if (info.is_error) return fail(Outcome::kHttpError, "error object: " + excerpt(info.error_message));
+  if (!info.has_text)
+    return fail(Outcome::kValidationError,
+                "the transcription answer has no \"text\" string: " + excerpt(body_));
+  record_.response_id = info.id;
+  if (info.input_tokens >= 0) record_.prompt_tokens = info.input_tokens;
+  if (info.output_tokens >= 0) usage_completion_ = info.output_tokens;
+  if (keep_text_ || counter_) keep_text(info.text);
+  if (info.audio_seconds >= 0 &&
+      std::abs(info.audio_seconds - audio_seconds_) > std::max(1.0, 0.01 * audio_seconds_))
+    return fail(Outcome::kValidationError,
+                fmt::format("the server reports {:.3f} s of audio where {:.3f} s were sent",
+                            info.audio_seconds, audio_seconds_));
+  // The whole transcript arrives at once: one event at the end.
+  record_.t_first_token = record_.t_last_token = t;
+  record_.event_times.push_back(t);
+  event_chars_.push_back(
+      static_cast<std::uint32_t>(std::clamp<std::size_t>(info.text.size(), 1, UINT32_MAX)));
+  event_reasoning_chars_.push_back(0);
+}
+
 void ResponseCollector::finish_body(Nanos t) {
   if (body_.size() >= kBodyCap) return fail(Outcome::kProtocolError, "response body over 64 MiB");
   if (pooling_inputs_ > 0) return finish_pooling(t);
+  if (transcription_) return finish_transcription(t);
   const ChunkInfo c = parser_->parse(body_);
   if (!c.valid)
     return fail(Outcome::kProtocolError, "response is not a completion object: " + excerpt(body_));

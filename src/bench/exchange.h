@@ -42,17 +42,21 @@ namespace tokenscope::bench {
 // documents), answered whole with no output tokens.
 // The Responses API (/v1/responses) is generation: "input" (the prompt,
 // or the conversation as messages), "max_output_tokens", streamed events.
-enum class Api { kCompletions, kChat, kEmbeddings, kRerank, kResponses };
+// Transcriptions (/v1/audio/transcriptions) upload a WAV file as
+// multipart/form-data and get its transcript: whole (json, verbose_json,
+// text) or streamed (OpenAI's transcript.text.delta events or vLLM's
+// transcription.chunk objects).
+enum class Api { kCompletions, kChat, kEmbeddings, kRerank, kResponses, kTranscriptions };
 inline bool is_pooling(Api a) {
   return a == Api::kEmbeddings || a == Api::kRerank;
 }
-std::string_view api_name(Api a);  // completions | chat | embeddings | rerank | responses
+std::string_view api_name(Api a);  // completions | chat | embeddings | rerank | responses | transcriptions
 // Whether the server applies a chat template (chat, responses).
 inline bool is_chat_like(Api a) {
   return a == Api::kChat || a == Api::kResponses;
 }
 // The request path of an API: /v1/completions, /v1/chat/completions,
-// /v1/embeddings, /v1/rerank.
+// /v1/embeddings, /v1/rerank, /v1/responses, /v1/audio/transcriptions.
 std::string_view api_path(Api a);
 
 // Sampling parameters sent with every request (absent fields are not sent, so
@@ -88,6 +92,10 @@ struct RequestSettings {
   // and the rerank query's length in tokens.
   std::uint32_t inputs_per_request = 1;
   std::uint32_t query_tokens = 32;
+  // Transcriptions: "response_format" (json | verbose_json | text) and the
+  // "language" field ("" : not sent).
+  std::string response_format = "json";
+  std::string language;
 };
 
 struct ChatMessage {
@@ -117,10 +125,21 @@ class RequestEncoder {
   std::shared_ptr<const std::string> encode_pooling(
       const std::vector<std::string>& inputs, std::string_view query,
       std::optional<std::uint64_t> request_id = std::nullopt) const;
+  // A transcription request: multipart/form-data (net/multipart.h) with the
+  // parts "file" (the WAV, filename audio.wav, audio/wav), "model",
+  // "response_format", "stream" ("true" | "false"), "stream_include_usage"
+  // ("true" when streaming with usage: vLLM sends usage only then),
+  // "language" when set, the sampling fields set (temperature, top_p, top_k,
+  // seed) and the extra body's members (strings as they are, other values
+  // as JSON text; a null member leaves tokenscope's field of that name out).
+  // The boundary is drawn per request and checked against the file's bytes.
+  std::shared_ptr<const std::string> encode_transcription(
+      std::string_view wav, std::optional<std::uint64_t> request_id = std::nullopt) const;
 
  private:
   bool overridden(std::string_view field) const;
-  std::shared_ptr<const std::string> finish(std::string& body, std::optional<std::uint64_t> request_id) const;
+  std::shared_ptr<const std::string> finish(std::string& body, std::optional<std::uint64_t> request_id,
+                                            std::string_view content_type = {}) const;
 
   RequestSettings s_;
   std::string head_;             // request line and fixed headers, up to Content-Length
@@ -128,6 +147,9 @@ class RequestEncoder {
   std::string extra_fields_;     // the extra body's members, ",\"name\":value,..."
   std::vector<std::string> extra_names_;
   std::optional<std::uint32_t> top_n_;
+  // Transcriptions: the form fields after the fixed ones (sampling, then
+  // the extra body's members; a null member is none).
+  std::vector<std::pair<std::string, std::string>> form_fields_;
 };
 
 // Collects one response into a RequestRecord. Reusable: init() before each use.
@@ -176,6 +198,19 @@ class ResponseCollector final : public net::ExchangeHandler {
     pooling_inputs_ = inputs;
     pooling_results_ = results > 0 ? results : inputs;
   }
+  // A transcription request (after init()): `audio_seconds` of audio were
+  // sent, the answer comes in `response_format`. Whole: the text, usage
+  // (OpenAI's "tokens" or "duration" type, vLLM's prompt/completion tokens)
+  // and the duration the server heard (verbose_json's "duration", a
+  // "duration" usage's seconds) are read; an answer without "text" is a
+  // validation error, and so is a duration more than 1 s (or 1%) off the
+  // audio sent. The record gets one event when the answer has arrived.
+  // Streamed: the text deltas are the output events (parse()).
+  void expect_transcription(double audio_seconds, std::string_view response_format) {
+    transcription_ = true;
+    audio_seconds_ = audio_seconds;
+    response_format_.assign(response_format);
+  }
   void cancel_now();
   static constexpr std::size_t kDefaultMaxEvents = 65536;
   // Output text kept for a later turn or for counting tokens on the client is
@@ -198,6 +233,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   void finish_stream();
   void finish_body(Nanos t);
   void finish_pooling(Nanos t);
+  void finish_transcription(Nanos t);
   void split_tokens();
   void count_reasoning();
   void take_usage(const ChunkUsage& u);
@@ -233,6 +269,9 @@ class ResponseCollector final : public net::ExchangeHandler {
   Api pooling_api_ = Api::kCompletions;
   std::uint32_t pooling_inputs_ = 0;  // 0: a generation request
   std::uint32_t pooling_results_ = 0;
+  bool transcription_ = false;
+  double audio_seconds_ = 0;
+  std::string response_format_;
   std::size_t max_events_ = kDefaultMaxEvents;
   std::string content_type_;
   std::string stream_head_;          // the first bytes of a streamed body, quoted when it is not a stream

@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 #include <span>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "net/multipart.h"
 
 namespace tokenscope::bench {
 namespace {
@@ -481,6 +483,170 @@ TEST_F(Collector, PoolingAnswersAreCheckedItemByItem) {
   EXPECT_EQ(r.outcome, Outcome::kHttpError);
   EXPECT_NE(r.detail.find("input too long"), std::string::npos);
   EXPECT_EQ(answer(Api::kEmbeddings, 1, R"({"error":"x"})", 500).outcome, Outcome::kHttpError);
+}
+
+// A transcription upload: multipart/form-data with the file and the fields,
+// its boundary in the Content-Type, absent from the file's bytes.
+TEST(RequestEncoder, TranscriptionUploadsTheFileAsMultipart) {
+  RequestSettings s;
+  s.api = Api::kTranscriptions;
+  s.model = "whisper-large-v3";
+  s.stream = true;
+  s.language = "en";
+  s.sampling.temperature = 0;
+  s.sampling.extra_body =
+      R"({"prompt": "names: Ada", "timestamp_granularities[]": "segment", "stream_include_usage": null})";
+  const RequestEncoder enc(s);
+  std::string wav = "RIFF....WAVE\r\n--\r\n" + std::string(1000, '\0');
+  const std::string http = *enc.encode_transcription(wav, 5);
+  EXPECT_EQ(http.rfind("POST /v1/audio/transcriptions HTTP/1.1\r\n", 0), 0u);
+  EXPECT_EQ(http.find("application/json\r\nContent-Length"), std::string::npos);  // no JSON body type
+  EXPECT_NE(http.find("X-Request-Id: 5\r\n"), std::string::npos);
+  const std::size_t ct = http.find("Content-Type: multipart/form-data; boundary=");
+  ASSERT_NE(ct, std::string::npos);
+  const std::string content_type = http.substr(ct + 14, http.find("\r\n", ct) - ct - 14);
+  const std::string body = http.substr(http.find("\r\n\r\n") + 4);
+  EXPECT_NE(http.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
+  const auto form = net::parse_multipart(content_type, body);
+  ASSERT_TRUE(form.ok()) << form.error;
+  std::map<std::string, std::string> fields;
+  for (const auto& p : form.parts) fields[p.name] = std::string(p.data);
+  EXPECT_EQ(form.parts.at(0).name, "file");
+  EXPECT_EQ(form.parts.at(0).filename, "audio.wav");
+  EXPECT_EQ(form.parts.at(0).content_type, "audio/wav");
+  EXPECT_EQ(fields["file"], wav);
+  EXPECT_EQ(fields["model"], "whisper-large-v3");
+  EXPECT_EQ(fields["response_format"], "json");
+  EXPECT_EQ(fields["stream"], "true");
+  EXPECT_EQ(fields.count("stream_include_usage"), 0u);  // the extra body's null leaves it out
+  EXPECT_EQ(fields["language"], "en");
+  EXPECT_EQ(fields["temperature"], "0");
+  EXPECT_EQ(fields["prompt"], "names: Ada");
+  EXPECT_EQ(fields["timestamp_granularities[]"], "segment");
+  EXPECT_EQ(form.parts.size(), 8u);
+  // Without the extra body: usage asked for a stream (vLLM sends it only then); none whole.
+  s.sampling.extra_body.clear();
+  s.language.clear();
+  const auto plain = [&](bool stream) {
+    s.stream = stream;
+    const std::string h = *RequestEncoder(s).encode_transcription("RIFF", 1);
+    return h;
+  };
+  EXPECT_NE(plain(true).find("name=\"stream_include_usage\"\r\n\r\ntrue\r\n"), std::string::npos);
+  EXPECT_EQ(plain(false).find("stream_include_usage"), std::string::npos);
+  EXPECT_NE(plain(false).find("name=\"stream\"\r\n\r\nfalse\r\n"), std::string::npos);
+  EXPECT_EQ(plain(false).find("language"), std::string::npos);
+}
+
+// Transcription answers: json (OpenAI's token usage), verbose_json (the
+// duration heard, as a number or vLLM's string; duration usage), text; an
+// answer without text, a duration that is not the audio sent, an error
+// body and a non-JSON body each get their outcome.
+TEST_F(Collector, TranscriptionAnswersAreReadAndChecked) {
+  auto answer = [&](std::string_view body, std::string_view format = "json", int status = 200) {
+    start(false);
+    c.expect_transcription(12.5, format);
+    c.on_headers(status, 120);
+    chunk(body, 130);
+    c.on_complete(net::ExchangeError::kNone, "", 150);
+    return record;
+  };
+  auto r = answer(
+      R"({"text":"hello there","usage":{"type":"tokens","input_tokens":320,)"
+      R"("input_token_details":{"text_tokens":8,"audio_tokens":312},"output_tokens":3,"total_tokens":323}})");
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+  EXPECT_EQ(r.prompt_tokens, 320);
+  EXPECT_EQ(r.output_tokens, 3);
+  EXPECT_EQ(r.t_first_token, 150);
+  EXPECT_EQ(r.t_last_token, 150);
+  EXPECT_EQ(c.text(), "hello there");
+  // vLLM's json: duration usage (whole seconds), no token counts.
+  r = answer(R"({"text":"hi","usage":{"type":"duration","seconds":13}})");
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+  EXPECT_EQ(r.output_tokens, -1);
+  r = answer(
+      R"({"task":"transcribe","language":"english","duration":12.5,"text":" a b",)"
+      R"("segments":[{"id":0,"start":0,"end":12.5,"text":" a b"}],"usage":{"type":"duration","seconds":13}})",
+      "verbose_json");
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+  EXPECT_EQ(
+      answer(R"({"duration":"12.50","language":"en","text":"x","segments":null})", "verbose_json").outcome,
+      Outcome::kOk);
+  r = answer(R"({"duration":"3.0","text":"x"})", "verbose_json");
+  EXPECT_EQ(r.outcome, Outcome::kValidationError);
+  EXPECT_NE(r.detail.find("the server reports 3.000 s of audio where 12.500 s were sent"), std::string::npos)
+      << r.detail;
+  r = answer(R"({"text":"","usage":{"type":"tokens","input_tokens":9,"output_tokens":0}})");
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;  // silence: an empty transcript is an answer
+  r = answer(R"({"usage":{"type":"tokens","input_tokens":9,"output_tokens":1}})");
+  EXPECT_EQ(r.outcome, Outcome::kValidationError);
+  EXPECT_NE(r.detail.find("has no \"text\" string"), std::string::npos) << r.detail;
+  EXPECT_EQ(answer(R"({"text":7})").outcome, Outcome::kValidationError);
+  r = answer("not json");
+  EXPECT_EQ(r.outcome, Outcome::kProtocolError);
+  EXPECT_NE(r.detail.find("response is not a transcription answer (not a JSON object)"), std::string::npos)
+      << r.detail;
+  r = answer(R"({"error":{"message":"Invalid file format."}})");
+  EXPECT_EQ(r.outcome, Outcome::kHttpError);
+  EXPECT_NE(r.detail.find("Invalid file format."), std::string::npos);
+  r = answer(R"({"error":{"message":"bad audio"}})", "json", 400);
+  EXPECT_EQ(r.outcome, Outcome::kHttpError);
+  EXPECT_NE(r.detail.find("HTTP 400"), std::string::npos) << r.detail;
+  r = answer("  the transcript itself\n", "text");
+  EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+  EXPECT_EQ(c.text(), "  the transcript itself\n");
+}
+
+// Streamed transcriptions: OpenAI's typed events (the first delta is the
+// first token; transcript.text.done ends the stream with the usage) and
+// vLLM's transcription.chunk objects with a usage chunk and [DONE].
+TEST_F(Collector, StreamedTranscriptionsInOpenAisAndVllmsForm) {
+  start();
+  c.expect_transcription(3, "json");
+  c.on_headers(200, 120);
+  chunk("event: transcript.text.delta\ndata: {\"type\":\"transcript.text.delta\",\"delta\":\"The\"}\n\n",
+        200);
+  chunk("data: {\"type\":\"transcript.text.delta\",\"delta\":\" quick fox\"}\n\n", 300);
+  chunk(
+      "data: {\"type\":\"transcript.text.done\",\"text\":\"The quick fox\",\"usage\":{\"type\":\"tokens\","
+      "\"input_tokens\":80,\"output_tokens\":4,\"total_tokens\":84}}\n\n",
+      310);
+  c.on_complete(net::ExchangeError::kNone, "", 320);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  EXPECT_EQ(record.t_first_token, 200);
+  EXPECT_EQ(record.t_last_token, 300);
+  EXPECT_EQ(record.output_tokens, 4);
+  EXPECT_EQ(record.prompt_tokens, 80);
+  EXPECT_EQ(record.event_times.size(), 2u);
+  EXPECT_EQ(c.text(), "The quick fox");  // the done event's whole text is no further output
+
+  start();
+  c.expect_transcription(3, "json");
+  c.on_headers(200, 120);
+  const std::string head =
+      R"(data: {"id":"trsc-1","object":"transcription.chunk","created":1,"model":"w","choices":[)";
+  chunk(head + R"({"delta":{"content":" Hi"},"finish_reason":null,"stop_reason":null}]})" + "\n\n", 200);
+  chunk(head + R"({"delta":{"content":" there"},"finish_reason":"stop","stop_reason":null}]})" + "\n\n", 260);
+  chunk(R"(data: {"id":"trsc-1","object":"transcription.chunk","created":1,"model":"w","choices":[],)"
+        R"("usage":{"prompt_tokens":90,"total_tokens":93,"completion_tokens":3}})"
+        "\n\ndata: [DONE]\n\n",
+        270);
+  c.on_complete(net::ExchangeError::kNone, "", 280);
+  EXPECT_EQ(record.outcome, Outcome::kOk) << record.detail;
+  EXPECT_EQ(record.response_id, "trsc-1");
+  EXPECT_EQ(record.t_first_token, 200);
+  EXPECT_EQ(record.t_last_token, 260);
+  EXPECT_EQ(record.output_tokens, 3);
+  EXPECT_EQ(record.prompt_tokens, 90);
+
+  // An error event inside the stream.
+  start();
+  c.expect_transcription(3, "json");
+  c.on_headers(200, 120);
+  chunk("data: {\"type\":\"error\",\"message\":\"audio too short\"}\n\n", 200);
+  c.on_complete(net::ExchangeError::kNone, "", 210);
+  EXPECT_EQ(record.outcome, Outcome::kHttpError);
+  EXPECT_NE(record.detail.find("audio too short"), std::string::npos) << record.detail;
 }
 
 // bench --logprobs against llama.cpp's llama-server: its stream as recorded

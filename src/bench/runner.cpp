@@ -172,6 +172,11 @@ struct Runner::Shard {
                                        s.api == Api::kRerank ? r.prompts_->query(index, s.query_tokens) : "",
                                        id);
     const workload::Request& req = r.w_.requests[index];
+    if (s.api == Api::kTranscriptions)  // the audio, uploaded (bench/media.h; its key as a chat part's)
+      return r.encoder_.encode_transcription(
+          media.wav(req.audio_ms,
+                    hash_combine64(hash_combine64(r.w_.token_seed ^ 0x6d65646961ULL, req.id), 0xa0d10ULL)),
+          id);
     if (req.images > 0 || req.audio_ms > 0) {
       // Images and audio after the text: generated, different per request (bench/media.h).
       const bool responses = s.api == Api::kResponses;
@@ -195,6 +200,7 @@ struct Runner::Shard {
   }
   MediaMaker media;  // this thread's images and audio
   bool pooling() const { return is_pooling(r.encoder_.settings().api); }
+  bool transcription() const { return r.encoder_.settings().api == Api::kTranscriptions; }
 
   // How many connections this thread opens before the first send.
   std::size_t warm_connections() const {
@@ -333,7 +339,7 @@ struct Runner::Shard {
     const TurnLink* link = r.plan_.turns.empty() ? nullptr : &r.plan_.turns[ctx.request];
     const bool keep_text = link && link->next >= 0;
     if (!bytes) {
-      if (ctx.prompt.empty() && !pooling()) ctx.prompt = r.prompts_->text(req);
+      if (ctx.prompt.empty() && !pooling() && !transcription()) ctx.prompt = r.prompts_->text(req);
       bytes = encode(ctx.request, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history, id);
     }
     if (keep_text && ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
@@ -372,6 +378,11 @@ struct Runner::Shard {
                                       ? r.prompts_->inputs_planned_tokens(ctx.request, rs.inputs_per_request)
                                       : -1;
     }
+    if (req.audio_ms > 0) rec.audio_ms = req.audio_ms;
+    if (transcription()) {  // the prompt is the audio, the output its transcript: neither planned
+      rec.prompt_tokens_planned = -1;
+      rec.output_tokens_planned = -1;
+    }
     rec.warmup = warmup(t_sched);
     if (link && link->session >= 0) {
       rec.session = link->session;
@@ -379,6 +390,7 @@ struct Runner::Shard {
     }
     c->init(std::move(rec), r.encoder_.settings().stream, keep_text, &parser,
             [this](ResponseCollector& done) { on_done(done); });
+    if (transcription()) c->expect_transcription(req.audio_ms / 1e3, rs.response_format);
     if (pooling())  // rerank with a top_n in the extra body: that many results
       c->expect_pooling(rs.api, rs.inputs_per_request,
                         rs.api == Api::kRerank && r.encoder_.top_n()

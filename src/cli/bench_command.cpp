@@ -69,7 +69,14 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
                         r.in_process ? " (built-in simulator, in-process)" : "");
   h.lines.push_back("workload: " + display_text(r.workload_description));
   h.lines.push_back("load: " + display_text(r.load_description));
-  h.lines.push_back("prompts: " + display_text(r.prompts_description));
+  if (o.api == bench::Api::kTranscriptions)  // the prompt is the audio
+    h.lines.push_back(fmt::format(
+        "transcriptions: a WAV upload per request (16 kHz mono 16-bit), {} ms unless its class sets audio; "
+        "response_format {}",
+        display_text(o.audio_duration_ms.empty() ? bench::kDefaultAudioDurationMs : o.audio_duration_ms),
+        o.response_format));
+  else
+    h.lines.push_back("prompts: " + display_text(r.prompts_description));
   const auto& pc = r.prompt_check;
   if (pc.value("available", false) && pc["sampled"].get<std::size_t>() > 0)
     h.lines.push_back(
@@ -145,16 +152,36 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
                    "Server URL, http://HOST:PORT or https://... (default: in-process simulator)")
       ->group(T);
   bench
-      ->add_option("--api", o.api,
-                   "completions|chat|responses|embeddings|rerank (responses: /v1/responses, streamed events; "
-                   "embeddings and rerank: pooling requests answered whole, no output tokens)")
+      ->add_option(
+          "--api", o.api,
+          "completions|chat|responses|embeddings|rerank|transcriptions (responses: /v1/responses, "
+          "streamed events; embeddings and rerank: pooling requests answered whole, no output tokens; "
+          "transcriptions: /v1/audio/transcriptions, a WAV upload per request)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"completions", "chat", "responses", "embeddings", "rerank"}))
+      ->check(CLI::IsMember({"completions", "chat", "responses", "embeddings", "rerank", "transcriptions"}))
       ->group(T);
   bench
       ->add_option("--endpoint", s.endpoint,
                    "Request path after the target's own path [default: /v1/completions, "
-                   "/v1/chat/completions, /v1/responses, /v1/embeddings or /v1/rerank by --api]")
+                   "/v1/chat/completions, /v1/responses, /v1/embeddings, /v1/rerank or "
+                   "/v1/audio/transcriptions by --api]")
+      ->group(T);
+  bench
+      ->add_option("--audio-duration-ms", s.audio_duration_ms,
+                   "--api transcriptions: the audio's length per request, a distribution (fixed:N, "
+                   "uniform:A:B, ...; at most 120000), for requests whose workload class has no audio "
+                   "[default: uniform:5000:30000]")
+      ->group(T);
+  bench
+      ->add_option("--response-format", s.response_format,
+                   "--api transcriptions: json (text and token usage), verbose_json (duration, segments; "
+                   "not streamed) or text")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "verbose_json", "text"}))
+      ->group(T);
+  bench
+      ->add_option("--language", s.language,
+                   "--api transcriptions: the audio's language (ISO-639-1, e.g. en)")
       ->group(T);
   bench
       ->add_option("--inputs-per-request", s.inputs_per_request,
@@ -532,11 +559,12 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     else if (const char* env2 = std::getenv("OPENAI_API_KEY"))
       s.api_key = env2;
   }
-  s.api = o.api == "chat"         ? bench::Api::kChat
-          : o.api == "responses"  ? bench::Api::kResponses
-          : o.api == "embeddings" ? bench::Api::kEmbeddings
-          : o.api == "rerank"     ? bench::Api::kRerank
-                                  : bench::Api::kCompletions;
+  s.api = o.api == "chat"             ? bench::Api::kChat
+          : o.api == "responses"      ? bench::Api::kResponses
+          : o.api == "embeddings"     ? bench::Api::kEmbeddings
+          : o.api == "rerank"         ? bench::Api::kRerank
+          : o.api == "transcriptions" ? bench::Api::kTranscriptions
+                                      : bench::Api::kCompletions;
   s.stream = !o.no_stream;
   s.ignore_eos = !o.no_ignore_eos;
   if (o.model_given) s.model = s.engine.engine.model;

@@ -109,6 +109,9 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
       os << fmt::format("{:<18}{} inputs, {:.1f} per request; {:.1f} prompt tok/s\n", "pooling",
                         s["inputs_total"].get<std::uint64_t>(), s["inputs_per_request_mean"].get<double>(),
                         s.value("input_token_throughput_tps", 0.0));
+    if (s.value("audio_seconds_total", 0.0) > 0)
+      os << fmt::format("{:<18}{:.1f} s of audio, {:.2f} s of audio per second\n", "audio",
+                        s["audio_seconds_total"].get<double>(), s.value("audio_seconds_per_second", 0.0));
     if (s.value("requests_with_reasoning", std::uint64_t{0}) > 0)
       os << fmt::format("{:<18}{} completed requests carried reasoning, {} reasoning tokens\n", "reasoning",
                         s["requests_with_reasoning"].get<std::uint64_t>(),

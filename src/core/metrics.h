@@ -42,6 +42,13 @@ inline constexpr KeyDefinition kScalarKeys[] = {
      "completed requests; 0 for generation"},
     {"inputs_per_request_mean", "inputs",
      "inputs_total / completed pooling requests: the batch size each request carried; null for generation"},
+    {"audio_seconds_total", "s",
+     "seconds of audio the completed requests carried (bench --api transcriptions: the uploaded files; "
+     "chat's "
+     "input_audio parts); 0 without audio"},
+    {"audio_seconds_per_second", "s/s",
+     "audio_seconds_total / duration_s: seconds of audio handled per second of the run (a real-time factor: "
+     "above 1, faster than real time)"},
     {"output_tokens_total", "tokens", "output tokens of completed requests (server usage count)"},
     {"output_token_mismatches", "requests",
      "completed requests whose server usage count differs from the client's own count of output events "

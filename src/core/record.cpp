@@ -120,6 +120,10 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "inputs");
     append_int(out, inputs);
   }
+  if (audio_ms >= 0) {
+    key(out, "audio_ms");
+    append_int(out, audio_ms);
+  }
   if (reasoning_tokens >= 0) {
     key(out, "reasoning_tokens");
     append_int(out, reasoning_tokens);

@@ -81,6 +81,9 @@ struct RequestRecord {
   // A pooling request (bench --api embeddings | rerank): the inputs it sent
   // (embeddings) or the documents (rerank); -1 for generation.
   std::int64_t inputs = -1;
+  // The audio the request carried, in milliseconds (bench --api
+  // transcriptions: the uploaded file; chat's input_audio part); -1: none.
+  std::int64_t audio_ms = -1;
   std::uint32_t preemptions = 0;
   // The server's own timings of this request, when it sends them (llama.cpp's
   // "timings"): prefill of the uncached prompt tokens, and generation.

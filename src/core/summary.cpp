@@ -76,6 +76,7 @@ void SummaryBuilder::add(const RequestRecord& r) {
     ++pooling_requests_;
     inputs_ += static_cast<std::uint64_t>(r.inputs);
   }
+  if (r.audio_ms > 0) audio_ms_ += static_cast<std::uint64_t>(r.audio_ms);
   if (r.t_dispatch >= 0 && r.t_sched >= 0) queue_ms_.push_back(nanos_to_ms(r.t_dispatch - r.t_sched));
   if (r.t_first_token < 0 || r.t_send < 0) return;
   Sample sample{};
@@ -310,6 +311,9 @@ nlohmann::json SummaryBuilder::build() const {
       pooling_requests_ > 0
           ? nlohmann::json(static_cast<double>(inputs_) / static_cast<double>(pooling_requests_))
           : nlohmann::json(nullptr);
+  // Audio (transcriptions, input_audio parts): seconds sent, and per second of the run.
+  s["audio_seconds_total"] = static_cast<double>(audio_ms_) / 1e3;
+  s["audio_seconds_per_second"] = dur > 0 ? static_cast<double>(audio_ms_) / 1e3 / dur : 0.0;
   s["output_tokens_total"] = output_tokens_;
   s["output_token_mismatches"] = token_mismatches_;
   s["prompt_tokens_planned_total"] = planned_prompt_tokens_;

@@ -114,6 +114,7 @@ class SummaryBuilder {
   std::uint64_t reasoning_tokens_ = 0;
   std::uint64_t pooling_requests_ = 0;  // completed requests with inputs (embeddings, rerank)
   std::uint64_t inputs_ = 0;
+  std::uint64_t audio_ms_ = 0;  // of completed requests with audio
   std::map<Outcome, std::uint64_t> outcomes_;
   Nanos first_sched_ = -1;
   Nanos first_send_ = -1;

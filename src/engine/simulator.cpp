@@ -70,6 +70,7 @@ void RecordingObserver::on_finish(const FinishedRequest& f) {
   r.output_tokens_client = static_cast<std::int64_t>(r.event_times.size());
   r.cached_tokens = f.cached_tokens;
   r.preemptions = f.preemptions;
+  if (req.audio_ms > 0) r.audio_ms = req.audio_ms;
   r.outcome = Outcome::kOk;
   emit(r);
 }

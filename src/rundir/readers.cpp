@@ -295,6 +295,7 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       r.t_close = r.t_first_answer = -1;
   r.reasoning_tokens = -1;
   r.inputs = -1;
+  r.audio_ms = -1;
   r.preemptions = 0;
   r.prompt_tokens = r.output_tokens = r.output_tokens_planned = r.cached_tokens = r.http_status = -1;
   r.server_prompt_ms = -1;
@@ -367,6 +368,8 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       r.reasoning_tokens = get_int(k, v);
     } else if (k == "inputs") {
       r.inputs = get_int(k, v);
+    } else if (k == "audio_ms") {
+      r.audio_ms = get_int(k, v);
     } else if (k == "http_status") {
       r.http_status = get_int(k, v);
     } else if (k == "server_prompt_ms") {

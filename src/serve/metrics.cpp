@@ -142,6 +142,11 @@ void ServeMetrics::on_fault(const std::string& kind) {
   ++faults_[kind];
 }
 
+void ServeMetrics::on_audio(double seconds) {
+  std::lock_guard lock(mutex_);
+  audio_seconds_ += seconds;
+}
+
 void ServeMetrics::on_http_response(int status) {
   std::lock_guard lock(mutex_);
   ++http_responses_[status];
@@ -185,6 +190,7 @@ double ServeMetrics::value(const std::string& name, const std::string& label) co
     const auto it = success_.find(label);
     return it == success_.end() ? 0.0 : static_cast<double>(it->second);
   }
+  if (name == "tokenscope:audio_input_seconds_total") return audio_seconds_;
   if (name == "tokenscope:faults_injected_total") {
     const auto it = faults_.find(label);
     return it == faults_.end() ? 0.0 : static_cast<double>(it->second);
@@ -283,6 +289,9 @@ std::string ServeMetrics::render() const {
   w.family("tokenscope:host_kv_recomputed_blocks_total", "counter",
            "Evicted host KV blocks that a request needed again and recomputed.");
   w.sample("tokenscope:host_kv_recomputed_blocks_total", l, static_cast<double>(host_kv_recomputed_));
+  w.family("tokenscope:audio_input_seconds_total", "counter",
+           "Seconds of audio the requests brought (transcription uploads, input_audio parts).");
+  w.sample("tokenscope:audio_input_seconds_total", l, audio_seconds_);
   w.family("tokenscope:faults_injected_total", "counter", "Faults injected into responses, by kind.");
   for (const char* kind : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"}) {
     const auto it = faults_.find(kind);

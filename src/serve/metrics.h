@@ -65,6 +65,9 @@ class ServeMetrics {
   void on_finished(const FinishedTimes& t);
   void on_emission_lag(double seconds);
   void on_fault(const std::string& kind);
+  // Seconds of audio a request brought (transcriptions, input_audio parts):
+  // tokenscope:audio_input_seconds_total.
+  void on_audio(double seconds);
   void on_http_response(int status);
   // Where the connection series (tokenscope:connections,
   // tokenscope:connections_dropped_total, tokenscope:accept_errors_total)
@@ -97,7 +100,8 @@ class ServeMetrics {
   std::function<engine::PerturbationCounts()> perturbation_source_;
   std::map<std::string, std::uint64_t> success_;  // by finished_reason
   std::map<std::string, std::uint64_t> faults_;   // by kind
-  std::map<int, std::uint64_t> http_responses_;   // by status
+  double audio_seconds_ = 0;
+  std::map<int, std::uint64_t> http_responses_;  // by status
   prometheus::Histogram ttft_, itl_, tpot_, e2e_, queue_, prefill_, decode_, inference_, iteration_tokens_,
       prompt_hist_, generation_hist_, batch_size_, emission_lag_;
 };

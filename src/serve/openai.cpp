@@ -3,6 +3,7 @@
 #include "core/json_depth.h"
 #include "core/json_out.h"
 #include "core/random.h"
+#include "net/multipart.h"
 
 #include <fmt/format.h>
 
@@ -598,6 +599,175 @@ std::variant<GenerationRequest, ApiError> parse_pooling_request(Api api, std::st
   return r;
 }
 
+std::uint32_t transcript_tokens(double seconds) {
+  const double n = std::ceil(std::max(0.0, seconds) * kTranscriptTokensPerSecond - 1e-9);
+  return static_cast<std::uint32_t>(std::clamp(n, 1.0, 1e6));
+}
+
+namespace {
+
+// A form field's boolean: true/false (1/0), in any case, as FastAPI reads them.
+std::optional<bool> form_bool(std::string_view v) {
+  std::string lower;
+  for (const char c : v) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower == "true" || lower == "1") return true;
+  if (lower == "false" || lower == "0") return false;
+  return std::nullopt;
+}
+
+std::optional<double> form_number(std::string_view v) {
+  if (v.empty() || v.size() > 32) return std::nullopt;
+  const std::string text(v);
+  char* end = nullptr;
+  const double d = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+}  // namespace
+
+// Long: one field after another, each with its own check and message.
+std::variant<GenerationRequest, ApiError> parse_transcription_request(std::string_view content_type,
+                                                                      std::string_view body,
+                                                                      const ParseContext& ctx) {
+  net::MultipartLimits limits;
+  limits.max_parts = 64;
+  limits.max_field_bytes = 1 << 16;
+  limits.max_file_bytes = 64u << 20;  // the HTTP body limit is lower by default (serve --max-body-bytes)
+  const net::MultipartResult form = net::parse_multipart(content_type, body, limits);
+  if (!form.ok()) return bad("", form.error);
+  GenerationRequest r;
+  r.api = Api::kTranscriptions;
+  r.response_format = "json";
+  r.ignore_eos = true;  // the transcript's length is the rule's (transcript_tokens)
+  const net::ParsedPart* file = nullptr;
+  std::string prompt;
+  std::vector<std::string> seen;
+  for (const auto& part : form.parts) {
+    const std::string& name = part.name;
+    const std::string_view v = part.data;
+    const bool known = name == "file" || name == "model" || name == "language" || name == "prompt" ||
+                       name == "response_format" || name == "temperature" || name == "seed" ||
+                       name == "stream" || name == "stream_include_usage";
+    if (!known) continue;  // vLLM ignores fields it does not know
+    if (std::find(seen.begin(), seen.end(), name) != seen.end())
+      return bad(name, fmt::format("'{}' is given twice", name));
+    seen.push_back(name);
+    if (name != "file" && part.has_filename)
+      return bad(name, fmt::format("'{}' must be a form field, not a file", name));
+    if (name == "file") {
+      if (!part.has_filename)
+        return bad("file", "'file' must be a file upload (a part with a filename), not a form field");
+      file = &part;
+    } else if (name == "model") {
+      json body_model = {{"model", std::string(v)}};
+      if (auto e = parse_model(body_model, ctx, r.model)) return *e;
+    } else if (name == "language") {
+      if (v.empty() || v.size() > 16 ||
+          !std::all_of(v.begin(), v.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '-'; }))
+        return bad("language", "'language' must be an ISO-639-1 code such as \"en\"");
+      r.language = std::string(v);
+    } else if (name == "prompt") {
+      prompt = std::string(v);
+    } else if (name == "response_format") {
+      if (v != "json" && v != "verbose_json" && v != "text")
+        return bad(
+            "response_format",
+            fmt::format("'response_format' must be \"json\", \"verbose_json\" or \"text\" (the simulator "
+                        "writes no srt or vtt), got {}",
+                        json(std::string(v)).dump(-1, ' ', false, json::error_handler_t::replace)));
+      r.response_format = std::string(v);
+    } else if (name == "temperature") {
+      const auto t = form_number(v);
+      if (!t || *t < 0 || *t > 1) return bad("temperature", "'temperature' must be a number in [0, 1]");
+      r.temperature = *t;
+    } else if (name == "seed") {
+      const auto d = form_number(v);
+      if (!d || *d != std::floor(*d) || std::abs(*d) > 9e15) return bad("seed", "'seed' must be an integer");
+      r.seed = static_cast<std::uint64_t>(static_cast<std::int64_t>(*d));
+    } else {
+      const auto b = form_bool(v);
+      if (!b) return bad(name, fmt::format("'{}' must be true or false", name));
+      (name == "stream" ? r.stream : r.include_usage) = *b;
+    }
+  }
+  if (r.model.empty()) r.model = ctx.model_names.front();
+  if (!file) return bad("file", "'file' is required: the audio to transcribe (a WAV file)");
+  if (r.include_usage && !r.stream)
+    return bad("stream_include_usage", "'stream_include_usage' is only allowed with stream=true");
+  if (r.stream && r.response_format != "json")
+    return bad("response_format", "streamed transcriptions are json (\"response_format\": \"json\")");
+  if (!ctx.model || !ctx.model->has_audio())
+    return bad(
+        "file",
+        fmt::format("{} takes no audio (it has no audio encoder; qwen2-audio-7b and qwen2.5-omni-7b have "
+                    "one)",
+                    ctx.model ? "the model " + ctx.model->name : std::string("the served model")));
+  const auto seconds = wav_seconds(file->data);
+  if (!seconds)
+    return bad("file",
+               "'file' is not a WAV file (RIFF/WAVE with fmt and data chunks); the simulator reads WAV only");
+  if (*seconds > 600)
+    return bad("file", fmt::format("an audio file of {:.1f} s is over the limit of 600 s", *seconds));
+  MediaItem m;
+  m.audio = true;
+  m.seconds = *seconds;
+  std::uint64_t h = 0x7472616e73ULL;  // "trans"
+  for (std::size_t i = 0; i < file->data.size(); i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, file->data.data() + i, std::min<std::size_t>(8, file->data.size() - i));
+    h = hash_combine64(h, word);
+  }
+  m.hash = h;
+  r.media.push_back(m);
+  r.media_tokens = ctx.model->audio_tokens(*seconds);
+  r.audio_seconds = *seconds;
+  r.prompts.push_back(tokenizers::tokenize(fmt::format("<|startoftranscript|><|{}|><|transcribe|>{}",
+                                                       r.language.empty() ? "en" : r.language, prompt)));
+  r.max_tokens = transcript_tokens(*seconds);
+  const std::size_t input = r.prompts.front().size() + r.media_tokens;
+  if (input + r.max_tokens > ctx.max_model_len)
+    return bad("file", fmt::format("This model's maximum context length is {} tokens. However, the audio "
+                                   "takes {} input tokens ({} of audio) and its transcript {}.",
+                                   ctx.max_model_len, input, r.media_tokens, r.max_tokens));
+  return r;
+}
+
+std::string transcription_response(const GenerationRequest& r, std::string_view text,
+                                   std::uint64_t prompt_tokens, std::uint64_t audio_tokens,
+                                   std::uint64_t output_tokens) {
+  if (r.response_format == "text") return std::string(text);
+  const std::string quoted = json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+  if (r.response_format == "verbose_json") {
+    // A segment per 30 s of audio (Whisper's window), the text split alike.
+    const std::size_t segments =
+        std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(r.audio_seconds / 30)));
+    std::string list;
+    for (std::size_t i = 0; i < segments; ++i) {
+      const std::size_t from = text.size() * i / segments, to = text.size() * (i + 1) / segments;
+      list += fmt::format(
+          "{}{{\"id\":{},\"seek\":{},\"start\":{:.3f},\"end\":{:.3f},\"text\":{},\"tokens\":[],"
+          "\"temperature\":{},"
+          "\"avg_logprob\":-0.25,\"compression_ratio\":1.5,\"no_speech_prob\":0.01}}",
+          i ? "," : "", i, i * 3000, 30.0 * static_cast<double>(i),
+          std::min(r.audio_seconds, 30.0 * static_cast<double>(i + 1)),
+          json(std::string(text.substr(from, to - from)))
+              .dump(-1, ' ', false, json::error_handler_t::replace),
+          r.temperature);
+    }
+    return fmt::format(
+        "{{\"task\":\"transcribe\",\"language\":\"{}\",\"duration\":{:.3f},\"text\":{},\"segments\":[{}],"
+        "\"usage\":{{\"type\":\"duration\",\"seconds\":{}}}}}",
+        r.language.empty() ? "english" : r.language, r.audio_seconds, quoted, list,
+        static_cast<std::uint64_t>(std::ceil(r.audio_seconds)));
+  }
+  return fmt::format(
+      "{{\"text\":{},\"usage\":{{\"type\":\"tokens\",\"input_tokens\":{},\"input_token_details\":{{"
+      "\"text_tokens\":{},\"audio_tokens\":{}}},\"output_tokens\":{},\"total_tokens\":{}}}}}",
+      quoted, prompt_tokens, prompt_tokens - std::min(prompt_tokens, audio_tokens), audio_tokens,
+      output_tokens, prompt_tokens + output_tokens);
+}
+
 std::variant<std::vector<tokenizers::TokenId>, ApiError> parse_tokenize_request(std::string_view text,
                                                                                 const ParseContext& ctx) {
   if (json_too_deep_at(text) != std::string_view::npos)
@@ -745,6 +915,11 @@ std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std
                          std::string_view chat_field) {
   const std::string finish = finish_reason.empty() ? "null" : fmt::format("\"{}\"", finish_reason);
   if (logprobs.empty()) logprobs = "null";
+  if (api == Api::kTranscriptions)
+    return fmt::format(
+        "{{\"id\":{},\"object\":\"transcription.chunk\",\"created\":{},\"model\":{},\"choices\":[{{"
+        "\"delta\":{{\"content\":{}}},\"finish_reason\":{},\"stop_reason\":null}}]}}",
+        json_quote(id), created, json_quote(model), json_quote(text), finish);
   if (api == Api::kChat) {
     const std::string delta =
         first_chat_delta ? fmt::format("{{\"role\":\"assistant\",\"{}\":{}}}", chat_field, json_quote(text))
@@ -766,8 +941,11 @@ std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std:
                         const Usage& usage) {
   return fmt::format(
       "{{\"id\":{},\"object\":\"{}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{}}}",
-      json_quote(id), api == Api::kChat ? "chat.completion.chunk" : "text_completion", created,
-      json_quote(model), usage_json(usage));
+      json_quote(id),
+      api == Api::kChat             ? "chat.completion.chunk"
+      : api == Api::kTranscriptions ? "transcription.chunk"
+                                    : "text_completion",
+      created, json_quote(model), usage_json(usage));
 }
 
 std::string response_object(std::string_view id, std::int64_t created, std::string_view model,

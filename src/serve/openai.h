@@ -24,9 +24,11 @@ struct ApiError {
 std::string error_type(int status);
 std::string error_body(const ApiError& e);
 
-// Generation (completions, chat) and pooling (embeddings, rerank: one
-// prefill per input, no token generated for the client).
-enum class Api { kCompletions, kChat, kEmbeddings, kRerank, kResponses };
+// Generation (completions, chat), pooling (embeddings, rerank: one
+// prefill per input, no token generated for the client), and
+// transcriptions (/v1/audio/transcriptions: a multipart upload of a WAV
+// file; the prompt is its audio, the output its transcript).
+enum class Api { kCompletions, kChat, kEmbeddings, kRerank, kResponses, kTranscriptions };
 inline bool is_pooling(Api a) {
   return a == Api::kEmbeddings || a == Api::kRerank;
 }
@@ -73,6 +75,11 @@ struct GenerationRequest {
   std::uint32_t dimensions = kEmbeddingDim;
   bool base64 = false;
   std::uint32_t top_n = 0;
+  // Transcriptions: "json", "verbose_json" or "text"; the language given
+  // ("" : none), the audio's length.
+  std::string response_format;
+  std::string language;
+  double audio_seconds = 0;
 };
 
 struct ParseContext {
@@ -102,6 +109,35 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
 // The result has max_tokens 1 (the prefill's token, not sent), no stream.
 std::variant<GenerationRequest, ApiError> parse_pooling_request(Api api, std::string_view body,
                                                                 const ParseContext& ctx);
+
+// The transcript's length in tokens for `seconds` of audio: speech at 2.5
+// words a second, 1.3 tokens a word (3.25 tokens a second), rounded up, at
+// least 1.
+std::uint32_t transcript_tokens(double seconds);
+inline constexpr double kTranscriptTokensPerSecond = 3.25;
+
+// Parses and validates a /v1/audio/transcriptions body (multipart/form-data,
+// net/multipart.h): "file" (a WAV upload, the only format the simulator
+// reads, at most 600 s), "model", "language", "prompt", "response_format"
+// ("json", "verbose_json" or "text"), "temperature" ([0, 1]), "seed",
+// "stream" and vLLM's "stream_include_usage"; other fields are ignored, as
+// vLLM does. The model must have an audio encoder. The result's prompt is
+// the decoder prompt ("<|startoftranscript|><|LANG|><|transcribe|>" and the
+// prompt's text; LANG "en" unless given), its media the audio clip, its
+// max_tokens transcript_tokens(seconds) with ignore_eos (the transcript has
+// that length). Every error names the field.
+std::variant<GenerationRequest, ApiError> parse_transcription_request(std::string_view content_type,
+                                                                      std::string_view body,
+                                                                      const ParseContext& ctx);
+// A whole transcription answer: json {"text", "usage": {"type": "tokens",
+// "input_tokens", "input_token_details": {"text_tokens", "audio_tokens"},
+// "output_tokens", "total_tokens"}}; verbose_json {"task": "transcribe",
+// "language", "duration", "text", "segments": one per 30 s of audio,
+// "usage": {"type": "duration", "seconds"}} (as OpenAI's whisper-1); text:
+// the transcript itself.
+std::string transcription_response(const GenerationRequest& r, std::string_view text,
+                                   std::uint64_t prompt_tokens, std::uint64_t audio_tokens,
+                                   std::uint64_t output_tokens);
 
 // The JSON of a pooling answer. Embeddings: {"id", "object": "list",
 // "created", "model", "data": [{"index", "object": "embedding", "embedding":
@@ -151,7 +187,10 @@ struct ChoiceResult {
 std::string completion_response(Api api, std::string_view id, std::int64_t created, std::string_view model,
                                 const std::vector<ChoiceResult>& choices, const Usage& usage);
 
-// Stream chunks, without the "data: " framing. finish_reason may be empty;
+// Stream chunks, without the "data: " framing. Transcriptions stream as
+// vLLM does: {"object": "transcription.chunk", "choices": [{"delta":
+// {"content"}, "finish_reason", "stop_reason"}]}, the usage chunk with
+// "choices": [] when stream_include_usage was asked. finish_reason may be empty;
 // logprobs is the chunk's logprobs object (serve/logprobs.h), "" for null.
 // chat_field: the delta's field of the text ("content", or a reasoning
 // model's "reasoning" / "reasoning_content").

@@ -126,13 +126,17 @@ void Router::handle(net::HttpRequest req, std::shared_ptr<net::Responder> respon
     api = Api::kEmbeddings;
   else if (path == "/v1/rerank" || path == "/rerank")
     api = Api::kRerank;
+  else if (path == "/v1/audio/transcriptions")
+    api = Api::kTranscriptions;
   else
     return reply_error(*responder, ApiError{404, fmt::format("no route for {} {}", req.method, path), ""});
   if (!post) return method_not_allowed("POST");
   if (!core_.accepting())
     return reply_error(*responder, ApiError{503, "the server is shutting down", ""}, {{"Retry-After", "1"}});
-  auto parsed = is_pooling(api) ? parse_pooling_request(api, req.body, settings_.parse)
-                                : parse_generation_request(api, req.body, settings_.parse);
+  auto parsed = api == Api::kTranscriptions
+                    ? parse_transcription_request(req.header("content-type"), req.body, settings_.parse)
+                : is_pooling(api) ? parse_pooling_request(api, req.body, settings_.parse)
+                                  : parse_generation_request(api, req.body, settings_.parse);
   if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(*responder, *e);
   auto& request = std::get<GenerationRequest>(parsed);
   request.client_request_id = std::string(req.header("x-request-id").substr(0, 128));

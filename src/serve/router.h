@@ -2,6 +2,7 @@
 //   POST /v1/completions, POST /v1/chat/completions   generation, streamed or not
 //   POST /v1/responses                                 the Responses API, typed events or whole
 //   POST /v1/embeddings, POST /v1/rerank (/rerank)     pooling: a prefill per input
+//   POST /v1/audio/transcriptions                      a WAV upload (multipart) to its transcript
 //   GET  /v1/models                                    the served model
 //   POST /tokenize                                     vLLM-style token counts
 //   GET  /metrics                                      Prometheus text, vLLM names

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/multipart.h"
+
 namespace tokenscope::serve {
 namespace {
 
@@ -60,10 +62,13 @@ struct FakeResponder : net::Responder {
 class Api : public ::testing::Test {
  protected:
   void build(std::string api_key = "", std::string fault_spec = "", std::optional<std::string> natural = {},
-             double reasoning_share = 0.0, std::string reasoning_field = "reasoning") {
+             double reasoning_share = 0.0, std::string reasoning_field = "reasoning",
+             std::string model = "llama-3-8b") {
     engine::EngineSettings s;
-    const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
-    metrics = std::make_unique<ServeMetrics>("llama-3-8b", eff.max_model_len);
+    s.model = model;
+    eff_ = std::make_unique<engine::EffectiveEngine>(engine::resolve_engine(s, engine::Catalog::builtin()));
+    const auto& eff = *eff_;
+    metrics = std::make_unique<ServeMetrics>(model, eff.max_model_len);
     faults = std::make_unique<FaultPlan>(parse_fault_spec(fault_spec), 5);
     CoreSettings cs;
     cs.reasoning_share = reasoning_share;
@@ -73,9 +78,10 @@ class Api : public ::testing::Test {
           workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
     core = std::make_unique<ServingCore>(
         exec, eff, s, std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, 1, s.cost), *metrics,
-        nullptr, cs, "llama-3-8b");
+        nullptr, cs, model);
     RouterSettings rs;
-    rs.parse.model_names = {"llama-3-8b"};
+    rs.parse.model_names = {model};
+    rs.parse.model = &eff.model;
     rs.parse.max_model_len = eff.max_model_len;
     rs.api_key = std::move(api_key);
     router = std::make_unique<Router>(*core, *metrics, *faults, rs);
@@ -109,6 +115,7 @@ class Api : public ::testing::Test {
   }
 
   ManualExecutor exec{1'000'000'000};
+  std::unique_ptr<engine::EffectiveEngine> eff_;
   std::unique_ptr<ServeMetrics> metrics;
   std::unique_ptr<FaultPlan> faults;
   std::unique_ptr<ServingCore> core;
@@ -312,6 +319,169 @@ TEST_F(Api, EmbeddingsAndRerankArePrefillsAnsweredWhole) {
   EXPECT_EQ(call("POST", "/v1/rerank", R"({"query": "q", "documents": [1]})")->status, 400);
   const auto missing = call("POST", "/v1/rerank", R"({"documents": ["a"]})");
   EXPECT_EQ(body_of(*missing)["error"]["param"], "query");
+}
+
+// A 16 kHz mono 16-bit WAV of `ms` milliseconds of silence.
+std::string test_wav(std::uint32_t ms) {
+  const std::uint32_t bytes = ms * 32;
+  auto le = [](std::string& out, std::uint32_t v, int n) {
+    for (int i = 0; i < n; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  std::string w = "RIFF";
+  le(w, 36 + bytes, 4);
+  w += "WAVEfmt ";
+  le(w, 16, 4);
+  le(w, 1, 2);
+  le(w, 1, 2);
+  le(w, 16000, 4);
+  le(w, 32000, 4);
+  le(w, 2, 2);
+  le(w, 16, 2);
+  w += "data";
+  le(w, bytes, 4);
+  w.append(bytes, '\0');
+  return w;
+}
+
+// A transcription upload: the file and the fields, as multipart/form-data.
+net::HttpRequest transcription_request(const std::string& file,
+                                       std::vector<std::pair<std::string, std::string>> fields,
+                                       bool file_part = true) {
+  std::vector<net::FormPart> parts;
+  if (file_part) parts.push_back({"file", file, "a.wav", "audio/wav"});
+  for (const auto& [k, v] : fields) parts.push_back({k, v});
+  const std::string b = net::multipart_boundary(parts, 1);
+  net::HttpRequest req;
+  req.method = "POST";
+  req.target = "/v1/audio/transcriptions";
+  req.body = net::multipart_body(parts, b);
+  req.headers = {{"content-type", net::multipart_content_type(b)}};
+  return req;
+}
+
+// /v1/audio/transcriptions over an audio model: the prompt is the audio's
+// tokens (25 a second) and the decoder prompt, the transcript
+// ceil(3.25 x seconds) tokens; json with token usage, verbose_json with the
+// duration and a segment per 30 s, text, or a vLLM-style stream; the audio
+// is counted in tokenscope:audio_input_seconds_total. Bad uploads are 400s
+// that name the field; a model without an audio encoder refuses them.
+TEST_F(Api, TranscriptionsTurnAWavUploadIntoItsTranscript) {
+  build("", "", std::nullopt, 0.0, "reasoning", "qwen2-audio-7b");
+  auto send = [&](net::HttpRequest req) {
+    auto r = std::make_shared<FakeResponder>(exec.clock());
+    router->handle(std::move(req), r);
+    exec.run_until_idle();
+    return r;
+  };
+  const std::string wav = test_wav(4000);
+  const std::uint64_t audio_tokens = eff_->model.audio_tokens(4.0);
+  EXPECT_EQ(audio_tokens, 100u);  // 25 a second
+  EXPECT_EQ(transcript_tokens(4.0), 13u);
+  auto r = send(transcription_request(wav, {{"model", "qwen2-audio-7b"}, {"language", "de"}}));
+  ASSERT_EQ(r->status, 200) << r->response->body;
+  auto j = body_of(*r);
+  const std::uint64_t decoder = tokenizers::tokenize("<|startoftranscript|><|de|><|transcribe|>").size();
+  EXPECT_EQ(j["usage"]["type"], "tokens");
+  EXPECT_EQ(j["usage"]["output_tokens"], 13);
+  EXPECT_EQ(j["usage"]["input_tokens"], decoder + audio_tokens);
+  EXPECT_EQ(j["usage"]["input_token_details"]["audio_tokens"], audio_tokens);
+  EXPECT_FALSE(j["text"].get<std::string>().empty());
+
+  r = send(transcription_request(test_wav(45'000), {{"response_format", "verbose_json"}}));
+  ASSERT_EQ(r->status, 200) << r->response->body;
+  j = body_of(*r);
+  EXPECT_DOUBLE_EQ(j["duration"].get<double>(), 45.0);
+  EXPECT_EQ(j["segments"].size(), 2u);
+  EXPECT_EQ(j["usage"]["type"], "duration");
+  EXPECT_EQ(j["usage"]["seconds"], 45);
+  EXPECT_EQ(j["segments"][0]["text"].get<std::string>() + j["segments"][1]["text"].get<std::string>(),
+            j["text"]);
+
+  r = send(transcription_request(wav, {{"response_format", "text"}}));
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->response->content_type, "text/plain; charset=utf-8");
+  EXPECT_FALSE(r->response->body.empty());
+
+  r = send(transcription_request(wav, {{"stream", "true"}, {"stream_include_usage", "true"}}));
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->content_type, "text/event-stream");
+  std::string text;
+  int deltas = 0;
+  json usage;
+  bool done = false;
+  for (const auto& e : r->events()) {
+    if (e == "[DONE]") {
+      done = true;
+      continue;
+    }
+    ASSERT_TRUE(e.is_object());
+    EXPECT_EQ(e["object"], "transcription.chunk");
+    EXPECT_EQ(e["id"].get<std::string>().rfind("trsc-", 0), 0u);
+    if (e.contains("usage")) usage = e["usage"];
+    for (const auto& c : e["choices"]) {
+      const std::string piece = c["delta"]["content"];
+      deltas += !piece.empty();
+      text += piece;
+    }
+  }
+  EXPECT_TRUE(done);
+  EXPECT_GE(deltas, 2);
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(usage["completion_tokens"], 13);
+  EXPECT_EQ(usage["prompt_tokens"],
+            tokenizers::tokenize("<|startoftranscript|><|en|><|transcribe|>").size() + audio_tokens);
+  EXPECT_EQ(core->active(), 0u);
+  EXPECT_DOUBLE_EQ(metrics->value("tokenscope:audio_input_seconds_total"), 4 + 45 + 4 + 4);
+  EXPECT_NE(
+      metrics->render().find("tokenscope:audio_input_seconds_total{model_name=\"qwen2-audio-7b\",engine="
+                             "\"0\"} 57.0"),
+      std::string::npos);
+  EXPECT_EQ(metrics->value("vllm:generation_tokens_total"), 13 + transcript_tokens(45) + 13 + 13);
+
+  // Bad uploads: 400 with the field named.
+  struct Bad {
+    net::HttpRequest req;
+    std::string param, message;
+  };
+  net::HttpRequest no_type = transcription_request(wav, {});
+  no_type.headers.clear();
+  net::HttpRequest cut = transcription_request(wav, {});
+  cut.body.resize(cut.body.size() - 10);
+  const std::vector<Bad> bad = {
+      {std::move(no_type), "", "expected Content-Type multipart/form-data, got none"},
+      {std::move(cut), "", "the body ends before the next boundary"},
+      {transcription_request(wav, {{"model", "qwen2-audio-7b"}}, false), "file", "'file' is required"},
+      {transcription_request("not a wav", {}), "file", "is not a WAV file"},
+      {transcription_request(test_wav(601'000), {}), "file", "over the limit of 600 s"},
+      {transcription_request(wav, {{"response_format", "srt"}}), "response_format", "no srt or vtt"},
+      {transcription_request(wav, {{"stream", "maybe"}}), "stream", "must be true or false"},
+      {transcription_request(wav, {{"temperature", "1.5"}}), "temperature", "[0, 1]"},
+      {transcription_request(wav, {{"language", "EN!"}}), "language", "ISO-639-1"},
+      {transcription_request(wav, {{"language", "en"}, {"language", "de"}}), "language", "given twice"},
+      {transcription_request(wav, {{"stream_include_usage", "true"}}), "stream_include_usage",
+       "only allowed"},
+      {transcription_request(wav, {{"stream", "true"}, {"response_format", "verbose_json"}}),
+       "response_format", "streamed transcriptions are json"},
+  };
+  for (const auto& b : bad) {
+    const auto e = send(b.req);
+    ASSERT_EQ(e->status, 400) << b.message;
+    const auto err = body_of(*e)["error"];
+    EXPECT_NE(err["message"].get<std::string>().find(b.message), std::string::npos) << err.dump();
+    EXPECT_EQ(err["param"].is_null() ? "" : err["param"].get<std::string>(), b.param) << err.dump();
+  }
+  EXPECT_EQ(send(transcription_request(wav, {{"model", "whisper-9"}}))->status, 404);
+  // The file as a field (no filename) is refused too.
+  auto field = transcription_request(wav, {{"file", "abc"}}, false);
+  EXPECT_NE(body_of(*send(std::move(field)))["error"]["message"].get<std::string>().find("a file upload"),
+            std::string::npos);
+
+  // A text model has no audio encoder.
+  build();
+  const auto text_model = send(transcription_request(wav, {}));
+  ASSERT_EQ(text_model->status, 400);
+  EXPECT_NE(body_of(*text_model)["error"]["message"].get<std::string>().find("takes no audio"),
+            std::string::npos);
 }
 
 // The Responses API: "input" as a string or messages (input_text parts,

@@ -217,11 +217,12 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
 
   void on_reject(std::uint32_t, std::string_view reason) {
     if (finished_) return;
-    const char* param = req_.api == Api::kChat         ? "messages"
-                        : req_.api == Api::kResponses  ? "input"
-                        : req_.api == Api::kEmbeddings ? "input"
-                        : req_.api == Api::kRerank     ? "documents"
-                                                       : "prompt";
+    const char* param = req_.api == Api::kChat             ? "messages"
+                        : req_.api == Api::kResponses      ? "input"
+                        : req_.api == Api::kEmbeddings     ? "input"
+                        : req_.api == Api::kRerank         ? "documents"
+                        : req_.api == Api::kTranscriptions ? "file"
+                                                           : "prompt";
     fail(ApiError{400, std::string(reason), param});
   }
 
@@ -511,6 +512,14 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
         core_.respond(responder_, std::move(r));
         core_.metrics().on_http_response(200);
       }
+    } else if (req_.api == Api::kTranscriptions && !req_.stream) {
+      const Choice& c = choices_.front();
+      net::HttpResponse r;
+      r.body = transcription_response(req_, c.text, u.prompt_tokens, req_.media_tokens, u.completion_tokens);
+      if (req_.response_format == "text") r.content_type = "text/plain; charset=utf-8";
+      if (malformed_body_) r.body.resize(r.body.size() / 2);
+      core_.respond(responder_, std::move(r));
+      core_.metrics().on_http_response(200);
     } else if (is_pooling(req_.api)) {
       net::HttpResponse r;
       std::vector<std::uint64_t> hashes;
@@ -622,6 +631,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
       engine::EngineRequest media;
       media.prompt = std::move(c.prompt);
       for (const auto& m : req.media) {
+        if (m.audio && i == 0) metrics_.on_audio(m.seconds);
         if (m.audio)
           engine::append_audio(engine_->effective().model, m.seconds, m.hash, media);
         else
@@ -632,6 +642,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
       c.audio_flops = media.audio_encoder_flops;
     }
     c.target = req.max_tokens;
+    c.natural_end = req.api == Api::kTranscriptions;  // a transcript ends by itself: "stop"
     if (!req.ignore_eos && settings_.natural_length) {
       const std::uint32_t natural = std::max(req.min_tokens, settings_.natural_length->sample(rng));
       if (natural < c.target) {
@@ -701,10 +712,11 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
 
 std::string ServingCore::new_response_id(Api api) {
   if (api == Api::kResponses) return fmt::format("resp_{:016x}", mix64(response_serial_.fetch_add(1)));
-  const char* prefix = api == Api::kChat         ? "chatcmpl"
-                       : api == Api::kEmbeddings ? "embd"
-                       : api == Api::kRerank     ? "rerank"
-                                                 : "cmpl";
+  const char* prefix = api == Api::kChat             ? "chatcmpl"
+                       : api == Api::kEmbeddings     ? "embd"
+                       : api == Api::kRerank         ? "rerank"
+                       : api == Api::kTranscriptions ? "trsc"
+                                                     : "cmpl";
   return fmt::format("{}-{:016x}", prefix, mix64(response_serial_.fetch_add(1)));
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1186,6 +1187,137 @@ TEST_F(Bench, EmbeddingsAndRerankAgainstServe) {
       bench({"--target", server.url(""), "--api", "rerank", "--cancel", "0.5:after-tokens=2"});
   EXPECT_EQ(cancel.exit_code, 2);
   EXPECT_NE(cancel.err.find("answers whole"), std::string::npos) << cancel.err;
+}
+
+// Transcriptions against serve (a separate process) with an audio model:
+// each request uploads a WAV of its planned length; the audio serve counted
+// is the audio bench planned and reports, every request ok; streamed, the
+// first text delta comes before the last (TTFT < E2E) and the transcript
+// has serve's length (ceil(3.25 x seconds) tokens); whole verbose_json
+// answers carry the duration heard. Bad settings are refused before the run.
+TEST_F(Bench, TranscriptionsAgainstServe) {
+  Server server(dir_, {"--model", "qwen2-audio-7b", "--fixed-step-ms", "2"});
+  const auto streamed = dir_ / "streamed";
+  auto r = bench({"--target", server.url(""), "--api", "transcriptions", "--audio-duration-ms",
+                  "uniform:2000:9000", "--num-requests", "12", "--rate", "40", "--out", streamed.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto s = json::parse(slurp(streamed / "run.json"))["summary"];
+  EXPECT_EQ(s["requests_completed"], 12);
+  EXPECT_EQ(s["requests_failed"], 0);
+  double planned_s = 0;
+  for (const auto& rec : lines(streamed / "requests.jsonl")) {
+    EXPECT_EQ(rec["outcome"], "ok") << rec.dump();
+    const double seconds = rec["audio_ms"].get<double>() / 1e3;
+    EXPECT_GE(seconds, 2.0);
+    EXPECT_LE(seconds, 9.0);
+    planned_s += seconds;
+    EXPECT_EQ(rec["response_id"].get<std::string>().rfind("trsc-", 0), 0u);
+    EXPECT_EQ(rec["output_tokens"], static_cast<int>(std::ceil(3.25 * seconds - 1e-9))) << rec.dump();
+    EXPECT_GT(rec["prompt_tokens"].get<int>(), 25 * seconds);  // the audio's tokens and the decoder prompt
+    EXPECT_LT(rec["t_first_token_ns"].get<std::int64_t>(), rec["t_last_token_ns"].get<std::int64_t>());
+    EXPECT_FALSE(rec.contains("prompt_tokens_planned"));
+  }
+  EXPECT_NEAR(s["audio_seconds_total"].get<double>(), planned_s, 1e-6);
+  EXPECT_GT(s["audio_seconds_per_second"].get<double>(), 0);
+  EXPECT_LT(s["ttft_ms"]["p50"].get<double>(), s["e2e_ms"]["p50"].get<double>());
+  EXPECT_NE(r.out.find("audio             "), std::string::npos) << r.out;
+  const std::string metrics = http_get(server.port(), "/metrics");
+  const std::string key = "tokenscope:audio_input_seconds_total{model_name=\"qwen2-audio-7b\",engine=\"0\"} ";
+  const auto at = metrics.find(key);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_NEAR(std::stod(metrics.substr(at + key.size())), planned_s, 1e-6);
+
+  // Whole, verbose_json: the duration the server heard is checked against the audio sent.
+  const auto whole = dir_ / "whole";
+  r = bench({"--target", server.url(""), "--api", "transcriptions", "--no-stream", "--response-format",
+             "verbose_json", "--language", "en", "--num-requests", "6", "--rate", "inf", "--out",
+             whole.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  s = json::parse(slurp(whole / "run.json"))["summary"];
+  EXPECT_EQ(s["requests_completed"], 6);
+  for (const auto& rec : lines(whole / "requests.jsonl")) {
+    EXPECT_GE(rec["audio_ms"].get<int>(), 5000);  // the default: uniform:5000:30000
+    EXPECT_LE(rec["audio_ms"].get<int>(), 30000);
+    EXPECT_EQ(rec["t_first_token_ns"], rec["t_last_token_ns"]);
+  }
+
+  // Refused before the run: a model without an audio encoder (in-process), a
+  // whole format streamed, transcription options with another API, too long a clip.
+  int refusals = 0;
+  auto refused = [&](std::vector<std::string> args, const std::string& expect) {
+    args.insert(args.end(),
+                {"--num-requests", "2", "--out", (dir_ / ("refused" + std::to_string(++refusals))).string()});
+    const auto x = bench(args);
+    EXPECT_EQ(x.exit_code, 2) << x.err;
+    EXPECT_NE(x.err.find(expect), std::string::npos) << x.err;
+  };
+  refused({"--api", "transcriptions"}, "takes no audio");
+  refused({"--target", server.url(""), "--api", "transcriptions", "--response-format", "text"},
+          "--response-format text is answered whole: add --no-stream");
+  refused({"--target", server.url(""), "--api", "chat", "--language", "en"}, "go with --api transcriptions");
+  refused({"--target", server.url(""), "--api", "transcriptions", "--logprobs", "1"},
+          "not with --api transcriptions");
+  refused({"--target", server.url(""), "--api", "transcriptions", "--audio-duration-ms", "fixed:200000"},
+          "over the 120000 ms a request may carry");
+  // The in-process server with an audio model.
+  const auto local = dir_ / "local";
+  r = bench({"--api", "transcriptions", "--model", "qwen2.5-omni-7b", "--num-requests", "4", "--out",
+             local.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(slurp(local / "run.json"))["summary"]["requests_completed"], 4);
+}
+
+// A server that streams transcriptions as OpenAI does (transcript.text.delta
+// events, then transcript.text.done with token usage), 80 ms apart: the
+// upload reaches it as multipart/form-data with the WAV of the planned
+// length, TTFT is the first delta and E2E the last.
+TEST_F(Bench, TranscriptionsStreamedInOpenAisEvents) {
+  auto event = [](const std::string& type, const std::string& fields) {
+    return "event: " + type + "\ndata: {\"type\":\"" + type + "\"" + fields + "}\n\n";
+  };
+  RecordingServer server([&](int fd, const RecordingServer::Request&) {
+    const std::string head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" +
+        event("transcript.text.delta", ",\"delta\":\"Hello\"");
+    const std::string rest =
+        event("transcript.text.delta", ",\"delta\":\" world\"") +
+        event("transcript.text.done",
+              ",\"text\":\"Hello world\",\"usage\":{\"type\":\"tokens\",\"input_tokens\":"
+              "70,\"output_tokens\":2,\"total_tokens\":72}");
+    if (::send(fd, head.data(), head.size(), MSG_NOSIGNAL) < 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    (void)::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
+  });
+  const auto out = dir_ / "openai";
+  const auto r = bench({"--target", server.url(), "--model", "gpt-4o-transcribe", "--api", "transcriptions",
+                        "--audio-duration-ms", "fixed:1500", "--num-requests", "1", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  RecordingServer::Request post;
+  for (const auto& req : server.requests())
+    if (req.head.rfind("POST /v1/audio/transcriptions ", 0) == 0) post = req;
+  ASSERT_FALSE(post.body.empty());
+  const std::string lower = lowercase(post.head);
+  const auto b = lower.find("content-type: multipart/form-data; boundary=");
+  ASSERT_NE(b, std::string::npos) << post.head;
+  const std::string boundary = post.head.substr(b + 44, post.head.find("\r\n", b) - b - 44);
+  EXPECT_EQ(post.body.rfind("--" + boundary + "\r\n", 0), 0u);
+  EXPECT_NE(post.body.find("\r\n--" + boundary + "--\r\n"), std::string::npos);
+  const auto file =
+      post.body.find("name=\"file\"; filename=\"audio.wav\"\r\nContent-Type: audio/wav\r\n\r\nRIFF");
+  ASSERT_NE(file, std::string::npos);
+  const std::size_t data = post.body.find("RIFF", file);
+  const std::size_t end = post.body.find("\r\n--" + boundary, data);
+  EXPECT_EQ(end - data, 44u + 1500u * 32u);  // 16 kHz, 16-bit mono: the header and 1.5 s of samples
+  EXPECT_NE(post.body.find("name=\"model\"\r\n\r\ngpt-4o-transcribe\r\n"), std::string::npos);
+  EXPECT_NE(post.body.find("name=\"stream\"\r\n\r\ntrue\r\n"), std::string::npos);
+  const auto rec = lines(out / "requests.jsonl").at(0);
+  EXPECT_EQ(rec["outcome"], "ok") << rec.dump();
+  EXPECT_EQ(rec["output_tokens"], 2);
+  EXPECT_EQ(rec["prompt_tokens"], 70);
+  EXPECT_EQ(rec["audio_ms"], 1500);
+  const auto first = rec["t_first_token_ns"].get<std::int64_t>();
+  const auto last = rec["t_last_token_ns"].get<std::int64_t>();
+  EXPECT_GE(last - first, 70'000'000);
 }
 
 // Images and audio: bench sends them in chat content parts (PNG data URLs,

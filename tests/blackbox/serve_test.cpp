@@ -176,6 +176,33 @@ TEST_F(Serve, OfficialOpenAiClientAcceptsTheServer) {
   EXPECT_EQ(j["n_error"]["status"], 400);
 }
 
+// The official OpenAI client uploads audio (its own multipart encoding) to
+// /v1/audio/transcriptions of a serve with an audio model: json with token
+// usage (the audio's 25 tokens a second), verbose_json with the duration,
+// a stream of text deltas, and a file that is no WAV refused naming "file".
+TEST_F(Serve, OfficialOpenAiClientTranscribes) {
+  ASSERT_TRUE(fs::exists(kNodeDir + "/node_modules/openai"))
+      << "the npm package 'openai' is not installed in " << kNodeDir
+      << ": run scripts/setup.sh (npm ci in that folder)";
+  Server server(dir_, {"--model", "qwen2-audio-7b", "--fixed-step-ms", "1"});
+  const auto r = run_process(
+      {"/usr/bin/node", kNodeDir + "/openai_transcription.mjs", server.url("/v1"), "qwen2-audio-7b"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  EXPECT_FALSE(j["json"]["text"].get<std::string>().empty());
+  EXPECT_EQ(j["json"]["usage"]["input_token_details"]["audio_tokens"], 50);  // 2 s
+  EXPECT_EQ(j["json"]["usage"]["output_tokens"], 7);                         // ceil(3.25 x 2)
+  EXPECT_EQ(j["verbose"]["duration"], 3.0);
+  EXPECT_EQ(j["verbose"]["segments"], 1);
+  EXPECT_EQ(j["stream"].size(), 7u);
+  EXPECT_EQ(j["error"]["status"], 400);
+  EXPECT_EQ(j["error"]["param"], "file");
+  const std::string metrics = http_get(server.port(), "/metrics");
+  EXPECT_NE(
+      metrics.find("tokenscope:audio_input_seconds_total{model_name=\"qwen2-audio-7b\",engine=\"0\"} 7.0"),
+      std::string::npos);
+}
+
 // Every token the engine emitted reaches the client, in order, after its
 // engine time; the lag distribution itself is measured in benchmarks/.
 TEST_F(Serve, ClientSeesEveryEmittedTokenAfterItsEngineTime) {
