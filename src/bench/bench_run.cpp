@@ -118,6 +118,9 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   p.plan.timeout_s = o.timeout_s;
   p.plan.max_events = o.max_events;
   if (!o.cancel.empty()) p.plan.cancel = parse_cancel_plan(o.cancel, derive_seed(wo.seed, "cancel"));
+  if (!o.model_mix.empty())
+    apply_model_mix(w, p.bw.turns, parse_model_mix(o.model_mix, "--model-mix"),
+                    derive_seed(wo.seed, "models"));
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
   if (o.api == Api::kTranscriptions) {
@@ -645,6 +648,9 @@ nlohmann::json requested_settings(const BenchSettings& o) {
   if (o.target_url.empty() && o.server.reasoning_share > 0)
     requested["server"]["reasoning"] = {{"share", o.server.reasoning_share},
                                         {"field", o.server.reasoning_field}};
+  if (!o.model_mix.empty()) requested["model_mix"] = o.model_mix;
+  if (o.target_url.empty() && !o.server.lora_modules.empty())
+    requested["server"]["lora_modules"] = o.server.lora_modules;
   return requested;
 }
 

@@ -101,6 +101,9 @@ struct BenchSettings {
   std::size_t max_events = 65536;
   // Requests cancelled on purpose: SHARE:WHEN (bench/runner.h CancelPlan); "" none.
   std::string cancel;
+  // --model-mix NAME=WEIGHT,...: each request (each session) goes to one of
+  // these models or LoRA adapters, drawn by weight; "" none.
+  std::string model_mix;
   // --coupling: after the mix, each task class alone at its own arrival
   // times (coupling/CLASS/), and run.json "coupling" (analyze/coupling.h).
   bool coupling = false;

@@ -87,6 +87,7 @@ struct ClassSpec {
   std::uint32_t images = 0;            // per request
   workload::LengthDistribution image_width, image_height, audio_ms;
   bool audio = false;
+  std::vector<std::pair<std::string, double>> models;  // `model`: one, or a mix by weight
   Slo slo;
   std::uint32_t group_base = 0;
 };
@@ -99,6 +100,63 @@ std::size_t pick(Rng& rng, const std::vector<double>& cumulative) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, double>> parse_model_mix(std::string_view text, std::string_view what) {
+  std::vector<std::pair<std::string, double>> mix;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    const std::string entry(text.substr(at, comma - at));
+    at = comma + 1;
+    const auto eq = entry.rfind('=');
+    const std::string name = entry.substr(0, eq);
+    double weight = 1.0;
+    bool ok = !name.empty() && name.size() <= 256 && eq != std::string::npos;
+    if (ok) {
+      char* end = nullptr;
+      weight = std::strtod(entry.c_str() + eq + 1, &end);
+      ok = end && *end == '\0' && end != entry.c_str() + eq + 1 && std::isfinite(weight) && weight > 0;
+    }
+    if (!ok)
+      throw UsageError(fmt::format("{} {}: expected NAME=WEIGHT (a weight > 0), entries separated by commas",
+                                   what, quote_input(entry)));
+    for (const auto& [n, w] : mix)
+      if (n == name) throw UsageError(fmt::format("{}: {} is named twice", what, quote_input(name)));
+    mix.emplace_back(name, weight);
+    if (mix.size() > 1024) throw UsageError(fmt::format("{}: at most 1,024 models", what));
+  }
+  return mix;
+}
+
+void apply_model_mix(workload::Workload& w, const std::vector<TurnLink>& turns,
+                     const std::vector<std::pair<std::string, double>>& mix, std::uint64_t seed) {
+  if (mix.empty()) return;
+  std::vector<std::uint16_t> index;
+  std::vector<double> cum;
+  double total = 0;
+  for (const auto& [name, weight] : mix) {
+    auto it = std::find(w.models.begin(), w.models.end(), name);
+    if (it == w.models.end()) {
+      if (w.models.size() >= 65534) throw UsageError("a model mix of more than 65,534 models");
+      w.models.push_back(name);
+      it = w.models.end() - 1;
+    }
+    index.push_back(static_cast<std::uint16_t>(it - w.models.begin() + 1));
+    cum.push_back(total += weight);
+  }
+  for (std::size_t i = 0; i < w.requests.size(); ++i) {
+    auto& r = w.requests[i];
+    if (r.model > 0) continue;
+    const bool session = i < turns.size() && turns[i].session >= 0;
+    const std::uint64_t key = session ? static_cast<std::uint64_t>(turns[i].session) : r.id;
+    const double u =
+        static_cast<double>(mix64(hash_combine64(seed, key + (session ? 0x8000000000000000ULL : 0))) >> 11) *
+        0x1.0p-53 * total;
+    std::size_t k = 0;
+    while (k + 1 < cum.size() && u >= cum[k]) ++k;
+    r.model = index[k];
+  }
+}
 
 BenchWorkload parse_workload_yaml(const std::string& text, const std::string& file, std::uint64_t master_seed,
                                   std::optional<double> rate, std::uint64_t max_requests) {
@@ -168,7 +226,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
       const std::string f = fmt::format("classes[{}]", i);
       rd.only_keys(c, f,
                    {"name", "share", "input_len", "output_len", "prefix", "turns", "tenants", "slo", "images",
-                    "audio"});
+                    "audio", "model"});
       ClassSpec s;
       if (!c["name"]) rd.fail(c, f + ".name", "missing (expected a string)");
       s.name = rd.string(c["name"], f + ".name");
@@ -225,6 +283,22 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         s.audio_ms = bounded(au, "duration_ms", f + ".audio.duration_ms", kMaxAudioMs, "ms");
         s.audio = true;
       }
+      if (const YAML::Node m = c["model"]) {
+        if (m.IsScalar()) {
+          s.models.emplace_back(rd.string(m, f + ".model"), 1.0);
+        } else if (m.IsMap() && m.size() > 0) {
+          for (const auto& kv : m) {
+            const std::string name = rd.string(kv.first, f + ".model");
+            const double weight = rd.number(kv.second, f + ".model." + name, 0, false);
+            for (const auto& [n, wt] : s.models)
+              if (n == name) rd.fail(kv.first, f + ".model", "model " + quote_input(name) + " named twice");
+            s.models.emplace_back(name, weight);
+          }
+        } else {
+          rd.fail(m, f + ".model", "expected a model name, or a mapping of model names to weights");
+        }
+        if (s.models.size() > 1024) rd.fail(m, f + ".model", "at most 1,024 models");
+      }
       if (const YAML::Node t = c["tenants"]) {
         if (!t.IsSequence() || t.size() == 0)
           rd.fail(t, f + ".tenants", "expected a non-empty list of tenant names");
@@ -270,7 +344,8 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
             ? workload::generate_arrivals(arrival, num_requests, arrival_rng)
             : workload::generate_arrivals_until(arrival, seconds_to_nanos(duration_s), arrival_rng);
     Rng class_rng(derive_seed(seed, "class")), tenant_rng(seeds.tenant), in_rng(seeds.input_len),
-        out_rng(seeds.output_len), prefix_rng(seeds.prefix), media_rng(derive_seed(seed, "media"));
+        out_rng(seeds.output_len), prefix_rng(seeds.prefix), media_rng(derive_seed(seed, "media")),
+        model_rng(derive_seed(seed, "models"));
     std::vector<double> class_cum, tenant_cum;
     double acc = 0;
     for (const auto& c : classes) class_cum.push_back(acc += c.share);
@@ -294,6 +369,19 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         for (std::uint32_t ti : c.tenants) cum.push_back(a2 += tenant_shares[ti]);
         tenant = c.tenants[pick(tenant_rng, cum)];
       }
+      std::uint16_t model = 0;  // the session's model (0: the run's)
+      if (!c.models.empty()) {
+        std::vector<double> cum;
+        double a3 = 0;
+        for (const auto& m : c.models) cum.push_back(a3 += m.second);
+        const std::string& name = c.models[c.models.size() == 1 ? 0 : pick(model_rng, cum)].first;
+        auto it = std::find(w.models.begin(), w.models.end(), name);
+        if (it == w.models.end()) {
+          w.models.push_back(name);
+          it = w.models.end() - 1;
+        }
+        model = static_cast<std::uint16_t>(it - w.models.begin() + 1);
+      }
       std::uint32_t group = 0;
       if (c.prefix_groups > 0)
         group = c.group_base + static_cast<std::uint32_t>(prefix_rng.next_u64() % c.prefix_groups);
@@ -307,6 +395,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         r.output_tokens = std::max<std::uint32_t>(1, c.output.sample(out_rng));
         r.tenant = tenant;
         r.task_class = static_cast<std::uint16_t>(ci);
+        r.model = model;
         if (turn == 0 && c.images > 0) {
           r.images = static_cast<std::uint8_t>(c.images);
           r.image_width =
@@ -338,7 +427,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
                                 w.requests.size(), session, classes.size(), w.tenants.size(),
                                 workload::arrival_kind_name(arrival.kind), arrival.rate_rps);
     nlohmann::json cls = nlohmann::json::array();
-    for (const auto& c : classes)
+    for (const auto& c : classes) {
       cls.push_back(
           {{"name", c.name},
            {"share", c.share},
@@ -351,6 +440,12 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
                                                     {"height", c.image_height.spec}}
                                    : nlohmann::json(nullptr)},
            {"audio", c.audio ? nlohmann::json{{"duration_ms", c.audio_ms.spec}} : nlohmann::json(nullptr)}});
+      if (!c.models.empty()) {  // only then: run.json of workloads without models stays as it was
+        nlohmann::json models = nlohmann::json::object();
+        for (const auto& [name, weight] : c.models) models[name] = weight;
+        cls.back()["model"] = models;
+      }
+    }
     out.effective = {{"file", file},
                      {"description", w.description},
                      {"requests", w.requests.size()},

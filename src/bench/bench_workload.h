@@ -48,6 +48,15 @@ struct BenchWorkload {
 };
 
 inline constexpr std::uint64_t kMaxWorkloadRequests = 10'000'000;
+
+// A model mix: {name, weight} (weights > 0, names distinct). Parses
+// "NAME=WEIGHT,..." (--model-mix); UsageError naming `what` and the entry.
+std::vector<std::pair<std::string, double>> parse_model_mix(std::string_view text, std::string_view what);
+// Sends the requests without a model (Request::model 0) to the mix's models,
+// drawn by weight from (seed, the session, else the request id): the turns
+// of a session go to one model. Adds the names to w.models.
+void apply_model_mix(workload::Workload& w, const std::vector<TurnLink>& turns,
+                     const std::vector<std::pair<std::string, double>>& mix, std::uint64_t seed);
 // A workload file is a regular file of at most this many bytes (a file of
 // prompts is a trace, read another way; docs/reliability.md "Files read").
 inline constexpr std::uint64_t kMaxWorkloadFileBytes = std::uint64_t{16} << 20;

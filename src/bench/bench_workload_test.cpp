@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include <cmath>
@@ -212,6 +213,76 @@ TEST(WorkloadFile, ImagesAndAudioPerClass) {
     EXPECT_NE(msg.find(c.needle), std::string::npos) << c.yaml << " -> " << msg;
     EXPECT_NE(msg.find("w.yaml:"), std::string::npos) << msg;
   }
+}
+
+// Model mixes: a class's `model` (one name, or names with weights) and
+// --model-mix for the requests without one; the turns of a session go to
+// one model; shares follow the weights; bad specs name the entry.
+TEST(WorkloadFile, ModelsPerClassAndByWeight) {
+  const auto b = parse_workload_yaml(R"(
+num_requests: 3000
+seed: 5
+arrival: {process: poisson, rate_rps: 100}
+classes:
+  - {name: sql, share: 1, input_len: fixed:50, output_len: fixed:5, model: sql-lora}
+  - name: chat
+    share: 2
+    input_len: fixed:50
+    output_len: fixed:5
+    model: {base: 3, chat-lora: 1}
+    turns: {count: 2, think_ms: 10}
+  - {name: other, share: 1, input_len: fixed:50, output_len: fixed:5}
+)",
+                                     "models.yaml", 0);
+  auto w = b.workload;
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  ASSERT_EQ(sorted(w.models), (std::vector<std::string>{"base", "chat-lora", "sql-lora"}));
+  std::map<std::string, std::map<std::string, int>> by_class;
+  for (const auto& r : w.requests)
+    by_class[w.classes[r.task_class]][r.model == 0 ? "" : w.models[r.model - 1]]++;
+  EXPECT_EQ(by_class["sql"].size(), 1u);
+  EXPECT_GT(by_class["sql"]["sql-lora"], 0);
+  EXPECT_EQ(by_class["other"].size(), 1u);  // no model: the run's
+  EXPECT_GT(by_class["other"][""], 0);
+  const double base = by_class["chat"]["base"], lora = by_class["chat"]["chat-lora"];
+  EXPECT_NEAR(base / (base + lora), 0.75, 0.04);
+  // A session's turns share its model.
+  for (std::size_t i = 0; i < w.requests.size(); ++i)
+    if (b.turns[i].next >= 0) {
+      EXPECT_EQ(w.requests[i].model, w.requests[b.turns[i].next].model) << i;
+    }
+  // --model-mix sends the rest ("other") by weight.
+  apply_model_mix(w, b.turns, parse_model_mix("base=1,x-lora=1", "--model-mix"), 9);
+  ASSERT_EQ(sorted(w.models), (std::vector<std::string>{"base", "chat-lora", "sql-lora", "x-lora"}));
+  int other = 0, x = 0;
+  for (const auto& r : w.requests) {
+    EXPECT_GT(r.model, 0);
+    if (w.classes[r.task_class] == "other") {
+      ++other;
+      x += w.models[r.model - 1] == "x-lora";
+    }
+    if (w.classes[r.task_class] == "sql") {
+      EXPECT_EQ(w.models[r.model - 1], "sql-lora");
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(x) / other, 0.5, 0.07);
+  EXPECT_EQ(parse_model_mix("a=0.5,b=1e-3", "--model-mix").size(), 2u);
+  for (const char* bad : {"", "a", "a=0", "a=-1", "a=x", "=1", "a=1,a=2", "a=1,,b=1", "a=inf"})
+    EXPECT_THROW(parse_model_mix(bad, "--model-mix"), UsageError) << bad;
+  try {
+    parse_model_mix("a=1,b", "--model-mix");
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("'b': expected NAME=WEIGHT"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_workload_yaml(R"(
+classes:
+  - {name: a, input_len: fixed:5, output_len: fixed:5, model: [x, y]}
+)",
+                                   "m.yaml", 0),
+               InputError);
 }
 
 TEST(WorkloadFile, ExampleFilesInDocsLoad) {

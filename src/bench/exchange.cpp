@@ -129,7 +129,9 @@ bool RequestEncoder::overridden(std::string_view field) const {
 std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view prompt, std::uint32_t max_tokens,
                                                           const std::vector<ChatMessage>* history,
                                                           std::optional<std::uint64_t> request_id,
-                                                          const std::vector<std::string>* media) const {
+                                                          const std::vector<std::string>* media,
+                                                          std::string_view model) const {
+  if (model.empty()) model = s_.model;
   std::string body;
   std::size_t media_bytes = 0;
   const bool parts = media && !media->empty();
@@ -156,7 +158,7 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
   body += '{';
   if (!overridden("model")) {
     body += "\"model\":";
-    jsonout::append_string(body, s_.model);
+    jsonout::append_string(body, model);
     body += ',';
   }
   // The conversation so far, then the user's message.
@@ -206,9 +208,11 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
   return finish(body, request_id);
 }
 
-std::shared_ptr<const std::string> RequestEncoder::encode_pooling(
-    const std::vector<std::string>& inputs, std::string_view query,
-    std::optional<std::uint64_t> request_id) const {
+std::shared_ptr<const std::string> RequestEncoder::encode_pooling(const std::vector<std::string>& inputs,
+                                                                  std::string_view query,
+                                                                  std::optional<std::uint64_t> request_id,
+                                                                  std::string_view model) const {
+  if (model.empty()) model = s_.model;
   std::size_t size = 128 + query.size() + extra_fields_.size();
   for (const auto& in : inputs) size += in.size() + 8;
   std::string body;
@@ -216,7 +220,7 @@ std::shared_ptr<const std::string> RequestEncoder::encode_pooling(
   body += '{';
   if (!overridden("model")) {
     body += "\"model\":";
-    jsonout::append_string(body, s_.model);
+    jsonout::append_string(body, model);
     body += ',';
   }
   auto list = [&](const char* name) {
@@ -249,11 +253,12 @@ std::shared_ptr<const std::string> RequestEncoder::encode_pooling(
 }
 
 std::shared_ptr<const std::string> RequestEncoder::encode_transcription(
-    std::string_view wav, std::optional<std::uint64_t> request_id) const {
+    std::string_view wav, std::optional<std::uint64_t> request_id, std::string_view model) const {
+  if (model.empty()) model = s_.model;
   std::vector<net::FormPart> parts;
   parts.reserve(8 + form_fields_.size());
   parts.push_back({"file", wav, "audio.wav", "audio/wav"});
-  if (!overridden("model")) parts.push_back({"model", s_.model});
+  if (!overridden("model")) parts.push_back({"model", model});
   if (!overridden("response_format")) parts.push_back({"response_format", s_.response_format});
   if (!overridden("stream")) parts.push_back({"stream", s_.stream ? "true" : "false"});
   if (s_.stream && s_.include_usage && !overridden("stream_include_usage"))

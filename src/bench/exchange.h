@@ -115,16 +115,19 @@ class RequestEncoder {
   // media: content parts (JSON objects, bench/media.h) sent after the text
   // of the user message (chat: "content" becomes a list of parts; responses:
   // "input" a message with input_text and the parts).
+  // `model`, when given, replaces the settings' model (model mixes).
   std::shared_ptr<const std::string> encode(std::string_view prompt, std::uint32_t max_tokens,
                                             const std::vector<ChatMessage>* history = nullptr,
                                             std::optional<std::uint64_t> request_id = std::nullopt,
-                                            const std::vector<std::string>* media = nullptr) const;
+                                            const std::vector<std::string>* media = nullptr,
+                                            std::string_view model = {}) const;
   // A pooling request: embeddings send {"model", "input": the one input or
   // the list, "encoding_format": "float"}; rerank {"model", "query",
   // "documents": inputs}. Sampling fields are not sent; the extra body is.
-  std::shared_ptr<const std::string> encode_pooling(
-      const std::vector<std::string>& inputs, std::string_view query,
-      std::optional<std::uint64_t> request_id = std::nullopt) const;
+  std::shared_ptr<const std::string> encode_pooling(const std::vector<std::string>& inputs,
+                                                    std::string_view query,
+                                                    std::optional<std::uint64_t> request_id = std::nullopt,
+                                                    std::string_view model = {}) const;
   // A transcription request: multipart/form-data (net/multipart.h) with the
   // parts "file" (the WAV, filename audio.wav, audio/wav), "model",
   // "response_format", "stream" ("true" | "false"), "stream_include_usage"
@@ -134,7 +137,8 @@ class RequestEncoder {
   // as JSON text; a null member leaves tokenscope's field of that name out).
   // The boundary is drawn per request and checked against the file's bytes.
   std::shared_ptr<const std::string> encode_transcription(
-      std::string_view wav, std::optional<std::uint64_t> request_id = std::nullopt) const;
+      std::string_view wav, std::optional<std::uint64_t> request_id = std::nullopt,
+      std::string_view model = {}) const;
 
  private:
   bool overridden(std::string_view field) const;

@@ -167,16 +167,17 @@ struct Runner::Shard {
   std::shared_ptr<const std::string> encode(std::size_t index, const std::string& prompt,
                                             const std::vector<ChatMessage>* history, std::uint64_t id) {
     const RequestSettings& s = r.encoder_.settings();
+    const workload::Request& req = r.w_.requests[index];
+    const std::string_view model = model_of(req);
     if (is_pooling(s.api))
       return r.encoder_.encode_pooling(r.prompts_->inputs(index, s.inputs_per_request),
                                        s.api == Api::kRerank ? r.prompts_->query(index, s.query_tokens) : "",
-                                       id);
-    const workload::Request& req = r.w_.requests[index];
+                                       id, model);
     if (s.api == Api::kTranscriptions)  // the audio, uploaded (bench/media.h; its key as a chat part's)
       return r.encoder_.encode_transcription(
           media.wav(req.audio_ms,
                     hash_combine64(hash_combine64(r.w_.token_seed ^ 0x6d65646961ULL, req.id), 0xa0d10ULL)),
-          id);
+          id, model);
     if (req.images > 0 || req.audio_ms > 0) {
       // Images and audio after the text: generated, different per request (bench/media.h).
       const bool responses = s.api == Api::kResponses;
@@ -194,9 +195,16 @@ struct Runner::Shard {
         parts.push_back("{\"type\":\"input_audio\",\"input_audio\":{\"data\":\"" +
                         media.wav_base64(req.audio_ms, hash_combine64(key, 0xa0d10ULL)) +
                         "\",\"format\":\"wav\"}}");
-      return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id, &parts);
+      return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id, &parts,
+                               model);
     }
-    return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id);
+    return r.encoder_.encode(prompt, std::max<std::uint32_t>(1, req.output_tokens), history, id, nullptr,
+                             model);
+  }
+  // The model a request goes to: its own in a model mix, else the settings' (empty).
+  std::string_view model_of(const workload::Request& req) const {
+    return req.model > 0 && req.model <= r.w_.models.size() ? std::string_view(r.w_.models[req.model - 1])
+                                                            : std::string_view();
   }
   MediaMaker media;  // this thread's images and audio
   bool pooling() const { return is_pooling(r.encoder_.settings().api); }
@@ -360,6 +368,10 @@ struct Runner::Shard {
     rec.id = id;
     rec.tenant = req.tenant < r.w_.tenants.size() ? r.w_.tenants[req.tenant] : "default";
     rec.task_class = req.task_class < r.w_.classes.size() ? r.w_.classes[req.task_class] : "";
+    if (!r.w_.models.empty()) {  // a model mix: every record names where it went
+      const auto m = model_of(req);
+      rec.model = m.empty() ? r.encoder_.settings().model : std::string(m);
+    }
     rec.t_sched = t_sched;
     rec.t_dispatch = t_dispatch;
     rec.output_tokens_planned = std::max<std::uint32_t>(1, req.output_tokens);

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "bench/bench_run.h"
+#include "bench/bench_workload.h"
 #include "bench/runner.h"
 #include "cli/engine_options.h"
 #include "cli/history_command.h"
@@ -222,6 +223,17 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->add_option("--tokenizer", s.tokenizer_file,
                    "The served model's tokenizer (tokenizer.json or SentencePiece .model): prompts of "
                    "exactly the planned length, output counted on the client when the server sends no usage")
+      ->group(T);
+  bench
+      ->add_option_function<std::string>(
+          "--model-mix",
+          [&s](const std::string& v) {
+            (void)bench::parse_model_mix(v, "--model-mix");  // a bad spec is exit 2 before anything starts
+            s.model_mix = v;
+          },
+          "Send each request (each session) to one of several models or LoRA adapters behind the endpoint, "
+          "NAME=WEIGHT,... (e.g. base=0.6,sql-lora=0.3,chat-lora=0.1); results per model in the summary's "
+          "by_model. A workload class's model takes precedence")
       ->group(T);
   bench
       ->add_option_function<std::string>(

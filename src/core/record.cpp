@@ -60,6 +60,10 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "class");
     append_escaped(out, task_class);
   }
+  if (!model.empty()) {
+    key(out, "model");
+    append_escaped(out, model);
+  }
   if (session >= 0) {
     key(out, "session");
     append_int(out, session);

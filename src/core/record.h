@@ -39,6 +39,7 @@ struct RequestRecord {
   std::uint64_t id = 0;
   std::string tenant;
   std::string task_class;
+  std::string model;          // in a model mix: the model (or adapter) it was sent to; else empty
   std::int64_t session = -1;  // multi-turn session id (-1: none) and the turn in it
   std::uint32_t turn = 0;
   bool warmup = false;  // scheduled in the warm-up window: kept on disk, not in the summary

@@ -40,6 +40,7 @@ void SummaryBuilder::add(const RequestRecord& r) {
   }
   const std::uint16_t cls = group_index(class_names_, class_counts_, r.task_class);
   const std::uint16_t tenant = group_index(tenant_names_, tenant_counts_, r.tenant);
+  const std::uint16_t model = group_index(model_names_, model_counts_, r.model);
   if (r.outcome != Outcome::kOk && r.cancel_planned) {  // on purpose: no failure, no SLO, no goodput
     ++cancelled_planned_;
     return;
@@ -48,11 +49,13 @@ void SummaryBuilder::add(const RequestRecord& r) {
     ++failed_;
     ++class_counts_[cls].failed;
     ++tenant_counts_[tenant].failed;
+    ++model_counts_[model].failed;
     return;
   }
   ++completed_;
   ++class_counts_[cls].completed;
   ++tenant_counts_[tenant].completed;
+  ++model_counts_[model].completed;
   if (r.t_close >= 0) ok_ends_.push_back(r.t_close);
   if (r.output_tokens < 0 || r.output_tokens_counted_by_client) ++without_usage_;
   if (r.output_tokens_counted_by_client) ++client_counted_;
@@ -66,6 +69,7 @@ void SummaryBuilder::add(const RequestRecord& r) {
   output_tokens_ += static_cast<std::uint64_t>(n);
   class_counts_[cls].output_tokens += static_cast<std::uint64_t>(n);
   tenant_counts_[tenant].output_tokens += static_cast<std::uint64_t>(n);
+  model_counts_[model].output_tokens += static_cast<std::uint64_t>(n);
   if (r.output_tokens >= 0 && r.output_tokens_client >= 0 && r.output_tokens != r.output_tokens_client)
     ++token_mismatches_;
   if (r.reasoning_tokens >= 0) {
@@ -92,6 +96,7 @@ void SummaryBuilder::add(const RequestRecord& r) {
   sample.output_tokens = static_cast<std::uint32_t>(std::min<std::int64_t>(n, UINT32_MAX));
   sample.task_class = cls;
   sample.tenant = tenant;
+  sample.model = model;
   samples_.push_back(sample);
   for (std::size_t i = 1; i < r.event_times.size(); ++i) {
     const Nanos gap = std::max<Nanos>(0, r.event_times[i] - r.event_times[i - 1]);
@@ -253,12 +258,14 @@ nlohmann::json short_distribution(std::vector<double>& v) {
 }
 }  // namespace
 
-nlohmann::json SummaryBuilder::group_json(bool by_class, std::uint16_t index, double duration) const {
-  const GroupCounts& c = by_class ? class_counts_[index] : tenant_counts_[index];
+nlohmann::json SummaryBuilder::group_json(Group g, std::uint16_t index, double duration) const {
+  const GroupCounts& c = g == Group::kClass    ? class_counts_[index]
+                         : g == Group::kTenant ? tenant_counts_[index]
+                                               : model_counts_[index];
   std::vector<double> ttft, tpot, e2e;
   std::uint64_t met = 0;
   for (const Sample& s : samples_) {
-    if ((by_class ? s.task_class : s.tenant) != index) continue;
+    if ((g == Group::kClass ? s.task_class : g == Group::kTenant ? s.tenant : s.model) != index) continue;
     ttft.push_back(s.ttft_ms);
     e2e.push_back(s.e2e_ms);
     if (s.output_tokens > 1) tpot.push_back(tpot_of(s.ttft_ms, s.e2e_ms, s.output_tokens));
@@ -417,12 +424,20 @@ nlohmann::json SummaryBuilder::build() const {
   if (class_names_.size() > 1)
     for (std::size_t i = 0; i < class_names_.size(); ++i)
       by_class[class_names_[i].empty() ? "default" : class_names_[i]] =
-          group_json(true, static_cast<std::uint16_t>(i), dur);
+          group_json(Group::kClass, static_cast<std::uint16_t>(i), dur);
   if (tenant_names_.size() > 1)
     for (std::size_t i = 0; i < tenant_names_.size(); ++i)
-      by_tenant[tenant_names_[i]] = group_json(false, static_cast<std::uint16_t>(i), dur);
+      by_tenant[tenant_names_[i]] = group_json(Group::kTenant, static_cast<std::uint16_t>(i), dur);
   s["by_class"] = by_class;
   s["by_tenant"] = by_tenant;
+  // A model mix: records name their model (a run without one has none).
+  if (model_names_.size() > 1 || (model_names_.size() == 1 && !model_names_.front().empty())) {
+    nlohmann::json by_model = nlohmann::json::object();
+    for (std::size_t i = 0; i < model_names_.size(); ++i)
+      by_model[model_names_[i].empty() ? "default" : model_names_[i]] =
+          group_json(Group::kModel, static_cast<std::uint16_t>(i), dur);
+    s["by_model"] = by_model;
+  }
 
   // Distributions, one at a time through one buffer: the peak memory of a
   // build is one double per request, whatever the number of keys.

@@ -88,6 +88,7 @@ class SummaryBuilder {
     std::uint32_t answer_tokens;
     std::uint16_t task_class;
     std::uint16_t tenant;
+    std::uint16_t model;
   };
   struct GroupCounts {
     std::uint64_t completed = 0;
@@ -96,7 +97,8 @@ class SummaryBuilder {
   };
   std::uint16_t group_index(std::vector<std::string>& names, std::vector<GroupCounts>& counts,
                             const std::string& name);
-  nlohmann::json group_json(bool by_class, std::uint16_t index, double duration) const;
+  enum class Group { kClass, kTenant, kModel };
+  nlohmann::json group_json(Group g, std::uint16_t index, double duration) const;
   bool meets_slo(const Sample& s) const;
   double slo_ttft(const Sample& s) const { return s.ttft_ms + (slo_from_schedule_ ? s.due_lag_ms : 0.0); }
   double slo_ttfo(const Sample& s) const { return s.ttfo_ms + (slo_from_schedule_ ? s.due_lag_ms : 0.0); }
@@ -132,8 +134,8 @@ class SummaryBuilder {
   LogLinearHistogram icl_ns_;
   std::optional<ServerCounters> counters_;
   std::map<std::string, Slo> slos_;
-  std::vector<std::string> class_names_, tenant_names_;
-  std::vector<GroupCounts> class_counts_, tenant_counts_;
+  std::vector<std::string> class_names_, tenant_names_, model_names_;
+  std::vector<GroupCounts> class_counts_, tenant_counts_, model_counts_;
 };
 
 // The JSON object of one distribution (count, mean, std, min, max, p50 ...

@@ -278,6 +278,7 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
 
   r.tenant.clear();
   r.task_class.clear();
+  r.model.clear();
   r.response_id.clear();
   r.detail.clear();
   r.event_times.clear();
@@ -332,6 +333,8 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       get_string(k, v, r.tenant);
     } else if (k == "class") {
       get_string(k, v, r.task_class);
+    } else if (k == "model") {
+      get_string(k, v, r.model);
     } else if (k == "session") {
       r.session = get_int(k, v);
     } else if (k == "turn") {

@@ -38,6 +38,8 @@ struct Request {
   std::uint8_t images = 0;
   std::uint16_t image_width = 0, image_height = 0;
   std::uint32_t audio_ms = 0;
+  // The model it is sent to: Workload::models[model - 1]; 0: the run's model.
+  std::uint16_t model = 0;
 };
 
 struct ReadReport {
@@ -53,8 +55,10 @@ struct Workload {
   std::uint32_t hash_block_tokens = 512;
   std::vector<std::string> tenants = {"default"};
   std::vector<std::string> classes = {""};  // task classes; "" is the unnamed default
-  std::uint64_t token_seed = 0;             // seeds unique prompt tokens
-  bool has_timestamps = false;              // arrival times came from the trace
+  // Models (or LoRA adapters) of a model mix, named by Request::model; empty: none.
+  std::vector<std::string> models;
+  std::uint64_t token_seed = 0;  // seeds unique prompt tokens
+  bool has_timestamps = false;   // arrival times came from the trace
   std::string description;
   // The trace file it was read from (empty: synthetic), and the names of the
   // fields that give a request's prompt there, as a count and as text.
