@@ -89,13 +89,13 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
                           value_text(v["count"]));
       }
     }
-    // Per task class and per tenant, when the run has more than one.
+    // Per task class, tenant and model (a model mix), when the run has more than one.
     const auto num_cell = [](const nlohmann::json& v, int width, int decimals) {
       return v.is_number() ? fmt::format("{:>{}.{}f}", v.get<double>(), width, decimals)
                            : fmt::format("{:>{}}", "-", width);
     };
-    for (const auto& [key, label] :
-         {std::pair{"by_class", "per class"}, std::pair{"by_tenant", "per tenant"}}) {
+    for (const auto& [key, label] : {std::pair{"by_class", "per class"}, std::pair{"by_tenant", "per tenant"},
+                                     std::pair{"by_model", "per model"}}) {
       const auto& groups = field(s, key);
       if (!groups.is_object() || groups.size() < 2) continue;
       os << fmt::format("{:<18}{:>10}{:>8}{:>10}{:>10}{:>12}{:>12}{:>12}\n", label, "requests", "failed",

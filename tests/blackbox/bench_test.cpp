@@ -1133,6 +1133,71 @@ TEST_F(Bench, PlannedCancellationsReachTheServerAsAborts) {
   EXPECT_NE(bad_when.err.find("'whenever' is not a point to cancel at"), std::string::npos) << bad_when.err;
 }
 
+// A model mix against serve with LoRA adapters (a separate process): two
+// adapters behind the base model and one adapter slot (--max-loras 1).
+// /v1/models lists the adapters with the base as parent; every request goes
+// to the model its weight drew (records name it, answers carry it) and the
+// summary has one row per model summing to the run; the adapters' requests
+// wait for the slot, so they see longer TTFT tails than the base model's;
+// serve reports vLLM's vllm:lora_requests_info (max_lora="1") and the loads.
+// A model the server does not have fails its requests with its 404.
+TEST_F(Bench, ModelMixAgainstServeWithLoraAdapters) {
+  Server server(dir_, {"--lora-modules", "sql-lora=/adapters/sql", "chat-lora", "--max-loras", "1",
+                       "--fixed-step-ms", "4", "--lora-load-ms", "20"});
+  const auto models = json::parse(http_get(server.port(), "/v1/models"))["data"];
+  ASSERT_EQ(models.size(), 3u) << models.dump();
+  EXPECT_EQ(models[1]["id"], "sql-lora");
+  EXPECT_EQ(models[1]["parent"], models[0]["id"]);
+  EXPECT_EQ(models[1]["root"], "/adapters/sql");
+  const std::string base = models[0]["id"];
+  const auto out = dir_ / "mix";
+  const auto r = bench({"--target", server.url(""), "--model-mix", base + "=2,sql-lora=1,chat-lora=1",
+                        "--num-requests", "120", "--rate", "60", "--input-len", "fixed:64", "--output-len",
+                        "fixed:24", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  const auto& by_model = run["summary"]["by_model"];
+  ASSERT_EQ(by_model.size(), 3u) << by_model.dump();
+  int total = 0;
+  for (const auto& [name, row] : by_model.items()) {
+    EXPECT_EQ(row["failed"], 0) << name;
+    total += row["completed"].get<int>();
+  }
+  EXPECT_EQ(total, 120);
+  EXPECT_GT(by_model[base]["completed"].get<int>(), by_model["sql-lora"]["completed"].get<int>());
+  EXPECT_EQ(run["settings"]["requested"]["model_mix"], base + "=2,sql-lora=1,chat-lora=1");
+  std::map<std::string, int> seen;
+  for (const auto& rec : lines(out / "requests.jsonl")) seen[rec["model"].get<std::string>()]++;
+  for (const auto& [name, row] : by_model.items()) EXPECT_EQ(seen[name], row["requests"].get<int>()) << name;
+  // One adapter at a time: its requests wait while the other's run.
+  EXPECT_GT(by_model["sql-lora"]["ttft_ms"]["p99"].get<double>(),
+            by_model[base]["ttft_ms"]["p99"].get<double>());
+  const std::string metrics = http_get(server.port(), "/metrics");
+  EXPECT_NE(metrics.find("vllm:lora_requests_info{max_lora=\"1\",running_lora_adapters="), std::string::npos)
+      << metrics.substr(0, 2000);
+  std::istringstream in(metrics);
+  double loads = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("tokenscope:lora_loads_total{", 0) == 0)
+      loads = std::stod(line.substr(line.rfind(' ') + 1));
+  EXPECT_GE(loads, 2) << "each adapter brought onto the GPU at least once";
+
+  const auto missing = dir_ / "missing";
+  const auto m = bench({"--target", server.url(""), "--model-mix", base + "=1,no-such-lora=1",
+                        "--num-requests", "20", "--rate", "inf", "--input-len", "fixed:8", "--output-len",
+                        "fixed:4", "--out", missing.string(), "--max-error-rate", "1"});
+  const auto mrun = json::parse(slurp(missing / "run.json"));
+  EXPECT_GT(mrun["summary"]["by_model"]["no-such-lora"]["failed"].get<int>(), 0) << mrun["summary"].dump();
+  EXPECT_EQ(mrun["summary"]["by_model"]["no-such-lora"]["completed"], 0);
+  for (const auto& rec : lines(missing / "requests.jsonl"))
+    if (rec["model"] == "no-such-lora") {
+      EXPECT_EQ(rec["http_status"], 404) << rec.dump();
+    }
+  const auto bad = bench({"--target", server.url(""), "--model-mix", "a=1,b", "--num-requests", "1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--model-mix 'b': expected NAME=WEIGHT"), std::string::npos) << bad.err;
+}
+
 // Pooling against serve (a separate process): embeddings in batches and
 // rerank with documents; each request's answer is checked item by item,
 // prompts reach the server at the planned length (embeddings: the server's
