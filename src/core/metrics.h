@@ -127,7 +127,7 @@ inline constexpr KeyDefinition kObjectKeys[] = {
      "the fraction of requests meeting every target, pass/fail"},
     {"by_class", "object", "per task class: counts, throughput, goodput, TTFT/TPOT/E2E p50 p90 p99"},
     {"by_tenant", "object", "per tenant: the same as by_class"},
-    {"by_model", "object", "per model or LoRA adapter of a model mix (only then): the same as by_class"},
+    {"by_model", "object", "per model or LoRA adapter of a model mix ({} without one): the same as by_class"},
 };
 
 // The fields of every distribution object, in output order.

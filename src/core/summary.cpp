@@ -430,14 +430,13 @@ nlohmann::json SummaryBuilder::build() const {
       by_tenant[tenant_names_[i]] = group_json(Group::kTenant, static_cast<std::uint16_t>(i), dur);
   s["by_class"] = by_class;
   s["by_tenant"] = by_tenant;
-  // A model mix: records name their model (a run without one has none).
-  if (model_names_.size() > 1 || (model_names_.size() == 1 && !model_names_.front().empty())) {
-    nlohmann::json by_model = nlohmann::json::object();
+  // A model mix: records name their model (a run without one has none: {}).
+  nlohmann::json by_model = nlohmann::json::object();
+  if (model_names_.size() > 1 || (model_names_.size() == 1 && !model_names_.front().empty()))
     for (std::size_t i = 0; i < model_names_.size(); ++i)
       by_model[model_names_[i].empty() ? "default" : model_names_[i]] =
           group_json(Group::kModel, static_cast<std::uint16_t>(i), dur);
-    s["by_model"] = by_model;
-  }
+  s["by_model"] = by_model;
 
   // Distributions, one at a time through one buffer: the peak memory of a
   // build is one double per request, whatever the number of keys.
