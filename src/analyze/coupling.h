@@ -74,7 +74,8 @@ std::vector<std::string> coupling_run_dirs(const std::vector<std::string>& class
 
 // run.json's "coupling": {"method": "alone", "confidence", "classes": {CLASS:
 // {"ttft_ms" | "tpot_ms" | "e2e_ms": {"p50" | "p99": {"kappa", "ci": [lo, hi],
-// "mix", "alone", "n_mix", "n_alone"} or null}}}, "alone_runs": {CLASS: dir}}.
+// "mix", "alone", "n_mix", "n_alone"} or null}}}, "alone_runs": {CLASS: dir}}
+// (sim adds "design": the design's kappa terms per class, engine::CouplingTerms).
 nlohmann::json coupling_json(const std::map<std::string, ClassLatencies>& mix,
                              const std::map<std::string, ClassLatencies>& alone,
                              const std::map<std::string, std::string>& alone_runs, double confidence = 0.95);

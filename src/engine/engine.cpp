@@ -249,6 +249,7 @@ struct Engine::Seq {
   bool pooling = false;                     // its one token is the prefill's end, not a generated token
   double image_flops = 0, audio_flops = 0;  // encoders still to run (once, with the first prefill chunk)
   std::uint32_t adapter = 0;                // LoRA adapter, 0: none
+  std::uint16_t group = 0;                  // EngineRequest::group
   enum class State { kWaiting, kRunning, kSwapped } state = State::kWaiting;
 
   std::uint32_t num_tokens() const { return prompt_len + num_output; }
@@ -325,6 +326,56 @@ void Engine::waiting_push_front(Seq* s) {
     waiting_fcfs_.push_front(s);
   else
     waiting_priority_.insert(s);  // ordered by (priority, arrival): back where it was
+}
+
+void Engine::track_coupling(const StepCost& cost, double duration_s) {
+  // This step's HBM traffic by group: KV reads (what attention reads: the
+  // context and the new tokens), and the encoders' weights shared by the
+  // groups whose inputs they encode (split by FLOPs); the model's weights
+  // are everyone's.
+  std::map<std::uint16_t, double> kv, enc_flops;
+  double total = eff_.model.total_params() * eff_.model.weight_bytes_per_param;
+  for (const auto& [s, n] : scheduled_) {
+    const double bytes = (static_cast<double>(s->num_computed) + n) * eff_.kv_bytes_per_token;
+    kv[s->group] += bytes;
+    total += bytes;
+  }
+  double all_enc = 0;
+  for (const auto& [g, f] : step_encoder_flops_) {
+    enc_flops[g] += f;
+    all_enc += f;
+  }
+  const double enc_weights =
+      all_enc > 0 ? (eff_.model.vision_params + eff_.model.audio_params) * eff_.model.weight_bytes_per_param
+                  : 0.0;
+  total += enc_weights;
+  for (const auto& [g, bytes] : kv) {
+    GroupTraffic& t = coupling_[g];
+    ++t.steps;
+    const double own_enc = all_enc > 0 ? enc_flops[g] / all_enc : 0.0;
+    t.other_bytes +=
+        total - eff_.model.total_params() * eff_.model.weight_bytes_per_param - bytes - own_enc * enc_weights;
+    t.total_bytes += total;
+    t.max_other_encoder_s = std::max(t.max_other_encoder_s, cost.encoder_s * (1.0 - own_enc));
+    if (cost.encoder_s == 0) t.plain_step_s.push_back(static_cast<float>(duration_s));
+  }
+}
+
+std::map<std::uint16_t, CouplingTerms> Engine::coupling_terms() const {
+  std::map<std::uint16_t, CouplingTerms> out;
+  for (const auto& [g, t] : coupling_) {
+    CouplingTerms c;
+    c.steps = t.steps;
+    c.rho_shared = t.total_bytes > 0 ? t.other_bytes / t.total_bytes : 0.0;
+    c.dt_align_s = t.max_other_encoder_s;
+    if (!t.plain_step_s.empty()) {
+      std::vector<float> v = t.plain_step_s;
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      c.tau_base_s = v[v.size() / 2];
+    }
+    out[g] = c;
+  }
+  return out;
 }
 
 std::vector<std::uint32_t> Engine::running_adapters() const {
@@ -494,6 +545,7 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->target_output = static_cast<std::uint32_t>(output);
   s->run_hash = root_hash(tenant);
   s->adapter = r.adapter;
+  s->group = r.group;
   if (r.adapter > 0) s->run_hash = hash_combine64(s->run_hash, 0x4c6f5241ULL + r.adapter);  // "LoRA"
   s->output_seed = r.output_seed.value_or(r.id);
   s->pooling = r.pooling;
@@ -806,6 +858,7 @@ Nanos Engine::step(Nanos now) {
   StepShape shape;
   shape.num_seqs = scheduled_.size();
   bool vision = false, audio = false;
+  step_encoder_flops_.clear();
   for (const auto& [s, n] : scheduled_) {
     const std::uint32_t c = s->num_computed;
     const bool samples = c + n == s->num_tokens();
@@ -820,6 +873,8 @@ Nanos Engine::step(Nanos now) {
     shape.logit_tokens += samples;
     if (s->image_flops > 0 || s->audio_flops > 0) {
       shape.encoder_flops += s->image_flops + s->audio_flops;
+      if (settings_.track_coupling)
+        step_encoder_flops_.emplace_back(s->group, s->image_flops + s->audio_flops);
       vision |= s->image_flops > 0;
       audio |= s->audio_flops > 0;
       s->image_flops = s->audio_flops = 0;  // encoder outputs are cached: a recompute does not rerun them
@@ -840,6 +895,7 @@ Nanos Engine::step(Nanos now) {
     duration += p.extra_ns;
   }
   const Nanos end = now + duration;
+  if (settings_.track_coupling) track_coupling(st.cost, nanos_to_s(duration));
 
   st.duration = duration;
   st.num_seqs = static_cast<std::uint32_t>(scheduled_.size());

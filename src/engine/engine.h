@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -102,6 +103,8 @@ struct EngineSettings {
   std::uint32_t max_loras = 0;
   std::uint32_t max_lora_rank = 16;
   std::optional<double> lora_load_ms;
+  // Accumulate the coupling terms per request group (sim --coupling).
+  bool track_coupling = false;
 };
 
 // Settings after resolution against the catalog and the GPU's memory.
@@ -150,6 +153,24 @@ struct EngineRequest {
   // The LoRA adapter it runs with (1, 2, ...; EngineSettings::max_loras), 0:
   // the base model. Adapters do not share prefix-cache blocks.
   std::uint32_t adapter = 0;
+  // Its group (sim: the task class) for Engine::coupling_terms.
+  std::uint16_t group = 0;
+};
+
+// The terms of the design's coupling coefficient kappa = rho_shared x
+// dt_align / tau_base for one group of requests (a task class; docs/metrics.md
+// "Coupling"), over the steps that carry any of its requests:
+//  * rho_shared: the share of those steps' HBM traffic the other groups
+//    cause (their KV reads and their encoders' weights), of all of it (the
+//    model's weights, every KV read, the encoders' weights);
+//  * dt_align: the largest time one such step spent in the other groups'
+//    encoders (its tokens wait for another modality: the sync skew);
+//  * tau_base: the median duration of its steps without encoder work (its
+//    single-modality period).
+struct CouplingTerms {
+  std::uint64_t steps = 0;
+  double rho_shared = 0, dt_align_s = 0, tau_base_s = 0;
+  double kappa() const { return tau_base_s > 0 ? rho_shared * dt_align_s / tau_base_s : 0.0; }
 };
 
 // Multimodal inputs as the model sees them: an image's or an audio clip's
@@ -281,6 +302,8 @@ class Engine {
   // increasing order (vLLM's vllm:lora_requests_info labels).
   std::vector<std::uint32_t> running_adapters() const;
   std::vector<std::uint32_t> waiting_adapters() const;
+  // Per group (EngineRequest::group), with track_coupling on; empty otherwise.
+  std::map<std::uint16_t, CouplingTerms> coupling_terms() const;
   std::size_t num_waiting() const;
   // Sum over pools; for tests.
   std::uint32_t kv_blocks_in_use() const;
@@ -340,6 +363,14 @@ class Engine {
   std::uint32_t resident_count_ = 0;
   HostKvPool host_pool_;                 // dynamic tenant reuse: blocks offloaded to host memory
   std::vector<std::uint32_t> lora_gpu_;  // adapters on the GPU, least recently used first
+  struct GroupTraffic {
+    std::uint64_t steps = 0;
+    double other_bytes = 0, total_bytes = 0, max_other_encoder_s = 0;
+    std::vector<float> plain_step_s;  // durations of its steps without encoder work
+  };
+  std::map<std::uint16_t, GroupTraffic> coupling_;
+  void track_coupling(const StepCost& cost, double duration_s);
+  std::vector<std::pair<std::uint16_t, double>> step_encoder_flops_;  // this step's encoders, by group
   std::unordered_map<std::uint64_t, Seq*> by_id_;
   EngineCounters counters_;
   // Scratch, reused across steps.

@@ -149,6 +149,7 @@ SimReport run_simulation(const workload::Workload& w, Engine& engine, const std:
     er.tenant = req.tenant;
     er.priority = req.priority;
     er.arrival = req.arrival_ns;
+    er.group = req.task_class;
     engine.add_request(std::move(er), t);
   };
   auto admit_until = [&](Nanos t) {

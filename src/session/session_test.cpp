@@ -87,6 +87,25 @@ TEST(SimRun, CouplingRecoversAKnownInterference) {
   const auto& vision = r.coupling["classes"]["vision"]["tpot_ms"]["p50"];
   EXPECT_LE(vision["ci"][0].get<double>(), 1.0) << vision.dump();
   EXPECT_GE(vision["ci"][1].get<double>(), 1.0) << vision.dump();
+  // The design's kappa terms: text's steps are 10 ms without encoders, the
+  // largest skew is whole images' encoder time (one, or more images whose
+  // prefills start in the same step), and the other class's traffic (the
+  // vision KV reads and the encoder's weights) is a share of its steps'
+  // bytes; vision waits for no other modality.
+  const auto& design = r.coupling["design"];
+  ASSERT_TRUE(design.contains("text")) << r.coupling.dump();
+  EXPECT_NEAR(design["text"]["tau_base_ms"].get<double>(), 10.0, 1e-4);
+  const double skew = design["text"]["dt_align_ms"].get<double>() / (encoder_s * 1e3);
+  EXPECT_GE(skew, 1 - 1e-4) << design.dump();
+  EXPECT_NEAR(skew, std::round(skew), 1e-3) << design.dump();
+  const double rho = design["text"]["rho_shared"].get<double>();
+  EXPECT_GT(rho, 0.0);
+  EXPECT_LT(rho, 0.2);  // the model's 15 GB of weights are everyone's; the encoder's 1.3 GB are vision's
+  EXPECT_NEAR(design["text"]["kappa"].get<double>(),
+              rho * design["text"]["dt_align_ms"].get<double>() / design["text"]["tau_base_ms"].get<double>(),
+              1e-9);
+  EXPECT_EQ(design["vision"]["dt_align_ms"], 0.0);
+  EXPECT_EQ(design["vision"]["kappa"], 0.0);
 
   // No interference: kappa 1 for every class, metric and quantile.
   std::ofstream(yaml) << "duration_s: 30\nseed: 11\narrival: {process: poisson, rate_rps: 20}\nclasses:\n"
@@ -107,6 +126,12 @@ TEST(SimRun, CouplingRecoversAKnownInterference) {
           EXPECT_NEAR(k["kappa"].get<double>(), 1.0, 1e-9) << cls << " " << q;
         }
       }
+  // Text classes only: no modality to wait for, the design's kappa is 0.
+  for (const auto& [cls, d] : none.coupling["design"].items()) {
+    EXPECT_EQ(d["dt_align_ms"], 0.0) << cls;
+    EXPECT_EQ(d["kappa"], 0.0) << cls;
+    EXPECT_NEAR(d["tau_base_ms"].get<double>(), 10.0, 1e-4) << cls;
+  }
   // A workload of one class has nothing to couple; --coupling needs --out.
   s.workload_file.clear();
   EXPECT_THROW(run_sim(s, stop, log), UsageError);

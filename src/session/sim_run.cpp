@@ -153,6 +153,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),
                                  [](const auto& p) { return p.kind() == engine::PerturbationKind::kSteal; });
   if (steal) sampler.enable_contention_series();
+  settings.track_coupling = o.coupling;  // the design's kappa terms per class (docs/metrics.md "Coupling")
   engine::Engine eng(eff, settings, std::move(cost), &sampler);
   sampler.attach(&eng);
 
@@ -202,6 +203,17 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
       alone_runs[cls] = rel;
     }
     result.coupling = analyze::coupling_json(result.latencies, alone, alone_runs);
+    // The design's kappa = rho_shared x dt_align / tau_base, from the engine's traffic by class.
+    nlohmann::json design = nlohmann::json::object();
+    for (const auto& [g, t] : eng.coupling_terms()) {
+      if (g >= bw.w.classes.size()) continue;
+      design[bw.w.classes[g].empty() ? "default" : bw.w.classes[g]] = {{"rho_shared", t.rho_shared},
+                                                                       {"dt_align_ms", t.dt_align_s * 1e3},
+                                                                       {"tau_base_ms", t.tau_base_s * 1e3},
+                                                                       {"kappa", t.kappa()},
+                                                                       {"steps", t.steps}};
+    }
+    result.coupling["design"] = design;
     run["coupling"] = result.coupling;
   }
   // Virtual time has no wall clock: the history takes the start from here.
