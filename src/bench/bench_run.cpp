@@ -121,6 +121,11 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   if (!o.model_mix.empty())
     apply_model_mix(w, p.bw.turns, parse_model_mix(o.model_mix, "--model-mix"),
                     derive_seed(wo.seed, "models"));
+  if (!w.models.empty() && !o.sampling.extra_body.empty() &&
+      nlohmann::json::parse(o.sampling.extra_body, nullptr, false).contains("model"))
+    throw UsageError(
+        "--extra-body sets \"model\" and the workload is a model mix (--model-mix or a class's "
+        "model): each request's model would be the extra body's, not the one recorded");
   p.plan.warmup_s = o.warmup_s;
   p.plan.turns = p.bw.turns;
   if (o.api == Api::kTranscriptions) {

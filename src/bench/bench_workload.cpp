@@ -125,6 +125,9 @@ std::vector<std::pair<std::string, double>> parse_model_mix(std::string_view tex
     mix.emplace_back(name, weight);
     if (mix.size() > 1024) throw UsageError(fmt::format("{}: at most 1,024 models", what));
   }
+  double total = 0;
+  for (const auto& [n, w] : mix) total += w;
+  if (!std::isfinite(total)) throw UsageError(fmt::format("{}: the weights' sum is not finite", what));
   return mix;
 }
 
@@ -220,6 +223,7 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     if (!cl) throw InputError(file, 1, "classes", "missing (expected a list of task classes)");
     if (!cl.IsSequence() || cl.size() == 0) rd.fail(cl, "classes", "expected a non-empty list");
     std::vector<ClassSpec> classes;
+    std::vector<std::string> model_names;  // every class's, to bound their number
     std::uint32_t groups_so_far = 0;
     for (std::size_t i = 0; i < cl.size(); ++i) {
       const YAML::Node c = cl[i];
@@ -298,6 +302,13 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
           rd.fail(m, f + ".model", "expected a model name, or a mapping of model names to weights");
         }
         if (s.models.size() > 1024) rd.fail(m, f + ".model", "at most 1,024 models");
+        double total = 0;
+        for (const auto& [n, wt] : s.models) total += wt;
+        if (!std::isfinite(total)) rd.fail(m, f + ".model", "the weights' sum is not finite");
+        for (const auto& [n, wt] : s.models)
+          if (std::find(model_names.begin(), model_names.end(), n) == model_names.end())
+            model_names.push_back(n);
+        if (model_names.size() > 65534) rd.fail(m, f + ".model", "more than 65,534 models in all classes");
       }
       if (const YAML::Node t = c["tenants"]) {
         if (!t.IsSequence() || t.size() == 0)

@@ -771,9 +771,18 @@ Nanos Engine::step(Nanos now) {
 
   // 2. Swapped, then waiting sequences, in steps without a preemption.
   if (!preempted) {
+    // A swapped sequence whose adapter would be one too many is passed over
+    // (the ones behind it go first) and, while one is, no waiting request is
+    // admitted: the batch drains until its adapter fits (no starvation by
+    // newer requests for the adapters already running).
+    std::vector<Seq*> swapped_skipped;
     while (!swapped_.empty() && budget > 0 && running_.size() < settings_.max_num_seqs) {
       Seq* s = swapped_.front();
-      if (!lora_fits(s->adapter)) break;
+      if (!lora_fits(s->adapter)) {
+        swapped_skipped.push_back(s);
+        swapped_.pop_front();
+        continue;
+      }
       const std::uint32_t n = cap(s->num_tokens() - s->num_computed);
       if (!allocate_slots(*s, n, 0, 0)) break;
       use_adapter(s->adapter, st, extra_seconds);
@@ -786,10 +795,12 @@ Nanos Engine::step(Nanos now) {
       scheduled_.emplace_back(s, n);
       budget -= n;
     }
+    const bool lora_blocked = !swapped_skipped.empty();
+    for (auto it = swapped_skipped.rbegin(); it != swapped_skipped.rend(); ++it) swapped_.push_front(*it);
     // Waiting sequences whose adapter would be one too many in the batch
     // wait; the ones behind them go first (vLLM's skipped waiting requests).
     std::vector<Seq*> lora_skipped;
-    while (!waiting_empty() && budget > 0 && running_.size() < settings_.max_num_seqs) {
+    while (!lora_blocked && !waiting_empty() && budget > 0 && running_.size() < settings_.max_num_seqs) {
       Seq* s = waiting_front();
       if (!lora_fits(s->adapter)) {
         lora_skipped.push_back(s);

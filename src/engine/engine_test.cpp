@@ -163,6 +163,35 @@ TEST(Engine, LoraAdaptersAtMostMaxLorasInABatch) {
   EXPECT_NE(off.rec.rejected[7].find("LoRA adapters are not enabled"), std::string::npos);
 }
 
+// Under memory pressure with swap preemption, three adapters over two slots
+// and a stream of arrivals for the adapters already running: every request
+// finishes (a swapped request whose adapter does not fit is not starved by
+// newer ones), and the invariants hold at every step (at most max_loras
+// adapters in the batch and on the GPU, each running one on the GPU).
+TEST(Engine, LoraWithSwapPreemptionEveryRequestFinishes) {
+  auto s = small(40);
+  s.max_loras = 2;
+  s.preemption = PreemptionMode::kSwap;
+  Harness h(s);
+  Rng rng(7);
+  for (std::uint64_t id = 0; id < 300; ++id) {
+    EngineRequest r;
+    r.id = id;
+    r.prompt = prompt(id, static_cast<std::size_t>(rng.uniform_int(16, 200)));
+    r.max_output_tokens = static_cast<std::uint32_t>(rng.uniform_int(8, 120));
+    r.adapter = static_cast<std::uint32_t>(id % 4);  // base, 1, 2, 3
+    ASSERT_TRUE(h.engine->add_request(std::move(r), h.now));
+    for (int k = 0; k < 3 && h.engine->has_work(); ++k) {
+      h.now += h.engine->step(h.now);
+      ASSERT_TRUE(h.engine->check_invariants());
+    }
+  }
+  h.drain(200000);
+  EXPECT_EQ(h.rec.finished.size() + h.rec.rejected.size(), 300u);
+  EXPECT_GT(h.engine->counters().preemptions, 0u);
+  EXPECT_GT(h.engine->counters().lora_loads, 2u);
+}
+
 // The default load cost: the adapter's weights over the host link, rank 16
 // on Llama-3-8B: 32 layers x 16 x (q 8192 + k 5120 + v 5120 + o 8192 +
 // 3 x (4096 + 14336)) parameters in bf16 = 83,886,080 bytes.

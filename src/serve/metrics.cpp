@@ -273,10 +273,24 @@ std::string ServeMetrics::render() const {
            host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
                              : 0.0);
   if (lora_) {
+    // Label values escaped as the exposition format wants (names are checked
+    // at --lora-modules already: this is the second line of defence).
+    const auto esc = [](const std::string& v) {
+      std::string o;
+      for (const char c : v) {
+        if (c == '\\' || c == '"') o += '\\';
+        if (c == '\n') {
+          o += "\\n";
+          continue;
+        }
+        o += c;
+      }
+      return o;
+    };
     w.family("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
     w.sample("vllm:lora_requests_info",
              fmt::format("max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"",
-                         max_lora_, lora_running_, lora_waiting_),
+                         max_lora_, esc(lora_running_), esc(lora_waiting_)),
              lora_updated_unix_);
     w.family("tokenscope:lora_loads_total", "counter", "LoRA adapters brought onto the GPU.");
     w.sample("tokenscope:lora_loads_total", l, static_cast<double>(lora_loads_));

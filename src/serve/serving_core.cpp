@@ -706,7 +706,6 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
   }
   metrics_.set_queue(static_cast<std::uint32_t>(engine_->num_running()),
                      static_cast<std::uint32_t>(engine_->num_waiting()));
-  update_lora_metrics();
   ensure_stepping();
 }
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "tokenizers/unicode_text.h"
@@ -304,6 +305,7 @@ Metadata parse_metadata(std::string_view bytes, const std::string& file, bool (*
   m.tensor_count = r.scalar<std::uint64_t>("the tensor count");
   r.set_field("kv_count");
   const auto kv_count = r.scalar<std::uint64_t>("the key/value count");
+  std::unordered_set<std::string> seen;
   // A key takes at least 12 bytes (its length and its type).
   r.need(kv_count > (std::uint64_t{1} << 40) ? ~std::size_t{0} / 2 : static_cast<std::size_t>(kv_count) * 12,
          fmt::format("{} keys", kv_count));
@@ -313,8 +315,7 @@ Metadata parse_metadata(std::string_view bytes, const std::string& file, bool (*
     if (!unicode::is_valid_utf8(key)) r.fail("a key that is not valid UTF-8");
     const std::string name(key);
     r.set_field(name);
-    if (std::find(m.keys.begin(), m.keys.end(), name) != m.keys.end())
-      r.fail("a key given twice");  // llama.cpp refuses duplicates too
+    if (!seen.insert(name).second) r.fail("a key given twice");  // llama.cpp refuses duplicates too
     m.keys.push_back(name);
     const auto type = r.scalar<std::uint32_t>("a value type");
     if (type > kF64) r.fail(fmt::format("value type {} does not exist (0 to 12)", type));

@@ -31,6 +31,7 @@
 #include <map>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -85,9 +86,11 @@ const std::vector<PreType>& pre_types() {
       {"deepseek-llm",
        {"deepseek-llm"},
        {"[\r\n]",
-        "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-"
+        "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-"
+        "ᵷᵹ-"
         "ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-"
-        "ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-"
+        "ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-"
+        "ﬗＡ-"
         "Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-"
         "𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
         "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", "[一-龥ࠀ-一가-퟿]+", "\\p{N}+"}},
@@ -144,9 +147,36 @@ std::string known_pre_names() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
+// Only the keys the tokenizer reads are stored (a file's other arrays are
+// checked and skipped, never held in memory).
 bool keep_tokenizer_key(std::string_view key) {
-  return key.starts_with("tokenizer.ggml.") || key == "general.name" || key == "general.architecture" ||
-         key == "tokenizer.chat_template";
+  static const std::unordered_set<std::string_view> keys = {
+      "general.name",
+      "tokenizer.chat_template",
+      "tokenizer.ggml.model",
+      "tokenizer.ggml.pre",
+      "tokenizer.ggml.tokens",
+      "tokenizer.ggml.scores",
+      "tokenizer.ggml.token_type",
+      "tokenizer.ggml.merges",
+      "tokenizer.ggml.bos_token_id",
+      "tokenizer.ggml.eos_token_id",
+      "tokenizer.ggml.unknown_token_id",
+      "tokenizer.ggml.eot_token_id",
+      "tokenizer.ggml.fim_pre_token_id",
+      "tokenizer.ggml.fim_suf_token_id",
+      "tokenizer.ggml.fim_mid_token_id",
+      "tokenizer.ggml.fim_pad_token_id",
+      "tokenizer.ggml.fim_rep_token_id",
+      "tokenizer.ggml.fim_sep_token_id",
+      "tokenizer.ggml.prefix_token_id",
+      "tokenizer.ggml.suffix_token_id",
+      "tokenizer.ggml.middle_token_id",
+      "tokenizer.ggml.add_bos_token",
+      "tokenizer.ggml.add_eos_token",
+      "tokenizer.ggml.add_space_prefix",
+  };
+  return keys.contains(key);
 }
 
 // A piece of the text: raw text (a range of the repaired input) or a token.
@@ -255,9 +285,11 @@ class GgufTokenizer final : public TextTokenizer {
                               ignore_merges_ ? ", merges ignored for whole tokens" : "");
     }
     if (auto v = m.boolean("tokenizer.ggml.add_space_prefix")) add_space_prefix_ = *v;
+    // Whether the key names an id inside the vocabulary (llama.cpp ignores
+    // one past it, and then finds the token by its text as without the key).
     auto id_key = [&](const char* key, std::optional<std::int32_t>& id) {
-      if (const auto v = m.uint(key)) {
-        if (*v < n) id = static_cast<std::int32_t>(*v);  // llama.cpp ignores an id past the vocabulary
+      if (const auto v = m.uint(key); v && *v < n) {
+        id = static_cast<std::int32_t>(*v);
         return true;
       }
       return false;

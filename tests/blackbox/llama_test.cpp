@@ -404,9 +404,9 @@ TEST_F(Llama, PlannedCancellationsReachTheServer) {
     return n;
   };
   const std::string whole = "stop processing: n_past = 415,";  // 15 prompt tokens (and a BOS) + 400
+  int cancels_before = 0, whole_before = 0;                    // the log's counts before each round
   for (const std::string when : {"0.5:after-tokens=3", "1:before-first-token"}) {
     SCOPED_TRACE(when);
-    const std::size_t log_start = s->log().size();
     const auto out = dir_ / ("cancel-" + std::to_string(when.size()));
     const auto r = bench(*s, {"--model", "tiny", "--num-requests", "12", "--rate", "inf", "--max-concurrency",
                               "4", "--input-len", "fixed:16", "--output-len", "fixed:400", "--request-seed",
@@ -430,30 +430,41 @@ TEST_F(Llama, PlannedCancellationsReachTheServer) {
         EXPECT_EQ(rec["output_tokens"], 400) << rec.dump().substr(0, 400);
       }
     }
-    // Every slot idle again (bounded wait), then the log of this run.
+    // Every slot idle again and the log caught up (bounded waits: the
+    // before-first-token round runs its 12 x 400 tokens to the end).
+    const auto settled = [&] {
+      const std::string log = s->log();
+      const int cancels = count(log, "cancel task, id_task") - cancels_before;
+      const int whole_runs = count(log, whole) - whole_before;
+      return std::pair{cancels, whole_runs};
+    };
     bool idle = false;
-    for (int i = 0; i < 200 && !idle; ++i) {
+    for (int i = 0; i < 1200; ++i) {
       idle = true;
       for (const auto& slot : json::parse(s->slots_json())) idle = idle && !slot.value("is_processing", true);
-      if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const auto [c, w] = settled();
+      if (idle && c + w >= cancelled + completed) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_TRUE(idle) << s->slots_json().substr(0, 1000);
-    const std::string log = s->log().substr(log_start);
-    const int cancel_lines = count(log, "cancel task, id_task");
-    const int ran_whole = count(log, whole);
+    const auto [cancel_lines, ran_whole] = settled();
+    cancels_before += cancel_lines;
+    whole_before += ran_whole;
     std::cout << when << ": " << cancelled << " cancelled by bench; llama-server cancelled " << cancel_lines
               << " and ran " << ran_whole - completed << " of them to the end\n";
     if (when.starts_with("0.5:")) {
       EXPECT_EQ(cancel_lines, cancelled) << "llama-server's \"cancel task\" lines";
       EXPECT_EQ(ran_whole, completed) << "a cancelled request ran to its end";
     } else {
-      EXPECT_EQ(cancel_lines + (ran_whole - completed), cancelled) << log.substr(0, 3000);
+      // Each cancel either reached the generation or it ran whole (a task can
+      // be both when its writer fails only after the slot finished).
+      EXPECT_GE(cancel_lines + (ran_whole - completed), cancelled);
+      EXPECT_LE(cancel_lines, cancelled);
+      EXPECT_LE(ran_whole - completed, cancelled);
     }
   }
 }
 
-// 200 requests at t = 0 against 4 slots (a trace with every offset 0): all
-// complete, and the client opens no more connections than it has requests.
 TEST_F(Llama, BurstOf200AtOnce) {
   auto s = start({.context_tokens = 4096, .slots = 4, .extra = {}});
   const auto trace = dir_ / "burst.jsonl";
@@ -1224,6 +1235,7 @@ TEST_F(Llama, GgufTokenizerMakesPromptsExact) {
     const auto& prompts = run["settings"]["effective"]["prompts"];
     EXPECT_EQ(prompts["tokenizer"]["kind"], "gguf") << prompts.dump();
     EXPECT_GT(prompts["words_replaced"].get<int>(), 0) << "the unseen vocabulary splits prompt words";
+    EXPECT_GT(prompts["server_check"]["sampled"].get<int>(), 0) << prompts.dump();
     EXPECT_EQ(prompts["server_check"]["exact"], prompts["server_check"]["sampled"]) << prompts.dump();
     EXPECT_EQ(run["summary"]["prompt_token_mismatches"], 0);
   }
