@@ -49,15 +49,18 @@ TEST(Multipart, TheBoundaryNeverOccursInTheData) {
   const std::string boundary = multipart_boundary(parts, 9);
   EXPECT_NE(boundary, first);
   EXPECT_EQ(data.find(boundary), std::string::npos);
-  const auto r = parse_multipart(multipart_content_type(boundary), multipart_body(parts, boundary));
+  const std::string body = multipart_body(parts, boundary);  // the parts' data are views into it
+  const auto r = parse_multipart(multipart_content_type(boundary), body);
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_EQ(r.parts.at(0).data, data);
   // Many random files: each parses back whole.
   for (std::uint64_t seed = 0; seed < 50; ++seed) {
     const std::string bytes = binary(1 + seed * 37, seed);
-    const std::vector<FormPart> p = {{"file", bytes, "f.bin"}, {"n", std::to_string(seed)}};
+    const std::string n = std::to_string(seed);  // FormPart holds views: the strings outlive it
+    const std::vector<FormPart> p = {{"file", bytes, "f.bin"}, {"n", n}};
     const std::string b = multipart_boundary(p, seed);
-    const auto back = parse_multipart("multipart/form-data; boundary=\"" + b + "\"", multipart_body(p, b));
+    const std::string body = multipart_body(p, b);
+    const auto back = parse_multipart("multipart/form-data; boundary=\"" + b + "\"", body);
     ASSERT_TRUE(back.ok()) << back.error;
     ASSERT_EQ(back.parts.size(), 2u);
     EXPECT_EQ(back.parts[0].data, bytes);
@@ -141,12 +144,13 @@ TEST(Multipart, LimitsBoundPartsHeadersFieldsAndFiles) {
   std::string b = multipart_boundary(parts, 3);
   auto r = parse_multipart(multipart_content_type(b), multipart_body(parts, b), limits);
   EXPECT_NE(r.error.find("more than 3 parts"), std::string::npos) << r.error;
-  parts = {{"field", std::string(11, 'x')}};
+  const std::string x11(11, 'x'), x20(20, 'x'), x21(21, 'x');  // FormPart holds views of them
+  parts = {{"field", x11}};
   r = parse_multipart(multipart_content_type(b), multipart_body(parts, b), limits);
   EXPECT_NE(r.error.find("11 bytes, over the limit of 10 for a field"), std::string::npos) << r.error;
-  parts = {{"file", std::string(20, 'x'), "a.wav"}};
+  parts = {{"file", x20, "a.wav"}};
   EXPECT_TRUE(parse_multipart(multipart_content_type(b), multipart_body(parts, b), limits).ok());
-  parts = {{"file", std::string(21, 'x'), "a.wav"}};
+  parts = {{"file", x21, "a.wav"}};
   r = parse_multipart(multipart_content_type(b), multipart_body(parts, b), limits);
   EXPECT_NE(r.error.find("21 bytes, over the limit of 20 for a file"), std::string::npos) << r.error;
   const std::string long_name(200, 'n');
