@@ -86,10 +86,12 @@ const std::vector<PreType>& pre_types() {
       {"deepseek-llm",
        {"deepseek-llm"},
        {"[\r\n]",
-        "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-"
+        "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-"
+        "ᴫᵫ-"
         "ᵷᵹ-"
         "ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-"
-        "ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-"
+        "ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-"
+        "ﬆﬓ-"
         "ﬗＡ-"
         "Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-"
         "𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
@@ -189,6 +191,24 @@ struct Symbol {
   int prev = -1, next = -1;
   std::size_t start = 0, n = 0;
 };
+
+// The text's UTF-8 characters as a linked list of symbols (the start of
+// both of llama.cpp's merge loops).
+std::vector<Symbol> utf8_symbols(std::string_view text) {
+  std::vector<Symbol> sym;
+  for (std::size_t off = 0; off < text.size();) {
+    const std::size_t len =
+        std::min(unicode::sequence_length(static_cast<unsigned char>(text[off])), text.size() - off);
+    Symbol s;
+    s.start = off;
+    s.n = len;
+    s.prev = static_cast<int>(sym.size()) - 1;
+    off += len;
+    s.next = off == text.size() ? -1 : static_cast<int>(sym.size()) + 1;
+    sym.push_back(s);
+  }
+  return sym;
+}
 
 class GgufTokenizer final : public TextTokenizer {
  public:
@@ -569,18 +589,7 @@ class GgufTokenizer final : public TextTokenizer {
     auto less = [](const Bigram& l, const Bigram& r) {
       return l.score < r.score || (l.score == r.score && l.left > r.left);
     };
-    std::vector<Symbol> sym;
-    for (std::size_t off = 0; off < text.size();) {
-      const std::size_t len =
-          std::min(unicode::sequence_length(static_cast<unsigned char>(text[off])), text.size() - off);
-      Symbol s;
-      s.start = off;
-      s.n = len;
-      s.prev = static_cast<int>(sym.size()) - 1;
-      off += len;
-      s.next = off == text.size() ? -1 : static_cast<int>(sym.size()) + 1;
-      sym.push_back(s);
-    }
+    std::vector<Symbol> sym = utf8_symbols(text);
     if (sym.empty()) return;
     std::priority_queue<Bigram, std::vector<Bigram>, decltype(less)> queue(less);
     std::map<std::string, std::pair<int, int>> rev_merge;
@@ -683,18 +692,7 @@ class GgufTokenizer final : public TextTokenizer {
     auto less = [](const Bigram& l, const Bigram& r) {
       return l.rank > r.rank || (l.rank == r.rank && l.left > r.left);
     };
-    std::vector<Symbol> sym;
-    for (std::size_t off = 0; off < word.size();) {
-      const std::size_t len =
-          std::min(unicode::sequence_length(static_cast<unsigned char>(word[off])), word.size() - off);
-      Symbol s;
-      s.start = off;
-      s.n = len;
-      s.prev = static_cast<int>(sym.size()) - 1;
-      off += len;
-      s.next = off == word.size() ? -1 : static_cast<int>(sym.size()) + 1;
-      sym.push_back(s);
-    }
+    std::vector<Symbol> sym = utf8_symbols(word);
     std::priority_queue<Bigram, std::vector<Bigram>, decltype(less)> queue(less);
     auto view = [&](const Symbol& s) { return std::string_view(word).substr(s.start, s.n); };
     auto try_add = [&](int left, int right) {
