@@ -30,6 +30,7 @@ packages=(
   python3-matplotlib                  # benchmarks/report_speed.sh: the plotting peer of tokenscope report
   libeigen3-dev                       # analyze: least squares, ridge, double machine learning
   libsqlite3-dev                      # analyze: the history of runs
+  libvalijson-dev json-schema-test-suite  # core/json_schema: JSON Schema validation, and the official suite as its oracle
   python3-scipy python3-pandas        # analyze's reference values in tests; benchmarks/check_speed.sh's peer
 )
 

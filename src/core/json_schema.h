@@ -1,0 +1,41 @@
+// JSON Schema validation (draft 7; drafts 4 and 6 documents read too) of
+// what servers and tools answer: structured outputs (response_format
+// json_schema), tool-call arguments against the tool's parameters (issue 25's
+// semantic checks). On valijson (Debian libvalijson-dev, header-only, with
+// an nlohmann::json adapter), chosen over hand-written checks because it
+// implements the whole vocabulary of draft 7 and is tested by its authors
+// against the official JSON-Schema-Test-Suite, which Debian ships as
+// json-schema-test-suite and json_schema_test.cpp runs here too.
+// Remote references ($ref to another document by URL) are refused: nothing
+// is fetched at run time.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tokenscope {
+
+class JsonSchema {
+ public:
+  // Throws UsageError naming `where` and the problem when `schema` is not a
+  // schema valijson can read (a wrong type for a keyword, a remote $ref).
+  JsonSchema(const nlohmann::json& schema, const std::string& where);
+  ~JsonSchema();
+  JsonSchema(JsonSchema&&) noexcept;
+  JsonSchema& operator=(JsonSchema&&) noexcept;
+
+  bool valid(const nlohmann::json& instance) const;
+  // The violations, each "PATH: what" (PATH as valijson names it, e.g.
+  // "<root>[city]"), at most max_errors; empty when valid.
+  std::vector<std::string> violations(const nlohmann::json& instance, std::size_t max_errors = 8) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tokenscope
