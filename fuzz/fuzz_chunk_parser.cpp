@@ -1,5 +1,6 @@
 // libFuzzer target: the streaming chunk parser on arbitrary event data, with
-// the output tokens' logprobs read (bench --logprobs): the parser's widest path;
+// the output tokens' logprobs read (bench --logprobs) and tool calls
+// assembled (ToolCallAssembler): the parser's widest path;
 // the same bytes as a whole pooling answer and as a transcription answer.
 #include <cmath>
 #include <cstddef>
@@ -15,6 +16,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!info.valid && (info.has_output && info.choices == 0)) __builtin_trap();
   for (const double lp : info.logprobs)
     if (std::isnan(lp)) __builtin_trap();  // JSON has no NaN; log of a negative prob is not taken
+  // Tool calls: bounded in number, and the assembler's calls hold every
+  // fragment's arguments within its bounds (the tool-call delta parser).
+  if (info.tool_calls.size() > tokenscope::bench::ToolCallAssembler::kMaxCalls) __builtin_trap();
+  if (!info.tool_calls.empty() && !info.has_answer) __builtin_trap();
+  tokenscope::bench::ToolCallAssembler calls;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < info.tool_calls.size(); ++i) {
+    calls.add(info.tool_calls[i], i);
+    bytes += info.tool_calls[i].arguments.size();
+  }
+  std::size_t assembled = 0;
+  for (const auto& c : calls.calls()) assembled += c.arguments.size();
+  if (calls.problem().empty() && assembled != bytes) __builtin_trap();
+  if (calls.calls().size() > info.tool_calls.size()) __builtin_trap();
   // The same bytes as a whole pooling answer (embeddings, rerank of 4 documents).
   for (const bool rerank : {false, true}) {
     const auto p =

@@ -25,6 +25,32 @@ std::int64_t int_or(dom::object o, std::string_view key) {
   return v;
 }
 
+// The entries of a tool_calls array (chunk_parser.h ToolCallPart); entries
+// that are not objects are passed over, at most kMaxCalls of them.
+void take_tool_calls(dom::array calls, std::vector<ToolCallPart>& out) {
+  for (dom::element e : calls) {
+    if (out.size() >= ToolCallAssembler::kMaxCalls) return;
+    dom::object call;
+    if (e.get_object().get(call) != simdjson::SUCCESS) continue;
+    ToolCallPart part;
+    part.index = int_or(call, "index");
+    std::string_view text;
+    if (call["id"].get_string().get(text) == simdjson::SUCCESS) part.id = std::string(text);
+    dom::object function;
+    if (call["function"].get_object().get(function) == simdjson::SUCCESS) {
+      if (function["name"].get_string().get(text) == simdjson::SUCCESS) part.name = std::string(text);
+      dom::element args;
+      if (function["arguments"].get(args) == simdjson::SUCCESS) {
+        if (args.get_string().get(text) == simdjson::SUCCESS)
+          part.arguments = std::string(text);
+        else if (args.is_object())
+          part.arguments = simdjson::minify(args);  // a server that sends the object itself
+      }
+    }
+    out.push_back(std::move(part));
+  }
+}
+
 // A number element as a double (integers too: a logprob of 0 may be written "0").
 template <class Element>  // dom::element or a lookup's simdjson_result
 bool number_of(Element v, double& out) {
@@ -354,8 +380,10 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
         }
         if (has_content) info.has_answer |= take_string(content, info.text);
         dom::array calls;
-        if (has_calls && calls_el.get_array().get(calls) == simdjson::SUCCESS)
+        if (has_calls && calls_el.get_array().get(calls) == simdjson::SUCCESS) {
           info.has_answer |= calls.size() > 0;
+          take_tool_calls(calls, info.tool_calls);
+        }
       }
       info.role_only |= role;
     }
@@ -365,6 +393,32 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
   info.logprobs = logprobs_;
   if (info.has_output) info.role_only = false;
   return info;
+}
+
+void ToolCallAssembler::add(const ToolCallPart& part, std::size_t position) {
+  if (!problem_.empty()) return;
+  const std::int64_t index = part.index >= 0 ? part.index : static_cast<std::int64_t>(position);
+  Call* call = nullptr;
+  for (auto& c : calls_)
+    if (c.index == index) call = &c;
+  if (!call) {
+    if (calls_.size() >= kMaxCalls) {
+      problem_ = "more than " + std::to_string(kMaxCalls) + " tool calls";
+      return;
+    }
+    calls_.push_back(Call{index, {}, {}, {}});
+    call = &calls_.back();
+  }
+  if (argument_bytes_ + part.arguments.size() > kMaxArgumentBytes) {
+    problem_ = "tool call arguments over " + std::to_string(kMaxArgumentBytes) + " bytes";
+    return;
+  }
+  if (!part.id.empty()) call->id = part.id;
+  // The name comes with the first fragment; a server that repeats it is not
+  // read twice, one that streams it in pieces is put together.
+  if (!part.name.empty() && part.name != call->name) call->name += part.name;
+  call->arguments += part.arguments;
+  argument_bytes_ += part.arguments.size();
 }
 
 PoolingInfo ChunkParser::parse_pooling(std::string_view body, bool rerank, std::uint32_t inputs) {

@@ -58,6 +58,41 @@ struct ChunkTimings {
   std::int64_t predicted_n = -1;
 };
 
+// One entry of a tool_calls list (OpenAI's shape, which vLLM, SGLang and
+// llama-server share): a whole call of a message, or the fragment of one a
+// streamed delta carries (a call's arguments arrive in pieces; "index"
+// names the call they belong to, its first fragment brings the id and the
+// function's name).
+struct ToolCallPart {
+  std::int64_t index = -1;  // "index"; -1 when absent (whole messages: the position is used)
+  std::string id;           // "id", when sent
+  std::string name;         // function.name, when sent
+  std::string arguments;    // function.arguments (a string; an object is taken as its JSON text)
+};
+
+// The tool calls of one answer assembled from their parts, by index (a
+// stream's fragments) or by position (a whole message's calls). Bounded:
+// past kMaxCalls calls or kMaxArgumentBytes of arguments it stops taking
+// parts and says why (problem()).
+class ToolCallAssembler {
+ public:
+  static constexpr std::size_t kMaxCalls = 128;
+  static constexpr std::size_t kMaxArgumentBytes = 1 << 20;
+  struct Call {
+    std::int64_t index = 0;
+    std::string id, name, arguments;
+  };
+  // `position`: the part's place in its list (used when it has no index).
+  void add(const ToolCallPart& part, std::size_t position);
+  const std::vector<Call>& calls() const { return calls_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::vector<Call> calls_;
+  std::size_t argument_bytes_ = 0;
+  std::string problem_;
+};
+
 struct ChunkInfo {
   bool valid = false;     // a JSON object of the expected shape
   bool is_error = false;  // {"error": {...}}
@@ -73,6 +108,9 @@ struct ChunkInfo {
   std::string id;             // the completion id ("cmpl-...", "chatcmpl-..."), when a string
   std::optional<ChunkUsage> usage;
   std::optional<ChunkTimings> timings;
+  // The tool_calls entries of every choice's delta or message, in order
+  // (ToolCallAssembler puts a stream's fragments together).
+  std::vector<ToolCallPart> tool_calls;
   // The output tokens' logprobs of every choice, in order (parser with
   // logprobs on); valid until the parser's next parse().
   std::span<const double> logprobs;

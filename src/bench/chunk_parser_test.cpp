@@ -20,6 +20,62 @@ TEST(ChunkParser, CompletionTextAndFinishReason) {
   EXPECT_EQ(last.finish_reason, "length");
 }
 
+// Tool calls as servers stream them: the first fragment of a call brings
+// its index, id and function name with empty arguments, later fragments the
+// arguments in pieces; two calls in parallel interleave by index. A whole
+// message lists complete calls (no index: their positions). Arguments sent
+// as an object are taken as its JSON text; entries that are not objects are
+// passed over; the assembler stops at its bounds and says why.
+TEST(ChunkParser, ToolCallsAreAssembledFromTheirFragments) {
+  ChunkParser p;
+  ToolCallAssembler a;
+  const char* events[] = {
+      R"({"choices":[{"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}]}}]})",
+      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": "}}]}}]})",
+      R"({"choices":[{"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"search","arguments":"{\"q\""}}]}}]})",
+      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Oslo\"}"}}]}}]})",
+      R"({"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":": \"tides\"}"}}]},"finish_reason":"tool_calls"}]})",
+  };
+  std::string finish;
+  for (const char* e : events) {
+    const auto c = p.parse(e);
+    ASSERT_TRUE(c.valid) << e;
+    EXPECT_TRUE(c.has_answer) << e;
+    for (std::size_t i = 0; i < c.tool_calls.size(); ++i) a.add(c.tool_calls[i], i);
+    if (!c.finish_reason.empty()) finish = c.finish_reason;
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_EQ(a.calls().size(), 2u);
+  EXPECT_EQ(a.calls()[0].id, "call_a");
+  EXPECT_EQ(a.calls()[0].name, "get_weather");
+  EXPECT_EQ(a.calls()[0].arguments, R"({"city": "Oslo"})");
+  EXPECT_EQ(a.calls()[1].name, "search");
+  EXPECT_EQ(a.calls()[1].arguments, R"({"q": "tides"})");
+  EXPECT_TRUE(a.problem().empty());
+
+  const auto whole = p.parse(
+      R"({"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[7,{"id":"c1","type":"function","function":{"name":"f","arguments":{"x":1}}},{"id":"c2","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]})");
+  ASSERT_EQ(whole.tool_calls.size(), 2u);
+  ToolCallAssembler w;
+  for (std::size_t i = 0; i < whole.tool_calls.size(); ++i) w.add(whole.tool_calls[i], i);
+  ASSERT_EQ(w.calls().size(), 2u);
+  EXPECT_EQ(w.calls()[0].arguments, R"({"x":1})");
+  EXPECT_EQ(w.calls()[1].name, "g");
+
+  ToolCallAssembler bounded;
+  for (std::size_t i = 0; i <= ToolCallAssembler::kMaxCalls; ++i) bounded.add(ToolCallPart{}, i);
+  EXPECT_EQ(bounded.calls().size(), ToolCallAssembler::kMaxCalls);
+  EXPECT_NE(bounded.problem().find("more than 128 tool calls"), std::string::npos) << bounded.problem();
+  ToolCallAssembler big;
+  ToolCallPart part;
+  part.arguments.assign(ToolCallAssembler::kMaxArgumentBytes, 'x');
+  big.add(part, 0);
+  EXPECT_TRUE(big.problem().empty());
+  part.arguments = "y";
+  big.add(part, 0);
+  EXPECT_NE(big.problem().find("arguments over"), std::string::npos);
+}
+
 TEST(ChunkParser, RoleOnlyAndEmptyChunksAreNotOutput) {
   ChunkParser p;
   const auto role =
