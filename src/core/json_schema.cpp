@@ -15,6 +15,7 @@
 #include <valijson/validator.hpp>
 
 #include "core/error.h"
+#include "core/random.h"
 
 namespace tokenscope {
 
@@ -57,6 +58,168 @@ std::vector<std::string> JsonSchema::violations(const nlohmann::json& instance,
     out.push_back(fmt::format("{}: {}", path, error.description));
   }
   return out;
+}
+
+namespace {
+
+constexpr int kMaxDepth = 16;
+
+// A local reference ("#/definitions/x", "#/$defs/x", "#/properties/y"): the
+// schema it names within the root, or null.
+const nlohmann::json* resolve_local_ref(const nlohmann::json& root, const std::string& ref) {
+  if (ref.rfind("#", 0) != 0) return nullptr;
+  if (ref == "#") return &root;
+  try {
+    const auto ptr = nlohmann::json::json_pointer(ref.substr(1));
+    return root.contains(ptr) ? &root.at(ptr) : nullptr;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+std::string draw_word(Rng& rng, std::size_t lo, std::size_t hi) {
+  static const char* letters = "abcdefghijklmnopqrstuvwxyz";
+  const std::size_t n = static_cast<std::size_t>(rng.uniform_int(lo, std::max(lo, hi)));
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += letters[rng.uniform_int(0, 25)];
+  return s;
+}
+
+double number_or(const nlohmann::json& s, const char* key, double fallback) {
+  const auto it = s.find(key);
+  return it != s.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+nlohmann::json draw(const nlohmann::json& root, const nlohmann::json& s, Rng& rng, int depth) {
+  if (depth > kMaxDepth) return nullptr;
+  if (s.is_boolean()) return s.get<bool>() ? nlohmann::json("x") : nlohmann::json(nullptr);
+  if (!s.is_object()) return nullptr;
+  if (const auto it = s.find("$ref"); it != s.end() && it->is_string()) {
+    const nlohmann::json* target = resolve_local_ref(root, it->get<std::string>());
+    return target ? draw(root, *target, rng, depth + 1) : nlohmann::json(nullptr);
+  }
+  if (const auto it = s.find("const"); it != s.end()) return *it;
+  if (const auto it = s.find("enum"); it != s.end() && it->is_array() && !it->empty())
+    return (*it)[static_cast<std::size_t>(rng.uniform_int(0, it->size() - 1))];
+  for (const char* any : {"anyOf", "oneOf"})
+    if (const auto it = s.find(any); it != s.end() && it->is_array() && !it->empty())
+      return draw(root, (*it)[static_cast<std::size_t>(rng.uniform_int(0, it->size() - 1))], rng, depth + 1);
+  if (const auto it = s.find("allOf"); it != s.end() && it->is_array() && !it->empty()) {
+    // The branches' object properties together (the common shape of allOf).
+    nlohmann::json merged = nlohmann::json::object();
+    for (const auto& b : *it)
+      if (b.is_object())
+        for (const auto& [k, v] : b.items()) {
+          if ((k == "properties") && merged.contains(k) && v.is_object())
+            merged[k].update(v);
+          else if (k == "required" && merged.contains(k) && v.is_array())
+            for (const auto& r : v) merged[k].push_back(r);
+          else
+            merged[k] = v;
+        }
+    return draw(root, merged, rng, depth + 1);
+  }
+  std::string type;
+  if (const auto it = s.find("type"); it != s.end()) {
+    if (it->is_string()) {
+      type = it->get<std::string>();
+    } else if (it->is_array() && !it->empty()) {
+      const auto& t = (*it)[static_cast<std::size_t>(rng.uniform_int(0, it->size() - 1))];
+      if (t.is_string()) type = t.get<std::string>();
+    }
+  } else if (s.contains("properties") || s.contains("required")) {
+    type = "object";
+  } else if (s.contains("items")) {
+    type = "array";
+  } else {
+    type = "string";
+  }
+  if (type == "null") return nullptr;
+  if (type == "boolean") return rng.uniform_int(0, 1) == 1;
+  if (type == "integer" || type == "number") {
+    double lo = number_or(s, "minimum", type == "integer" ? 0 : 0.0);
+    double hi = number_or(s, "maximum", lo + 100);
+    if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number())
+      lo = std::max(lo, s["exclusiveMinimum"].get<double>() + (type == "integer" ? 1 : 1e-6));
+    if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number())
+      hi = std::min(hi, s["exclusiveMaximum"].get<double>() - (type == "integer" ? 1 : 1e-6));
+    if (hi < lo) hi = lo;
+    const double step = number_or(s, "multipleOf", 0);
+    if (type == "integer" || step > 0) {
+      const double unit = step > 0 ? step : 1;
+      const auto first = static_cast<std::int64_t>(std::ceil(lo / unit));
+      const auto last = static_cast<std::int64_t>(std::floor(hi / unit));
+      if (last < first) return lo;
+      const auto k =
+          first + static_cast<std::int64_t>(rng.uniform_int(
+                      0, static_cast<std::uint64_t>(std::min<std::int64_t>(last - first, 1 << 30))));
+      if (type == "integer") return static_cast<std::int64_t>(static_cast<double>(k) * unit);
+      return static_cast<double>(k) * unit;
+    }
+    return lo + rng.uniform01() * (hi - lo);
+  }
+  if (type == "string") {
+    const auto fmt_it = s.find("format");
+    const std::string format = fmt_it != s.end() && fmt_it->is_string() ? fmt_it->get<std::string>() : "";
+    if (format == "date")
+      return fmt::format("2026-{:02}-{:02}", rng.uniform_int(1, 12), rng.uniform_int(1, 28));
+    if (format == "date-time")
+      return fmt::format("2026-{:02}-{:02}T{:02}:{:02}:00Z", rng.uniform_int(1, 12), rng.uniform_int(1, 28),
+                         rng.uniform_int(0, 23), rng.uniform_int(0, 59));
+    if (format == "email") return draw_word(rng, 3, 8) + "@example.com";
+    if (format == "uri") return "https://example.com/" + draw_word(rng, 3, 8);
+    const auto lo = static_cast<std::size_t>(std::max(0.0, number_or(s, "minLength", 3)));
+    const auto hi = static_cast<std::size_t>(std::max<double>(
+        static_cast<double>(lo), number_or(s, "maxLength", std::max<double>(static_cast<double>(lo), 12))));
+    return draw_word(rng, std::min<std::size_t>(lo, 4096), std::min<std::size_t>(hi, 4096));
+  }
+  if (type == "array") {
+    nlohmann::json out = nlohmann::json::array();
+    const auto items = s.find("items");
+    if (items != s.end() && items->is_array()) {  // a tuple
+      for (const auto& it : *items) out.push_back(draw(root, it, rng, depth + 1));
+      return out;
+    }
+    const auto lo = static_cast<std::size_t>(std::max(0.0, number_or(s, "minItems", 1)));
+    const auto hi = static_cast<std::size_t>(std::max<double>(
+        static_cast<double>(lo), number_or(s, "maxItems", std::max<double>(static_cast<double>(lo), 3))));
+    const std::size_t n = static_cast<std::size_t>(
+        rng.uniform_int(std::min<std::size_t>(lo, 256), std::min<std::size_t>(hi, 256)));
+    const nlohmann::json any = nlohmann::json::object();
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back(draw(root, items != s.end() ? *items : any, rng, depth + 1));
+    return out;
+  }
+  // An object: every required property, each other declared one with probability 1/2.
+  nlohmann::json out = nlohmann::json::object();
+  const auto props = s.find("properties");
+  std::vector<std::string> required;
+  if (const auto r = s.find("required"); r != s.end() && r->is_array())
+    for (const auto& k : *r)
+      if (k.is_string()) required.push_back(k.get<std::string>());
+  if (props != s.end() && props->is_object())
+    for (const auto& [k, v] : props->items()) {
+      const bool req = std::find(required.begin(), required.end(), k) != required.end();
+      if (req || rng.uniform_int(0, 1) == 1) out[k] = draw(root, v, rng, depth + 1);
+    }
+  for (const auto& k : required)
+    if (!out.contains(k)) out[k] = draw_word(rng, 3, 8);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json draw_instance(const nlohmann::json& schema, Rng& rng, const std::string& where) {
+  return draw_instance(schema, JsonSchema(schema, where), rng, where);
+}
+
+nlohmann::json draw_instance(const nlohmann::json& schema, const JsonSchema& checker, Rng& rng,
+                             const std::string& where) {
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    nlohmann::json v = draw(schema, schema, rng, 0);
+    if (checker.valid(v)) return v;
+  }
+  throw UsageError(fmt::format("{}: no value drawn in 32 tries satisfies the schema", where));
 }
 
 }  // namespace tokenscope

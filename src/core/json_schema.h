@@ -38,4 +38,22 @@ class JsonSchema {
   std::unique_ptr<Impl> impl_;
 };
 
+class Rng;
+
+// A JSON value that `schema` accepts, drawn from `rng` (the same seed gives
+// the same value): what a simulated model passes as a tool's arguments and
+// a mock tool answers from its response schema. Reads type (one or a list),
+// enum, const, properties (every required one, each other one with
+// probability 1/2), items (one schema or a tuple), min/maxItems,
+// min/maxLength, minimum/maximum (exclusive too), multipleOf, anyOf/oneOf
+// (one branch), local $ref (#/definitions/..., #/$defs/...), and the date,
+// date-time, email and uri formats; every draw is checked against the
+// schema (JsonSchema) and drawn again, up to 32 times, when a keyword it
+// does not read (pattern, allOf, ...) refuses it. Throws UsageError naming
+// `where` when no draw is accepted (an unsatisfiable schema, `false`).
+nlohmann::json draw_instance(const nlohmann::json& schema, Rng& rng, const std::string& where);
+// The same with the schema's checker already built (drawing many values).
+nlohmann::json draw_instance(const nlohmann::json& schema, const JsonSchema& checker, Rng& rng,
+                             const std::string& where);
+
 }  // namespace tokenscope

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/random.h"
 
 namespace tokenscope {
 namespace {
@@ -93,6 +94,61 @@ TEST(JsonSchema, ViolationsNameThePathAndBadSchemasAreRefused) {
   }
   EXPECT_THROW(JsonSchema(nlohmann::json::parse(R"({"$ref": "http://example.com/s.json"})"), "remote"),
                UsageError);
+}
+
+// Values drawn for tool schemas of the shapes tools declare: every draw
+// valid (valijson, itself checked above, is the judge), the same seed the
+// same values, optional properties and enum values all seen, and an
+// unsatisfiable schema refused by name.
+TEST(JsonSchema, DrawnInstancesSatisfyTheirSchemas) {
+  const std::vector<std::string> schemas = {
+      R"({"type": "object", "properties": {"city": {"type": "string", "minLength": 2, "maxLength": 40},
+          "unit": {"enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+          "required": ["city"]})",
+      R"({"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer",
+          "exclusiveMinimum": 0, "maximum": 50, "multipleOf": 5}, "filters": {"type": "array", "minItems": 1,
+          "maxItems": 4, "items": {"type": "object", "properties": {"field": {"type": "string"},
+          "value": {"type": ["string", "number", "boolean"]}}, "required": ["field", "value"]}}},
+          "required": ["query", "filters"], "additionalProperties": false})",
+      R"({"definitions": {"point": {"type": "object", "properties": {"x": {"type": "number", "minimum": -1,
+          "maximum": 1}, "y": {"type": "number"}}, "required": ["x", "y"]}},
+          "type": "object", "properties": {"path": {"type": "array", "items": {"$ref": "#/definitions/point"}},
+          "when": {"type": "string", "format": "date-time"}, "mail": {"type": "string", "format": "email"}},
+          "required": ["path", "when"]})",
+      R"({"anyOf": [{"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
+          {"type": "array", "items": [{"type": "string"}, {"type": "null"}]}]})",
+      R"({"allOf": [{"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]},
+          {"properties": {"b": {"type": "string", "pattern": "^[a-z]+$"}}, "required": ["b"]}]})",
+  };
+  for (std::size_t i = 0; i < schemas.size(); ++i) {
+    const auto schema = nlohmann::json::parse(schemas[i]);
+    const JsonSchema check(schema, "schema");
+    Rng rng(40 + i), again(40 + i);
+    std::set<std::string> seen;
+    for (int k = 0; k < 300; ++k) {
+      const auto v = draw_instance(schema, rng, "schema " + std::to_string(i));
+      ASSERT_TRUE(check.valid(v)) << i << ": " << v.dump();
+      ASSERT_EQ(v, draw_instance(schema, check, again, "again")) << "not deterministic";
+      if (i == 0) {
+        seen.insert(v.contains("unit") ? v["unit"].get<std::string>() : "no unit");
+        seen.insert(v.contains("days") ? "days" : "no days");
+      }
+    }
+    if (i == 0) {
+      EXPECT_EQ(seen, (std::set<std::string>{"celsius", "fahrenheit", "no unit", "days", "no days"}));
+    }
+  }
+  Rng rng(1);
+  for (const char* unsatisfiable : {R"(false)", R"({"type": "integer", "minimum": 5, "maximum": 3})",
+                                    R"({"type": "string", "pattern": "^[0-9]{40}$"})"}) {
+    try {
+      (void)draw_instance(nlohmann::json::parse(unsatisfiable), rng, "tools[2].parameters");
+      ADD_FAILURE() << unsatisfiable << " gave a value";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("tools[2].parameters: no value drawn"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
