@@ -373,6 +373,38 @@ TEST(GgufTokenizer, ByteLevelBpeMergesByRankAndReadsThePreTokenizer) {
   EXPECT_NE(t->description().model.find("pre \"qwen2\""), std::string::npos) << t->description().model;
 }
 
+// Every pre-tokenizer name llama.cpp knows loads (its regular expressions
+// compile: a range written with a character normalized away would be out of
+// order) and tokenizes a mixed text: without merges each character is its
+// token (a space is "Ġ"), and characters outside the vocabulary are dropped
+// as llama.cpp drops them, whatever the pieces the expressions cut.
+TEST(GgufTokenizer, EveryPreTokenizerTypeLoads) {
+  for (const char* pre : {"default",    "llama3",     "llama-v3",         "llama-bpe",      "falcon3",
+                          "dbrx",       "smaug-bpe",  "deepseek-llm",     "deepseek-coder", "deepseek-v3",
+                          "falcon",     "mpt",        "starcoder",        "refact",         "command-r",
+                          "smollm",     "codeshell",  "exaone",           "minerva-7b",     "gpt-2",
+                          "phi-2",      "jina-es",    "jina-de",          "gigachat",       "jina-v1-en",
+                          "jina-v2-es", "jina-v2-de", "jina-v2-code",     "roberta-bpe",    "olmo",
+                          "jais",       "qwen2",      "deepseek-r1-qwen", "megrez",         "stablelm2",
+                          "poro-chat",  "bloom",      "gpt3-finnish",     "chatglm-bpe",    "viking",
+                          "tekken",     "chameleon"}) {
+    GgufWriter w;
+    w.string("tokenizer.ggml.model", "gpt2")
+        .string("tokenizer.ggml.pre", pre)
+        .strings("tokenizer.ggml.tokens", {"a", "b", "\xc4\xa0", "1", "!"})
+        .strings("tokenizer.ggml.merges", {})
+        .u32("tokenizer.ggml.bos_token_id", 0)
+        .u32("tokenizer.ggml.eos_token_id", 0);
+    try {
+      const auto t = parse_gguf_tokenizer(w.bytes(), "t.gguf");
+      EXPECT_EQ(t->encode("ab ba 11! \xce\xa9\xe4\xb8\x80", false), (Ids{0, 1, 2, 1, 0, 2, 3, 3, 4, 2}))
+          << pre;
+    } catch (const UsageError& e) {
+      ADD_FAILURE() << pre << ": " << e.what();
+    }
+  }
+}
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream s;
