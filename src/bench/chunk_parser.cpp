@@ -25,6 +25,17 @@ std::int64_t int_or(dom::object o, std::string_view key) {
   return v;
 }
 
+// An "error" value's message: {"message": ...} or the string itself; "" otherwise.
+std::string error_message_of(dom::element error) {
+  std::string_view msg;
+  dom::object err;
+  if (error.get_object().get(err) == simdjson::SUCCESS &&
+      err["message"].get_string().get(msg) == simdjson::SUCCESS)
+    return std::string(msg);
+  if (error.get_string().get(msg) == simdjson::SUCCESS) return std::string(msg);
+  return {};
+}
+
 // The entries of a tool_calls array (chunk_parser.h ToolCallPart); entries
 // that are not objects are passed over, at most kMaxCalls of them.
 void take_tool_calls(dom::array calls, std::vector<ToolCallPart>& out) {
@@ -435,13 +446,7 @@ PoolingInfo ChunkParser::parse_pooling(std::string_view body, bool rerank, std::
   dom::element error;
   if (root["error"].get(error) == simdjson::SUCCESS) {
     info.is_error = info.valid = true;
-    std::string_view msg;
-    dom::object err;
-    if (error.get_object().get(err) == simdjson::SUCCESS &&
-        err["message"].get_string().get(msg) == simdjson::SUCCESS)
-      info.error_message = std::string(msg);
-    else if (error.get_string().get(msg) == simdjson::SUCCESS)
-      info.error_message = std::string(msg);
+    info.error_message = error_message_of(error);
     return info;
   }
   std::string_view id;
@@ -524,13 +529,7 @@ TranscriptionInfo ChunkParser::parse_transcription(std::string_view body) {
   dom::element error;
   if (root["error"].get(error) == simdjson::SUCCESS && !error.is_null()) {
     info.is_error = true;
-    std::string_view msg;
-    dom::object err;
-    if (error.get_object().get(err) == simdjson::SUCCESS &&
-        err["message"].get_string().get(msg) == simdjson::SUCCESS)
-      info.error_message = std::string(msg);
-    else if (error.get_string().get(msg) == simdjson::SUCCESS)
-      info.error_message = std::string(msg);
+    info.error_message = error_message_of(error);
     return info;
   }
   std::string_view s;
