@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "serve/openai.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -20,6 +21,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (const auto& p : req->prompts)
         if (p.empty() || p.size() + req->max_tokens > ctx.max_model_len) __builtin_trap();
       if (req->min_tokens > req->max_tokens) __builtin_trap();
+      // Tool calls and JSON answers planned from the request's schemas, under every fault.
+      if (!req->tools.tools.empty() || req->format.kind != OutputFormat::Kind::kText) {
+        for (const FaultKind f : {FaultKind::kNone, FaultKind::kWrongTool, FaultKind::kInvalidArguments,
+                                  FaultKind::kMalformedJson}) {
+          try {
+            const auto plan = plan_output(req->tools, req->format, {}, size, 1, f);
+            if (!plan) continue;
+            if (plan->tokens != tokenscope::tokenizers::tokenize(plan->text) ||
+                plan->ends.size() != plan->tokens.size())
+              __builtin_trap();
+            for (const auto& c : plan->calls)
+              if (c.args_end > plan->text.size() ||
+                  plan->text.compare(c.args_begin, c.arguments.size(), c.arguments) != 0)
+                __builtin_trap();
+          } catch (const tokenscope::UsageError&) {
+            // a schema no drawn value satisfies
+          }
+        }
+      }
     } else {
       const auto& e = std::get<ApiError>(r);
       if (e.status < 400 || e.status > 599 || e.message.empty()) __builtin_trap();

@@ -569,11 +569,14 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     rs.model = side.eff->model.name;
     models = model_list_record(fetch_model_list(endpoint, copt, o.api_key));
   } else {
+    const serve::SimServerOptions defaults;
     if (!o.server.faults.text.empty() || !o.server.trace_emissions.empty() || o.server.logprob_shift != 0 ||
-        o.server.reasoning_share != 0)
+        o.server.reasoning_share != 0 || o.server.tool_call_prob != defaults.tool_call_prob ||
+        o.server.tool_rounds != defaults.tool_rounds ||
+        o.server.parallel_tool_calls != defaults.parallel_tool_calls)
       throw UsageError(
-          "--faults, --trace-emissions, --logprob-shift and --reasoning-share apply to the in-process server "
-          "(no --target)");
+          "--faults, --trace-emissions, --logprob-shift, --reasoning-share and the --tool-* options apply to "
+          "the in-process server (no --target)");
     if (!o.engine.perturb.text.empty())
       throw UsageError(
           "--perturb applies to the in-process server (no --target); give it to `tokenscope serve --perturb` "
@@ -653,6 +656,13 @@ nlohmann::json requested_settings(const BenchSettings& o) {
   if (o.target_url.empty() && o.server.reasoning_share > 0)
     requested["server"]["reasoning"] = {{"share", o.server.reasoning_share},
                                         {"field", o.server.reasoning_field}};
+  const serve::SimServerOptions defaults;
+  if (o.target_url.empty() &&
+      (o.server.tool_call_prob != defaults.tool_call_prob || o.server.tool_rounds != defaults.tool_rounds ||
+       o.server.parallel_tool_calls != defaults.parallel_tool_calls))
+    requested["server"]["tools"] = {{"call_prob", o.server.tool_call_prob},
+                                    {"rounds", o.server.tool_rounds},
+                                    {"parallel", o.server.parallel_tool_calls}};
   if (!o.model_mix.empty()) requested["model_mix"] = o.model_mix;
   if (o.target_url.empty() && !o.server.lora_modules.empty())
     requested["server"]["lora_modules"] = o.server.lora_modules;
@@ -700,7 +710,7 @@ void add_in_process_truth(nlohmann::json& run, const ServerSide& side) {
     return;
   }
   nlohmann::json faults = nlohmann::json::object();
-  for (const char* k : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"})
+  for (const char* k : serve::kFaultNames)
     faults[k] = side.server->metrics().value("tokenscope:faults_injected_total", k);
   if (run["server"].is_null()) run["server"] = nlohmann::json::object();
   run["server"]["faults_injected"] = faults;

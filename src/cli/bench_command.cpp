@@ -395,6 +395,24 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->capture_default_str()
       ->group(S);
   bench
+      ->add_option("--tool-call-prob", s.server.tool_call_prob,
+                   "The in-process server's chance that a chat turn with tools calls them (as serve "
+                   "--tool-call-prob)")
+      ->capture_default_str()
+      ->group(S);
+  bench
+      ->add_option(
+          "--tool-rounds", s.server.tool_rounds,
+          "The in-process server answers in text after this many tool rounds (as serve --tool-rounds)")
+      ->capture_default_str()
+      ->group(S);
+  bench
+      ->add_option("--parallel-tool-calls", s.server.parallel_tool_calls,
+                   "At most this many tool calls in one turn of the in-process server (as serve "
+                   "--parallel-tool-calls)")
+      ->capture_default_str()
+      ->group(S);
+  bench
       ->add_option("--reasoning-field", s.server.reasoning_field,
                    "The in-process server's reasoning field: reasoning or reasoning_content")
       ->capture_default_str()

@@ -148,6 +148,24 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->group(G);
   serve
+      ->add_option("--tool-call-prob", o.server.tool_call_prob,
+                   "The chance that a chat turn with tools (tool_choice auto) calls them, docs/serve.md "
+                   "\"Tool calls and structured outputs\"")
+      ->capture_default_str()
+      ->group(G);
+  serve
+      ->add_option("--tool-rounds", o.server.tool_rounds,
+                   "After this many tool rounds since the last user message, the simulated model answers in "
+                   "text (tool_choice auto)")
+      ->capture_default_str()
+      ->group(G);
+  serve
+      ->add_option("--parallel-tool-calls", o.server.parallel_tool_calls,
+                   "At most this many tool calls in one turn (1 to 16, drawn uniformly; one when the request "
+                   "sets parallel_tool_calls false)")
+      ->capture_default_str()
+      ->group(G);
+  serve
       ->add_option("--logprob-shift", o.server.logprob_shift,
                    "Simulate a less accurate (e.g. quantised) model: added to the mean of -logprob of every "
                    "token (nats; the model's own is 0.5), docs/serve.md \"Log-probabilities\"")
@@ -158,7 +176,8 @@ Command add_serve_command(CLI::App& app) {
       ->add_option_function<std::string>(
           "--faults", [&o](const std::string& text) { o.server.faults = serve::parse_faults(text); },
           "Inject faults: comma-separated KIND=RATE[@MS] with KIND in http_5xx, http_429, reset, "
-          "stall (needs @MS), malformed, slow_first_byte (needs @MS); see docs/serve.md")
+          "stall (needs @MS), malformed, slow_first_byte (needs @MS), wrong_tool, invalid_arguments, "
+          "malformed_json; see docs/serve.md")
       ->group(T);
   serve->add_option("--fault-seed", o.server.fault_seed, "Seed of the fault draws")
       ->capture_default_str()

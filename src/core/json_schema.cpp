@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string_view>
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
@@ -19,12 +21,124 @@
 
 namespace tokenscope {
 
+namespace {
+
+// "#/a~1b/c%25d" -> the JSON pointer "/a~1b/c%d" (a URI fragment is percent-encoded).
+std::string fragment_pointer(std::string_view fragment) {
+  std::string out;
+  for (std::size_t i = 0; i < fragment.size(); ++i) {
+    const auto hex = [](char c) {
+      return c >= '0' && c <= '9'   ? c - '0'
+             : c >= 'a' && c <= 'f' ? c - 'a' + 10
+             : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                    : -1;
+    };
+    if (fragment[i] == '%' && i + 2 < fragment.size() && hex(fragment[i + 1]) >= 0 &&
+        hex(fragment[i + 2]) >= 0) {
+      out += static_cast<char>(hex(fragment[i + 1]) * 16 + hex(fragment[i + 2]));
+      i += 2;
+    } else {
+      out += fragment[i];
+    }
+  }
+  return out;
+}
+
+// Refuses a schema whose references loop without reaching a value: a
+// chain of $ref (and of allOf, anyOf, oneOf, not, if, then, else, which
+// apply to the same value) that comes back to where it started, as
+// {"$ref": "#"} does. Validation would recurse without end (valijson has no
+// bound), so a request could take a server down with it.
+class RefCycles {
+ public:
+  RefCycles(const nlohmann::json& root, const std::string& where) : root_(root), where_(where) {
+    index_ids(root_, 0);
+  }
+  void check() { walk(root_, 0); }
+
+ private:
+  static constexpr int kMaxNesting = 512;
+
+  void index_ids(const nlohmann::json& v, int depth) {
+    if (depth > kMaxNesting) return;
+    if (v.is_object()) {
+      if (const auto id = v.find("$id");
+          id != v.end() && id->is_string() && id->get_ref<const std::string&>().rfind('#', 0) == 0)
+        anchors_.emplace(id->get<std::string>(), &v);
+      for (const auto& [k, c] : v.items()) index_ids(c, depth + 1);
+    } else if (v.is_array()) {
+      for (const auto& c : v) index_ids(c, depth + 1);
+    }
+  }
+
+  // Every node of the document is a start.
+  void walk(const nlohmann::json& v, int depth) {
+    if (depth > kMaxNesting) return;
+    if (v.is_object()) {
+      // Only references within the document: a relative one valijson resolves against the document's
+      // own (empty) address, and may chase without end.
+      if (const auto r = v.find("$ref");
+          r != v.end() && r->is_string() && r->get_ref<const std::string&>().rfind('#', 0) != 0)
+        throw UsageError(
+            fmt::format("{}: not a JSON Schema tokenscope can use: \"$ref\": {} is not within the "
+                        "schema (only \"#...\" references are read; nothing is fetched)",
+                        where_, r->dump()));
+      visit(v, "");
+      for (const auto& [k, c] : v.items()) walk(c, depth + 1);
+    } else if (v.is_array()) {
+      for (const auto& c : v) walk(c, depth + 1);
+    }
+  }
+
+  const nlohmann::json* target(const std::string& ref) const {
+    if (ref == "#") return &root_;
+    if (ref.rfind("#/", 0) == 0) {
+      try {
+        const nlohmann::json::json_pointer ptr(fragment_pointer(std::string_view(ref).substr(1)));
+        return root_.contains(ptr) ? &root_.at(ptr) : nullptr;
+      } catch (const std::exception&) {
+        return nullptr;
+      }
+    }
+    const auto it = anchors_.find(ref);
+    return it == anchors_.end() ? nullptr : it->second;
+  }
+
+  void visit(const nlohmann::json& v, const std::string& via) {
+    if (!v.is_object()) return;
+    auto& state = state_[&v];
+    if (state == 2) return;
+    if (state == 1)
+      throw UsageError(
+          fmt::format("{}: not a JSON Schema tokenscope can use: its references loop without "
+                      "reaching a value ({})",
+                      where_, via));
+    state = 1;
+    if (const auto r = v.find("$ref"); r != v.end() && r->is_string())
+      if (const auto* t = target(r->get<std::string>())) visit(*t, "$ref " + r->get<std::string>());
+    for (const char* k : {"allOf", "anyOf", "oneOf"})
+      if (const auto a = v.find(k); a != v.end() && a->is_array())
+        for (const auto& sub : *a) visit(sub, via.empty() ? k : via);
+    for (const char* k : {"not", "if", "then", "else"})
+      if (const auto a = v.find(k); a != v.end()) visit(*a, via.empty() ? k : via);
+    state = 2;
+  }
+
+  const nlohmann::json& root_;
+  const std::string& where_;
+  std::map<std::string, const nlohmann::json*> anchors_;
+  std::map<const nlohmann::json*, int> state_;  // 1: on the path, 2: done
+};
+
+}  // namespace
+
 struct JsonSchema::Impl {
   valijson::Schema schema;
 };
 
 JsonSchema::JsonSchema(const nlohmann::json& schema, const std::string& where)
     : impl_(std::make_unique<Impl>()) {
+  RefCycles(schema, where).check();
   valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
   valijson::adapters::NlohmannJsonAdapter adapter(schema);
   try {

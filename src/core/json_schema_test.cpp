@@ -94,6 +94,35 @@ TEST(JsonSchema, ViolationsNameThePathAndBadSchemasAreRefused) {
   }
   EXPECT_THROW(JsonSchema(nlohmann::json::parse(R"({"$ref": "http://example.com/s.json"})"), "remote"),
                UsageError);
+  // References that loop on the same value would make validation recurse
+  // without end (a request's tool schema took serve down before this).
+  for (
+      const char* looping : {
+          R"({"$ref": "#"})",
+          R"({"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"anyOf": [{"$ref": "#/definitions/a"}]}},
+               "$ref": "#/definitions/a"})",
+          R"({"allOf": [{"not": {"$ref": "#"}}]})",
+          R"({"definitions": {"x": {"$id": "#x", "oneOf": [{"$ref": "#x"}]}}, "$ref": "#x"})",
+          R"({"properties": {"p": {"$ref": "#/properties/p"}}})",
+      }) {
+    try {
+      JsonSchema loop(nlohmann::json::parse(looping), "tools[0].function.parameters");
+      ADD_FAILURE() << "accepted " << looping;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("references loop"), std::string::npos) << e.what();
+    }
+  }
+  // A relative reference valijson resolved against the document itself, in a loop (found by
+  // fuzz_json_schema).
+  EXPECT_THROW(JsonSchema(nlohmann::json::parse(R"({"definitions": {"a": {"$ref": "#/definitions/b"}},
+                                                   "$ref": "$/definitions/a"})"),
+                          "relative"),
+               UsageError);
+  // Recursion through a member is a tree, not a loop: accepted and bounded by the value.
+  const JsonSchema tree(
+      nlohmann::json::parse(R"({"type": "object", "properties": {"child": {"$ref": "#"}}})"), "t");
+  EXPECT_TRUE(tree.valid(nlohmann::json::parse(R"({"child": {"child": {}}})")));
+  EXPECT_FALSE(tree.valid(nlohmann::json::parse(R"({"child": {"child": 3}})")));
 }
 
 // Values drawn for tool schemas of the shapes tools declare: every draw

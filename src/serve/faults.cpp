@@ -25,6 +25,12 @@ std::string_view fault_name(FaultKind k) {
       return "malformed";
     case FaultKind::kSlowFirstByte:
       return "slow_first_byte";
+    case FaultKind::kWrongTool:
+      return "wrong_tool";
+    case FaultKind::kInvalidArguments:
+      return "invalid_arguments";
+    case FaultKind::kMalformedJson:
+      return "malformed_json";
   }
   return "none";
 }
@@ -83,10 +89,16 @@ std::vector<FaultRule> parse_fault_spec(std::string_view spec) {
       r.kind = FaultKind::kMalformed;
     else if (kind == "slow_first_byte")
       r.kind = FaultKind::kSlowFirstByte;
+    else if (kind == "wrong_tool")
+      r.kind = FaultKind::kWrongTool;
+    else if (kind == "invalid_arguments")
+      r.kind = FaultKind::kInvalidArguments;
+    else if (kind == "malformed_json")
+      r.kind = FaultKind::kMalformedJson;
     else
       throw UsageError(
           fmt::format("--faults: unknown kind '{}' (expected http_5xx, http_429, reset, stall, malformed, "
-                      "slow_first_byte)",
+                      "slow_first_byte, wrong_tool, invalid_arguments, malformed_json)",
                       kind));
     if ((r.kind == FaultKind::kStall || r.kind == FaultKind::kSlowFirstByte) && at == std::string_view::npos)
       throw UsageError(fmt::format("--faults: '{}' needs a duration, e.g. {}=0.01@500ms", kind, kind));

@@ -6,10 +6,18 @@
 //   stall=R@MS          hold the stream for MS milliseconds halfway through
 //   malformed=R         send one malformed SSE event halfway through
 //   slow_first_byte=R@MS  delay the response by MS milliseconds before anything is sent
+//   wrong_tool=R        a turn that calls tools names a tool that was not declared
+//   invalid_arguments=R a tool call's arguments (or a response_format answer)
+//                       violate their JSON schema
+//   malformed_json=R    a tool call's arguments (or a response_format answer)
+//                       are not JSON (the first half of them)
 // Rates are probabilities per generation request (their sum at most 1); one
 // uniform draw per request, in arrival order, from the seeded generator
 // picks at most one fault. Every injected fault is counted in
-// tokenscope:faults_injected_total{kind}.
+// tokenscope:faults_injected_total{kind} when it takes effect: the last
+// three only on an answer with tool calls or a JSON response_format
+// (serve/tools.h), invalid_arguments only where the schema can be
+// violated.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +30,24 @@
 
 namespace tokenscope::serve {
 
-enum class FaultKind { kNone, kHttp5xx, kHttp429, kReset, kStall, kMalformed, kSlowFirstByte };
+enum class FaultKind {
+  kNone,
+  kHttp5xx,
+  kHttp429,
+  kReset,
+  kStall,
+  kMalformed,
+  kSlowFirstByte,
+  kWrongTool,
+  kInvalidArguments,
+  kMalformedJson
+};
 
 std::string_view fault_name(FaultKind k);
+// Every kind's name but "none", in FaultKind's order.
+inline constexpr const char* kFaultNames[] = {"http_5xx",   "http_429",          "reset",
+                                              "stall",      "malformed",         "slow_first_byte",
+                                              "wrong_tool", "invalid_arguments", "malformed_json"};
 
 struct FaultRule {
   FaultKind kind = FaultKind::kNone;

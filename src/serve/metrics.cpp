@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/prometheus.h"
+#include "serve/faults.h"
 
 #include <fmt/format.h>
 
@@ -307,7 +308,7 @@ std::string ServeMetrics::render() const {
            "Seconds of audio the requests brought (transcription uploads, input_audio parts).");
   w.sample("tokenscope:audio_input_seconds_total", l, audio_seconds_);
   w.family("tokenscope:faults_injected_total", "counter", "Faults injected into responses, by kind.");
-  for (const char* kind : {"http_5xx", "http_429", "reset", "stall", "malformed", "slow_first_byte"}) {
+  for (const char* kind : kFaultNames) {
     const auto it = faults_.find(kind);
     w.sample("tokenscope:faults_injected_total", fmt::format("{},kind=\"{}\"", l, kind),
              it == faults_.end() ? 0.0 : static_cast<double>(it->second));

@@ -1,5 +1,6 @@
 #include "serve/openai.h"
 
+#include "core/error.h"
 #include "core/json_depth.h"
 #include "core/json_out.h"
 #include "core/random.h"
@@ -179,13 +180,20 @@ std::optional<ApiError> parse_media_part(const json& part, const std::string& wh
 // messages: chat's "messages"; the Responses API's "input" (a string is one
 // user message; parts "input_text" / "output_text" too) after its
 // "instructions" (a system message). Image and audio parts go to `media`.
+// tools_block: the declared tools, rendered first (as chat templates put
+// them in the system prompt); tool_rounds: assistant turns with tool calls
+// since the last user message.
 std::optional<ApiError> parse_messages(const json& body, std::string& text,
                                        const std::string& key = "messages", const ParseContext* ctx = nullptr,
-                                       std::vector<MediaItem>* media = nullptr) {
+                                       std::vector<MediaItem>* media = nullptr,
+                                       const std::string* tools_block = nullptr,
+                                       std::uint32_t* tool_rounds = nullptr) {
   const bool responses = key == "input";
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return bad(key, fmt::format("'{}' is required", key));
   std::vector<std::pair<std::string, std::string>> messages;
+  if (tools_block && !tools_block->empty()) messages.emplace_back("tools", *tools_block);
+  std::uint32_t rounds = 0;
   if (responses) {
     if (const auto ins = body.find("instructions"); ins != body.end() && !ins->is_null()) {
       if (!ins->is_string()) return bad("instructions", "'instructions' must be a string");
@@ -238,9 +246,166 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text,
                    fmt::format("'{}.content' must be a string or a list of parts", where));
       }
     }
+    // An assistant's tool calls, as the model wrote them (serve/tools.h).
+    if (const auto tc = m.find("tool_calls"); !responses && tc != m.end() && !tc->is_null()) {
+      const std::string param = where + ".tool_calls";
+      if (*role != "assistant") return bad(param, fmt::format("only assistant messages carry 'tool_calls'"));
+      if (!tc->is_array()) return bad(param, fmt::format("'{}' must be a list", param));
+      for (std::size_t j = 0; j < tc->size(); ++j) {
+        const json& call = (*tc)[j];
+        const std::string cw = fmt::format("{}[{}].function", param, j);
+        const auto f = call.is_object() ? call.find("function") : call.end();
+        if (f == call.end() || !f->is_object())
+          return bad(cw, fmt::format("'{}' must be an object with \"name\" and \"arguments\"", cw));
+        const auto name = f->find("name");
+        if (name == f->end() || !name->is_string() || name->get_ref<const std::string&>().empty())
+          return bad(cw + ".name", fmt::format("'{}.name' must be a non-empty string", cw));
+        const auto args = f->find("arguments");
+        std::string arguments;
+        if (args != f->end() && args->is_string())
+          arguments = args->get<std::string>();
+        else if (args != f->end() && args->is_object())
+          arguments = args->dump(-1, ' ', false, json::error_handler_t::replace);
+        else
+          return bad(cw + ".arguments",
+                     fmt::format("'{}.arguments' must be a string (the arguments' JSON)", cw));
+        if (!content.empty()) content += '\n';
+        content += render_tool_call(name->get_ref<const std::string&>(), arguments);
+      }
+      if (!tc->empty()) ++rounds;
+    }
+    if (*role == "user") rounds = 0;
     messages.emplace_back(role->get<std::string>(), std::move(content));
   }
+  if (tool_rounds) *tool_rounds = rounds;
   text = apply_chat_template(messages);
+  return std::nullopt;
+}
+
+std::optional<ApiError> optional_bool(const json& body, const char* key, bool& out);
+
+// A JSON schema of the request, compiled; nullopt when it is one.
+std::optional<ApiError> compile_schema(const json& schema, const std::string& param,
+                                       std::shared_ptr<const JsonSchema>& out) {
+  if (!schema.is_object() && !schema.is_boolean())
+    return bad(param, fmt::format("'{}' must be a JSON schema (an object), got {}", param, kind_of(schema)));
+  try {
+    out = std::make_shared<const JsonSchema>(schema, param);
+  } catch (const UsageError& e) {
+    return bad(param, e.what());
+  }
+  return std::nullopt;
+}
+
+bool valid_tool_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (const char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
+// "tools", "tool_choice", "parallel_tool_calls" (chat only) and
+// "response_format"; tools_block: the tools as the prompt shows them.
+std::optional<ApiError> parse_tools(const json& body, Api api, GenerationRequest& r,
+                                    std::string& tools_block) {
+  ToolRequest& t = r.tools;
+  if (const auto it = body.find("tools");
+      it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {
+    if (api != Api::kChat)
+      return bad("tools", api == Api::kResponses
+                              ? "'tools' on /v1/responses is not simulated; use /v1/chat/completions"
+                              : "'tools' belongs to /v1/chat/completions");
+    constexpr std::size_t kMaxTools = 128;
+    if (!it->is_array()) return bad("tools", fmt::format("'tools' must be a list, got {}", kind_of(*it)));
+    if (it->size() > kMaxTools)
+      return bad("tools",
+                 fmt::format("'tools' holds {} tools, at most {} are allowed", it->size(), kMaxTools));
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const json& tool = (*it)[i];
+      const std::string where = fmt::format("tools[{}]", i);
+      if (!tool.is_object()) return bad(where, fmt::format("'{}' must be an object", where));
+      if (const auto type = tool.find("type");
+          type != tool.end() && !(type->is_string() && *type == "function"))
+        return bad(where + ".type", fmt::format("'{}.type' must be \"function\"", where));
+      const auto f = tool.find("function");
+      if (f == tool.end() || !f->is_object())
+        return bad(where + ".function",
+                   fmt::format("'{}.function' must be an object with a \"name\"", where));
+      const auto name = f->find("name");
+      if (name == f->end() || !name->is_string() || !valid_tool_name(name->get<std::string>()))
+        return bad(
+            where + ".function.name",
+            fmt::format("'{}.function.name' must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -", where));
+      if (const auto d = f->find("description"); d != f->end() && !d->is_null() && !d->is_string())
+        return bad(where + ".function.description",
+                   fmt::format("'{}.function.description' must be a string", where));
+      ToolDef def;
+      def.name = name->get<std::string>();
+      for (const auto& other : t.tools)
+        if (other.name == def.name)
+          return bad(where + ".function.name", fmt::format("two tools are named '{}'", def.name));
+      const auto params = f->find("parameters");
+      def.parameters = params == f->end() || params->is_null()
+                           ? json{{"type", "object"}, {"properties", json::object()}}
+                           : *params;
+      if (auto e = compile_schema(def.parameters, where + ".function.parameters", def.checker)) return e;
+      t.tools.push_back(std::move(def));
+    }
+    tools_block = it->dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
+    if (api != Api::kChat) return bad("tool_choice", "'tool_choice' belongs to /v1/chat/completions");
+    if (it->is_string() && *it == "auto") {
+      t.choice = ToolRequest::Choice::kAuto;
+    } else if (it->is_string() && *it == "none") {
+      t.choice = ToolRequest::Choice::kNone;
+    } else if (it->is_string() && *it == "required") {
+      t.choice = ToolRequest::Choice::kRequired;
+    } else if (it->is_object() && it->contains("function") && (*it)["function"].is_object() &&
+               (*it)["function"].contains("name") && (*it)["function"]["name"].is_string()) {
+      t.choice = ToolRequest::Choice::kNamed;
+      t.named = (*it)["function"]["name"].get<std::string>();
+      bool declared = false;
+      for (const auto& tool : t.tools) declared |= tool.name == t.named;
+      if (!declared)
+        return bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not in 'tools'", t.named));
+    } else {
+      return bad("tool_choice",
+                 "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                 "\"function\": {\"name\": ...}}");
+    }
+    if (t.choice == ToolRequest::Choice::kRequired && t.tools.empty())
+      return bad("tool_choice", "'tool_choice': \"required\" needs 'tools'");
+  }
+  if (auto e = optional_bool(body, "parallel_tool_calls", t.parallel)) return e;
+  if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    if (api == Api::kResponses)
+      return bad("response_format", "'response_format' is not supported on /v1/responses by the simulator");
+    const auto type = it->is_object() ? it->find("type") : it->end();
+    if (type == it->end() || !type->is_string())
+      return bad("response_format", "'response_format' must be an object with a \"type\"");
+    if (*type == "text") {
+      r.format.kind = OutputFormat::Kind::kText;
+    } else if (*type == "json_object") {
+      r.format.kind = OutputFormat::Kind::kJsonObject;
+    } else if (*type == "json_schema") {
+      const auto js = it->find("json_schema");
+      if (js == it->end() || !js->is_object())
+        return bad("response_format.json_schema",
+                   "'response_format.json_schema' must be an object with \"name\" and \"schema\"");
+      if (const auto n = js->find("name"); n != js->end() && !n->is_null() && !n->is_string())
+        return bad("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+      const auto schema = js->find("schema");
+      r.format.kind = OutputFormat::Kind::kJsonSchema;
+      r.format.schema = schema == js->end() || schema->is_null() ? json::object() : *schema;
+      if (auto e = compile_schema(r.format.schema, "response_format.json_schema.schema", r.format.checker))
+        return e;
+    } else {
+      return bad("response_format.type",
+                 "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+  }
   return std::nullopt;
 }
 
@@ -403,10 +568,13 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
     if (auto e = parse_prompt(body, r.prompts)) return *e;
     if (body.contains("messages"))
       return bad("messages", "'messages' belongs to /v1/chat/completions; use 'prompt'");
-  } else {
+  }
+  std::string tools_block;
+  if (auto e = parse_tools(body, api, r, tools_block)) return *e;
+  if (api != Api::kCompletions) {
     std::string templated;
-    if (auto e =
-            parse_messages(body, templated, api == Api::kResponses ? "input" : "messages", &ctx, &r.media))
+    if (auto e = parse_messages(body, templated, api == Api::kResponses ? "input" : "messages", &ctx,
+                                &r.media, &tools_block, &r.tools.rounds))
       return *e;
     r.prompts.push_back(tokenizers::tokenize(templated));
     for (const auto& m : r.media)
@@ -419,7 +587,7 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
     if (!it->is_number_integer() || it->get<std::int64_t>() != 1)
       return bad("n", "only n = 1 is supported (one completion per prompt)");
   }
-  for (const char* unsupported : {"best_of", "logit_bias", "suffix", "tools", "response_format"}) {
+  for (const char* unsupported : {"best_of", "logit_bias", "suffix"}) {
     const auto it = body.find(unsupported);
     if (it != body.end() && !it->is_null() && !(it->is_array() && it->empty()) &&
         !(std::string_view(unsupported) == "best_of" && it->is_number_integer() &&
@@ -821,11 +989,24 @@ std::string completion_response(Api api, std::string_view id, std::int64_t creat
     const std::string_view logprobs = c.logprobs.empty() ? std::string_view("null") : c.logprobs;
     const std::string reasoning =
         c.reasoning.empty() ? "" : fmt::format("\"{}\":{},", c.reasoning_field, json_quote(c.reasoning));
+    std::string tool_calls;
+    if (!c.tool_calls.empty()) {
+      tool_calls = ",\"tool_calls\":[";
+      for (std::size_t j = 0; j < c.tool_calls.size(); ++j) {
+        const auto& call = c.tool_calls[j];
+        if (j) tool_calls += ',';
+        tool_calls +=
+            fmt::format("{{\"id\":{},\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{}}}}}",
+                        json_quote(call.id), json_quote(call.name), json_quote(call.arguments));
+      }
+      tool_calls += ']';
+    }
+    const std::string content = c.text.empty() && !c.tool_calls.empty() ? "null" : json_quote(c.text);
     if (api == Api::kChat)
       out += fmt::format(
-          "{{\"index\":{},\"message\":{{\"role\":\"assistant\",{}\"content\":{}}},\"logprobs\":{},"
+          "{{\"index\":{},\"message\":{{\"role\":\"assistant\",{}\"content\":{}{}}},\"logprobs\":{},"
           "\"finish_reason\":\"{}\",\"stop_reason\":{}}}",
-          i, reasoning, json_quote(c.text), logprobs, c.finish_reason, stop_reason);
+          i, reasoning, content, tool_calls, logprobs, c.finish_reason, stop_reason);
     else
       out += fmt::format(
           "{{\"index\":{},\"text\":{},\"logprobs\":{},\"finish_reason\":\"{}\",\"stop_reason\":{}}}", i,
@@ -935,6 +1116,34 @@ std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std
       "\"text\":{},"
       "\"logprobs\":{},\"finish_reason\":{}}}]}}",
       json_quote(id), created, json_quote(model), index, json_quote(text), logprobs, finish);
+}
+
+std::string tool_call_chunk(std::string_view id, std::int64_t created, std::string_view model,
+                            std::uint32_t choice_index, const std::vector<ToolCallDelta>& parts,
+                            std::string_view finish_reason, std::string_view logprobs) {
+  std::string delta = "{";
+  if (!parts.empty()) {
+    delta += "\"tool_calls\":[";
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const auto& p = parts[k];
+      if (k) delta += ',';
+      if (p.header)
+        delta += fmt::format(
+            "{{\"index\":{},\"id\":{},\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{}}}}}",
+            p.index, json_quote(p.header->id), json_quote(p.header->name), json_quote(p.arguments));
+      else
+        delta += fmt::format("{{\"index\":{},\"function\":{{\"arguments\":{}}}}}", p.index,
+                             json_quote(p.arguments));
+    }
+    delta += ']';
+  }
+  delta += '}';
+  if (logprobs.empty()) logprobs = "null";
+  const std::string finish = finish_reason.empty() ? "null" : fmt::format("\"{}\"", finish_reason);
+  return fmt::format(
+      "{{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{},\"choices\":[{{"
+      "\"index\":{},\"delta\":{},\"logprobs\":{},\"finish_reason\":{}}}]}}",
+      json_quote(id), created, json_quote(model), choice_index, delta, logprobs, finish);
 }
 
 std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,

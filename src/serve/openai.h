@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/catalog.h"
+#include "serve/tools.h"
 #include "tokenizers/builtin.h"
 
 namespace tokenscope::serve {
@@ -80,6 +81,10 @@ struct GenerationRequest {
   std::string response_format;
   std::string language;
   double audio_seconds = 0;
+  // Chat: the tools declared and how they may be called (serve/tools.h);
+  // chat and completions: the answer's format ("response_format").
+  ToolRequest tools;
+  OutputFormat format;
 };
 
 struct ParseContext {
@@ -98,7 +103,15 @@ std::optional<double> wav_seconds(std::string_view bytes);
 std::optional<std::string> base64_decode(std::string_view text);
 
 // Parses and validates a /v1/completions or /v1/chat/completions body. Every
-// error names the field (param) and what was expected.
+// error names the field (param) and what was expected. Chat takes "tools"
+// ([{"type": "function", "function": {"name", "description",
+// "parameters": a JSON schema}}], at most 128, names of [A-Za-z0-9_-]{1,64},
+// unique), "tool_choice" ("auto", "none", "required" or {"type":
+// "function", "function": {"name"}}), "parallel_tool_calls", assistant
+// messages with "tool_calls" and "tool" messages; chat and completions take
+// "response_format" ({"type": "text"}, {"type": "json_object"} or {"type":
+// "json_schema", "json_schema": {"name", "schema", "strict"}}). Schemas that
+// valijson cannot read are refused naming their field.
 std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std::string_view body,
                                                                    const ParseContext& ctx);
 
@@ -182,6 +195,9 @@ struct ChoiceResult {
   // message[reasoning_field] before content, left out when empty.
   std::string reasoning;
   std::string reasoning_field = "reasoning";
+  // Chat: the tool calls of the answer (message.tool_calls, content null
+  // when the text is empty; finish_reason "tool_calls").
+  std::vector<PlannedCall> tool_calls;
 };
 
 std::string completion_response(Api api, std::string_view id, std::int64_t created, std::string_view model,
@@ -198,6 +214,18 @@ std::string stream_chunk(Api api, std::string_view id, std::int64_t created, std
                          std::uint32_t index, std::string_view text, bool first_chat_delta,
                          std::string_view finish_reason, std::string_view logprobs = {},
                          std::string_view chat_field = "content");
+// A chat stream chunk of tool calls, as vLLM streams them: the first delta
+// of a call carries its index, id, type and name with "arguments": "", the
+// later ones the index and a fragment of the arguments; one chunk may carry
+// several calls' deltas. No parts: "delta": {} (the finishing chunk).
+struct ToolCallDelta {
+  std::uint32_t index = 0;
+  const PlannedCall* header = nullptr;  // set: the call's first delta
+  std::string_view arguments;
+};
+std::string tool_call_chunk(std::string_view id, std::int64_t created, std::string_view model,
+                            std::uint32_t choice_index, const std::vector<ToolCallDelta>& parts,
+                            std::string_view finish_reason, std::string_view logprobs = {});
 std::string usage_chunk(Api api, std::string_view id, std::int64_t created, std::string_view model,
                         const Usage& usage);
 // "data: <json>\n\n"

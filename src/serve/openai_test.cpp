@@ -114,6 +114,95 @@ TEST(OpenAiParse, ErrorsNameTheField) {
             std::string::npos);
 }
 
+// Tools and response formats: what is accepted, how it is rendered into the
+// prompt, and every refusal naming its field.
+TEST(OpenAiParse, ToolsToolMessagesAndResponseFormats) {
+  const std::string tool =
+      R"({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+          "properties": {"city": {"type": "string"}}, "required": ["city"]}}})";
+  const auto r =
+      ok(Api::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "tools": [)" + tool +
+                         R"(], "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+                                        "parallel_tool_calls": false})");
+  ASSERT_EQ(r.tools.tools.size(), 1u);
+  EXPECT_EQ(r.tools.tools[0].name, "get_weather");
+  EXPECT_EQ(r.tools.choice, ToolRequest::Choice::kNamed);
+  EXPECT_FALSE(r.tools.parallel);
+  EXPECT_TRUE(r.tools.tools[0].checker->valid(json{{"city", "Oslo"}}));
+  EXPECT_FALSE(r.tools.tools[0].checker->valid(json{{"town", "Oslo"}}));
+  // The tools cost prompt tokens (rendered first, as chat templates do).
+  const auto plain = ok(Api::kChat, R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_GT(r.prompts[0].size(), plain.prompts[0].size() + 10);
+  // An assistant's tool call is rendered as the model wrote it, and counts a round until the next user turn.
+  const std::string call =
+      R"({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+          "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]})";
+  const auto turn = ok(Api::kChat, R"({"messages": [{"role": "user", "content": "hi"}, )" + call +
+                                       R"(, {"role": "tool", "tool_call_id": "c1", "content": "4 C"}]})");
+  EXPECT_EQ(turn.tools.rounds, 1u);
+  const std::string templated =
+      apply_chat_template({{"user", "hi"},
+                           {"assistant", render_tool_call("get_weather", R"({"city":"Oslo"})")},
+                           {"tool", "4 C"}});
+  EXPECT_EQ(turn.prompts[0], tokenizers::tokenize(templated));
+  const auto later = ok(Api::kChat, R"({"messages": [{"role": "user", "content": "hi"}, )" + call + R"(, )" +
+                                        call + R"(, {"role": "user", "content": "and now?"}]})");
+  EXPECT_EQ(later.tools.rounds, 0u);
+  const auto js = ok(Api::kChat, R"({"messages": [{"role": "user", "content": "hi"}], "response_format":
+      {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer"}}}})");
+  EXPECT_EQ(js.format.kind, OutputFormat::Kind::kJsonSchema);
+  EXPECT_EQ(
+      ok(Api::kCompletions, R"({"prompt": "x", "response_format": {"type": "json_object"}})").format.kind,
+      OutputFormat::Kind::kJsonObject);
+
+  struct Case {
+    Api api;
+    std::string body;
+    std::string param;
+    std::string needle;
+  };
+  const std::string m = R"("messages": [{"role": "user", "content": "hi"}])";
+  const Case cases[] = {
+      {Api::kCompletions, R"({"prompt": "x", "tools": [)" + tool + "]}", "tools", "belongs to /v1/chat"},
+      {Api::kResponses, R"({"input": "x", "tools": [)" + tool + "]}", "tools", "not simulated"},
+      {Api::kChat, "{" + m + R"(, "tools": {}})", "tools", "must be a list"},
+      {Api::kChat, "{" + m + R"(, "tools": [{"type": "retrieval"}]})", "tools[0].type", "\"function\""},
+      {Api::kChat, "{" + m + R"(, "tools": [{"function": {"name": "a b"}}]})", "tools[0].function.name",
+       "1 to 64 characters"},
+      {Api::kChat, "{" + m + R"(, "tools": [{"function": {"name": "a", "parameters": {"type": 7}}}]})",
+       "tools[0].function.parameters", "not a JSON Schema"},
+      {Api::kChat, "{" + m + R"(, "tools": [{"function": {"name": "a", "parameters": 7}}]})",
+       "tools[0].function.parameters", "must be a JSON schema"},
+      {Api::kChat, "{" + m + R"(, "tools": [{"function": {"name": "a"}}, {"function": {"name": "a"}}]})",
+       "tools[1].function.name", "two tools are named 'a'"},
+      {Api::kChat, "{" + m + R"(, "tools": [)" + tool + R"(], "tool_choice": "sometimes"})", "tool_choice",
+       "must be \"auto\""},
+      {Api::kChat, "{" + m + R"(, "tools": [)" + tool + R"(], "tool_choice": {"type": "function", "function":
+          {"name": "other"}}})",
+       "tool_choice", "not in 'tools'"},
+      {Api::kChat, "{" + m + R"(, "tool_choice": "required"})", "tool_choice", "needs 'tools'"},
+      {Api::kChat, "{" + m + R"(, "parallel_tool_calls": 1})", "parallel_tool_calls", "boolean"},
+      {Api::kChat, R"({"messages": [{"role": "user", "content": "hi", "tool_calls": []}]})",
+       "messages[0].tool_calls", "only assistant messages"},
+      {Api::kChat, R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "a",
+          "arguments": 3}}]}]})",
+       "messages[0].tool_calls[0].function.arguments", "must be a string"},
+      {Api::kChat, "{" + m + R"(, "response_format": {"type": "yaml"}})", "response_format.type",
+       "\"json_schema\""},
+      {Api::kChat, "{" + m + R"(, "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema", "must be an object"},
+      {Api::kChat, "{" + m + R"(, "response_format": "json"})", "response_format", "with a \"type\""},
+      {Api::kResponses, R"({"input": "x", "response_format": {"type": "json_object"}})", "response_format",
+       "not supported on /v1/responses"},
+  };
+  for (const auto& c : cases) {
+    const ApiError e = err(c.api, c.body);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+    EXPECT_NE(e.message.find(c.needle), std::string::npos) << c.body << " -> " << e.message;
+  }
+}
+
 TEST(OpenAiJson, ErrorBodyHasTheOpenAiShape) {
   const auto j = json::parse(error_body(ApiError{404, "nope", "model"}));
   EXPECT_EQ(j["error"]["message"], "nope");
@@ -140,14 +229,14 @@ TEST(OpenAiJson, ChunksAndResponses) {
   EXPECT_EQ(usage["usage"]["total_tokens"], 14);
   EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
   const auto full = json::parse(completion_response(
-      Api::kChat, "id", 1, "m", {{"hi", "stop", "\n", "", "", ""}}, Usage{3, 1, 0, std::nullopt}));
+      Api::kChat, "id", 1, "m", {{"hi", "stop", "\n", "", "", "", {}}}, Usage{3, 1, 0, std::nullopt}));
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hi");
   EXPECT_FALSE(full["choices"][0]["message"].contains("reasoning"));
   EXPECT_EQ(full["choices"][0]["stop_reason"], "\n");
   // A reasoning model's message: the reasoning in its field, before the answer.
-  const auto thought = json::parse(
-      completion_response(Api::kChat, "id", 1, "m",
-                          {{"42", "stop", std::nullopt, "", "hm", "reasoning_content"}}, Usage{3, 2, 0, 1}));
+  const auto thought = json::parse(completion_response(
+      Api::kChat, "id", 1, "m", {{"42", "stop", std::nullopt, "", "hm", "reasoning_content", {}}},
+      Usage{3, 2, 0, 1}));
   EXPECT_EQ(thought["choices"][0]["message"]["reasoning_content"], "hm");
   EXPECT_EQ(thought["usage"]["completion_tokens_details"]["reasoning_tokens"], 1);
   EXPECT_FALSE(full["usage"].contains("completion_tokens_details"));
@@ -182,7 +271,7 @@ TEST(OpenAiJson, ChunksAndResponsesCarryLogprobsWhenGiven) {
   const auto chat = json::parse(stream_chunk(Api::kChat, "id", 5, "m", 0, " a", false, ""));
   EXPECT_TRUE(chat["choices"][0]["logprobs"].is_null());
   const auto full = json::parse(completion_response(
-      Api::kCompletions, "id", 1, "m", {{"a", "length", std::nullopt, R"({"tokens":["a"]})", "", ""}},
+      Api::kCompletions, "id", 1, "m", {{"a", "length", std::nullopt, R"({"tokens":["a"]})", "", "", {}}},
       Usage{1, 1, 0, std::nullopt}));
   EXPECT_EQ(full["choices"][0]["logprobs"]["tokens"][0], "a");
 }

@@ -6,7 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_schema.h"
 #include "net/multipart.h"
+
+#include <fmt/format.h>
+
+#include <map>
 
 namespace tokenscope::serve {
 namespace {
@@ -73,6 +78,7 @@ class Api : public ::testing::Test {
     CoreSettings cs;
     cs.reasoning_share = reasoning_share;
     cs.reasoning_field = std::move(reasoning_field);
+    cs.tools = tool_policy;
     if (natural)
       cs.natural_length =
           workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
@@ -114,6 +120,7 @@ class Api : public ::testing::Test {
     return r;
   }
 
+  ToolPolicy tool_policy;
   ManualExecutor exec{1'000'000'000};
   std::unique_ptr<engine::EffectiveEngine> eff_;
   std::unique_ptr<ServeMetrics> metrics;
@@ -706,6 +713,220 @@ TEST_F(Api, MidStreamFaults) {
   const auto t0 = exec.clock().now_ns();
   const auto slow = call("POST", "/v1/completions", req);
   EXPECT_GE(slow->write_times[0] - t0, 400'000'000);
+}
+
+const json kWeatherTool = {
+    {"type", "function"},
+    {"function",
+     {{"name", "get_weather"},
+      {"description", "The weather in a city"},
+      {"parameters",
+       {{"type", "object"},
+        {"properties", {{"city", {{"type", "string"}}}, {"unit", {{"enum", {"c", "f"}}}}}},
+        {"required", {"city", "unit"}},
+        {"additionalProperties", false}}}}}};
+const json kSearchTool = {
+    {"type", "function"},
+    {"function",
+     {{"name", "search"},
+      {"parameters",
+       {{"type", "object"}, {"properties", {{"query", {{"type", "string"}}}}}, {"required", {"query"}}}}}}};
+
+// The calls of a stream, assembled from their deltas as a client does: by
+// index; the first delta of a call has its id, type and name.
+struct StreamedCalls {
+  std::map<int, json> calls;
+  std::string finish_reason;
+  int chunks_with_calls = 0;
+};
+StreamedCalls assemble(const std::vector<json>& events) {
+  StreamedCalls out;
+  for (const auto& e : events) {
+    if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) continue;
+    const auto& ch = e["choices"][0];
+    if (!ch["finish_reason"].is_null()) out.finish_reason = ch["finish_reason"];
+    if (!ch["delta"].contains("tool_calls")) continue;
+    EXPECT_FALSE(ch["delta"].contains("content")) << e;
+    ++out.chunks_with_calls;
+    for (const auto& part : ch["delta"]["tool_calls"]) {
+      const int i = part["index"];
+      auto& c = out.calls[i];
+      if (part.contains("id")) {
+        EXPECT_FALSE(c.contains("id")) << "call " << i << " opened twice";
+        c["id"] = part["id"];
+        EXPECT_EQ(part["type"], "function");
+        c["name"] = part["function"]["name"];
+        c["arguments"] = "";
+      }
+      EXPECT_TRUE(c.contains("id")) << "a fragment before its call opened: " << e;
+      c["arguments"] = c["arguments"].get<std::string>() + part["function"]["arguments"].get<std::string>();
+    }
+  }
+  return out;
+}
+
+// serve speaks tools as vLLM does: message.tool_calls (content null,
+// finish_reason "tool_calls") whole; streamed, a first delta with the
+// call's id and name, then argument fragments; the arguments valid for the
+// tool's schema; completion tokens are the markup's.
+TEST_F(Api, ToolCallsAnswerWholeAndStreamAsVllmDoes) {
+  json req = {{"messages", {{{"role", "user"}, {"content", "What is the weather in Paris?"}}}},
+              {"tools", {kWeatherTool, kSearchTool}},
+              {"tool_choice", "required"},
+              {"max_tokens", 200}};
+  const auto whole = call("POST", "/v1/chat/completions", req.dump());
+  ASSERT_EQ(whole->status, 200) << whole->response->body;
+  const auto j = body_of(*whole);
+  const auto& choice = j["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const auto& tc = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(tc["type"], "function");
+  EXPECT_EQ(tc["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+  const std::string name = tc["function"]["name"], arguments = tc["function"]["arguments"];
+  const json& tool = name == "get_weather" ? kWeatherTool : kSearchTool;
+  ASSERT_TRUE(name == "get_weather" || name == "search") << name;
+  const JsonSchema schema(tool["function"]["parameters"], "test");
+  EXPECT_TRUE(schema.valid(json::parse(arguments))) << arguments;
+  EXPECT_EQ(j["usage"]["completion_tokens"], tokenizers::count_tokens(render_tool_call(name, arguments)));
+
+  req["stream"] = true;
+  const auto streamed = call("POST", "/v1/chat/completions", req.dump());
+  const auto ev = streamed->events();
+  const StreamedCalls calls = assemble(ev);
+  EXPECT_EQ(calls.finish_reason, "tool_calls");
+  ASSERT_EQ(calls.calls.size(), 1u);
+  // The same conversation, the same decision and arguments (the ids differ: another response).
+  EXPECT_EQ(calls.calls.at(0)["name"], name);
+  EXPECT_EQ(calls.calls.at(0)["arguments"], arguments);
+  EXPECT_NE(calls.calls.at(0)["id"], tc["id"]);
+  EXPECT_GT(calls.chunks_with_calls, 2);  // the arguments came in fragments
+  EXPECT_EQ(ev.back(), "[DONE]");
+
+  // Completions and the Responses API do not take tools.
+  EXPECT_EQ(call("POST", "/v1/completions", json{{"prompt", "x"}, {"tools", {kWeatherTool}}}.dump())->status,
+            400);
+}
+
+// A conversation: the assistant's tool call and the tool's answer go back
+// in; its prompt starts with the first turn's (cached), and after the
+// policy's rounds the model answers in text.
+TEST_F(Api, ToolResultsGoBackInAndTheModelAnswersAfterItsRounds) {
+  tool_policy.call_prob = 1.0;
+  tool_policy.max_rounds = 1;
+  build();
+  json messages = {{{"role", "user"}, {"content", std::string(400, 'a') + " what is the weather in Oslo?"}}};
+  json req = {{"messages", messages}, {"tools", {kWeatherTool}}, {"max_tokens", 100}};
+  const auto first = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  ASSERT_EQ(first["choices"][0]["finish_reason"], "tool_calls") << first;
+  const json tc = first["choices"][0]["message"]["tool_calls"][0];
+  messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {tc}}});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", tc["id"]}, {"content", "{\"temp\": 4}"}});
+  req["messages"] = messages;
+  const auto second = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  const auto& c2 = second["choices"][0];
+  EXPECT_NE(c2["finish_reason"], "tool_calls") << second;
+  EXPECT_FALSE(c2["message"].contains("tool_calls"));
+  EXPECT_TRUE(c2["message"]["content"].is_string());
+  const int first_prompt = first["usage"]["prompt_tokens"];
+  EXPECT_GT(second["usage"]["prompt_tokens"].get<int>(),
+            first_prompt + static_cast<int>(tokenizers::count_tokens(
+                               render_tool_call(tc["function"]["name"].get<std::string>(),
+                                                tc["function"]["arguments"].get<std::string>()))));
+  EXPECT_GE(second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), first_prompt - 16);
+  // tool_choice none: never a call.
+  req["messages"] = json::array({messages[0]});
+  req["tool_choice"] = "none";
+  EXPECT_FALSE(body_of(*call("POST", "/v1/chat/completions", req.dump()))["choices"][0]["message"].contains(
+      "tool_calls"));
+  // An assistant message's tool call without arguments is refused, naming it.
+  json broken = messages;
+  broken[1]["tool_calls"][0]["function"].erase("arguments");
+  req["messages"] = broken;
+  const auto e = call("POST", "/v1/chat/completions", req.dump());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(body_of(*e)["error"]["param"], "messages[1].tool_calls[0].function.arguments");
+}
+
+TEST_F(Api, ParallelToolCallsStreamByIndex) {
+  tool_policy.max_parallel = 3;
+  build();
+  int parallel = 0;
+  for (int k = 0; k < 12; ++k) {
+    const json req = {{"messages", {{{"role", "user"}, {"content", fmt::format("question {}", k)}}}},
+                      {"tools", {kWeatherTool, kSearchTool}},
+                      {"tool_choice", "required"},
+                      {"max_tokens", 400},
+                      {"stream", true}};
+    const auto calls = assemble(call("POST", "/v1/chat/completions", req.dump())->events());
+    EXPECT_EQ(calls.finish_reason, "tool_calls");
+    ASSERT_GE(calls.calls.size(), 1u);
+    ASSERT_LE(calls.calls.size(), 3u);
+    for (const auto& [i, c] : calls.calls) {
+      EXPECT_TRUE(json::accept(c["arguments"].get<std::string>())) << c;
+      EXPECT_EQ(c["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+    }
+    parallel += calls.calls.size() > 1;
+  }
+  EXPECT_GT(parallel, 0);
+}
+
+// The tool faults change the first call and are counted where they take
+// effect: a request without tools is not hit.
+TEST_F(Api, ToolFaultsAreInjectedAndCounted) {
+  const json req = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                    {"tools", {kWeatherTool}},
+                    {"tool_choice", "required"},
+                    {"max_tokens", 200}};
+  const JsonSchema schema(kWeatherTool["function"]["parameters"], "test");
+  build("", "wrong_tool=1");
+  auto j = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  EXPECT_NE(j["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  call("POST", "/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}}.dump());
+  EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "wrong_tool"), 1.0);
+  build("", "invalid_arguments=1");
+  j = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  EXPECT_FALSE(schema.valid(
+      json::parse(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())));
+  EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "invalid_arguments"), 1.0);
+  build("", "malformed_json=1");
+  j = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  EXPECT_FALSE(
+      json::accept(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()));
+  EXPECT_EQ(metrics->value("tokenscope:faults_injected_total", "malformed_json"), 1.0);
+}
+
+TEST_F(Api, ResponseFormatAnswersJson) {
+  const json schema = {
+      {"type", "object"},
+      {"properties", {{"name", {{"type", "string"}}}, {"age", {{"type", "integer"}, {"minimum", 0}}}}},
+      {"required", {"name", "age"}}};
+  json req = {{"messages", {{{"role", "user"}, {"content", "a person"}}}},
+              {"response_format",
+               {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", schema}}}}},
+              {"max_tokens", 100}};
+  const auto j = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  const JsonSchema checker(schema, "test");
+  EXPECT_TRUE(checker.valid(json::parse(j["choices"][0]["message"]["content"].get<std::string>()))) << j;
+  req["stream"] = true;
+  std::string content;
+  for (const auto& e : call("POST", "/v1/chat/completions", req.dump())->events())
+    if (e.is_object() && !e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+      content += e["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(content, j["choices"][0]["message"]["content"]);
+  // Completions take it too; a max_tokens too short cuts the JSON ("length").
+  const auto cut = body_of(
+      *call("POST", "/v1/completions",
+            json{{"prompt", "x"}, {"response_format", {{"type", "json_object"}}}, {"max_tokens", 2}}.dump()));
+  EXPECT_EQ(cut["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(json::accept(cut["choices"][0]["text"].get<std::string>()));
+  // A schema valijson cannot read is refused, naming it.
+  req["response_format"]["json_schema"]["schema"] = {{"type", 5}};
+  const auto e = call("POST", "/v1/chat/completions", req.dump());
+  EXPECT_EQ(e->status, 400);
+  EXPECT_EQ(body_of(*e)["error"]["param"], "response_format.json_schema.schema");
 }
 
 TEST_F(Api, ClientLeavingAbortsTheRequest) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "core/error.h"
 #include "core/json_out.h"
 #include "core/random.h"
 
@@ -101,6 +102,12 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     std::size_t reasoning_bytes = 0;
     // Images and audio: their encoders' FLOPs (their tokens are in `prompt`).
     double image_flops = 0, audio_flops = 0;
+    // An output decided in advance (tool calls, a JSON answer; serve/tools.h):
+    // its tokens replace the engine's, and how many of its calls were opened
+    // on the stream.
+    std::shared_ptr<const OutputPlan> plan;
+    std::uint32_t calls_opened = 0;
+    bool calls() const { return plan && !plan->calls.empty(); }
   };
 
   ResponseTask(ServingCore& core, GenerationRequest req, std::shared_ptr<net::Responder> responder,
@@ -147,7 +154,13 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     c.last_token_t = t;
     const std::uint32_t token_index = c.tokens++;
     const std::size_t before = c.text.size();
-    c.text += tokenizers::piece_text(token).value_or("");
+    if (c.plan && token_index < c.plan->tokens.size()) {
+      token = c.plan->tokens[token_index];
+      const std::size_t from = token_index ? c.plan->ends[token_index - 1] : 0;
+      c.text.append(c.plan->text, from, c.plan->ends[token_index] - from);
+    } else {
+      c.text += tokenizers::piece_text(token).value_or("");
+    }
     if (token_index < c.reasoning_tokens) c.reasoning_bytes = c.text.size();
     if (req_.logprobs)
       c.logprobs.push_back(
@@ -176,7 +189,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     if (stopped)
       finish = "stop";
     else if (c.tokens >= c.target)
-      finish = c.natural_end ? "stop" : "length";
+      finish = !c.natural_end ? "length" : c.calls() ? "tool_calls" : "stop";
     // Faults fire halfway through the first choice.
     const bool fault_now = index == 0 && fault_.kind != FaultKind::kNone && token_index + 1 == fault_point();
     fault_time_ = t;
@@ -317,8 +330,46 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     core_.send(responder_, std::move(bytes), std::move(on_written));
   }
 
+  // The logprobs of the tokens generated since the last chunk.
+  std::string fresh_logprobs(Choice& c, std::size_t offset) {
+    if (!req_.logprobs || c.logprobs_sent >= c.logprobs.size()) return {};
+    const std::vector<TokenLogprob> fresh(c.logprobs.begin() + static_cast<std::ptrdiff_t>(c.logprobs_sent),
+                                          c.logprobs.end());
+    c.logprobs_sent = c.logprobs.size();
+    return logprobs_json(req_.api, fresh, *req_.logprobs, offset);
+  }
+
+  // A turn that calls tools: the markup's new bytes become tool-call deltas
+  // (a call opens once its name is written; its arguments follow as they
+  // are generated; the markup around them sends nothing).
+  void stream_tool_calls(std::uint32_t index, Choice& c, Nanos t, std::uint32_t token_index,
+                         const std::string& finish) {
+    const OutputPlan& plan = *c.plan;
+    const std::size_t from = c.sent, upto = c.text.size();
+    std::vector<ToolCallDelta> parts;
+    for (std::uint32_t j = 0; j < plan.calls.size(); ++j) {
+      const PlannedCall& call = plan.calls[j];
+      if (upto < call.name_end) break;
+      const std::size_t a0 = std::max(from, call.args_begin), a1 = std::min(upto, call.args_end);
+      const std::string_view fragment =
+          a1 > a0 ? std::string_view(c.text).substr(a0, a1 - a0) : std::string_view();
+      if (c.calls_opened <= j) {
+        c.calls_opened = j + 1;
+        parts.push_back({j, &call, fragment});
+      } else if (!fragment.empty()) {
+        parts.push_back({j, nullptr, fragment});
+      }
+    }
+    if (parts.empty() && finish.empty()) return;
+    const std::size_t offset = c.sent;
+    c.sent = upto;
+    write(sse_event(tool_call_chunk(id_, created_, model_, index, parts, finish, fresh_logprobs(c, offset))),
+          t, c.engine_id, token_index);
+  }
+
   void stream_text(std::uint32_t index, Choice& c, Nanos t, std::uint32_t token_index,
                    const std::string& finish) {
+    if (c.calls() && req_.api == Api::kChat) return stream_tool_calls(index, c, t, token_index, finish);
     // Hold back text that could still turn into a stop string.
     std::size_t hold = 0;
     if (finish.empty())
@@ -335,13 +386,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     if (delta.empty() && finish.empty()) return;
     // The logprobs of the tokens generated since the last chunk (held-back
     // text keeps its tokens' logprobs for the chunk that carries it).
-    std::string logprobs;
-    if (req_.logprobs && c.logprobs_sent < c.logprobs.size()) {
-      const std::vector<TokenLogprob> fresh(c.logprobs.begin() + static_cast<std::ptrdiff_t>(c.logprobs_sent),
-                                            c.logprobs.end());
-      logprobs = logprobs_json(req_.api, fresh, *req_.logprobs, offset);
-      c.logprobs_sent = c.logprobs.size();
-    }
+    std::string logprobs = fresh_logprobs(c, offset);
     // A reasoning model: the part of the delta before the reasoning's end in
     // its own chunk, the rest (and the finish reason) as content.
     const std::size_t reasoning_end = std::clamp(c.reasoning_bytes, offset, offset + delta.size());
@@ -537,9 +582,19 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       std::vector<ChoiceResult> results;
       for (const auto& c : choices_) {
         const std::size_t rb = std::min(c.reasoning_bytes, c.text.size());
-        results.push_back({c.text.substr(rb), c.finish_reason, c.stop_reason,
+        results.push_back({c.text.substr(rb),
+                           c.finish_reason,
+                           c.stop_reason,
                            req_.logprobs ? logprobs_json(req_.api, c.logprobs, *req_.logprobs, 0) : "",
-                           c.text.substr(0, rb), core_.settings().reasoning_field});
+                           c.text.substr(0, rb),
+                           core_.settings().reasoning_field,
+                           {}});
+        // The calls, when all of them were written (a cut one leaves its markup as content, as vLLM's
+        // parsers do).
+        if (c.calls() && c.finish_reason == "tool_calls") {
+          results.back().text.clear();
+          results.back().tool_calls = c.plan->calls;
+        }
       }
       net::HttpResponse r;
       r.body = completion_response(req_.api, id_, created_, model_, results, u);
@@ -652,6 +707,29 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
     }
     if ((req.api == Api::kChat || req.api == Api::kResponses) && settings_.reasoning_share > 0)
       c.reasoning_tokens = static_cast<std::uint32_t>(std::llround(settings_.reasoning_share * c.target));
+    // Tool calls or a JSON answer, decided now (the fault, if any, shapes the first choice).
+    if (!req.tools.tools.empty() || req.format.kind != OutputFormat::Kind::kText) {
+      std::uint64_t prompt_hash = hash_combine64(settings_.seed, i);
+      for (const auto tok : c.prompt) prompt_hash = hash_combine64(prompt_hash, tok);
+      if (req.seed) prompt_hash = hash_combine64(prompt_hash, *req.seed);
+      std::optional<OutputPlan> plan;
+      try {
+        plan = plan_output(req.tools, req.format, settings_.tools, prompt_hash,
+                           hash_combine64(hash_string64(task->id()), i),
+                           i == 0 ? task->fault().kind : FaultKind::kNone);
+      } catch (const UsageError& e) {
+        task->fail(ApiError{400, e.what(), req.tools.tools.empty() ? "response_format" : "tools"});
+        return;
+      }
+      if (plan) {
+        if (plan->fault != FaultKind::kNone) record_fault(plan->fault, task->id(), req.client_request_id);
+        const auto n = static_cast<std::uint32_t>(plan->tokens.size());
+        c.natural_end = n <= req.max_tokens;
+        c.target = std::max<std::uint32_t>(1, std::min(n, req.max_tokens));
+        c.reasoning_tokens = 0;
+        c.plan = std::make_shared<const OutputPlan>(std::move(*plan));
+      }
+    }
     task->choices().push_back(std::move(c));
   }
   tasks_.push_back(task);

@@ -25,6 +25,7 @@
 #include "serve/logprobs.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
+#include "serve/tools.h"
 #include "workload/lengths.h"
 
 namespace tokenscope::serve {
@@ -68,6 +69,8 @@ struct CoreSettings {
   // LoRA adapters served behind the base model: a request whose "model" is
   // adapters[i] runs with engine adapter i + 1 and is answered with that name.
   std::vector<std::string> adapters;
+  // How the simulated model calls the tools a chat request declares (serve/tools.h).
+  ToolPolicy tools;
 };
 
 class ResponseTask;

@@ -27,6 +27,11 @@ struct SimServerOptions {
   // model, named by a request's "model" (vLLM's option; the path is only
   // reported). Turns adapters on in the engine (max_loras 1 unless given).
   std::vector<std::string> lora_modules;
+  // --tool-call-prob, --tool-rounds, --parallel-tool-calls: how the
+  // simulated model calls tools (serve/tools.h ToolPolicy).
+  double tool_call_prob = 0.9;
+  std::uint32_t tool_rounds = 3;
+  std::uint32_t parallel_tool_calls = 1;
 };
 
 struct ServerAppSettings;

@@ -44,7 +44,7 @@ TokenId piece_id(std::string_view piece) {
 }
 }  // namespace
 
-void tokenize(std::string_view text, std::vector<TokenId>& out) {
+void tokenize(std::string_view text, std::vector<TokenId>& out, std::vector<std::uint32_t>* piece_ends) {
   std::size_t i = 0;
   const std::size_t n = text.size();
   auto at = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
@@ -70,6 +70,7 @@ void tokenize(std::string_view text, std::vector<TokenId>& out) {
     }
     out.push_back(piece_id(text.substr(i, len)));
     i += len;
+    if (piece_ends) piece_ends->push_back(static_cast<std::uint32_t>(i));
   }
 }
 

@@ -37,8 +37,10 @@ inline constexpr TokenId kInvertibleIds = 2 * kLetterPieces;
 inline constexpr TokenId kHashedIds = 1u << 20;
 inline constexpr TokenId kVocabSize = kInvertibleIds + kHashedIds;
 
-// Appends the tokens of text to out.
-void tokenize(std::string_view text, std::vector<TokenId>& out);
+// Appends the tokens of text to out; piece_ends (when given) gets each
+// token's end offset in text.
+void tokenize(std::string_view text, std::vector<TokenId>& out,
+              std::vector<std::uint32_t>* piece_ends = nullptr);
 std::vector<TokenId> tokenize(std::string_view text);
 std::size_t count_tokens(std::string_view text);
 

@@ -176,6 +176,39 @@ TEST_F(Serve, OfficialOpenAiClientAcceptsTheServer) {
   EXPECT_EQ(j["n_error"]["status"], 400);
 }
 
+// The official OpenAI client's tool runner loops against serve (a model
+// that calls tools for 2 rounds, then answers): it parses every call's
+// arguments, runs the function and sends the result back, whole and
+// streamed (the client assembles the streamed deltas itself); parse()
+// reads a json_schema answer.
+TEST_F(Serve, OfficialOpenAiClientRunsToolsAndParsesStructuredOutputs) {
+  ASSERT_TRUE(fs::exists(kNodeDir + "/node_modules/openai"))
+      << "the npm package 'openai' is not installed in " << kNodeDir
+      << ": run scripts/setup.sh (npm ci in that folder)";
+  Server server(dir_, {"--tool-call-prob", "1", "--tool-rounds", "2", "--parallel-tool-calls", "2",
+                       "--fixed-step-ms", "1"});
+  const auto r =
+      run_process({"/usr/bin/node", kNodeDir + "/openai_tools.mjs", server.url("/v1"), "llama-3-8b"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = json::parse(r.out);
+  for (const char* k : {"loop", "stream_loop"}) {
+    const auto& l = j[k];
+    EXPECT_EQ(l["requests"], 3) << k;  // 2 rounds of calls, then the answer
+    EXPECT_EQ(l["finishes"], json({"tool_calls", "tool_calls", "stop"})) << k;
+    EXPECT_GE(l["calls"].size(), 2u) << k;
+    EXPECT_EQ(l["tool_messages"], l["calls"].size()) << k;
+    for (const auto& c : l["calls"]) {
+      EXPECT_TRUE(c["city"].is_string()) << c;
+      EXPECT_TRUE(c["unit"] == "c" || c["unit"] == "f") << c;
+    }
+    EXPECT_FALSE(l["content"].get<std::string>().empty()) << k;
+  }
+  // The same conversation, the same calls, streamed or not.
+  EXPECT_EQ(j["loop"]["calls"], j["stream_loop"]["calls"]);
+  EXPECT_TRUE(j["parsed"]["name"].is_string());
+  EXPECT_TRUE(j["parsed"]["age"].is_number_integer());
+}
+
 // The official OpenAI client uploads audio (its own multipart encoding) to
 // /v1/audio/transcriptions of a serve with an audio model: json with token
 // usage (the audio's 25 tokens a second), verbose_json with the duration,
