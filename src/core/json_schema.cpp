@@ -6,6 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <pthread.h>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -134,11 +139,28 @@ class RefCycles {
 
 struct JsonSchema::Impl {
   valijson::Schema schema;
+  bool uses_regex = false;  // "pattern", "patternProperties" or "format" somewhere
 };
+
+namespace {
+bool mentions_regex(const nlohmann::json& v, int depth = 0) {
+  if (depth > 1024) return true;
+  if (v.is_object()) {
+    for (const auto& [k, c] : v.items())
+      if (k == "pattern" || k == "patternProperties" || k == "format" || mentions_regex(c, depth + 1))
+        return true;
+  } else if (v.is_array()) {
+    for (const auto& c : v)
+      if (mentions_regex(c, depth + 1)) return true;
+  }
+  return false;
+}
+}  // namespace
 
 JsonSchema::JsonSchema(const nlohmann::json& schema, const std::string& where)
     : impl_(std::make_unique<Impl>()) {
   RefCycles(schema, where).check();
+  impl_->uses_regex = mentions_regex(schema);
   valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
   valijson::adapters::NlohmannJsonAdapter adapter(schema);
   try {
@@ -152,25 +174,106 @@ JsonSchema::~JsonSchema() = default;
 JsonSchema::JsonSchema(JsonSchema&&) noexcept = default;
 JsonSchema& JsonSchema::operator=(JsonSchema&&) noexcept = default;
 
+namespace {
+
+// The longest string or member name of a value.
+std::size_t longest_string(const nlohmann::json& v, int depth = 0) {
+  if (depth > 1024) return 0;
+  if (v.is_string()) return v.get_ref<const std::string&>().size();
+  std::size_t n = 0;
+  if (v.is_object())
+    for (const auto& [k, c] : v.items()) n = std::max({n, k.size(), longest_string(c, depth + 1)});
+  else if (v.is_array())
+    for (const auto& c : v) n = std::max(n, longest_string(c, depth + 1));
+  return n;
+}
+
+// Runs f on a thread with a stack of `bytes` (reserved, committed as used),
+// rethrowing what it throws.
+void run_with_stack(const std::function<void()>& f, std::size_t bytes) {
+  struct Job {
+    const std::function<void()>* f;
+    std::exception_ptr error;
+  } job{&f, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_t thread;
+  const int rc = pthread_create(
+      &thread, &attr,
+      [](void* p) -> void* {
+        auto* j = static_cast<Job*>(p);
+        try {
+          (*j->f)();
+        } catch (...) {
+          j->error = std::current_exception();
+        }
+        return nullptr;
+      },
+      &job);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("json schema: no thread for a long value's check");
+  pthread_join(thread, nullptr);
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+}  // namespace
+
+// valijson matches "pattern", "patternProperties" and "format" with
+// std::regex, whose matcher recurses once per character: a long string
+// (about 40,000 characters on an 8 MiB stack, 8,000 under ASan) would
+// overflow the stack. A value with strings longer than kShortString under
+// such a schema is checked on a thread with a stack of kLongStack; strings
+// longer than kMaxRegexSubject are a violation of their own.
+namespace {
+constexpr std::size_t kShortString = 1000, kMaxRegexSubject = 1 << 20;
+constexpr std::size_t kLongStack = std::size_t{2} << 30;
+}  // namespace
+
 bool JsonSchema::valid(const nlohmann::json& instance) const {
-  valijson::Validator validator(valijson::Validator::kStrongTypes);
-  valijson::adapters::NlohmannJsonAdapter adapter(instance);
-  return validator.validate(impl_->schema, adapter, nullptr);
+  const std::size_t longest = impl_->uses_regex ? longest_string(instance) : 0;
+  if (longest > kMaxRegexSubject) return false;
+  bool ok = false;
+  auto check = [&] {
+    valijson::Validator validator(valijson::Validator::kStrongTypes);
+    valijson::adapters::NlohmannJsonAdapter adapter(instance);
+    ok = validator.validate(impl_->schema, adapter, nullptr);
+  };
+  if (longest > kShortString)
+    run_with_stack(check, kLongStack);
+  else
+    check();
+  return ok;
 }
 
 std::vector<std::string> JsonSchema::violations(const nlohmann::json& instance,
                                                 std::size_t max_errors) const {
-  valijson::Validator validator(valijson::Validator::kStrongTypes);
-  valijson::adapters::NlohmannJsonAdapter adapter(instance);
-  valijson::ValidationResults results;
   std::vector<std::string> out;
-  if (validator.validate(impl_->schema, adapter, &results)) return out;
-  valijson::ValidationResults::Error error;
-  while (out.size() < max_errors && results.popError(error)) {
-    std::string path;
-    for (const auto& c : error.context) path += c;
-    out.push_back(fmt::format("{}: {}", path, error.description));
+  const std::size_t longest = impl_->uses_regex ? longest_string(instance) : 0;
+  if (longest > kMaxRegexSubject) {
+    out.push_back(
+        fmt::format("<root>: a string of {} bytes is longer than the {} bytes a pattern or format "
+                    "of this schema can be checked on",
+                    longest, kMaxRegexSubject));
+    return out;
   }
+  auto check = [&] {
+    valijson::Validator validator(valijson::Validator::kStrongTypes);
+    valijson::adapters::NlohmannJsonAdapter adapter(instance);
+    valijson::ValidationResults results;
+    if (validator.validate(impl_->schema, adapter, &results)) return;
+    valijson::ValidationResults::Error error;
+    while (out.size() < std::max<std::size_t>(1, max_errors) && results.popError(error)) {
+      std::string path;
+      for (const auto& c : error.context) path += c;
+      out.push_back(fmt::format("{}: {}", path, error.description));
+    }
+    if (out.empty()) out.push_back("<root>: invalid");
+  };
+  if (longest > kShortString)
+    run_with_stack(check, kLongStack);
+  else
+    check();
   return out;
 }
 

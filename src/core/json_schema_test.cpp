@@ -118,6 +118,23 @@ TEST(JsonSchema, ViolationsNameThePathAndBadSchemasAreRefused) {
                                                    "$ref": "$/definitions/a"})"),
                           "relative"),
                UsageError);
+  // A long string under a pattern or a format: std::regex, which valijson matches with, recurses once a
+  // character and overflowed the stack at about 40,000 characters; it is checked on a larger stack now.
+  const JsonSchema patterned(
+      nlohmann::json::parse(R"({"type": "object", "properties": {"s": {"type": "string",
+                                                       "pattern": "^(a|b)+$"}, "d": {"format": "date"}}})"),
+      "t");
+  const nlohmann::json long_ok = {{"s", std::string(300'000, 'a')}, {"d", std::string(300'000, '1')}};
+  EXPECT_FALSE(patterned.valid(long_ok));  // the date is not one
+  const auto why = patterned.violations(long_ok);
+  ASSERT_FALSE(why.empty());
+  for (const auto& w : why) EXPECT_EQ(w.find("[s]"), std::string::npos) << w;  // the long match held
+  EXPECT_NE(why[0].find("[d]"), std::string::npos) << why[0];
+  EXPECT_TRUE(patterned.valid(nlohmann::json{{"s", std::string(300'000, 'b')}}));
+  EXPECT_FALSE(
+      patterned.valid(nlohmann::json{{"s", std::string(2'000'000, 'b')}}));  // past the bound: refused
+  EXPECT_NE(patterned.violations(nlohmann::json{{"s", std::string(2'000'000, 'b')}})[0].find("longer than"),
+            std::string::npos);
   // Recursion through a member is a tree, not a loop: accepted and bounded by the value.
   const JsonSchema tree(
       nlohmann::json::parse(R"({"type": "object", "properties": {"child": {"$ref": "#"}}})"), "t");
