@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bench/bench_workload.h"
 #include "core/error.h"
@@ -21,6 +22,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& r : w.requests)
       if (r.task_class >= w.classes.size() || r.tenant >= w.tenants.size() || r.input_tokens == 0)
         __builtin_trap();
+    // Task classes (bench/task_graph.h): every step after what it names, every arrival a task class's.
+    if (const auto& tasks = b.tasks) {
+      if (tasks->by_class.size() != w.classes.size()) __builtin_trap();
+      for (const auto& spec : tasks->by_class) {
+        if (!spec) continue;
+        if (spec->order.size() != spec->steps.size()) __builtin_trap();
+        std::vector<std::size_t> position(spec->steps.size(), SIZE_MAX);
+        for (std::size_t k = 0; k < spec->order.size(); ++k) position.at(spec->order[k]) = k;
+        for (std::size_t i = 0; i < spec->steps.size(); ++i)
+          for (const auto a : spec->steps[i].after)
+            if (position.at(a) >= position[i]) __builtin_trap();
+        for (const auto t : spec->tools)
+          if (t >= tasks->catalog.tools.size()) __builtin_trap();
+      }
+      for (const auto& a : tasks->arrivals)
+        if (a.task_class >= tasks->by_class.size() || !tasks->by_class[a.task_class] || a.input_tokens == 0)
+          __builtin_trap();
+    }
   } catch (const tokenscope::UsageError&) {
   }
   return 0;

@@ -95,6 +95,11 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     p.bw.effective = std::move(built.effective);
   } else {
     p.bw = load_workload_file(o.workload_file, wo.seed, rate);
+    if (p.bw.tasks)
+      throw UsageError(fmt::format(
+          "{}: its task classes were read and checked, but bench does not drive tasks yet (issue 25 is in "
+          "progress; docs/tasks.md)",
+          o.workload_file));
   }
   auto& w = p.bw.workload;
   if (!o.only_class.empty()) {  // --coupling: one class alone, at its own arrival times

@@ -90,6 +90,8 @@ struct ClassSpec {
   std::vector<std::pair<std::string, double>> models;  // `model`: one, or a mix by weight
   Slo slo;
   std::uint32_t group_base = 0;
+  std::shared_ptr<const TaskSpec> task;  // a task class
+  TaskSlo task_slo;
 };
 
 std::size_t pick(Rng& rng, const std::vector<double>& cumulative) {
@@ -167,7 +169,10 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
   const Reader rd{file};
   try {
     if (!root.IsMap()) throw InputError(file, 1, "", "expected a mapping with 'classes'");
-    rd.only_keys(root, "", {"duration_s", "num_requests", "seed", "arrival", "tenants", "classes"});
+    rd.only_keys(
+        root, "",
+        {"duration_s", "num_requests", "seed", "arrival", "tenants", "classes", "tools", "documents"});
+    const TaskCatalog catalog = parse_task_catalog(root, rd);
     std::uint64_t seed = master_seed;
     if (root["seed"]) seed = rd.integer(root["seed"], "seed", 0, 1.8e19);
     const auto seeds = workload::WorkloadSeeds::from_master(seed);
@@ -230,18 +235,35 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
       const std::string f = fmt::format("classes[{}]", i);
       rd.only_keys(c, f,
                    {"name", "share", "input_len", "output_len", "prefix", "turns", "tenants", "slo", "images",
-                    "audio", "model"});
+                    "audio", "model", "task"});
       ClassSpec s;
       if (!c["name"]) rd.fail(c, f + ".name", "missing (expected a string)");
       s.name = rd.string(c["name"], f + ".name");
       for (const auto& o : classes)
         if (o.name == s.name) rd.fail(c["name"], f + ".name", "duplicate class " + quote_input(s.name));
       if (c["share"]) s.share = rd.number(c["share"], f + ".share", 0, false);
-      if (!c["input_len"]) rd.fail(c, f + ".input_len", "missing (a length spec, e.g. lognormal:600:0.6)");
-      if (!c["output_len"]) rd.fail(c, f + ".output_len", "missing (a length spec, e.g. fixed:200)");
-      s.input = rd.length(c["input_len"], f + ".input_len", workload::LengthRole::kInput);
-      s.output = rd.length(c["output_len"], f + ".output_len", workload::LengthRole::kOutput);
-      s.turn_input = s.input;
+      if (const YAML::Node task = c["task"]) {
+        // An agentic task: its steps have their own lengths.
+        for (const char* k : {"input_len", "output_len", "prefix", "turns", "images", "audio"})
+          if (c[k])
+            rd.fail(c[k], f + "." + k,
+                    "a task class's lengths are its steps' (model: input_len, output_len; task: input_len)");
+        if (!task.IsMap())
+          rd.fail(task, f + ".task", "expected a mapping with steps (or mode: model-driven)");
+        s.task = std::make_shared<const TaskSpec>(parse_task(task, f + ".task", catalog, rd));
+        s.input = workload::parse_length_spec("fixed:1", f, workload::LengthRole::kInput);
+        s.output = s.input;
+        s.turn_input = s.input;
+      }
+      if (!s.task && !c["input_len"])
+        rd.fail(c, f + ".input_len", "missing (a length spec, e.g. lognormal:600:0.6)");
+      if (!s.task && !c["output_len"])
+        rd.fail(c, f + ".output_len", "missing (a length spec, e.g. fixed:200)");
+      if (!s.task) {
+        s.input = rd.length(c["input_len"], f + ".input_len", workload::LengthRole::kInput);
+        s.output = rd.length(c["output_len"], f + ".output_len", workload::LengthRole::kOutput);
+        s.turn_input = s.input;
+      }
       if (const YAML::Node p = c["prefix"]) {
         rd.only_keys(p, f + ".prefix", {"groups", "tokens"});
         if (!p["groups"] || !p["tokens"]) rd.fail(p, f + ".prefix", "expected both 'groups' and 'tokens'");
@@ -325,6 +347,22 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
       }
       if (const YAML::Node slo = c["slo"]) {
         const std::string sf = f + ".slo";
+        if (s.task) {
+          // Task SLOs: the task's completion time at a percentile, and the share of tasks that pass.
+          rd.only_keys(slo, sf, {"task_ms", "pass_rate", "percentile"});
+          s.task_slo.task_ms = rd.opt_number(slo, "task_ms", sf + ".", 0, false);
+          if (slo["pass_rate"])
+            s.task_slo.pass_rate =
+                rd.Fields::number(slo["pass_rate"], sf + ".pass_rate", 0, 1, false, "a share in [0, 1]");
+          if (auto p = rd.opt_number(slo, "percentile", sf + ".", 0, false)) {
+            if (*p > 100) rd.fail(slo["percentile"], sf + ".percentile", "expected a percentile in (0, 100]");
+            s.task_slo.percentile = *p;
+          }
+          if (!s.task_slo.task_ms && !s.task_slo.pass_rate)
+            rd.fail(slo, sf, "expected task_ms or pass_rate (a task class's SLO)");
+          classes.push_back(std::move(s));
+          continue;
+        }
         rd.only_keys(slo, sf, {"ttft_ms", "tpot_ms", "e2e_ms", "ttfo_ms", "percentile"});
         s.slo.ttft_ms = rd.opt_number(slo, "ttft_ms", sf + ".", 0, false);
         s.slo.tpot_ms = rd.opt_number(slo, "tpot_ms", sf + ".", 0, false);
@@ -368,6 +406,18 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     bool sessions = false;
     for (const auto& c : classes) sessions |= c.turns > 1;
     std::int64_t session = 0;
+    std::shared_ptr<TaskSet> tasks;
+    for (const auto& c : classes)
+      if (c.task && !tasks) {
+        tasks = std::make_shared<TaskSet>();
+        tasks->catalog = catalog;
+      }
+    if (tasks)
+      for (const auto& c : classes) {
+        tasks->by_class.push_back(c.task);
+        tasks->slo_by_class.push_back(c.task_slo);
+      }
+    Rng task_rng(derive_seed(seed, "tasks"));
     for (Nanos t : starts) {
       const std::size_t ci = pick(class_rng, class_cum);
       const ClassSpec& c = classes[ci];
@@ -379,6 +429,16 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         double a2 = 0;
         for (std::uint32_t ti : c.tenants) cum.push_back(a2 += tenant_shares[ti]);
         tenant = c.tenants[pick(tenant_rng, cum)];
+      }
+      if (c.task) {
+        TaskArrival a;
+        a.t = t;
+        a.id = tasks->arrivals.size();
+        a.task_class = static_cast<std::uint16_t>(ci);
+        a.tenant = tenant;
+        a.input_tokens = std::max<std::uint32_t>(1, c.task->input_len.sample(task_rng));
+        tasks->arrivals.push_back(a);
+        continue;
       }
       std::uint16_t model = 0;  // the session's model (0: the run's)
       if (!c.models.empty()) {
@@ -434,9 +494,12 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
     }
     for (const auto& c : classes)
       if (!c.slo.empty()) out.slos[c.name] = c.slo;
-    w.description = fmt::format("{}: {} requests ({} sessions) in {} classes, {} tenants, {} {} req/s", file,
-                                w.requests.size(), session, classes.size(), w.tenants.size(),
-                                workload::arrival_kind_name(arrival.kind), arrival.rate_rps);
+    w.description = fmt::format("{}: {} requests ({} sessions){} in {} classes, {} tenants, {} {} {}/s", file,
+                                w.requests.size(), session,
+                                tasks ? fmt::format(", {} tasks", tasks->arrivals.size()) : std::string(),
+                                classes.size(), w.tenants.size(), workload::arrival_kind_name(arrival.kind),
+                                arrival.rate_rps, tasks ? "arrivals" : "req");
+    out.tasks = tasks;
     nlohmann::json cls = nlohmann::json::array();
     for (const auto& c : classes) {
       cls.push_back(

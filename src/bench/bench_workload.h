@@ -35,12 +35,35 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/runner.h"
+#include "bench/task_graph.h"
 #include "core/summary.h"
 #include "workload/workload.h"
 
 namespace tokenscope::bench {
 
+// One arrival of an agentic task (a class with `task`, bench/task_graph.h).
+struct TaskArrival {
+  Nanos t = 0;  // offset from the start
+  std::uint64_t id = 0;
+  std::uint16_t task_class = 0;  // index into workload.classes
+  std::uint32_t tenant = 0;
+  std::uint32_t input_tokens = 0;  // the task's input ({{input}})
+};
+
+// The task classes of a workload file: the tools and documents they use,
+// each task class's graph (by class index; null for a class of requests),
+// and the tasks' arrivals in time order.
+struct TaskSet {
+  TaskCatalog catalog;
+  std::vector<std::shared_ptr<const TaskSpec>> by_class;
+  std::vector<TaskSlo> slo_by_class;
+  std::vector<TaskArrival> arrivals;
+};
+
 struct BenchWorkload {
+  // Task classes (null when the file has none): their arrivals are tasks,
+  // not entries of workload.requests.
+  std::shared_ptr<const TaskSet> tasks;
   workload::Workload workload;
   std::vector<TurnLink> turns;  // empty when there are no sessions
   std::map<std::string, Slo> slos;
