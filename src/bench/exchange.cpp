@@ -208,6 +208,34 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
   return finish(body, request_id);
 }
 
+std::shared_ptr<const std::string> RequestEncoder::encode_chat(
+    std::string_view messages_json, std::uint32_t max_tokens, bool stream, bool ignore_eos,
+    std::string_view extra, std::optional<std::uint64_t> request_id) const {
+  std::string body;
+  body.reserve(messages_json.size() + extra.size() + 256 + extra_fields_.size());
+  body += '{';
+  if (!overridden("model")) {
+    body += "\"model\":";
+    jsonout::append_string(body, s_.model);
+    body += ',';
+  }
+  body += "\"messages\":";
+  body += messages_json;
+  if (!overridden("max_tokens")) {
+    body += ",\"max_tokens\":";
+    jsonout::append_uint(body, max_tokens);
+  }
+  if (ignore_eos && !overridden("ignore_eos")) body += ",\"ignore_eos\":true";
+  if (!overridden("stream")) body += stream ? ",\"stream\":true" : ",\"stream\":false";
+  if (stream && s_.include_usage && !overridden("stream_options"))
+    body += ",\"stream_options\":{\"include_usage\":true}";
+  body += extra;
+  body += sampling_fields_;
+  body += extra_fields_;
+  body += '}';
+  return finish(body, request_id);
+}
+
 std::shared_ptr<const std::string> RequestEncoder::encode_pooling(const std::vector<std::string>& inputs,
                                                                   std::string_view query,
                                                                   std::optional<std::uint64_t> request_id,
@@ -299,6 +327,8 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   record_ = std::move(record);
   stream_ = stream;
   keep_text_ = keep_text;
+  collect_calls_ = false;
+  calls_ = ToolCallAssembler();
   parser_ = parser;
   done_ = std::move(done);
   if (parser_ && parser_->logprobs_on()) record_.logprobs.emplace();  // n = 0 until some arrive
@@ -456,6 +486,8 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     if (cancel_after_events_ > 0 && output_events() >= cancel_after_events_) cancel_now();
   }
   if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
+  if (collect_calls_)
+    for (std::size_t k = 0; k < c.tool_calls.size(); ++k) calls_.add(c.tool_calls[k], k);
   if (c.usage) take_usage(*c.usage);
   if (c.timings) take_timings(*c.timings);
 }
@@ -617,6 +649,9 @@ void ResponseCollector::finish_body(Nanos t) {
   record_.response_id = c.id;
   if (record_.logprobs)
     for (const double lp : c.logprobs) record_.logprobs->add(lp);
+  if (!c.finish_reason.empty()) finish_reason_ = c.finish_reason;
+  if (collect_calls_)
+    for (std::size_t k = 0; k < c.tool_calls.size(); ++k) calls_.add(c.tool_calls[k], k);
   if (c.usage) take_usage(*c.usage);
   if (keep_text_ || counter_) keep_text(c.text);
   if (c.timings) take_timings(*c.timings);

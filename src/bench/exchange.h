@@ -121,6 +121,14 @@ class RequestEncoder {
                                             std::optional<std::uint64_t> request_id = std::nullopt,
                                             const std::vector<std::string>* media = nullptr,
                                             std::string_view model = {}) const;
+  // A chat request of an agentic task's step (bench/task_driver.h):
+  // `messages_json` the messages (a JSON array), `extra` further members,
+  // each with its leading comma (",\"tools\":[...]"); stream and
+  // ignore_eos as given (a tool-calling turn must end where the model
+  // ends it); the sampling fields and the extra body as in encode().
+  std::shared_ptr<const std::string> encode_chat(std::string_view messages_json, std::uint32_t max_tokens,
+                                                 bool stream, bool ignore_eos, std::string_view extra,
+                                                 std::optional<std::uint64_t> request_id) const;
   // A pooling request: embeddings send {"model", "input": the one input or
   // the list, "encoding_format": "float"}; rerank {"model", "query",
   // "documents": inputs}. Sampling fields are not sent; the extra body is.
@@ -216,6 +224,12 @@ class ResponseCollector final : public net::ExchangeHandler {
     response_format_.assign(response_format);
   }
   void cancel_now();
+  // Assemble the answer's tool calls (streamed deltas or a whole message's),
+  // after init(); tool_calls() has them once the exchange is done.
+  void collect_tool_calls() { collect_calls_ = true; }
+  const ToolCallAssembler& tool_calls() const { return calls_; }
+  // The finish reason the answer gave ("" when none).
+  const std::string& finish_reason() const { return finish_reason_; }
   static constexpr std::size_t kDefaultMaxEvents = 65536;
   // Output text kept for a later turn or for counting tokens on the client is
   // bounded too: past this many bytes, text kept for counting is counted and
@@ -284,6 +298,8 @@ class ResponseCollector final : public net::ExchangeHandler {
   std::uint64_t counted_tokens_ = 0;  // tokens of text already counted (past kTextCap)
   bool spilled_ = false;              // the text passed kTextCap: counting goes on in spill_
   std::string spill_;                 // text not yet counted, once spilled
+  bool collect_calls_ = false;
+  ToolCallAssembler calls_;
 };
 
 }  // namespace tokenscope::bench

@@ -70,6 +70,12 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "turn");
     append_uint(out, turn);
   }
+  if (task >= 0) {
+    key(out, "task");
+    append_int(out, task);
+    key(out, "step");
+    append_escaped(out, step);
+  }
   if (warmup) {
     key(out, "warmup");
     out += "true";

@@ -42,6 +42,10 @@ struct RequestRecord {
   std::string model;          // in a model mix: the model (or adapter) it was sent to; else empty
   std::int64_t session = -1;  // multi-turn session id (-1: none) and the turn in it
   std::uint32_t turn = 0;
+  // A model call of an agentic task (tasks.jsonl): the task's id and the
+  // step's (-1 and "": a request of its own).
+  std::int64_t task = -1;
+  std::string step;
   bool warmup = false;  // scheduled in the warm-up window: kept on disk, not in the summary
   Nanos t_sched = -1;
   Nanos t_dispatch = -1;  // with a concurrency cap: when the request got a slot (queue time ends)

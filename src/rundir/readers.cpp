@@ -337,6 +337,10 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       get_string(k, v, r.model);
     } else if (k == "session") {
       r.session = get_int(k, v);
+    } else if (k == "task") {
+      r.task = get_int(k, v);
+    } else if (k == "step") {
+      get_string(k, v, r.step);
     } else if (k == "turn") {
       const auto t = get_uint(k, v);
       if (t > std::numeric_limits<std::uint32_t>::max()) throw LineError("turn", "should be below 2^32");

@@ -1,0 +1,884 @@
+#include "bench/task_driver.h"
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <fmt/format.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <limits>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "core/clock.h"
+#include "core/random.h"
+#include "tokenizers/prompt_words.h"
+
+namespace tokenscope::bench {
+
+namespace asio = boost::asio;
+
+void TaskRecordQueue::push(nlohmann::json&& task) {
+  std::lock_guard lock(mutex_);
+  pending_.push_back(std::move(task));
+}
+
+void TaskRecordQueue::drain(std::vector<nlohmann::json>& out) {
+  std::lock_guard lock(mutex_);
+  for (auto& t : pending_) out.push_back(std::move(t));
+  pending_.clear();
+}
+
+namespace {
+
+asio::steady_timer::time_point task_clock_point(Nanos t) {
+  return asio::steady_timer::time_point(std::chrono::nanoseconds(t));
+}
+
+std::string task_json(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// `n` words of the prompt vocabulary drawn from key.
+std::string filler_words(std::uint64_t key, std::uint32_t n) {
+  const auto vocab = tokenizers::prompt_words();
+  std::string out;
+  out.reserve(n * 6);
+  for (std::uint32_t k = 0; k < n; ++k) {
+    if (k) out += ' ';
+    out += vocab[mix64(hash_combine64(key, k)) % vocab.size()];
+  }
+  return out;
+}
+
+// The response of a tool call over HTTP, bounded.
+struct ToolExchange final : net::ExchangeHandler {
+  static constexpr std::size_t kMaxBody = 4u << 20;
+  Nanos t_sent = -1, t_headers = -1;
+  int status = 0;
+  std::string body;
+  bool over = false;
+  std::function<void(ToolExchange&, net::ExchangeError, std::string_view, Nanos)> done;
+  void on_sent(Nanos t) override {
+    if (t_sent < 0) t_sent = t;
+  }
+  void on_headers(int s, Nanos t) override {
+    status = s;
+    t_headers = t;
+  }
+  void on_body(std::string_view data, Nanos) override {
+    if (body.size() + data.size() > kMaxBody) {
+      over = true;
+      return;
+    }
+    body.append(data);
+  }
+  void on_complete(net::ExchangeError error, std::string_view message, Nanos t) override {
+    auto d = std::move(done);
+    if (d) d(*this, error, message, t);
+  }
+};
+
+// "[doc-N]" citations in a text.
+std::vector<std::string> citations(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while ((at = text.find("[doc-", at)) != std::string_view::npos) {
+    std::size_t end = at + 5;
+    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+    if (end > at + 5 && end < text.size() && text[end] == ']')
+      out.emplace_back(text.substr(at + 1, end - at - 1));
+    at = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct TaskDriver::Impl {
+  struct StepRun {
+    std::string id, kind, name;      // kind: model | tool | retrieval
+    const StepSpec* spec = nullptr;  // scripted
+    std::uint32_t pending = 0;       // predecessors not done
+    enum class State { kWaiting, kRunning, kDone, kFailed, kSkipped } state = State::kWaiting;
+    Nanos t_ready = -1, t_start = -1, t_end = -1;
+    Nanos exchange_ns = 0, backoff_ns = 0;
+    std::uint32_t attempts = 0;
+    std::vector<std::string> retried;
+    std::string failure, detail, output;
+    std::vector<std::uint64_t> requests;
+    std::int64_t prompt_tokens = -1, cached_tokens = -1, output_tokens = -1;
+    std::vector<std::string> documents;  // a retrieval's
+    // A tool step: the tool, its arguments, the model's call id (model-driven).
+    std::uint32_t tool = std::numeric_limits<std::uint32_t>::max();
+    std::string arguments, call_id;
+    std::shared_ptr<ToolExchange> exchange;
+    ResponseCollector* collector = nullptr;
+    int critical = -1;  // the predecessor that ended last
+  };
+  struct TaskRun {
+    TaskArrival arrival;
+    const TaskSpec* spec = nullptr;
+    std::string class_name, tenant, input;
+    Nanos t_sched = 0, t_start = 0, t_end = -1;
+    bool warmup = false;
+    std::vector<StepRun> steps;
+    std::uint32_t running = 0;
+    bool failed = false, ended = false;
+    std::string failure, failed_step;
+    // Model-driven.
+    nlohmann::json messages;
+    std::string tools_json;
+    std::uint32_t model_calls = 0, tool_rounds = 0;
+    std::uint32_t tools_pending = 0;
+    int last_model = -1;
+  };
+
+  Impl(TaskDriver& d, const TaskSet& ts, const workload::Workload& wl, TaskDriverSettings s, RecordQueue& rq,
+       TaskRecordQueue& tq)
+      : driver(d),
+        set(ts),
+        w(wl),
+        settings(std::move(s)),
+        encoder(settings.request),
+        requests(rq),
+        out(tq),
+        model_client(ioc, settings.target, settings.client, clock),
+        tool_client(ioc, settings.tools, settings.client, clock),
+        parser(false),
+        next_request_id(settings.first_request_id) {}
+
+  TaskDriver& driver;
+  const TaskSet& set;
+  const workload::Workload& w;
+  TaskDriverSettings settings;
+  RequestEncoder encoder;
+  RecordQueue& requests;
+  TaskRecordQueue& out;
+  SteadyClock clock;
+  asio::io_context ioc{1};
+  net::HttpClient model_client;
+  net::HttpClient tool_client;
+  std::unordered_map<std::string, std::unique_ptr<net::HttpClient>> url_clients;
+  ChunkParser parser;
+  std::thread thread;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  Nanos epoch = 0;
+  std::size_t next_arrival = 0;
+  asio::steady_timer arrival_timer{ioc};
+  std::uint64_t next_request_id;
+  std::unordered_map<std::uint64_t, std::unique_ptr<TaskRun>> tasks;
+  std::vector<std::unique_ptr<ResponseCollector>> owned;
+  std::vector<ResponseCollector*> free_collectors;
+  bool stopping = false;
+  std::mutex done_mutex;
+  std::condition_variable done_cv;
+  bool finished = false;
+
+  Nanos now() const { return clock.now_ns(); }
+
+  // ---- arrivals ----
+  void arm() {
+    if (stopping || next_arrival >= set.arrivals.size()) return check_finished();
+    arrival_timer.expires_at(task_clock_point(epoch + set.arrivals[next_arrival].t));
+    arrival_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      while (!stopping && next_arrival < set.arrivals.size() && epoch + set.arrivals[next_arrival].t <= now())
+        begin_task(set.arrivals[next_arrival++]);
+      arm();
+    });
+  }
+
+  void begin_task(const TaskArrival& a) {
+    const TaskSpec* spec = set.by_class[a.task_class].get();
+    if (!spec) return;
+    auto run = std::make_unique<TaskRun>();
+    TaskRun& t = *run;
+    t.arrival = a;
+    t.spec = spec;
+    t.class_name = a.task_class < w.classes.size() ? w.classes[a.task_class] : "";
+    t.tenant = a.tenant < w.tenants.size() ? w.tenants[a.tenant] : "default";
+    t.t_sched = epoch + a.t;
+    t.t_start = now();
+    t.warmup = settings.warmup_s > 0 && a.t < seconds_to_nanos(settings.warmup_s);
+    t.input = filler_words(hash_combine64(settings.seed ^ 0x7461736b73ULL, a.id), a.input_tokens);
+    ++driver.counters_.started;
+    ++driver.counters_.in_flight;
+    tasks.emplace(a.id, std::move(run));
+    if (spec->mode == TaskSpec::Mode::kModelDriven) {
+      nlohmann::json tools = nlohmann::json::array();
+      for (const auto i : spec->tools) {
+        const ToolSpec& tool = set.catalog.tools[i];
+        nlohmann::json f = {{"name", tool.name}, {"parameters", tool.parameters}};
+        if (!tool.description.empty()) f["description"] = tool.description;
+        tools.push_back({{"type", "function"}, {"function", std::move(f)}});
+      }
+      t.tools_json = ",\"tools\":" + task_json(tools) + ",\"tool_choice\":\"" + spec->tool_choice + "\"";
+      if (!spec->parallel_tool_calls) t.tools_json += ",\"parallel_tool_calls\":false";
+      t.messages = nlohmann::json::array();
+      if (!spec->system.empty())
+        t.messages.push_back({{"role", "system"}, {"content", render(t, -1, spec->system)}});
+      t.messages.push_back({{"role", "user"}, {"content", render(t, -1, spec->prompt)}});
+      next_model_turn(t);
+      return;
+    }
+    t.steps.resize(spec->steps.size());
+    for (std::size_t i = 0; i < spec->steps.size(); ++i) {
+      const StepSpec& s = spec->steps[i];
+      StepRun& r = t.steps[i];
+      r.spec = &s;
+      r.id = s.id;
+      r.pending = static_cast<std::uint32_t>(s.after.size());
+      r.kind = s.kind == StepSpec::Kind::kModel  ? "model"
+               : s.kind == StepSpec::Kind::kTool ? "tool"
+                                                 : "retrieval";
+      r.tool = s.tool;
+      r.name = s.kind == StepSpec::Kind::kModel    ? "model"
+               : r.tool < set.catalog.tools.size() ? set.catalog.tools[r.tool].name
+                                                   : "search";
+    }
+    for (std::uint32_t i = 0; i < t.steps.size(); ++i)
+      if (t.steps[i].pending == 0) ready(t, i, t.t_start);
+    maybe_end(t);
+  }
+
+  // ---- templates ----
+  // {{input}} and {{STEP}} (a step's output; a retrieval's documents, one
+  // "[doc-N] text" line each).
+  std::string render(const TaskRun& t, int, const std::string& text) const {
+    std::string outs;
+    std::size_t at = 0;
+    while (true) {
+      const std::size_t open = text.find("{{", at);
+      if (open == std::string::npos) break;
+      const std::size_t close = text.find("}}", open + 2);
+      if (close == std::string::npos) break;
+      outs.append(text, at, open - at);
+      std::string name = text.substr(open + 2, close - open - 2);
+      while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+      while (!name.empty() && name.back() == ' ') name.pop_back();
+      if (name == "input") {
+        outs += t.input;
+      } else {
+        for (const auto& s : t.steps)
+          if (s.id == name) outs += s.output;
+      }
+      at = close + 2;
+    }
+    outs.append(text, at, std::string::npos);
+    return outs;
+  }
+
+  // ---- scripted steps ----
+  void ready(TaskRun& t, std::uint32_t i, Nanos when) {
+    StepRun& s = t.steps[i];
+    s.t_ready = when;
+    if (t.failed || stopping) {
+      s.state = StepRun::State::kSkipped;
+      return;
+    }
+    s.state = StepRun::State::kRunning;
+    s.t_start = now();
+    ++t.running;
+    attempt(t, i);
+  }
+
+  void attempt(TaskRun& t, std::uint32_t i) {
+    StepRun& s = t.steps[i];
+    ++s.attempts;
+    if (s.kind == "model") {
+      start_model(t, i);
+    } else if (!s.spec) {  // a model-driven task's call: the model's arguments again
+      start_tool(t, i, s.name, s.arguments);
+    } else if (s.kind == "retrieval") {
+      const StepSpec& spec = *s.spec;
+      const nlohmann::json args = {{"query", render(t, static_cast<int>(i), spec.query)},
+                                   {"top_k", spec.top_k}};
+      start_tool(t, i, s.tool < set.catalog.tools.size() ? set.catalog.tools[s.tool].name : "",
+                 task_json(args));
+    } else {
+      std::string args = s.arguments;
+      if (args.empty()) {
+        if (s.spec && s.spec->arguments) {
+          args = render_json(t, *s.spec->arguments);
+        } else {
+          Rng rng(hash_combine64(hash_combine64(settings.seed, t.arrival.id), i * 131 + s.attempts));
+          const ToolSpec& tool = set.catalog.tools[s.tool];
+          try {
+            args =
+                task_json(draw_instance(tool.parameters, *tool.parameters_checker, rng, "tool " + tool.name));
+          } catch (const std::exception& e) {
+            return step_failed(t, i, "invalid_arguments", e.what(), false);
+          }
+        }
+      }
+      start_tool(t, i, set.catalog.tools[s.tool].name, args);
+    }
+  }
+
+  std::string render_json(const TaskRun& t, const nlohmann::json& v) const {
+    struct Walk {
+      const Impl& self;
+      const TaskRun& t;
+      nlohmann::json operator()(const nlohmann::json& x) const {
+        if (x.is_string()) return self.render(t, -1, x.get<std::string>());
+        if (x.is_object()) {
+          nlohmann::json o = nlohmann::json::object();
+          for (auto it = x.begin(); it != x.end(); ++it) o[it.key()] = (*this)(*it);
+          return o;
+        }
+        if (x.is_array()) {
+          nlohmann::json a = nlohmann::json::array();
+          for (const auto& e : x) a.push_back((*this)(e));
+          return a;
+        }
+        return x;
+      }
+    };
+    return task_json(Walk{*this, t}(v));
+  }
+
+  // ---- model calls ----
+  ResponseCollector* collector() {
+    if (free_collectors.empty()) {
+      owned.push_back(std::make_unique<ResponseCollector>());
+      owned.back()->set_max_events(settings.max_events);
+      return owned.back().get();
+    }
+    auto* c = free_collectors.back();
+    free_collectors.pop_back();
+    return c;
+  }
+
+  void start_model(TaskRun& t, std::uint32_t i) {
+    StepRun& s = t.steps[i];
+    const bool driven = t.spec->mode == TaskSpec::Mode::kModelDriven;
+    std::string messages;
+    std::uint32_t max_tokens = 1;
+    const std::uint64_t key =
+        hash_combine64(hash_combine64(settings.seed ^ 0x6d6f64656cULL, t.arrival.id), i);
+    Rng rng(key);
+    if (driven) {
+      messages = task_json(t.messages);
+      max_tokens = std::max<std::uint32_t>(1, t.spec->output_len.sample(rng));
+    } else {
+      const StepSpec& spec = *s.spec;
+      std::string prompt = render(t, static_cast<int>(i), spec.prompt);
+      if (spec.input_len) {
+        const std::uint32_t want = std::max<std::uint32_t>(1, spec.input_len->sample(rng));
+        const auto have = static_cast<std::uint32_t>(std::count(prompt.begin(), prompt.end(), ' ') + 1);
+        if (want > have) prompt += " " + filler_words(key, want - have);
+      }
+      nlohmann::json m = nlohmann::json::array();
+      if (!spec.system.empty())
+        m.push_back({{"role", "system"}, {"content", render(t, static_cast<int>(i), spec.system)}});
+      m.push_back({{"role", "user"}, {"content", std::move(prompt)}});
+      messages = task_json(m);
+      max_tokens = std::max<std::uint32_t>(1, spec.output_len.sample(rng));
+    }
+    const bool stream = settings.request.stream;
+    const bool ignore_eos = !driven && settings.request.ignore_eos && !(s.spec && s.spec->output_checker);
+    const std::uint64_t id = next_request_id++;
+    auto bytes =
+        encoder.encode_chat(messages, max_tokens, stream, ignore_eos, driven ? t.tools_json : "", id);
+    RequestRecord rec;
+    rec.id = id;
+    rec.tenant = t.tenant;
+    rec.task_class = t.class_name;
+    rec.task = static_cast<std::int64_t>(t.arrival.id);
+    rec.step = s.id;
+    rec.t_sched = now();
+    rec.output_tokens_planned = max_tokens;
+    rec.warmup = t.warmup;
+    ResponseCollector* c = collector();
+    s.collector = c;
+    s.requests.push_back(id);
+    const std::uint64_t task_id = t.arrival.id;
+    c->init(std::move(rec), stream, true, &parser,
+            [this, task_id, i](ResponseCollector& done) { model_done(task_id, i, done); });
+    if (driven) c->collect_tool_calls();
+    ++driver.counters_.model_calls;
+    const double timeout_ms = s.spec ? s.spec->timeout_ms : t.spec->timeout_ms;
+    model_client.start(std::move(bytes), c, now() + static_cast<Nanos>(timeout_ms * 1e6));
+  }
+
+  static std::string failure_of(const RequestRecord& r) {
+    switch (r.outcome) {
+      case Outcome::kOk:
+        return "";
+      case Outcome::kTimeout:
+        return "timeout";
+      case Outcome::kCancelled:
+        return "cancelled";
+      case Outcome::kHttpError:
+        return r.http_status == 429 || r.http_status == 503 ? "overload" : "http";
+      case Outcome::kProtocolError:
+      case Outcome::kValidationError:
+        return "format";
+      default:
+        return "http";
+    }
+  }
+
+  void model_done(std::uint64_t task_id, std::uint32_t i, ResponseCollector& c) {
+    RequestRecord rec = std::move(c.record());
+    std::string text = c.text();
+    std::vector<ToolCallAssembler::Call> calls = c.tool_calls().calls();
+    const std::string finish = c.finish_reason();
+    free_collectors.push_back(&c);
+    const std::string failure = failure_of(rec);
+    const std::string detail = rec.detail;
+    const Nanos exchange = rec.t_close >= 0 && rec.t_send >= 0 ? rec.t_close - rec.t_send : 0;
+    const std::int64_t prompt = rec.prompt_tokens, cached = rec.cached_tokens, output = rec.output_tokens;
+    requests.push(std::move(rec));
+    const auto it = tasks.find(task_id);
+    if (it == tasks.end()) return;
+    TaskRun& t = *it->second;
+    StepRun& s = t.steps[i];
+    s.collector = nullptr;
+    s.exchange_ns += exchange;
+    s.prompt_tokens = prompt;
+    s.cached_tokens = cached;
+    s.output_tokens = output;
+    if (!failure.empty()) return step_failed(t, i, failure, detail, failure != "cancelled");
+    s.output = text;
+    if (t.spec->mode == TaskSpec::Mode::kModelDriven) return model_turn_done(t, i, std::move(calls));
+    const StepSpec& spec = *s.spec;
+    if (spec.output_checker) {
+      const auto j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_discarded()) return step_failed(t, i, "format", "the answer is not JSON", true);
+      if (const auto why = spec.output_checker->violations(j, 1); !why.empty())
+        return step_failed(t, i, "format", "the answer violates its schema: " + why.front(), true);
+    }
+    if (!spec.cite.empty()) {
+      std::vector<std::string> retrieved;
+      for (const auto k : spec.cite)
+        for (const auto& d : t.steps[k].documents) retrieved.push_back(d);
+      const auto cited = citations(text);
+      if (cited.empty()) return step_failed(t, i, "unsupported_claim", "the answer cites no document", true);
+      for (const auto& d : cited)
+        if (std::find(retrieved.begin(), retrieved.end(), d) == retrieved.end())
+          return step_failed(t, i, "unsupported_claim", "the answer cites " + d + ", which was not retrieved",
+                             true);
+    }
+    step_done(t, i);
+  }
+
+  // ---- tool calls ----
+  net::HttpClient& client_for(const ToolSpec* tool, std::string& path) {
+    if (!tool || tool->kind != ToolSpec::Kind::kUrl) {
+      path = settings.tools.base_path + "/tools/" + (tool ? tool->name : std::string("search"));
+      return tool_client;
+    }
+    const auto e = net::Endpoint::parse_url(tool->url);
+    path = e.base_path.empty() ? "/" : e.base_path;
+    auto& c = url_clients[tool->url];
+    if (!c) c = std::make_unique<net::HttpClient>(ioc, e, settings.client, clock);
+    return *c;
+  }
+
+  void start_tool(TaskRun& t, std::uint32_t i, const std::string&, const std::string& args) {
+    StepRun& s = t.steps[i];
+    const ToolSpec* tool = s.tool < set.catalog.tools.size() ? &set.catalog.tools[s.tool] : nullptr;
+    std::string path;
+    net::HttpClient* client = nullptr;
+    try {
+      client = &client_for(tool, path);
+    } catch (const std::exception& e) {
+      return step_failed(t, i, "http", e.what(), false);
+    }
+    const net::Endpoint& e =
+        tool && tool->kind == ToolSpec::Kind::kUrl ? net::Endpoint::parse_url(tool->url) : settings.tools;
+    auto bytes = std::make_shared<std::string>(fmt::format(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+        "Content-Length: {}\r\n\r\n",
+        path, e.host_header(), args.size()));
+    *bytes += args;
+    s.arguments = args;
+    auto x = std::make_shared<ToolExchange>();
+    s.exchange = x;
+    const std::uint64_t task_id = t.arrival.id;
+    x->done = [this, task_id, i, x](ToolExchange& ex, net::ExchangeError err, std::string_view msg,
+                                    Nanos tc) { tool_done(task_id, i, ex, err, msg, tc); };
+    ++driver.counters_.tool_calls;
+    const double timeout_ms = s.spec ? s.spec->timeout_ms : t.spec->timeout_ms;
+    client->start(std::move(bytes), x.get(), now() + static_cast<Nanos>(timeout_ms * 1e6));
+  }
+
+  void tool_done(std::uint64_t task_id, std::uint32_t i, ToolExchange& x, net::ExchangeError err,
+                 std::string_view message, Nanos t_close) {
+    const auto it = tasks.find(task_id);
+    if (it == tasks.end()) return;
+    TaskRun& t = *it->second;
+    StepRun& s = t.steps[i];
+    auto keep = s.exchange;  // x lives until this returns
+    s.exchange.reset();
+    if (x.t_sent >= 0) s.exchange_ns += t_close - x.t_sent;
+    using E = net::ExchangeError;
+    if (err == E::kTimeout) return step_failed(t, i, "timeout", std::string(message), true);
+    if (err == E::kCancelled) return step_failed(t, i, "cancelled", std::string(message), false);
+    if (err != E::kNone) return step_failed(t, i, "http", std::string(message), true);
+    if (x.status == 400) return step_failed(t, i, "invalid_arguments", x.body.substr(0, 300), true);
+    if (x.status == 429 || x.status == 503)
+      return step_failed(t, i, "overload", fmt::format("HTTP {}", x.status), true);
+    if (x.status < 200 || x.status >= 300)
+      return step_failed(t, i, "http", fmt::format("HTTP {}: {}", x.status, x.body.substr(0, 200)), true);
+    if (x.over) return step_failed(t, i, "format", "the answer is over 4 MiB", true);
+    const auto j = nlohmann::json::parse(x.body, nullptr, false);
+    if (j.is_discarded()) return step_failed(t, i, "format", "the tool's answer is not JSON", true);
+    if (s.kind == "retrieval") {
+      const auto docs = j.find("documents");
+      if (docs == j.end() || !docs->is_array())
+        return step_failed(t, i, "format", "a search answer without \"documents\"", true);
+      s.documents.clear();
+      std::string text;
+      for (const auto& d : *docs) {
+        if (!d.is_object() || !d.contains("id") || !d["id"].is_string()) continue;
+        s.documents.push_back(d["id"].get<std::string>());
+        text += "[" + d["id"].get<std::string>() + "] ";
+        if (d.contains("text") && d["text"].is_string()) text += d["text"].get<std::string>();
+        text += '\n';
+      }
+      s.output = std::move(text);
+    } else {
+      s.output = x.body;
+    }
+    if (t.spec->mode == TaskSpec::Mode::kModelDriven) return driven_tool_done(t, i);
+    step_done(t, i);
+  }
+
+  // ---- step ends ----
+  void step_done(TaskRun& t, std::uint32_t i) {
+    StepRun& s = t.steps[i];
+    s.state = StepRun::State::kDone;
+    s.t_end = now();
+    --t.running;
+    if (t.spec->mode == TaskSpec::Mode::kScripted && s.spec) {
+      for (std::uint32_t k = 0; k < t.steps.size(); ++k) {
+        StepRun& n = t.steps[k];
+        if (std::find(n.spec->after.begin(), n.spec->after.end(), i) == n.spec->after.end()) continue;
+        if (n.critical < 0 || t.steps[n.critical].t_end <= s.t_end) n.critical = static_cast<int>(i);
+        if (--n.pending == 0) ready(t, k, s.t_end);
+      }
+    }
+    maybe_end(t);
+  }
+
+  void step_failed(TaskRun& t, std::uint32_t i, const std::string& failure, const std::string& detail,
+                   bool retryable) {
+    StepRun& s = t.steps[i];
+    const std::uint32_t retries = s.spec ? s.spec->retries : t.spec->retries;
+    const double backoff_ms = s.spec ? s.spec->backoff_ms : t.spec->backoff_ms;
+    if (retryable && s.attempts <= retries && !stopping) {
+      s.retried.push_back(failure);
+      const Nanos wait =
+          static_cast<Nanos>(backoff_ms * 1e6 * static_cast<double>(1u << std::min(s.attempts - 1, 20u)));
+      s.backoff_ns += wait;
+      auto timer = std::make_shared<asio::steady_timer>(ioc, task_clock_point(now() + wait));
+      const std::uint64_t task_id = t.arrival.id;
+      timer->async_wait([this, timer, task_id, i](const boost::system::error_code&) {
+        const auto it = tasks.find(task_id);
+        if (it == tasks.end()) return;
+        TaskRun& task = *it->second;
+        if (stopping) return step_failed(task, i, "cancelled", "the run was stopped", false);
+        attempt(task, i);
+      });
+      return;
+    }
+    s.state = StepRun::State::kFailed;
+    s.t_end = now();
+    s.failure = failure;
+    s.detail = detail;
+    --t.running;
+    if (!t.failed) {
+      t.failed = true;
+      t.failure = failure;
+      t.failed_step = s.id;
+    }
+    // Steps waiting on it (and on them) will not run.
+    if (t.spec->mode == TaskSpec::Mode::kScripted)
+      for (auto& n : t.steps)
+        if (n.state == StepRun::State::kWaiting) n.state = StepRun::State::kSkipped;
+    maybe_end(t);
+  }
+
+  // ---- model-driven ----
+  void next_model_turn(TaskRun& t) {
+    if (t.model_calls >= t.spec->max_steps) {
+      t.failed = true;
+      t.failure = "budget";
+      t.failed_step = t.last_model >= 0 ? t.steps[t.last_model].id : "";
+      return maybe_end(t);
+    }
+    if (stopping) {
+      t.failed = true;
+      t.failure = "cancelled";
+      return maybe_end(t);
+    }
+    StepRun s;
+    s.id = fmt::format("model-{}", t.model_calls);
+    s.kind = "model";
+    s.name = "model";
+    s.t_ready = now();
+    s.t_start = s.t_ready;
+    s.state = StepRun::State::kRunning;
+    // The step that ended last (the slowest tool of the round) is what this turn waited for.
+    for (std::size_t k = 0; k < t.steps.size(); ++k)
+      if (t.steps[k].t_end >= 0 && (s.critical < 0 || t.steps[k].t_end > t.steps[s.critical].t_end))
+        s.critical = static_cast<int>(k);
+    t.steps.push_back(std::move(s));
+    ++t.model_calls;
+    ++t.running;
+    const auto i = static_cast<std::uint32_t>(t.steps.size() - 1);
+    t.last_model = static_cast<int>(i);
+    t.steps[i].attempts = 1;
+    start_model(t, i);
+  }
+
+  void model_turn_done(TaskRun& t, std::uint32_t i, std::vector<ToolCallAssembler::Call> calls) {
+    if (calls.empty()) {
+      // An answer in text: the end, unless no tool was ever called.
+      if (t.tool_rounds == 0 && t.spec->tool_choice != "none")
+        return step_failed(t, i, "tool_selection", "the model answered without calling a tool", true);
+      return step_done(t, i);
+    }
+    // Every call must name a declared tool with arguments its schema takes.
+    for (const auto& c : calls) {
+      std::optional<std::uint32_t> tool;
+      for (const auto k : t.spec->tools)
+        if (set.catalog.tools[k].name == c.name) tool = k;
+      if (!tool)
+        return step_failed(t, i, "tool_selection",
+                           "the model called " + quote_input(c.name) + ", which was not offered", true);
+      const auto args = nlohmann::json::parse(c.arguments, nullptr, false);
+      if (args.is_discarded())
+        return step_failed(t, i, "format",
+                           "the arguments of " + c.name + " are not JSON: " + c.arguments.substr(0, 120),
+                           true);
+      if (const auto why = set.catalog.tools[*tool].parameters_checker->violations(args, 1); !why.empty())
+        return step_failed(t, i, "invalid_arguments", c.name + ": " + why.front(), true);
+    }
+    // The assistant's turn goes into the conversation, then each call runs as a step.
+    nlohmann::json tc = nlohmann::json::array();
+    for (const auto& c : calls)
+      tc.push_back(
+          {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    t.messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", std::move(tc)}});
+    ++t.tool_rounds;
+    t.tools_pending = static_cast<std::uint32_t>(calls.size());  // before step_done: the task goes on
+    step_done(t, i);
+    for (const auto& c : calls) {
+      StepRun s;
+      s.kind = "tool";
+      s.name = c.name;
+      for (const auto k : t.spec->tools)
+        if (set.catalog.tools[k].name == c.name) s.tool = k;
+      if (set.catalog.tools[s.tool].kind == ToolSpec::Kind::kSearch) s.kind = "retrieval";
+      s.id = fmt::format("{}-{}", c.name, t.steps.size());
+      s.arguments = c.arguments;
+      s.call_id = c.id;
+      s.t_ready = now();
+      s.t_start = s.t_ready;
+      s.state = StepRun::State::kRunning;
+      s.critical = static_cast<int>(i);
+      t.steps.push_back(std::move(s));
+      ++t.running;
+      const auto k = static_cast<std::uint32_t>(t.steps.size() - 1);
+      t.steps[k].attempts = 1;
+      start_tool(t, k, c.name, c.arguments);
+    }
+  }
+
+  void driven_tool_done(TaskRun& t, std::uint32_t i) {
+    StepRun& s = t.steps[i];
+    t.messages.push_back({{"role", "tool"}, {"tool_call_id", s.call_id}, {"content", s.output}});
+    step_done(t, i);
+    if (--t.tools_pending == 0 && !t.failed) next_model_turn(t);
+  }
+
+  // ---- task ends ----
+  void maybe_end(TaskRun& t) {
+    if (t.ended || t.running > 0) return;
+    if (t.spec->mode == TaskSpec::Mode::kScripted) {
+      for (const auto& s : t.steps)
+        if (s.state == StepRun::State::kWaiting && !t.failed && !stopping) return;
+    } else if (!t.failed && t.tools_pending > 0) {
+      return;
+    } else if (!t.failed && (t.steps.empty() || t.steps.back().kind != "model" ||
+                             t.steps.back().state != StepRun::State::kDone)) {
+      return;
+    }
+    t.ended = true;
+    t.t_end = now();
+    for (auto& s : t.steps)
+      if (s.state == StepRun::State::kWaiting) s.state = StepRun::State::kSkipped;
+    if (!t.failed && stopping) {
+      bool all = true;
+      for (const auto& s : t.steps) all &= s.state == StepRun::State::kDone;
+      if (!all) {
+        t.failed = true;
+        t.failure = "cancelled";
+      }
+    }
+    out.push(to_json(t));
+    --driver.counters_.in_flight;
+    ++driver.counters_.finished;
+    if (t.failed) ++driver.counters_.failed;
+    const std::uint64_t id = t.arrival.id;
+    asio::post(ioc, [this, id] {
+      tasks.erase(id);
+      check_finished();
+    });
+  }
+
+  static const char* state_name(StepRun::State s) {
+    switch (s) {
+      case StepRun::State::kDone:
+        return "ok";
+      case StepRun::State::kFailed:
+        return "failed";
+      case StepRun::State::kSkipped:
+        return "skipped";
+      case StepRun::State::kRunning:
+        return "running";
+      default:
+        return "waiting";
+    }
+  }
+
+  nlohmann::json to_json(const TaskRun& t) const {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& s : t.steps) {
+      nlohmann::json j = {{"id", s.id},
+                          {"kind", s.kind},
+                          {"name", s.name},
+                          {"outcome", state_name(s.state)},
+                          {"attempts", s.attempts}};
+      if (s.t_ready >= 0) j["t_ready_ns"] = s.t_ready;
+      if (s.t_start >= 0) j["t_start_ns"] = s.t_start;
+      if (s.t_end >= 0) j["t_end_ns"] = s.t_end;
+      if (!s.failure.empty()) j["failure"] = s.failure;
+      if (!s.detail.empty()) j["detail"] = s.detail.substr(0, 300);
+      if (!s.retried.empty()) j["retried"] = s.retried;
+      if (!s.requests.empty()) j["requests"] = s.requests;
+      if (s.cached_tokens >= 0) j["cached_tokens"] = s.cached_tokens;
+      if (s.prompt_tokens >= 0) j["prompt_tokens"] = s.prompt_tokens;
+      if (s.output_tokens >= 0) j["output_tokens"] = s.output_tokens;
+      if (!s.documents.empty()) j["documents"] = s.documents;
+      steps.push_back(std::move(j));
+    }
+    nlohmann::json task = {{"id", t.arrival.id},
+                           {"class", t.class_name},
+                           {"tenant", t.tenant},
+                           {"mode", t.spec->mode == TaskSpec::Mode::kScripted ? "scripted" : "model-driven"},
+                           {"t_sched_ns", t.t_sched},
+                           {"t_start_ns", t.t_start},
+                           {"t_end_ns", t.t_end},
+                           {"duration_ms", static_cast<double>(t.t_end - t.t_start) / 1e6},
+                           {"outcome", t.failed ? (t.failure == "cancelled" ? "cancelled" : "failed") : "ok"},
+                           {"steps", std::move(steps)},
+                           {"critical_path", critical_path(t)}};
+    if (t.warmup) task["warmup"] = true;
+    if (t.failed) {
+      task["failure"] = t.failure;
+      task["failed_step"] = t.failed_step;
+    }
+    return task;
+  }
+
+  // The chain of steps that ended last, back to the task's start, and
+  // where its time went: inside model exchanges, inside tool exchanges,
+  // waiting (between steps, and retry backoff), and the client's own time
+  // (building, parsing, checking) — the rest of each step.
+  nlohmann::json critical_path(const TaskRun& t) const {
+    const Nanos total = t.t_end - t.t_start;
+    int last = -1;
+    for (std::size_t i = 0; i < t.steps.size(); ++i)
+      if (t.steps[i].t_end >= 0 && (last < 0 || t.steps[i].t_end > t.steps[last].t_end))
+        last = static_cast<int>(i);
+    Nanos model = 0, tool = 0, queue = 0;
+    std::vector<std::string> path;
+    Nanos cursor = t.t_end;
+    for (int i = last; i >= 0;) {
+      const StepRun& s = t.steps[static_cast<std::size_t>(i)];
+      path.push_back(s.id);
+      const Nanos start = s.t_start >= 0 ? s.t_start : s.t_ready;
+      queue += std::max<Nanos>(0, cursor - s.t_end);  // after it, before the next on the path
+      (s.kind == "model" ? model : tool) += s.exchange_ns;
+      queue += s.backoff_ns;
+      queue += std::max<Nanos>(0, start - s.t_ready);
+      cursor = s.t_ready;
+      i = s.critical;
+    }
+    queue += std::max<Nanos>(0, cursor - t.t_start);
+    std::reverse(path.begin(), path.end());
+    const Nanos client = std::max<Nanos>(0, total - model - tool - queue);
+    return {{"steps", path},         {"total_ms", total / 1e6},   {"model_ms", model / 1e6},
+            {"tool_ms", tool / 1e6}, {"client_ms", client / 1e6}, {"queue_ms", queue / 1e6}};
+  }
+
+  void check_finished() {
+    if (!tasks.empty()) return;
+    if (!stopping && next_arrival < set.arrivals.size()) return;
+    {
+      std::lock_guard lock(done_mutex);
+      finished = true;
+    }
+    done_cv.notify_all();
+    guard.reset();
+  }
+};
+
+TaskDriver::TaskDriver(const TaskSet& tasks, const workload::Workload& w, TaskDriverSettings settings,
+                       RecordQueue& requests, TaskRecordQueue& out)
+    : impl_(std::make_unique<Impl>(*this, tasks, w, std::move(settings), requests, out)) {}
+
+TaskDriver::~TaskDriver() {
+  if (impl_->thread.joinable()) {
+    stop_sending();
+    cancel_in_flight();
+    join();
+  }
+}
+
+void TaskDriver::start(Nanos epoch) {
+  impl_->epoch = epoch;
+  impl_->guard.emplace(impl_->ioc.get_executor());
+  asio::post(impl_->ioc, [this] { impl_->arm(); });
+  impl_->thread = std::thread([this] { impl_->ioc.run(); });
+}
+
+bool TaskDriver::wait_for(int timeout_ms) {
+  std::unique_lock lock(impl_->done_mutex);
+  return impl_->done_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                 [this] { return impl_->finished; });
+}
+
+void TaskDriver::stop_sending() {
+  asio::post(impl_->ioc, [this] {
+    impl_->stopping = true;
+    impl_->arrival_timer.cancel();
+    not_started_ += impl_->set.arrivals.size() - impl_->next_arrival;
+    impl_->check_finished();
+  });
+}
+
+void TaskDriver::cancel_in_flight() {
+  asio::post(impl_->ioc, [this] {
+    impl_->stopping = true;
+    impl_->model_client.cancel_all();
+    impl_->tool_client.cancel_all();
+    for (auto& [u, c] : impl_->url_clients) c->cancel_all();
+  });
+}
+
+void TaskDriver::join() {
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace tokenscope::bench

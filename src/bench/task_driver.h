@@ -1,0 +1,100 @@
+// The task driver: runs agentic tasks (bench/task_graph.h) against the
+// target, beside the runner's requests, on the run's one clock. Open loop:
+// each task starts at its arrival time; its steps run as soon as the steps
+// they come after are done (fan-out runs in parallel, joins wait), each
+// attempt with its timeout, failed attempts retried after a backoff that
+// doubles. Model steps are chat requests to the target, recorded like any
+// request (requests.jsonl, with the task's id and the step's); tool steps
+// POST to the mock tools (bench/mock_tools.h) or to a tool's URL;
+// retrievals are calls to a search tool. Model-driven tasks send the
+// declared tools and run the calls the model makes until it answers in text
+// or its step budget is spent.
+//
+// Each task ends in one record (tasks.jsonl): outcome, the failure class and
+// the step that caused it, its steps (kind, name, times, attempts, outcome,
+// the classes of failed attempts, the model calls' request ids and cached
+// prompt tokens), and its critical path: model time, tool time, client
+// time and queueing, which add up to the task's wall time.
+//
+// Failure classes: format (an answer or a tool's body that is not the JSON
+// asked for), tool_selection (no tool called, or one not declared),
+// invalid_arguments (arguments the tool's schema refuses), unsupported_claim
+// (an answer without the citations asked for), timeout, http, overload
+// (429, 503), budget (a model-driven task out of steps).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_workload.h"
+#include "bench/exchange.h"
+#include "bench/runner.h"
+#include "net/http_client.h"
+
+namespace tokenscope::bench {
+
+// Finished task records (one JSON object each), pushed by the driver's
+// thread, drained by the caller.
+class TaskRecordQueue {
+ public:
+  void push(nlohmann::json&& task);
+  void drain(std::vector<nlohmann::json>& out);
+
+ private:
+  std::mutex mutex_;
+  std::vector<nlohmann::json> pending_;
+};
+
+struct TaskDriverSettings {
+  RequestSettings request;  // the target's model, API key, sampling (chat is sent)
+  net::Endpoint target;
+  net::ClientOptions client;
+  net::Endpoint tools;  // the mock tool server
+  std::uint64_t seed = 0;
+  // The model calls' request ids start here (after the workload's requests).
+  std::uint64_t first_request_id = 0;
+  double warmup_s = 0;  // tasks arriving earlier are marked warm-up
+  std::size_t max_events = ResponseCollector::kDefaultMaxEvents;
+};
+
+struct TaskCounters {
+  std::atomic<std::uint64_t> started{0}, finished{0}, failed{0};
+  std::atomic<std::uint64_t> model_calls{0}, tool_calls{0};
+  std::atomic<std::int64_t> in_flight{0};
+};
+
+class TaskDriver {
+ public:
+  TaskDriver(const TaskSet& tasks, const workload::Workload& w, TaskDriverSettings settings,
+             RecordQueue& requests, TaskRecordQueue& out);
+  ~TaskDriver();
+  TaskDriver(const TaskDriver&) = delete;
+  TaskDriver& operator=(const TaskDriver&) = delete;
+
+  // Starts the driver's thread; the first task is due at epoch + its arrival.
+  void start(Nanos epoch);
+  // Blocks up to timeout_ms; true when every task has ended.
+  bool wait_for(int timeout_ms);
+  // Ctrl-C: no task starts, no step starts; running exchanges go on.
+  void stop_sending();
+  // After the grace period: exchanges in flight end (cancelled), and so do their tasks.
+  void cancel_in_flight();
+  void join();
+  const TaskCounters& counters() const { return counters_; }
+  std::uint64_t not_started() const { return not_started_.load(); }
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  TaskCounters counters_;
+  std::atomic<std::uint64_t> not_started_{0};
+};
+
+}  // namespace tokenscope::bench

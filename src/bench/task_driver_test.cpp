@@ -1,0 +1,322 @@
+// Agentic tasks end to end against the in-process simulator and the mock
+// tools, over loopback HTTP: the graph's order and joins, records linked to
+// their tasks, failure classes equal to what was injected, the model-driven
+// loop with serve's tool policy and faults, and stopping. Bounded: a few
+// dozen tasks of short steps.
+#include "bench/task_driver.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "bench/mock_tools.h"
+#include "engine/catalog.h"
+#include "serve/metrics.h"
+#include "serve/server_app.h"
+
+namespace tokenscope::bench {
+namespace {
+
+struct TaskTarget {
+  explicit TaskTarget(double step_ms, std::vector<serve::FaultRule> faults = {},
+                      serve::ToolPolicy tools = {}) {
+    engine::EngineSettings s;
+    s.model = "llama-3-8b";
+    s.gpu = "h100-sxm";
+    s.fixed_step_ms = step_ms;
+    const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+    serve::ServerAppSettings ss;
+    ss.faults = std::move(faults);
+    ss.fault_seed = 5;
+    ss.core.tools = tools;
+    app = std::make_unique<serve::ServerApp>(eff, s, std::make_unique<engine::FixedCostModel>(step_ms * 1e-3),
+                                             ss);
+    app->start();
+    endpoint = net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(app->port()));
+  }
+  std::unique_ptr<serve::ServerApp> app;
+  net::Endpoint endpoint;
+};
+
+struct TaskRunResult {
+  std::vector<nlohmann::json> tasks;
+  std::vector<RequestRecord> requests;
+  std::map<std::string, InjectedToolErrors> injected;
+};
+
+TaskRunResult run_tasks(const BenchWorkload& b, const TaskTarget& target, bool stop_early = false) {
+  MockToolServer tools(b.tasks->catalog, 9);
+  TaskDriverSettings s;
+  s.request.api = Api::kChat;
+  s.request.model = "llama-3-8b";
+  s.target = target.endpoint;
+  s.tools = net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(tools.port()));
+  s.seed = 3;
+  s.first_request_id = 1000;
+  RecordQueue rq;
+  TaskRecordQueue tq;
+  TaskDriver d(*b.tasks, b.workload, s, rq, tq);
+  SteadyClock clock;
+  d.start(clock.now_ns() + 20 * kNanosPerMilli);
+  if (stop_early) {
+    d.wait_for(150);
+    d.stop_sending();
+    d.cancel_in_flight();
+  }
+  while (!d.wait_for(1000)) {
+  }
+  d.join();
+  TaskRunResult r;
+  tq.drain(r.tasks);
+  rq.drain(r.requests);
+  r.injected = tools.injected();
+  return r;
+}
+
+const char* kResearchTasks = R"y(num_requests: 6
+arrival: {process: constant, rate_rps: 50}
+documents: {count: 100, tokens: fixed:30}
+tools:
+  - name: search
+    kind: search
+    parameters: {type: object, properties: {query: {type: string}, top_k: {type: integer}}, required: [query]}
+    latency_ms: fixed:5
+  - name: weather
+    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+    response: {type: object, properties: {temp_c: {type: number}}, required: [temp_c]}
+    latency_ms: uniform:2:8
+  - name: calc
+    kind: calculator
+    parameters: {type: object, properties: {expression: {type: string}}, required: [expression]}
+classes:
+  - name: research
+    task:
+      input_len: fixed:12
+      steps:
+        - {id: plan, model: {prompt: "Plan: {{input}}", output_len: fixed:8}}
+        - {id: r1, retrieve: {query: "{{plan}}", top_k: 3}, after: [plan]}
+        - {id: r2, retrieve: {query: "{{input}}"}, after: [plan]}
+        - {id: r3, retrieve: {query: "{{plan}} {{input}}"}, after: [plan]}
+        - {id: api1, tool: weather, after: [plan]}
+        - {id: api2, tool: {name: calc, arguments: {expression: "2 * (3 + 4)"}}, after: [plan]}
+        - id: summary
+          after: [r1, r2, r3, api1, api2]
+          model: {prompt: "Summarize: {{r1}} {{r2}} {{r3}} {{api1}} {{api2}}", output_len: fixed:12}
+)y";
+
+const nlohmann::json& task_step(const nlohmann::json& task, const std::string& id) {
+  for (const auto& s : task["steps"])
+    if (s["id"] == id) return s;
+  throw std::runtime_error("no step " + id);
+}
+
+// The research task: a plan, three retrievals and two API calls in
+// parallel, a summary that waits for all of them.
+TEST(TaskDriver, RunsTheGraphWithItsJoinsAndLinksTheRecords) {
+  const auto b = parse_workload_yaml(kResearchTasks, "research.yaml", 1);
+  TaskTarget target(2);
+  const TaskRunResult r = run_tasks(b, target);
+  ASSERT_EQ(r.tasks.size(), 6u);
+  EXPECT_EQ(r.requests.size(), 12u);  // two model calls a task
+  std::map<std::uint64_t, const RequestRecord*> by_id;
+  for (const auto& q : r.requests) {
+    by_id[q.id] = &q;
+    EXPECT_EQ(q.outcome, Outcome::kOk) << q.detail;
+    EXPECT_GE(q.task, 0);
+    EXPECT_GE(q.id, 1000u);
+  }
+  for (const auto& t : r.tasks) {
+    ASSERT_EQ(t["outcome"], "ok") << t.dump(1);
+    ASSERT_EQ(t["steps"].size(), 7u);
+    const auto& plan = task_step(t, "plan");
+    const auto& summary = task_step(t, "summary");
+    for (const char* id : {"r1", "r2", "r3", "api1", "api2"}) {
+      const auto& s = task_step(t, id);
+      EXPECT_EQ(s["outcome"], "ok") << s;
+      EXPECT_GE(s["t_start_ns"].get<Nanos>(), plan["t_end_ns"].get<Nanos>()) << id;
+      EXPECT_LE(s["t_end_ns"].get<Nanos>(), summary["t_start_ns"].get<Nanos>()) << id;
+    }
+    EXPECT_EQ(task_step(t, "r1")["documents"].size(), 3u);
+    EXPECT_EQ(task_step(t, "r2")["documents"].size(), 3u);
+    // The model calls are in requests.jsonl under the task's id and the step's.
+    for (const char* id : {"plan", "summary"}) {
+      const auto& s = task_step(t, id);
+      ASSERT_EQ(s["requests"].size(), 1u);
+      const RequestRecord& q = *by_id.at(s["requests"][0].get<std::uint64_t>());
+      EXPECT_EQ(q.task, t["id"].get<std::int64_t>());
+      EXPECT_EQ(q.step, id);
+      EXPECT_EQ(q.task_class, "research");
+    }
+    // The critical path ends with the summary and adds up to the task's time.
+    const auto& cp = t["critical_path"];
+    EXPECT_EQ(cp["steps"].front(), "plan");
+    EXPECT_EQ(cp["steps"].back(), "summary");
+    const double parts = cp["model_ms"].get<double>() + cp["tool_ms"].get<double>() +
+                         cp["client_ms"].get<double>() + cp["queue_ms"].get<double>();
+    EXPECT_NEAR(parts, cp["total_ms"].get<double>(), 0.01 * cp["total_ms"].get<double>());
+    EXPECT_NEAR(cp["total_ms"].get<double>(), t["duration_ms"].get<double>(), 1e-6);
+    EXPECT_GT(cp["model_ms"].get<double>(), 0);
+    EXPECT_GT(cp["tool_ms"].get<double>(), 0);
+  }
+}
+
+// Failure classes equal what the mock tools injected: 500s are http,
+// bodies that are not JSON are format, held answers time out; retried
+// failures are listed beside the final outcome.
+TEST(TaskDriver, FailureClassesEqualTheInjectedErrors) {
+  const std::string file = R"(num_requests: 40
+arrival: {process: constant, rate_rps: 200}
+tools:
+  - name: flaky
+    parameters: {type: object, properties: {q: {type: string}}, required: [q]}
+    errors: {http_5xx: 0.2, malformed: 0.15, timeout: 0.1}
+classes:
+  - name: t
+    task:
+      steps:
+        - {id: call, tool: flaky, timeout_ms: 300, retries: 1, backoff_ms: 5}
+        - {id: answer, model: {prompt: "{{call}}", output_len: fixed:3}, after: [call]}
+)";
+  const auto b = parse_workload_yaml(file, "flaky.yaml", 2);
+  TaskTarget target(1);
+  const TaskRunResult r = run_tasks(b, target);
+  ASSERT_EQ(r.tasks.size(), 40u);
+  std::map<std::string, std::uint64_t> seen;  // every failed attempt, retried or final
+  std::uint64_t ok = 0;
+  for (const auto& t : r.tasks) {
+    const auto& s = task_step(t, "call");
+    if (s.contains("retried"))
+      for (const auto& c : s["retried"]) ++seen[c.get<std::string>()];
+    if (t["outcome"] == "ok") {
+      ++ok;
+      continue;
+    }
+    EXPECT_EQ(t["failed_step"], "call");
+    EXPECT_EQ(t["failure"], s["failure"]);
+    EXPECT_EQ(task_step(t, "answer")["outcome"], "skipped");
+    ++seen[t["failure"].get<std::string>()];
+  }
+  const auto& inj = r.injected.at("flaky");
+  EXPECT_EQ(seen["http"], inj.http_5xx);
+  EXPECT_EQ(seen["format"], inj.malformed);
+  EXPECT_EQ(seen["timeout"], inj.timeout);
+  EXPECT_EQ(inj.calls, inj.http_5xx + inj.malformed + inj.timeout + ok);
+  EXPECT_GT(inj.http_5xx + inj.malformed + inj.timeout, 0u);
+}
+
+const char* kReactTasks = R"(num_requests: 8
+arrival: {process: constant, rate_rps: 100}
+tools:
+  - name: search
+    kind: search
+    parameters: {type: object, properties: {query: {type: string}}, required: [query]}
+  - name: calc
+    kind: calculator
+    parameters: {type: object, properties: {expression: {type: string, enum: ["1 + 1", "6 * 7"]}}, required: [expression]}
+classes:
+  - name: react
+    task:
+      mode: model-driven
+      tools: [search, calc]
+      max_steps: 5
+      prompt: "Answer: {{input}}"
+      output_len: fixed:150
+)";
+
+// The model decides: serve's policy calls tools for two rounds, then
+// answers; every call runs and its result goes back in.
+TEST(TaskDriver, ModelDrivenTasksFollowTheModelsCalls) {
+  const auto b = parse_workload_yaml(kReactTasks, "react.yaml", 3);
+  serve::ToolPolicy policy;
+  policy.call_prob = 1.0;
+  policy.max_rounds = 2;
+  policy.max_parallel = 2;
+  TaskTarget target(1, {}, policy);
+  const TaskRunResult r = run_tasks(b, target);
+  ASSERT_EQ(r.tasks.size(), 8u);
+  for (const auto& t : r.tasks) {
+    ASSERT_EQ(t["outcome"], "ok") << t.dump(1);
+    int models = 0, tools = 0;
+    for (const auto& s : t["steps"]) {
+      EXPECT_EQ(s["outcome"], "ok") << s;
+      if (s["kind"] == "model")
+        ++models;
+      else
+        ++tools;
+    }
+    EXPECT_EQ(models, 3);  // two rounds of calls, then the answer
+    EXPECT_GE(tools, 2);
+    EXPECT_LE(tools, 4);
+  }
+  // Each model call is a request of its own, with a growing prompt (the tool results went back in).
+  std::map<std::int64_t, std::vector<const RequestRecord*>> by_task;
+  for (const auto& q : r.requests) by_task[q.task].push_back(&q);
+  for (auto& [task, qs] : by_task) {
+    ASSERT_EQ(qs.size(), 3u);
+    std::sort(qs.begin(), qs.end(), [](auto* a, auto* c) { return a->id < c->id; });
+    EXPECT_LT(qs[0]->prompt_tokens, qs[1]->prompt_tokens);
+    EXPECT_LT(qs[1]->prompt_tokens, qs[2]->prompt_tokens);
+    EXPECT_GT(qs[1]->cached_tokens, 0);  // the conversation's prefix
+  }
+}
+
+// serve's tool faults become the tasks' failure classes, one for one.
+TEST(TaskDriver, ModelDrivenFailuresAreClassedAsServeInjectedThem) {
+  const auto b = parse_workload_yaml(kReactTasks, "react.yaml", 4);
+  serve::ToolPolicy policy;
+  policy.call_prob = 1.0;
+  policy.max_rounds = 1;
+  TaskTarget target(1,
+                    {{serve::FaultKind::kWrongTool, 0.2, 0},
+                     {serve::FaultKind::kInvalidArguments, 0.2, 0},
+                     {serve::FaultKind::kMalformedJson, 0.2, 0}},
+                    policy);
+  const TaskRunResult r = run_tasks(b, target);
+  std::map<std::string, double> failures;
+  for (const auto& t : r.tasks)
+    if (t["outcome"] == "failed") ++failures[t["failure"].get<std::string>()];
+  const auto& m = target.app->metrics();
+  EXPECT_EQ(failures["tool_selection"], m.value("tokenscope:faults_injected_total", "wrong_tool"));
+  EXPECT_EQ(failures["invalid_arguments"], m.value("tokenscope:faults_injected_total", "invalid_arguments"));
+  EXPECT_EQ(failures["format"], m.value("tokenscope:faults_injected_total", "malformed_json"));
+  EXPECT_GT(failures["tool_selection"] + failures["invalid_arguments"] + failures["format"], 0);
+  // A model that never calls a tool is a tool-selection failure of its first step.
+  serve::ToolPolicy never;
+  never.call_prob = 0.0;
+  TaskTarget silent(1, {}, never);
+  const TaskRunResult q = run_tasks(b, silent);
+  for (const auto& t : q.tasks) {
+    EXPECT_EQ(t["failure"], "tool_selection") << t.dump(1);
+    EXPECT_EQ(t["failed_step"], "model-0");
+  }
+}
+
+// Ctrl-C: no task starts after it, those in flight end cancelled, every
+// finished task and step is kept.
+TEST(TaskDriver, StoppingKeepsEveryTaskThatRan) {
+  const std::string file = R"(num_requests: 200
+arrival: {process: constant, rate_rps: 400}
+tools:
+  - {name: slow, parameters: {type: object}, latency_ms: fixed:100}
+classes:
+  - name: t
+    task:
+      steps:
+        - {id: a, model: {prompt: x, output_len: fixed:2}}
+        - {id: b, tool: slow, after: [a]}
+)";
+  const auto b = parse_workload_yaml(file, "stop.yaml", 5);
+  TaskTarget target(1);
+  const TaskRunResult r = run_tasks(b, target, true);
+  ASSERT_GT(r.tasks.size(), 0u);
+  EXPECT_LT(r.tasks.size(), 200u);
+  int cancelled = 0;
+  for (const auto& t : r.tasks) {
+    if (t["outcome"] == "cancelled") ++cancelled;
+    EXPECT_TRUE(t["outcome"] == "ok" || t["outcome"] == "cancelled") << t.dump(1);
+  }
+  EXPECT_GT(cancelled, 0);
+}
+
+}  // namespace
+}  // namespace tokenscope::bench
