@@ -19,12 +19,14 @@
 #include "analyze/locality.h"
 #include "bench/bench_workload.h"
 #include "bench/live_metrics.h"
+#include "bench/mock_tools.h"
 #include "bench/prompt_text.h"
 #include "bench/requests_csv.h"
 #include "bench/run_observe.h"
 #include "bench/runner.h"
 #include "bench/schedule.h"
 #include "bench/server_prompts.h"
+#include "bench/task_driver.h"
 #include "bench/vllm_compat.h"
 #include "core/error.h"
 #include "core/json_depth.h"
@@ -95,11 +97,13 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     p.bw.effective = std::move(built.effective);
   } else {
     p.bw = load_workload_file(o.workload_file, wo.seed, rate);
-    if (p.bw.tasks)
+    if (p.bw.tasks && (o.concurrency > 0 || !o.user_stages.empty()))
       throw UsageError(fmt::format(
-          "{}: its task classes were read and checked, but bench does not drive tasks yet (issue 25 is in "
-          "progress; docs/tasks.md)",
+          "{}: task classes arrive open loop (their arrival process); drop --concurrency and --users",
           o.workload_file));
+    if (p.bw.tasks && !o.only_class.empty())
+      throw UsageError(
+          "--coupling runs classes of requests; a workload with task classes has no coupling run");
   }
   auto& w = p.bw.workload;
   if (!o.only_class.empty()) {  // --coupling: one class alone, at its own arrival times
@@ -109,7 +113,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     w.requests = std::move(kept);
     p.bw.turns.clear();
   }
-  if (w.requests.empty()) throw UsageError("the workload has no requests");
+  if (w.requests.empty() && !p.bw.tasks) throw UsageError("the workload has no requests");
   for (const auto& r : w.requests)
     if (r.input_tokens > o.max_prompt_tokens) {
       const std::string origin = workload::prompt_origin(w, r);
@@ -453,25 +457,30 @@ struct ProgressLine {
 
 // Waits for the runner to finish its load, acting on the stops and drawing
 // the progress line; returns whether the run was cut short.
-bool wait_for_run(Runner& runner, const BenchSettings& o, const RunStops& stops, const ProgressLine& show,
-                  std::ostream& log) {
+bool wait_for_run(Runner& runner, TaskDriver* tasks, const BenchSettings& o, const RunStops& stops,
+                  const ProgressLine& show, std::ostream& log) {
   bool was_interrupted = false;
   const std::atomic<bool>* hurry = stops.hurry;
   Nanos grace_end = 0;
   SteadyClock clock;
   Nanos last_progress = 0;
   for (;;) {
-    const bool finished = runner.wait_for(100);
+    const bool finished = runner.wait_for(100) && (!tasks || tasks->wait_for(0));
     const Nanos t = clock.now_ns();
     if (stops.writer_failed.load() &&
         !was_interrupted) {  // e.g. a full disk: stop at once, keep what is written
       was_interrupted = true;
       runner.stop_sending();
       runner.cancel_in_flight();
+      if (tasks) {
+        tasks->stop_sending();
+        tasks->cancel_in_flight();
+      }
     }
     if (stops.interrupted.load() && !was_interrupted) {
       was_interrupted = true;
       runner.stop_sending();
+      if (tasks) tasks->stop_sending();
       grace_end = t + seconds_to_nanos(o.grace_s);
       log << fmt::format(
                  "\ntokenscope bench: interrupted: no new requests; waiting up to {} s for {} in flight "
@@ -485,6 +494,7 @@ bool wait_for_run(Runner& runner, const BenchSettings& o, const RunStops& stops,
     }
     if (was_interrupted && grace_end > 0 && t >= grace_end) {
       runner.cancel_in_flight();
+      if (tasks) tasks->cancel_in_flight();
       grace_end = 0;
     }
     if (finished) break;
@@ -493,12 +503,17 @@ bool wait_for_run(Runner& runner, const BenchSettings& o, const RunStops& stops,
       last_progress = t;
       const auto& c = runner.counters();
       const double elapsed = std::max(0.0, nanos_to_s(t - runner.epoch()));
-      const std::string line =
+      std::string line =
           fmt::format("[{:6.1f}s] sent {}, done {}, in flight {}, errors {}{}, {:.1f} req/s, ETA {:.0f} s",
                       elapsed, c.sent.load(), c.completed.load() + c.failed.load(), c.in_flight.load(),
                       c.failed.load(), c.queued.load() > 0 ? fmt::format(", queued {}", c.queued.load()) : "",
                       elapsed > 0 ? static_cast<double>(c.completed.load() + c.failed.load()) / elapsed : 0.0,
                       std::max(0.0, show.planned_s - elapsed));
+      if (tasks) {
+        const auto& tc = tasks->counters();
+        line += fmt::format("; tasks done {}, failed {}, running {}", tc.finished.load(), tc.failed.load(),
+                            tc.in_flight.load());
+      }
       if (show.tty)
         log << "\r" << line << "\x1b[K" << std::flush;
       else
@@ -578,7 +593,8 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     if (!o.server.faults.text.empty() || !o.server.trace_emissions.empty() || o.server.logprob_shift != 0 ||
         o.server.reasoning_share != 0 || o.server.tool_call_prob != defaults.tool_call_prob ||
         o.server.tool_rounds != defaults.tool_rounds ||
-        o.server.parallel_tool_calls != defaults.parallel_tool_calls)
+        o.server.parallel_tool_calls != defaults.parallel_tool_calls ||
+        o.server.cite_prob != defaults.cite_prob)
       throw UsageError(
           "--faults, --trace-emissions, --logprob-shift, --reasoning-share and the --tool-* options apply to "
           "the in-process server (no --target)");
@@ -664,10 +680,12 @@ nlohmann::json requested_settings(const BenchSettings& o) {
   const serve::SimServerOptions defaults;
   if (o.target_url.empty() &&
       (o.server.tool_call_prob != defaults.tool_call_prob || o.server.tool_rounds != defaults.tool_rounds ||
-       o.server.parallel_tool_calls != defaults.parallel_tool_calls))
+       o.server.parallel_tool_calls != defaults.parallel_tool_calls ||
+       o.server.cite_prob != defaults.cite_prob))
     requested["server"]["tools"] = {{"call_prob", o.server.tool_call_prob},
                                     {"rounds", o.server.tool_rounds},
-                                    {"parallel", o.server.parallel_tool_calls}};
+                                    {"parallel", o.server.parallel_tool_calls},
+                                    {"cite_prob", o.server.cite_prob}};
   if (!o.model_mix.empty()) requested["model_mix"] = o.model_mix;
   if (o.target_url.empty() && !o.server.lora_modules.empty())
     requested["server"]["lora_modules"] = o.server.lora_modules;
@@ -877,6 +895,30 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
 
   RecordQueue queue;
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
+  // Agentic tasks (bench/task_driver.h): beside the requests, on the same
+  // epoch, their model calls into the same records, their own to tasks.jsonl.
+  std::unique_ptr<MockToolServer> mock_tools;
+  std::unique_ptr<TaskDriver> task_driver;
+  TaskRecordQueue task_queue;
+  std::unique_ptr<JsonlWriter> tasks_out;
+  std::optional<TaskSummary> task_summary;
+  if (p.bw.tasks) {
+    mock_tools = std::make_unique<MockToolServer>(p.bw.tasks->catalog, derive_seed(o.workload.seed, "tools"));
+    TaskDriverSettings ts;
+    ts.request = rs;
+    ts.request.api = Api::kChat;
+    ts.request.path.clear();  // --endpoint names the requests' path; tasks speak chat
+    ts.target = endpoint;
+    ts.client = copt;
+    ts.tools = net::Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", mock_tools->port()));
+    ts.seed = derive_seed(o.workload.seed, "tasks");
+    ts.first_request_id = kTaskRequestIdBase;
+    ts.warmup_s = o.warmup_s;
+    ts.max_events = o.max_events;
+    task_driver = std::make_unique<TaskDriver>(*p.bw.tasks, w, ts, queue, task_queue);
+    tasks_out = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "tasks.jsonl", false);
+    task_summary.emplace(*p.bw.tasks, w.classes);
+  }
   const bool tty = o.progress == Progress::kAuto ? isatty(STDERR_FILENO) != 0 : o.progress == Progress::kTty;
   const bool progress = !o.quiet && o.progress != Progress::kNone;
   const double planned_s = p.plan.closed_loop
@@ -890,11 +932,23 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log,
                        [&session](const observe::Observation& ob) { session.observed(ob); });
   runner.start();
+  if (task_driver) task_driver->start(runner.epoch());
   const LiveRun live_run(live, {out_dir, rs.model, endpoint.url()}, runner);  // --metrics-port
 
   RecordDrain sink(w, p.plan.closed_loop, session, csv.get(), live,
                    o.compat == Compat::kVllm ? &compat : nullptr);
-  const auto drain = [&] { sink.drain(queue); };
+  std::vector<nlohmann::json> task_batch;
+  const auto drain = [&] {
+    sink.drain(queue);
+    if (!tasks_out) return;
+    task_batch.clear();
+    task_queue.drain(task_batch);
+    for (const auto& t : task_batch) {
+      tasks_out->append_line(t.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      task_summary->add(t);
+    }
+    if (!task_batch.empty()) tasks_out->flush();
+  };
   // The writer thread drains records every 50 ms at a lower priority than
   // the client threads, so that its bursts of work never delay a send.
   std::atomic<bool> writer_stop{false}, writer_failed{false};
@@ -911,9 +965,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
       writer_failed = true;
     }
   });
-  const bool was_interrupted =
-      wait_for_run(runner, o, {interrupted, hurry, writer_failed}, {progress, tty, planned_s}, log);
+  const bool was_interrupted = wait_for_run(runner, task_driver.get(), o, {interrupted, hurry, writer_failed},
+                                            {progress, tty, planned_s}, log);
   runner.join();
+  if (task_driver) task_driver->join();
   writer_stop = true;
   writer.join();
   if (io_error.empty()) {
@@ -995,6 +1050,21 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["kv_locality"] = analyze::kv_locality(w, std::move(sink.locality));
   run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());
   add_in_process_truth(run, side);
+  if (task_summary) {
+    run["tasks"] = task_summary->build();
+    if (mock_tools) {  // the mock tools' ground truth, as the in-process server's faults
+      nlohmann::json injected = nlohmann::json::object();
+      for (const auto& [name, e] : mock_tools->injected())
+        injected[name] = {{"calls", e.calls},
+                          {"http_5xx", e.http_5xx},
+                          {"timeout", e.timeout},
+                          {"malformed", e.malformed},
+                          {"invalid_arguments", e.invalid_arguments}};
+      run["tasks"]["tools_injected"] = std::move(injected);
+    }
+    if (tasks_out) tasks_out->close();
+    report.tasks = run["tasks"];
+  }
   if (!io_error.empty()) {
     // The disk failed: every whole line already written stays, and run.json
     // gets the summary of what reached the writer if it still fits (else the

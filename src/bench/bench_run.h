@@ -38,6 +38,7 @@ struct RunReport {
   nlohmann::json summary;  // run.json "summary"
   nlohmann::json client;   // run.json "client"
   nlohmann::json observe;  // run.json "observe" (the sampled sources)
+  nlohmann::json tasks;    // run.json "tasks" (bench/task_driver.h TaskSummary); null without task classes
   std::string model;
   std::string url;
   bool in_process = false;

@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <limits>
 #include <optional>
@@ -833,6 +834,165 @@ struct TaskDriver::Impl {
     guard.reset();
   }
 };
+
+TaskSummary::TaskSummary(const TaskSet& set, std::vector<std::string> classes)
+    : set_(set), classes_(std::move(classes)) {}
+
+void TaskSummary::add(const nlohmann::json& t) {
+  const std::string outcome = t.value("outcome", "");
+  const double ms = t.value("duration_ms", 0.0);
+  if (t.value("warmup", false)) {
+    ++warmup_;
+    if (outcome == "ok") warmup_ms_.push_back(ms);
+    return;
+  }
+  for (Group* g : {&all_, &by_class_[t.value("class", "")]}) {
+    ++g->tasks;
+    if (outcome == "ok") {
+      ++g->ok;
+      g->completion_ms.push_back(ms);
+    } else if (outcome == "cancelled") {
+      ++g->cancelled;
+    } else {
+      ++g->failed;
+    }
+  }
+  if (outcome == "failed") {
+    ++failures_by_class_[t.value("failure", "")];
+    ++failures_by_step_[t.value("failed_step", "")];
+  }
+  for (const auto& s : t["steps"]) {
+    steps_ += 1;
+    const std::string kind = s.value("kind", "");
+    if (kind == "model") {
+      model_calls_ += static_cast<double>(s.contains("requests") ? s["requests"].size() : 0);
+      prompt_tokens_ +=
+          static_cast<double>(std::max<std::int64_t>(0, s.value("prompt_tokens", std::int64_t{0})));
+      output_tokens_ +=
+          static_cast<double>(std::max<std::int64_t>(0, s.value("output_tokens", std::int64_t{0})));
+    } else {
+      tool_calls_ += s.value("attempts", 0);
+      if (s.value("outcome", "") == "ok" && s.contains("t_start_ns") && s.contains("t_end_ns"))
+        tool_ms_[s.value("name", "")].push_back(
+            static_cast<double>(s["t_end_ns"].get<Nanos>() - s["t_start_ns"].get<Nanos>()) / 1e6);
+    }
+    if (s.contains("retried"))
+      for (const auto& c : s["retried"]) ++retried_by_class_[c.get<std::string>()];
+  }
+  const auto& cp = t["critical_path"];
+  cp_model_ += cp.value("model_ms", 0.0);
+  cp_tool_ += cp.value("tool_ms", 0.0);
+  cp_client_ += cp.value("client_ms", 0.0);
+  cp_queue_ += cp.value("queue_ms", 0.0);
+}
+
+namespace {
+
+double nearest_rank(std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const auto k = static_cast<std::size_t>(std::ceil(q / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, k > 0 ? k - 1 : 0)];
+}
+
+// A percentile and its 95% percentile-bootstrap interval (200 resamples, seeded).
+nlohmann::json percentile_with_interval(std::vector<double> v, double q) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  const double value = nearest_rank(v, q);
+  Rng rng(0x7461736b6369ULL ^ v.size());
+  std::vector<double> stats, sample(v.size());
+  constexpr int kResamples = 200;
+  for (int b = 0; b < kResamples; ++b) {
+    for (auto& x : sample) x = v[rng.uniform_int(0, v.size() - 1)];
+    std::sort(sample.begin(), sample.end());
+    stats.push_back(nearest_rank(sample, q));
+  }
+  std::sort(stats.begin(), stats.end());
+  return {{"value", value}, {"ci95", {stats[kResamples * 25 / 1000], stats[kResamples * 975 / 1000 - 1]}}};
+}
+
+nlohmann::json completion(const std::vector<double>& ms) {
+  return {{"p50", percentile_with_interval(ms, 50)},
+          {"p90", percentile_with_interval(ms, 90)},
+          {"p99", percentile_with_interval(ms, 99)}};
+}
+
+}  // namespace
+
+nlohmann::json TaskSummary::build() const {
+  const double n = static_cast<double>(std::max<std::uint64_t>(1, all_.tasks));
+  auto pass_rate = [](const Group& g) {
+    return g.ok + g.failed > 0
+               ? nlohmann::json(static_cast<double>(g.ok) / static_cast<double>(g.ok + g.failed))
+               : nlohmann::json(nullptr);
+  };
+  nlohmann::json tools = nlohmann::json::object();
+  for (auto [name, v] : tool_ms_) {
+    std::sort(v.begin(), v.end());
+    tools[name] = {{"calls", v.size()}, {"p50_ms", nearest_rank(v, 50)}, {"p99_ms", nearest_rank(v, 99)}};
+  }
+  nlohmann::json by_class = nlohmann::json::object();
+  for (std::size_t c = 0; c < classes_.size() && c < set_.by_class.size(); ++c) {
+    if (!set_.by_class[c]) continue;
+    const auto it = by_class_.find(classes_[c]);
+    const Group g = it == by_class_.end() ? Group{} : it->second;
+    nlohmann::json j = {{"tasks", g.tasks},          {"ok", g.ok},
+                        {"failed", g.failed},        {"cancelled", g.cancelled},
+                        {"pass_rate", pass_rate(g)}, {"completion_ms", completion(g.completion_ms)}};
+    const TaskSlo& slo = set_.slo_by_class[c];
+    if (slo.task_ms || slo.pass_rate) {
+      nlohmann::json v = {{"percentile", slo.percentile}};
+      bool met = true;
+      if (slo.task_ms) {
+        // Failed tasks miss the completion SLO: the percentile is over every finished task.
+        std::vector<double> all = g.completion_ms;
+        for (std::uint64_t k = 0; k < g.failed; ++k) all.push_back(std::numeric_limits<double>::infinity());
+        std::sort(all.begin(), all.end());
+        const double at =
+            all.empty() ? std::numeric_limits<double>::infinity() : nearest_rank(all, slo.percentile);
+        v["task_ms"] = *slo.task_ms;
+        v["task_ms_at_percentile"] = std::isfinite(at) ? nlohmann::json(at) : nlohmann::json(nullptr);
+        met &= at <= *slo.task_ms;
+      }
+      if (slo.pass_rate) {
+        v["pass_rate"] = *slo.pass_rate;
+        const auto pr = pass_rate(g);
+        met &= !pr.is_null() && pr.get<double>() >= *slo.pass_rate;
+      }
+      v["met"] = met;
+      j["slo"] = std::move(v);
+    }
+    by_class[classes_[c]] = std::move(j);
+  }
+  std::vector<double> warm = warmup_ms_;
+  std::sort(warm.begin(), warm.end());
+  return {{"tasks", all_.tasks},
+          {"ok", all_.ok},
+          {"failed", all_.failed},
+          {"cancelled", all_.cancelled},
+          {"pass_rate", pass_rate(all_)},
+          {"completion_ms", completion(all_.completion_ms)},
+          {"failures_by_class", failures_by_class_},
+          {"failures_by_step", failures_by_step_},
+          {"retried_by_class", retried_by_class_},
+          {"per_task",
+           {{"steps", steps_ / n},
+            {"model_calls", model_calls_ / n},
+            {"tool_calls", tool_calls_ / n},
+            {"prompt_tokens", prompt_tokens_ / n},
+            {"output_tokens", output_tokens_ / n}}},
+          {"critical_path_ms",
+           {{"model", cp_model_ / n},
+            {"tool", cp_tool_ / n},
+            {"client", cp_client_ / n},
+            {"queue", cp_queue_ / n}}},
+          {"tool_latency", tools},
+          {"by_class", by_class},
+          {"warmup",
+           {{"tasks", warmup_},
+            {"completion_p50_ms",
+             warm.empty() ? nlohmann::json(nullptr) : nlohmann::json(nearest_rank(warm, 50))}}}};
+}
 
 TaskDriver::TaskDriver(const TaskSet& tasks, const workload::Workload& w, TaskDriverSettings settings,
                        RecordQueue& requests, TaskRecordQueue& out)

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,39 @@ class TaskRecordQueue {
   std::mutex mutex_;
   std::vector<nlohmann::json> pending_;
 };
+
+// The tasks of a run, summarised (run.json "tasks", docs/tasks.md): counts
+// by outcome, the pass rate, completion-time percentiles with 95%
+// bootstrap intervals, failures by class and by step, retried failures,
+// steps, model calls, tool calls and tokens per task, tool latency per
+// tool, the critical path's parts, per class with its task SLO. Warm-up
+// tasks are counted apart.
+class TaskSummary {
+ public:
+  TaskSummary(const TaskSet& set, std::vector<std::string> classes);
+  void add(const nlohmann::json& task);
+  nlohmann::json build() const;
+
+ private:
+  struct Group {
+    std::uint64_t tasks = 0, ok = 0, failed = 0, cancelled = 0;
+    std::vector<double> completion_ms;  // ok tasks
+  };
+  const TaskSet& set_;
+  std::vector<std::string> classes_;
+  Group all_;
+  std::map<std::string, Group> by_class_;
+  std::uint64_t warmup_ = 0;
+  std::vector<double> warmup_ms_;
+  std::map<std::string, std::uint64_t> failures_by_class_, failures_by_step_, retried_by_class_;
+  double steps_ = 0, model_calls_ = 0, tool_calls_ = 0, prompt_tokens_ = 0, output_tokens_ = 0;
+  double cp_model_ = 0, cp_tool_ = 0, cp_client_ = 0, cp_queue_ = 0;
+  std::map<std::string, std::vector<double>> tool_ms_;
+};
+
+// The request ids of task model calls start here: apart from the
+// workload's requests (closed loops wrap past the workload's size).
+inline constexpr std::uint64_t kTaskRequestIdBase = std::uint64_t{1} << 40;
 
 struct TaskDriverSettings {
   RequestSettings request;  // the target's model, API key, sampling (chat is sent)

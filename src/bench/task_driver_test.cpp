@@ -101,7 +101,8 @@ classes:
         - {id: api2, tool: {name: calc, arguments: {expression: "2 * (3 + 4)"}}, after: [plan]}
         - id: summary
           after: [r1, r2, r3, api1, api2]
-          model: {prompt: "Summarize: {{r1}} {{r2}} {{r3}} {{api1}} {{api2}}", output_len: fixed:12}
+          model: {prompt: "Summarize: {{r1}} {{r2}} {{r3}} {{api1}} {{api2}}", output_len: fixed:40}
+          cite: [r1, r2, r3]
 )y";
 
 const nlohmann::json& task_step(const nlohmann::json& task, const std::string& id) {
@@ -158,6 +159,30 @@ TEST(TaskDriver, RunsTheGraphWithItsJoinsAndLinksTheRecords) {
     EXPECT_GT(cp["model_ms"].get<double>(), 0);
     EXPECT_GT(cp["tool_ms"].get<double>(), 0);
   }
+}
+
+// A model that does not cite what it retrieved makes an unsupported claim:
+// the summary fails, and the task with it.
+TEST(TaskDriver, AnAnswerWithoutCitationsIsAnUnsupportedClaim) {
+  const auto b = parse_workload_yaml(kResearchTasks, "research.yaml", 1);
+  serve::ToolPolicy silent;
+  silent.cite_prob = 0;
+  TaskTarget target(2, {}, silent);
+  const TaskRunResult r = run_tasks(b, target);
+  ASSERT_EQ(r.tasks.size(), 6u);
+  for (const auto& t : r.tasks) {
+    EXPECT_EQ(t["outcome"], "failed");
+    EXPECT_EQ(t["failure"], "unsupported_claim");
+    EXPECT_EQ(t["failed_step"], "summary");
+  }
+  TaskSummary summary(*b.tasks, b.workload.classes);
+  for (const auto& t : r.tasks) summary.add(t);
+  const auto j = summary.build();
+  EXPECT_EQ(j["failed"], 6);
+  EXPECT_EQ(j["failures_by_class"]["unsupported_claim"], 6);
+  EXPECT_EQ(j["failures_by_step"]["summary"], 6);
+  EXPECT_EQ(j["pass_rate"], 0.0);
+  EXPECT_EQ(j["per_task"]["model_calls"], 2.0);
 }
 
 // Failure classes equal what the mock tools injected: 500s are http,

@@ -127,6 +127,27 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
     }
     if (!line.empty()) std::cout << "samples: " << line << "\n";
   }
+  // Agentic tasks (docs/tasks.md): outcomes, completion time, failures by class.
+  if (r.tasks.is_object()) {
+    const auto& t = r.tasks;
+    auto ms = [&](const char* q) {
+      const auto& v = t["completion_ms"][q];
+      return v.is_null() ? std::string("-") : fmt::format("{:.0f}", v["value"].get<double>());
+    };
+    std::cout << fmt::format(
+        "tasks             {} total, {} ok, {} failed, {} cancelled{}; completion p50 {} ms, "
+        "p90 {} ms, p99 {} ms\n",
+        t["tasks"].get<std::uint64_t>(), t["ok"].get<std::uint64_t>(), t["failed"].get<std::uint64_t>(),
+        t["cancelled"].get<std::uint64_t>(),
+        t["pass_rate"].is_null() ? std::string()
+                                 : fmt::format(" (pass rate {:.1f}%)", 100.0 * t["pass_rate"].get<double>()),
+        ms("p50"), ms("p90"), ms("p99"));
+    std::string failures;
+    for (const auto& [k, v] : t["failures_by_class"].items())
+      failures += fmt::format("{}{} {}", failures.empty() ? "" : ", ", k, v.get<std::uint64_t>());
+    if (!failures.empty())
+      std::cout << "task failures     " << failures << " (tasks.jsonl has each one's step)\n";
+  }
   if (!r.failure.empty()) std::cout << "FAILED: " << display_text(r.failure) << "\n";
   (void)o;
   std::cout << "run directory: " << display_text(r.out_dir) << "\n";
@@ -410,6 +431,12 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->add_option("--parallel-tool-calls", s.server.parallel_tool_calls,
                    "At most this many tool calls in one turn of the in-process server (as serve "
                    "--parallel-tool-calls)")
+      ->capture_default_str()
+      ->group(S);
+  bench
+      ->add_option("--cite-prob", s.server.cite_prob,
+                   "The in-process server's chance of citing each document in a conversation (as serve "
+                   "--cite-prob)")
       ->capture_default_str()
       ->group(S);
   bench

@@ -166,6 +166,12 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->group(G);
   serve
+      ->add_option("--cite-prob", o.server.cite_prob,
+                   "A text answer to a conversation holding documents ([doc-N], as retrieval results bring "
+                   "them) cites each with this chance")
+      ->capture_default_str()
+      ->group(G);
+  serve
       ->add_option("--logprob-shift", o.server.logprob_shift,
                    "Simulate a less accurate (e.g. quantised) model: added to the mean of -logprob of every "
                    "token (nats; the model's own is 0.5), docs/serve.md \"Log-probabilities\"")

@@ -187,7 +187,8 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text,
                                        const std::string& key = "messages", const ParseContext* ctx = nullptr,
                                        std::vector<MediaItem>* media = nullptr,
                                        const std::string* tools_block = nullptr,
-                                       std::uint32_t* tool_rounds = nullptr) {
+                                       std::uint32_t* tool_rounds = nullptr,
+                                       std::vector<std::string>* documents = nullptr) {
   const bool responses = key == "input";
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return bad(key, fmt::format("'{}' is required", key));
@@ -275,6 +276,7 @@ std::optional<ApiError> parse_messages(const json& body, std::string& text,
       if (!tc->empty()) ++rounds;
     }
     if (*role == "user") rounds = 0;
+    if (documents) collect_citations(content, *documents);
     messages.emplace_back(role->get<std::string>(), std::move(content));
   }
   if (tool_rounds) *tool_rounds = rounds;
@@ -573,8 +575,9 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
   if (auto e = parse_tools(body, api, r, tools_block)) return *e;
   if (api != Api::kCompletions) {
     std::string templated;
-    if (auto e = parse_messages(body, templated, api == Api::kResponses ? "input" : "messages", &ctx,
-                                &r.media, &tools_block, &r.tools.rounds))
+    if (auto e =
+            parse_messages(body, templated, api == Api::kResponses ? "input" : "messages", &ctx, &r.media,
+                           &tools_block, &r.tools.rounds, api == Api::kChat ? &r.documents : nullptr))
       return *e;
     r.prompts.push_back(tokenizers::tokenize(templated));
     for (const auto& m : r.media)

@@ -85,6 +85,8 @@ struct GenerationRequest {
   // chat and completions: the answer's format ("response_format").
   ToolRequest tools;
   OutputFormat format;
+  // Chat: the "[doc-N]" ids the messages mention (documents a text answer may cite).
+  std::vector<std::string> documents;
 };
 
 struct ParseContext {

@@ -929,6 +929,26 @@ TEST_F(Api, ResponseFormatAnswersJson) {
   EXPECT_EQ(body_of(*e)["error"]["param"], "response_format.json_schema.schema");
 }
 
+// A conversation that holds documents gets an answer citing them, of the
+// length it would have had (serve --cite-prob).
+TEST_F(Api, AnswersCiteTheDocumentsInTheirContext) {
+  const json req = {
+      {"messages",
+       {{{"role", "user"}, {"content", "[doc-3] about rivers\n[doc-17] about hills\nSummarize."}}}},
+      {"max_tokens", 30},
+      {"ignore_eos", true}};
+  auto j = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  const std::string text = j["choices"][0]["message"]["content"];
+  EXPECT_NE(text.find("[doc-3]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[doc-17]"), std::string::npos) << text;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 30);
+  EXPECT_EQ(tokenizers::count_tokens(text), 30u);
+  tool_policy.cite_prob = 0;
+  build();
+  j = body_of(*call("POST", "/v1/chat/completions", req.dump()));
+  EXPECT_EQ(j["choices"][0]["message"]["content"].get<std::string>().find("[doc-"), std::string::npos);
+}
+
 TEST_F(Api, ClientLeavingAbortsTheRequest) {
   auto r = start_stream(1000, 40);
   ASSERT_TRUE(r->disconnect);

@@ -37,6 +37,8 @@ void check(const SimServerOptions& o) {
                     quote_input(o.reasoning_field)));
   if (!(o.tool_call_prob >= 0 && o.tool_call_prob <= 1))
     throw UsageError(fmt::format("--tool-call-prob {}: expected a probability in [0, 1]", o.tool_call_prob));
+  if (!(o.cite_prob >= 0 && o.cite_prob <= 1))
+    throw UsageError(fmt::format("--cite-prob {}: expected a probability in [0, 1]", o.cite_prob));
   if (o.tool_rounds > 1000)
     throw UsageError(fmt::format("--tool-rounds {}: expected at most 1000", o.tool_rounds));
   if (o.parallel_tool_calls < 1 || o.parallel_tool_calls > 16)
@@ -69,7 +71,7 @@ void apply(const SimServerOptions& o, ServerAppSettings& s) {
   s.core.logprobs.shift_nats = o.logprob_shift;
   s.core.reasoning_share = o.reasoning_share;
   s.core.reasoning_field = o.reasoning_field;
-  s.core.tools = {o.tool_call_prob, o.tool_rounds, o.parallel_tool_calls};
+  s.core.tools = {o.tool_call_prob, o.tool_rounds, o.parallel_tool_calls, o.cite_prob};
 }
 
 void apply(const SimServerOptions& o, engine::EngineSettings& s) {

@@ -708,7 +708,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
     if ((req.api == Api::kChat || req.api == Api::kResponses) && settings_.reasoning_share > 0)
       c.reasoning_tokens = static_cast<std::uint32_t>(std::llround(settings_.reasoning_share * c.target));
     // Tool calls or a JSON answer, decided now (the fault, if any, shapes the first choice).
-    if (!req.tools.tools.empty() || req.format.kind != OutputFormat::Kind::kText) {
+    if (!req.tools.tools.empty() || req.format.kind != OutputFormat::Kind::kText || !req.documents.empty()) {
       std::uint64_t prompt_hash = hash_combine64(settings_.seed, i);
       for (const auto tok : c.prompt) prompt_hash = hash_combine64(prompt_hash, tok);
       if (req.seed) prompt_hash = hash_combine64(prompt_hash, *req.seed);
@@ -720,6 +720,15 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
       } catch (const UsageError& e) {
         task->fail(ApiError{400, e.what(), req.tools.tools.empty() ? "response_format" : "tools"});
         return;
+      }
+      if (!plan && !req.documents.empty() && settings_.tools.cite_prob > 0) {
+        // A text answer citing the documents in its context: its length as planned.
+        plan = plan_citations(req.documents, c.target, settings_.tools.cite_prob, prompt_hash);
+        if (plan) {
+          c.reasoning_tokens = 0;
+          c.plan = std::make_shared<const OutputPlan>(std::move(*plan));
+          plan.reset();
+        }
       }
       if (plan) {
         if (plan->fault != FaultKind::kNone) record_fault(plan->fault, task->id(), req.client_request_id);

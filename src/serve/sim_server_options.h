@@ -32,6 +32,7 @@ struct SimServerOptions {
   double tool_call_prob = 0.9;
   std::uint32_t tool_rounds = 3;
   std::uint32_t parallel_tool_calls = 1;
+  double cite_prob = 1.0;  // --cite-prob
 };
 
 struct ServerAppSettings;

@@ -4,6 +4,8 @@
 
 #include "core/random.h"
 
+#include <algorithm>
+
 namespace tokenscope::serve {
 
 std::string render_tool_call(std::string_view name, std::string_view arguments) {
@@ -13,6 +15,62 @@ std::string render_tool_call(std::string_view name, std::string_view arguments) 
   out += arguments;
   out += "}\n</tool_call>";
   return out;
+}
+
+void collect_citations(std::string_view text, std::vector<std::string>& out) {
+  std::size_t at = 0;
+  while (out.size() < 256 && (at = text.find("[doc-", at)) != std::string_view::npos) {
+    std::size_t end = at + 5;
+    while (end < text.size() && end - at < 16 && text[end] >= '0' && text[end] <= '9') ++end;
+    if (end > at + 5 && end < text.size() && text[end] == ']') {
+      std::string id(text.substr(at + 1, end - at - 1));
+      if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(std::move(id));
+    }
+    at = end;
+  }
+}
+
+std::optional<OutputPlan> plan_citations(const std::vector<std::string>& documents, std::uint32_t tokens,
+                                         double cite_prob, std::uint64_t key) {
+  Rng rng(hash_combine64(key, 0x63697465ULL));
+  std::vector<std::string> cited;
+  for (const auto& d : documents)
+    if (rng.uniform01() < cite_prob) cited.push_back(d);
+  if (cited.empty() || tokens == 0) return std::nullopt;
+  // The citations that fit, then words spread between them.
+  std::uint32_t cite_tokens = 0;
+  std::size_t fit = 0;
+  for (; fit < cited.size(); ++fit) {
+    const auto n = static_cast<std::uint32_t>(tokenizers::count_tokens(" [" + cited[fit] + "]"));
+    if (cite_tokens + n > tokens) break;
+    cite_tokens += n;
+  }
+  cited.resize(fit);
+  if (cited.empty()) return std::nullopt;
+  const std::uint32_t word_tokens = tokens - cite_tokens;
+  const std::uint32_t every = word_tokens / static_cast<std::uint32_t>(cited.size() + 1);
+  OutputPlan plan;
+  std::size_t next = 0;
+  std::uint32_t words = 0, count = 0;
+  while (count < tokens) {
+    // Each piece tokenizes alone: a citation starts with a space and a bracket, a word with a space.
+    std::string piece;
+    if (next < cited.size() && (words >= every * (next + 1) || words >= word_tokens)) {
+      piece = " [" + cited[next++] + "]";
+    } else {
+      piece = tokenizers::piece_text(tokenizers::spaced_token_from_key(rng.next_u64())).value_or(" a");
+      ++words;
+    }
+    count += static_cast<std::uint32_t>(tokenizers::count_tokens(piece));
+    plan.text += piece;
+  }
+  tokenizers::tokenize(plan.text, plan.tokens, &plan.ends);
+  if (plan.tokens.size() > tokens && tokens > 0) {  // the last citation ran past the length: cut there
+    plan.text.resize(plan.ends[tokens - 1]);
+    plan.tokens.resize(tokens);
+    plan.ends.resize(tokens);
+  }
+  return plan;
 }
 
 std::optional<nlohmann::json> violating_instance(const JsonSchema& checker, const nlohmann::json& valid) {

@@ -67,6 +67,10 @@ struct ToolPolicy {
   double call_prob = 0.9;
   std::uint32_t max_rounds = 3;
   std::uint32_t max_parallel = 1;
+  // A text answer to a conversation that holds documents ("[doc-N]" ids,
+  // as retrieval results bring them) cites each with this probability
+  // (serve --cite-prob), spread through its words; its length is unchanged.
+  double cite_prob = 1.0;
 };
 
 struct PlannedCall {
@@ -105,6 +109,15 @@ std::string render_tool_call(std::string_view name, std::string_view arguments);
 std::optional<OutputPlan> plan_output(const ToolRequest& tools, const OutputFormat& format,
                                       const ToolPolicy& policy, std::uint64_t key, std::uint64_t id_key,
                                       FaultKind fault);
+
+// The "[doc-N]" ids a text mentions, each once, in order, at most 256.
+void collect_citations(std::string_view text, std::vector<std::string>& out);
+
+// A text answer of exactly `tokens` tokens (fewer only when the citations
+// alone are longer) that cites each of `documents` with the policy's
+// probability, as " [doc-N]" between words; nullopt when none is cited.
+std::optional<OutputPlan> plan_citations(const std::vector<std::string>& documents, std::uint32_t tokens,
+                                         double cite_prob, std::uint64_t key);
 
 // A value `checker` refuses, near `valid` (a required member left out, a
 // member of the wrong type, or a value of another type); nullopt when the
