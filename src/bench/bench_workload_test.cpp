@@ -288,9 +288,10 @@ classes:
 TEST(WorkloadFile, ExampleFilesInDocsLoad) {
   for (const char* f :
        {"/examples/workloads/chat-and-batch.yaml", "/examples/workloads/agentic-sessions.yaml",
-        "/examples/workloads/multimodal-mix.yaml"}) {
+        "/examples/workloads/multimodal-mix.yaml", "/examples/workloads/research-agent.yaml",
+        "/examples/workloads/react-agent.yaml", "/examples/workloads/chat-with-tools.yaml"}) {
     const auto b = load_workload_file(std::string(TOKENSCOPE_SOURCE_DIR) + f, 0);
-    EXPECT_GT(b.workload.requests.size(), 0u) << f;
+    EXPECT_GT(b.workload.requests.size() + (b.tasks ? b.tasks->arrivals.size() : 0), 0u) << f;
   }
   EXPECT_THROW(load_workload_file("/nonexistent.yaml", 0), UsageError);
 }

@@ -215,8 +215,10 @@ struct TaskDriver::Impl {
       nlohmann::json tools = nlohmann::json::array();
       for (const auto i : spec->tools) {
         const ToolSpec& tool = set.catalog.tools[i];
-        nlohmann::json f = {{"name", tool.name}, {"parameters", tool.parameters}};
-        if (!tool.description.empty()) f["description"] = tool.description;
+        // A description always: llama-server's tool parser requires one.
+        nlohmann::json f = {{"name", tool.name},
+                            {"description", tool.description.empty() ? tool.name : tool.description},
+                            {"parameters", tool.parameters}};
         tools.push_back({{"type", "function"}, {"function", std::move(f)}});
       }
       t.tools_json = ",\"tools\":" + task_json(tools) + ",\"tool_choice\":\"" + spec->tool_choice + "\"";
@@ -382,7 +384,7 @@ struct TaskDriver::Impl {
       messages = task_json(m);
       max_tokens = std::max<std::uint32_t>(1, spec.output_len.sample(rng));
     }
-    const bool stream = settings.request.stream;
+    const bool stream = t.spec->stream.value_or(settings.request.stream);
     const bool ignore_eos = !driven && settings.request.ignore_eos && !(s.spec && s.spec->output_checker);
     const std::uint64_t id = next_request_id++;
     auto bytes =

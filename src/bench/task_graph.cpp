@@ -256,12 +256,17 @@ TaskSpec parse_task(const YAML::Node& node, const std::string& f, const TaskCata
                     const yaml::Fields& rd) {
   rd.only_keys(node, f,
                {"mode", "input_len", "steps", "tools", "tool_choice", "parallel_tool_calls", "max_steps",
-                "system", "prompt", "output_len", "timeout_ms", "retries", "backoff_ms"});
+                "system", "prompt", "output_len", "timeout_ms", "retries", "backoff_ms", "stream"});
   TaskSpec t;
   t.line = yaml::line_of(node);
   t.input_len = workload::parse_length_spec("fixed:32", f + ".input_len", workload::LengthRole::kInput);
   if (node["input_len"])
     t.input_len = length(rd, node["input_len"], f + ".input_len", workload::LengthRole::kInput);
+  if (const YAML::Node st = node["stream"]) {
+    if (!st.IsScalar() || (st.Scalar() != "true" && st.Scalar() != "false"))
+      rd.fail(st, f + ".stream", "expected true or false");
+    t.stream = st.Scalar() == "true";
+  }
   if (const YAML::Node m = node["mode"]) {
     const std::string mode = rd.string(m, f + ".mode");
     if (mode == "scripted")

@@ -127,6 +127,9 @@ struct TaskSpec {
   double timeout_ms = 60'000;  // per model call and per tool call
   std::uint32_t retries = 0;
   double backoff_ms = 100;
+  // Both modes: stream the model calls or not (nullopt: as bench's
+  // --no-stream says). llama-server refuses tools with streaming.
+  std::optional<bool> stream;
   std::size_t line = 0;
 };
 

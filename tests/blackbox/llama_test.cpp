@@ -465,6 +465,100 @@ TEST_F(Llama, PlannedCancellationsReachTheServer) {
   }
 }
 
+// Agentic tasks against llama-server (docs/tasks.md). Scripted: a plan,
+// a retrieval and a tool call in parallel, a summary that joins them; every
+// task ok, its model calls in requests.jsonl under its id, their tokens the
+// server's counters. Model-driven, with --jinja and whole answers (the
+// pinned server refuses tools with streaming): the tiny model's own
+// decisions (grammar-constrained JSON: a call, or a text answer) drive the
+// loop; a task whose model never calls a tool is a tool_selection failure,
+// and every task ends.
+TEST_F(Llama, TasksRunScriptedAndModelDriven) {
+  const std::string tools = R"(tools:
+  - {name: search, kind: search, description: "Search the documents",
+     parameters: {type: object, properties: {query: {type: string}}, required: [query]}}
+  - {name: calc, kind: calculator, description: "Arithmetic",
+     parameters: {type: object, properties: {expression: {type: string}}, required: [expression]}}
+)";
+  {
+    auto s = start();
+    const auto before = s->metrics();
+    const fs::path file = dir_ / "scripted.yaml";
+    std::ofstream(file) << "num_requests: 6\narrival: {process: constant, rate_rps: 10}\n"
+                        << tools << R"(classes:
+  - name: research
+    task:
+      input_len: fixed:16
+      steps:
+        - {id: plan, model: {prompt: "Plan: {{input}}", output_len: fixed:8}}
+        - {id: r1, retrieve: {query: "{{plan}}", top_k: 2}, after: [plan]}
+        - {id: math, tool: {name: calc, arguments: {expression: "6 * 7"}}, after: [plan]}
+        - {id: summary, model: {prompt: "{{r1}} {{math}}", output_len: fixed:8}, after: [r1, math]}
+)";
+    const auto out = dir_ / "scripted";
+    const auto r = bench(*s, {"--model", "tiny", "--workload", file.string(), "--out", out.string()});
+    ASSERT_EQ(r.exit_code, 0) << describe(r);
+    const auto tasks = lines(out / "tasks.jsonl");
+    ASSERT_EQ(tasks.size(), 6u);
+    for (const auto& t : tasks) {
+      EXPECT_EQ(t["outcome"], "ok") << t.dump().substr(0, 1500);
+      EXPECT_EQ(t["steps"].size(), 4u);
+    }
+    const auto recs = lines(out / "requests.jsonl");
+    ASSERT_EQ(recs.size(), 12u);
+    for (const auto& q : recs) {
+      EXPECT_EQ(q["outcome"], "ok") << q.dump().substr(0, 600);
+      EXPECT_TRUE(q.contains("task") && q.contains("step")) << q.dump().substr(0, 300);
+      EXPECT_EQ(q["output_tokens"], 8);
+    }
+    expect_exact_accounting(*s, before, s->metrics(), recs, "scripted tasks");
+    const auto run = json::parse(slurp(out / "run.json"));
+    EXPECT_EQ(run["tasks"]["ok"], 6);
+    EXPECT_EQ(run["tasks"]["per_task"]["model_calls"], 2.0);
+  }
+  {
+    LlamaServerOptions o;
+    o.extra = {"--jinja"};
+    auto s = start(o, false, "jinja");
+    const fs::path file = dir_ / "driven.yaml";
+    std::ofstream(file) << "num_requests: 8\narrival: {process: constant, rate_rps: 10}\n"
+                        << tools << R"(classes:
+  - name: react
+    task:
+      mode: model-driven
+      tools: [search, calc]
+      max_steps: 3
+      stream: false
+      prompt: "Use a tool: {{input}}"
+      input_len: fixed:12
+      output_len: fixed:96
+      timeout_ms: 60000
+)";
+    const auto out = dir_ / "driven";
+    const auto r = bench(*s, {"--model", "tiny", "--workload", file.string(), "--out", out.string()}, 300);
+    ASSERT_EQ(r.exit_code == 0 || r.exit_code == 1, true) << describe(r);  // 1: the error-rate verdict
+    const auto tasks = lines(out / "tasks.jsonl");
+    ASSERT_EQ(tasks.size(), 8u) << describe(r);
+    std::map<std::string, int> outcomes_seen;
+    for (const auto& t : tasks) {
+      const std::string o2 = t["outcome"];
+      ASSERT_TRUE(o2 == "ok" || o2 == "failed") << t.dump().substr(0, 1500);
+      ++outcomes_seen[o2 == "ok" ? "ok" : t["failure"].get<std::string>()];
+      if (o2 == "failed") {
+        const std::string f = t["failure"];
+        EXPECT_TRUE(f == "tool_selection" || f == "format" || f == "invalid_arguments" || f == "budget")
+            << t.dump().substr(0, 1500);
+      }
+    }
+    std::cout << "model-driven tasks against llama-server: " << json(outcomes_seen).dump() << "\n";
+    // Every model call reached the server whole, and was answered.
+    for (const auto& q : lines(out / "requests.jsonl")) {
+      EXPECT_EQ(q["outcome"], "ok") << q.dump().substr(0, 600);
+      EXPECT_EQ(q["event_offsets_ns"].size(), 1u);  // answered whole: one event
+    }
+  }
+}
+
 TEST_F(Llama, BurstOf200AtOnce) {
   auto s = start({.context_tokens = 4096, .slots = 4, .extra = {}});
   const auto trace = dir_ / "burst.jsonl";
