@@ -345,6 +345,59 @@ TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
   }
 }
 
+// Agentic tasks (docs/tasks.md) and Ctrl-C: every task that ended before
+// it is in tasks.jsonl, those in flight end "cancelled" after the grace
+// period, each with its steps; their model calls are in requests.jsonl
+// under their task's id; run.json has the tasks' summary.
+TEST_F(Bench, InterruptKeepsEveryFinishedTaskAndStep) {
+  const auto out = dir_ / "run";
+  const auto file = dir_ / "tasks.yaml";
+  std::ofstream(file) << R"(duration_s: 120
+arrival: {process: constant, rate_rps: 20}
+tools:
+  - {name: slow, parameters: {type: object}, latency_ms: fixed:400}
+classes:
+  - name: agent
+    task:
+      steps:
+        - {id: think, model: {prompt: "{{input}}", output_len: fixed:20}}
+        - {id: act, tool: slow, after: [think]}
+        - {id: answer, model: {prompt: "{{act}}", output_len: fixed:20}, after: [act]}
+)";
+  Child child({kBin, "bench", "--workload", file.string(), "--grace-s", "0.2", "--progress", "plain", "--out",
+               out.string()},
+              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!fs::exists(out / "tasks.jsonl") || complete_lines(out / "tasks.jsonl") < 5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  child.signal(SIGINT);
+  const auto r = child.wait(60);
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["partial"], true);
+  const auto tasks = lines(out / "tasks.jsonl");
+  ASSERT_GE(tasks.size(), 5u);
+  std::size_t ok = 0, cancelled = 0;
+  std::set<std::int64_t> ids;
+  for (const auto& t : tasks) {
+    ids.insert(t["id"].get<std::int64_t>());
+    ASSERT_EQ(t["steps"].size(), 3u) << t.dump();
+    if (t["outcome"] == "ok") {
+      ++ok;
+      for (const auto& s : t["steps"]) EXPECT_EQ(s["outcome"], "ok") << t.dump();
+    } else {
+      ASSERT_EQ(t["outcome"], "cancelled") << t.dump();
+      ++cancelled;
+    }
+  }
+  EXPECT_GE(ok, 5u);
+  EXPECT_GT(cancelled, 0u);  // the tool takes 400 ms: some were in flight
+  EXPECT_EQ(ids.size(), tasks.size());
+  EXPECT_EQ(run["tasks"]["ok"].get<std::size_t>() + run["tasks"]["cancelled"].get<std::size_t>(), tasks.size());
+  for (const auto& q : lines(out / "requests.jsonl")) EXPECT_TRUE(ids.count(q["task"].get<std::int64_t>())) << q;
+}
+
 // A second interrupt cancels what is in flight at once instead of waiting
 // out the grace period; the results are still written.
 TEST_F(Bench, ASecondInterruptCancelsWhatIsInFlightAtOnce) {
