@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/clock.h"
+#include "core/json_depth.h"
 #include "core/error.h"
 #include "core/json_schema.h"
 #include "net/http_server.h"
@@ -20,6 +21,15 @@
 namespace tokenscope::bench {
 
 namespace asio = boost::asio;
+
+namespace {
+// JSON from outside (a model's answer or arguments, a tool's body), parsed
+// only within the nesting bound: nlohmann's parser recurses per level.
+nlohmann::json parse_tool_arguments(std::string_view text) {
+  if (json_too_deep_at(text) != std::string_view::npos) return nlohmann::json::value_t::discarded;
+  return nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+}
+}  // namespace
 
 namespace {
 constexpr std::size_t kTopicWords = 8;
@@ -199,7 +209,7 @@ MockToolServer::Answer MockToolServer::answer(std::string_view tool_name, std::s
     std::lock_guard l(injected_mutex_);
     ++injected_[tool->name].calls;
   }
-  const auto args = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
+  const auto args = parse_tool_arguments(body);
   if (args.is_discarded() || !args.is_object()) {
     count(&InjectedToolErrors::invalid_arguments);
     return {400, error_json("the arguments are not a JSON object"), Nanos{0}};

@@ -81,6 +81,8 @@ TEST(MockTools, AnswersByKindAndCountsWhatItInjects) {
   EXPECT_FALSE(docs[0]["text"].get<std::string>().empty());
   EXPECT_EQ(tools.answer("calc", R"({"expr": "1"})").status, 400);  // the schema refuses it
   EXPECT_EQ(tools.answer("calc", "[1]").status, 400);
+  // Nesting past the bound is refused before nlohmann's parser recurses into it.
+  EXPECT_EQ(tools.answer("calc", std::string(200000, '[')).status, 400);
   EXPECT_EQ(tools.answer("nope", "{}").status, 404);
   int ok = 0, e500 = 0, held = 0, malformed = 0;
   for (int i = 0; i < 1000; ++i) {
@@ -105,7 +107,7 @@ TEST(MockTools, AnswersByKindAndCountsWhatItInjects) {
   EXPECT_EQ(counts.malformed, static_cast<std::uint64_t>(malformed));
   EXPECT_NEAR(e500, 200, 60);  // the rates are drawn: 5 sigma
   EXPECT_NEAR(held, 100, 50);
-  EXPECT_EQ(tools.injected().at("calc").invalid_arguments, 2u);
+  EXPECT_EQ(tools.injected().at("calc").invalid_arguments, 3u);
 }
 
 // Over real HTTP on loopback; a held answer ends (reset) when the server stops.

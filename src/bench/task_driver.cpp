@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/clock.h"
+#include "core/json_depth.h"
 #include "core/random.h"
 #include "tokenizers/prompt_words.h"
 
@@ -34,6 +35,15 @@ void TaskRecordQueue::drain(std::vector<nlohmann::json>& out) {
   for (auto& t : pending_) out.push_back(std::move(t));
   pending_.clear();
 }
+
+namespace {
+// JSON from outside (a model's answer or arguments, a tool's body), parsed
+// only within the nesting bound: nlohmann's parser recurses per level.
+nlohmann::json parse_shallow(std::string_view text) {
+  if (json_too_deep_at(text) != std::string_view::npos) return nlohmann::json::value_t::discarded;
+  return nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+}
+}  // namespace
 
 namespace {
 
@@ -453,7 +463,7 @@ struct TaskDriver::Impl {
     if (t.spec->mode == TaskSpec::Mode::kModelDriven) return model_turn_done(t, i, std::move(calls));
     const StepSpec& spec = *s.spec;
     if (spec.output_checker) {
-      const auto j = nlohmann::json::parse(text, nullptr, false);
+      const auto j = parse_shallow(text);
       if (j.is_discarded()) return step_failed(t, i, "format", "the answer is not JSON", true);
       if (const auto why = spec.output_checker->violations(j, 1); !why.empty())
         return step_failed(t, i, "format", "the answer violates its schema: " + why.front(), true);
@@ -532,7 +542,7 @@ struct TaskDriver::Impl {
     if (x.status < 200 || x.status >= 300)
       return step_failed(t, i, "http", fmt::format("HTTP {}: {}", x.status, x.body.substr(0, 200)), true);
     if (x.over) return step_failed(t, i, "format", "the answer is over 4 MiB", true);
-    const auto j = nlohmann::json::parse(x.body, nullptr, false);
+    const auto j = parse_shallow(x.body);
     if (j.is_discarded()) return step_failed(t, i, "format", "the tool's answer is not JSON", true);
     if (s.kind == "retrieval") {
       const auto docs = j.find("documents");
@@ -658,7 +668,7 @@ struct TaskDriver::Impl {
       if (!tool)
         return step_failed(t, i, "tool_selection",
                            "the model called " + quote_input(c.name) + ", which was not offered", true);
-      const auto args = nlohmann::json::parse(c.arguments, nullptr, false);
+      const auto args = parse_shallow(c.arguments);
       if (args.is_discarded())
         return step_failed(t, i, "format",
                            "the arguments of " + c.name + " are not JSON: " + c.arguments.substr(0, 120),
