@@ -345,3 +345,61 @@ classes:
 
 }  // namespace
 }  // namespace tokenscope::bench
+
+namespace tokenscope::bench {
+namespace {
+
+// The summary's arithmetic on known tasks: percentiles by nearest rank with
+// intervals around them, pass rate, classes, warm-up apart, SLO verdicts.
+TEST(TaskSummary, PercentilesPassRateAndSlos) {
+  TaskSet set;
+  set.by_class = {std::make_shared<const TaskSpec>()};
+  TaskSlo slo;
+  slo.task_ms = 95;
+  slo.percentile = 90;
+  slo.pass_rate = 0.9;
+  set.slo_by_class = {slo};
+  TaskSummary summary(set, {"agent"});
+  auto task = [](int i, const char* outcome) {
+    nlohmann::json t = {
+        {"id", i},
+        {"class", "agent"},
+        {"outcome", outcome},
+        {"duration_ms", static_cast<double>(i)},
+        {"steps", nlohmann::json::array({{{"kind", "model"}, {"requests", {1}}, {"outcome", "ok"}}})},
+        {"critical_path", {{"model_ms", 1.0}, {"tool_ms", 0.0}, {"client_ms", 0.0}, {"queue_ms", 0.0}}}};
+    if (std::string(outcome) == "failed") {
+      t["failure"] = "timeout";
+      t["failed_step"] = "s";
+    }
+    return t;
+  };
+  for (int i = 1; i <= 100; ++i) summary.add(task(i, "ok"));
+  for (int i = 0; i < 5; ++i) summary.add(task(1000, "failed"));
+  nlohmann::json w = task(7, "ok");
+  w["warmup"] = true;
+  summary.add(w);
+  const auto j = summary.build();
+  EXPECT_EQ(j["tasks"], 105);
+  EXPECT_EQ(j["ok"], 100);
+  EXPECT_EQ(j["failed"], 5);
+  EXPECT_NEAR(j["pass_rate"].get<double>(), 100.0 / 105.0, 1e-12);
+  const auto& p50 = j["completion_ms"]["p50"];
+  EXPECT_EQ(p50["value"], 50.0);
+  EXPECT_LE(p50["ci95"][0].get<double>(), 50.0);
+  EXPECT_GE(p50["ci95"][1].get<double>(), 50.0);
+  EXPECT_LT(p50["ci95"][0].get<double>(), p50["ci95"][1].get<double>());
+  EXPECT_GT(p50["ci95"][0].get<double>(), 35.0);  // about sqrt(100 x 0.25) = 5 ranks either side
+  EXPECT_LT(p50["ci95"][1].get<double>(), 65.0);
+  EXPECT_EQ(j["completion_ms"]["p99"]["value"], 99.0);
+  EXPECT_EQ(j["failures_by_class"]["timeout"], 5);
+  EXPECT_EQ(j["warmup"]["tasks"], 1);
+  EXPECT_EQ(j["warmup"]["completion_p50_ms"], 7.0);
+  // The SLO: the 90th percentile over every finished task (failed ones miss it) is 95 ms; pass rate 0.952.
+  const auto& v = j["by_class"]["agent"]["slo"];
+  EXPECT_EQ(v["task_ms_at_percentile"], 95.0);
+  EXPECT_EQ(v["met"], true);
+}
+
+}  // namespace
+}  // namespace tokenscope::bench
