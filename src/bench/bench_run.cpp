@@ -465,7 +465,9 @@ bool wait_for_run(Runner& runner, TaskDriver* tasks, const BenchSettings& o, con
   SteadyClock clock;
   Nanos last_progress = 0;
   for (;;) {
-    const bool finished = runner.wait_for(100) && (!tasks || tasks->wait_for(0));
+    // Each waits its turn: a runner with nothing left returns at once, and the loop must not spin on it.
+    const bool requests_done = runner.wait_for(tasks ? 50 : 100);
+    const bool finished = requests_done && (!tasks || tasks->wait_for(50));
     const Nanos t = clock.now_ns();
     if (stops.writer_failed.load() &&
         !was_interrupted) {  // e.g. a full disk: stop at once, keep what is written
