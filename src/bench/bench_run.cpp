@@ -899,9 +899,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
   // Agentic tasks (bench/task_driver.h): beside the requests, on the same
   // epoch, their model calls into the same records, their own to tasks.jsonl.
+  TaskRecordQueue task_queue;  // before the driver: it outlives the driver's thread
   std::unique_ptr<MockToolServer> mock_tools;
   std::unique_ptr<TaskDriver> task_driver;
-  TaskRecordQueue task_queue;
   std::unique_ptr<JsonlWriter> tasks_out;
   std::optional<TaskSummary> task_summary;
   if (p.bw.tasks) {

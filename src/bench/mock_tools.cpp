@@ -9,11 +9,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 #include <unordered_map>
 
 #include "core/clock.h"
-#include "core/json_depth.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/json_schema.h"
 #include "net/http_server.h"
 #include "tokenizers/prompt_words.h"
@@ -287,6 +288,23 @@ MockToolServer::Answer MockToolServer::answer(std::string_view tool_name, std::s
   return {200, std::move(text), delay};
 }
 
+MockToolServer::Answer MockToolServer::builtin_search(std::string_view body) {
+  const auto args = parse_tool_arguments(body);
+  if (args.is_discarded() || !args.is_object())
+    return {400, error_json("the arguments are not a JSON object"), Nanos{0}};
+  std::string query;
+  if (const auto q = args.find("query"); q != args.end() && q->is_string()) query = q->get<std::string>();
+  std::uint32_t k = 3;
+  if (const auto t = args.find("top_k"); t != args.end() && t->is_number_integer())
+    k = static_cast<std::uint32_t>(std::clamp<std::int64_t>(t->get<std::int64_t>(), 1, 50));
+  nlohmann::json docs = nlohmann::json::array();
+  for (const auto d : docs_.search(query, k)) docs.push_back({{"id", docs_.id(d)}, {"text", docs_.text(d)}});
+  return {200,
+          nlohmann::json{{"documents", std::move(docs)}}.dump(-1, ' ', false,
+                                                              nlohmann::json::error_handler_t::replace),
+          Nanos{0}};
+}
+
 std::map<std::string, InjectedToolErrors> MockToolServer::injected() const {
   std::lock_guard l(injected_mutex_);
   return injected_;
@@ -302,9 +320,18 @@ struct MockToolServer::Impl final : net::HttpHandler {
   std::mutex held_mutex;
   std::vector<std::shared_ptr<net::Responder>> held;
   bool stopped = false;
+  std::set<std::shared_ptr<asio::steady_timer>> timers;  // delayed answers (the io_context's thread only)
 
   void handle(net::HttpRequest request, std::shared_ptr<net::Responder> responder) override {
     const std::string_view path = request.path();
+    if (request.method == "POST" && path == "/builtin/search") {
+      const Answer a = self.builtin_search(request.body);
+      net::HttpResponse r;
+      r.status = a.status;
+      r.body = a.body;
+      responder->respond(std::move(r));
+      return;
+    }
     if (request.method != "POST" || path.rfind("/tools/", 0) != 0) {
       net::HttpResponse r;
       r.status = 404;
@@ -335,12 +362,15 @@ struct MockToolServer::Impl final : net::HttpHandler {
       return;
     }
     auto timer = std::make_shared<asio::steady_timer>(ioc, std::chrono::nanoseconds(*a.delay));
-    timer->async_wait([timer, responder, r = std::move(r)](const boost::system::error_code& ec) mutable {
-      if (ec)
-        responder->reset();
-      else
-        responder->respond(std::move(r));
-    });
+    timers.insert(timer);
+    timer->async_wait(
+        [this, timer, responder, r = std::move(r)](const boost::system::error_code& ec) mutable {
+          timers.erase(timer);
+          if (ec)
+            responder->reset();
+          else
+            responder->respond(std::move(r));
+        });
   }
   net::HttpResponse connection_error(int status, std::string_view message) override {
     net::HttpResponse r;
@@ -383,11 +413,21 @@ void MockToolServer::stop() {
       held.swap(impl_->held);
     }
     for (auto& r : held) r->reset();
+    for (const auto& t : impl_->timers) t->cancel();  // their answers end with a reset
     impl_->server->drain();
   });
-  // Timers of delayed answers still pending end with the io_context.
+  // The connections close (the callers' clients are gone, or close idle ones
+  // now) before the io_context stops: a session destroyed with pending
+  // handlers after the server would touch the server's state.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (impl_->server->connections() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const bool drained = impl_->server->connections() == 0;
   asio::post(impl_->ioc, [this] { impl_->ioc.stop(); });
   impl_->thread.join();
+  // A connection still open after 5 s: the server's state is left alive (a
+  // bounded leak at the end of a run) rather than freed under its session.
+  if (!drained) static_cast<void>(impl_.release());
 }
 
 }  // namespace tokenscope::bench

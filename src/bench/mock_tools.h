@@ -91,6 +91,9 @@ class MockToolServer {
     std::optional<Nanos> delay;
   };
   Answer answer(std::string_view tool, std::string_view body);
+  // POST /builtin/search: the document store's search for retrievals that
+  // name no search tool ({"query", "top_k"}; no latency, no errors).
+  Answer builtin_search(std::string_view body);
 
  private:
   struct Impl;

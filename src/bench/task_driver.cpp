@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "core/clock.h"
+#include "core/error.h"
 #include "core/json_depth.h"
 #include "core/random.h"
 #include "tokenizers/prompt_words.h"
@@ -130,7 +131,8 @@ struct TaskDriver::Impl {
     std::string arguments, call_id;
     std::shared_ptr<ToolExchange> exchange;
     ResponseCollector* collector = nullptr;
-    int critical = -1;  // the predecessor that ended last
+    std::shared_ptr<asio::steady_timer> backoff;  // waiting to retry
+    int critical = -1;                            // the predecessor that ended last
   };
   struct TaskRun {
     TaskArrival arrival;
@@ -162,7 +164,13 @@ struct TaskDriver::Impl {
         model_client(ioc, settings.target, settings.client, clock),
         tool_client(ioc, settings.tools, settings.client, clock),
         parser(false),
-        next_request_id(settings.first_request_id) {}
+        next_request_id(settings.first_request_id) {
+    // Tools at a URL: their clients (and the name lookups) before the run, not on its thread.
+    for (const auto& tool : set.catalog.tools)
+      if (tool.kind == ToolSpec::Kind::kUrl && !url_clients.count(tool.url))
+        url_clients[tool.url] = std::make_unique<net::HttpClient>(ioc, net::Endpoint::parse_url(tool.url),
+                                                                  settings.client, clock);
+  }
 
   TaskDriver& driver;
   const TaskSet& set;
@@ -443,6 +451,7 @@ struct TaskDriver::Impl {
     std::string text = c.text();
     std::vector<ToolCallAssembler::Call> calls = c.tool_calls().calls();
     const std::string finish = c.finish_reason();
+    const std::string calls_problem = c.tool_calls().problem();
     free_collectors.push_back(&c);
     const std::string failure = failure_of(rec);
     const std::string detail = rec.detail;
@@ -460,7 +469,13 @@ struct TaskDriver::Impl {
     s.output_tokens = output;
     if (!failure.empty()) return step_failed(t, i, failure, detail, failure != "cancelled");
     s.output = text;
-    if (t.spec->mode == TaskSpec::Mode::kModelDriven) return model_turn_done(t, i, std::move(calls));
+    if (t.spec->mode == TaskSpec::Mode::kModelDriven) {
+      if (!calls_problem.empty()) return step_failed(t, i, "format", "tool calls: " + calls_problem, true);
+      if (finish == "length" && !calls.empty())
+        return step_failed(t, i, "format", "the tool calls were cut at max_tokens (finish_reason length)",
+                           true);
+      return model_turn_done(t, i, std::move(calls));
+    }
     const StepSpec& spec = *s.spec;
     if (spec.output_checker) {
       const auto j = parse_shallow(text);
@@ -485,14 +500,16 @@ struct TaskDriver::Impl {
   // ---- tool calls ----
   net::HttpClient& client_for(const ToolSpec* tool, std::string& path) {
     if (!tool || tool->kind != ToolSpec::Kind::kUrl) {
-      path = settings.tools.base_path + "/tools/" + (tool ? tool->name : std::string("search"));
+      // No tool: a retrieval from the mock's built-in search of the document store.
+      path = settings.tools.base_path + (tool ? "/tools/" + tool->name : std::string("/builtin/search"));
       return tool_client;
     }
     const auto e = net::Endpoint::parse_url(tool->url);
     path = e.base_path.empty() ? "/" : e.base_path;
-    auto& c = url_clients[tool->url];
-    if (!c) c = std::make_unique<net::HttpClient>(ioc, e, settings.client, clock);
-    return *c;
+    const auto it = url_clients.find(tool->url);
+    if (it == url_clients.end() || !it->second)
+      throw UsageError(fmt::format("tool {}: no client for {}", tool->name, tool->url));
+    return *it->second;
   }
 
   void start_tool(TaskRun& t, std::uint32_t i, const std::string&, const std::string& args) {
@@ -587,18 +604,23 @@ struct TaskDriver::Impl {
     StepRun& s = t.steps[i];
     const std::uint32_t retries = s.spec ? s.spec->retries : t.spec->retries;
     const double backoff_ms = s.spec ? s.spec->backoff_ms : t.spec->backoff_ms;
-    if (retryable && s.attempts <= retries && !stopping) {
+    // Retried while the task can still pass: once a step has failed it, the others' failures are final.
+    if (retryable && s.attempts <= retries && !stopping && !t.failed) {
       s.retried.push_back(failure);
       const Nanos wait =
           static_cast<Nanos>(backoff_ms * 1e6 * static_cast<double>(1u << std::min(s.attempts - 1, 20u)));
       s.backoff_ns += wait;
       auto timer = std::make_shared<asio::steady_timer>(ioc, task_clock_point(now() + wait));
+      s.backoff = timer;
       const std::uint64_t task_id = t.arrival.id;
-      timer->async_wait([this, timer, task_id, i](const boost::system::error_code&) {
+      timer->async_wait([this, timer, task_id, i](const boost::system::error_code& ec) {
         const auto it = tasks.find(task_id);
         if (it == tasks.end()) return;
         TaskRun& task = *it->second;
-        if (stopping) return step_failed(task, i, "cancelled", "the run was stopped", false);
+        task.steps[i].backoff.reset();
+        if (ec || stopping) return step_failed(task, i, "cancelled", "the run was stopped", false);
+        if (task.failed)
+          return step_failed(task, i, task.steps[i].retried.back(), "another step failed the task", false);
         attempt(task, i);
       });
       return;
@@ -682,6 +704,12 @@ struct TaskDriver::Impl {
       tc.push_back(
           {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     t.messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", std::move(tc)}});
+    if (stopping) {  // no step starts after Ctrl-C
+      step_done(t, i);
+      t.failed = true;
+      t.failure = "cancelled";
+      return maybe_end(t);
+    }
     ++t.tool_rounds;
     t.tools_pending = static_cast<std::uint32_t>(calls.size());  // before step_done: the task goes on
     step_done(t, i);
@@ -870,7 +898,7 @@ void TaskSummary::add(const nlohmann::json& t) {
     }
   }
   if (outcome == "failed") {
-    ++failures_by_class_[t.value("failure", "")];
+    ++tasks_failed_by_class_[t.value("failure", "")];
     ++failures_by_step_[t.value("failed_step", "")];
   }
   for (const auto& s : t["steps"]) {
@@ -890,6 +918,9 @@ void TaskSummary::add(const nlohmann::json& t) {
     }
     if (s.contains("retried"))
       for (const auto& c : s["retried"]) ++retried_by_class_[c.get<std::string>()];
+    // Failures per step's final outcome (a task may have more than one failed step).
+    if (s.value("outcome", "") == "failed" && s.value("failure", "") != "cancelled")
+      ++failures_by_class_[s.value("failure", "")];
   }
   const auto& cp = t["critical_path"];
   cp_model_ += cp.value("model_ms", 0.0);
@@ -985,6 +1016,7 @@ nlohmann::json TaskSummary::build() const {
           {"pass_rate", pass_rate(all_)},
           {"completion_ms", completion(all_.completion_ms)},
           {"failures_by_class", failures_by_class_},
+          {"tasks_failed_by_class", tasks_failed_by_class_},
           {"failures_by_step", failures_by_step_},
           {"retried_by_class", retried_by_class_},
           {"per_task",
@@ -1045,6 +1077,9 @@ void TaskDriver::cancel_in_flight() {
     impl_->stopping = true;
     impl_->model_client.cancel_all();
     impl_->tool_client.cancel_all();
+    for (auto& [id, t] : impl_->tasks)
+      for (auto& st : t->steps)
+        if (st.backoff) st.backoff->cancel();
     for (auto& [u, c] : impl_->url_clients) c->cancel_all();
   });
 }

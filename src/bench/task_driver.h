@@ -75,7 +75,8 @@ class TaskSummary {
   std::map<std::string, Group> by_class_;
   std::uint64_t warmup_ = 0;
   std::vector<double> warmup_ms_;
-  std::map<std::string, std::uint64_t> failures_by_class_, failures_by_step_, retried_by_class_;
+  std::map<std::string, std::uint64_t> failures_by_class_, tasks_failed_by_class_, failures_by_step_,
+      retried_by_class_;
   double steps_ = 0, model_calls_ = 0, tool_calls_ = 0, prompt_tokens_ = 0, output_tokens_ = 0;
   double cp_model_ = 0, cp_tool_ = 0, cp_client_ = 0, cp_queue_ = 0;
   std::map<std::string, std::vector<double>> tool_ms_;

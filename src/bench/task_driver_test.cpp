@@ -155,6 +155,9 @@ TEST(TaskDriver, RunsTheGraphWithItsJoinsAndLinksTheRecords) {
     const double parts = cp["model_ms"].get<double>() + cp["tool_ms"].get<double>() +
                          cp["client_ms"].get<double>() + cp["queue_ms"].get<double>();
     EXPECT_NEAR(parts, cp["total_ms"].get<double>(), 0.01 * cp["total_ms"].get<double>());
+    // client_ms is the remainder: it must be a small one (the steps run back to back, nothing waits).
+    EXPECT_LT(cp["client_ms"].get<double>(), 0.25 * cp["total_ms"].get<double>()) << cp;
+    EXPECT_LT(cp["queue_ms"].get<double>(), 0.25 * cp["total_ms"].get<double>()) << cp;
     EXPECT_NEAR(cp["total_ms"].get<double>(), t["duration_ms"].get<double>(), 1e-6);
     EXPECT_GT(cp["model_ms"].get<double>(), 0);
     EXPECT_GT(cp["tool_ms"].get<double>(), 0);
@@ -180,6 +183,7 @@ TEST(TaskDriver, AnAnswerWithoutCitationsIsAnUnsupportedClaim) {
   const auto j = summary.build();
   EXPECT_EQ(j["failed"], 6);
   EXPECT_EQ(j["failures_by_class"]["unsupported_claim"], 6);
+  EXPECT_EQ(j["tasks_failed_by_class"]["unsupported_claim"], 6);
   EXPECT_EQ(j["failures_by_step"]["summary"], 6);
   EXPECT_EQ(j["pass_rate"], 0.0);
   EXPECT_EQ(j["per_task"]["model_calls"], 2.0);
@@ -371,6 +375,8 @@ TEST(TaskSummary, PercentilesPassRateAndSlos) {
     if (std::string(outcome) == "failed") {
       t["failure"] = "timeout";
       t["failed_step"] = "s";
+      t["steps"][0]["outcome"] = "failed";
+      t["steps"][0]["failure"] = "timeout";
     }
     return t;
   };

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <regex>
 
+#include "bench/openapi.h"
 #include "core/error.h"
+#include "core/text_reader.h"
 
 namespace tokenscope::bench {
 
@@ -79,8 +82,11 @@ nlohmann::json yaml_to_json(const YAML::Node& n, const yaml::Fields& rd, const s
   struct Walk {
     const yaml::Fields& rd;
     const std::string& field;
+    std::size_t* budget;  // values left: YAML aliases could otherwise expand a small file without bound
     nlohmann::json operator()(const YAML::Node& v, int depth) const {
       if (depth > 64) rd.fail(v, field, "nested deeper than 64 levels");
+      if (*budget == 0) rd.fail(v, field, "more than 100,000 values (YAML aliases expanded)");
+      --*budget;
       if (v.IsMap()) {
         nlohmann::json o = nlohmann::json::object();
         for (const auto& kv : v) {
@@ -115,7 +121,8 @@ nlohmann::json yaml_to_json(const YAML::Node& n, const yaml::Fields& rd, const s
       return s;
     }
   };
-  return Walk{rd, field}(n, 0);
+  std::size_t budget = 100'000;
+  return Walk{rd, field, &budget}(n, 0);
 }
 
 std::optional<std::uint32_t> TaskCatalog::find(std::string_view name) const {
@@ -123,6 +130,24 @@ std::optional<std::uint32_t> TaskCatalog::find(std::string_view name) const {
     if (tools[i].name == name) return i;
   return std::nullopt;
 }
+
+namespace {
+// The mock's behaviour: latency, injected errors, payload.
+void read_mock_fields(const yaml::Fields& rd, const YAML::Node& n, const std::string& f, ToolSpec& s) {
+  if (n["latency_ms"])
+    s.latency_ms = length(rd, n["latency_ms"], f + ".latency_ms", workload::LengthRole::kOutput);
+  if (n["payload_tokens"])
+    s.payload_tokens = length(rd, n["payload_tokens"], f + ".payload_tokens", workload::LengthRole::kOutput);
+  if (const YAML::Node e = n["errors"]) {
+    rd.only_keys(e, f + ".errors", {"http_5xx", "timeout", "malformed"});
+    if (e["http_5xx"]) s.error_5xx = number(rd, e["http_5xx"], f + ".errors.http_5xx", 0, 1);
+    if (e["timeout"]) s.error_timeout = number(rd, e["timeout"], f + ".errors.timeout", 0, 1);
+    if (e["malformed"]) s.error_malformed = number(rd, e["malformed"], f + ".errors.malformed", 0, 1);
+    if (s.error_5xx + s.error_timeout + s.error_malformed > 1 + 1e-12)
+      rd.fail(e, f + ".errors", "the rates add up to more than 1");
+  }
+}
+}  // namespace
 
 TaskCatalog parse_task_catalog(const YAML::Node& root, const yaml::Fields& rd) {
   TaskCatalog c;
@@ -146,6 +171,50 @@ TaskCatalog parse_task_catalog(const YAML::Node& root, const yaml::Fields& rd) {
   for (std::size_t i = 0; i < t.size(); ++i) {
     const YAML::Node n = t[i];
     const std::string f = fmt::format("tools[{}]", i);
+    if (n.IsMap() && n["openapi"]) {
+      // Every operation of an OpenAPI 3 document, a json_api mock each (bench/openapi.h).
+      rd.only_keys(n, f, {"openapi", "operations", "latency_ms", "errors", "payload_tokens"});
+      std::string path = rd.string(n["openapi"], f + ".openapi");
+      if (!path.empty() && path.front() != '/')
+        path = (std::filesystem::path(rd.file()).parent_path() / path).string();
+      std::string text;
+      try {
+        text = read_regular_file(path, "OpenAPI document", kMaxOpenApiBytes);
+      } catch (const UsageError& e) {
+        rd.fail(n["openapi"], f + ".openapi", e.what());
+      }
+      std::vector<ToolSpec> ops = read_openapi_tools(text, path);
+      if (const YAML::Node only = n["operations"]) {
+        if (!only.IsSequence() || only.size() == 0)
+          rd.fail(only, f + ".operations", "expected a list of operation names");
+        std::vector<ToolSpec> kept;
+        for (std::size_t j = 0; j < only.size(); ++j) {
+          const std::string name = rd.string(only[j], fmt::format("{}.operations[{}]", f, j));
+          const auto it =
+              std::find_if(ops.begin(), ops.end(), [&](const ToolSpec& x) { return x.name == name; });
+          if (it == ops.end())
+            rd.fail(only[j], fmt::format("{}.operations[{}]", f, j),
+                    fmt::format("no operation {} in {}", quote_input(name), path));
+          kept.push_back(*it);
+        }
+        ops = std::move(kept);
+      }
+      ToolSpec common;
+      read_mock_fields(rd, n, f, common);
+      for (auto& op : ops) {
+        if (c.find(op.name))
+          rd.fail(n, f, "the operation " + quote_input(op.name) + " is named like another tool");
+        if (c.tools.size() >= kMaxTools) rd.fail(n, f, fmt::format("more than {} tools", kMaxTools));
+        op.latency_ms = common.latency_ms;
+        op.payload_tokens = common.payload_tokens;
+        op.error_5xx = common.error_5xx;
+        op.error_timeout = common.error_timeout;
+        op.error_malformed = common.error_malformed;
+        op.line = yaml::line_of(n);
+        c.tools.push_back(std::move(op));
+      }
+      continue;
+    }
     rd.only_keys(n, f,
                  {"name", "kind", "description", "parameters", "response", "url", "latency_ms", "errors",
                   "payload_tokens"});
@@ -196,22 +265,10 @@ TaskCatalog parse_task_catalog(const YAML::Node& root, const yaml::Fields& rd) {
                     {"required", {"status", "result"}}};
       s.response_checker = std::make_shared<const JsonSchema>(s.response, f + ".response");
     }
-    if (n["latency_ms"])
-      s.latency_ms = length(rd, n["latency_ms"], f + ".latency_ms", workload::LengthRole::kOutput);
-    if (n["payload_tokens"])
-      s.payload_tokens =
-          length(rd, n["payload_tokens"], f + ".payload_tokens", workload::LengthRole::kOutput);
-    if (const YAML::Node e = n["errors"]) {
-      rd.only_keys(e, f + ".errors", {"http_5xx", "timeout", "malformed"});
-      if (s.kind == ToolSpec::Kind::kUrl)
-        rd.fail(e, f + ".errors",
-                "a url tool is the user's: its errors are its own (mock tools inject them)");
-      if (e["http_5xx"]) s.error_5xx = number(rd, e["http_5xx"], f + ".errors.http_5xx", 0, 1);
-      if (e["timeout"]) s.error_timeout = number(rd, e["timeout"], f + ".errors.timeout", 0, 1);
-      if (e["malformed"]) s.error_malformed = number(rd, e["malformed"], f + ".errors.malformed", 0, 1);
-      if (s.error_5xx + s.error_timeout + s.error_malformed > 1 + 1e-12)
-        rd.fail(e, f + ".errors", "the rates add up to more than 1");
-    }
+    if (s.kind == ToolSpec::Kind::kUrl && n["errors"])
+      rd.fail(n["errors"], f + ".errors",
+              "a url tool is the user's: its errors are its own (mock tools inject them)");
+    read_mock_fields(rd, n, f, s);
     c.tools.push_back(std::move(s));
   }
   return c;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <stdexcept>
 #include <string_view>
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
@@ -56,13 +57,18 @@ std::string fragment_pointer(std::string_view fragment) {
 // bound), so a request could take a server down with it.
 class RefCycles {
  public:
-  RefCycles(const nlohmann::json& root, const std::string& where) : root_(root), where_(where) {
+  // strict: refuse what could resolve elsewhere than this reading says ($id URIs, references it cannot find).
+  RefCycles(const nlohmann::json& root, const std::string& where, bool strict)
+      : root_(root), where_(where), strict_(strict) {
     index_ids(root_, 0);
   }
   void check() { walk(root_, 0); }
 
  private:
   static constexpr int kMaxNesting = 512;
+  // References in one schema at most: valijson's parser recurses once per hop of a chain of them.
+  static constexpr std::size_t kMaxRefs = 256;
+  std::size_t refs_ = 0;
 
   void index_ids(const nlohmann::json& v, int depth) {
     if (depth > kMaxNesting) return;
@@ -88,6 +94,32 @@ class RefCycles {
             fmt::format("{}: not a JSON Schema tokenscope can use: \"$ref\": {} is not within the "
                         "schema (only \"#...\" references are read; nothing is fetched)",
                         where_, r->dump()));
+      // An $id that is a URI moves the base references resolve against: not followed here, so refused.
+      if (const auto id = v.find("$id");
+          strict_ && id != v.end() && id->is_string() && id->get_ref<const std::string&>().rfind('#', 0) != 0)
+        throw UsageError(
+            fmt::format("{}: not a JSON Schema tokenscope can use: \"$id\": {} (only \"#name\" ids are "
+                        "read; references resolve within the schema)",
+                        where_, id->dump()));
+      if (const auto r = v.find("$ref"); r != v.end() && r->is_string() && ++refs_ > kMaxRefs)
+        throw UsageError(fmt::format("{}: not a JSON Schema tokenscope can use: more than {} references",
+                                     where_, kMaxRefs));
+      // Patterns compile now (valijson compiles them only when it validates, and a bad one would throw
+      // from there).
+      auto check_regex = [&](const std::string& pattern) {
+        try {
+          std::regex re(pattern, std::regex::ECMAScript);
+        } catch (const std::exception& e) {
+          throw UsageError(
+              fmt::format("{}: not a JSON Schema tokenscope can use: the pattern {} is not a "
+                          "regular expression ({})",
+                          where_, nlohmann::json(pattern).dump(), e.what()));
+        }
+      };
+      if (const auto p = v.find("pattern"); p != v.end() && p->is_string())
+        check_regex(p->get<std::string>());
+      if (const auto pp = v.find("patternProperties"); pp != v.end() && pp->is_object())
+        for (const auto& [k, sub] : pp->items()) check_regex(k);
       visit(v, "");
       for (const auto& [k, c] : v.items()) walk(c, depth + 1);
     } else if (v.is_array()) {
@@ -119,18 +151,31 @@ class RefCycles {
                       "reaching a value ({})",
                       where_, via));
     state = 1;
-    if (const auto r = v.find("$ref"); r != v.end() && r->is_string())
-      if (const auto* t = target(r->get<std::string>())) visit(*t, "$ref " + r->get<std::string>());
+    if (const auto r = v.find("$ref"); r != v.end() && r->is_string()) {
+      if (const auto* t = target(r->get<std::string>())) {
+        visit(*t, "$ref " + r->get<std::string>());
+      } else if (strict_) {  // where valijson would look for it is not known here: refused
+        throw UsageError(
+            fmt::format("{}: not a JSON Schema tokenscope can use: \"$ref\": {} names nothing in the "
+                        "schema",
+                        where_, r->dump()));
+      }
+    }
     for (const char* k : {"allOf", "anyOf", "oneOf"})
       if (const auto a = v.find(k); a != v.end() && a->is_array())
         for (const auto& sub : *a) visit(sub, via.empty() ? k : via);
     for (const char* k : {"not", "if", "then", "else"})
       if (const auto a = v.find(k); a != v.end()) visit(*a, via.empty() ? k : via);
+    // Schema-valued dependencies apply to the same object too.
+    if (const auto d = v.find("dependencies"); d != v.end() && d->is_object())
+      for (const auto& [name, sub] : d->items())
+        if (sub.is_object()) visit(sub, via.empty() ? "dependencies" : via);
     state = 2;
   }
 
   const nlohmann::json& root_;
   const std::string& where_;
+  bool strict_ = true;
   std::map<std::string, const nlohmann::json*> anchors_;
   std::map<const nlohmann::json*, int> state_;  // 1: on the path, 2: done
 };
@@ -157,9 +202,9 @@ bool mentions_regex(const nlohmann::json& v, int depth = 0) {
 }
 }  // namespace
 
-JsonSchema::JsonSchema(const nlohmann::json& schema, const std::string& where)
+JsonSchema::JsonSchema(const nlohmann::json& schema, const std::string& where, bool conformance)
     : impl_(std::make_unique<Impl>()) {
-  RefCycles(schema, where).check();
+  RefCycles(schema, where, !conformance).check();
   impl_->uses_regex = mentions_regex(schema);
   valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
   valijson::adapters::NlohmannJsonAdapter adapter(schema);
@@ -237,12 +282,21 @@ bool JsonSchema::valid(const nlohmann::json& instance) const {
   auto check = [&] {
     valijson::Validator validator(valijson::Validator::kStrongTypes);
     valijson::adapters::NlohmannJsonAdapter adapter(instance);
-    ok = validator.validate(impl_->schema, adapter, nullptr);
+    try {
+      ok = validator.validate(impl_->schema, adapter, nullptr);
+    } catch (const std::exception&) {
+      ok = false;  // whatever valijson could not check is no valid value
+    }
   };
-  if (longest > kShortString)
-    run_with_stack(check, kLongStack);
-  else
+  if (longest > kShortString) {
+    try {
+      run_with_stack(check, kLongStack);
+    } catch (const std::exception&) {
+      return false;  // no thread for the check: not a value known to be valid
+    }
+  } else {
     check();
+  }
   return ok;
 }
 
@@ -261,7 +315,12 @@ std::vector<std::string> JsonSchema::violations(const nlohmann::json& instance,
     valijson::Validator validator(valijson::Validator::kStrongTypes);
     valijson::adapters::NlohmannJsonAdapter adapter(instance);
     valijson::ValidationResults results;
-    if (validator.validate(impl_->schema, adapter, &results)) return;
+    try {
+      if (validator.validate(impl_->schema, adapter, &results)) return;
+    } catch (const std::exception& e) {
+      out.push_back(fmt::format("<root>: not checked: {}", e.what()));
+      return;
+    }
     valijson::ValidationResults::Error error;
     while (out.size() < std::max<std::size_t>(1, max_errors) && results.popError(error)) {
       std::string path;
@@ -270,10 +329,15 @@ std::vector<std::string> JsonSchema::violations(const nlohmann::json& instance,
     }
     if (out.empty()) out.push_back("<root>: invalid");
   };
-  if (longest > kShortString)
-    run_with_stack(check, kLongStack);
-  else
+  if (longest > kShortString) {
+    try {
+      run_with_stack(check, kLongStack);
+    } catch (const std::exception& e) {
+      out.assign(1, fmt::format("<root>: not checked: {}", e.what()));
+    }
+  } else {
     check();
+  }
   return out;
 }
 
@@ -294,9 +358,22 @@ const nlohmann::json* resolve_local_ref(const nlohmann::json& root, const std::s
   }
 }
 
+// What one draw may build: values and string bytes (a 60-byte schema of
+// nested arrays would otherwise ask for 256^9 values).
+struct DrawBudget {
+  std::size_t values = 50'000;
+  std::size_t bytes = 4u << 20;
+};
+thread_local DrawBudget* draw_budget = nullptr;
+struct OverBudget {};
+
 std::string draw_word(Rng& rng, std::size_t lo, std::size_t hi) {
   static const char* letters = "abcdefghijklmnopqrstuvwxyz";
   const std::size_t n = static_cast<std::size_t>(rng.uniform_int(lo, std::max(lo, hi)));
+  if (draw_budget) {
+    if (draw_budget->bytes < n) throw OverBudget{};
+    draw_budget->bytes -= n;
+  }
   std::string s;
   for (std::size_t i = 0; i < n; ++i) s += letters[rng.uniform_int(0, 25)];
   return s;
@@ -309,6 +386,10 @@ double number_or(const nlohmann::json& s, const char* key, double fallback) {
 
 nlohmann::json draw(const nlohmann::json& root, const nlohmann::json& s, Rng& rng, int depth) {
   if (depth > kMaxDepth) return nullptr;
+  if (draw_budget) {
+    if (draw_budget->values == 0) throw OverBudget{};
+    --draw_budget->values;
+  }
   if (s.is_boolean()) return s.get<bool>() ? nlohmann::json("x") : nlohmann::json(nullptr);
   if (!s.is_object()) return nullptr;
   if (const auto it = s.find("$ref"); it != s.end() && it->is_string()) {
@@ -354,8 +435,10 @@ nlohmann::json draw(const nlohmann::json& root, const nlohmann::json& s, Rng& rn
   if (type == "null") return nullptr;
   if (type == "boolean") return rng.uniform_int(0, 1) == 1;
   if (type == "integer" || type == "number") {
-    double lo = number_or(s, "minimum", type == "integer" ? 0 : 0.0);
-    double hi = number_or(s, "maximum", lo + 100);
+    // Bounds past 2^53 are clamped: the arithmetic below stays exact and within int64.
+    constexpr double kBig = 9007199254740992.0;
+    double lo = std::clamp(number_or(s, "minimum", 0.0), -kBig, kBig);
+    double hi = std::clamp(number_or(s, "maximum", lo + 100), -kBig, kBig);
     if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number())
       lo = std::max(lo, s["exclusiveMinimum"].get<double>() + (type == "integer" ? 1 : 1e-6));
     if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number())
@@ -364,8 +447,8 @@ nlohmann::json draw(const nlohmann::json& root, const nlohmann::json& s, Rng& rn
     const double step = number_or(s, "multipleOf", 0);
     if (type == "integer" || step > 0) {
       const double unit = step > 0 ? step : 1;
-      const auto first = static_cast<std::int64_t>(std::ceil(lo / unit));
-      const auto last = static_cast<std::int64_t>(std::floor(hi / unit));
+      const auto first = static_cast<std::int64_t>(std::clamp(std::ceil(lo / unit), -kBig, kBig));
+      const auto last = static_cast<std::int64_t>(std::clamp(std::floor(hi / unit), -kBig, kBig));
       if (last < first) return lo;
       const auto k =
           first + static_cast<std::int64_t>(rng.uniform_int(
@@ -433,7 +516,17 @@ nlohmann::json draw_instance(const nlohmann::json& schema, Rng& rng, const std::
 nlohmann::json draw_instance(const nlohmann::json& schema, const JsonSchema& checker, Rng& rng,
                              const std::string& where) {
   for (int attempt = 0; attempt < 32; ++attempt) {
-    nlohmann::json v = draw(schema, schema, rng, 0);
+    DrawBudget budget;
+    draw_budget = &budget;
+    nlohmann::json v;
+    try {
+      v = draw(schema, schema, rng, 0);
+    } catch (const OverBudget&) {
+      draw_budget = nullptr;
+      throw UsageError(
+          fmt::format("{}: the schema asks for values of more than 50,000 parts or 4 MiB of text", where));
+    }
+    draw_budget = nullptr;
     if (checker.valid(v)) return v;
   }
   throw UsageError(fmt::format("{}: no value drawn in 32 tries satisfies the schema", where));

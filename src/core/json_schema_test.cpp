@@ -10,6 +10,7 @@
 // regular expressions: optional in draft 7) is not run.
 #include "core/json_schema.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -50,7 +51,7 @@ TEST(JsonSchema, OfficialTestSuiteDraft7) {
       const std::string what = p.filename().string() + ": " + g["description"].get<std::string>();
       std::optional<JsonSchema> schema;
       try {
-        schema.emplace(g["schema"], what);
+        schema.emplace(g["schema"], what, /*conformance=*/true);
       } catch (const UsageError& e) {
         if (!kRemote.contains(what)) ADD_FAILURE() << what << ": the schema is refused: " << e.what();
         ++refused;
@@ -135,6 +136,36 @@ TEST(JsonSchema, ViolationsNameThePathAndBadSchemasAreRefused) {
       patterned.valid(nlohmann::json{{"s", std::string(2'000'000, 'b')}}));  // past the bound: refused
   EXPECT_NE(patterned.violations(nlohmann::json{{"s", std::string(2'000'000, 'b')}})[0].find("longer than"),
             std::string::npos);
+  // Found by review: a pattern that is no regular expression (valijson compiles it only when it
+  // validates, and threw from there), a loop through dependencies, chains of references past the bound.
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type": "string", "pattern": "("})", "is not a regular expression"},
+           {R"({"patternProperties": {"[": {}}})", "is not a regular expression"},
+           {R"({"type": "object", "dependencies": {"a": {"$ref": "#"}}})", "references loop"},
+           // "#/" is the root's "" member to a JSON pointer, the root itself to valijson (fuzz_json_schema).
+           {R"({"definitions": {"a": {"allOf": [{"$ref": "#/"}]}}, "$ref": "#/definitions/a"})",
+            "names nothing"},
+           {R"({"$id": "http://example.com/root", "$ref": "#/definitions/a"})", "only \"#name\" ids"},
+       }) {
+    try {
+      JsonSchema bad(nlohmann::json::parse(text), "response_format");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+  nlohmann::json chain = {{"definitions", nlohmann::json::object()}, {"$ref", "#/definitions/a0"}};
+  for (int i = 0; i < 300; ++i)
+    chain["definitions"][fmt::format("a{}", i)] = {{"$ref", fmt::format("#/definitions/a{}", i + 1)}};
+  chain["definitions"]["a300"] = {{"type", "string"}};
+  EXPECT_THROW(JsonSchema(chain, "chain"), UsageError);
+  // A small schema asking for an enormous value: refused, not drawn.
+  Rng rng(1);
+  EXPECT_THROW(
+      draw_instance(nlohmann::json::parse(R"({"type": "array", "minItems": 256, "items": {"type": "array",
+                   "minItems": 256, "items": {"type": "array", "minItems": 256, "items": {"type": "integer"}}}})"),
+                    rng, "big"),
+      UsageError);
   // Recursion through a member is a tree, not a loop: accepted and bounded by the value.
   const JsonSchema tree(
       nlohmann::json::parse(R"({"type": "object", "properties": {"child": {"$ref": "#"}}})"), "t");

@@ -922,6 +922,14 @@ TEST_F(Api, ResponseFormatAnswersJson) {
             json{{"prompt", "x"}, {"response_format", {{"type", "json_object"}}}, {"max_tokens", 2}}.dump()));
   EXPECT_EQ(cut["choices"][0]["finish_reason"], "length");
   EXPECT_FALSE(json::accept(cut["choices"][0]["text"].get<std::string>()));
+  // A pattern that is no regular expression, and a schema asking for a value too large to draw: 400, the
+  // server goes on (the first took serve down: valijson threw from inside its validation).
+  req["response_format"]["json_schema"]["schema"] = {{"type", "string"}, {"pattern", "("}};
+  EXPECT_EQ(call("POST", "/v1/chat/completions", req.dump())->status, 400);
+  req["response_format"]["json_schema"]["schema"] =
+      json::parse(R"({"type": "array", "minItems": 256, "items": {"type": "array", "minItems": 256,
+                      "items": {"type": "array", "minItems": 256}}})");
+  EXPECT_EQ(call("POST", "/v1/chat/completions", req.dump())->status, 400);
   // A schema valijson cannot read is refused, naming it.
   req["response_format"]["json_schema"]["schema"] = {{"type", 5}};
   const auto e = call("POST", "/v1/chat/completions", req.dump());

@@ -717,7 +717,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
         plan = plan_output(req.tools, req.format, settings_.tools, prompt_hash,
                            hash_combine64(hash_string64(task->id()), i),
                            i == 0 ? task->fault().kind : FaultKind::kNone);
-      } catch (const UsageError& e) {
+      } catch (const std::exception& e) {  // a schema no value satisfies, or one too large to draw
         task->fail(ApiError{400, e.what(), req.tools.tools.empty() ? "response_format" : "tools"});
         return;
       }
