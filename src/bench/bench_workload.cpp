@@ -169,9 +169,9 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
   const Reader rd{file};
   try {
     if (!root.IsMap()) throw InputError(file, 1, "", "expected a mapping with 'classes'");
-    rd.only_keys(
-        root, "",
-        {"duration_s", "num_requests", "seed", "arrival", "tenants", "classes", "tools", "documents"});
+    rd.only_keys(root, "",
+                 {"duration_s", "num_requests", "seed", "arrival", "tenants", "classes", "tools", "documents",
+                  "warmup_tasks"});
     const TaskCatalog catalog = parse_task_catalog(root, rd);
     std::uint64_t seed = master_seed;
     if (root["seed"]) seed = rd.integer(root["seed"], "seed", 0, 1.8e19);
@@ -412,6 +412,11 @@ BenchWorkload parse_workload_yaml(const std::string& text, const std::string& fi
         tasks = std::make_shared<TaskSet>();
         tasks->catalog = catalog;
       }
+    if (tasks && root["warmup_tasks"])
+      tasks->warmup_tasks = rd.integer(root["warmup_tasks"], "warmup_tasks", 0, 1e9);
+    if (!tasks && root["warmup_tasks"])
+      rd.fail(root["warmup_tasks"], "warmup_tasks",
+              "belongs to a file with task classes (a class with task)");
     if (tasks)
       for (const auto& c : classes) {
         tasks->by_class.push_back(c.task);

@@ -58,6 +58,9 @@ struct TaskSet {
   std::vector<std::shared_ptr<const TaskSpec>> by_class;
   std::vector<TaskSlo> slo_by_class;
   std::vector<TaskArrival> arrivals;
+  // The first this many tasks (cold caches) are reported apart, as
+  // warm-up (`warmup_tasks`; --warmup-s marks them by time as well).
+  std::uint64_t warmup_tasks = 0;
 };
 
 struct BenchWorkload {

@@ -224,7 +224,8 @@ struct TaskDriver::Impl {
     t.tenant = a.tenant < w.tenants.size() ? w.tenants[a.tenant] : "default";
     t.t_sched = epoch + a.t;
     t.t_start = now();
-    t.warmup = settings.warmup_s > 0 && a.t < seconds_to_nanos(settings.warmup_s);
+    t.warmup =
+        (settings.warmup_s > 0 && a.t < seconds_to_nanos(settings.warmup_s)) || a.id < set.warmup_tasks;
     t.input = filler_words(hash_combine64(settings.seed ^ 0x7461736b73ULL, a.id), a.input_tokens);
     ++driver.counters_.started;
     ++driver.counters_.in_flight;

@@ -114,11 +114,14 @@ const nlohmann::json& task_step(const nlohmann::json& task, const std::string& i
 // The research task: a plan, three retrievals and two API calls in
 // parallel, a summary that waits for all of them.
 TEST(TaskDriver, RunsTheGraphWithItsJoinsAndLinksTheRecords) {
-  const auto b = parse_workload_yaml(kResearchTasks, "research.yaml", 1);
+  auto b = parse_workload_yaml(kResearchTasks, "research.yaml", 1);
+  std::const_pointer_cast<TaskSet>(b.tasks)->warmup_tasks = 2;  // the first two apart
   TaskTarget target(2);
   const TaskRunResult r = run_tasks(b, target);
   ASSERT_EQ(r.tasks.size(), 6u);
   EXPECT_EQ(r.requests.size(), 12u);  // two model calls a task
+  for (const auto& t : r.tasks) EXPECT_EQ(t.value("warmup", false), t["id"].get<int>() < 2) << t["id"];
+  for (const auto& q : r.requests) EXPECT_EQ(q.warmup, q.task < 2);
   std::map<std::uint64_t, const RequestRecord*> by_id;
   for (const auto& q : r.requests) {
     by_id[q.id] = &q;

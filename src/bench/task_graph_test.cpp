@@ -98,6 +98,24 @@ TEST(TaskGraph, TheResearchTaskReadsWithItsOrderAndArrivals) {
   for (const auto& r : b.workload.requests) EXPECT_EQ(r.task_class, 1u);
 }
 
+TEST(TaskGraph, WarmupTasksAreReadAndOnlyWithTasks) {
+  const auto b = parse_workload_yaml(R"(num_requests: 5
+warmup_tasks: 2
+classes:
+  - name: t
+    task:
+      steps:
+        - {id: a, model: {prompt: x, output_len: fixed:2}}
+)",
+                                     "w.yaml", 1);
+  EXPECT_EQ(b.tasks->warmup_tasks, 2u);
+  EXPECT_THROW(
+      parse_workload_yaml("num_requests: 5\nwarmup_tasks: 2\nclasses:\n  - {name: c, input_len: fixed:1, "
+                          "output_len: fixed:1}\n",
+                          "w.yaml", 1),
+      InputError);
+}
+
 TEST(TaskGraph, ModelDrivenTasksNameTheirTools) {
   const auto b = parse_workload_yaml(R"(num_requests: 3
 tools:
