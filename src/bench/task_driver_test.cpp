@@ -192,6 +192,33 @@ TEST(TaskDriver, AnAnswerWithoutCitationsIsAnUnsupportedClaim) {
   EXPECT_EQ(j["per_task"]["model_calls"], 2.0);
 }
 
+// A retrieval that names no search tool, in a file that declares none,
+// reads the mock's built-in search of the document store.
+TEST(TaskDriver, RetrievalsWithoutASearchToolUseTheBuiltInOne) {
+  const auto b = parse_workload_yaml(R"(num_requests: 3
+arrival: {process: constant, rate_rps: 50}
+documents: {count: 40, tokens: fixed:10}
+tools:
+  - {name: search, parameters: {type: object}}
+classes:
+  - name: t
+    task:
+      steps:
+        - {id: r, retrieve: {query: "{{input}}", top_k: 4}}
+        - {id: a, model: {prompt: "{{r}}", output_len: fixed:20}, after: [r], cite: [r]}
+)",
+                                     "builtin.yaml", 6);
+  TaskTarget target(1);
+  const TaskRunResult r = run_tasks(b, target);
+  ASSERT_EQ(r.tasks.size(), 3u);
+  for (const auto& t : r.tasks) {
+    EXPECT_EQ(t["outcome"], "ok") << t.dump(1);
+    EXPECT_EQ(task_step(t, "r")["documents"].size(), 4u);
+    EXPECT_EQ(task_step(t, "r")["name"], "search");
+  }
+  EXPECT_FALSE(r.injected.count("search"));  // the json_api tool named search was not called
+}
+
 // Failure classes equal what the mock tools injected: 500s are http,
 // bodies that are not JSON are format, held answers time out; retried
 // failures are listed beside the final outcome.
