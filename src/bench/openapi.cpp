@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/json_schema.h"
 #include "core/yaml_fields.h"
+#include "serve/tools.h"
 
 namespace tokenscope::bench {
 
@@ -63,14 +64,6 @@ std::string sanitized(const std::string& method, const std::string& path) {
   return squeezed.substr(0, 64);
 }
 
-bool valid_tool_name(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (const char c : name)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-      return false;
-  return true;
-}
-
 }  // namespace
 
 std::vector<ToolSpec> read_openapi_tools(const std::string& text, const std::string& file) {
@@ -123,7 +116,7 @@ std::vector<ToolSpec> read_openapi_tools(const std::string& text, const std::str
         t.line = yaml::line_of(op);
         std::string name =
             op["operationId"] && op["operationId"].IsScalar() ? op["operationId"].Scalar() : "";
-        if (!valid_tool_name(name)) name = sanitized(method, path);
+        if (!serve::valid_tool_name(name)) name = sanitized(method, path);
         if (name.empty()) rd.fail(op, of, "no operationId, and no name can be made from the method and path");
         std::string unique = name;
         for (int k = 2;

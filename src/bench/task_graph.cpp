@@ -13,18 +13,11 @@
 #include "bench/openapi.h"
 #include "core/error.h"
 #include "core/text_reader.h"
+#include "serve/tools.h"
 
 namespace tokenscope::bench {
 
 namespace {
-
-bool valid_name(std::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (const char c : name)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-      return false;
-  return true;
-}
 
 double number(const yaml::Fields& rd, const YAML::Node& n, const std::string& field, double lo, double hi) {
   return rd.number(n, field, lo, hi, false, fmt::format("a number in [{}, {}]", lo, hi));
@@ -53,7 +46,8 @@ std::shared_ptr<const JsonSchema> compile(const yaml::Fields& rd, const YAML::No
 
 std::string name_field(const yaml::Fields& rd, const YAML::Node& n, const std::string& field) {
   const std::string name = rd.string(n, field);
-  if (!valid_name(name)) rd.fail(n, field, "expected 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
+  if (!serve::valid_tool_name(name))
+    rd.fail(n, field, "expected 1 to 64 characters of a-z, A-Z, 0-9, _ and -");
   return name;
 }
 
@@ -68,7 +62,7 @@ std::vector<std::string> template_names(std::string_view text) {
     std::string_view name = text.substr(at + 2, end - at - 2);
     while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
     while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
-    if (!valid_name(name))
+    if (!serve::valid_tool_name(name))
       throw UsageError(
           fmt::format("{{{{{}}}}} is not a step name (1 to 64 characters of a-z, A-Z, 0-9, _ and -)",
                       std::string(name).substr(0, 80)));

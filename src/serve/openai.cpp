@@ -299,14 +299,6 @@ std::optional<ApiError> compile_schema(const json& schema, const std::string& pa
   return std::nullopt;
 }
 
-bool valid_tool_name(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (const char c : name)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-      return false;
-  return true;
-}
-
 // "tools", "tool_choice", "parallel_tool_calls" (chat only) and
 // "response_format"; tools_block: the tools as the prompt shows them.
 std::optional<ApiError> parse_tools(const json& body, Api api, GenerationRequest& r,

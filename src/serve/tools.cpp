@@ -8,6 +8,14 @@
 
 namespace tokenscope::serve {
 
+bool valid_tool_name(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (const char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
 std::string render_tool_call(std::string_view name, std::string_view arguments) {
   std::string out = "<tool_call>\n{\"name\":";
   out += nlohmann::json(std::string(name)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

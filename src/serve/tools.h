@@ -94,6 +94,10 @@ struct OutputPlan {
   FaultKind fault = FaultKind::kNone;  // the fault that shaped it (kNone: none took effect)
 };
 
+// Whether a name is one a tool may have: 1 to 64 characters of a-z, A-Z,
+// 0-9, _ and - (OpenAI's rule for function names).
+bool valid_tool_name(std::string_view name);
+
 // "<tool_call>\n{"name":NAME,"arguments":ARGUMENTS}\n</tool_call>"
 std::string render_tool_call(std::string_view name, std::string_view arguments);
 
