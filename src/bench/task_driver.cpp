@@ -244,8 +244,8 @@ struct TaskDriver::Impl {
       if (!spec->parallel_tool_calls) t.tools_json += ",\"parallel_tool_calls\":false";
       t.messages = nlohmann::json::array();
       if (!spec->system.empty())
-        t.messages.push_back({{"role", "system"}, {"content", render(t, -1, spec->system)}});
-      t.messages.push_back({{"role", "user"}, {"content", render(t, -1, spec->prompt)}});
+        t.messages.push_back({{"role", "system"}, {"content", render(t, spec->system)}});
+      t.messages.push_back({{"role", "user"}, {"content", render(t, spec->prompt)}});
       next_model_turn(t);
       return;
     }
@@ -272,7 +272,7 @@ struct TaskDriver::Impl {
   // ---- templates ----
   // {{input}} and {{STEP}} (a step's output; a retrieval's documents, one
   // "[doc-N] text" line each).
-  std::string render(const TaskRun& t, int, const std::string& text) const {
+  std::string render(const TaskRun& t, const std::string& text) const {
     std::string outs;
     std::size_t at = 0;
     while (true) {
@@ -316,13 +316,11 @@ struct TaskDriver::Impl {
     if (s.kind == "model") {
       start_model(t, i);
     } else if (!s.spec) {  // a model-driven task's call: the model's arguments again
-      start_tool(t, i, s.name, s.arguments);
+      start_tool(t, i, s.arguments);
     } else if (s.kind == "retrieval") {
       const StepSpec& spec = *s.spec;
-      const nlohmann::json args = {{"query", render(t, static_cast<int>(i), spec.query)},
-                                   {"top_k", spec.top_k}};
-      start_tool(t, i, s.tool < set.catalog.tools.size() ? set.catalog.tools[s.tool].name : "",
-                 task_json(args));
+      const nlohmann::json args = {{"query", render(t, spec.query)}, {"top_k", spec.top_k}};
+      start_tool(t, i, task_json(args));
     } else {
       std::string args = s.arguments;
       if (args.empty()) {
@@ -339,7 +337,7 @@ struct TaskDriver::Impl {
           }
         }
       }
-      start_tool(t, i, set.catalog.tools[s.tool].name, args);
+      start_tool(t, i, args);
     }
   }
 
@@ -348,7 +346,7 @@ struct TaskDriver::Impl {
       const Impl& self;
       const TaskRun& t;
       nlohmann::json operator()(const nlohmann::json& x) const {
-        if (x.is_string()) return self.render(t, -1, x.get<std::string>());
+        if (x.is_string()) return self.render(t, x.get<std::string>());
         if (x.is_object()) {
           nlohmann::json o = nlohmann::json::object();
           for (auto it = x.begin(); it != x.end(); ++it) o[it.key()] = (*this)(*it);
@@ -390,15 +388,14 @@ struct TaskDriver::Impl {
       max_tokens = std::max<std::uint32_t>(1, t.spec->output_len.sample(rng));
     } else {
       const StepSpec& spec = *s.spec;
-      std::string prompt = render(t, static_cast<int>(i), spec.prompt);
+      std::string prompt = render(t, spec.prompt);
       if (spec.input_len) {
         const std::uint32_t want = std::max<std::uint32_t>(1, spec.input_len->sample(rng));
         const auto have = static_cast<std::uint32_t>(std::count(prompt.begin(), prompt.end(), ' ') + 1);
         if (want > have) prompt += " " + filler_words(key, want - have);
       }
       nlohmann::json m = nlohmann::json::array();
-      if (!spec.system.empty())
-        m.push_back({{"role", "system"}, {"content", render(t, static_cast<int>(i), spec.system)}});
+      if (!spec.system.empty()) m.push_back({{"role", "system"}, {"content", render(t, spec.system)}});
       m.push_back({{"role", "user"}, {"content", std::move(prompt)}});
       messages = task_json(m);
       max_tokens = std::max<std::uint32_t>(1, spec.output_len.sample(rng));
@@ -513,7 +510,7 @@ struct TaskDriver::Impl {
     return *it->second;
   }
 
-  void start_tool(TaskRun& t, std::uint32_t i, const std::string&, const std::string& args) {
+  void start_tool(TaskRun& t, std::uint32_t i, const std::string& args) {
     StepRun& s = t.steps[i];
     const ToolSpec* tool = s.tool < set.catalog.tools.size() ? &set.catalog.tools[s.tool] : nullptr;
     std::string path;
@@ -732,7 +729,7 @@ struct TaskDriver::Impl {
       ++t.running;
       const auto k = static_cast<std::uint32_t>(t.steps.size() - 1);
       t.steps[k].attempts = 1;
-      start_tool(t, k, c.name, c.arguments);
+      start_tool(t, k, c.arguments);
     }
   }
 

@@ -394,8 +394,10 @@ classes:
   EXPECT_GE(ok, 5u);
   EXPECT_GT(cancelled, 0u);  // the tool takes 400 ms: some were in flight
   EXPECT_EQ(ids.size(), tasks.size());
-  EXPECT_EQ(run["tasks"]["ok"].get<std::size_t>() + run["tasks"]["cancelled"].get<std::size_t>(), tasks.size());
-  for (const auto& q : lines(out / "requests.jsonl")) EXPECT_TRUE(ids.count(q["task"].get<std::int64_t>())) << q;
+  EXPECT_EQ(run["tasks"]["ok"].get<std::size_t>() + run["tasks"]["cancelled"].get<std::size_t>(),
+            tasks.size());
+  for (const auto& q : lines(out / "requests.jsonl"))
+    EXPECT_TRUE(ids.count(q["task"].get<std::int64_t>())) << q;
 }
 
 // A second interrupt cancels what is in flight at once instead of waiting
