@@ -917,6 +917,12 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     ts.first_request_id = kTaskRequestIdBase;
     ts.warmup_s = o.warmup_s;
     ts.max_events = o.max_events;
+    if (!o.judge_target.empty()) {
+      ts.judge = net::Endpoint::parse_url(o.judge_target);
+      ts.judge_model = o.judge_model;
+      ts.judge_api_key = o.judge_api_key;
+      if (!o.judge_extra_body.empty()) ts.judge_extra_body = nlohmann::json::parse(o.judge_extra_body);
+    }
     task_driver = std::make_unique<TaskDriver>(*p.bw.tasks, w, ts, queue, task_queue);
     tasks_out = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "tasks.jsonl", false);
     task_summary.emplace(*p.bw.tasks, w.classes);
@@ -1054,6 +1060,12 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   add_in_process_truth(run, side);
   if (task_summary) {
     run["tasks"] = task_summary->build();
+    run["tasks"]["judge"]["configured"] = !o.judge_target.empty();
+    run["tasks"]["judge"]["steps"] = p.bw.tasks->judged_steps();
+    if (!o.judge_target.empty()) {
+      run["tasks"]["judge"]["target"] = o.judge_target;
+      run["tasks"]["judge"]["model"] = o.judge_model;
+    }
     if (mock_tools) {  // the mock tools' ground truth, as the in-process server's faults
       nlohmann::json injected = nlohmann::json::object();
       for (const auto& [name, e] : mock_tools->injected())
@@ -1211,6 +1223,15 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   for (const auto& u : o.scrape_urls) check_url("--scrape", u);
   for (const auto& u : o.gpu_sampler_urls) check_url("--gpu-sampler", u);
   if (!o.otlp_endpoint.empty()) check_url("--otlp-endpoint", o.otlp_endpoint);
+  if (!o.judge_target.empty()) check_url("--judge-target", o.judge_target);
+  if (!o.judge_extra_body.empty()) {
+    if (o.judge_target.empty()) throw UsageError("--judge-extra-body needs --judge-target");
+    if (json_too_deep_at(o.judge_extra_body) != std::string_view::npos)
+      throw UsageError(fmt::format("--judge-extra-body: nested deeper than {} levels", kMaxJsonDepth));
+    const auto j = nlohmann::json::parse(o.judge_extra_body, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      throw UsageError("--judge-extra-body: expected a JSON object, e.g. '{\"json_schema\": {...}}'");
+  }
   if (o.server_pid == 0 || o.server_pid < -1)
     throw UsageError("--server-pid: expected a process id (a positive integer)");
   if (o.server_pid > 0 && !std::filesystem::exists(fmt::format("/proc/{}", o.server_pid)))

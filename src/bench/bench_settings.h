@@ -94,6 +94,10 @@ struct BenchSettings {
   std::string endpoint;  // request path after the target's path ("" : by api)
   std::string model;     // "" : the target's GET /v1/models (in-process: the engine's model)
   std::string api_key;
+  // The judge of agentic tasks' answers (docs/tasks.md "The judge"): an
+  // OpenAI-compatible base URL, its model, its key ("" : none).
+  std::string judge_target, judge_model, judge_api_key;
+  std::string judge_extra_body;  // a JSON object merged into the judge's requests
   std::vector<std::string> headers;  // "Name: value"
   double timeout_s = 600.0;          // per request, from the send (0: none)
   // Output events kept per request; later ones are counted and their gaps

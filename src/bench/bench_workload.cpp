@@ -550,4 +550,14 @@ BenchWorkload load_workload_file(const std::string& path, std::uint64_t master_s
                              master_seed, rate);
 }
 
+std::size_t TaskSet::judged_steps() const {
+  std::size_t n = 0;
+  for (const auto& spec : by_class) {
+    if (!spec) continue;
+    if (spec->judge) ++n;
+    for (const auto& step : spec->steps) n += step.judge ? 1 : 0;
+  }
+  return n;
+}
+
 }  // namespace tokenscope::bench

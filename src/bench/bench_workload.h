@@ -57,6 +57,9 @@ struct TaskSet {
   TaskCatalog catalog;
   std::vector<std::shared_ptr<const TaskSpec>> by_class;
   std::vector<TaskSlo> slo_by_class;
+  // The steps whose answers a judge grades (model steps and model-driven
+  // tasks with `judge`), over the classes.
+  std::size_t judged_steps() const;
   std::vector<TaskArrival> arrivals;
   // The first this many tasks (cold caches) are reported apart, as
   // warm-up (`warmup_tasks`; --warmup-s marks them by time as well).

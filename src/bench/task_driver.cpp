@@ -131,6 +131,10 @@ struct TaskDriver::Impl {
     std::string arguments, call_id;
     std::shared_ptr<ToolExchange> exchange;
     ResponseCollector* collector = nullptr;
+    // A judged answer: the request the model answered, the judge's call, its verdict.
+    std::string question;
+    std::shared_ptr<ToolExchange> judge_exchange;
+    nlohmann::json judge;
     std::shared_ptr<asio::steady_timer> backoff;  // waiting to retry
     int critical = -1;                            // the predecessor that ended last
   };
@@ -150,6 +154,9 @@ struct TaskDriver::Impl {
     std::uint32_t model_calls = 0, tool_rounds = 0;
     std::uint32_t tools_pending = 0;
     int last_model = -1;
+    // The task's own work is over (t_end), its record waits for the judge.
+    bool work_ended = false;
+    std::uint32_t judges_pending = 0;
   };
 
   Impl(TaskDriver& d, const TaskSet& ts, const workload::Workload& wl, TaskDriverSettings s, RecordQueue& rq,
@@ -165,6 +172,8 @@ struct TaskDriver::Impl {
         tool_client(ioc, settings.tools, settings.client, clock),
         parser(false),
         next_request_id(settings.first_request_id) {
+    if (settings.judge)
+      judge_client = std::make_unique<net::HttpClient>(ioc, *settings.judge, settings.client, clock);
     // Tools at a URL: their clients (and the name lookups) before the run, not on its thread.
     for (const auto& tool : set.catalog.tools)
       if (tool.kind == ToolSpec::Kind::kUrl && !url_clients.count(tool.url))
@@ -184,6 +193,8 @@ struct TaskDriver::Impl {
   net::HttpClient model_client;
   net::HttpClient tool_client;
   std::unordered_map<std::string, std::unique_ptr<net::HttpClient>> url_clients;
+  std::unique_ptr<net::HttpClient> judge_client;
+  JsonSchema verdict_checker{judge_verdict_schema(), "the judge's verdict"};
   ChunkParser parser;
   std::thread thread;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
@@ -396,6 +407,7 @@ struct TaskDriver::Impl {
       }
       nlohmann::json m = nlohmann::json::array();
       if (!spec.system.empty()) m.push_back({{"role", "system"}, {"content", render(t, spec.system)}});
+      if (spec.judge && judge_client) s.question = prompt;
       m.push_back({{"role", "user"}, {"content", std::move(prompt)}});
       messages = task_json(m);
       max_tokens = std::max<std::uint32_t>(1, spec.output_len.sample(rng));
@@ -492,7 +504,120 @@ struct TaskDriver::Impl {
           return step_failed(t, i, "unsupported_claim", "the answer cites " + d + ", which was not retrieved",
                              true);
     }
+    if (spec.judge) start_judge(t, i, *spec.judge, s.question, text);
     step_done(t, i);
+  }
+
+  // ---- the judge ----
+  void start_judge(TaskRun& t, std::uint32_t i, const JudgeSpec& js, const std::string& question,
+                   const std::string& answer) {
+    if (!judge_client) return;
+    StepRun& s = t.steps[i];
+    const std::string rubric = js.rubric.empty() ? std::string(default_judge_rubric()) : js.rubric;
+    nlohmann::json body = {
+        {"model", settings.judge_model},
+        {"messages",
+         {{{"role", "system"}, {"content", rubric}},
+          {{"role", "user"}, {"content", "Request:\n" + question + "\n\nAnswer:\n" + answer}}}},
+        {"max_tokens", 512},
+        {"temperature", 0},
+        {"stream", false},
+        {"response_format",
+         {{"type", "json_schema"},
+          {"json_schema", {{"name", "verdict"}, {"strict", true}, {"schema", judge_verdict_schema()}}}}}};
+    if (settings.judge_extra_body.is_object())
+      for (const auto& [k, v] : settings.judge_extra_body.items()) body[k] = v;
+    const std::string text = task_json(body);
+    const net::Endpoint& e = *settings.judge;
+    auto bytes = std::make_shared<std::string>(fmt::format(
+        "POST {}/v1/chat/completions HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json\r\n{}Content-Length: {}\r\n\r\n",
+        e.base_path, e.host_header(),
+        settings.judge_api_key.empty() ? std::string()
+                                       : "Authorization: Bearer " + settings.judge_api_key + "\r\n",
+        text.size()));
+    *bytes += text;
+    auto x = std::make_shared<ToolExchange>();
+    s.judge_exchange = x;
+    s.judge = {{"min_score", js.min_score}, {"t_start_ns", now()}};
+    ++t.judges_pending;
+    const std::uint64_t task_id = t.arrival.id;
+    x->done = [this, task_id, i, x](ToolExchange& ex, net::ExchangeError err, std::string_view msg,
+                                    Nanos tc) { judge_done(task_id, i, ex, err, msg, tc); };
+    judge_client->start(std::move(bytes), x.get(), now() + static_cast<Nanos>(js.timeout_ms * 1e6));
+  }
+
+  // The verdict in a judge's answer, or why there is none.
+  std::string read_verdict(const ToolExchange& x, nlohmann::json& verdict) const {
+    if (x.status < 200 || x.status >= 300) return fmt::format("HTTP {}: {}", x.status, x.body.substr(0, 200));
+    if (x.over) return "the answer is over 4 MiB";
+    const auto j = parse_shallow(x.body);
+    const nlohmann::json* content = nullptr;
+    if (j.is_object() && j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
+      const auto& c = j["choices"][0];
+      if (c.is_object() && c.contains("message") && c["message"].is_object() &&
+          c["message"].contains("content") && c["message"]["content"].is_string())
+        content = &c["message"]["content"];
+    }
+    if (!content) return "the answer has no choices[0].message.content";
+    const bool cut = j["choices"][0].value("finish_reason", nlohmann::json()) == "length";
+    std::string_view text = content->get_ref<const std::string&>();
+    // A verdict in a code fence (models that ignore response_format) is read inside it.
+    if (const auto open = text.find("```"); open != std::string_view::npos) {
+      const auto start = text.find('\n', open);
+      const auto close = start == std::string_view::npos ? start : text.find("```", start);
+      if (close != std::string_view::npos) text = text.substr(start + 1, close - start - 1);
+    }
+    verdict = parse_shallow(text);
+    if (verdict.is_discarded())
+      return std::string(cut ? "the verdict was cut at max_tokens (512): " : "the verdict is not JSON: ") +
+             std::string(text.substr(0, 120));
+    if (const auto why = verdict_checker.violations(verdict, 1); !why.empty())
+      return "the verdict violates its schema: " + why.front();
+    return "";
+  }
+
+  void judge_done(std::uint64_t task_id, std::uint32_t i, ToolExchange& x, net::ExchangeError err,
+                  std::string_view message, Nanos t_close) {
+    const auto it = tasks.find(task_id);
+    if (it == tasks.end()) return;
+    TaskRun& t = *it->second;
+    StepRun& s = t.steps[i];
+    auto keep = s.judge_exchange;
+    s.judge_exchange.reset();
+    --t.judges_pending;
+    if (x.t_sent >= 0) s.judge["latency_ms"] = static_cast<double>(t_close - x.t_sent) / 1e6;
+    s.judge["t_end_ns"] = t_close;
+    using E = net::ExchangeError;
+    nlohmann::json verdict;
+    const std::string problem = err == E::kTimeout     ? "timeout: " + std::string(message)
+                                : err == E::kCancelled ? "cancelled: " + std::string(message)
+                                : err != E::kNone      ? std::string(message)
+                                                       : read_verdict(x, verdict);
+    if (!problem.empty()) {
+      s.judge["outcome"] = "error";
+      s.judge["detail"] = problem.substr(0, 300);
+      return maybe_end(t);
+    }
+    const int score = verdict["score"].get<int>();
+    const bool pass = score >= s.judge["min_score"].get<int>();
+    s.judge["score"] = score;
+    s.judge["reason"] = verdict["reason"].get<std::string>().substr(0, 300);
+    s.judge["outcome"] = pass ? "pass" : "reject";
+    if (!pass) {
+      s.state = StepRun::State::kFailed;
+      s.failure = "judge_rejected";
+      s.detail = fmt::format("score {} under {}", score, s.judge["min_score"].get<int>());
+      if (!t.failed) {
+        t.failed = true;
+        t.failure = "judge_rejected";
+        t.failed_step = s.id;
+      }
+      if (t.spec->mode == TaskSpec::Mode::kScripted)
+        for (auto& n : t.steps)
+          if (n.state == StepRun::State::kWaiting) n.state = StepRun::State::kSkipped;
+    }
+    maybe_end(t);
   }
 
   // ---- tool calls ----
@@ -678,6 +803,10 @@ struct TaskDriver::Impl {
       // An answer in text: the end, unless no tool was ever called.
       if (t.tool_rounds == 0 && t.spec->tool_choice != "none")
         return step_failed(t, i, "tool_selection", "the model answered without calling a tool", true);
+      if (t.spec->judge && judge_client) {
+        const auto& first_user = t.messages[t.spec->system.empty() ? 0 : 1];
+        start_judge(t, i, *t.spec->judge, first_user.value("content", ""), t.steps[i].output);
+      }
       return step_done(t, i);
     }
     // Every call must name a declared tool with arguments its schema takes.
@@ -743,16 +872,32 @@ struct TaskDriver::Impl {
   // ---- task ends ----
   void maybe_end(TaskRun& t) {
     if (t.ended || t.running > 0) return;
+    if (!t.work_ended && !work_over(t)) return;
+    if (t.judges_pending > 0) return;  // the verdicts come into the record
+    t.ended = true;
+    out.push(to_json(t));
+    --driver.counters_.in_flight;
+    ++driver.counters_.finished;
+    if (t.failed) ++driver.counters_.failed;
+    const std::uint64_t id = t.arrival.id;
+    asio::post(ioc, [this, id] {
+      tasks.erase(id);
+      check_finished();
+    });
+  }
+
+  // Whether the task's own work is over; if so, its end (the judge's verdicts may still be out).
+  bool work_over(TaskRun& t) {
     if (t.spec->mode == TaskSpec::Mode::kScripted) {
       for (const auto& s : t.steps)
-        if (s.state == StepRun::State::kWaiting && !t.failed && !stopping) return;
+        if (s.state == StepRun::State::kWaiting && !t.failed && !stopping) return false;
     } else if (!t.failed && t.tools_pending > 0) {
-      return;
+      return false;
     } else if (!t.failed && (t.steps.empty() || t.steps.back().kind != "model" ||
                              t.steps.back().state != StepRun::State::kDone)) {
-      return;
+      return false;
     }
-    t.ended = true;
+    t.work_ended = true;
     t.t_end = now();
     for (auto& s : t.steps)
       if (s.state == StepRun::State::kWaiting) s.state = StepRun::State::kSkipped;
@@ -764,15 +909,7 @@ struct TaskDriver::Impl {
         t.failure = "cancelled";
       }
     }
-    out.push(to_json(t));
-    --driver.counters_.in_flight;
-    ++driver.counters_.finished;
-    if (t.failed) ++driver.counters_.failed;
-    const std::uint64_t id = t.arrival.id;
-    asio::post(ioc, [this, id] {
-      tasks.erase(id);
-      check_finished();
-    });
+    return true;
   }
 
   static const char* state_name(StepRun::State s) {
@@ -809,6 +946,7 @@ struct TaskDriver::Impl {
       if (s.prompt_tokens >= 0) j["prompt_tokens"] = s.prompt_tokens;
       if (s.output_tokens >= 0) j["output_tokens"] = s.output_tokens;
       if (!s.documents.empty()) j["documents"] = s.documents;
+      if (!s.judge.is_null()) j["judge"] = s.judge;
       steps.push_back(std::move(j));
     }
     nlohmann::json task = {{"id", t.arrival.id},
@@ -884,7 +1022,17 @@ void TaskSummary::add(const nlohmann::json& t) {
     if (outcome == "ok") warmup_ms_.push_back(ms);
     return;
   }
-  for (Group* g : {&all_, &by_class_[t.value("class", "")]}) {
+  const std::string cls = t.value("class", "");
+  if (outcome == "ok") {
+    std::optional<double> limit;
+    for (std::size_t c = 0; c < classes_.size() && c < set_.slo_by_class.size(); ++c)
+      if (classes_[c] == cls) limit = set_.slo_by_class[c].task_ms;
+    if (!limit || ms <= *limit) ++good_;
+  }
+  const Nanos sched = t.value("t_sched_ns", Nanos{-1}), end = t.value("t_end_ns", Nanos{-1});
+  if (sched >= 0 && (first_sched_ < 0 || sched < first_sched_)) first_sched_ = sched;
+  if (end > last_end_) last_end_ = end;
+  for (Group* g : {&all_, &by_class_[cls]}) {
     ++g->tasks;
     if (outcome == "ok") {
       ++g->ok;
@@ -916,6 +1064,12 @@ void TaskSummary::add(const nlohmann::json& t) {
     }
     if (s.contains("retried"))
       for (const auto& c : s["retried"]) ++retried_by_class_[c.get<std::string>()];
+    if (const auto jt = s.find("judge"); jt != s.end() && jt->is_object()) {
+      ++judged_;
+      const std::string v = jt->value("outcome", "");
+      (v == "pass" ? judge_pass_ : v == "reject" ? judge_reject_ : judge_errors_) += 1;
+      if (jt->contains("latency_ms")) judge_ms_.push_back(jt->value("latency_ms", 0.0));
+    }
     // Failures per step's final outcome (a task may have more than one failed step).
     if (s.value("outcome", "") == "failed" && s.value("failure", "") != "cancelled")
       ++failures_by_class_[s.value("failure", "")];
@@ -1007,33 +1161,52 @@ nlohmann::json TaskSummary::build() const {
   }
   std::vector<double> warm = warmup_ms_;
   std::sort(warm.begin(), warm.end());
-  return {{"tasks", all_.tasks},
-          {"ok", all_.ok},
-          {"failed", all_.failed},
-          {"cancelled", all_.cancelled},
-          {"pass_rate", pass_rate(all_)},
-          {"completion_ms", completion(all_.completion_ms)},
-          {"failures_by_class", failures_by_class_},
-          {"tasks_failed_by_class", tasks_failed_by_class_},
-          {"failures_by_step", failures_by_step_},
-          {"retried_by_class", retried_by_class_},
-          {"per_task",
-           {{"steps", steps_ / n},
-            {"model_calls", model_calls_ / n},
-            {"tool_calls", tool_calls_ / n},
-            {"prompt_tokens", prompt_tokens_ / n},
-            {"output_tokens", output_tokens_ / n}}},
-          {"critical_path_ms",
-           {{"model", cp_model_ / n},
-            {"tool", cp_tool_ / n},
-            {"client", cp_client_ / n},
-            {"queue", cp_queue_ / n}}},
-          {"tool_latency", tools},
-          {"by_class", by_class},
-          {"warmup",
-           {{"tasks", warmup_},
-            {"completion_p50_ms",
-             warm.empty() ? nlohmann::json(nullptr) : nlohmann::json(nearest_rank(warm, 50))}}}};
+  std::vector<double> judge_ms = judge_ms_;
+  std::sort(judge_ms.begin(), judge_ms.end());
+  const double span_s = last_end_ > first_sched_ && first_sched_ >= 0
+                            ? static_cast<double>(last_end_ - first_sched_) / 1e9
+                            : 0.0;
+  return {
+      {"tasks", all_.tasks},
+      {"goodput",
+       {{"tasks", good_},
+        {"per_s", span_s > 0 ? nlohmann::json(static_cast<double>(good_) / span_s) : nlohmann::json(nullptr)},
+        {"span_s", span_s}}},
+      {"judge",
+       {{"judged", judged_},
+        {"passed", judge_pass_},
+        {"rejected", judge_reject_},
+        {"errors", judge_errors_},
+        {"latency_p50_ms",
+         judge_ms.empty() ? nlohmann::json(nullptr) : nlohmann::json(nearest_rank(judge_ms, 50))},
+        {"latency_p99_ms",
+         judge_ms.empty() ? nlohmann::json(nullptr) : nlohmann::json(nearest_rank(judge_ms, 99))}}},
+      {"ok", all_.ok},
+      {"failed", all_.failed},
+      {"cancelled", all_.cancelled},
+      {"pass_rate", pass_rate(all_)},
+      {"completion_ms", completion(all_.completion_ms)},
+      {"failures_by_class", failures_by_class_},
+      {"tasks_failed_by_class", tasks_failed_by_class_},
+      {"failures_by_step", failures_by_step_},
+      {"retried_by_class", retried_by_class_},
+      {"per_task",
+       {{"steps", steps_ / n},
+        {"model_calls", model_calls_ / n},
+        {"tool_calls", tool_calls_ / n},
+        {"prompt_tokens", prompt_tokens_ / n},
+        {"output_tokens", output_tokens_ / n}}},
+      {"critical_path_ms",
+       {{"model", cp_model_ / n},
+        {"tool", cp_tool_ / n},
+        {"client", cp_client_ / n},
+        {"queue", cp_queue_ / n}}},
+      {"tool_latency", tools},
+      {"by_class", by_class},
+      {"warmup",
+       {{"tasks", warmup_},
+        {"completion_p50_ms",
+         warm.empty() ? nlohmann::json(nullptr) : nlohmann::json(nearest_rank(warm, 50))}}}};
 }
 
 TaskDriver::TaskDriver(const TaskSet& tasks, const workload::Workload& w, TaskDriverSettings settings,
@@ -1075,6 +1248,7 @@ void TaskDriver::cancel_in_flight() {
     impl_->stopping = true;
     impl_->model_client.cancel_all();
     impl_->tool_client.cancel_all();
+    if (impl_->judge_client) impl_->judge_client->cancel_all();
     for (auto& [id, t] : impl_->tasks)
       for (auto& st : t->steps)
         if (st.backoff) st.backoff->cancel();

@@ -20,7 +20,17 @@
 // asked for), tool_selection (no tool called, or one not declared),
 // invalid_arguments (arguments the tool's schema refuses), unsupported_claim
 // (an answer without the citations asked for), timeout, http, overload
-// (429, 503), budget (a model-driven task out of steps).
+// (429, 503), budget (a model-driven task out of steps), judge_rejected
+// (the judge scored an answer under its step's min_score).
+//
+// The judge: a step's answer that passed its own checks is sent, with the
+// step's request and a rubric, to an OpenAI-compatible judge that answers
+// a verdict {"score": 1-5, "reason"} (response_format json_schema; the
+// verdict is validated). The judge does not hold the task up: the steps
+// after a judged one go on, the task's time ends with its last step, and
+// its record waits for the verdicts. The judge's latency and its own
+// failures (no answer, no valid verdict) are recorded apart, in the step's
+// "judge", and fail nothing.
 #pragma once
 
 #include <atomic>
@@ -28,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,8 +67,8 @@ class TaskRecordQueue {
 // by outcome, the pass rate, completion-time percentiles with 95%
 // bootstrap intervals, failures by class and by step, retried failures,
 // steps, model calls, tool calls and tokens per task, tool latency per
-// tool, the critical path's parts, per class with its task SLO. Warm-up
-// tasks are counted apart.
+// tool, the critical path's parts, per class with its task SLO, the task
+// goodput, the judge's verdicts. Warm-up tasks are counted apart.
 class TaskSummary {
  public:
   TaskSummary(const TaskSet& set, std::vector<std::string> classes);
@@ -80,6 +91,13 @@ class TaskSummary {
   double steps_ = 0, model_calls_ = 0, tool_calls_ = 0, prompt_tokens_ = 0, output_tokens_ = 0;
   double cp_model_ = 0, cp_tool_ = 0, cp_client_ = 0, cp_queue_ = 0;
   std::map<std::string, std::vector<double>> tool_ms_;
+  // The judge's verdicts (pass, reject) and its own failures, its latency.
+  std::uint64_t judged_ = 0, judge_pass_ = 0, judge_reject_ = 0, judge_errors_ = 0;
+  std::vector<double> judge_ms_;
+  // Goodput: ok tasks within their class's task_ms (any ok task where none
+  // is set), over the span from the first task's arrival to the last end.
+  std::uint64_t good_ = 0;
+  Nanos first_sched_ = -1, last_end_ = -1;
 };
 
 // The request ids of task model calls start here: apart from the
@@ -96,6 +114,11 @@ struct TaskDriverSettings {
   std::uint64_t first_request_id = 0;
   double warmup_s = 0;  // tasks arriving earlier are marked warm-up
   std::size_t max_events = ResponseCollector::kDefaultMaxEvents;
+  // The judge (bench --judge-target, --judge-model, --judge-api-key): the
+  // answers of steps with `judge` are graded there; none: not graded.
+  std::optional<net::Endpoint> judge;
+  std::string judge_model, judge_api_key;
+  nlohmann::json judge_extra_body;  // an object merged into each judge request (null: none)
 };
 
 struct TaskCounters {

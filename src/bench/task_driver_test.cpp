@@ -10,6 +10,7 @@
 #include <map>
 
 #include "bench/mock_tools.h"
+#include "core/metrics.h"
 #include "engine/catalog.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -44,7 +45,8 @@ struct TaskRunResult {
   std::map<std::string, InjectedToolErrors> injected;
 };
 
-TaskRunResult run_tasks(const BenchWorkload& b, const TaskTarget& target, bool stop_early = false) {
+TaskRunResult run_tasks(const BenchWorkload& b, const TaskTarget& target, bool stop_early = false,
+                        std::optional<net::Endpoint> judge = std::nullopt) {
   MockToolServer tools(b.tasks->catalog, 9);
   TaskDriverSettings s;
   s.request.api = Api::kChat;
@@ -53,6 +55,10 @@ TaskRunResult run_tasks(const BenchWorkload& b, const TaskTarget& target, bool s
   s.tools = net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(tools.port()));
   s.seed = 3;
   s.first_request_id = 1000;
+  if (judge) {
+    s.judge = judge;
+    s.judge_model = "llama-3-8b";
+  }
   RecordQueue rq;
   TaskRecordQueue tq;
   TaskDriver d(*b.tasks, b.workload, s, rq, tq);
@@ -190,6 +196,89 @@ TEST(TaskDriver, AnAnswerWithoutCitationsIsAnUnsupportedClaim) {
   EXPECT_EQ(j["failures_by_step"]["summary"], 6);
   EXPECT_EQ(j["pass_rate"], 0.0);
   EXPECT_EQ(j["per_task"]["model_calls"], 2.0);
+}
+
+// The judge grades each summary (here a second simulator, whose answers to
+// response_format json_schema are drawn from the verdict's schema): a score
+// under min_score fails the task as judge_rejected at that step; the judge's
+// time is outside the task's (the task ends with its summary, the verdict
+// after it).
+TEST(TaskDriver, TheJudgeGradesAnswersApartFromTheTasksTime) {
+  std::string yaml = kResearchTasks;
+  yaml.replace(yaml.find("num_requests: 6"), 15, "num_requests: 12");
+  yaml += "          judge: {min_score: 4}\n";
+  const auto b = parse_workload_yaml(yaml, "research.yaml", 1);
+  ASSERT_EQ(b.tasks->judged_steps(), 1u);
+  TaskTarget target(2), judge(1);
+  const TaskRunResult r = run_tasks(b, target, false, judge.endpoint);
+  ASSERT_EQ(r.tasks.size(), 12u);
+  std::uint64_t passed = 0, rejected = 0;
+  for (const auto& t : r.tasks) {
+    const auto& sum = task_step(t, "summary");
+    ASSERT_TRUE(sum.contains("judge")) << sum;
+    const auto& j = sum["judge"];
+    ASSERT_TRUE(j.contains("score")) << j;
+    const int score = j["score"].get<int>();
+    EXPECT_GE(score, 1);
+    EXPECT_LE(score, 5);
+    EXPECT_TRUE(j["reason"].is_string());
+    EXPECT_GT(j["latency_ms"].get<double>(), 0);
+    // The verdict came after the task's end: the judge is not the task's time.
+    EXPECT_GT(j["t_end_ns"].get<Nanos>(), t["t_end_ns"].get<Nanos>());
+    EXPECT_GE(j["t_start_ns"].get<Nanos>(), task_step(t, "plan")["t_end_ns"].get<Nanos>());
+    EXPECT_EQ(t["critical_path"]["steps"].back(), "summary");
+    if (score >= 4) {
+      ++passed;
+      EXPECT_EQ(j["outcome"], "pass");
+      EXPECT_EQ(t["outcome"], "ok") << t.dump(1);
+    } else {
+      ++rejected;
+      EXPECT_EQ(j["outcome"], "reject");
+      EXPECT_EQ(t["outcome"], "failed");
+      EXPECT_EQ(t["failure"], "judge_rejected");
+      EXPECT_EQ(t["failed_step"], "summary");
+      EXPECT_EQ(sum["outcome"], "failed");
+    }
+  }
+  EXPECT_GT(passed, 0u);  // the seeded draws give both
+  EXPECT_GT(rejected, 0u);
+  TaskSummary summary(*b.tasks, b.workload.classes);
+  for (const auto& t : r.tasks) summary.add(t);
+  const auto j = summary.build();
+  EXPECT_EQ(j["judge"]["judged"], 12);
+  EXPECT_EQ(j["judge"]["passed"], passed);
+  EXPECT_EQ(j["judge"]["rejected"], rejected);
+  EXPECT_EQ(j["judge"]["errors"], 0);
+  EXPECT_EQ(j["failures_by_class"]["judge_rejected"], rejected);
+  EXPECT_EQ(j["tasks_failed_by_class"]["judge_rejected"], rejected);
+  EXPECT_EQ(j["goodput"]["tasks"], passed);
+}
+
+// A judge that cannot be reached grades nothing and fails nothing: its
+// errors are counted apart.
+TEST(TaskDriver, AJudgeThatFailsFailsNoTask) {
+  std::string yaml = kResearchTasks;
+  yaml += "          judge: true\n";
+  const auto b = parse_workload_yaml(yaml, "research.yaml", 1);
+  TaskTarget target(2);
+  std::uint16_t closed = 0;
+  {  // a port nothing listens on
+    TaskTarget gone(1);
+    closed = gone.app->port();
+  }
+  const TaskRunResult r =
+      run_tasks(b, target, false, net::Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", closed)));
+  ASSERT_EQ(r.tasks.size(), 6u);
+  for (const auto& t : r.tasks) {
+    EXPECT_EQ(t["outcome"], "ok") << t.dump(1);
+    const auto& j = task_step(t, "summary")["judge"];
+    EXPECT_EQ(j["outcome"], "error") << j;
+    EXPECT_FALSE(j["detail"].get<std::string>().empty());
+  }
+  TaskSummary summary(*b.tasks, b.workload.classes);
+  for (const auto& t : r.tasks) summary.add(t);
+  EXPECT_EQ(summary.build()["judge"]["errors"], 6);
+  EXPECT_EQ(summary.build()["pass_rate"], 1.0);
 }
 
 // A retrieval that names no search tool, in a file that declares none,
@@ -400,6 +489,8 @@ TEST(TaskSummary, PercentilesPassRateAndSlos) {
         {"class", "agent"},
         {"outcome", outcome},
         {"duration_ms", static_cast<double>(i)},
+        {"t_sched_ns", 0},
+        {"t_end_ns", Nanos{i} * 1'000'000},
         {"steps", nlohmann::json::array({{{"kind", "model"}, {"requests", {1}}, {"outcome", "ok"}}})},
         {"critical_path", {{"model_ms", 1.0}, {"tool_ms", 0.0}, {"client_ms", 0.0}, {"queue_ms", 0.0}}}};
     if (std::string(outcome) == "failed") {
@@ -435,6 +526,13 @@ TEST(TaskSummary, PercentilesPassRateAndSlos) {
   const auto& v = j["by_class"]["agent"]["slo"];
   EXPECT_EQ(v["task_ms_at_percentile"], 95.0);
   EXPECT_EQ(v["met"], true);
+  // Exactly the keys of the contract (core/metrics.h), but tools_injected, which bench adds.
+  for (const auto& k : metrics::kTaskKeys)
+    EXPECT_EQ(j.contains(std::string(k.key)), k.key != "tools_injected") << k.key;
+  EXPECT_EQ(j.size(), std::size(metrics::kTaskKeys) - 1) << j.dump();
+  // Goodput: the ok tasks within 95 ms (95 of them) over the span, 0 to the last end (1 s).
+  EXPECT_EQ(j["goodput"]["tasks"], 95);
+  EXPECT_NEAR(j["goodput"]["per_s"].get<double>(), 95.0, 1e-9);
 }
 
 }  // namespace

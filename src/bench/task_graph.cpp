@@ -278,6 +278,24 @@ void retry_fields(const yaml::Fields& rd, const YAML::Node& n, const std::string
   if (n["backoff_ms"]) backoff_ms = number(rd, n["backoff_ms"], f + ".backoff_ms", 0, 600'000);
 }
 
+// `judge: true` or `judge: {rubric, min_score, timeout_ms}`.
+JudgeSpec judge_field(const yaml::Fields& rd, const YAML::Node& n, const std::string& f) {
+  JudgeSpec j;
+  if (n.IsScalar()) {
+    if (n.Scalar() != "true") rd.fail(n, f, "expected true or a mapping with rubric, min_score, timeout_ms");
+    return j;
+  }
+  if (!n.IsMap()) rd.fail(n, f, "expected true or a mapping with rubric, min_score, timeout_ms");
+  rd.only_keys(n, f, {"rubric", "min_score", "timeout_ms"});
+  if (n["rubric"]) {
+    j.rubric = rd.string(n["rubric"], f + ".rubric");
+    if (j.rubric.empty()) rd.fail(n["rubric"], f + ".rubric", "expected the judge's instructions, not empty");
+  }
+  if (n["min_score"]) j.min_score = static_cast<int>(rd.whole(n["min_score"], f + ".min_score", 1, 5));
+  if (n["timeout_ms"]) j.timeout_ms = number(rd, n["timeout_ms"], f + ".timeout_ms", 1, 3.6e6);
+  return j;
+}
+
 void check_template(const yaml::Fields& rd, const YAML::Node& n, const std::string& field,
                     std::string_view text, const std::function<bool(const std::string&)>& known,
                     std::string_view expected) {
@@ -307,7 +325,7 @@ TaskSpec parse_task(const YAML::Node& node, const std::string& f, const TaskCata
                     const yaml::Fields& rd) {
   rd.only_keys(node, f,
                {"mode", "input_len", "steps", "tools", "tool_choice", "parallel_tool_calls", "max_steps",
-                "system", "prompt", "output_len", "timeout_ms", "retries", "backoff_ms", "stream"});
+                "system", "prompt", "output_len", "timeout_ms", "retries", "backoff_ms", "stream", "judge"});
   TaskSpec t;
   t.line = yaml::line_of(node);
   t.input_len = workload::parse_length_spec("fixed:32", f + ".input_len", workload::LengthRole::kInput);
@@ -377,8 +395,12 @@ TaskSpec parse_task(const YAML::Node& node, const std::string& f, const TaskCata
       rd.fail(node, f + ".output_len", "missing (max_tokens of each model call, a length spec)");
     t.output_len = length(rd, node["output_len"], f + ".output_len", workload::LengthRole::kOutput);
     retry_fields(rd, node, f, t.timeout_ms, t.retries, t.backoff_ms);
+    if (node["judge"]) t.judge = judge_field(rd, node["judge"], f + ".judge");
     return t;
   }
+  if (node["judge"])
+    rd.fail(node["judge"], f + ".judge",
+            "belongs to a model-driven task; in a scripted one, give the model step that answers a judge");
 
   for (const char* k :
        {"tools", "tool_choice", "parallel_tool_calls", "max_steps", "system", "prompt", "output_len"})
@@ -417,7 +439,7 @@ TaskSpec parse_task(const YAML::Node& node, const std::string& f, const TaskCata
     const std::string sf = fmt::format("{}.steps[{}]", f, i);
     rd.only_keys(s, sf,
                  {"id", "after", "model", "tool", "retrieve", "timeout_ms", "retries", "backoff_ms", "cite",
-                  "output_schema"});
+                  "output_schema", "judge"});
     StepSpec& step = t.steps[i];
     if (const YAML::Node a = s["after"]) {
       if (!a.IsSequence()) rd.fail(a, sf + ".after", "expected a list of step ids");
@@ -576,8 +598,31 @@ TaskSpec parse_task(const YAML::Node& node, const std::string& f, const TaskCata
       step.output_schema = yaml_to_json(o, rd, sf + ".output_schema");
       step.output_checker = compile(rd, o, *step.output_schema, sf + ".output_schema");
     }
+    if (const YAML::Node jn = s["judge"]) {
+      if (step.kind != StepSpec::Kind::kModel)
+        rd.fail(jn, sf + ".judge", "only a model step's answer is judged");
+      step.judge = judge_field(rd, jn, sf + ".judge");
+    }
   }
   return t;
+}
+
+std::string_view default_judge_rubric() {
+  return "You grade an assistant's answer to a request. Score it from 1 to 5: 5 when it does what the "
+         "request asks, completely, and every claim in it is supported by the material given in the "
+         "request; 4 when it does so with small gaps; 3 when it answers part of the request; 2 when it "
+         "barely addresses it; 1 when it does not answer it or contradicts the material. Reply with a "
+         "JSON object {\"score\": N, \"reason\": \"one sentence\"} and nothing else.";
+}
+
+const nlohmann::json& judge_verdict_schema() {
+  static const nlohmann::json schema = {{"type", "object"},
+                                        {"properties",
+                                         {{"score", {{"type", "integer"}, {"minimum", 1}, {"maximum", 5}}},
+                                          {"reason", {{"type", "string"}, {"maxLength", 200}}}}},
+                                        {"required", {"score", "reason"}},
+                                        {"additionalProperties", false}};
+  return schema;
 }
 
 }  // namespace tokenscope::bench

@@ -73,6 +73,20 @@ struct DocumentStoreSpec {
 };
 
 inline constexpr std::size_t kMaxTaskSteps = 256;
+
+// An answer graded by a judge model (bench --judge-target/--judge-model):
+// the rubric it is given (the default one when empty, docs/tasks.md), the
+// lowest score of 1-5 that passes, the judge call's timeout.
+struct JudgeSpec {
+  std::string rubric;
+  int min_score = 3;
+  double timeout_ms = 60'000;
+};
+
+// The rubric a judge is given when a step names none.
+std::string_view default_judge_rubric();
+// The JSON schema of a judge's verdict: {"score": 1-5, "reason": text}.
+const nlohmann::json& judge_verdict_schema();
 inline constexpr std::size_t kMaxTools = 128;
 
 struct StepSpec {
@@ -104,6 +118,8 @@ struct StepSpec {
   // A JSON schema the output must satisfy (a model step's answer).
   std::optional<nlohmann::json> output_schema;
   std::shared_ptr<const JsonSchema> output_checker;
+  // The answer, graded by the judge (when the run has one).
+  std::optional<JudgeSpec> judge;
   std::size_t line = 0;
 };
 
@@ -130,6 +146,8 @@ struct TaskSpec {
   // Both modes: stream the model calls or not (nullopt: as bench's
   // --no-stream says). llama-server refuses tools with streaming.
   std::optional<bool> stream;
+  // Model-driven: the final answer, graded by the judge (when the run has one).
+  std::optional<JudgeSpec> judge;
   std::size_t line = 0;
 };
 

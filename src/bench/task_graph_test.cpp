@@ -186,6 +186,32 @@ TEST(TaskGraph, BadTaskFilesAreRefusedWithFileLineAndField) {
        9, "classes[0].task.steps[0].tool", "unknown tool 'nope'"},
       {R"(    task:
       steps:
+        - {id: a, retrieve: {query: x}, judge: true}
+)",
+       9, "classes[0].task.steps[0].judge", "only a model step's answer is judged"},
+      {R"(    task:
+      steps:
+        - {id: a, model: {prompt: x, output_len: fixed:5}, judge: {min_score: 9}}
+)",
+       9, "classes[0].task.steps[0].judge.min_score", ""},
+      {R"(    task:
+      steps:
+        - {id: a, model: {prompt: x, output_len: fixed:5}, judge: {rubric: x, scale: 10}}
+)",
+       9, "classes[0].task.steps[0].judge", "scale"},
+      {R"(    task:
+      steps:
+        - {id: a, model: {prompt: x, output_len: fixed:5}, judge: yes please}
+)",
+       9, "classes[0].task.steps[0].judge", "expected true or a mapping"},
+      {R"(    task:
+      judge: true
+      steps:
+        - {id: a, model: {prompt: x, output_len: fixed:5}}
+)",
+       8, "classes[0].task.judge", "belongs to a model-driven task"},
+      {R"(    task:
+      steps:
         - {id: a, tool: {name: api, arguments: {n: "x"}}}
 )",
        9, "classes[0].task.steps[0].tool.arguments", "not valid for the parameters of 'api'"},

@@ -147,6 +147,17 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
       failures += fmt::format("{}{} {}", failures.empty() ? "" : ", ", k, v.get<std::uint64_t>());
     if (!failures.empty())
       std::cout << "task failures     " << failures << " (tasks.jsonl has each one's step)\n";
+    if (const auto& j = t["judge"]; j.is_object() && j.value("judged", 0) > 0)
+      std::cout << fmt::format(
+          "judge             {} judged: {} passed, {} rejected, {} not graded (judge "
+          "errors); judge p50 {} ms\n",
+          j["judged"].get<std::uint64_t>(), j["passed"].get<std::uint64_t>(),
+          j["rejected"].get<std::uint64_t>(), j["errors"].get<std::uint64_t>(),
+          j["latency_p50_ms"].is_null() ? std::string("-")
+                                        : fmt::format("{:.0f}", j["latency_p50_ms"].get<double>()));
+    else if (j.is_object() && j.value("configured", true) == false && j.value("steps", 0) > 0)
+      std::cout << "judge             not run: the workload's judged steps need --judge-target and "
+                   "--judge-model\n";
   }
   if (!r.failure.empty()) std::cout << "FAILED: " << display_text(r.failure) << "\n";
   (void)o;
@@ -217,6 +228,21 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
   bench->add_option("--api-key", s.api_key, "Bearer token (or env TOKENSCOPE_API_KEY, OPENAI_API_KEY)")
       ->group(T);
   bench->add_option("--header", s.headers, "Extra request header 'Name: value' (repeatable)")->group(T);
+  bench
+      ->add_option("--judge-target", s.judge_target,
+                   "Agentic tasks: an OpenAI-compatible server (base URL) that grades the answers of steps "
+                   "with `judge` (docs/tasks.md)")
+      ->group(T);
+  bench->add_option("--judge-model", s.judge_model, "The judge's model (with --judge-target)")->group(T);
+  bench
+      ->add_option("--judge-extra-body", s.judge_extra_body,
+                   "JSON object merged into every judge request, e.g. the verdict's schema as llama.cpp's "
+                   "top-level json_schema (docs/tasks.md)")
+      ->group(T);
+  bench
+      ->add_option("--judge-api-key", s.judge_api_key,
+                   "The judge's Bearer token (or env TOKENSCOPE_JUDGE_API_KEY)")
+      ->group(T);
   bench->add_option("--timeout-s", s.timeout_s, "Per-request timeout from the send, s (0: none)")
       ->capture_default_str()
       ->group(T);
@@ -610,6 +636,12 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     nofile.rlim_cur = nofile.rlim_max;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
+  if (s.judge_api_key.empty())
+    if (const char* env = std::getenv("TOKENSCOPE_JUDGE_API_KEY")) s.judge_api_key = env;
+  if (!s.judge_target.empty() && s.judge_model.empty())
+    throw UsageError("--judge-target needs --judge-model (the judge's model name)");
+  if (s.judge_target.empty() && !s.judge_model.empty())
+    throw UsageError("--judge-model needs --judge-target (the judge's base URL)");
   if (s.api_key.empty()) {
     if (const char* env = std::getenv("TOKENSCOPE_API_KEY"))
       s.api_key = env;

@@ -130,6 +130,38 @@ inline constexpr KeyDefinition kObjectKeys[] = {
     {"by_model", "object", "per model or LoRA adapter of a model mix ({} without one): the same as by_class"},
 };
 
+// Keys of run.json "tasks" (bench with agentic tasks, docs/tasks.md): what
+// TaskSummary (bench/task_driver.h) writes, and bench_run beside it.
+inline constexpr KeyDefinition kTaskKeys[] = {
+    {"tasks", "tasks", "tasks that ended, warm-up tasks left out (ok + failed + cancelled)"},
+    {"ok", "tasks", "tasks whose every step ended ok (and, with a judge, was not rejected)"},
+    {"failed", "tasks", "tasks failed by a step's final failure (failure, failed_step in tasks.jsonl)"},
+    {"cancelled", "tasks", "tasks ended by the run's stop (Ctrl-C, the run's end) before their steps were done"},
+    {"pass_rate", "ratio", "ok / (ok + failed): the semantic pass rate; null with neither"},
+    {"completion_ms", "ms",
+     "p50, p90, p99 of ok tasks' wall time (start to their last step's end, the judge's time left out), each "
+     "{value, ci95} with a 95% percentile-bootstrap interval (200 resamples)"},
+    {"goodput", "object",
+     "tasks: ok tasks within their class's task_ms (any ok task where none is set); per_s: tasks / span_s; "
+     "span_s: first task's arrival to last task's end"},
+    {"failures_by_class", "steps", "failed steps by their final failure's class (a task may count more than once)"},
+    {"tasks_failed_by_class", "tasks", "failed tasks by the class of the failure that failed them"},
+    {"failures_by_step", "tasks", "failed tasks by the id of the step that failed them"},
+    {"retried_by_class", "attempts", "failed attempts that were retried, by class"},
+    {"per_task", "mean per task", "steps, model_calls, tool_calls (attempts), prompt_tokens, output_tokens"},
+    {"critical_path_ms", "ms", "mean per task of the critical path's model, tool, client and queue parts"},
+    {"tool_latency", "ms", "per tool: calls, p50_ms, p99_ms of steps that ended ok, start to end (retries included)"},
+    {"by_class", "object",
+     "per task class: tasks, ok, failed, cancelled, pass_rate, completion_ms, and slo {percentile, task_ms, "
+     "task_ms_at_percentile, pass_rate, met} where the class has a task SLO"},
+    {"warmup", "object", "warm-up tasks (first warmup_tasks, or arriving within --warmup-s): tasks, completion_p50_ms"},
+    {"judge", "object",
+     "judged, passed, rejected, errors (the judge's own failures, which fail no task), latency_p50_ms, "
+     "latency_p99_ms; configured, steps (judged steps in the file), target and model when configured"},
+    {"tools_injected", "object",
+     "per mock tool: calls and the errors it injected (http_5xx, timeout, malformed, invalid_arguments)"},
+};
+
 // The fields of every distribution object, in output order.
 inline constexpr std::string_view kDistributionFields[] = {"count", "mean", "std", "min", "max",
                                                            "p50",   "p90",  "p95", "p99", "p99_9"};

@@ -59,6 +59,20 @@ TEST(Summary, DocsListEveryKey) {
     EXPECT_NE(doc.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
 }
 
+// run.json "tasks" has its own table, in its own section.
+TEST(Summary, DocsListEveryTaskKey) {
+  std::ifstream in(TOKENSCOPE_SOURCE_DIR "/docs/metrics.md");
+  ASSERT_TRUE(in) << "docs/metrics.md missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const auto begin = doc.find("## Agentic tasks (`run.json` → `tasks`");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string section = doc.substr(begin, doc.find("\n## ", begin + 1) - begin);
+  for (const auto& k : metrics::kTaskKeys)
+    EXPECT_NE(section.find("| `" + std::string(k.key) + "` |"), std::string::npos) << k.key;
+}
+
 TEST(Summary, ComputesLatenciesFromEventTimes) {
   SummaryBuilder b;
   // TTFT 10 ms, then tokens at 20, 30, 40 ms: TPOT 10 ms, E2E 40 ms.

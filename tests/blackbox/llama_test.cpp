@@ -556,6 +556,44 @@ TEST_F(Llama, TasksRunScriptedAndModelDriven) {
       EXPECT_EQ(q["outcome"], "ok") << q.dump().substr(0, 600);
       EXPECT_EQ(q["event_offsets_ns"].size(), 1u);  // answered whole: one event
     }
+
+    // The judge: llama-server grades the summaries (min_score 1, so every
+    // valid verdict passes). The pinned server drops response_format's
+    // json_schema (a shadowed variable in examples/server/utils.hpp) and
+    // reads a top-level json_schema instead, which the grammar then holds
+    // the verdict to: --judge-extra-body adds it.
+    const fs::path judged = dir_ / "judged.yaml";
+    std::ofstream(judged) << "num_requests: 3\narrival: {process: constant, rate_rps: 10}\n"
+                          << tools << R"(classes:
+  - name: research
+    task:
+      input_len: fixed:16
+      steps:
+        - {id: r1, retrieve: {query: "{{input}}", top_k: 2}}
+        - {id: summary, model: {prompt: "{{r1}}", output_len: fixed:8}, after: [r1], judge: {min_score: 1}}
+)";
+    const auto jout = dir_ / "judged";
+    const auto jr = bench(*s,
+                          {"--model", "tiny", "--workload", judged.string(), "--out", jout.string(),
+                           "--judge-target", s->url(), "--judge-model", "tiny", "--judge-extra-body",
+                           R"({"json_schema": {"type": "object", "additionalProperties": false,
+                               "required": ["score", "reason"],
+                               "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5},
+                                              "reason": {"type": "string", "maxLength": 200}}}})"},
+                          300);
+    ASSERT_EQ(jr.exit_code, 0) << describe(jr);
+    const auto jtasks = lines(jout / "tasks.jsonl");
+    ASSERT_EQ(jtasks.size(), 3u);
+    for (const auto& t : jtasks) {
+      EXPECT_EQ(t["outcome"], "ok") << t.dump().substr(0, 1500);
+      const auto& v = t["steps"][1]["judge"];
+      EXPECT_EQ(v["outcome"], "pass") << v.dump();
+      EXPECT_GE(v.value("score", 0), 1) << v.dump();
+      EXPECT_GT(v.value("latency_ms", 0.0), 0.0) << v.dump();
+    }
+    const auto jrun = json::parse(slurp(jout / "run.json"));
+    EXPECT_EQ(jrun["tasks"]["judge"]["passed"], 3) << jrun["tasks"]["judge"].dump();
+    EXPECT_EQ(lines(jout / "requests.jsonl").size(), 3u);  // the judge's calls are not the target's records
   }
 }
 
