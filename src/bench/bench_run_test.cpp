@@ -385,3 +385,37 @@ TEST_F(BenchRun, WorkloadFileRateIsReportedAsTheFilesRate) {
 
 }  // namespace
 }  // namespace tokenscope::bench
+
+namespace tokenscope::bench {
+namespace {
+
+// --cgroup: the quotas in force go into run.json (observe.sources' cgroup
+// entry), as read from the directory's files (here a cgroup's files laid
+// out in a plain directory: this build machine has no writable cgroup v2,
+// system_collectors_test says so).
+TEST_F(BenchRun, TheCgroupsQuotasInForceAreInRunJson) {
+  const fs::path cg = dir_ / "cgroup";
+  fs::create_directories(cg);
+  std::ofstream(cg / "cgroup.controllers") << "cpu memory\n";
+  std::ofstream(cg / "cpu.max") << "150000 100000\n";
+  std::ofstream(cg / "memory.max") << "2147483648\n";
+  std::ofstream(cg / "memory.high") << "max\n";
+  std::ofstream(cg / "cpu.stat") << "usage_usec 10\nnr_throttled 0\nthrottled_usec 0\n";
+  BenchSettings o = settings("cg");
+  o.cgroup = cg.string();
+  ASSERT_EQ(run(o).exit_code, 0) << log_;
+  const json run_json = read_json(dir_ / "cg" / "run.json");
+  const json* source = nullptr;
+  for (const auto& s : run_json["observe"]["sources"])
+    if (s["source"] == "cgroup") source = &s;
+  ASSERT_NE(source, nullptr) << run_json["observe"].dump();
+  EXPECT_EQ((*source)["directory"], cg.string());
+  const json& l = (*source)["limits"];
+  EXPECT_DOUBLE_EQ(l["cpu.max"]["cpus"].get<double>(), 1.5);
+  EXPECT_EQ(l["memory.max"], 2147483648LL);
+  EXPECT_TRUE(l["memory.high"].is_null());
+  EXPECT_FALSE(source->contains("limits_at_end"));  // unchanged during the run
+}
+
+}  // namespace
+}  // namespace tokenscope::bench

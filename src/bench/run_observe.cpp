@@ -77,7 +77,9 @@ RunObserver::RunObserver(const BenchSettings& o, const net::Endpoint& target,
     observe::CgroupTarget t;
     t.directory = o.cgroup;
     t.pid = o.server_pid;
-    add_measured(std::make_unique<observe::CgroupCollector>(t),
+    auto c = std::make_unique<observe::CgroupCollector>(t);
+    cgroup_ = c.get();
+    add_measured(std::move(c),
                  o.cgroup.empty() ? fmt::format("the cgroup v2 of process {}", o.server_pid) : o.cgroup);
   }
   observer_->start();
@@ -116,6 +118,13 @@ nlohmann::json RunObserver::report() const {
                                    {"canonical_histograms_dropped", st.canonical_histograms_dropped}}}});
   }
   for (const auto& [source, c] : measured_) observer_->annotate(source, {{"notes", c->notes()}});
+  if (cgroup_ && !cgroup_->directory().empty()) {
+    // The quotas in force: as found at the first read, and again now when they changed during the run.
+    nlohmann::json limits = cgroup_->limits(), now = observe::cgroup_limits(cgroup_->directory());
+    nlohmann::json a = {{"directory", cgroup_->directory()}, {"limits", limits}};
+    if (now != limits) a["limits_at_end"] = std::move(now);
+    observer_->annotate("cgroup", a);
+  }
   return observer_->report();
 }
 

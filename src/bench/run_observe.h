@@ -21,6 +21,7 @@
 #include "observe/measured_collector.h"
 #include "observe/observer.h"
 #include "observe/scrape.h"
+#include "observe/system_collectors.h"
 
 namespace tokenscope::bench {
 
@@ -55,6 +56,7 @@ class RunObserver {
   observe::ScrapeLimits limits_;                                            // every scrape's
   std::vector<std::string> server_sources_;
   std::vector<std::pair<std::string, observe::MeasuredCollector*>> measured_;  // source → collector (notes)
+  observe::CgroupCollector* cgroup_ = nullptr;  // --cgroup / --server-pid: its quotas go into run.json
 };
 
 }  // namespace tokenscope::bench

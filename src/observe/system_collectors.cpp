@@ -262,6 +262,80 @@ Observation ProcessCollector::read(const Clock& clock) {
 CgroupCollector::CgroupCollector(CgroupTarget target, std::string root)
     : target_(std::move(target)), root_(path_prefix(std::move(root))) {}
 
+nlohmann::json cgroup_limits(const std::string& dir) {
+  nlohmann::json out = nlohmann::json::object();
+  nlohmann::json missing = nlohmann::json::array(), unparsed = nlohmann::json::object();
+  std::string text;
+  const auto read = [&](const char* name) -> std::optional<std::string> {
+    if (read_small_file(dir + "/" + name, text, 64 << 10) != 0) {
+      missing.push_back(name);
+      return std::nullopt;
+    }
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+  };
+  // A count, or null for "max" (no limit); nullopt when neither.
+  const auto count = [](const std::string& v) -> std::optional<nlohmann::json> {
+    if (v == "max") return nlohmann::json(nullptr);
+    if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    return nlohmann::json(std::stoull(v));
+  };
+  if (const auto v = read("cgroup.controllers")) {
+    nlohmann::json list = nlohmann::json::array();
+    std::size_t at = 0;
+    while (at < v->size()) {
+      const std::size_t end = std::min(v->find(' ', at), v->size());
+      if (end > at) list.push_back(v->substr(at, end - at));
+      at = end + 1;
+    }
+    out["controllers"] = std::move(list);
+  }
+  if (const auto v = read("cpu.max")) {
+    const std::size_t sp = v->find(' ');
+    const auto quota = count(v->substr(0, sp));
+    const auto period = sp == std::string::npos ? std::nullopt : count(v->substr(sp + 1));
+    if (quota && period && period->is_number() && period->get<std::uint64_t>() > 0) {
+      out["cpu.max"] = {
+          {"quota_us", *quota},
+          {"period_us", *period},
+          {"cpus", quota->is_null() ? nlohmann::json(nullptr)
+                                    : nlohmann::json(quota->get<double>() / period->get<double>())}};
+    } else {
+      unparsed["cpu.max"] = *v;
+    }
+  }
+  for (const char* name : {"cpu.weight", "pids.max", "memory.max", "memory.high", "memory.low", "memory.min",
+                           "memory.swap.max"}) {
+    const auto v = read(name);
+    if (!v) continue;
+    if (const auto c = count(*v))
+      out[name] = *c;
+    else
+      unparsed[name] = *v;
+  }
+  for (const char* name : {"cpuset.cpus.effective", "cpuset.mems.effective"})
+    if (const auto v = read(name)) out[name] = *v;
+  if (const auto v = read("io.max")) {
+    nlohmann::json lines = nlohmann::json::array();
+    std::size_t at = 0;
+    while (at < v->size() && lines.size() < 64) {
+      const std::size_t end = std::min(v->find('\n', at), v->size());
+      if (end > at) lines.push_back(v->substr(at, end - at));
+      at = end + 1;
+    }
+    out["io.max"] = std::move(lines);
+  }
+  if (!missing.empty()) out["missing"] = std::move(missing);
+  if (!unparsed.empty()) out["unparsed"] = std::move(unparsed);
+  return out;
+}
+
+nlohmann::json CgroupCollector::limits() const {
+  std::lock_guard lock(limits_mutex_);
+  return limits_;
+}
+
 bool CgroupCollector::resolve(Observation& o) {
   if (!directory_.empty()) return true;
   std::string dir;
@@ -294,6 +368,9 @@ bool CgroupCollector::resolve(Observation& o) {
     return false;
   }
   directory_ = dir;
+  auto limits = cgroup_limits(dir);
+  std::lock_guard lock(limits_mutex_);
+  limits_ = std::move(limits);
   return true;
 }
 

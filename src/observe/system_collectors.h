@@ -11,8 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "observe/measured_collector.h"
 #include "observe/proc_files.h"
@@ -80,6 +83,9 @@ class CgroupCollector final : public MeasuredCollector {
   std::string source() const override { return "cgroup"; }
   // The cgroup directory read (under root), once found; empty before.
   const std::string& directory() const { return directory_; }
+  // The quotas in force when the directory was found (cgroup_limits), null
+  // before; thread-safe.
+  nlohmann::json limits() const;
 
  protected:
   Observation read(const Clock& clock) override;
@@ -95,6 +101,18 @@ class CgroupCollector final : public MeasuredCollector {
   std::string root_;
   std::string directory_;
   std::string buffer_;
+  mutable std::mutex limits_mutex_;
+  nlohmann::json limits_;
 };
+
+// The quotas of a cgroup v2 directory, as run.json records them (docs/
+// observe.md "Quotas in force"): cpu.max as {quota_us, period_us, cpus}
+// (quota_us and cpus null: no limit), cpu.weight, cpuset.cpus.effective,
+// cpuset.mems.effective, memory.max / high / low / min / swap.max in bytes
+// (null: "max", no limit), pids.max, io.max lines, the enabled controllers
+// (cgroup.controllers); "missing": the files that are not there (their
+// controller is not enabled for the cgroup), each named. Values that do not
+// parse are kept as their text under "unparsed".
+nlohmann::json cgroup_limits(const std::string& directory);
 
 }  // namespace tokenscope::observe

@@ -1,12 +1,15 @@
 #include "observe/system_collectors.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -403,6 +406,84 @@ TEST(CgroupCollector, FindsTheCgroupOfAPidAndReadsEveryFile) {
   EXPECT_EQ(value(o.raw, "io.pressure.some.avg10"), 1.0);
   expect_canonical_names(o);
   EXPECT_TRUE(c.notes().empty());
+}
+
+// The quotas in force, as run.json records them: limits and "max" (none),
+// the controllers, files that are not there, values that do not parse.
+TEST(CgroupCollector, ReadsTheQuotasInForce) {
+  FakeRoot r;
+  const std::string dir = "sys/fs/cgroup/system.slice/llama.scope";
+  write_cgroup(r, dir);
+  r.write(dir + "/cpu.max", "250000 100000\n");
+  r.write(dir + "/cpu.weight", "100\n");
+  r.write(dir + "/memory.max", "8589934592\n");
+  r.write(dir + "/memory.high", "max\n");
+  r.write(dir + "/memory.swap.max", "0\n");
+  r.write(dir + "/cpuset.cpus.effective", "0-3,8\n");
+  r.write(dir + "/io.max",
+          "8:0 rbps=1048576 wbps=max riops=max wiops=max\n259:0 rbps=max wbps=2097152 riops=max wiops=max\n");
+  r.write(dir + "/pids.max", "lots\n");
+  CgroupCollector c({.directory = "/" + dir, .pid = 0}, r.path());
+  EXPECT_TRUE(c.limits().is_null());  // before the first read
+  ManualClock clock;
+  ASSERT_EQ(c.collect(clock).error, "");
+  const auto l = c.limits();
+  EXPECT_EQ(l, cgroup_limits(r.full(dir)));
+  EXPECT_EQ(l["controllers"], nlohmann::json::array({"cpu", "io", "memory"}));
+  EXPECT_EQ(l["cpu.max"]["quota_us"], 250000);
+  EXPECT_EQ(l["cpu.max"]["period_us"], 100000);
+  EXPECT_DOUBLE_EQ(l["cpu.max"]["cpus"].get<double>(), 2.5);
+  EXPECT_EQ(l["cpu.weight"], 100);
+  EXPECT_EQ(l["memory.max"], 8589934592ULL);
+  EXPECT_TRUE(l["memory.high"].is_null());  // max: no limit
+  EXPECT_EQ(l["memory.swap.max"], 0);
+  EXPECT_EQ(l["cpuset.cpus.effective"], "0-3,8");
+  ASSERT_EQ(l["io.max"].size(), 2u);
+  EXPECT_EQ(l["io.max"][1], "259:0 rbps=max wbps=2097152 riops=max wiops=max");
+  EXPECT_EQ(l["unparsed"]["pids.max"], "lots");
+  for (const char* m : {"memory.low", "memory.min", "cpuset.mems.effective"})
+    EXPECT_NE(std::find(l["missing"].begin(), l["missing"].end(), m), l["missing"].end()) << m;
+  EXPECT_FALSE(l.contains("pids.max"));
+  // No cpu limit: quota and cpus null, the period kept.
+  r.write(dir + "/cpu.max", "max 100000\n");
+  const auto none = cgroup_limits(r.full(dir));
+  EXPECT_TRUE(none["cpu.max"]["quota_us"].is_null());
+  EXPECT_TRUE(none["cpu.max"]["cpus"].is_null());
+  EXPECT_EQ(none["cpu.max"]["period_us"], 100000);
+  r.write(dir + "/cpu.max", "100000\n");
+  EXPECT_EQ(cgroup_limits(r.full(dir))["unparsed"]["cpu.max"], "100000");
+}
+
+// A real cgroup v2 with a CPU and a memory quota, as a user would make one
+// for a server: its limits read back as written. Where this machine cannot
+// make one, the test says why (this build machine: cgroup v1 and hybrid, no
+// v2 cpu or memory controller to write).
+TEST(CgroupCollector, AQuotaWrittenHereIsReadBackOrTheTestSaysWhyNot) {
+  const std::string root = "/sys/fs/cgroup";
+  std::string text;
+  if (read_small_file(root + "/cgroup.controllers", text) != 0)
+    GTEST_SKIP() << "cgroup v2 is not mounted at " << root
+                 << " (a cgroup v1 or hybrid host): no v2 quota can be written here";
+  if (!contains(text, "cpu") || !contains(text, "memory"))
+    GTEST_SKIP() << "the cgroup v2 root offers no cpu and memory controllers (" << text << ")";
+  const std::string dir = root + "/tokenscope-test-" + std::to_string(::getpid());
+  if (::mkdir(dir.c_str(), 0755) != 0)
+    GTEST_SKIP() << "cannot create " << dir << ": " << std::strerror(errno)
+                 << " (not root, or a read-only cgroupfs)";
+  const auto put = [&](const std::string& file, const std::string& value) {
+    const int fd = ::open((dir + "/" + file).c_str(), O_WRONLY);
+    const bool ok = fd >= 0 && ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
+    if (fd >= 0) ::close(fd);
+    return ok;
+  };
+  const bool written = put("cpu.max", "50000 100000") && put("memory.max", "1073741824");
+  const auto l = cgroup_limits(dir);
+  ::rmdir(dir.c_str());
+  if (!written)
+    GTEST_SKIP() << "the cpu and memory controllers are not enabled for children of " << root
+                 << " (cgroup.subtree_control): no quota can be written";
+  EXPECT_DOUBLE_EQ(l["cpu.max"]["cpus"].get<double>(), 0.5);
+  EXPECT_EQ(l["memory.max"], 1073741824);
 }
 
 TEST(CgroupCollector, FilesOfControllersNotEnabledAreLeftOutAndNotedOnce) {
