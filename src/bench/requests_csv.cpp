@@ -19,7 +19,7 @@ void append_csv_field(std::string& out, std::string_view s) {
 const std::string_view kRequestsCsvHeader =
     "id,tenant,class,session,turn,warmup,outcome,http_status,t_sched_ns,t_send_ns,t_first_token_ns,"
     "t_last_token_ns,t_close_ns,prompt_tokens,output_tokens,output_tokens_client,cached_tokens,ttft_ms,"
-    "ttft_sched_ms,tpot_ms,e2e_ms,send_lag_ms,reasoning_tokens,ttfo_ms,detail";
+    "ttft_sched_ms,tpot_ms,e2e_ms,send_lag_ms,reasoning_tokens,ttfo_ms,task,step,detail";
 
 void append_csv_row(std::string& out, const RequestRecord& r) {
   using namespace jsonout;
@@ -64,6 +64,10 @@ void append_csv_row(std::string& out, const RequestRecord& r) {
   append_int(out, r.reasoning_tokens);
   out += ',';
   ms(r.first_answer(), r.t_send);
+  out += ',';
+  if (r.task >= 0) append_int(out, r.task);  // an agentic task's model call: its task and step
+  out += ',';
+  if (r.task >= 0) append_csv_field(out, r.step);
   out += ',';
   append_csv_field(out, r.detail);
 }

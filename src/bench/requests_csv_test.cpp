@@ -60,7 +60,7 @@ TEST(RequestsCsv, RowOfACompletedRequest) {
   // TTFT 10 ms (from the send), 12 ms from the schedule, TPOT 30 ms / 3, E2E 40 ms, send lag 2 ms.
   EXPECT_EQ(row,
             "7,\"a\"\"b\",\"chat\",2,1,0,ok,200,1000000,3000000,13000000,43000000,44000000,10,4,4,2,10.0000,"
-            "12.0000,10.0000,40.0000,2.0000,-1,10.0000,\"line1 line2 \"");
+            "12.0000,10.0000,40.0000,2.0000,-1,10.0000,,,\"line1 line2 \"");
   const auto c = cells(row);
   ASSERT_EQ(c.size(), cells(kRequestsCsvHeader).size());
   EXPECT_EQ(c[1], "a\"b");
@@ -77,6 +77,14 @@ TEST(RequestsCsv, RowOfACompletedRequest) {
   EXPECT_EQ(d[col("reasoning_tokens")], "2");
   EXPECT_EQ(d[col("ttfo_ms")], "25.0000");
   EXPECT_EQ(d[col("ttft_ms")], "10.0000");
+  // An agentic task's model call names its task and step.
+  r.task = 12;
+  r.step = "summary";
+  row.clear();
+  append_csv_row(row, r);
+  const auto e = cells(row);
+  EXPECT_EQ(e[col("task")], "12");
+  EXPECT_EQ(e[col("step")], "summary");
 }
 
 TEST(RequestsCsv, FailedRequestLeavesDerivedCellsEmpty) {
@@ -92,7 +100,7 @@ TEST(RequestsCsv, FailedRequestLeavesDerivedCellsEmpty) {
   std::string row;
   append_csv_row(row, r);
   EXPECT_EQ(row,
-            "3,\"default\",\"\",,0,1,connect_error,-1,0,1500000,-1,-1,2000000,-1,-1,-1,-1,,,,,1.5000,-1,,"
+            "3,\"default\",\"\",,0,1,connect_error,-1,0,1500000,-1,-1,2000000,-1,-1,-1,-1,,,,,1.5000,-1,,,,"
             "\"Connection refused\"");
   EXPECT_EQ(cells(row).size(), cells(kRequestsCsvHeader).size());
 }
