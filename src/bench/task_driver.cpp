@@ -116,6 +116,7 @@ struct TaskDriver::Impl {
   struct StepRun {
     std::string id, kind, name;      // kind: model | tool | retrieval
     const StepSpec* spec = nullptr;  // scripted
+    std::vector<std::string> after;  // the steps it waited for (tasks.jsonl "after": a replay's graph)
     std::uint32_t pending = 0;       // predecessors not done
     enum class State { kWaiting, kRunning, kDone, kFailed, kSkipped } state = State::kWaiting;
     Nanos t_ready = -1, t_start = -1, t_end = -1;
@@ -267,6 +268,7 @@ struct TaskDriver::Impl {
       r.spec = &s;
       r.id = s.id;
       r.pending = static_cast<std::uint32_t>(s.after.size());
+      for (const auto k : s.after) r.after.push_back(spec->steps[k].id);
       r.kind = s.kind == StepSpec::Kind::kModel  ? "model"
                : s.kind == StepSpec::Kind::kTool ? "tool"
                                                  : "retrieval";
@@ -785,6 +787,10 @@ struct TaskDriver::Impl {
     s.t_ready = now();
     s.t_start = s.t_ready;
     s.state = StepRun::State::kRunning;
+    // It waited for the tool calls of the round before it (after the model step that made them).
+    for (std::size_t k = t.last_model >= 0 ? static_cast<std::size_t>(t.last_model) + 1 : 0; k < t.steps.size();
+         ++k)
+      s.after.push_back(t.steps[k].id);
     // The step that ended last (the slowest tool of the round) is what this turn waited for.
     for (std::size_t k = 0; k < t.steps.size(); ++k)
       if (t.steps[k].t_end >= 0 && (s.critical < 0 || t.steps[k].t_end > t.steps[s.critical].t_end))
@@ -850,6 +856,7 @@ struct TaskDriver::Impl {
       s.id = fmt::format("{}-{}", c.name, t.steps.size());
       s.arguments = c.arguments;
       s.call_id = c.id;
+      s.after = {t.steps[i].id};
       s.t_ready = now();
       s.t_start = s.t_ready;
       s.state = StepRun::State::kRunning;
@@ -947,6 +954,7 @@ struct TaskDriver::Impl {
       if (s.output_tokens >= 0) j["output_tokens"] = s.output_tokens;
       if (!s.documents.empty()) j["documents"] = s.documents;
       if (!s.judge.is_null()) j["judge"] = s.judge;
+      if (!s.after.empty()) j["after"] = s.after;
       steps.push_back(std::move(j));
     }
     nlohmann::json task = {{"id", t.arrival.id},

@@ -147,6 +147,8 @@ TEST(TaskDriver, RunsTheGraphWithItsJoinsAndLinksTheRecords) {
       EXPECT_LE(s["t_end_ns"].get<Nanos>(), summary["t_start_ns"].get<Nanos>()) << id;
     }
     EXPECT_EQ(task_step(t, "r1")["documents"].size(), 3u);
+    EXPECT_EQ(summary["after"], nlohmann::json::array({"r1", "r2", "r3", "api1", "api2"}));
+    EXPECT_FALSE(plan.contains("after"));
     EXPECT_EQ(task_step(t, "r2")["documents"].size(), 3u);
     // The model calls are in requests.jsonl under the task's id and the step's.
     for (const char* id : {"plan", "summary"}) {
@@ -385,12 +387,21 @@ TEST(TaskDriver, ModelDrivenTasksFollowTheModelsCalls) {
   for (const auto& t : r.tasks) {
     ASSERT_EQ(t["outcome"], "ok") << t.dump(1);
     int models = 0, tools = 0;
+    std::vector<std::string> round;  // the tool calls since the last model call
+    std::string last_model;
     for (const auto& s : t["steps"]) {
       EXPECT_EQ(s["outcome"], "ok") << s;
-      if (s["kind"] == "model")
+      // The graph as it ran ("after"): a model call after the round's tool calls, each call after its model call.
+      if (s["kind"] == "model") {
         ++models;
-      else
+        EXPECT_EQ(s.value("after", std::vector<std::string>{}), round) << s;
+        round.clear();
+        last_model = s["id"];
+      } else {
         ++tools;
+        EXPECT_EQ(s["after"], nlohmann::json::array({last_model})) << s;
+        round.push_back(s["id"]);
+      }
     }
     EXPECT_EQ(models, 3);  // two rounds of calls, then the answer
     EXPECT_GE(tools, 2);
