@@ -27,6 +27,7 @@
 #include "bench/schedule.h"
 #include "bench/server_prompts.h"
 #include "bench/task_driver.h"
+#include "bench/task_replay.h"
 #include "bench/vllm_compat.h"
 #include "core/error.h"
 #include "core/json_depth.h"
@@ -96,7 +97,15 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     p.bw.workload = std::move(built.w);
     p.bw.effective = std::move(built.effective);
   } else {
-    p.bw = load_workload_file(o.workload_file, wo.seed, rate);
+    if (is_task_recording(o.workload_file)) {  // a recorded tasks.jsonl, replayed (bench/task_replay.h)
+      if (rate)
+        throw UsageError(fmt::format("{}: a replay keeps its recorded arrivals; --rate and sweeps do not apply "
+                                     "(--time-scale speeds it up)",
+                                     o.workload_file));
+      p.bw = load_task_replay(o.workload_file, wo.time_scale);
+    } else {
+      p.bw = load_workload_file(o.workload_file, wo.seed, rate);
+    }
     if (p.bw.tasks && (o.concurrency > 0 || !o.user_stages.empty()))
       throw UsageError(fmt::format(
           "{}: task classes arrive open loop (their arrival process); drop --concurrency and --users",
@@ -917,6 +926,18 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     ts.first_request_id = kTaskRequestIdBase;
     ts.warmup_s = o.warmup_s;
     ts.max_events = o.max_events;
+    // A replay sizes its prompts without the chat template's tokens: learned from the target's /tokenize.
+    if (!p.bw.tasks->arrivals.empty() && p.bw.tasks->arrivals.front().spec && o.exact_prompts) {
+      if (server_prompts && server_prompts->chat_added >= 0) {
+        ts.chat_added = server_prompts->chat_added;
+      } else {
+        const auto facts = learn_server_prompts(tokenize, false, true);
+        ts.chat_added = facts.chat_added;
+        if (facts.chat_added < 0)
+          log << "warning: replayed prompts keep the chat template's tokens in their counts: " << facts.chat_note
+              << "\n";
+      }
+    }
     if (!o.judge_target.empty()) {
       ts.judge = net::Endpoint::parse_url(o.judge_target);
       ts.judge_model = o.judge_model;

@@ -48,6 +48,8 @@ struct TaskArrival {
   std::uint16_t task_class = 0;  // index into workload.classes
   std::uint32_t tenant = 0;
   std::uint32_t input_tokens = 0;  // the task's input ({{input}})
+  // A replayed task's own graph (bench/task_replay.h); null: its class's.
+  std::shared_ptr<const TaskSpec> spec;
 };
 
 // The task classes of a workload file: the tools and documents they use,

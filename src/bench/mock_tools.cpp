@@ -310,6 +310,16 @@ std::map<std::string, InjectedToolErrors> MockToolServer::injected() const {
   return injected_;
 }
 
+namespace {
+// X-Tokenscope-Replay-Ms: a whole number of milliseconds up to 10 minutes; nullopt otherwise.
+std::optional<Nanos> replay_delay(std::string_view v) {
+  if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  const long ms = std::stol(std::string(v));
+  return ms <= 600'000 ? std::optional<Nanos>(ms * kNanosPerMilli) : std::nullopt;
+}
+}  // namespace
+
 struct MockToolServer::Impl final : net::HttpHandler {
   explicit Impl(MockToolServer& owner) : self(owner) {}
   MockToolServer& self;
@@ -324,15 +334,8 @@ struct MockToolServer::Impl final : net::HttpHandler {
 
   void handle(net::HttpRequest request, std::shared_ptr<net::Responder> responder) override {
     const std::string_view path = request.path();
-    if (request.method == "POST" && path == "/builtin/search") {
-      const Answer a = self.builtin_search(request.body);
-      net::HttpResponse r;
-      r.status = a.status;
-      r.body = a.body;
-      responder->respond(std::move(r));
-      return;
-    }
-    if (request.method != "POST" || path.rfind("/tools/", 0) != 0) {
+    const bool builtin = request.method == "POST" && path == "/builtin/search";
+    if (!builtin && (request.method != "POST" || path.rfind("/tools/", 0) != 0)) {
       net::HttpResponse r;
       r.status = 404;
       r.body = error_json("POST /tools/NAME with the arguments as a JSON object");
@@ -341,10 +344,13 @@ struct MockToolServer::Impl final : net::HttpHandler {
     }
     Answer a;
     try {
-      a = self.answer(path.substr(7), request.body);
+      a = builtin ? self.builtin_search(request.body) : self.answer(path.substr(7), request.body);
     } catch (const std::exception& e) {  // a response schema no draw satisfies
       a = {500, error_json(e.what()), Nanos{0}};
     }
+    // A replayed call (bench/task_replay.h) takes the latency it had when recorded.
+    if (const auto replay = replay_delay(request.header("x-tokenscope-replay-ms")); replay && a.delay)
+      a.delay = *replay;
     if (!a.delay) {
       std::lock_guard lock(held_mutex);
       if (stopped) {

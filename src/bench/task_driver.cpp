@@ -226,7 +226,7 @@ struct TaskDriver::Impl {
   }
 
   void begin_task(const TaskArrival& a) {
-    const TaskSpec* spec = set.by_class[a.task_class].get();
+    const TaskSpec* spec = a.spec ? a.spec.get() : set.by_class[a.task_class].get();
     if (!spec) return;
     auto run = std::make_unique<TaskRun>();
     TaskRun& t = *run;
@@ -401,8 +401,18 @@ struct TaskDriver::Impl {
       max_tokens = std::max<std::uint32_t>(1, t.spec->output_len.sample(rng));
     } else {
       const StepSpec& spec = *s.spec;
-      std::string prompt = render(t, spec.prompt);
-      if (spec.input_len) {
+      std::string prompt;
+      if (spec.replay) {
+        // The recorded count, less the template's tokens; the task's words first (its calls' shared prefix).
+        const auto total = static_cast<std::uint32_t>(std::max<std::int64_t>(
+            1, static_cast<std::int64_t>(spec.replay->prompt_tokens) - std::max<std::int64_t>(0, settings.chat_added)));
+        const std::uint32_t shared = std::min(total, spec.replay->cached_tokens);
+        prompt = filler_words(hash_combine64(settings.seed ^ 0x7265706cULL, t.arrival.id), shared);
+        if (total > shared) prompt += (shared ? " " : "") + filler_words(key, total - shared);
+      } else {
+        prompt = render(t, spec.prompt);
+      }
+      if (spec.input_len && !spec.replay) {
         const std::uint32_t want = std::max<std::uint32_t>(1, spec.input_len->sample(rng));
         const auto have = static_cast<std::uint32_t>(std::count(prompt.begin(), prompt.end(), ' ') + 1);
         if (want > have) prompt += " " + filler_words(key, want - have);
@@ -649,10 +659,14 @@ struct TaskDriver::Impl {
     }
     const net::Endpoint& e =
         tool && tool->kind == ToolSpec::Kind::kUrl ? net::Endpoint::parse_url(tool->url) : settings.tools;
+    const bool replayed =
+        s.spec && s.spec->replay && s.spec->replay->latency_ms && (!tool || tool->kind != ToolSpec::Kind::kUrl);
     auto bytes = std::make_shared<std::string>(fmt::format(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
-        "Content-Length: {}\r\n\r\n",
-        path, e.host_header(), args.size()));
+        "{}Content-Length: {}\r\n\r\n",
+        path, e.host_header(),
+        replayed ? fmt::format("X-Tokenscope-Replay-Ms: {}\r\n", *s.spec->replay->latency_ms) : std::string(),
+        args.size()));
     *bytes += args;
     s.arguments = args;
     auto x = std::make_shared<ToolExchange>();

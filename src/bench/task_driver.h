@@ -119,6 +119,9 @@ struct TaskDriverSettings {
   std::optional<net::Endpoint> judge;
   std::string judge_model, judge_api_key;
   nlohmann::json judge_extra_body;  // an object merged into each judge request (null: none)
+  // The tokens the target's chat template adds around one user message (-1:
+  // unknown): a replayed model call's prompt leaves them out of its count.
+  std::int64_t chat_added = -1;
 };
 
 struct TaskCounters {

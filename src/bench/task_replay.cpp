@@ -1,0 +1,371 @@
+#include "bench/task_replay.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/json_depth.h"
+#include "core/text_reader.h"
+#include "serve/tools.h"
+
+namespace tokenscope::bench {
+
+namespace {
+
+// One line's reading: every problem an InputError at its line and field.
+struct LineReader {
+  const std::string& file;
+  std::size_t line;
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw InputError(file, line, field, what);
+  }
+  const nlohmann::json& need(const nlohmann::json& o, const char* key, const std::string& field) const {
+    const auto it = o.find(key);
+    if (it == o.end()) fail(field, "missing");
+    return *it;
+  }
+  std::string text(const nlohmann::json& v, const std::string& field, std::size_t max = 256) const {
+    if (!v.is_string()) fail(field, "expected a string");
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.size() > max) fail(field, fmt::format("longer than {} bytes", max));
+    return s;
+  }
+  std::int64_t integer(const nlohmann::json& v, const std::string& field, std::int64_t lo,
+                       std::int64_t hi) const {
+    if (!v.is_number_integer()) fail(field, fmt::format("expected a whole number in [{}, {}]", lo, hi));
+    const auto x = v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
+                       ? hi + 1
+                       : v.get<std::int64_t>();
+    if (x < lo || x > hi) fail(field, fmt::format("expected a whole number in [{}, {}]", lo, hi));
+    return x;
+  }
+  // A time of the run's clock, or nullopt when absent or -1 (never reached).
+  std::optional<Nanos> time(const nlohmann::json& o, const char* key, const std::string& field) const {
+    const auto it = o.find(key);
+    if (it == o.end()) return std::nullopt;
+    const auto t = integer(*it, field + "." + key, -1, std::numeric_limits<std::int64_t>::max());
+    return t < 0 ? std::nullopt : std::optional<Nanos>(t);
+  }
+};
+
+struct RecordedStep {
+  std::string id, kind, name;
+  std::vector<std::string> after;
+  bool after_given = false;
+  std::optional<Nanos> ready, start, end;
+  std::uint32_t attempts = 1;
+  std::uint32_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0, top_k = 3;
+  std::optional<int> judge_min_score;
+  bool skipped = false;
+};
+
+RecordedStep read_step(const LineReader& rd, const nlohmann::json& s, const std::string& f) {
+  if (!s.is_object()) rd.fail(f, "expected an object (a step)");
+  RecordedStep r;
+  r.id = rd.text(rd.need(s, "id", f + ".id"), f + ".id");
+  if (r.id.empty()) rd.fail(f + ".id", "expected a non-empty step id");
+  r.kind = rd.text(rd.need(s, "kind", f + ".kind"), f + ".kind");
+  if (r.kind != "model" && r.kind != "tool" && r.kind != "retrieval")
+    rd.fail(f + ".kind", fmt::format("expected model, tool or retrieval, not {}", quote_input(r.kind)));
+  if (const auto n = s.find("name"); n != s.end()) r.name = rd.text(*n, f + ".name", 64);
+  if (r.kind == "tool" && r.name.empty()) rd.fail(f + ".name", "missing (the tool's name)");
+  if (r.kind == "retrieval" && r.name.empty()) r.name = "search";
+  if (r.kind != "model" && !serve::valid_tool_name(r.name))
+    rd.fail(f + ".name", "expected a tool name of letters, digits, _ and - (at most 64)");
+  if (const auto o = s.find("outcome"); o != s.end()) {
+    const std::string outcome = rd.text(*o, f + ".outcome");
+    r.skipped = outcome == "skipped" || outcome == "waiting";
+  }
+  if (const auto a = s.find("after"); a != s.end()) {
+    if (!a->is_array() || a->size() > kMaxTaskSteps)
+      rd.fail(f + ".after", fmt::format("expected a list of at most {} step ids", kMaxTaskSteps));
+    r.after_given = true;
+    for (std::size_t k = 0; k < a->size(); ++k)
+      r.after.push_back(rd.text((*a)[k], fmt::format("{}.after[{}]", f, k)));
+  }
+  r.ready = rd.time(s, "t_ready_ns", f);
+  r.start = rd.time(s, "t_start_ns", f);
+  r.end = rd.time(s, "t_end_ns", f);
+  if (r.start && r.end && *r.end < *r.start) rd.fail(f + ".t_end_ns", "before its t_start_ns");
+  if (const auto a = s.find("attempts"); a != s.end())
+    r.attempts =
+        static_cast<std::uint32_t>(std::max<std::int64_t>(1, rd.integer(*a, f + ".attempts", 0, 1000)));
+  if (r.kind == "model" && !r.skipped) {
+    // A replayed call needs both counts; a prompt of 0 tokens is a recording's mistake.
+    r.prompt_tokens = static_cast<std::uint32_t>(
+        rd.integer(rd.need(s, "prompt_tokens", f + ".prompt_tokens"), f + ".prompt_tokens", 1, 10'000'000));
+    r.output_tokens = static_cast<std::uint32_t>(
+        rd.integer(rd.need(s, "output_tokens", f + ".output_tokens"), f + ".output_tokens", 0, 10'000'000));
+  }
+  if (const auto c = s.find("cached_tokens"); c != s.end() && r.kind == "model" && !r.skipped)
+    r.cached_tokens = static_cast<std::uint32_t>(
+        std::max<std::int64_t>(0, rd.integer(*c, f + ".cached_tokens", -1, 10'000'000)));
+  if (const auto d = s.find("documents"); d != s.end() && r.kind == "retrieval") {
+    if (!d->is_array()) rd.fail(f + ".documents", "expected a list of document ids");
+    r.top_k = static_cast<std::uint32_t>(std::clamp<std::size_t>(d->size(), 1, 50));
+  }
+  if (const auto j = s.find("judge"); j != s.end() && r.kind == "model") {
+    if (!j->is_object()) rd.fail(f + ".judge", "expected an object (the judge's verdict)");
+    if (const auto m = j->find("min_score"); m != j->end())
+      r.judge_min_score = static_cast<int>(rd.integer(*m, f + ".judge.min_score", 1, 5));
+    else
+      r.judge_min_score = 3;
+  }
+  return r;
+}
+
+// The recorded steps as a scripted task: skipped ones (and those after them)
+// left out, `after` inferred where absent, checked for unknown ids and cycles.
+TaskSpec build_task(const LineReader& rd, std::vector<RecordedStep> steps, TaskCatalog& catalog) {
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    if (!index.emplace(steps[i].id, i).second)
+      rd.fail(fmt::format("steps[{}].id", i), fmt::format("{} names two steps", quote_input(steps[i].id)));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    auto& s = steps[i];
+    if (s.after_given) {
+      for (std::size_t k = 0; k < s.after.size(); ++k)
+        if (!index.count(s.after[k]) || s.after[k] == s.id)
+          rd.fail(fmt::format("steps[{}].after[{}]", i, k),
+                  fmt::format("unknown step {} (expected the id of another step of this task)",
+                              quote_input(s.after[k])));
+      continue;
+    }
+    // No after: the steps that had ended when it became ready.
+    const auto ready = s.ready ? s.ready : s.start;
+    if (!ready) continue;
+    for (const auto& o : steps)
+      if (&o != &s && o.end && *o.end <= *ready) s.after.push_back(o.id);
+  }
+  // Left out: skipped steps, and every step after one left out.
+  std::set<std::string> out;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& s : steps) {
+      if (out.count(s.id)) continue;
+      bool drop = s.skipped;
+      for (const auto& a : s.after) drop |= out.count(a) > 0;
+      if (drop) changed |= out.insert(s.id).second;
+    }
+  }
+  TaskSpec t;
+  t.mode = TaskSpec::Mode::kScripted;
+  t.input_len = workload::parse_length_spec("fixed:1", "replay", workload::LengthRole::kInput);
+  std::map<std::string, std::uint32_t> kept;
+  for (const auto& s : steps)
+    if (!out.count(s.id)) kept.emplace(s.id, static_cast<std::uint32_t>(kept.size()));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& r = steps[i];
+    if (out.count(r.id)) continue;
+    StepSpec s;
+    s.id = r.id;
+    s.line = rd.line;
+    std::string deps;  // the outputs of the steps it waited for: a replayed retrieval's query
+    for (const auto& a : r.after) {
+      s.after.push_back(kept.at(a));
+      deps += (deps.empty() ? "{{" : " {{") + a + "}}";
+    }
+    if (r.kind == "model") {
+      s.kind = StepSpec::Kind::kModel;
+      s.replay = StepSpec::Replay{
+          .prompt_tokens = r.prompt_tokens, .cached_tokens = r.cached_tokens, .latency_ms = {}};
+      s.output_len =
+          workload::parse_length_spec(fmt::format("fixed:{}", std::max<std::uint32_t>(1, r.output_tokens)),
+                                      "replay", workload::LengthRole::kOutput);
+      if (r.judge_min_score) s.judge = JudgeSpec{.rubric = {}, .min_score = *r.judge_min_score};
+    } else {
+      const bool search = r.kind == "retrieval";
+      auto found = catalog.find(r.name);
+      if (found && (catalog.tools[*found].kind == ToolSpec::Kind::kSearch) != search)
+        rd.fail(fmt::format("steps[{}].name", i),
+                fmt::format("{} is a tool in one step and a search in another", quote_input(r.name)));
+      if (!found) {
+        if (catalog.tools.size() >= kMaxTools)
+          rd.fail(fmt::format("steps[{}].name", i), fmt::format("more than {} distinct tools", kMaxTools));
+        ToolSpec tool;
+        tool.name = r.name;
+        tool.description = "replayed";
+        tool.kind = search ? ToolSpec::Kind::kSearch : ToolSpec::Kind::kJsonApi;
+        tool.parameters =
+            search ? nlohmann::json{{"type", "object"},
+                                    {"properties",
+                                     {{"query", {{"type", "string"}}}, {"top_k", {{"type", "integer"}}}}},
+                                    {"required", {"query"}}}
+                   : nlohmann::json{{"type", "object"}};
+        tool.parameters_checker =
+            std::make_shared<const JsonSchema>(tool.parameters, "replayed tool " + r.name);
+        if (!search) {
+          tool.response = {
+              {"type", "object"}, {"properties", {{"ok", {{"type", "boolean"}}}}}, {"required", {"ok"}}};
+          tool.response_checker =
+              std::make_shared<const JsonSchema>(tool.response, "replayed tool " + r.name);
+        }
+        catalog.tools.push_back(std::move(tool));
+        found = static_cast<std::uint32_t>(catalog.tools.size() - 1);
+      }
+      s.kind = search ? StepSpec::Kind::kRetrieve : StepSpec::Kind::kTool;
+      s.tool = *found;
+      if (search) {
+        s.query = deps.empty() ? std::string("replay") : deps;
+        s.top_k = r.top_k;
+      } else {
+        s.arguments = nlohmann::json::object();
+      }
+      s.replay.emplace();
+      if (r.start && r.end)
+        s.replay->latency_ms = static_cast<std::uint32_t>(std::min<double>(
+            600'000, std::llround(static_cast<double>(*r.end - *r.start) / 1e6 / r.attempts)));
+    }
+    t.steps.push_back(std::move(s));
+  }
+  if (t.steps.empty()) return t;
+  // An order in which each step comes after its after (Kahn's); what is left is a cycle.
+  std::vector<std::uint32_t> pending(t.steps.size());
+  for (std::size_t i = 0; i < t.steps.size(); ++i)
+    pending[i] = static_cast<std::uint32_t>(t.steps[i].after.size());
+  std::vector<std::uint32_t> ready;
+  for (std::uint32_t i = 0; i < pending.size(); ++i)
+    if (pending[i] == 0) ready.push_back(i);
+  while (!ready.empty()) {
+    const auto i = ready.back();
+    ready.pop_back();
+    t.order.push_back(i);
+    for (std::uint32_t k = 0; k < t.steps.size(); ++k)
+      for (const auto a : t.steps[k].after)
+        if (a == i && --pending[k] == 0) ready.push_back(k);
+  }
+  if (t.order.size() != t.steps.size())
+    rd.fail("steps", "the steps' after lists form a cycle (a task's steps must form a graph without one)");
+  return t;
+}
+
+}  // namespace
+
+bool is_task_recording(const std::string& path) {
+  try {
+    TextReader r = TextReader::open_regular(path, "workload file");
+    const std::string_view head = r.peek(4096);
+    const auto at = head.find_first_not_of(" \t\r\n");
+    return at != std::string_view::npos && head[at] == '{';
+  } catch (const std::exception&) {
+    return false;  // the YAML reader says what is wrong with the file
+  }
+}
+
+BenchWorkload parse_task_replay(std::string_view text, const std::string& file, double time_scale) {
+  if (!(time_scale > 0) || !std::isfinite(time_scale))
+    throw UsageError("--time-scale: expected a number > 0");
+  struct Recorded {
+    Nanos t;
+    std::uint16_t cls;
+    std::uint32_t tenant;
+    bool warmup;
+    std::shared_ptr<const TaskSpec> spec;
+  };
+  std::vector<Recorded> tasks;
+  BenchWorkload out;
+  auto& w = out.workload;
+  w.tenants.clear();
+  w.classes.clear();
+  auto set = std::make_shared<TaskSet>();
+  std::map<std::string, std::uint16_t> classes;
+  std::map<std::string, std::uint32_t> tenants;
+  std::set<std::uint64_t> ids;
+  TextReader reader(text);
+  std::string_view line;
+  while (reader.next_line(line)) {
+    const LineReader rd{file, static_cast<std::size_t>(reader.line_number())};
+    if (const auto flaw = reader.flaw_message()) rd.fail("", *flaw);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    if (json_too_deep_at(line) != std::string_view::npos)
+      rd.fail("", fmt::format("nested deeper than {} levels", kMaxJsonDepth));
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      rd.fail("", "expected a JSON object (a task record of tasks.jsonl)");
+    if (tasks.size() >= kMaxReplayTasks) rd.fail("", fmt::format("more than {} tasks", kMaxReplayTasks));
+    const auto id = static_cast<std::uint64_t>(
+        rd.integer(rd.need(j, "id", "id"), "id", 0, std::numeric_limits<std::int64_t>::max()));
+    if (!ids.insert(id).second) rd.fail("id", fmt::format("task {} is recorded twice", id));
+    const std::string cls = rd.text(rd.need(j, "class", "class"), "class", 128);
+    std::string tenant = "default";
+    if (const auto t = j.find("tenant"); t != j.end()) tenant = rd.text(*t, "tenant", 128);
+    auto t = rd.time(j, "t_sched_ns", "");
+    if (!t) t = rd.time(j, "t_start_ns", "");
+    if (!t) rd.fail("t_sched_ns", "missing (the task's arrival on the run's clock; or t_start_ns)");
+    const auto& st = rd.need(j, "steps", "steps");
+    if (!st.is_array() || st.empty() || st.size() > kMaxTaskSteps)
+      rd.fail("steps", fmt::format("expected a list of 1 to {} steps", kMaxTaskSteps));
+    std::vector<RecordedStep> steps;
+    for (std::size_t k = 0; k < st.size(); ++k)
+      steps.push_back(read_step(rd, st[k], fmt::format("steps[{}]", k)));
+    auto spec = std::make_shared<const TaskSpec>(build_task(rd, std::move(steps), set->catalog));
+    if (spec->steps.empty()) continue;  // nothing of it ran
+    if (!classes.count(cls)) {
+      if (classes.size() >= 65'535) rd.fail("class", "more than 65,535 classes");
+      classes.emplace(cls, static_cast<std::uint16_t>(w.classes.size()));
+      w.classes.push_back(cls);
+      set->by_class.push_back(spec);  // a class's first task stands for it (the summary's classes)
+      set->slo_by_class.emplace_back();
+    }
+    if (!tenants.count(tenant)) {
+      tenants.emplace(tenant, static_cast<std::uint32_t>(w.tenants.size()));
+      w.tenants.push_back(tenant);
+    }
+    const bool warmup = j.contains("warmup") && j["warmup"].is_boolean() && j["warmup"].get<bool>();
+    tasks.push_back({*t, classes.at(cls), tenants.at(tenant), warmup, std::move(spec)});
+  }
+  if (tasks.empty())
+    throw InputError(file, 1, "", "no task to replay (expected lines of tasks.jsonl with steps that ran)");
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const Recorded& a, const Recorded& b) { return a.t < b.t; });
+  const Nanos first = tasks.front().t;
+  for (const auto& r : tasks) {
+    TaskArrival a;
+    a.t = static_cast<Nanos>(std::llround(static_cast<double>(r.t - first) / time_scale));
+    a.id = set->arrivals.size();
+    a.task_class = r.cls;
+    a.tenant = r.tenant;
+    a.input_tokens = 1;
+    a.spec = r.spec;
+    set->arrivals.push_back(std::move(a));
+  }
+  // The recording's warm-up tasks were its first: as many are warm-up again.
+  while (set->warmup_tasks < tasks.size() && tasks[set->warmup_tasks].warmup) ++set->warmup_tasks;
+  std::size_t model_calls = 0, tool_calls = 0;
+  for (const auto& a : set->arrivals)
+    for (const auto& s : a.spec->steps) (s.kind == StepSpec::Kind::kModel ? model_calls : tool_calls) += 1;
+  w.description = fmt::format(
+      "{}: a replay of {} recorded tasks ({} model calls, {} tool calls and retrievals) "
+      "in {} classes, {} tenants, time scale {}",
+      file, tasks.size(), model_calls, tool_calls, w.classes.size(), w.tenants.size(), time_scale);
+  out.tasks = set;
+  out.effective = {{"file", file},
+                   {"description", w.description},
+                   {"replay",
+                    {{"tasks", tasks.size()},
+                     {"model_calls", model_calls},
+                     {"tool_calls", tool_calls},
+                     {"time_scale", time_scale},
+                     {"span_s", static_cast<double>(tasks.back().t - first) / 1e9 / time_scale}}},
+                   {"requests", 0},
+                   {"rate_rps", tasks.back().t > first
+                                    ? static_cast<double>(tasks.size() - 1) /
+                                          (static_cast<double>(tasks.back().t - first) / 1e9 / time_scale)
+                                    : 0.0},
+                   {"tenants", w.tenants},
+                   {"classes", w.classes}};
+  return out;
+}
+
+BenchWorkload load_task_replay(const std::string& path, double time_scale) {
+  return parse_task_replay(read_regular_file(path, "tasks.jsonl to replay", kMaxReplayBytes), path,
+                           time_scale);
+}
+
+}  // namespace tokenscope::bench
