@@ -1,13 +1,18 @@
 // The exporters' readers of a run directory (requests.jsonl, samples.jsonl,
-// run.json) and the documents they write from whatever those hold. Input:
-// requests.jsonl, a NUL byte, samples.jsonl, a NUL byte, run.json. Every
-// document written must be valid JSON (trace.json whole, each OTLP request).
-// Each samples.jsonl line reads the same through simdjson as through the
-// reference reader (nlohmann): the same values, or the same refusal.
+// run.json, tasks.jsonl) and the documents they write from whatever those
+// hold. Input: requests.jsonl, a NUL byte, samples.jsonl, a NUL byte,
+// run.json, a NUL byte, tasks.jsonl (without the last part, no tasks.jsonl).
+// Every document written must be valid JSON (trace.json whole, each OTLP
+// request). Each samples.jsonl line reads the same through simdjson as
+// through the reference reader (nlohmann): the same values, or the same
+// refusal. A tasks.jsonl line the reader takes holds no contradiction the
+// exporters would draw wrong (a step that started and did not end, an end
+// before a start, a step outside its task).
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -56,6 +61,22 @@ void check_samples_line(std::string_view line, Observation& reused) {
     __builtin_trap();
 }
 
+void check_tasks_line(std::string_view line, tokenscope::rundir::TaskLineParser& parser,
+                      tokenscope::rundir::TaskRecord& reused) {
+  try {
+    parser.parse(line, reused);
+  } catch (const tokenscope::rundir::LineError&) {
+    return;  // refused: fine
+  }
+  const auto& t = reused;
+  if (t.t_start >= 0 && t.t_end >= 0 && t.t_end < t.t_start) __builtin_trap();
+  for (const auto& s : t.steps) {
+    if (s.t_start >= 0 && s.t_end < s.t_start) __builtin_trap();
+    if (s.t_start >= 0 && t.t_start >= 0 && t.t_end >= 0 && (s.t_start < t.t_start || s.t_end > t.t_end))
+      __builtin_trap();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -69,7 +90,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view rest = a == std::string_view::npos ? std::string_view() : input.substr(a + 1);
   const std::size_t b = rest.find('\0');
   const std::string_view samples = rest.substr(0, b);
-  const std::string_view run_json = b == std::string_view::npos ? std::string_view() : rest.substr(b + 1);
+  const std::string_view after = b == std::string_view::npos ? std::string_view() : rest.substr(b + 1);
+  const std::size_t c = after.find('\0');
+  const std::string_view run_json = after.substr(0, c);
+  const std::optional<std::string_view> tasks =
+      c == std::string_view::npos ? std::nullopt : std::optional<std::string_view>(after.substr(c + 1));
 
   Observation reused;  // read into line after line, as SamplesReader does
   for (std::size_t at = 0; at <= samples.size();) {
@@ -78,9 +103,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     at = end + 1;
   }
 
+  if (tasks) {
+    TaskLineParser parser;
+    TaskRecord reused;  // read into line after line, as TasksReader does
+    for (std::size_t at = 0; at <= tasks->size();) {
+      const std::size_t end = std::min(tasks->find('\n', at), tasks->size());
+      check_tasks_line(tasks->substr(at, end - at), parser, reused);
+      at = end + 1;
+    }
+  }
+
   RunSource source;
   source.requests_text = requests;
   source.samples_text = samples;
+  source.tasks_text = tasks;
   for (const BadLines policy : {BadLines::kSkip, BadLines::kFail}) {
     for (const bool lanes : {true, false}) {
       PerfettoOptions o;

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/json_depth.h"
@@ -90,6 +91,31 @@ class Attributes {
   void boolean(std::string_view key, bool v) {
     open(key);
     out_ += v ? "{\"boolValue\":true}}" : "{\"boolValue\":false}}";
+  }
+  // ArrayValue {values: [AnyValue]}: a string[] attribute.
+  void strings(std::string_view key, const std::vector<std::string>& v) {
+    open(key);
+    out_ += "{\"arrayValue\":{\"values\":[";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) out_ += ',';
+      out_ += "{\"stringValue\":";
+      append_string(out_, v[i]);
+      out_ += '}';
+    }
+    out_ += "]}}}";
+  }
+  // An int[] attribute (int64: values past it are cut to 63 bits, as the
+  // request ids are).
+  void integers(std::string_view key, const std::vector<std::uint64_t>& v) {
+    open(key);
+    out_ += "{\"arrayValue\":{\"values\":[";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) out_ += ',';
+      out_ += "{\"intValue\":\"";
+      append_uint(out_, v[i] & 0x7fffffffffffffffULL);
+      out_ += "\"}";
+    }
+    out_ += "]}}}";
   }
   void close() { out_ += ']'; }
 
@@ -181,16 +207,56 @@ Server server_of(const std::string& url) {
   }
 }
 
-void write_span(std::string& b, const RequestRecord& r, std::uint64_t k, std::uint64_t run_key,
-                const RunInfo& run, const ClockAnchor& clock, const std::string& operation,
-                const std::string& provider, const Server& server, const OtlpOptions& o, OtlpStats& stats) {
-  const std::uint64_t hi = mix(run_key ^ mix(r.id)), lo = mix(hi ^ mix(k + 1)), span = mix(lo ^ run_key);
+// The ids of a task's trace: a trace of its own, from the run and the task
+// id, as a request's are from the run and its id. The run key is salted
+// first: task ids and request ids are both small integers.
+struct TaskIds {
+  std::uint64_t hi = 0, lo = 0;  // the trace id
+  std::uint64_t root = 0;        // the invoke_agent span
+  // A step's span, from its id (unique in its task): a request of the step
+  // finds its parent from its record's "task" and "step" alone.
+  std::uint64_t step(std::string_view step_id) const {
+    std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+    for (const char c : step_id) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    return mix(lo ^ mix(h ^ hi)) | 1;
+  }
+};
+
+TaskIds task_ids(std::uint64_t run_key, std::uint64_t task_id) {
+  const std::uint64_t key = mix(run_key ^ 0x7461736b73ULL);  // "tasks"
+  TaskIds ids;
+  ids.hi = mix(key ^ mix(task_id)) | 1;  // never all zeros (an invalid id)
+  ids.lo = mix(ids.hi ^ key);
+  ids.root = mix(ids.lo ^ key) | 1;
+  return ids;
+}
+
+void append_trace_and_span(std::string& b, std::uint64_t hi, std::uint64_t lo, std::uint64_t span,
+                           std::uint64_t parent) {
   b += "{\"traceId\":\"";
-  append_hex(b, hi | 1);  // never all zeros (an invalid id)
+  append_hex(b, hi);
   append_hex(b, lo);
   b += "\",\"spanId\":\"";
-  append_hex(b, span | 1);
-  b += "\",\"name\":";
+  append_hex(b, span);
+  if (parent != 0) {
+    b += "\",\"parentSpanId\":\"";
+    append_hex(b, parent);
+  }
+  b += '"';
+}
+
+// parent: the step span of a task's model call (its trace is the task's),
+// nullptr for a request of its own.
+void write_span(std::string& b, const RequestRecord& r, std::uint64_t k, std::uint64_t run_key,
+                const RunInfo& run, const ClockAnchor& clock, const std::string& operation,
+                const std::string& provider, const Server& server, const OtlpOptions& o, OtlpStats& stats,
+                const TaskIds* task, std::uint64_t parent) {
+  const std::uint64_t hi = mix(run_key ^ mix(r.id)), lo = mix(hi ^ mix(k + 1)), span = mix(lo ^ run_key);
+  if (task)
+    append_trace_and_span(b, task->hi, task->lo, span | 1, parent);
+  else
+    append_trace_and_span(b, hi | 1, lo, span | 1, 0);
+  b += ",\"name\":";
   append_string(b, run.model.empty() ? operation : operation + " " + run.model);
   b += ",\"kind\":3,\"startTimeUnixNano\":";
   append_nanos_string(b, clock.to_unix(r.start()));
@@ -206,7 +272,10 @@ void write_span(std::string& b, const RequestRecord& r, std::uint64_t k, std::ui
     if (r.prompt_tokens >= 0) a.integer("gen_ai.usage.input_tokens", r.prompt_tokens);
     if (r.output_tokens >= 0) a.integer("gen_ai.usage.output_tokens", r.output_tokens);
     if (!r.response_id.empty()) a.str("gen_ai.response.id", r.response_id);
-    if (r.session >= 0) a.str("gen_ai.conversation.id", std::to_string(r.session));
+    if (r.session >= 0)
+      a.str("gen_ai.conversation.id", std::to_string(r.session));
+    else if (r.task >= 0)  // a task's model call: the task is the conversation
+      a.str("gen_ai.conversation.id", std::to_string(r.task));
     if (r.outcome != Outcome::kOk) a.str("error.type", outcome_name(r.outcome));
     if (!server.address.empty()) {
       a.str("server.address", server.address);
@@ -218,6 +287,10 @@ void write_span(std::string& b, const RequestRecord& r, std::uint64_t k, std::ui
     if (!r.tenant.empty()) a.str("tokenscope.tenant", r.tenant);
     if (!r.task_class.empty()) a.str("tokenscope.class", r.task_class);
     if (r.session >= 0) a.integer("tokenscope.turn", r.turn);
+    if (r.task >= 0) {
+      a.integer("tokenscope.task.id", r.task);
+      a.str("tokenscope.step.id", r.step);
+    }
     if (r.warmup) a.boolean("tokenscope.warmup", true);
     if (r.t_sched >= 0 && r.t_send >= r.t_sched)
       a.real("tokenscope.queue_s", nanos_to_s(r.t_send - r.t_sched));
@@ -267,6 +340,156 @@ void write_span(std::string& b, const RequestRecord& r, std::uint64_t k, std::ui
 }
 
 // UCUM units (the OpenTelemetry metric convention) for the canonical units.
+// ---------------------------------------------------------------- tasks
+//
+// A task is a trace, after the OpenTelemetry semantic conventions for GenAI
+// agent spans (semantic-conventions docs/gen-ai/gen-ai-agent-spans.md,
+// "Invoke agent span") and GenAI spans (docs/gen-ai/gen-ai-spans.md,
+// "Execute tool span"), both of status Development, as read for this
+// exporter:
+//  * the root span: gen_ai.operation.name "invoke_agent", named
+//    "invoke_agent {gen_ai.agent.name}", kind INTERNAL (the conventions take
+//    INTERNAL for agents running in the caller's process, CLIENT for remote
+//    agent services; the task driver is bench itself). The agent's name is
+//    the task's class; the task is the conversation (gen_ai.conversation.id).
+//    gen_ai.agent.id is left out: it identifies an agent of an agent service
+//    (an assistant's id), and a class has no identity beyond its name.
+//  * tool steps: "execute_tool", named "execute_tool {gen_ai.tool.name}",
+//    kind INTERNAL, gen_ai.tool.type "function" (a tool the client runs with
+//    the arguments the agent made); retrieval steps the same with
+//    gen_ai.tool.type "datastore" (the conventions' type of a tool that
+//    queries external data for retrieval-augmented tasks). The conventions
+//    also define a "retrieval" operation, a CLIENT call to a vector store or
+//    search service; a retrieval step is the agent calling its search tool,
+//    so it is a tool execution.
+//  * model steps: "chat" (what the task driver sends), kind INTERNAL: the
+//    step spans its attempts, and each attempt is the request's CLIENT span,
+//    a child of the step, in the task's trace.
+// Failed steps and tasks: status ERROR, error.type the failure class
+// (docs/tasks.md lists them).
+
+struct TaskSpanContext {
+  const RunInfo& run;
+  const ClockAnchor& clock;
+  const std::string& provider;
+};
+
+void append_status_error(std::string& b, std::string_view message) {
+  b += ",\"status\":{\"code\":2,\"message\":";
+  append_string(b, utf8_prefix(message, 500));
+  b += '}';
+}
+
+void write_task_span(std::string& b, const TaskRecord& t, const TaskIds& ids, const TaskSpanContext& c) {
+  append_trace_and_span(b, ids.hi, ids.lo, ids.root, 0);
+  b += ",\"name\":";
+  append_string(b, t.task_class.empty() ? std::string("invoke_agent") : "invoke_agent " + t.task_class);
+  b += ",\"kind\":1,\"startTimeUnixNano\":";
+  append_nanos_string(b, c.clock.to_unix(t.t_start));
+  b += ",\"endTimeUnixNano\":";
+  append_nanos_string(b, c.clock.to_unix(t.t_end));
+  b += ',';
+  std::int64_t input = -1, output = -1;
+  std::vector<std::string> not_run;
+  for (const auto& s : t.steps) {
+    if (s.prompt_tokens >= 0) input = std::max<std::int64_t>(input, 0) + s.prompt_tokens;
+    if (s.output_tokens >= 0) output = std::max<std::int64_t>(output, 0) + s.output_tokens;
+    if (s.t_start < 0) not_run.push_back(s.id);
+  }
+  const bool failed = t.outcome != "ok";
+  const std::string& failure = t.failure.empty() ? t.outcome : t.failure;
+  {
+    Attributes a(b);
+    a.str("gen_ai.operation.name", "invoke_agent");
+    a.str("gen_ai.provider.name", c.provider);
+    if (!t.task_class.empty()) a.str("gen_ai.agent.name", t.task_class);
+    a.str("gen_ai.conversation.id", std::to_string(t.id));
+    if (!c.run.model.empty()) a.str("gen_ai.request.model", c.run.model);
+    if (input >= 0) a.integer("gen_ai.usage.input_tokens", input);
+    if (output >= 0) a.integer("gen_ai.usage.output_tokens", output);
+    if (failed) a.str("error.type", failure);
+    a.integer("tokenscope.task.id", static_cast<std::int64_t>(t.id & 0x7fffffffffffffffULL));
+    a.str("tokenscope.task.outcome", t.outcome);
+    if (!t.mode.empty()) a.str("tokenscope.task.mode", t.mode);
+    if (!t.tenant.empty()) a.str("tokenscope.tenant", t.tenant);
+    if (!t.failed_step.empty()) a.str("tokenscope.task.failed_step", t.failed_step);
+    if (t.warmup) a.boolean("tokenscope.warmup", true);
+    if (t.t_sched >= 0 && t.t_start >= t.t_sched)
+      a.real("tokenscope.task.start_lag_s", nanos_to_s(t.t_start - t.t_sched));
+    a.integer("tokenscope.task.steps", static_cast<std::int64_t>(t.steps.size()));
+    if (!not_run.empty()) a.strings("tokenscope.task.steps_not_run", not_run);
+    if (t.critical_path) {
+      const TaskCriticalPath& p = *t.critical_path;
+      a.strings("tokenscope.critical_path.steps", p.steps);
+      const std::pair<const char*, double> parts[] = {{"tokenscope.critical_path.total_ms", p.total_ms},
+                                                      {"tokenscope.critical_path.model_ms", p.model_ms},
+                                                      {"tokenscope.critical_path.tool_ms", p.tool_ms},
+                                                      {"tokenscope.critical_path.client_ms", p.client_ms},
+                                                      {"tokenscope.critical_path.queue_ms", p.queue_ms}};
+      for (const auto& [k, v] : parts)
+        if (v >= 0) a.real(k, v);
+    }
+    a.close();
+  }
+  if (failed) {
+    std::string message = failure;
+    if (!t.failed_step.empty()) message += " at step " + t.failed_step;
+    for (const auto& s : t.steps)
+      if (s.id == t.failed_step && !s.detail.empty()) message += ": " + s.detail;
+    append_status_error(b, message);
+  }
+  b += '}';
+}
+
+void write_step_span(std::string& b, const TaskRecord& t, const TaskStepRecord& s, bool critical,
+                     const TaskIds& ids, const TaskSpanContext& c) {
+  const bool model = s.kind == "model";
+  append_trace_and_span(b, ids.hi, ids.lo, ids.step(s.id), ids.root);
+  b += ",\"name\":";
+  if (model)
+    append_string(b, c.run.model.empty() ? std::string("chat") : "chat " + c.run.model);
+  else
+    append_string(b, "execute_tool " + s.name);
+  b += ",\"kind\":1,\"startTimeUnixNano\":";
+  append_nanos_string(b, c.clock.to_unix(s.t_start));
+  b += ",\"endTimeUnixNano\":";
+  append_nanos_string(b, c.clock.to_unix(s.t_end));
+  b += ',';
+  const bool failed = s.outcome == "failed";
+  {
+    Attributes a(b);
+    if (model) {
+      a.str("gen_ai.operation.name", "chat");
+      a.str("gen_ai.provider.name", c.provider);
+      if (!c.run.model.empty()) a.str("gen_ai.request.model", c.run.model);
+      a.str("gen_ai.conversation.id", std::to_string(t.id));
+      if (s.prompt_tokens >= 0) a.integer("gen_ai.usage.input_tokens", s.prompt_tokens);
+      if (s.output_tokens >= 0) a.integer("gen_ai.usage.output_tokens", s.output_tokens);
+    } else {
+      a.str("gen_ai.operation.name", "execute_tool");
+      a.str("gen_ai.tool.name", s.name);
+      a.str("gen_ai.tool.type", s.kind == "retrieval" ? "datastore" : "function");
+    }
+    if (failed) a.str("error.type", s.failure.empty() ? std::string("failed") : s.failure);
+    a.integer("tokenscope.task.id", static_cast<std::int64_t>(t.id & 0x7fffffffffffffffULL));
+    a.str("tokenscope.step.id", s.id);
+    a.str("tokenscope.step.kind", s.kind);
+    if (!s.outcome.empty()) a.str("tokenscope.step.outcome", s.outcome);
+    a.integer("tokenscope.step.attempts", s.attempts);
+    if (!s.retried.empty()) a.strings("tokenscope.step.retried", s.retried);
+    if (!s.requests.empty()) a.integers("tokenscope.step.requests", s.requests);
+    if (s.cached_tokens >= 0) a.integer("tokenscope.cached_tokens", s.cached_tokens);
+    if (!s.documents.empty()) a.strings("tokenscope.step.documents", s.documents);
+    if (s.t_ready >= 0 && s.t_start >= s.t_ready)
+      a.real("tokenscope.step.ready_to_start_s", nanos_to_s(s.t_start - s.t_ready));
+    if (critical) a.boolean("tokenscope.step.critical", true);
+    a.close();
+  }
+  if (failed)
+    append_status_error(b, s.detail.empty() ? (s.failure.empty() ? "failed" : s.failure) : s.detail);
+  b += '}';
+}
+
 std::string_view ucum(std::string_view unit) {
   if (unit == "requests") return "{request}";
   if (unit == "tokens") return "{token}";
@@ -532,7 +755,7 @@ OtlpStats write_otlp(const RunSource& source, const RunInfo& run, const OtlpOpti
         "exported to OTLP");
   const ClockAnchor clock = *anchor;
   OtlpStats stats;
-  const std::string operation = run.api == "chat" ? "chat" : "text_completion";
+  const std::string operation = run.api == "chat" ? "chat" : "text_completion", chat = "chat";
   // The OpenAI API is what the client spoke (the convention's "best
   // knowledge"); the simulator in virtual time speaks none.
   const std::string provider = run.command == "sim" ? "tokenscope" : "openai";
@@ -542,6 +765,42 @@ OtlpStats write_otlp(const RunSource& source, const RunInfo& run, const OtlpOpti
   {
     Batcher batch(resource_prefix(run, o, "resourceSpans", "scopeSpans", "spans"), o.spans_per_request,
                   o.max_request_bytes, traces, stats.trace_requests);
+    // The tasks first: their step spans are the parents of their model
+    // calls' request spans, which are re-parented only where the step's span
+    // was written (8 bytes kept per step that ran).
+    std::unordered_set<std::uint64_t> step_spans;
+    if (auto tasks = source.open_tasks(o.bad_lines)) {
+      stats.tasks_found = true;
+      const TaskSpanContext context{run, clock, provider};
+      TaskRecord t;
+      std::unordered_set<std::string_view> critical;  // the task's critical path
+      while (tasks->next(t)) {
+        if (t.warmup && !o.include_warmup) {
+          ++stats.warmup_tasks_left_out;
+          continue;
+        }
+        if (t.t_start < 0 || t.t_end < 0) {
+          ++stats.tasks_without_times;
+          continue;
+        }
+        const TaskIds ids = task_ids(run_key, t.id);
+        write_task_span(batch.item(), t, ids, context);
+        batch.done();
+        ++stats.spans;
+        ++stats.tasks;
+        critical.clear();
+        if (t.critical_path) critical.insert(t.critical_path->steps.begin(), t.critical_path->steps.end());
+        for (const auto& s : t.steps) {
+          if (s.t_start < 0) continue;  // never ran
+          write_step_span(batch.item(), t, s, critical.contains(s.id), ids, context);
+          batch.done();
+          ++stats.spans;
+          ++stats.task_steps;
+          step_spans.insert(ids.step(s.id));
+        }
+      }
+      stats.tasks_read = tasks->stats();
+    }
     auto reader = source.open_requests(o.bad_lines);
     RequestRecord r;
     for (std::uint64_t k = 0; reader.next(r); ++k) {
@@ -553,7 +812,18 @@ OtlpStats write_otlp(const RunSource& source, const RunInfo& run, const OtlpOpti
         ++stats.requests_without_times;
         continue;
       }
-      write_span(batch.item(), r, k, run_key, run, clock, operation, provider, server, o, stats);
+      TaskIds task;
+      std::uint64_t parent = 0;
+      if (r.task >= 0 && !step_spans.empty()) {
+        task = task_ids(run_key, static_cast<std::uint64_t>(r.task));
+        parent = task.step(r.step);
+        if (!step_spans.contains(parent)) parent = 0;  // its task's record is not in tasks.jsonl
+      }
+      // A task's model calls are chat requests whatever --api says (the
+      // task driver sends chat: tools and messages).
+      write_span(batch.item(), r, k, run_key, run, clock, r.task >= 0 ? chat : operation, provider, server, o,
+                 stats, parent != 0 ? &task : nullptr, parent);
+      if (parent != 0) ++stats.requests_in_tasks;
       batch.done();
     }
     batch.flush();

@@ -11,6 +11,13 @@
 //    the OpenTelemetry GenAI semantic conventions ("Semantic conventions for
 //    generative client AI spans", Inference) where the record has them, and
 //    tokenscope.* for the rest; one span event per output event.
+//  * Tasks (tasks.jsonl, docs/tasks.md): a trace each, after the GenAI
+//    agent conventions: an "invoke_agent {class}" root span over the task,
+//    and a child span per step that ran ("execute_tool {tool}" for tool and
+//    retrieval steps, "chat {model}" for model steps). The request span of a
+//    task's model call moves into the task's trace as a child of its step's
+//    span (requests.jsonl's "task" and "step" name it). otlp.cpp lists the
+//    conventions' choices.
 //  * Metrics: samples.jsonl's canonical series (ExportMetricsServiceRequest),
 //    gauges as Gauge, counters as cumulative monotonic Sum, histogram
 //    families as cumulative Histogram, a data point per observation.
@@ -67,6 +74,14 @@ struct OtlpStats {
   std::uint64_t observations_without_series = 0;
   ReadStats requests_read;
   ReadStats samples_read;
+  // tasks.jsonl (agentic tasks, docs/tasks.md); their spans count in `spans` too
+  bool tasks_found = false;
+  std::uint64_t tasks = 0;              // invoke_agent spans
+  std::uint64_t task_steps = 0;         // step spans (steps that ran)
+  std::uint64_t requests_in_tasks = 0;  // request spans made children of their step's span
+  std::uint64_t tasks_without_times = 0;
+  std::uint64_t warmup_tasks_left_out = 0;
+  ReadStats tasks_read;
 };
 
 // The export requests in order, each handed whole to `traces` / `metrics`

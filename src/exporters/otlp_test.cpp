@@ -68,11 +68,19 @@ void check_attributes(const json& parent, const std::string& at, std::vector<std
       problems.push_back(at + ": AnyValue " + v.dump() + " has not exactly one field");
       continue;
     }
-    const bool ok = (v.contains("stringValue") && v["stringValue"].is_string()) ||
-                    (v.contains("intValue") && decimal_string(v["intValue"])) ||
-                    (v.contains("doubleValue") && proto_double(v["doubleValue"])) ||
-                    (v.contains("boolValue") && v["boolValue"].is_boolean());
-    if (!ok) problems.push_back(at + ": AnyValue " + v.dump());
+    const auto scalar = [](const json& x) {
+      return x.is_object() && x.size() == 1 &&
+             ((x.contains("stringValue") && x["stringValue"].is_string()) ||
+              (x.contains("intValue") && decimal_string(x["intValue"])) ||
+              (x.contains("doubleValue") && proto_double(x["doubleValue"])) ||
+              (x.contains("boolValue") && x["boolValue"].is_boolean()));
+    };
+    // ArrayValue {values: [AnyValue]}: string[], int[] attributes.
+    const bool array =
+        v.contains("arrayValue") && v["arrayValue"].is_object() && v["arrayValue"].contains("values") &&
+        v["arrayValue"]["values"].is_array() &&
+        std::all_of(v["arrayValue"]["values"].begin(), v["arrayValue"]["values"].end(), scalar);
+    if (!scalar(v) && !array) problems.push_back(at + ": AnyValue " + v.dump());
   }
 }
 
@@ -105,6 +113,8 @@ Counted check_traces(const json& req, std::vector<std::string>& problems) {
         ++n.spans;
         if (!sp.contains("traceId") || !hex_id(sp["traceId"], 32)) problems.push_back(at + ": traceId");
         if (!sp.contains("spanId") || !hex_id(sp["spanId"], 16)) problems.push_back(at + ": spanId");
+        if (sp.contains("parentSpanId") && !hex_id(sp["parentSpanId"], 16))
+          problems.push_back(at + ": parentSpanId");
         if (!sp.contains("name") || !sp["name"].is_string() || sp["name"].get<std::string>().empty())
           problems.push_back(at + ": name");
         if (!sp.contains("kind") || !sp["kind"].is_number_integer() || sp["kind"] < 0 || sp["kind"] > 5)
@@ -469,6 +479,272 @@ TEST(ExportOtlp, WithoutSamplesThereAreNoMetrics) {
   EXPECT_FALSE(std::filesystem::exists(run->dir.path() / "otlp_metrics.json"));
 }
 
+// ------------------------------------------------------------ tasks
+
+struct TaskExport {
+  TempDir dir;
+  testing::TaskRun run = testing::task_run(3 * kNanosPerSecond);
+  std::vector<json> spans;
+  std::map<std::string, const json*> by_id;  // spanId -> span
+  OtlpStats stats;
+};
+
+// The task run as a run directory (run.json with its clock, requests.jsonl,
+// tasks.jsonl), exported to otlp_traces.json, every request checked. The run
+// spoke the completions API: its tasks' model calls are chat all the same.
+std::unique_ptr<TaskExport> export_task_run(std::vector<std::string>& problems,
+                                            const std::string* tasks_text = nullptr) {
+  auto e = std::make_unique<TaskExport>();
+  testing::write_text(e->dir.path() / "requests.jsonl", testing::requests_jsonl(e->run.requests));
+  testing::write_text(e->dir.path() / "tasks.jsonl", tasks_text ? *tasks_text : e->run.tasks_jsonl());
+  testing::write_text(e->dir.path() / "run.json",
+                      testing::run_json(kAnchorMono, kAnchorUnix, "llama-3-8b", "completions").dump());
+  OtlpOptions o;
+  o.spans_per_request = 4;  // a task's spans across export requests
+  e->stats = export_otlp(e->dir.path(), e->dir.path() / "out", o);
+  for (const auto& line : testing::read_lines(e->dir.path() / "out" / "otlp_traces.json")) {
+    const json req = json::parse(line);
+    check_traces(req, problems);
+    for (const auto& sp : req["resourceSpans"][0]["scopeSpans"][0]["spans"]) e->spans.push_back(sp);
+  }
+  for (const auto& sp : e->spans) e->by_id[sp["spanId"]] = &sp;
+  return e;
+}
+
+std::string string_of(const json* v) {
+  return v && v->contains("stringValue") ? (*v)["stringValue"].get<std::string>() : "";
+}
+
+// The span of the step `id` (a step span has tokenscope.step.kind; the
+// request spans of its model calls name the step too). nullptr unless one.
+const json* step_span(const std::vector<json>& spans, const std::string& id) {
+  const json* found = nullptr;
+  for (const auto& sp : spans)
+    if (attribute(sp, "tokenscope.step.kind") && string_of(attribute(sp, "tokenscope.step.id")) == id) {
+      if (found) return nullptr;
+      found = &sp;
+    }
+  return found;
+}
+
+TEST(ExportOtlpTasks, ATaskIsATraceOfAnAgentSpanAndItsStepSpans) {
+  std::vector<std::string> problems;
+  const auto e = export_task_run(problems);
+  EXPECT_TRUE(problems.empty()) << problems_text(problems);
+  const testing::TaskRun& run = e->run;
+  // 2 tasks, 7 steps that ran, 5 requests.
+  EXPECT_EQ(e->spans.size(), 14u);
+  EXPECT_EQ(e->stats.spans, 14u);
+  EXPECT_EQ(e->stats.tasks, 2u);
+  EXPECT_EQ(e->stats.task_steps, 7u);
+  EXPECT_EQ(e->stats.requests_in_tasks, 3u);
+  EXPECT_EQ(std::set<std::string>(
+                {e->spans[0]["traceId"].get<std::string>(), e->spans[7]["traceId"].get<std::string>()})
+                .size(),
+            2u);
+
+  for (const auto& t : run.tasks) {
+    const std::string id = t["id"].dump();
+    const json* root = nullptr;
+    for (const auto& sp : e->spans)
+      if (string_of(attribute(sp, "gen_ai.operation.name")) == "invoke_agent" &&
+          string_of(attribute(sp, "gen_ai.conversation.id")) == id)
+        root = &sp;
+    ASSERT_NE(root, nullptr) << id;
+    EXPECT_EQ((*root)["name"], "invoke_agent " + t["class"].get<std::string>());
+    EXPECT_EQ((*root)["kind"], 1);  // INTERNAL: the agent runs in bench's process
+    EXPECT_FALSE(root->contains("parentSpanId"));
+    EXPECT_EQ((*root)["startTimeUnixNano"], unix_of(t["t_start_ns"].get<Nanos>()));
+    EXPECT_EQ((*root)["endTimeUnixNano"], unix_of(t["t_end_ns"].get<Nanos>()));
+    EXPECT_EQ(string_of(attribute(*root, "gen_ai.agent.name")), t["class"]);
+    EXPECT_EQ(string_of(attribute(*root, "gen_ai.provider.name")), "openai");
+    EXPECT_EQ(string_of(attribute(*root, "gen_ai.request.model")), "llama-3-8b");
+    EXPECT_EQ(string_of(attribute(*root, "tokenscope.task.mode")), t["mode"]);
+    EXPECT_EQ(*attribute(*root, "tokenscope.task.id"), json({{"intValue", id}}));
+    json path = json::array();
+    for (const auto& step : t["critical_path"]["steps"]) path.push_back({{"stringValue", step}});
+    EXPECT_EQ(*attribute(*root, "tokenscope.critical_path.steps"),
+              json({{"arrayValue", {{"values", path}}}}));
+    EXPECT_EQ((*attribute(*root, "tokenscope.critical_path.model_ms"))["doubleValue"],
+              t["critical_path"]["model_ms"]);
+    // The task's tokens: its model steps' together.
+    std::int64_t input = 0;
+    for (const auto& s : t["steps"]) input += s.value("prompt_tokens", 0);
+    EXPECT_EQ(*attribute(*root, "gen_ai.usage.input_tokens"), json({{"intValue", std::to_string(input)}}));
+
+    // Its steps: children of the root in its trace, one per step that ran.
+    std::size_t children = 0;
+    for (const auto& sp : e->spans)
+      if (sp.value("parentSpanId", "") == (*root)["spanId"]) {
+        ++children;
+        EXPECT_EQ(sp["traceId"], (*root)["traceId"]);
+      }
+    std::size_t ran = 0;
+    for (const auto& s : t["steps"]) {
+      const json* sp = nullptr;
+      for (const auto& x : e->spans)
+        if (string_of(attribute(x, "tokenscope.step.id")) == s["id"] &&
+            x.value("parentSpanId", "") == (*root)["spanId"])
+          sp = &x;
+      if (!s.contains("t_start_ns")) {
+        EXPECT_EQ(sp, nullptr) << s;  // never ran: no span
+        continue;
+      }
+      ++ran;
+      ASSERT_NE(sp, nullptr) << s;
+      EXPECT_EQ((*sp)["kind"], 1);
+      EXPECT_EQ((*sp)["startTimeUnixNano"], unix_of(s["t_start_ns"].get<Nanos>()));
+      EXPECT_EQ((*sp)["endTimeUnixNano"], unix_of(s["t_end_ns"].get<Nanos>()));
+      EXPECT_EQ(*attribute(*sp, "tokenscope.step.attempts"), json({{"intValue", s["attempts"].dump()}}));
+      EXPECT_EQ(string_of(attribute(*sp, "tokenscope.step.outcome")), s["outcome"]);
+      if (s["kind"] == "model") {
+        EXPECT_EQ((*sp)["name"], "chat llama-3-8b");
+        EXPECT_EQ(string_of(attribute(*sp, "gen_ai.operation.name")), "chat");
+        EXPECT_EQ(string_of(attribute(*sp, "gen_ai.conversation.id")), id);
+        EXPECT_EQ(*attribute(*sp, "gen_ai.usage.output_tokens"),
+                  json({{"intValue", s["output_tokens"].dump()}}));
+      } else {
+        EXPECT_EQ((*sp)["name"], "execute_tool " + s["name"].get<std::string>());
+        EXPECT_EQ(string_of(attribute(*sp, "gen_ai.operation.name")), "execute_tool");
+        EXPECT_EQ(string_of(attribute(*sp, "gen_ai.tool.name")), s["name"]);
+        EXPECT_EQ(string_of(attribute(*sp, "gen_ai.tool.type")),
+                  s["kind"] == "retrieval" ? "datastore" : "function");
+      }
+      if (s["outcome"] == "failed") {
+        EXPECT_EQ((*sp)["status"]["code"], 2);
+        EXPECT_EQ((*sp)["status"]["message"], s["detail"]);
+        EXPECT_EQ(string_of(attribute(*sp, "error.type")), s["failure"]);
+      } else {
+        EXPECT_FALSE(sp->contains("status"));
+        EXPECT_EQ(attribute(*sp, "error.type"), nullptr);
+      }
+    }
+    EXPECT_EQ(children, ran);
+    if (t["outcome"] == "ok") {
+      EXPECT_FALSE(root->contains("status"));
+    } else {
+      EXPECT_EQ((*root)["status"]["code"], 2);
+      EXPECT_EQ((*root)["status"]["message"], "timeout at step lookup-1: no answer within 200 ms");
+      EXPECT_EQ(string_of(attribute(*root, "error.type")), "timeout");
+      EXPECT_EQ(*attribute(*root, "tokenscope.task.steps_not_run"),
+                json({{"arrayValue", {{"values", {{{"stringValue", "reply"}}}}}}}));
+    }
+  }
+  const json* weather = step_span(e->spans, "weather");
+  const json* plan = step_span(e->spans, "plan");
+  const json* r1 = step_span(e->spans, "r1");
+  ASSERT_TRUE(weather && plan && r1);
+  EXPECT_EQ(*attribute(*weather, "tokenscope.step.retried"),
+            json({{"arrayValue", {{"values", {{{"stringValue", "http"}}}}}}}));
+  EXPECT_EQ(
+      *attribute(*plan, "tokenscope.step.requests"),
+      json({{"arrayValue", {{"values", {{{"intValue", std::to_string(testing::kFirstTaskRequest)}}}}}}}));
+  EXPECT_EQ(*attribute(*plan, "tokenscope.step.critical"), json({{"boolValue", true}}));
+  EXPECT_EQ(attribute(*r1, "tokenscope.step.critical"), nullptr);
+  EXPECT_EQ(
+      *attribute(*r1, "tokenscope.step.documents"),
+      json(
+          {{"arrayValue",
+            {{"values",
+              {{{"stringValue", "doc-58"}}, {{"stringValue", "doc-285"}}, {{"stringValue", "doc-446"}}}}}}}));
+}
+
+TEST(ExportOtlpTasks, AModelCallsRequestSpanIsAChildOfItsStepSpan) {
+  std::vector<std::string> problems;
+  const auto e = export_task_run(problems);
+  EXPECT_TRUE(problems.empty()) << problems_text(problems);
+  std::set<std::string> own_traces;
+  for (const auto& r : e->run.requests) {
+    const json* sp = nullptr;
+    for (const auto& x : e->spans)
+      if (attribute(x, "tokenscope.request.id") &&
+          *attribute(x, "tokenscope.request.id") == json({{"intValue", std::to_string(r.id)}}))
+        sp = &x;
+    ASSERT_NE(sp, nullptr) << r.id;
+    EXPECT_EQ((*sp)["kind"], 3);  // the request stays the CLIENT span it was
+    EXPECT_EQ((*sp)["name"], r.task >= 0 ? "chat llama-3-8b" : "text_completion llama-3-8b") << r.id;
+    EXPECT_EQ(string_of(attribute(*sp, "gen_ai.operation.name")), r.task >= 0 ? "chat" : "text_completion");
+    if (r.task < 0 || r.task == 99) {
+      // Its own trace: a plain request (5, right after a task's call in the
+      // file), or a call whose task is not in tasks.jsonl (6).
+      EXPECT_FALSE(sp->contains("parentSpanId")) << r.id;
+      EXPECT_TRUE(own_traces.insert((*sp)["traceId"]).second);
+      for (const auto& x : e->spans)
+        if (&x != sp) {
+          EXPECT_NE(x["traceId"], (*sp)["traceId"]) << r.id;
+        }
+      EXPECT_EQ(attribute(*sp, "gen_ai.conversation.id") != nullptr, r.task == 99);
+      continue;
+    }
+    ASSERT_TRUE(sp->contains("parentSpanId")) << r.id;
+    const auto parent = e->by_id.find((*sp)["parentSpanId"]);
+    ASSERT_NE(parent, e->by_id.end()) << r.id;
+    const json& step = *parent->second;
+    EXPECT_EQ(string_of(attribute(step, "tokenscope.step.id")), r.step);
+    EXPECT_EQ(*attribute(step, "tokenscope.task.id"), json({{"intValue", std::to_string(r.task)}}));
+    EXPECT_EQ(step["traceId"], (*sp)["traceId"]);
+    EXPECT_EQ(string_of(attribute(*sp, "gen_ai.conversation.id")), std::to_string(r.task));
+    EXPECT_EQ(string_of(attribute(*sp, "tokenscope.step.id")), r.step);
+    // Inside its step in time too: one clock.
+    EXPECT_GE(std::stoull((*sp)["startTimeUnixNano"].get<std::string>()),
+              std::stoull(step["startTimeUnixNano"].get<std::string>()));
+    EXPECT_LE(std::stoull((*sp)["endTimeUnixNano"].get<std::string>()),
+              std::stoull(step["endTimeUnixNano"].get<std::string>()));
+  }
+
+  // The same run exports the same ids.
+  std::vector<std::string> again_problems;
+  const auto again = export_task_run(again_problems);
+  std::set<std::string> a, b;
+  for (const auto& sp : e->spans)
+    a.insert(sp["traceId"].get<std::string>() + sp["spanId"].get<std::string>());
+  for (const auto& sp : again->spans)
+    b.insert(sp["traceId"].get<std::string>() + sp["spanId"].get<std::string>());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), e->spans.size());  // no two spans share an id
+}
+
+TEST(ExportOtlpTasks, ABadTaskLineIsNamedOrSkipped) {
+  const testing::TaskRun run = testing::task_run(3 * kNanosPerSecond);
+  json bad = run.tasks[1];
+  bad["steps"][0]["t_start_ns"] = "soon";
+  const std::string tasks = run.tasks[0].dump() + "\n" + bad.dump() + "\n";
+  std::vector<std::string> problems;
+  try {
+    export_task_run(problems, &tasks);
+    FAIL() << "a bad task line was accepted";
+  } catch (const InputError& err) {
+    EXPECT_NE(err.file().find("tasks.jsonl"), std::string::npos) << err.file();
+    EXPECT_EQ(err.line(), 2u);
+    EXPECT_EQ(err.field(), "steps[0].t_start_ns");
+    EXPECT_NE(std::string(err.what()).find("should be an integer, not a string"), std::string::npos)
+        << err.what();
+  }
+  TempDir dir;
+  testing::write_text(dir.path() / "requests.jsonl", testing::requests_jsonl(run.requests));
+  testing::write_text(dir.path() / "tasks.jsonl", tasks);
+  RunSource src;
+  src.dir = dir.path();
+  OtlpOptions o;
+  o.bad_lines = BadLines::kSkip;
+  o.clock = ClockAnchor{kAnchorMono, kAnchorUnix};
+  std::vector<json> spans;
+  const OtlpStats stats = write_otlp(
+      src, {}, o,
+      [&](std::string_view body, std::uint64_t) {
+        const json req = json::parse(body);
+        check_traces(req, problems);
+        for (const auto& sp : req["resourceSpans"][0]["scopeSpans"][0]["spans"]) spans.push_back(sp);
+      },
+      [](std::string_view, std::uint64_t) {});
+  EXPECT_TRUE(problems.empty()) << problems_text(problems);
+  EXPECT_EQ(stats.tasks, 1u);
+  EXPECT_EQ(stats.tasks_read.skipped, 1u);
+  // Task 4's model call has no task span to hang from: a trace of its own.
+  EXPECT_EQ(stats.requests_in_tasks, 2u);
+  EXPECT_EQ(spans.size(), 1u + 5u + 5u);
+}
+
 // ------------------------------------------------------------ push
 
 // An OTLP/HTTP receiver on a loopback port: checks every request against the
@@ -583,6 +859,18 @@ TEST(PushOtlp, TheReceiverGetsEverySpanEventAndPointInValidRequests) {
   EXPECT_EQ(r.requests_sent, r.stats.trace_requests + r.stats.metric_requests);
   EXPECT_EQ(static_cast<std::uint64_t>(rx.receiver.posts), r.requests_sent);
   EXPECT_TRUE(slept.empty());
+}
+
+TEST(PushOtlp, TaskSpansArePushedToo) {
+  std::vector<std::string> problems;
+  const auto e = export_task_run(problems);  // the run directory, and what the files hold
+  Loopback rx;
+  const PushResult r = push_otlp(e->dir.path(), rx.url(), small_batches(), [](double) {});
+  EXPECT_TRUE(r.ok()) << r.describe();
+  EXPECT_TRUE(rx.receiver.problems.empty()) << problems_text(rx.receiver.problems);
+  EXPECT_EQ(rx.receiver.counted.spans, e->spans.size());
+  EXPECT_EQ(r.stats.tasks, 2u);
+  EXPECT_EQ(r.stats.requests_in_tasks, 3u);
 }
 
 TEST(PushOtlp, RetryableAnswersAreRetriedWithBackoff) {

@@ -29,6 +29,9 @@ using namespace observe;  // observations and the canonical series
 namespace {
 
 constexpr int kRequestsPid = 1;
+// The "tasks" process, when the run has tasks (tasks.jsonl); the samples'
+// processes follow it (or the requests' one when there are none, as before).
+constexpr int kTasksPid = 2;
 
 // Where the lines go: a string (tests) or an OutputFile.
 class LineSink {
@@ -239,6 +242,12 @@ void write_request(TraceWriter& w, PerfettoStats& stats, const RequestRecord& r,
       jsonout::append_uint(b, r.turn);
     }
     if (r.warmup) b += ",\"warmup\":true";
+    if (r.task >= 0) {  // a model call of a task: the task's slice and its step's name it
+      b += ",\"task\":";
+      jsonout::append_int(b, r.task);
+      b += ",\"step\":";
+      jsonout::append_string(b, r.step);
+    }
     const std::pair<const char*, std::int64_t> numbers[] = {{"prompt_tokens", r.prompt_tokens},
                                                             {"output_tokens", r.output_tokens},
                                                             {"cached_tokens", r.cached_tokens},
@@ -296,7 +305,8 @@ std::string display_name(std::string_view name, const Labels& labels) {
 
 class CounterWriter {
  public:
-  CounterWriter(TraceWriter& w, PerfettoStats& stats) : w_(w), stats_(stats) {}
+  CounterWriter(TraceWriter& w, PerfettoStats& stats, int first_pid)
+      : w_(w), stats_(stats), first_pid_(first_pid) {}
 
   void observation(const Observation& o) {
     const int pid = pid_of(o.source);
@@ -324,7 +334,7 @@ class CounterWriter {
   int pid_of(const std::string& source) {
     const auto it = pids_.find(source);
     if (it != pids_.end()) return it->second;
-    const int pid = kRequestsPid + 1 + static_cast<int>(pids_.size());
+    const int pid = first_pid_ + static_cast<int>(pids_.size());
     pids_.emplace(source, pid);
     w_.metadata("process_name", pid, 0, source);
     w_.metadata("process_sort_index", pid, 0, "", pid);
@@ -404,9 +414,234 @@ class CounterWriter {
 
   TraceWriter& w_;
   PerfettoStats& stats_;
+  int first_pid_;
   std::unordered_map<std::string, int> pids_;
   std::unordered_map<std::string, TrackState> tracks_;
 };
+
+// ---------------------------------------------------------------- tasks
+//
+// A task is a slice on a thread of the "tasks" process, its steps slices
+// nested in it. The JSON importer keeps one stack of open slices per thread:
+// a slice that starts inside another and ends after it does not nest, and is
+// drawn wrong. A task's steps overlap (fan-out runs in parallel), so they
+// cannot all be children of the task's slice on one thread. Each task gets
+// as many threads as it has steps running at once, one after the other
+// (tids in a row, so they sort together): the first holds the task's slice
+// and, nested in it, its critical path (a chain: each step starts once the
+// one before it ended) with whatever else fits between; each other step
+// goes on the lowest of the task's threads free over its whole time.
+// Async events ("b"/"e") were the other way: Perfetto puts async slices of
+// one id on a track of their own, so parallel steps would still need an id
+// each, and their tracks would sit apart from the task's thread, where the
+// steps are seen in their task.
+
+// Where a task's steps are drawn: the thread (0 = the task's own) of each
+// step that ran (t_start >= 0; the others get UINT32_MAX), which are on its
+// critical path, and how many threads the task needs.
+struct StepLayout {
+  std::vector<std::uint32_t> thread;
+  std::vector<char> critical;
+  std::uint32_t depth = 1;
+};
+
+StepLayout lay_out_steps(const TaskRecord& t) {
+  StepLayout out;
+  out.thread.assign(t.steps.size(), UINT32_MAX);
+  out.critical.assign(t.steps.size(), 0);
+  std::vector<std::uint32_t> order;
+  if (t.critical_path) {
+    std::unordered_map<std::string_view, std::uint32_t> index;  // step ids are unique (the reader checks)
+    for (std::uint32_t i = 0; i < t.steps.size(); ++i) index.emplace(t.steps[i].id, i);
+    for (const auto& id : t.critical_path->steps) {
+      const auto it = index.find(id);
+      if (it == index.end() || out.critical[it->second]) continue;
+      out.critical[it->second] = 1;
+      if (t.steps[it->second].t_start >= 0) order.push_back(it->second);
+    }
+  }
+  const std::size_t first_other = order.size();
+  for (std::uint32_t i = 0; i < t.steps.size(); ++i)
+    if (t.steps[i].t_start >= 0 && !out.critical[i]) order.push_back(i);
+  std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(first_other), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return t.steps[a].t_start < t.steps[b].t_start; });
+  // Each thread's steps sorted by (start, end); as none of them overlap,
+  // their ends are sorted too.
+  std::vector<std::vector<Extent>> threads;
+  const auto fits = [](const std::vector<Extent>& on, const Extent& e) {
+    const auto after = std::lower_bound(on.begin(), on.end(), e.end,
+                                        [](const Extent& x, Nanos t_end) { return x.start < t_end; });
+    return after == on.begin() || std::prev(after)->end <= e.start;
+  };
+  for (const std::uint32_t i : order) {
+    const Extent e{t.steps[i].t_start, t.steps[i].t_end};
+    std::uint32_t l = 0;
+    while (l < threads.size() && !fits(threads[l], e)) ++l;
+    if (l == threads.size()) threads.emplace_back();
+    auto& on = threads[l];
+    on.insert(std::upper_bound(on.begin(), on.end(), e,
+                               [](const Extent& a, const Extent& b) {
+                                 return a.start != b.start ? a.start < b.start : a.end < b.end;
+                               }),
+              e);
+    out.thread[i] = l;
+  }
+  out.depth = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(threads.size()));
+  return out;
+}
+
+void append_string_array(std::string& b, const std::vector<std::string>& v) {
+  b += '[';
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) b += ',';
+    jsonout::append_string(b, v[i]);
+  }
+  b += ']';
+}
+
+void write_task(TraceWriter& w, PerfettoStats& stats, const TaskRecord& t, std::int64_t tid,
+                const StepLayout& layout) {
+  {
+    std::string& b = w.open('X');
+    b += ",\"cat\":\"task\",\"name\":";
+    jsonout::append_string(b,
+                           t.task_class.empty() ? std::string_view("task") : std::string_view(t.task_class));
+    b += ",\"pid\":";
+    jsonout::append_int(b, kTasksPid);
+    b += ",\"tid\":";
+    jsonout::append_int(b, tid);
+    b += ",\"ts\":";
+    w.ts(b, t.t_start);
+    b += ",\"dur\":";
+    append_micros(b, t.t_end - t.t_start);
+    if (t.outcome != "ok") b += ",\"cname\":\"terrible\"";
+    b += ",\"args\":{\"id\":";
+    jsonout::append_uint(b, t.id);
+    b += ",\"outcome\":";
+    jsonout::append_string(b, t.outcome);
+    const std::pair<const char*, const std::string*> strings[] = {{"class", &t.task_class},
+                                                                  {"tenant", &t.tenant},
+                                                                  {"mode", &t.mode},
+                                                                  {"failure", &t.failure},
+                                                                  {"failed_step", &t.failed_step}};
+    for (const auto& [k, v] : strings) {
+      if (v->empty()) continue;
+      b += ",\"";
+      b += k;
+      b += "\":";
+      jsonout::append_string(b, *v);
+    }
+    if (t.warmup) b += ",\"warmup\":true";
+    b += ",\"steps\":";
+    jsonout::append_uint(b, t.steps.size());
+    std::vector<std::string> skipped;
+    for (const auto& s : t.steps)
+      if (s.t_start < 0) skipped.push_back(s.id);
+    if (!skipped.empty()) {
+      b += ",\"not_run\":";
+      append_string_array(b, skipped);
+    }
+    if (t.critical_path) {
+      const TaskCriticalPath& c = *t.critical_path;
+      b += ",\"critical_path\":{\"steps\":";
+      append_string_array(b, c.steps);
+      const std::pair<const char*, double> parts[] = {{"total_ms", c.total_ms},
+                                                      {"model_ms", c.model_ms},
+                                                      {"tool_ms", c.tool_ms},
+                                                      {"client_ms", c.client_ms},
+                                                      {"queue_ms", c.queue_ms}};
+      for (const auto& [k, v] : parts) {
+        if (v < 0 || !std::isfinite(v)) continue;
+        b += ",\"";
+        b += k;
+        b += "\":";
+        append_double(b, v);
+      }
+      b += '}';
+    }
+    b += '}';
+    w.close_event(b);
+    ++stats.slices;
+    ++stats.tasks;
+  }
+  for (std::size_t i = 0; i < t.steps.size(); ++i) {
+    const TaskStepRecord& s = t.steps[i];
+    if (layout.thread[i] == UINT32_MAX) continue;  // never ran
+    std::string& b = w.open('X');
+    b += ",\"cat\":";
+    jsonout::append_string(b, s.kind);
+    b += ",\"name\":";
+    jsonout::append_string(b, s.id);
+    b += ",\"pid\":";
+    jsonout::append_int(b, kTasksPid);
+    b += ",\"tid\":";
+    jsonout::append_int(b, tid + layout.thread[i]);
+    b += ",\"ts\":";
+    w.ts(b, s.t_start);
+    b += ",\"dur\":";
+    append_micros(b, s.t_end - s.t_start);
+    if (s.outcome == "failed") b += ",\"cname\":\"terrible\"";
+    b += ",\"args\":{\"task\":";
+    jsonout::append_uint(b, t.id);
+    b += ",\"id\":";
+    jsonout::append_string(b, s.id);
+    b += ",\"kind\":";
+    jsonout::append_string(b, s.kind);
+    if (!s.name.empty()) {
+      b += ",\"name\":";
+      jsonout::append_string(b, s.name);
+    }
+    if (!s.outcome.empty()) {
+      b += ",\"outcome\":";
+      jsonout::append_string(b, s.outcome);
+    }
+    b += ",\"attempts\":";
+    jsonout::append_uint(b, s.attempts);
+    if (!s.failure.empty()) {
+      b += ",\"failure\":";
+      jsonout::append_string(b, s.failure);
+    }
+    if (!s.retried.empty()) {
+      b += ",\"retried\":";
+      append_string_array(b, s.retried);
+    }
+    if (!s.requests.empty()) {  // the request slices of process "requests" (args.id)
+      b += ",\"requests\":[";
+      for (std::size_t k = 0; k < s.requests.size(); ++k) {
+        if (k) b += ',';
+        jsonout::append_uint(b, s.requests[k]);
+      }
+      b += ']';
+    }
+    const std::pair<const char*, std::int64_t> numbers[] = {{"prompt_tokens", s.prompt_tokens},
+                                                            {"cached_tokens", s.cached_tokens},
+                                                            {"output_tokens", s.output_tokens}};
+    for (const auto& [k, v] : numbers) {
+      if (v < 0) continue;
+      b += ",\"";
+      b += k;
+      b += "\":";
+      jsonout::append_int(b, v);
+    }
+    if (!s.documents.empty()) {
+      b += ",\"documents\":";
+      append_string_array(b, s.documents);
+    }
+    if (s.t_ready >= 0 && s.t_ready <= s.t_start) {
+      b += ",\"ready_to_start_us\":";  // waiting for a slot after the steps before it ended
+      append_micros(b, s.t_start - s.t_ready);
+    }
+    if (layout.critical[i]) b += ",\"critical\":true";
+    if (!s.detail.empty()) {
+      b += ",\"detail\":";
+      jsonout::append_string(b, utf8_prefix(s.detail, 200));
+    }
+    b += '}';
+    w.close_event(b);
+    ++stats.slices;
+    ++stats.task_steps;
+  }
+}
 
 PerfettoStats write_trace(const RunSource& source, LineSink& sink, const PerfettoOptions& o) {
   PerfettoStats stats;
@@ -423,6 +658,22 @@ PerfettoStats write_trace(const RunSource& source, LineSink& sink, const Perfett
       extents.push_back(e);
       if (e.start >= 0 && (origin < 0 || e.start < origin)) origin = e.start;
     }
+  }
+  // Each task's extent and threads (its steps running at once), for the
+  // origin and the task lanes: 20 bytes a task.
+  std::vector<Extent> task_extents;
+  std::vector<std::uint32_t> task_depths;
+  if (auto tasks = source.open_tasks(o.bad_lines)) {
+    stats.tasks_found = true;
+    TaskRecord t;
+    while (tasks->next(t)) {
+      Extent e{t.t_start, t.t_end};
+      if ((t.warmup && !o.include_warmup) || t.t_end < 0) e = {};
+      task_extents.push_back(e);
+      task_depths.push_back(e.start >= 0 ? lay_out_steps(t).depth : 0);
+      if (e.start >= 0 && (origin < 0 || e.start < origin)) origin = e.start;
+    }
+    stats.tasks_read = tasks->stats();
   }
   if (auto samples = source.open_samples(o.bad_lines)) {
     Observation obs;
@@ -475,10 +726,64 @@ PerfettoStats write_trace(const RunSource& source, LineSink& sink, const Perfett
     stats.requests_read = reader.stats();
   }
 
+  // The tasks: lanes as for requests (a lane reused once its task ended, or
+  // a lane per task), each lane as many threads as the most steps running at
+  // once in a task on it, their tids in a row.
+  const bool any_task =
+      std::any_of(task_extents.begin(), task_extents.end(), [](const Extent& e) { return e.start >= 0; });
+  if (any_task) {
+    w.metadata("process_name", kTasksPid, 0, "tasks");
+    w.metadata("process_sort_index", kTasksPid, 0, "", 1);
+    std::vector<std::uint32_t> task_lane;
+    std::uint32_t lanes = 0;
+    if (o.lanes) {
+      task_lane = assign_lanes(task_extents, lanes);
+    } else {
+      task_lane.assign(task_extents.size(), 0);
+      for (std::size_t k = 0; k < task_extents.size(); ++k)
+        if (task_extents[k].start >= 0) task_lane[k] = lanes++;
+    }
+    std::vector<std::uint32_t> depth(lanes, 1);
+    for (std::size_t k = 0; k < task_extents.size(); ++k) {
+      if (task_extents[k].start < 0) continue;
+      depth[task_lane[k]] = std::max(depth[task_lane[k]], task_depths[k]);
+    }
+    std::vector<std::int64_t> first_tid(lanes, 1);
+    for (std::uint32_t l = 1; l < lanes; ++l) first_tid[l] = first_tid[l - 1] + depth[l - 1];
+
+    auto reader = source.open_tasks(o.bad_lines);
+    TaskRecord t;
+    std::vector<char> named(lanes, 0);
+    for (std::size_t k = 0; reader && reader->next(t); ++k) {
+      if (k >= task_extents.size()) break;  // the file grew since pass 1
+      if (t.warmup && !o.include_warmup) {
+        ++stats.warmup_tasks_left_out;
+        continue;
+      }
+      if (task_extents[k].start < 0) {
+        ++stats.tasks_without_times;
+        continue;
+      }
+      const std::uint32_t l = task_lane[k];
+      const StepLayout layout = lay_out_steps(t);
+      if (!named[l]) {  // thread names: "lane 3", "lane 3 #2", ... (or "task ID", ...)
+        named[l] = 1;
+        const std::string base = o.lanes ? fmt::format("lane {}", l + 1) : fmt::format("task {}", t.id);
+        for (std::uint32_t j = 0; j < depth[l]; ++j) {
+          const std::int64_t tid = first_tid[l] + j;
+          w.metadata("thread_name", kTasksPid, tid, j == 0 ? base : fmt::format("{} #{}", base, j + 1));
+          w.metadata("thread_sort_index", kTasksPid, tid, "", tid);
+        }
+        stats.task_threads += depth[l];
+      }
+      write_task(w, stats, t, first_tid[l], layout);
+    }
+  }
+
   // The counter tracks.
   if (auto samples = source.open_samples(o.bad_lines)) {
     stats.samples_found = true;
-    CounterWriter counters(w, stats);
+    CounterWriter counters(w, stats, any_task ? kTasksPid + 1 : kRequestsPid + 1);
     Observation obs;
     while (samples->next(obs)) {
       ++stats.observations;

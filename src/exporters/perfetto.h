@@ -11,6 +11,12 @@
 //    "queued" (t_sched → t_send), "waiting" (t_send → first token, or the end
 //    when none came) and "decoding" (first → last token); an instant
 //    "headers" at t_headers and an instant "token" at each output event.
+//  * process "tasks" (when the run has tasks.jsonl): per task a slice named
+//    by its class over t_start..t_end, and its steps' slices nested in it,
+//    on lanes of threads as for requests: a task's steps that run at once
+//    go on more threads of the task, right below its own (perfetto.cpp
+//    says why). Model calls keep their slices under "requests", their args
+//    naming the task and the step, the step's args their request ids.
 //  * one process per samples.jsonl source ("server", "gpu", "host", ...):
 //    counter tracks ("C" events) for every canonical series — gauges as
 //    read, counters as their rate per second over each interval between two
@@ -19,11 +25,13 @@
 //
 // Timestamps are microseconds (three decimals: exact nanoseconds) on the
 // run's monotonic clock from the earliest time in the run (the first
-// scheduled request, or an earlier sample), so that none is negative.
+// scheduled request, or an earlier task start or sample), so that none is
+// negative; tasks and requests share it.
 //
 // requests.jsonl is read twice, a line at a time: once for the time origin
 // and the lanes (16 bytes kept per request, plus 4 for its lane), once to
-// write. samples.jsonl likewise, keeping the previous value of each series.
+// write. tasks.jsonl likewise (20 bytes a task, plus 4 for its lane).
+// samples.jsonl likewise, keeping the previous value of each series.
 #pragma once
 
 #include <cstdint>
@@ -59,12 +67,20 @@ struct PerfettoStats {
   std::uint64_t non_finite_values = 0;            // NaN / Inf values left out (JSON has none)
   ReadStats requests_read;
   ReadStats samples_read;
+  // tasks.jsonl (agentic tasks, docs/tasks.md)
+  bool tasks_found = false;
+  std::uint64_t tasks = 0;                  // task slices
+  std::uint64_t task_steps = 0;             // step slices (steps that ran)
+  std::uint32_t task_threads = 0;           // threads of the "tasks" process
+  std::uint64_t tasks_without_times = 0;    // records without a start and an end (not drawn)
+  std::uint64_t warmup_tasks_left_out = 0;  // include_warmup = false
+  ReadStats tasks_read;
   Nanos origin_ns = 0;  // monotonic time of ts 0
   std::uint64_t bytes = 0;
 };
 
 // Writes out_path (through out_path.tmp, renamed when whole) from run_dir's
-// requests.jsonl and, when there is one, samples.jsonl. Throws InputError for
+// requests.jsonl and, when there are, tasks.jsonl and samples.jsonl. Throws InputError for
 // a bad line (BadLines::kFail), UsageError when requests.jsonl cannot be
 // opened, IoError when the output cannot be written.
 PerfettoStats export_perfetto(const std::filesystem::path& run_dir, const std::filesystem::path& out_path,

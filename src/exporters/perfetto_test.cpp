@@ -1,6 +1,8 @@
 #include "exporters/perfetto.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -423,6 +425,278 @@ TEST(ExportPerfetto, LongDetailsAreCutBetweenCharacters) {
     ++found;
   }
   EXPECT_EQ(found, 1);
+}
+
+// ---------------------------------------------------------------- tasks
+
+Exported export_tasks(const testing::TaskRun& run, const std::string& tasks,
+                      std::optional<std::string> samples = std::nullopt, const PerfettoOptions& o = {}) {
+  const std::string requests = testing::requests_jsonl(run.requests);
+  RunSource src;
+  src.requests_text = requests;
+  src.tasks_text = tasks;
+  if (samples) src.samples_text = *samples;
+  src.no_samples = !samples;
+  std::string out;
+  Exported e;
+  e.stats = write_perfetto(src, out, o);
+  e.trace = json::parse(out);
+  return e;
+}
+
+// Slices of one thread nest: sorted by start (the longer first at one
+// start), each starts at or after the end of the one before it at its
+// depth, or ends within it. "" when they do, else the first that does not.
+std::string nesting_problem(std::vector<json> slices) {
+  std::sort(slices.begin(), slices.end(), [](const json& a, const json& b) {
+    return ns(a["ts"]) != ns(b["ts"]) ? ns(a["ts"]) < ns(b["ts"]) : ns(a["dur"]) > ns(b["dur"]);
+  });
+  std::vector<Nanos> open;  // ends of the enclosing slices
+  for (const auto& x : slices) {
+    const Nanos from = ns(x["ts"]), to = from + ns(x["dur"]);
+    while (!open.empty() && open.back() <= from) open.pop_back();
+    if (!open.empty() && to > open.back()) return x.dump();
+    open.push_back(to);
+  }
+  return "";
+}
+
+const json* slice_named(const std::vector<json>& slices, const std::string& name) {
+  const json* found = nullptr;
+  for (const auto& x : slices)
+    if (x["name"] == name) {
+      if (found) return nullptr;  // two of one name: the test names each once
+      found = &x;
+    }
+  return found;
+}
+
+TEST(ExportPerfettoTasks, TasksAndTheirStepsAreNestedSlicesOnTheRunsClock) {
+  constexpr Nanos base = 7'000'000'000;
+  const testing::TaskRun run = testing::task_run(base);
+  Observation obs;
+  obs.t_ns = base + 500'000'000;
+  obs.source = "server";
+  obs.canonical = {{"requests_running", {}, 2}};
+  const Exported e = export_tasks(run, run.tasks_jsonl(), testing::samples_jsonl({obs}));
+  ASSERT_EQ(schema_problem(e.trace), "");
+
+  // Task 3 starts first: it is the time origin, before any request.
+  const Nanos origin = base + 100'000;
+  EXPECT_EQ(e.stats.origin_ns, origin);
+  EXPECT_TRUE(e.stats.tasks_found);
+  EXPECT_EQ(e.stats.tasks, 2u);
+  EXPECT_EQ(e.stats.task_steps, 7u);  // reply never ran
+  EXPECT_EQ(e.stats.task_threads, 4u);
+
+  // Processes: requests (sort 0), tasks (pid 2, sort 1), then the samples' one.
+  std::map<int, std::string> process;
+  std::map<int, std::int64_t> sort_index;
+  std::map<std::int64_t, std::string> task_threads;
+  for (const auto& m : events_of(e.trace, 'M')) {
+    if (m["name"] == "process_name") process[m["pid"]] = m["args"]["name"];
+    if (m["name"] == "process_sort_index") sort_index[m["pid"]] = m["args"]["sort_index"];
+    if (m["name"] == "thread_name" && m["pid"] == 2) task_threads[m["tid"]] = m["args"]["name"];
+  }
+  EXPECT_EQ(process, (std::map<int, std::string>{{1, "requests"}, {2, "tasks"}, {3, "server"}}));
+  EXPECT_LT(sort_index[1], sort_index[2]);
+  EXPECT_LT(sort_index[2], sort_index[3]);
+  // Two lanes (the tasks overlap); task 3 runs three steps at once.
+  EXPECT_EQ(task_threads, (std::map<std::int64_t, std::string>{
+                              {1, "lane 1"}, {2, "lane 1 #2"}, {3, "lane 1 #3"}, {4, "lane 2"}}));
+
+  std::vector<json> tasks, steps, requests;
+  std::map<std::int64_t, std::vector<json>> by_tid;
+  for (const auto& x : events_of(e.trace, 'X')) {
+    if (x["pid"] == 1) {
+      if (x["name"].get<std::string>().starts_with("request ")) requests.push_back(x);
+      continue;
+    }
+    ASSERT_EQ(x["pid"], 2) << x;
+    (x["cat"] == "task" ? tasks : steps).push_back(x);
+    by_tid[x["tid"].get<std::int64_t>()].push_back(x);
+  }
+  ASSERT_EQ(tasks.size(), 2u);
+  ASSERT_EQ(steps.size(), 7u);
+  // No thread holds slices that overlap without nesting.
+  for (const auto& [tid, slices] : by_tid) EXPECT_EQ(nesting_problem(slices), "") << "thread " << tid;
+
+  const json* research = slice_named(tasks, "research");
+  const json* support = slice_named(tasks, "support");
+  ASSERT_TRUE(research && support);
+  EXPECT_EQ(ns((*research)["ts"]), 0);
+  EXPECT_EQ(ns((*research)["dur"]), 900'000'000 - 100'000);
+  EXPECT_EQ((*research)["tid"], 1);
+  EXPECT_EQ((*research)["args"]["id"], 3);
+  EXPECT_EQ((*research)["args"]["outcome"], "ok");
+  EXPECT_EQ((*research)["args"]["mode"], "scripted");
+  EXPECT_EQ((*research)["args"]["steps"], 5);
+  EXPECT_EQ((*research)["args"]["critical_path"]["steps"], json({"plan", "r2", "summary"}));
+  EXPECT_EQ((*research)["args"]["critical_path"]["model_ms"], 790.5);
+  EXPECT_FALSE((*research).contains("cname"));
+  EXPECT_EQ(ns((*support)["ts"]), base + 200'000'000 - origin);
+  EXPECT_EQ((*support)["tid"], 4);
+  EXPECT_EQ((*support)["cname"], "terrible");
+  EXPECT_EQ((*support)["args"]["failure"], "timeout");
+  EXPECT_EQ((*support)["args"]["failed_step"], "lookup-1");
+  EXPECT_EQ((*support)["args"]["not_run"], json({"reply"}));
+
+  // Every step against its record: times, and args.
+  const std::map<std::string, std::int64_t> task_tid = {{"3", 1}, {"4", 4}};
+  for (const auto& t : run.tasks) {
+    for (const auto& s : t["steps"]) {
+      if (!s.contains("t_start_ns")) {
+        EXPECT_EQ(slice_named(steps, s["id"]), nullptr) << s;
+        continue;
+      }
+      const json* x = slice_named(steps, s["id"]);
+      ASSERT_NE(x, nullptr) << s;
+      EXPECT_EQ(ns((*x)["ts"]), s["t_start_ns"].get<Nanos>() - origin) << s;
+      EXPECT_EQ(ns((*x)["dur"]), s["t_end_ns"].get<Nanos>() - s["t_start_ns"].get<Nanos>()) << s;
+      EXPECT_EQ((*x)["cat"], s["kind"]);
+      EXPECT_EQ((*x)["args"]["task"], t["id"]);
+      EXPECT_EQ((*x)["args"]["kind"], s["kind"]);
+      EXPECT_EQ((*x)["args"]["name"], s["name"]);
+      EXPECT_EQ((*x)["args"]["attempts"], s["attempts"]);
+      EXPECT_EQ((*x)["args"]["outcome"], s["outcome"]);
+      EXPECT_EQ((*x)["args"].value("requests", json::array()), s.value("requests", json::array()));
+      // On the task's threads, right below it.
+      const std::int64_t first = task_tid.at(t["id"].dump());
+      EXPECT_GE((*x)["tid"], first);
+      EXPECT_LT((*x)["tid"], first + (t["id"] == 3 ? 3 : 1));
+    }
+  }
+  // The critical path nests in the task's slice on its thread; the steps
+  // that ran beside it go below, one thread each as they overlap.
+  for (const char* id : {"plan", "r2", "summary"}) {
+    EXPECT_EQ((*slice_named(steps, id))["tid"], 1) << id;
+    EXPECT_EQ((*slice_named(steps, id))["args"]["critical"], true) << id;
+  }
+  EXPECT_EQ((*slice_named(steps, "r1"))["tid"], 2);
+  EXPECT_EQ((*slice_named(steps, "weather"))["tid"], 3);
+  EXPECT_FALSE((*slice_named(steps, "r1"))["args"].contains("critical"));
+  const json& weather = *slice_named(steps, "weather");
+  EXPECT_EQ(weather["args"]["retried"], json({"http"}));
+  EXPECT_EQ((*slice_named(steps, "r1"))["args"]["documents"], json({"doc-58", "doc-285", "doc-446"}));
+  const json& plan = *slice_named(steps, "plan");
+  EXPECT_EQ(plan["args"]["prompt_tokens"], 64);
+  EXPECT_EQ(plan["args"]["cached_tokens"], 16);
+  EXPECT_EQ(plan["args"]["ready_to_start_us"], 100);
+  const json& lookup = *slice_named(steps, "lookup-1");
+  EXPECT_EQ(lookup["cname"], "terrible");
+  EXPECT_EQ(lookup["args"]["failure"], "timeout");
+  EXPECT_EQ(lookup["args"]["detail"], "no answer within 200 ms");
+  EXPECT_EQ(lookup["tid"], 4);
+
+  // One time base: each model call's request slice lies within its step's,
+  // and names the task and the step; a plain request names neither.
+  for (const auto& r : run.requests) {
+    const json* x = slice_named(requests, "request " + std::to_string(r.id));
+    ASSERT_NE(x, nullptr) << r.id;
+    EXPECT_EQ(ns((*x)["ts"]), r.t_sched - origin);
+    if (r.task < 0) {
+      EXPECT_FALSE((*x)["args"].contains("task")) << r.id;
+      continue;
+    }
+    EXPECT_EQ((*x)["args"]["task"], r.task);
+    EXPECT_EQ((*x)["args"]["step"], r.step);
+    if (r.task == 99) continue;  // no such task in tasks.jsonl
+    const json& step = *slice_named(steps, r.step);
+    EXPECT_GE(ns((*x)["ts"]), ns(step["ts"])) << r.id;
+    EXPECT_LE(ns((*x)["ts"]) + ns((*x)["dur"]), ns(step["ts"]) + ns(step["dur"])) << r.id;
+  }
+  EXPECT_EQ(e.stats.slices, events_of(e.trace, 'X').size());
+  EXPECT_EQ(e.stats.events, e.trace["traceEvents"].size());
+}
+
+TEST(ExportPerfettoTasks, WithoutLanesEachTaskHasItsOwnThreads) {
+  const testing::TaskRun run = testing::task_run(1'000'000'000);
+  PerfettoOptions o;
+  o.lanes = false;
+  const Exported e = export_tasks(run, run.tasks_jsonl(), std::nullopt, o);
+  ASSERT_EQ(schema_problem(e.trace), "");
+  std::map<std::int64_t, std::string> names;
+  for (const auto& m : events_of(e.trace, 'M'))
+    if (m["name"] == "thread_name" && m["pid"] == 2) names[m["tid"]] = m["args"]["name"];
+  EXPECT_EQ(names, (std::map<std::int64_t, std::string>{
+                       {1, "task 3"}, {2, "task 3 #2"}, {3, "task 3 #3"}, {4, "task 4"}}));
+}
+
+TEST(ExportPerfettoTasks, ABadTaskLineIsNamedByFileLineAndFieldOrSkipped) {
+  const testing::TaskRun run = testing::task_run(1'000'000'000);
+  json bad = run.tasks[0];
+  bad["steps"][1]["kind"] = "thinking";
+  const std::string tasks = run.tasks[1].dump() + "\n" + bad.dump() + "\n";
+  try {
+    export_tasks(run, tasks);
+    FAIL() << "a bad task line was accepted";
+  } catch (const InputError& err) {
+    EXPECT_EQ(err.file(), "tasks.jsonl");
+    EXPECT_EQ(err.line(), 2u);
+    EXPECT_EQ(err.field(), "steps[1].kind");
+    EXPECT_NE(std::string(err.what()).find("'thinking' is not one of model, tool, retrieval"),
+              std::string::npos)
+        << err.what();
+  }
+  PerfettoOptions skip;
+  skip.bad_lines = BadLines::kSkip;
+  const Exported e = export_tasks(run, tasks + "not json\n", std::nullopt, skip);
+  ASSERT_EQ(schema_problem(e.trace), "");
+  EXPECT_EQ(e.stats.tasks, 1u);
+  EXPECT_EQ(e.stats.tasks_read.skipped, 2u);
+  EXPECT_NE(e.stats.tasks_read.first_skipped.find("tasks.jsonl:2: field 'steps[1].kind'"), std::string::npos)
+      << e.stats.tasks_read.first_skipped;
+}
+
+TEST(ExportPerfettoTasks, TasksThatContradictThemselvesAreRefused) {
+  const testing::TaskRun run = testing::task_run(1'000'000'000);
+  const auto with = [&](const std::function<void(json&)>& change) {
+    json t = run.tasks[0];
+    change(t);
+    return t.dump() + "\n";
+  };
+  const std::pair<std::string, const char*> cases[] = {
+      {with([](json& t) { t["steps"][4]["t_end_ns"] = t["t_end_ns"].get<Nanos>() + 1; }),
+       "steps[4].t_end_ns"},
+      {with([](json& t) { t["steps"][0]["t_start_ns"] = t["t_start_ns"].get<Nanos>() - 1; }),
+       "steps[0].t_start_ns"},
+      {with([](json& t) { t["steps"][1].erase("t_end_ns"); }), "steps[1].t_end_ns"},
+      {with([](json& t) { t["steps"][3]["id"] = "r1"; }), "steps[3].id"},
+      {with([](json& t) { t["steps"][2].erase("kind"); }), "steps[2].kind"},
+      {with([](json& t) { t["steps"][0]["requests"] = {"one"}; }), "steps[0].requests"},
+      {with([](json& t) { t["t_end_ns"] = 5; }), "t_end_ns"},
+      {with([](json& t) { t["outcome"] = "fine"; }), "outcome"},
+      {with([](json& t) { t.erase("steps"); }), "steps"},
+      {with([](json& t) { t["steps"] = json::array({1}); }), "steps[0]"},
+      {with([](json& t) { t["critical_path"]["model_ms"] = "long"; }), "critical_path.model_ms"},
+      {with([](json& t) { t.erase("id"); }), "id"},
+      {"[1]\n", ""},
+  };
+  for (const auto& [line, field] : cases) {
+    try {
+      export_tasks(run, line);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const InputError& err) {
+      EXPECT_EQ(err.field(), field) << err.what();
+      EXPECT_EQ(err.line(), 1u);
+    }
+  }
+}
+
+TEST(ExportPerfettoTasks, AnEmptyTasksFileChangesNothing) {
+  const testing::TaskRun run = testing::task_run(1'000'000'000);
+  const std::string requests = testing::requests_jsonl(run.requests);
+  RunSource without;
+  without.requests_text = requests;
+  without.no_samples = true;
+  RunSource empty = without;
+  empty.tasks_text = "";
+  std::string a, b;
+  write_perfetto(without, a);
+  const PerfettoStats stats = write_perfetto(empty, b);
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(stats.tasks_found);
+  EXPECT_EQ(stats.tasks, 0u);
 }
 
 }  // namespace

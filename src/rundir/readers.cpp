@@ -285,6 +285,8 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
   r.event_tokens.clear();
   r.id = 0;
   r.session = -1;
+  r.task = -1;
+  r.step.clear();
   r.prompt_tokens_planned = r.output_tokens_client = -1;
   r.output_tokens_counted_by_client = false;
   r.server_decode_ms = -1;
@@ -456,6 +458,248 @@ bool blank(std::string_view s) {
 
 }  // namespace
 
+// ---------------------------------------------------------------- tasks
+
+struct TaskLineParser::Impl {
+  dom::parser parser;
+  std::string buffer;
+  std::vector<std::pair<std::string_view, std::size_t>> ids;  // (id, index), sorted to find an id used twice
+};
+
+TaskLineParser::TaskLineParser() : impl_(std::make_unique<Impl>()) {}
+TaskLineParser::~TaskLineParser() = default;
+TaskLineParser::TaskLineParser(TaskLineParser&&) noexcept = default;
+TaskLineParser& TaskLineParser::operator=(TaskLineParser&&) noexcept = default;
+
+namespace {
+
+// A string that must be one of `values` (the words tasks.jsonl uses).
+void get_task_word(std::string_view key, dom::element v, std::initializer_list<std::string_view> values,
+                   std::string& out) {
+  get_string(key, v, out);
+  std::string list;
+  for (const std::string_view w : values) {
+    if (out == w) return;
+    list += list.empty() ? "" : ", ";
+    list += w;
+  }
+  throw LineError(std::string(key), fmt::format("{} is not one of {}", quote_input(out), list));
+}
+
+void get_task_strings(std::string_view key, dom::element v, std::vector<std::string>& out) {
+  dom::array a;
+  if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(key, v, "an array of strings");
+  out.clear();
+  for (const dom::element e : a) {
+    std::string_view s;
+    if (e.get_string().get(s) != simdjson::SUCCESS)
+      throw LineError(std::string(key), fmt::format("should hold strings, not {}", json_type_name(e.type())));
+    out.emplace_back(s);
+  }
+}
+
+double get_task_ms(std::string_view key, dom::element v) {
+  double d = 0;
+  if (v.get_double().get(d) != simdjson::SUCCESS) wrong_type(key, v, "a number (ms)");
+  return d;
+}
+
+// A LineError of a part of the record, its field named from the record's
+// root: "steps[2].kind", "critical_path.model_ms".
+[[noreturn]] void rethrow_within(const std::string& prefix, const LineError& e) {
+  throw LineError(e.field().empty() ? prefix : prefix + "." + e.field(), e.what());
+}
+
+void parse_task_step(dom::element v, TaskStepRecord& s) {
+  dom::object o;
+  if (v.get_object().get(o) != simdjson::SUCCESS) wrong_type("", v, "an object (one step)");
+  s.id.clear();
+  s.kind.clear();
+  s.name.clear();
+  s.outcome.clear();
+  s.failure.clear();
+  s.detail.clear();
+  s.attempts = 0;
+  s.t_ready = s.t_start = s.t_end = -1;
+  s.retried.clear();
+  s.requests.clear();
+  s.prompt_tokens = s.cached_tokens = s.output_tokens = -1;
+  s.documents.clear();
+  bool has_id = false, has_kind = false;
+  for (dom::key_value_pair kv : o) {
+    const std::string_view k = kv.key;
+    const dom::element e = kv.value;
+    if (k == "id") {
+      get_string(k, e, s.id);
+      has_id = true;
+    } else if (k == "kind") {
+      get_task_word(k, e, {"model", "tool", "retrieval"}, s.kind);
+      has_kind = true;
+    } else if (k == "name") {
+      get_string(k, e, s.name);
+    } else if (k == "outcome") {
+      get_task_word(k, e, {"ok", "failed", "skipped", "running", "waiting"}, s.outcome);
+    } else if (k == "failure") {
+      get_string(k, e, s.failure);
+    } else if (k == "detail") {
+      get_string(k, e, s.detail);
+    } else if (k == "attempts") {
+      const auto n = get_uint(k, e);
+      if (n > std::numeric_limits<std::uint32_t>::max()) throw LineError("attempts", "should be below 2^32");
+      s.attempts = static_cast<std::uint32_t>(n);
+    } else if (k == "t_ready_ns") {
+      s.t_ready = get_time(k, e);
+    } else if (k == "t_start_ns") {
+      s.t_start = get_time(k, e);
+    } else if (k == "t_end_ns") {
+      s.t_end = get_time(k, e);
+    } else if (k == "retried") {
+      get_task_strings(k, e, s.retried);
+    } else if (k == "documents") {
+      get_task_strings(k, e, s.documents);
+    } else if (k == "requests") {
+      dom::array a;
+      if (e.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, e, "an array of request ids");
+      for (const dom::element id : a) s.requests.push_back(get_uint(k, id));
+    } else if (k == "prompt_tokens") {
+      s.prompt_tokens = get_int(k, e);
+    } else if (k == "cached_tokens") {
+      s.cached_tokens = get_int(k, e);
+    } else if (k == "output_tokens") {
+      s.output_tokens = get_int(k, e);
+    }
+  }
+  if (!has_id) throw LineError("id", "missing (every step has one)");
+  if (!has_kind) throw LineError("kind", "missing (model, tool or retrieval)");
+  if (s.t_start >= 0 && s.t_end < 0)
+    throw LineError("t_end_ns", "is -1 for a step that started (a task ends after its steps do)");
+  if (s.t_end >= 0 && s.t_end < s.t_start)
+    throw LineError("t_end_ns", fmt::format("{} is before t_start_ns {}", s.t_end, s.t_start));
+}
+
+void parse_critical_path(dom::element v, TaskCriticalPath& c) {
+  dom::object o;
+  if (v.get_object().get(o) != simdjson::SUCCESS) wrong_type("", v, "an object");
+  for (dom::key_value_pair kv : o) {
+    const std::string_view k = kv.key;
+    double* slot = k == "total_ms"    ? &c.total_ms
+                   : k == "model_ms"  ? &c.model_ms
+                   : k == "tool_ms"   ? &c.tool_ms
+                   : k == "client_ms" ? &c.client_ms
+                   : k == "queue_ms"  ? &c.queue_ms
+                                      : nullptr;
+    if (slot) {
+      *slot = get_task_ms(k, kv.value);
+    } else if (k == "steps") {
+      get_task_strings(k, kv.value, c.steps);
+    }
+  }
+}
+
+}  // namespace
+
+// Long by nature: one branch per field of tasks.jsonl.
+void TaskLineParser::parse(std::string_view line, TaskRecord& t) {
+  auto& im = *impl_;
+  im.buffer.assign(line);
+  im.buffer.append(simdjson::SIMDJSON_PADDING, '\0');
+  dom::element doc;
+  if (const auto err = im.parser.parse(im.buffer.data(), line.size(), false).get(doc);
+      err != simdjson::SUCCESS)
+    throw LineError("", fmt::format("not JSON ({})", simdjson::error_message(err)));
+  dom::object root;
+  if (doc.get_object().get(root) != simdjson::SUCCESS)
+    throw LineError("", "should be a JSON object (one task)");
+
+  t.id = 0;
+  t.task_class.clear();
+  t.tenant.clear();
+  t.mode.clear();
+  t.outcome.clear();
+  t.failure.clear();
+  t.failed_step.clear();
+  t.t_sched = t.t_start = t.t_end = -1;
+  t.warmup = false;
+  t.critical_path.reset();
+  std::size_t steps = 0;  // t.steps keeps its elements (and their strings' capacity) from line to line
+  bool has_id = false, has_outcome = false, has_steps = false;
+  for (dom::key_value_pair kv : root) {
+    const std::string_view k = kv.key;
+    const dom::element v = kv.value;
+    if (k == "id") {
+      t.id = get_uint(k, v);
+      has_id = true;
+    } else if (k == "class") {
+      get_string(k, v, t.task_class);
+    } else if (k == "tenant") {
+      get_string(k, v, t.tenant);
+    } else if (k == "mode") {
+      get_string(k, v, t.mode);
+    } else if (k == "outcome") {
+      get_task_word(k, v, {"ok", "failed", "cancelled"}, t.outcome);
+      has_outcome = true;
+    } else if (k == "failure") {
+      get_string(k, v, t.failure);
+    } else if (k == "failed_step") {
+      get_string(k, v, t.failed_step);
+    } else if (k == "t_sched_ns") {
+      t.t_sched = get_time(k, v);
+    } else if (k == "t_start_ns") {
+      t.t_start = get_time(k, v);
+    } else if (k == "t_end_ns") {
+      t.t_end = get_time(k, v);
+    } else if (k == "warmup") {
+      if (v.get_bool().get(t.warmup) != simdjson::SUCCESS) wrong_type(k, v, "true or false");
+    } else if (k == "steps") {
+      dom::array a;
+      if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of steps");
+      steps = 0;
+      for (const dom::element e : a) {
+        if (steps == t.steps.size()) t.steps.emplace_back();
+        try {
+          parse_task_step(e, t.steps[steps]);
+        } catch (const LineError& err) {
+          rethrow_within(fmt::format("steps[{}]", steps), err);
+        }
+        ++steps;
+      }
+      has_steps = true;
+    } else if (k == "critical_path") {
+      try {
+        parse_critical_path(v, t.critical_path.emplace());
+      } catch (const LineError& err) {
+        rethrow_within("critical_path", err);
+      }
+    }
+  }
+  t.steps.resize(steps);
+  if (!has_id) throw LineError("id", "missing (every task record has one)");
+  if (!has_outcome) throw LineError("outcome", "missing (every task record has one)");
+  if (!has_steps) throw LineError("steps", "missing (every task record has its steps)");
+  if (t.t_end >= 0 && t.t_end < t.t_start)
+    throw LineError("t_end_ns", fmt::format("{} is before t_start_ns {}", t.t_end, t.t_start));
+  im.ids.clear();
+  for (std::size_t i = 0; i < t.steps.size(); ++i) {
+    const TaskStepRecord& s = t.steps[i];
+    im.ids.emplace_back(s.id, i);
+    if (s.t_start < 0 || t.t_start < 0 || t.t_end < 0) continue;
+    if (s.t_start < t.t_start)
+      throw LineError(fmt::format("steps[{}].t_start_ns", i),
+                      fmt::format("{} is before the task's t_start_ns {} (a step runs inside its task)",
+                                  s.t_start, t.t_start));
+    if (s.t_end > t.t_end)
+      throw LineError(
+          fmt::format("steps[{}].t_end_ns", i),
+          fmt::format("{} is after the task's t_end_ns {} (a step runs inside its task)", s.t_end, t.t_end));
+  }
+  std::sort(im.ids.begin(), im.ids.end());
+  for (std::size_t i = 1; i < im.ids.size(); ++i)
+    if (im.ids[i].first == im.ids[i - 1].first)  // the later of the two (sorted by index within an id)
+      throw LineError(
+          fmt::format("steps[{}].id", im.ids[i].second),
+          fmt::format("{} is the id of an earlier step of the task", quote_input(im.ids[i].first)));
+}
+
 RequestsReader::RequestsReader(const std::filesystem::path& file, BadLines bad_lines)
     : reader_(TextReader::open_regular(file.string(), "requests file")),
       file_(file.string()),
@@ -567,6 +811,35 @@ bool SamplesReader::next(Observation& out) {
   return false;
 }
 
+TasksReader::TasksReader(const std::filesystem::path& file, BadLines bad_lines)
+    : reader_(TextReader::open_regular(file.string(), "tasks file")),
+      file_(file.string()),
+      bad_lines_(bad_lines) {}
+
+TasksReader::TasksReader(std::string_view text, std::string file, BadLines bad_lines)
+    : reader_(text), file_(std::move(file)), bad_lines_(bad_lines) {}
+
+bool TasksReader::next(TaskRecord& out) {
+  std::string_view line;
+  while (reader_.next_line(line)) {
+    ++stats_.lines;
+    if (const auto flaw = reader_.flaw_message()) {
+      bad_line(bad_lines_, stats_, file_, reader_.line_number(), "", *flaw);
+      continue;
+    }
+    if (blank(line)) continue;
+    try {
+      parser_.parse(line, out);
+    } catch (const LineError& e) {
+      bad_line(bad_lines_, stats_, file_, reader_.line_number(), e.field(), e.what());
+      continue;
+    }
+    ++stats_.records;
+    return true;
+  }
+  return false;
+}
+
 RequestsReader RunSource::open_requests(BadLines bad_lines) const {
   if (requests_text) return RequestsReader(*requests_text, requests_name(), bad_lines);
   return RequestsReader(dir / "requests.jsonl", bad_lines);
@@ -587,6 +860,19 @@ std::string RunSource::requests_name() const {
 
 std::string RunSource::samples_name() const {
   return samples_text ? std::string("samples.jsonl") : (dir / "samples.jsonl").string();
+}
+
+std::optional<TasksReader> RunSource::open_tasks(BadLines bad_lines) const {
+  if (tasks_text) return TasksReader(*tasks_text, tasks_name(), bad_lines);
+  if (requests_text) return std::nullopt;
+  const auto path = dir / "tasks.jsonl";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  return TasksReader(path, bad_lines);
+}
+
+std::string RunSource::tasks_name() const {
+  return tasks_text ? std::string("tasks.jsonl") : (dir / "tasks.jsonl").string();
 }
 
 }  // namespace tokenscope::rundir

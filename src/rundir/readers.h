@@ -1,8 +1,8 @@
 // rundir: reading a run directory (docs/architecture.md "The run-directory
 // contract"): the fields of run.json every reader needs, requests.jsonl and
 // samples.jsonl line by line in bounded memory (core/text_reader.h), whole
-// or in byte ranges. The exporters (exporters/), the checklist and the
-// report (analyze/, report/) read runs through it.
+// or in byte ranges, and tasks.jsonl (docs/tasks.md) line by line. The exporters (exporters/), the checklist
+// and the report (analyze/, report/) read runs through it.
 //
 // A run can hold millions of requests: nothing here keeps more than one line
 // of a file. Bad lines follow BadLines: kFail stops with an InputError naming
@@ -169,6 +169,86 @@ class SamplesReader {
   std::function<bool(std::string_view)> take_;
 };
 
+// ---------------------------------------------------------------- tasks
+
+// One step of a task record (tasks.jsonl, written by bench/task_driver.cpp),
+// the fields the exporters draw. Times are the run's monotonic ns, -1 when
+// the step never got there (a skipped step has no t_start_ns).
+struct TaskStepRecord {
+  std::string id;
+  std::string kind;     // model, tool or retrieval
+  std::string name;     // the tool's name; "model" for model steps
+  std::string outcome;  // ok, failed, skipped (running, waiting: a task cut short)
+  std::string failure;  // the failure class of a failed step
+  std::string detail;
+  std::uint32_t attempts = 0;
+  Nanos t_ready = -1, t_start = -1, t_end = -1;
+  std::vector<std::string> retried;     // the classes of failed attempts that were retried
+  std::vector<std::uint64_t> requests;  // model steps: their records' ids in requests.jsonl
+  std::int64_t prompt_tokens = -1, cached_tokens = -1, output_tokens = -1;
+  std::vector<std::string> documents;  // retrievals: the documents' ids
+};
+
+// Where a task's time went (docs/tasks.md "The critical path"), in ms; -1
+// where the record has no such number.
+struct TaskCriticalPath {
+  std::vector<std::string> steps;
+  double total_ms = -1, model_ms = -1, tool_ms = -1, client_ms = -1, queue_ms = -1;
+};
+
+// One line of tasks.jsonl. A record that contradicts itself is refused: a
+// step that started without ending, a time below -1, an end before its
+// start, a step outside its task's [t_start_ns, t_end_ns] (the task driver
+// ends a task once its last step has ended, so every step nests in it, and
+// the exporters draw it nested), two steps with one id.
+struct TaskRecord {
+  std::uint64_t id = 0;
+  std::string task_class;
+  std::string tenant;
+  std::string mode;     // scripted or model-driven
+  std::string outcome;  // ok, failed or cancelled
+  std::string failure;  // the class that failed the task
+  std::string failed_step;
+  Nanos t_sched = -1, t_start = -1, t_end = -1;
+  bool warmup = false;
+  std::vector<TaskStepRecord> steps;
+  std::optional<TaskCriticalPath> critical_path;
+};
+
+// Parses tasks.jsonl lines (simdjson, as RequestLineParser). Throws
+// LineError naming the field, steps' fields as "steps[2].kind".
+class TaskLineParser {
+ public:
+  TaskLineParser();
+  ~TaskLineParser();
+  TaskLineParser(const TaskLineParser&) = delete;
+  TaskLineParser& operator=(const TaskLineParser&) = delete;
+  TaskLineParser(TaskLineParser&&) noexcept;  // a TasksReader is handed out in a std::optional
+  TaskLineParser& operator=(TaskLineParser&&) noexcept;
+  void parse(std::string_view line, TaskRecord& out);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// tasks.jsonl, one record at a time; bad lines follow BadLines as in
+// RequestsReader.
+class TasksReader {
+ public:
+  TasksReader(const std::filesystem::path& file, BadLines bad_lines);
+  TasksReader(std::string_view text, std::string file, BadLines bad_lines);
+  bool next(TaskRecord& out);
+  const ReadStats& stats() const { return stats_; }
+
+ private:
+  TextReader reader_;
+  std::string file_;
+  BadLines bad_lines_;
+  TaskLineParser parser_;
+  ReadStats stats_;
+};
+
 // Where the inputs of an export come from: a run directory, or text in
 // memory (tests, fuzzing). A source can be opened more than once (the
 // exporters read requests.jsonl twice: once for the time origin and the
@@ -178,12 +258,17 @@ struct RunSource {
   std::optional<std::string_view> requests_text;
   std::optional<std::string_view> samples_text;  // nullopt with dir: dir/samples.jsonl if it exists
   bool no_samples = false;                       // in memory: there is no samples.jsonl
+  // nullopt with dir: dir/tasks.jsonl if it exists; in memory: no tasks.
+  std::optional<std::string_view> tasks_text;
 
   RequestsReader open_requests(BadLines bad_lines) const;
   // nullopt when the run has no samples.jsonl.
   std::optional<SamplesReader> open_samples(BadLines bad_lines) const;
+  // nullopt when the run has no tasks.jsonl (a run without agentic tasks).
+  std::optional<TasksReader> open_tasks(BadLines bad_lines) const;
   std::string requests_name() const;
   std::string samples_name() const;
+  std::string tasks_name() const;
 };
 
 }  // namespace tokenscope::rundir

@@ -153,5 +153,117 @@ TEST(RequestRecordRoundTrip, BadLogprobsAreNamedByField) {
   }
 }
 
+// A task's model call names its task and step; the next record, a request
+// of its own, must not keep them (the parser reuses one record).
+TEST(RequestRecordRoundTrip, TaskAndStepDoNotOutliveTheirLine) {
+  RequestRecord r;
+  r.id = 1099511627776;
+  r.task = 7;
+  r.step = "plan";
+  std::string line;
+  r.append_json(line);
+  RequestLineParser parser;
+  RequestRecord e;
+  parser.parse(line, e);
+  EXPECT_EQ(e.task, 7);
+  EXPECT_EQ(e.step, "plan");
+  parser.parse(R"({"id":2,"outcome":"ok"})", e);
+  EXPECT_EQ(e.task, -1);
+  EXPECT_EQ(e.step, "");
+}
+
+// A line as bench/task_driver.cpp writes it (docs/tasks.md "Output") reads
+// back field by field; the next line starts from nothing.
+TEST(TaskRecords, ALineOfTheTaskDriverReadsBack) {
+  const std::string line =
+      R"({"id":7,"class":"research","tenant":"default","mode":"scripted","t_sched_ns":100,"t_start_ns":110,)"
+      R"("t_end_ns":900,"duration_ms":0.00079,"outcome":"failed","failure":"unsupported_claim",)"
+      R"("failed_step":"summary","warmup":true,"steps":[)"
+      R"({"id":"plan","kind":"model","name":"model","outcome":"ok","attempts":1,"t_ready_ns":110,)"
+      R"("t_start_ns":120,"t_end_ns":300,"requests":[1099511627783],"prompt_tokens":64,"cached_tokens":16,)"
+      R"("output_tokens":63},)"
+      R"({"id":"r1","kind":"retrieval","name":"web_search","outcome":"ok","attempts":2,"t_ready_ns":300,)"
+      R"("t_start_ns":301,"t_end_ns":400,"retried":["http"],"documents":["doc-58","doc-285"]},)"
+      R"({"id":"summary","kind":"model","name":"model","outcome":"failed","attempts":1,"t_ready_ns":400,)"
+      R"("t_start_ns":401,"t_end_ns":890,"failure":"unsupported_claim","detail":"cites doc-9"},)"
+      R"({"id":"late","kind":"tool","name":"weather","outcome":"skipped","attempts":0}],)"
+      R"("critical_path":{"steps":["plan","r1","summary"],"total_ms":0.00079,"model_ms":0.0006,)"
+      R"("tool_ms":0.0001,"client_ms":0.00002,"queue_ms":0.00007}})";
+  TaskLineParser parser;
+  TaskRecord t;
+  parser.parse(line, t);
+  EXPECT_EQ(t.id, 7u);
+  EXPECT_EQ(t.task_class, "research");
+  EXPECT_EQ(t.tenant, "default");
+  EXPECT_EQ(t.mode, "scripted");
+  EXPECT_EQ(t.outcome, "failed");
+  EXPECT_EQ(t.failure, "unsupported_claim");
+  EXPECT_EQ(t.failed_step, "summary");
+  EXPECT_EQ(t.t_sched, 100);
+  EXPECT_EQ(t.t_start, 110);
+  EXPECT_EQ(t.t_end, 900);
+  EXPECT_TRUE(t.warmup);
+  ASSERT_EQ(t.steps.size(), 4u);
+  EXPECT_EQ(t.steps[0].requests, (std::vector<std::uint64_t>{1099511627783}));
+  EXPECT_EQ(t.steps[0].prompt_tokens, 64);
+  EXPECT_EQ(t.steps[0].cached_tokens, 16);
+  EXPECT_EQ(t.steps[0].output_tokens, 63);
+  EXPECT_EQ(t.steps[0].t_ready, 110);
+  EXPECT_EQ(t.steps[1].kind, "retrieval");
+  EXPECT_EQ(t.steps[1].name, "web_search");
+  EXPECT_EQ(t.steps[1].attempts, 2u);
+  EXPECT_EQ(t.steps[1].retried, (std::vector<std::string>{"http"}));
+  EXPECT_EQ(t.steps[1].documents, (std::vector<std::string>{"doc-58", "doc-285"}));
+  EXPECT_EQ(t.steps[2].failure, "unsupported_claim");
+  EXPECT_EQ(t.steps[2].detail, "cites doc-9");
+  EXPECT_EQ(t.steps[3].outcome, "skipped");
+  EXPECT_EQ(t.steps[3].t_start, -1);
+  ASSERT_TRUE(t.critical_path.has_value());
+  EXPECT_EQ(t.critical_path->steps, (std::vector<std::string>{"plan", "r1", "summary"}));
+  EXPECT_DOUBLE_EQ(t.critical_path->model_ms, 0.0006);
+
+  parser.parse(R"({"id":8,"outcome":"ok","steps":[{"id":"a","kind":"tool"}]})", t);
+  EXPECT_EQ(t.id, 8u);
+  EXPECT_EQ(t.task_class, "");
+  EXPECT_EQ(t.failure, "");
+  EXPECT_EQ(t.t_start, -1);
+  EXPECT_FALSE(t.warmup);
+  EXPECT_FALSE(t.critical_path.has_value());
+  ASSERT_EQ(t.steps.size(), 1u);
+  EXPECT_EQ(t.steps[0].name, "");
+  EXPECT_TRUE(t.steps[0].requests.empty());
+  EXPECT_TRUE(t.steps[0].documents.empty());
+  EXPECT_EQ(t.steps[0].prompt_tokens, -1);
+}
+
+TEST(TaskRecords, AFileOfTasksIsReadLineByLineWithItsErrorsNamed) {
+  const std::string text =
+      "{\"id\":1,\"outcome\":\"ok\",\"steps\":[]}\n"
+      "\n"
+      "{\"id\":2,\"outcome\":\"ok\",\"steps\":[{\"id\":\"a\",\"kind\":\"tool\",\"attempts\":-1}]}\n"
+      "{\"id\":3,\"outcome\":\"cancelled\",\"steps\":[]}\n";
+  TasksReader fail(text, "run/tasks.jsonl", BadLines::kFail);
+  TaskRecord t;
+  ASSERT_TRUE(fail.next(t));
+  EXPECT_EQ(t.id, 1u);
+  try {
+    fail.next(t);
+    FAIL() << "a bad line was read";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.file(), "run/tasks.jsonl");
+    EXPECT_EQ(e.line(), 3u);
+    EXPECT_EQ(e.field(), "steps[0].attempts");
+    EXPECT_NE(std::string(e.what()).find("should be a non-negative integer"), std::string::npos) << e.what();
+  }
+  TasksReader skip(text, "run/tasks.jsonl", BadLines::kSkip);
+  std::vector<std::uint64_t> ids;
+  while (skip.next(t)) ids.push_back(t.id);
+  EXPECT_EQ(ids, (std::vector<std::uint64_t>{1, 3}));
+  EXPECT_EQ(skip.stats().lines, 4u);
+  EXPECT_EQ(skip.stats().records, 2u);
+  EXPECT_EQ(skip.stats().skipped, 1u);
+  EXPECT_EQ(skip.stats().first_skipped_line, 3u);
+}
+
 }  // namespace
 }  // namespace tokenscope::rundir
