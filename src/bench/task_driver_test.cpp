@@ -10,6 +10,8 @@
 #include <map>
 
 #include "bench/mock_tools.h"
+#include "bench/server_prompts.h"
+#include "bench/task_replay.h"
 #include "core/metrics.h"
 #include "engine/catalog.h"
 #include "serve/metrics.h"
@@ -46,7 +48,7 @@ struct TaskRunResult {
 };
 
 TaskRunResult run_tasks(const BenchWorkload& b, const TaskTarget& target, bool stop_early = false,
-                        std::optional<net::Endpoint> judge = std::nullopt) {
+                        std::optional<net::Endpoint> judge = std::nullopt, std::int64_t chat_added = -1) {
   MockToolServer tools(b.tasks->catalog, 9);
   TaskDriverSettings s;
   s.request.api = Api::kChat;
@@ -55,6 +57,7 @@ TaskRunResult run_tasks(const BenchWorkload& b, const TaskTarget& target, bool s
   s.tools = net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(tools.port()));
   s.seed = 3;
   s.first_request_id = 1000;
+  s.chat_added = chat_added;
   if (judge) {
     s.judge = judge;
     s.judge_model = "llama-3-8b";
@@ -283,6 +286,61 @@ TEST(TaskDriver, AJudgeThatFailsFailsNoTask) {
   EXPECT_EQ(summary.build()["pass_rate"], 1.0);
 }
 
+// A run's tasks.jsonl replayed: the same tasks with the same graphs, each
+// model call with the recorded prompt and output tokens exactly (the chat
+// template's tokens learned from the target's /tokenize, as bench does),
+// the tool calls answered after their recorded latency.
+TEST(TaskDriver, ARecordedRunReplaysWithItsGraphsAndTokenCounts) {
+  const auto b = parse_workload_yaml(kResearchTasks, "research.yaml", 1);
+  TaskTarget target(2);
+  const TaskRunResult first = run_tasks(b, target);
+  ASSERT_EQ(first.tasks.size(), 6u);
+  std::string recording;
+  for (const auto& t : first.tasks) recording += t.dump() + "\n";
+  const auto replay = parse_task_replay(recording, "tasks.jsonl");
+  TokenizeClient tokenize(target.endpoint, {}, "", "llama-3-8b");
+  const auto facts = learn_server_prompts(tokenize, false, true);
+  ASSERT_GT(facts.chat_added, 0) << facts.chat_note;
+  const TaskRunResult second = run_tasks(replay, target, false, std::nullopt, facts.chat_added);
+  ASSERT_EQ(second.tasks.size(), 6u);
+  // The replay's tasks are numbered in arrival order.
+  std::vector<nlohmann::json> recorded = first.tasks;
+  std::sort(recorded.begin(), recorded.end(),
+            [](const auto& x, const auto& y) { return x["t_sched_ns"] < y["t_sched_ns"]; });
+  std::map<std::uint64_t, nlohmann::json> replayed;
+  for (const auto& t : second.tasks) replayed[t["id"].get<std::uint64_t>()] = t;
+  for (std::size_t i = 0; i < recorded.size(); ++i) {
+    const auto& o = recorded[i];
+    const auto& r = replayed.at(i);
+    EXPECT_EQ(r["outcome"], "ok") << r.dump(1);
+    EXPECT_EQ(r["class"], o["class"]);
+    ASSERT_EQ(r["steps"].size(), o["steps"].size());
+    for (const auto& so : o["steps"]) {
+      const auto& sr = task_step(r, so["id"]);
+      EXPECT_EQ(sr["kind"], so["kind"]);
+      EXPECT_EQ(sr["name"], so["name"]);
+      EXPECT_EQ(sr.value("after", nlohmann::json::array()), so.value("after", nlohmann::json::array()));
+      if (so["kind"] == "model") {
+        EXPECT_EQ(sr["prompt_tokens"], so["prompt_tokens"]) << so["id"];
+        EXPECT_EQ(sr["output_tokens"], so["output_tokens"]) << so["id"];
+      }
+    }
+  }
+  // Each tool step's latency, as the replay asks the mock for it: the recorded time per attempt.
+  const TaskSet& set = *replay.tasks;
+  for (std::size_t i = 0; i < recorded.size(); ++i)
+    for (const auto& so : recorded[i]["steps"]) {
+      if (so["kind"] == "model") continue;
+      const auto* spec = &set.arrivals[i].spec->steps.front();
+      for (const auto& st : set.arrivals[i].spec->steps)
+        if (st.id == so["id"]) spec = &st;
+      ASSERT_TRUE(spec->replay && spec->replay->latency_ms);
+      const double ms = static_cast<double>(so["t_end_ns"].get<Nanos>() - so["t_start_ns"].get<Nanos>()) /
+                        1e6 / so["attempts"].get<double>();
+      EXPECT_EQ(*spec->replay->latency_ms, static_cast<std::uint32_t>(std::llround(ms))) << so;
+    }
+}
+
 // A retrieval that names no search tool, in a file that declares none,
 // reads the mock's built-in search of the document store.
 TEST(TaskDriver, RetrievalsWithoutASearchToolUseTheBuiltInOne) {
@@ -391,7 +449,8 @@ TEST(TaskDriver, ModelDrivenTasksFollowTheModelsCalls) {
     std::string last_model;
     for (const auto& s : t["steps"]) {
       EXPECT_EQ(s["outcome"], "ok") << s;
-      // The graph as it ran ("after"): a model call after the round's tool calls, each call after its model call.
+      // The graph as it ran ("after"): a model call after the round's tool calls, each call after its model
+      // call.
       if (s["kind"] == "model") {
         ++models;
         EXPECT_EQ(s.value("after", std::vector<std::string>{}), round) << s;

@@ -9,48 +9,21 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/json_depth.h"
 #include "core/text_reader.h"
+#include "rundir/readers.h"
 #include "serve/tools.h"
 
 namespace tokenscope::bench {
 
 namespace {
 
-// One line's reading: every problem an InputError at its line and field.
+// Where a record's problems are reported: the file and its line.
 struct LineReader {
   const std::string& file;
   std::size_t line;
 
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
     throw InputError(file, line, field, what);
-  }
-  const nlohmann::json& need(const nlohmann::json& o, const char* key, const std::string& field) const {
-    const auto it = o.find(key);
-    if (it == o.end()) fail(field, "missing");
-    return *it;
-  }
-  std::string text(const nlohmann::json& v, const std::string& field, std::size_t max = 256) const {
-    if (!v.is_string()) fail(field, "expected a string");
-    const auto& s = v.get_ref<const std::string&>();
-    if (s.size() > max) fail(field, fmt::format("longer than {} bytes", max));
-    return s;
-  }
-  std::int64_t integer(const nlohmann::json& v, const std::string& field, std::int64_t lo,
-                       std::int64_t hi) const {
-    if (!v.is_number_integer()) fail(field, fmt::format("expected a whole number in [{}, {}]", lo, hi));
-    const auto x = v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
-                       ? hi + 1
-                       : v.get<std::int64_t>();
-    if (x < lo || x > hi) fail(field, fmt::format("expected a whole number in [{}, {}]", lo, hi));
-    return x;
-  }
-  // A time of the run's clock, or nullopt when absent or -1 (never reached).
-  std::optional<Nanos> time(const nlohmann::json& o, const char* key, const std::string& field) const {
-    const auto it = o.find(key);
-    if (it == o.end()) return std::nullopt;
-    const auto t = integer(*it, field + "." + key, -1, std::numeric_limits<std::int64_t>::max());
-    return t < 0 ? std::nullopt : std::optional<Nanos>(t);
   }
 };
 
@@ -65,58 +38,39 @@ struct RecordedStep {
   bool skipped = false;
 };
 
-RecordedStep read_step(const LineReader& rd, const nlohmann::json& s, const std::string& f) {
-  if (!s.is_object()) rd.fail(f, "expected an object (a step)");
+RecordedStep read_step(const LineReader& rd, const rundir::TaskStepRecord& s, const std::string& f) {
   RecordedStep r;
-  r.id = rd.text(rd.need(s, "id", f + ".id"), f + ".id");
+  r.id = s.id;
   if (r.id.empty()) rd.fail(f + ".id", "expected a non-empty step id");
-  r.kind = rd.text(rd.need(s, "kind", f + ".kind"), f + ".kind");
-  if (r.kind != "model" && r.kind != "tool" && r.kind != "retrieval")
-    rd.fail(f + ".kind", fmt::format("expected model, tool or retrieval, not {}", quote_input(r.kind)));
-  if (const auto n = s.find("name"); n != s.end()) r.name = rd.text(*n, f + ".name", 64);
+  r.kind = s.kind;
+  r.name = s.name;
   if (r.kind == "tool" && r.name.empty()) rd.fail(f + ".name", "missing (the tool's name)");
   if (r.kind == "retrieval" && r.name.empty()) r.name = "search";
   if (r.kind != "model" && !serve::valid_tool_name(r.name))
     rd.fail(f + ".name", "expected a tool name of letters, digits, _ and - (at most 64)");
-  if (const auto o = s.find("outcome"); o != s.end()) {
-    const std::string outcome = rd.text(*o, f + ".outcome");
-    r.skipped = outcome == "skipped" || outcome == "waiting";
-  }
-  if (const auto a = s.find("after"); a != s.end()) {
-    if (!a->is_array() || a->size() > kMaxTaskSteps)
-      rd.fail(f + ".after", fmt::format("expected a list of at most {} step ids", kMaxTaskSteps));
-    r.after_given = true;
-    for (std::size_t k = 0; k < a->size(); ++k)
-      r.after.push_back(rd.text((*a)[k], fmt::format("{}.after[{}]", f, k)));
-  }
-  r.ready = rd.time(s, "t_ready_ns", f);
-  r.start = rd.time(s, "t_start_ns", f);
-  r.end = rd.time(s, "t_end_ns", f);
-  if (r.start && r.end && *r.end < *r.start) rd.fail(f + ".t_end_ns", "before its t_start_ns");
-  if (const auto a = s.find("attempts"); a != s.end())
-    r.attempts =
-        static_cast<std::uint32_t>(std::max<std::int64_t>(1, rd.integer(*a, f + ".attempts", 0, 1000)));
+  r.skipped = s.outcome == "skipped" || s.outcome == "waiting";
+  r.after = s.after;
+  r.after_given = s.has_after;
+  if (s.t_ready >= 0) r.ready = s.t_ready;
+  if (s.t_start >= 0) r.start = s.t_start;
+  if (s.t_end >= 0) r.end = s.t_end;
+  r.attempts = std::clamp<std::uint32_t>(s.attempts, 1, 1000);
   if (r.kind == "model" && !r.skipped) {
     // A replayed call needs both counts; a prompt of 0 tokens is a recording's mistake.
-    r.prompt_tokens = static_cast<std::uint32_t>(
-        rd.integer(rd.need(s, "prompt_tokens", f + ".prompt_tokens"), f + ".prompt_tokens", 1, 10'000'000));
-    r.output_tokens = static_cast<std::uint32_t>(
-        rd.integer(rd.need(s, "output_tokens", f + ".output_tokens"), f + ".output_tokens", 0, 10'000'000));
+    constexpr std::int64_t kMax = 10'000'000;
+    if (s.prompt_tokens < 1 || s.prompt_tokens > kMax)
+      rd.fail(f + ".prompt_tokens", s.prompt_tokens < 0 ? "missing (a model call's prompt tokens, 1 or more)"
+                                                        : "expected 1 to 10,000,000 tokens");
+    if (s.output_tokens < 0 || s.output_tokens > kMax)
+      rd.fail(f + ".output_tokens", s.output_tokens < 0 ? "missing (a model call's output tokens)"
+                                                        : "expected at most 10,000,000 tokens");
+    r.prompt_tokens = static_cast<std::uint32_t>(s.prompt_tokens);
+    r.output_tokens = static_cast<std::uint32_t>(s.output_tokens);
+    r.cached_tokens = static_cast<std::uint32_t>(std::clamp<std::int64_t>(s.cached_tokens, 0, kMax));
+    if (s.judge_min_score > 0) r.judge_min_score = s.judge_min_score;
   }
-  if (const auto c = s.find("cached_tokens"); c != s.end() && r.kind == "model" && !r.skipped)
-    r.cached_tokens = static_cast<std::uint32_t>(
-        std::max<std::int64_t>(0, rd.integer(*c, f + ".cached_tokens", -1, 10'000'000)));
-  if (const auto d = s.find("documents"); d != s.end() && r.kind == "retrieval") {
-    if (!d->is_array()) rd.fail(f + ".documents", "expected a list of document ids");
-    r.top_k = static_cast<std::uint32_t>(std::clamp<std::size_t>(d->size(), 1, 50));
-  }
-  if (const auto j = s.find("judge"); j != s.end() && r.kind == "model") {
-    if (!j->is_object()) rd.fail(f + ".judge", "expected an object (the judge's verdict)");
-    if (const auto m = j->find("min_score"); m != j->end())
-      r.judge_min_score = static_cast<int>(rd.integer(*m, f + ".judge.min_score", 1, 5));
-    else
-      r.judge_min_score = 3;
-  }
+  if (r.kind == "retrieval" && !s.documents.empty())
+    r.top_k = static_cast<std::uint32_t>(std::clamp<std::size_t>(s.documents.size(), 1, 50));
   return r;
 }
 
@@ -277,35 +231,25 @@ BenchWorkload parse_task_replay(std::string_view text, const std::string& file, 
   std::map<std::string, std::uint16_t> classes;
   std::map<std::string, std::uint32_t> tenants;
   std::set<std::uint64_t> ids;
-  TextReader reader(text);
-  std::string_view line;
-  while (reader.next_line(line)) {
-    const LineReader rd{file, static_cast<std::size_t>(reader.line_number())};
-    if (const auto flaw = reader.flaw_message()) rd.fail("", *flaw);
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    if (json_too_deep_at(line) != std::string_view::npos)
-      rd.fail("", fmt::format("nested deeper than {} levels", kMaxJsonDepth));
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      rd.fail("", "expected a JSON object (a task record of tasks.jsonl)");
+  rundir::TasksReader reader(text, file, rundir::BadLines::kFail);
+  rundir::TaskRecord rec;
+  while (reader.next(rec)) {
+    const LineReader rd{file, static_cast<std::size_t>(reader.stats().lines)};
     if (tasks.size() >= kMaxReplayTasks) rd.fail("", fmt::format("more than {} tasks", kMaxReplayTasks));
-    const auto id = static_cast<std::uint64_t>(
-        rd.integer(rd.need(j, "id", "id"), "id", 0, std::numeric_limits<std::int64_t>::max()));
-    if (!ids.insert(id).second) rd.fail("id", fmt::format("task {} is recorded twice", id));
-    const std::string cls = rd.text(rd.need(j, "class", "class"), "class", 128);
-    std::string tenant = "default";
-    if (const auto t = j.find("tenant"); t != j.end()) tenant = rd.text(*t, "tenant", 128);
-    auto t = rd.time(j, "t_sched_ns", "");
-    if (!t) t = rd.time(j, "t_start_ns", "");
-    if (!t) rd.fail("t_sched_ns", "missing (the task's arrival on the run's clock; or t_start_ns)");
-    const auto& st = rd.need(j, "steps", "steps");
-    if (!st.is_array() || st.empty() || st.size() > kMaxTaskSteps)
+    if (!ids.insert(rec.id).second) rd.fail("id", fmt::format("task {} is recorded twice", rec.id));
+    if (rec.task_class.size() > 128) rd.fail("class", "longer than 128 bytes");
+    const std::string tenant = rec.tenant.empty() ? std::string("default") : rec.tenant;
+    if (tenant.size() > 128) rd.fail("tenant", "longer than 128 bytes");
+    const Nanos t = rec.t_sched >= 0 ? rec.t_sched : rec.t_start;
+    if (t < 0) rd.fail("t_sched_ns", "missing (the task's arrival on the run's clock; or t_start_ns)");
+    if (rec.steps.empty() || rec.steps.size() > kMaxTaskSteps)
       rd.fail("steps", fmt::format("expected a list of 1 to {} steps", kMaxTaskSteps));
     std::vector<RecordedStep> steps;
-    for (std::size_t k = 0; k < st.size(); ++k)
-      steps.push_back(read_step(rd, st[k], fmt::format("steps[{}]", k)));
+    for (std::size_t k = 0; k < rec.steps.size(); ++k)
+      steps.push_back(read_step(rd, rec.steps[k], fmt::format("steps[{}]", k)));
     auto spec = std::make_shared<const TaskSpec>(build_task(rd, std::move(steps), set->catalog));
     if (spec->steps.empty()) continue;  // nothing of it ran
+    const std::string& cls = rec.task_class;
     if (!classes.count(cls)) {
       if (classes.size() >= 65'535) rd.fail("class", "more than 65,535 classes");
       classes.emplace(cls, static_cast<std::uint16_t>(w.classes.size()));
@@ -317,8 +261,7 @@ BenchWorkload parse_task_replay(std::string_view text, const std::string& file, 
       tenants.emplace(tenant, static_cast<std::uint32_t>(w.tenants.size()));
       w.tenants.push_back(tenant);
     }
-    const bool warmup = j.contains("warmup") && j["warmup"].is_boolean() && j["warmup"].get<bool>();
-    tasks.push_back({*t, classes.at(cls), tenants.at(tenant), warmup, std::move(spec)});
+    tasks.push_back({t, classes.at(cls), tenants.at(tenant), rec.warmup, std::move(spec)});
   }
   if (tasks.empty())
     throw InputError(file, 1, "", "no task to replay (expected lines of tasks.jsonl with steps that ran)");

@@ -13,14 +13,14 @@ namespace tokenscope::bench {
 namespace {
 
 const char* kTwoTasks =
-    R"({"id":7,"class":"research","tenant":"acme","t_sched_ns":5000000000,"warmup":true,"steps":[)"
+    R"({"id":7,"class":"research","outcome":"ok","tenant":"acme","t_sched_ns":5000000000,"warmup":true,"steps":[)"
     R"({"id":"plan","kind":"model","name":"model","t_ready_ns":5000000000,"t_start_ns":5000000000,"t_end_ns":5300000000,"prompt_tokens":64,"output_tokens":20,"cached_tokens":16},)"
     R"({"id":"r1","kind":"retrieval","name":"web_search","after":["plan"],"t_start_ns":5300000000,"t_end_ns":5350000000,"documents":["doc-1","doc-2"]},)"
     R"({"id":"api","kind":"tool","name":"weather","after":["plan"],"attempts":2,"t_start_ns":5300000000,"t_end_ns":5500000000},)"
     R"({"id":"sum","kind":"model","after":["r1","api"],"t_start_ns":5500000000,"t_end_ns":6000000000,"prompt_tokens":900,"output_tokens":150,"judge":{"min_score":4,"outcome":"pass"}},)"
     R"({"id":"late","kind":"tool","name":"weather","after":["sum"],"outcome":"skipped"}]})"
     "\n\n"
-    R"({"id":3,"class":"react","t_start_ns":4000000000,"steps":[)"
+    R"({"id":3,"class":"react","outcome":"ok","t_start_ns":4000000000,"steps":[)"
     R"({"id":"model-0","kind":"model","t_ready_ns":4000000000,"t_start_ns":4000000000,"t_end_ns":4100000000,"prompt_tokens":40,"output_tokens":0},)"
     R"({"id":"calc-1","kind":"tool","name":"calc","t_ready_ns":4100000000,"t_start_ns":4100000000,"t_end_ns":4103000000},)"
     R"({"id":"model-2","kind":"model","t_ready_ns":4103000000,"t_start_ns":4103000000,"t_end_ns":4200000000,"prompt_tokens":80,"output_tokens":9,"cached_tokens":32}]})"
@@ -84,42 +84,43 @@ TEST(TaskReplay, ReadsTheGraphsArrivalsCountsAndLatencies) {
 
 TEST(TaskReplay, WarmUpTasksThatCameFirstAreWarmUpAgain) {
   const std::string two =
-      R"({"id":0,"class":"c","t_sched_ns":0,"warmup":true,"steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]}
-{"id":1,"class":"c","t_sched_ns":10,"steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]}
+      R"({"id":0,"class":"c","outcome":"ok","t_sched_ns":0,"warmup":true,"steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]}
+{"id":1,"class":"c","outcome":"ok","t_sched_ns":10,"steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]}
 )";
   EXPECT_EQ(parse_task_replay(two, "t.jsonl").tasks->warmup_tasks, 1u);
 }
 
 TEST(TaskReplay, BadRecordingsAreRefusedWithLineAndField) {
   const std::string ok_line =
-      R"({"id":0,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]})";
+      R"({"id":0,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]})";
   struct Case {
     std::string text, field, needle;
     std::size_t line;
   };
   const Case cases[] = {
       {"", "", "no task to replay", 1},
-      {"not json\n", "", "expected a JSON object", 1},
+      {"not json\n", "", "not JSON", 1},
       {ok_line + "\n" + ok_line + "\n", "id", "recorded twice", 2},
-      {R"({"id":1,"class":"c","steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]})",
+      {R"({"id":1,"class":"c","outcome":"ok","steps":[{"id":"a","kind":"model","prompt_tokens":5,"output_tokens":5}]})",
        "t_sched_ns", "missing", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[]})", "steps", "expected a list of 1 to", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"model","output_tokens":5}]})",
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[]})", "steps", "expected a list of 1 to",
+       1},
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"model","output_tokens":5}]})",
        "steps[0].prompt_tokens", "missing", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"think","prompt_tokens":5}]})",
-       "steps[0].kind", "expected model, tool or retrieval", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x","after":["b"]}]})",
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"think","prompt_tokens":5}]})",
+       "steps[0].kind", "is not one of model, tool, retrieval", 1},
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x","after":["b"]}]})",
        "steps[0].after[0]", "unknown step 'b'", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x","after":["b"]},{"id":"b","kind":"tool","name":"x","after":["a"]}]})",
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x","after":["b"]},{"id":"b","kind":"tool","name":"x","after":["a"]}]})",
        "steps", "form a cycle", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x"},{"id":"a","kind":"tool","name":"x"}]})",
-       "steps[1].id", "names two steps", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x"},{"id":"b","kind":"retrieval","name":"x"}]})",
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x"},{"id":"a","kind":"tool","name":"x"}]})",
+       "steps[1].id", "is the id of an earlier step", 1},
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x"},{"id":"b","kind":"retrieval","name":"x"}]})",
        "steps[1].name", "a tool in one step and a search in another", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"no spaces"}]})",
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"no spaces"}]})",
        "steps[0].name", "expected a tool name", 1},
-      {R"({"id":1,"class":"c","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x","t_start_ns":9,"t_end_ns":3}]})",
-       "steps[0].t_end_ns", "before its t_start_ns", 1},
+      {R"({"id":1,"class":"c","outcome":"ok","t_sched_ns":0,"steps":[{"id":"a","kind":"tool","name":"x","t_start_ns":9,"t_end_ns":3}]})",
+       "steps[0].t_end_ns", "is before t_start_ns", 1},
   };
   for (const auto& c : cases) {
     try {

@@ -525,6 +525,9 @@ void parse_task_step(dom::element v, TaskStepRecord& s) {
   s.requests.clear();
   s.prompt_tokens = s.cached_tokens = s.output_tokens = -1;
   s.documents.clear();
+  s.after.clear();
+  s.has_after = false;
+  s.judge_min_score = -1;
   bool has_id = false, has_kind = false;
   for (dom::key_value_pair kv : o) {
     const std::string_view k = kv.key;
@@ -557,6 +560,18 @@ void parse_task_step(dom::element v, TaskStepRecord& s) {
       get_task_strings(k, e, s.retried);
     } else if (k == "documents") {
       get_task_strings(k, e, s.documents);
+    } else if (k == "after") {
+      get_task_strings(k, e, s.after);
+      s.has_after = true;
+    } else if (k == "judge") {
+      dom::object j;
+      if (e.get_object().get(j) != simdjson::SUCCESS) wrong_type(k, e, "an object (the judge's verdict)");
+      s.judge_min_score = 3;
+      if (dom::element m; j["min_score"].get(m) == simdjson::SUCCESS) {
+        const auto n = get_uint("judge.min_score", m);
+        if (n < 1 || n > 5) throw LineError("judge.min_score", "should be 1 to 5");
+        s.judge_min_score = static_cast<int>(n);
+      }
     } else if (k == "requests") {
       dom::array a;
       if (e.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, e, "an array of request ids");

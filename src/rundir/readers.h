@@ -187,6 +187,9 @@ struct TaskStepRecord {
   std::vector<std::uint64_t> requests;  // model steps: their records' ids in requests.jsonl
   std::int64_t prompt_tokens = -1, cached_tokens = -1, output_tokens = -1;
   std::vector<std::string> documents;  // retrievals: the documents' ids
+  std::vector<std::string> after;      // the steps it waited for (has_after: the record says)
+  bool has_after = false;
+  int judge_min_score = -1;  // a judged answer: its judge's min_score (-1: not judged)
 };
 
 // Where a task's time went (docs/tasks.md "The critical path"), in ms; -1
