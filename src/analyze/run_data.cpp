@@ -94,6 +94,23 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
   run.steps.first_t_s -= origin_s;
   run.steps.last_t_s -= origin_s;
   if (fs::exists(dir / "phases.json", ec)) run.phases = load_phases(dir / "phases.json", run.notes);
+  rundir::RunSource source;
+  source.dir = dir;
+  if (auto reader = source.open_tasks(rundir::BadLines::kSkip)) {
+    rundir::TaskRecord t;
+    while (reader->next(t)) {
+      if (run.tasks.size() < kMaxTasksLoaded)
+        run.tasks.push_back(t);
+      else
+        ++run.tasks_left_out;
+    }
+    if (reader->stats().skipped > 0)
+      run.notes.push_back(fmt::format("tasks.jsonl: {} bad lines skipped; the first: {}", reader->stats().skipped,
+                                      reader->stats().first_skipped));
+    if (run.tasks_left_out > 0)
+      run.notes.push_back(fmt::format("tasks.jsonl: the first {} tasks are shown and checked, {} more are not",
+                                      kMaxTasksLoaded, run.tasks_left_out));
+  }
   if (fs::exists(dir / "check.json", ec)) {
     const std::string text =
         read_regular_file((dir / "check.json").string(), "check.json", rundir::kMaxCheckJsonBytes);
