@@ -6,8 +6,10 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -92,14 +94,147 @@ SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo)
   return c;
 }
 
+// ---- agentic tasks (tasks.jsonl; docs/tasks.md)
+
+// A run's tasks of a class ("" : every class) that started in [t0, t1),
+// warm-up ones left out: the ok ones' completion times, and the counts.
+struct TaskSample {
+  std::vector<double> ok_ms;
+  std::uint64_t ok = 0, failed = 0;
+};
+
+TaskSample task_sample(const RunData& run, const std::string& cls, Nanos t0 = INT64_MIN,
+                       Nanos t1 = INT64_MAX) {
+  TaskSample out;
+  for (const auto& t : run.tasks) {
+    if (t.warmup || (!cls.empty() && t.task_class != cls) || t.t_start < t0 || t.t_start >= t1) continue;
+    if (t.outcome == "ok" && t.t_end >= t.t_start) {
+      ++out.ok;
+      out.ok_ms.push_back(static_cast<double>(t.t_end - t.t_start) / 1e6);
+    } else if (t.outcome == "failed") {
+      ++out.failed;
+    }
+  }
+  return out;
+}
+
+// The median start of a run's counted tasks: where a single run's halves meet.
+Nanos task_midpoint(const RunData& run) {
+  std::vector<Nanos> starts;
+  for (const auto& t : run.tasks)
+    if (!t.warmup) starts.push_back(t.t_start);
+  if (starts.empty()) return 0;
+  std::nth_element(starts.begin(), starts.begin() + static_cast<std::ptrdiff_t>(starts.size() / 2),
+                   starts.end());
+  return starts[starts.size() / 2];
+}
+
+// The task SLOs bench recorded (run.json tasks.by_class.CLASS.slo).
+std::map<std::string, nlohmann::json> task_slos(const RunData& run) {
+  std::map<std::string, nlohmann::json> out;
+  const auto* by = rundir::json_path(run.run_json, {"tasks", "by_class"});
+  if (!by || !by->is_object()) return out;
+  for (const auto& [cls, v] : by->items())
+    if (v.is_object() && v.contains("slo") && v["slo"].is_object()) out[cls] = v["slo"];
+  return out;
+}
+
+// A class's task SLO findings: completion time at the percentile (failed
+// tasks count as over the target, as bench's verdict does), with LoadGen's
+// early-stopping rule as for requests; the pass rate against its target with
+// an exact (Clopper-Pearson) interval.
+void task_slo_findings(const Pair& p, const std::string& cls, const nlohmann::json& slo, ItemResult& r) {
+  const double conf = p.t.confidence;
+  const TaskSample s = task_sample(p.cand, cls);
+  const std::uint64_t n = s.ok + s.failed;
+  if (n == 0) return;
+  const double pct = slo.value("percentile", 99.0);
+  if (slo.contains("task_ms") && slo["task_ms"].is_number()) {
+    const double target = slo["task_ms"].get<double>();
+    std::vector<double> v = s.ok_ms;
+    v.insert(v.end(), s.failed, std::numeric_limits<double>::infinity());
+    std::sort(v.begin(), v.end());
+    const auto over = static_cast<std::uint64_t>(v.end() - std::upper_bound(v.begin(), v.end(), target));
+    const double q = pct / 100.0;
+    Finding f;
+    f.metric = fmt::format("{} p{:g} task completion", cls, pct);
+    f.unit = "ms";
+    f.change_unit = "ms";
+    const double at = nearest_rank(v, q);
+    if (std::isfinite(at)) f.value = f.change = at;
+    const auto ci = quantile_confidence_interval(n, q, conf);
+    if (ci.lower_rank && std::isfinite(v[*ci.lower_rank - 1])) f.ci_low = v[*ci.lower_rank - 1];
+    if (ci.upper_rank && std::isfinite(v[*ci.upper_rank - 1])) f.ci_high = v[*ci.upper_rank - 1];
+    f.threshold = fmt::format("target {:g} ms", target);
+    if (q >= 1.0) {
+      f.verdict = over == 0 ? Verdict::kPass : Verdict::kRegressed;
+    } else if (early_stopping_pass(n, over, q, conf)) {
+      f.verdict = Verdict::kPass;
+    } else {
+      boost::math::binomial_distribution<double> bin(static_cast<double>(n), 1 - q);
+      const double p_more = over == 0 ? 1.0 : boost::math::cdf(boost::math::complement(bin, over - 1.0));
+      if (p_more <= 1 - conf) {
+        f.verdict = Verdict::kRegressed;
+      } else {
+        f.verdict = Verdict::kInconclusive;
+        f.more_requests = more_queries_needed(n, over, q, conf);
+      }
+    }
+    f.note = fmt::format("{} of {} tasks over the target or failed", over, n);
+    r.findings.push_back(std::move(f));
+  }
+  if (slo.contains("pass_rate") && slo["pass_rate"].is_number()) {
+    const double target = slo["pass_rate"].get<double>();
+    using B = boost::math::binomial_distribution<double>;
+    const double alpha = 1 - conf;
+    Finding f;
+    f.metric = fmt::format("{} task pass rate", cls);
+    f.unit = "ratio";
+    f.change_unit = "ratio";
+    f.value = f.change = static_cast<double>(s.ok) / static_cast<double>(n);
+    f.ci_low = B::find_lower_bound_on_p(static_cast<double>(n), static_cast<double>(s.ok), alpha / 2);
+    f.ci_high = B::find_upper_bound_on_p(static_cast<double>(n), static_cast<double>(s.ok), alpha / 2);
+    f.threshold = fmt::format("target {:g}", target);
+    f.verdict = *f.ci_low >= target   ? Verdict::kPass
+                : *f.ci_high < target ? Verdict::kRegressed
+                                      : Verdict::kInconclusive;
+    f.note = fmt::format("{} of {} tasks passed (Clopper-Pearson interval)", s.ok, n);
+    r.findings.push_back(std::move(f));
+  }
+}
+
+// Two runs: each task class's pass rate, candidate against base.
+void task_pass_rate_changes(const Pair& p, ItemResult& r) {
+  std::set<std::string> classes;
+  for (const auto& t : p.cand.tasks) classes.insert(t.task_class);
+  for (const auto& cls : classes) {
+    const TaskSample b = task_sample(*p.base, cls), c = task_sample(p.cand, cls);
+    const std::uint64_t nb = b.ok + b.failed, nc = c.ok + c.failed;
+    if (nb == 0 || nc == 0) continue;
+    const double pb = static_cast<double>(b.ok) / static_cast<double>(nb);
+    const double pc = static_cast<double>(c.ok) / static_cast<double>(nc);
+    const double se =
+        std::sqrt(std::max(pb * (1 - pb), 0.25 / static_cast<double>(nb)) / static_cast<double>(nb) +
+                  std::max(pc * (1 - pc), 0.25 / static_cast<double>(nc)) / static_cast<double>(nc));
+    Finding f = normal_change_finding(cls + " task pass rate", "ratio", pb, pc, se, p.t.attainment_tolerance,
+                                      Worse::kLower, p.t.confidence, "ratio");
+    f.note = fmt::format("{} of {} tasks passed; base {} of {}", c.ok, nc, b.ok, nb);
+    r.findings.push_back(std::move(f));
+  }
+}
+
 }  // namespace
 
 ItemResult item_slo(const Pair& p) {
   ItemResult r;
   const auto slos = slos_of(p.cand, p.t);
-  if (slos.empty())
+  const auto tslos = task_slos(p.cand);
+  if (slos.empty() && tslos.empty() && (p.single() || p.cand.tasks.empty()))
     return no_data(2, "no SLO: the runs were measured without --slo and the thresholds file sets none");
   const double conf = p.t.confidence;
+  // Agentic tasks: their SLOs, and (two runs) their pass rates.
+  for (const auto& [cls, slo] : tslos) task_slo_findings(p, cls, slo, r);
+  if (!p.single() && !p.cand.tasks.empty() && !p.base->tasks.empty()) task_pass_rate_changes(p, r);
   for (const auto& [cls, slo] : slos) {
     const std::string cname = cls.empty() ? "default" : cls;
     const SloCounts cand = slo_counts(p.cand, cls, slo);
@@ -160,7 +295,7 @@ ItemResult item_slo(const Pair& p) {
                          base.requests);
     r.findings.push_back(std::move(f));
   }
-  if (r.findings.empty()) return no_data(2, "no request of a class with an SLO");
+  if (r.findings.empty()) return no_data(2, "no request or task of a class with an SLO");
   if (!p.single()) {
     const auto gp = [](const RunData& run) {
       const auto* g = rundir::json_path(run.summary, {"goodput_rps"});
@@ -209,8 +344,29 @@ ItemResult item_tail(const Pair& p) {
           {"band", tail.epsilon_base + tail.epsilon_cand},
           {"shifted", tail.shifted}}}};
   }
+  // Agentic tasks' completion times (ok tasks, warm-up left out), as a request latency.
+  if (!p.cand.tasks.empty() && (p.single() || !p.base->tasks.empty())) {
+    std::vector<double> b, c;
+    if (p.single()) {
+      const Nanos mid = task_midpoint(p.cand);
+      b = task_sample(p.cand, "", INT64_MIN, mid).ok_ms;
+      c = task_sample(p.cand, "", mid, INT64_MAX).ok_ms;
+    } else {
+      b = task_sample(*p.base, "").ok_ms;
+      c = task_sample(p.cand, "").ok_ms;
+    }
+    if (b.size() >= p.t.min_requests && c.size() >= p.t.min_requests) {
+      const SortedSample sb(std::move(b), "base task completion"),
+          sc(std::move(c), "candidate task completion");
+      for (double q : {0.99, 0.999})
+        r.findings.push_back(relative_shift_finding(fmt::format("p{:g} task completion", q * 100), sb, sc, q,
+                                                    p.t.tail_tolerance, Worse::kHigher, conf));
+      r.evidence["task completion"] = {
+          {"median_change", quantile_relative_shift(sb, sc, 0.5, conf).estimate}};
+    }
+  }
   if (r.findings.empty())
-    return no_data(4, fmt::format("fewer than {:g} completed requests with latencies in a run{}",
+    return no_data(4, fmt::format("fewer than {:g} completed requests (or tasks) with latencies in a run{}",
                                   p.t.min_requests, p.single() ? " half" : ""));
   return r;
 }

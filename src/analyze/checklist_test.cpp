@@ -201,6 +201,95 @@ TEST(Checklist, SloAttainmentFallingIsARegression) {
   EXPECT_LT(*it->change, -0.05);
 }
 
+// A run of agentic tasks in memory: n tasks of class `cls`, one every 100
+// ms, lognormal completion times (median 2 s); `fail` of them failed,
+// `tail` of them `tail_ms` longer; the first `warmup` warm-up.
+RunData task_run(const std::string& name, std::uint64_t seed, int n, double fail = 0, double tail = 0,
+                 double tail_ms = 0, int warmup = 0) {
+  RunData run = lognormal_run(name, seed, 200);  // requests beside (the items need none of them)
+  std::mt19937_64 rng(seed * 7 + 1);
+  std::lognormal_distribution<double> ms(std::log(2000.0), 0.3);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < n; ++i) {
+    rundir::TaskRecord t;
+    t.id = static_cast<std::uint64_t>(i);
+    t.task_class = "research";
+    t.t_start = i * 100 * kNanosPerMilli;
+    double d = ms(rng);
+    if (u(rng) < tail) d += tail_ms;
+    t.t_end = t.t_start + static_cast<Nanos>(d * kNanosPerMilli);
+    t.outcome = u(rng) < fail ? "failed" : "ok";
+    t.warmup = i < warmup;
+    run.tasks.push_back(std::move(t));
+  }
+  return run;
+}
+
+const Finding* finding(const ItemResult& it, const std::string& metric) {
+  for (const auto& f : it.findings)
+    if (f.metric == metric) return &f;
+  return nullptr;
+}
+
+// Task SLOs recorded by bench (run.json tasks.by_class.CLASS.slo): the
+// completion time at its percentile, failed tasks counting as over, and the
+// pass rate with its exact interval.
+TEST(Checklist, TaskSlosOfOneRun) {
+  RunData run = task_run("run", 1, 400, 0.02);
+  run.run_json = {
+      {"tasks",
+       {{"by_class",
+         {{"research", {{"slo", {{"percentile", 90}, {"task_ms", 6000}, {"pass_rate", 0.9}}}}}}}}}};
+  Thresholds t;
+  const ItemResult slo = item(run_checklist(nullptr, run, t), "slo");
+  const Finding* c = finding(slo, "research p90 task completion");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->verdict, Verdict::kPass);  // p90 of lognormal(2 s, 0.3) is about 2.9 s
+  EXPECT_NEAR(*c->value, 2000 * std::exp(1.2816 * 0.3), 300);
+  const Finding* pr = finding(slo, "research task pass rate");
+  ASSERT_NE(pr, nullptr);
+  EXPECT_EQ(pr->verdict, Verdict::kPass);
+  EXPECT_LT(*pr->ci_low, *pr->value);
+  EXPECT_GT(*pr->ci_high, *pr->value);
+  // A pass rate over what the run holds is a regression; one within its interval is inconclusive.
+  RunData failing = task_run("failing", 2, 400, 0.3);
+  failing.run_json = {{"tasks", {{"by_class", {{"research", {{"slo", {{"pass_rate", 0.9}}}}}}}}}};
+  EXPECT_EQ(finding(item(run_checklist(nullptr, failing, t), "slo"), "research task pass rate")->verdict,
+            Verdict::kRegressed);
+  RunData few = task_run("few", 3, 20, 0.1);
+  few.run_json = {{"tasks", {{"by_class", {{"research", {{"slo", {{"pass_rate", 0.9}}}}}}}}}};
+  EXPECT_EQ(finding(item(run_checklist(nullptr, few, t), "slo"), "research task pass rate")->verdict,
+            Verdict::kInconclusive);
+  // A completion target under most tasks' times: regressed.
+  run.run_json["tasks"]["by_class"]["research"]["slo"] = {{"percentile", 90}, {"task_ms", 1000}};
+  EXPECT_EQ(finding(item(run_checklist(nullptr, run, t), "slo"), "research p90 task completion")->verdict,
+            Verdict::kRegressed);
+}
+
+// Two runs: a falling task pass rate regresses item 2; a task completion
+// tail regresses item 4 while the requests' latencies hold; warm-up tasks
+// are left out.
+TEST(Checklist, TaskPassRateAndCompletionTailBetweenTwoRuns) {
+  const RunData base = task_run("base", 1, 3000, 0.01, 0, 0, 50),
+                same = task_run("same", 2, 3000, 0.01, 0, 0, 50);
+  const RunData worse = task_run("worse", 3, 3000, 0.10, 0.05, 8000, 50);
+  Thresholds t;
+  const CheckResult r0 = run_checklist(&base, same, t);
+  const Finding* p0 = finding(item(r0, "slo"), "research task pass rate");
+  ASSERT_NE(p0, nullptr);
+  EXPECT_NE(p0->verdict, Verdict::kRegressed);
+  const Finding* tail0 = finding(item(r0, "tail"), "p99 task completion");
+  ASSERT_NE(tail0, nullptr);
+  EXPECT_NE(tail0->verdict, Verdict::kRegressed);
+  const CheckResult r1 = run_checklist(&base, worse, t);
+  EXPECT_EQ(finding(item(r1, "slo"), "research task pass rate")->verdict, Verdict::kRegressed);
+  EXPECT_EQ(finding(item(r1, "tail"), "p99 task completion")->verdict, Verdict::kRegressed);
+  EXPECT_NE(finding(item(r1, "tail"), "p99 TTFT")->verdict, Verdict::kRegressed);  // the requests are alike
+  // Warm-up tasks are not counted: the base's 50 of 3000.
+  EXPECT_NE(finding(item(r1, "slo"), "research task pass rate")->note.find("of 2950"), std::string::npos)
+      << finding(item(r1, "slo"), "research task pass rate")->note;
+}
+
 TEST(Checklist, PrefixHitRateFallingIsALocalityRegression) {
   Builder b("base"), c("cand");
   std::mt19937_64 rng(5);
