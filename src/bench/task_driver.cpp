@@ -16,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <boost/math/distributions/binomial.hpp>
+
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/json_depth.h"
@@ -404,8 +406,9 @@ struct TaskDriver::Impl {
       std::string prompt;
       if (spec.replay) {
         // The recorded count, less the template's tokens; the task's words first (its calls' shared prefix).
-        const auto total = static_cast<std::uint32_t>(std::max<std::int64_t>(
-            1, static_cast<std::int64_t>(spec.replay->prompt_tokens) - std::max<std::int64_t>(0, settings.chat_added)));
+        const auto total = static_cast<std::uint32_t>(
+            std::max<std::int64_t>(1, static_cast<std::int64_t>(spec.replay->prompt_tokens) -
+                                          std::max<std::int64_t>(0, settings.chat_added)));
         const std::uint32_t shared = std::min(total, spec.replay->cached_tokens);
         prompt = filler_words(hash_combine64(settings.seed ^ 0x7265706cULL, t.arrival.id), shared);
         if (total > shared) prompt += (shared ? " " : "") + filler_words(key, total - shared);
@@ -659,8 +662,8 @@ struct TaskDriver::Impl {
     }
     const net::Endpoint& e =
         tool && tool->kind == ToolSpec::Kind::kUrl ? net::Endpoint::parse_url(tool->url) : settings.tools;
-    const bool replayed =
-        s.spec && s.spec->replay && s.spec->replay->latency_ms && (!tool || tool->kind != ToolSpec::Kind::kUrl);
+    const bool replayed = s.spec && s.spec->replay && s.spec->replay->latency_ms &&
+                          (!tool || tool->kind != ToolSpec::Kind::kUrl);
     auto bytes = std::make_shared<std::string>(fmt::format(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
         "{}Content-Length: {}\r\n\r\n",
@@ -802,8 +805,8 @@ struct TaskDriver::Impl {
     s.t_start = s.t_ready;
     s.state = StepRun::State::kRunning;
     // It waited for the tool calls of the round before it (after the model step that made them).
-    for (std::size_t k = t.last_model >= 0 ? static_cast<std::size_t>(t.last_model) + 1 : 0; k < t.steps.size();
-         ++k)
+    for (std::size_t k = t.last_model >= 0 ? static_cast<std::size_t>(t.last_model) + 1 : 0;
+         k < t.steps.size(); ++k)
       s.after.push_back(t.steps[k].id);
     // The step that ended last (the slowest tool of the round) is what this turn waited for.
     for (std::size_t k = 0; k < t.steps.size(); ++k)
@@ -1143,6 +1146,14 @@ nlohmann::json TaskSummary::build() const {
                ? nlohmann::json(static_cast<double>(g.ok) / static_cast<double>(g.ok + g.failed))
                : nlohmann::json(nullptr);
   };
+  // The pass rate's exact 95% (Clopper-Pearson) interval.
+  auto pass_ci = [](const Group& g) {
+    using B = boost::math::binomial_distribution<double>;
+    const auto n = static_cast<double>(g.ok + g.failed), k = static_cast<double>(g.ok);
+    if (n == 0) return nlohmann::json(nullptr);
+    return nlohmann::json::array(
+        {B::find_lower_bound_on_p(n, k, 0.025), B::find_upper_bound_on_p(n, k, 0.025)});
+  };
   nlohmann::json tools = nlohmann::json::object();
   for (auto [name, v] : tool_ms_) {
     std::sort(v.begin(), v.end());
@@ -1153,9 +1164,13 @@ nlohmann::json TaskSummary::build() const {
     if (!set_.by_class[c]) continue;
     const auto it = by_class_.find(classes_[c]);
     const Group g = it == by_class_.end() ? Group{} : it->second;
-    nlohmann::json j = {{"tasks", g.tasks},          {"ok", g.ok},
-                        {"failed", g.failed},        {"cancelled", g.cancelled},
-                        {"pass_rate", pass_rate(g)}, {"completion_ms", completion(g.completion_ms)}};
+    nlohmann::json j = {{"tasks", g.tasks},
+                        {"ok", g.ok},
+                        {"failed", g.failed},
+                        {"cancelled", g.cancelled},
+                        {"pass_rate", pass_rate(g)},
+                        {"pass_rate_ci95", pass_ci(g)},
+                        {"completion_ms", completion(g.completion_ms)}};
     const TaskSlo& slo = set_.slo_by_class[c];
     if (slo.task_ms || slo.pass_rate) {
       nlohmann::json v = {{"percentile", slo.percentile}};
@@ -1207,6 +1222,7 @@ nlohmann::json TaskSummary::build() const {
       {"failed", all_.failed},
       {"cancelled", all_.cancelled},
       {"pass_rate", pass_rate(all_)},
+      {"pass_rate_ci95", pass_ci(all_)},
       {"completion_ms", completion(all_.completion_ms)},
       {"failures_by_class", failures_by_class_},
       {"tasks_failed_by_class", tasks_failed_by_class_},

@@ -581,6 +581,9 @@ TEST(TaskSummary, PercentilesPassRateAndSlos) {
   EXPECT_EQ(j["ok"], 100);
   EXPECT_EQ(j["failed"], 5);
   EXPECT_NEAR(j["pass_rate"].get<double>(), 100.0 / 105.0, 1e-12);
+  // Its exact interval (Clopper-Pearson, 100 of 105): about [0.89, 0.98], around the rate.
+  EXPECT_NEAR(j["pass_rate_ci95"][0].get<double>(), 0.892, 0.005);
+  EXPECT_NEAR(j["pass_rate_ci95"][1].get<double>(), 0.984, 0.005);
   const auto& p50 = j["completion_ms"]["p50"];
   EXPECT_EQ(p50["value"], 50.0);
   EXPECT_LE(p50["ci95"][0].get<double>(), 50.0);

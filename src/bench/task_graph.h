@@ -89,6 +89,17 @@ std::string_view default_judge_rubric();
 const nlohmann::json& judge_verdict_schema();
 inline constexpr std::size_t kMaxTools = 128;
 
+// A replayed step (bench/task_replay.h). A model call: its prompt is words
+// of its recorded prompt tokens less the chat template's (the driver's
+// chat_added), the first cached_tokens of them the task's own words, shared
+// by its model calls (the recorded prefix-cache reuse), the rest the
+// step's. A tool call or retrieval: the mock answers after latency_ms, as
+// recorded.
+struct StepReplay {
+  std::uint32_t prompt_tokens = 0, cached_tokens = 0;
+  std::optional<std::uint32_t> latency_ms;
+};
+
 struct StepSpec {
   enum class Kind { kModel, kTool, kRetrieve };
   std::string id;
@@ -120,17 +131,8 @@ struct StepSpec {
   std::shared_ptr<const JsonSchema> output_checker;
   // The answer, graded by the judge (when the run has one).
   std::optional<JudgeSpec> judge;
-  // A replayed step (bench/task_replay.h). A model call: its prompt is
-  // words of its recorded prompt tokens less the chat template's (the
-  // driver's chat_added), the first cached_tokens of them the task's own
-  // words, shared by its model calls (the recorded prefix-cache reuse), the
-  // rest the step's. A tool call or retrieval: the mock answers after
-  // latency_ms, as recorded.
-  struct Replay {
-    std::uint32_t prompt_tokens = 0, cached_tokens = 0;
-    std::optional<std::uint32_t> latency_ms;
-  };
-  std::optional<Replay> replay;
+  // A replayed step (bench/task_replay.h, StepReplay).
+  std::optional<StepReplay> replay;
   std::size_t line = 0;
 };
 

@@ -127,7 +127,7 @@ TaskSpec build_task(const LineReader& rd, std::vector<RecordedStep> steps, TaskC
     }
     if (r.kind == "model") {
       s.kind = StepSpec::Kind::kModel;
-      s.replay = StepSpec::Replay{
+      s.replay = StepReplay{
           .prompt_tokens = r.prompt_tokens, .cached_tokens = r.cached_tokens, .latency_ms = {}};
       s.output_len =
           workload::parse_length_spec(fmt::format("fixed:{}", std::max<std::uint32_t>(1, r.output_tokens)),
@@ -171,7 +171,7 @@ TaskSpec build_task(const LineReader& rd, std::vector<RecordedStep> steps, TaskC
       } else {
         s.arguments = nlohmann::json::object();
       }
-      s.replay.emplace();
+      s.replay = StepReplay{};
       if (r.start && r.end)
         s.replay->latency_ms = static_cast<std::uint32_t>(std::min<double>(
             600'000, std::llround(static_cast<double>(*r.end - *r.start) / 1e6 / r.attempts)));
