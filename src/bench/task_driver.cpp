@@ -122,6 +122,7 @@ struct TaskDriver::Impl {
     std::uint32_t pending = 0;       // predecessors not done
     enum class State { kWaiting, kRunning, kDone, kFailed, kSkipped } state = State::kWaiting;
     Nanos t_ready = -1, t_start = -1, t_end = -1;
+    Nanos t_sent = -1, t_returned = -1;  // a tool call's last attempt: its request sent, its answer read
     Nanos exchange_ns = 0, backoff_ns = 0;
     std::uint32_t attempts = 0;
     std::vector<std::string> retried;
@@ -691,6 +692,8 @@ struct TaskDriver::Impl {
     auto keep = s.exchange;  // x lives until this returns
     s.exchange.reset();
     if (x.t_sent >= 0) s.exchange_ns += t_close - x.t_sent;
+    s.t_sent = x.t_sent;
+    s.t_returned = t_close;
     using E = net::ExchangeError;
     if (err == E::kTimeout) return step_failed(t, i, "timeout", std::string(message), true);
     if (err == E::kCancelled) return step_failed(t, i, "cancelled", std::string(message), false);
@@ -962,6 +965,8 @@ struct TaskDriver::Impl {
       if (s.t_ready >= 0) j["t_ready_ns"] = s.t_ready;
       if (s.t_start >= 0) j["t_start_ns"] = s.t_start;
       if (s.t_end >= 0) j["t_end_ns"] = s.t_end;
+      if (s.t_sent >= 0) j["t_sent_ns"] = s.t_sent;
+      if (s.t_returned >= 0 && s.t_sent >= 0) j["t_returned_ns"] = s.t_returned;
       if (!s.failure.empty()) j["failure"] = s.failure;
       if (!s.detail.empty()) j["detail"] = s.detail.substr(0, 300);
       if (!s.retried.empty()) j["retried"] = s.retried;

@@ -149,6 +149,14 @@ TEST(TaskDriver, RunsTheGraphWithItsJoinsAndLinksTheRecords) {
       EXPECT_GE(s["t_start_ns"].get<Nanos>(), plan["t_end_ns"].get<Nanos>()) << id;
       EXPECT_LE(s["t_end_ns"].get<Nanos>(), summary["t_start_ns"].get<Nanos>()) << id;
     }
+    // Each boundary on the one clock: ready <= started <= tool request sent <= answer read <= step done.
+    for (const char* id : {"r1", "api1"}) {
+      const auto& s = task_step(t, id);
+      EXPECT_LE(s["t_ready_ns"].get<Nanos>(), s["t_start_ns"].get<Nanos>());
+      EXPECT_LE(s["t_start_ns"].get<Nanos>(), s["t_sent_ns"].get<Nanos>());
+      EXPECT_LT(s["t_sent_ns"].get<Nanos>(), s["t_returned_ns"].get<Nanos>());
+      EXPECT_LE(s["t_returned_ns"].get<Nanos>(), s["t_end_ns"].get<Nanos>());
+    }
     EXPECT_EQ(task_step(t, "r1")["documents"].size(), 3u);
     EXPECT_EQ(summary["after"], nlohmann::json::array({"r1", "r2", "r3", "api1", "api2"}));
     EXPECT_FALSE(plan.contains("after"));
