@@ -94,6 +94,43 @@ SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo)
   return c;
 }
 
+// A percentile against its target, on a sorted sample (values may be
+// infinite: failures that count as over): LoadGen's early-stopping rule on
+// the count over the target, the percentile with its exact interval. The
+// note starts "K of N"; the caller says of what.
+Finding percentile_target_finding(std::string metric, const std::vector<double>& v, double target, double q,
+                                  double conf) {
+  const std::uint64_t n = v.size();
+  const auto over = static_cast<std::uint64_t>(v.end() - std::upper_bound(v.begin(), v.end(), target));
+  Finding f;
+  f.metric = std::move(metric);
+  f.unit = "ms";
+  f.change_unit = "ms";
+  const double at = nearest_rank(v, q);
+  if (std::isfinite(at)) f.value = f.change = at;
+  const auto ci = quantile_confidence_interval(n, q, conf);
+  if (ci.lower_rank && std::isfinite(v[*ci.lower_rank - 1])) f.ci_low = v[*ci.lower_rank - 1];
+  if (ci.upper_rank && std::isfinite(v[*ci.upper_rank - 1])) f.ci_high = v[*ci.upper_rank - 1];
+  f.threshold = fmt::format("target {:g} ms", target);
+  if (q >= 1.0) {
+    f.verdict = over == 0 ? Verdict::kPass : Verdict::kRegressed;
+  } else if (early_stopping_pass(n, over, q, conf)) {
+    f.verdict = Verdict::kPass;
+  } else {
+    // The opposite claim: more over the target than the percentile allows.
+    boost::math::binomial_distribution<double> bin(static_cast<double>(n), 1 - q);
+    const double p_more = over == 0 ? 1.0 : boost::math::cdf(boost::math::complement(bin, over - 1.0));
+    if (p_more <= 1 - conf) {
+      f.verdict = Verdict::kRegressed;
+    } else {
+      f.verdict = Verdict::kInconclusive;
+      f.more_requests = more_queries_needed(n, over, q, conf);
+    }
+  }
+  f.note = fmt::format("{} of {}", over, n);
+  return f;
+}
+
 // ---- agentic tasks (tasks.jsonl; docs/tasks.md)
 
 // A run's tasks of a class ("" : every class) that started in [t0, t1),
@@ -154,33 +191,9 @@ void task_slo_findings(const Pair& p, const std::string& cls, const nlohmann::js
     std::vector<double> v = s.ok_ms;
     v.insert(v.end(), s.failed, std::numeric_limits<double>::infinity());
     std::sort(v.begin(), v.end());
-    const auto over = static_cast<std::uint64_t>(v.end() - std::upper_bound(v.begin(), v.end(), target));
-    const double q = pct / 100.0;
-    Finding f;
-    f.metric = fmt::format("{} p{:g} task completion", cls, pct);
-    f.unit = "ms";
-    f.change_unit = "ms";
-    const double at = nearest_rank(v, q);
-    if (std::isfinite(at)) f.value = f.change = at;
-    const auto ci = quantile_confidence_interval(n, q, conf);
-    if (ci.lower_rank && std::isfinite(v[*ci.lower_rank - 1])) f.ci_low = v[*ci.lower_rank - 1];
-    if (ci.upper_rank && std::isfinite(v[*ci.upper_rank - 1])) f.ci_high = v[*ci.upper_rank - 1];
-    f.threshold = fmt::format("target {:g} ms", target);
-    if (q >= 1.0) {
-      f.verdict = over == 0 ? Verdict::kPass : Verdict::kRegressed;
-    } else if (early_stopping_pass(n, over, q, conf)) {
-      f.verdict = Verdict::kPass;
-    } else {
-      boost::math::binomial_distribution<double> bin(static_cast<double>(n), 1 - q);
-      const double p_more = over == 0 ? 1.0 : boost::math::cdf(boost::math::complement(bin, over - 1.0));
-      if (p_more <= 1 - conf) {
-        f.verdict = Verdict::kRegressed;
-      } else {
-        f.verdict = Verdict::kInconclusive;
-        f.more_requests = more_queries_needed(n, over, q, conf);
-      }
-    }
-    f.note = fmt::format("{} of {} tasks over the target or failed", over, n);
+    Finding f = percentile_target_finding(fmt::format("{} p{:g} task completion", cls, pct), v, target,
+                                          pct / 100.0, conf);
+    f.note += " tasks over the target or failed";
     r.findings.push_back(std::move(f));
   }
   if (slo.contains("pass_rate") && slo["pass_rate"].is_number()) {
@@ -246,36 +259,10 @@ ItemResult item_slo(const Pair& p) {
       if (!target || !cand.values.count(key)) continue;
       std::vector<double> v = cand.values.at(key);
       std::sort(v.begin(), v.end());
-      const std::uint64_t n = v.size();
-      const std::uint64_t over =
-          static_cast<std::uint64_t>(v.end() - std::upper_bound(v.begin(), v.end(), *target));
-      const double q = slo.percentile / 100.0;
-      Finding f;
-      f.metric = fmt::format("{} p{:g} {}", cname, slo.percentile, std::string_view(key).substr(0, 4));
-      f.unit = "ms";
-      f.change_unit = "ms";
-      f.value = nearest_rank(v, q);
-      const auto ci = quantile_confidence_interval(n, q, conf);
-      if (ci.lower_rank) f.ci_low = v[*ci.lower_rank - 1];
-      if (ci.upper_rank) f.ci_high = v[*ci.upper_rank - 1];
-      f.change = f.value;
-      f.threshold = fmt::format("target {:g} ms", *target);
-      if (q >= 1.0) {
-        f.verdict = over == 0 ? Verdict::kPass : Verdict::kRegressed;
-      } else if (early_stopping_pass(n, over, q, conf)) {
-        f.verdict = Verdict::kPass;
-      } else {
-        // The opposite claim: more over the target than the percentile allows.
-        boost::math::binomial_distribution<double> bin(static_cast<double>(n), 1 - q);
-        const double p_more = over == 0 ? 1.0 : boost::math::cdf(boost::math::complement(bin, over - 1.0));
-        if (p_more <= 1 - conf) {
-          f.verdict = Verdict::kRegressed;
-        } else {
-          f.verdict = Verdict::kInconclusive;
-          f.more_requests = more_queries_needed(n, over, q, conf);
-        }
-      }
-      f.note = fmt::format("{} of {} over the target", over, n);
+      Finding f = percentile_target_finding(
+          fmt::format("{} p{:g} {}", cname, slo.percentile, std::string_view(key).substr(0, 4)), v, *target,
+          slo.percentile / 100.0, conf);
+      f.note += " over the target";
       if (!p.single()) f.note += " (candidate)";
       r.findings.push_back(std::move(f));
     }
