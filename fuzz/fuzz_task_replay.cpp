@@ -25,8 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (spec.steps.empty() || spec.order.size() != spec.steps.size()) __builtin_trap();
       std::vector<bool> seen(spec.steps.size(), false);
       for (const auto i : spec.order) {
-        for (const auto k : spec.steps[i].after)
-          if (k >= spec.steps.size() || !seen[k]) __builtin_trap();
+        const auto& after = spec.steps[i].after;
+        for (std::size_t j = 0; j < after.size(); ++j) {
+          if (after[j] >= spec.steps.size() || !seen[after[j]]) __builtin_trap();
+          for (std::size_t k = 0; k < j; ++k)
+            if (after[k] == after[j]) __builtin_trap();  // the driver waits for each once
+        }
         seen[i] = true;
       }
       for (const auto& s : spec.steps)

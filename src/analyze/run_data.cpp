@@ -98,18 +98,23 @@ RunData load_run(const fs::path& dir, const LoadOptions& options) {
   source.dir = dir;
   if (auto reader = source.open_tasks(rundir::BadLines::kSkip)) {
     rundir::TaskRecord t;
+    std::size_t steps = 0;
     while (reader->next(t)) {
-      if (run.tasks.size() < kMaxTasksLoaded)
+      if (run.tasks.size() < kMaxTasksLoaded && steps + t.steps.size() <= kMaxTaskStepsLoaded) {
+        steps += t.steps.size();
         run.tasks.push_back(t);
-      else
+      } else {
         ++run.tasks_left_out;
+      }
     }
     if (reader->stats().skipped > 0)
-      run.notes.push_back(fmt::format("tasks.jsonl: {} bad lines skipped; the first: {}", reader->stats().skipped,
-                                      reader->stats().first_skipped));
+      run.notes.push_back(fmt::format("tasks.jsonl: {} bad lines skipped; the first: {}",
+                                      reader->stats().skipped, reader->stats().first_skipped));
     if (run.tasks_left_out > 0)
-      run.notes.push_back(fmt::format("tasks.jsonl: the first {} tasks are shown and checked, {} more are not",
-                                      kMaxTasksLoaded, run.tasks_left_out));
+      run.notes.push_back(
+          fmt::format("tasks.jsonl: {} tasks are shown and checked, {} more are not (at most {} "
+                      "tasks and {} steps are kept in memory)",
+                      run.tasks.size(), run.tasks_left_out, kMaxTasksLoaded, kMaxTaskStepsLoaded));
   }
   if (fs::exists(dir / "check.json", ec)) {
     const std::string text =

@@ -68,13 +68,15 @@ struct RunData : RunFilesRead {
   // the checklist's verdicts, findings and evidence; null when none.
   nlohmann::json check;
   // tasks.jsonl (agentic tasks, docs/tasks.md), in file order, at most
-  // kMaxTasksLoaded (the rest counted in tasks_left_out, noted); its bad
+  // kMaxTasksLoaded tasks of kMaxTaskStepsLoaded steps in all (the rest
+  // counted in tasks_left_out, noted); its bad
   // lines are skipped and noted. Times are the run's clock (not shifted).
   std::vector<rundir::TaskRecord> tasks;
   std::uint64_t tasks_left_out = 0;
 };
 
 inline constexpr std::size_t kMaxTasksLoaded = 200'000;
+inline constexpr std::size_t kMaxTaskStepsLoaded = 2'000'000;
 
 // Loads one run directory. Throws UsageError when dir is not a directory
 // or holds neither run.json nor requests.jsonl, InputError when run.json is

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/random.h"
+#include "rundir/readers.h"
 #include "tokenizers/prompt_words.h"
 
 namespace tokenscope::bench {
@@ -520,7 +521,7 @@ struct TaskDriver::Impl {
           return step_failed(t, i, "unsupported_claim", "the answer cites " + d + ", which was not retrieved",
                              true);
     }
-    if (spec.judge) start_judge(t, i, *spec.judge, s.question, text);
+    if (spec.judge && !t.failed) start_judge(t, i, *spec.judge, s.question, text);
     step_done(t, i);
   }
 
@@ -829,7 +830,7 @@ struct TaskDriver::Impl {
       // An answer in text: the end, unless no tool was ever called.
       if (t.tool_rounds == 0 && t.spec->tool_choice != "none")
         return step_failed(t, i, "tool_selection", "the model answered without calling a tool", true);
-      if (t.spec->judge && judge_client) {
+      if (t.spec->judge && judge_client && !t.failed) {
         const auto& first_user = t.messages[t.spec->system.empty() ? 0 : 1];
         start_judge(t, i, *t.spec->judge, first_user.value("content", ""), t.steps[i].output);
       }
@@ -857,12 +858,16 @@ struct TaskDriver::Impl {
       tc.push_back(
           {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     t.messages.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", std::move(tc)}});
-    if (stopping) {  // no step starts after Ctrl-C
-      step_done(t, i);
+    if (stopping) {  // no step starts after Ctrl-C; cancelled before step_done, which may end the task
       t.failed = true;
       t.failure = "cancelled";
-      return maybe_end(t);
+      return step_done(t, i);
     }
+    // A task's record holds at most kMaxTaskRecordSteps steps (what rundir reads back).
+    if (t.steps.size() + calls.size() > rundir::kMaxTaskRecordSteps)
+      return step_failed(t, i, "budget",
+                         fmt::format("the task would have more than {} steps", rundir::kMaxTaskRecordSteps),
+                         false);
     ++t.tool_rounds;
     t.tools_pending = static_cast<std::uint32_t>(calls.size());  // before step_done: the task goes on
     step_done(t, i);
@@ -1029,6 +1034,15 @@ struct TaskDriver::Impl {
             {"tool_ms", tool / 1e6}, {"client_ms", client / 1e6}, {"queue_ms", queue / 1e6}};
   }
 
+  // After a stop: a task with nothing in flight (every step waiting) ends
+  // now, as no step will start; the others end as their exchanges do.
+  void end_idle_tasks() {
+    std::vector<TaskRun*> idle;
+    for (auto& [id, t] : tasks)
+      if (!t->ended && t->running == 0) idle.push_back(t.get());
+    for (auto* t : idle) maybe_end(*t);
+  }
+
   void check_finished() {
     if (!tasks.empty()) return;
     if (!stopping && next_arrival < set.arrivals.size()) return;
@@ -1098,7 +1112,9 @@ void TaskSummary::add(const nlohmann::json& t) {
       ++judged_;
       const std::string v = jt->value("outcome", "");
       (v == "pass" ? judge_pass_ : v == "reject" ? judge_reject_ : judge_errors_) += 1;
-      if (jt->contains("latency_ms")) judge_ms_.push_back(jt->value("latency_ms", 0.0));
+      // The judge's latency: of its verdicts (its failures' time is a timeout's, or nothing).
+      if (jt->contains("latency_ms") && (v == "pass" || v == "reject"))
+        judge_ms_.push_back(jt->value("latency_ms", 0.0));
     }
     // Failures per step's final outcome (a task may have more than one failed step).
     if (s.value("outcome", "") == "failed" && s.value("failure", "") != "cancelled")
@@ -1282,6 +1298,7 @@ void TaskDriver::stop_sending() {
     impl_->stopping = true;
     impl_->arrival_timer.cancel();
     not_started_ += impl_->set.arrivals.size() - impl_->next_arrival;
+    impl_->end_idle_tasks();
     impl_->check_finished();
   });
 }
@@ -1296,6 +1313,7 @@ void TaskDriver::cancel_in_flight() {
       for (auto& st : t->steps)
         if (st.backoff) st.backoff->cancel();
     for (auto& [u, c] : impl_->url_clients) c->cancel_all();
+    impl_->end_idle_tasks();
   });
 }
 

@@ -334,7 +334,7 @@ TEST(TaskDriver, ARecordedRunReplaysWithItsGraphsAndTokenCounts) {
       }
     }
   }
-  // Each tool step's latency, as the replay asks the mock for it: the recorded time per attempt.
+  // Each tool step's latency, as the replay asks the mock for it: the recorded exchange's.
   const TaskSet& set = *replay.tasks;
   for (std::size_t i = 0; i < recorded.size(); ++i)
     for (const auto& so : recorded[i]["steps"]) {
@@ -343,9 +343,11 @@ TEST(TaskDriver, ARecordedRunReplaysWithItsGraphsAndTokenCounts) {
       for (const auto& st : set.arrivals[i].spec->steps)
         if (st.id == so["id"]) spec = &st;
       ASSERT_TRUE(spec->replay && spec->replay->latency_ms);
-      const double ms = static_cast<double>(so["t_end_ns"].get<Nanos>() - so["t_start_ns"].get<Nanos>()) /
-                        1e6 / so["attempts"].get<double>();
-      EXPECT_EQ(*spec->replay->latency_ms, static_cast<std::uint32_t>(std::llround(ms))) << so;
+      // The tool's own exchange (request sent to answer read), in whole ms.
+      const Nanos ns = so["t_returned_ns"].get<Nanos>() - so["t_sent_ns"].get<Nanos>();
+      EXPECT_EQ(*spec->replay->latency_ms,
+                static_cast<std::uint32_t>((ns + kNanosPerMilli / 2) / kNanosPerMilli))
+          << so;
     }
 }
 
@@ -542,6 +544,52 @@ classes:
     EXPECT_TRUE(t["outcome"] == "ok" || t["outcome"] == "cancelled") << t.dump(1);
   }
   EXPECT_GT(cancelled, 0);
+}
+
+// A task that can make no progress (a graph whose step waits for one that
+// can never end it: here a predecessor named twice, which the file readers
+// refuse) still ends at a stop, cancelled, instead of holding the run.
+TEST(TaskDriver, AStopEndsATaskThatCannotProgress) {
+  auto b = parse_workload_yaml(R"(num_requests: 2
+arrival: {process: constant, rate_rps: 100}
+tools:
+  - {name: t, parameters: {type: object}}
+classes:
+  - name: c
+    task:
+      steps:
+        - {id: a, tool: t}
+        - {id: b, tool: t, after: [a]}
+)",
+                               "stuck.yaml", 1);
+  auto spec = std::make_shared<TaskSpec>(*b.tasks->by_class[0]);
+  spec->steps[1].after = {0, 0};  // waits for a twice: a's end counts once
+  auto set = std::make_shared<TaskSet>(*b.tasks);
+  set->by_class[0] = spec;
+  b.tasks = set;
+  TaskTarget target(1);
+  MockToolServer tools(b.tasks->catalog, 9);
+  TaskDriverSettings s;
+  s.request.model = "llama-3-8b";
+  s.target = target.endpoint;
+  s.tools = net::Endpoint::parse_url("http://127.0.0.1:" + std::to_string(tools.port()));
+  RecordQueue rq;
+  TaskRecordQueue tq;
+  TaskDriver d(*b.tasks, b.workload, s, rq, tq);
+  SteadyClock clock;
+  d.start(clock.now_ns());
+  EXPECT_FALSE(d.wait_for(300));  // stuck: b never becomes ready
+  d.stop_sending();
+  ASSERT_TRUE(d.wait_for(10'000));  // ends at the stop, nothing in flight to wait for
+  d.join();
+  std::vector<nlohmann::json> out;
+  tq.drain(out);
+  ASSERT_EQ(out.size(), 2u);
+  for (const auto& t : out) {
+    EXPECT_EQ(t["outcome"], "cancelled") << t.dump(1);
+    EXPECT_EQ(task_step(t, "a")["outcome"], "ok");
+    EXPECT_EQ(task_step(t, "b")["outcome"], "skipped");
+  }
 }
 
 }  // namespace

@@ -619,7 +619,7 @@ const nlohmann::json& judge_verdict_schema() {
   static const nlohmann::json schema = {{"type", "object"},
                                         {"properties",
                                          {{"score", {{"type", "integer"}, {"minimum", 1}, {"maximum", 5}}},
-                                          {"reason", {{"type", "string"}, {"maxLength", 200}}}}},
+                                          {"reason", {{"type", "string"}}}}},
                                         {"required", {"score", "reason"}},
                                         {"additionalProperties", false}};
   return schema;

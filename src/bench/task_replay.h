@@ -13,8 +13,11 @@
 // steps that had ended by its t_ready_ns, else its t_start_ns), t_start_ns,
 // t_end_ns and attempts (a tool's latency per attempt), prompt_tokens and
 // output_tokens (a model call's; both required), documents (a retrieval's
-// top_k), judge.min_score. Failures are not replayed: a step that failed
-// when recorded is sent again, and its outcome is the replay's.
+// top_k), t_sent_ns and t_returned_ns (a tool's exchange). Failures are
+// not replayed: a step that failed when recorded is sent again, and its
+// outcome is the replay's; a model call that failed without the server's
+// counts is left out, with the steps after it. Judges are not replayed: the
+// prompts are words of the recorded lengths, nothing a judge could grade.
 #pragma once
 
 #include <string>
@@ -24,8 +27,8 @@
 
 namespace tokenscope::bench {
 
-// Whether a workload file is a recorded tasks.jsonl (its first non-blank
-// byte opens a JSON object) rather than a YAML workload.
+// Whether a workload file is a recorded tasks.jsonl (its first line a JSON
+// object with "id" and "steps") rather than a YAML workload.
 bool is_task_recording(const std::string& path);
 
 // Reads a recorded tasks.jsonl (at most kMaxReplayBytes) into a workload of
@@ -35,7 +38,12 @@ bool is_task_recording(const std::string& path);
 BenchWorkload load_task_replay(const std::string& path, double time_scale = 1.0);
 BenchWorkload parse_task_replay(std::string_view text, const std::string& name, double time_scale = 1.0);
 
+// Bounds on a recording (each a clear InputError past it): its size, its
+// tasks, their steps in all (each about half a kilobyte in memory), the
+// span of its arrivals.
 inline constexpr std::uint64_t kMaxReplayBytes = std::uint64_t{1} << 30;
-inline constexpr std::size_t kMaxReplayTasks = 1'000'000;
+inline constexpr std::size_t kMaxReplayTasks = 200'000;
+inline constexpr std::size_t kMaxReplaySteps = 1'000'000;
+inline constexpr Nanos kMaxReplaySpan = Nanos{30} * 86'400 * 1'000'000'000;
 
 }  // namespace tokenscope::bench

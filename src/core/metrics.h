@@ -140,7 +140,7 @@ inline constexpr KeyDefinition kTaskKeys[] = {
      "tasks ended by the run's stop (Ctrl-C, the run's end) before their steps were done"},
     {"pass_rate", "ratio", "ok / (ok + failed): the semantic pass rate; null with neither"},
     {"pass_rate_ci95", "ratio",
-     "the pass rate's exact 95% (Clopper-Pearson) interval [low, high]; null with no task"},
+     "the pass rate's exact 95% (Clopper-Pearson) interval [low, high]; null with no task ok or failed"},
     {"completion_ms", "ms",
      "p50, p90, p99 of ok tasks' wall time (start to their last step's end, the judge's time left out), each "
      "{value, ci95} with a 95% percentile-bootstrap interval (200 resamples)"},
@@ -157,13 +157,14 @@ inline constexpr KeyDefinition kTaskKeys[] = {
     {"tool_latency", "ms",
      "per tool: calls, p50_ms, p99_ms of steps that ended ok, start to end (retries included)"},
     {"by_class", "object",
-     "per task class: tasks, ok, failed, cancelled, pass_rate, completion_ms, and slo {percentile, task_ms, "
-     "task_ms_at_percentile, pass_rate, met} where the class has a task SLO"},
+     "per task class: tasks, ok, failed, cancelled, pass_rate, pass_rate_ci95, completion_ms, and slo "
+     "{percentile, task_ms, task_ms_at_percentile, pass_rate, met} where the class has a task SLO"},
     {"warmup", "object",
      "warm-up tasks (first warmup_tasks, or arriving within --warmup-s): tasks, completion_p50_ms"},
     {"judge", "object",
      "judged, passed, rejected, errors (the judge's own failures, which fail no task), latency_p50_ms, "
-     "latency_p99_ms; configured, steps (judged steps in the file), target and model when configured"},
+     "latency_p99_ms (of its verdicts); configured, steps (judged steps of the file's task classes; a replay "
+     "has none), target and model when configured"},
     {"tools_injected", "object",
      "per mock tool: calls and the errors it injected (http_5xx, timeout, malformed, invalid_arguments)"},
 };

@@ -264,11 +264,15 @@ CgroupCollector::CgroupCollector(CgroupTarget target, std::string root)
 
 nlohmann::json cgroup_limits(const std::string& dir) {
   nlohmann::json out = nlohmann::json::object();
-  nlohmann::json missing = nlohmann::json::array(), unparsed = nlohmann::json::object();
+  nlohmann::json missing = nlohmann::json::array(), unparsed = nlohmann::json::object(),
+                 unreadable = nlohmann::json::object();
   std::string text;
   const auto read = [&](const char* name) -> std::optional<std::string> {
-    if (read_small_file(dir + "/" + name, text, 64 << 10) != 0) {
-      missing.push_back(name);
+    if (const int err = read_small_file(dir + "/" + name, text, 64 << 10); err != 0) {
+      if (err == ENOENT)
+        missing.push_back(name);
+      else
+        unreadable[name] = std::strerror(err);
       return std::nullopt;
     }
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
@@ -328,6 +332,7 @@ nlohmann::json cgroup_limits(const std::string& dir) {
   }
   if (!missing.empty()) out["missing"] = std::move(missing);
   if (!unparsed.empty()) out["unparsed"] = std::move(unparsed);
+  if (!unreadable.empty()) out["unreadable"] = std::move(unreadable);
   return out;
 }
 

@@ -527,7 +527,7 @@ void parse_task_step(dom::element v, TaskStepRecord& s) {
   s.documents.clear();
   s.after.clear();
   s.has_after = false;
-  s.judge_min_score = -1;
+  s.t_sent = s.t_returned = -1;
   bool has_id = false, has_kind = false;
   for (dom::key_value_pair kv : o) {
     const std::string_view k = kv.key;
@@ -563,15 +563,10 @@ void parse_task_step(dom::element v, TaskStepRecord& s) {
     } else if (k == "after") {
       get_task_strings(k, e, s.after);
       s.has_after = true;
-    } else if (k == "judge") {
-      dom::object j;
-      if (e.get_object().get(j) != simdjson::SUCCESS) wrong_type(k, e, "an object (the judge's verdict)");
-      s.judge_min_score = 3;
-      if (dom::element m; j["min_score"].get(m) == simdjson::SUCCESS) {
-        const auto n = get_uint("judge.min_score", m);
-        if (n < 1 || n > 5) throw LineError("judge.min_score", "should be 1 to 5");
-        s.judge_min_score = static_cast<int>(n);
-      }
+    } else if (k == "t_sent_ns") {
+      s.t_sent = get_time(k, e);
+    } else if (k == "t_returned_ns") {
+      s.t_returned = get_time(k, e);
     } else if (k == "requests") {
       dom::array a;
       if (e.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, e, "an array of request ids");
@@ -586,6 +581,13 @@ void parse_task_step(dom::element v, TaskStepRecord& s) {
   }
   if (!has_id) throw LineError("id", "missing (every step has one)");
   if (!has_kind) throw LineError("kind", "missing (model, tool or retrieval)");
+  // Token counts a server could send, so that sums over a task's steps cannot overflow.
+  constexpr std::int64_t kMaxTokens = std::int64_t{1} << 40;
+  for (const auto& [name, v] :
+       {std::pair{"prompt_tokens", s.prompt_tokens}, std::pair{"cached_tokens", s.cached_tokens},
+        std::pair{"output_tokens", s.output_tokens}})
+    if (v < -1 || v > kMaxTokens)
+      throw LineError(name, fmt::format("{} is not a token count (-1 to 2^40)", v));
   if (s.t_start >= 0 && s.t_end < 0)
     throw LineError("t_end_ns", "is -1 for a step that started (a task ends after its steps do)");
   if (s.t_end >= 0 && s.t_end < s.t_start)
@@ -670,6 +672,8 @@ void TaskLineParser::parse(std::string_view line, TaskRecord& t) {
       if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of steps");
       steps = 0;
       for (const dom::element e : a) {
+        if (steps == kMaxTaskRecordSteps)
+          throw LineError("steps", fmt::format("more than {} steps in one task", kMaxTaskRecordSteps));
         if (steps == t.steps.size()) t.steps.emplace_back();
         try {
           parse_task_step(e, t.steps[steps]);

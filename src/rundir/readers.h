@@ -189,7 +189,7 @@ struct TaskStepRecord {
   std::vector<std::string> documents;  // retrievals: the documents' ids
   std::vector<std::string> after;      // the steps it waited for (has_after: the record says)
   bool has_after = false;
-  int judge_min_score = -1;  // a judged answer: its judge's min_score (-1: not judged)
+  Nanos t_sent = -1, t_returned = -1;  // a tool call's last attempt: request sent, answer read
 };
 
 // Where a task's time went (docs/tasks.md "The critical path"), in ms; -1
@@ -217,6 +217,10 @@ struct TaskRecord {
   std::vector<TaskStepRecord> steps;
   std::optional<TaskCriticalPath> critical_path;
 };
+
+// The most steps one task record may hold: a model-driven task of bench's
+// largest budget (1,000 model calls) with a few tool calls each.
+inline constexpr std::size_t kMaxTaskRecordSteps = 16'384;
 
 // Parses tasks.jsonl lines (simdjson, as RequestLineParser). Throws
 // LineError naming the field, steps' fields as "steps[2].kind".
