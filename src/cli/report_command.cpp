@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -49,6 +50,118 @@ std::string format_of(const ReportCommandOptions& o) {
   if (ext == ".md") return "md";
   if (ext == ".txt") return "text";
   return "html";
+}
+
+double number_or_zero(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : 0;
+}
+
+// A number with `decimals` decimals, "-" when it is not one.
+std::string task_number(const nlohmann::json& v, int decimals) {
+  return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), decimals) : std::string("-");
+}
+
+// A completion percentile with its 95% interval: {value, ci95: [low, high]}.
+std::string task_percentile(const nlohmann::json& q) {
+  const auto& ci = field(q, "ci95");
+  std::string out = task_number(field(q, "value"), 0);
+  if (ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number())
+    out += fmt::format(" [{}, {}]", task_number(ci[0], 0), task_number(ci[1], 0));
+  return out + " ms";
+}
+
+// "k1 n1, k2 n2" of an object of counts, the largest first, at most `most`.
+std::string task_counts(const nlohmann::json& counts, std::size_t most) {
+  std::vector<std::pair<double, std::string>> v;
+  if (counts.is_object())
+    for (const auto& [k, n] : counts.items())
+      if (n.is_number()) v.emplace_back(n.get<double>(), k);
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (std::size_t i = 0; i < std::min(most, v.size()); ++i)
+    out += fmt::format("{}{} {:.0f}", out.empty() ? "" : ", ", display_text(v[i].second), v[i].first);
+  if (v.size() > most) out += fmt::format(" and {} more", v.size() - most);
+  return out;
+}
+
+// The run's agentic tasks (report_data's runs[].tasks): run.json's summary
+// in lines, as bench prints its tasks line and more; the counts of the
+// records when the summary is missing (a run cut short).
+void print_task_lines(std::ostream& os, const nlohmann::json& tasks) {
+  const auto& s = field(tasks, "summary");
+  const auto& rec = field(tasks, "records");
+  const auto& counts = s.is_object() ? s : rec;
+  os << fmt::format(
+      "{:<18}{} total, {} ok, {} failed, {} cancelled{}; {} warm-up apart\n", "tasks",
+      task_number(field(counts, "tasks"), 0), task_number(field(counts, "ok"), 0),
+      task_number(field(counts, "failed"), 0), task_number(field(counts, "cancelled"), 0),
+      field(s, "pass_rate").is_number()
+          ? fmt::format(" (pass rate {:.1f}%)", 100 * s["pass_rate"].get<double>())
+          : std::string(),
+      task_number(field(field(s, "warmup"), "tasks").is_number() ? field(field(s, "warmup"), "tasks")
+                                                                 : field(rec, "warmup"),
+                  0));
+  if (!s.is_object()) {
+    os << "  run.json has no tasks summary (a run cut short): the counts are tasks.jsonl's\n";
+    return;
+  }
+  if (const auto& c = field(s, "completion_ms"); c.is_object())
+    os << fmt::format("  {:<16}p50 {}, p90 {}, p99 {}\n", "completion", task_percentile(field(c, "p50")),
+                      task_percentile(field(c, "p90")), task_percentile(field(c, "p99")));
+  if (const auto& g = field(s, "goodput"); g.is_object())
+    os << fmt::format("  {:<16}{} tasks within their SLO, {}/s over {} s\n", "goodput",
+                      task_number(field(g, "tasks"), 0), task_number(field(g, "per_s"), 2),
+                      task_number(field(g, "span_s"), 1));
+  if (const auto& p = field(s, "per_task"); p.is_object())
+    os << fmt::format("  {:<16}{} steps, {} model calls, {} tool calls, {} prompt tokens, {} output tokens\n",
+                      "per task", task_number(field(p, "steps"), 2), task_number(field(p, "model_calls"), 2),
+                      task_number(field(p, "tool_calls"), 2), task_number(field(p, "prompt_tokens"), 0),
+                      task_number(field(p, "output_tokens"), 0));
+  if (const auto& c = field(s, "critical_path_ms"); c.is_object())
+    os << fmt::format("  {:<16}model {} ms, tool {} ms, client {} ms, queue {} ms (means)\n", "critical path",
+                      task_number(field(c, "model"), 1), task_number(field(c, "tool"), 1),
+                      task_number(field(c, "client"), 1), task_number(field(c, "queue"), 1));
+  if (const std::string f = task_counts(field(s, "failures_by_class"), 10); !f.empty()) {
+    os << fmt::format("  {:<16}{} (failed steps)\n", "failures", f);
+    os << fmt::format("  {:<16}{}\n", "tasks failed", task_counts(field(s, "tasks_failed_by_class"), 10));
+    os << fmt::format("  {:<16}{}\n", "failed at step", task_counts(field(s, "failures_by_step"), 10));
+  }
+  if (const std::string r = task_counts(field(s, "retried_by_class"), 10); !r.empty())
+    os << fmt::format("  {:<16}{} (attempts)\n", "retried", r);
+  if (const auto& tools = field(s, "tool_latency"); tools.is_object() && !tools.empty()) {
+    std::string line;
+    for (const auto& [name, t] : tools.items())
+      line += fmt::format("{}{} {} calls, p50 {} ms, p99 {} ms", line.empty() ? "" : "; ", display_text(name),
+                          task_number(field(t, "calls"), 0), task_number(field(t, "p50_ms"), 2),
+                          task_number(field(t, "p99_ms"), 2));
+    os << fmt::format("  {:<16}{}\n", "tool latency", line);
+  }
+  if (const auto& j = field(s, "judge"); field(j, "judged").is_number() && j["judged"].get<double>() > 0)
+    os << fmt::format("  {:<16}{} judged: {} passed, {} rejected, {} judge errors; p50 {} ms, p99 {} ms\n",
+                      "judge", task_number(field(j, "judged"), 0), task_number(field(j, "passed"), 0),
+                      task_number(field(j, "rejected"), 0), task_number(field(j, "errors"), 0),
+                      task_number(field(j, "latency_p50_ms"), 0), task_number(field(j, "latency_p99_ms"), 0));
+  if (const auto& classes = field(s, "by_class"); classes.is_object())
+    for (const auto& [name, c] : classes.items()) {
+      std::string slo;
+      if (const auto& o = field(c, "slo"); o.is_object()) {
+        if (field(o, "task_ms").is_number())
+          slo += fmt::format("; p{} {} / {} ms", task_number(field(o, "percentile"), 0),
+                             field(o, "task_ms_at_percentile").is_number()
+                                 ? task_number(o["task_ms_at_percentile"], 0)
+                                 : std::string("past the failed tasks"),
+                             task_number(o["task_ms"], 0));
+        if (field(o, "pass_rate").is_number())
+          slo += fmt::format("; pass rate {:.1f}% / {:.1f}%", 100 * number_or_zero(field(c, "pass_rate")),
+                             100 * o["pass_rate"].get<double>());
+        slo += field(o, "met") == true ? ": SLO pass" : ": SLO FAIL";
+      }
+      os << fmt::format("  class {:<10}{} tasks, {} ok, {} failed, {} cancelled, p99 {}{}\n",
+                        name.empty() ? "(none)" : display_text(name), task_number(field(c, "tasks"), 0),
+                        task_number(field(c, "ok"), 0), task_number(field(c, "failed"), 0),
+                        task_number(field(c, "cancelled"), 0),
+                        task_number(field(field(field(c, "completion_ms"), "p99"), "value"), 0) + " ms", slo);
+    }
 }
 
 }  // namespace
@@ -109,6 +222,7 @@ void print_report_text(std::ostream& os, const nlohmann::json& data) {
                           num_cell(field(field(g, "tpot_ms"), "p99"), 12, 2),
                           num_cell(field(field(g, "e2e_ms"), "p99"), 12, 1));
     }
+    if (const auto& tasks = field(r, "tasks"); tasks.is_object()) print_task_lines(os, tasks);
     // The slowest requests: where their time went.
     if (const auto& slow = r["slowest"]; slow.is_array() && !slow.empty()) {
       os << fmt::format("{:<18}{:>10}{:>10}{:>10}{:>10}{:>10}{:>9}  {}\n", "slowest (ms)", "E2E", "client",

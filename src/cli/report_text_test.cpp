@@ -64,6 +64,35 @@ TEST(ReportText, ShowsTheSummaryTableWarningsAndNotes) {
   EXPECT_THAT(t, HasSubstr("note: run.json has no summary"));
 }
 
+// A run with agentic tasks (src/report/testdata/tasks): its summary in
+// lines under the run's table; a run without tasks has none.
+TEST(ReportText, TheTasksSummaryOfARunWithTasks) {
+  std::ostringstream os;
+  print_report_text(os, report::report_data(report::load_report_input({kTestdata / "tasks"})));
+  const std::string t = os.str();
+  EXPECT_THAT(t,
+              HasSubstr("tasks             3 total, 1 ok, 1 failed, 1 cancelled (pass rate 50.0%); 1 warm-up "
+                        "apart\n"));
+  EXPECT_THAT(t, HasSubstr("  completion      p50 1999 [1999, 1999] ms, p90 1999 [1999, 1999] ms, p99 1999 "
+                           "[1999, 1999] ms\n"));
+  EXPECT_THAT(t, HasSubstr("  goodput         1 tasks within their SLO, 0.28/s over 3.6 s\n"));
+  EXPECT_THAT(t,
+              HasSubstr("  per task        3.00 steps, 1.67 model calls, 1.33 tool calls, 100 prompt tokens, "
+                        "6 output tokens\n"));
+  EXPECT_THAT(t, HasSubstr("  critical path   model 1599.0 ms, tool 400.0 ms, client 0.0 ms, queue 0.0 ms"));
+  EXPECT_THAT(t, HasSubstr("  failures        http 1 (failed steps)\n"));
+  EXPECT_THAT(t, HasSubstr("  failed at step  api 1\n"));
+  EXPECT_THAT(t, HasSubstr("  retried         http 2 (attempts)\n"));
+  EXPECT_THAT(t, HasSubstr("  tool latency    weather 1 calls, p50 400.00 ms, p99 400.00 ms\n"));
+  EXPECT_THAT(t,
+              HasSubstr("  class research  2 tasks, 1 ok, 1 failed, 0 cancelled, p99 1999 ms; p90 past the "
+                        "failed tasks / 20000 ms; pass rate 50.0% / 90.0%: SLO FAIL\n"));
+
+  std::ostringstream plain;
+  print_report_text(plain, report::report_data(report::load_report_input({kTestdata / "sampled"})));
+  EXPECT_THAT(plain.str(), ::testing::Not(HasSubstr("tasks ")));
+}
+
 // check -v prints every finding with its note under it (why an interval is
 // missing, what a server does not count); without -v, the decisive finding
 // alone and no notes.

@@ -87,6 +87,34 @@ std::string render_markdown(const nlohmann::json& data) {
                        fixed(json_at(s, {"itl_ms", "p99"}), 2), fixed(json_at(s, {"e2e_ms", "p99"}), 1));
   }
   out += "\nLatencies in ms.\n";
+  // Agentic tasks (report_data's runs[].tasks), for the runs that have them.
+  std::string tasks;
+  for (const auto& r : runs) {
+    const auto& t = json_at(r, {"tasks"});
+    if (!t.is_object()) continue;
+    const auto& s = t["summary"];
+    const auto& counts = s.is_object() ? s : t["records"];
+    std::string failures;
+    if (const auto& f = json_at(s, {"failures_by_class"}); f.is_object())
+      for (const auto& [k, n] : f.items())
+        failures += fmt::format("{}{} {}", failures.empty() ? "" : ", ", md_cell(k), fixed(n, 0));
+    tasks += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", md_cell(r.value("name", std::string())),
+        fixed(json_at(counts, {"tasks"}), 0), fixed(json_at(counts, {"ok"}), 0),
+        fixed(json_at(counts, {"failed"}), 0), fixed(json_at(counts, {"cancelled"}), 0),
+        json_at(s, {"pass_rate"}).is_number() ? fmt::format("{:.1f}%", 100 * s["pass_rate"].get<double>())
+                                              : "-",
+        fixed(json_at(s, {"completion_ms", "p50", "value"}), 0),
+        fixed(json_at(s, {"completion_ms", "p99", "value"}), 0), fixed(json_at(s, {"goodput", "per_s"}), 2),
+        failures.empty() ? "-" : failures);
+  }
+  if (!tasks.empty()) {
+    out += "\n#### Agentic tasks\n\n";
+    out +=
+        "| run | tasks | ok | failed | cancelled | pass rate | completion p50 (ms) | completion p99 (ms) | ";
+    out += "goodput (tasks/s) | failed steps by class |\n";
+    out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n" + tasks;
+  }
   for (const auto& sw : data["sweeps"]) {
     out += fmt::format("\n#### sweep {}\n\n", md_cell(sw.value("name", std::string())));
     out += "| rate (req/s) | achieved | goodput | TTFT p99 | TPOT p99 | failed | SLO |\n";

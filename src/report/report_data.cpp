@@ -406,6 +406,147 @@ nlohmann::json phases_json(const RunData& run) {
   return out;
 }
 
+// ---- agentic tasks (tasks.jsonl, run.json's "tasks")
+
+// A task's end: its t_end, or for a record without one (a task cut short),
+// its last step's end; -1 when nothing ended.
+Nanos task_end_ns(const rundir::TaskRecord& t) {
+  Nanos end = t.t_end;
+  if (end < 0)
+    for (const auto& s : t.steps) end = std::max(end, s.t_end);
+  return end;
+}
+
+// Up to n of `from` appended to out, the middle one of each of n equal parts:
+// a sample that keeps the spread of `from` (start order: over the run).
+void take_tasks_evenly(const std::vector<std::size_t>& from, std::size_t n, std::vector<std::size_t>& out) {
+  if (n == 0) return;
+  if (from.size() <= n) {
+    out.insert(out.end(), from.begin(), from.end());
+    return;
+  }
+  for (std::size_t k = 0; k < n; ++k) out.push_back(from[(2 * k + 1) * from.size() / (2 * n)]);
+}
+
+// One row of the task waterfall: the task's times in seconds from the run's
+// origin, and its steps that started (a skipped step has no time to draw),
+// at most kTaskStepsShown. Durations come in ms from the nanoseconds, as the
+// times are rounded for the page.
+nlohmann::json task_row_json(const RunData& run, const rundir::TaskRecord& t, const char* shown_as) {
+  const auto s_of = [&run](Nanos ns) { return ns < 0 ? nlohmann::json() : num(nanos_to_s(ns - run.origin)); };
+  nlohmann::json steps = nlohmann::json::array();
+  std::size_t started = 0;
+  for (const auto& s : t.steps) {
+    if (s.t_start < 0) continue;
+    if (++started > kTaskStepsShown) continue;
+    nlohmann::json j = {
+        {"id", s.id},
+        {"kind", s.kind},
+        {"name", s.name},
+        {"outcome", s.outcome},
+        {"attempts", s.attempts},
+        {"start_s", s_of(s.t_start)},
+        {"end_s", s_of(s.t_end)},
+        {"duration_ms", s.t_end >= s.t_start ? num(nanos_to_ms(s.t_end - s.t_start)) : nullptr}};
+    if (!s.failure.empty()) j["failure"] = s.failure;
+    if (!s.retried.empty()) j["retried"] = s.retried;
+    steps.push_back(std::move(j));
+  }
+  const Nanos end = task_end_ns(t);
+  return {{"id", t.id},
+          {"class", t.task_class},
+          {"tenant", t.tenant},
+          {"outcome", t.outcome},
+          {"failure", t.failure},
+          {"failed_step", t.failed_step},
+          {"warmup", t.warmup},
+          {"shown_as", shown_as},
+          {"sched_s", s_of(t.t_sched)},
+          {"start_s", s_of(t.t_start)},
+          {"end_s", s_of(end)},
+          {"duration_ms", end >= t.t_start ? num(nanos_to_ms(end - t.t_start)) : nullptr},
+          {"steps_total", t.steps.size()},
+          {"steps_started", started},
+          {"steps", std::move(steps)}};
+}
+
+// The run's agentic tasks: run.json's summary as it is (null when the run
+// has none: a run killed before its end), the counts of the records (warm-up
+// apart, as the summary counts), and the waterfall's rows in start order:
+// the slowest tasks (warm-up apart: cold caches would fill it), an even
+// sample of the failed ones, then an even sample of the rest, at most
+// kTaskRowsShown (report_data.h). Null for a run without tasks.
+nlohmann::json tasks_json(const RunData& run) {
+  const auto& summary = json_at(run.run_json, {"tasks"});
+  const auto& tasks = run.tasks;
+  if (tasks.empty() && !summary.is_object()) return nullptr;
+  std::uint64_t ok = 0, failed = 0, cancelled = 0, warmup = 0;
+  std::vector<std::size_t> started;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto& t = tasks[i];
+    if (t.warmup)
+      ++warmup;
+    else if (t.outcome == "ok")
+      ++ok;
+    else if (t.outcome == "failed")
+      ++failed;
+    else
+      ++cancelled;
+    if (t.t_start >= 0) started.push_back(i);
+  }
+  std::stable_sort(started.begin(), started.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(tasks[a].t_start, tasks[a].id) < std::tie(tasks[b].t_start, tasks[b].id);
+  });
+  const auto duration = [&](std::size_t i) {
+    return std::max<Nanos>(0, task_end_ns(tasks[i]) - tasks[i].t_start);
+  };
+  std::vector<const char*> shown_as(tasks.size(), nullptr);
+  std::vector<std::size_t> pool;
+  for (const std::size_t i : started)
+    if (!tasks[i].warmup) pool.push_back(i);
+  const std::size_t slowest = std::min(kTaskSlowestShown, pool.size());
+  std::partial_sort(pool.begin(), pool.begin() + static_cast<std::ptrdiff_t>(slowest), pool.end(),
+                    [&](std::size_t a, std::size_t b) {
+                      const Nanos da = duration(a), db = duration(b);
+                      return da > db || (da == db && tasks[a].id < tasks[b].id);
+                    });
+  for (std::size_t k = 0; k < slowest; ++k) shown_as[pool[k]] = "slowest";
+  pool.clear();
+  for (const std::size_t i : started)
+    if (!shown_as[i] && !tasks[i].warmup && tasks[i].outcome == "failed") pool.push_back(i);
+  std::vector<std::size_t> picked;
+  take_tasks_evenly(pool, kTaskFailedShown, picked);
+  for (const std::size_t i : picked) shown_as[i] = "failed";
+  const std::size_t failed_shown = picked.size();
+  pool.clear();
+  for (const std::size_t i : started)
+    if (!shown_as[i]) pool.push_back(i);
+  picked.clear();
+  take_tasks_evenly(pool, kTaskRowsShown - slowest - failed_shown, picked);
+  for (const std::size_t i : picked) shown_as[i] = "sample";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const std::size_t i : started)
+    if (shown_as[i]) rows.push_back(task_row_json(run, tasks[i], shown_as[i]));
+  nlohmann::json waterfall = {{"tasks", tasks.size() + run.tasks_left_out},
+                              {"loaded", tasks.size()},
+                              {"started", started.size()},
+                              {"shown", rows.size()},
+                              {"slowest", slowest},
+                              {"failed", failed_shown},
+                              {"sampled", picked.size()},
+                              {"max_rows", kTaskRowsShown},
+                              {"max_steps", kTaskStepsShown},
+                              {"rows", std::move(rows)}};
+  return {{"summary", summary.is_object() ? summary : nlohmann::json()},
+          {"records",
+           {{"tasks", ok + failed + cancelled},
+            {"ok", ok},
+            {"failed", failed},
+            {"cancelled", cancelled},
+            {"warmup", warmup}}},
+          {"waterfall", std::move(waterfall)}};
+}
+
 // A probe's result as the page shows it: the file, the probe's name, and the
 // parts its tables and charts read (the repetitions' values left out).
 nlohmann::json strip_values(const nlohmann::json& j) {
@@ -763,6 +904,9 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     // Lifecycle phases (warm-up / steady / degradation) from `check`
     // (phases.json): [{"phase", "start_s", "end_s"}], shaded on the time axis.
     r["phases"] = phases_json(run);
+    // Agentic tasks (docs/tasks.md): only for runs that have them, so that
+    // the data of a run without tasks is as it was.
+    if (auto tasks = tasks_json(run); !tasks.is_null()) r["tasks"] = std::move(tasks);
     // The regression checklist of `check` (check.json), as it wrote it.
     if (!run.check.is_null()) r["check"] = run.check;
     runs.push_back(std::move(r));

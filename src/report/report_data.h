@@ -64,6 +64,16 @@ struct ReportInput {
 ReportInput load_report_input(const std::vector<std::filesystem::path>& paths,
                               const LoadOptions& options = {});
 
+// The task waterfall (report_data's runs[].tasks.waterfall) is bounded, so
+// that a run of 100,000 tasks stays a small page: at most kTaskRowsShown
+// tasks, the kTaskSlowestShown slowest and an even sample of up to
+// kTaskFailedShown failed ones first, the rest an even sample of the others;
+// at most kTaskStepsShown steps of each.
+inline constexpr std::size_t kTaskRowsShown = 60;
+inline constexpr std::size_t kTaskSlowestShown = kSlowestKept;
+inline constexpr std::size_t kTaskFailedShown = 20;
+inline constexpr std::size_t kTaskStepsShown = 64;
+
 struct ReportOptions {
   std::size_t columns = 1000;    // pixel columns a time chart is reduced to (minmax_columns)
   std::size_t cdf_points = 256;  // evenly spaced ranks of a CDF (its tail gets more)

@@ -895,5 +895,149 @@ TEST(Probes, ResultFilesAndDirectoriesAreRead) {
   EXPECT_THAT(render_html(d), HasSubstr("cache-line"));
 }
 
+// ---- agentic tasks (src/report/testdata/tasks: a warm-up task, one ok with
+// a retrieval and a tool call side by side, one failed by its tool after
+// retries, one cancelled)
+
+TEST(Tasks, TheSectionHoldsTheSummaryTheCountsAndTheWaterfall) {
+  const nlohmann::json d = report_data(load_report_input({kTestdata / "tasks"}));
+  const auto& r = d["runs"][0];
+  ASSERT_TRUE(r.contains("tasks")) << r.dump();
+  const auto& t = r["tasks"];
+  // run.json's summary as it is: what the tables show.
+  EXPECT_EQ(t["summary"]["pass_rate"], 0.5);
+  EXPECT_EQ(t["summary"]["completion_ms"]["p99"]["value"], 1999.0);
+  EXPECT_EQ(t["summary"]["failures_by_class"]["http"], 1);
+  EXPECT_EQ(t["summary"]["tasks_failed_by_class"]["http"], 1);
+  EXPECT_EQ(t["summary"]["failures_by_step"]["api"], 1);
+  EXPECT_EQ(t["summary"]["retried_by_class"]["http"], 2);
+  EXPECT_EQ(t["summary"]["by_class"]["research"]["slo"]["met"], false);
+  // The records' counts, the warm-up task apart as in the summary.
+  EXPECT_EQ(t["records"],
+            nlohmann::json({{"tasks", 3}, {"ok", 1}, {"failed", 1}, {"cancelled", 1}, {"warmup", 1}}));
+
+  const auto& w = t["waterfall"];
+  EXPECT_EQ(w["tasks"], 4);
+  EXPECT_EQ(w["shown"], 4);
+  EXPECT_EQ(w["slowest"], 3);  // every task after the warm-up
+  EXPECT_EQ(w["sampled"], 1);  // the warm-up task
+  ASSERT_EQ(w["rows"].size(), 4u);
+  std::vector<int> ids;
+  for (const auto& row : w["rows"]) ids.push_back(row["id"]);
+  EXPECT_EQ(ids, (std::vector<int>{0, 1, 2, 3}));  // in start order
+  EXPECT_EQ(w["rows"][0]["shown_as"], "sample");
+  EXPECT_EQ(w["rows"][0]["warmup"], true);
+  // On the run's time axis: seconds from the origin (the first request's t_sched, 1 s).
+  const auto& ok = w["rows"][1];
+  EXPECT_EQ(ok["shown_as"], "slowest");
+  EXPECT_EQ(ok["sched_s"], 1.0);
+  EXPECT_EQ(ok["start_s"], 1.001);
+  EXPECT_EQ(ok["end_s"], 3.0);
+  EXPECT_EQ(ok["duration_ms"], 1999.0);
+  ASSERT_EQ(ok["steps"].size(), 4u);
+  EXPECT_EQ(ok["steps"][1]["kind"], "retrieval");
+  EXPECT_EQ(ok["steps"][2]["kind"], "tool");
+  EXPECT_EQ(ok["steps"][1]["start_s"], ok["steps"][2]["start_s"]);  // side by side
+  // The failed task: its failure and step, the failed step with its attempts;
+  // the step it skipped is not drawn but counted.
+  const auto& failed = w["rows"][2];
+  EXPECT_EQ(failed["outcome"], "failed");
+  EXPECT_EQ(failed["failure"], "http");
+  EXPECT_EQ(failed["failed_step"], "api");
+  EXPECT_EQ(failed["steps_total"], 4);
+  EXPECT_EQ(failed["steps_started"], 3);
+  ASSERT_EQ(failed["steps"].size(), 3u);
+  const auto& api = failed["steps"][2];
+  EXPECT_EQ(api["id"], "api");
+  EXPECT_EQ(api["name"], "weather");
+  EXPECT_EQ(api["outcome"], "failed");
+  EXPECT_EQ(api["failure"], "http");
+  EXPECT_EQ(api["attempts"], 3);
+  EXPECT_EQ(api["retried"], nlohmann::json({"http", "http"}));
+  EXPECT_EQ(api["duration_ms"], 500.0);
+  EXPECT_EQ(w["rows"][3]["outcome"], "cancelled");
+
+  // The Markdown has a row of the run's tasks; the page carries the data.
+  EXPECT_THAT(render_markdown(d), HasSubstr("#### Agentic tasks"));
+  EXPECT_THAT(render_markdown(d),
+              HasSubstr("| tasks | 3 | 1 | 1 | 1 | 50.0% | 1999 | 1999 | 0.28 | http 1 |"));
+  EXPECT_THAT(render_html(d), HasSubstr("\"failures_by_step\":{\"api\":1}"));
+}
+
+TEST(Tasks, RunsWithoutTasksHaveNoSection) {
+  const nlohmann::json d = report_data(load_report_input({kTestdata / "partial", kTestdata / "sampled"}));
+  for (const auto& r : d["runs"]) EXPECT_FALSE(r.contains("tasks")) << r["name"];
+  EXPECT_THAT(render_markdown(d), Not(HasSubstr("Agentic tasks")));
+  // Beside a run with tasks, a run without still has none.
+  const nlohmann::json both = report_data(load_report_input({kTestdata / "sampled", kTestdata / "tasks"}));
+  EXPECT_FALSE(both["runs"][0].contains("tasks"));
+  EXPECT_TRUE(both["runs"][1].contains("tasks"));
+}
+
+TEST(Tasks, AWaterfallOfManyTasksIsBounded) {
+  // 5,000 tasks 10 ms apart, of durations spread by a multiplicative hash;
+  // every 50th failed; the first 10 warm-up tasks the slowest of all (cold
+  // caches), which the slowest rows leave out; one task of 300 steps.
+  TempDir dir;
+  std::ofstream(dir.path() / "run.json") << kRunJsonWithSummary;
+  std::ofstream f(dir.path() / "tasks.jsonl");
+  constexpr int kTasks = 5000;
+  const auto duration_ms = [](int i) { return i < 10 ? 100'000LL : 1 + (i * 7919LL) % 4999; };
+  for (int i = 0; i < kTasks; ++i) {
+    const long long start = 1'000'000'000LL + i * 10'000'000LL, end = start + duration_ms(i) * 1'000'000;
+    const bool failed = i % 50 == 7;
+    f << fmt::format(R"({{"id":{},"class":"c","outcome":"{}",{}"warmup":{},"t_sched_ns":{},"t_start_ns":{},)",
+                     i, failed ? "failed" : "ok", failed ? R"("failure":"timeout","failed_step":"s0",)" : "",
+                     i < 10 ? "true" : "false", start, start, end)
+      << fmt::format(R"("t_end_ns":{},"steps":[)", end);
+    const int steps = i == 4321 ? 300 : 2;
+    for (int k = 0; k < steps; ++k) {
+      const long long a = start + (end - start) * k / steps, b = start + (end - start) * (k + 1) / steps;
+      f << fmt::format(
+          R"({}{{"id":"s{}","kind":"{}","name":"n","outcome":"{}","t_start_ns":{},"t_end_ns":{}}})",
+          k ? "," : "", k, k % 2 ? "tool" : "model", failed && k == 0 ? "failed" : "ok", a, b);
+    }
+    f << "]}\n";
+  }
+  f.close();
+  const nlohmann::json d = report_data(load_report_input({dir.path()}));
+  const auto& w = d["runs"][0]["tasks"]["waterfall"];
+  EXPECT_EQ(w["tasks"], kTasks);
+  ASSERT_EQ(w["rows"].size(), kTaskRowsShown);
+  EXPECT_EQ(w["shown"], kTaskRowsShown);
+  EXPECT_EQ(w["slowest"], kTaskSlowestShown);
+  EXPECT_EQ(w["failed"], kTaskFailedShown);
+  EXPECT_EQ(w["sampled"], kTaskRowsShown - kTaskSlowestShown - kTaskFailedShown);
+  // The slowest after the warm-up, by duration: the ids whose hash is highest.
+  std::vector<int> by_duration;
+  for (int i = 10; i < kTasks; ++i) by_duration.push_back(i);
+  std::stable_sort(by_duration.begin(), by_duration.end(),
+                   [&](int a, int b) { return duration_ms(a) > duration_ms(b); });
+  std::set<int> want(by_duration.begin(), by_duration.begin() + kTaskSlowestShown), slowest, failed;
+  double prev = -1, first_sample = 1e9, last_sample = -1;
+  for (const auto& row : w["rows"]) {
+    const double start = row["start_s"];
+    EXPECT_GE(start, prev);  // in start order
+    prev = start;
+    if (row["shown_as"] == "slowest") slowest.insert(row["id"].get<int>());
+    if (row["shown_as"] == "failed") {
+      failed.insert(row["id"].get<int>());
+      EXPECT_EQ(row["outcome"], "failed");
+    }
+    if (row["shown_as"] == "sample") {
+      first_sample = std::min(first_sample, start);
+      last_sample = std::max(last_sample, start);
+    }
+    EXPECT_LE(row["steps"].size(), kTaskStepsShown);
+  }
+  EXPECT_EQ(slowest, want);
+  EXPECT_EQ(failed.size(), kTaskFailedShown);
+  // The sample spreads over the run (50 s of starts), not its first tasks.
+  EXPECT_LT(first_sample, 5.0);
+  EXPECT_GT(last_sample, 45.0);
+  // A small page whatever the number of tasks.
+  EXPECT_LT(d.dump().size(), 100'000u);
+}
+
 }  // namespace
 }  // namespace tokenscope::report

@@ -206,6 +206,68 @@ TEST_F(Report, ASimRunWithPhasesAndProbesInTheBrowser) {
   EXPECT_NE(html.find("\"phase\":\"warm-up\""), std::string::npos);
 }
 
+// Agentic tasks: two benches of a workload whose tool fails 40% of the
+// time (no retries, so tasks fail at it), reported together: the data has
+// each run's tasks, the text their summary lines, and the page, in a real
+// browser, the tasks' section with its tables, a waterfall per run and a
+// step's tooltip on hover.
+TEST_F(Report, AgenticTasksInThePage) {
+  const auto yaml = dir_ / "flaky.yaml";
+  std::ofstream(yaml) << R"(duration_s: 3
+arrival: {process: constant, rate_rps: 6}
+tools:
+  - {name: flaky, parameters: {type: object}, latency_ms: fixed:20, errors: {http_5xx: 0.4}}
+classes:
+  - name: agent
+    slo: {task_ms: 20000, pass_rate: 0.9}
+    task:
+      steps:
+        - {id: think, model: {prompt: "{{input}}", output_len: fixed:8}}
+        - {id: act, tool: flaky, after: [think]}
+        - {id: answer, model: {prompt: "{{act}}", output_len: fixed:8}, after: [act]}
+)";
+  const auto bench = [&](const std::string& name, const std::string& seed) {
+    const auto out = dir_ / name;
+    const auto r = run_process({kBin, "bench", "--workload", yaml.string(), "--seed", seed, "--progress",
+                                "none", "--quiet", "--no-history", "--out", out.string()},
+                               120);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  };
+  const auto a = bench("a", "1"), b = bench("b", "2");
+  auto r = report({a.string(), b.string(), "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto data = json::parse(r.out);
+  ASSERT_EQ(data["runs"].size(), 2u);
+  for (const auto& run : data["runs"]) {
+    const auto& t = run["tasks"];
+    ASSERT_TRUE(t.is_object()) << run["name"];
+    EXPECT_GT(t["summary"]["tasks"].get<int>(), 10) << t["summary"];
+    EXPECT_GT(t["summary"]["failed"].get<int>(), 0) << t["summary"];
+    EXPECT_EQ(t["summary"]["failures_by_step"]["act"], t["summary"]["failed"]);
+    EXPECT_EQ(t["records"]["failed"], t["summary"]["failed"]);
+    EXPECT_EQ(t["waterfall"]["shown"], t["waterfall"]["tasks"]);  // under the bound: every task
+  }
+  r = report({a.string(), "--format", "text"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  failed at step  act "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  class agent"), std::string::npos) << r.out;
+
+  r = report({a.string(), b.string(), "--out", (dir_ / "page.html").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json page = browser_check(dir_ / "page.html");
+  ASSERT_TRUE(page.contains("tasks")) << page;
+  EXPECT_EQ(page["tasks"]["charts"], 2) << page;  // a waterfall per run
+  EXPECT_GE(page["tasks"]["rows"].get<int>(), 20) << page;
+  EXPECT_NE(page["tasks"]["tooltip"].get<std::string>().find("step think"), std::string::npos) << page;
+  std::vector<std::string> titles = page["titles"];
+  EXPECT_NE(std::find(titles.begin(), titles.end(), "a: Task waterfall"), titles.end()) << page["titles"];
+  // A run without tasks has no such section.
+  const auto plain = bench_run("plain");
+  EXPECT_EQ(report({plain.string()}).exit_code, 0);
+  EXPECT_FALSE(browser_check(plain / "report.html").contains("tasks"));
+}
+
 TEST_F(Report, BadInputIsAUsageError) {
   auto r = report({(dir_ / "missing").string()});
   EXPECT_EQ(r.exit_code, 2);

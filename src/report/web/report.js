@@ -245,7 +245,7 @@
     opts = opts || {};
     const box = chartBox(container, title, caption);
     const o = {
-      width: width(container),
+      width: opts.width || width(container),
       height: opts.height || 280,
       scales: {x: {time: false, auto: false, range: xRange, distr: opts.logX ? 3 : 1},
                y: {auto: false, range: yRange, distr: opts.logY ? 3 : 1, dir: opts.yDir || 1}},
@@ -265,6 +265,28 @@
         ctx.restore();
       }]},
     };
+    // A tooltip: opts.tooltip(u, left, top) gives the text for the cursor at
+    // (left, top), CSS pixels in the plot area, or null for none.
+    let tip = null;
+    if (opts.tooltip)
+      o.hooks.setCursor = [(u) => {
+        const {left, top} = u.cursor;
+        const text = isNum(left) && left >= 0 ? opts.tooltip(u, left, top) : null;
+        if (!text) {
+          if (tip) tip.style.display = "none";
+          return;
+        }
+        if (!tip) {
+          tip = el("div", {class: "tip"});
+          u.over.append(tip);
+        }
+        tip.textContent = text;
+        tip.style.display = "block";
+        // Beside the cursor, kept inside the plot area.
+        const w = tip.offsetWidth, h = tip.offsetHeight;
+        tip.style.left = Math.max(0, Math.min(left + 12, u.over.clientWidth - w)) + "px";
+        tip.style.top = (top + 14 + h > u.over.clientHeight ? Math.max(0, top - h - 8) : top + 14) + "px";
+      }];
     const u = new uPlot(o, [[xRange[0], xRange[1]], [null, null]], box);
     register(u, false);
     if (opts.after) box.append(opts.after);
@@ -361,6 +383,292 @@
                        slo.length ? table(["run", "class", "value / target", "requests meeting every SLO",
                                            "goodput (req/s)", "verdict"], slo) : null));
     section("Summary", "Statistics over every request after the warm-up; latencies in milliseconds.", side);
+  }
+
+  // ---- agentic tasks (tasks.jsonl and run.json's "tasks")
+  const taskRuns = runs.filter((r) => r.tasks);
+  if (taskRuns.length) {
+    const multiTasks = taskRuns.length > 1;
+    const tk = (r) => r.tasks.summary || {};
+    // A count from run.json's summary, else from the records (a run cut
+    // short has no summary).
+    const count = (r, k) => (isNum(tk(r)[k]) ? tk(r)[k] : (r.tasks.records || {})[k]);
+    // A percentile of the completion time with its 95% interval ({value, ci95: [low, high]}).
+    const withCi = (v) => (!v || !isNum(v.value) ? "-" : fmt(v.value, 0) +
+                           (Array.isArray(v.ci95) && isNum(v.ci95[0]) && isNum(v.ci95[1])
+                                ? " [" + fmt(v.ci95[0], 0) + ", " + fmt(v.ci95[1], 0) + "]" : ""));
+    const at = (o, ...keys) => keys.reduce((v, k) => (v && typeof v === "object" ? v[k] : undefined), o);
+    const rows = [
+      ["tasks (warm-up apart)", (r) => fmt(count(r, "tasks"), 0)],
+      ["ok", (r) => fmt(count(r, "ok"), 0)],
+      ["failed", (r) => fmt(count(r, "failed"), 0)],
+      ["cancelled", (r) => fmt(count(r, "cancelled"), 0)],
+      ["pass rate (ok / (ok + failed))", (r) => pct(tk(r).pass_rate)],
+      ["completion p50 (ms) [95% interval]", (r) => withCi(at(tk(r), "completion_ms", "p50"))],
+      ["completion p90 (ms) [95% interval]", (r) => withCi(at(tk(r), "completion_ms", "p90"))],
+      ["completion p99 (ms) [95% interval]", (r) => withCi(at(tk(r), "completion_ms", "p99"))],
+      ["goodput (ok tasks within their SLO)", (r) => {
+        const g = tk(r).goodput;
+        return g && isNum(g.tasks) ? fmt(g.tasks, 0) + " · " + fmt(g.per_s, 2) + "/s over " + fmt(g.span_s, 1) + " s"
+                                   : "-";
+      }],
+      ["steps per task (mean)", (r) => fmt(at(tk(r), "per_task", "steps"), 2)],
+      ["model calls per task", (r) => fmt(at(tk(r), "per_task", "model_calls"), 2)],
+      ["tool calls per task (attempts)", (r) => fmt(at(tk(r), "per_task", "tool_calls"), 2)],
+      ["prompt tokens per task", (r) => fmt(at(tk(r), "per_task", "prompt_tokens"), 0)],
+      ["output tokens per task", (r) => fmt(at(tk(r), "per_task", "output_tokens"), 0)],
+      ["critical path: model (ms, mean)", (r) => fmt(at(tk(r), "critical_path_ms", "model"), 1)],
+      ["critical path: tool (ms, mean)", (r) => fmt(at(tk(r), "critical_path_ms", "tool"), 1)],
+      ["critical path: client (ms, mean)", (r) => fmt(at(tk(r), "critical_path_ms", "client"), 1)],
+      ["critical path: queue (ms, mean)", (r) => fmt(at(tk(r), "critical_path_ms", "queue"), 1)],
+      ["warm-up tasks (apart)", (r) => {
+        const w = tk(r).warmup;
+        const n = w && isNum(w.tasks) ? w.tasks : (r.tasks.records || {}).warmup;
+        return fmt(n, 0) + (w && isNum(w.completion_p50_ms) ? ", completion p50 " + fmt(w.completion_p50_ms, 0) + " ms"
+                                                             : "");
+      }],
+    ];
+    // The judge's verdicts, where a run has judged steps or a judge.
+    const judged = (r) => { const j = tk(r).judge; return j && (j.configured || j.judged > 0 || j.steps > 0); };
+    if (taskRuns.some(judged))
+      rows.push(["judge", (r) => {
+        const j = tk(r).judge;
+        if (!j) return "-";
+        if (!j.configured && !(j.judged > 0))
+          return j.steps > 0 ? "not run (" + fmt(j.steps, 0) + " judged steps, no --judge-target)" : "no judged steps";
+        return fmt(j.judged, 0) + " judged: " + fmt(j.passed, 0) + " passed, " + fmt(j.rejected, 0) + " rejected, " +
+               fmt(j.errors, 0) + " judge errors";
+      }], ["judge latency p50 / p99 (ms)", (r) => {
+        const j = tk(r).judge || {};
+        return fmt(j.latency_p50_ms, 0) + " / " + fmt(j.latency_p99_ms, 0);
+      }]);
+    const byRun = (f) => taskRuns.flatMap((r) => f(r).map((row) => (multiTasks ? [r.name].concat(row) : row)));
+    const head = (h) => (multiTasks ? ["run"].concat(h) : h);
+    // Runs compared: the name after the run's is text, left-aligned too.
+    const named = multiTasks ? "tasktable named" : "tasktable";
+    // Failures: per class the failed steps (final failures), the tasks they
+    // failed and the attempts retried; per step the tasks it failed.
+    const failureRows = byRun((r) => {
+      const s = tk(r), classes = new Set();
+      for (const k of ["failures_by_class", "tasks_failed_by_class", "retried_by_class"])
+        for (const c of Object.keys(s[k] || {})) classes.add(c);
+      const n = (k, c) => ((s[k] || {})[c] || 0);
+      return [...classes].sort((a, b) => n("failures_by_class", b) - n("failures_by_class", a) || (a < b ? -1 : 1))
+                         .map((c) => [c, fmt(n("failures_by_class", c), 0), fmt(n("tasks_failed_by_class", c), 0),
+                                      fmt(n("retried_by_class", c), 0)]);
+    });
+    const stepShown = 20;
+    const stepRows = byRun((r) => {
+      const all = Object.entries(tk(r).failures_by_step || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+      const out = all.slice(0, stepShown).map(([k, v]) => [k, fmt(v, 0)]);
+      if (all.length > stepShown)
+        out.push([(all.length - stepShown) + " more steps", fmt(all.slice(stepShown).reduce((a, x) => a + x[1], 0), 0)]);
+      return out;
+    });
+    const toolRows = byRun((r) => Object.entries(tk(r).tool_latency || {}).map(([name, t]) => {
+      const inj = (tk(r).tools_injected || {})[name] || {};
+      const errors = ["http_5xx", "timeout", "malformed", "invalid_arguments"].reduce((a, k) => a + (inj[k] || 0), 0);
+      return [name, fmt(t.calls, 0), fmt(t.p50_ms, 2), fmt(t.p99_ms, 2), fmt(errors, 0)];
+    }));
+    const verdict = (ok) => el("span", {class: "verdict " + (ok ? "v-pass" : "v-bad")}, ok ? "pass" : "FAIL");
+    const classRows = byRun((r) => Object.entries(tk(r).by_class || {}).map(([name, c]) => {
+      const slo = c.slo;
+      let target = "no SLO", rate = "-";
+      if (slo) {
+        target = isNum(slo.task_ms) ? "p" + fmt(slo.percentile, 0) + " " +
+                     (isNum(slo.task_ms_at_percentile) ? fmt(slo.task_ms_at_percentile, 0) : "past the failed tasks") +
+                     " / " + fmt(slo.task_ms, 0) + " ms" : "-";
+        rate = isNum(slo.pass_rate) ? pct(c.pass_rate) + " / " + pct(slo.pass_rate) : "-";
+      }
+      return [name || "(none)", fmt(c.tasks, 0), fmt(c.ok, 0), fmt(c.failed, 0), fmt(c.cancelled, 0), pct(c.pass_rate),
+              withCi(at(c, "completion_ms", "p50")), withCi(at(c, "completion_ms", "p99")), target, rate,
+              slo ? verdict(!!slo.met) : "-"];
+    }));
+    const tables = el("div", {class: "tables"},
+                      el("div", {}, el("h3", {}, "Tasks"),
+                         table(["metric"].concat(taskRuns.map((r) => r.name)),
+                               rows.map(([label, f]) => [label].concat(taskRuns.map(f))), "tasktable")),
+                      el("div", {},
+                         el("h3", {}, "Failures by class"),
+                         failureRows.length
+                             ? table(head(["failure class", "failed steps", "tasks failed", "attempts retried"]),
+                                     failureRows, named)
+                             : el("p", {class: "empty"}, "No step failed."),
+                         stepRows.length ? el("h3", {}, "Failed tasks by step") : null,
+                         stepRows.length ? table(head(["step", "tasks failed there"]), stepRows, named) : null,
+                         toolRows.length ? el("h3", {}, "Tool latency (calls that ended ok)") : null,
+                         toolRows.length ? table(head(["tool", "calls", "p50 (ms)", "p99 (ms)", "errors injected"]),
+                                                 toolRows, named) : null));
+    const classBox = classRows.length
+        ? el("div", {}, el("h3", {}, "Per task class and its SLO"),
+             table(head(["class", "tasks", "ok", "failed", "cancelled", "pass rate", "completion p50 (ms)",
+                         "completion p99 (ms)", "SLO: task time at its percentile / target", "SLO: pass rate / target",
+                         "SLO"]),
+                   classRows, named))
+        : null;
+    const notes = taskRuns.filter((r) => !r.tasks.summary)
+                          .map((r) => el("div", {class: "box note"}, (multiTasks ? r.name + ": " : "") +
+                                         "run.json has no tasks summary (a run cut short): the counts come from " +
+                                         "tasks.jsonl; completion times, failures and the rest are not there."));
+    const kinds = [["model", "#2563eb", "model call"], ["tool", "#f59e0b", "tool call"],
+                   ["retrieval", "#16a34a", "retrieval"], ["other", "#9333ea", "other step"]];
+    const kindColour = Object.fromEntries(kinds.map(([k, c]) => [k, c]));
+    const spans = [["ok", "#e2e8f0", "task ok (its span)"], ["failed", "#fecaca", "task failed"],
+                   ["cancelled", "#fde68a", "task cancelled"]];
+    const spanColour = Object.fromEntries(spans.map(([k, c]) => [k, c]));
+    const swatch = (c, t, outline) => {
+      const sw = el("span", {class: "swatch"});
+      sw.style.background = c;
+      if (outline) sw.style.outline = "2px solid " + outline;
+      return el("span", {}, sw, t);
+    };
+    const legend = el("div", {class: "legend"}, ...kinds.map(([k, c, t]) => swatch(c, t)),
+                      ...spans.map(([k, c, t]) => swatch(c, t)), swatch("#ffffff", "failed step", "#dc2626"));
+    const box = el("div", {class: "charts wide"});
+    const sec = section("Agentic tasks", "Tasks of the run's workload (tasks.jsonl, run.json tasks; docs/tasks.md): " +
+                        "outcomes and completion times of the tasks after the warm-up (warm-up tasks apart), where " +
+                        "they failed, and a waterfall of tasks with their steps on the run's time axis.",
+                        ...notes.concat([tables, classBox, legend, box]).filter((x) => x));
+    sec.id = "tasks";
+    // Steps of a row in lanes: a step goes in the first lane free at its
+    // start, so that steps run in parallel (a task's graph) are drawn one
+    // above the other; at most 4 lanes, more share the lane that frees first.
+    const laneRows = (rows) => rows.map((t) => {
+      const steps = (t.steps || []).filter((x) => isNum(x.start_s))
+                                   .map((x) => Object.assign({end: isNum(x.end_s) ? x.end_s : x.start_s}, x))
+                                   .sort((a, b) => a.start_s - b.start_s);
+      const ends = [];
+      for (const x of steps) {
+        let j = ends.findIndex((e) => e <= x.start_s);
+        if (j < 0 && ends.length < 4) j = ends.push(-Infinity) - 1;
+        if (j < 0) j = ends.indexOf(Math.min(...ends));
+        ends[j] = Math.max(ends[j], x.end);
+        x.lane = j;
+      }
+      // A step that ran beside no other takes the row's whole height.
+      for (const x of steps) x.alone = !steps.some((o) => o !== x && o.start_s < x.end && o.end > x.start_s);
+      // Drawn longest first, so that a short step (a tool call between two
+      // model calls) lies on top of its neighbours, not under them.
+      const drawOrder = steps.slice().sort((a, b) => (b.end - b.start_s) - (a.end - a.start_s));
+      return {t: t, steps: steps, drawOrder: drawOrder, lanes: Math.max(1, ends.length)};
+    });
+    taskRuns.forEach((r) => {
+      const w = r.tasks.waterfall || {};
+      const laid = laneRows(w.rows || []);
+      if (!laid.length) {
+        box.append(el("p", {class: "empty"}, (multiTasks ? r.name + ": " : "") + "no task started: no waterfall."));
+        return;
+      }
+      let lo = Infinity, hi = -Infinity;
+      for (const {t} of laid)
+        for (const v of [t.sched_s, t.start_s, t.end_s]) if (isNum(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+      const pad = (hi - lo) * 0.01 || 0.5;
+      const n = laid.length;
+      // Taller rows where steps ran side by side, so that each lane stays
+      // a few pixels high.
+      const rowPx = 15 + 3 * Math.max(...laid.map((x) => x.lanes));
+      const label = (t) => "#" + t.id;
+      const said = [];
+      if (w.slowest) said.push("the " + w.slowest + " slowest (warm-up apart)");
+      if (w.failed) said.push(w.failed + " of the other failed ones, evenly spread");
+      if (w.sampled) said.push(w.sampled + " of the rest, evenly spread");
+      const caption = (w.shown < w.tasks ? w.shown + " of " + w.tasks + " tasks: " + said.join(", ") + ". "
+                                         : "Every task (" + w.tasks + "). ") +
+                      "One row per task in start order; its span from start to end, shaded by outcome (a thin line " +
+                      "before it: from when it was due), its steps on it coloured by kind, steps that ran at the same " +
+                      "time one above the other, a failed step outlined in red. Hover for a step's name, outcome, " +
+                      "failure and duration; drag to zoom." +
+                      (w.started < w.loaded ? " " + (w.loaded - w.started) + " tasks never started are not drawn." : "") +
+                      (laid.some((x) => x.t.steps_started > x.steps.length)
+                           ? " At most " + w.max_steps + " steps of a task are drawn." : "");
+      // Row i's bar: its centre, height and top, in CSS pixels of the plot
+      // area (the cursor's) or, with canvas, in the canvas's pixels.
+      const geometry = (u, i, canvas) => {
+        const yc = u.valToPos(i, "y", canvas), rowH = Math.abs(u.valToPos(0, "y", canvas) - u.valToPos(1, "y", canvas));
+        const bar = Math.max(canvas ? 3 * (window.devicePixelRatio || 1) : 3, rowH * 0.8);
+        return {yc: yc, bar: bar, top: yc - bar / 2};
+      };
+      const tooltip = (u, left, top) => {
+        const i = Math.round(u.posToVal(top, "y"));
+        const row = laid[i];
+        if (!row) return null;
+        const g = geometry(u, i), t = row.t;
+        if (top < g.top - 2 || top > g.top + g.bar + 2) return null;
+        const lane = Math.min(row.lanes - 1, Math.max(0, Math.floor((top - g.top) / (g.bar / row.lanes))));
+        const X = (v) => u.valToPos(v, "x");
+        let best = null, dist = Infinity;
+        for (const x of row.steps) {
+          if (!x.alone && x.lane !== lane) continue;
+          const a = X(x.start_s), b = X(x.end);
+          const d = left < a ? a - left : left > b ? left - b : 0;
+          if (d <= 3 && d < dist) { best = x; dist = d; }
+        }
+        const task = "task #" + t.id + (t.class ? " (" + t.class + ")" : "") + (t.warmup ? ", warm-up" : "");
+        if (best)
+          return task + "\nstep " + best.id + " · " + best.kind + " · " + best.name + "\n" + best.outcome +
+                 (best.failure ? ": " + best.failure : "") + " · " + fmt(best.duration_ms, 1) + " ms" +
+                 (best.attempts > 1 ? " · " + best.attempts + " attempts" : "") +
+                 (best.retried && best.retried.length ? " (retried: " + best.retried.join(", ") + ")" : "");
+        if (!isNum(t.start_s) || left < X(t.start_s) - 3 || left > X(t.end_s) + 3) return null;
+        return task + "\n" + t.outcome + (t.failure ? ": " + t.failure : "") +
+               (t.failed_step ? " at step " + t.failed_step : "") + " · " + fmt(t.duration_ms, 1) + " ms · " +
+               t.steps_total + " steps" + (t.tenant && t.tenant !== "default" ? " · tenant " + t.tenant : "");
+      };
+      const u = drawnChart(box, (multiTasks ? r.name + ": " : "") + "Task waterfall", caption,
+                           "time (s) from the run's start", "task (by start)", [lo - pad, hi + pad], [-0.6, n - 0.4],
+                           (u, ctx) => {
+                             const dpr = window.devicePixelRatio || 1;
+                             const X = (v) => u.valToPos(v, "x", true);
+                             laid.forEach((row, i) => {
+                               const g = geometry(u, i, true), t = row.t;
+                               const yc = g.yc, bar = g.bar, top = g.top;
+                               if (isNum(t.sched_s) && isNum(t.start_s) && t.start_s > t.sched_s) {
+                                 ctx.fillStyle = "#94a3b8";
+                                 ctx.fillRect(X(t.sched_s), yc - dpr / 2, X(t.start_s) - X(t.sched_s), dpr);
+                               }
+                               if (isNum(t.start_s) && isNum(t.end_s)) {
+                                 ctx.fillStyle = spanColour[t.outcome] || spanColour.ok;
+                                 ctx.fillRect(X(t.start_s), top, Math.max(dpr, X(t.end_s) - X(t.start_s)), bar);
+                               }
+                               const lh = bar / row.lanes;
+                               // A step is at least 2 px wide (a tool call of a
+                               // millisecond in a run of minutes stays seen), its
+                               // start a white line (a model call after a model
+                               // call is told apart).
+                               for (const x of row.drawOrder) {
+                                 const x0 = X(x.start_s), failed = x.outcome === "failed";
+                                 const wpx = Math.max(failed ? 3 * dpr : 2 * dpr, X(x.end) - x0);
+                                 const split = row.lanes > 1 && !x.alone;
+                                 const y0 = split ? top + x.lane * lh + 0.5 * dpr : top;
+                                 const h = split ? Math.max(dpr, lh - dpr) : bar;
+                                 ctx.fillStyle = kindColour[x.kind] || kindColour.other;
+                                 ctx.fillRect(x0, y0, wpx, h);
+                                 ctx.fillStyle = "#ffffff";
+                                 if (wpx > 4 * dpr) ctx.fillRect(x0, y0, dpr, h);
+                                 if (failed) {
+                                   ctx.strokeStyle = "#dc2626";
+                                   ctx.lineWidth = 2 * dpr;
+                                   ctx.strokeRect(x0, y0, wpx, h);
+                                 }
+                               }
+                             });
+                           },
+                           {yDir: -1, height: Math.max(220, rowPx * n + 80), ySize: 70,
+                            width: Math.max(480, Math.min(1232, box.clientWidth || 620)),
+                            ySplits: () => laid.map((x, i) => i),
+                            yValues: (u, splits) => splits.map((v) => (laid[v] ? label(laid[v].t) : "")),
+                            tooltip: tooltip});
+      // Where a reader would hover to see a step's tooltip, in CSS pixels of
+      // the plot area (the browser test, tests/blackbox/node/report_browser.mjs,
+      // does); a function, as uPlot sizes the chart after it is built.
+      const first = laid.findIndex((x) => x.steps.length);
+      if (first >= 0)
+        allCharts.find((c) => c.u === u).hover = () => {
+          const x = laid[first].steps[0], g = geometry(u, first);
+          return {x: (u.valToPos(x.start_s, "x") + u.valToPos(x.end, "x")) / 2,
+                  y: x.alone ? g.yc : g.top + (x.lane + 0.5) * g.bar / laid[first].lanes};
+        };
+    });
   }
 
   // ---- the regression checklist (check.json of a run: `tokenscope check BASE CAND`)

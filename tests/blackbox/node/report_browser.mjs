@@ -7,6 +7,8 @@
 //     its plot area holds drawn data (coloured pixels, not only axes and grid);
 //   - dragging across one time chart zooms every time chart to the same
 //     range, and a double-click resets them all;
+//   - the agentic tasks' section, where there is one: tables with rows, the
+//     task waterfall drawn, a step's tooltip on hover;
 //   - with --timing: how long the page took to load and draw;
 //   - with --screenshot PNG: a picture of the page.
 //
@@ -211,6 +213,46 @@ try {
     if (followed !== zoomed.length)
       failures.push(`zooming one time chart moved ${followed - 1} of the ${zoomed.length - 1} others`);
     if (!resetAll) failures.push("a double-click did not reset every time chart");
+    await page.evaluate(() => window.scrollTo(0, 0));
+  }
+
+  // The agentic tasks' section (section#tasks, for runs with tasks): its
+  // tables have rows, its waterfall is drawn, and hovering a step of it
+  // shows the step's tooltip (report.js gives where to hover).
+  const tasks = await page.evaluate(() => {
+    const s = document.getElementById("tasks");
+    if (!s) return null;
+    return {tables: s.querySelectorAll("table").length, rows: s.querySelectorAll("tbody tr").length,
+            charts: s.querySelectorAll(".chart").length, canvases: s.querySelectorAll(".chart canvas").length};
+  });
+  if (tasks) {
+    result.tasks = tasks;
+    if (!tasks.tables || !tasks.rows) failures.push(`tasks section: ${tasks.tables} tables, ${tasks.rows} rows`);
+    if (!tasks.canvases) failures.push("tasks section: no waterfall drawn");
+    const frames = () => page.evaluate(() => new Promise((resolve) =>
+        requestAnimationFrame(() => requestAnimationFrame(() => resolve()))));
+    const at = await page.evaluate(() => {
+      const c = (window.tokenscopeCharts || []).find((x) => typeof x.hover === "function");
+      if (!c) return null;
+      // The point in the middle of the window (a waterfall can be taller than it).
+      const h = c.hover();
+      window.scrollBy(0, c.u.over.getBoundingClientRect().y + h.y - window.innerHeight / 2);
+      const r = c.u.over.getBoundingClientRect();
+      return {x: r.x + h.x, y: r.y + h.y};
+    });
+    if (at) {
+      await frames();  // uPlot takes the plot's place again after the scroll
+      await page.mouse.move(at.x, at.y);
+      await frames();
+      tasks.tooltip = await page.evaluate(() => {
+        const t = [...document.querySelectorAll("#tasks .tip")].find((e) => e.style.display !== "none");
+        return t ? t.textContent : null;
+      });
+      if (!tasks.tooltip || !/\bstep /.test(tasks.tooltip))
+        failures.push(`tasks section: hovering a step shows ${JSON.stringify(tasks.tooltip)}`);
+    } else {
+      failures.push("tasks section: the waterfall has no step to hover");
+    }
     await page.evaluate(() => window.scrollTo(0, 0));
   }
 
