@@ -403,7 +403,11 @@
       ["ok", (r) => fmt(count(r, "ok"), 0)],
       ["failed", (r) => fmt(count(r, "failed"), 0)],
       ["cancelled", (r) => fmt(count(r, "cancelled"), 0)],
-      ["pass rate (ok / (ok + failed))", (r) => pct(tk(r).pass_rate)],
+      ["pass rate (ok / (ok + failed)) [95% interval]", (r) => {
+        const ci = tk(r).pass_rate_ci95;
+        return pct(tk(r).pass_rate) + (Array.isArray(ci) && isNum(ci[0]) && isNum(ci[1])
+                                           ? " [" + pct(ci[0]) + ", " + pct(ci[1]) + "]" : "");
+      }],
       ["completion p50 (ms) [95% interval]", (r) => withCi(at(tk(r), "completion_ms", "p50"))],
       ["completion p90 (ms) [95% interval]", (r) => withCi(at(tk(r), "completion_ms", "p90"))],
       ["completion p99 (ms) [95% interval]", (r) => withCi(at(tk(r), "completion_ms", "p99"))],
