@@ -299,7 +299,8 @@ ItemResult item_tail(const Pair& p) {
   ItemResult r;
   const double conf = p.t.confidence;
   // Reasoning models: the answer's TTFO and TPOT too, when both runs have them.
-  std::vector<Metric> metrics{Metric::kTtft, Metric::kTpot, Metric::kE2e};
+  // ITL as each request's largest gap: a stall of the server's steps shows there first.
+  std::vector<Metric> metrics{Metric::kTtft, Metric::kTpot, Metric::kItlMax, Metric::kE2e};
   if (p.cand.requests.any_reasoning() && (p.single() || p.base->requests.any_reasoning()))
     metrics.insert(metrics.end(), {Metric::kTtfo, Metric::kTpotAnswer});
   for (Metric m : metrics) {

@@ -70,6 +70,12 @@ const ItemResult& item(const CheckResult& r, const std::string& id) {
   throw std::runtime_error("no item " + id);
 }
 
+const Finding* finding(const ItemResult& it, const std::string& metric) {
+  for (const auto& f : it.findings)
+    if (f.metric == metric) return &f;
+  return nullptr;
+}
+
 TEST(Checklist, TwoRunsFromOneDistributionDoNotRegress) {
   const RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000);
   const CheckResult r = run_checklist(&base, cand, Thresholds{});
@@ -99,6 +105,28 @@ TEST(Checklist, AnInjectedTailIsATailShift) {
 // Reasoning models: a longer think time moves the first answer token (TTFO)
 // and not the first token; item 4 reads TTFO when both runs have reasoning,
 // and only then.
+// Stalls of the server's steps (a few requests each wait once, 400 ms
+// between two tokens) barely move TPOT's tail but are the tail of the
+// largest gap per request: item 4 reads ITL that way.
+TEST(Checklist, StallsAreAnItlTailShift) {
+  RunData base = lognormal_run("base", 1, 4000), same = lognormal_run("same", 2, 4000);
+  RunData cand = lognormal_run("cand", 3, 4000);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (auto& v : cand.requests.itl_max_ms)
+    if (u(rng) < 0.03) v += 400.0F;
+  Thresholds t;
+  const auto itl = [](const CheckResult& r) {
+    return finding(item(r, "tail"), "p99 ITL (largest gap per request)");
+  };
+  const CheckResult null_pair = run_checklist(&base, same, t);
+  ASSERT_NE(itl(null_pair), nullptr);
+  EXPECT_NE(itl(null_pair)->verdict, Verdict::kRegressed);
+  const CheckResult stalled = run_checklist(&base, cand, t);
+  EXPECT_EQ(itl(stalled)->verdict, Verdict::kRegressed);
+  EXPECT_EQ(item(stalled, "tail").verdict, Verdict::kRegressed);
+}
+
 TEST(Checklist, ALongerThinkTimeIsATtfoShift) {
   RunData base = lognormal_run("base", 1, 3000), cand = lognormal_run("cand", 2, 3000);
   const auto think = [](RunData& run, std::uint64_t seed, double tail_fraction) {
@@ -223,12 +251,6 @@ RunData task_run(const std::string& name, std::uint64_t seed, int n, double fail
     run.tasks.push_back(std::move(t));
   }
   return run;
-}
-
-const Finding* finding(const ItemResult& it, const std::string& metric) {
-  for (const auto& f : it.findings)
-    if (f.metric == metric) return &f;
-  return nullptr;
 }
 
 // Task SLOs recorded by bench (run.json tasks.by_class.CLASS.slo): the

@@ -28,6 +28,8 @@ std::string_view metric_name(Metric m) {
       return "E2E";
     case Metric::kItlMean:
       return "ITL (mean per request)";
+    case Metric::kItlMax:
+      return "ITL (largest gap per request)";
     case Metric::kTtfo:
       return "TTFO";
     case Metric::kTpotAnswer:
@@ -49,6 +51,8 @@ double metric_value(const RunData& run, Metric m, std::size_t i) {
       return a.e2e_ms(i);
     case Metric::kItlMean:
       return a.counted(i) ? static_cast<double>(a.itl_mean_ms[i]) : kNaN;
+    case Metric::kItlMax:
+      return a.counted(i) ? static_cast<double>(a.itl_max_ms[i]) : kNaN;
     case Metric::kTtfo:
       return a.ttfo_ms(i);
     case Metric::kTpotAnswer:

@@ -13,7 +13,7 @@
 
 namespace tokenscope::analyze::detail {
 
-enum class Metric { kTtft, kTtftSched, kTpot, kE2e, kItlMean, kTtfo, kTpotAnswer };
+enum class Metric { kTtft, kTtftSched, kTpot, kE2e, kItlMean, kItlMax, kTtfo, kTpotAnswer };
 std::string_view metric_name(Metric m);                            // "TTFT", ...
 double metric_value(const RunData& run, Metric m, std::size_t i);  // NaN when the request has none
 

@@ -783,11 +783,22 @@ std::optional<HistoryRun> History::find_by_path(const std::string& path) const {
   return one_run(db_->db, path_, "WHERE r.path = ?", {path});
 }
 
-std::optional<HistoryRun> History::latest_comparable(const HistoryRun& run) const {
-  return one_run(db_->db, path_,
-                 "WHERE r.settings_hash = ? AND r.workload_hash = ? AND r.target = ? AND r.partial = 0 "
-                 "AND r.id <> ? AND r.path <> ? AND r.finished_unix < ?",
-                 {run.settings_hash, run.workload_hash, run.target, run.id, run.path, run.finished_unix});
+std::optional<HistoryRun> History::latest_comparable(const HistoryRun& run,
+                                                     const HistoryFilter& filter) const {
+  HistoryFilter f = filter;
+  const std::string target = f.target.value_or(run.target);
+  f.target.reset();
+  f.include_partial = false;
+  std::vector<Param> params{run.settings_hash, run.workload_hash, target, run.id,
+                            run.path,          run.finished_unix};
+  std::string narrower = where_clause(f, params);  // " WHERE 1 AND ...": its conditions
+  narrower.erase(0, std::string_view(" WHERE 1").size());
+  return one_run(
+      db_->db, path_,
+      "WHERE r.settings_hash = ? AND r.workload_hash = ? AND r.target = ? AND r.id <> ? AND r.path <> ? "
+      "AND r.finished_unix < ?" +
+          narrower,
+      params);
 }
 
 std::vector<MetricPoint> History::metric_series(std::string_view metric, const HistoryFilter& filter) const {

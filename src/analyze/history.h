@@ -220,8 +220,11 @@ class History {
   std::optional<HistoryRun> find_by_path(const std::string& path) const;
   // The latest complete run comparable with `run` (same workload_hash,
   // target and settings_hash) that finished before it and is neither it
-  // (id) nor in its directory; documents included.
-  std::optional<HistoryRun> latest_comparable(const HistoryRun& run) const;
+  // (id) nor in its directory; documents included. The filter narrows the
+  // choice (check --baseline auto --tag np=4: a run of that server setting);
+  // its target, when given, replaces the run's own (a baseline measured on
+  // another target).
+  std::optional<HistoryRun> latest_comparable(const HistoryRun& run, const HistoryFilter& filter = {}) const;
   // The metric of the complete runs matching the filter that have it, oldest
   // first (finished_unix, then id); filter.limit keeps the newest that many.
   std::vector<MetricPoint> metric_series(std::string_view metric, const HistoryFilter& filter) const;

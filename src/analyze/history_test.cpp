@@ -397,7 +397,7 @@ TEST_F(HistoryRuns, LatestComparableRunPicksAnotherSeedNeverAnotherRate) {
   partial["partial"] = true;
   add("s3", partial, 2500);  // interrupted: never a baseline
   const auto cand = add("s4", sim_run(4, 5.0), 3000);
-  add("s5", sim_run(5, 5.0), 4000);  // after the candidate
+  const auto s5 = add("s5", sim_run(5, 5.0), 4000);  // after the candidate
 
   const auto c = history_.get(cand);
   ASSERT_TRUE(c);
@@ -418,6 +418,21 @@ TEST_F(HistoryRuns, LatestComparableRunPicksAnotherSeedNeverAnotherRate) {
   ASSERT_TRUE(base_again);
   EXPECT_NE(base_again->path, history_.get(again)->path);
   EXPECT_EQ(history_.find_by_path(history_.get(cand)->path)->id, again);
+  // --tag narrows the choice (a server setting bench cannot see): the latest run so tagged.
+  auto tagged = sim_run(7, 5.0);
+  tagged["tags"] = {"np=4"};
+  const auto np4 = add("t7", tagged, 1200);
+  HistoryFilter f;
+  f.tag = "np=4";
+  ASSERT_TRUE(history_.latest_comparable(*history_.get(again), f));
+  EXPECT_EQ(history_.latest_comparable(*history_.get(again), f)->id, np4);
+  EXPECT_EQ(history_.latest_comparable(*history_.get(again))->id, s5);  // no tag asked: the latest
+  f.tag = "np=8";
+  EXPECT_FALSE(history_.latest_comparable(*history_.get(again), f));
+  // --target replaces the run's own: none was measured on another target here.
+  HistoryFilter other;
+  other.target = "http://10.0.0.1:8000";
+  EXPECT_FALSE(history_.latest_comparable(*history_.get(again), other));
 }
 
 TEST_F(HistoryRuns, MetricSeriesInTimeOrder) {

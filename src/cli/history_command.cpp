@@ -329,7 +329,7 @@ void add_check_history_options(CLI::App* check, CheckHistoryOptions& o) {
   check
       ->add_option("--baseline", o.baseline,
                    "auto: compare CAND with the latest comparable run of the history (same workload, target "
-                   "and settings hash) as BASE")
+                   "and settings hash) as BASE; --tag, --target, --since narrow the choice")
       ->check(CLI::IsMember({"auto"}))
       ->group(H);
   check
@@ -362,13 +362,15 @@ std::optional<int> run_check_history(const CheckHistoryOptions& o, std::vector<s
   const fs::path path = history_path(o.f.history);
   const analyze::History h(path, /*create=*/false);
   const analyze::HistoryRun cand = candidate_of(h, runs[0]);
-  const auto base = h.latest_comparable(cand);
+  const analyze::HistoryFilter narrow = filter_of(o.f);  // --tag, --target, --command, --workload, --since
+  const auto base = h.latest_comparable(cand, narrow);
   if (!base)
     throw UsageError(
         fmt::format("check --baseline auto: no comparable run before {} in the history {} (same workload {}, "
                     "target {} and "
-                    "settings {}; complete runs only); name BASE yourself",
-                    runs[0], path.string(), cand.workload_hash, cand.target, cand.settings_hash));
+                    "settings {}{}; complete runs only); name BASE yourself",
+                    runs[0], path.string(), cand.workload_hash, narrow.target.value_or(cand.target),
+                    cand.settings_hash, narrow.tag ? ", tagged " + *narrow.tag : std::string()));
   std::error_code ec;
   if (!fs::is_directory(base->path, ec))
     throw UsageError(fmt::format("check --baseline auto: the comparable run #{} was in {}, which is gone",
