@@ -162,12 +162,15 @@ void SeriesTracker::feed(Observation& o) {
       // of anything: left out of its min, max and mean (a "+Inf" KV usage
       // printed "KV usage peak inf%").
       if (!std::isfinite(s.value)) continue;
-      auto [it, fresh] = gauges_.try_emplace(key);
-      Gauge& g = it->second;
-      if (fresh || s.value < g.min) g.min = s.value;
-      if (fresh || s.value > g.max) g.max = s.value;
-      g.sum += s.value;
+      Gauge& g = gauges_[key];
       g.last = s.value;
+      if (!has_previous) {  // the baseline read, before the run
+        g.before = s.value;
+        continue;
+      }
+      if (g.n == 0 || s.value < g.min) g.min = s.value;
+      if (g.n == 0 || s.value > g.max) g.max = s.value;
+      g.sum += s.value;
       ++g.n;
       continue;
     }
@@ -229,7 +232,7 @@ std::optional<double> SeriesTracker::gauge_max(std::string_view name) const {
   for (const auto& [key, g] : gauges_)
     if (key == name ||
         (key.size() > name.size() && key.compare(0, name.size(), name) == 0 && key[name.size()] == '{'))
-      best = std::max(best.value_or(g.max), g.max);
+      if (g.n > 0) best = std::max(best.value_or(g.max), g.max);
   return best;
 }
 
@@ -294,11 +297,14 @@ nlohmann::json SeriesTracker::totals() const {
   j["counters"] = counters;
   j["histograms"] = hist.to_json();
   nlohmann::json gauges = nlohmann::json::object();
-  for (const auto& [key, g] : gauges_)
-    gauges[key] = {{"min", number_or_null(g.min)},
-                   {"max", number_or_null(g.max)},
-                   {"mean", number_or_null(g.sum / static_cast<double>(g.n))},
-                   {"last", number_or_null(g.last)}};
+  for (const auto& [key, g] : gauges_) {
+    const bool read = g.n > 0;  // read during the run, not only before it
+    gauges[key] = {{"min", read ? number_or_null(g.min) : nlohmann::json(nullptr)},
+                   {"max", read ? number_or_null(g.max) : nlohmann::json(nullptr)},
+                   {"mean", read ? number_or_null(g.sum / static_cast<double>(g.n)) : nlohmann::json(nullptr)},
+                   {"last", number_or_null(g.last)},
+                   {"before", g.before ? number_or_null(*g.before) : nlohmann::json(nullptr)}};
+  }
   j["gauges"] = gauges;
   return j;
 }

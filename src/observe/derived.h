@@ -76,9 +76,13 @@ class SeriesTracker {
     Sample sample;  // name and labels (value unused)
     double last = 0, increase = 0;
   };
+  // A gauge over the run: the read before the first request (the baseline)
+  // apart, so that what a previous run left (a KV cache still full) is not
+  // this run's peak; min, max, mean over the reads after it.
   struct Gauge {
     double min = 0, max = 0, sum = 0, last = 0;
     std::uint64_t n = 0;
+    std::optional<double> before;
   };
   std::map<std::string, Counter> counters_;  // key: name + rendered labels
   std::map<std::string, Gauge> gauges_;      // key: name (label sets summed)

@@ -54,14 +54,39 @@ TEST(SeriesTracker, CounterRatesAndTheHitRatePerWindow) {
   EXPECT_DOUBLE_EQ(*t.gauge_max("requests_running"), 8.0);
   const auto j = t.totals();
   EXPECT_DOUBLE_EQ(j["window_s"].get<double>(), 2.0);
-  EXPECT_DOUBLE_EQ(j["gauges"]["requests_running"]["mean"].get<double>(), 6.0);
+  // A gauge over the run: the baseline read (before the first request) apart.
+  EXPECT_DOUBLE_EQ(j["gauges"]["requests_running"]["mean"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(j["gauges"]["requests_running"]["before"].get<double>(), 4.0);
+}
+
+// What a previous run left (its KV cache still full at this run's baseline
+// read) is not this run's peak.
+TEST(SeriesTracker, TheBaselineReadIsNotTheRunsPeak) {
+  SeriesTracker t;
+  auto a = obs(0, {{"kv_cache_usage", {}, 0.1404}});
+  t.feed(a);
+  auto b = obs(kNanosPerSecond, {{"kv_cache_usage", {}, 0.1234}});
+  t.feed(b);
+  auto c = obs(2 * kNanosPerSecond, {{"kv_cache_usage", {}, 0.05}});
+  t.feed(c);
+  EXPECT_DOUBLE_EQ(*t.gauge_max("kv_cache_usage"), 0.1234);
+  const auto g = t.totals()["gauges"]["kv_cache_usage"];
+  EXPECT_DOUBLE_EQ(g["min"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(g["before"].get<double>(), 0.1404);
+  // Only the baseline: no level of the run.
+  SeriesTracker only;
+  auto d = obs(0, {{"kv_cache_usage", {}, 0.3}});
+  only.feed(d);
+  EXPECT_FALSE(only.gauge_max("kv_cache_usage"));
 }
 
 TEST(SeriesTracker, AGaugesInfinityOrNanIsNoLevel) {
   // The exposition format allows +Inf and NaN; a KV usage of +Inf printed
   // "KV usage peak inf%".
   SeriesTracker t;
-  auto a = obs(0, {{"kv_cache_usage", {}, 0.25}});
+  auto before = obs(0, {{"kv_cache_usage", {}, 0.5}});
+  t.feed(before);
+  auto a = obs(kNanosPerSecond / 2, {{"kv_cache_usage", {}, 0.25}});
   t.feed(a);
   auto b = obs(kNanosPerSecond, {{"kv_cache_usage", {}, INFINITY}});
   t.feed(b);
@@ -156,7 +181,7 @@ TEST(SeriesTracker, LabelledSeriesAreFollowedOneByOne) {
   const auto j = t.totals();
   EXPECT_DOUBLE_EQ(j["gauges"]["gpu_utilization{gpu=\"0\"}"]["max"].get<double>(), 0.7);
   EXPECT_DOUBLE_EQ(j["gauges"]["gpu_utilization{gpu=\"1\"}"]["min"].get<double>(), 0.1);
-  EXPECT_DOUBLE_EQ(*t.gauge_max("gpu_utilization"), 0.9);
+  EXPECT_DOUBLE_EQ(*t.gauge_max("gpu_utilization"), 0.7);  // 0.9 was gpu 1's baseline, before the run
 }
 
 }  // namespace
