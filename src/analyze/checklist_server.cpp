@@ -324,11 +324,12 @@ ItemResult item_batching(const Pair& p) {
       }
   }
   if (r.findings.empty())
-    return no_data(10, p.single()
-                           ? "one run is judged by its time at the batch cap, and its cap is not known: "
-                             "max_num_seqs of sim and of the built-in server; bench does not record a "
-                             "remote server's (llama-server's --parallel, vLLM's --max-num-seqs)"
-                           : "no batch cap known (max_num_seqs) and no waiting series");
+    return no_data(
+        10, p.single() ? "one run is judged by its time at the batch cap, and its cap is not known: "
+                         "max_num_seqs of sim and of the built-in server, a remote server's where it says "
+                         "(llama-server's total_slots in /props, SGLang's max_running_requests); vLLM "
+                         "does not say its --max-num-seqs"
+                       : "no batch cap known (max_num_seqs) and no waiting series");
   return r;
 }
 

@@ -297,6 +297,13 @@ std::optional<double> engine_setting(const RunData& run, const char* key) {
   for (const auto* p : {rundir::json_path(run.run_json, {"settings", "requested", "engine", key}),
                         rundir::json_path(run.run_json, {"settings", "requested", "server", "engine", key})})
     if (p && p->is_number()) return p->get<double>();
+  // A remote server's batch cap, as it said (bench: llama-server's total_slots, SGLang's
+  // max_running_requests).
+  if (std::string_view(key) == "max_num_seqs")
+    if (const auto* m =
+            rundir::json_path(run.run_json, {"settings", "effective", "target", "server_info", "max_batch"});
+        m && m->is_number())
+      return m->get<double>();
   return std::nullopt;
 }
 

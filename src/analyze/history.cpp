@@ -407,6 +407,13 @@ HistoryRun history_run_from_json(const nlohmann::json& run, std::string path,
     const std::string url = string_at(run, {"settings", "requested", "target", "url"});
     r.target = url.empty() ? "in-process" : url;
     r.target_version = models ? model_version(*models) : std::string();
+    // What the server says of its build (run.json settings.effective.target.server_info) comes first.
+    if (const auto* si = at(run, {"settings", "effective", "target", "server_info"});
+        si && si->is_object() && si->contains("version") && (*si)["version"].is_string())
+      r.target_version =
+          (si->contains("engine") && (*si)["engine"].is_string() ? (*si)["engine"].get<std::string>() + " "
+                                                                 : std::string()) +
+          (*si)["version"].get<std::string>();
     if (r.target_version.empty())
       r.target_version = string_at(run, {"settings", "effective", "target", "model"});
   }

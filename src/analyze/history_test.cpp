@@ -171,6 +171,11 @@ TEST(HistoryEntry, TargetVersionAndEnvironmentOfBenchAndSim) {
   EXPECT_DOUBLE_EQ(*remote.started_unix, 1796083200.123456789);
   EXPECT_TRUE(remote.metrics.empty());  // no summary
   EXPECT_EQ(remote.environment["models"]["models"][0]["owned_by"], "vllm");
+  // What the server says of its build comes before the model list.
+  auto said = bench_run("http://gpu1:8080", 1, 2.0);
+  said["settings"]["effective"]["target"]["server_info"] = {
+      {"available", true}, {"engine", "llama.cpp"}, {"version", "b5002-c392e509"}, {"max_batch", 4}};
+  EXPECT_EQ(history_run_from_json(said, "/runs/s", {}).target_version, "llama.cpp b5002-c392e509");
 
   auto in_process_run = bench_run("", 1, 2.0);
   in_process_run["tags"] = {"nightly", "version=v0.6.3"};

@@ -99,9 +99,10 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   } else {
     if (is_task_recording(o.workload_file)) {  // a recorded tasks.jsonl, replayed (bench/task_replay.h)
       if (rate)
-        throw UsageError(fmt::format("{}: a replay keeps its recorded arrivals; --rate and sweeps do not apply "
-                                     "(--time-scale speeds it up)",
-                                     o.workload_file));
+        throw UsageError(
+            fmt::format("{}: a replay keeps its recorded arrivals; --rate and sweeps do not apply "
+                        "(--time-scale speeds it up)",
+                        o.workload_file));
       p.bw = load_task_replay(o.workload_file, wo.time_scale);
     } else {
       p.bw = load_workload_file(o.workload_file, wo.seed, rate);
@@ -333,6 +334,72 @@ nlohmann::json model_list_record(const net::FetchResult& r) {
   return {{"available", true}, {"models", models}};
 }
 
+}  // namespace
+
+// What the target says about itself (run.json settings.effective.target.server_info).
+nlohmann::json server_info_record(const net::FetchResult& props, const net::FetchResult& version,
+                                  const net::FetchResult& sglang) {
+  const auto body = [](const net::FetchResult& r) {
+    if (!r.error.empty() || r.status != 200 || json_too_deep_at(r.body) != std::string_view::npos)
+      return nlohmann::json(nlohmann::json::value_t::discarded);
+    return nlohmann::json::parse(r.body, nullptr, false);
+  };
+  const auto text = [](const nlohmann::json& o, const char* k) {
+    return o.contains(k) && o[k].is_string() ? o[k].get<std::string>().substr(0, 200) : std::string();
+  };
+  // llama.cpp's llama-server: GET /props (total_slots: its --parallel; build_info).
+  if (const auto j = body(props);
+      j.is_object() && j.contains("total_slots") && j["total_slots"].is_number_unsigned()) {
+    nlohmann::json out = {{"available", true},
+                          {"engine", "llama.cpp"},
+                          {"route", "/props"},
+                          {"max_batch", j["total_slots"]},
+                          {"total_slots", j["total_slots"]}};
+    if (const auto b = text(j, "build_info"); !b.empty()) out["version"] = b;
+    if (const auto* n = rundir::json_path(j, {"default_generation_settings", "n_ctx"});
+        n && n->is_number_unsigned())
+      out["n_ctx"] = *n;
+    return out;
+  }
+  // SGLang: GET /get_server_info (its version, max_running_requests: the batch cap).
+  if (const auto j = body(sglang);
+      j.is_object() && (j.contains("version") || j.contains("max_running_requests"))) {
+    nlohmann::json out = {{"available", true}, {"engine", "sglang"}, {"route", "/get_server_info"}};
+    if (const auto v = text(j, "version"); !v.empty()) out["version"] = v;
+    if (j.contains("max_running_requests") && j["max_running_requests"].is_number_unsigned())
+      out["max_batch"] = j["max_running_requests"];
+    return out;
+  }
+  // vLLM: GET /version ({"version": "0.6.3"}).
+  if (const auto j = body(version); j.is_object() && !text(j, "version").empty())
+    return {{"available", true}, {"engine", "vllm"}, {"route", "/version"}, {"version", text(j, "version")}};
+  std::string why;
+  for (const auto& [route, r] :
+       {std::pair{"/props", &props}, std::pair{"/get_server_info", &sglang}, std::pair{"/version", &version}})
+    why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", route,
+                       !r->error.empty() ? r->error : fmt::format("HTTP {}", r->status));
+  return {{"available", false}, {"reason", why}};
+}
+
+namespace {
+
+// Asks the target's self-description routes (best effort: 2 s and 256 KiB each).
+nlohmann::json fetch_server_info(const net::Endpoint& ep, const net::ClientOptions& copt,
+                                 const std::string& api_key) {
+  const auto get = [&](const char* path) {
+    net::FetchRequest req;
+    req.path = path;
+    req.timeout_s = 2;
+    req.max_body_bytes = 256u << 10;
+    if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
+    return net::fetch(ep, copt, req);
+  };
+  const auto props = get("/props");
+  if (auto llama = server_info_record(props, {}, {}); llama.value("available", false)) return llama;
+  const auto sglang = get("/get_server_info");
+  return server_info_record(props, get("/version"), sglang);
+}
+
 struct ServerSide {
   std::unique_ptr<serve::ServerApp> server;
   std::optional<engine::EffectiveEngine> eff;
@@ -540,6 +607,7 @@ struct Target {
   ServerSide side;
   net::Endpoint endpoint;
   nlohmann::json models;  // the target's GET /v1/models, as recorded
+  nlohmann::json server_info = {{"available", false}, {"reason", "the in-process simulator"}};
   net::ClientOptions copt;
   RequestSettings rs;
 };
@@ -617,6 +685,7 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     const net::FetchResult model_list = fetch_model_list(endpoint, copt, o.api_key);
     rs.model = !o.model.empty() ? o.model : discover_model(endpoint, model_list);
     models = model_list_record(model_list);
+    t.server_info = fetch_server_info(endpoint, copt, o.api_key);
   }
   return t;
 }
@@ -872,7 +941,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                                {{"url", endpoint.url()},
                                 {"model", rs.model},
                                 {"in_process", side.server != nullptr},
-                                {"models", models}}}};
+                                {"models", models},
+                                {"server_info", target.server_info}}}};
   if (is_pooling(rs.api)) {  // the batch each request carries, defaulted or given
     effective["target"]["inputs_per_request"] = rs.inputs_per_request;
     if (rs.api == Api::kRerank) effective["target"]["query_tokens"] = rs.query_tokens;
@@ -934,8 +1004,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         const auto facts = learn_server_prompts(tokenize, false, true);
         ts.chat_added = facts.chat_added;
         if (facts.chat_added < 0)
-          log << "warning: replayed prompts keep the chat template's tokens in their counts: " << facts.chat_note
-              << "\n";
+          log << "warning: replayed prompts keep the chat template's tokens in their counts: "
+              << facts.chat_note << "\n";
       }
     }
     if (!o.judge_target.empty()) {

@@ -28,6 +28,7 @@
 
 #include "bench/bench_settings.h"
 #include "core/summary.h"
+#include "net/http_fetch.h"
 #include "observe/run_listener.h"
 
 namespace tokenscope::bench {
@@ -83,5 +84,15 @@ using RunListenerFactory = std::function<std::unique_ptr<observe::RunListener>()
 // written and the run reports interrupted.
 BenchResult run(const BenchSettings& settings, const std::atomic<bool>& interrupted, std::ostream& log,
                 const std::atomic<bool>* hurry = nullptr, const RunListenerFactory& listeners = {});
+
+// What a remote target says about itself, from its answers to GET /props
+// (llama.cpp's llama-server: total_slots, build_info, n_ctx), GET
+// /get_server_info (SGLang: version, max_running_requests) and GET
+// /version (vLLM): run.json settings.effective.target.server_info,
+// {"available": true, "engine", "route", "version", "max_batch" (the batch
+// cap, where the server says it), ...} or {"available": false, "reason"}.
+// A failed fetch is a default FetchResult with its error.
+nlohmann::json server_info_record(const net::FetchResult& props, const net::FetchResult& version,
+                                  const net::FetchResult& sglang);
 
 }  // namespace tokenscope::bench

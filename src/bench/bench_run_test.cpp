@@ -419,3 +419,50 @@ TEST_F(BenchRun, TheCgroupsQuotasInForceAreInRunJson) {
 
 }  // namespace
 }  // namespace tokenscope::bench
+
+namespace tokenscope::bench {
+namespace {
+
+net::FetchResult answered(std::string body, int status = 200) {
+  net::FetchResult r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+net::FetchResult refused() {
+  net::FetchResult r;
+  r.error = "connection refused";
+  return r;
+}
+
+// What each engine says about itself, as run.json records it: llama.cpp's
+// /props, SGLang's /get_server_info, vLLM's /version, and why not.
+TEST(ServerInfo, EachEnginesSelfDescriptionIsRecorded) {
+  const auto llama = server_info_record(
+      answered(
+          R"({"total_slots": 4, "build_info": "b5002-c392e509", "default_generation_settings": {"n_ctx": 4096}})"),
+      refused(), refused());
+  EXPECT_EQ(llama["engine"], "llama.cpp");
+  EXPECT_EQ(llama["max_batch"], 4);
+  EXPECT_EQ(llama["version"], "b5002-c392e509");
+  EXPECT_EQ(llama["n_ctx"], 4096);
+  const auto sglang = server_info_record(answered("not found", 404), answered(R"({"version": "0.4.1"})"),
+                                         answered(R"({"version": "0.4.1", "max_running_requests": 128})"));
+  EXPECT_EQ(sglang["engine"], "sglang");
+  EXPECT_EQ(sglang["max_batch"], 128);
+  const auto vllm =
+      server_info_record(answered("{}", 404), answered(R"({"version": "0.6.3.post1"})"), answered("", 404));
+  EXPECT_EQ(vllm["engine"], "vllm");
+  EXPECT_EQ(vllm["version"], "0.6.3.post1");
+  EXPECT_FALSE(vllm.contains("max_batch"));
+  const auto none = server_info_record(refused(), answered("<html>", 200), answered("", 404));
+  EXPECT_EQ(none["available"], false);
+  EXPECT_NE(none["reason"].get<std::string>().find("/props: connection refused"), std::string::npos) << none;
+  // A /props that is not llama.cpp's (no total_slots) is not taken for it.
+  EXPECT_EQ(server_info_record(answered(R"({"total_slots": "many"})"), refused(), refused())["available"],
+            false);
+}
+
+}  // namespace
+}  // namespace tokenscope::bench

@@ -61,6 +61,18 @@ void print_coupling(std::ostream& os, const nlohmann::json& coupling) {
   }
 }
 
+namespace {
+// A key of the summary, or null when it has none: a summary from outside (a
+// run.json given to report) may lack keys, and nlohmann's const operator[]
+// on a missing key is undefined behaviour; a null read as a number throws
+// json's type_error, which the report catches and names.
+const nlohmann::json& summary_key(const nlohmann::json& s, const char* key) {
+  static const nlohmann::json kNull;
+  const auto it = s.find(key);
+  return it == s.end() ? kNull : *it;
+}
+}  // namespace
+
 void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohmann::json& s) {
   const std::string rule(92, '-');
   os << h.title << "\n";
@@ -68,70 +80,81 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
   os << rule << "\n";
   const std::uint64_t planned_cancels = s.value("requests_cancelled_planned", std::uint64_t{0});
   os << fmt::format(
-      "{:<18}{} total, {} completed, {} failed{}\n", "requests", s["requests_total"].get<std::uint64_t>(),
-      s["requests_completed"].get<std::uint64_t>(), s["requests_failed"].get<std::uint64_t>(),
+      "{:<18}{} total, {} completed, {} failed{}\n", "requests",
+      summary_key(s, "requests_total").get<std::uint64_t>(),
+      summary_key(s, "requests_completed").get<std::uint64_t>(),
+      summary_key(s, "requests_failed").get<std::uint64_t>(),
       planned_cancels ? fmt::format(", {} cancelled on purpose (--cancel)", planned_cancels) : "");
   os << fmt::format("{:<18}{:.2f} s; {:.2f} req/s, {:.1f} output tok/s\n", "duration",
-                    s["duration_s"].get<double>(), s["request_throughput_rps"].get<double>(),
-                    s["output_token_throughput_tps"].get<double>());
-  if (s["duration_steady_s"].get<double>() > 0)
+                    summary_key(s, "duration_s").get<double>(),
+                    summary_key(s, "request_throughput_rps").get<double>(),
+                    summary_key(s, "output_token_throughput_tps").get<double>());
+  if (summary_key(s, "duration_steady_s").get<double>() > 0)
     os << fmt::format("{:<18}{:.2f} s window, {:.2f} req/s (ramp-up and drain left out)\n", "steady state",
-                      s["duration_steady_s"].get<double>(), s["request_throughput_steady_rps"].get<double>());
-  os << fmt::format("{:<18}prompt {}, output {}\n", "tokens", s["prompt_tokens_total"].get<std::uint64_t>(),
-                    s["output_tokens_total"].get<std::uint64_t>());
-  if (!s["prefix_cache_queries_tokens"].is_null() && !s["prefix_cache_hits_tokens"].is_null())
+                      summary_key(s, "duration_steady_s").get<double>(),
+                      summary_key(s, "request_throughput_steady_rps").get<double>());
+  os << fmt::format("{:<18}prompt {}, output {}\n", "tokens",
+                    summary_key(s, "prompt_tokens_total").get<std::uint64_t>(),
+                    summary_key(s, "output_tokens_total").get<std::uint64_t>());
+  if (!summary_key(s, "prefix_cache_queries_tokens").is_null() &&
+      !summary_key(s, "prefix_cache_hits_tokens").is_null())
     os << fmt::format("{:<18}hit rate {} ({} of {} prompt tokens)\n", "prefix cache",
-                      pct(s["prefix_cache_hit_rate"]), s["prefix_cache_hits_tokens"].get<std::uint64_t>(),
-                      s["prefix_cache_queries_tokens"].get<std::uint64_t>());
-  if (!s["preemptions_total"].is_null() || !s["kv_cache_usage_peak"].is_null())
+                      pct(summary_key(s, "prefix_cache_hit_rate")),
+                      summary_key(s, "prefix_cache_hits_tokens").get<std::uint64_t>(),
+                      summary_key(s, "prefix_cache_queries_tokens").get<std::uint64_t>());
+  if (!summary_key(s, "preemptions_total").is_null() || !summary_key(s, "kv_cache_usage_peak").is_null())
     os << fmt::format("{:<18}{} preemptions, KV usage peak {}\n", "scheduler",
-                      s["preemptions_total"].is_null()
+                      summary_key(s, "preemptions_total").is_null()
                           ? std::string("?")
-                          : std::to_string(s["preemptions_total"].get<std::uint64_t>()),
-                      pct(s["kv_cache_usage_peak"]));
-  if (h.client_rows || s["requests_failed"].get<std::uint64_t>() > 0) {
+                          : std::to_string(summary_key(s, "preemptions_total").get<std::uint64_t>()),
+                      pct(summary_key(s, "kv_cache_usage_peak")));
+  if (h.client_rows || summary_key(s, "requests_failed").get<std::uint64_t>() > 0) {
     std::string outcomes;
-    for (const auto& [k, v] : s["requests_by_outcome"].items())
+    for (const auto& [k, v] : summary_key(s, "requests_by_outcome").items())
       outcomes +=
           fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", display_text(k), v.get<std::uint64_t>());
     if (!outcomes.empty()) os << fmt::format("{:<18}{}\n", "outcomes", outcomes);
-    if (s["requests_warmup_excluded"].get<std::uint64_t>() > 0)
+    if (summary_key(s, "requests_warmup_excluded").get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} requests in the warm-up window excluded\n", "warm-up",
-                        s["requests_warmup_excluded"].get<std::uint64_t>());
-    if (s.contains("requests_without_usage") && s["requests_without_usage"].get<std::uint64_t>() > 0)
+                        summary_key(s, "requests_warmup_excluded").get<std::uint64_t>());
+    if (s.contains("requests_without_usage") &&
+        summary_key(s, "requests_without_usage").get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} completed requests came without a usage count{}\n", "no usage",
-                        s["requests_without_usage"].get<std::uint64_t>(),
-                        s["output_tokens_client_counted"].get<std::uint64_t>() > 0
+                        summary_key(s, "requests_without_usage").get<std::uint64_t>(),
+                        summary_key(s, "output_tokens_client_counted").get<std::uint64_t>() > 0
                             ? fmt::format(" ({} counted on the client with --tokenizer)",
-                                          s["output_tokens_client_counted"].get<std::uint64_t>())
+                                          summary_key(s, "output_tokens_client_counted").get<std::uint64_t>())
                             : ": their output tokens count as 0; give --tokenizer to count them");
     if (s.value("inputs_total", std::uint64_t{0}) > 0)
       os << fmt::format("{:<18}{} inputs, {:.1f} per request; {:.1f} prompt tok/s\n", "pooling",
-                        s["inputs_total"].get<std::uint64_t>(), s["inputs_per_request_mean"].get<double>(),
+                        summary_key(s, "inputs_total").get<std::uint64_t>(),
+                        summary_key(s, "inputs_per_request_mean").get<double>(),
                         s.value("input_token_throughput_tps", 0.0));
     if (s.value("audio_seconds_total", 0.0) > 0)
       os << fmt::format("{:<18}{:.1f} s of audio, {:.2f} s of audio per second\n", "audio",
-                        s["audio_seconds_total"].get<double>(), s.value("audio_seconds_per_second", 0.0));
+                        summary_key(s, "audio_seconds_total").get<double>(),
+                        s.value("audio_seconds_per_second", 0.0));
     if (s.value("requests_with_reasoning", std::uint64_t{0}) > 0)
       os << fmt::format("{:<18}{} completed requests carried reasoning, {} reasoning tokens\n", "reasoning",
-                        s["requests_with_reasoning"].get<std::uint64_t>(),
-                        s["reasoning_tokens_total"].get<std::uint64_t>());
+                        summary_key(s, "requests_with_reasoning").get<std::uint64_t>(),
+                        summary_key(s, "reasoning_tokens_total").get<std::uint64_t>());
     if (s.value("prompt_tokens_planned_total", std::uint64_t{0}) > 0) {
-      const auto planned = s["prompt_tokens_planned_total"].get<std::uint64_t>();
-      const auto reported = s["prompt_tokens_planned_reported"].get<std::uint64_t>();
+      const auto planned = summary_key(s, "prompt_tokens_planned_total").get<std::uint64_t>();
+      const auto reported = summary_key(s, "prompt_tokens_planned_reported").get<std::uint64_t>();
       os << fmt::format(
           "{:<18}the server counted {} prompt tokens where {} were planned ({:+.2f}%), {} "
           "requests differ\n",
           "prompt lengths", reported, planned,
           100.0 * (static_cast<double>(reported) / static_cast<double>(planned) - 1),
-          s["prompt_token_mismatches"].get<std::uint64_t>());
+          summary_key(s, "prompt_token_mismatches").get<std::uint64_t>());
     }
-    if (s["output_token_mismatches"].get<std::uint64_t>() > 0)
+    if (summary_key(s, "output_token_mismatches").get<std::uint64_t>() > 0)
       os << fmt::format("{:<18}{} requests where usage and the client's event count differ\n", "token check",
-                        s["output_token_mismatches"].get<std::uint64_t>());
-    if (!s["goodput_rps"].is_null()) {
-      os << fmt::format("{:<18}{:.2f} req/s meeting every SLO\n", "goodput", s["goodput_rps"].get<double>());
-      for (const auto& [cls, a] : s["slo_attainment"].items()) {
+                        summary_key(s, "output_token_mismatches").get<std::uint64_t>());
+    if (!summary_key(s, "goodput_rps").is_null()) {
+      os << fmt::format("{:<18}{:.2f} req/s meeting every SLO\n", "goodput",
+                        summary_key(s, "goodput_rps").get<double>());
+      for (const auto& [cls, a] : summary_key(s, "slo_attainment").items()) {
         std::string parts;
         for (const char* m : {"ttft_ms", "tpot_ms", "e2e_ms", "ttfo_ms"}) {
           if (!a.contains(m)) continue;
@@ -153,7 +176,7 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
     rows.insert(rows.begin() + 1, {"ttft_sched_ms", "TTFT sched"});
     rows.insert(rows.begin() + 4, {"icl_ms", "ICL"});
     rows.push_back({"send_lag_ms", "send lag"});
-    if (s["queue_ms"]["count"].get<std::uint64_t>() > 0) rows.push_back({"queue_ms", "queue"});
+    if (summary_key(s, "queue_ms")["count"].get<std::uint64_t>() > 0) rows.push_back({"queue_ms", "queue"});
   }
   if (s.value("requests_with_reasoning", std::uint64_t{0}) > 0) {  // TTFO equals TTFT without reasoning
     rows.insert(rows.begin() + (h.client_rows ? 2 : 1), {"ttfo_ms", "TTFO"});
