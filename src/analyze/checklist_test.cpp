@@ -689,7 +689,7 @@ TEST(Checklist, NoDataSaysWhatIsMissingWhyAndWhatGivesIt) {
   r = run_checklist(nullptr, cand, Thresholds{});
   EXPECT_EQ(item(r, "batching").verdict, Verdict::kNoData);
   EXPECT_THAT(item(r, "batching").summary, ::testing::HasSubstr("its cap is not known"));
-  EXPECT_THAT(item(r, "batching").summary, ::testing::HasSubstr("llama-server's --parallel"));
+  EXPECT_THAT(item(r, "batching").summary, ::testing::HasSubstr("llama-server's total_slots"));
 
   // The candidate's server without --metrics (bench's note: HTTP 501), a
   // base whose server was scraped but has no GPU sampler at all.
