@@ -358,6 +358,15 @@ ItemResult item_contention(const Pair& p) {
                                       p.t.psi_tolerance, Worse::kHigher, p.t.confidence),
                   10));
     }
+    // Whose pressure it is: the server's own, or every process's on the machine (the client's too).
+    const bool own = std::string_view(name).rfind("cgroup", 0) == 0;
+    std::string& note = r.findings.back().note;
+    note +=
+        std::string(note.empty() ? "" : "; ") +
+        (own ? "read from the server's cgroup"
+             : "read from the whole host (no --server-pid or --cgroup): any process's CPU pressure counts, "
+               "the client's included");
+    r.evidence["pressure_source"] = own ? "cgroup" : "host";
     break;  // the server's own cgroup when there is one, else the host
   }
   {

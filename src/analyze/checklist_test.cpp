@@ -733,7 +733,12 @@ TEST(Checklist, TooFewSamplesSayWhatGivesMore) {
   EXPECT_EQ(item(r, "batching").summary, "requests waiting: " + hint);
   EXPECT_EQ(item(r, "batching").findings[0].threshold, "tolerance 10.0% (1 request at least)");
   EXPECT_EQ(item(r, "contention").verdict, Verdict::kNoData);
-  EXPECT_EQ(item(r, "contention").summary, "mean host_cpu_pressure_some: " + hint);
+  EXPECT_EQ(
+      item(r, "contention").summary,
+      "mean host_cpu_pressure_some: " + hint +
+          "; read from the whole host (no --server-pid or --cgroup): any process's CPU pressure counts, "
+          "the client's included");
+  EXPECT_EQ(item(r, "contention").evidence["pressure_source"], "host");
 }
 
 // A latency model one run cannot fit says so in a finding of its own: here
