@@ -1681,16 +1681,19 @@ TEST_F(Bench, SamplingOptionsAndExtraBodyReachTheServer) {
   args.insert(args.end(), {"--out", (dir_ / "completions").string()});
   auto r = bench(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Besides the load, one GET /v1/models at the start (run.json records what
-  // the target serves), with the same credentials.
+  // Besides the load, at the start: one GET /v1/models (run.json records what
+  // the target serves) and the routes where a server says what it is
+  // (/props, /get_server_info, /version), each once, with the same credentials.
   const auto load_only = [](std::vector<RecordingServer::Request> all) {
-    const auto list = std::find_if(all.begin(), all.end(), [](const auto& q) {
-      return q.head.rfind("GET /v1/models HTTP/1.1\r\n", 0) == 0;
-    });
-    EXPECT_NE(list, all.end());
-    if (list != all.end()) {
-      EXPECT_NE(lowercase(list->head).find("\r\nauthorization: bearer sk-test"), std::string::npos);
-      all.erase(list);
+    for (const char* route : {"/v1/models", "/props", "/get_server_info", "/version"}) {
+      const auto get = std::find_if(all.begin(), all.end(), [&](const auto& q) {
+        return q.head.rfind(std::string("GET ") + route + " HTTP/1.1\r\n", 0) == 0;
+      });
+      EXPECT_NE(get, all.end()) << route;
+      if (get != all.end()) {
+        EXPECT_NE(lowercase(get->head).find("\r\nauthorization: bearer sk-test"), std::string::npos) << route;
+        all.erase(get);
+      }
     }
     return all;
   };
@@ -1726,8 +1729,8 @@ TEST_F(Bench, SamplingOptionsAndExtraBodyReachTheServer) {
   r = bench(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   seen = server.requests();
-  ASSERT_EQ(seen.size(), 8u);  // the first run's 4, a GET /v1/models and 3 chat requests
-  seen = load_only(std::vector<RecordingServer::Request>(seen.begin() + 4, seen.end()));
+  ASSERT_EQ(seen.size(), 14u);  // the first run's 7, its 4 GETs again and 3 chat requests
+  seen = load_only(std::vector<RecordingServer::Request>(seen.begin() + 7, seen.end()));
   ASSERT_EQ(seen.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(seen[i].head.rfind("POST /v1/chat/completions HTTP/1.1\r\n", 0), 0u) << seen[i].head;
