@@ -97,7 +97,7 @@ struct BenchSettings {
   // The judge of agentic tasks' answers (docs/tasks.md "The judge"): an
   // OpenAI-compatible base URL, its model, its key ("" : none).
   std::string judge_target, judge_model, judge_api_key;
-  std::string judge_extra_body;  // a JSON object merged into the judge's requests
+  std::string judge_extra_body;      // a JSON object merged into the judge's requests
   std::vector<std::string> headers;  // "Name: value"
   double timeout_s = 600.0;          // per request, from the send (0: none)
   // Output events kept per request; later ones are counted and their gaps

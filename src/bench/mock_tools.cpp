@@ -243,15 +243,7 @@ MockToolServer::Answer MockToolServer::answer(std::string_view tool_name, std::s
   }
   switch (tool->kind) {
     case ToolSpec::Kind::kSearch: {
-      std::string query;
-      if (const auto q = args.find("query"); q != args.end() && q->is_string()) query = q->get<std::string>();
-      std::uint32_t k = 3;
-      if (const auto t = args.find("top_k"); t != args.end() && t->is_number_integer())
-        k = static_cast<std::uint32_t>(std::clamp<std::int64_t>(t->get<std::int64_t>(), 1, 50));
-      nlohmann::json docs = nlohmann::json::array();
-      for (const auto d : docs_.search(query, k))
-        docs.push_back({{"id", docs_.id(d)}, {"text", docs_.text(d)}});
-      out = {{"documents", std::move(docs)}};
+      out = search_answer(args);
       if (!payload.empty()) out["payload"] = payload;
       break;
     }
@@ -288,10 +280,7 @@ MockToolServer::Answer MockToolServer::answer(std::string_view tool_name, std::s
   return {200, std::move(text), delay};
 }
 
-MockToolServer::Answer MockToolServer::builtin_search(std::string_view body) {
-  const auto args = parse_tool_arguments(body);
-  if (args.is_discarded() || !args.is_object())
-    return {400, error_json("the arguments are not a JSON object"), Nanos{0}};
+nlohmann::json MockToolServer::search_answer(const nlohmann::json& args) const {
   std::string query;
   if (const auto q = args.find("query"); q != args.end() && q->is_string()) query = q->get<std::string>();
   std::uint32_t k = 3;
@@ -299,10 +288,14 @@ MockToolServer::Answer MockToolServer::builtin_search(std::string_view body) {
     k = static_cast<std::uint32_t>(std::clamp<std::int64_t>(t->get<std::int64_t>(), 1, 50));
   nlohmann::json docs = nlohmann::json::array();
   for (const auto d : docs_.search(query, k)) docs.push_back({{"id", docs_.id(d)}, {"text", docs_.text(d)}});
-  return {200,
-          nlohmann::json{{"documents", std::move(docs)}}.dump(-1, ' ', false,
-                                                              nlohmann::json::error_handler_t::replace),
-          Nanos{0}};
+  return {{"documents", std::move(docs)}};
+}
+
+MockToolServer::Answer MockToolServer::builtin_search(std::string_view body) {
+  const auto args = parse_tool_arguments(body);
+  if (args.is_discarded() || !args.is_object())
+    return {400, error_json("the arguments are not a JSON object"), Nanos{0}};
+  return {200, search_answer(args).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), Nanos{0}};
 }
 
 std::map<std::string, InjectedToolErrors> MockToolServer::injected() const {

@@ -96,6 +96,9 @@ class MockToolServer {
   Answer builtin_search(std::string_view body);
 
  private:
+  // A search of the document store: {"query", "top_k" (1-50, default 3)} -> {"documents": [{"id", "text"}]}.
+  nlohmann::json search_answer(const nlohmann::json& args) const;
+
   struct Impl;
   const TaskCatalog& catalog_;
   DocumentStore docs_;

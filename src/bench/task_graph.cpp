@@ -616,12 +616,12 @@ std::string_view default_judge_rubric() {
 }
 
 const nlohmann::json& judge_verdict_schema() {
-  static const nlohmann::json schema = {{"type", "object"},
-                                        {"properties",
-                                         {{"score", {{"type", "integer"}, {"minimum", 1}, {"maximum", 5}}},
-                                          {"reason", {{"type", "string"}}}}},
-                                        {"required", {"score", "reason"}},
-                                        {"additionalProperties", false}};
+  static const nlohmann::json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"score", {{"type", "integer"}, {"minimum", 1}, {"maximum", 5}}}, {"reason", {{"type", "string"}}}}},
+      {"required", {"score", "reason"}},
+      {"additionalProperties", false}};
   return schema;
 }
 

@@ -299,11 +299,12 @@ nlohmann::json SeriesTracker::totals() const {
   nlohmann::json gauges = nlohmann::json::object();
   for (const auto& [key, g] : gauges_) {
     const bool read = g.n > 0;  // read during the run, not only before it
-    gauges[key] = {{"min", read ? number_or_null(g.min) : nlohmann::json(nullptr)},
-                   {"max", read ? number_or_null(g.max) : nlohmann::json(nullptr)},
-                   {"mean", read ? number_or_null(g.sum / static_cast<double>(g.n)) : nlohmann::json(nullptr)},
-                   {"last", number_or_null(g.last)},
-                   {"before", g.before ? number_or_null(*g.before) : nlohmann::json(nullptr)}};
+    gauges[key] = {
+        {"min", read ? number_or_null(g.min) : nlohmann::json(nullptr)},
+        {"max", read ? number_or_null(g.max) : nlohmann::json(nullptr)},
+        {"mean", read ? number_or_null(g.sum / static_cast<double>(g.n)) : nlohmann::json(nullptr)},
+        {"last", number_or_null(g.last)},
+        {"before", g.before ? number_or_null(*g.before) : nlohmann::json(nullptr)}};
   }
   j["gauges"] = gauges;
   return j;
