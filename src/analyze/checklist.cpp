@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <boost/math/distributions/binomial.hpp>
+#include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
 #include <boost/sort/spreadsort/integer_sort.hpp>
 
@@ -106,6 +107,7 @@ using namespace detail;
 namespace {
 
 const std::vector<ItemInfo> kItems = {
+    {0, "headline", "headline", false},
     {1, "latency-model", "latency model", false},
     {2, "slo", "SLO attainment", true},
     {3, "coupling", "mixed-load coupling", false},  // one run: only with --coupling's kappa (below)
@@ -148,6 +150,9 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
                   fmt::format("fewer than {:g} completed requests in a run", thresholds.min_requests));
     } else {
       switch (info.number) {
+        case 0:
+          r = item_headline(p);
+          break;
         case 1:
           r = item_latency_model(p);
           break;
@@ -185,11 +190,17 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
           r = item_contention(p);
           break;
       }
-      if (!r.findings.empty()) conclude(r);
     }
     r.number = info.number;
     r.id = info.id;
     r.title = info.title;
+    r.elapsed_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    out.items.push_back(std::move(r));
+  }
+  out.family_size = family_control(out.items, thresholds.family_alpha, thresholds.confidence);
+  for (ItemResult& r : out.items) {
+    if (!r.findings.empty()) conclude(r);
     if (r.summary.empty() && r.decisive) {
       // An item whose findings have no data says why (the decisive one's note).
       const Finding& f = r.findings[*r.decisive];
@@ -197,10 +208,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
           f.metric + ": " +
           (r.verdict == Verdict::kNoData && !f.note.empty() ? f.note : std::string(to_string(f.verdict)));
     }
-    r.elapsed_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     out.overall = combine(out.overall, r.verdict);
-    out.items.push_back(std::move(r));
   }
   DmlOptions dml;
   dml.confidence = thresholds.confidence;
@@ -210,6 +218,49 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
   out.attribution_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return out;
+}
+
+std::size_t family_control(std::vector<ItemResult>& items, double alpha, double confidence) {
+  const double z = z_of(confidence);
+  struct Test {
+    Finding* f;
+    double p;
+  };
+  std::vector<Test> regressed;
+  std::size_t m = 0;
+  for (ItemResult& it : items)
+    for (Finding& f : it.findings) {
+      f.p_value.reset();
+      if (f.verdict == Verdict::kNoData || !f.change || !f.ci_low || !f.ci_high ||
+          !f.threshold.starts_with("tolerance") || !std::isfinite(*f.change) || !std::isfinite(*f.ci_low) ||
+          !std::isfinite(*f.ci_high))
+        continue;
+      const double c = *f.change;
+      const double half = c >= 0 ? c - *f.ci_low : *f.ci_high - c;
+      double pv = c == 0 ? 1.0 : 0.0;
+      if (half > 0)
+        pv = boost::math::cdf(boost::math::complement(boost::math::normal(), std::abs(c) * z / half));
+      f.p_value = pv;
+      ++m;
+      if (f.verdict == Verdict::kRegressed) regressed.push_back({&f, pv});
+    }
+  if (alpha <= 0) return m;
+  std::stable_sort(regressed.begin(), regressed.end(),
+                   [](const Test& a, const Test& b) { return a.p < b.p; });
+  bool rejected = true;
+  for (std::size_t j = 0; j < regressed.size(); ++j) {
+    const double bound = alpha / static_cast<double>(m - j);
+    rejected = rejected && regressed[j].p <= bound;
+    if (rejected) continue;
+    Finding& f = *regressed[j].f;
+    f.verdict = Verdict::kInconclusive;
+    f.note = (f.note.empty() ? "" : f.note + "; ") +
+             fmt::format(
+                 "beyond the tolerance but not significant among the {} findings of this check: one-sided "
+                 "p {:.2g} above Holm's bound {:.2g} (family-wise error {:g})",
+                 m, regressed[j].p, bound, alpha);
+  }
+  return m;
 }
 
 namespace {
@@ -243,6 +294,7 @@ nlohmann::json to_json(const CheckResult& r) {
                            {"ci_high", opt(f.ci_high)}, {"change_unit", f.change_unit},
                            {"threshold", f.threshold},  {"verdict", std::string(to_string(f.verdict))}};
       jf["more_requests"] = f.more_requests ? nlohmann::json(*f.more_requests) : nlohmann::json(nullptr);
+      jf["p_value"] = opt(f.p_value);
       if (!f.note.empty()) jf["note"] = f.note;
       fs.push_back(std::move(jf));
     }
@@ -254,6 +306,7 @@ nlohmann::json to_json(const CheckResult& r) {
   nlohmann::json th = nlohmann::json::object();
   for (const auto& k : threshold_keys()) th[k.key] = *threshold_value(r.thresholds, k.key);
   j["thresholds"] = std::move(th);
+  j["family"] = {{"size", r.family_size}, {"alpha", r.thresholds.family_alpha}, {"procedure", "holm"}};
   j["phases"] = {{"base", r.base_phases}, {"candidate", r.cand_phases}};
   j["attribution"] = {
       {"base", r.base_attribution ? to_json(*r.base_attribution) : nlohmann::json(nullptr)},

@@ -40,6 +40,11 @@ struct Finding {
   // (early stopping, statistics.h); nullopt when not estimable.
   std::optional<std::uint64_t> more_requests;
   std::string note;
+  // In the family of the check (family_control): the one-sided p-value of
+  // the change in the direction it moved, from its interval; nullopt for a
+  // finding outside the family (no interval, or a rule rather than the
+  // tolerance band).
+  std::optional<double> p_value;
 };
 
 struct ItemResult {
@@ -75,6 +80,7 @@ struct CheckResult {
   Verdict overall = Verdict::kNoData;
   std::vector<ItemResult> items;
   Thresholds thresholds;
+  std::size_t family_size = 0;  // findings in the family-wise error control (family_control)
   // Lifecycle phases found per run (phases.json of each run directory):
   // [{"phase", "start_ns", "end_ns"}].
   nlohmann::json base_phases = nlohmann::json::array(), cand_phases = nlohmann::json::array();
@@ -83,6 +89,23 @@ struct CheckResult {
   std::optional<Attribution> base_attribution, cand_attribution;
   double attribution_ms = 0;
 };
+
+// Family-wise error control over the findings of a check (docs/check.md
+// "Many findings, one gate"): the family is every finding judged by the
+// tolerance band on an interval (its threshold reads "tolerance ..."), m of
+// them. Each gets the one-sided p-value of its change in the direction it
+// moved, p = 1 - Phi(|change| z / h), z the normal quantile of the
+// interval's confidence and h the interval's half on the side of zero (a
+// Student's t or asymmetric interval gives a larger p than its own: the
+// approximation errs towards keeping a pass). The regressed ones, in
+// ascending p, keep their verdict while p <= alpha / (m - j) (Holm 1979, j
+// counted from 0 over the whole family; the findings that did not regress
+// are taken to come after them, which only makes the bounds smaller); from
+// the first that fails on, each becomes inconclusive with a note. The
+// probability that any finding of the family regresses when nothing
+// changed is then at most alpha, whatever their dependence. alpha <= 0:
+// nothing is changed. Returns m.
+std::size_t family_control(std::vector<ItemResult>& items, double alpha, double confidence);
 
 // Runs every item on the pair (base may be null for one run).
 CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresholds& thresholds,

@@ -4,6 +4,8 @@
 // and the helpers more than one group uses. Internal to analyze.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -47,7 +49,35 @@ Finding sampled(Finding f, std::size_t block);
 std::pair<std::vector<double>, std::vector<double>> blocked_pair(const Pair& p, const Series& b,
                                                                  const Series& c);
 
-// The items (the number is the checklist's).
+// ---- SLOs (item 2, the headline's goodput)
+// The SLOs of a run: the thresholds file's, else those the run was measured with.
+std::map<std::string, Slo> slos_of(const RunData& run, const Thresholds& t);
+// A class's requests against its SLO: those that met every target, of all
+// (failures miss every target); per metric the values (failed: +inf); the
+// indexes of the requests that met it.
+struct SloCounts {
+  std::uint64_t requests = 0, met = 0;
+  std::map<std::string, std::vector<double>> values;
+  std::vector<std::size_t> met_index;
+};
+SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo);
+// Per request of the run: 1 when it met every target of its class's SLO.
+std::vector<std::uint8_t> slo_met(const RunData& run, const std::map<std::string, Slo>& slos);
+
+// ---- agentic tasks (tasks.jsonl; docs/tasks.md)
+// A run's tasks of a class ("": every class) that started in [t0, t1),
+// warm-up ones left out: the ok ones' completion times (and start times),
+// and the counts.
+struct TaskSample {
+  std::vector<double> ok_ms;
+  std::vector<Nanos> ok_start;
+  std::uint64_t ok = 0, failed = 0;
+};
+TaskSample task_sample(const RunData& run, const std::string& cls, Nanos t0 = INT64_MIN,
+                       Nanos t1 = INT64_MAX);
+
+// The items (the number is the checklist's; 0 is the headline comparison).
+ItemResult item_headline(const Pair& p);                                                             // 0
 ItemResult item_latency_model(const Pair& p);                                                        // 1
 ItemResult item_slo(const Pair& p);                                                                  // 2
 ItemResult item_coupling(const Pair& p);                                                             // 3

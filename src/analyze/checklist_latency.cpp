@@ -30,7 +30,6 @@
 
 namespace tokenscope::analyze::detail {
 
-namespace {
 // ----------------------------------------------------------------- 2 SLO
 std::map<std::string, Slo> slos_of(const RunData& run, const Thresholds& t) {
   if (!t.slos.empty()) return t.slos;
@@ -58,11 +57,6 @@ std::optional<std::uint16_t> class_index(const RunData& run, const std::string& 
 
 // A class's requests against its SLO: those that met every target, of all
 // (failures miss every target); and per metric the values (failed: +inf).
-struct SloCounts {
-  std::uint64_t requests = 0, met = 0;
-  std::map<std::string, std::vector<double>> values;
-};
-
 SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo) {
   SloCounts c;
   const auto idx = class_index(run, cls);
@@ -90,9 +84,19 @@ SloCounts slo_counts(const RunData& run, const std::string& cls, const Slo& slo)
     check("e2e_ms", slo.e2e_ms, e2e + (std::isnan(lag) ? 0.0 : lag));
     check("ttfo_ms", slo.ttfo_ms, a.ttfo_ms(i) + (std::isnan(lag) ? 0.0 : lag));  // no answer: missed
     c.met += met ? 1 : 0;
+    if (met) c.met_index.push_back(i);
   }
   return c;
 }
+
+std::vector<std::uint8_t> slo_met(const RunData& run, const std::map<std::string, Slo>& slos) {
+  std::vector<std::uint8_t> out(run.requests.size(), 0);
+  for (const auto& [cls, slo] : slos)
+    for (const std::size_t i : slo_counts(run, cls, slo).met_index) out[i] = 1;
+  return out;
+}
+
+namespace {
 
 // A percentile against its target, on a sorted sample (values may be
 // infinite: failures that count as over): LoadGen's early-stopping rule on
@@ -131,29 +135,26 @@ Finding percentile_target_finding(std::string metric, const std::vector<double>&
   return f;
 }
 
+}  // namespace
+
 // ---- agentic tasks (tasks.jsonl; docs/tasks.md)
 
-// A run's tasks of a class ("" : every class) that started in [t0, t1),
-// warm-up ones left out: the ok ones' completion times, and the counts.
-struct TaskSample {
-  std::vector<double> ok_ms;
-  std::uint64_t ok = 0, failed = 0;
-};
-
-TaskSample task_sample(const RunData& run, const std::string& cls, Nanos t0 = INT64_MIN,
-                       Nanos t1 = INT64_MAX) {
+TaskSample task_sample(const RunData& run, const std::string& cls, Nanos t0, Nanos t1) {
   TaskSample out;
   for (const auto& t : run.tasks) {
     if (t.warmup || (!cls.empty() && t.task_class != cls) || t.t_start < t0 || t.t_start >= t1) continue;
     if (t.outcome == "ok" && t.t_end >= t.t_start) {
       ++out.ok;
       out.ok_ms.push_back(static_cast<double>(t.t_end - t.t_start) / 1e6);
+      out.ok_start.push_back(t.t_start);
     } else if (t.outcome == "failed") {
       ++out.failed;
     }
   }
   return out;
 }
+
+namespace {
 
 // The median start of a run's counted tasks: where a single run's halves meet.
 Nanos task_midpoint(const RunData& run) {

@@ -414,7 +414,7 @@ CheckResult check(const KernelInventory& base, const KernelInventory& cand, cons
 TEST(Kernels, ANewKernelWithAThirdOfTheTimeIsARegression) {
   const CheckResult r = check(inventory(0), inventory(0, "fused_attention", 0.3));
   const ItemResult& it = item9(r);
-  EXPECT_EQ(it.verdict, Verdict::kRegressed) << to_json(r)["items"][8].dump(1);
+  EXPECT_EQ(it.verdict, Verdict::kRegressed) << to_json(r)["items"][9].dump(1);
   ASSERT_TRUE(it.decisive);
   const Finding& f = it.findings[*it.decisive];
   EXPECT_EQ(f.metric, "candidate GPU time in kernels the base did not launch");
@@ -441,7 +441,7 @@ TEST(Kernels, ANewKernelWithAThirdOfTheTimeIsARegression) {
 TEST(Kernels, IdenticalInventoriesPass) {
   const CheckResult r = check(inventory(0.02), inventory(0.02));
   const ItemResult& it = item9(r);
-  EXPECT_EQ(it.verdict, Verdict::kPass) << to_json(r)["items"][8].dump(1);
+  EXPECT_EQ(it.verdict, Verdict::kPass) << to_json(r)["items"][9].dump(1);
   ASSERT_EQ(it.findings.size(), 2u);
   EXPECT_EQ(*it.findings[0].change, 0.0);
   EXPECT_EQ(it.findings[1].metric, "first launch of a kernel over its median (CUPTI)");

@@ -245,8 +245,8 @@ TEST(ItemQuantization, InTheChecklist) {
   EXPECT_EQ(it.summary, "KL output-token logprobs: regressed");
   EXPECT_EQ(r.overall, Verdict::kRegressed);
   const auto j = to_json(r);
-  EXPECT_EQ(j["items"][10]["id"], "quantization");
-  EXPECT_EQ(j["items"][10]["findings"][0]["unit"], "bits");
+  EXPECT_EQ(j["items"][11]["id"], "quantization");
+  EXPECT_EQ(j["items"][11]["findings"][0]["unit"], "bits");
   // Item 11 does not run on one run.
   for (const auto& i : run_checklist(nullptr, base, Thresholds{}).items) EXPECT_NE(i.number, 11);
 }

@@ -19,6 +19,14 @@ namespace tokenscope::analyze {
 struct Thresholds {
   double confidence = 0.95;  // of every interval and test
   double min_requests = 30;  // fewer counted requests in a run: no-data
+  // The family-wise error rate of the verdicts `regressed` that rest on an
+  // interval: Holm's step-down procedure over every such finding of the
+  // check (checklist.h); 0: each finding alone at the confidence.
+  double family_alpha = 0.05;
+  // 0 headline comparison (p99 and p99.9 take tail_tolerance; goodput
+  // goodput_tolerance; task pass rates attainment_tolerance).
+  double headline_tolerance = 0.05;    // relative change of a latency's p50 and p90
+  double throughput_tolerance = 0.05;  // relative change of request and output-token throughput
   // 1 latency model: TTFT ~ a + b prompt_tokens + c queue_depth, ITL ~ d + e batch.
   double queue_coef_tolerance_ms = 5;     // change of c, ms per request queued ahead
   double batch_coef_tolerance_ms = 0.05;  // change of e, ms of ITL per request in the batch

@@ -371,7 +371,7 @@ TEST_F(Report, CheckFindsAnInjectedLeakAndAddsItsSectionToThePage) {
   EXPECT_NE(r.out.find("lifecycle            regressed"), std::string::npos) << r.out;
   const json check = json::parse(slurp(cand / "check.json"));
   EXPECT_EQ(check["overall"], "regressed");
-  EXPECT_EQ(check["items"][4]["verdict"], "regressed");
+  EXPECT_EQ(check["items"][5]["verdict"], "regressed");
   EXPECT_TRUE(fs::exists(cand / "phases.json"));
   EXPECT_TRUE(fs::exists(base / "phases.json"));
   // The check wrote the base's cache again; a check from the caches finds
@@ -446,7 +446,7 @@ TEST_F(Report, CheckDrawsItem11sHistograms) {
   auto r = run_process({kBin, "check", base.string(), cand.string(), "--report"}, 120);
   ASSERT_NE(r.exit_code, 2) << r.out << r.err;
   const json check = json::parse(slurp(cand / "check.json"));
-  const json& item = check["items"][10];
+  const json& item = check["items"][11];
   ASSERT_EQ(item["id"], "quantization") << item;
   EXPECT_EQ(item["evidence"]["histograms"].size(), 9u);
   EXPECT_EQ(item["evidence"]["activation_charts"]["compared"], 11);
