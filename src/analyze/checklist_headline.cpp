@@ -1,6 +1,7 @@
 // The headline comparison (item 0 of the check, docs/check.md "The
 // headline"): what a user reads first, the candidate against the base —
-// TTFT, TPOT, ITL and E2E at p50, p90 and p99 (p99.9 in long runs), TTFO
+// TTFT, TPOT, ITL and E2E at p50, p90 and p99 (p99.9 of the per-request
+// ones in long runs), TTFO
 // for reasoning models, request and output-token throughput, goodput, and
 // the agentic tasks' completion time and pass rate — each change with an
 // interval that respects the runs' dependence, judged by the tolerance rule.
@@ -26,6 +27,7 @@
 
 #include "analyze/checklist_items.h"
 #include "analyze/checklist_util.h"
+#include "core/histogram.h"
 #include "core/stats.h"
 
 namespace tokenscope::analyze::detail {
@@ -107,6 +109,12 @@ double welch_t(const Sectioned& b, const Sectioned& c, double confidence, double
   return boost::math::quantile(boost::math::students_t(df), 0.5 + confidence / 2);
 }
 
+std::size_t counted_requests_of(const RequestArrays& a) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += a.counted(i) ? 1 : 0;
+  return n;
+}
+
 // The more-requests estimate of an inconclusive relative change (as
 // relative_shift_finding's).
 void more_requests_of(Finding& f, std::size_t n, double tolerance) {
@@ -153,6 +161,74 @@ Finding quantile_row(const std::string& label, const std::string& unit, const Ti
   f.note =
       fmt::format("interval by sectioning: the p{:g} in {} and {} time blocks (t, {:.1f} degrees of freedom)",
                   q * 100, sb.blocks, sc.blocks, df);
+  return f;
+}
+
+// The pooled token gaps (itl_ns, the summary's itl_ms) in at most k groups
+// of consecutive request-id chunks of about equal gap counts: stretches of
+// the run. Empty groups are left out.
+std::vector<LogLinearHistogram> itl_groups(const RequestArrays& a, std::size_t k) {
+  std::vector<LogLinearHistogram> out(k);
+  const double total = static_cast<double>(a.itl_ns.count());
+  double before = 0;
+  for (const auto& [key, h] : a.itl_chunks) {
+    const double mid = before + static_cast<double>(h.count()) / 2;
+    out[std::min<std::size_t>(k - 1, static_cast<std::size_t>(mid / total * static_cast<double>(k)))].merge(
+        h);
+    before += static_cast<double>(h.count());
+  }
+  std::erase_if(out, [](const LogLinearHistogram& h) { return h.count() == 0; });
+  return out;
+}
+
+Sectioned sectioned_itl(const RequestArrays& a, double q, std::size_t k) {
+  Sectioned s;
+  s.log_value = std::log(a.itl_ns.quantile(q) / 1e6);
+  std::vector<double> logs;
+  for (const auto& h : itl_groups(a, k))
+    if (h.quantile(q) > 0) logs.push_back(std::log(h.quantile(q) / 1e6));
+  s.blocks = logs.size();
+  s.var = sample_variance(logs) / static_cast<double>(std::max<std::size_t>(1, logs.size()));
+  return s;
+}
+
+// ITL (every token gap, as the summary's itl_ms) at quantile q: sectioning
+// over stretches of each run (groups of request-id chunks). Gaps are never
+// taken as independent (a stalled step delays every sequence in it): with
+// fewer than 5 stretches there is no interval.
+Finding itl_row(const RequestArrays& b, const RequestArrays& c, double q, double tolerance,
+                double confidence) {
+  Finding f;
+  f.metric = fmt::format("p{:g} ITL", q * 100);
+  f.unit = "ms";
+  f.change_unit = "%";
+  f.threshold = fmt::format("tolerance {}", pct(tolerance));
+  f.base = b.itl_ns.quantile(q) / 1e6;
+  f.value = c.itl_ns.quantile(q) / 1e6;
+  const auto k = [&](const RequestArrays& a) {
+    return std::min<std::size_t>(
+        10, static_cast<std::size_t>(std::floor(static_cast<double>(a.itl_ns.count()) * (1 - q) / 5)));
+  };
+  const std::size_t kb = k(b), kc = k(c);
+  const Sectioned sb = kb >= 5 ? sectioned_itl(b, q, kb) : Sectioned{},
+                  sc = kc >= 5 ? sectioned_itl(c, q, kc) : Sectioned{};
+  if (sb.blocks < 5 || sc.blocks < 5 || *f.base <= 0 || *f.value <= 0) {
+    f.note = fmt::format("too few stretches of the runs for an interval ({} and {}; 5 each needed)",
+                         sb.blocks, sc.blocks);
+    return f;
+  }
+  double df = 0;
+  const double tq = welch_t(sb, sc, confidence, df);
+  const double d = sc.log_value - sb.log_value, se = std::sqrt(sb.var + sc.var);
+  f.change = std::expm1(d);
+  f.ci_low = std::expm1(d - tq * se);
+  f.ci_high = std::expm1(d + tq * se);
+  f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tolerance, Worse::kHigher);
+  more_requests_of(f, std::min(counted_requests_of(b), counted_requests_of(c)), tolerance);
+  f.note = fmt::format(
+      "every token gap; interval by sectioning: the p{:g} in {} and {} stretches of the runs by request id "
+      "(t, {:.1f} degrees of freedom)",
+      q * 100, sb.blocks, sc.blocks, df);
   return f;
 }
 
@@ -236,10 +312,18 @@ ItemResult item_headline(const Pair& p) {
   const auto tolerance = [&](double q) { return q > 0.9 ? p.t.tail_tolerance : p.t.headline_tolerance; };
   // Latencies at p50, p90, p99, and p99.9 when both runs hold enough for its blocks.
   std::vector<std::pair<Metric, std::string>> metrics{
-      {Metric::kTtft, "TTFT"}, {Metric::kTpot, "TPOT"}, {Metric::kE2e, "E2E"}};
+      {Metric::kTtft, "TTFT"}, {Metric::kTpot, "TPOT"}, {Metric::kItlMean, "ITL"}, {Metric::kE2e, "E2E"}};
   if (p.cand.requests.any_reasoning() && p.base->requests.any_reasoning())
     metrics.emplace_back(Metric::kTtfo, "TTFO");
   for (const auto& [m, label] : metrics) {
+    if (m == Metric::kItlMean) {  // every token gap, pooled
+      if (p.base->requests.itl_ns.count() < p.t.min_requests ||
+          p.cand.requests.itl_ns.count() < p.t.min_requests)
+        continue;
+      for (double q : {0.5, 0.9, 0.99})
+        r.findings.push_back(itl_row(p.base->requests, p.cand.requests, q, tolerance(q), conf));
+      continue;
+    }
     const TimedValues b = headline_values(*p.base, m), c = headline_values(p.cand, m);
     if (b.v.size() < p.t.min_requests || c.v.size() < p.t.min_requests) continue;
     for (double q : {0.5, 0.9, 0.99, 0.999}) {

@@ -64,9 +64,23 @@ struct Row {
   std::string note;  // the finding's note (printed under it with -v)
 };
 
+// The headline comparison (item 0), when the check has one.
+const analyze::ItemResult* headline_of(const analyze::CheckResult& r) {
+  for (const auto& it : r.items)
+    if (it.number == 0) return &it;
+  return nullptr;
+}
+
+// A value in its unit ("31.99 ms", "7.84 req/s").
+std::string value_text(const std::optional<double>& v, const std::string& unit) {
+  if (!v) return "-";
+  return unit == "ratio" ? number(*v, "") : number(*v, "") + " " + unit;
+}
+
 std::vector<Row> rows(const analyze::CheckResult& r, bool verbose) {
   std::vector<Row> out;
   for (const auto& it : r.items) {
+    if (it.number == 0) continue;  // the headline is its own table, first
     const auto row_of = [&](const analyze::Finding* f, bool first) {
       Row row;
       row.number = first ? std::to_string(it.number) : "";
@@ -111,6 +125,22 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
   else
     os << fmt::format("tokenscope check: base {} -> candidate {}\n", display_text(r.base_name),
                       display_text(r.cand_name));
+  const std::string conf = fmt::format("{:g}% interval", r.thresholds.confidence * 100);
+  if (const auto* h = headline_of(r)) {
+    os << fmt::format("headline: {}\n", analyze::to_string(h->verdict));
+    if (h->findings.empty()) {
+      os << fmt::format("  {}\n", display_text(h->summary));
+    } else {
+      os << fmt::format("  {:<26} {:>14} {:>14} {:>9}  {:<20} {:<13} {}\n", "statistic", "base", "candidate",
+                        "change", conf, "verdict", "threshold");
+      for (const auto& f : h->findings)
+        os << fmt::format("  {:<26} {:>14} {:>14} {:>9}  {:<20} {:<13} {}{}\n", display_text(f.metric),
+                          value_text(f.base, f.unit), value_text(f.value, f.unit), change_text(f),
+                          interval(f), analyze::to_string(f.verdict), display_text(f.threshold),
+                          verbose && !f.note.empty() ? "\n      note: " + display_text(f.note) : "");
+    }
+    os << "\n";
+  }
   const auto rs = rows(r, verbose);
   std::size_t w_stat = 9, w_ci = 8, w_th = 9;
   for (const Row& row : rs) {
@@ -119,7 +149,6 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
     w_th = std::max(w_th, row.threshold.size());
   }
   w_stat = std::min<std::size_t>(w_stat, 48);
-  const std::string conf = fmt::format("{:g}% interval", r.thresholds.confidence * 100);
   os << fmt::format("{:>3}  {:<20} {:<13} {:<{}} {:>12}  {:<{}}  {:<{}}\n", "#", "item", "verdict",
                     "statistic", w_stat, "change", conf, std::max(w_ci, conf.size()), "threshold", w_th);
   for (Row row : rs) {
@@ -156,6 +185,10 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
     }
     for (const auto& n : a.notes) os << "  note: " << display_text(n) << "\n";
   }
+  if (r.family_size > 0 && r.thresholds.family_alpha > 0)
+    os << fmt::format(
+        "family-wise error: {:g} over the {} findings judged on an interval (Holm; docs/check.md)\n",
+        r.thresholds.family_alpha, r.family_size);
   os << fmt::format("overall: {} (exit {})\n", analyze::to_string(r.overall),
                     analyze::exit_code_for(r.overall));
 }
@@ -167,6 +200,17 @@ std::string check_markdown(const analyze::CheckResult& r) {
   std::string s = r.single
                       ? fmt::format("### tokenscope check: {}\n\n", md(r.cand_name))
                       : fmt::format("### tokenscope check: {} → {}\n\n", md(r.base_name), md(r.cand_name));
+  if (const auto* h = headline_of(r); h && !h->findings.empty()) {
+    s += fmt::format(
+        "**headline: {}**\n\n| statistic | base | candidate | change | {:g}% interval | verdict |\n",
+        analyze::to_string(h->verdict), r.thresholds.confidence * 100);
+    s += "|---|---:|---:|---:|---|---|\n";
+    for (const auto& f : h->findings)
+      s += fmt::format("| {} | {} | {} | {} | {} | **{}** |\n", md(f.metric), md(value_text(f.base, f.unit)),
+                       md(value_text(f.value, f.unit)), md(change_text(f)), md(interval(f)),
+                       md(analyze::to_string(f.verdict)));
+    s += "\n";
+  }
   s += fmt::format("| # | item | verdict | statistic | change | {:g}% interval | threshold |\n",
                    r.thresholds.confidence * 100);
   s += "|---:|---|---|---|---:|---|---|\n";

@@ -32,8 +32,9 @@ namespace {
 constexpr char kMagic[8] = {'T', 'S', 'C', 'A', 'C', 'H', 'E', '\n'};
 // 4: cached_tokens also from llama.cpp's timings; 5: step durations summed
 // in ns (exact in any order), not ms; 6: the first answer token and the
-// reasoning tokens per request, and planned cancels.
-constexpr std::uint32_t kFormat = 6;
+// reasoning tokens per request, and planned cancels; 7: the token gaps by
+// chunks of request ids (itl_chunks).
+constexpr std::uint32_t kFormat = 7;
 // The build's layout of what is copied as bytes: a cache made by a build
 // with other sizes is not read.
 constexpr std::uint32_t kLayout = static_cast<std::uint32_t>(
@@ -332,7 +333,11 @@ std::string encode_run_cache(const RunFilesKey& key, const RunFilesRead& read) {
   std::apply([&](const auto&... column) { (w.vec(column), ...); }, request_columns(a));
   w.strings(a.tenant_names);
   w.strings(a.class_names);
-  w.str(a.itl_ns.to_json().dump());
+  {
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const auto& [key, h] : a.itl_chunks) chunks.push_back({key, h.to_json()});
+    w.str(nlohmann::json{{"shift", a.itl_chunk_shift}, {"chunks", std::move(chunks)}}.dump());
+  }
   w.pod(a.logprobs.requests);
   w.pod(a.logprobs.requests_with_tokens);
   w.pod(a.logprobs.pooled);
@@ -398,7 +403,14 @@ std::optional<RunFilesRead> decode_run_cache(std::string_view bytes, const RunFi
   if (json_too_deep_at(text) != std::string_view::npos) return std::nullopt;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    a.itl_ns = LogLinearHistogram::from_json(j);
+    const auto shift = j.at("shift").get<unsigned>();
+    const auto& chunks = j.at("chunks");
+    if (shift < kItlChunkShiftMin || shift > 63 || !chunks.is_array() || chunks.size() > kItlChunks)
+      return std::nullopt;
+    a.itl_chunk_shift = shift;
+    for (const auto& c : chunks)
+      a.itl_chunks[c.at(0).get<std::uint64_t>()] = LogLinearHistogram::from_json(c.at(1));
+    merge_itl_chunks(a);
   } catch (const std::exception&) {
     return std::nullopt;
   }

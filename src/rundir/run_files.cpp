@@ -164,6 +164,8 @@ void absorb(const RequestRecord& e, Partial& p) {
   double sum_ms = 0, max_ms = 0;
   std::uint64_t tokens = 0;
   const bool keep = !e.warmup && e.outcome == Outcome::kOk;
+  LogLinearHistogram* chunk =
+      keep && e.event_times.size() > 1 ? &a.itl_chunks[e.id >> a.itl_chunk_shift] : nullptr;
   for (std::size_t i = 1; i < e.event_times.size(); ++i) {
     const Nanos gap = std::max<Nanos>(0, e.event_times[i] - e.event_times[i - 1]);
     const std::uint32_t k = i < e.event_tokens.size() ? std::max<std::uint32_t>(1, e.event_tokens[i]) : 1;
@@ -171,8 +173,9 @@ void absorb(const RequestRecord& e, Partial& p) {
     sum_ms += nanos_to_ms(gap);
     tokens += k;
     max_ms = std::max(max_ms, per_token_ms);
-    if (keep) a.itl_ns.record(static_cast<std::uint64_t>(gap) / k, k);
+    if (chunk) chunk->record(static_cast<std::uint64_t>(gap) / k, k);
   }
+  if (a.itl_chunks.size() > kItlChunks) coarsen_itl_chunks(a);
   a.itl_mean_ms.push_back(tokens ? static_cast<float>(sum_ms / static_cast<double>(tokens))
                                  : std::numeric_limits<float>::quiet_NaN());
   a.itl_max_ms.push_back(tokens ? static_cast<float>(max_ms) : std::numeric_limits<float>::quiet_NaN());
@@ -214,6 +217,24 @@ void absorb(const RequestRecord& e, Partial& p) {
   }
 }
 
+}  // namespace
+
+void coarsen_itl_chunks(RequestArrays& a, unsigned shift) {
+  while (a.itl_chunk_shift < 63 && (a.itl_chunk_shift < shift || a.itl_chunks.size() > kItlChunks)) {
+    std::map<std::uint64_t, LogLinearHistogram> next;
+    for (auto& [key, h] : a.itl_chunks) next[key >> 1].merge(h);
+    a.itl_chunks = std::move(next);
+    ++a.itl_chunk_shift;
+  }
+}
+
+void merge_itl_chunks(RequestArrays& a) {
+  a.itl_ns.clear();
+  for (const auto& [key, h] : a.itl_chunks) a.itl_ns.merge(h);
+}
+
+namespace {
+
 // The per-request arrays that a read in byte ranges concatenates as they
 // are (tenant and task_class are renumbered, itl_ns merged).
 auto columns(RequestArrays& a) {
@@ -223,7 +244,7 @@ auto columns(RequestArrays& a) {
 }
 // A field added to RequestArrays is to be concatenated too: this says so at
 // build time (the size on x86-64 with libstdc++, the platform built for).
-constexpr std::size_t kRequestArraysSize = 2624;
+constexpr std::size_t kRequestArraysSize = 2672;
 static_assert(sizeof(RequestArrays) == kRequestArraysSize,
               "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
               "in append()), then update kRequestArraysSize");
@@ -252,7 +273,10 @@ void append(Partial& into, Partial& from) {
   for (const std::uint16_t t : b.tenant) a.tenant.push_back(t < tenants.size() ? tenants[t] : UINT16_MAX);
   for (const std::uint16_t c : b.task_class)
     a.task_class.push_back(c < classes.size() ? classes[c] : UINT16_MAX);
-  a.itl_ns.merge(b.itl_ns);
+  coarsen_itl_chunks(a, b.itl_chunk_shift);
+  coarsen_itl_chunks(b, a.itl_chunk_shift);
+  for (auto& [key, h] : b.itl_chunks) a.itl_chunks[key].merge(h);
+  coarsen_itl_chunks(a);
   a.logprobs.merge(b.logprobs);
   into.slowest.merge(std::move(from.slowest));
 }
@@ -752,6 +776,7 @@ SamplesRead read_samples(const fs::path& dir) {
 void take_requests(RunFilesRead& out, Partial& read, bool has_requests, const fs::path& dir) {
   if (has_requests) {
     out.requests = std::move(read.a);
+    merge_itl_chunks(out.requests);
     out.slowest = read.slowest.take();
     const auto& stats = read.stats;
     out.request_lines_skipped = stats.skipped;

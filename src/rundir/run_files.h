@@ -65,6 +65,9 @@ std::int64_t cached_prompt_tokens(const RequestRecord& e);
 // One array per field, one entry per request line read (warm-up requests
 // included and flagged). Times are monotonic ns on the run's clock, -1 when
 // the request did not get there.
+inline constexpr std::size_t kItlChunks = 64;
+inline constexpr unsigned kItlChunkShiftMin = 4;
+
 struct RequestArrays {
   std::vector<Nanos> t_sched, t_dispatch, t_send, t_first_token, t_last_token, t_close;
   // The first answer token (RequestRecord::first_answer: t_first_token for a
@@ -88,6 +91,14 @@ struct RequestArrays {
   // Every token gap of the completed, non-warm-up requests (ns per token,
   // as the summary's itl_ms counts them).
   LogLinearHistogram itl_ns;
+  // The same gaps by request id, in chunks of 2^itl_chunk_shift consecutive
+  // ids (key: id >> itl_chunk_shift), at most kItlChunks chunks: the shift
+  // is the smallest from kItlChunkShiftMin that keeps them so few, whatever
+  // the order the requests were read in. Ids follow the schedule, so a
+  // chunk is a stretch of the run: the time blocks of the headline's ITL
+  // interval (analyze/checklist_headline.cpp). itl_ns is their merge.
+  std::map<std::uint64_t, LogLinearHistogram> itl_chunks;
+  unsigned itl_chunk_shift = kItlChunkShiftMin;
   // The logprobs of the completed, non-warm-up requests.
   LogprobPool logprobs;
 
@@ -114,6 +125,12 @@ struct RequestArrays {
   double slot_wait_ms(std::size_t i) const;
   bool counted(std::size_t i) const { return !warmup[i] && outcome[i] == Outcome::kOk; }
 };
+
+// Raises the chunk shift of a's itl_chunks to at least `shift`, then until
+// at most kItlChunks chunks are left (neighbours merged).
+void coarsen_itl_chunks(RequestArrays& a, unsigned shift = 0);
+// itl_ns as the merge of a's itl_chunks.
+void merge_itl_chunks(RequestArrays& a);
 
 // One sampled series of samples.jsonl: a canonical or derived series of one
 // source with one label set. Points in file order (time order per source).
