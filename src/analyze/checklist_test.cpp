@@ -8,9 +8,11 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "analyze/checklist_util.h"
 #include "analyze/run_data.h"
 
 namespace tokenscope::analyze {
@@ -176,7 +178,10 @@ TEST(Checklist, ASmallSignificantChangeWithinTheToleranceIsNotARegression) {
   Thresholds strict;
   strict.tail_tolerance = 0.01;
   strict.family_alpha = 0;  // the tolerance band alone: p99 E2E's one-sided p is about 0.02 here
-  { const auto rs = run_checklist(&base, cand, strict); EXPECT_EQ(item(rs, "tail").verdict, Verdict::kRegressed) << to_json(rs)["items"][4].dump(1); }
+  {
+    const auto rs = run_checklist(&base, cand, strict);
+    EXPECT_EQ(item(rs, "tail").verdict, Verdict::kRegressed) << to_json(rs)["items"][4].dump(1);
+  }
 }
 
 TEST(Checklist, TooFewRequestsIsNoData) {
@@ -772,5 +777,100 @@ TEST(Checklist, ALatencyModelOneRunCannotFitIsAFindingThatSaysWhy) {
   EXPECT_EQ(lm.decisive, 0u);
 }
 
+// ---- the headline comparison (item 0) and the family-wise error control
+
+// A run whose TTFT wanders slowly in time (an AR(1) on the log scale, as a
+// queue that fills and drains): neighbours share their latency.
+RunData wandering_run(const std::string& name, std::uint64_t seed, int n, double scale = 1.0) {
+  Builder b(name);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> z(0, 1);
+  double level = 0;
+  for (int i = 0; i < n; ++i) {
+    level = 0.998 * level + 0.06 * z(rng);
+    const double ttft = scale * 200 * std::exp(level + 0.2 * z(rng));
+    b.add(i * 50 * kNanosPerMilli, ttft, ttft + 49 * 20);
+  }
+  return b.run;
+}
+
+TEST(Checklist, TheHeadlineNamesAShiftedMedianAndPassesTheSameDistribution) {
+  const RunData base = lognormal_run("base", 1, 3000), same = lognormal_run("same", 2, 3000);
+  RunData slower = lognormal_run("slower", 2, 3000);
+  auto& a = slower.requests;  // every TTFT 30% longer, the decode as it was
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const Nanos extra = (a.t_first_token[i] - a.t_send[i]) * 3 / 10;
+    a.t_first_token[i] += extra;
+    a.t_last_token[i] += extra;
+  }
+  const CheckResult r = run_checklist(&base, slower, Thresholds{});
+  ASSERT_EQ(r.items.front().id, "headline");
+  const ItemResult& h = item(r, "headline");
+  EXPECT_EQ(h.verdict, Verdict::kRegressed);
+  const Finding* p50 = finding(h, "p50 TTFT");
+  ASSERT_NE(p50, nullptr);
+  EXPECT_EQ(p50->verdict, Verdict::kRegressed);
+  EXPECT_NEAR(*p50->change, 0.30, 0.08);
+  EXPECT_LT(*p50->ci_low, *p50->change);
+  EXPECT_GT(*p50->ci_high, *p50->change);
+  EXPECT_NE(p50->note.find("sectioning: the p50 in 10 and 10 time blocks"), std::string::npos) << p50->note;
+  ASSERT_NE(finding(h, "request throughput"), nullptr);
+  EXPECT_NE(finding(h, "request throughput")->verdict, Verdict::kRegressed);
+  // The same distribution: no headline row regresses.
+  const CheckResult n = run_checklist(&base, same, Thresholds{});
+  for (const Finding& f : item(n, "headline").findings) EXPECT_NE(f.verdict, Verdict::kRegressed) << f.metric;
+  // One run has no headline (it compares two).
+  for (const auto& it : run_checklist(nullptr, base, Thresholds{}).items) EXPECT_NE(it.id, "headline");
+}
+
+TEST(Checklist, TheHeadlineIntervalWidensWhenNeighboursShareTheirLatency) {
+  const RunData base = wandering_run("base", 1, 6000), cand = wandering_run("cand", 2, 6000);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const Finding* p50 = finding(item(r, "headline"), "p50 TTFT");
+  ASSERT_NE(p50, nullptr);
+  ASSERT_TRUE(p50->ci_low && p50->ci_high);
+  // The interval that takes the requests as independent (item 4's kind).
+  const SortedSample sb(detail::metric_sample(base, detail::Metric::kTtft), "b"),
+      sc(detail::metric_sample(cand, detail::Metric::kTtft), "c");
+  const Finding naive = detail::relative_shift_finding("p50", sb, sc, 0.5, 0.05, Worse::kHigher, 0.95);
+  const double sectioned = *p50->ci_high - *p50->ci_low, independent = *naive.ci_high - *naive.ci_low;
+  EXPECT_GT(sectioned, 2 * independent) << sectioned << " against " << independent;
+}
+
+TEST(Checklist, HolmKeepsTheStrongestRegressionAndDowngradesTheRest) {
+  const auto make = [](double change, double lo, double hi) {
+    Finding f;
+    f.metric = fmt::format("m{}", change);
+    f.change = change;
+    f.ci_low = lo;
+    f.ci_high = hi;
+    f.threshold = "tolerance 10.0%";
+    f.verdict = classify_change({change, lo, hi}, 0.10, Worse::kHigher);
+    return f;
+  };
+  std::vector<ItemResult> items(2);
+  items[0].findings = {make(0.5, 0.4, 0.6), make(0.2, 0.01, 0.39)};                 // both regressed alone
+  for (int i = 0; i < 8; ++i) items[1].findings.push_back(make(0.0, -0.05, 0.05));  // passes
+  Finding rule;  // a rule without an interval: outside the family
+  rule.metric = "warm-up length";
+  rule.change = 20;
+  rule.threshold = "tolerance 5 s";
+  rule.verdict = Verdict::kRegressed;
+  items[1].findings.push_back(rule);
+  ASSERT_EQ(items[0].findings[1].verdict, Verdict::kRegressed);
+  auto kept = items;
+  EXPECT_EQ(family_control(kept, 0, 0.95), 10u);  // alpha 0: p-values, no change
+  EXPECT_EQ(kept[0].findings[1].verdict, Verdict::kRegressed);
+  EXPECT_EQ(family_control(items, 0.05, 0.95), 10u);
+  EXPECT_EQ(items[0].findings[0].verdict, Verdict::kRegressed);  // p about 1e-22: below 0.05 / 10
+  // p = 1 - Phi(0.2 x 1.96 / 0.19) = 0.0196: above 0.05 / 9.
+  ASSERT_TRUE(items[0].findings[1].p_value);
+  EXPECT_NEAR(*items[0].findings[1].p_value, 0.0196, 0.0005);
+  EXPECT_EQ(items[0].findings[1].verdict, Verdict::kInconclusive);
+  EXPECT_NE(items[0].findings[1].note.find("Holm's bound 0.0056"), std::string::npos)
+      << items[0].findings[1].note;
+  EXPECT_EQ(items[1].findings.back().verdict, Verdict::kRegressed);  // the rule is its own
+  EXPECT_FALSE(items[1].findings.back().p_value);
+}
 }  // namespace
 }  // namespace tokenscope::analyze

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -224,6 +225,42 @@ TEST_F(Cli, SimRecordsInjectedPerturbationsAsGroundTruth) {
                          "(0.02 or 2%), got 'abc'"),
             std::string::npos)
       << bad.err;
+}
+
+// The candidate of issue 26: the project's workload at bursty arrivals
+// (gamma, CV 2), its steps stalling now and then (2% of steps, Pareto with
+// a 20 ms scale). check exits 1 and its headline names the rows that moved
+// (TPOT's p50 and p90, ITL's p99), first in the output and in check.json;
+// the null pair (another seed, nothing injected) exits 0.
+TEST_F(Cli, CheckNamesTheHeadlineRowsThatStalledStepsMoved) {
+  const std::vector<std::string> workload = {
+      "--num-requests", "1500",  "--rate",       "8",    "--prefix-groups", "8", "--prefix-tokens", "512",
+      "--arrival",      "gamma", "--burstiness", "0.25", "--quiet"};
+  const auto make = [&](const std::string& name, const std::string& seed, const std::string& perturb) {
+    std::vector<std::string> args = workload;
+    args.insert(args.end(), {"--seed", seed, "--out", (dir_ / name).string()});
+    if (!perturb.empty()) args.insert(args.end(), {"--perturb", perturb});
+    ASSERT_EQ(sim(args).exit_code, 0);
+  };
+  make("base", "1", "");
+  make("null", "2", "");
+  make("stall", "2", "tail:target=steps,fraction=0.02,dist=pareto,scale_ms=20,shape=1.5");
+  const auto stall = run_process({kBin, "check", (dir_ / "base").string(), (dir_ / "stall").string()}, 120);
+  EXPECT_EQ(stall.exit_code, 1) << stall.out << stall.err;
+  EXPECT_EQ(stall.out.find("headline: regressed"), stall.out.find('\n') + 1) << stall.out;
+  const auto j = nlohmann::json::parse(slurp(dir_ / "stall" / "check.json"));
+  ASSERT_EQ(j["items"][0]["id"], "headline");
+  EXPECT_EQ(j["items"][0]["verdict"], "regressed");
+  std::set<std::string> moved;
+  for (const auto& f : j["items"][0]["findings"])
+    if (f["verdict"] == "regressed") moved.insert(f["metric"].get<std::string>());
+  for (const char* m : {"p50 TPOT", "p90 TPOT", "p99 ITL"})
+    EXPECT_TRUE(moved.count(m)) << m << "\n" << stall.out;
+  EXPECT_GT(j["family"]["size"].get<int>(), 20);
+  const auto null = run_process({kBin, "check", (dir_ / "base").string(), (dir_ / "null").string()}, 120);
+  EXPECT_EQ(null.exit_code, 0) << null.out << null.err;
+  EXPECT_NE(null.out.find("headline: "), std::string::npos);
+  EXPECT_EQ(null.out.find("headline: regressed"), std::string::npos) << null.out;
 }
 
 // Without --perturb, sim writes what it always wrote: the stored sim run of
