@@ -16,8 +16,9 @@
 // (K <= 10, Student's t with Welch's degrees of freedom over the two runs).
 // A block must hold at least 5 values beyond a quantile for its estimate to
 // mean something: a quantile that leaves fewer than 5 blocks so filled
-// takes the exact order-statistic interval instead (as item 4 does), and
-// its note says that this one treats requests as independent.
+// takes item 4's interval instead: the exact order-statistic interval,
+// widened to each run's effective size by the tail's design effect
+// (statistics.h tail_design_effect), and its note says so.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -125,20 +126,32 @@ void more_requests_of(Finding& f, std::size_t n, double tolerance) {
   f.more_requests = more_samples_needed(n, half, distance);
 }
 
+std::vector<double> in_time_order(const TimedValues& x) {
+  std::vector<std::size_t> order(x.v.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x.t[a] < x.t[b]; });
+  std::vector<double> out;
+  out.reserve(order.size());
+  for (const std::size_t i : order) out.push_back(x.v[i]);
+  return out;
+}
+
 // A quantile's relative change: by sectioning when both runs fill 5 blocks,
-// else the exact order-statistic interval (independent requests).
+// else item 4's order-statistic interval widened by the design effects.
 Finding quantile_row(const std::string& label, const std::string& unit, const TimedValues& b,
                      const TimedValues& c, double q, double tolerance, double confidence) {
   const std::string metric = fmt::format("p{:g} {}", q * 100, label);
   const std::size_t kb = headline_block_count(b.v.size(), q), kc = headline_block_count(c.v.size(), q);
   if (kb < 5 || kc < 5) {
     const SortedSample sb(b.v, "base " + label), sc(c.v, "candidate " + label);
-    Finding f = relative_shift_finding(metric, sb, sc, q, tolerance, Worse::kHigher, confidence);
+    Finding f = relative_shift_finding(metric, sb, sc, q, tolerance, Worse::kHigher, confidence,
+                                       tail_design_effect(in_time_order(b), std::min(q, 0.9)),
+                                       tail_design_effect(in_time_order(c), std::min(q, 0.9)));
     f.unit = unit;
     f.note = (f.note.empty() ? "" : f.note + "; ") +
              fmt::format(
-                 "interval by order statistics, requests taken as independent: too few values beyond the "
-                 "p{:g} for 5 time blocks ({} and {} values; {:.0f} each needed)",
+                 "interval by order statistics (too few values beyond the p{:g} for 5 time blocks: {} and {} "
+                 "values, {:.0f} each needed)",
                  q * 100, b.v.size(), c.v.size(), std::ceil(25 / (1 - q)));
     return f;
   }

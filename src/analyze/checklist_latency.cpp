@@ -305,20 +305,23 @@ ItemResult item_tail(const Pair& p) {
   if (p.cand.requests.any_reasoning() && (p.single() || p.base->requests.any_reasoning()))
     metrics.insert(metrics.end(), {Metric::kTtfo, Metric::kTpotAnswer});
   for (Metric m : metrics) {
+    // In send order: the design effect reads the tail's clustering in time.
     std::vector<double> b, c;
     if (p.single()) {
-      std::tie(b, c) =
-          halves(p.cand, [&](Nanos t0, Nanos t1) { return metric_sample(p.cand, m, {}, t0, t1); });
+      const Nanos mid = send_midpoint(p.cand);
+      b = metric_in_send_order(p.cand, m, INT64_MIN, mid);
+      c = metric_in_send_order(p.cand, m, mid, INT64_MAX);
     } else {
-      b = metric_sample(*p.base, m);
-      c = metric_sample(p.cand, m);
+      b = metric_in_send_order(*p.base, m);
+      c = metric_in_send_order(p.cand, m);
     }
     if (b.size() < p.t.min_requests || c.size() < p.t.min_requests) continue;
+    const double db = tail_design_effect(b, 0.9), dc = tail_design_effect(c, 0.9);
     const SortedSample sb(std::move(b), fmt::format("base {}", metric_name(m))),
         sc(std::move(c), fmt::format("candidate {}", metric_name(m)));
     for (double q : {0.99, 0.999}) {
       r.findings.push_back(relative_shift_finding(fmt::format("p{:g} {}", q * 100, metric_name(m)), sb, sc, q,
-                                                  p.t.tail_tolerance, Worse::kHigher, conf));
+                                                  p.t.tail_tolerance, Worse::kHigher, conf, db, dc));
     }
     // The median, for "while the median holds" (evidence, not judged).
     const auto med = quantile_relative_shift(sb, sc, 0.5, conf);

@@ -96,16 +96,23 @@ std::optional<Lifecycle> lifecycle_of(const RunData& run, const Thresholds& th) 
     return L.start + static_cast<Nanos>((L.t_s[index] - L.window_s / 2) * 1e9);
   };
   const double half = span_s / 2;
+  // A change point starts or ends a phase only when the series' mean moved
+  // by lifecycle.phase_min_change at least: windows of a queue are
+  // correlated, and a significant but small step is the queue's wander.
+  const auto material = [&](const ChangePoint& c) {
+    return c.mean_before != 0 &&
+           std::abs(c.mean_after - c.mean_before) / std::abs(c.mean_before) >= th.phase_min_change;
+  };
   L.warmup_end = L.start;
   for (const auto& c : cp_tok)
-    if (L.t_s[c.index] <= half && c.mean_after > c.mean_before)
+    if (L.t_s[c.index] <= half && c.mean_after > c.mean_before && material(c))
       L.warmup_end = std::max(L.warmup_end, at(c.index));
   for (const auto& c : cp_tpot)
-    if (L.t_s[c.index] <= half && c.mean_after < c.mean_before)
+    if (L.t_s[c.index] <= half && c.mean_after < c.mean_before && material(c))
       L.warmup_end = std::max(L.warmup_end, at(c.index));
   L.steady_end = L.send_end;
   for (const auto& c : cp_tpot)
-    if (at(c.index) > L.warmup_end && c.mean_after > c.mean_before && L.t_s[c.index] > half) {
+    if (at(c.index) > L.warmup_end && c.mean_after > c.mean_before && L.t_s[c.index] > half && material(c)) {
       L.steady_end = at(c.index);
       break;
     }

@@ -203,9 +203,28 @@ std::string pct(double ratio) {
   return fmt::format("{:.1f}%", ratio * 100);
 }
 
+std::vector<double> metric_in_send_order(const RunData& run, Metric m, Nanos t0, Nanos t1) {
+  const RequestArrays& a = run.requests;
+  std::vector<std::pair<Nanos, double>> tv;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a.counted(i) || a.t_send[i] < t0 || a.t_send[i] >= t1) continue;
+    const double v = metric_value(run, m, i);
+    if (std::isfinite(v) && v > 0) tv.emplace_back(a.t_send[i], v);
+  }
+  std::stable_sort(tv.begin(), tv.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<double> out;
+  out.reserve(tv.size());
+  for (const auto& [t, v] : tv) out.push_back(v);
+  return out;
+}
+
+double metric_design_effect(const RunData& run, Metric m, double q, Nanos t0, Nanos t1) {
+  return tail_design_effect(metric_in_send_order(run, m, t0, t1), std::min(q, 0.9));
+}
+
 Finding relative_shift_finding(const std::string& metric, const SortedSample& b, const SortedSample& c,
                                std::optional<double> quantile, double tolerance, Worse worse,
-                               double confidence) {
+                               double confidence, double base_deff, double cand_deff) {
   Finding f;
   f.metric = metric;
   f.unit = "ms";
@@ -218,18 +237,34 @@ Finding relative_shift_finding(const std::string& metric, const SortedSample& b,
   const double p = quantile.value_or(0.5);
   f.base = nearest_rank(b.values(), p);
   f.value = nearest_rank(c.values(), p);
-  const ShiftWithInterval s = quantile ? quantile_relative_shift(b, c, p, confidence)
+  const ShiftWithInterval s = quantile ? quantile_relative_shift(b, c, p, confidence, base_deff, cand_deff)
                                        : hodges_lehmann_relative_shift(b, c, confidence);
+  if (quantile && (base_deff > 1 || cand_deff > 1))
+    f.note = fmt::format(
+        "interval widened for neighbouring requests' dependence: design effect {:.2f} and {:.2f} (worth "
+        "{:.0f} "
+        "and {:.0f} independent requests)",
+        base_deff, cand_deff, static_cast<double>(b.size()) / std::max(1.0, base_deff),
+        static_cast<double>(c.size()) / std::max(1.0, cand_deff));
   f.change = s.estimate;
   f.ci_low = s.ci_low;
   f.ci_high = s.ci_high;
   if (!s.ci_low || !s.ci_high) {
     // Too few requests to bound the quantile: the early-stopping count says how many would.
+    // At the runs' effective sizes when their design effects widened them.
+    const double deff = std::max({1.0, base_deff, cand_deff});
     const std::size_t n = std::min(b.size(), c.size());
-    const std::uint64_t need = queries_needed(0, p, 1 - (1 - confidence) / 4);
+    const auto need = static_cast<std::uint64_t>(
+        std::ceil(static_cast<double>(queries_needed(0, p, 1 - (1 - confidence) / 4)) * deff));
     f.verdict = Verdict::kInconclusive;
     f.more_requests = need > n ? need - n : 0;
-    f.note = fmt::format("too few requests to bound the p{:g} (about {} per run needed)", p * 100, need);
+    f.note = deff > 1 ? fmt::format(
+                            "too few requests to bound the p{:g} at the runs' effective sizes (design effect "
+                            "{:.2f} and {:.2f}: neighbouring requests' latencies move together; about {} per "
+                            "run needed)",
+                            p * 100, base_deff, cand_deff, need)
+                      : fmt::format("too few requests to bound the p{:g} (about {} per run needed)", p * 100,
+                                    need);
     return f;
   }
   f.verdict = classify_change({s.estimate, *s.ci_low, *s.ci_high}, tolerance, worse);

@@ -55,6 +55,8 @@ const Entry kEntries[] = {
      "s", 0, kInf},
     {"lifecycle.change_point_pvalue", &Thresholds::change_point_pvalue, "significance of a change point", "p",
      1e-12, 0.5},
+    {"lifecycle.phase_min_change", &Thresholds::phase_min_change,
+     "relative step of a series' mean at a change point for it to start or end a phase", "ratio", 0, kInf},
     {"lifecycle.warmup_tolerance_s", &Thresholds::warmup_tolerance_s, "change of the warm-up's length", "s",
      0, kInf},
     {"lifecycle.steady_share_tolerance", &Thresholds::steady_share_tolerance,

@@ -44,6 +44,8 @@ struct Thresholds {
   double window_s = 0;  // 0: the run's duration / 60, at least 1 s
   double change_point_pvalue =
       1e-4;  // significance of a change point (1e-3 gave 9% false change points on noise)
+  double phase_min_change =
+      0.10;  // relative step of a series' mean for a change point to start or end a phase
   double warmup_tolerance_s = 5;         // change of warm-up length
   double steady_share_tolerance = 0.05;  // change of the steady phase's share of the run
   double drift_tolerance = 0.10;         // TPOT growth over the steady phase, relative

@@ -898,8 +898,23 @@
     const box = el("div", {});
     box.append(el("p", {}, "Overall: ", verdictCell(c.overall), c.mode === "single"
                    ? " (one run: " + c.candidate + "'s health)" : " (base " + c.base + ", candidate " + c.candidate + ")"));
+    // The headline (item 0): every row, first.
+    const hl = c.items.find((it) => it.id === "headline");
+    if (hl && (hl.findings || []).length) {
+      const val = (f, v) => isNum(v) ? fmt(v, 4) + (f.unit && f.unit !== "ratio" ? " " + f.unit : "") : "-";
+      box.append(el("h3", {}, "Headline: ", verdictCell(hl.verdict)),
+                 table(["statistic", "base", "candidate", "change", "interval", "verdict", "threshold"],
+                       hl.findings.map((f) => [f.metric, val(f, f.base), val(f, f.value), changeText(f, f.change),
+                                                intervalText(f), verdictCell(f.verdict), f.threshold]),
+                       "checktable headline"));
+    }
+    if (c.family && c.family.size > 0 && c.family.alpha > 0)
+      box.append(el("p", {class: "sub"}, "Family-wise error " + c.family.alpha + " over the " + c.family.size +
+                    " findings judged on an interval (Holm's procedure): a row whose p-value misses its bound is " +
+                    "inconclusive, not regressed (docs/check.md)."));
     const rows = [];
     for (const it of c.items) {
+      if (it.id === "headline") continue;
       // An item without data shows why (its summary), not its decisive finding.
       const f = it.verdict !== "no-data" && it.decisive !== null && it.decisive !== undefined
                     ? it.findings[it.decisive] : null;
