@@ -136,6 +136,7 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
   out.cand_name = cand.name;
   out.thresholds = thresholds;
   const Pair p{base, cand, thresholds};
+  if (base) out.environment = compare_environments(*base, cand, thresholds);
   const bool enough = counted_requests(cand) >= thresholds.min_requests &&
                       (!base || counted_requests(*base) >= thresholds.min_requests);
   for (const ItemInfo& info : kItems) {
@@ -306,6 +307,11 @@ nlohmann::json to_json(const CheckResult& r) {
   nlohmann::json th = nlohmann::json::object();
   for (const auto& k : threshold_keys()) th[k.key] = *threshold_value(r.thresholds, k.key);
   j["thresholds"] = std::move(th);
+  nlohmann::json env = nlohmann::json::array();
+  for (const auto& d : r.environment)
+    env.push_back({{"what", d.what}, {"base", d.base}, {"candidate", d.candidate}, {"note", d.note}});
+  j["environment"] = r.single ? nlohmann::json(nullptr)
+                              : nlohmann::json{{"differs", !r.environment.empty()}, {"differences", env}};
   j["family"] = {{"size", r.family_size}, {"alpha", r.thresholds.family_alpha}, {"procedure", "holm"}};
   j["phases"] = {{"base", r.base_phases}, {"candidate", r.cand_phases}};
   j["attribution"] = {

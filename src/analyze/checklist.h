@@ -74,6 +74,23 @@ struct ExtraInputs {
   std::string kernels_base, kernels_cand;
 };
 
+// A difference between the two runs' environments (docs/check.md
+// "Environment"): what, each run's value as text, why it matters.
+struct EnvironmentDifference {
+  std::string what;
+  std::string base, candidate;
+  std::string note;
+};
+// What differed between the runs' environments: the clock (sim against a
+// measured run), tokenscope's version, the host (name, CPUs, kernel, clock
+// source: bench's run.json settings.effective.host), the server as it
+// described itself (engine, version, batch cap, context length), the model,
+// host CPU pressure and steal (a significant change beyond the tolerance),
+// and other processes' CPU (more than half a core apart). A setting only one
+// run recorded is not compared.
+std::vector<EnvironmentDifference> compare_environments(const RunData& base, const RunData& cand,
+                                                        const Thresholds& t);
+
 struct CheckResult {
   bool single = false;  // one run
   std::string base_name, cand_name;
@@ -81,6 +98,8 @@ struct CheckResult {
   std::vector<ItemResult> items;
   Thresholds thresholds;
   std::size_t family_size = 0;  // findings in the family-wise error control (family_control)
+  // Two runs: what differed between their environments, judged first; not empty: "environment differs".
+  std::vector<EnvironmentDifference> environment;
   // Lifecycle phases found per run (phases.json of each run directory):
   // [{"phase", "start_ns", "end_ns"}].
   nlohmann::json base_phases = nlohmann::json::array(), cand_phases = nlohmann::json::array();

@@ -177,10 +177,12 @@ Finding quantile_row(const std::string& label, const std::string& unit, const Ti
   return f;
 }
 
+}  // namespace
+
 // The pooled token gaps (itl_ns, the summary's itl_ms) in at most k groups
 // of consecutive request-id chunks of about equal gap counts: stretches of
 // the run. Empty groups are left out.
-std::vector<LogLinearHistogram> itl_groups(const RequestArrays& a, std::size_t k) {
+static std::vector<LogLinearHistogram> itl_groups(const RequestArrays& a, std::size_t k) {
   std::vector<LogLinearHistogram> out(k);
   const double total = static_cast<double>(a.itl_ns.count());
   double before = 0;
@@ -194,7 +196,7 @@ std::vector<LogLinearHistogram> itl_groups(const RequestArrays& a, std::size_t k
   return out;
 }
 
-Sectioned sectioned_itl(const RequestArrays& a, double q, std::size_t k) {
+static Sectioned sectioned_itl(const RequestArrays& a, double q, std::size_t k) {
   Sectioned s;
   s.log_value = std::log(a.itl_ns.quantile(q) / 1e6);
   std::vector<double> logs;
@@ -244,6 +246,8 @@ Finding itl_row(const RequestArrays& b, const RequestArrays& c, double q, double
       q * 100, sb.blocks, sc.blocks, df);
   return f;
 }
+
+namespace {
 
 // A run's rates in k equal windows of its span (first counted send to last
 // counted token): completed requests, their output tokens, and those that

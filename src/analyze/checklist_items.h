@@ -76,6 +76,13 @@ struct TaskSample {
 TaskSample task_sample(const RunData& run, const std::string& cls, Nanos t0 = INT64_MIN,
                        Nanos t1 = INT64_MAX);
 
+// The q-quantile of ITL over every token gap of two runs (the summary's
+// itl_ms), its relative change with an interval by sectioning over
+// stretches of each run (RequestArrays::itl_chunks); no-data with fewer than
+// 5 stretches (checklist_headline.cpp).
+Finding itl_row(const RequestArrays& base, const RequestArrays& cand, double q, double tolerance,
+                double confidence);
+
 // The items (the number is the checklist's; 0 is the headline comparison).
 ItemResult item_headline(const Pair& p);                                                             // 0
 ItemResult item_latency_model(const Pair& p);                                                        // 1

@@ -300,8 +300,17 @@ ItemResult item_tail(const Pair& p) {
   ItemResult r;
   const double conf = p.t.confidence;
   // Reasoning models: the answer's TTFO and TPOT too, when both runs have them.
-  // ITL as each request's largest gap: a stall of the server's steps shows there first.
+  // ITL two ways: each request's largest gap (a stall that one request met
+  // once), and for two runs every token gap pooled, sectioned over stretches
+  // of the runs (a stalled step delays every sequence in it: the gaps of a
+  // stall are never taken as independent).
   std::vector<Metric> metrics{Metric::kTtft, Metric::kTpot, Metric::kItlMax, Metric::kE2e};
+  if (!p.single()) {
+    if (p.base->requests.itl_ns.count() >= p.t.min_requests &&
+        p.cand.requests.itl_ns.count() >= p.t.min_requests)
+      for (double q : {0.99, 0.999})
+        r.findings.push_back(itl_row(p.base->requests, p.cand.requests, q, p.t.tail_tolerance, conf));
+  }
   if (p.cand.requests.any_reasoning() && (p.single() || p.base->requests.any_reasoning()))
     metrics.insert(metrics.end(), {Metric::kTtfo, Metric::kTpotAnswer});
   for (Metric m : metrics) {

@@ -367,6 +367,14 @@ ItemResult item_contention(const Pair& p) {
              : "read from the whole host (no --server-pid or --cgroup): any process's CPU pressure counts, "
                "the client's included");
     r.evidence["pressure_source"] = own ? "cgroup" : "host";
+    // Two runs, the whole host's pressure: the environment changed (check's
+    // environment section says so first); not the candidate's regression.
+    if (!own && !p.single() && r.findings.back().verdict == Verdict::kRegressed) {
+      r.findings.back().verdict = Verdict::kInconclusive;
+      note +=
+          "; the whole machine's pressure rose: an environment difference (shown first), not the candidate's "
+          "regression; bench --server-pid gives the server's own";
+    }
     break;  // the server's own cgroup when there is one, else the host
   }
   {

@@ -750,6 +750,57 @@ TEST(Checklist, TooFewSamplesSayWhatGivesMore) {
   EXPECT_EQ(item(r, "contention").evidence["pressure_source"], "host");
 }
 
+// The environment, judged first: two bench runs on one machine and server
+// agree; another server setting, clock source, and a whole host under CPU
+// pressure (a hog beside the server) are listed, and the host's pressure
+// is not item 12's regression but the environment's.
+TEST(Checklist, EnvironmentDifferencesAreListedNotCalledRegressions) {
+  const auto bench_json = [](int slots, const std::string& clocksource) {
+    return nlohmann::json{
+        {"tool", {{"version", "0.1.0"}}},
+        {"clock", {{"virtual", false}}},
+        {"settings",
+         {{"effective",
+           {{"host", {{"hostname", "h1"}, {"cpus", 2}, {"kernel", "6.1"}, {"clocksource", clocksource}}},
+            {"target",
+             {{"model", "tiny"},
+              {"server_info", {{"engine", "llama.cpp"}, {"version", "b1"}, {"max_batch", slots}}}}}}}}}};
+  };
+  const auto with_pressure = [](RunData run, double level) {
+    SampledSeries psi{"host", "canonical", "host_cpu_pressure_some", "", {}, {}};
+    std::mt19937_64 rng(static_cast<std::uint64_t>(level * 1000) + 7);
+    std::uniform_real_distribution<double> u(-0.02, 0.02);
+    for (int i = 0; i < 120; ++i) {
+      psi.t.push_back(i * 1000 * kNanosPerMilli);
+      psi.v.push_back(std::max(0.0, level + u(rng)));
+    }
+    run.series = {psi};
+    return run;
+  };
+  RunData base = with_pressure(lognormal_run("base", 1, 600), 0.02);
+  RunData same = with_pressure(lognormal_run("same", 2, 600), 0.02);
+  RunData loaded = with_pressure(lognormal_run("loaded", 2, 600), 0.40);
+  RunData other = with_pressure(lognormal_run("other", 2, 600), 0.02);
+  base.run_json = same.run_json = loaded.run_json = bench_json(1, "tsc");
+  other.run_json = bench_json(4, "hpet");
+  EXPECT_TRUE(run_checklist(&base, same, Thresholds{}).environment.empty());
+  const CheckResult l = run_checklist(&base, loaded, Thresholds{});
+  ASSERT_EQ(l.environment.size(), 1u);
+  EXPECT_EQ(l.environment[0].what, "host CPU pressure");
+  EXPECT_EQ(l.environment[0].candidate.substr(0, 2), "39");  // the mean of 0.40 +- 0.02
+  EXPECT_EQ(item(l, "contention").evidence["pressure_source"], "host");
+  EXPECT_EQ(item(l, "contention").verdict, Verdict::kInconclusive);
+  EXPECT_NE(item(l, "contention").findings[0].note.find("an environment difference"), std::string::npos);
+  EXPECT_EQ(to_json(l)["environment"]["differs"], true);
+  const CheckResult o = run_checklist(&base, other, Thresholds{});
+  std::set<std::string> whats;
+  for (const auto& d : o.environment) whats.insert(d.what);
+  EXPECT_EQ(whats, (std::set<std::string>{"clock source", "server batch cap"}));
+  // One run, or sim against sim without host records: nothing to compare.
+  EXPECT_TRUE(run_checklist(nullptr, loaded, Thresholds{}).environment.empty());
+  EXPECT_TRUE(to_json(run_checklist(nullptr, loaded, Thresholds{}))["environment"].is_null());
+}
+
 // A latency model one run cannot fit says so in a finding of its own: here
 // the candidate served one request at a time (each decodes alone: its batch
 // never varies), as llama-server with --parallel 1 does.

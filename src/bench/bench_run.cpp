@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -774,6 +776,23 @@ nlohmann::json requested_settings(const BenchSettings& o) {
 
 // The wall-clock anchor: the monotonic clock of every t_* and t_ns read at
 // (about) the same instant as the Unix clock, to export them as UTC.
+// The machine the client ran on, as `check` compares two runs' environments
+// (docs/check.md "Environment"): its name, CPUs, kernel and clock source.
+nlohmann::json host_identity() {
+  nlohmann::json h;
+  char name[256] = {};
+  h["hostname"] = ::gethostname(name, sizeof(name) - 1) == 0 ? nlohmann::json(std::string(name))
+                                                             : nlohmann::json(nullptr);
+  h["cpus"] = std::thread::hardware_concurrency();
+  struct utsname u {};
+  h["kernel"] = ::uname(&u) == 0 ? nlohmann::json(std::string(u.release)) : nlohmann::json(nullptr);
+  std::ifstream cs("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string source;
+  h["clocksource"] =
+      cs && std::getline(cs, source) && !source.empty() ? nlohmann::json(source) : nlohmann::json(nullptr);
+  return h;
+}
+
 nlohmann::json clock_anchor() {
   const Nanos mono0 = SteadyClock().now_ns();
   const auto unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -953,6 +972,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
         {"response_format", rs.response_format},
         {"language", rs.language.empty() ? nlohmann::json(nullptr) : nlohmann::json(rs.language)}};
   if (side.eff) effective["engine"] = side.eff->to_json();
+  effective["host"] = host_identity();
   effective["prompts"] = {
       {"method", prompts.describe()},
       {"tokenizer", tokenizer ? nlohmann::json(tokenizer->description()) : nlohmann::json(nullptr)},

@@ -29,6 +29,7 @@ struct CheckCommandOptions {
   bool report = false;
   bool print_thresholds = false;
   bool no_cache = false;
+  bool fail_on_environment = false;      // exit 3 when the runs' environments differ
   std::vector<std::string> activations;  // item 11 (analyze/quantization.h): BASE,CAND
   std::vector<std::string> kernels;      // item 9 (rundir/kernels.h): BASE,CAND
   CheckHistoryOptions history;           // --baseline auto, --trend and their filters
@@ -126,6 +127,18 @@ void print_check_table(std::ostream& os, const analyze::CheckResult& r, bool ver
     os << fmt::format("tokenscope check: base {} -> candidate {}\n", display_text(r.base_name),
                       display_text(r.cand_name));
   const std::string conf = fmt::format("{:g}% interval", r.thresholds.confidence * 100);
+  // Validity first: what differed between the runs' environments.
+  if (!r.single) {
+    if (r.environment.empty()) {
+      os << "environment: same (as far as the runs recorded it)\n";
+    } else {
+      os << "environment: DIFFERS — a reason to distrust the comparison, not the candidate's regression\n";
+      for (const auto& d : r.environment)
+        os << fmt::format("  {:<22} {} -> {}{}\n", display_text(d.what), display_text(d.base),
+                          display_text(d.candidate),
+                          d.note.empty() ? "" : "  (" + display_text(d.note) + ")");
+    }
+  }
   if (const auto* h = headline_of(r)) {
     os << fmt::format("headline: {}\n", analyze::to_string(h->verdict));
     if (h->findings.empty()) {
@@ -200,6 +213,14 @@ std::string check_markdown(const analyze::CheckResult& r) {
   std::string s = r.single
                       ? fmt::format("### tokenscope check: {}\n\n", md(r.cand_name))
                       : fmt::format("### tokenscope check: {} → {}\n\n", md(r.base_name), md(r.cand_name));
+  if (!r.environment.empty()) {
+    s += "**environment differs** (a reason to distrust the comparison)\n\n| what | base | candidate | why "
+         "it matters |\n"
+         "|---|---|---|---|\n";
+    for (const auto& d : r.environment)
+      s += fmt::format("| {} | {} | {} | {} |\n", md(d.what), md(d.base), md(d.candidate), md(d.note));
+    s += "\n";
+  }
   if (const auto* h = headline_of(r); h && !h->findings.empty()) {
     s += fmt::format(
         "**headline: {}**\n\n| statistic | base | candidate | change | {:g}% interval | verdict |\n",
@@ -268,6 +289,10 @@ Command add_check_command(CLI::App& app) {
       "--report", o.report,
       "Also write CAND/report.html: the runs overlaid with the checklist's section (tokenscope report)");
   check->add_flag("--print-thresholds", o.print_thresholds, "Print the default thresholds file and exit");
+  check->add_flag(
+      "--fail-on-environment", o.fail_on_environment,
+      "Exit 5 when the two runs' environments differ (host, clock source, CPU pressure or steal, other\n"
+      "processes' CPU, the server's identity: the environment section), whatever the verdicts");
   check->add_flag("--no-cache", o.no_cache,
                   "Read the runs' JSONL files even when a valid run cache (.tokenscope-cache) is there, and "
                   "write none (docs/check.md)");
@@ -347,6 +372,7 @@ int run_check(CheckCommandOptions& o) {
       std::cerr << fmt::format("tokenscope check: {} not written: {}\n", page.string(), e.what());
     }
   }
+  if (o.fail_on_environment && !r.environment.empty()) return kExitEnvironment;
   return analyze::exit_code_for(r.overall);
 }
 

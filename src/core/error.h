@@ -21,6 +21,7 @@ inline constexpr int kExitFailure = 1;  // an I/O failure, a failed run; check: 
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitSloFailed = 3;         // bench: an SLO failed
 inline constexpr int kExitProbeUnavailable = 4;  // probe: a GPU probe with no GPU (or no CUDA build) here
+inline constexpr int kExitEnvironment = 5;       // check --fail-on-environment: the runs' environments differ
 inline constexpr int kExitInterrupted = 130;     // Ctrl-C: the results so far are kept
 
 class UsageError : public std::runtime_error {

@@ -68,6 +68,8 @@ inline constexpr CanonicalDefinition kCanonicalSeries[] = {
     // --- the host (source "host"), from /proc
     {"host_cpu_utilization", SeriesKind::kGauge, "ratio", "busy fraction of all CPUs over the interval (/proc/stat)"},
     {"host_cpu_iowait", SeriesKind::kGauge, "ratio", "iowait fraction of all CPUs over the interval"},
+    {"host_cpu_steal", SeriesKind::kGauge, "ratio",
+     "steal fraction of all CPUs over the interval (time a hypervisor gave this VM's CPUs to another)"},
     {"host_memory_available_bytes", SeriesKind::kGauge, "bytes", "MemAvailable (/proc/meminfo)"},
     {"host_memory_total_bytes", SeriesKind::kGauge, "bytes", "MemTotal"},
     {"host_cpu_pressure_some", SeriesKind::kGauge, "ratio", "/proc/pressure/cpu some avg10 / 100"},

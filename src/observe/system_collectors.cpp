@@ -143,6 +143,7 @@ Observation HostCollector::read(const Clock& clock) {
         const double idle = static_cast<double>((c.idle - p.idle) + (c.iowait - p.iowait));
         add(o.canonical, "host_cpu_utilization", 1.0 - idle / total);
         add(o.canonical, "host_cpu_iowait", static_cast<double>(c.iowait - p.iowait) / total);
+        add(o.canonical, "host_cpu_steal", static_cast<double>(c.steal - p.steal) / total);
       } else if (monotonic) {
         baseline = p;  // no tick yet: keep measuring from the older read
       }

@@ -129,6 +129,7 @@ TEST(HostCollector, FirstReadHasCountersThenTheNextHasCpuFractions) {
   ASSERT_EQ(second.error, "");
   EXPECT_DOUBLE_EQ(*value(second.canonical, "host_cpu_utilization"), 0.4);
   EXPECT_DOUBLE_EQ(*value(second.canonical, "host_cpu_iowait"), 0.1);
+  EXPECT_DOUBLE_EQ(*value(second.canonical, "host_cpu_steal"), 0.1);
   EXPECT_EQ(second.t_ns, 1005);
   EXPECT_EQ(second.rtt_ns, 0);  // the manual clock did not move during the read
   expect_canonical_names(second);
