@@ -119,6 +119,39 @@ def one_pair(i, work, thresholds, detect):
     return out
 
 
+def report(results, n, workload):
+    """Prints the tables from the verdicts; returns the rows and the count of null pairs exiting 1."""
+    nulls = len(results)
+    shown_workload = " ".join(os.path.relpath(w, ROOT) if os.path.isabs(w) else w for w in WORKLOADS[workload])
+    print(f"{n} pairs with every perturbation, {nulls} null pairs; workload ({workload}): tokenscope sim "
+          f"{shown_workload}; thresholds: SLO TTFT 1000 ms at p90, other keys at their defaults\n")
+    print("| # | item | injected (sim --perturb) | detected | false alarms (null pairs) | headline regressed "
+          "| check exit 1 |")
+    print("|---:|---|---|---:|---:|---:|---:|")
+    rows = []
+    for k, (num, title, perturb) in enumerate(CASES):
+        item = ITEMS[num]
+        det = sum(1 for r in results[:n] if r[f"case-{k}"][item] == "regressed")
+        head = sum(1 for r in results[:n] if r[f"case-{k}"]["headline"] == "regressed")
+        exit1 = sum(1 for r in results[:n] if r[f"case-{k}"]["exit"] == 1)
+        fa = sum(1 for r in results if r["null"][item] == "regressed")
+        shown = perturb.replace(";" + NULL_PERTURB, "")
+        rows.append({"item": num, "perturb": shown, "detected": det, "false_alarms": fa, "pairs": n,
+                     "null_pairs": nulls, "headline_regressed": head, "exit_1": exit1})
+        print(f"| {num} | {title} | `{shown}` | {det}/{n} ({100.0 * det / n:.0f}%) | {fa}/{nulls} "
+              f"({100.0 * fa / nulls:.1f}%) | {head}/{n} | {exit1}/{n} |")
+    # Every item's false alarms on the null pairs, the items no case covers too.
+    print("\nfalse alarms per item on the null pairs (regressed / inconclusive / no-data):")
+    for item in ITEMS:
+        vs = [r["null"][item] for r in results]
+        print(f"  {item:14s} {vs.count('regressed'):4d} {vs.count('inconclusive'):4d} {vs.count('no-data'):4d}")
+    exits = sum(1 for r in results if r["null"]["exit"] == 1)
+    lo, hi = clopper_pearson(exits, nulls)
+    print(f"\ncheck exit 1 on null pairs (overall false alarms, every item and headline row on): {exits}/{nulls} "
+          f"({100.0 * exits / nulls:.1f}%, 95% interval {100 * lo:.1f}-{100 * hi:.1f}%)")
+    return rows, exits
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=100, help="pairs with every perturbation")
@@ -126,7 +159,14 @@ def main():
     ap.add_argument("--workload", choices=sorted(WORKLOADS), default="project")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="", help="write verdicts.json here")
+    ap.add_argument("--from", dest="from_file", default="",
+                    help="print the tables of an earlier --out file instead of running")
     a = ap.parse_args()
+    if a.from_file:
+        with open(a.from_file) as f:
+            j = json.load(f)
+        report(j["verdicts"], j["rows"][0]["pairs"], j["workload"])
+        return
     global WORKLOAD
     WORKLOAD = WORKLOADS[a.workload]
     a.null_pairs = max(a.null_pairs, a.pairs)
@@ -139,36 +179,11 @@ def main():
             results = list(ex.map(lambda i: one_pair(i, work, thresholds, i < a.pairs), range(a.null_pairs)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    n = a.pairs
-    nulls = len(results)
-    shown_workload = " ".join(os.path.relpath(w, ROOT) if os.path.isabs(w) else w for w in WORKLOAD)
-    print(f"{n} pairs with every perturbation, {nulls} null pairs; workload ({a.workload}): tokenscope sim "
-          f"{shown_workload}; thresholds: SLO TTFT 1000 ms at p90, other keys at their defaults\n")
-    print("| # | item | injected (sim --perturb) | detected | false alarms (null pairs) |")
-    print("|---:|---|---|---:|---:|")
-    rows = []
-    for k, (num, title, perturb) in enumerate(CASES):
-        item = ITEMS[num]
-        det = sum(1 for r in results[:n] if r[f"case-{k}"][item] == "regressed")
-        fa = sum(1 for r in results if r["null"][item] == "regressed")
-        shown = perturb.replace(";" + NULL_PERTURB, "")
-        rows.append({"item": num, "perturb": shown, "detected": det, "false_alarms": fa, "pairs": n,
-                     "null_pairs": nulls})
-        print(f"| {num} | {title} | `{shown}` | {det}/{n} ({100.0 * det / n:.0f}%) | {fa}/{nulls} "
-              f"({100.0 * fa / nulls:.1f}%) |")
-    # Every item's false alarms on the null pairs, the items no case covers too.
-    print("\nfalse alarms per item on the null pairs (regressed / inconclusive / no-data):")
-    for item in ITEMS:
-        vs = [r["null"][item] for r in results]
-        print(f"  {item:14s} {vs.count('regressed'):4d} {vs.count('inconclusive'):4d} {vs.count('no-data'):4d}")
-    exits = sum(1 for r in results if r["null"]["exit"] == 1)
-    lo, hi = clopper_pearson(exits, nulls)
-    print(f"\ncheck exit 1 on null pairs (overall false alarms, every item and headline row on): {exits}/{nulls} "
-          f"({100.0 * exits / nulls:.1f}%, 95% interval {100 * lo:.1f}-{100 * hi:.1f}%)")
+    rows, exits = report(results, a.pairs, a.workload)
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"workload": a.workload, "rows": rows, "verdicts": results,
-                       "overall_false_alarms": exits, "null_pairs": nulls}, f)
+                       "overall_false_alarms": exits, "null_pairs": len(results)}, f)
 
 
 if __name__ == "__main__":

@@ -898,6 +898,17 @@
     const box = el("div", {});
     box.append(el("p", {}, "Overall: ", verdictCell(c.overall), c.mode === "single"
                    ? " (one run: " + c.candidate + "'s health)" : " (base " + c.base + ", candidate " + c.candidate + ")"));
+    // Validity first: what differed between the runs' environments.
+    if (c.environment && Array.isArray(c.environment.differences)) {
+      if (c.environment.differs)
+        box.append(el("div", {class: "box note"}, el("b", {}, "Environment differs"),
+                      " \u2014 a reason to distrust the comparison, not the candidate's regression:"),
+                   table(["what", "base", "candidate", "why it matters"],
+                         c.environment.differences.map((d) => [d.what, d.base, d.candidate, d.note]), "checktable"));
+      else
+        box.append(el("p", {class: "sub"}, "Environment: the same, as far as the runs recorded it (host, clock " +
+                      "source, CPU pressure and steal, the server's identity)."));
+    }
     // The headline (item 0): every row, first.
     const hl = c.items.find((it) => it.id === "headline");
     if (hl && (hl.findings || []).length) {
