@@ -35,23 +35,19 @@ namespace tokenscope::analyze::detail {
 
 namespace {
 
-// The values of a sample with the time that orders them into blocks (a
-// request's send time, a task's start).
+// The values of a sample in time order (a request's send time, a task's
+// start): blocks are contiguous stretches of it.
 struct TimedValues {
   std::vector<double> v;
-  std::vector<Nanos> t;
 };
 
-TimedValues headline_values(const RunData& run, Metric m) {
-  const RequestArrays& a = run.requests;
+// Tasks' completion times in the order they started.
+TimedValues tasks_in_time_order(const TaskSample& s) {
+  std::vector<std::pair<Nanos, double>> tv;
+  for (std::size_t i = 0; i < s.ok_ms.size(); ++i) tv.emplace_back(s.ok_start[i], s.ok_ms[i]);
+  std::stable_sort(tv.begin(), tv.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   TimedValues out;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (!a.counted(i)) continue;
-    const double v = metric_value(run, m, i);
-    if (!std::isfinite(v) || v <= 0) continue;
-    out.v.push_back(v);
-    out.t.push_back(a.t_send[i]);
-  }
+  for (const auto& [t, v] : tv) out.v.push_back(v);
   return out;
 }
 
@@ -62,14 +58,13 @@ std::size_t headline_block_count(std::size_t n, double q) {
                                static_cast<std::size_t>(std::floor(static_cast<double>(n) * (1 - q) / 5)));
 }
 
-// The values in k contiguous blocks of equal count by time (ties in order).
+// The values in k contiguous blocks of equal count.
 std::vector<std::vector<double>> headline_blocks(const TimedValues& x, std::size_t k) {
   const std::size_t n = x.v.size();
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x.t[a] < x.t[b]; });
   std::vector<std::vector<double>> out(k);
-  for (std::size_t j = 0; j < n; ++j) out[j * k / n].push_back(x.v[order[j]]);
+  for (std::size_t j = 0; j < k; ++j)
+    out[j].assign(x.v.begin() + static_cast<std::ptrdiff_t>(j * n / k),
+                  x.v.begin() + static_cast<std::ptrdiff_t>((j + 1) * n / k));
   return out;
 }
 
@@ -126,16 +121,6 @@ void more_requests_of(Finding& f, std::size_t n, double tolerance) {
   f.more_requests = more_samples_needed(n, half, distance);
 }
 
-std::vector<double> in_time_order(const TimedValues& x) {
-  std::vector<std::size_t> order(x.v.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x.t[a] < x.t[b]; });
-  std::vector<double> out;
-  out.reserve(order.size());
-  for (const std::size_t i : order) out.push_back(x.v[i]);
-  return out;
-}
-
 // A quantile's relative change: by sectioning when both runs fill 5 blocks,
 // else item 4's order-statistic interval widened by the design effects.
 Finding quantile_row(const std::string& label, const std::string& unit, const TimedValues& b,
@@ -145,8 +130,8 @@ Finding quantile_row(const std::string& label, const std::string& unit, const Ti
   if (kb < 5 || kc < 5) {
     const SortedSample sb(b.v, "base " + label), sc(c.v, "candidate " + label);
     Finding f = relative_shift_finding(metric, sb, sc, q, tolerance, Worse::kHigher, confidence,
-                                       tail_design_effect(in_time_order(b), std::min(q, 0.9)),
-                                       tail_design_effect(in_time_order(c), std::min(q, 0.9)));
+                                       tail_design_effect(b.v, std::min(q, 0.9)),
+                                       tail_design_effect(c.v, std::min(q, 0.9)));
     f.unit = unit;
     f.note = (f.note.empty() ? "" : f.note + "; ") +
              fmt::format(
@@ -332,6 +317,7 @@ ItemResult item_headline(const Pair& p) {
       {Metric::kTtft, "TTFT"}, {Metric::kTpot, "TPOT"}, {Metric::kItlMean, "ITL"}, {Metric::kE2e, "E2E"}};
   if (p.cand.requests.any_reasoning() && p.base->requests.any_reasoning())
     metrics.emplace_back(Metric::kTtfo, "TTFO");
+  const std::vector<std::uint32_t> base_order = send_order(*p.base), cand_order = send_order(p.cand);
   for (const auto& [m, label] : metrics) {
     if (m == Metric::kItlMean) {  // every token gap, pooled
       if (p.base->requests.itl_ns.count() < p.t.min_requests ||
@@ -341,7 +327,8 @@ ItemResult item_headline(const Pair& p) {
         r.findings.push_back(itl_row(p.base->requests, p.cand.requests, q, tolerance(q), conf));
       continue;
     }
-    const TimedValues b = headline_values(*p.base, m), c = headline_values(p.cand, m);
+    const TimedValues b{metric_in_send_order(*p.base, m, base_order)},
+        c{metric_in_send_order(p.cand, m, cand_order)};
     if (b.v.size() < p.t.min_requests || c.v.size() < p.t.min_requests) continue;
     for (double q : {0.5, 0.9, 0.99, 0.999}) {
       if (q > 0.99 && (headline_block_count(b.v.size(), q) < 5 || headline_block_count(c.v.size(), q) < 5))
@@ -372,8 +359,8 @@ ItemResult item_headline(const Pair& p) {
     const TaskSample tb = task_sample(*p.base, ""), tc = task_sample(p.cand, "");
     if (tb.ok_ms.size() >= p.t.min_requests && tc.ok_ms.size() >= p.t.min_requests)
       for (double q : {0.5, 0.9, 0.99})
-        r.findings.push_back(quantile_row("task completion", "ms", {tb.ok_ms, tb.ok_start},
-                                          {tc.ok_ms, tc.ok_start}, q, tolerance(q), conf));
+        r.findings.push_back(quantile_row("task completion", "ms", tasks_in_time_order(tb),
+                                          tasks_in_time_order(tc), q, tolerance(q), conf));
     const std::uint64_t n_b = tb.ok + tb.failed, n_c = tc.ok + tc.failed;
     if (n_b > 0 && n_c > 0) {
       const double pb = static_cast<double>(tb.ok) / static_cast<double>(n_b);

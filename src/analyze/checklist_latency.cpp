@@ -313,16 +313,19 @@ ItemResult item_tail(const Pair& p) {
   }
   if (p.cand.requests.any_reasoning() && (p.single() || p.base->requests.any_reasoning()))
     metrics.insert(metrics.end(), {Metric::kTtfo, Metric::kTpotAnswer});
+  // In send order: the design effect reads the tail's clustering in time.
+  const std::vector<std::uint32_t> cand_order = send_order(p.cand);
+  const std::vector<std::uint32_t> base_order =
+      p.single() ? std::vector<std::uint32_t>{} : send_order(*p.base);
   for (Metric m : metrics) {
-    // In send order: the design effect reads the tail's clustering in time.
     std::vector<double> b, c;
     if (p.single()) {
       const Nanos mid = send_midpoint(p.cand);
-      b = metric_in_send_order(p.cand, m, INT64_MIN, mid);
-      c = metric_in_send_order(p.cand, m, mid, INT64_MAX);
+      b = metric_in_send_order(p.cand, m, cand_order, INT64_MIN, mid);
+      c = metric_in_send_order(p.cand, m, cand_order, mid, INT64_MAX);
     } else {
-      b = metric_in_send_order(*p.base, m);
-      c = metric_in_send_order(p.cand, m);
+      b = metric_in_send_order(*p.base, m, base_order);
+      c = metric_in_send_order(p.cand, m, cand_order);
     }
     if (b.size() < p.t.min_requests || c.size() < p.t.min_requests) continue;
     const double db = tail_design_effect(b, 0.9), dc = tail_design_effect(c, 0.9);

@@ -203,19 +203,31 @@ std::string pct(double ratio) {
   return fmt::format("{:.1f}%", ratio * 100);
 }
 
-std::vector<double> metric_in_send_order(const RunData& run, Metric m, Nanos t0, Nanos t1) {
+std::vector<std::uint32_t> send_order(const RunData& run) {
   const RequestArrays& a = run.requests;
-  std::vector<std::pair<Nanos, double>> tv;
-  for (std::size_t i = 0; i < a.size(); ++i) {
+  std::vector<std::pair<Nanos, std::uint32_t>> tv(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) tv[i] = {a.t_send[i], static_cast<std::uint32_t>(i)};
+  std::sort(tv.begin(), tv.end());  // ties by index: stable
+  std::vector<std::uint32_t> out(tv.size());
+  for (std::size_t i = 0; i < tv.size(); ++i) out[i] = tv[i].second;
+  return out;
+}
+
+std::vector<double> metric_in_send_order(const RunData& run, Metric m,
+                                         const std::vector<std::uint32_t>& order, Nanos t0, Nanos t1) {
+  const RequestArrays& a = run.requests;
+  std::vector<double> out;
+  out.reserve(order.size());
+  for (const std::uint32_t i : order) {
     if (!a.counted(i) || a.t_send[i] < t0 || a.t_send[i] >= t1) continue;
     const double v = metric_value(run, m, i);
-    if (std::isfinite(v) && v > 0) tv.emplace_back(a.t_send[i], v);
+    if (std::isfinite(v) && v > 0) out.push_back(v);
   }
-  std::stable_sort(tv.begin(), tv.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-  std::vector<double> out;
-  out.reserve(tv.size());
-  for (const auto& [t, v] : tv) out.push_back(v);
   return out;
+}
+
+std::vector<double> metric_in_send_order(const RunData& run, Metric m, Nanos t0, Nanos t1) {
+  return metric_in_send_order(run, m, send_order(run), t0, t1);
 }
 
 double metric_design_effect(const RunData& run, Metric m, double q, Nanos t0, Nanos t1) {

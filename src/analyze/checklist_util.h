@@ -70,6 +70,12 @@ Finding relative_shift_finding(const std::string& metric, const SortedSample& ba
 // order (ties in index order), NaN and non-positive values left out.
 std::vector<double> metric_in_send_order(const RunData& run, Metric m, Nanos t0 = INT64_MIN,
                                          Nanos t1 = INT64_MAX);
+// The same with the run's send order given (send_order): no sort.
+std::vector<double> metric_in_send_order(const RunData& run, Metric m,
+                                         const std::vector<std::uint32_t>& order, Nanos t0 = INT64_MIN,
+                                         Nanos t1 = INT64_MAX);
+// The run's request indexes by send time (ties in index order).
+std::vector<std::uint32_t> send_order(const RunData& run);
 // The design effect of the metric's q-quantile in a run (statistics.h
 // tail_design_effect, on the share above min(q, 0.9): the tail's
 // clustering, with enough values above to measure it).
