@@ -224,10 +224,12 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
 std::size_t family_control(std::vector<ItemResult>& items, double alpha, double confidence) {
   const double z = z_of(confidence);
   struct Test {
-    Finding* f;
+    std::vector<Finding*>
+        f;  // one statistic: the findings that carry it (the headline's p99 TTFT is item 4's)
     double p;
   };
   std::vector<Test> regressed;
+  std::map<std::string, std::size_t> seen;  // a statistic's key -> its index in regressed, or npos
   std::size_t m = 0;
   for (ItemResult& it : items)
     for (Finding& f : it.findings) {
@@ -236,14 +238,26 @@ std::size_t family_control(std::vector<ItemResult>& items, double alpha, double 
           !f.threshold.starts_with("tolerance") || !std::isfinite(*f.change) || !std::isfinite(*f.ci_low) ||
           !std::isfinite(*f.ci_high))
         continue;
-      const double c = *f.change;
-      const double half = c >= 0 ? c - *f.ci_low : *f.ci_high - c;
+      // A relative change whose interval came from the log scale: its p on that scale.
+      double c = *f.change, lo = *f.ci_low, hi = *f.ci_high;
+      if (f.change_unit == "%" && lo > -1) c = std::log1p(c), lo = std::log1p(lo), hi = std::log1p(hi);
+      const double half = c >= 0 ? c - lo : hi - c;
       double pv = c == 0 ? 1.0 : 0.0;
       if (half > 0)
         pv = boost::math::cdf(boost::math::complement(boost::math::normal(), std::abs(c) * z / half));
       f.p_value = pv;
-      ++m;
-      if (f.verdict == Verdict::kRegressed) regressed.push_back({&f, pv});
+      // The same statistic in two items is one test of the family.
+      const std::string key = fmt::format("{}|{}|{:.17g}|{:.17g}|{:.17g}", f.metric, f.threshold, *f.change,
+                                          *f.ci_low, *f.ci_high);
+      const auto [at, fresh] = seen.emplace(key, std::string::npos);
+      if (fresh) ++m;
+      if (f.verdict != Verdict::kRegressed) continue;
+      if (at->second == std::string::npos) {
+        at->second = regressed.size();
+        regressed.push_back({{&f}, pv});
+      } else {
+        regressed[at->second].f.push_back(&f);
+      }
     }
   if (alpha <= 0) return m;
   std::stable_sort(regressed.begin(), regressed.end(),
@@ -253,13 +267,15 @@ std::size_t family_control(std::vector<ItemResult>& items, double alpha, double 
     const double bound = alpha / static_cast<double>(m - j);
     rejected = rejected && regressed[j].p <= bound;
     if (rejected) continue;
-    Finding& f = *regressed[j].f;
-    f.verdict = Verdict::kInconclusive;
-    f.note = (f.note.empty() ? "" : f.note + "; ") +
-             fmt::format(
-                 "beyond the tolerance but not significant among the {} findings of this check: one-sided "
-                 "p {:.2g} above Holm's bound {:.2g} (family-wise error {:g})",
-                 m, regressed[j].p, bound, alpha);
+    for (Finding* one : regressed[j].f) {
+      Finding& f = *one;
+      f.verdict = Verdict::kInconclusive;
+      f.note = (f.note.empty() ? "" : f.note + "; ") +
+               fmt::format(
+                   "beyond the tolerance but not significant among the {} findings of this check: one-sided "
+                   "p {:.2g} above Holm's bound {:.2g} (family-wise error {:g})",
+                   m, regressed[j].p, bound, alpha);
+    }
   }
   return m;
 }

@@ -44,7 +44,8 @@ struct TimedValues {
 // Tasks' completion times in the order they started.
 TimedValues tasks_in_time_order(const TaskSample& s) {
   std::vector<std::pair<Nanos, double>> tv;
-  for (std::size_t i = 0; i < s.ok_ms.size(); ++i) tv.emplace_back(s.ok_start[i], s.ok_ms[i]);
+  for (std::size_t i = 0; i < s.ok_ms.size(); ++i)
+    if (s.ok_ms[i] > 0) tv.emplace_back(s.ok_start[i], s.ok_ms[i]);  // a 0 ms task has no logarithm
   std::stable_sort(tv.begin(), tv.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   TimedValues out;
   for (const auto& [t, v] : tv) out.v.push_back(v);
@@ -114,7 +115,9 @@ std::size_t counted_requests_of(const RequestArrays& a) {
 // The more-requests estimate of an inconclusive relative change (as
 // relative_shift_finding's).
 void more_requests_of(Finding& f, std::size_t n, double tolerance) {
-  if (f.verdict != Verdict::kInconclusive || !f.ci_low || !f.ci_high || !f.change) return;
+  if (f.verdict != Verdict::kInconclusive || !f.ci_low || !f.ci_high || !f.change ||
+      !std::isfinite(*f.ci_low) || !std::isfinite(*f.ci_high) || !std::isfinite(*f.change))
+    return;
   const double half = (*f.ci_high - *f.ci_low) / 2;
   const double e = std::abs(*f.change);
   const double distance = e > tolerance ? e : std::max(e, tolerance - e);
@@ -188,7 +191,12 @@ static Sectioned sectioned_itl(const RequestArrays& a, double q, std::size_t k) 
   for (const auto& h : itl_groups(a, k))
     if (h.quantile(q) > 0) logs.push_back(std::log(h.quantile(q) / 1e6));
   s.blocks = logs.size();
-  s.var = sample_variance(logs) / static_cast<double>(std::max<std::size_t>(1, logs.size()));
+  // At least the rounding of a histogram bucket (2^-8 of the value wide: a
+  // uniform error of that width on the log scale), so that blocks that all
+  // land in one bucket give an interval of that width, not none.
+  const double bucket = std::log1p(1.0 / (1 << LogLinearHistogram::kSubBucketBits));
+  s.var = std::max(sample_variance(logs), bucket * bucket / 12) /
+          static_cast<double>(std::max<std::size_t>(1, logs.size()));
   return s;
 }
 
@@ -261,9 +269,9 @@ Rates window_rates(const RunData& run, const std::vector<std::uint8_t>& met, std
   const double w = r.span_s / static_cast<double>(k);
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (!a.counted(i) || a.t_send[i] < 0 || a.t_last_token[i] < 0) continue;
-    const auto j = std::min<std::size_t>(
-        k - 1, static_cast<std::size_t>(static_cast<double>(a.t_last_token[i] - t0) /
-                                        static_cast<double>(t1 - t0) * static_cast<double>(k)));
+    const double at = static_cast<double>(a.t_last_token[i] - t0) / static_cast<double>(t1 - t0);
+    const auto j =
+        std::min<std::size_t>(k - 1, static_cast<std::size_t>(std::max(0.0, at) * static_cast<double>(k)));
     r.requests[j] += 1 / w;
     if (a.output_tokens[i] > 0) r.tokens[j] += a.output_tokens[i] / w;
     if (i < met.size() && met[i]) r.good[j] += 1 / w;

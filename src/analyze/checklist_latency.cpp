@@ -359,6 +359,9 @@ ItemResult item_tail(const Pair& p) {
       b = task_sample(*p.base, "").ok_ms;
       c = task_sample(p.cand, "").ok_ms;
     }
+    // A task of 0 ms (its end stamped at its start) has no logarithm: left out of the relative shift.
+    std::erase_if(b, [](double v) { return !(v > 0); });
+    std::erase_if(c, [](double v) { return !(v > 0); });
     if (b.size() >= p.t.min_requests && c.size() >= p.t.min_requests) {
       const SortedSample sb(std::move(b), "base task completion"),
           sc(std::move(c), "candidate task completion");

@@ -788,7 +788,7 @@ TEST(Checklist, EnvironmentDifferencesAreListedNotCalledRegressions) {
   ASSERT_EQ(l.environment.size(), 1u);
   EXPECT_EQ(l.environment[0].what, "host CPU pressure");
   EXPECT_EQ(l.environment[0].candidate.substr(0, 2), "39");  // the mean of 0.40 +- 0.02
-  EXPECT_EQ(item(l, "contention").evidence["pressure_source"], "host");
+  EXPECT_EQ(item(l, "contention").evidence.at("pressure_source"), "host");
   EXPECT_EQ(item(l, "contention").verdict, Verdict::kInconclusive);
   EXPECT_NE(item(l, "contention").findings[0].note.find("an environment difference"), std::string::npos);
   EXPECT_EQ(to_json(l)["environment"]["differs"], true);
@@ -900,8 +900,13 @@ TEST(Checklist, HolmKeepsTheStrongestRegressionAndDowngradesTheRest) {
     return f;
   };
   std::vector<ItemResult> items(2);
-  items[0].findings = {make(0.5, 0.4, 0.6), make(0.2, 0.01, 0.39)};                 // both regressed alone
-  for (int i = 0; i < 8; ++i) items[1].findings.push_back(make(0.0, -0.05, 0.05));  // passes
+  items[0].findings = {make(0.5, 0.4, 0.6), make(0.2, 0.01, 0.39)};  // both regressed alone
+  for (int i = 0; i < 8; ++i) {                                      // passes, each its own statistic
+    items[1].findings.push_back(make(0.0, -0.05, 0.05));
+    items[1].findings.back().metric = fmt::format("pass {}", i);
+  }
+  // The same statistic in a second item (the headline's p99 TTFT is item 4's): one test of the family.
+  items[1].findings.push_back(items[0].findings[0]);
   Finding rule;  // a rule without an interval: outside the family
   rule.metric = "warm-up length";
   rule.change = 20;
@@ -920,6 +925,7 @@ TEST(Checklist, HolmKeepsTheStrongestRegressionAndDowngradesTheRest) {
   EXPECT_EQ(items[0].findings[1].verdict, Verdict::kInconclusive);
   EXPECT_NE(items[0].findings[1].note.find("Holm's bound 0.0056"), std::string::npos)
       << items[0].findings[1].note;
+  EXPECT_EQ(items[1].findings[8].verdict, Verdict::kRegressed);      // the duplicate kept as its original
   EXPECT_EQ(items[1].findings.back().verdict, Verdict::kRegressed);  // the rule is its own
   EXPECT_FALSE(items[1].findings.back().p_value);
 }

@@ -230,10 +230,6 @@ std::vector<double> metric_in_send_order(const RunData& run, Metric m, Nanos t0,
   return metric_in_send_order(run, m, send_order(run), t0, t1);
 }
 
-double metric_design_effect(const RunData& run, Metric m, double q, Nanos t0, Nanos t1) {
-  return tail_design_effect(metric_in_send_order(run, m, t0, t1), std::min(q, 0.9));
-}
-
 Finding relative_shift_finding(const std::string& metric, const SortedSample& b, const SortedSample& c,
                                std::optional<double> quantile, double tolerance, Worse worse,
                                double confidence, double base_deff, double cand_deff) {

@@ -59,7 +59,7 @@ Nanos send_midpoint(const RunData& run);
 // metric between two samples: the Hodges-Lehmann shift of logs (quantile:
 // nullopt) or the shift of the nearest-rank p-quantile, judged with the
 // tolerance band.
-// With a quantile, each run's design effect (metric_design_effect) widens
+// With a quantile, each run's design effect (statistics.h tail_design_effect) widens
 // its order-statistic interval to the run's effective size; 1: independent
 // requests.
 Finding relative_shift_finding(const std::string& metric, const SortedSample& base, const SortedSample& cand,
@@ -76,11 +76,6 @@ std::vector<double> metric_in_send_order(const RunData& run, Metric m,
                                          Nanos t1 = INT64_MAX);
 // The run's request indexes by send time (ties in index order).
 std::vector<std::uint32_t> send_order(const RunData& run);
-// The design effect of the metric's q-quantile in a run (statistics.h
-// tail_design_effect, on the share above min(q, 0.9): the tail's
-// clustering, with enough values above to measure it).
-double metric_design_effect(const RunData& run, Metric m, double q, Nanos t0 = INT64_MIN,
-                            Nanos t1 = INT64_MAX);
 // A finding on a change with a normal interval (estimate, standard error).
 Finding normal_change_finding(const std::string& metric, const std::string& unit, double base, double cand,
                               double se, double tolerance, Worse worse, double confidence,

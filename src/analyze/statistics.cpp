@@ -658,9 +658,9 @@ double tail_design_effect(std::span<const double> v, double q) {
   const double var_blocks = ss / static_cast<double>(k - 1);
   const double ratio = static_cast<double>(n) / static_cast<double>(k) * var_blocks / (s * (1 - s));
   // Its one-sided 90% lower bound (the block variance ~ chi-square with 19
-  // degrees of freedom; chi2(0.90, 19) / 19 = 1.4336): independent values
+  // degrees of freedom; chi2(0.90, 19) / 19 = 1.4318): independent values
   // seldom get widened by the estimate's own noise.
-  return std::max(1.0, ratio / 1.4336);
+  return std::max(1.0, ratio / 1.4318);
 }
 
 ShiftWithInterval quantile_relative_shift(const SortedSample& base, const SortedSample& cand, double p,

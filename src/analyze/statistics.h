@@ -250,14 +250,11 @@ TailComparison compare_upper_tails(const SortedSample& base, const SortedSample&
 ShiftWithInterval quantile_shift(const SortedSample& base, const SortedSample& cand, double p,
                                  double confidence = 0.95);
 
-// The same as a relative change: cand_q / base_q - 1, the interval
-// [cand_low / base_high - 1, cand_high / base_low - 1]. Every value must be
-// positive (InputError).
-// The same with each sample taken as worth n_eff <= n independent values
-// (n / its design effect, below): each order-statistic interval is that of
-// a sample of n_eff, its ranks scaled back to the sample's n outwards
-// (lower: floor(L n / n_eff), upper: ceil(U n / n_eff)). deff <= 1 is the
-// function below.
+// quantile_relative_shift (below) with each sample taken as worth
+// n_eff <= n independent values (n / its design effect, below): each
+// order-statistic interval is that of a sample of n_eff, its ranks scaled
+// back to the sample's n outwards (lower: floor(L n / n_eff), upper:
+// ceil(U n / n_eff)). deff <= 1 is the function below.
 ShiftWithInterval quantile_relative_shift(const SortedSample& base, const SortedSample& cand, double p,
                                           double confidence, double base_deff, double cand_deff);
 
@@ -266,12 +263,15 @@ ShiftWithInterval quantile_relative_shift(const SortedSample& base, const Sorted
 // above the sample's q-quantile (which a quantile's interval rests on) over
 // what independent values give: with K = 20 contiguous blocks of b values,
 // b var(block shares) / (s (1 - s)), s the overall share, taken at its
-// one-sided 90% lower bound (divided by chi2(0.90, 19) / 19 = 1.4336, so
+// one-sided 90% lower bound (divided by chi2(0.90, 19) / 19 = 1.4318, so
 // that independent values are seldom widened by the estimate's noise); at
 // least 1; 1 when there are fewer than 200 values or no value above.
 // Kish's design effect of a cluster sample, the blocks the clusters.
 double tail_design_effect(std::span<const double> values_in_time_order, double q);
 
+// The same as a relative change: cand_q / base_q - 1, the interval
+// [cand_low / base_high - 1, cand_high / base_low - 1]. Every value must be
+// positive (InputError).
 ShiftWithInterval quantile_relative_shift(const SortedSample& base, const SortedSample& cand, double p,
                                           double confidence = 0.95);
 

@@ -41,6 +41,7 @@
 #include "net/http_fetch.h"
 #include "rundir/run_json.h"
 #include "rundir/run_session.h"
+#include "rundir/run_set.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -774,8 +775,6 @@ nlohmann::json requested_settings(const BenchSettings& o) {
   return requested;
 }
 
-// The wall-clock anchor: the monotonic clock of every t_* and t_ns read at
-// (about) the same instant as the Unix clock, to export them as UTC.
 // The machine the client ran on, as `check` compares two runs' environments
 // (docs/check.md "Environment"): its name, CPUs, kernel and clock source.
 nlohmann::json host_identity() {
@@ -793,6 +792,8 @@ nlohmann::json host_identity() {
   return h;
 }
 
+// The wall-clock anchor: the monotonic clock of every t_* and t_ns read at
+// (about) the same instant as the Unix clock, to export them as UTC.
 nlohmann::json clock_anchor() {
   const Nanos mono0 = SteadyClock().now_ns();
   const auto unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -1374,14 +1375,50 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     if (!r.failure.empty()) result.verdicts.push_back(r.failure);
   };
 
+  if (o.repeat > 1) {
+    if (!o.sweep.empty()) throw UsageError("--repeat and a sweep cannot be combined yet: repeat each rate");
+    if (o.coupling) throw UsageError("--repeat and --coupling cannot be combined");
+    nlohmann::json runs = nlohmann::json::array();
+    std::vector<nlohmann::json> summaries;
+    bool stopped = false, failed_run = false;
+    for (unsigned k = 1; k <= o.repeat; ++k) {
+      BenchSettings one = o;
+      one.repeat = 1;
+      one.workload.seed = o.workload.seed + (k - 1);
+      if (!o.quiet) log << fmt::format("repeat {}/{} (seed {})", k, o.repeat, one.workload.seed) << std::endl;
+      result.runs.push_back(run_one(one, std::nullopt, fmt::format("{}/repeat-{}", out, k), tokenizer.get(),
+                                    interrupted, hurry, log, live.get(), listeners));
+      const RunReport& r = result.runs.back();
+      verdicts_of(r);
+      failed_run |= !r.failure.empty();
+      runs.push_back({{"dir", fmt::format("repeat-{}", k)}, {"repeat", k}, {"seed", one.workload.seed}});
+      if (r.summary.is_object()) summaries.push_back(r.summary);
+      if (r.interrupted) {
+        stopped = true;
+        break;
+      }
+    }
+    result.sweep = {{"kind", "repeats"},
+                    {"repeats", o.repeat},
+                    {"runs", runs},
+                    {"partial", stopped},
+                    {"statistics", rundir::repeat_statistics(summaries)}};
+    write_file_atomic(std::filesystem::path(out) / rundir::kRunSetFile, result.sweep.dump(2));
+    result.exit_code = stopped ? kExitInterrupted : failed_run ? kExitFailure : kExitOk;
+    linger_live_metrics(live.get(), o, interrupted, hurry, log);
+    return result;
+  }
+
   if (!o.sweep.empty()) {
     if (o.concurrency > 0) throw UsageError("sweeps vary the open-loop rate; drop --concurrency");
+    nlohmann::json runs = nlohmann::json::array();
     nlohmann::json curve = nlohmann::json::array();
     bool failed_run = false;
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
       result.runs.push_back(run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(),
                                     interrupted, hurry, log, live.get(), listeners));
+      runs.push_back({{"dir", fmt::format("rate-{:g}", rate)}, {"rate_rps", rate}});
       const RunReport& r = result.runs.back();
       verdicts_of(r);
       failed_run |= !r.failure.empty();
@@ -1433,7 +1470,11 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     std::sort(curve.begin(), curve.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
       return a["rate_rps"].get<double>() < b["rate_rps"].get<double>();
     });
-    result.sweep = {{"curve", curve}, {"max_rate_meeting_slo", best}, {"partial", stopped}};
+    result.sweep = {{"kind", o.sweep.rates.empty() ? "search" : "rates"},
+                    {"runs", runs},
+                    {"curve", curve},
+                    {"max_rate_meeting_slo", best},
+                    {"partial", stopped}};
     write_file_atomic(std::filesystem::path(out) / "sweep.json", result.sweep.dump(2));
     result.exit_code = stopped ? kExitInterrupted : failed_run ? kExitFailure : kExitOk;
     linger_live_metrics(live.get(), o, interrupted, hurry, log);

@@ -111,6 +111,9 @@ struct BenchSettings {
   // --coupling: after the mix, each task class alone at its own arrival
   // times (coupling/CLASS/), and run.json "coupling" (analyze/coupling.h).
   bool coupling = false;
+  // > 1: the same settings this many times with fresh seeds (workload.seed,
+  // + 1, ...) into OUT/repeat-K/, with OUT/sweep.json (rundir/run_set.h).
+  unsigned repeat = 1;
   std::string only_class;  // the workload's requests of this class only ("" : all)
   // A request planned with a longer prompt fails the run at the start (bad
   // input), before its text is built: its text alone would take gigabytes.

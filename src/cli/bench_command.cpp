@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/metrics.h"
 #include "rundir/run_cache.h"
+#include "rundir/run_set.h"
 
 namespace tokenscope::cli {
 
@@ -397,6 +398,13 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->add_option("--sweep-search", o.sweep_search,
                    "LOW:HIGH: bisect for the highest rate at which every SLO holds (needs --slo)")
       ->group(L);
+  bench
+      ->add_option(
+          "--repeat", s.repeat,
+          "Run the same settings N times with fresh seeds (--seed, --seed + 1, ...) into OUT/repeat-K/, "
+          "and write OUT/sweep.json with each headline metric's between-run interval (check compares "
+          "two such directories run by run)")
+      ->check(CLI::Range(1u, 1000u));
   bench->add_option("--sweep-steps", s.sweep.steps, "Runs of --sweep-search after LOW and HIGH")
       ->capture_default_str()
       ->group(L);
@@ -690,6 +698,26 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     if (report_written)
       std::cout << "report: " << (std::filesystem::path(result.out_dir) / "report.html").string() << "\n";
   };
+  if (!result.sweep.is_null() && result.sweep.value("kind", "") == "repeats") {
+    if (!s.quiet) {
+      for (std::size_t k = 0; k < result.runs.size(); ++k) {
+        const auto& sm = result.runs[k].summary;
+        std::cout << fmt::format("repeat {}: TTFT p50 {:.2f} ms, TPOT p50 {:.3f} ms, {:.3f} req/s\n", k + 1,
+                                 rundir::summary_value(sm, "ttft_ms.p50").value_or(NAN),
+                                 rundir::summary_value(sm, "tpot_ms.p50").value_or(NAN),
+                                 rundir::summary_value(sm, "request_throughput_rps").value_or(NAN));
+      }
+      std::cout << fmt::format("{} repeats; between-run mean and 95% interval:\n", result.runs.size());
+      print_repeat_statistics(std::cout, result.sweep["statistics"]);
+      for (const auto& v : result.verdicts) std::cout << "FAILED: " << display_text(v) << "\n";
+      std::cout << "repeats directory: " << display_text(result.out_dir) << "\n";
+      report_line();
+    }
+    if (!result.runs.empty() && result.runs.back().interrupted)
+      std::cerr << "interrupted: the repeats that finished are kept in " << display_text(result.out_dir)
+                << "\n";
+    return result.exit_code;
+  }
   if (!result.sweep.is_null()) {
     if (!s.quiet) {
       print_curve(result.sweep["curve"]);

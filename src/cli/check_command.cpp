@@ -29,7 +29,7 @@ struct CheckCommandOptions {
   bool report = false;
   bool print_thresholds = false;
   bool no_cache = false;
-  bool fail_on_environment = false;      // exit 3 when the runs' environments differ
+  bool fail_on_environment = false;      // exit 5 when the runs' environments differ
   std::vector<std::string> activations;  // item 11 (analyze/quantization.h): BASE,CAND
   std::vector<std::string> kernels;      // item 9 (rundir/kernels.h): BASE,CAND
   CheckHistoryOptions history;           // --baseline auto, --trend and their filters

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/engine_options.h"
 #include "cli/history_command.h"
@@ -13,6 +16,8 @@
 #include "core/error.h"
 #include "core/metrics.h"
 #include "core/process_usage.h"
+#include "core/run_dir.h"
+#include "rundir/run_set.h"
 #include "session/sim_run.h"
 
 namespace tokenscope::cli {
@@ -25,6 +30,7 @@ struct SimOptions {
   bool no_steps = false, no_samples = false, no_cache = false;  // into run's steps, samples, cache
   bool json = false;
   bool quiet = false;
+  unsigned repeat = 1;  // > 1: OUT/repeat-K/ with seeds seed, seed + 1, ... and OUT/sweep.json
 };
 
 }  // namespace
@@ -66,6 +72,12 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
                 "Replace the run already in --out (without it, a directory holding a run is refused)")
       ->group(O);
   sim->add_flag("--no-steps", o.no_steps, "Do not write steps.jsonl")->group(O);
+  sim->add_option(
+         "--repeat", o.repeat,
+         "Run the same settings N times with fresh seeds (--seed, --seed + 1, ...) into OUT/repeat-K/, "
+         "and write OUT/sweep.json with each headline metric's between-run interval (needs --out)")
+      ->check(CLI::Range(1u, 1000u))
+      ->group(O);
   sim->add_flag("--coupling", o.run.coupling,
                 "After the mix, run each task class alone at its own arrival times (OUT/coupling/CLASS/) and "
                 "report kappa = its latency in the mix / alone (run.json \"coupling\"; needs --out)")
@@ -104,7 +116,76 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
 
 namespace {
 
+int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted);
+
+// --repeat N: the same settings N times, each with the next seed, into
+// OUT/repeat-K/; OUT/sweep.json lists them with the between-run statistics
+// (rundir/run_set.h). Ctrl-C keeps the repeats that finished.
+int run_sim_repeats(const SimOptions& o, const std::atomic<bool>& interrupted) {
+  if (o.run.out.empty()) throw UsageError("--repeat: needs --out (the directory of the repeats)");
+  if (o.run.coupling) throw UsageError("--repeat and --coupling cannot be combined");
+  const std::filesystem::path out = o.run.out;
+  claim_run_directory(out, o.run.overwrite, "--out");
+  std::filesystem::create_directories(out);
+  nlohmann::json runs = nlohmann::json::array();
+  std::vector<nlohmann::json> summaries;
+  bool stopped = false;
+  for (unsigned k = 1; k <= o.repeat; ++k) {
+    SimOptions one = o;
+    one.repeat = 1;
+    one.quiet = true;
+    one.json = false;
+    one.run.out = (out / fmt::format("repeat-{}", k)).string();
+    one.run.workload.seed = o.run.workload.seed + (k - 1);
+    const int rc = run_one_sim(one, interrupted);
+    std::ifstream in(std::filesystem::path(one.run.out) / "run.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto run = nlohmann::json::parse(text.str(), nullptr, false);
+    const auto* summary = run.is_object() && run.contains("summary") ? &run["summary"] : nullptr;
+    runs.push_back({{"dir", fmt::format("repeat-{}", k)}, {"repeat", k}, {"seed", one.run.workload.seed}});
+    if (summary && summary->is_object()) summaries.push_back(*summary);
+    if (!o.quiet && !o.json)
+      std::cout << fmt::format(
+          "repeat {}/{} (seed {}): {}\n", k, o.repeat, one.run.workload.seed,
+          summary && summary->is_object()
+              ? fmt::format("TTFT p50 {:.2f} ms, TPOT p50 {:.3f} ms, {:.3f} req/s",
+                            rundir::summary_value(*summary, "ttft_ms.p50").value_or(NAN),
+                            rundir::summary_value(*summary, "tpot_ms.p50").value_or(NAN),
+                            rundir::summary_value(*summary, "request_throughput_rps").value_or(NAN))
+              : std::string("no summary"));
+    if (rc == kExitInterrupted || interrupted) {
+      stopped = true;
+      break;
+    }
+    if (rc != kExitOk) return rc;
+  }
+  const nlohmann::json set = {{"kind", "repeats"},
+                              {"repeats", o.repeat},
+                              {"runs", runs},
+                              {"partial", stopped},
+                              {"statistics", rundir::repeat_statistics(summaries)}};
+  write_file_atomic(out / rundir::kRunSetFile, set.dump(2) + "\n");
+  if (o.json) {
+    std::cout << set.dump(2) << "\n";
+  } else if (!o.quiet) {
+    std::cout << fmt::format("{} repeats; between-run mean and 95% interval:\n", summaries.size());
+    print_repeat_statistics(std::cout, set["statistics"]);
+    std::cout << fmt::format("wrote {}\n", (out / rundir::kRunSetFile).string());
+  }
+  if (stopped) {
+    std::cerr << "interrupted: the repeats that finished are kept in " << out.string() << "\n";
+    return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
 int run_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
+  if (o.repeat > 1) return run_sim_repeats(o, interrupted);
+  return run_one_sim(o, interrupted);
+}
+
+int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   session::SimRunSettings run = o.run;
   run.steps = !o.no_steps;
   run.samples = !o.no_samples;

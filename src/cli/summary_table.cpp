@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "rundir/run_set.h"
 
 namespace tokenscope::cli {
 
@@ -190,6 +191,19 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
                       cell(d["p99_9"]), cell(d["max"]));
   }
   os << rule << "\n";
+}
+
+void print_repeat_statistics(std::ostream& os, const nlohmann::json& statistics) {
+  for (const auto& m : rundir::repeat_metrics()) {
+    const auto it = statistics.find(m.key);
+    if (it == statistics.end() || !it->is_object()) continue;
+    const auto& st = *it;
+    const auto ci = st.find("ci");
+    os << fmt::format("  {:<30} {:>12.4g}  {}\n", m.key, st.value("mean", 0.0),
+                      ci != st.end() && ci->is_array() && ci->size() == 2
+                          ? fmt::format("[{:.4g}, {:.4g}]", (*ci)[0].get<double>(), (*ci)[1].get<double>())
+                          : std::string("-"));
+  }
 }
 
 }  // namespace tokenscope::cli

@@ -26,4 +26,9 @@ void print_summary_table(std::ostream& os, const SummaryHeader& header, const nl
 // p99 of TTFT, TPOT and E2E with their intervals. Nothing when null.
 void print_coupling(std::ostream& os, const nlohmann::json& coupling);
 
+// The between-run statistics of repeats (rundir/run_set.h
+// repeat_statistics), one line per metric in repeat_metrics() order: the
+// mean and its interval.
+void print_repeat_statistics(std::ostream& os, const nlohmann::json& statistics);
+
 }  // namespace tokenscope::cli

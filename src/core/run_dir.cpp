@@ -170,7 +170,9 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   for (const char* f : kRunFiles)
     if (fs::exists(fs::symlink_status(dir / f, ec))) found.push_back(dir / f);
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory(ec) && it->path().filename().string().rfind("rate-", 0) == 0 &&
+    if (it->is_directory(ec) &&
+        (it->path().filename().string().rfind("rate-", 0) == 0 ||
+         it->path().filename().string().rfind("repeat-", 0) == 0) &&
         fs::exists(it->path() / "run.json", ec))
       found.push_back(it->path());
   if (found.empty()) return;

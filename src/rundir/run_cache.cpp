@@ -403,13 +403,17 @@ std::optional<RunFilesRead> decode_run_cache(std::string_view bytes, const RunFi
   if (json_too_deep_at(text) != std::string_view::npos) return std::nullopt;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    const auto shift = j.at("shift").get<unsigned>();
-    const auto& chunks = j.at("chunks");
+    if (!j.is_object() || !j.contains("shift") || !j["shift"].is_number_unsigned() || !j.contains("chunks"))
+      return std::nullopt;
+    const auto shift = j["shift"].get<std::uint64_t>();
+    const auto& chunks = j["chunks"];
     if (shift < kItlChunkShiftMin || shift > 63 || !chunks.is_array() || chunks.size() > kItlChunks)
       return std::nullopt;
-    a.itl_chunk_shift = shift;
-    for (const auto& c : chunks)
-      a.itl_chunks[c.at(0).get<std::uint64_t>()] = LogLinearHistogram::from_json(c.at(1));
+    a.itl_chunk_shift = static_cast<unsigned>(shift);
+    for (const auto& c : chunks) {
+      if (!c.is_array() || c.size() != 2 || !c[0].is_number_unsigned()) return std::nullopt;
+      a.itl_chunks[c[0].get<std::uint64_t>()] = LogLinearHistogram::from_json(c[1]);
+    }
     merge_itl_chunks(a);
   } catch (const std::exception&) {
     return std::nullopt;

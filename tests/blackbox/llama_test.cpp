@@ -1488,8 +1488,11 @@ TEST_F(Llama, MooncakeTraceWithTokenizerIsExactAndSharesPrefixes) {
 // What a user does to see what a change to the server did: bench
 // llama-server as it was (--parallel 4: the base) and with the change
 // (--parallel 1: the candidate), the same workload against each, then
-// `tokenscope check BASE CAND`. The latency verdicts depend on this
-// machine's load and are not asserted; what is: which items llama-server
+// `tokenscope check BASE CAND`. The environment lists the slots the server
+// reported (4, then 1); the headline names TTFT's p50 or p90 (one slot
+// queues a 25 req/s load: several times the base's TTFT, far beyond this
+// machine's noise) and check exits 1. The items' latency verdicts depend on
+// this machine's load and are not asserted; what is: which items llama-server
 // gives data for and which it cannot (each saying why and what would), the
 // verdicts the runs decide whatever the load (targets of a minute are met;
 // the same model gives the same logprobs), item 7's hit rate from
@@ -1545,8 +1548,8 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
   EXPECT_EQ(check["mode"], "compare");
   EXPECT_EQ(check["exit_code"], r.exit_code);
   EXPECT_EQ(check["overall"] == "regressed", r.exit_code == 1) << check["overall"];
-  ASSERT_EQ(check["items"].size(), 12u);
-  const auto item = [&](int n) -> const json& { return check["items"][static_cast<std::size_t>(n - 1)]; };
+  ASSERT_EQ(check["items"].size(), 13u);
+  const auto item = [&](int n) -> const json& { return check["items"][static_cast<std::size_t>(n)]; };
   const auto summary = [&](int n) { return item(n)["summary"].get<std::string>(); };
   const auto finding = [&](int n, const std::string& metric) -> json {
     for (const auto& f : item(n)["findings"])
@@ -1554,7 +1557,27 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
     ADD_FAILURE() << "item " << n << " has no finding '" << metric << "': " << item(n).dump().substr(0, 2000);
     return json::object();
   };
-  for (int n = 1; n <= 12; ++n) EXPECT_EQ(item(n)["number"], n);
+  for (int n = 0; n <= 12; ++n) EXPECT_EQ(item(n)["number"], n);
+
+  // First the environment: the server said it has 4 slots, then 1 (the change under test).
+  bool batch_cap_listed = false;
+  for (const auto& d : check["environment"]["differences"])
+    if (d["what"] == "server batch cap") {
+      batch_cap_listed = true;
+      EXPECT_EQ(d["base"], "4");
+      EXPECT_EQ(d["candidate"], "1");
+    }
+  EXPECT_TRUE(batch_cap_listed) << check["environment"].dump();
+  EXPECT_EQ(r.out.find("environment: DIFFERS"), r.out.find('\n') + 1) << r.out;
+  // The headline: one slot instead of four queues the requests of a 25 req/s
+  // load (each prompt waits for the slot): the TTFT rows users read first
+  // are named, and check exits 1.
+  EXPECT_EQ(item(0)["id"], "headline");
+  std::set<std::string> moved;
+  for (const auto& f : item(0)["findings"])
+    if (f["verdict"] == "regressed") moved.insert(f["metric"].get<std::string>());
+  EXPECT_TRUE(moved.count("p50 TTFT") || moved.count("p90 TTFT")) << item(0).dump().substr(0, 3000);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
 
   // No data, and the reason: one task class; no GPU sampled (--no-gpu; the
   // output-token counter is there: llama-server serves it with --metrics); no
@@ -1645,6 +1668,7 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
   r = run_process(
       {kBin, "check", base.string(), cand.string(), "--format", "md", "--out", (dir_ / "md.json").string()},
       120);
+  EXPECT_NE(r.out.find("**headline: regressed**"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| 3 | mixed-load coupling | **no-data** | one task class: nothing to couple |"),
             std::string::npos)
       << r.out;
@@ -1682,6 +1706,55 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
   for (const char* t : {"1 latency model", "2 SLO attainment (ms)", "2 SLO attainment (ratio)",
                         "7 KV-cache locality", "11 output-token logprobs: base and candidate"})
     EXPECT_NE(std::find(titles.begin(), titles.end(), t), titles.end()) << t << " in " << page["titles"];
+}
+
+// A run made while another process loaded the host (two CPU hogs started
+// here, stopped by their PIDs) against one made without: check says first
+// that the environment differs — the whole host's CPU pressure — and does
+// not call it the candidate's regression (item 12 read the whole host, not
+// the server's cgroup); --fail-on-environment exits 5.
+TEST_F(Llama, AHostLoadedByAnotherProcessIsAnEnvironmentDifference) {
+  std::string psi;
+  std::getline(std::ifstream("/proc/pressure/cpu") >> std::ws, psi);
+  if (psi.rfind("some", 0) != 0) GTEST_SKIP() << "no /proc/pressure/cpu here (a kernel without PSI)";
+  auto s = start({.context_tokens = 2048, .slots = 1, .extra = {}}, false, "server-env");
+  const std::vector<std::string> workload = {
+      "--model", "tiny",        "--api",    "completions",  "--num-requests", "160",      "--rate",
+      "8",       "--input-len", "fixed:64", "--output-len", "fixed:4",        "--no-gpu", "--scrape-interval",
+      "0.25",    "--no-history"};
+  const auto run = [&](const std::string& name) {
+    auto args = workload;
+    args.insert(args.end(), {"--out", (dir_ / name).string()});
+    const auto r = bench(*s, args, 240);
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+    return dir_ / name;
+  };
+  const auto quiet = run("quiet");
+  std::vector<std::unique_ptr<Child>> hogs;
+  for (int i = 0; i < 2; ++i)
+    hogs.push_back(std::make_unique<Child>(std::vector<std::string>{"/bin/sh", "-c", "while :; do :; done"},
+                                           (dir_ / "hog.out").string(), (dir_ / "hog.err").string()));
+  const auto loaded = run("loaded");
+  for (auto& h : hogs) {
+    ::kill(h->pid(), SIGKILL);
+    h->wait(10);
+  }
+  ASSERT_FALSE(HasFailure());
+  auto r = run_process({kBin, "check", quiet.string(), loaded.string(), "--fail-on-environment"}, 120);
+  EXPECT_EQ(r.exit_code, 5) << describe(r);
+  EXPECT_EQ(r.out.find("environment: DIFFERS"), r.out.find('\n') + 1) << r.out;
+  const json check = json::parse(slurp(loaded / "check.json"));
+  EXPECT_EQ(check["environment"]["differs"], true);
+  bool pressure = false;
+  for (const auto& d : check["environment"]["differences"])
+    pressure = pressure || d["what"] == "host CPU pressure";
+  EXPECT_TRUE(pressure) << check["environment"].dump();
+  // Item 12 read the whole host: not the candidate's regression.
+  EXPECT_EQ(check["items"][12]["evidence"]["pressure_source"], "host");
+  EXPECT_NE(check["items"][12]["verdict"], "regressed") << check["items"][12].dump().substr(0, 2000);
+  // Without the option the exit follows the verdicts.
+  r = run_process({kBin, "check", quiet.string(), loaded.string(), "--out", (dir_ / "c.json").string()}, 120);
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << describe(r);
 }
 
 }  // namespace
