@@ -152,7 +152,9 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
     } else {
       switch (info.number) {
         case 0:
-          r = item_headline(p);
+          r = extra.base_repeats.size() >= 2 && extra.cand_repeats.size() >= 2
+                  ? item_headline_repeats(p, extra.base_repeats, extra.cand_repeats)
+                  : item_headline(p);
           break;
         case 1:
           r = item_latency_model(p);

@@ -72,6 +72,10 @@ struct ExtraInputs {
   // Nsight Systems SQLite export) of the base and the candidate; "": the
   // CUPTI lines of each run's samples.jsonl, when both have them.
   std::string kernels_base, kernels_cand;
+  // Repeats (bench/sim --repeat: rundir/run_set.h): each repeat's run.json
+  // summary. With two or more on both sides the headline takes the run as
+  // its unit (docs/check.md "Repeats"); the items read the runs given.
+  std::vector<nlohmann::json> base_repeats, cand_repeats;
 };
 
 // A difference between the two runs' environments (docs/check.md

@@ -20,6 +20,7 @@
 // widened to each run's effective size by the tail's design effect
 // (statistics.h tail_design_effect), and its note says so.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 
@@ -30,6 +31,7 @@
 #include "analyze/checklist_util.h"
 #include "core/histogram.h"
 #include "core/stats.h"
+#include "rundir/run_set.h"
 
 namespace tokenscope::analyze::detail {
 
@@ -386,6 +388,70 @@ ItemResult item_headline(const Pair& p) {
   if (r.findings.empty())
     return no_data(
         0, fmt::format("fewer than {:g} completed requests with latencies in a run", p.t.min_requests));
+  return r;
+}
+
+ItemResult item_headline_repeats(const Pair& p, const std::vector<nlohmann::json>& base,
+                                 const std::vector<nlohmann::json>& cand) {
+  ItemResult r;
+  const double conf = p.t.confidence;
+  for (const rundir::RepeatMetric& m : rundir::repeat_metrics()) {
+    std::vector<double> lb, lc;
+    bool usable = true;
+    for (const auto& [runs, logs] : {std::pair{&base, &lb}, std::pair{&cand, &lc}})
+      for (const auto& s : *runs) {
+        const auto v = rundir::summary_value(s, m.key);
+        if (!v || !(*v > 0))
+          usable = false;
+        else
+          logs->push_back(std::log(*v));
+      }
+    if (!usable) continue;  // a run without it (goodput without an SLO), or at 0
+    // "ttft_ms.p50" -> "p50 TTFT"; throughputs keep their names.
+    const std::string key = m.key;
+    const auto dot = key.find('.');
+    std::string metric = key, unit = "ms";
+    double tolerance = p.t.throughput_tolerance;
+    if (dot != std::string::npos) {
+      std::string name = key.substr(0, key.find('_'));
+      for (auto& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      metric = key.substr(dot + 1) + " " + name;
+      tolerance = key.substr(dot + 1) == "p99" ? p.t.tail_tolerance : p.t.headline_tolerance;
+    } else if (key == "request_throughput_rps") {
+      metric = "request throughput", unit = "req/s";
+    } else if (key == "output_token_throughput_tps") {
+      metric = "output-token throughput", unit = "tok/s";
+    } else if (key == "goodput_rps") {
+      metric = "goodput", unit = "req/s", tolerance = p.t.goodput_tolerance;
+    }
+    const auto mean = [](const std::vector<double>& v) {
+      return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    };
+    const Sectioned sb{mean(lb), sample_variance(lb) / static_cast<double>(lb.size()), lb.size()},
+        sc{mean(lc), sample_variance(lc) / static_cast<double>(lc.size()), lc.size()};
+    double df = 0;
+    const double tq = welch_t(sb, sc, conf, df);
+    const double d = sc.log_value - sb.log_value, se = std::sqrt(sb.var + sc.var);
+    Finding f;
+    f.metric = metric;
+    f.unit = unit;
+    f.change_unit = "%";
+    f.base = std::exp(sb.log_value);  // the runs' geometric mean
+    f.value = std::exp(sc.log_value);
+    f.change = std::expm1(d);
+    f.ci_low = std::expm1(d - tq * se);
+    f.ci_high = std::expm1(d + tq * se);
+    f.threshold = fmt::format("tolerance {}", pct(tolerance));
+    f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tolerance,
+                                m.higher_is_worse ? Worse::kHigher : Worse::kLower);
+    f.note = fmt::format(
+        "the run as the unit: {} and {} repeats, each run's summary value (geometric means; Welch's t on "
+        "their "
+        "logarithms, {:.1f} degrees of freedom)",
+        lb.size(), lc.size(), df);
+    r.findings.push_back(std::move(f));
+  }
+  if (r.findings.empty()) return no_data(0, "the repeats' summaries hold no headline metric");
   return r;
 }
 

@@ -84,7 +84,10 @@ Finding itl_row(const RequestArrays& base, const RequestArrays& cand, double q, 
                 double confidence);
 
 // The items (the number is the checklist's; 0 is the headline comparison).
-ItemResult item_headline(const Pair& p);                                                             // 0
+ItemResult item_headline(const Pair& p);  // 0
+// The headline with the run as the unit: each repeat's summary value.
+ItemResult item_headline_repeats(const Pair& p, const std::vector<nlohmann::json>& base,
+                                 const std::vector<nlohmann::json>& cand);
 ItemResult item_latency_model(const Pair& p);                                                        // 1
 ItemResult item_slo(const Pair& p);                                                                  // 2
 ItemResult item_coupling(const Pair& p);                                                             // 3

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "core/run_dir.h"
 #include "report/render.h"
 #include "report/report_data.h"
+#include "rundir/run_set.h"
 
 namespace tokenscope::cli {
 
@@ -316,10 +318,41 @@ int run_check(CheckCommandOptions& o) {
       o.thresholds.empty() ? analyze::Thresholds{} : analyze::load_thresholds(o.thresholds);
   analyze::LoadOptions load;
   load.cache = o.no_cache ? analyze::RunCache::kOff : analyze::RunCache::kReadWrite;
-  std::optional<analyze::RunData> base;
-  if (o.runs.size() == 2) base = analyze::load_run(o.runs[0], load);
-  const analyze::RunData cand = analyze::load_run(o.runs.back(), load);
+  // A directory of repeats (bench/sim --repeat): the items read its first
+  // run; the headline takes each repeat's summary, the run as the unit,
+  // when both sides are repeats.
   analyze::ExtraInputs extra;
+  std::vector<std::string> item_runs = o.runs;
+  std::vector<std::vector<nlohmann::json>*> repeats_of = {&extra.base_repeats, &extra.cand_repeats};
+  if (o.runs.size() == 1) repeats_of = {&extra.cand_repeats};
+  for (std::size_t i = 0; i < o.runs.size(); ++i) {
+    if (std::filesystem::exists(std::filesystem::path(o.runs[i]) / "run.json")) continue;
+    const auto set = rundir::read_run_set(o.runs[i]);
+    if (!set || set->kind != "repeats" || set->runs.empty()) continue;
+    item_runs[i] = set->runs.front().string();
+    for (const auto& dir : set->runs) {
+      std::ifstream in(dir / "run.json");
+      std::stringstream text;
+      text << in.rdbuf();
+      const auto run = nlohmann::json::parse(text.str(), nullptr, false);
+      if (run.is_object() && run.contains("summary") && run["summary"].is_object())
+        repeats_of[i]->push_back(run["summary"]);
+    }
+    if (o.format == "text")
+      std::cout << fmt::format("{}: {} repeats; the items read {}\n", display_text(o.runs[i]),
+                               set->runs.size(), display_text(item_runs[i]));
+  }
+  std::optional<analyze::RunData> base;
+  if (o.runs.size() == 2) base = analyze::load_run(item_runs[0], load);
+  analyze::RunData cand = analyze::load_run(item_runs.back(), load);
+  // A directory of repeats is named as given, with its count.
+  const auto name_of = [](const std::string& given, std::size_t repeats) {
+    std::filesystem::path p = std::filesystem::path(given).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();  // "dir/"
+    return fmt::format("{} ({} repeats)", p.filename().string(), repeats);
+  };
+  if (base && !extra.base_repeats.empty()) base->name = name_of(o.runs.front(), extra.base_repeats.size());
+  if (!extra.cand_repeats.empty()) cand.name = name_of(o.runs.back(), extra.cand_repeats.size());
   if (o.collectives.size() == 2) {
     extra.collectives_base = o.collectives[0];
     extra.collectives_cand = o.collectives[1];
@@ -358,8 +391,8 @@ int run_check(CheckCommandOptions& o) {
       std::cerr << fmt::format("tokenscope check: {} not written: {}\n", path.string(), e.what());
     }
   };
-  if (base) write_phases(o.runs.front(), r.base_phases);
-  write_phases(o.runs.back(), r.cand_phases);
+  if (base) write_phases(item_runs.front(), r.base_phases);
+  write_phases(item_runs.back(), r.cand_phases);
   if (o.format == "text") std::cout << fmt::format("wrote {}\n", out.string());
   if (o.report) {
     const auto page = std::filesystem::path(o.runs.back()) / "report.html";

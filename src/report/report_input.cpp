@@ -91,7 +91,9 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
       std::vector<std::pair<double, fs::path>> rates;
       for (auto it = fs::directory_iterator(p, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
         const std::string n = it->path().filename().string();
-        if (n.rfind("rate-", 0) != 0) continue;
+        // rate-R/ (a rate sweep) or repeat-K/ (repeats): ordered by R or K.
+        const std::size_t prefix = n.rfind("rate-", 0) == 0 ? 5 : n.rfind("repeat-", 0) == 0 ? 7 : 0;
+        if (prefix == 0) continue;
         std::error_code entry_ec;
         const bool is_dir = it->is_directory(entry_ec);
         if (entry_ec) {  // a link loop, a dangling link: said, not fatal
@@ -101,15 +103,15 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
         }
         if (!is_dir) continue;
         char* end = nullptr;
-        const double rate = std::strtod(n.c_str() + 5, &end);
-        if (end == n.c_str() + 5) continue;
+        const double rate = std::strtod(n.c_str() + prefix, &end);
+        if (end == n.c_str() + prefix) continue;
         rates.emplace_back(rate, it->path());
       }
       if (ec)
         throw UsageError(fmt::format("{}: cannot list the sweep directory: {}", p.string(), ec.message()));
       std::sort(rates.begin(), rates.end());
       if (rates.empty())
-        in.notes.push_back(fmt::format("{}: sweep.json but no rate-* run directory", p.string()));
+        in.notes.push_back(fmt::format("{}: sweep.json but no rate-* or repeat-* run directory", p.string()));
       for (const auto& [rate, dir] : rates) {
         try {
           RunData run = load_run(dir, options);
