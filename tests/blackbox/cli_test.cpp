@@ -259,11 +259,74 @@ TEST_F(Cli, CheckNamesTheHeadlineRowsThatStalledStepsMoved) {
     if (f["verdict"] == "regressed") moved.insert(f["metric"].get<std::string>());
   for (const char* m : {"p50 TPOT", "p90 TPOT", "p99 ITL"})
     EXPECT_TRUE(moved.count(m)) << m << "\n" << stall.out;
-  EXPECT_GE(j["family"]["size"].get<int>(), 20);  // the headline's and the items' findings, each statistic once
+  EXPECT_GE(j["family"]["size"].get<int>(),
+            20);  // the headline's and the items' findings, each statistic once
   const auto null = run_process({kBin, "check", (dir_ / "base").string(), (dir_ / "null").string()}, 120);
   EXPECT_EQ(null.exit_code, 0) << null.out << null.err;
   EXPECT_NE(null.out.find("headline: "), std::string::npos);
   EXPECT_EQ(null.out.find("headline: regressed"), std::string::npos) << null.out;
+}
+
+// --repeat N: the same settings N times with fresh seeds into OUT/repeat-K/,
+// OUT/sweep.json with each headline metric's values and between-run
+// interval; check compares two such directories run by run; bad values are
+// refused before anything is written.
+TEST_F(Cli, RepeatsRunWithFreshSeedsAndCheckComparesThemRunByRun) {
+  const auto a = dir_ / "a", b = dir_ / "b";
+  ASSERT_EQ(sim({"--num-requests", "400", "--rate", "8", "--repeat", "3", "--seed", "5", "--quiet", "--out",
+                 a.string()})
+                .exit_code,
+            0);
+  const auto set = nlohmann::json::parse(slurp(a / "sweep.json"));
+  EXPECT_EQ(set["kind"], "repeats");
+  ASSERT_EQ(set["runs"].size(), 3u);
+  std::vector<double> p50;
+  for (int k = 1; k <= 3; ++k) {
+    EXPECT_EQ(set["runs"][k - 1]["dir"], "repeat-" + std::to_string(k));
+    EXPECT_EQ(set["runs"][k - 1]["seed"], 4 + k);
+    const auto run = nlohmann::json::parse(slurp(a / ("repeat-" + std::to_string(k)) / "run.json"));
+    p50.push_back(run["summary"]["ttft_ms"]["p50"].get<double>());
+  }
+  EXPECT_NE(p50[0], p50[1]);  // fresh seeds: other requests, other times
+  const auto& st = set["statistics"]["ttft_ms.p50"];
+  EXPECT_EQ(st["values"].get<std::vector<double>>(), p50);
+  EXPECT_DOUBLE_EQ(st["mean"].get<double>(), (p50[0] + p50[1] + p50[2]) / 3);
+  EXPECT_LT(st["ci"][0].get<double>(), st["mean"].get<double>());
+  EXPECT_GT(st["ci"][1].get<double>(), st["mean"].get<double>());
+  // The candidate: the same load on a server that batches at most 4 sequences.
+  ASSERT_EQ(sim({"--num-requests", "400", "--rate", "8", "--repeat", "3", "--seed", "15", "--max-num-seqs",
+                 "4", "--quiet", "--out", b.string()})
+                .exit_code,
+            0);
+  const auto r = run_process({kBin, "check", a.string(), b.string()}, 120);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("tokenscope check: base a (3 repeats) -> candidate b (3 repeats)"), std::string::npos)
+      << r.out;
+  const auto j = nlohmann::json::parse(slurp(b / "check.json"));
+  bool ttft = false;
+  for (const auto& f : j["items"][0]["findings"]) {
+    EXPECT_NE(f.value("note", "").find("the run as the unit: 3 and 3 repeats"), std::string::npos)
+        << f.dump();
+    ttft = ttft || (f["metric"] == "p50 TTFT" && f["verdict"] == "regressed");
+  }
+  EXPECT_TRUE(ttft) << j["items"][0].dump().substr(0, 3000);
+  // Bad values: refused before anything starts.
+  auto bad = sim({"--num-requests", "10", "--repeat", "0", "--out", (dir_ / "zero").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_FALSE(fs::exists(dir_ / "zero"));
+  bad = sim({"--num-requests", "10", "--repeat", "2"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--repeat: needs --out"), std::string::npos) << bad.err;
+  // bench: the same layout (against the built-in server).
+  const auto br = run_process({kBin, "bench", "--num-requests", "20", "--rate", "40", "--repeat", "2",
+                               "--progress", "none", "--no-history", "--out", (dir_ / "bench").string()},
+                              120);
+  EXPECT_EQ(br.exit_code, 0) << br.out << br.err;
+  const auto bset = nlohmann::json::parse(slurp(dir_ / "bench" / "sweep.json"));
+  EXPECT_EQ(bset["kind"], "repeats");
+  EXPECT_EQ(bset["runs"].size(), 2u);
+  EXPECT_TRUE(fs::exists(dir_ / "bench" / "repeat-2" / "requests.jsonl"));
+  EXPECT_EQ(bset["statistics"]["request_throughput_rps"]["values"].size(), 2u);
 }
 
 // Without --perturb, sim writes what it always wrote: the stored sim run of
