@@ -1489,9 +1489,8 @@ TEST_F(Llama, MooncakeTraceWithTokenizerIsExactAndSharesPrefixes) {
 // llama-server as it was (--parallel 4: the base) and with the change
 // (--parallel 1: the candidate), the same workload against each, then
 // `tokenscope check BASE CAND`. The environment lists the slots the server
-// reported (4, then 1); the headline names TTFT's p50 or p90 (one slot
-// queues a 25 req/s load: several times the base's TTFT, far beyond this
-// machine's noise) and check exits 1. The items' latency verdicts depend on
+// reported (4, then 1); the headline's TTFT rows move by several times this
+// machine's noise (below). The items' latency verdicts depend on
 // this machine's load and are not asserted; what is: which items llama-server
 // gives data for and which it cannot (each saying why and what would), the
 // verdicts the runs decide whatever the load (targets of a minute are met;
@@ -1569,15 +1568,29 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
     }
   EXPECT_TRUE(batch_cap_listed) << check["environment"].dump();
   EXPECT_EQ(r.out.find("environment: DIFFERS"), r.out.find('\n') + 1) << r.out;
-  // The headline: one slot instead of four queues the requests of a 25 req/s
-  // load (each prompt waits for the slot): the TTFT rows users read first
-  // are named, and check exits 1.
+  // The headline: on this tiny model and a machine of few cores, four slots
+  // share the CPU among four prompts and decodes at once, and each request
+  // waits for the others (issue 26 saw TTFT p50 96 ms at -np 1 and 268 ms
+  // at -np 4): one slot is faster, so the candidate improved TTFT, and the
+  // same pair the other way round (-np 4 as the candidate) names the TTFT
+  // rows users read first as regressed and exits 1.
   EXPECT_EQ(item(0)["id"], "headline");
-  std::set<std::string> moved;
-  for (const auto& f : item(0)["findings"])
-    if (f["verdict"] == "regressed") moved.insert(f["metric"].get<std::string>());
-  EXPECT_TRUE(moved.count("p50 TTFT") || moved.count("p90 TTFT")) << item(0).dump().substr(0, 3000);
-  EXPECT_EQ(r.exit_code, 1) << r.out;
+  const auto moved = [](const json& headline, const char* verdict) {
+    std::set<std::string> out;
+    for (const auto& f : headline["findings"])
+      if (f["verdict"] == verdict) out.insert(f["metric"].get<std::string>());
+    return out;
+  };
+  const auto better = moved(item(0), "improved");
+  EXPECT_TRUE(better.count("p50 TTFT") || better.count("p90 TTFT")) << item(0).dump().substr(0, 3000);
+  {
+    const auto back = run_process(
+        {kBin, "check", cand.string(), base.string(), "--out", (dir_ / "back.json").string()}, 120);
+    EXPECT_EQ(back.exit_code, 1) << back.out;
+    const json b = json::parse(slurp(dir_ / "back.json"));
+    const auto worse = moved(b["items"][0], "regressed");
+    EXPECT_TRUE(worse.count("p50 TTFT") || worse.count("p90 TTFT")) << b["items"][0].dump().substr(0, 3000);
+  }
 
   // No data, and the reason: one task class; no GPU sampled (--no-gpu; the
   // output-token counter is there: llama-server serves it with --metrics); no
@@ -1668,7 +1681,7 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
   r = run_process(
       {kBin, "check", base.string(), cand.string(), "--format", "md", "--out", (dir_ / "md.json").string()},
       120);
-  EXPECT_NE(r.out.find("**headline: regressed**"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("**headline: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| 3 | mixed-load coupling | **no-data** | one task class: nothing to couple |"),
             std::string::npos)
       << r.out;
@@ -1708,8 +1721,9 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
     EXPECT_NE(std::find(titles.begin(), titles.end(), t), titles.end()) << t << " in " << page["titles"];
 }
 
-// A run made while another process loaded the host (two CPU hogs started
-// here, stopped by their PIDs) against one made without: check says first
+// A run made while other processes loaded the host (CPU hogs started here,
+// twice as many as the CPUs so that runnable tasks wait, stopped by their
+// PIDs) against one made without: check says first
 // that the environment differs — the whole host's CPU pressure — and does
 // not call it the candidate's regression (item 12 read the whole host, not
 // the server's cgroup); --fail-on-environment exits 5.
@@ -1731,7 +1745,7 @@ TEST_F(Llama, AHostLoadedByAnotherProcessIsAnEnvironmentDifference) {
   };
   const auto quiet = run("quiet");
   std::vector<std::unique_ptr<Child>> hogs;
-  for (int i = 0; i < 2; ++i)
+  for (unsigned i = 0; i < 2 * std::max(1u, std::thread::hardware_concurrency()); ++i)
     hogs.push_back(std::make_unique<Child>(std::vector<std::string>{"/bin/sh", "-c", "while :; do :; done"},
                                            (dir_ / "hog.out").string(), (dir_ / "hog.err").string()));
   const auto loaded = run("loaded");
