@@ -114,6 +114,20 @@ std::size_t counted_requests_of(const RequestArrays& a) {
   return n;
 }
 
+// The relative change of two log-scale estimates: expm1 of their difference
+// with its Welch t interval, judged by the tolerance band; df set.
+void judge_log_change(Finding& f, const Sectioned& sb, const Sectioned& sc, double tolerance, Worse worse,
+                      double confidence, double& df) {
+  const double tq = welch_t(sb, sc, confidence, df);
+  const double d = sc.log_value - sb.log_value, se = std::sqrt(sb.var + sc.var);
+  f.change_unit = "%";
+  f.change = std::expm1(d);
+  f.ci_low = std::expm1(d - tq * se);
+  f.ci_high = std::expm1(d + tq * se);
+  f.threshold = fmt::format("tolerance {}", pct(tolerance));
+  f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tolerance, worse);
+}
+
 // The more-requests estimate of an inconclusive relative change (as
 // relative_shift_finding's).
 void more_requests_of(Finding& f, std::size_t n, double tolerance) {
@@ -147,19 +161,12 @@ Finding quantile_row(const std::string& label, const std::string& unit, const Ti
   }
   const Sectioned sb = sectioned_quantile(b, q, kb), sc = sectioned_quantile(c, q, kc);
   double df = 0;
-  const double tq = welch_t(sb, sc, confidence, df);
-  const double d = sc.log_value - sb.log_value, se = std::sqrt(sb.var + sc.var);
   Finding f;
   f.metric = metric;
   f.unit = unit;
-  f.change_unit = "%";
   f.base = std::exp(sb.log_value);
   f.value = std::exp(sc.log_value);
-  f.change = std::expm1(d);
-  f.ci_low = std::expm1(d - tq * se);
-  f.ci_high = std::expm1(d + tq * se);
-  f.threshold = fmt::format("tolerance {}", pct(tolerance));
-  f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tolerance, Worse::kHigher);
+  judge_log_change(f, sb, sc, tolerance, Worse::kHigher, confidence, df);
   more_requests_of(f, std::min(b.v.size(), c.v.size()), tolerance);
   f.note =
       fmt::format("interval by sectioning: the p{:g} in {} and {} time blocks (t, {:.1f} degrees of freedom)",
@@ -228,12 +235,7 @@ Finding itl_row(const RequestArrays& b, const RequestArrays& c, double q, double
     return f;
   }
   double df = 0;
-  const double tq = welch_t(sb, sc, confidence, df);
-  const double d = sc.log_value - sb.log_value, se = std::sqrt(sb.var + sc.var);
-  f.change = std::expm1(d);
-  f.ci_low = std::expm1(d - tq * se);
-  f.ci_high = std::expm1(d + tq * se);
-  f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tolerance, Worse::kHigher);
+  judge_log_change(f, sb, sc, tolerance, Worse::kHigher, confidence, df);
   more_requests_of(f, std::min(counted_requests_of(b), counted_requests_of(c)), tolerance);
   f.note = fmt::format(
       "every token gap; interval by sectioning: the p{:g} in {} and {} stretches of the runs by request id "
@@ -430,20 +432,12 @@ ItemResult item_headline_repeats(const Pair& p, const std::vector<nlohmann::json
     const Sectioned sb{mean(lb), sample_variance(lb) / static_cast<double>(lb.size()), lb.size()},
         sc{mean(lc), sample_variance(lc) / static_cast<double>(lc.size()), lc.size()};
     double df = 0;
-    const double tq = welch_t(sb, sc, conf, df);
-    const double d = sc.log_value - sb.log_value, se = std::sqrt(sb.var + sc.var);
     Finding f;
     f.metric = metric;
     f.unit = unit;
-    f.change_unit = "%";
     f.base = std::exp(sb.log_value);  // the runs' geometric mean
     f.value = std::exp(sc.log_value);
-    f.change = std::expm1(d);
-    f.ci_low = std::expm1(d - tq * se);
-    f.ci_high = std::expm1(d + tq * se);
-    f.threshold = fmt::format("tolerance {}", pct(tolerance));
-    f.verdict = classify_change({*f.change, *f.ci_low, *f.ci_high}, tolerance,
-                                m.higher_is_worse ? Worse::kHigher : Worse::kLower);
+    judge_log_change(f, sb, sc, tolerance, m.higher_is_worse ? Worse::kHigher : Worse::kLower, conf, df);
     f.note = fmt::format(
         "the run as the unit: {} and {} repeats, each run's summary value (geometric means; Welch's t on "
         "their "
