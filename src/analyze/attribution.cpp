@@ -186,9 +186,19 @@ std::optional<Attribution> attribute(const RunData& run, const DmlOptions& optio
   // Causes that vary; the others are left out (and said so).
   std::vector<Eigen::Index> keep;
   for (Eigen::Index c = 0; c < t->d.cols(); ++c) {
-    if (sd(t->d.col(c)) > 1e-12)
+    if (sd(t->d.col(c)) > 1e-12) {
       keep.push_back(c);
-    else
+      // A cause that only takes two values (0 and 1: a switch on or off in a
+      // window): its "slope" is the difference between the windows with it
+      // and those without, not a rate per unit. Said, so nobody reads it as one.
+      const auto col = t->d.col(c);
+      const bool binary = (col.array() == 0.0 || col.array() == 1.0).all();
+      if (binary)
+        a.notes.push_back(fmt::format(
+            "{}: only 0 or 1 in this run's windows: its effect is the difference between windows with it and "
+            "without, not a slope",
+            t->causes[static_cast<std::size_t>(c)]));
+    } else
       a.notes.push_back(fmt::format("{}: constant in this run, no effect estimable",
                                     t->causes[static_cast<std::size_t>(c)]));
   }

@@ -43,6 +43,10 @@ struct Lifecycle {
   std::vector<std::size_t> change_points_tokens, change_points_tpot;
   std::optional<LinearTrend> drift;  // TPOT over minutes within the steady phase, relative to its mean
   double steady_minutes = 0;
+  // What ended the warm-up and what started the degradation, in words: the
+  // series, its step and when ("median TPOT fell 8.2 -> 7.5 ms at 65.8 s");
+  // empty when there was none.
+  std::string warmup_cause, degradation_cause;
   double steady_share() const {
     return send_end > start
                ? static_cast<double>(steady_end - warmup_end) / static_cast<double>(send_end - start)
@@ -103,17 +107,26 @@ std::optional<Lifecycle> lifecycle_of(const RunData& run, const Thresholds& th) 
     return c.mean_before != 0 &&
            std::abs(c.mean_after - c.mean_before) / std::abs(c.mean_before) >= th.phase_min_change;
   };
+  const auto cause = [&](const char* series, const char* moved, const char* unit, const ChangePoint& c) {
+    return fmt::format("{} {} {:.4g} -> {:.4g} {} at {:.1f} s", series, moved, c.mean_before, c.mean_after,
+                       unit, nanos_to_s(at(c.index) - L.start));
+  };
   L.warmup_end = L.start;
   for (const auto& c : cp_tok)
-    if (L.t_s[c.index] <= half && c.mean_after > c.mean_before && material(c))
-      L.warmup_end = std::max(L.warmup_end, at(c.index));
+    if (L.t_s[c.index] <= half && c.mean_after > c.mean_before && material(c) && at(c.index) > L.warmup_end) {
+      L.warmup_end = at(c.index);
+      L.warmup_cause = cause("output tokens/s", "rose", "tok/s", c);
+    }
   for (const auto& c : cp_tpot)
-    if (L.t_s[c.index] <= half && c.mean_after < c.mean_before && material(c))
-      L.warmup_end = std::max(L.warmup_end, at(c.index));
+    if (L.t_s[c.index] <= half && c.mean_after < c.mean_before && material(c) && at(c.index) > L.warmup_end) {
+      L.warmup_end = at(c.index);
+      L.warmup_cause = cause("median TPOT", "fell", "ms", c);
+    }
   L.steady_end = L.send_end;
   for (const auto& c : cp_tpot)
     if (at(c.index) > L.warmup_end && c.mean_after > c.mean_before && L.t_s[c.index] > half && material(c)) {
       L.steady_end = at(c.index);
+      L.degradation_cause = cause("median TPOT", "rose", "ms", c);
       break;
     }
   // The drift: TPOT's trend over the steady phase, per minute, relative to its mean.
@@ -202,6 +215,7 @@ ItemResult item_lifecycle(const Pair& p, nlohmann::json& base_phases, nlohmann::
     d.change = d.value;
     d.threshold = "a TPOT change point upwards in the second half";
     d.verdict = lc->steady_end < lc->send_end ? Verdict::kRegressed : Verdict::kPass;
+    if (!lc->degradation_cause.empty()) d.note = "the degradation: " + lc->degradation_cause;
     r.findings.push_back(std::move(d));
     return r;
   }
@@ -221,7 +235,10 @@ ItemResult item_lifecycle(const Pair& p, nlohmann::json& base_phases, nlohmann::
   w.verdict = *w.change > p.t.warmup_tolerance_s    ? Verdict::kRegressed
               : *w.change < -p.t.warmup_tolerance_s ? Verdict::kImproved
                                                     : Verdict::kPass;
-  w.note = "change points at the windows' resolution; no interval";
+  w.note = fmt::format(
+      "change points at the windows' resolution ({:.3g} s); no interval; candidate's warm-up: {}; base's: {}",
+      lc->window_s, lc->warmup_cause.empty() ? "none" : lc->warmup_cause,
+      lb->warmup_cause.empty() ? "none" : lb->warmup_cause);
   r.findings.push_back(std::move(w));
   Finding s;
   s.metric = "steady phase's share of the sending time";
@@ -231,6 +248,10 @@ ItemResult item_lifecycle(const Pair& p, nlohmann::json& base_phases, nlohmann::
   s.value = lc->steady_share();
   s.change = *s.value - *s.base;
   s.threshold = fmt::format("tolerance {:g} share", p.t.steady_share_tolerance);
+  if (!lc->degradation_cause.empty() || !lb->degradation_cause.empty())
+    s.note = fmt::format("candidate's degradation: {}; base's: {}",
+                         lc->degradation_cause.empty() ? "none" : lc->degradation_cause,
+                         lb->degradation_cause.empty() ? "none" : lb->degradation_cause);
   s.verdict = *s.change < -p.t.steady_share_tolerance  ? Verdict::kRegressed
               : *s.change > p.t.steady_share_tolerance ? Verdict::kImproved
                                                        : Verdict::kPass;

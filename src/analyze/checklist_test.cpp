@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "analyze/attribution.h"
 #include "analyze/checklist_util.h"
 #include "analyze/run_data.h"
 
@@ -445,6 +446,61 @@ TEST(Checklist, ALeakIsALifecycleRegressionWithItsPhases) {
   EXPECT_EQ(item(one, "lifecycle").verdict, Verdict::kRegressed);
   const CheckResult flat = run_checklist(nullptr, base, Thresholds{});
   EXPECT_EQ(item(flat, "lifecycle").verdict, Verdict::kPass);
+}
+
+// A warm-up: the candidate's first fifth decodes three times slower. Item 5
+// names the series that moved, its step and when, not only a length.
+TEST(Checklist, AWarmUpIsNamedByTheSeriesThatMovedAndWhen) {
+  const auto make = [](const std::string& name, std::uint64_t seed, bool warm) {
+    Builder b(name);
+    std::mt19937_64 rng(seed);
+    std::lognormal_distribution<double> tpot(std::log(20.0), 0.1);
+    const int n = 6000;
+    for (int i = 0; i < n; ++i) {
+      const double t = tpot(rng) * (warm && i < n / 5 ? 3.0 : 1.0);
+      b.add(static_cast<Nanos>(i) * 50 * kNanosPerMilli, 100, 100 + 49 * t);
+    }
+    return b.run;
+  };
+  const RunData base = make("base", 1, false), cand = make("cand", 2, true);
+  const CheckResult r = run_checklist(&base, cand, Thresholds{});
+  const ItemResult& lc = item(r, "lifecycle");
+  const Finding* w = finding(lc, "warm-up length");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->verdict, Verdict::kRegressed) << w->note;
+  EXPECT_NEAR(*w->change, 60.0, 6.0);  // the first fifth of 300 s
+  EXPECT_THAT(w->note, ::testing::HasSubstr("candidate's warm-up: median TPOT fell "));
+  EXPECT_THAT(w->note, ::testing::HasSubstr(" ms at "));
+  // The base's own ramp: its first window, before the first requests complete.
+  EXPECT_THAT(w->note, ::testing::HasSubstr("base's: output tokens/s rose "));
+}
+
+// A cause that is only 0 or 1 per window (a preemption in some seconds,
+// none in others) gets a note: its effect is a difference, not a slope.
+TEST(Attribution, ACauseOfOnlyZeroAndOneIsSaidToBeADifference) {
+  RunData run;
+  run.name = "steps";
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (std::int64_t sec = 0; sec < 200; ++sec) {
+    StepWindow w;
+    w.steps = 100;
+    w.seqs = 100 * (8 + 8 * u(rng));
+    w.busy_ns = 100 * (20e6 + 1e6 * w.seqs / 100);
+    w.decode_tokens = w.seqs;
+    w.preemptions = u(rng) < 0.3 ? 1 : 0;
+    w.query_tokens = 1000 + 500 * u(rng);
+    w.hit_tokens = 500;
+    run.steps.stats.windows[sec] = w;
+  }
+  run.steps.stats.steps_with_duration = 20000;
+  run.steps.present = true;
+  const auto a = attribute(run);
+  ASSERT_TRUE(a);
+  std::string notes;
+  for (const auto& n : a->notes) notes += n + "\n";
+  EXPECT_THAT(notes, ::testing::HasSubstr("preemptions: only 0 or 1 in this run's windows"));
+  EXPECT_THAT(notes, ::testing::Not(::testing::HasSubstr("batch size: only 0 or 1")));
 }
 
 TEST(Checklist, QueueingLeakingIntoTtftIsALatencyModelRegression) {

@@ -110,6 +110,8 @@ std::vector<Row> rows(const analyze::CheckResult& r, bool verbose) {
     if (!verbose) {
       Row row = row_of(&it.findings[*it.decisive], true);
       row.verdict = std::string(analyze::to_string(it.verdict));
+      // A regression says what was found (item 5: which series moved, and when) without -v too.
+      if (it.verdict == analyze::Verdict::kRegressed) row.note = it.findings[*it.decisive].note;
       out.push_back(row);
       continue;
     }

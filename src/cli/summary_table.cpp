@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/summary.h"
 #include "rundir/run_set.h"
 
 namespace tokenscope::cli {
@@ -149,9 +150,14 @@ void print_summary_table(std::ostream& os, const SummaryHeader& h, const nlohman
           100.0 * (static_cast<double>(reported) / static_cast<double>(planned) - 1),
           summary_key(s, "prompt_token_mismatches").get<std::uint64_t>());
     }
-    if (summary_key(s, "output_token_mismatches").get<std::uint64_t>() > 0)
-      os << fmt::format("{:<18}{} requests where usage and the client's event count differ\n", "token check",
-                        summary_key(s, "output_token_mismatches").get<std::uint64_t>());
+    if (summary_key(s, "output_token_mismatches").get<std::uint64_t>() > 0) {
+      // Why they differ: the usage counts tokens, the client counts the events they came in.
+      const auto usage = s.value("output_tokens_total", std::uint64_t{0});
+      const auto events = s.value("output_tokens_client_counted", std::uint64_t{0});
+      os << fmt::format("{:<18}{} requests where usage and the client's event count differ: {}\n",
+                        "token check", summary_key(s, "output_token_mismatches").get<std::uint64_t>(),
+                        token_check_reason(usage, events));
+    }
     if (!summary_key(s, "goodput_rps").is_null()) {
       os << fmt::format("{:<18}{:.2f} req/s meeting every SLO\n", "goodput",
                         summary_key(s, "goodput_rps").get<double>());

@@ -472,4 +472,23 @@ nlohmann::json SummaryBuilder::build() const {
   return s;
 }
 
+std::string token_check_reason(std::uint64_t usage, std::uint64_t events) {
+  if (events < usage)
+    return fmt::format(
+        "{} events for {} tokens: the server sent some tokens together (llama.cpp holds back a token that "
+        "ends "
+        "inside a UTF-8 character; a stream interval or speculative decoding batches them); the usage count "
+        "is "
+        "the one reported",
+        events, usage);
+  if (events > usage)
+    return fmt::format(
+        "{} events for {} tokens: some events carried no token the usage counts (empty or role-only chunks, "
+        "or a "
+        "usage that leaves some out); the usage count is the one reported",
+        events, usage);
+  return "as many events as tokens overall, spread differently over the requests; the usage count is the one "
+         "reported";
+}
+
 }  // namespace tokenscope

@@ -143,4 +143,9 @@ class SummaryBuilder {
 nlohmann::json distribution_json(const Distribution& d);
 nlohmann::json histogram_distribution_json(const LogLinearHistogram& h, double scale);
 
+// Why the server's usage and the client's count of output events differ
+// (the summary's output_tokens_total against output_tokens_client_counted),
+// in words: the usage counts tokens, the client the events they came in.
+std::string token_check_reason(std::uint64_t usage_tokens, std::uint64_t client_events);
+
 }  // namespace tokenscope

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/stats.h"
+#include "core/summary.h"
 #include "observe/canonical.h"
 #include "rundir/downsample.h"
 #include "rundir/readers.h"
@@ -776,10 +777,11 @@ std::vector<std::string> run_warnings(const RunData& run) {
     }
   }
   if (const double m = number_or(json_at(s, {"output_token_mismatches"}), 0); m > 0)
-    w.push_back(
-        fmt::format("token check: {:.0f} requests where the server's usage and the client's event "
-                    "count differ",
-                    m));
+    w.push_back(fmt::format(
+        "token check: {:.0f} requests where the server's usage and the client's event count differ: {}", m,
+        token_check_reason(
+            static_cast<std::uint64_t>(number_or(json_at(s, {"output_tokens_total"}), 0)),
+            static_cast<std::uint64_t>(number_or(json_at(s, {"output_tokens_client_counted"}), 0)))));
   if (const double m = number_or(json_at(s, {"requests_without_usage"}), 0); m > 0)
     w.push_back(fmt::format("{:.0f} completed requests came without a usage count", m));
   // Prompts that did not reach the server at their planned length: off by

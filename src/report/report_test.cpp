@@ -533,11 +533,14 @@ TEST(Warnings, NameFailuresClientLagAndScrapeErrors) {
   run.requests.t_dispatch[1] = run.requests.t_sched[1] + 500'000'000;
   run.requests.t_send[1] = run.requests.t_dispatch[1] + 1'000'000;
   run.summary["output_token_mismatches"] = 3;
+  run.summary["output_tokens_total"] = 30;
+  run.summary["output_tokens_client_counted"] = 27;
   std::string all;
   for (const auto& w : run_warnings(run)) all += w + "\n";
   EXPECT_THAT(all, HasSubstr("1 of 3 requests failed (http_error 1)"));
   EXPECT_THAT(all, HasSubstr("client lag: p99 send lag 80.0 ms (max 80.0 ms)"));
   EXPECT_THAT(all, HasSubstr("token check: 3 requests"));
+  EXPECT_THAT(all, HasSubstr("27 events for 30 tokens: the server sent some tokens together"));
   EXPECT_THAT(all, HasSubstr("scrape errors: server (http://127.0.0.1:8000/metrics): 1 of 3 reads failed: "
                              "connection refused (1)"));
   EXPECT_THAT(all, Not(HasSubstr("unavailable")));

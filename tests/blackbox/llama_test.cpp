@@ -1721,6 +1721,37 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
     EXPECT_NE(std::find(titles.begin(), titles.end(), t), titles.end()) << t << " in " << page["titles"];
 }
 
+// Repeats of one configuration: two directories of three repeats each
+// against the same llama-server, the same settings; check takes the run as
+// the headline's unit, and no headline row regresses, whatever this
+// machine's load did to single runs. (The items read one run of each side:
+// their verdicts on a shared machine are not asserted here.)
+TEST_F(Llama, RepeatsOfOneConfigurationPass) {
+  auto s = start({.context_tokens = 2048, .slots = 2, .extra = {}}, false, "server-repeats");
+  const auto run = [&](const std::string& name, const std::string& seed) {
+    const auto r =
+        bench(*s, {"--model",      "tiny",    "--api",        "completions", "--num-requests",
+                   "120",          "--rate",  "10",           "--input-len", "uniform:32:128",
+                   "--output-len", "fixed:8", "--no-gpu",     "--repeat",    "3",
+                   "--seed",       seed,      "--no-history", "--out",       (dir_ / name).string()},
+              300);
+    EXPECT_EQ(r.exit_code, 0) << describe(r);
+    return dir_ / name;
+  };
+  const auto a = run("a", "1"), b = run("b", "11");
+  ASSERT_FALSE(HasFailure());
+  const auto r = run_process({kBin, "check", a.string(), b.string()}, 120);
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.out << r.err;
+  const json check = json::parse(slurp(b / "check.json"));
+  ASSERT_FALSE(check["items"][0]["findings"].empty());
+  EXPECT_NE(check["items"][0]["verdict"], "regressed") << r.out;
+  for (const auto& f : check["items"][0]["findings"]) {
+    EXPECT_NE(f["verdict"], "regressed") << f.dump();
+    EXPECT_NE(f.value("note", "").find("the run as the unit: 3 and 3 repeats"), std::string::npos)
+        << f.dump();
+  }
+}
+
 // A run made while other processes loaded the host (CPU hogs started here,
 // twice as many as the CPUs so that runnable tasks wait, stopped by their
 // PIDs) against one made without: check says first
