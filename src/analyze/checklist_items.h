@@ -83,6 +83,17 @@ TaskSample task_sample(const RunData& run, const std::string& cls, Nanos t0 = IN
 Finding itl_row(const RequestArrays& base, const RequestArrays& cand, double q, double tolerance,
                 double confidence);
 
+// The hidden queue of a run (item 10, the report): at each sample of the
+// server's running gauge, the client's requests in flight (sent, not yet
+// closed) less the server's running and waiting requests, at least 0 —
+// requests the server holds where no gauge sees them (llama-server's HTTP
+// queue). Over the samples within the run: the mean and the largest.
+struct HiddenQueue {
+  double mean = 0, max = 0, in_flight_max = 0;
+  std::size_t samples = 0;
+};
+HiddenQueue hidden_queue(const RunData& run);
+
 // The items (the number is the checklist's; 0 is the headline comparison).
 ItemResult item_headline(const Pair& p);  // 0
 // The headline with the run as the unit: each repeat's summary value.

@@ -234,8 +234,55 @@ ItemResult item_locality(const Pair& p) {
 }
 
 // ----------------------------------------------------------- 10 batching
+HiddenQueue hidden_queue(const RunData& run) {
+  HiddenQueue h;
+  const Series running = find_series(run, "requests_running"), waiting = find_series(run, "requests_waiting");
+  if (running.empty()) return h;
+  const RequestArrays& a = run.requests;
+  std::vector<Nanos> sends, closes;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a.t_send[i] < 0) continue;
+    sends.push_back(a.t_send[i]);
+    const Nanos end = a.t_close[i] >= 0 ? a.t_close[i] : a.t_last_token[i];
+    if (end >= 0) closes.push_back(end);
+  }
+  std::sort(sends.begin(), sends.end());
+  std::sort(closes.begin(), closes.end());
+  std::size_t w = 0;
+  double sum = 0;
+  for (std::size_t k = 0; k < running.t.size(); ++k) {
+    const Nanos t = running.t[k];
+    if (sends.empty() || t < sends.front() || t > (closes.empty() ? sends.back() : closes.back())) continue;
+    while (w + 1 < waiting.t.size() && waiting.t[w + 1] <= t) ++w;
+    const auto in_flight =
+        static_cast<double>(std::upper_bound(sends.begin(), sends.end(), t) - sends.begin()) -
+        static_cast<double>(std::upper_bound(closes.begin(), closes.end(), t) - closes.begin());
+    const double seen = running.v[k] + (waiting.empty() || waiting.t[w] > t ? 0.0 : waiting.v[w]);
+    const double hidden = std::max(0.0, in_flight - seen);
+    sum += hidden;
+    h.max = std::max(h.max, hidden);
+    h.in_flight_max = std::max(h.in_flight_max, in_flight);
+    ++h.samples;
+  }
+  if (h.samples > 0) h.mean = sum / static_cast<double>(h.samples);
+  return h;
+}
+
 ItemResult item_batching(const Pair& p) {
   ItemResult r;
+  // The hidden queue: requests the client has in flight that the server's
+  // running and waiting gauges do not show (llama-server's HTTP queue).
+  const auto hidden_json = [](const HiddenQueue& h) {
+    return nlohmann::json{
+        {"mean", h.mean}, {"max", h.max}, {"in_flight_max", h.in_flight_max}, {"samples", h.samples}};
+  };
+  const HiddenQueue hc = hidden_queue(p.cand);
+  if (hc.samples > 0) r.evidence["hidden_queue"]["candidate"] = hidden_json(hc);
+  HiddenQueue hb;
+  if (!p.single()) {
+    hb = hidden_queue(*p.base);
+    if (hb.samples > 0) r.evidence["hidden_queue"]["base"] = hidden_json(hb);
+  }
   const Series wc = find_series(p.cand, "requests_waiting"), rc = find_series(p.cand, "requests_running");
   if (rc.empty())
     return no_data(
@@ -261,6 +308,12 @@ ItemResult item_batching(const Pair& p) {
       f.note += std::string(f.note.empty() ? "" : "; ") +
                 "llama-server counts as waiting only the requests its HTTP threads hold (max(--parallel + 2, "
                 "cores - 1) threads by default); more in flight wait unseen in its HTTP queue";
+    if (f.verdict != Verdict::kNoData && hb.samples > 0 && hc.samples > 0 && (hb.max > 0 || hc.max > 0))
+      f.note += fmt::format(
+          "{}hidden queue (the client's requests in flight less the server's running and waiting): mean "
+          "{:.1f}, "
+          "max {:.0f} in the candidate; mean {:.1f}, max {:.0f} in the base",
+          f.note.empty() ? "" : "; ", hc.mean, hc.max, hb.mean, hb.max);
     r.findings.push_back(std::move(f));
   }
   // The share of time at the batch cap.
@@ -323,13 +376,16 @@ ItemResult item_batching(const Pair& p) {
         r.evidence["entropy_bits"]["regime_changed"] = std::abs(*ec - *eb) > p.t.entropy_tolerance;
       }
   }
-  if (r.findings.empty())
-    return no_data(
+  if (r.findings.empty()) {
+    ItemResult none = no_data(
         10, p.single() ? "one run is judged by its time at the batch cap, and its cap is not known: "
                          "max_num_seqs of sim and of the built-in server, a remote server's where it says "
                          "(llama-server's total_slots in /props, SGLang's max_running_requests); vLLM "
                          "does not say its --max-num-seqs"
                        : "no batch cap known (max_num_seqs) and no waiting series");
+    none.evidence = std::move(r.evidence);  // the hidden queue and the entropy, all the same
+    return none;
+  }
   return r;
 }
 

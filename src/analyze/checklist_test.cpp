@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "analyze/attribution.h"
+#include "analyze/checklist_items.h"
 #include "analyze/checklist_util.h"
 #include "analyze/run_data.h"
 
@@ -501,6 +502,29 @@ TEST(Attribution, ACauseOfOnlyZeroAndOneIsSaidToBeADifference) {
   for (const auto& n : a->notes) notes += n + "\n";
   EXPECT_THAT(notes, ::testing::HasSubstr("preemptions: only 0 or 1 in this run's windows"));
   EXPECT_THAT(notes, ::testing::Not(::testing::HasSubstr("batch size: only 0 or 1")));
+}
+
+// The hidden queue: ten requests in flight at every moment of the steady
+// part, the server's gauges showing 2 running and 3 waiting: 5 it holds
+// where no gauge sees them (llama-server's HTTP queue).
+TEST(Checklist, TheHiddenQueueIsInFlightLessRunningAndWaiting) {
+  Builder b("run");
+  for (int i = 0; i < 100; ++i) b.add(static_cast<Nanos>(i) * 1000 * kNanosPerMilli, 100, 10000);
+  SampledSeries running{"server", "canonical", "requests_running", "", {}, {}};
+  SampledSeries waiting{"server", "canonical", "requests_waiting", "", {}, {}};
+  for (int k = 20; k < 80; ++k) {
+    const Nanos t = k * 1000 * kNanosPerMilli + 500 * kNanosPerMilli;
+    running.t.push_back(t), running.v.push_back(2);
+    waiting.t.push_back(t), waiting.v.push_back(3);
+  }
+  b.run.series = {running, waiting};
+  const auto h = detail::hidden_queue(b.run);
+  EXPECT_EQ(h.samples, 60u);
+  EXPECT_DOUBLE_EQ(h.mean, 5.0);
+  EXPECT_DOUBLE_EQ(h.max, 5.0);
+  EXPECT_DOUBLE_EQ(h.in_flight_max, 10.0);
+  const CheckResult r = run_checklist(nullptr, b.run, Thresholds{});
+  EXPECT_EQ(item(r, "batching").evidence.at("hidden_queue").at("candidate").at("mean"), 5.0);
 }
 
 TEST(Checklist, QueueingLeakingIntoTtftIsALatencyModelRegression) {

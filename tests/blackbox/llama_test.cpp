@@ -1568,28 +1568,34 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
     }
   EXPECT_TRUE(batch_cap_listed) << check["environment"].dump();
   EXPECT_EQ(r.out.find("environment: DIFFERS"), r.out.find('\n') + 1) << r.out;
-  // The headline: on this tiny model and a machine of few cores, four slots
-  // share the CPU among four prompts and decodes at once, and each request
-  // waits for the others (issue 26 saw TTFT p50 96 ms at -np 1 and 268 ms
-  // at -np 4): one slot is faster, so the candidate improved TTFT, and the
-  // same pair the other way round (-np 4 as the candidate) names the TTFT
-  // rows users read first as regressed and exits 1.
+  // The headline: which of the two is faster depends on this machine's load.
+  // On an idle machine four slots share the CPU among four prompts and
+  // decodes at once and one slot is faster (issue 26 saw TTFT p50 96 ms at
+  // -np 1 and 268 ms at -np 4); on a loaded one (CI, tests in parallel) one
+  // slot cannot keep up with 25 req/s and its queue grows. Either way the
+  // pair differs far beyond the noise: checked both ways round, the
+  // headline regresses in one of them, naming the latency rows that moved
+  // (TTFT's or TPOT's p50 or p90), and that check exits 1.
   EXPECT_EQ(item(0)["id"], "headline");
-  const auto moved = [](const json& headline, const char* verdict) {
+  const auto regressed_rows = [](const json& headline) {
     std::set<std::string> out;
     for (const auto& f : headline["findings"])
-      if (f["verdict"] == verdict) out.insert(f["metric"].get<std::string>());
+      if (f["verdict"] == "regressed") out.insert(f["metric"].get<std::string>());
     return out;
   };
-  const auto better = moved(item(0), "improved");
-  EXPECT_TRUE(better.count("p50 TTFT") || better.count("p90 TTFT")) << item(0).dump().substr(0, 3000);
   {
     const auto back = run_process(
         {kBin, "check", cand.string(), base.string(), "--out", (dir_ / "back.json").string()}, 120);
-    EXPECT_EQ(back.exit_code, 1) << back.out;
     const json b = json::parse(slurp(dir_ / "back.json"));
-    const auto worse = moved(b["items"][0], "regressed");
-    EXPECT_TRUE(worse.count("p50 TTFT") || worse.count("p90 TTFT")) << b["items"][0].dump().substr(0, 3000);
+    bool named = false;
+    for (const auto& [rows, exit_code] : {std::pair{regressed_rows(item(0)), r.exit_code},
+                                          std::pair{regressed_rows(b["items"][0]), back.exit_code}})
+      for (const char* m : {"p50 TTFT", "p90 TTFT", "p50 TPOT", "p90 TPOT"})
+        if (rows.count(m)) {
+          named = true;
+          EXPECT_EQ(exit_code, 1);
+        }
+    EXPECT_TRUE(named) << item(0).dump().substr(0, 3000) << "\n" << b["items"][0].dump().substr(0, 3000);
   }
 
   // No data, and the reason: one task class; no GPU sampled (--no-gpu; the
