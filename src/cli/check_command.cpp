@@ -12,6 +12,7 @@
 #include "analyze/thresholds.h"
 #include "cli/history_command.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/run_dir.h"
 #include "report/render.h"
 #include "report/report_data.h"
@@ -336,6 +337,7 @@ int run_check(CheckCommandOptions& o) {
       std::ifstream in(dir / "run.json");
       std::stringstream text;
       text << in.rdbuf();
+      if (json_too_deep_at(text.str()) != std::string_view::npos) continue;  // not a run.json bench wrote
       const auto run = nlohmann::json::parse(text.str(), nullptr, false);
       if (run.is_object() && run.contains("summary") && run["summary"].is_object())
         repeats_of[i]->push_back(run["summary"]);

@@ -14,6 +14,7 @@
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/metrics.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
@@ -141,7 +142,9 @@ int run_sim_repeats(const SimOptions& o, const std::atomic<bool>& interrupted) {
     std::ifstream in(std::filesystem::path(one.run.out) / "run.json");
     std::stringstream text;
     text << in.rdbuf();
-    const auto run = nlohmann::json::parse(text.str(), nullptr, false);
+    const auto run = json_too_deep_at(text.str()) != std::string_view::npos
+                         ? nlohmann::json()
+                         : nlohmann::json::parse(text.str(), nullptr, false);
     const auto* summary = run.is_object() && run.contains("summary") ? &run["summary"] : nullptr;
     runs.push_back({{"dir", fmt::format("repeat-{}", k)}, {"repeat", k}, {"seed", one.run.workload.seed}});
     if (summary && summary->is_object()) summaries.push_back(*summary);

@@ -3,9 +3,16 @@
 // line of an older run (without them) still reads.
 #include "rundir/readers.h"
 
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "rundir/run_set.h"
 
 namespace tokenscope::rundir {
 namespace {
@@ -263,6 +270,44 @@ TEST(TaskRecords, AFileOfTasksIsReadLineByLineWithItsErrorsNamed) {
   EXPECT_EQ(skip.stats().records, 2u);
   EXPECT_EQ(skip.stats().skipped, 1u);
   EXPECT_EQ(skip.stats().first_skipped_line, 3u);
+}
+
+// A directory of runs as sweep.json lists it: the runs inside it that are
+// there, in the listed order; a listed path out of it ("../x", "/abs") is
+// not followed; a sweep.json nested past the JSON depth, or without a runs
+// list, is no directory of runs.
+TEST(RunSet, ListsTheRunsInsideItAndRefusesPathsOutOfIt) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tokenscope_run_set_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const char* r : {"repeat-1", "repeat-2"}) {
+    fs::create_directories(dir / r);
+    std::ofstream(dir / r / "run.json") << "{}";
+  }
+  std::ofstream(dir / "sweep.json")
+      << R"({"kind": "repeats", "runs": [{"dir": "repeat-2"}, {"dir": "../repeat-1"}, {"dir": "/etc"},)"
+      << R"( {"dir": 3}, {"dir": "repeat-1"}, {"dir": "repeat-9"}]})";
+  const auto set = read_run_set(dir);
+  ASSERT_TRUE(set);
+  EXPECT_EQ(set->kind, "repeats");
+  ASSERT_EQ(set->runs.size(), 2u);
+  EXPECT_EQ(set->runs[0], dir / "repeat-2");
+  EXPECT_EQ(set->runs[1], dir / "repeat-1");
+  std::ofstream(dir / "sweep.json") << std::string(5000, '[') << std::string(5000, ']');
+  EXPECT_FALSE(read_run_set(dir));
+  std::ofstream(dir / "sweep.json") << R"({"curve": []})";
+  EXPECT_FALSE(read_run_set(dir));
+  fs::remove_all(dir);
+  // The statistics of repeats: the mean and Student's t interval of the runs' values.
+  const auto st = repeat_statistics({nlohmann::json::parse(R"({"ttft_ms": {"p50": 10}})"),
+                                     nlohmann::json::parse(R"({"ttft_ms": {"p50": 20}})"),
+                                     nlohmann::json::parse(R"({"ttft_ms": {"p50": 30}})")});
+  ASSERT_TRUE(st.contains("ttft_ms.p50"));
+  EXPECT_DOUBLE_EQ(st["ttft_ms.p50"]["mean"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(st["ttft_ms.p50"]["sd"].get<double>(), 10.0);
+  // t(0.975, 2) = 4.302653: 20 -+ 4.302653 x 10 / sqrt(3).
+  EXPECT_NEAR(st["ttft_ms.p50"]["ci"][0].get<double>(), 20 - 4.302653 * 10 / std::sqrt(3.0), 1e-4);
+  EXPECT_FALSE(st.contains("tpot_ms.p50"));  // a metric no run has
 }
 
 }  // namespace

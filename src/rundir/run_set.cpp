@@ -7,6 +7,8 @@
 
 #include <boost/math/distributions/students_t.hpp>
 
+#include "core/json_depth.h"
+
 namespace tokenscope::rundir {
 
 const std::vector<RepeatMetric>& repeat_metrics() {
@@ -79,7 +81,9 @@ std::optional<RunSet> read_run_set(const std::filesystem::path& dir) {
   std::stringstream ss;
   ss << in.rdbuf();
   RunSet set;
-  set.doc = nlohmann::json::parse(ss.str(), nullptr, false);
+  const std::string text = ss.str();
+  if (json_too_deep_at(text) != std::string_view::npos) return std::nullopt;  // not a sweep.json we wrote
+  set.doc = nlohmann::json::parse(text, nullptr, false);
   if (!set.doc.is_object()) return std::nullopt;
   const auto runs = set.doc.find("runs");
   if (runs == set.doc.end() || !runs->is_array()) return std::nullopt;
