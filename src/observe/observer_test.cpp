@@ -116,7 +116,12 @@ TEST_F(ObserverTest, ReadsABaselinePeriodicallyAndAFinalOneAndWritesEachAsALine)
   EXPECT_EQ(r["sources"][0]["errors"].get<int>(), 0);
   EXPECT_TRUE(r["sources"][0]["collected"].get<bool>());
   EXPECT_TRUE(r["sources"][0]["clock_offset"].is_null());
-  EXPECT_EQ(log_.str(), "");
+  // Nothing logged but, on a machine slow enough (a sanitizer build beside
+  // other work), the note that a read overran the 5 ms interval: timing is
+  // this machine's, not the observer's behaviour.
+  std::istringstream logged(log_.str());
+  for (std::string line; std::getline(logged, line);)
+    EXPECT_EQ(line.rfind("tokenscope bench: server: a read took ", 0), 0u) << line;
 }
 
 TEST_F(ObserverTest, AnOptionalSourceThatDoesNotAnswerIsDroppedWithOneNote) {
