@@ -116,6 +116,17 @@ std::string render_markdown(const nlohmann::json& data) {
     out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n" + tasks;
   }
   for (const auto& sw : data["sweeps"]) {
+    if (json_at(sw, {"kind"}) == "repeats") {
+      out += fmt::format("\n#### repeats {}\n\n| metric | mean | 95% interval |\n|---|---:|---|\n",
+                         md_cell(sw.value("name", std::string())));
+      if (const auto& st = json_at(sw, {"statistics"}); st.is_object())
+        for (const auto& [key, v] : st.items())
+          out += fmt::format("| {} | {} | {} |\n", md_cell(key), fixed(json_at(v, {"mean"}), 4),
+                             json_at(v, {"ci"}).is_array() && v["ci"].size() == 2
+                                 ? fmt::format("[{}, {}]", fixed(v["ci"][0], 4), fixed(v["ci"][1], 4))
+                                 : std::string("-"));
+      continue;
+    }
     out += fmt::format("\n#### sweep {}\n\n", md_cell(sw.value("name", std::string())));
     out += "| rate (req/s) | achieved | goodput | TTFT p99 | TPOT p99 | failed | SLO |\n";
     out += "|---:|---:|---:|---:|---:|---:|---|\n";

@@ -917,6 +917,8 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
   nlohmann::json sweeps = nlohmann::json::array();
   for (const auto& s : in.sweeps)
     sweeps.push_back({{"name", s.name},
+                      {"kind", json_at(s.sweep_json, {"kind"})},
+                      {"statistics", json_at(s.sweep_json, {"statistics"})},
                       {"curve", json_at(s.sweep_json, {"curve"})},
                       {"max_rate_meeting_slo", json_at(s.sweep_json, {"max_rate_meeting_slo"})},
                       {"partial", json_at(s.sweep_json, {"partial"})},

@@ -675,6 +675,9 @@
     });
   }
 
+  // Decimals for about four significant digits (1234, 123.4, 12.34, 1.234).
+  function sig(v) { const a = Math.abs(v); return a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : 3; }
+
   // ---- the regression checklist (check.json of a run: `tokenscope check BASE CAND`)
   const verdictClass = {"regressed": "v-bad", "improved": "v-good", "pass": "v-pass", "inconclusive": "v-unsure",
                         "no-data": "v-none"};
@@ -912,7 +915,7 @@
     // The headline (item 0): every row, first.
     const hl = c.items.find((it) => it.id === "headline");
     if (hl && (hl.findings || []).length) {
-      const val = (f, v) => isNum(v) ? fmt(v, 4) + (f.unit && f.unit !== "ratio" ? " " + f.unit : "") : "-";
+      const val = (f, v) => isNum(v) ? fmt(v, sig(v)) + (f.unit && f.unit !== "ratio" ? " " + f.unit : "") : "-";
       box.append(el("h3", {}, "Headline: ", verdictCell(hl.verdict)),
                  table(["statistic", "base", "candidate", "change", "interval", "verdict", "threshold"],
                        hl.findings.map((f) => [f.metric, val(f, f.base), val(f, f.value), changeText(f, f.change),
@@ -1311,6 +1314,18 @@
 
   // ---- sweeps
   for (const sw of data.sweeps || []) {
+    // Repeats (bench/sim --repeat): each headline metric over the runs, with
+    // the between-run interval of its mean.
+    if (sw.kind === "repeats") {
+      const st = sw.statistics || {};
+      const rows = Object.keys(st).map((k) => [k, fmt(st[k].mean, sig(st[k].mean)),
+        Array.isArray(st[k].ci) ? "[" + fmt(st[k].ci[0], sig(st[k].ci[0])) + ", " + fmt(st[k].ci[1], sig(st[k].ci[1])) + "]" : "-",
+        (st[k].values || []).map((v) => fmt(v, sig(v))).join(", ")]);
+      section("Repeats " + sw.name, "The same settings run " + (sw.runs || []).length + " times with fresh seeds: " +
+              "each headline metric's mean over the runs with its 95% interval (Student's t), and each run's value.",
+              table(["metric", "mean", "95% interval", "runs"], rows));
+      continue;
+    }
     const box = el("div", {class: "charts"});
     section("Sweep " + sw.name, "One run per offered rate.", box);
     const c = sw.curve || [];
