@@ -108,12 +108,6 @@ double welch_t(const Sectioned& b, const Sectioned& c, double confidence, double
   return boost::math::quantile(boost::math::students_t(df), 0.5 + confidence / 2);
 }
 
-std::size_t counted_requests_of(const RequestArrays& a) {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) n += a.counted(i) ? 1 : 0;
-  return n;
-}
-
 // The relative change of two log-scale estimates: expm1 of their difference
 // with its Welch t interval, judged by the tolerance band; df set.
 void judge_log_change(Finding& f, const Sectioned& sb, const Sectioned& sc, double tolerance, Worse worse,
@@ -213,8 +207,8 @@ static Sectioned sectioned_itl(const RequestArrays& a, double q, std::size_t k) 
 // over stretches of each run (groups of request-id chunks). Gaps are never
 // taken as independent (a stalled step delays every sequence in it): with
 // fewer than 5 stretches there is no interval.
-Finding itl_row(const RequestArrays& b, const RequestArrays& c, double q, double tolerance,
-                double confidence) {
+Finding itl_row(const RunData& base, const RunData& cand, double q, double tolerance, double confidence) {
+  const RequestArrays &b = base.requests, &c = cand.requests;
   Finding f;
   f.metric = fmt::format("p{:g} ITL", q * 100);
   f.unit = "ms";
@@ -236,7 +230,7 @@ Finding itl_row(const RequestArrays& b, const RequestArrays& c, double q, double
   }
   double df = 0;
   judge_log_change(f, sb, sc, tolerance, Worse::kHigher, confidence, df);
-  more_requests_of(f, std::min(counted_requests_of(b), counted_requests_of(c)), tolerance);
+  more_requests_of(f, std::min(counted_requests(base), counted_requests(cand)), tolerance);
   f.note = fmt::format(
       "every token gap; interval by sectioning: the p{:g} in {} and {} stretches of the runs by request id "
       "(t, {:.1f} degrees of freedom)",
@@ -335,8 +329,7 @@ ItemResult item_headline(const Pair& p) {
       if (p.base->requests.itl_ns.count() < p.t.min_requests ||
           p.cand.requests.itl_ns.count() < p.t.min_requests)
         continue;
-      for (double q : {0.5, 0.9, 0.99})
-        r.findings.push_back(itl_row(p.base->requests, p.cand.requests, q, tolerance(q), conf));
+      for (double q : {0.5, 0.9, 0.99}) r.findings.push_back(itl_row(*p.base, p.cand, q, tolerance(q), conf));
       continue;
     }
     const TimedValues b{metric_in_send_order(*p.base, m, base_order)},

@@ -80,8 +80,7 @@ TaskSample task_sample(const RunData& run, const std::string& cls, Nanos t0 = IN
 // itl_ms), its relative change with an interval by sectioning over
 // stretches of each run (RequestArrays::itl_chunks); no-data with fewer than
 // 5 stretches (checklist_headline.cpp).
-Finding itl_row(const RequestArrays& base, const RequestArrays& cand, double q, double tolerance,
-                double confidence);
+Finding itl_row(const RunData& base, const RunData& cand, double q, double tolerance, double confidence);
 
 // The hidden queue of a run (item 10, the report): at each sample of the
 // server's running gauge, the client's requests in flight (sent, not yet

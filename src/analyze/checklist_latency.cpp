@@ -309,7 +309,7 @@ ItemResult item_tail(const Pair& p) {
     if (p.base->requests.itl_ns.count() >= p.t.min_requests &&
         p.cand.requests.itl_ns.count() >= p.t.min_requests)
       for (double q : {0.99, 0.999})
-        r.findings.push_back(itl_row(p.base->requests, p.cand.requests, q, p.t.tail_tolerance, conf));
+        r.findings.push_back(itl_row(*p.base, p.cand, q, p.t.tail_tolerance, conf));
   }
   if (p.cand.requests.any_reasoning() && (p.single() || p.base->requests.any_reasoning()))
     metrics.insert(metrics.end(), {Metric::kTtfo, Metric::kTpotAnswer});

@@ -226,10 +226,6 @@ std::vector<double> metric_in_send_order(const RunData& run, Metric m,
   return out;
 }
 
-std::vector<double> metric_in_send_order(const RunData& run, Metric m, Nanos t0, Nanos t1) {
-  return metric_in_send_order(run, m, send_order(run), t0, t1);
-}
-
 Finding relative_shift_finding(const std::string& metric, const SortedSample& b, const SortedSample& c,
                                std::optional<double> quantile, double tolerance, Worse worse,
                                double confidence, double base_deff, double cand_deff) {

@@ -66,11 +66,9 @@ Finding relative_shift_finding(const std::string& metric, const SortedSample& ba
                                std::optional<double> quantile, double tolerance, Worse worse,
                                double confidence, double base_deff = 1.0, double cand_deff = 1.0);
 
-// The metric's values of the counted requests sent in [t0, t1), in send
-// order (ties in index order), NaN and non-positive values left out.
-std::vector<double> metric_in_send_order(const RunData& run, Metric m, Nanos t0 = INT64_MIN,
-                                         Nanos t1 = INT64_MAX);
-// The same with the run's send order given (send_order): no sort.
+// The metric's values of the counted requests sent in [t0, t1), in the
+// run's send order (send_order: computed once per run, no sort here), NaN
+// and non-positive values left out.
 std::vector<double> metric_in_send_order(const RunData& run, Metric m,
                                          const std::vector<std::uint32_t>& order, Nanos t0 = INT64_MIN,
                                          Nanos t1 = INT64_MAX);
