@@ -28,6 +28,7 @@
 #include "bench/runner.h"
 #include "bench/schedule.h"
 #include "bench/server_prompts.h"
+#include "bench/server_sweep.h"
 #include "bench/task_driver.h"
 #include "bench/task_replay.h"
 #include "bench/vllm_compat.h"
@@ -694,6 +695,14 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
 }
 
 // run.json's "requested" settings: the options as given.
+// The values of a server sweep's point as an object (null outside a sweep).
+nlohmann::json server_point_json(const std::vector<std::pair<std::string, std::string>>& point) {
+  if (point.empty()) return nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, value] : point) out[name] = value;
+  return out;
+}
+
 nlohmann::json requested_settings(const BenchSettings& o) {
   nlohmann::json sampling = {
       {"temperature",
@@ -724,6 +733,8 @@ nlohmann::json requested_settings(const BenchSettings& o) {
                               {"language",
                                o.language.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.language)}}
              : nlohmann::json(nullptr)},
+        {"server_command", o.server_cmd.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.server_cmd)},
+        {"server_settings", server_point_json(o.server_point)},
         {"endpoint", o.endpoint},
         {"model", o.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.model)},
         {"stream", o.stream},
@@ -1273,6 +1284,38 @@ void export_run(const BenchSettings& o, rundir::FinishedRun& r) {
 
 }  // namespace
 
+// A point of a server sweep's curve: its values, and the run's (or the
+// repeats' mean) throughput and latencies; failures and the SLO from the
+// run's summary when there is one run.
+static nlohmann::json server_curve_point(
+    const ServerPoint& point, const std::function<std::optional<double>(const std::string&)>& value,
+    const nlohmann::json* summary = nullptr) {
+  const auto num = [&](const char* key) {
+    const auto v = value(key);
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  };
+  nlohmann::json out = {{"settings", server_point_json(point)},
+                        {"achieved_rps", num("request_throughput_rps")},
+                        {"output_tps", num("output_token_throughput_tps")},
+                        {"goodput_rps", num("goodput_rps")},
+                        {"ttft_p50_ms", num("ttft_ms.p50")},
+                        {"ttft_p99_ms", num("ttft_ms.p99")},
+                        {"tpot_p50_ms", num("tpot_ms.p50")},
+                        {"tpot_p99_ms", num("tpot_ms.p99")},
+                        {"e2e_p50_ms", num("e2e_ms.p50")},
+                        {"failed", nullptr},
+                        {"slo_pass", nullptr}};
+  if (summary && summary->is_object()) {
+    out["failed"] = summary->value("requests_failed", nlohmann::json(nullptr));
+    if (summary->contains("slo_attainment") && !(*summary)["slo_attainment"].empty()) {
+      bool pass = true;
+      for (const auto& [k, v] : (*summary)["slo_attainment"].items()) pass = pass && v.value("pass", false);
+      out["slo_pass"] = pass;
+    }
+  }
+  return out;
+}
+
 nlohmann::json curve_point(double rate, const nlohmann::json& s) {
   nlohmann::json slo_pass = nullptr;
   if (!s["slo_attainment"].empty()) {
@@ -1364,6 +1407,28 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     throw UsageError("--top-p: expected a number in (0, 1]");
   std::unique_ptr<tokenizers::TextTokenizer> tokenizer;
   if (!o.tokenizer_file.empty()) tokenizer = tokenizers::load_text_tokenizer(o.tokenizer_file);
+  // A server started for each run (bench/server_sweep.h): its command, its
+  // sweep and where it listens, checked before anything starts.
+  const std::vector<ServerParam> server_params = parse_server_sweep(o.server_sweep, o.server_cmd);
+  net::Endpoint server_endpoint;
+  net::ClientOptions server_client;
+  if (!o.server_cmd.empty()) {
+    if (o.target_url.empty())
+      throw UsageError("--server-cmd needs --target URL (where the server it starts will listen)");
+    if (!o.sweep.empty())
+      throw UsageError(
+          "--server-cmd and a rate sweep (--sweep-rates, --sweep-search) cannot be combined yet");
+    if (o.coupling) throw UsageError("--server-cmd and --coupling cannot be combined");
+    if (o.server_pid > 0)
+      throw UsageError("--server-cmd starts the server: drop --server-pid (its PID is used)");
+    if (!(o.server_start_timeout_s > 0 && o.server_start_timeout_s <= 86400))
+      throw UsageError("--server-start-timeout: expected seconds in (0, 86400]");
+    check_point_dirs(server_grid(server_params));
+    server_endpoint = net::Endpoint::parse_url(o.target_url);
+    server_client.verify_tls = !o.insecure;
+    server_client.ca_file = o.ca_file;
+    require_port_free(server_endpoint, server_client);
+  }
   BenchResult result;
   result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
   const std::string& out = result.out_dir;
@@ -1375,38 +1440,150 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     if (!r.failure.empty()) result.verdicts.push_back(r.failure);
   };
 
-  if (o.repeat > 1) {
-    if (!o.sweep.empty()) throw UsageError("--repeat and a sweep cannot be combined yet: repeat each rate");
-    if (o.coupling) throw UsageError("--repeat and --coupling cannot be combined");
+  // One run at `dir`; with --server-cmd, its own server is started before
+  // (and answered GET /health) and stopped after (by its process group).
+  // `server` describes it in sweep.json; no report when the server did not
+  // come up (or Ctrl-C came first: `stopped`).
+  struct Outcome {
+    std::optional<RunReport> report;
+    nlohmann::json server;
+    bool stopped = false;
+  };
+  const auto run_at = [&](BenchSettings one, const std::filesystem::path& dir) -> Outcome {
+    Outcome oc;
+    if (o.server_cmd.empty()) {
+      oc.report = run_one(one, std::nullopt, dir.string(), tokenizer.get(), interrupted, hurry, log,
+                          live.get(), listeners);
+      oc.stopped = oc.report->interrupted;
+      return oc;
+    }
+    std::filesystem::create_directories(dir);
+    const std::string cmd = server_command_for(o.server_cmd, one.server_point);
+    if (!o.quiet) log << "server: " << display_text(cmd) << std::endl;
+    const auto started = std::chrono::steady_clock::now();
+    ManagedServer server(cmd, dir / "server.log");
+    oc.server = {{"command", cmd}, {"pid", server.pid()}, {"log", "server.log"}};
+    try {
+      if (!server.wait_ready(server_endpoint, server_client, o.api_key, o.server_start_timeout_s,
+                             interrupted)) {
+        oc.server["exit"] = server.stop();
+        oc.stopped = true;
+        return oc;
+      }
+    } catch (const TargetError& e) {
+      oc.server["exit"] = server.stop();
+      oc.server["error"] = e.what();
+      log << "tokenscope bench: " << display_lines(e.what()) << std::endl;
+      return oc;
+    }
+    oc.server["ready_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    one.server_cmd = cmd;
+    one.server_pid = server.pid();
+    oc.report = run_one(one, std::nullopt, dir.string(), tokenizer.get(), interrupted, hurry, log, live.get(),
+                        listeners);
+    oc.server["exit"] = server.stop();
+    if (!o.quiet) log << "server stopped: " << oc.server["exit"].get<std::string>() << std::endl;
+    oc.stopped = oc.report->interrupted;
+    return oc;
+  };
+  bool stopped = false, failed_run = false;
+  // Keeps a run's report; a server that did not come up fails the sweep.
+  const auto keep = [&](Outcome& oc) -> const RunReport* {
+    if (oc.stopped) stopped = true;
+    if (!oc.report) {
+      failed_run |= !oc.stopped;
+      if (oc.server.contains("error")) result.verdicts.push_back(oc.server["error"].get<std::string>());
+      return nullptr;
+    }
+    result.runs.push_back(std::move(*oc.report));
+    const RunReport& r = result.runs.back();
+    verdicts_of(r);
+    failed_run |= !r.failure.empty();
+    return &r;
+  };
+  // --repeat N: the same settings N times with the next seeds into
+  // dir/repeat-K/, and dir/sweep.json with the between-run statistics.
+  const auto repeats_at = [&](const BenchSettings& base, const std::filesystem::path& dir) {
     nlohmann::json runs = nlohmann::json::array();
     std::vector<nlohmann::json> summaries;
-    bool stopped = false, failed_run = false;
     for (unsigned k = 1; k <= o.repeat; ++k) {
-      BenchSettings one = o;
+      BenchSettings one = base;
       one.repeat = 1;
-      one.workload.seed = o.workload.seed + (k - 1);
+      one.workload.seed = base.workload.seed + (k - 1);
       if (!o.quiet) log << fmt::format("repeat {}/{} (seed {})", k, o.repeat, one.workload.seed) << std::endl;
-      result.runs.push_back(run_one(one, std::nullopt, fmt::format("{}/repeat-{}", out, k), tokenizer.get(),
-                                    interrupted, hurry, log, live.get(), listeners));
-      const RunReport& r = result.runs.back();
-      verdicts_of(r);
-      failed_run |= !r.failure.empty();
-      runs.push_back({{"dir", fmt::format("repeat-{}", k)}, {"repeat", k}, {"seed", one.workload.seed}});
-      if (r.summary.is_object()) summaries.push_back(r.summary);
-      if (r.interrupted) {
-        stopped = true;
-        break;
-      }
+      Outcome oc = run_at(one, dir / fmt::format("repeat-{}", k));
+      nlohmann::json entry = {
+          {"dir", fmt::format("repeat-{}", k)}, {"repeat", k}, {"seed", one.workload.seed}};
+      if (!oc.server.is_null()) entry["server"] = oc.server;
+      runs.push_back(std::move(entry));
+      if (const RunReport* r = keep(oc); r && r->summary.is_object()) summaries.push_back(r->summary);
+      if (stopped) break;
     }
-    result.sweep = {{"kind", "repeats"},
-                    {"repeats", o.repeat},
-                    {"runs", runs},
-                    {"partial", stopped},
-                    {"statistics", rundir::repeat_statistics(summaries)}};
-    write_file_atomic(std::filesystem::path(out) / rundir::kRunSetFile, result.sweep.dump(2));
+    nlohmann::json sw = {{"kind", "repeats"},
+                         {"repeats", o.repeat},
+                         {"runs", runs},
+                         {"partial", stopped},
+                         {"statistics", rundir::repeat_statistics(summaries)}};
+    if (!o.server_cmd.empty()) sw["server_command"] = server_command_for(o.server_cmd, base.server_point);
+    write_file_atomic(dir / rundir::kRunSetFile, sw.dump(2));
+    return sw;
+  };
+  const auto finish = [&]() {
     result.exit_code = stopped ? kExitInterrupted : failed_run ? kExitFailure : kExitOk;
     linger_live_metrics(live.get(), o, interrupted, hurry, log);
     return result;
+  };
+
+  if (!server_params.empty()) {
+    // A server sweep: one run (or one directory of repeats) per point of the
+    // grid, each with its own server; sweep.json rewritten after each point.
+    const auto grid = server_grid(server_params);
+    nlohmann::json parameters = nlohmann::json::object();
+    for (const auto& p : server_params) parameters[p.name] = p.values;
+    nlohmann::json runs = nlohmann::json::array(), curve = nlohmann::json::array();
+    const auto write_sweep = [&](bool partial) {
+      result.sweep = {
+          {"kind", "server"}, {"command", o.server_cmd}, {"parameters", parameters}, {"repeats", o.repeat},
+          {"runs", runs},     {"curve", curve},          {"partial", partial}};
+      write_file_atomic(std::filesystem::path(out) / rundir::kRunSetFile, result.sweep.dump(2));
+    };
+    for (std::size_t i = 0; i < grid.size() && !stopped; ++i) {
+      BenchSettings one = o;
+      one.server_point = grid[i];
+      const std::string rel = server_point_dir(grid[i]);
+      if (!o.quiet) log << fmt::format("server sweep {}/{}: {}", i + 1, grid.size(), rel) << std::endl;
+      nlohmann::json entry = {{"dir", rel},
+                              {"settings", server_point_json(grid[i])},
+                              {"command", server_command_for(o.server_cmd, grid[i])}};
+      std::optional<nlohmann::json> point;
+      if (o.repeat > 1) {
+        const nlohmann::json sw = repeats_at(one, std::filesystem::path(out) / rel);
+        entry["repeats"] = sw["runs"].size();
+        point = server_curve_point(grid[i], [&](const std::string& key) -> std::optional<double> {
+          const auto* v = rundir::json_path(sw, {"statistics", key.c_str(), "mean"});
+          return v && v->is_number() ? std::optional<double>(v->get<double>()) : std::nullopt;
+        });
+      } else {
+        Outcome oc = run_at(one, std::filesystem::path(out) / rel);
+        entry["server"] = oc.server;
+        if (const RunReport* r = keep(oc))
+          point = server_curve_point(
+              grid[i], [&](const std::string& key) { return rundir::summary_value(r->summary, key); },
+              &r->summary);
+      }
+      runs.push_back(std::move(entry));
+      if (point) curve.push_back(std::move(*point));
+      write_sweep(true);
+    }
+    write_sweep(stopped);
+    return finish();
+  }
+
+  if (o.repeat > 1) {
+    if (!o.sweep.empty()) throw UsageError("--repeat and a sweep cannot be combined yet: repeat each rate");
+    if (o.coupling) throw UsageError("--repeat and --coupling cannot be combined");
+    result.sweep = repeats_at(o, out);
+    return finish();
   }
 
   if (!o.sweep.empty()) {
@@ -1497,8 +1674,17 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     if (coupling_classes.size() < 2)
       throw UsageError("--coupling needs a workload with two or more task classes (--workload FILE)");
   }
-  result.runs.push_back(
-      run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log, live.get(), listeners));
+  if (o.server_cmd.empty()) {
+    result.runs.push_back(
+        run_one(o, std::nullopt, out, tokenizer.get(), interrupted, hurry, log, live.get(), listeners));
+  } else {  // one run, with the server started for it
+    Outcome oc = run_at(o, out);
+    if (!oc.report) {
+      if (oc.stopped) return finish();
+      throw TargetError(oc.server.value("error", std::string("--server-cmd: the server did not start")));
+    }
+    result.runs.push_back(std::move(*oc.report));
+  }
   const RunReport& r = result.runs.back();
   verdicts_of(r);
   if (o.coupling && !r.interrupted && !interrupted.load()) {

@@ -114,6 +114,15 @@ struct BenchSettings {
   // > 1: the same settings this many times with fresh seeds (workload.seed,
   // + 1, ...) into OUT/repeat-K/, with OUT/sweep.json (rundir/run_set.h).
   unsigned repeat = 1;
+  // A server tokenscope starts for each run and stops after it
+  // (bench/server_sweep.h): the shell command, with {NAME} for each swept
+  // value; the sweep's NAME=V1,V2,... (repeatable: a grid); how long it may
+  // take to answer GET /health. A run of the sweep carries its own command
+  // (with the values in) and its point's values.
+  std::string server_cmd;
+  std::vector<std::string> server_sweep;
+  double server_start_timeout_s = 600.0;
+  std::vector<std::pair<std::string, std::string>> server_point;
   std::string only_class;  // the workload's requests of this class only ("" : all)
   // A request planned with a longer prompt fails the run at the start (bad
   // input), before its text is built: its text alone would take gigabytes.

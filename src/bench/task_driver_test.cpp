@@ -5,6 +5,7 @@
 // dozen tasks of short steps.
 #include "bench/task_driver.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>

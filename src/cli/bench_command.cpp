@@ -16,6 +16,7 @@
 #include "cli/workload_options.h"
 #include "core/error.h"
 #include "core/metrics.h"
+#include "rundir/readers.h"
 #include "rundir/run_cache.h"
 #include "rundir/run_set.h"
 
@@ -59,6 +60,35 @@ void print_curve(const nlohmann::json& curve) {
         c["goodput_rps"].is_null() ? "-" : fmt::format("{:.2f}", c["goodput_rps"].get<double>()),
         cell(c["ttft_p99_ms"]), cell(c["tpot_p99_ms"]), c["failed"].get<std::uint64_t>(),
         c["slo_pass"].is_null() ? "-" : (c["slo_pass"].get<bool>() ? "pass" : "FAIL"));
+}
+
+// A server sweep's table: one line per point of the grid (its values, then
+// the run's or the repeats' mean throughput and latencies).
+void print_server_curve(const nlohmann::json& sweep) {
+  std::cout << fmt::format("{:<24}{:>10}{:>12}{:>12}{:>12}{:>12}{:>12}{:>8}  {}\n", "server setting", "req/s",
+                           "output/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "failed", "SLO");
+  auto cell = [](const nlohmann::json& v) {
+    return v.is_number() ? format_ms_cell(v.get<double>(), 12) : std::string("-");
+  };
+  auto num = [](const nlohmann::json& v, int digits) {
+    return v.is_number() ? fmt::format("{:.{}f}", v.get<double>(), digits) : std::string("-");
+  };
+  for (const auto& c : sweep["curve"]) {
+    std::string setting;
+    if (c["settings"].is_object())
+      for (const auto& [k, v] : c["settings"].items())
+        setting += (setting.empty() ? "" : " ") + k + "=" + v.get<std::string>();
+    std::cout << fmt::format(
+        "{:<24}{:>10}{:>12}{:>12}{:>12}{:>12}{:>12}{:>8}  {}\n", display_text(setting),
+        num(c["achieved_rps"], 3), num(c["output_tps"], 1), cell(c["ttft_p50_ms"]), cell(c["ttft_p99_ms"]),
+        cell(c["tpot_p50_ms"]), cell(c["tpot_p99_ms"]), num(c["failed"], 0),
+        c["slo_pass"].is_boolean() ? (c["slo_pass"].get<bool>() ? "pass" : "FAIL") : "-");
+  }
+  for (const auto& r : sweep["runs"])
+    if (const auto* e = rundir::json_path(r, {"server", "error"}); e && e->is_string())
+      std::cout << fmt::format("{}: the server did not come up (its log: {}/server.log)\n",
+                               display_text(r.value("dir", std::string())),
+                               display_text(r.value("dir", std::string())));
 }
 
 void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
@@ -404,7 +434,25 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
           "Run the same settings N times with fresh seeds (--seed, --seed + 1, ...) into OUT/repeat-K/, "
           "and write OUT/sweep.json with each headline metric's between-run interval (check compares "
           "two such directories run by run)")
-      ->check(CLI::Range(1u, 1000u));
+      ->check(CLI::Range(1u, 1000u))
+      ->group(L);
+  bench
+      ->add_option("--server-cmd", s.server_cmd,
+                   "Start the server for each run with this shell command (and stop it after, by its process "
+                   "group), waiting until GET /health answers 200; {NAME} takes a value of --server-sweep. "
+                   "Needs --target (where it listens)")
+      ->group(T);
+  bench
+      ->add_option(
+          "--server-sweep", s.server_sweep,
+          "NAME=V1,V2,...: one run per value with --server-cmd's {NAME} replaced (repeatable: a grid), "
+          "into OUT/NAME-V/ and OUT/sweep.json, e.g. np=1,2,4")
+      ->group(T);
+  bench
+      ->add_option("--server-start-timeout", s.server_start_timeout_s,
+                   "Seconds --server-cmd's server may take to answer GET /health")
+      ->capture_default_str()
+      ->group(T);
   bench->add_option("--sweep-steps", s.sweep.steps, "Runs of --sweep-search after LOW and HIGH")
       ->capture_default_str()
       ->group(L);
@@ -698,6 +746,18 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     if (report_written)
       std::cout << "report: " << (std::filesystem::path(result.out_dir) / "report.html").string() << "\n";
   };
+  if (!result.sweep.is_null() && result.sweep.value("kind", "") == "server") {
+    if (!s.quiet) {
+      print_server_curve(result.sweep);
+      for (const auto& v : result.verdicts) std::cout << "FAILED: " << display_lines(v) << "\n";
+      std::cout << "server sweep directory: " << display_text(result.out_dir) << "\n";
+      report_line();
+    }
+    if (result.exit_code == kExitInterrupted)
+      std::cerr << "interrupted: the runs that finished are kept in " << display_text(result.out_dir)
+                << "; the server was stopped\n";
+    return result.exit_code;
+  }
   if (!result.sweep.is_null() && result.sweep.value("kind", "") == "repeats") {
     if (!s.quiet) {
       for (std::size_t k = 0; k < result.runs.size(); ++k) {

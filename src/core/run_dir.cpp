@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 
 namespace tokenscope {
 
@@ -175,6 +179,23 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
          it->path().filename().string().rfind("repeat-", 0) == 0) &&
         fs::exists(it->path() / "run.json", ec))
       found.push_back(it->path());
+  // The runs a sweep.json lists by a plain name (a server sweep's NAME-V/,
+  // a run or a run set of repeats).
+  if (std::ifstream in(dir / "sweep.json"); in) {
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (json_too_deep_at(text) != std::string_view::npos) text.clear();
+    const auto doc = nlohmann::json::parse(text, nullptr, false);
+    if (doc.is_object() && doc.contains("runs") && doc["runs"].is_array())
+      for (const auto& r : doc["runs"]) {
+        if (!r.is_object() || !r.contains("dir") || !r["dir"].is_string()) continue;
+        const std::string name = r["dir"].get<std::string>();
+        if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) continue;
+        const fs::path sub = dir / name;
+        if (fs::is_directory(fs::symlink_status(sub, ec)) &&
+            std::find(found.begin(), found.end(), sub) == found.end())
+          found.push_back(sub);
+      }
+  }
   if (found.empty()) return;
   if (!overwrite)
     throw UsageError(fmt::format(

@@ -127,6 +127,26 @@ std::string render_markdown(const nlohmann::json& data) {
                                  : std::string("-"));
       continue;
     }
+    if (json_at(sw, {"kind"}) == "server") {
+      out += fmt::format("\n#### server sweep {}\n\n", md_cell(sw.value("name", std::string())));
+      out +=
+          "| server setting | req/s | output tok/s | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | failed |\n";
+      out += "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+      if (sw["curve"].is_array())
+        for (const auto& c : sw["curve"]) {
+          std::string setting;
+          if (const auto& st = json_at(c, {"settings"}); st.is_object())
+            for (const auto& [k, v] : st.items())
+              setting +=
+                  (setting.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+          out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", md_cell(setting),
+                             fixed(json_at(c, {"achieved_rps"}), 3), fixed(json_at(c, {"output_tps"}), 1),
+                             fixed(json_at(c, {"ttft_p50_ms"}), 1), fixed(json_at(c, {"ttft_p99_ms"}), 1),
+                             fixed(json_at(c, {"tpot_p50_ms"}), 2), fixed(json_at(c, {"tpot_p99_ms"}), 2),
+                             fixed(json_at(c, {"failed"}), 0));
+        }
+      continue;
+    }
     out += fmt::format("\n#### sweep {}\n\n", md_cell(sw.value("name", std::string())));
     out += "| rate (req/s) | achieved | goodput | TTFT p99 | TPOT p99 | failed | SLO |\n";
     out += "|---:|---:|---:|---:|---:|---:|---|\n";

@@ -922,6 +922,7 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
                       {"curve", json_at(s.sweep_json, {"curve"})},
                       {"max_rate_meeting_slo", json_at(s.sweep_json, {"max_rate_meeting_slo"})},
                       {"partial", json_at(s.sweep_json, {"partial"})},
+                      {"repeats", json_at(s.sweep_json, {"repeats"})},
                       {"runs", s.runs}});
   out["sweeps"] = std::move(sweeps);
   nlohmann::json probes = nlohmann::json::array();

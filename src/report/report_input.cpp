@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "report/report_data.h"
+#include "rundir/run_set.h"
 
 namespace tokenscope::report {
 
@@ -89,7 +90,20 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
       sweep.name = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
       sweep.sweep_json = read_json_file(p / "sweep.json");
       std::vector<std::pair<double, fs::path>> rates;
-      for (auto it = fs::directory_iterator(p, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      // A server sweep lists its points (NAME-V/): each a run, or a run set
+      // of repeats whose first run stands for it.
+      const auto set = rundir::read_run_set(p);
+      const bool server_sweep = set && set->kind == "server";
+      if (server_sweep)
+        for (const auto& dir : set->listed) {
+          if (fs::exists(dir / "run.json", ec)) {
+            rates.emplace_back(rates.size(), dir);
+          } else if (const auto inner = rundir::read_run_set(dir); inner && !inner->runs.empty()) {
+            rates.emplace_back(rates.size(), inner->runs.front());
+          }
+        }
+      for (auto it = fs::directory_iterator(p, ec); !server_sweep && !ec && it != fs::directory_iterator();
+           it.increment(ec)) {
         const std::string n = it->path().filename().string();
         // rate-R/ (a rate sweep) or repeat-K/ (repeats): ordered by R or K.
         const std::size_t prefix = n.rfind("rate-", 0) == 0 ? 5 : n.rfind("repeat-", 0) == 0 ? 7 : 0;
@@ -111,7 +125,8 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
         throw UsageError(fmt::format("{}: cannot list the sweep directory: {}", p.string(), ec.message()));
       std::sort(rates.begin(), rates.end());
       if (rates.empty())
-        in.notes.push_back(fmt::format("{}: sweep.json but no rate-* or repeat-* run directory", p.string()));
+        in.notes.push_back(
+            fmt::format("{}: sweep.json but no run directory (rate-*, repeat-* or listed)", p.string()));
       for (const auto& [rate, dir] : rates) {
         try {
           RunData run = load_run(dir, options);
@@ -121,7 +136,10 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
           in.notes.push_back(fmt::format("{}: left out: {}", dir.string(), e.what()));
           continue;
         }
-        in.runs.back().name = sweep.name + "/" + in.runs.back().name;
+        in.runs.back().name = sweep.name + "/" +
+                              (server_sweep && dir.parent_path() != p
+                                   ? dir.parent_path().filename().string() + "/" + in.runs.back().name
+                                   : in.runs.back().name);
       }
       in.sweeps.push_back(std::move(sweep));
       continue;
@@ -166,6 +184,8 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
         "load.last_offset_s", "load.planned_requests", "prompts.server_check",      "workload.requests",
         "workload.rows_read", "workload.rows_skipped", "workload.skipped_examples", "engine.notes"};
     if (all_in_process) ignored.push_back("target.url");
+    if (one_sweep && json_at(in.sweeps[0].sweep_json, {"kind"}) == "server")
+      ignored.push_back("target.server_info");  // what the swept setting changed
     if (one_sweep) {
       ignored.push_back("load.rate_rps");
       ignored.push_back("workload.description");

@@ -99,7 +99,12 @@ std::optional<RunSet> read_run_set(const std::filesystem::path& dir) {
     if (d->get<std::string>().find("..") != std::string::npos ||
         std::filesystem::path(d->get<std::string>()).is_absolute())
       continue;
-    if (std::filesystem::exists(p / "run.json", ec)) set.runs.push_back(p);
+    if (std::filesystem::exists(p / "run.json", ec)) {
+      set.runs.push_back(p);
+      set.listed.push_back(p);
+    } else if (std::filesystem::exists(p / kRunSetFile, ec)) {
+      set.listed.push_back(p);  // a run set of its own: a server sweep's repeats
+    }
   }
   return set;
 }

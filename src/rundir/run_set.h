@@ -41,8 +41,11 @@ nlohmann::json repeat_statistics(const std::vector<nlohmann::json>& summaries, d
 // out). nullopt when dir has no sweep.json, or one without a `runs` list
 // (a sweep written before the list existed).
 struct RunSet {
-  std::string kind;  // "rates", "search", "repeats"
+  std::string kind;  // "rates", "search", "repeats", "server"
   std::vector<std::filesystem::path> runs;
+  // Every listed directory that is there, run directories and run sets (a
+  // server sweep's point with --repeat: its own sweep.json), in order.
+  std::vector<std::filesystem::path> listed;
   nlohmann::json doc;
 };
 std::optional<RunSet> read_run_set(const std::filesystem::path& dir);

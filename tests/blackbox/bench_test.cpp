@@ -318,6 +318,166 @@ TEST_F(Bench, NothingListeningFailsTheRunClearly) {
   EXPECT_EQ(run["summary"]["requests_by_outcome"]["connect_error"], 5);
 }
 
+// A loopback port nothing listens on (bound, read and closed).
+int unused_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// --server-cmd/--server-sweep with `tokenscope serve` as the server: one run
+// per value, each against its own server (its batch cap is the swept value,
+// as the server says of itself), the sweep's table and sweep.json; bad
+// values refused before anything starts.
+TEST_F(Bench, AServerSweepStartsAServerPerValueAndStopsIt) {
+  const int port = unused_port();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const std::string cmd =
+      std::string(kBin) + " serve --port " + std::to_string(port) + " --max-num-seqs {seqs}";
+  const auto out = dir_ / "sweep";
+  const auto r =
+      bench({"--target", url, "--server-cmd", cmd, "--server-sweep", "seqs=1,8", "--num-requests", "40",
+             "--rate", "40", "--output-len", "fixed:20", "--no-history", "--out", out.string()},
+            240);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("server setting"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seqs=1"), std::string::npos) << r.out;
+  const auto sw = json::parse(slurp(out / "sweep.json"));
+  EXPECT_EQ(sw["kind"], "server");
+  EXPECT_EQ(sw["partial"], false);
+  EXPECT_EQ(sw["parameters"]["seqs"], json::array({"1", "8"}));
+  ASSERT_EQ(sw["runs"].size(), 2u);
+  ASSERT_EQ(sw["curve"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const auto& entry = sw["runs"][i];
+    const std::string v = i == 0 ? "1" : "8";
+    EXPECT_EQ(entry["dir"], "seqs-" + v);
+    EXPECT_EQ(entry["settings"]["seqs"], v);
+    EXPECT_EQ(entry["server"]["exit"], "exited with status 0")
+        << entry.dump();  // stopped by SIGTERM, cleanly
+    const int pid = entry["server"]["pid"].get<int>();
+    EXPECT_NE(::kill(pid, 0), 0) << "the server it started is gone";
+    const auto run = json::parse(slurp(out / entry["dir"].get<std::string>() / "run.json"));
+    EXPECT_EQ(run["settings"]["requested"]["target"]["server_settings"]["seqs"], v);
+    EXPECT_NE(run["settings"]["requested"]["target"]["server_command"].get<std::string>().find(
+                  "--max-num-seqs " + v),
+              std::string::npos);
+    EXPECT_EQ(run["summary"]["requests_completed"], 40);
+    EXPECT_TRUE(fs::exists(out / entry["dir"].get<std::string>() / "server.log"));
+  }
+  // One sequence at a time queues: its TTFT is far above eight's.
+  EXPECT_GT(sw["curve"][0]["ttft_p50_ms"].get<double>(), 2 * sw["curve"][1]["ttft_p50_ms"].get<double>());
+  // The two values compare with check.
+  const auto c = run_process({kBin, "check", (out / "seqs-8").string(), (out / "seqs-1").string()}, 120);
+  EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
+  EXPECT_NE(c.out.find("p50 TTFT"), std::string::npos) << c.out;
+  // The report reads the sweep and draws it.
+  const auto rep = run_process({kBin, "report", out.string(), "--format", "md"}, 120);
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("#### server sweep sweep"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("| seqs=8 |"), std::string::npos) << rep.out;
+
+  // Bad values: refused (exit 2) before any server starts or directory is made.
+  const auto bad = [&](std::vector<std::string> args, const std::string& says) {
+    args.insert(args.end(), {"--num-requests", "4", "--out", (dir_ / "bad").string()});
+    const auto b = bench(args);
+    EXPECT_EQ(b.exit_code, 2) << b.err;
+    EXPECT_NE(b.err.find(says), std::string::npos) << b.err;
+    EXPECT_FALSE(fs::exists(dir_ / "bad"));
+  };
+  bad({"--target", url, "--server-cmd", cmd, "--server-sweep", "seqs=1,,2"}, "empty value");
+  bad({"--target", url, "--server-cmd", cmd, "--server-sweep", "seqs=1,1"}, "given twice");
+  bad({"--target", url, "--server-cmd", cmd}, "{seqs} is not swept");
+  bad({"--target", url, "--server-cmd", cmd, "--server-sweep", "seqs=1", "--server-sweep", "ctx=2"},
+      "has no {ctx}");
+  bad({"--server-cmd", cmd, "--server-sweep", "seqs=1"}, "--server-cmd needs --target");
+  bad({"--target", url, "--server-sweep", "seqs=1"}, "--server-sweep needs --server-cmd");
+  bad({"--target", url, "--server-cmd", cmd, "--server-sweep", "seqs=1", "--sweep-rates", "1,2"},
+      "cannot be combined");
+  // Something already answers at the target: it would be measured instead.
+  {
+    Child other({kBin, "serve", "--port", std::to_string(port)}, (dir_ / "o.out").string(),
+                (dir_ / "o.err").string());
+    for (int i = 0;
+         i < 200 &&
+         run_process({"/usr/bin/curl", "-s", "-o", "/dev/null", url + "/health"}, 5).exit_code != 0;
+         ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bad({"--target", url, "--server-cmd", cmd, "--server-sweep", "seqs=1"}, "already answers");
+    other.signal(SIGTERM);
+    other.wait(30);
+  }
+  // A server that exits at once: the point fails with its log's end, the sweep goes on, exit 1.
+  const auto failing =
+      bench({"--target", url, "--server-cmd", "sh -c 'echo no such model {m} >&2; exit 4'", "--server-sweep",
+             "m=a,b", "--num-requests", "4", "--no-history", "--out", (dir_ / "failing").string()});
+  EXPECT_EQ(failing.exit_code, 1) << failing.out << failing.err;
+  EXPECT_NE(failing.err.find("exited with status 4"), std::string::npos) << failing.err;
+  EXPECT_NE(failing.err.find("no such model b"), std::string::npos) << failing.err;
+  const auto fsw = json::parse(slurp(dir_ / "failing" / "sweep.json"));
+  EXPECT_EQ(fsw["runs"].size(), 2u);
+  EXPECT_EQ(fsw["curve"].size(), 0u);
+}
+
+// Ctrl-C during a server sweep: the finished runs are kept, sweep.json says
+// it is partial, and the server it started is stopped (by its PID).
+TEST_F(Bench, InterruptingAServerSweepKeepsTheFinishedRunsAndStopsTheServer) {
+  const int port = unused_port();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const auto out = dir_ / "sweep";
+  Child child({kBin,
+               "bench",
+               "--target",
+               url,
+               "--server-cmd",
+               std::string(kBin) + " serve --port " + std::to_string(port) + " --max-num-seqs {seqs}",
+               "--server-sweep",
+               "seqs=8,1",
+               "--num-requests",
+               "200",
+               "--rate",
+               "40",
+               "--output-len",
+               "fixed:40",
+               "--progress",
+               "none",
+               "--no-history",
+               "--grace-s",
+               "0.3",
+               "--out",
+               out.string()},
+              (dir_ / "stdout").string(), (dir_ / "stderr").string());
+  // Wait (bounded) until the second point's run has finished requests.
+  const auto second = out / "seqs-1" / "requests.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline && (!fs::exists(second) || complete_lines(second) < 3))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(fs::exists(second));
+  child.signal(SIGINT);
+  const auto r = child.wait(60);
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  const auto sw = json::parse(slurp(out / "sweep.json"));
+  EXPECT_EQ(sw["partial"], true);
+  ASSERT_EQ(sw["runs"].size(), 2u);
+  EXPECT_EQ(json::parse(slurp(out / "seqs-8" / "run.json"))["partial"], false);
+  EXPECT_EQ(json::parse(slurp(out / "seqs-1" / "run.json"))["partial"], true);
+  for (const auto& entry : sw["runs"]) {
+    const int pid = entry["server"]["pid"].get<int>();
+    EXPECT_NE(::kill(pid, 0), 0) << "server " << pid << " still runs";
+  }
+  // Nothing answers at the target any more.
+  EXPECT_NE(run_process({"/usr/bin/curl", "-s", "-o", "/dev/null", "--max-time", "2", url + "/health"}, 10)
+                .exit_code,
+            0);
+}
+
 TEST_F(Bench, InterruptKeepsEveryFinishedRequest) {
   const auto out = dir_ / "run";
   Child child({kBin, "bench", "--duration-s", "120", "--rate", "20", "--input-len", "fixed:32",

@@ -1326,6 +1326,32 @@
               table(["metric", "mean", "95% interval", "runs"], rows));
       continue;
     }
+    // A server sweep (bench --server-sweep): one run per server setting,
+    // latency against the throughput each setting reached.
+    if (sw.kind === "server") {
+      const pts = (sw.curve || []).map((p) => Object.assign({
+        label: Object.entries(p.settings || {}).map(([k, v]) => k + "=" + v).join(" ")}, p));
+      const box = el("div", {class: "charts"});
+      section("Server sweep " + sw.name, "One run per server setting, the server started for each run and " +
+              "stopped after it" + (sw.repeats > 1 ? " (each point: the mean of " + sw.repeats + " repeats)" : "") +
+              (sw.partial ? "; interrupted: the settings not reached are missing" : "") + ".", box);
+      const byX = pts.filter((p) => isNum(p.output_tps)).sort((a, b) => a.output_tps - b.output_tps);
+      const x = byX.map((p) => p.output_tps);
+      lineChart(box, "Latency against throughput", "Each point is one server setting (" +
+                byX.map((p) => p.label).join(", ") + "), placed at the output tokens per second it reached.",
+                "output tokens/s", "ms",
+                [{label: "TTFT p50", x: x, y: byX.map((p) => p.ttft_p50_ms)},
+                 {label: "TTFT p99", x: x, y: byX.map((p) => p.ttft_p99_ms)},
+                 {label: "TPOT p50", x: x, y: byX.map((p) => p.tpot_p50_ms)},
+                 {label: "TPOT p99", x: x, y: byX.map((p) => p.tpot_p99_ms)}]);
+      box.append(table(["server setting", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
+                        "failed", "SLO"],
+                       pts.map((p) => [p.label, fmt(p.achieved_rps, 3), fmt(p.output_tps, 1), fmt(p.ttft_p50_ms, 1),
+                                       fmt(p.ttft_p99_ms, 1), fmt(p.tpot_p50_ms, 2), fmt(p.tpot_p99_ms, 2),
+                                       isNum(p.failed) ? fmt(p.failed, 0) : "-",
+                                       p.slo_pass === true ? "pass" : p.slo_pass === false ? "FAIL" : "-"]), "small"));
+      continue;
+    }
     const box = el("div", {class: "charts"});
     section("Sweep " + sw.name, "One run per offered rate.", box);
     const c = sw.curve || [];
