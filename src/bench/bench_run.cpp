@@ -1449,11 +1449,12 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     nlohmann::json server;
     bool stopped = false;
   };
-  const auto run_at = [&](BenchSettings one, const std::filesystem::path& dir) -> Outcome {
+  const auto run_at = [&](BenchSettings one, const std::filesystem::path& dir,
+                          std::optional<double> rate = std::nullopt) -> Outcome {
     Outcome oc;
     if (o.server_cmd.empty()) {
-      oc.report = run_one(one, std::nullopt, dir.string(), tokenizer.get(), interrupted, hurry, log,
-                          live.get(), listeners);
+      oc.report =
+          run_one(one, rate, dir.string(), tokenizer.get(), interrupted, hurry, log, live.get(), listeners);
       oc.stopped = oc.report->interrupted;
       return oc;
     }
@@ -1479,8 +1480,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     oc.server["ready_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     one.server_cmd = cmd;
     one.server_pid = server.pid();
-    oc.report = run_one(one, std::nullopt, dir.string(), tokenizer.get(), interrupted, hurry, log, live.get(),
-                        listeners);
+    oc.report =
+        run_one(one, rate, dir.string(), tokenizer.get(), interrupted, hurry, log, live.get(), listeners);
     oc.server["exit"] = server.stop();
     if (!o.quiet) log << "server stopped: " << oc.server["exit"].get<std::string>() << std::endl;
     oc.stopped = oc.report->interrupted;
@@ -1503,7 +1504,8 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   };
   // --repeat N: the same settings N times with the next seeds into
   // dir/repeat-K/, and dir/sweep.json with the between-run statistics.
-  const auto repeats_at = [&](const BenchSettings& base, const std::filesystem::path& dir) {
+  const auto repeats_at = [&](const BenchSettings& base, const std::filesystem::path& dir,
+                              std::optional<double> rate = std::nullopt) {
     nlohmann::json runs = nlohmann::json::array();
     std::vector<nlohmann::json> summaries;
     for (unsigned k = 1; k <= o.repeat; ++k) {
@@ -1511,12 +1513,19 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
       one.repeat = 1;
       one.workload.seed = base.workload.seed + (k - 1);
       if (!o.quiet) log << fmt::format("repeat {}/{} (seed {})", k, o.repeat, one.workload.seed) << std::endl;
-      Outcome oc = run_at(one, dir / fmt::format("repeat-{}", k));
+      Outcome oc = run_at(one, dir / fmt::format("repeat-{}", k), rate);
       nlohmann::json entry = {
           {"dir", fmt::format("repeat-{}", k)}, {"repeat", k}, {"seed", one.workload.seed}};
       if (!oc.server.is_null()) entry["server"] = oc.server;
+      if (const RunReport* r = keep(oc); r && r->summary.is_object()) {
+        summaries.push_back(r->summary);
+        if (!r->interrupted) {  // what a rate sweep's curve reads
+          const nlohmann::json c = curve_point(rate.value_or(0), r->summary);
+          entry["slo_pass"] = c["slo_pass"];
+          entry["requests_failed"] = c["failed"];
+        }
+      }
       runs.push_back(std::move(entry));
-      if (const RunReport* r = keep(oc); r && r->summary.is_object()) summaries.push_back(r->summary);
       if (stopped) break;
     }
     nlohmann::json sw = {{"kind", "repeats"},
@@ -1579,8 +1588,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     return finish();
   }
 
-  if (o.repeat > 1) {
-    if (!o.sweep.empty()) throw UsageError("--repeat and a sweep cannot be combined yet: repeat each rate");
+  if (o.repeat > 1 && o.sweep.empty()) {
     if (o.coupling) throw UsageError("--repeat and --coupling cannot be combined");
     result.sweep = repeats_at(o, out);
     return finish();
@@ -1590,12 +1598,40 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     if (o.concurrency > 0) throw UsageError("sweeps vary the open-loop rate; drop --concurrency");
     nlohmann::json runs = nlohmann::json::array();
     nlohmann::json curve = nlohmann::json::array();
-    bool failed_run = false;
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
-      result.runs.push_back(run_one(o, rate, fmt::format("{}/rate-{:g}", out, rate), tokenizer.get(),
-                                    interrupted, hurry, log, live.get(), listeners));
-      runs.push_back({{"dir", fmt::format("rate-{:g}", rate)}, {"rate_rps", rate}});
+      const std::string rel = fmt::format("rate-{:g}", rate);
+      if (o.repeat > 1) {
+        // Repeats at each rate (rate-R/repeat-K/): the curve has their means;
+        // the rate meets the SLO when every repeat does.
+        const nlohmann::json sw = repeats_at(o, std::filesystem::path(out) / rel, rate);
+        runs.push_back({{"dir", rel}, {"rate_rps", rate}, {"repeats", sw["runs"].size()}});
+        if (stopped) return std::nullopt;
+        const auto mean = [&](const char* key) {
+          const auto* v = rundir::json_path(sw, {"statistics", key, "mean"});
+          return v && v->is_number() ? *v : nlohmann::json(nullptr);
+        };
+        nlohmann::json slo_pass = nullptr;
+        std::uint64_t failed = 0;
+        for (const auto& e : sw["runs"]) {
+          if (e.contains("slo_pass") && e["slo_pass"].is_boolean())
+            slo_pass = (slo_pass.is_null() || slo_pass.get<bool>()) && e["slo_pass"].get<bool>();
+          if (e.contains("requests_failed") && e["requests_failed"].is_number_unsigned())
+            failed += e["requests_failed"].get<std::uint64_t>();
+        }
+        curve.push_back({{"rate_rps", rate},
+                         {"achieved_rps", mean("request_throughput_rps")},
+                         {"goodput_rps", mean("goodput_rps")},
+                         {"ttft_p99_ms", mean("ttft_ms.p99")},
+                         {"tpot_p99_ms", mean("tpot_ms.p99")},
+                         {"failed", failed},
+                         {"slo_pass", slo_pass},
+                         {"repeats", sw["runs"].size()}});
+        return curve.back();
+      }
+      result.runs.push_back(run_one(o, rate, fmt::format("{}/{}", out, rel), tokenizer.get(), interrupted,
+                                    hurry, log, live.get(), listeners));
+      runs.push_back({{"dir", rel}, {"rate_rps", rate}});
       const RunReport& r = result.runs.back();
       verdicts_of(r);
       failed_run |= !r.failure.empty();
@@ -1603,7 +1639,6 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
       curve.push_back(curve_point(rate, r.summary));
       return curve.back();
     };
-    bool stopped = false;
     nlohmann::json best = nullptr;
     if (!o.sweep.rates.empty()) {
       for (double rate : o.sweep.rates)
@@ -1651,11 +1686,10 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
                     {"runs", runs},
                     {"curve", curve},
                     {"max_rate_meeting_slo", best},
+                    {"repeats", o.repeat},
                     {"partial", stopped}};
     write_file_atomic(std::filesystem::path(out) / "sweep.json", result.sweep.dump(2));
-    result.exit_code = stopped ? kExitInterrupted : failed_run ? kExitFailure : kExitOk;
-    linger_live_metrics(live.get(), o, interrupted, hurry, log);
-    return result;
+    return finish();
   }
 
   std::vector<std::string> coupling_classes;

@@ -55,8 +55,8 @@ void print_curve(const nlohmann::json& curve) {
   };
   for (const auto& c : curve)
     std::cout << fmt::format(
-        "{:>10.2f}{:>12.2f}{:>12}{:>12}{:>12}{:>12}  {}\n", c["rate_rps"].get<double>(),
-        c["achieved_rps"].get<double>(),
+        "{:>10.2f}{:>12}{:>12}{:>12}{:>12}{:>12}  {}\n", c["rate_rps"].get<double>(),
+        c["achieved_rps"].is_number() ? fmt::format("{:.2f}", c["achieved_rps"].get<double>()) : "-",
         c["goodput_rps"].is_null() ? "-" : fmt::format("{:.2f}", c["goodput_rps"].get<double>()),
         cell(c["ttft_p99_ms"]), cell(c["tpot_p99_ms"]), c["failed"].get<std::uint64_t>(),
         c["slo_pass"].is_null() ? "-" : (c["slo_pass"].get<bool>() ? "pass" : "FAIL"));

@@ -127,7 +127,12 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
       if (rates.empty())
         in.notes.push_back(
             fmt::format("{}: sweep.json but no run directory (rate-*, repeat-* or listed)", p.string()));
-      for (const auto& [rate, dir] : rates) {
+      for (auto& [rate, dir] : rates) {
+        // A rate swept with --repeat: rate-R/ is a directory of repeats,
+        // whose first run stands for it.
+        if (!fs::exists(dir / "run.json", ec))
+          if (const auto inner = rundir::read_run_set(dir); inner && !inner->runs.empty())
+            dir = inner->runs.front();
         try {
           RunData run = load_run(dir, options);
           sweep.runs.push_back(in.runs.size());
@@ -137,7 +142,7 @@ ReportInput load_report_input(const std::vector<fs::path>& paths, const LoadOpti
           continue;
         }
         in.runs.back().name = sweep.name + "/" +
-                              (server_sweep && dir.parent_path() != p
+                              (!fs::equivalent(dir.parent_path(), p, ec)
                                    ? dir.parent_path().filename().string() + "/" + in.runs.back().name
                                    : in.runs.back().name);
       }

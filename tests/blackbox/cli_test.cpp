@@ -327,6 +327,27 @@ TEST_F(Cli, RepeatsRunWithFreshSeedsAndCheckComparesThemRunByRun) {
   EXPECT_EQ(bset["runs"].size(), 2u);
   EXPECT_TRUE(fs::exists(dir_ / "bench" / "repeat-2" / "requests.jsonl"));
   EXPECT_EQ(bset["statistics"]["request_throughput_rps"]["values"].size(), 2u);
+  // A rate search with repeats at each rate: rate-R/ is a directory of
+  // repeats, the curve has their means, a rate passes when every repeat does.
+  const auto sr = run_process(
+      {kBin, "bench", "--num-requests", "20", "--sweep-search", "5:40", "--sweep-steps", "1", "--repeat", "2",
+       "--slo", "ttft_ms=60000", "--progress", "none", "--no-history", "--out", (dir_ / "search").string()},
+      240);
+  EXPECT_EQ(sr.exit_code, 0) << sr.out << sr.err;
+  const auto sset = nlohmann::json::parse(slurp(dir_ / "search" / "sweep.json"));
+  EXPECT_EQ(sset["kind"], "search");
+  EXPECT_EQ(sset["repeats"], 2);
+  ASSERT_EQ(sset["curve"].size(), 2u);  // 5 and 40 pass: no bisection
+  EXPECT_EQ(sset["max_rate_meeting_slo"], 40.0);
+  for (const auto& c : sset["curve"]) {
+    EXPECT_EQ(c["repeats"], 2);
+    EXPECT_EQ(c["slo_pass"], true);
+    const std::string rel = "rate-" + std::string(c["rate_rps"] == 5.0 ? "5" : "40");
+    const auto inner = nlohmann::json::parse(slurp(dir_ / "search" / rel / "sweep.json"));
+    EXPECT_EQ(inner["kind"], "repeats");
+    EXPECT_DOUBLE_EQ(c["achieved_rps"].get<double>(),
+                     inner["statistics"]["request_throughput_rps"]["mean"].get<double>());
+  }
 }
 
 // Without --perturb, sim writes what it always wrote: the stored sim run of
