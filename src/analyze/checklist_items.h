@@ -4,6 +4,8 @@
 // and the helpers more than one group uses. Internal to analyze.
 #pragma once
 
+#include "analyze/hidden_queue.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -87,10 +89,6 @@ Finding itl_row(const RunData& base, const RunData& cand, double q, double toler
 // closed) less the server's running and waiting requests, at least 0 —
 // requests the server holds where no gauge sees them (llama-server's HTTP
 // queue). Over the samples within the run: the mean and the largest.
-struct HiddenQueue {
-  double mean = 0, max = 0, in_flight_max = 0;
-  std::size_t samples = 0;
-};
 HiddenQueue hidden_queue(const RunData& run);
 
 // The items (the number is the checklist's; 0 is the headline comparison).

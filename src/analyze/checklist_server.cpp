@@ -235,9 +235,8 @@ ItemResult item_locality(const Pair& p) {
 
 // ----------------------------------------------------------- 10 batching
 HiddenQueue hidden_queue(const RunData& run) {
-  HiddenQueue h;
   const Series running = find_series(run, "requests_running"), waiting = find_series(run, "requests_waiting");
-  if (running.empty()) return h;
+  if (running.empty()) return {};
   const RequestArrays& a = run.requests;
   std::vector<Nanos> sends, closes;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -246,36 +245,15 @@ HiddenQueue hidden_queue(const RunData& run) {
     const Nanos end = a.t_close[i] >= 0 ? a.t_close[i] : a.t_last_token[i];
     if (end >= 0) closes.push_back(end);
   }
-  std::sort(sends.begin(), sends.end());
-  std::sort(closes.begin(), closes.end());
-  std::size_t w = 0;
-  double sum = 0;
-  for (std::size_t k = 0; k < running.t.size(); ++k) {
-    const Nanos t = running.t[k];
-    if (sends.empty() || t < sends.front() || t > (closes.empty() ? sends.back() : closes.back())) continue;
-    while (w + 1 < waiting.t.size() && waiting.t[w + 1] <= t) ++w;
-    const auto in_flight =
-        static_cast<double>(std::upper_bound(sends.begin(), sends.end(), t) - sends.begin()) -
-        static_cast<double>(std::upper_bound(closes.begin(), closes.end(), t) - closes.begin());
-    const double seen = running.v[k] + (waiting.empty() || waiting.t[w] > t ? 0.0 : waiting.v[w]);
-    const double hidden = std::max(0.0, in_flight - seen);
-    sum += hidden;
-    h.max = std::max(h.max, hidden);
-    h.in_flight_max = std::max(h.in_flight_max, in_flight);
-    ++h.samples;
-  }
-  if (h.samples > 0) h.mean = sum / static_cast<double>(h.samples);
-  return h;
+  return analyze::hidden_queue(std::move(sends), std::move(closes), running.t, running.v, waiting.t,
+                               waiting.v);
 }
 
 ItemResult item_batching(const Pair& p) {
   ItemResult r;
   // The hidden queue: requests the client has in flight that the server's
   // running and waiting gauges do not show (llama-server's HTTP queue).
-  const auto hidden_json = [](const HiddenQueue& h) {
-    return nlohmann::json{
-        {"mean", h.mean}, {"max", h.max}, {"in_flight_max", h.in_flight_max}, {"samples", h.samples}};
-  };
+  const auto hidden_json = [](const HiddenQueue& h) { return hidden_queue_json(h); };
   const HiddenQueue hc = hidden_queue(p.cand);
   if (hc.samples > 0) r.evidence["hidden_queue"]["candidate"] = hidden_json(hc);
   HiddenQueue hb;

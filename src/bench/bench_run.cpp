@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "analyze/coupling.h"
+#include "analyze/hidden_queue.h"
 #include "analyze/locality.h"
 #include "bench/bench_workload.h"
 #include "bench/live_metrics.h"
@@ -496,6 +497,11 @@ class RecordDrain {
         const auto idx = index_of_id_.find(r.id % id_modulus_);
         if (idx != index_of_id_.end()) locality.push_back({idx->second, r.t_send, r.cached_tokens});
       }
+      if (r.t_send >= 0) {  // the hidden queue's client side
+        sends.push_back(r.t_send);
+        const Nanos end = r.t_close >= 0 ? r.t_close : r.t_last_token;
+        if (end >= 0) closes.push_back(end);
+      }
       if (first_error.empty() && r.outcome != Outcome::kOk)
         first_error = fmt::format("{}: {}", outcome_name(r.outcome), r.detail);
       if (compat_) compat_->add(r, r.prompt_tokens_planned);
@@ -508,7 +514,8 @@ class RecordDrain {
   }
 
   std::vector<analyze::LocalityRequest> locality;
-  std::string first_error;  // "outcome: detail" of the first failed request written
+  std::vector<Nanos> sends, closes;  // of every request sent (the hidden queue)
+  std::string first_error;           // "outcome: detail" of the first failed request written
 
  private:
   rundir::RunSession& session_;
@@ -1178,6 +1185,16 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["observe"] = observer.report();
   report.observe = run["observe"];
   run["server"] = observer.server();
+  // The hidden queue: requests in flight that the server's gauges do not show.
+  if (const auto* qt = observer.queue_tracker(); qt && run["server"].is_object()) {
+    std::vector<Nanos> rt, wt;
+    std::vector<double> rv, wv;
+    for (const auto& [t, v] : qt->running_points()) rt.push_back(t), rv.push_back(v);
+    for (const auto& [t, v] : qt->waiting_points()) wt.push_back(t), wv.push_back(v);
+    if (const auto h = analyze::hidden_queue(std::move(sink.sends), std::move(sink.closes), rt, rv, wt, wv);
+        h.samples > 0)
+      run["server"]["hidden_queue"] = analyze::hidden_queue_json(h);
+  }
   run["kv_locality"] = analyze::kv_locality(w, std::move(sink.locality));
   run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());
   add_in_process_truth(run, side);

@@ -163,6 +163,12 @@ nlohmann::json RunObserver::hit_rate_over_time(Nanos epoch) const {
   return nullptr;
 }
 
+const observe::SeriesTracker* RunObserver::queue_tracker() const {
+  if (server_sources_.size() != 1) return nullptr;
+  const auto* t = observer_->tracker(server_sources_.front());
+  return t && t->observations() >= 2 && !t->running_points().empty() ? t : nullptr;
+}
+
 std::optional<ServerCounters> RunObserver::server_counters() const {
   const auto s = server();
   if (s.is_null()) return std::nullopt;

@@ -49,6 +49,10 @@ class RunObserver {
   // {"phase": "prefill", "points": [[t_s from the run's epoch, rate], ...],
   // "decode": why there is none}; null without a server source.
   nlohmann::json hit_rate_over_time(Nanos epoch) const;
+  // The first server source's running and waiting gauges over the run (the
+  // hidden queue's input); null when none had two observations, or several
+  // sources (replicas: their gauges are not aligned in time).
+  const observe::SeriesTracker* queue_tracker() const;
 
  private:
   std::unique_ptr<observe::Observer> observer_;

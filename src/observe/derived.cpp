@@ -152,7 +152,11 @@ void SeriesTracker::feed(Observation& o) {
   HistogramGroups window;
   double hits_inc = 0, queries_inc = 0;
   bool hits_seen = false, queries_seen = false;
+  double running = 0, waiting = 0;
+  bool running_seen = false, waiting_seen = false;
   for (const auto& s : o.canonical) {
+    if (std::isfinite(s.value) && s.name == "requests_running") running += s.value, running_seen = true;
+    if (std::isfinite(s.value) && s.name == "requests_waiting") waiting += s.value, waiting_seen = true;
     const std::string key = series_key(s);
     const auto hp = histogram_part(s.name);
     const auto* def = hp ? nullptr : find_canonical(s.name);
@@ -213,6 +217,8 @@ void SeriesTracker::feed(Observation& o) {
       hit_rate_points_.emplace_back(o.t_ns, hits_inc / queries_inc);
     }
   }
+  if (running_seen) running_points_.emplace_back(o.t_ns, running);
+  if (waiting_seen) waiting_points_.emplace_back(o.t_ns, waiting);
   if (observations_ == 0) first_t_ = o.t_ns;
   previous_t_ = o.t_ns;
   ++observations_;

@@ -67,6 +67,10 @@ class SeriesTracker {
   // (t_ns, prefix-cache hit rate) of every window that had queries (prefill only).
   const std::vector<std::pair<Nanos, double>>& hit_rate_points() const { return hit_rate_points_; }
   Nanos first_t() const { return first_t_; }
+  // (t_ns, value) of requests_running and of requests_waiting (label sets
+  // summed) at every observation that had them: the hidden queue's input.
+  const std::vector<std::pair<Nanos, double>>& running_points() const { return running_points_; }
+  const std::vector<std::pair<Nanos, double>>& waiting_points() const { return waiting_points_; }
 
   std::uint64_t observations() const { return observations_; }
   std::uint64_t resets() const { return resets_; }
@@ -91,6 +95,7 @@ class SeriesTracker {
   std::uint64_t observations_ = 0;
   std::uint64_t resets_ = 0;
   std::vector<std::pair<Nanos, double>> hit_rate_points_;
+  std::vector<std::pair<Nanos, double>> running_points_, waiting_points_;
 };
 
 // run.json "server": the server's own view of a run from the trackers of

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "analyze/hidden_queue.h"
 #include "core/stats.h"
 #include "core/summary.h"
 #include "observe/canonical.h"
@@ -179,6 +180,23 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
     while (e < ends.size() && ends[e] < end) ++e;
     in_flight[k] = static_cast<double>(s) - static_cast<double>(e);
   }
+  // The hidden queue per window: the mean, over the server's running
+  // samples in it, of the requests in flight its running and waiting gauges
+  // do not show (analyze/hidden_queue.h); null without those gauges.
+  std::vector<double> hidden(windows, kNaN);
+  if (const SampledSeries* running = server_counter(run, "requests_running");
+      running && !running->t.empty()) {
+    const SampledSeries* waiting = server_counter(run, "requests_waiting");
+    static const std::vector<Nanos> kNoT;
+    static const std::vector<double> kNoV;
+    const auto h = analyze::hidden_queue(starts, ends, running->t, running->v, waiting ? waiting->t : kNoT,
+                                         waiting ? waiting->v : kNoV);
+    std::vector<double> sum(windows, 0), n(windows, 0);
+    for (std::size_t k = 0; k < h.t.size(); ++k)
+      if (const auto wk = window_of(h.t[k]); wk >= 0) sum[wk] += h.value[k], n[wk] += 1;
+    for (std::size_t k = 0; k < windows; ++k)
+      if (n[k] > 0) hidden[k] = sum[k] / n[k];
+  }
   auto per_s = [w](std::vector<double> v) {
     for (auto& x : v) x /= w;
     return v;
@@ -198,6 +216,7 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   j["failed_rps"] = array_of(per_s(failed));
   j["output_tokens_per_s"] = array_of(per_s(output_tokens));
   j["in_flight"] = array_of(in_flight);
+  j["hidden_queue"] = array_of(hidden);
   j["ttft_p50_ms"] = array_of(q(ttft, 0.5));
   j["ttft_p99_ms"] = array_of(q(ttft, 0.99));
   j["tpot_p50_ms"] = array_of(q(tpot, 0.5));
@@ -893,6 +912,24 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     r["summary"] = run.summary;
     r["server"] = json_at(run.run_json, {"server"});
     r["requests"] = {{"records", run.requests.size()}, {"lines_skipped", run.request_lines_skipped}};
+    // The prefix-cache hit rate the responses report (their cached prompt
+    // tokens over their prompt tokens: vLLM's prompt_tokens_details,
+    // llama-server's timings), as check's item 7 derives it: for the tile
+    // when the server's counters give none.
+    {
+      const auto& a = run.requests;
+      double cached = 0, prompt = 0;
+      std::size_t n = 0;
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (a.outcome[i] == Outcome::kOk && !a.warmup[i] && a.cached_tokens[i] >= 0 &&
+            a.prompt_tokens[i] > 0) {
+          cached += a.cached_tokens[i];
+          prompt += a.prompt_tokens[i];
+          ++n;
+        }
+      r["reported_prefix_hit_rate"] =
+          n > 0 ? nlohmann::json{{"rate", cached / prompt}, {"requests", n}} : nlohmann::json(nullptr);
+    }
     r["samples"] = {{"present", run.has_samples},
                     {"lines", run.sample_lines},
                     {"lines_skipped", run.sample_lines_skipped},

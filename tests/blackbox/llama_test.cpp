@@ -1539,6 +1539,13 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
     EXPECT_EQ(info["engine"], "llama.cpp") << info.dump();
     EXPECT_EQ(info["max_batch"], slots) << info.dump();
     EXPECT_FALSE(info.value("version", std::string()).empty()) << info.dump();
+    // The hidden queue (run.json server.hidden_queue): the client's requests
+    // in flight beside llama-server's running and deferred gauges.
+    const json hidden = json::parse(slurp(dir / "run.json"))["server"]["hidden_queue"];
+    ASSERT_TRUE(hidden.is_object()) << dir;
+    EXPECT_GT(hidden["samples"].get<int>(), 10) << hidden.dump();
+    EXPECT_GE(hidden["in_flight_max"].get<double>(), hidden["max"].get<double>()) << hidden.dump();
+    EXPECT_GE(hidden["max"].get<double>(), hidden["mean"].get<double>()) << hidden.dump();
   }
 
   auto r = run_process({kBin, "check", base.string(), cand.string()}, 120);

@@ -319,8 +319,13 @@
                    card("TTFT p50 / p99", fmt(s.ttft_ms && s.ttft_ms.p50, 1) + " / " + fmt(s.ttft_ms && s.ttft_ms.p99, 1) + " ms"),
                    card("TPOT p50 / p99", fmt(s.tpot_ms && s.tpot_ms.p50, 2) + " / " + fmt(s.tpot_ms && s.tpot_ms.p99, 2) + " ms"),
                    card("ITL p99", fmt(s.itl_ms && s.itl_ms.p99, 2) + " ms", "max " + fmt(s.itl_ms && s.itl_ms.max, 1) + " ms"),
-                   card("prefix-cache hits", pct(s.prefix_cache_hit_rate),
-                        "KV peak " + pct(s.kv_cache_usage_peak) + ", " + fmt(s.preemptions_total, 0) + " preemptions")));
+                   // The server's counters; else what the responses reported (check's item 7).
+                   isNum(s.prefix_cache_hit_rate) || !run.reported_prefix_hit_rate
+                     ? card("prefix-cache hits", pct(s.prefix_cache_hit_rate),
+                            "KV peak " + pct(s.kv_cache_usage_peak) + ", " + fmt(s.preemptions_total, 0) + " preemptions")
+                     : card("prefix-cache hits", pct(run.reported_prefix_hit_rate.rate),
+                            "as " + fmt(run.reported_prefix_hit_rate.requests, 0) + " responses reported their cached " +
+                            "prompt tokens; KV peak " + pct(s.kv_cache_usage_peak))));
     for (const w of run.warnings || []) root.append(el("div", {class: "box warn"}, "Warning: " + w));
     for (const n of run.notes || []) root.append(el("div", {class: "box note"}, n));
   });
@@ -1010,7 +1015,9 @@
                                                     tline(r, i, "failed_rps", "failed", [2, 2])]), {time: true});
     chartStart();
     lineChart(timeBox, "Requests in flight", "Requests sent and not yet closed at the end of each window. A rising " +
-              "line means arrivals outpace completions.", T, "requests", perRun((r, i) => [tline(r, i, "in_flight")]),
+              "line means arrivals outpace completions. Dotted: the hidden queue, the requests in flight that the " +
+              "server's running and waiting gauges do not show (llama-server's HTTP queue), mean per window.", T,
+              "requests", perRun((r, i) => [tline(r, i, "in_flight"), tline(r, i, "hidden_queue", "hidden queue", [2, 2])]),
               {time: true});
     chartStart();
     lineChart(timeBox, "TTFT per window", "p50 (solid) and p99 (dashed) time to first token of the requests whose " +
@@ -1403,6 +1410,12 @@
       for (const [k, v] of Object.entries(s)) {
         if (k === "definition") {
           serverDefinition = String(v);
+          continue;
+        }
+        if (k === "hidden_queue" && v && typeof v === "object") {
+          srows.push([r.name, "hidden queue (requests in flight the gauges do not show)",
+                      "mean " + fmt(v.mean, 2) + ", max " + fmt(v.max, 0) + " of " + fmt(v.in_flight_max, 0) +
+                      " in flight at most (" + fmt(v.samples, 0) + " samples)"]);
           continue;
         }
         if (v !== null && typeof v === "object") {
