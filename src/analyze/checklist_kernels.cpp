@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -121,24 +122,43 @@ namespace {
 // Per request shape (its prompt length rounded up to a power of two, the
 // padded length a server compiles kernels or captures graphs for): the TTFT
 // of the first request of the shape against the next one's, as a relative
-// excess. For runs against a server, which has no steps to read.
-std::vector<double> request_shape_excess(const RunData& run) {
+// excess. For runs against a server, which has no steps to read. With
+// `server_time`, the server's own prefill time of each request (llama.cpp's
+// timings) instead of its TTFT: a first request that waited in a queue does
+// not look like a recompilation.
+std::vector<double> request_shape_excess(const RunData& run, bool server_time) {
   const RequestArrays& a = run.requests;
+  const auto time_ms = [&](std::size_t i) -> double {
+    if (!server_time) return a.ttft_ms(i);
+    return i < a.server_prompt_ms.size() ? a.server_prompt_ms[i] : std::numeric_limits<double>::quiet_NaN();
+  };
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < a.size(); ++i)
-    if (a.counted(i) && a.prompt_tokens[i] > 0 && std::isfinite(a.ttft_ms(i))) order.push_back(i);
+    if (a.counted(i) && a.prompt_tokens[i] > 0 && std::isfinite(time_ms(i))) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t x, std::size_t y) { return a.t_send[x] < a.t_send[y]; });
   std::map<std::uint32_t, ShapeSightings> shapes;
   for (std::size_t i : order) {
     std::uint32_t b = 1;
     while (b < static_cast<std::uint32_t>(a.prompt_tokens[i]) && b < (1u << 30)) b <<= 1;
-    shapes[b].add(a.t_send[i], a.ttft_ms(i));
+    shapes[b].add(a.t_send[i], time_ms(i));
   }
   std::vector<double> out;
   for (const auto& [shape, s] : shapes)
     if (s.first_t >= 0 && s.second_t >= 0 && s.second_ms > 0) out.push_back(s.first_ms / s.second_ms - 1);
   return out;
+}
+
+// Whether 90% of a run's counted requests carry the server's prompt time.
+bool has_server_prompt_time(const RunData& run) {
+  const RequestArrays& a = run.requests;
+  std::size_t n = 0, with = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a.counted(i)) {
+      ++n;
+      with += i < a.server_prompt_ms.size() && std::isfinite(a.server_prompt_ms[i]);
+    }
+  return n > 0 && static_cast<double>(with) >= 0.9 * static_cast<double>(n);
 }
 
 // How many new, gone and most first-launch-heavy kernels item 9's evidence lists.
@@ -236,8 +256,9 @@ ItemResult item_recompile(const Pair& p, const ExtraInputs& extra) {
   if (!enough) {
     shapes_missing = fmt::format("fewer than {:g} completed requests in a run", p.t.min_requests);
   } else {
-    const auto b = steps ? step_excess(*p.base) : request_shape_excess(*p.base);
-    const auto c = steps ? step_excess(p.cand) : request_shape_excess(p.cand);
+    const bool server_time = !steps && has_server_prompt_time(*p.base) && has_server_prompt_time(p.cand);
+    const auto b = steps ? step_excess(*p.base) : request_shape_excess(*p.base, server_time);
+    const auto c = steps ? step_excess(p.cand) : request_shape_excess(p.cand, server_time);
     if (b.size() < 3 || c.size() < 3) {
       shapes_missing = fmt::format("fewer than 3 shapes seen twice in a run (base {}, candidate {}): {}",
                                    b.size(), c.size(),
@@ -245,14 +266,17 @@ ItemResult item_recompile(const Pair& p, const ExtraInputs& extra) {
                                          : "prompt-length buckets of the requests, powers of two (prompts of "
                                            "one length are one bucket)");
     } else {
-      Finding f = block_shift_finding(steps ? "first step of a shape over its next"
+      Finding f =
+          block_shift_finding(steps         ? "first step of a shape over its next"
+                              : server_time ? "first request of a prompt-length bucket over its next "
+                                              "(server prompt time)"
                                             : "first request of a prompt-length bucket over its next (TTFT)",
-                                      "ratio", b, c, p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
+                              "ratio", b, c, p.t.recompile_tolerance, Worse::kHigher, p.t.confidence);
       f.change_unit = "ratio";
       f.note = fmt::format("{}{} shapes seen twice in the candidate, {} in the base",
                            f.note.empty() ? "" : f.note + "; ", c.size(), b.size());
       r.findings.push_back(std::move(f));
-      r.evidence["source"] = steps ? "steps" : "requests";
+      r.evidence["source"] = steps ? "steps" : server_time ? "requests (server prompt time)" : "requests";
       r.evidence["base_excess"] = b;
       r.evidence["candidate_excess"] = c;
     }

@@ -648,6 +648,36 @@ TEST(Checklist, RecompilationFromFirstShapeTimesOfRequests) {
   EXPECT_NE(item(s, "recompile").verdict, Verdict::kRegressed);
 }
 
+TEST(Checklist, RecompilationReadsTheServersPromptTimeWhereItSendsOne) {
+  // llama-server's timings: the candidate's first request of each bucket
+  // waited 400 ms in a queue (its TTFT) but its prefill took no longer (the
+  // server's prompt time): no recompilation. Where the prompt time itself
+  // grows, it is one.
+  const auto make = [](const std::string& name, double queued_ms, double prefill_extra_ms) {
+    Builder b(name);
+    std::mt19937_64 rng(name == "base" ? 1 : 2);
+    std::lognormal_distribution<double> prefill(std::log(40.0), 0.2);
+    std::set<int> seen;
+    for (int i = 0; i < 600; ++i) {
+      const int prompt = 16 << (i % 10);
+      const bool first = seen.insert(prompt).second;
+      const double p = prefill(rng) + (first ? prefill_extra_ms : 0);
+      const double t = p + 60 + (first ? queued_ms : 0);
+      b.add(static_cast<Nanos>(i) * 100 * kNanosPerMilli, t, t + 500, 50, 0, prompt);
+      b.run.requests.server_prompt_ms.push_back(static_cast<float>(p));
+    }
+    return b.run;
+  };
+  const RunData base = make("base", 0, 0), queued = make("queued", 400, 0), compiled = make("compiled", 0, 400);
+  const CheckResult q = run_checklist(&base, queued, Thresholds{});
+  const ItemResult& rq = item(q, "recompile");
+  EXPECT_EQ(rq.evidence["source"], "requests (server prompt time)") << rq.evidence.dump();
+  EXPECT_NE(rq.verdict, Verdict::kRegressed) << to_json(q)["items"][9].dump();
+  const CheckResult c = run_checklist(&base, compiled, Thresholds{});
+  EXPECT_EQ(item(c, "recompile").verdict, Verdict::kRegressed) << to_json(c)["items"][9].dump();
+  EXPECT_NE(item(c, "recompile").findings[0].metric.find("server prompt time"), std::string::npos);
+}
+
 TEST(Checklist, CheckJsonCarriesEveryItemFindingAndThreshold) {
   const RunData base = lognormal_run("base", 1, 500), cand = lognormal_run("cand", 2, 500, 0.05, 3000);
   const nlohmann::json j = to_json(run_checklist(&base, cand, Thresholds{}));

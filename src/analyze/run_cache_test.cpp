@@ -53,7 +53,7 @@ std::string fingerprint(const RunData& run) {
   bytes(a.t_sched), bytes(a.t_dispatch), bytes(a.t_send), bytes(a.t_first_token), bytes(a.t_last_token);
   bytes(a.t_close), bytes(a.output_tokens), bytes(a.prompt_tokens), bytes(a.cached_tokens);
   bytes(a.itl_mean_ms), bytes(a.itl_max_ms), bytes(a.outcome), bytes(a.warmup), bytes(a.tenant);
-  bytes(a.task_class), bytes(a.logprob_mean);
+  bytes(a.task_class), bytes(a.logprob_mean), bytes(a.server_prompt_ms);
   for (const auto& n : a.tenant_names) os << "tenant " << n << '\n';
   for (const auto& n : a.class_names) os << "class " << n << '\n';
   os << a.itl_ns.to_json().dump() << '\n';

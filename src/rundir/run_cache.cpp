@@ -33,8 +33,9 @@ constexpr char kMagic[8] = {'T', 'S', 'C', 'A', 'C', 'H', 'E', '\n'};
 // 4: cached_tokens also from llama.cpp's timings; 5: step durations summed
 // in ns (exact in any order), not ms; 6: the first answer token and the
 // reasoning tokens per request, and planned cancels; 7: the token gaps by
-// chunks of request ids (itl_chunks).
-constexpr std::uint32_t kFormat = 7;
+// chunks of request ids (itl_chunks); 8: the server's prompt time per
+// request (server_prompt_ms).
+constexpr std::uint32_t kFormat = 8;
 // The build's layout of what is copied as bytes: a cache made by a build
 // with other sizes is not read.
 constexpr std::uint32_t kLayout = static_cast<std::uint32_t>(
@@ -168,8 +169,8 @@ template <class Arrays>  // RequestArrays, const or not
 auto request_columns(Arrays& a) {
   return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
                   a.t_first_answer, a.reasoning_tokens, a.output_tokens, a.prompt_tokens, a.cached_tokens,
-                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.outcome, a.warmup, a.cancel_planned,
-                  a.tenant, a.task_class);
+                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.server_prompt_ms, a.outcome, a.warmup,
+                  a.cancel_planned, a.tenant, a.task_class);
 }
 
 void put_key(Writer& w, const RunFilesKey& key) {

@@ -181,6 +181,8 @@ void absorb(const RequestRecord& e, Partial& p) {
   a.itl_max_ms.push_back(tokens ? static_cast<float>(max_ms) : std::numeric_limits<float>::quiet_NaN());
   a.logprob_mean.push_back(e.logprobs && e.logprobs->count > 0 ? static_cast<float>(e.logprobs->mean())
                                                                : std::numeric_limits<float>::quiet_NaN());
+  a.server_prompt_ms.push_back(e.server_prompt_ms >= 0 ? static_cast<float>(e.server_prompt_ms)
+                                                       : std::numeric_limits<float>::quiet_NaN());
   if (keep && e.logprobs) a.logprobs.add(e.id, *e.logprobs);
   if (keep && e.first_token() >= 0 && e.last_token() >= 0 && e.t_send >= 0 &&
       p.slowest.wants(e.last_token() - e.t_send, e.id)) {
@@ -240,11 +242,12 @@ namespace {
 auto columns(RequestArrays& a) {
   return std::tie(a.t_sched, a.t_dispatch, a.t_send, a.t_first_token, a.t_last_token, a.t_close,
                   a.t_first_answer, a.reasoning_tokens, a.output_tokens, a.prompt_tokens, a.cached_tokens,
-                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.outcome, a.warmup, a.cancel_planned);
+                  a.itl_mean_ms, a.itl_max_ms, a.logprob_mean, a.server_prompt_ms, a.outcome, a.warmup,
+                  a.cancel_planned);
 }
 // A field added to RequestArrays is to be concatenated too: this says so at
 // build time (the size on x86-64 with libstdc++, the platform built for).
-constexpr std::size_t kRequestArraysSize = 2672;
+constexpr std::size_t kRequestArraysSize = 2688;
 static_assert(sizeof(RequestArrays) == kRequestArraysSize,
               "RequestArrays has changed: add a new per-request array to columns() (or concatenate it "
               "in append()), then update kRequestArraysSize");

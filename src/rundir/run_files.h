@@ -88,6 +88,9 @@ struct RequestArrays {
   // The request's mean output-token logprob (nats); NaN: none (no
   // --logprobs, or the server sent none).
   std::vector<float> logprob_mean;
+  // The server's own prefill time of the request (llama.cpp's timings
+  // prompt_ms: queueing excluded), ms; NaN: not sent.
+  std::vector<float> server_prompt_ms;
   // Every token gap of the completed, non-warm-up requests (ns per token,
   // as the summary's itl_ms counts them).
   LogLinearHistogram itl_ns;
