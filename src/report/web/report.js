@@ -100,25 +100,31 @@
     const m = v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9));
     return [1, 2, 5].some((k) => Math.abs(m - k) < 1e-6) ? si(v) : "";
   });
+  // A setting's number rounded to 6 significant digits; anything else as it is.
+  const roundSetting = (x) => typeof x === "number" && isFinite(x) && !Number.isInteger(x) ? +x.toPrecision(6) : x;
   // Lifecycle phases shaded behind the series of every time chart.
   const phaseColors = {"warm-up": "rgba(148,163,184,0.22)", "warmup": "rgba(148,163,184,0.22)",
                        "steady": "rgba(34,197,94,0.10)", "degradation": "rgba(239,68,68,0.16)",
                        "drain": "rgba(100,116,139,0.12)"};
-  // The phases of one run (the first that has them): runs overlaid have
-  // phases of their own, which shaded together would mean nothing.
-  const phaseRun = runs.find((r) => (r.phases || []).length);
-  const phases = phaseRun ? phaseRun.phases : [];
+  // The phases of every run that has them: runs overlaid have phases of
+  // their own, so each run's are shaded in a band of its own (the first run
+  // on top), never mixed.
+  const phaseRuns = runs.filter((r) => (r.phases || []).length);
+  const phases = phaseRuns.flatMap((r) => r.phases);
   function shadePhases(u) {
-    if (!phases.length) return;
+    if (!phaseRuns.length) return;
     const ctx = u.ctx, b = u.bbox;
+    const band = b.height / phaseRuns.length;
     ctx.save();
-    for (const p of phases) {
-      const x0 = u.valToPos(p.start_s, "x", true), x1 = u.valToPos(p.end_s, "x", true);
-      const l = Math.max(b.left, Math.min(x0, x1)), r = Math.min(b.left + b.width, Math.max(x0, x1));
-      if (r <= l) continue;
-      ctx.fillStyle = phaseColors[p.phase] || "rgba(234,179,8,0.15)";
-      ctx.fillRect(l, b.top, r - l, b.height);
-    }
+    phaseRuns.forEach((run, k) => {
+      for (const p of run.phases) {
+        const x0 = u.valToPos(p.start_s, "x", true), x1 = u.valToPos(p.end_s, "x", true);
+        const l = Math.max(b.left, Math.min(x0, x1)), r = Math.min(b.left + b.width, Math.max(x0, x1));
+        if (r <= l) continue;
+        ctx.fillStyle = phaseColors[p.phase] || "rgba(234,179,8,0.15)";
+        ctx.fillRect(l, b.top + k * band, r - l, band);
+      }
+    });
     ctx.restore();
   }
   function register(u, time) {
@@ -992,7 +998,9 @@
     section("Over time", "Seconds from the run's start on one axis for every chart below: drag across any of them " +
             "to zoom all, double-click to reset." +
             (phaseNames.length ? " Shaded: the lifecycle phases " + phaseNames.join(", ") + " (from check" +
-                                 (multi ? ", of run " + phaseRun.name : "") + ")." : ""),
+                                 (phaseRuns.length > 1 ? "; each run's in a band of its own, from the top: " +
+                                  phaseRuns.map((r) => r.name).join(", ") : multi ? ", of run " + phaseRuns[0].name : "") +
+                                 ")." : ""),
             timeBox);
     // One colour per run when runs are overlaid (dashes tell the lines of a
     // run apart), one per line otherwise.
@@ -1435,7 +1443,10 @@
       if (!entries.length) return;
       const grid = el("dl", {class: "settings"});
       for (const [k, v] of entries)
-        grid.append(el("dt", {}, k.replace(/_/g, " ")), el("dd", {}, typeof v === "object" ? JSON.stringify(v) : String(v)));
+        // Numbers rounded to 6 significant digits (a rate of 0.30000000000000004 reads 0.3).
+        grid.append(el("dt", {}, k.replace(/_/g, " ")),
+                    el("dd", {}, typeof v === "object" ? JSON.stringify(v, (_, x) => roundSetting(x))
+                                                       : String(roundSetting(v))));
       details.append(el("h3", {}, "Settings and environment" + (multi ? ": " + run.name : "")), grid);
     });
     section("Details", null, details);
