@@ -41,6 +41,7 @@
 #include "exporters/otlp.h"
 #include "exporters/perfetto.h"
 #include "net/http_fetch.h"
+#include "observe/exposition.h"
 #include "rundir/run_json.h"
 #include "rundir/run_session.h"
 #include "rundir/run_set.h"
@@ -386,6 +387,24 @@ nlohmann::json server_info_record(const net::FetchResult& props, const net::Fetc
   return {{"available", false}, {"reason", why}};
 }
 
+nlohmann::json metrics_info_record(const net::FetchResult& metrics) {
+  if (!metrics.ok()) return nullptr;
+  const auto e = observe::parse_exposition(metrics.body, observe::ExpositionFormat::kAuto, 100'000);
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& f : e.families) {
+    if (out.size() == 8) break;
+    if (f.samples.empty() || f.name.size() < 5 || f.name.compare(f.name.size() - 5, 5, "_info") != 0)
+      continue;
+    nlohmann::json labels = nlohmann::json::object();
+    for (const auto& l : f.samples.front().labels) {
+      if (labels.size() == 32) break;
+      labels[l.name.substr(0, 200)] = l.value.substr(0, 200);
+    }
+    out[f.name.substr(0, 200)] = std::move(labels);
+  }
+  return out.empty() ? nlohmann::json(nullptr) : out;
+}
+
 namespace {
 
 // Asks the target's self-description routes (best effort: 2 s and 256 KiB each).
@@ -399,10 +418,33 @@ nlohmann::json fetch_server_info(const net::Endpoint& ep, const net::ClientOptio
     if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
     return net::fetch(ep, copt, req);
   };
+  // The info series of /metrics (1 MiB at most), beside what the routes say;
+  // a build_info's version where no route gave one.
+  const auto with_metrics = [&](nlohmann::json info) {
+    net::FetchRequest req;
+    req.path = "/metrics";
+    req.timeout_s = 2;
+    req.max_body_bytes = 1u << 20;
+    req.abandon_over_cap = true;
+    if (!api_key.empty()) req.headers.emplace_back("Authorization", "Bearer " + api_key);
+    const nlohmann::json m = metrics_info_record(net::fetch(ep, copt, req));
+    if (m.is_null()) return info;
+    info["metrics_info"] = m;
+    if (!info.contains("version"))
+      for (const auto& [name, labels] : m.items())
+        if (name.size() > 11 && name.compare(name.size() - 11, 11, "_build_info") == 0 &&
+            labels.contains("version") && labels["version"].is_string()) {
+          info["version"] = labels["version"];
+          info["version_from"] = name;
+          break;
+        }
+    return info;
+  };
   const auto props = get("/props");
-  if (auto llama = server_info_record(props, {}, {}); llama.value("available", false)) return llama;
+  if (auto llama = server_info_record(props, {}, {}); llama.value("available", false))
+    return with_metrics(std::move(llama));
   const auto sglang = get("/get_server_info");
-  return server_info_record(props, get("/version"), sglang);
+  return with_metrics(server_info_record(props, get("/version"), sglang));
 }
 
 struct ServerSide {

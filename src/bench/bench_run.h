@@ -95,4 +95,11 @@ BenchResult run(const BenchSettings& settings, const std::atomic<bool>& interrup
 nlohmann::json server_info_record(const net::FetchResult& props, const net::FetchResult& version,
                                   const net::FetchResult& sglang);
 
+// The info series of the target's GET /metrics (Prometheus's convention: a
+// gauge named *_info, value 1, whose labels say what the server is — vLLM's
+// vllm:cache_config_info, a *_build_info with its version): {name: {label:
+// value}} for at most 8 families (the first sample of each, 32 labels, values
+// cut at 200 bytes); null when the answer has none (or is not an exposition).
+nlohmann::json metrics_info_record(const net::FetchResult& metrics);
+
 }  // namespace tokenscope::bench

@@ -464,5 +464,25 @@ TEST(ServerInfo, EachEnginesSelfDescriptionIsRecorded) {
             false);
 }
 
+// The info series of /metrics: vLLM's cache config, a build_info with its
+// version; other series and a page that is no exposition give nothing.
+TEST(ServerInfo, InfoSeriesOfMetricsAreRecorded) {
+  const auto m = metrics_info_record(answered(
+      "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+      "# TYPE vllm:cache_config_info gauge\n"
+      "vllm:cache_config_info{block_size=\"16\",gpu_memory_utilization=\"0.9\",num_gpu_blocks=\"2048\"} 1.0\n"
+      "# TYPE vllm:num_requests_running gauge\n"
+      "vllm:num_requests_running{model_name=\"m\"} 3\n"
+      "# TYPE sglang_build_info gauge\n"
+      "sglang_build_info{version=\"0.4.1\"} 1\n"));
+  ASSERT_TRUE(m.is_object()) << m;
+  EXPECT_EQ(m.size(), 2u) << m;
+  EXPECT_EQ(m["vllm:cache_config_info"]["num_gpu_blocks"], "2048");
+  EXPECT_EQ(m["sglang_build_info"]["version"], "0.4.1");
+  EXPECT_TRUE(metrics_info_record(answered("# TYPE x gauge\nx 1\n")).is_null());
+  EXPECT_TRUE(metrics_info_record(answered("<html>not found</html>", 404)).is_null());
+  EXPECT_TRUE(metrics_info_record(refused()).is_null());
+}
+
 }  // namespace
 }  // namespace tokenscope::bench
