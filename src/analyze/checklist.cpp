@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <future>
 #include <map>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -139,12 +143,20 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
   if (base) out.environment = compare_environments(*base, cand, thresholds);
   const bool enough = counted_requests(cand) >= thresholds.min_requests &&
                       (!base || counted_requests(*base) >= thresholds.min_requests);
+  // The items that apply, computed on up to one thread per core (each reads
+  // the runs, never writes them; item 5's phases go to their own slots),
+  // kept in the checklist's order.
+  std::vector<const ItemInfo*> todo;
   for (const ItemInfo& info : kItems) {
-    ItemResult r;
     // Item 3 on one run: when it measured its classes alone (--coupling).
     const bool coupling_alone =
         info.number == 3 && cand.run_json.is_object() && cand.run_json.contains("coupling");
     if (out.single && !info.single_run && !coupling_alone) continue;
+    todo.push_back(&info);
+  }
+  std::vector<ItemResult> results(todo.size());
+  const auto compute = [&](const ItemInfo& info) {
+    ItemResult r;
     const auto started = std::chrono::steady_clock::now();
     if (!enough && info.number != 8 && info.number != 9 && info.number != 11) {
       r = no_data(info.number,
@@ -199,8 +211,29 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
     r.title = info.title;
     r.elapsed_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-    out.items.push_back(std::move(r));
+    return r;
+  };
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(todo.size());
+  const auto worker = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < todo.size();) {
+      try {
+        results[i] = compute(*todo[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  {
+    const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
   }
+  for (const auto& e : errors)  // the first item's error, as when they ran one by one
+    if (e) std::rethrow_exception(e);
+  for (auto& r : results) out.items.push_back(std::move(r));
   out.family_size = family_control(out.items, thresholds.family_alpha, thresholds.confidence);
   for (ItemResult& r : out.items) {
     if (!r.findings.empty()) conclude(r);
@@ -216,8 +249,11 @@ CheckResult run_checklist(const RunData* base, const RunData& cand, const Thresh
   DmlOptions dml;
   dml.confidence = thresholds.confidence;
   const auto started = std::chrono::steady_clock::now();
-  if (base) out.base_attribution = attribute(*base, dml);
+  // The two runs' attributions at once.
+  std::future<std::optional<Attribution>> base_attribution;
+  if (base) base_attribution = std::async(std::launch::async, [&] { return attribute(*base, dml); });
   out.cand_attribution = attribute(cand, dml);
+  if (base_attribution.valid()) out.base_attribution = base_attribution.get();
   out.attribution_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return out;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 
@@ -346,9 +347,22 @@ int run_check(CheckCommandOptions& o) {
       std::cout << fmt::format("{}: {} repeats; the items read {}\n", display_text(o.runs[i]),
                                set->runs.size(), display_text(item_runs[i]));
   }
+  // The two runs read at once (the base on a thread of its own); the base's
+  // error first when both fail, as when they were read one after the other.
   std::optional<analyze::RunData> base;
-  if (o.runs.size() == 2) base = analyze::load_run(item_runs[0], load);
-  analyze::RunData cand = analyze::load_run(item_runs.back(), load);
+  std::future<analyze::RunData> base_load;
+  if (o.runs.size() == 2)
+    base_load = std::async(std::launch::async, [&] { return analyze::load_run(item_runs[0], load); });
+  std::optional<analyze::RunData> cand_loaded;
+  std::exception_ptr cand_error;
+  try {
+    cand_loaded = analyze::load_run(item_runs.back(), load);
+  } catch (...) {
+    cand_error = std::current_exception();
+  }
+  if (base_load.valid()) base = base_load.get();
+  if (cand_error) std::rethrow_exception(cand_error);
+  analyze::RunData cand = std::move(*cand_loaded);
   // A directory of repeats is named as given, with its count.
   const auto name_of = [](const std::string& given, std::size_t repeats) {
     std::filesystem::path p = std::filesystem::path(given).lexically_normal();

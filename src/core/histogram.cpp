@@ -15,15 +15,6 @@ constexpr std::uint64_t kSubCount = 1ULL << LogLinearHistogram::kSubBucketBits;
 constexpr std::uint64_t kHalf = kSubCount / 2;
 }  // namespace
 
-std::size_t LogLinearHistogram::bucket_index(std::uint64_t v) {
-  if (v < kSubCount) return static_cast<std::size_t>(v);
-  const int magnitude = 63 - std::countl_zero(v);    // >= kSubBucketBits
-  const int shift = magnitude - kSubBucketBits + 1;  // >= 1
-  const std::uint64_t top = v >> shift;              // in [kHalf, kSubCount)
-  return static_cast<std::size_t>(kSubCount + (static_cast<std::uint64_t>(shift) - 1) * kHalf +
-                                  (top - kHalf));
-}
-
 std::uint64_t LogLinearHistogram::bucket_lower(std::size_t index) {
   if (index < kSubCount) return index;
   const std::uint64_t rel = index - kSubCount;
@@ -53,6 +44,11 @@ void LogLinearHistogram::record(std::uint64_t value, std::uint64_t count) {
   }
   count_ += count;
   const unsigned __int128 v = value;
+  if (count == 1) {  // the common case, without the multiplies by count
+    sum_ += v;
+    sum_sq_ += v * v;
+    return;
+  }
   sum_ += v * count;
   sum_sq_ += v * v * count;
 }

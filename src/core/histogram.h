@@ -7,6 +7,7 @@
 // of shards, ranks or runs combine exactly.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,23 @@ class LogLinearHistogram {
   static constexpr int kSubBucketBits = 8;
 
   void record(std::uint64_t value, std::uint64_t count = 1);
+  // record(value, 1), inline: for loops over every token gap of a run.
+  void record_one(std::uint64_t value) {
+    const std::size_t idx = bucket_index(value);
+    if (idx >= counts_.size()) [[unlikely]]
+      counts_.resize(idx + 1, 0);
+    ++counts_[idx];
+    if (count_ == 0) {
+      min_ = max_ = value;
+    } else {
+      min_ = value < min_ ? value : min_;
+      max_ = value > max_ ? value : max_;
+    }
+    ++count_;
+    const unsigned __int128 v = value;
+    sum_ += v;
+    sum_sq_ += v * v;
+  }
   void merge(const LogLinearHistogram& other);
   void clear();
 
@@ -39,7 +57,16 @@ class LogLinearHistogram {
   }
 
   // Bucket arithmetic, public for tests and for readers of exported data.
-  static std::size_t bucket_index(std::uint64_t value);
+  static std::size_t bucket_index(std::uint64_t value) {
+    constexpr std::uint64_t kSubCount = 1ULL << kSubBucketBits;
+    constexpr std::uint64_t kHalf = kSubCount / 2;
+    if (value < kSubCount) return static_cast<std::size_t>(value);
+    const int magnitude = 63 - std::countl_zero(value);  // >= kSubBucketBits
+    const int shift = magnitude - kSubBucketBits + 1;    // >= 1
+    const std::uint64_t top = value >> shift;            // in [kHalf, kSubCount)
+    return static_cast<std::size_t>(kSubCount + (static_cast<std::uint64_t>(shift) - 1) * kHalf +
+                                    (top - kHalf));
+  }
   static std::uint64_t bucket_lower(std::size_t index);
   static std::uint64_t bucket_upper(std::size_t index);  // inclusive
 

@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 #include <simdjson.h>
+#include <string.h>
+#include <array>
+#include <bit>
 
 #include <algorithm>
 #include <cerrno>
@@ -114,6 +117,8 @@ struct RequestLineParser::Impl {
   dom::parser parser;
   std::string buffer;
   std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> fast_offsets;  // event_offsets_ns read ahead of the DOM (take_offsets)
+  bool fast = false;
 };
 
 RequestLineParser::RequestLineParser() : impl_(std::make_unique<Impl>()) {}
@@ -261,21 +266,116 @@ void get_string(std::string_view key, dom::element v, std::string& out) {
   out.assign(s);
 }
 
+// The top-level "event_offsets_ns" array of a request line, read before the
+// DOM parse: most of a line's bytes are these integers, which a plain loop
+// reads several times faster than simdjson's tape builds them. On success
+// the array's contents in `buf` are overwritten with spaces (the DOM then
+// sees an empty array there, and still checks the whole line) and `out`
+// holds the values. Anything unexpected — the key not at the top level, a
+// value that is not a non-negative integer below 2^63, another character —
+// leaves `buf` as it was, for the DOM to read (or to reject) as before.
+// Whether the 8 bytes of `chunk` (little-endian) are all ASCII digits.
+inline bool eight_digits(std::uint64_t chunk) {
+  return ((chunk & 0xF0F0F0F0F0F0F0F0) | (((chunk + 0x0606060606060606) & 0xF0F0F0F0F0F0F0F0) >> 4)) ==
+         0x3333333333333333;
+}
+// Their value: pairs, then quadruples, then the eight combined by multiplies
+// (the usual SWAR conversion; the first digit is the lowest byte).
+inline std::uint64_t parse_eight_digits(std::uint64_t chunk) {
+  constexpr std::uint64_t kMask = 0x000000FF000000FF;
+  constexpr std::uint64_t kMul1 = 100 + (1'000'000ULL << 32);
+  constexpr std::uint64_t kMul2 = 1 + (10'000ULL << 32);
+  chunk -= 0x3030303030303030;
+  chunk = chunk * 10 + (chunk >> 8);
+  return (((chunk & kMask) * kMul1) + (((chunk >> 16) & kMask) * kMul2)) >> 32;
+}
+
+bool take_offsets(std::string& buf, std::size_t size, std::vector<std::int64_t>& out) {
+  // buf holds the line and simdjson's padding of NULs after it: every loop
+  // below stops at a NUL without a bound check.
+  static constexpr std::string_view kKey = "\"event_offsets_ns\":[";
+  char* const begin = buf.data();
+  const auto* found = static_cast<const char*>(::memmem(begin, size, kKey.data(), kKey.size()));
+  if (!found) return false;
+  // The key must sit at depth 1, outside any string: only quotes, braces,
+  // brackets and backslashes matter, the rest is skipped by a table.
+  static constexpr auto kSpecial = [] {
+    std::array<bool, 256> t{};
+    for (unsigned char c : std::string_view("\"\\{}[]")) t[c] = true;
+    return t;
+  }();
+  int depth = 0;
+  bool in_string = false;
+  for (const char* p = begin; p < found; ++p) {
+    while (p < found && !kSpecial[static_cast<unsigned char>(*p)]) ++p;
+    if (p >= found) break;
+    const char c = *p;
+    if (in_string) {
+      if (c == '\\')
+        ++p;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  if (in_string || depth != 1) return false;
+  out.clear();
+  char* const open = begin + (found - begin) + kKey.size();
+  const char* p = open;
+  const auto space = [&p] {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') ++p;
+  };
+  space();
+  if (*p != ']') {
+    while (true) {
+      if (static_cast<unsigned>(*p - '0') > 9) return false;
+      if (*p == '0' && static_cast<unsigned>(p[1] - '0') <= 9) return false;  // a leading 0
+      std::uint64_t v = 0;
+      const char* const first = p;
+      // Eight digits at a time where there are eight (the padding makes the
+      // read safe), then one at a time.
+      if constexpr (std::endian::native == std::endian::little) {
+        for (int k = 0; k < 2; ++k) {
+          std::uint64_t chunk;
+          std::memcpy(&chunk, p, 8);
+          if (!eight_digits(chunk)) break;
+          v = v * 100'000'000 + parse_eight_digits(chunk);
+          p += 8;
+        }
+      }
+      while (static_cast<unsigned>(*p - '0') <= 9) {
+        v = v * 10 + static_cast<unsigned>(*p - '0');
+        ++p;
+      }
+      if (p - first > 19 || (p - first == 19 && v > static_cast<std::uint64_t>(INT64_MAX))) return false;
+      out.push_back(static_cast<std::int64_t>(v));
+      if (*p == ',') {
+        ++p;
+        continue;
+      }
+      space();
+      if (*p == ']') break;
+      if (*p != ',') return false;
+      ++p;
+      space();
+    }
+  }
+  if (p >= begin + size) return false;
+  std::memset(open, ' ', static_cast<std::size_t>(p - open));
+  return true;
+}
+
 }  // namespace
 
-// Long by nature: one branch per field of requests.jsonl.
-void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
-  auto& im = *impl_;
-  im.buffer.assign(line);
-  im.buffer.append(simdjson::SIMDJSON_PADDING, '\0');
-  dom::element doc;
-  if (const auto err = im.parser.parse(im.buffer.data(), line.size(), false).get(doc);
-      err != simdjson::SUCCESS)
-    throw LineError("", fmt::format("not JSON ({})", simdjson::error_message(err)));
-  dom::object root;
-  if (doc.get_object().get(root) != simdjson::SUCCESS)
-    throw LineError("", "should be a JSON object (one request)");
+namespace {
 
+// A record before its line is read: every field absent.
+void reset_record(RequestRecord& r) {
   r.tenant.clear();
   r.task_class.clear();
   r.model.clear();
@@ -307,8 +407,276 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
   r.outcome = Outcome::kOk;
   r.cancel_planned = false;
   r.logprobs.reset();
-  im.offsets.clear();
+}
+
+// What every record must have, and its event times from the offsets.
+void finish_record(RequestRecord& r, const std::vector<std::int64_t>& offsets, bool has_id, bool has_outcome,
+                   bool has_tokens) {
+  if (!has_id) throw LineError("id", "missing (every request record has one)");
+  if (!has_outcome) throw LineError("outcome", "missing (every request record has one)");
+  if (!offsets.empty() && r.t_send < 0)
+    throw LineError("event_offsets_ns", "holds events but t_send_ns is -1 (offsets count from t_send_ns)");
+  if (has_tokens && r.event_tokens.size() != offsets.size())
+    throw LineError("event_tokens", fmt::format("has {} entries for {} events in event_offsets_ns",
+                                                r.event_tokens.size(), offsets.size()));
+  r.event_times.reserve(offsets.size());
+  for (const std::int64_t off : offsets) {
+    if (off > std::numeric_limits<Nanos>::max() - r.t_send)
+      throw LineError("event_offsets_ns",
+                      fmt::format("offset {} from t_send_ns {} overflows", off, r.t_send));
+    r.event_times.push_back(r.t_send + off);
+  }
+  if (!has_tokens) r.event_tokens.assign(r.event_times.size(), 1);
+}
+
+// ---- the fast path: the plain form tokenscope itself writes
+//
+// One flat object; keys without escapes; strings of printable ASCII without
+// escapes; integers without fraction or exponent; the two event arrays of
+// integers. Anything else — another key, a float, null, an escape, a byte
+// above 0x7F, a value out of its range — returns false and the line is read
+// by simdjson's DOM as before, which checks it whole and names what is
+// wrong. `p` runs over a buffer with NUL padding after the line, so no loop
+// needs a bound check: a NUL stops every one of them.
+
+inline void skip_space(const char*& p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') ++p;
+}
+
+// A JSON integer -?(0|[1-9][0-9]*) within int64, not followed by a fraction or exponent.
+inline bool fast_int(const char*& p, std::int64_t& out) {
+  const bool negative = *p == '-';
+  if (negative) ++p;
+  if (static_cast<unsigned>(*p - '0') > 9) return false;
+  if (*p == '0' && static_cast<unsigned>(p[1] - '0') <= 9) return false;
+  const char* const first = p;
+  std::uint64_t v = 0;
+  while (static_cast<unsigned>(*p - '0') <= 9) {
+    v = v * 10 + static_cast<unsigned>(*p - '0');
+    ++p;
+  }
+  if (p - first > 19 || (p - first == 19 && v > static_cast<std::uint64_t>(INT64_MAX))) return false;
+  if (*p == '.' || *p == 'e' || *p == 'E') return false;
+  out = negative ? -static_cast<std::int64_t>(v) : static_cast<std::int64_t>(v);
+  return true;
+}
+
+inline bool fast_uint(const char*& p, std::uint64_t max, std::uint64_t& out) {
+  std::int64_t v = 0;
+  if (*p == '-' || !fast_int(p, v) || static_cast<std::uint64_t>(v) > max) return false;
+  out = static_cast<std::uint64_t>(v);
+  return true;
+}
+
+inline bool fast_string(const char*& p, std::string_view& out) {
+  if (*p != '"') return false;
+  const char* const first = ++p;
+  while (true) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (c == '"') break;
+    if (c < 0x20 || c == '\\' || c >= 0x80) return false;
+    ++p;
+  }
+  out = std::string_view(first, static_cast<std::size_t>(p - first));
+  ++p;
+  return true;
+}
+
+inline bool fast_bool(const char*& p, bool& out) {
+  if (std::memcmp(p, "true", 4) == 0) {
+    out = true;
+    p += 4;
+    return true;
+  }
+  if (std::memcmp(p, "false", 5) == 0) {
+    out = false;
+    p += 5;
+    return true;
+  }
+  return false;
+}
+
+// [n, n, ...] of integers from 0 to max, eight digits at a time where there are eight.
+template <class T>
+bool fast_uint_array(const char*& p, std::uint64_t max, std::vector<T>& out) {
+  if (*p != '[') return false;
+  ++p;
+  skip_space(p);
+  if (*p == ']') {
+    ++p;
+    return true;
+  }
+  while (true) {
+    if (static_cast<unsigned>(*p - '0') > 9) return false;
+    if (*p == '0' && static_cast<unsigned>(p[1] - '0') <= 9) return false;  // a leading 0
+    std::uint64_t v = 0;
+    const char* const first = p;
+    if constexpr (std::endian::native == std::endian::little) {
+      for (int k = 0; k < 2; ++k) {
+        std::uint64_t chunk;
+        std::memcpy(&chunk, p, 8);
+        if (!eight_digits(chunk)) break;
+        v = v * 100'000'000 + parse_eight_digits(chunk);
+        p += 8;
+      }
+    }
+    while (static_cast<unsigned>(*p - '0') <= 9) {
+      v = v * 10 + static_cast<unsigned>(*p - '0');
+      ++p;
+    }
+    if (p - first > 19 || v > max || *p == '.' || *p == 'e' || *p == 'E') return false;
+    out.push_back(static_cast<T>(v));
+    if (*p == ',') {
+      ++p;
+      continue;
+    }
+    skip_space(p);
+    if (*p == ']') {
+      ++p;
+      return true;
+    }
+    if (*p != ',') return false;
+    ++p;
+    skip_space(p);
+  }
+}
+
+// Long by nature: one branch per field of the plain form (the DOM's loop below, without the errors).
+bool fast_parse(const char* p, std::size_t size, RequestRecord& r, std::vector<std::int64_t>& offsets,
+                bool& has_id, bool& has_outcome, bool& has_tokens) {
+  const char* const end = p + size;
+  skip_space(p);
+  if (*p != '{') return false;
+  ++p;
+  skip_space(p);
+  if (*p == '}') {
+    ++p;
+  } else {
+    while (true) {
+      std::string_view k;
+      if (!fast_string(p, k)) return false;
+      skip_space(p);
+      if (*p != ':') return false;
+      ++p;
+      skip_space(p);
+      std::int64_t i = 0;
+      std::uint64_t u = 0;
+      std::string_view text;
+      if (k.size() > 3 && k.starts_with("t_") && k.ends_with("_ns")) {
+        if (!fast_int(p, i) || i < -1) return false;
+        const std::string_view name = k.substr(2, k.size() - 5);
+        Nanos* slot = name == "sched"             ? &r.t_sched
+                      : name == "dispatch"        ? &r.t_dispatch
+                      : name == "send"            ? &r.t_send
+                      : name == "headers"         ? &r.t_headers
+                      : name == "first_scheduled" ? &r.t_first_scheduled
+                      : name == "first_token"     ? &r.t_first_token
+                      : name == "first_answer"    ? &r.t_first_answer
+                      : name == "last_token"      ? &r.t_last_token
+                      : name == "close"           ? &r.t_close
+                                                  : nullptr;
+        if (slot) *slot = i;
+      } else if (k == "event_offsets_ns") {
+        // Appended, as the DOM's read appends a repeated key's values.
+        if (!fast_uint_array(p, static_cast<std::uint64_t>(INT64_MAX), offsets)) return false;
+      } else if (k == "event_tokens") {
+        if (!fast_uint_array(p, std::numeric_limits<std::uint32_t>::max(), r.event_tokens)) return false;
+        has_tokens = true;
+      } else if (k == "id") {
+        if (!fast_uint(p, static_cast<std::uint64_t>(INT64_MAX), u)) return false;
+        r.id = u;
+        has_id = true;
+      } else if (k == "outcome") {
+        if (!fast_string(p, text) || !parse_outcome(text, r.outcome)) return false;
+        has_outcome = true;
+      } else if (k == "tenant" || k == "class" || k == "model" || k == "step" || k == "response_id" ||
+                 k == "detail" || k == "output_tokens_from") {
+        if (!fast_string(p, text)) return false;
+        if (k == "tenant")
+          r.tenant.assign(text);
+        else if (k == "class")
+          r.task_class.assign(text);
+        else if (k == "model")
+          r.model.assign(text);
+        else if (k == "step")
+          r.step.assign(text);
+        else if (k == "response_id")
+          r.response_id.assign(text);
+        else if (k == "detail")
+          r.detail.assign(text);
+        else
+          r.output_tokens_counted_by_client = text == "client";
+      } else if (k == "warmup" || k == "cancel_planned") {
+        if (!fast_bool(p, k == "warmup" ? r.warmup : r.cancel_planned)) return false;
+      } else if (k == "turn" || k == "preemptions") {
+        if (!fast_uint(p, std::numeric_limits<std::uint32_t>::max(), u)) return false;
+        (k == "turn" ? r.turn : r.preemptions) = static_cast<std::uint32_t>(u);
+      } else if (k == "http_status") {
+        if (!fast_int(p, i)) return false;
+        r.http_status = static_cast<int>(i);  // as the DOM's read converts it
+      } else if (k == "dropped_event_tokens" || k == "events_dropped") {
+        if (!fast_uint(p, static_cast<std::uint64_t>(INT64_MAX), u)) return false;
+        (k == "events_dropped" ? r.events_dropped : r.dropped_event_tokens) = u;
+      } else {
+        std::int64_t* slot = k == "prompt_tokens"             ? &r.prompt_tokens
+                             : k == "output_tokens"           ? &r.output_tokens
+                             : k == "output_tokens_client"    ? &r.output_tokens_client
+                             : k == "cached_tokens"           ? &r.cached_tokens
+                             : k == "output_tokens_planned"   ? &r.output_tokens_planned
+                             : k == "prompt_tokens_planned"   ? &r.prompt_tokens_planned
+                             : k == "reasoning_tokens"        ? &r.reasoning_tokens
+                             : k == "session"                 ? &r.session
+                             : k == "task"                    ? &r.task
+                             : k == "inputs"                  ? &r.inputs
+                             : k == "audio_ms"                ? &r.audio_ms
+                             : k == "server_prompt_evaluated" ? &r.server_prompt_evaluated
+                                                              : nullptr;
+        if (!slot || !fast_int(p, i)) return false;  // another key (or value): the DOM reads it
+        *slot = i;
+      }
+      skip_space(p);
+      if (*p == ',') {
+        ++p;
+        skip_space(p);
+        continue;
+      }
+      if (*p != '}') return false;
+      ++p;
+      break;
+    }
+  }
+  skip_space(p);
+  return p == end;
+}
+
+}  // namespace
+
+// Long by nature: one branch per field of requests.jsonl.
+void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
+  auto& im = *impl_;
+  im.buffer.assign(line);
+  im.buffer.append(simdjson::SIMDJSON_PADDING, '\0');
   bool has_id = false, has_outcome = false, has_tokens = false;
+  reset_record(r);
+  im.offsets.clear();
+  if (fast_parse(im.buffer.data(), line.size(), r, im.offsets, has_id, has_outcome, has_tokens)) {
+    finish_record(r, im.offsets, has_id, has_outcome, has_tokens);
+    return;
+  }
+  // Not the plain form tokenscope writes (or not valid): simdjson's DOM reads
+  // it, and says what is wrong.
+  im.fast = take_offsets(im.buffer, line.size(), im.fast_offsets);
+  dom::element doc;
+  if (const auto err = im.parser.parse(im.buffer.data(), line.size(), false).get(doc);
+      err != simdjson::SUCCESS)
+    throw LineError("", fmt::format("not JSON ({})", simdjson::error_message(err)));
+  dom::object root;
+  if (doc.get_object().get(root) != simdjson::SUCCESS)
+    throw LineError("", "should be a JSON object (one request)");
+
+  reset_record(r);
+  im.offsets.clear();
+  has_id = has_outcome = has_tokens = false;
 
   // One pass over the keys (a lookup by key is a linear scan). Keys the
   // exporters do not use are passed over, so that a newer record still reads.
@@ -410,7 +778,10 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
     } else if (k == "event_offsets_ns") {
       dom::array a;
       if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of integers");
-      if (!read_offsets(a, im.offsets))
+      if (im.fast && a.size() == 0) {  // read ahead (take_offsets); a later duplicate key is read by the DOM
+        im.offsets.swap(im.fast_offsets);
+        im.fast = false;
+      } else if (!read_offsets(a, im.offsets))
         throw LineError("event_offsets_ns", "should hold integers >= 0 (ns after t_send_ns)");
     } else if (k == "event_tokens") {
       dom::array a;
@@ -420,21 +791,7 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       has_tokens = true;
     }
   }
-  if (!has_id) throw LineError("id", "missing (every request record has one)");
-  if (!has_outcome) throw LineError("outcome", "missing (every request record has one)");
-  if (!im.offsets.empty() && r.t_send < 0)
-    throw LineError("event_offsets_ns", "holds events but t_send_ns is -1 (offsets count from t_send_ns)");
-  if (has_tokens && r.event_tokens.size() != im.offsets.size())
-    throw LineError("event_tokens", fmt::format("has {} entries for {} events in event_offsets_ns",
-                                                r.event_tokens.size(), im.offsets.size()));
-  r.event_times.reserve(im.offsets.size());
-  for (const std::int64_t off : im.offsets) {
-    if (off > std::numeric_limits<Nanos>::max() - r.t_send)
-      throw LineError("event_offsets_ns",
-                      fmt::format("offset {} from t_send_ns {} overflows", off, r.t_send));
-    r.event_times.push_back(r.t_send + off);
-  }
-  if (!has_tokens) r.event_tokens.assign(r.event_times.size(), 1);
+  finish_record(r, im.offsets, has_id, has_outcome, has_tokens);
 }
 
 namespace {

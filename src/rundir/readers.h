@@ -130,6 +130,7 @@ class RequestsReader {
   // The next record; false at the end. Blank lines are passed over.
   bool next(RequestRecord& out);
   std::uint64_t line_number() const { return reader_.line_number() - lines_before_; }
+  std::uint64_t offset() const { return reader_.offset(); }  // bytes of the file read so far
   const ReadStats& stats() const { return stats_; }
 
  private:

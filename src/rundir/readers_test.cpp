@@ -181,6 +181,82 @@ TEST(RequestRecordRoundTrip, TaskAndStepDoNotOutliveTheirLine) {
 
 // A line as bench/task_driver.cpp writes it (docs/tasks.md "Output") reads
 // back field by field; the next line starts from nothing.
+// The plain form tokenscope writes is read by a fast path; any other form by
+// simdjson's DOM. Both give the same record: each plain line is read again
+// in a form the fast path passes to the DOM (a key spelled with a \u escape,
+// which names the same key), and every field compared.
+std::string fields_of(const RequestRecord& r) {
+  std::string out;
+  r.append_json(out);
+  return out;
+}
+
+TEST(RequestLineFastPath, GivesTheDomsRecordForEveryPlainLine) {
+  const std::vector<std::string> lines = {
+      R"({"id":0,"tenant":"default","t_sched_ns":0,"t_send_ns":0,"t_headers_ns":-1,"t_first_scheduled_ns":0,)"
+      R"("t_first_token_ns":13924538,"t_last_token_ns":1063108513,"t_close_ns":1063108513,"prompt_tokens":566,)"
+      R"("output_tokens":3,"output_tokens_client":3,"cached_tokens":0,"preemptions":0,"outcome":"ok",)"
+      R"("event_offsets_ns":[13924538,19948956,1063108513]})",
+      R"({ "id" : 7 , "class":"chat","model":"m","session":3,"turn":2,"warmup":true,"cancel_planned":false,)"
+      R"("t_send_ns":100,"http_status":200,"detail":"fine","outcome":"cancelled","event_offsets_ns":[ 0 , 5 ],)"
+      R"("event_tokens":[1,4],"output_tokens_from":"client","reasoning_tokens":-1,"events_dropped":2} )",
+      R"({"id":9,"outcome":"http_error","t_send_ns":-1,"event_offsets_ns":[],"prompt_tokens":-1})",
+      // A repeated key: the DOM appends a repeated array, and keeps the last scalar.
+      R"({"id":1,"id":2,"outcome":"ok","t_send_ns":10,"event_offsets_ns":[1,2],"event_offsets_ns":[3]})",
+      // Numbers at their edges: 19 digits, an id at 2^63 - 1.
+      R"({"id":9223372036854775807,"outcome":"ok","t_send_ns":1,"event_offsets_ns":[1234567890123456789]})",
+  };
+  RequestLineParser parser;
+  for (const auto& line : lines) {
+    RequestRecord fast, dom;
+    parser.parse(line, fast);
+    std::string escaped = line;
+    const auto at = escaped.find("\"outcome\"");
+    ASSERT_NE(at, std::string::npos);
+    escaped.replace(at, 9, "\"\\u006futcome\"");  // the same key, not in the plain form
+    parser.parse(escaped, dom);
+    EXPECT_EQ(fields_of(fast), fields_of(dom)) << line;
+    EXPECT_EQ(fast.event_tokens, dom.event_tokens) << line;
+    EXPECT_EQ(fast.warmup, dom.warmup) << line;
+    EXPECT_EQ(fast.cancel_planned, dom.cancel_planned) << line;
+  }
+  RequestRecord r;
+  parser.parse(lines[3], r);
+  EXPECT_EQ(r.id, 2u);
+  EXPECT_EQ(r.event_times, (std::vector<Nanos>{11, 12, 13}));
+}
+
+TEST(RequestLineFastPath, WhatThePlainFormDoesNotCoverStillGetsTheDomsMessages) {
+  RequestLineParser parser;
+  RequestRecord r;
+  const auto error_of = [&](const std::string& line) {
+    try {
+      parser.parse(line, r);
+    } catch (const LineError& e) {
+      return e.field() + ": " + e.what();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(R"({"id":1,"outcome":"ok","t_send_ns":-2})"),
+            "t_send_ns: should be -1 (did not happen) or >= 0, not -2");
+  EXPECT_EQ(error_of(R"({"id":-1,"outcome":"ok"})"), "id: should be a non-negative integer, not an integer");
+  EXPECT_EQ(error_of(R"({"id":1,"outcome":"ok","prompt_tokens":1.5})"),
+            "prompt_tokens: should be an integer, not a fractional number");
+  EXPECT_EQ(error_of(R"({"id":1,"outcome":"fine"})").substr(0, 25), "outcome: 'fine' is not an");
+  EXPECT_EQ(error_of(R"({"id":1,"outcome":"ok","t_send_ns":0,"event_offsets_ns":[1,-2]})"),
+            "event_offsets_ns: should hold integers >= 0 (ns after t_send_ns)");
+  EXPECT_EQ(error_of(R"({"id":01,"outcome":"ok"})").substr(0, 10), ": not JSON");
+  EXPECT_EQ(error_of(R"({"id":1,"outcome":"ok"} x)").substr(0, 10), ": not JSON");
+  EXPECT_EQ(error_of(R"({"id":1})"), "outcome: missing (every request record has one)");
+  // A nested "event_offsets_ns" is not the record's.
+  EXPECT_EQ(error_of(R"({"id":1,"outcome":"ok","t_send_ns":0,"x":{"event_offsets_ns":[5]}})"), "no error");
+  EXPECT_TRUE(r.event_times.empty());
+  // Text beyond ASCII: the DOM reads it (and checks its UTF-8).
+  EXPECT_EQ(error_of("{\"id\":1,\"outcome\":\"ok\",\"tenant\":\"caf\xc3\xa9\"}"), "no error");
+  EXPECT_EQ(r.tenant, "caf\xc3\xa9");
+  EXPECT_EQ(error_of("{\"id\":1,\"outcome\":\"ok\",\"tenant\":\"caf\xc3\"}").substr(0, 10), ": not JSON");
+}
+
 TEST(TaskRecords, ALineOfTheTaskDriverReadsBack) {
   const std::string line =
       R"({"id":7,"class":"research","tenant":"default","mode":"scripted","t_sched_ns":100,"t_start_ns":110,)"

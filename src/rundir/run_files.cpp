@@ -4,6 +4,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <climits>
 #include <cmath>
@@ -169,11 +170,16 @@ void absorb(const RequestRecord& e, Partial& p) {
   for (std::size_t i = 1; i < e.event_times.size(); ++i) {
     const Nanos gap = std::max<Nanos>(0, e.event_times[i] - e.event_times[i - 1]);
     const std::uint32_t k = i < e.event_tokens.size() ? std::max<std::uint32_t>(1, e.event_tokens[i]) : 1;
-    const double per_token_ms = nanos_to_ms(gap) / k;
-    sum_ms += nanos_to_ms(gap);
+    const double gap_ms = nanos_to_ms(gap);
+    sum_ms += gap_ms;
     tokens += k;
-    max_ms = std::max(max_ms, per_token_ms);
-    if (chunk) chunk->record(static_cast<std::uint64_t>(gap) / k, k);
+    if (k == 1) {  // one token an event, the common case: no division
+      max_ms = std::max(max_ms, gap_ms);
+      if (chunk) chunk->record_one(static_cast<std::uint64_t>(gap));
+    } else {
+      max_ms = std::max(max_ms, gap_ms / k);
+      if (chunk) chunk->record(static_cast<std::uint64_t>(gap) / k, k);
+    }
   }
   if (a.itl_chunks.size() > kItlChunks) coarsen_itl_chunks(a);
   a.itl_mean_ms.push_back(tokens ? static_cast<float>(sum_ms / static_cast<double>(tokens))
@@ -294,12 +300,28 @@ Partial read_requests(const fs::path& file, unsigned ranges, SummaryBuilder* bui
   if (ranges == 0)
     ranges = size < kParallelReadBytes ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   if (builder != nullptr || size == 0) ranges = 1;
-  const auto read = [&file](std::uint64_t begin, std::uint64_t end, SummaryBuilder* b) {
+  // Each range's arrays sized once from the length of its first 1,024
+  // lines (the first range's for the whole file, which the others are
+  // appended to), so that they are not copied as they grow: on a VM every
+  // fresh page a copy lands on costs the kernel a page clear.
+  const auto read = [&file, size](std::uint64_t begin, std::uint64_t end, SummaryBuilder* b) {
     Partial p;
     p.builder = b;
     rundir::RequestsReader reader(file, begin, end);
     RequestRecord e;
-    while (reader.next(e)) absorb(e, p);
+    constexpr std::size_t kSizingLines = 1024;
+    while (reader.next(e)) {
+      absorb(e, p);
+      if (p.a.size() == kSizingLines && reader.offset() > begin) {
+        const double per_line = static_cast<double>(reader.offset() - begin) / kSizingLines;
+        const std::uint64_t span = begin == 0 ? size : std::min<std::uint64_t>(end, size) - begin;
+        const auto n = static_cast<std::size_t>(
+            std::min(static_cast<double>(span) / per_line * 1.05 + 64, static_cast<double>(size)));
+        std::apply([n](auto&... v) { (v.reserve(n), ...); }, columns(p.a));
+        p.a.tenant.reserve(n);
+        p.a.task_class.reserve(n);
+      }
+    }
     p.stats = reader.stats();
     return p;
   };
@@ -458,6 +480,134 @@ bool parse_step(simdjson::dom::parser& parser, std::string_view line, Nanos& t,
   return true;
 }
 
+// A JSON number at p (a NUL-padded buffer): an integer of at most 18 digits
+// (is_int, n), or a number with a fraction or exponent (d, correctly
+// rounded, as simdjson reads it). False for anything else, "-0" included.
+bool plain_number(const char*& p, bool& is_int, std::int64_t& n, double& d) {
+  const char* const first = p;
+  const auto digit = [](char c) { return static_cast<unsigned>(c - '0') <= 9; };
+  if (*p == '-') ++p;
+  if (!digit(*p)) return false;
+  if (*p == '0') {
+    ++p;
+    if (digit(*p)) return false;
+  } else {
+    while (digit(*p)) ++p;
+  }
+  const char* const int_end = p;
+  is_int = true;
+  if (*p == '.') {
+    is_int = false;
+    ++p;
+    if (!digit(*p)) return false;
+    while (digit(*p)) ++p;
+  }
+  if (*p == 'e' || *p == 'E') {
+    is_int = false;
+    ++p;
+    if (*p == '+' || *p == '-') ++p;
+    if (!digit(*p)) return false;
+    while (digit(*p)) ++p;
+  }
+  if (is_int) {
+    const char* q = first + (*first == '-');
+    if (int_end - q > 18 || (int_end - first == 2 && first[0] == '-' && first[1] == '0')) return false;
+    std::int64_t v = 0;
+    for (; q < int_end; ++q) v = v * 10 + (*q - '0');
+    n = *first == '-' ? -v : v;
+    return true;
+  }
+  const auto [end, ec] = std::from_chars(first, p, d);
+  return ec == std::errc() && end == p;
+}
+
+// The plain form sim and bench write of a step line — one flat object of
+// numbers, keys without escapes — read in one pass: the values parse_step's
+// DOM read gives (the first of a repeated key; an integer where one is
+// expected, else NaN). 0 when the line is not of that form (parse_step's
+// DOM then reads it), 1 when read. `buf` is scratch.
+int fast_parse_step(std::string& buf, std::string_view line, Nanos& t, double (&values)[kStepFieldCount],
+                    StepExtra* extra) {
+  buf.assign(line);
+  buf.append(32, '\0');
+  const char* p = buf.data();
+  const char* const end = p + line.size();
+  const auto space = [&p] {
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') ++p;
+  };
+  bool seen[kStepFieldCount] = {};
+  bool seen_t = false, seen_dur = false, seen_query = false, seen_hit = false;
+  double dur = kNaN, query = kNaN, hit = kNaN;
+  for (double& v : values) v = kNaN;
+  space();
+  if (*p != '{') return 0;
+  ++p;
+  space();
+  if (*p == '}') return 0;
+  while (true) {
+    if (*p != '"') return 0;
+    const char* const key = ++p;
+    while (true) {
+      const auto c = static_cast<unsigned char>(*p);
+      if (c == '"') break;
+      if (c < 0x20 || c == '\\' || c >= 0x80) return 0;
+      ++p;
+    }
+    const std::string_view k(key, static_cast<std::size_t>(p - key));
+    ++p;
+    space();
+    if (*p != ':') return 0;
+    ++p;
+    space();
+    bool is_int = false;
+    std::int64_t n = 0;
+    double d = 0;
+    if (!plain_number(p, is_int, n, d)) return 0;
+    const double as_double = is_int ? static_cast<double>(n) : d;
+    if (k == "t_ns") {
+      if (!seen_t) {
+        if (!is_int) return 0;
+        t = n;
+        seen_t = true;
+      }
+    } else if (k == "dur_ns") {
+      if (!seen_dur) dur = is_int && n >= 0 ? as_double : kNaN, seen_dur = true;
+    } else if (k == "query_tokens") {
+      if (!seen_query) query = is_int ? as_double : kNaN, seen_query = true;
+    } else if (k == "hit_tokens") {
+      if (!seen_hit) hit = is_int ? as_double : kNaN, seen_hit = true;
+    } else {
+      static const auto kKeys = [] {
+        std::array<std::string_view, kStepFieldCount> keys;
+        for (std::size_t i = 0; i < kStepFieldCount; ++i) keys[i] = kStepFields[i].key;
+        return keys;
+      }();
+      for (std::size_t i = 0; i < kStepFieldCount; ++i)
+        if (k.size() == kKeys[i].size() && k == kKeys[i]) {
+          if (!seen[i]) values[i] = as_double, seen[i] = true;
+          break;
+        }
+    }
+    space();
+    if (*p == ',') {
+      ++p;
+      space();
+      continue;
+    }
+    if (*p != '}') return 0;
+    ++p;
+    break;
+  }
+  space();
+  if (p != end || !seen_t) return 0;
+  if (extra) {
+    extra->dur_ns = dur;
+    extra->query_tokens = query;
+    extra->hit_tokens = hit;
+  }
+  return 1;
+}
+
 // The t_ns of the first line of steps.jsonl that parses, nullopt when none
 // of the first 1,000 lines does.
 std::optional<Nanos> first_step_time(const fs::path& file) {
@@ -581,6 +731,7 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
   std::string_view line;
   if (begin > 0) reader.next_line(line);  // the end of a line the range before reads
   simdjson::dom::parser parser;
+  std::string scratch;
   double values[kStepFieldCount];
   StepExtra extra;
   while (reader.next_line(line)) {
@@ -588,7 +739,8 @@ StepsPart read_steps_range(const fs::path& file, std::uint64_t begin, std::uint6
     ++part.lines;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Nanos t = 0;
-    if (reader.flaw() != TextReader::Flaw::kNone || !parse_step(parser, line, t, values, &extra)) {
+    if (reader.flaw() != TextReader::Flaw::kNone || (fast_parse_step(scratch, line, t, values, &extra) == 0 &&
+                                                     !parse_step(parser, line, t, values, &extra))) {
       if (part.skipped++ == 0) {
         part.first_bad_line = part.lines;
         part.first_bad =
