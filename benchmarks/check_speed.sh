@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# `tokenscope check` on two 1,000,000-request runs, on one core: makes the
+# `tokenscope check` on two 1,000,000-request runs: makes the
 # runs once with `tokenscope sim --num-requests 1000000 --rate 20` (seeds 1
 # and 2, the candidate with `--perturb tail:fraction=1%`: a heavier tail on
 # 1% of the engine's steps, item 4's perturbation, a run as long as the
-# base), then each repetition, one after the other, pinned to CPU 0
-# (taskset), wall time, CPU time and peak RSS (/usr/bin/time) of:
+# base), then each repetition, one after the other, wall time, CPU time and
+# peak RSS (/usr/bin/time) of:
 #   - cold: `tokenscope check BASE CAND` with no run cache (both runs'
 #     .tokenscope-cache removed first): the JSONL files read, the caches
-#     written, as the first check or report of a run does;
+#     written, as the first check or report of a run does — on the CPUs of
+#     CHECK_SPEED_CPUS (taskset; default 0,1: two cores);
 #   - warm: the same again, the runs read from their caches, as every later
-#     check of them does (a base is checked against many candidates);
+#     check of them does (a base is checked against many candidates) —
+#     pinned to CPU 0 (one core), and on the CPUs of CHECK_SPEED_CPUS;
 #   - the peer, benchmarks/peers/scipy_check.py under Debian's python3
 #     (python3-pandas, python3-scipy): per-request TTFT, TPOT and E2E with
 #     pandas, their percentiles, Mann-Whitney U and Kolmogorov-Smirnov tests
@@ -23,6 +25,7 @@ cd "$(dirname "$0")/.."
 repeats="${1:-3}"
 [ "$repeats" -ge 1 ] || { echo "REPEATS must be at least 1" >&2; exit 2; }
 requests="${CHECK_SPEED_REQUESTS:-1000000}"
+cpus="${CHECK_SPEED_CPUS:-0,1}"
 bin="build/release/src/cli/tokenscope"
 [ -x "$bin" ] || JOBS="${JOBS:-1}" bash scripts/build.sh release tokenscope >/dev/null
 python=/usr/bin/python3
@@ -51,10 +54,10 @@ echo "runs: $requests requests each; requests.jsonl $(($(stat -c %s "$work/base/
      "steps.jsonl $(($(stat -c %s "$work/base/steps.jsonl") / 1000000)) MB, samples.jsonl" \
      "$(($(stat -c %s "$work/base/samples.jsonl") / 1000000)) MB per run"
 
-measure() {
-  local name="$1"; shift
+measure() {  # name cpus command...
+  local name="$1" on="$2"; shift 2
   local rc=0
-  /usr/bin/time -f "%e %U %S %M" -o "$work/time" taskset -c 0 "$@" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
+  /usr/bin/time -f "%e %U %S %M" -o "$work/time" taskset -c "$on" "$@" > "$work/out.txt" 2> "$work/err.txt" || rc=$?
   # check exits 1 when something regressed: that is a result, not a failure.
   if [ "$rc" -ne 0 ] && { [ "$name" = peer ] || [ "$rc" -ne 1 ]; }; then
     echo "$name failed ($rc):" >&2; cat "$work/err.txt" >&2; exit 1
@@ -68,11 +71,12 @@ measure() {
 for r in $(seq "$repeats"); do
   echo "repetition $r (load average before: $(load))"
   rm -f "$work/base/.tokenscope-cache" "$work/cand/.tokenscope-cache"
-  measure cold "$bin" check "$work/base" "$work/cand" --out "$work/check.json"
+  measure cold "$cpus" "$bin" check "$work/base" "$work/cand" --out "$work/check.json"
   grep -E "^overall" "$work/out.txt" | sed 's/^/    /'
-  measure warm "$bin" check "$work/base" "$work/cand" --out "$work/check.json"
+  measure warm1 0 "$bin" check "$work/base" "$work/cand" --out "$work/check.json"
   grep -E "^overall" "$work/out.txt" | sed 's/^/    /'
-  measure peer "$python" benchmarks/peers/scipy_check.py "$work/base" "$work/cand"
+  measure warm "$cpus" "$bin" check "$work/base" "$work/cand" --out "$work/check.json"
+  measure peer "$cpus" "$python" benchmarks/peers/scipy_check.py "$work/base" "$work/cand"
 done
 
 median() {  # name field
@@ -80,9 +84,10 @@ median() {  # name field
     awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 cw=$(median cold 2); ww=$(median warm 2); pw=$(median peer 2)
-echo "medians over $repeats repetitions, one core:"
-echo "  tokenscope check, cold (JSONL read, caches written): wall $cw s, CPU $(median cold 3) s, peak RSS $(( $(median cold 4) / 1024 )) MiB"
-echo "  tokenscope check, warm (caches read): wall $ww s, CPU $(median warm 3) s, peak RSS $(( $(median warm 4) / 1024 )) MiB"
+echo "medians over $repeats repetitions (CPUs $cpus; warm on one core: CPU 0):"
+echo "  tokenscope check, cold (JSONL read, caches written), CPUs $cpus: wall $cw s, CPU $(median cold 3) s, peak RSS $(( $(median cold 4) / 1024 )) MiB"
+echo "  tokenscope check, warm (caches read), one core: wall $(median warm1 2) s, CPU $(median warm1 3) s, peak RSS $(( $(median warm1 4) / 1024 )) MiB"
+echo "  tokenscope check, warm (caches read), CPUs $cpus: wall $ww s, CPU $(median warm 3) s, peak RSS $(( $(median warm 4) / 1024 )) MiB"
 echo "  pandas/scipy peer: wall $pw s, CPU $(median peer 3) s, peak RSS $(( $(median peer 4) / 1024 )) MiB"
 echo "  ratio (peer / tokenscope, wall): cold $(awk "BEGIN {printf \"%.1f\", $pw / $cw}"), warm $(awk "BEGIN {printf \"%.1f\", $pw / $ww}")"
 echo "  run cache: $(( $(stat -c %s "$work/base/.tokenscope-cache") / 1000000 )) MB per run"

@@ -805,6 +805,40 @@ TEST(SimRun, StepsReadInRangesGiveWhatOneReadGives) {
   }
 }
 
+// Step lines in the plain form sim writes are read by a fast path; the same
+// lines in another form (their "t_ns" key spelled with a \u escape, which the
+// fast path leaves to simdjson's DOM) give the same series and checklist
+// inputs, value for value.
+TEST(SimRun, StepLinesReadFastOrByTheDomGiveTheSameSteps) {
+  TempDir t;
+  fs::copy(kTestdata / "sim", t.path() / "plain");
+  fs::copy(kTestdata / "sim", t.path() / "escaped");
+  std::string steps = read_file(t.path() / "escaped" / "steps.jsonl");
+  std::string out;
+  std::size_t n = 0;
+  for (std::size_t at = 0, next; at < steps.size(); at = next + 1) {
+    next = steps.find('\n', at);
+    if (next == std::string::npos) next = steps.size();
+    std::string line = steps.substr(at, next - at);
+    if (const auto k = line.find("\"t_ns\""); k != std::string::npos) {
+      line.replace(k, 6, "\"t_\\u006es\"");
+      ++n;
+    }
+    out += line + "\n";
+  }
+  ASSERT_GT(n, 200u);
+  std::ofstream(t.path() / "escaped" / "steps.jsonl", std::ios::binary | std::ios::trunc) << out;
+  const RunData plain = load_run(t.path() / "plain"), escaped = load_run(t.path() / "escaped");
+  EXPECT_EQ(plain.steps.steps, escaped.steps.steps);
+  EXPECT_EQ(plain.steps.lines_skipped, 0u);
+  ASSERT_EQ(plain.steps.series.size(), escaped.steps.series.size());
+  for (std::size_t i = 0; i < plain.steps.series.size(); ++i) {
+    EXPECT_EQ(plain.steps.series[i].t_s, escaped.steps.series[i].t_s) << plain.steps.series[i].name;
+    EXPECT_EQ(plain.steps.series[i].v, escaped.steps.series[i].v) << plain.steps.series[i].name;
+  }
+  EXPECT_EQ(plain.steps.stats.shapes.size(), escaped.steps.stats.shapes.size());
+}
+
 TEST(SimRun, RunningTotalsCarryOnAcrossRanges) {
   TempDir t;
   std::ofstream(t.path() / "requests.jsonl") << "";
