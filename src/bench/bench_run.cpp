@@ -1235,7 +1235,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     for (const auto& [t, v] : qt->waiting_points()) wt.push_back(t), wv.push_back(v);
     if (const auto h = analyze::hidden_queue(std::move(sink.sends), std::move(sink.closes), rt, rv, wt, wv);
         h.samples > 0)
-      run["server"]["hidden_queue"] = analyze::hidden_queue_json(h);
+      report.hidden_queue = run["server"]["hidden_queue"] = analyze::hidden_queue_json(h);
   }
   run["kv_locality"] = analyze::kv_locality(w, std::move(sink.locality));
   run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());

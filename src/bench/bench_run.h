@@ -36,10 +36,11 @@ namespace tokenscope::bench {
 // One run (a whole bench, or one rate of a sweep).
 struct RunReport {
   std::string out_dir;
-  nlohmann::json summary;  // run.json "summary"
-  nlohmann::json client;   // run.json "client"
-  nlohmann::json observe;  // run.json "observe" (the sampled sources)
-  nlohmann::json tasks;    // run.json "tasks" (bench/task_driver.h TaskSummary); null without task classes
+  nlohmann::json summary;       // run.json "summary"
+  nlohmann::json client;        // run.json "client"
+  nlohmann::json observe;       // run.json "observe" (the sampled sources)
+  nlohmann::json hidden_queue;  // run.json "server"."hidden_queue"; null without the server's gauges
+  nlohmann::json tasks;  // run.json "tasks" (bench/task_driver.h TaskSummary); null without task classes
   std::string model;
   std::string url;
   bool in_process = false;

@@ -158,6 +158,13 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
     }
     if (!line.empty()) std::cout << "samples: " << line << "\n";
   }
+  if (r.hidden_queue.is_object())
+    std::cout << fmt::format(
+        "hidden queue: mean {:.2f}, max {:.0f} of {:.0f} in flight (requests the server's running and "
+        "waiting "
+        "gauges do not show)\n",
+        r.hidden_queue.value("mean", 0.0), r.hidden_queue.value("max", 0.0),
+        r.hidden_queue.value("in_flight_max", 0.0));
   // Agentic tasks (docs/tasks.md): outcomes, completion time, failures by class.
   if (r.tasks.is_object()) {
     const auto& t = r.tasks;
