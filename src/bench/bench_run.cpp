@@ -389,6 +389,16 @@ nlohmann::json server_info_record(const net::FetchResult& props, const net::Fetc
 
 nlohmann::json metrics_info_record(const net::FetchResult& metrics) {
   if (!metrics.ok()) return nullptr;
+  // At most 200 bytes, never half a UTF-8 character (run.json is strict UTF-8).
+  const auto cut = [](const std::string& s) {
+    std::size_t n = 0;
+    while (n < s.size()) {
+      const std::size_t len = utf8_sequence_length(s, n);
+      if (len == 0 || n + len > 200) break;
+      n += len;
+    }
+    return s.substr(0, n);
+  };
   const auto e = observe::parse_exposition(metrics.body, observe::ExpositionFormat::kAuto, 100'000);
   nlohmann::json out = nlohmann::json::object();
   for (const auto& f : e.families) {
@@ -398,9 +408,9 @@ nlohmann::json metrics_info_record(const net::FetchResult& metrics) {
     nlohmann::json labels = nlohmann::json::object();
     for (const auto& l : f.samples.front().labels) {
       if (labels.size() == 32) break;
-      labels[l.name.substr(0, 200)] = l.value.substr(0, 200);
+      labels[cut(l.name)] = cut(l.value);
     }
-    out[f.name.substr(0, 200)] = std::move(labels);
+    out[cut(f.name)] = std::move(labels);
   }
   return out.empty() ? nlohmann::json(nullptr) : out;
 }
@@ -409,7 +419,7 @@ namespace {
 
 // Asks the target's self-description routes (best effort: 2 s and 256 KiB each).
 nlohmann::json fetch_server_info(const net::Endpoint& ep, const net::ClientOptions& copt,
-                                 const std::string& api_key) {
+                                 const std::string& api_key, bool metrics) {
   const auto get = [&](const char* path) {
     net::FetchRequest req;
     req.path = path;
@@ -421,6 +431,7 @@ nlohmann::json fetch_server_info(const net::Endpoint& ep, const net::ClientOptio
   // The info series of /metrics (1 MiB at most), beside what the routes say;
   // a build_info's version where no route gave one.
   const auto with_metrics = [&](nlohmann::json info) {
+    if (!metrics) return info;  // --no-scrape: not even one GET /metrics
     net::FetchRequest req;
     req.path = "/metrics";
     req.timeout_s = 2;
@@ -738,7 +749,7 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     const net::FetchResult model_list = fetch_model_list(endpoint, copt, o.api_key);
     rs.model = !o.model.empty() ? o.model : discover_model(endpoint, model_list);
     models = model_list_record(model_list);
-    t.server_info = fetch_server_info(endpoint, copt, o.api_key);
+    t.server_info = fetch_server_info(endpoint, copt, o.api_key, !o.no_scrape);
   }
   return t;
 }
@@ -1518,7 +1529,20 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
       return oc;
     }
     std::filesystem::create_directories(dir);
+    // The point's directory itself, never a link planted in its place.
+    if (std::error_code ec; !std::filesystem::is_directory(std::filesystem::symlink_status(dir, ec)))
+      throw IoError(fmt::format("{}: is not a directory (a link?): not written through", dir.string()));
     const std::string cmd = server_command_for(o.server_cmd, one.server_point);
+    // Nothing may answer at the target before the server starts: the last
+    // point's server (a container or a worker that outlived its stop) would
+    // be measured instead.
+    try {
+      require_port_free(server_endpoint, server_client);
+    } catch (const UsageError& e) {
+      oc.server = {{"command", cmd}, {"error", e.what()}};
+      log << "tokenscope bench: " << display_lines(e.what()) << std::endl;
+      return oc;
+    }
     if (!o.quiet) log << "server: " << display_text(cmd) << std::endl;
     const auto started = std::chrono::steady_clock::now();
     ManagedServer server(cmd, dir / "server.log");
@@ -1539,8 +1563,15 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     oc.server["ready_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     one.server_cmd = cmd;
     one.server_pid = server.pid();
-    oc.report =
-        run_one(one, rate, dir.string(), tokenizer.get(), interrupted, hurry, log, live.get(), listeners);
+    try {
+      oc.report =
+          run_one(one, rate, dir.string(), tokenizer.get(), interrupted, hurry, log, live.get(), listeners);
+    } catch (const TargetError& e) {  // it answered /health, then not as a server must: this point fails
+      oc.server["exit"] = server.stop();
+      oc.server["error"] = e.what();
+      log << "tokenscope bench: " << display_lines(e.what()) << std::endl;
+      return oc;
+    }
     oc.server["exit"] = server.stop();
     if (!o.quiet) log << "server stopped: " << oc.server["exit"].get<std::string>() << std::endl;
     oc.stopped = oc.report->interrupted;
@@ -1657,12 +1688,28 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     if (o.concurrency > 0) throw UsageError("sweeps vary the open-loop rate; drop --concurrency");
     nlohmann::json runs = nlohmann::json::array();
     nlohmann::json curve = nlohmann::json::array();
+    nlohmann::json best = nullptr;
+    const auto write_rate_sweep = [&](bool partial) {
+      nlohmann::json sorted = curve;
+      std::sort(sorted.begin(), sorted.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+        return a["rate_rps"].get<double>() < b["rate_rps"].get<double>();
+      });
+      result.sweep = {{"kind", o.sweep.rates.empty() ? "search" : "rates"},
+                      {"runs", runs},
+                      {"curve", sorted},
+                      {"max_rate_meeting_slo", best},
+                      {"repeats", o.repeat},
+                      {"partial", partial}};
+      std::filesystem::create_directories(out);
+      write_file_atomic(std::filesystem::path(out) / "sweep.json", result.sweep.dump(2));
+    };
     auto probe = [&](double rate) -> std::optional<nlohmann::json> {
       if (!o.quiet) log << fmt::format("sweep: rate {:.3g} req/s", rate) << std::endl;
       const std::string rel = fmt::format("rate-{:g}", rate);
       if (o.repeat > 1) {
         // Repeats at each rate (rate-R/repeat-K/): the curve has their means;
         // the rate meets the SLO when every repeat does.
+        write_rate_sweep(true);
         const nlohmann::json sw = repeats_at(o, std::filesystem::path(out) / rel, rate);
         runs.push_back({{"dir", rel}, {"rate_rps", rate}, {"repeats", sw["runs"].size()}});
         if (stopped) return std::nullopt;
@@ -1688,6 +1735,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
                          {"repeats", sw["runs"].size()}});
         return curve.back();
       }
+      write_rate_sweep(true);  // what ran so far, should the process end before the sweep does
       result.runs.push_back(run_one(o, rate, fmt::format("{}/{}", out, rel), tokenizer.get(), interrupted,
                                     hurry, log, live.get(), listeners));
       runs.push_back({{"dir", rel}, {"rate_rps", rate}});
@@ -1698,7 +1746,6 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
       curve.push_back(curve_point(rate, r.summary));
       return curve.back();
     };
-    nlohmann::json best = nullptr;
     if (!o.sweep.rates.empty()) {
       for (double rate : o.sweep.rates)
         if (!probe(rate)) {
@@ -1738,16 +1785,7 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
           }
       }
     }
-    std::sort(curve.begin(), curve.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-      return a["rate_rps"].get<double>() < b["rate_rps"].get<double>();
-    });
-    result.sweep = {{"kind", o.sweep.rates.empty() ? "search" : "rates"},
-                    {"runs", runs},
-                    {"curve", curve},
-                    {"max_rate_meeting_slo", best},
-                    {"repeats", o.repeat},
-                    {"partial", stopped}};
-    write_file_atomic(std::filesystem::path(out) / "sweep.json", result.sweep.dump(2));
+    write_rate_sweep(stopped);
     return finish();
   }
 
@@ -1773,8 +1811,15 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
   } else {  // one run, with the server started for it
     Outcome oc = run_at(o, out);
     if (!oc.report) {
-      if (oc.stopped) return finish();
-      throw TargetError(oc.server.value("error", std::string("--server-cmd: the server did not start")));
+      if (oc.stopped) {  // Ctrl-C while the server started: nothing ran
+        stopped = true;
+        return finish();
+      }
+      result.verdicts.push_back(
+          oc.server.value("error", std::string("--server-cmd: the server did not start")));
+      result.exit_code = kExitFailure;  // its error is printed already
+      linger_live_metrics(live.get(), o, interrupted, hurry, log);
+      return result;
     }
     result.runs.push_back(std::move(*oc.report));
   }

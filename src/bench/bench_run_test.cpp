@@ -480,6 +480,10 @@ TEST(ServerInfo, InfoSeriesOfMetricsAreRecorded) {
   EXPECT_EQ(m["vllm:cache_config_info"]["num_gpu_blocks"], "2048");
   EXPECT_EQ(m["sglang_build_info"]["version"], "0.4.1");
   EXPECT_TRUE(metrics_info_record(answered("# TYPE x gauge\nx 1\n")).is_null());
+  // A long value is cut at 200 bytes, never inside a UTF-8 character.
+  const auto cut = metrics_info_record(
+      answered("# TYPE a_info gauge\na_info{v=\"" + std::string(199, 'x') + "\xc3\xa9tail\"} 1\n"));
+  EXPECT_EQ(cut["a_info"]["v"], std::string(199, 'x'));
   EXPECT_TRUE(metrics_info_record(answered("<html>not found</html>", 404)).is_null());
   EXPECT_TRUE(metrics_info_record(refused()).is_null());
 }

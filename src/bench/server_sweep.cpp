@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -182,6 +184,79 @@ void check_point_dirs(const std::vector<ServerPoint>& grid) {
   }
 }
 
+namespace {
+
+std::atomic<int> g_server_group{0};
+
+// The line the shell runs: `exec` before a simple command, so that the
+// server replaces the shell and its PID is the server's (for the process
+// samples), after the leading NAME=VALUE words if any (`exec env A=1 srv`);
+// a compound line (a ';', a '|', a "&&" or a '&' that sends to the
+// background — not the '&' of a redirection like 2>&1 or &>) runs under the
+// shell as written.
+std::string shell_line(const std::string& command) {
+  // Outside quotes ('...' as is, "..." and a backslash escaping one character).
+  bool compound = false, single = false, dbl = false;
+  for (std::size_t i = 0; i < command.size() && !compound; ++i) {
+    const char c = command[i];
+    if (single) {
+      single = c != '\'';
+    } else if (c == '\\') {
+      ++i;
+    } else if (dbl) {
+      dbl = c != '"';
+    } else if (c == '\'') {
+      single = true;
+    } else if (c == '"') {
+      dbl = true;
+    } else if (c == ';' || c == '|') {
+      compound = true;
+    } else if (c == '&') {
+      const bool redirect = (i > 0 && (command[i - 1] == '>' || command[i - 1] == '<')) ||
+                            (i + 1 < command.size() && command[i + 1] == '>');
+      compound = !redirect;
+    }
+  }
+  if (compound) return command;
+  // The first word: an assignment NAME=... goes through env.
+  std::size_t start = command.find_first_not_of(" \t");
+  if (start == std::string::npos) return command;
+  std::size_t eq = start;
+  while (eq < command.size() &&
+         ((command[eq] >= 'a' && command[eq] <= 'z') || (command[eq] >= 'A' && command[eq] <= 'Z') ||
+          command[eq] == '_' || (eq > start && command[eq] >= '0' && command[eq] <= '9')))
+    ++eq;
+  const bool assignment = eq > start && eq < command.size() && command[eq] == '=';
+  return (assignment ? "exec env " : "exec ") + command;
+}
+
+// Whether any process of process group `pgid` is alive (not a zombie): from
+// /proc/PID/stat (state, the third field, and pgrp, the fifth, after the
+// command name in parentheses).
+bool group_alive(int pgid) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(it->path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int managed_server_group() {
+  return g_server_group.load();
+}
+
 ManagedServer::ManagedServer(const std::string& command, const std::filesystem::path& log_path)
     : log_(log_path) {
   posix_spawn_file_actions_t fa;
@@ -190,8 +265,11 @@ ManagedServer::ManagedServer(const std::string& command, const std::filesystem::
   posix_spawnattr_init(&attr);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   const std::string log = log_path.string();
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  // A log of this run only, never written through a link planted in its place.
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  // None of tokenscope's descriptors (sockets, the live-metrics listener, run files) reach the server.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
   sigset_t none, defaults;
   sigemptyset(&none);
   sigemptyset(&defaults);
@@ -200,10 +278,7 @@ ManagedServer::ManagedServer(const std::string& command, const std::filesystem::
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  // A simple command replaces the shell (its PID is the server's, for the
-  // process samples); a compound line (; & | in it) runs under the shell.
-  const bool compound = command.find_first_of(";&|") != std::string::npos;
-  const std::string line = compound ? command : "exec " + command;
+  const std::string line = shell_line(command);
   const char* argv[] = {"sh", "-c", line.c_str(), nullptr};
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, const_cast<char* const*>(argv), environ);
@@ -212,6 +287,7 @@ ManagedServer::ManagedServer(const std::string& command, const std::filesystem::
   if (rc != 0)
     throw TargetError(fmt::format("--server-cmd: cannot start /bin/sh: {} (log {})", std::strerror(rc), log));
   pid_ = pid;
+  g_server_group.store(pid);  // for a signal handler that must end now (cli/main.cpp)
 }
 
 ManagedServer::~ManagedServer() {
@@ -222,42 +298,52 @@ ManagedServer::~ManagedServer() {
 }
 
 bool ManagedServer::running() {
-  if (reaped_ || pid_ <= 0) return false;
-  int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    reaped_ = true;
-    status_ = status;
+  if (exited_ || pid_ <= 0) return false;
+  // Whether the leader has exited, without reaping it: its zombie keeps the
+  // process group's id taken until stop() has ended the whole group.
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+      info.si_pid == pid_) {
+    exited_ = true;
+    how_ = info.si_code == CLD_EXITED ? fmt::format("exited with status {}", info.si_status)
+                                      : fmt::format("killed by signal {}", info.si_status);
     return false;
   }
-  return r == 0;
+  return true;
+}
+
+std::string ManagedServer::stop(double grace_s) {
+  if (pid_ <= 0) return "not started";
+  if (stopped_) return how_;
+  // The whole group, the leader exited or not (a server's own children,
+  // what a compound line started), SIGTERM first; SIGKILL to what is left
+  // after the grace; then the leader reaped.
+  ::kill(-pid_, SIGTERM);
+  const auto wait_group = [this](double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (group_alive(pid_) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return !group_alive(pid_);
+  };
+  bool killed = false;
+  if (!wait_group(grace_s)) {
+    ::kill(-pid_, SIGKILL);
+    killed = true;
+    wait_group(5.0);
+  }
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  stopped_ = exited_ = true;
+  g_server_group.store(0);
+  how_ = ended(status) + (killed ? fmt::format(" (SIGKILL after {:g} s)", grace_s) : std::string());
+  return how_;
 }
 
 std::string ManagedServer::ended(int status) const {
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("killed by signal {}", WTERMSIG(status));
   return "ended";
-}
-
-std::string ManagedServer::stop(double grace_s) {
-  if (pid_ <= 0) return "not started";
-  if (!running()) return ended(status_);
-  ::kill(-pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
-  while (running() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (!reaped_) {
-    ::kill(-pid_, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    reaped_ = true;
-    status_ = status;
-    return ended(status_) + fmt::format(" (SIGKILL after {:g} s)", grace_s);
-  }
-  // What the shell started in the group (a server's own children) goes too.
-  ::kill(-pid_, SIGKILL);
-  return ended(status_);
 }
 
 std::string log_tail(const std::filesystem::path& path, std::size_t max_lines, std::size_t max_bytes) {
@@ -317,10 +403,10 @@ bool ManagedServer::wait_ready(const net::Endpoint& target, const net::ClientOpt
     if (!running())
       throw TargetError(
           fmt::format("--server-cmd: the server {} before it answered at {}; the end of its log {}:\n{}",
-                      ended(status_), root.url(), log_.string(), log_tail(log_)));
+                      how_, root.url(), log_.string(), log_tail(log_)));
     auto r = get_route(root, quick, "/health", api_key, 2.0);
     if (r.status == 404) r = get_route(target, quick, "/v1/models", api_key, 2.0);
-    if (r.status == 200) return true;
+    if (r.status == 200 && running()) return true;  // and not a server that answered as it ended
     last = r.status ? fmt::format("HTTP {}", r.status) : r.error;
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeout_s)

@@ -69,17 +69,25 @@ class ManagedServer {
   bool wait_ready(const net::Endpoint& target, const net::ClientOptions& options, const std::string& api_key,
                   double timeout_s, const std::atomic<bool>& interrupted);
 
-  // SIGTERM to its process group, SIGKILL after grace_s; waits for it.
-  // Returns how it ended ("exited with status 0", "killed by signal 15", …).
+  // SIGTERM to its process group (whether or not the leader is still
+  // there), SIGKILL to what of the group is left after grace_s; returns
+  // once no process of the group is alive and the leader is reaped. Returns
+  // how the leader ended ("exited with status 0", "killed by signal 15", …,
+  // and " (SIGKILL after N s)" when it came to that).
   std::string stop(double grace_s = 15.0);
 
  private:
   std::string ended(int status) const;
   int pid_ = -1;
-  bool reaped_ = false;
-  int status_ = 0;
+  bool exited_ = false;   // the leader has exited (not yet reaped before stop())
+  bool stopped_ = false;  // stop() has ended the group and reaped the leader
+  std::string how_;       // how the leader ended
   std::filesystem::path log_;
 };
+
+// The process group of the server started last and not yet stopped (0:
+// none): a signal handler that ends tokenscope at once kills it first.
+int managed_server_group();
 
 // Something already answers HTTP at the target (a server left running would
 // be measured instead of the one started): throws UsageError saying so.

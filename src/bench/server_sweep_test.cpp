@@ -113,6 +113,42 @@ TEST(ServerSweep, WaitingForTheServerStopsOnCtrlC) {
   EXPECT_EQ(server.stop(5.0), "killed by signal 15");
 }
 
+TEST(ServerSweep, ACommandWithLeadingAssignmentsIsExecutedThroughEnvWithItsPid) {
+  TempDir dir("server-sweep");
+  ManagedServer server("X_TOKENSCOPE_TEST=42 sh -c 'echo value $X_TOKENSCOPE_TEST; exec sleep 300'",
+                       dir.path() / "server.log");
+  for (int i = 0; i < 400 && log_tail(dir.path() / "server.log").find("value 42") == std::string::npos; ++i)
+    ::usleep(10'000);
+  EXPECT_NE(log_tail(dir.path() / "server.log").find("value 42"), std::string::npos);
+  // env, then sh, then sleep replaced the shell that started them: one PID.
+  std::string comm;
+  for (int i = 0; i < 400 && comm != "sleep"; ++i) {
+    std::ifstream in("/proc/" + std::to_string(server.pid()) + "/comm");
+    std::getline(in, comm);
+    if (comm != "sleep") ::usleep(10'000);
+  }
+  EXPECT_EQ(comm, "sleep");
+  EXPECT_EQ(server.stop(5.0), "killed by signal 15");
+}
+
+TEST(ServerSweep, StoppingWaitsForTheWholeGroupWithinTheGrace) {
+  TempDir dir("server-sweep");
+  // The leader (a shell waiting) ends at once on SIGTERM; its child takes
+  // 0.3 s to finish: stop() waits for it rather than killing it.
+  ManagedServer server(
+      "(trap 'sleep 0.3; echo child done; exit 0' TERM; echo up; while :; do sleep 0.05; done) & wait",
+      dir.path() / "server.log");
+  for (int i = 0; i < 400 && log_tail(dir.path() / "server.log").find("up") == std::string::npos; ++i)
+    ::usleep(10'000);
+  const std::string how = server.stop(5.0);
+  EXPECT_EQ(how.find("SIGKILL"), std::string::npos) << how;
+  EXPECT_NE(log_tail(dir.path() / "server.log").find("child done"), std::string::npos);
+  // Gone (a child reparented to init may stay a zombie for a moment).
+  for (int i = 0; i < 200 && ::kill(-server.pid(), 0) == 0; ++i) ::usleep(10'000);
+  EXPECT_NE(::kill(-server.pid(), 0), 0);
+  EXPECT_EQ(managed_server_group(), 0);
+}
+
 TEST(ServerSweep, LogTailKeepsTheLastLines) {
   TempDir dir("server-sweep");
   {

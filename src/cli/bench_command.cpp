@@ -800,6 +800,11 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     }
     return result.exit_code;
   }
+  if (result.runs.empty()) {  // --server-cmd: the server did not come up, or Ctrl-C came first
+    if (result.exit_code == kExitInterrupted)
+      std::cerr << "interrupted before the run started; the server was stopped\n";
+    return result.exit_code;
+  }
   const bench::RunReport& r = result.runs.front();
   if (o.json) {
     std::cout << r.summary.dump(2) << "\n";

@@ -2,12 +2,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <signal.h>
 #include <atomic>
 #include <csignal>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
+#include "bench/server_sweep.h"
 #include "cli/bench_command.h"
 #include "cli/check_command.h"
 #include "cli/history_command.h"
@@ -32,6 +34,9 @@ extern "C" void on_signal(int) {
     static const char kMsg[] =
         "\ntokenscope: interrupted three times: exiting now (finished requests are on disk)\n";
     [[maybe_unused]] const auto w = ::write(2, kMsg, sizeof kMsg - 1);
+    // A server bench started (--server-cmd) is in a process group of its
+    // own, out of the terminal's reach: it goes now too.
+    if (const int group = tokenscope::bench::managed_server_group(); group > 0) ::kill(-group, SIGKILL);
     ::_exit(130);
   }
 }
@@ -83,6 +88,7 @@ int main(int argc, char** argv) {
       if (command.app == sim || command.app == bench) {
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
+        std::signal(SIGHUP, on_signal);  // the terminal closed: as Ctrl-C (a started server is stopped)
       }
       return command.run();
     }

@@ -164,10 +164,10 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   if (ec || !fs::exists(st)) return;  // a new directory
   if (!fs::is_directory(st))
     throw UsageError(fmt::format("{} {}: exists and is not a directory", option, dir.string()));
-  static constexpr const char* kRunFiles[] = {"run.json",     "run.json.tmp",     "requests.jsonl",
-                                              "requests.csv", "steps.jsonl",      "vllm_result.json",
-                                              "sweep.json",   "sweep.json.tmp",   "samples.jsonl",
-                                              "trace.json",   "otlp_traces.json", "otlp_metrics.json"};
+  static constexpr const char* kRunFiles[] = {
+      "run.json",         "run.json.tmp",      "requests.jsonl", "requests.csv",  "steps.jsonl",
+      "vllm_result.json", "sweep.json",        "sweep.json.tmp", "samples.jsonl", "trace.json",
+      "otlp_traces.json", "otlp_metrics.json", "server.log"};
   std::vector<fs::path> found;
   // symlink_status: a link in a run file's place is found whether or not
   // what it points to exists.
@@ -177,11 +177,26 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
     if (it->is_directory(ec) &&
         (it->path().filename().string().rfind("rate-", 0) == 0 ||
          it->path().filename().string().rfind("repeat-", 0) == 0) &&
-        fs::exists(it->path() / "run.json", ec))
+        (fs::exists(it->path() / "run.json", ec) || fs::exists(it->path() / "sweep.json", ec)))
       found.push_back(it->path());
-  // The runs a sweep.json lists by a plain name (a server sweep's NAME-V/,
-  // a run or a run set of repeats).
-  if (std::ifstream in(dir / "sweep.json"); in) {
+  // The runs a sweep.json lists (a server sweep's NAME-V/, a run or a run set
+  // of repeats): a plain name (letters, digits, '.', '_', '+', '-'; not "."
+  // or ".."), a directory itself (not a link) holding a run.json or a
+  // sweep.json. sweep.json is read only as a regular file (not a link, a FIFO
+  // or a device) of at most 16 MiB.
+  const auto plain_name = [](const std::string& n) {
+    if (n.empty() || n == "." || n == ".." || n.size() > 255) return false;
+    for (const char c : n)
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+            c == '_' || c == '+' || c == '-'))
+        return false;
+    return true;
+  };
+  std::error_code sweep_ec;
+  if (const auto sst = fs::symlink_status(dir / "sweep.json", sweep_ec);
+      !sweep_ec && fs::is_regular_file(sst) && fs::file_size(dir / "sweep.json", sweep_ec) <= (16u << 20) &&
+      !sweep_ec) {
+    std::ifstream in(dir / "sweep.json");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (json_too_deep_at(text) != std::string_view::npos) text.clear();
     const auto doc = nlohmann::json::parse(text, nullptr, false);
@@ -189,9 +204,10 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
       for (const auto& r : doc["runs"]) {
         if (!r.is_object() || !r.contains("dir") || !r["dir"].is_string()) continue;
         const std::string name = r["dir"].get<std::string>();
-        if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) continue;
+        if (!plain_name(name)) continue;
         const fs::path sub = dir / name;
         if (fs::is_directory(fs::symlink_status(sub, ec)) &&
+            (fs::exists(sub / "run.json", ec) || fs::exists(sub / "sweep.json", ec)) &&
             std::find(found.begin(), found.end(), sub) == found.end())
           found.push_back(sub);
       }

@@ -139,5 +139,30 @@ TEST(SafeWrites, ClaimingADirectoryFindsLinksAndOverwriteRemovesOnlyTheLink) {
   EXPECT_EQ(read_file(victim), "keep");
 }
 
+// A sweep's listed runs go with --overwrite; a listed name that leaves the
+// directory, is a link, or holds no run stays whatever sweep.json says.
+TEST(SafeWrites, OverwriteRemovesOnlyTheRunsASweepListsInsideIt) {
+  TempDir t("sweep");
+  const auto dir = t / "out";
+  namespace fs = std::filesystem;
+  fs::create_directories(dir / "np-1");
+  t.write("out/np-1/run.json", "{}");
+  fs::create_directories(dir / "data");  // a user's directory, no run in it
+  t.write("out/data/keep.txt", "keep");
+  fs::create_directories(t / "outside");
+  t.write("outside/run.json", "{}");
+  fs::create_directory_symlink(t / "outside", dir / "linked");
+  t.write("out/sweep.json",
+          std::string(R"({"kind":"server","runs":[{"dir":"np-1"},{"dir":"data"},{"dir":"linked"},)") +
+              R"({"dir":"../outside"},{"dir":"..\u0000"},{"dir":"\u0000"},{"dir":"."}]})");
+  EXPECT_THROW(claim_run_directory(dir, false, "--out"), UsageError);
+  claim_run_directory(dir, true, "--out");
+  EXPECT_FALSE(fs::exists(dir / "np-1"));
+  EXPECT_FALSE(fs::exists(dir / "sweep.json"));
+  EXPECT_EQ(read_file((dir / "data" / "keep.txt").string()), "keep");
+  EXPECT_TRUE(fs::exists(t / "outside" / "run.json"));
+  EXPECT_TRUE(fs::exists(dir));
+}
+
 }  // namespace
 }  // namespace tokenscope

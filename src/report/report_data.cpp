@@ -128,7 +128,8 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
   std::vector<std::vector<double>> done_by_tenant(tenants > 1 ? tenants : 0, std::vector<double>(windows, 0));
   std::vector<std::vector<double>> ttft(windows), tpot(windows), itl_mean(windows), itl_max(windows),
       lag(windows);
-  std::vector<Nanos> starts, ends;
+  std::vector<Nanos> starts, ends,
+      hidden_ends;  // hidden_ends: a request without a close ends at its last token
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (const auto k = window_of(a.t_sched[i]); k >= 0) planned[k] += 1;
     if (const auto k = window_of(a.t_send[i]); k >= 0) {
@@ -138,6 +139,8 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
     if (a.t_send[i] >= 0) {
       starts.push_back(a.t_send[i]);
       if (a.t_close[i] >= 0) ends.push_back(a.t_close[i]);
+      if (const Nanos end = a.t_close[i] >= 0 ? a.t_close[i] : a.t_last_token[i]; end >= 0)
+        hidden_ends.push_back(end);
     }
     if (const auto k = window_of(a.t_close[i]); k >= 0) {
       if (a.outcome[i] == Outcome::kOk) {
@@ -189,8 +192,8 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
     const SampledSeries* waiting = server_counter(run, "requests_waiting");
     static const std::vector<Nanos> kNoT;
     static const std::vector<double> kNoV;
-    const auto h = analyze::hidden_queue(starts, ends, running->t, running->v, waiting ? waiting->t : kNoT,
-                                         waiting ? waiting->v : kNoV);
+    const auto h = analyze::hidden_queue(starts, hidden_ends, running->t, running->v,
+                                         waiting ? waiting->t : kNoT, waiting ? waiting->v : kNoV);
     std::vector<double> sum(windows, 0), n(windows, 0);
     for (std::size_t k = 0; k < h.t.size(); ++k)
       if (const auto wk = window_of(h.t[k]); wk >= 0) sum[wk] += h.value[k], n[wk] += 1;

@@ -779,7 +779,7 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       dom::array a;
       if (v.get_array().get(a) != simdjson::SUCCESS) wrong_type(k, v, "an array of integers");
       if (im.fast && a.size() == 0) {  // read ahead (take_offsets); a later duplicate key is read by the DOM
-        im.offsets.swap(im.fast_offsets);
+        im.offsets.insert(im.offsets.end(), im.fast_offsets.begin(), im.fast_offsets.end());
         im.fast = false;
       } else if (!read_offsets(a, im.offsets))
         throw LineError("event_offsets_ns", "should hold integers >= 0 (ns after t_send_ns)");

@@ -224,6 +224,12 @@ TEST(RequestLineFastPath, GivesTheDomsRecordForEveryPlainLine) {
   parser.parse(lines[3], r);
   EXPECT_EQ(r.id, 2u);
   EXPECT_EQ(r.event_times, (std::vector<Nanos>{11, 12, 13}));
+  // A repeated key spelled two ways: the DOM reads the line, the plain one
+  // read ahead is appended to the other, as the DOM alone appends them.
+  parser.parse(R"({"id":1,"outcome":"ok","t_send_ns":0,"event_offsets_ns" :[5],"event_offsets_ns":[7,9],)"
+               R"("server_prompt_ms":1.5})",
+               r);
+  EXPECT_EQ(r.event_times, (std::vector<Nanos>{5, 7, 9}));
 }
 
 TEST(RequestLineFastPath, WhatThePlainFormDoesNotCoverStillGetsTheDomsMessages) {
