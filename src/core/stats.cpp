@@ -2,7 +2,9 @@
 
 #include <limits>
 
+#include <math.h>
 #include <algorithm>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -38,6 +40,13 @@ double nearest_rank_select(std::vector<double>& v, double p) {
 }
 
 namespace {
+// log Γ(x) without std::lgamma's write of the global signgam: the checklist's
+// items run on several threads at once (lgamma_r is the reentrant form).
+double log_gamma(double x) {
+  int sign = 0;
+  return ::lgamma_r(x, &sign);
+}
+
 // Binomial pmf over a window that holds all but a negligible mass, and the
 // CDF at any point from it. log-space start at the mode, recurrence outward.
 class BinomialCdf {
@@ -46,8 +55,8 @@ class BinomialCdf {
     const double nd = static_cast<double>(n);
     const auto mode = static_cast<std::size_t>(std::floor((nd + 1.0) * p));
     const std::size_t m = std::min(mode, n);
-    const double log_pmf_mode = std::lgamma(nd + 1.0) - std::lgamma(static_cast<double>(m) + 1.0) -
-                                std::lgamma(nd - static_cast<double>(m) + 1.0) +
+    const double log_pmf_mode = log_gamma(nd + 1.0) - log_gamma(static_cast<double>(m) + 1.0) -
+                                log_gamma(nd - static_cast<double>(m) + 1.0) +
                                 static_cast<double>(m) * std::log(p) +
                                 (nd - static_cast<double>(m)) * std::log1p(-p);
     const double ratio_up = p / (1.0 - p);
