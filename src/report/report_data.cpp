@@ -197,8 +197,17 @@ nlohmann::json timeline(const RunData& run, const ReportOptions& o) {
     std::vector<double> sum(windows, 0), n(windows, 0);
     for (std::size_t k = 0; k < h.t.size(); ++k)
       if (const auto wk = window_of(h.t[k]); wk >= 0) sum[wk] += h.value[k], n[wk] += 1;
+    // A window without a sample of the gauges (sampled less often than the
+    // windows) holds the last one's value, as the gauge did: a line, not dots.
+    std::size_t last_sampled = windows;
     for (std::size_t k = 0; k < windows; ++k)
-      if (n[k] > 0) hidden[k] = sum[k] / n[k];
+      if (n[k] > 0) last_sampled = k;
+    for (std::size_t k = 0; k < windows; ++k) {
+      if (n[k] > 0)
+        hidden[k] = sum[k] / n[k];
+      else if (k > 0 && k < last_sampled && !std::isnan(hidden[k - 1]))
+        hidden[k] = hidden[k - 1];
+    }
   }
   auto per_s = [w](std::vector<double> v) {
     for (auto& x : v) x /= w;
