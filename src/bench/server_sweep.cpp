@@ -331,6 +331,18 @@ std::string ManagedServer::stop(double grace_s) {
     killed = true;
     wait_group(5.0);
   }
+  // A leader that left its group (setsid) is not reached by the group's
+  // signals: it gets its own, so that the wait below cannot hang.
+  if (running()) {
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+    while (running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      killed = true;
+    }
+  }
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
