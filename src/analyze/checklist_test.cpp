@@ -668,7 +668,8 @@ TEST(Checklist, RecompilationReadsTheServersPromptTimeWhereItSendsOne) {
     }
     return b.run;
   };
-  const RunData base = make("base", 0, 0), queued = make("queued", 400, 0), compiled = make("compiled", 0, 400);
+  const RunData base = make("base", 0, 0), queued = make("queued", 400, 0),
+                compiled = make("compiled", 0, 400);
   const CheckResult q = run_checklist(&base, queued, Thresholds{});
   const ItemResult& rq = item(q, "recompile");
   EXPECT_EQ(rq.evidence["source"], "requests (server prompt time)") << rq.evidence.dump();

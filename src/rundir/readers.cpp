@@ -290,6 +290,9 @@ inline std::uint64_t parse_eight_digits(std::uint64_t chunk) {
   return (((chunk & kMask) * kMul1) + (((chunk >> 16) & kMask) * kMul2)) >> 32;
 }
 
+template <class T>
+bool fast_uint_array(const char*& p, std::uint64_t max, std::vector<T>& out);
+
 bool take_offsets(std::string& buf, std::size_t size, std::vector<std::int64_t>& out) {
   // buf holds the line and simdjson's padding of NULs after it: every loop
   // below stops at a NUL without a bound check.
@@ -325,48 +328,10 @@ bool take_offsets(std::string& buf, std::size_t size, std::vector<std::int64_t>&
   }
   if (in_string || depth != 1) return false;
   out.clear();
-  char* const open = begin + (found - begin) + kKey.size();
+  char* const open = begin + (found - begin) + kKey.size() - 1;  // at the '['
   const char* p = open;
-  const auto space = [&p] {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') ++p;
-  };
-  space();
-  if (*p != ']') {
-    while (true) {
-      if (static_cast<unsigned>(*p - '0') > 9) return false;
-      if (*p == '0' && static_cast<unsigned>(p[1] - '0') <= 9) return false;  // a leading 0
-      std::uint64_t v = 0;
-      const char* const first = p;
-      // Eight digits at a time where there are eight (the padding makes the
-      // read safe), then one at a time.
-      if constexpr (std::endian::native == std::endian::little) {
-        for (int k = 0; k < 2; ++k) {
-          std::uint64_t chunk;
-          std::memcpy(&chunk, p, 8);
-          if (!eight_digits(chunk)) break;
-          v = v * 100'000'000 + parse_eight_digits(chunk);
-          p += 8;
-        }
-      }
-      while (static_cast<unsigned>(*p - '0') <= 9) {
-        v = v * 10 + static_cast<unsigned>(*p - '0');
-        ++p;
-      }
-      if (p - first > 19 || (p - first == 19 && v > static_cast<std::uint64_t>(INT64_MAX))) return false;
-      out.push_back(static_cast<std::int64_t>(v));
-      if (*p == ',') {
-        ++p;
-        continue;
-      }
-      space();
-      if (*p == ']') break;
-      if (*p != ',') return false;
-      ++p;
-      space();
-    }
-  }
-  if (p >= begin + size) return false;
-  std::memset(open, ' ', static_cast<std::size_t>(p - open));
+  if (!fast_uint_array(p, static_cast<std::uint64_t>(INT64_MAX), out) || p > begin + size) return false;
+  std::memset(open + 1, ' ', static_cast<std::size_t>(p - 1 - (open + 1)));  // between '[' and ']'
   return true;
 }
 

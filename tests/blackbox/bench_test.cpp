@@ -318,26 +318,12 @@ TEST_F(Bench, NothingListeningFailsTheRunClearly) {
   EXPECT_EQ(run["summary"]["requests_by_outcome"]["connect_error"], 5);
 }
 
-// A loopback port nothing listens on (bound, read and closed).
-int unused_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // --server-cmd/--server-sweep with `tokenscope serve` as the server: one run
 // per value, each against its own server (its batch cap is the swept value,
 // as the server says of itself), the sweep's table and sweep.json; bad
 // values refused before anything starts.
 TEST_F(Bench, AServerSweepStartsAServerPerValueAndStopsIt) {
-  const int port = unused_port();
+  const int port = unused_loopback_port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   const std::string cmd =
       std::string(kBin) + " serve --port " + std::to_string(port) + " --max-num-seqs {seqs}";
@@ -429,7 +415,7 @@ TEST_F(Bench, AServerSweepStartsAServerPerValueAndStopsIt) {
 // Ctrl-C during a server sweep: the finished runs are kept, sweep.json says
 // it is partial, and the server it started is stopped (by its PID).
 TEST_F(Bench, InterruptingAServerSweepKeepsTheFinishedRunsAndStopsTheServer) {
-  const int port = unused_port();
+  const int port = unused_loopback_port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   const auto out = dir_ / "sweep";
   Child child({kBin,

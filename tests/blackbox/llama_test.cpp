@@ -1772,15 +1772,7 @@ TEST_F(Llama, RepeatsOfOneConfigurationPass) {
 // had, the curve holds each run's figures, and check on the -np 4 and
 // -np 1 runs names the headline latency rows that moved.
 TEST_F(Llama, ASweepOverParallelSlotsStartsTheServerForEachValue) {
-  const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(sock);
-  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const std::string port = std::to_string(unused_loopback_port());
   const std::string cmd = peer_.server + " -m " + peer_.model +
                           " -c 2048 -np {np} -cb -t 1 --host 127.0.0.1 --port " + port + " --metrics";
   const auto out = dir_ / "sweep";

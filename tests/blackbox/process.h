@@ -31,6 +31,10 @@ struct ProcessResult {
   long max_rss_kb = -1;  // run_process: the child's peak resident set (wait4's ru_maxrss)
 };
 
+// A loopback port nothing listens on now: one the kernel handed out to a
+// socket bound here and closed again.
+int unused_loopback_port();
+
 // Runs argv to completion (killed after timeout_s), capturing stdout and stderr.
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s = 120.0);
 
