@@ -37,9 +37,11 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
   app->add_flag("!--no-prefix-caching", e.enable_prefix_caching, "Disable prefix caching")->group(E);
   app->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per step")
       ->capture_default_str()
+      ->each([&o](const std::string&) { o.max_num_batched_tokens_given = true; })
       ->group(E);
   app->add_option("--max-num-seqs", e.max_num_seqs, "Running sequences at most")
       ->capture_default_str()
+      ->each([&o](const std::string&) { o.max_num_seqs_given = true; })
       ->group(E);
   app->add_option("--max-model-len", e.max_model_len, "Context length, tokens (0: the model's)")
       ->capture_default_str()
@@ -102,6 +104,10 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
       ->group(C);
   app->add_option("--allreduce-efficiency", e.cost.allreduce_efficiency, "Achieved share of NVLink bandwidth")
       ->capture_default_str()
+      ->group(C);
+  app->add_option("--profile", o.profile_file,
+                  "A server's profile from `tokenscope profile` (docs/profile.md): its fitted step costs "
+                  "replace this model, and its batch cap, token budget and KV capacity are the defaults")
       ->group(C);
   app->add_option("--fixed-step-ms", o.fixed_step_ms,
                   "Replace the cost model: every step takes this long, ms")

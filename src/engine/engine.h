@@ -57,6 +57,8 @@ std::string_view name_of(SchedulingPolicy p);
 std::string_view name_of(PreemptionMode p);
 std::string_view name_of(TenantKvPolicy p);
 
+struct Profile;
+
 // Settings as the user gives them; units in the names.
 struct EngineSettings {
   std::string model = "llama-3-8b";
@@ -87,6 +89,8 @@ struct EngineSettings {
   double host_kv_gib = 64.0;
   RooflineParams cost;
   std::optional<double> fixed_step_ms;  // replaces the roofline model (e.g. 0 for zero cost)
+  // A fitted profile (--profile, engine/profile.h): replaces the roofline model.
+  std::shared_ptr<const Profile> profile;
   // Injected perturbations (perturbation.h, docs/engine.md "Perturbations"):
   // kv is applied by resolve_engine(), batch_cap by the Engine (it replaces
   // max_num_seqs), the others step by step. Empty: none.

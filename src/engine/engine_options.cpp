@@ -1,5 +1,11 @@
 #include "engine/engine_options.h"
 
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+#include "engine/profile.h"
+
 namespace tokenscope::engine {
 
 nlohmann::json to_json(const EngineOptions& o) {
@@ -41,6 +47,8 @@ nlohmann::json to_json(const EngineOptions& o) {
     j["max_lora_rank"] = e.max_lora_rank;
     j["lora_load_ms"] = e.lora_load_ms ? nlohmann::json(*e.lora_load_ms) : nlohmann::json(nullptr);
   }
+  // Only with a profile, likewise.
+  if (!o.profile_file.empty()) j["profile"] = o.profile_file;
   // Only with perturbations: the settings of a run without any stay as they were.
   if (!o.perturb.text.empty()) {
     j["perturb"] = o.perturb.text;
@@ -58,6 +66,20 @@ EngineSettings engine_settings(const EngineOptions& o, std::uint64_t run_seed) {
   s.tenant_kv_policy = parse_tenant_kv_policy(o.tenant_kv_policy);
   if (o.num_gpu_blocks > 0) s.num_gpu_blocks_override = o.num_gpu_blocks;
   if (o.fixed_step_ms >= 0) s.fixed_step_ms = o.fixed_step_ms;
+  if (!o.profile_file.empty()) {
+    if (s.fixed_step_ms)
+      throw UsageError("--profile and --fixed-step-ms both replace the cost model: give one");
+    auto p = std::make_shared<Profile>(read_profile(o.profile_file));
+    // The limits the profile found are the defaults; options given win.
+    if (p->max_num_seqs && !o.max_num_seqs_given) s.max_num_seqs = *p->max_num_seqs;
+    if (p->max_num_batched_tokens && !o.max_num_batched_tokens_given)
+      s.max_num_batched_tokens = *p->max_num_batched_tokens;
+    if (p->kv_capacity_tokens && o.num_gpu_blocks == 0 && !s.unlimited_kv && s.block_size_tokens > 0)
+      s.num_gpu_blocks_override = static_cast<std::uint32_t>(
+          std::min<std::uint64_t>((*p->kv_capacity_tokens + s.block_size_tokens - 1) / s.block_size_tokens,
+                                  std::numeric_limits<std::uint32_t>::max()));
+    s.profile = std::move(p);
+  }
   return s;
 }
 
@@ -68,6 +90,7 @@ Catalog load_catalog(const EngineOptions& o) {
 }
 
 std::unique_ptr<CostModel> make_cost_model(const EngineSettings& s, const EffectiveEngine& e) {
+  if (s.profile) return std::make_unique<ProfileCostModel>(*s.profile, e.gpu.host_link_gbps);
   if (s.fixed_step_ms)
     return std::make_unique<FixedCostModel>(
         *s.fixed_step_ms * 1e-3,

@@ -28,12 +28,18 @@ struct EngineOptions {
   double fixed_step_ms = -1.0;
   PerturbationSpec perturb;                   // --perturb SPEC (perturbation.h), parsed where given
   std::optional<std::uint64_t> perturb_seed;  // --perturb-seed; default: the command's --seed
+  // --profile FILE (engine/profile.h): its coefficients replace the roofline
+  // model, and its scheduler limits the defaults of the options not given.
+  std::string profile_file;
+  bool max_num_seqs_given = false;
+  bool max_num_batched_tokens_given = false;
 };
 
 // The options as given (for run.json's "requested" settings).
 nlohmann::json to_json(const EngineOptions& o);
 // Settings with the string options parsed; throws UsageError. The
 // perturbation seed is --perturb-seed, else run_seed (the command's --seed).
+// A profile is read here (InputError for a bad file).
 EngineSettings engine_settings(const EngineOptions& o, std::uint64_t run_seed = 0);
 // The built-in catalog plus the catalog file.
 Catalog load_catalog(const EngineOptions& o);
