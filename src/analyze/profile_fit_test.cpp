@@ -1,0 +1,198 @@
+#include "analyze/profile_fit.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "engine/engine.h"
+
+namespace tokenscope::analyze {
+namespace {
+
+// The engine with a known profile, driven in virtual time by Poisson
+// arrivals of varied lengths; its token times become the client's records.
+struct ProfiledRun : engine::EngineObserver {
+  std::map<std::uint64_t, RequestRecord> records;
+  std::vector<engine::StepStats> steps;
+  void on_first_scheduled(std::uint64_t id, Nanos, std::uint32_t cached) override {
+    records[id].cached_tokens = cached;
+  }
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId) override {
+    auto& r = records[id];
+    r.event_times.push_back(t);
+    r.event_tokens.push_back(1);
+  }
+  void on_finish(const engine::FinishedRequest& f) override {
+    auto& r = records[f.id];
+    r.outcome = f.aborted ? Outcome::kCancelled : Outcome::kOk;
+    r.prompt_tokens = f.prompt_tokens;
+    r.output_tokens = f.output_tokens;
+  }
+  void on_step(const engine::StepStats& s) override { steps.push_back(s); }
+};
+
+engine::Profile truth() {
+  engine::Profile p;
+  // Costs of the size llama-server shows on a CPU: attention is a visible share.
+  p.coef = {0.8e-3, 150e-6, 1.2e-3, 900e-6, 50e-9, 200e-9};
+  return p;
+}
+
+ProfiledRun simulate(const engine::Profile& p, std::uint32_t max_num_seqs, double rate_rps, int n,
+                     std::uint64_t seed) {
+  engine::EngineSettings s;
+  s.max_num_seqs = max_num_seqs;
+  s.max_num_batched_tokens = 4096;
+  s.enable_prefix_caching = false;
+  const auto eff = engine::resolve_engine(s, engine::Catalog::builtin());
+  ProfiledRun run;
+  engine::Engine eng(eff, s, std::make_unique<engine::ProfileCostModel>(p, 0.0), &run);
+  std::mt19937_64 rng(seed);
+  std::exponential_distribution<double> gap(rate_rps);
+  std::uniform_int_distribution<std::uint32_t> plen(16, 1500), olen(2, 96);
+  Nanos t = 0, now = 0;
+  std::vector<std::pair<Nanos, engine::EngineRequest>> arrivals;
+  for (int i = 0; i < n; ++i) {
+    t += static_cast<Nanos>(gap(rng) * 1e9);
+    engine::EngineRequest r;
+    r.id = static_cast<std::uint64_t>(i);
+    const std::uint32_t len = plen(rng);
+    for (std::uint32_t k = 0; k < len; ++k)
+      r.prompt.push_back(static_cast<tokenizers::TokenId>(mix64(seed * 7919 + i * 100'003 + k) % 30000));
+    r.max_output_tokens = olen(rng);
+    arrivals.emplace_back(t, std::move(r));
+  }
+  std::size_t next = 0;
+  while (next < arrivals.size() || eng.has_work()) {
+    while (next < arrivals.size() && arrivals[next].first <= now) {
+      run.records[arrivals[next].second.id].t_send = arrivals[next].first;
+      run.records[arrivals[next].second.id].id = arrivals[next].second.id;
+      eng.add_request(std::move(arrivals[next].second), arrivals[next].first);
+      ++next;
+    }
+    const Nanos d = eng.has_work() ? eng.step(now) : 0;
+    if (d > 0)
+      now += d;
+    else if (next < arrivals.size())
+      now = std::max(now, arrivals[next].first);
+    else
+      break;
+  }
+  return run;
+}
+
+std::vector<RequestRecord> records_of(const ProfiledRun& run) {
+  std::vector<RequestRecord> out;
+  for (const auto& [id, r] : run.records) out.push_back(r);
+  return out;
+}
+
+TEST(ProfileFit, RebuildsTheEnginesStepsFromTheRecordsAlone) {
+  const auto run = simulate(truth(), 8, 6.0, 150, 1);
+  ReconstructOptions o;
+  o.batch_cap = 8;
+  const auto rec = reconstruct_steps(records_of(run), o);
+  ASSERT_GT(rec.steps.size(), 100u);
+  // Every kept step is one of the engine's, with its duration and shape.
+  std::map<Nanos, const engine::StepStats*> by_end;
+  for (const auto& s : run.steps) by_end[s.start + s.duration] = &s;
+  std::size_t matched = 0;
+  for (const auto& st : rec.steps) {
+    const auto it = by_end.find(st.end);
+    ASSERT_NE(it, by_end.end());
+    const auto& s = *it->second;
+    EXPECT_EQ(st.shape.decode_tokens, s.decode_tokens);
+    EXPECT_EQ(st.shape.prefill_tokens, s.prefill_tokens);
+    EXPECT_NEAR(st.seconds, static_cast<double>(s.duration) * 1e-9, 1e-9);
+    ++matched;
+  }
+  // Most steps are seen: only those behind a chunked prefill are left out.
+  EXPECT_GT(matched, run.steps.size() * 8 / 10) << matched << " of " << run.steps.size();
+  EXPECT_EQ(rec.left_out_multi_token, 0u);
+}
+
+TEST(ProfileFit, RecoversTheCoefficientsOfAKnownProfileWithinItsIntervals) {
+  const engine::Profile p = truth();
+  const auto run = simulate(p, 8, 6.0, 300, 2);
+  ReconstructOptions o;
+  o.batch_cap = 8;
+  const auto rec = reconstruct_steps(records_of(run), o);
+  const auto fit = fit_step_costs(rec.steps, "sim");
+  for (std::size_t k = 0; k < engine::kProfileTerms; ++k) {
+    SCOPED_TRACE(engine::profile_terms()[k].key);
+    EXPECT_TRUE(fit.identified[k]);
+    // Exact data: the fit is exact to rounding, and the interval holds it.
+    EXPECT_NEAR(fit.coef[k], p.coef[k], 1e-6 * p.coef[k]);
+    EXPECT_LE(std::abs(fit.coef[k] - p.coef[k]), 3 * fit.se[k] + 1e-9 * p.coef[k]);
+  }
+  EXPECT_LT(fit.quality.mape, 1e-6);
+  EXPECT_GT(fit.quality.r2, 0.999999);
+  EXPECT_EQ(fit.ranges.max_batch, 8u);
+}
+
+TEST(ProfileFit, NoisyStepsGiveIntervalsThatHoldTheTruth) {
+  const engine::Profile p = truth();
+  const auto run = simulate(p, 8, 6.0, 300, 3);
+  auto recs = records_of(run);
+  ReconstructOptions o;
+  o.batch_cap = 8;
+  auto rec = reconstruct_steps(recs, o);
+  // Multiplicative noise on each step, as a real server's jitter.
+  std::mt19937_64 rng(5);
+  std::lognormal_distribution<double> noise(0.0, 0.03);
+  for (auto& s : rec.steps) s.seconds *= noise(rng);
+  const auto fit = fit_step_costs(rec.steps, "noisy");
+  for (std::size_t k = 0; k < engine::kProfileTerms; ++k) {
+    SCOPED_TRACE(engine::profile_terms()[k].key);
+    EXPECT_GT(fit.se[k], 0.0);
+    // Within 4 standard errors (a 1-in-15,000 miss for each), and the terms
+    // that carry most of the cost within 10%.
+    EXPECT_LE(std::abs(fit.coef[k] - p.coef[k]), 4 * fit.se[k]);
+  }
+  EXPECT_NEAR(fit.coef[3], p.coef[3], 0.1 * p.coef[3]);  // decode per sequence
+  EXPECT_NEAR(fit.coef[1], p.coef[1], 0.1 * p.coef[1]);  // prefill per token
+  EXPECT_GT(fit.quality.mape, 0.0);
+}
+
+TEST(ProfileFit, ATermTheDataNeverVaryIsLeftAtZeroAndSaidSo) {
+  // Decodes only, one sequence at a time, one context: only the step and
+  // decode terms move... and they move together: the per-step term alone
+  // cannot be told from decode_seq. Steps of three contexts.
+  std::vector<ObservedStep> steps;
+  for (int c : {100, 1000, 3000})
+    for (int i = 0; i < 5; ++i) {
+      ObservedStep s;
+      s.shape.num_seqs = s.shape.decode_tokens = s.shape.logit_tokens = 2;
+      s.shape.decode_attention_pairs = 2.0 * c;
+      s.seconds = 1e-3 + 2 * 0.5e-3 + 2.0 * c * 1e-9;
+      steps.push_back(s);
+    }
+  const auto fit = fit_step_costs(steps, "decodes");
+  EXPECT_FALSE(fit.identified[1]);
+  EXPECT_FALSE(fit.identified[4]);
+  EXPECT_EQ(fit.coef[1], 0.0);
+  EXPECT_NEAR(fit.coef[5], 1e-9, 1e-12);
+  bool said = false;
+  for (const auto& n : fit.notes) said |= n.find("prefill_token_us") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(ProfileFit, TooFewStepsAreAClearError) {
+  std::vector<ObservedStep> steps(2);
+  steps[0].seconds = steps[1].seconds = 1e-3;
+  steps[1].shape.decode_tokens = steps[1].shape.num_seqs = 1;
+  try {
+    fit_step_costs(steps, "run-x");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("too few to fit"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("run-x"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tokenscope::analyze
