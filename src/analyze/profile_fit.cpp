@@ -31,7 +31,7 @@ struct Req {
   std::uint32_t cached = 0;
 };
 
-double percentile_of(std::vector<double> v, double q) {
+double percentile_of(std::vector<double> v, double q) {  // v's q-quantile (nearest rank below)
   if (v.empty()) return 0.0;
   const std::size_t k =
       std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size() - 1)));
@@ -67,19 +67,6 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
   out.requests = reqs.size();
   if (reqs.empty()) return out;
 
-  // The clustering tolerance: a quarter of the 5th percentile of the
-  // requests' own gaps (two events of one request are two steps), at most 1 ms.
-  double eps_ns = o.epsilon_ms * 1e6;
-  if (!(eps_ns > 0)) {
-    std::vector<double> gaps;
-    for (const auto& q : reqs)
-      for (std::size_t k = 1; k < q.t.size(); ++k)
-        if (q.t[k] > q.t[k - 1]) gaps.push_back(static_cast<double>(q.t[k] - q.t[k - 1]));
-    eps_ns = std::min(1e6, 0.25 * percentile_of(gaps, 0.05));
-    if (!(eps_ns > 0)) eps_ns = 1e5;
-  }
-  out.epsilon_ms = eps_ns / 1e6;
-
   struct Ev {
     Nanos t;
     std::uint32_t req;
@@ -88,73 +75,147 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
   std::vector<Ev> evs;
   for (std::uint32_t i = 0; i < reqs.size(); ++i)
     for (std::uint32_t k = 0; k < reqs[i].t.size(); ++k) evs.push_back({reqs[i].t[k], i, k});
-  std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.t < b.t; });
+  std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.t < b.t; });
+  // Each request's events' places in evs.
+  std::vector<std::vector<std::size_t>> where(reqs.size());
+  for (std::uint32_t i = 0; i < reqs.size(); ++i) where[i].resize(reqs[i].t.size());
+  for (std::size_t e = 0; e < evs.size(); ++e) where[evs[e].req][evs[e].k] = e;
 
-  // Requests by send time; those sent and still without a token, by when
-  // their first token came (a min-heap), for the "waiting, not in the step" test.
+  // Whether a request sent before t had no token by t (waiting, or being
+  // prefilled unseen): the largest first-token time of the requests sent
+  // before t, by send time.
   std::vector<std::uint32_t> by_send(reqs.size());
   std::iota(by_send.begin(), by_send.end(), 0u);
   std::sort(by_send.begin(), by_send.end(), [&](auto a, auto b) { return reqs[a].send < reqs[b].send; });
-  std::size_t next_sent = 0;
-  std::priority_queue<Nanos, std::vector<Nanos>, std::greater<>> waiting_first;
+  std::vector<Nanos> sends(reqs.size()), max_first(reqs.size());
+  for (std::size_t i = 0; i < by_send.size(); ++i) {
+    sends[i] = reqs[by_send[i]].send;
+    max_first[i] =
+        std::max(i ? max_first[i - 1] : std::numeric_limits<Nanos>::min(), reqs[by_send[i]].t.front());
+  }
+  const auto waiting_at = [&](Nanos t) {
+    const auto n = std::lower_bound(sends.begin(), sends.end(), t) - sends.begin();
+    return n > 0 && max_first[static_cast<std::size_t>(n - 1)] > t;
+  };
 
-  Nanos prev_end = std::numeric_limits<Nanos>::min();
-  std::size_t i = 0;
-  while (i < evs.size()) {
-    std::size_t j = i;
-    while (j < evs.size() && static_cast<double>(evs[j].t - evs[i].t) <= eps_ns) ++j;
-    ++out.clusters;
-    const Nanos end = evs[i].t;
-    ObservedStep st;
-    st.end = end;
-    bool multi = false;
-    Nanos latest_prefill_send = std::numeric_limits<Nanos>::min();
-    for (std::size_t e = i; e < j; ++e) {
-      const Req& q = reqs[evs[e].req];
-      const std::uint32_t k = evs[e].k;
-      ++st.shape.num_seqs;
-      ++st.shape.logit_tokens;
-      if (q.tokens[k] != 1) multi = true;
-      if (k == 0) {
-        const double n = q.prompt - q.cached, c = q.cached;
-        st.shape.prefill_tokens += q.prompt - q.cached;
-        st.shape.prefill_attention_pairs += n * c + n * (n + 1) / 2.0;
-        st.shape.prefill_kv_read_tokens += c + n;
-        latest_prefill_send = std::max(latest_prefill_send, q.send);
-        st.max_prompt = std::max(st.max_prompt, q.prompt);
-        st.max_context = std::max(st.max_context, q.prompt);
-      } else {
-        // Its k-th output token: the step computed the one before, after the
-        // prompt and k - 1 outputs (each earlier event one token).
-        const std::uint64_t before = q.before[k];
+  // (a) Decode periods: one request's gap between two of its tokens is one
+  // step, in which every other request decoding got one token too (at its
+  // own moment: a server may sample and send slot by slot). A period is kept
+  // when nothing joined or left within a period of it on either side (no
+  // prefill in it, whatever the order the server sends in) and no request
+  // was waiting (unless the batch was full).
+  std::vector<std::uint32_t> seen;
+  for (std::uint32_t r = 0; r < reqs.size(); ++r) {
+    const Req& q = reqs[r];
+    for (std::uint32_t k = 1; k < q.t.size(); ++k) {
+      // The other requests' events in (t[k-1], t[k]], by time (ties: a
+      // simulator emits a step's tokens at one instant).
+      const auto t_by = [](Nanos t, const Ev& e) { return t < e.t; };
+      const std::size_t a =
+          static_cast<std::size_t>(std::upper_bound(evs.begin(), evs.end(), q.t[k - 1], t_by) - evs.begin());
+      const std::size_t b =
+          static_cast<std::size_t>(std::upper_bound(evs.begin(), evs.end(), q.t[k], t_by) - evs.begin());
+
+      ++out.clusters;
+      if (q.tokens[k] != 1) {
+        ++out.left_out_multi_token;
+        continue;
+      }
+      const std::size_t span = b - a;
+      const std::size_t lo = a >= 2 * span ? a - 2 * span : 0, hi = std::min(evs.size() - 1, b + span);
+      bool transition = false;
+      for (std::size_t e = lo; e <= hi && !transition; ++e) {
+        const Req& s = reqs[evs[e].req];
+        transition = evs[e].k == 0 || evs[e].k + 1 == s.t.size();
+      }
+      ObservedStep st;
+      st.end = q.t[k];
+      seen.clear();
+      bool multi = false;
+      const auto add = [&](std::uint32_t req, std::uint32_t kk) {
+        const Req& s = reqs[req];
+        seen.push_back(req);
+        multi |= s.tokens[kk] != 1;
+        ++st.shape.num_seqs;
         ++st.shape.decode_tokens;
-        st.shape.decode_attention_pairs += static_cast<double>(q.prompt + before);
-        st.max_context =
-            std::max<std::uint32_t>(st.max_context, static_cast<std::uint32_t>(q.prompt + before));
+        ++st.shape.logit_tokens;
+        const auto ctx =
+            static_cast<std::uint32_t>(std::min<std::uint64_t>(s.prompt + s.before[kk], UINT32_MAX));
+        st.shape.decode_attention_pairs += ctx;
+        st.max_context = std::max(st.max_context, ctx);
+      };
+      for (std::size_t e = a; e < b; ++e) add(evs[e].req, evs[e].k);
+      std::sort(seen.begin(), seen.end());
+      const bool repeated = std::adjacent_find(seen.begin(), seen.end()) != seen.end();
+      const auto seqs = static_cast<std::uint32_t>(st.shape.num_seqs);
+      const bool full = o.batch_cap && seqs >= *o.batch_cap;
+      const bool waiting = waiting_at(q.t[k]);
+      if (seqs > out.max_batch_seen) {
+        out.max_batch_seen = seqs;
+        out.cap_reached = false;
+      }
+      if (waiting && seqs == out.max_batch_seen) out.cap_reached = true;
+      if (multi) {
+        ++out.left_out_multi_token;
+      } else if (transition || repeated || (waiting && !full)) {
+        ++out.left_out_pending;
+      } else if (q.t[k] > q.t[k - 1]) {
+        st.seconds = static_cast<double>(q.t[k] - q.t[k - 1]) * 1e-9;
+        out.steps.push_back(st);
       }
     }
-    const Nanos start = std::max(prev_end, latest_prefill_send);
-    // Sent before the step began, without a token by its end (so not in it).
-    while (next_sent < by_send.size() && reqs[by_send[next_sent]].send < start)
-      waiting_first.push(reqs[by_send[next_sent++]].t.front());
-    while (!waiting_first.empty() && waiting_first.top() <= evs[j - 1].t) waiting_first.pop();
-    const bool pending = !waiting_first.empty();
-    const auto seqs = static_cast<std::uint32_t>(st.shape.num_seqs);
-    if (seqs > out.max_batch_seen) {
-      out.max_batch_seen = seqs;
-      out.cap_reached = false;
+  }
+
+  // (b) Prefills from an idle server: the requests sent before the first of
+  // them answered, whose first tokens are the next events (in any order),
+  // were prefilled in one step that began when the first was sent.
+  std::vector<Nanos> max_last(by_send.size());
+  for (std::size_t i = 0; i < by_send.size(); ++i)
+    max_last[i] =
+        std::max(i ? max_last[i - 1] : std::numeric_limits<Nanos>::min(), reqs[by_send[i]].t.back());
+  std::size_t e_next = 0;
+  for (std::size_t i = 0; i < by_send.size();) {
+    const Req& q = reqs[by_send[i]];
+    while (e_next < evs.size() && evs[e_next].t < q.send) ++e_next;
+    // Idle: every request sent before it had ended.
+    const bool idle = i == 0 || max_last[i - 1] < q.send;
+    std::size_t j = i + 1;
+    while (j < by_send.size() && reqs[by_send[j]].send < q.t.front()) ++j;
+    ++out.clusters;
+    if (idle && e_next < evs.size()) {
+      // The next j - i events are the group's first tokens.
+      bool one_step = e_next + (j - i) <= evs.size();
+      std::vector<std::uint32_t> group(by_send.begin() + static_cast<std::ptrdiff_t>(i),
+                                       by_send.begin() + static_cast<std::ptrdiff_t>(j));
+      std::sort(group.begin(), group.end());
+      Nanos last_first = 0;
+      for (std::size_t e = e_next; one_step && e < e_next + (j - i); ++e) {
+        one_step = evs[e].k == 0 && std::binary_search(group.begin(), group.end(), evs[e].req);
+        last_first = evs[e].t;
+      }
+      // A token of the same moment after them (a second step's) means they were not one step.
+      const std::size_t after = e_next + (j - i);
+      if (one_step && after < evs.size() && evs[after].t <= last_first) one_step = false;
+      if (one_step) {
+        ObservedStep st;
+        st.end = last_first;
+        for (const auto g : group) {
+          const Req& s = reqs[g];
+          const double n = s.prompt - s.cached, c = s.cached;
+          ++st.shape.num_seqs;
+          ++st.shape.logit_tokens;
+          st.shape.prefill_tokens += s.prompt - s.cached;
+          st.shape.prefill_attention_pairs += n * c + n * (n + 1) / 2.0;
+          st.shape.prefill_kv_read_tokens += c + n;
+          st.max_prompt = std::max(st.max_prompt, s.prompt);
+          st.max_context = std::max(st.max_context, s.prompt);
+        }
+        st.seconds = static_cast<double>(last_first - q.send) * 1e-9;
+        if (st.seconds > 0) out.steps.push_back(st);
+      } else {
+        ++out.left_out_pending;
+      }
     }
-    if (pending && seqs == out.max_batch_seen) out.cap_reached = true;
-    const bool full = o.batch_cap && seqs >= *o.batch_cap;
-    if (multi) {
-      ++out.left_out_multi_token;
-    } else if (pending && !full) {
-      ++out.left_out_pending;
-    } else if (start != std::numeric_limits<Nanos>::min() && end > start) {
-      st.seconds = static_cast<double>(end - start) * 1e-9;
-      out.steps.push_back(st);
-    }
-    prev_end = end;
     i = j;
   }
   return out;
@@ -384,6 +445,13 @@ std::optional<std::uint64_t> uint_at(const nlohmann::json& j, std::initializer_l
   return std::nullopt;
 }
 
+// A setting of the simulated engine: sim's (settings.requested.engine) or
+// in-process bench's (settings.requested.server.engine).
+std::optional<std::uint64_t> engine_setting(const nlohmann::json& run, const char* key) {
+  if (auto v = uint_at(run, {"settings", "requested", "engine", key})) return v;
+  return uint_at(run, {"settings", "requested", "server", "engine", key});
+}
+
 void expand_runs(const std::filesystem::path& p, std::vector<std::filesystem::path>& out, int depth) {
   if (std::filesystem::exists(p / "requests.jsonl")) {
     out.push_back(p);
@@ -443,7 +511,7 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
       ro.batch_cap = static_cast<std::uint32_t>(*cap);
       cap_how = fmt::format("the server's own word ({} {})", info->value("engine", std::string("server")),
                             info->value("route", std::string()));
-    } else if (const auto seqs = uint_at(run, {"settings", "requested", "engine", "max_num_seqs"})) {
+    } else if (const auto seqs = engine_setting(run, "max_num_seqs")) {
       ro.batch_cap = static_cast<std::uint32_t>(*seqs);
       cap_how = "the simulated engine's --max-num-seqs";
     }
@@ -452,7 +520,7 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
       p.found["max_num_seqs"] = cap_how;
     }
     if (!p.max_num_batched_tokens)
-      if (const auto b = uint_at(run, {"settings", "requested", "engine", "max_num_batched_tokens"})) {
+      if (const auto b = engine_setting(run, "max_num_batched_tokens")) {
         p.max_num_batched_tokens = static_cast<std::uint32_t>(*b);
         p.found["max_num_batched_tokens"] = "the simulated engine's --max-num-batched-tokens";
       }
@@ -488,8 +556,8 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
     } else if (rec.max_batch_seen == max_batch_seen) {
       cap_reached |= rec.cap_reached;
     }
-    log << fmt::format("  {}: {} requests, {} steps seen, {} kept (tolerance {:.3g} ms)\n", dir.string(),
-                       rec.requests, rec.clusters, rec.steps.size(), rec.epsilon_ms);
+    log << fmt::format("  {}: {} requests, {} periods seen, {} kept\n", dir.string(), rec.requests,
+                       rec.clusters, rec.steps.size());
     steps.insert(steps.end(), rec.steps.begin(), rec.steps.end());
   }
   const CostFit fit = fit_step_costs(steps, runs.front().string());

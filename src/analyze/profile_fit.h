@@ -2,17 +2,18 @@
 // server's steps are rebuilt from the client's records alone, then the
 // profile's linear cost model (engine/profile.h) is fitted to them.
 //
-// Rebuilding the steps: a continuous-batching server emits the tokens of one
-// step together, so the output events of all requests, merged in time order,
-// fall into clusters, one per step. A cluster's shape follows from what its
-// events are: a request's first event is its prefill (prompt tokens, less
-// those it found cached), a later one a decode (attending to its prompt and
-// the outputs before). Its duration runs from the cluster before (or, when
-// the server was idle, from the latest send of the requests it prefilled).
-// Steps the client cannot see are guarded against: a cluster is left out
-// when a request sent before it began had no token yet and was not in it
-// (it may have been prefilled in chunks there, unless the batch was full),
-// or when an event carried several tokens (several steps, or speculation).
+// Rebuilding the steps: a continuous-batching server gives every running
+// sequence one token per step, though not at one moment (llama.cpp samples
+// and sends slot by slot). So one request's gap between two tokens is one
+// step, and the other requests' tokens inside that gap are the step's other
+// decodes (each attending to its prompt and the outputs before). Such a
+// period is kept when nothing joined or left within a period of it and no
+// request was waiting (it may have been prefilled in chunks unseen, unless
+// the batch was full), and when every event carried one token. Prefills are
+// seen from an idle server: the requests sent before the first of them
+// answered, whose first tokens are the next events, were one step that began
+// at the first send (the per-sequence prefill term takes in the request's
+// own handling: parsing, tokenizing, sampling).
 //
 // The fit: steps of one shape are merged into a point (their median
 // duration, weighted by their count); the coefficients are non-negative
@@ -48,9 +49,6 @@ struct ReconstructOptions {
   // The server's batch cap, when known: a request still waiting while a full
   // batch ran was queued, not prefilled in chunks.
   std::optional<std::uint32_t> batch_cap;
-  // Events this close (ms) are one step; 0: a quarter of the 5th percentile
-  // of the requests' own gaps, at most 1 ms.
-  double epsilon_ms = 0.0;
 };
 
 struct StepReconstruction {
@@ -63,7 +61,6 @@ struct StepReconstruction {
   // A step of max_batch_seen sequences ran while requests sent before it
   // had no token yet: the cap was reached (they were queued).
   bool cap_reached = false;
-  double epsilon_ms = 0.0;
 };
 
 StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, const ReconstructOptions& o);

@@ -14,6 +14,7 @@
 #include "cli/check_command.h"
 #include "cli/history_command.h"
 #include "cli/probe_command.h"
+#include "cli/profile_command.h"
 #include "cli/report_command.h"
 #include "cli/serve_command.h"
 #include "cli/sim_command.h"
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
       "                               as text, JSON or Markdown\n"
       "  tokenscope check BASE CAND   the regression checklist: verdicts with their statistics, exit\n"
       "                               1 when something regressed (check RUN: one run's health)\n"
-      "  tokenscope history           the runs bench and sim registered, newest first\n\n"
+      "  tokenscope history           the runs bench and sim registered, newest first\n"
+      "  tokenscope profile           fit a server's step costs from the outside, for --profile\n\n"
       "Run 'tokenscope COMMAND --help' for the options of a command.",
       "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
@@ -74,7 +76,8 @@ int main(int argc, char** argv) {
                                    cli::add_probe_command(app),
                                    cli::add_report_command(app),
                                    cli::add_check_command(app),
-                                   cli::add_history_command(app)};
+                                   cli::add_history_command(app),
+                                   cli::add_profile_command(app, interrupts)};
   const CLI::App* const sim = commands[0].app;
   const CLI::App* const bench = commands[2].app;
 
@@ -85,7 +88,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     for (const cli::Command& command : commands) {
       if (!command.app->parsed()) continue;
-      if (command.app == sim || command.app == bench) {
+      if (command.app == sim || command.app == bench || command.app == commands[7].app) {
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
         std::signal(SIGHUP, on_signal);  // the terminal closed: as Ctrl-C (a started server is stopped)

@@ -731,5 +731,39 @@ TEST_F(Cli, ReplaysThePublicTraces) {
   EXPECT_GT(nlohmann::json::parse(moon.out)["prefix_cache_hit_rate"].get<double>(), 0.01);
 }
 
+TEST_F(Cli, ProfileFitsTheBuiltInServerAndSimRunsWithTheProfile) {
+  // A short designed sweep against the in-process simulator (real time).
+  const auto out = (dir_ / "sim.yaml").string();
+  const auto p = run_process({kBin, "profile", "--out", out, "--prompt-lens", "64,512", "--batch-sizes",
+                              "1,4", "--waves", "2", "--output-len", "8"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("decode_seq_us"), std::string::npos) << p.out;
+  const std::string yaml = slurp(out);
+  EXPECT_NE(yaml.find("tokenscope_profile: 1"), std::string::npos);
+  EXPECT_NE(yaml.find("max_num_seqs: 256"), std::string::npos) << yaml;
+  EXPECT_TRUE(fs::exists(dir_ / "sim.yaml.runs" / "b4-p512" / "requests.jsonl"));
+  // The profile drives sim.
+  const auto s = sim({"--profile", out, "--num-requests", "40", "--rate", "4", "--input-len", "fixed:256",
+                      "--output-len", "fixed:16", "--json"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_GT(nlohmann::json::parse(s.out)["ttft_ms"]["p50"].get<double>(), 0.0) << s.out;
+  // --from fits the same runs again.
+  const auto again =
+      run_process({kBin, "profile", "--from", (dir_ / "sim.yaml.runs" / "b4-p512").string(), "--from",
+                   (dir_ / "sim.yaml.runs" / "b1-p64").string(), "--out", (dir_ / "b.yaml").string()});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  // A bad profile: the file, the line and the field, exit 2.
+  const auto bad = file("bad.yaml", "tokenscope_profile: 1\ncost:\n  step_overhead_ms: fast\n");
+  const auto r = sim({"--profile", bad, "--num-requests", "5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.yaml:3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cost.step_overhead_ms"), std::string::npos) << r.err;
+  // A run directory with nothing to fit: exit 1 with why.
+  const auto none =
+      run_process({kBin, "profile", "--from", dir_.string(), "--out", (dir_ / "c.yaml").string()});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("not a run directory"), std::string::npos) << none.err;
+}
+
 }  // namespace
 }  // namespace tokenscope::testing

@@ -1,0 +1,162 @@
+#include "cli/profile_command.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "analyze/profile_fit.h"
+#include "bench/profile_sweep.h"
+#include "core/error.h"
+#include "core/run_dir.h"
+#include "engine/profile.h"
+
+namespace tokenscope::cli {
+
+namespace {
+
+struct ProfileOptions {
+  bench::ProfileSweepSettings sweep;
+  std::string api = "completions";
+  std::string out;
+  std::string runs;
+  std::vector<std::string> from;
+};
+
+void print_profile(std::ostream& os, const engine::Profile& p) {
+  os << fmt::format("\n{:<22} {:>12} {:>12}  {}\n", "coefficient", "value", "± stderr", "per");
+  for (std::size_t i = 0; i < engine::kProfileTerms; ++i) {
+    const auto& t = engine::profile_terms()[i];
+    os << fmt::format("{:<22} {:>12.4g} {:>12.3g}  {}\n", t.key, p.coef[i] / t.seconds_per_unit,
+                      p.stderr_[i] / t.seconds_per_unit, t.multiplies);
+  }
+  const auto opt = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string("not found"); };
+  os << fmt::format("\nbatch cap (max_num_seqs)        {}\n", opt(p.max_num_seqs));
+  os << fmt::format("token budget per step           {}\n", opt(p.max_num_batched_tokens));
+  os << fmt::format("KV capacity, tokens             {}\n", opt(p.kv_capacity_tokens));
+  for (const auto& [k, v] : p.found) os << fmt::format("  {}: {}\n", k, v);
+  os << fmt::format(
+      "\nfit: {} steps in {} shapes; R² {:.4f}, MAPE {:.1f}%, p90 |error| {:.1f}%, RMSE {:.3g} ms\n",
+      p.fit.observations, p.fit.points, p.fit.r2, 100 * p.fit.mape, 100 * p.fit.p90_abs_rel_error,
+      p.fit.rmse_ms);
+  os << fmt::format("measured: steps up to {} prompt tokens and {} sequences, contexts up to {} tokens\n",
+                    p.ranges.max_prefill_tokens, p.ranges.max_batch, p.ranges.max_context_tokens);
+  for (const auto& n : p.notes) os << "note: " << n << "\n";
+}
+
+std::vector<std::uint32_t> parse_list(const std::string& text, const char* option) {
+  std::vector<std::uint32_t> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    try {
+      std::size_t used = 0;
+      const unsigned long v = std::stoul(item, &used);
+      if (used != item.size() || v == 0 || v > 1'000'000) throw std::invalid_argument(item);
+      out.push_back(static_cast<std::uint32_t>(v));
+    } catch (const std::exception&) {
+      throw UsageError(
+          fmt::format("{}: '{}' is not a positive whole number (expected N,N,...)", option, item));
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+int run_profile(ProfileOptions& o, const Interrupts& in) {
+  if (o.out.empty()) throw UsageError("profile: --out PROFILE.yaml is required");
+  if (!o.from.empty() && (!o.sweep.target_url.empty() || !o.runs.empty()))
+    throw UsageError("profile: --from fits finished runs; it does not take --target or --runs");
+  std::vector<std::filesystem::path> runs;
+  int exit = kExitOk;
+  std::string failure;
+  if (!o.from.empty()) {
+    for (const auto& f : o.from) runs.emplace_back(f);
+    std::cerr << "profile: fitting " << runs.size() << " run(s)\n";
+  } else {
+    o.sweep.api = o.api == "chat" ? bench::Api::kChat : bench::Api::kCompletions;
+    o.sweep.runs_dir =
+        o.runs.empty() ? std::filesystem::path(o.out + ".runs") : std::filesystem::path(o.runs);
+    std::cerr << fmt::format(
+        "profile: {} ; runs in {}\n",
+        o.sweep.target_url.empty() ? "the built-in simulator, in-process" : o.sweep.target_url,
+        o.sweep.runs_dir.string());
+    const auto r = bench::run_profile_sweep(o.sweep, *in.interrupted, std::cerr);
+    runs = r.runs;
+    if (r.interrupted) {
+      exit = kExitInterrupted;
+      std::cerr << "profile: interrupted; fitting the " << runs.size() << " cell(s) measured\n";
+    }
+    if (!r.failure.empty()) {
+      failure = r.failure;
+      exit = kExitFailure;
+    }
+  }
+  // The sweep's cells beyond the first (a warm-up of one short prompt) carry the shapes.
+  engine::Profile p;
+  try {
+    if (runs.empty()) throw UsageError("no run was measured");
+    p = analyze::profile_from_runs(runs, std::cerr);
+  } catch (const std::exception& e) {
+    std::cerr << "profile: " << (failure.empty() ? "" : failure + "\n")
+              << "profile: no profile written: " << e.what() << "\n";
+    if (!runs.empty())
+      std::cerr << "profile: the runs measured are kept in " << runs.front().parent_path().string() << "\n";
+    return exit != kExitOk ? exit : kExitFailure;
+  }
+  if (!failure.empty()) {
+    std::cerr << "profile: " << failure << "\n";
+    p.notes.push_back("the sweep stopped early: " + failure);
+  }
+  if (exit == kExitInterrupted)
+    p.notes.push_back("the sweep was interrupted: only the cells measured were fitted");
+  write_file_atomic(o.out, engine::profile_yaml(p));
+  print_profile(std::cout, p);
+  std::cout << "\nprofile written to " << o.out << " (use it with --profile on sim, serve and bench)\n";
+  return exit;
+}
+
+}  // namespace
+
+Command add_profile_command(CLI::App& app, Interrupts interrupts) {
+  auto o = std::make_shared<ProfileOptions>();
+  CLI::App* p = app.add_subcommand(
+      "profile",
+      "Fit a server's step costs from the outside (docs/profile.md): a designed sweep of batch sizes and "
+      "prompt "
+      "lengths against --target (or the built-in simulator), or finished runs (--from); writes a profile for "
+      "--profile");
+  p->add_option("--out", o->out, "The profile to write (YAML)")->required();
+  p->add_option("--target", o->sweep.target_url, "The server's base URL [default: the built-in simulator]");
+  p->add_option("--from", o->from,
+                "Fit these finished bench runs (or directories of runs) instead of a sweep");
+  p->add_option("--runs", o->runs, "Where the sweep's runs go [default: OUT.runs]");
+  p->add_flag("--overwrite", o->sweep.overwrite, "Replace an earlier profile's runs in --runs");
+  p->add_option("--api", o->api, "completions|chat")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"completions", "chat"}));
+  p->add_option("--model", o->sweep.model, "The model to ask for [default: the target's GET /v1/models]");
+  p->add_option("--api-key", o->sweep.api_key, "Bearer token");
+  p->add_option(
+      "--tokenizer", o->sweep.tokenizer_file,
+      "A tokenizer.json or SentencePiece model for exact prompt lengths [default: the server's /tokenize]");
+  p->add_option("--extra-body", o->sweep.extra_body, "A JSON object merged into every request");
+  p->add_option("--budget-s", o->sweep.budget_s, "No cell starts after this long, seconds")
+      ->capture_default_str();
+  p->add_option("--waves", o->sweep.waves, "Requests per cell: batch size times this")->capture_default_str();
+  p->add_option("--output-len", o->sweep.output_tokens, "Output tokens of every request")
+      ->capture_default_str();
+  p->add_option_function<std::string>(
+      "--prompt-lens", [o](const std::string& t) { o->sweep.prompt_tokens = parse_list(t, "--prompt-lens"); },
+      "Prompt lengths, tokens [default: 32,128,512,1024]");
+  p->add_option_function<std::string>(
+      "--batch-sizes", [o](const std::string& t) { o->sweep.batch_sizes = parse_list(t, "--batch-sizes"); },
+      "Concurrent users per cell [default: 1, 2, 4, ... up to the server's cap]");
+  p->add_option("--timeout-s", o->sweep.timeout_s, "Per request, seconds")->capture_default_str();
+  return {p, [o, interrupts] { return run_profile(*o, interrupts); }};
+}
+
+}  // namespace tokenscope::cli
