@@ -27,6 +27,7 @@ struct Req {
   std::vector<Nanos> t;
   std::vector<std::uint32_t> tokens;
   std::vector<std::uint64_t> before;  // output tokens before each event
+  bool known = true;                  // its prompt length is known and its times in order
   std::uint32_t prompt = 0;
   std::uint32_t cached = 0;
 };
@@ -43,15 +44,21 @@ double percentile_of(std::vector<double> v, double q) {  // v's q-quantile (near
 
 StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, const ReconstructOptions& o) {
   StepReconstruction out;
+  // Every request that streamed is on the timeline (a cancelled or failed
+  // one decoded in its steps too); one whose prompt length is unknown, or
+  // whose events are not in time order, makes the steps it was in unusable.
   std::vector<Req> reqs;
   for (const auto& r : records) {
-    if (r.outcome != Outcome::kOk || r.event_times.empty() || r.t_send < 0 || r.prompt_tokens < 0) continue;
+    if (r.event_times.empty() || r.t_send < 0) continue;
     if (r.event_tokens.size() != r.event_times.size()) continue;
     Req q;
+    q.known = r.prompt_tokens >= 0 && std::is_sorted(r.event_times.begin(), r.event_times.end()) &&
+              r.event_times.front() >= r.t_send;
+    if (!q.known && !std::is_sorted(r.event_times.begin(), r.event_times.end())) continue;
     q.send = r.t_send;
     q.t = r.event_times;
     q.tokens = r.event_tokens;
-    q.prompt = static_cast<std::uint32_t>(std::min<std::int64_t>(r.prompt_tokens, UINT32_MAX));
+    q.prompt = static_cast<std::uint32_t>(std::clamp<std::int64_t>(r.prompt_tokens, 0, UINT32_MAX));
     q.cached = r.cached_tokens > 0
                    ? static_cast<std::uint32_t>(std::min<std::int64_t>(r.cached_tokens, q.prompt))
                    : 0u;
@@ -76,10 +83,6 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
   for (std::uint32_t i = 0; i < reqs.size(); ++i)
     for (std::uint32_t k = 0; k < reqs[i].t.size(); ++k) evs.push_back({reqs[i].t[k], i, k});
   std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.t < b.t; });
-  // Each request's events' places in evs.
-  std::vector<std::vector<std::size_t>> where(reqs.size());
-  for (std::uint32_t i = 0; i < reqs.size(); ++i) where[i].resize(reqs[i].t.size());
-  for (std::size_t e = 0; e < evs.size(); ++e) where[evs[e].req][evs[e].k] = e;
 
   // Whether a request sent before t had no token by t (waiting, or being
   // prefilled unseen): the largest first-token time of the requests sent
@@ -121,13 +124,18 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
         ++out.left_out_multi_token;
         continue;
       }
-      const std::size_t span = b - a;
+      const std::size_t span = b > a ? b - a : 0;
       const std::size_t lo = a >= 2 * span ? a - 2 * span : 0, hi = std::min(evs.size() - 1, b + span);
       bool transition = false;
       for (std::size_t e = lo; e <= hi && !transition; ++e) {
         const Req& s = reqs[evs[e].req];
-        transition = evs[e].k == 0 || evs[e].k + 1 == s.t.size();
+        transition = evs[e].k == 0 || evs[e].k + 1 == s.t.size() || !s.known;
       }
+      // One period per step: the one of the lowest-numbered request in it
+      // (each of the step's sequences has a gap over the same step).
+      bool representative = true;
+      for (std::size_t e = a; e < b && representative; ++e) representative = evs[e].req >= r;
+      if (!representative) continue;
       ObservedStep st;
       st.end = q.t[k];
       seen.clear();
@@ -149,12 +157,17 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
       const bool repeated = std::adjacent_find(seen.begin(), seen.end()) != seen.end();
       const auto seqs = static_cast<std::uint32_t>(st.shape.num_seqs);
       const bool full = o.batch_cap && seqs >= *o.batch_cap;
-      const bool waiting = waiting_at(q.t[k]);
-      if (seqs > out.max_batch_seen) {
-        out.max_batch_seen = seqs;
-        out.cap_reached = false;
+      // Waiting: sent a period before the step began, and no token yet.
+      const Nanos period = q.t[k] - q.t[k - 1];
+      const bool waiting = q.t[k - 1] - period > std::numeric_limits<Nanos>::min() / 2 &&
+                           waiting_at(q.t[k]) && waiting_at(q.t[k - 1] - period);
+      if (!multi && !transition && !repeated) {
+        if (seqs > out.max_batch_seen) {
+          out.max_batch_seen = seqs;
+          out.cap_reached = false;
+        }
+        if (waiting && seqs == out.max_batch_seen) out.cap_reached = true;
       }
-      if (waiting && seqs == out.max_batch_seen) out.cap_reached = true;
       if (multi) {
         ++out.left_out_multi_token;
       } else if (transition || repeated || (waiting && !full)) {
@@ -188,11 +201,22 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
       std::vector<std::uint32_t> group(by_send.begin() + static_cast<std::ptrdiff_t>(i),
                                        by_send.begin() + static_cast<std::ptrdiff_t>(j));
       std::sort(group.begin(), group.end());
-      Nanos last_first = 0;
+      Nanos last_first = 0, first_first = 0;
+      Nanos min_period = std::numeric_limits<Nanos>::max();
       for (std::size_t e = e_next; one_step && e < e_next + (j - i); ++e) {
-        one_step = evs[e].k == 0 && std::binary_search(group.begin(), group.end(), evs[e].req);
+        one_step = evs[e].k == 0 && std::binary_search(group.begin(), group.end(), evs[e].req) &&
+                   reqs[evs[e].req].known;
+        if (e == e_next) first_first = evs[e].t;
         last_first = evs[e].t;
+        const Req& g = reqs[evs[e].req];
+        if (g.t.size() > 1) min_period = std::min(min_period, g.t[1] - g.t[0]);
       }
+      // All first tokens within one step (a server that sends slot by slot
+      // spreads them, but over less than a step): else the later ones came
+      // a step after (sent while the first one's prefill ran).
+      if (one_step && j - i > 1 &&
+          (min_period == std::numeric_limits<Nanos>::max() || 2 * (last_first - first_first) >= min_period))
+        one_step = false;
       // A token of the same moment after them (a second step's) means they were not one step.
       const std::size_t after = e_next + (j - i);
       if (one_step && after < evs.size() && evs[after].t <= last_first) one_step = false;
@@ -333,7 +357,9 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
       lo = std::min(lo, x[k]);
       hi = std::max(hi, x[k]);
     }
-    fit.identified[k] = hi > 0 && (k == 0 || hi > lo || lo > 0);
+    // The per-step term is there whenever steps ran; another is told apart
+    // only when it varied (a constant one is the per-step term again).
+    fit.identified[k] = k == 0 ? hi > 0 : hi > lo;
     if (fit.identified[k]) cols.push_back(k);
   }
   const auto rows = static_cast<Eigen::Index>(ys.size());
@@ -362,9 +388,8 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
   // vary: a term at its bound (0) gets the width the data allow it.
   std::vector<Eigen::Index> act;
   for (Eigen::Index c = 0; c < ncol; ++c) act.push_back(c);
-  std::size_t free_terms = 0;
-  for (Eigen::Index c = 0; c < ncol; ++c) free_terms += passive[static_cast<std::size_t>(c)];
-  const double dof = static_cast<double>(rows) - static_cast<double>(free_terms);
+  const auto rank = a.colPivHouseholderQr().rank();
+  const double dof = static_cast<double>(rows) - static_cast<double>(rank);
   const double sigma2 = dof > 0 ? resid.squaredNorm() / dof : NAN;
   Eigen::MatrixXd cov;
   if (!act.empty()) {
@@ -409,6 +434,11 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
           fmt::format("{}: fitted at its bound, 0 (the data show no cost of {})", t.key, t.multiplies));
   }
   if (!(dof > 0)) fit.notes.push_back("as many coefficients as step shapes: no standard errors");
+  if (rank < ncol)
+    fit.notes.push_back(
+        fmt::format("the steps measured tell only {} of the {} varying terms apart: their split is "
+                    "arbitrary, and their standard errors understate it",
+                    rank, ncol));
   return fit;
 }
 
@@ -436,11 +466,11 @@ std::optional<std::uint64_t> uint_at(const nlohmann::json& j, std::initializer_l
   const auto* v = rundir::json_path(j, path);
   if (v && v->is_number_unsigned() && v->get<std::uint64_t>() > 0) return v->get<std::uint64_t>();
   if (v && v->is_string()) {
-    try {
-      const auto n = std::stoull(v->get<std::string>());
-      if (n > 0) return n;
-    } catch (...) {
-    }
+    const std::string& text = v->get_ref<const std::string&>();
+    if (text.empty() || text.size() > 15 || text.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    const auto n = std::stoull(text);
+    if (n > 0) return n;
   }
   return std::nullopt;
 }
@@ -460,6 +490,20 @@ void expand_runs(const std::filesystem::path& p, std::vector<std::filesystem::pa
   if (depth > 3) return;
   if (const auto set = rundir::read_run_set(p)) {
     for (const auto& d : set->listed) expand_runs(d, out, depth + 1);
+    return;
+  }
+  // A profile's runs directory: its subdirectories that hold a run, by name.
+  std::vector<std::filesystem::path> sub;
+  std::error_code ec;
+  if (std::filesystem::is_directory(p, ec))
+    for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+      // (The sweep's first cell, probe-*, only asked the server what it is.)
+      if (it->is_directory(ec) && it->path().filename().string().rfind("probe-", 0) != 0 &&
+          std::filesystem::exists(it->path() / "requests.jsonl", ec))
+        sub.push_back(it->path());
+  if (!sub.empty()) {
+    std::sort(sub.begin(), sub.end());
+    out.insert(out.end(), sub.begin(), sub.end());
     return;
   }
   throw UsageError(fmt::format(
@@ -507,11 +551,11 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
     }
     ReconstructOptions ro;
     std::string cap_how;
-    if (const auto cap = info ? uint_at(*info, {"max_batch"}) : std::nullopt) {
+    if (const auto cap = info ? uint_at(*info, {"max_batch"}) : std::nullopt; cap && *cap <= 1'000'000) {
       ro.batch_cap = static_cast<std::uint32_t>(*cap);
       cap_how = fmt::format("the server's own word ({} {})", info->value("engine", std::string("server")),
                             info->value("route", std::string()));
-    } else if (const auto seqs = engine_setting(run, "max_num_seqs")) {
+    } else if (const auto seqs = engine_setting(run, "max_num_seqs"); seqs && *seqs <= 1'000'000) {
       ro.batch_cap = static_cast<std::uint32_t>(*seqs);
       cap_how = "the simulated engine's --max-num-seqs";
     }
@@ -520,18 +564,19 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
       p.found["max_num_seqs"] = cap_how;
     }
     if (!p.max_num_batched_tokens)
-      if (const auto b = engine_setting(run, "max_num_batched_tokens")) {
+      if (const auto b = engine_setting(run, "max_num_batched_tokens"); b && *b <= 100'000'000) {
         p.max_num_batched_tokens = static_cast<std::uint32_t>(*b);
         p.found["max_num_batched_tokens"] = "the simulated engine's --max-num-batched-tokens";
       }
     if (!p.kv_capacity_tokens && info) {
       // llama.cpp: n_ctx per slot times the slots; vLLM: cache_config_info's blocks times their size.
-      if (const auto n_ctx = uint_at(*info, {"n_ctx"}); n_ctx && ro.batch_cap) {
+      if (const auto n_ctx = uint_at(*info, {"n_ctx"}); n_ctx && ro.batch_cap && *n_ctx <= 100'000'000) {
         p.kv_capacity_tokens = *n_ctx * *ro.batch_cap;
         p.found["kv_capacity_tokens"] = "llama.cpp's GET /props: n_ctx per slot times total_slots";
       } else if (const auto blocks =
                      uint_at(*info, {"metrics_info", "vllm:cache_config_info", "num_gpu_blocks"})) {
-        if (const auto bs = uint_at(*info, {"metrics_info", "vllm:cache_config_info", "block_size"})) {
+        if (const auto bs = uint_at(*info, {"metrics_info", "vllm:cache_config_info", "block_size"});
+            bs && *blocks <= 100'000'000 && *bs <= 100'000) {
           p.kv_capacity_tokens = *blocks * *bs;
           p.found["kv_capacity_tokens"] = "vLLM's vllm:cache_config_info: num_gpu_blocks times block_size";
         }
@@ -540,7 +585,7 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
     if (!p.kv_capacity_tokens) {
       const auto blocks = uint_at(run, {"settings", "effective", "engine", "num_gpu_blocks"});
       const auto bs = uint_at(run, {"settings", "effective", "engine", "block_size_tokens"});
-      if (blocks && bs) {
+      if (blocks && bs && *blocks <= 100'000'000 && *bs <= 100'000) {
         p.kv_capacity_tokens = *blocks * *bs;
         p.found["kv_capacity_tokens"] = "the simulated engine's KV blocks times their size";
       }

@@ -182,7 +182,12 @@ TEST(ProfileFit, ATermTheDataNeverVaryIsLeftAtZeroAndSaidSo) {
   const auto fit = fit_step_costs(steps, "decodes");
   EXPECT_FALSE(fit.identified[1]);
   EXPECT_FALSE(fit.identified[4]);
+  // Two decodes in every step: the decode term is the per-step term again.
+  EXPECT_FALSE(fit.identified[3]);
+  EXPECT_TRUE(fit.identified[0]);
   EXPECT_EQ(fit.coef[1], 0.0);
+  EXPECT_EQ(fit.coef[3], 0.0);
+  EXPECT_NEAR(fit.coef[0], 2e-3, 1e-9);
   EXPECT_NEAR(fit.coef[5], 1e-9, 1e-12);
   bool said = false;
   for (const auto& n : fit.notes) said |= n.find("prefill_token_us") != std::string::npos;

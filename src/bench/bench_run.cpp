@@ -707,6 +707,9 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
       throw UsageError(fmt::format("--header '{}': line breaks are not allowed", h));
     rs.headers.emplace_back(h.substr(0, colon), value);
   }
+  if (!o.target_url.empty() && !o.engine.profile_file.empty())
+    throw UsageError(
+        "--profile prices the built-in server's steps; with --target the server is real (leave one out)");
   if (o.target_url.empty()) {
     engine::EngineSettings s2 = engine::engine_settings(o.engine, o.workload.seed);
     if (!o.model.empty()) s2.model = o.model;

@@ -80,7 +80,7 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
     if (b == 0 || b > 4096) throw UsageError("profile: --batch-sizes must be in [1, 4096]");
   if (!(s.budget_s > 0)) throw UsageError("profile: --budget-s must be positive");
   std::error_code ec;
-  if (std::filesystem::exists(s.runs_dir / "b1-p16" / "run.json", ec) && !s.overwrite)
+  if (std::filesystem::exists(s.runs_dir / "probe-b1-p16" / "run.json", ec) && !s.overwrite)
     throw UsageError(
         fmt::format("profile: {} holds an earlier profile's runs (give --overwrite to replace them)",
                     s.runs_dir.string()));
@@ -95,7 +95,8 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
   };
   std::uint64_t seed = 1000;
   // Runs one cell; false when the sweep must stop.
-  const auto run_cell = [&](const ProfileCell& c, std::size_t index, std::size_t total) {
+  // (The probe cell only asks the server what it is: it is not fitted.)
+  const auto run_cell = [&](const ProfileCell& c, std::size_t index, std::size_t total, bool fitted) {
     BenchSettings b;
     b.target_url = s.target_url;
     b.api = s.api;
@@ -120,7 +121,7 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
     b.out_dir = (s.runs_dir / c.name).string();
     std::ostringstream sink;
     const BenchResult r = run(b, interrupted, sink);
-    if (!r.runs.empty() && std::filesystem::exists(s.runs_dir / c.name / "requests.jsonl"))
+    if (fitted && !r.runs.empty() && std::filesystem::exists(s.runs_dir / c.name / "requests.jsonl"))
       result.runs.push_back(s.runs_dir / c.name);
     const nlohmann::json summary = r.runs.empty() ? nlohmann::json(nullptr) : r.runs.front().summary;
     log << fmt::format(
@@ -156,19 +157,21 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
   };
 
   // A first small cell: the server's word on its cap and context (run.json).
-  const ProfileCell probe = make_cell(1, 16, std::max<std::uint32_t>(s.output_tokens / 4, 4), 2);
+  ProfileCell probe = make_cell(1, 16, std::max<std::uint32_t>(s.output_tokens / 4, 4), 2);
+  probe.name = "probe-" + probe.name;
   log << "profile: asking the server what it is (one user, a 16-token prompt)\n";
-  if (!run_cell(probe, 0, 0)) return result;
+  if (!run_cell(probe, 0, 0, false)) return result;
   const nlohmann::json first = read_run_json(s.runs_dir / probe.name);
   const nlohmann::json info = [&] {
     const auto* i = rundir::json_path(first, {"settings", "effective", "target", "server_info"});
     return i ? *i : nlohmann::json(nullptr);
   }();
-  auto cap = static_cast<std::uint32_t>(positive_at(info, {"max_batch"}));
+  auto cap = static_cast<std::uint32_t>(std::min<std::uint64_t>(positive_at(info, {"max_batch"}), 64));
   if (cap == 0 && s.target_url.empty())
-    cap = static_cast<std::uint32_t>(positive_at(first, {"settings", "requested", "engine", "max_num_seqs"}));
+    cap = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+        positive_at(first, {"settings", "requested", "server", "engine", "max_num_seqs"}), 64));
   cap = std::min<std::uint32_t>(cap, 64);  // a batch of 64 identical users is enough to see the slope
-  const std::uint64_t context = positive_at(info, {"n_ctx"});
+  const std::uint64_t context = std::min<std::uint64_t>(positive_at(info, {"n_ctx"}), 1u << 30);
   result.planned = plan_profile_cells(s, cap, context);
   log << fmt::format(
       "profile: {} cells (batch sizes up to {}{}, prompts up to {} tokens{}), {} waves each\n",
@@ -185,7 +188,7 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
                          result.planned.size() - i);
       break;
     }
-    if (!run_cell(result.planned[i], i + 1, result.planned.size())) break;
+    if (!run_cell(result.planned[i], i + 1, result.planned.size(), true)) break;
   }
   return result;
 }

@@ -72,6 +72,7 @@ int run_profile(ProfileOptions& o, const Interrupts& in) {
     throw UsageError("profile: --from fits finished runs; it does not take --target or --runs");
   std::vector<std::filesystem::path> runs;
   int exit = kExitOk;
+  bool over_budget = false;
   std::string failure;
   if (!o.from.empty()) {
     for (const auto& f : o.from) runs.emplace_back(f);
@@ -86,6 +87,7 @@ int run_profile(ProfileOptions& o, const Interrupts& in) {
         o.sweep.runs_dir.string());
     const auto r = bench::run_profile_sweep(o.sweep, *in.interrupted, std::cerr);
     runs = r.runs;
+    over_budget = r.over_budget;
     if (r.interrupted) {
       exit = kExitInterrupted;
       std::cerr << "profile: interrupted; fitting the " << runs.size() << " cell(s) measured\n";
@@ -95,7 +97,6 @@ int run_profile(ProfileOptions& o, const Interrupts& in) {
       exit = kExitFailure;
     }
   }
-  // The sweep's cells beyond the first (a warm-up of one short prompt) carry the shapes.
   engine::Profile p;
   try {
     if (runs.empty()) throw UsageError("no run was measured");
@@ -113,6 +114,11 @@ int run_profile(ProfileOptions& o, const Interrupts& in) {
   }
   if (exit == kExitInterrupted)
     p.notes.push_back("the sweep was interrupted: only the cells measured were fitted");
+  if (over_budget)
+    p.notes.push_back(fmt::format("the time budget ({:g} s) ran out: only the cells measured were fitted",
+                                  o.sweep.budget_s));
+  // What is written must read back: bounds a server's odd answers could break are caught here.
+  engine::parse_profile(engine::profile_yaml(p), o.out);
   write_file_atomic(o.out, engine::profile_yaml(p));
   print_profile(std::cout, p);
   std::cout << "\nprofile written to " << o.out << " (use it with --profile on sim, serve and bench)\n";

@@ -54,7 +54,29 @@ std::string number(double v) {
 
 }  // namespace
 
+namespace {
+
+// The coefficients' bounds: a second per step, or per unit of what a term
+// multiplies, is already far past any server; more would overflow the
+// simulator's clock.
+constexpr double kMaxStepOverheadS = 60.0;
+constexpr double kMaxPerUnitS = 1.0;
+
+Profile parse_profile_checked(const std::string& text, const std::string& file);
+
+}  // namespace
+
 Profile parse_profile(const std::string& text, const std::string& file) {
+  try {
+    return parse_profile_checked(text, file);
+  } catch (const YAML::Exception& e) {
+    throw yaml::load_error(e, file);
+  }
+}
+
+namespace {
+
+Profile parse_profile_checked(const std::string& text, const std::string& file) {
   const YAML::Node root = yaml::load(text, file);
   const yaml::Fields f(file);
   if (!root || !root.IsMap())
@@ -81,7 +103,8 @@ Profile parse_profile(const std::string& text, const std::string& file) {
     if (s.size() > kMaxServerKeys)
       f.fail(s, "server", fmt::format("expected at most {} keys", kMaxServerKeys));
     for (const auto& kv : s) {
-      const std::string key = kv.first.as<std::string>();
+      if (!kv.first.IsScalar()) f.fail(kv.first, "server", "expected names (strings) as keys");
+      const std::string key = kv.first.Scalar();
       if (!kv.second.IsScalar()) f.fail(kv.second, "server." + key, "expected a scalar");
       std::string v = kv.second.Scalar();
       if (v.size() > kMaxServerValue)
@@ -93,23 +116,24 @@ Profile parse_profile(const std::string& text, const std::string& file) {
   if (!cost) throw InputError(file, 1, "cost", "missing (expected the step-cost coefficients)");
   {
     f.only_keys(cost, "cost",
-                {"step_overhead_ms", "prefill_token_us", "prefill_seq_ms", "decode_seq_us", "prefill_attention_ns",
-                 "decode_context_ns"});
+                {"step_overhead_ms", "prefill_token_us", "prefill_seq_ms", "decode_seq_us",
+                 "prefill_attention_ns", "decode_context_ns"});
     for (std::size_t i = 0; i < kProfileTerms; ++i) {
       const auto& t = profile_terms()[i];
       const std::string field = std::string("cost.") + t.key;
       const YAML::Node n = cost[t.key];
       if (!n) f.fail(cost, field, fmt::format("missing (expected {}: the cost of {})", t.unit, t.multiplies));
-      const std::string expected = fmt::format("a number of {} at least 0", t.unit);
+      const double hi = (i == 0 ? kMaxStepOverheadS : kMaxPerUnitS) / t.seconds_per_unit;
+      const std::string expected = fmt::format("a number of {} in [0, {:g}]", t.unit, hi);
       if (n.IsMap()) {
         f.only_keys(n, field, {"value", "stderr"});
         if (!n["value"]) f.fail(n, field + ".value", "missing (expected " + expected + ")");
-        p.coef[i] = f.number(n["value"], field + ".value", 0, 1e12, false, expected) * t.seconds_per_unit;
-        if (n["stderr"])
-          p.stderr_[i] =
-              f.number(n["stderr"], field + ".stderr", 0, 1e12, false, expected) * t.seconds_per_unit;
+        p.coef[i] = f.number(n["value"], field + ".value", 0, hi, false, expected) * t.seconds_per_unit;
+        if (n["stderr"] && !n["stderr"].IsNull())
+          p.stderr_[i] = f.number(n["stderr"], field + ".stderr", 0, 1e300, false, "a number at least 0") *
+                         t.seconds_per_unit;
       } else {
-        p.coef[i] = f.number(n, field, 0, 1e12, false, expected) * t.seconds_per_unit;
+        p.coef[i] = f.number(n, field, 0, hi, false, expected) * t.seconds_per_unit;
       }
     }
   }
@@ -126,8 +150,7 @@ Profile parse_profile(const std::string& text, const std::string& file) {
   }
   if (const YAML::Node s = root["found"]) {
     f.only_keys(s, "found", {"max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens"});
-    for (const auto& kv : s)
-      p.found[kv.first.as<std::string>()] = f.string(kv.second, "found." + kv.first.Scalar());
+    for (const auto& kv : s) p.found[kv.first.Scalar()] = f.string(kv.second, "found." + kv.first.Scalar());
   }
   if (const YAML::Node s = root["fit"]) {
     f.only_keys(s, "fit", {"observations", "points", "r2", "rmse_ms", "mape", "p90_abs_rel_error"});
@@ -136,10 +159,10 @@ Profile parse_profile(const std::string& text, const std::string& file) {
     };
     p.fit.observations = static_cast<std::uint64_t>(num("observations", 0, 1e15));
     p.fit.points = static_cast<std::uint64_t>(num("points", 0, 1e15));
-    p.fit.r2 = num("r2", -1e12, 1);
-    p.fit.rmse_ms = num("rmse_ms", 0, 1e12);
-    p.fit.mape = num("mape", 0, 1e12);
-    p.fit.p90_abs_rel_error = num("p90_abs_rel_error", 0, 1e12);
+    p.fit.r2 = num("r2", -1e300, 1);
+    p.fit.rmse_ms = num("rmse_ms", 0, 1e300);
+    p.fit.mape = num("mape", 0, 1e300);
+    p.fit.p90_abs_rel_error = num("p90_abs_rel_error", 0, 1e300);
   }
   if (const YAML::Node s = root["ranges"]) {
     f.only_keys(s, "ranges", {"max_prefill_tokens", "max_prompt_tokens", "max_batch", "max_context_tokens"});
@@ -158,6 +181,8 @@ Profile parse_profile(const std::string& text, const std::string& file) {
   return p;
 }
 
+}  // namespace
+
 Profile read_profile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("{}: cannot open the profile", path.string()));
@@ -166,11 +191,7 @@ Profile read_profile(const std::filesystem::path& path) {
   // A profile is a few kilobytes; a large file is not one.
   if (ss.str().size() > (1u << 20))
     throw InputError(path.string(), 0, "", "over 1 MiB: not a profile written by `tokenscope profile`");
-  try {
-    return parse_profile(ss.str(), path.string());
-  } catch (const YAML::Exception& e) {
-    throw yaml::load_error(e, path.string());
-  }
+  return parse_profile(ss.str(), path.string());
 }
 
 std::string profile_yaml(const Profile& p) {

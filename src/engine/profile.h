@@ -57,7 +57,7 @@ struct ProfileFitQuality {
 };
 
 // The ranges of the steps the profile measured; a run outside them is an
-// extrapolation (sim warns).
+// extrapolation.
 struct ProfileRanges {
   std::uint32_t max_prefill_tokens = 0;  // new tokens in one step
   std::uint32_t max_prompt_tokens = 0;   // one request's prompt

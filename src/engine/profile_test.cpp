@@ -94,6 +94,15 @@ TEST(Profile, BadFilesNameTheLineAndTheField) {
                 .find("scheduler.max_num_seqs"),
             std::string::npos);
   EXPECT_NE(profile_error("tokenscope_profile: [1\n").find("malformed YAML"), std::string::npos);
+  // Costs past any server (they would overflow the simulator's clock).
+  const std::string huge = profile_error(
+      "tokenscope_profile: 1\ncost: {step_overhead_ms: 1, prefill_token_us: 2, prefill_seq_ms: 0, "
+      "decode_seq_us: 3, prefill_attention_ns: 1e12, decode_context_ns: 4}\n");
+  EXPECT_NE(huge.find("cost.prefill_attention_ns"), std::string::npos) << huge;
+  EXPECT_NE(huge.find("[0, 1e+09]"), std::string::npos) << huge;
+  // A key that is not a name.
+  const std::string key = profile_error("tokenscope_profile: 1\nserver: {? [a, b] : c}\n" + cost);
+  EXPECT_NE(key.find("server"), std::string::npos) << key;
 }
 
 TEST(Profile, TheCostIsLinearInTheStepsShape) {
