@@ -12,6 +12,7 @@
 #include "bench/server_sweep.h"
 #include "cli/bench_command.h"
 #include "cli/check_command.h"
+#include "cli/fidelity_command.h"
 #include "cli/history_command.h"
 #include "cli/probe_command.h"
 #include "cli/profile_command.h"
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
       "  tokenscope check BASE CAND   the regression checklist: verdicts with their statistics, exit\n"
       "                               1 when something regressed (check RUN: one run's health)\n"
       "  tokenscope history           the runs bench and sim registered, newest first\n"
-      "  tokenscope profile           fit a server's step costs from the outside, for --profile\n\n"
+      "  tokenscope profile           fit a server's step costs from the outside, for --profile\n"
+      "  tokenscope fidelity          the planner's error against a real server, beside its own spread\n\n"
       "Run 'tokenscope COMMAND --help' for the options of a command.",
       "tokenscope"};
   app.set_version_flag("--version", TOKENSCOPE_VERSION);
@@ -77,7 +79,8 @@ int main(int argc, char** argv) {
                                    cli::add_report_command(app),
                                    cli::add_check_command(app),
                                    cli::add_history_command(app),
-                                   cli::add_profile_command(app, interrupts)};
+                                   cli::add_profile_command(app, interrupts),
+                                   cli::add_fidelity_command(app, interrupts)};
   const CLI::App* const sim = commands[0].app;
   const CLI::App* const bench = commands[2].app;
 
@@ -88,7 +91,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     for (const cli::Command& command : commands) {
       if (!command.app->parsed()) continue;
-      if (command.app == sim || command.app == bench || command.app == commands[7].app) {
+      if (command.app == sim || command.app == bench || command.app == commands[7].app ||
+          command.app == commands[8].app) {
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
         std::signal(SIGHUP, on_signal);  // the terminal closed: as Ctrl-C (a started server is stopped)
