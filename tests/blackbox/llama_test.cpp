@@ -1771,6 +1771,52 @@ TEST_F(Llama, RepeatsOfOneConfigurationPass) {
 // same workload and stops it; each run records the slots the server said it
 // had, the curve holds each run's figures, and check on the -np 4 and
 // -np 1 runs names the headline latency rows that moved.
+TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
+  LlamaServerOptions o;  // -c 4096 -np 4
+  auto s = start(o);
+  const auto profile = dir_ / "llama.yaml";
+  // A short designed sweep: the server's cap and KV capacity from /props.
+  const auto p = run_process({kBin, "profile", "--target", s->url(), "--out", profile.string(), "--prompt-lens",
+                              "32,256", "--waves", "2", "--output-len", "16"},
+                             240);
+  ASSERT_EQ(p.exit_code, 0) << describe(p);
+  const std::string yaml = slurp(profile);
+  EXPECT_NE(yaml.find("max_num_seqs: 4"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("kv_capacity_tokens: 4096"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("llama.cpp"), std::string::npos) << yaml;
+  // Every cell ran every request; the probe cell is kept but not fitted.
+  EXPECT_TRUE(fs::exists(dir_ / "llama.yaml.runs" / "probe-b1-p16" / "run.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "llama.yaml.runs" / "b4-p256" / "run.json"));
+  // Fidelity on a held-out workload: other lengths, gamma arrivals.
+  const auto out = dir_ / "fidelity";
+  const auto f = run_process({kBin, "fidelity", "--target", s->url(), "--profile", profile.string(),
+                              "--max-num-batched-tokens", "2048", "--out", out.string(), "--input-len",
+                              "lognormal:150:0.6:max=600", "--output-len", "uniform:8:24", "--arrival", "gamma",
+                              "--burstiness", "0.5", "--rate", "6", "--num-requests", "40", "--seed", "3"},
+                             240);
+  ASSERT_EQ(f.exit_code, 0) << describe(f);
+  const json fj = json::parse(slurp(out / "fidelity.json"));
+  for (const char* m : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"})
+    for (const char* q : {"p50", "p90", "p99"}) {
+      const auto& c = fj[m][q];
+      ASSERT_TRUE(c["real"].is_number() && c["sim"].is_number()) << m << " " << q << " " << c.dump();
+      EXPECT_NEAR(c["rel_error"].get<double>(), c["sim"].get<double>() / c["real"].get<double>() - 1, 1e-9);
+      EXPECT_NEAR(c["real_spread"].get<double>(), c["real_repeat"].get<double>() / c["real"].get<double>() - 1,
+                  1e-9);
+      EXPECT_TRUE(c["defaults"].is_number());
+    }
+  // The runs are the ones it says: the real ones against the server, the simulated ones in virtual time.
+  const json real = json::parse(slurp(out / "real-1" / "run.json"));
+  EXPECT_EQ(real["summary"]["requests_completed"], 40);
+  EXPECT_EQ(real["settings"]["effective"]["target"]["server_info"]["engine"], "llama.cpp");
+  const json sim = json::parse(slurp(out / "sim-profile" / "run.json"));
+  EXPECT_EQ(sim["tool"]["command"], "sim");
+  EXPECT_EQ(sim["settings"]["requested"]["engine"]["profile"], profile.string());
+  EXPECT_EQ(fj["mape"]["ttft_ms"]["requests"], 40);
+  EXPECT_NE(f.out.find("within their targets"), std::string::npos) << f.out;
+  EXPECT_TRUE(fs::exists(out / "report.html"));
+}
+
 TEST_F(Llama, ASweepOverParallelSlotsStartsTheServerForEachValue) {
   const std::string port = std::to_string(unused_loopback_port());
   const std::string cmd = peer_.server + " -m " + peer_.model +
