@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <limits>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -18,6 +20,7 @@
 #include "core/run_dir.h"
 #include "engine/profile.h"
 #include "report/render.h"
+#include "rundir/readers.h"
 #include "report/report_data.h"
 #include "session/sim_run.h"
 
@@ -69,6 +72,33 @@ void print_fidelity(std::ostream& os, const nlohmann::json& f) {
                     f["within_target"]["of"].get<int>());
 }
 
+// The first real run as sim replays it (a native trace, docs/workloads.md):
+// each request at its scheduled time, with the prompt length the server
+// counted (a text the server tokenizes otherwise than planned is priced as
+// the server saw it) and the output it produced; in id order, so that sim's
+// request ids are the real ones.
+void write_replay_trace(const std::filesystem::path& real, const std::filesystem::path& out) {
+  rundir::RequestsReader reader(real / "requests.jsonl", rundir::BadLines::kFail);
+  std::map<std::uint64_t, nlohmann::json> rows;
+  Nanos first = std::numeric_limits<Nanos>::max();
+  RequestRecord r;
+  std::vector<std::pair<std::uint64_t, Nanos>> sched;
+  while (reader.next(r)) {
+    const std::int64_t prompt = r.prompt_tokens > 0 ? r.prompt_tokens : r.prompt_tokens_planned;
+    const std::int64_t output = r.output_tokens > 0 ? r.output_tokens : r.output_tokens_planned;
+    if (prompt <= 0 || output <= 0 || r.t_sched < 0)
+      throw InputError((real / "requests.jsonl").string(), reader.line_number(), "prompt_tokens",
+                       "a request without its prompt or output length cannot be replayed");
+    rows[r.id] = {{"input_tokens", prompt}, {"output_tokens", output}};
+    sched.emplace_back(r.id, r.t_sched);
+    first = std::min(first, r.t_sched);
+  }
+  for (const auto& [id, t] : sched) rows[id]["t_ms"] = static_cast<double>(t - first) / 1e6;
+  std::string text;
+  for (const auto& [id, row] : rows) text += row.dump() + "\n";
+  write_file_atomic(out, text);
+}
+
 int run_fidelity(FidelityOptions& o, const Interrupts& in) {
   if (o.engine.profile_file.empty()) throw UsageError("fidelity: --profile FILE is required (from `tokenscope profile`)");
   if (o.target.empty()) throw UsageError("fidelity: --target URL is required (the real server)");
@@ -114,9 +144,14 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
     }
   }
   // The planner: sim with the profile, and with the defaults at the same limits.
+  const auto replay = dir / "replay.jsonl";
+  write_replay_trace(dir / "real-1", replay);
   const auto simulate = [&](const char* name, engine::EngineOptions e) {
     session::SimRunSettings s;
-    s.workload = o.workload;
+    s.workload.trace = replay.string();
+    s.workload.trace_format = "native";
+    s.workload.arrival = "trace";
+    s.workload.seed = o.workload.seed;
     s.engine = std::move(e);
     s.out = (dir / name).string();
     s.overwrite = true;
