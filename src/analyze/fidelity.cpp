@@ -20,7 +20,8 @@ nlohmann::json summary_of(const std::filesystem::path& dir) {
   if (!in) throw UsageError(fmt::format("{}: cannot open (not a finished run)", file.string()));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (ss.str().size() > rundir::kMaxRunJsonBytes) throw InputError(file.string(), 0, "", "too large for a run.json");
+  if (ss.str().size() > rundir::kMaxRunJsonBytes)
+    throw InputError(file.string(), 0, "", "too large for a run.json");
   const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (!j.is_object() || !j.contains("summary") || !j["summary"].is_object())
     throw InputError(file.string(), 0, "summary", "missing (expected a finished run's summary)");
@@ -51,8 +52,9 @@ nlohmann::json compare(double real, double repeat, double sim, double defaults, 
                       {"defaults_rel_error", num(derr)},
                       {"target", target}};
   o["within_target"] = std::isfinite(err) ? nlohmann::json(std::abs(err) <= target) : nlohmann::json(nullptr);
-  o["within_noise"] =
-      std::isfinite(err) && std::isfinite(spread) ? nlohmann::json(std::abs(err) <= std::abs(spread)) : nlohmann::json(nullptr);
+  o["within_noise"] = std::isfinite(err) && std::isfinite(spread)
+                          ? nlohmann::json(std::abs(err) <= std::abs(spread))
+                          : nlohmann::json(nullptr);
   return o;
 }
 
@@ -76,7 +78,8 @@ std::unordered_map<std::uint64_t, Times> times_by_id(const std::filesystem::path
 
 // The mean of |other/real − 1| over the requests both completed; its count.
 std::pair<double, std::size_t> mape(const std::unordered_map<std::uint64_t, Times>& real,
-                                    const std::unordered_map<std::uint64_t, Times>& other, double Times::* field) {
+                                    const std::unordered_map<std::uint64_t, Times>& other,
+                                    double Times::*field) {
   double sum = 0;
   std::size_t n = 0;
   for (const auto& [id, t] : real) {
@@ -91,15 +94,18 @@ std::pair<double, std::size_t> mape(const std::unordered_map<std::uint64_t, Time
 }  // namespace
 
 nlohmann::json fidelity(const FidelityRuns& runs) {
-  const nlohmann::json real = summary_of(runs.real), repeat = summary_of(runs.real_repeat), sim = summary_of(runs.sim);
-  const nlohmann::json defaults = runs.sim_defaults.empty() ? nlohmann::json::object() : summary_of(runs.sim_defaults);
+  const nlohmann::json real = summary_of(runs.real), repeat = summary_of(runs.real_repeat),
+                       sim = summary_of(runs.sim);
+  const nlohmann::json defaults =
+      runs.sim_defaults.empty() ? nlohmann::json::object() : summary_of(runs.sim_defaults);
   nlohmann::json out = {{"kind", "fidelity"},
                         {"runs",
                          {{"real", runs.real.filename().string()},
                           {"real_repeat", runs.real_repeat.filename().string()},
                           {"sim", runs.sim.filename().string()},
-                          {"sim_defaults", runs.sim_defaults.empty() ? nlohmann::json(nullptr)
-                                                                     : nlohmann::json(runs.sim_defaults.filename().string())}}}};
+                          {"sim_defaults", runs.sim_defaults.empty()
+                                               ? nlohmann::json(nullptr)
+                                               : nlohmann::json(runs.sim_defaults.filename().string())}}}};
   std::size_t within = 0, total = 0;
   for (const char* metric : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"}) {
     nlohmann::json m = nlohmann::json::object();
@@ -114,7 +120,8 @@ nlohmann::json fidelity(const FidelityRuns& runs) {
   }
   nlohmann::json tp = nlohmann::json::object();
   for (const char* key : {"output_token_throughput_tps", "request_throughput_rps"}) {
-    tp[key] = compare(value_at(real, key), value_at(repeat, key), value_at(sim, key), value_at(defaults, key), 0.05);
+    tp[key] = compare(value_at(real, key), value_at(repeat, key), value_at(sim, key), value_at(defaults, key),
+                      0.05);
     total += 1;
     within += tp[key]["within_target"] == true;
   }
@@ -123,7 +130,8 @@ nlohmann::json fidelity(const FidelityRuns& runs) {
   const auto r = times_by_id(runs.real), rr = times_by_id(runs.real_repeat), s = times_by_id(runs.sim);
   const auto d = runs.sim_defaults.empty() ? decltype(s){} : times_by_id(runs.sim_defaults);
   nlohmann::json mj = nlohmann::json::object();
-  for (const auto& [name, field] : {std::pair{"ttft_ms", &Times::ttft_ms}, std::pair{"e2e_ms", &Times::e2e_ms}}) {
+  for (const auto& [name, field] :
+       {std::pair{"ttft_ms", &Times::ttft_ms}, std::pair{"e2e_ms", &Times::e2e_ms}}) {
     const auto [sim_mape, n] = mape(r, s, field);
     mj[name] = {{"sim", num(sim_mape)},
                 {"real_spread", num(mape(r, rr, field).first)},

@@ -20,8 +20,8 @@
 #include "core/run_dir.h"
 #include "engine/profile.h"
 #include "report/render.h"
-#include "rundir/readers.h"
 #include "report/report_data.h"
+#include "rundir/readers.h"
 #include "session/sim_run.h"
 
 namespace tokenscope::cli {
@@ -50,8 +50,9 @@ void print_fidelity(std::ostream& os, const nlohmann::json& f) {
   os << fmt::format("\n{:<20} {:>10} {:>10} {:>9} {:>12} {:>10}  {}\n", "metric", "real", "sim", "error",
                     "real spread", "defaults", "verdict");
   const auto row = [&](const std::string& name, const nlohmann::json& c) {
-    std::string verdict = c["within_target"] == true ? fmt::format("within {:g}%", 100 * c["target"].get<double>())
-                                                     : fmt::format("over {:g}%", 100 * c["target"].get<double>());
+    std::string verdict = c["within_target"] == true
+                              ? fmt::format("within {:g}%", 100 * c["target"].get<double>())
+                              : fmt::format("over {:g}%", 100 * c["target"].get<double>());
     if (c["within_noise"] == true) verdict += ", inside the server's own spread";
     os << fmt::format("{:<20} {:>10} {:>10} {:>9} {:>12} {:>10}  {}\n", name, val(c["real"]), val(c["sim"]),
                       pct(c["rel_error"]), pct(c["real_spread"]), pct(c["defaults_rel_error"]), verdict);
@@ -62,11 +63,12 @@ void print_fidelity(std::ostream& os, const nlohmann::json& f) {
   row("requests/s", f["throughput"]["request_throughput_rps"]);
   for (const char* m : {"ttft_ms", "e2e_ms"}) {
     const auto& x = f["mape"][m];
-    os << fmt::format("MAPE {:<15} {:>10} {:>10} {:>9} {:>12} {:>10}  over {} requests\n", m, "", "",
-                      x["sim"].is_number() ? fmt::format("{:.1f}%", 100 * x["sim"].get<double>()) : "-",
-                      x["real_spread"].is_number() ? fmt::format("{:.1f}%", 100 * x["real_spread"].get<double>()) : "-",
-                      x["defaults"].is_number() ? fmt::format("{:.1f}%", 100 * x["defaults"].get<double>()) : "-",
-                      x["requests"].get<std::size_t>());
+    os << fmt::format(
+        "MAPE {:<15} {:>10} {:>10} {:>9} {:>12} {:>10}  over {} requests\n", m, "", "",
+        x["sim"].is_number() ? fmt::format("{:.1f}%", 100 * x["sim"].get<double>()) : "-",
+        x["real_spread"].is_number() ? fmt::format("{:.1f}%", 100 * x["real_spread"].get<double>()) : "-",
+        x["defaults"].is_number() ? fmt::format("{:.1f}%", 100 * x["defaults"].get<double>()) : "-",
+        x["requests"].get<std::size_t>());
   }
   os << fmt::format("{} of {} figures within their targets\n", f["within_target"]["count"].get<int>(),
                     f["within_target"]["of"].get<int>());
@@ -100,14 +102,16 @@ void write_replay_trace(const std::filesystem::path& real, const std::filesystem
 }
 
 int run_fidelity(FidelityOptions& o, const Interrupts& in) {
-  if (o.engine.profile_file.empty()) throw UsageError("fidelity: --profile FILE is required (from `tokenscope profile`)");
+  if (o.engine.profile_file.empty())
+    throw UsageError("fidelity: --profile FILE is required (from `tokenscope profile`)");
   if (o.target.empty()) throw UsageError("fidelity: --target URL is required (the real server)");
   if (o.out.empty()) throw UsageError("fidelity: --out DIR is required");
   const engine::Profile profile = engine::read_profile(o.engine.profile_file);
   const std::filesystem::path dir(o.out);
   std::error_code ec;
   if (std::filesystem::exists(dir / "fidelity.json", ec) && !o.overwrite)
-    throw UsageError(fmt::format("fidelity: {} holds an earlier comparison (give --overwrite to replace it)", o.out));
+    throw UsageError(
+        fmt::format("fidelity: {} holds an earlier comparison (give --overwrite to replace it)", o.out));
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create: {}", o.out, ec.message()));
 
@@ -169,7 +173,8 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
       d.engine.max_num_batched_tokens = *profile.max_num_batched_tokens;
     if (profile.kv_capacity_tokens && d.num_gpu_blocks == 0 && d.engine.block_size_tokens > 0)
       d.num_gpu_blocks = static_cast<std::uint32_t>(std::min<std::uint64_t>(
-          (*profile.kv_capacity_tokens + d.engine.block_size_tokens - 1) / d.engine.block_size_tokens, UINT32_MAX));
+          (*profile.kv_capacity_tokens + d.engine.block_size_tokens - 1) / d.engine.block_size_tokens,
+          UINT32_MAX));
     if (!simulate("sim-defaults", d)) return kExitInterrupted;
   }
   analyze::FidelityRuns runs{dir / "real-1", dir / "real-2", dir / "sim-profile",
@@ -199,15 +204,19 @@ Command add_fidelity_command(CLI::App& app, Interrupts interrupts) {
   auto o = std::make_shared<FidelityOptions>();
   CLI::App* f = app.add_subcommand(
       "fidelity",
-      "The planner's error against a real server (docs/profile.md): one workload twice on --target and through "
+      "The planner's error against a real server (docs/profile.md): one workload twice on --target and "
+      "through "
       "sim with --profile and with the defaults; fidelity.json and a report page in --out");
   f->add_option("--target", o->target, "The real server's base URL")->required();
   f->add_option("--out", o->out, "Directory for the four runs, fidelity.json and report.html")->required();
   f->add_flag("--overwrite", o->overwrite, "Replace an earlier comparison in --out");
-  f->add_option("--api", o->api, "completions|chat")->capture_default_str()->check(CLI::IsMember({"completions", "chat"}));
+  f->add_option("--api", o->api, "completions|chat")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"completions", "chat"}));
   f->add_option("--served-model", o->model, "The model to ask the server for [default: its GET /v1/models]");
   f->add_option("--api-key", o->api_key, "Bearer token");
-  f->add_option("--tokenizer", o->tokenizer, "A tokenizer.json or SentencePiece model for exact prompt lengths");
+  f->add_option("--tokenizer", o->tokenizer,
+                "A tokenizer.json or SentencePiece model for exact prompt lengths");
   f->add_option("--extra-body", o->extra_body, "A JSON object merged into every request to the server");
   f->add_option("--timeout-s", o->timeout_s, "Per request, seconds")->capture_default_str();
   f->add_flag("--no-defaults", o->no_defaults, "Leave out the run with the uncalibrated defaults");

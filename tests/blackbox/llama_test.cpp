@@ -1776,8 +1776,8 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
   auto s = start(o);
   const auto profile = dir_ / "llama.yaml";
   // A short designed sweep: the server's cap and KV capacity from /props.
-  const auto p = run_process({kBin, "profile", "--target", s->url(), "--out", profile.string(), "--prompt-lens",
-                              "32,256", "--waves", "2", "--output-len", "16"},
+  const auto p = run_process({kBin, "profile", "--target", s->url(), "--out", profile.string(),
+                              "--prompt-lens", "32,256", "--waves", "2", "--output-len", "16"},
                              240);
   ASSERT_EQ(p.exit_code, 0) << describe(p);
   const std::string yaml = slurp(profile);
@@ -1789,10 +1789,30 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
   EXPECT_TRUE(fs::exists(dir_ / "llama.yaml.runs" / "b4-p256" / "run.json"));
   // Fidelity on a held-out workload: other lengths, gamma arrivals.
   const auto out = dir_ / "fidelity";
-  const auto f = run_process({kBin, "fidelity", "--target", s->url(), "--profile", profile.string(),
-                              "--max-num-batched-tokens", "2048", "--out", out.string(), "--input-len",
-                              "lognormal:150:0.6:max=600", "--output-len", "uniform:8:24", "--arrival", "gamma",
-                              "--burstiness", "0.5", "--rate", "6", "--num-requests", "40", "--seed", "3"},
+  const auto f = run_process({kBin,
+                              "fidelity",
+                              "--target",
+                              s->url(),
+                              "--profile",
+                              profile.string(),
+                              "--max-num-batched-tokens",
+                              "2048",
+                              "--out",
+                              out.string(),
+                              "--input-len",
+                              "lognormal:150:0.6:max=600",
+                              "--output-len",
+                              "uniform:8:24",
+                              "--arrival",
+                              "gamma",
+                              "--burstiness",
+                              "0.5",
+                              "--rate",
+                              "6",
+                              "--num-requests",
+                              "40",
+                              "--seed",
+                              "3"},
                              240);
   ASSERT_EQ(f.exit_code, 0) << describe(f);
   const json fj = json::parse(slurp(out / "fidelity.json"));
@@ -1801,8 +1821,8 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
       const auto& c = fj[m][q];
       ASSERT_TRUE(c["real"].is_number() && c["sim"].is_number()) << m << " " << q << " " << c.dump();
       EXPECT_NEAR(c["rel_error"].get<double>(), c["sim"].get<double>() / c["real"].get<double>() - 1, 1e-9);
-      EXPECT_NEAR(c["real_spread"].get<double>(), c["real_repeat"].get<double>() / c["real"].get<double>() - 1,
-                  1e-9);
+      EXPECT_NEAR(c["real_spread"].get<double>(),
+                  c["real_repeat"].get<double>() / c["real"].get<double>() - 1, 1e-9);
       EXPECT_TRUE(c["defaults"].is_number());
     }
   // The runs are the ones it says: the real ones against the server, the simulated ones in virtual time.
