@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
+#include "engine/profile.h"
 #include "observe/sim_samples.h"
 #include "rundir/run_cache.h"
 #include "rundir/run_json.h"
@@ -121,6 +122,22 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   }
   settings.num_tenants = static_cast<std::uint32_t>(bw.w.tenants.size());
   result.engine = engine::resolve_engine(settings, catalog);
+  if (settings.profile) {
+    // A profile is measured over ranges: beyond them its costs are extrapolated.
+    const engine::ProfileRanges& measured = settings.profile->ranges;
+    std::uint32_t longest = 0;
+    for (const auto& r : bw.w.requests) longest = std::max(longest, r.input_tokens);
+    if (measured.max_prompt_tokens > 0 && longest > measured.max_prompt_tokens)
+      result.engine.notes.push_back(
+          fmt::format("--profile: prompts of up to {} tokens, the profile measured up to {}: longer ones are "
+                      "priced by extrapolation",
+                      longest, measured.max_prompt_tokens));
+    if (measured.max_batch > 0 && settings.max_num_seqs > measured.max_batch)
+      result.engine.notes.push_back(
+          fmt::format("--profile: batches may reach {} sequences (max_num_seqs), the profile measured up to {}: "
+                      "larger ones are priced by extrapolation",
+                      settings.max_num_seqs, measured.max_batch));
+  }
   const engine::EffectiveEngine& eff = result.engine;
   result.workload_description = bw.w.description;
   result.read_report = bw.w.read_report;
