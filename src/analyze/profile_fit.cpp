@@ -101,6 +101,69 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
     return n > 0 && max_first[static_cast<std::size_t>(n - 1)] > t;
   };
 
+  // Occupancy (llama.cpp): what the idle slots keep, as a step function of
+  // time, from the slots replayed in send order.
+  const bool occupancy = o.attention == engine::AttentionSpan::kOccupancy && o.batch_cap && *o.batch_cap > 0;
+  std::vector<std::pair<Nanos, double>> idle_kept;  // (from when, tokens kept by idle slots)
+  if (occupancy) {
+    struct Change {
+      Nanos t;
+      bool start;
+      std::uint32_t req;
+    };
+    std::vector<Change> changes;
+    for (std::uint32_t i = 0; i < reqs.size(); ++i) {
+      changes.push_back({reqs[i].send, true, i});
+      changes.push_back({reqs[i].t.back(), false, i});
+    }
+    std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
+      return a.t != b.t ? a.t < b.t : (!a.start && b.start);  // a slot freed before one is taken
+    });
+    std::multimap<Nanos, double> idle;
+    double kept = 0;
+    for (std::uint32_t i = 0; i < *o.batch_cap; ++i) idle.emplace(-1, 0.0);
+    idle_kept.emplace_back(std::numeric_limits<Nanos>::min(), 0.0);
+    std::uint32_t active = 0;
+    std::size_t queued = 0;  // sent while every slot was busy: they take the next freed ones
+    const auto take = [&] {
+      ++active;
+      if (!idle.empty()) {
+        kept -= idle.begin()->second;
+        idle.erase(idle.begin());
+      }
+    };
+    for (const auto& c : changes) {
+      if (c.start) {
+        if (active < *o.batch_cap)
+          take();
+        else
+          ++queued;
+      } else {
+        const Req& q = reqs[c.req];
+        // Its slot keeps what was computed: the prompt and every output but the last.
+        const double tokens = q.prompt + static_cast<double>(q.before.back() + q.tokens.back()) - 1.0;
+        idle.emplace(c.t, tokens);
+        kept += tokens;
+        if (active > 0) --active;
+        while (idle.size() > *o.batch_cap) {
+          kept -= idle.begin()->second;
+          idle.erase(idle.begin());
+        }
+        if (queued > 0) {
+          --queued;
+          take();
+        }
+      }
+      idle_kept.emplace_back(c.t, kept);
+    }
+  }
+  // What the idle slots kept just before time t.
+  const auto kept_before = [&](Nanos t) {
+    auto it = std::lower_bound(idle_kept.begin(), idle_kept.end(), t,
+                               [](const auto& e, Nanos x) { return e.first < x; });
+    return it == idle_kept.begin() ? 0.0 : std::prev(it)->second;
+  };
+
   // (a) Decode periods: one request's gap between two of its tokens is one
   // step, in which every other request decoding got one token too (at its
   // own moment: a server may sample and send slot by slot). A period is kept
@@ -174,6 +237,12 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
         ++out.left_out_pending;
       } else if (q.t[k] > q.t[k - 1]) {
         st.seconds = static_cast<double>(q.t[k] - q.t[k - 1]) * 1e-9;
+        if (occupancy) {
+          // The sequences' tokens after the step (their contexts, and the token computed) and the idle
+          // slots'.
+          const double occupied = st.shape.decode_attention_pairs + kept_before(q.t[k - 1] + 1);
+          st.shape.decode_attention_pairs = static_cast<double>(st.shape.decode_tokens) * occupied;
+        }
         out.steps.push_back(st);
       }
     }
@@ -235,6 +304,12 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
           st.max_context = std::max(st.max_context, s.prompt);
         }
         st.seconds = static_cast<double>(last_first - q.send) * 1e-9;
+        if (occupancy) {
+          // The group's slots taken (their sends are in the step function), the prompts' tokens added.
+          const double occupied =
+              kept_before(reqs[by_send[j - 1]].send + 1) + st.shape.prefill_kv_read_tokens;
+          st.shape.prefill_attention_pairs = static_cast<double>(st.shape.prefill_tokens) * occupied;
+        }
         if (st.seconds > 0) out.steps.push_back(st);
       } else {
         ++out.left_out_pending;
@@ -521,7 +596,8 @@ std::string utc_now() {
 
 }  // namespace
 
-engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inputs, std::ostream& log) {
+engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inputs, std::ostream& log,
+                                  const std::string& attention) {
   std::vector<std::filesystem::path> runs;
   for (const auto& p : inputs) expand_runs(p, runs, 0);
   if (runs.empty()) throw UsageError("profile --from: no runs to fit");
@@ -590,6 +666,27 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
         p.found["kv_capacity_tokens"] = "the simulated engine's KV blocks times their size";
       }
     }
+    // What attention is priced over: as asked, else llama.cpp's occupancy
+    // when the server says it is llama.cpp (or a simulated run used it).
+    if (!attention.empty()) {
+      ro.attention = engine::parse_attention_span(attention);
+      p.found["attention"] = "as asked (--attention)";
+    } else if (info && info->value("engine", std::string()) == "llama.cpp") {
+      ro.attention = engine::AttentionSpan::kOccupancy;
+      p.found["attention"] =
+          "occupancy: the server says it is llama.cpp (one KV cache, slots that keep their cells)";
+    } else if (const auto* a = rundir::json_path(run, {"settings", "requested", "engine", "attention"});
+               a && a->is_string() && *a == "occupancy") {
+      ro.attention = engine::AttentionSpan::kOccupancy;
+      p.found["attention"] = "the simulated engine's --attention";
+    } else {
+      p.found["attention"] = "own: each sequence's context (vLLM's paged attention)";
+    }
+    if (ro.attention == engine::AttentionSpan::kOccupancy && !ro.batch_cap) {
+      ro.attention = engine::AttentionSpan::kOwnContext;
+      p.found["attention"] = "own: occupancy needs the slots (the batch cap), which were not found";
+    }
+    p.attention = ro.attention;
     const auto rec = reconstruct_steps(read_records(dir), ro);
     clusters += rec.clusters;
     pending += rec.left_out_pending;

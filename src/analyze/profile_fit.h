@@ -49,6 +49,13 @@ struct ReconstructOptions {
   // The server's batch cap, when known: a request still waiting while a full
   // batch ran was queued, not prefilled in chunks.
   std::optional<std::uint32_t> batch_cap;
+  // What attention is priced over (engine::AttentionSpan). With occupancy
+  // (llama.cpp) the slots are replayed from the records: a request takes
+  // the least recently used idle slot when it is sent, and its slot keeps
+  // its tokens after it ended; every token of a step attends over the
+  // sequences' tokens and what the idle slots keep. Needs batch_cap (the
+  // slots); without it, own contexts.
+  engine::AttentionSpan attention = engine::AttentionSpan::kOwnContext;
 };
 
 struct StepReconstruction {
@@ -82,6 +89,9 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
 // rebuilt into steps, fitted, and the server's identity and limits are taken
 // from their run.json (the server's own word where it gave one: llama.cpp's
 // /props, vLLM's cache_config_info) or from behaviour. Progress on log.
-engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& runs, std::ostream& log);
+// attention: what to fit the attention terms over ("" : occupancy when the
+// server says it is llama.cpp or a simulated run used it, else own).
+engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& runs, std::ostream& log,
+                                  const std::string& attention = "");
 
 }  // namespace tokenscope::analyze

@@ -43,8 +43,10 @@ engine::Profile truth() {
 }
 
 ProfiledRun simulate(const engine::Profile& p, std::uint32_t max_num_seqs, double rate_rps, int n,
-                     std::uint64_t seed) {
+                     std::uint64_t seed,
+                     engine::AttentionSpan attention = engine::AttentionSpan::kOwnContext) {
   engine::EngineSettings s;
+  s.attention = attention;
   s.max_num_seqs = max_num_seqs;
   s.max_num_batched_tokens = 4096;
   s.enable_prefix_caching = false;
@@ -140,6 +142,72 @@ TEST(ProfileFit, RecoversTheCoefficientsOfAKnownProfileWithinItsIntervals) {
   EXPECT_LT(fit.quality.mape, 1e-6);
   EXPECT_GT(fit.quality.r2, 0.999999);
   EXPECT_EQ(fit.ranges.max_batch, 8u);
+}
+
+TEST(ProfileFit, LlamaCppOccupancyIsReplayedFromTheRecordsAndItsCoefficientsRecovered) {
+  // llama.cpp: every token attends over every occupied cell, and idle slots
+  // keep their last sequence's. The engine prices that; the records alone
+  // must give the same attention sums, and the fit the same coefficients.
+  engine::Profile p = truth();
+  p.attention = engine::AttentionSpan::kOccupancy;
+  const auto run = simulate(p, 4, 2.0, 200, 4, engine::AttentionSpan::kOccupancy);
+  ReconstructOptions o;
+  o.batch_cap = 4;
+  o.attention = engine::AttentionSpan::kOccupancy;
+  const auto rec = reconstruct_steps(records_of(run), o);
+  std::map<Nanos, const engine::StepStats*> by_end;
+  for (const auto& s : run.steps) by_end[s.start + s.duration] = &s;
+  std::size_t prefills = 0, decodes = 0;
+  for (const auto& st : rec.steps) {
+    const auto& s = *by_end.at(st.end);
+    EXPECT_NEAR(st.shape.decode_attention_pairs, s.cost.decode_attention_s / p.coef[5],
+                1e-3 * (1 + st.shape.decode_attention_pairs));
+    EXPECT_NEAR(st.shape.prefill_attention_pairs, s.cost.prefill_attention_s / p.coef[4],
+                1e-3 * (1 + st.shape.prefill_attention_pairs));
+    prefills += st.shape.prefill_tokens > 0;
+    decodes += st.shape.decode_tokens > 0;
+  }
+  EXPECT_GT(prefills, 5u);
+  EXPECT_GT(decodes, 100u);
+  const auto fit = fit_step_costs(rec.steps, "llama.cpp-like");
+  for (std::size_t k = 0; k < engine::kProfileTerms; ++k) {
+    SCOPED_TRACE(engine::profile_terms()[k].key);
+    EXPECT_NEAR(fit.coef[k], p.coef[k], 1e-6 * p.coef[k]);
+  }
+}
+
+TEST(ProfileFit, AnIdleSlotKeepsItsCellsUntilTheLeastRecentlyUsedIsTaken) {
+  // Two slots. A (100-token prompt, 3 outputs) ends: its slot keeps 102
+  // cells. B then takes the never-used slot (the least recently used), so
+  // its prefill attends over A's 102 cells and its own 50.
+  engine::Profile p;
+  p.coef = {1e-3, 0, 0, 0, 1e-9, 1e-9};
+  engine::EngineSettings s;
+  s.attention = engine::AttentionSpan::kOccupancy;
+  s.max_num_seqs = 2;
+  s.enable_prefix_caching = false;
+  ProfiledRun run;
+  engine::Engine eng(engine::resolve_engine(s, engine::Catalog::builtin()), s,
+                     std::make_unique<engine::ProfileCostModel>(p, 0.0), &run);
+  const auto request = [](std::uint64_t id, std::uint32_t len) {
+    engine::EngineRequest r;
+    r.id = id;
+    for (std::uint32_t k = 0; k < len; ++k)
+      r.prompt.push_back(static_cast<tokenizers::TokenId>(1000 * id + k));
+    r.max_output_tokens = 3;
+    return r;
+  };
+  Nanos now = 0;
+  eng.add_request(request(1, 100), now);
+  while (eng.has_work()) now += eng.step(now);
+  eng.add_request(request(2, 50), now);
+  now += eng.step(now);
+  const auto& last = run.steps.back();
+  EXPECT_EQ(last.prefill_tokens, 50u);
+  EXPECT_NEAR(last.cost.prefill_attention_s / 1e-9, 50.0 * (102 + 50), 1e-6);
+  // Its first decode: 102 kept, 51 of its own after the step (50 computed, one more).
+  now += eng.step(now);
+  EXPECT_NEAR(run.steps.back().cost.decode_attention_s / 1e-9, 1.0 * (102 + 51), 1e-6);
 }
 
 TEST(ProfileFit, NoisyStepsGiveIntervalsThatHoldTheTruth) {

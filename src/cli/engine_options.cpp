@@ -55,6 +55,12 @@ void add_engine_options(CLI::App* app, EngineOptions& o) {
       ->capture_default_str()
       ->group(E);
   app->add_option("--preemption", o.preemption, "recompute|swap")->capture_default_str()->group(E);
+  app->add_option("--attention", o.attention,
+                  "own: each sequence attends to its own context (vLLM's paged KV) | occupancy: every token "
+                  "attends over every occupied cell of one KV cache whose slots keep their last sequence "
+                  "(llama.cpp) [default: own, or the profile's]")
+      ->check(CLI::IsMember({"own", "occupancy"}))
+      ->group(E);
   app->add_option("--max-active-tenants", e.max_active_tenants,
                   "Resident tenant contexts at most (0: all, no switching)")
       ->capture_default_str()

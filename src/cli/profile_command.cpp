@@ -22,6 +22,7 @@ struct ProfileOptions {
   std::string out;
   std::string runs;
   std::vector<std::string> from;
+  std::string attention;
 };
 
 void print_profile(std::ostream& os, const engine::Profile& p) {
@@ -100,7 +101,7 @@ int run_profile(ProfileOptions& o, const Interrupts& in) {
   engine::Profile p;
   try {
     if (runs.empty()) throw UsageError("no run was measured");
-    p = analyze::profile_from_runs(runs, std::cerr);
+    p = analyze::profile_from_runs(runs, std::cerr, o.attention);
   } catch (const std::exception& e) {
     std::cerr << "profile: " << (failure.empty() ? "" : failure + "\n")
               << "profile: no profile written: " << e.what() << "\n";
@@ -162,6 +163,11 @@ Command add_profile_command(CLI::App& app, Interrupts interrupts) {
       "--batch-sizes", [o](const std::string& t) { o->sweep.batch_sizes = parse_list(t, "--batch-sizes"); },
       "Concurrent users per cell [default: 1, 2, 4, ... up to the server's cap]");
   p->add_option("--timeout-s", o->sweep.timeout_s, "Per request, seconds")->capture_default_str();
+  p->add_option(
+       "--attention", o->attention,
+       "What attention is fitted over: own (each sequence's context, vLLM) or occupancy (every occupied "
+       "cell, llama.cpp) [default: occupancy when the server says it is llama.cpp, else own]")
+      ->check(CLI::IsMember({"own", "occupancy"}));
   return {p, [o, interrupts] { return run_profile(*o, interrupts); }};
 }
 

@@ -37,6 +37,14 @@ TenantKvPolicy parse_tenant_kv_policy(std::string_view s) {
   if (s == "dynamic") return TenantKvPolicy::kDynamicReuse;
   throw UsageError(fmt::format("--tenant-kv-policy: expected none, static or dynamic, got '{}'", s));
 }
+AttentionSpan parse_attention_span(std::string_view s) {
+  if (s == "own") return AttentionSpan::kOwnContext;
+  if (s == "occupancy") return AttentionSpan::kOccupancy;
+  throw UsageError(fmt::format("--attention: expected own (vLLM) or occupancy (llama.cpp), got '{}'", s));
+}
+std::string_view name_of(AttentionSpan a) {
+  return a == AttentionSpan::kOwnContext ? "own" : "occupancy";
+}
 std::string_view name_of(SchedulingPolicy p) {
   return p == SchedulingPolicy::kFcfs ? "fcfs" : "priority";
 }
@@ -294,6 +302,9 @@ Engine::Engine(EffectiveEngine effective, EngineSettings settings, std::unique_p
     counters_.kv_usage_peak = std::nullopt;
   else
     counters_.kv_usage_peak = 0.0;
+  // llama.cpp's slots, all idle and empty at the start.
+  if (settings_.attention == AttentionSpan::kOccupancy)
+    for (std::uint32_t i = 0; i < settings_.max_num_seqs; ++i) idle_slots_.emplace(-1, 0);
 }
 
 Engine::~Engine() {
@@ -674,6 +685,15 @@ bool Engine::ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double&
 
 void Engine::finish(Seq* s, Nanos t, bool aborted) {
   running_.erase(std::find(running_.begin(), running_.end(), s));
+  // Its slot keeps its tokens until a new request takes it (llama.cpp's cache_prompt).
+  if (settings_.attention == AttentionSpan::kOccupancy && s->first_scheduled >= 0) {
+    idle_slots_.emplace(t, s->num_computed);
+    idle_slot_tokens_ += s->num_computed;
+    while (idle_slots_.size() > settings_.max_num_seqs) {
+      idle_slot_tokens_ -= idle_slots_.begin()->second;
+      idle_slots_.erase(idle_slots_.begin());
+    }
+  }
   pools_[pool_of(*s)].release(s->blocks);
   --tenant_live_seqs_[s->tenant];
   ++counters_.requests_finished;
@@ -856,6 +876,11 @@ Nanos Engine::step(Nanos now) {
       if (s->first_scheduled < 0) {
         s->first_scheduled = now;
         observer_->on_first_scheduled(s->id, now, s->cached_tokens);
+        // It takes the least recently used idle slot, whose kept tokens go.
+        if (settings_.attention == AttentionSpan::kOccupancy && !idle_slots_.empty()) {
+          idle_slot_tokens_ -= idle_slots_.begin()->second;
+          idle_slots_.erase(idle_slots_.begin());
+        }
       }
       scheduled_.emplace_back(s, n);
       budget -= n;
@@ -894,6 +919,15 @@ Nanos Engine::step(Nanos now) {
   shape.encoder_weight_bytes =
       ((vision ? eff_.model.vision_params : 0.0) + (audio ? eff_.model.audio_params : 0.0)) *
       eff_.model.weight_bytes_per_param;
+  if (settings_.attention == AttentionSpan::kOccupancy) {
+    // Every token of the batch attends over every occupied cell: the
+    // running sequences' tokens after this step, and what idle slots keep.
+    double occupied = static_cast<double>(idle_slot_tokens_);
+    for (const Seq* s : running_) occupied += s->num_computed;
+    for (const auto& [s, n] : scheduled_) occupied += n;
+    shape.prefill_attention_pairs = static_cast<double>(shape.prefill_tokens) * occupied;
+    shape.decode_attention_pairs = static_cast<double>(shape.decode_tokens) * occupied;
+  }
   shape.host_transfer_bytes = st.swap_in_bytes + st.swap_out_bytes;
   shape.extra_seconds = extra_seconds;
   st.cost = cost_->step_cost(shape);

@@ -49,10 +49,18 @@ namespace tokenscope::engine {
 enum class SchedulingPolicy { kFcfs, kPriority };
 enum class PreemptionMode { kRecompute, kSwap };
 enum class TenantKvPolicy { kNoReuse, kStaticReuse, kDynamicReuse };
+// Whose attention the engine prices (docs/engine.md "Attention span"):
+// vLLM's paged attention reads each sequence's own context; llama.cpp's
+// unified KV cache is attended over every occupied cell, and each of its
+// slots keeps its last sequence's cells after it finished (cache_prompt)
+// until the least recently used idle slot takes a new request.
+enum class AttentionSpan { kOwnContext, kOccupancy };
 
 SchedulingPolicy parse_scheduling_policy(std::string_view s);
 PreemptionMode parse_preemption_mode(std::string_view s);
 TenantKvPolicy parse_tenant_kv_policy(std::string_view s);
+AttentionSpan parse_attention_span(std::string_view s);  // own | occupancy
+std::string_view name_of(AttentionSpan a);
 std::string_view name_of(SchedulingPolicy p);
 std::string_view name_of(PreemptionMode p);
 std::string_view name_of(TenantKvPolicy p);
@@ -77,6 +85,7 @@ struct EngineSettings {
   std::uint32_t long_prefill_token_threshold = 0;  // 0: off
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   PreemptionMode preemption = PreemptionMode::kRecompute;
+  AttentionSpan attention = AttentionSpan::kOwnContext;
   std::uint32_t num_tenants = 1;
   std::uint32_t max_active_tenants = 0;  // 0: every tenant resident, no switches
   double context_switch_ms = 0.0;
@@ -379,6 +388,10 @@ class Engine {
   EngineCounters counters_;
   // Scratch, reused across steps.
   std::vector<std::pair<Seq*, std::uint32_t>> scheduled_;
+  // AttentionSpan::kOccupancy: the idle slots' kept tokens by when they were
+  // last used (the least recently used is taken first), and their sum.
+  std::multimap<Nanos, std::uint32_t> idle_slots_;
+  std::uint64_t idle_slot_tokens_ = 0;
 };
 
 }  // namespace tokenscope::engine

@@ -47,7 +47,8 @@ nlohmann::json to_json(const EngineOptions& o) {
     j["max_lora_rank"] = e.max_lora_rank;
     j["lora_load_ms"] = e.lora_load_ms ? nlohmann::json(*e.lora_load_ms) : nlohmann::json(nullptr);
   }
-  // Only with a profile, likewise.
+  // Only when given, and with a profile, likewise.
+  if (!o.attention.empty()) j["attention"] = o.attention;
   if (!o.profile_file.empty()) j["profile"] = o.profile_file;
   // Only with perturbations: the settings of a run without any stay as they were.
   if (!o.perturb.text.empty()) {
@@ -64,6 +65,7 @@ EngineSettings engine_settings(const EngineOptions& o, std::uint64_t run_seed) {
   s.policy = parse_scheduling_policy(o.policy);
   s.preemption = parse_preemption_mode(o.preemption);
   s.tenant_kv_policy = parse_tenant_kv_policy(o.tenant_kv_policy);
+  if (!o.attention.empty()) s.attention = parse_attention_span(o.attention);
   if (o.num_gpu_blocks > 0) s.num_gpu_blocks_override = o.num_gpu_blocks;
   if (o.fixed_step_ms >= 0) s.fixed_step_ms = o.fixed_step_ms;
   if (!o.profile_file.empty()) {
@@ -72,6 +74,7 @@ EngineSettings engine_settings(const EngineOptions& o, std::uint64_t run_seed) {
     auto p = std::make_shared<Profile>(read_profile(o.profile_file));
     // The limits the profile found are the defaults; options given win.
     if (p->max_num_seqs && !o.max_num_seqs_given) s.max_num_seqs = *p->max_num_seqs;
+    if (o.attention.empty()) s.attention = p->attention;
     if (p->max_num_batched_tokens && !o.max_num_batched_tokens_given)
       s.max_num_batched_tokens = *p->max_num_batched_tokens;
     if (p->kv_capacity_tokens && o.num_gpu_blocks == 0 && !s.unlimited_kv && s.block_size_tokens > 0)

@@ -24,6 +24,7 @@ struct EngineOptions {
   std::string policy = "fcfs";
   std::string preemption = "recompute";
   std::string tenant_kv_policy = "none";
+  std::string attention;  // own | occupancy; "" : own, or the profile's
   std::uint32_t num_gpu_blocks = 0;
   double fixed_step_ms = -1.0;
   PerturbationSpec perturb;                   // --perturb SPEC (perturbation.h), parsed where given

@@ -138,7 +138,14 @@ Profile parse_profile_checked(const std::string& text, const std::string& file) 
     }
   }
   if (const YAML::Node s = root["scheduler"]) {
-    f.only_keys(s, "scheduler", {"max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens"});
+    f.only_keys(s, "scheduler",
+                {"max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens", "attention"});
+    if (s["attention"]) {
+      const std::string a = f.string(s["attention"], "scheduler.attention");
+      if (a != "own" && a != "occupancy")
+        f.fail(s["attention"], "scheduler.attention", "expected own (vLLM) or occupancy (llama.cpp)");
+      p.attention = parse_attention_span(a);
+    }
     if (s["max_num_seqs"] && !s["max_num_seqs"].IsNull())
       p.max_num_seqs =
           static_cast<std::uint32_t>(f.whole(s["max_num_seqs"], "scheduler.max_num_seqs", 1, 1e6));
@@ -149,7 +156,7 @@ Profile parse_profile_checked(const std::string& text, const std::string& file) 
       p.kv_capacity_tokens = f.whole(s["kv_capacity_tokens"], "scheduler.kv_capacity_tokens", 1, 1e12);
   }
   if (const YAML::Node s = root["found"]) {
-    f.only_keys(s, "found", {"max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens"});
+    f.only_keys(s, "found", {"max_num_seqs", "max_num_batched_tokens", "kv_capacity_tokens", "attention"});
     for (const auto& kv : s) p.found[kv.first.Scalar()] = f.string(kv.second, "found." + kv.first.Scalar());
   }
   if (const YAML::Node s = root["fit"]) {
@@ -220,6 +227,8 @@ std::string profile_yaml(const Profile& p) {
   out += "  max_num_seqs: " + opt(p.max_num_seqs) + "\n";
   out += "  max_num_batched_tokens: " + opt(p.max_num_batched_tokens) + "\n";
   out += "  kv_capacity_tokens: " + opt(p.kv_capacity_tokens) + "\n";
+  out += "  attention: " + std::string(name_of(p.attention)) +
+         "  # own: each sequence's context (vLLM); occupancy: every occupied cell (llama.cpp)\n";
   if (!p.found.empty()) {
     out += "found:  # how each limit was found\n";
     for (const auto& [k, v] : p.found) out += "  " + k + ": " + quoted(v) + "\n";
@@ -255,7 +264,8 @@ nlohmann::json to_json(const Profile& p) {
           {"scheduler",
            {{"max_num_seqs", opt(p.max_num_seqs)},
             {"max_num_batched_tokens", opt(p.max_num_batched_tokens)},
-            {"kv_capacity_tokens", opt(p.kv_capacity_tokens)}}},
+            {"kv_capacity_tokens", opt(p.kv_capacity_tokens)},
+            {"attention", name_of(p.attention)}}},
           {"found", p.found},
           {"fit",
            {{"observations", p.fit.observations},

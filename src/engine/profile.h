@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cost_model.h"
+#include "engine/engine.h"
 
 namespace tokenscope::engine {
 
@@ -75,6 +76,9 @@ struct Profile {
   std::optional<std::uint32_t> max_num_seqs;
   std::optional<std::uint32_t> max_num_batched_tokens;
   std::optional<std::uint64_t> kv_capacity_tokens;
+  // What the attention terms are priced over (engine.h AttentionSpan): the
+  // fit's features and the engine's agree.
+  AttentionSpan attention = AttentionSpan::kOwnContext;
   std::map<std::string, std::string> found;
   ProfileFitQuality fit;
   ProfileRanges ranges;

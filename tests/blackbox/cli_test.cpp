@@ -748,10 +748,11 @@ TEST_F(Cli, ProfileFitsTheBuiltInServerAndSimRunsWithTheProfile) {
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_GT(nlohmann::json::parse(s.out)["ttft_ms"]["p50"].get<double>(), 0.0) << s.out;
   // Past the prompts it measured, sim says it extrapolates.
-  const auto longer = sim({"--profile", out, "--num-requests", "10", "--rate", "4", "--input-len", "fixed:1000",
-                           "--output-len", "fixed:4"});
+  const auto longer = sim({"--profile", out, "--num-requests", "10", "--rate", "4", "--input-len",
+                           "fixed:1000", "--output-len", "fixed:4"});
   ASSERT_EQ(longer.exit_code, 0) << longer.err;
-  EXPECT_NE(longer.out.find("prompts of up to 1000 tokens, the profile measured up to 512"), std::string::npos)
+  EXPECT_NE(longer.out.find("prompts of up to 1000 tokens, the profile measured up to 512"),
+            std::string::npos)
       << longer.out;
   // --from fits the same runs again.
   const auto again =
