@@ -12,7 +12,10 @@
 #     2048-token slot;
 #   * sharegpt: the 500 ShareGPT prompts (their own lengths, 4-800 tokens),
 #     Poisson at 3 req/s, outputs lognormal around 100 tokens.
-# Usage: benchmarks/fidelity.sh [OUT]   (default: a temporary directory, removed)
+# Usage: [ATTENTION=own|occupancy] benchmarks/fidelity.sh [OUT]   (OUT default:
+# a temporary directory, removed; ATTENTION: what the profile's attention
+# terms are fitted over, default the profile's own choice: occupancy for
+# llama.cpp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server="$(bash scripts/llama-server.sh)"
@@ -41,7 +44,7 @@ stop_server() { kill "$(cat "$work/pid")"; wait "$(cat "$work/pid")" 2>/dev/null
 
 start_server
 echo "== profile"
-"$bin" profile --target "$url" --out "$work/llama.yaml" --overwrite
+"$bin" profile --target "$url" --out "$work/llama.yaml" --overwrite ${ATTENTION:+--attention "$ATTENTION"}
 stop_server
 
 run_fidelity() {  # NAME, workload options...
