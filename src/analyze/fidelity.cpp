@@ -62,7 +62,8 @@ struct Times {
   double ttft_ms = NAN, e2e_ms = NAN;
 };
 
-std::unordered_map<std::uint64_t, Times> times_by_id(const std::filesystem::path& dir) {
+std::unordered_map<std::uint64_t, Times> times_by_id(const std::filesystem::path& dir,
+                                                     const std::vector<std::uint64_t>* ids = nullptr) {
   std::unordered_map<std::uint64_t, Times> out;
   rundir::RequestsReader reader(dir / "requests.jsonl", rundir::BadLines::kFail);
   RequestRecord r;
@@ -71,7 +72,12 @@ std::unordered_map<std::uint64_t, Times> times_by_id(const std::filesystem::path
     Times t;
     t.ttft_ms = static_cast<double>(r.t_first_token - r.t_send) / 1e6;
     if (r.t_last_token >= r.t_send) t.e2e_ms = static_cast<double>(r.t_last_token - r.t_send) / 1e6;
-    out[r.id] = t;
+    if (ids && !ids->empty()) {
+      if (r.id >= ids->size()) continue;
+      out[(*ids)[r.id]] = t;
+    } else {
+      out[r.id] = t;
+    }
   }
   return out;
 }
@@ -127,8 +133,9 @@ nlohmann::json fidelity(const FidelityRuns& runs) {
   }
   out["throughput"] = tp;
   // Per request, as BLIS reports it.
-  const auto r = times_by_id(runs.real), rr = times_by_id(runs.real_repeat), s = times_by_id(runs.sim);
-  const auto d = runs.sim_defaults.empty() ? decltype(s){} : times_by_id(runs.sim_defaults);
+  const auto r = times_by_id(runs.real), rr = times_by_id(runs.real_repeat),
+             s = times_by_id(runs.sim, &runs.sim_ids);
+  const auto d = runs.sim_defaults.empty() ? decltype(s){} : times_by_id(runs.sim_defaults, &runs.sim_ids);
   nlohmann::json mj = nlohmann::json::object();
   for (const auto& [name, field] :
        {std::pair{"ttft_ms", &Times::ttft_ms}, std::pair{"e2e_ms", &Times::e2e_ms}}) {

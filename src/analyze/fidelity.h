@@ -11,7 +11,9 @@
 // request id.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,9 @@ namespace tokenscope::analyze {
 
 struct FidelityRuns {
   std::filesystem::path real, real_repeat, sim, sim_defaults;  // sim_defaults may be empty
+  // The real id of each sim request id (sim replays the real run's
+  // completed requests, numbered from 0); empty: the ids are the same.
+  std::vector<std::uint64_t> sim_ids;
 };
 
 // fidelity.json's content; throws InputError/UsageError when a run cannot be read.

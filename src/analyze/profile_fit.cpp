@@ -119,15 +119,29 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
     std::stable_sort(changes.begin(), changes.end(), [](const Change& a, const Change& b) {
       return a.t != b.t ? a.t < b.t : (!a.start && b.start);  // a slot freed before one is taken
     });
+    // Empty slots are counted (they are taken first); the others kept by when last used.
     std::multimap<Nanos, double> idle;
     double kept = 0;
-    for (std::uint32_t i = 0; i < *o.batch_cap; ++i) idle.emplace(-1, 0.0);
-    idle_kept.emplace_back(std::numeric_limits<Nanos>::min(), 0.0);
+    std::uint64_t empty = *o.batch_cap;
+    if (o.slots) {
+      Nanos t = std::numeric_limits<Nanos>::min();
+      for (const double k : *o.slots) {
+        if (empty == 0) break;
+        if (k > 0) {
+          idle.emplace(t++, k);
+          kept += k;
+          --empty;
+        }
+      }
+    }
+    idle_kept.emplace_back(std::numeric_limits<Nanos>::min(), kept);
     std::uint32_t active = 0;
     std::size_t queued = 0;  // sent while every slot was busy: they take the next freed ones
     const auto take = [&] {
       ++active;
-      if (!idle.empty()) {
+      if (empty > 0) {
+        --empty;
+      } else if (!idle.empty()) {
         kept -= idle.begin()->second;
         idle.erase(idle.begin());
       }
@@ -142,10 +156,14 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
         const Req& q = reqs[c.req];
         // Its slot keeps what was computed: the prompt and every output but the last.
         const double tokens = q.prompt + static_cast<double>(q.before.back() + q.tokens.back()) - 1.0;
-        idle.emplace(c.t, tokens);
-        kept += tokens;
         if (active > 0) --active;
-        while (idle.size() > *o.batch_cap) {
+        if (tokens > 0) {
+          idle.emplace(c.t, tokens);
+          kept += tokens;
+        } else {
+          ++empty;
+        }
+        while (idle.size() + empty + active > *o.batch_cap && !idle.empty()) {
           kept -= idle.begin()->second;
           idle.erase(idle.begin());
         }
@@ -155,6 +173,10 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
         }
       }
       idle_kept.emplace_back(c.t, kept);
+    }
+    if (o.slots) {
+      o.slots->clear();
+      for (const auto& [t, k] : idle) o.slots->push_back(k);
     }
   }
   // What the idle slots kept just before time t.
@@ -607,6 +629,8 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
   std::uint64_t clusters = 0, pending = 0, multi = 0, requests = 0;
   std::uint32_t max_batch_seen = 0;
   bool cap_reached = false;
+  std::optional<engine::AttentionSpan> decided;
+  std::vector<double> slot_state;
   for (const auto& dir : runs) {
     const nlohmann::json run = read_json_file(dir / "run.json");
     const nlohmann::json* info = rundir::json_path(run, {"settings", "effective", "target", "server_info"});
@@ -631,6 +655,10 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
       ro.batch_cap = static_cast<std::uint32_t>(*cap);
       cap_how = fmt::format("the server's own word ({} {})", info->value("engine", std::string("server")),
                             info->value("route", std::string()));
+    } else if (const auto eff_seqs = uint_at(run, {"settings", "effective", "engine", "max_num_seqs"});
+               eff_seqs && *eff_seqs <= 1'000'000) {
+      ro.batch_cap = static_cast<std::uint32_t>(*eff_seqs);
+      cap_how = "the simulated engine's batch cap";
     } else if (const auto seqs = engine_setting(run, "max_num_seqs"); seqs && *seqs <= 1'000'000) {
       ro.batch_cap = static_cast<std::uint32_t>(*seqs);
       cap_how = "the simulated engine's --max-num-seqs";
@@ -666,27 +694,39 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
         p.found["kv_capacity_tokens"] = "the simulated engine's KV blocks times their size";
       }
     }
-    // What attention is priced over: as asked, else llama.cpp's occupancy
-    // when the server says it is llama.cpp (or a simulated run used it).
-    if (!attention.empty()) {
-      ro.attention = engine::parse_attention_span(attention);
-      p.found["attention"] = "as asked (--attention)";
-    } else if (info && info->value("engine", std::string()) == "llama.cpp") {
-      ro.attention = engine::AttentionSpan::kOccupancy;
-      p.found["attention"] =
-          "occupancy: the server says it is llama.cpp (one KV cache, slots that keep their cells)";
-    } else if (const auto* a = rundir::json_path(run, {"settings", "requested", "engine", "attention"});
-               a && a->is_string() && *a == "occupancy") {
-      ro.attention = engine::AttentionSpan::kOccupancy;
-      p.found["attention"] = "the simulated engine's --attention";
-    } else {
-      p.found["attention"] = "own: each sequence's context (vLLM's paged attention)";
+    // What attention is priced over, decided once (one fit, one definition):
+    // as asked, else llama.cpp's occupancy when the server says it is
+    // llama.cpp (or a simulated run used it), else own contexts.
+    if (!decided) {
+      const auto* a = rundir::json_path(run, {"settings", "effective", "engine", "attention"});
+      if (!attention.empty()) {
+        decided = engine::parse_attention_span(attention);
+        p.found["attention"] = "as asked (--attention)";
+      } else if (info && info->value("engine", std::string()) == "llama.cpp") {
+        decided = engine::AttentionSpan::kOccupancy;
+        p.found["attention"] =
+            "occupancy: the server says it is llama.cpp (one KV cache, slots that keep their cells)";
+      } else if (a && a->is_string() && *a == "occupancy") {
+        decided = engine::AttentionSpan::kOccupancy;
+        p.found["attention"] = "occupancy: the simulated engine's";
+      } else {
+        decided = engine::AttentionSpan::kOwnContext;
+        p.found["attention"] = "own: each sequence's context (vLLM's paged attention)";
+      }
+      if (*decided == engine::AttentionSpan::kOccupancy && !ro.batch_cap) {
+        decided = engine::AttentionSpan::kOwnContext;
+        p.found["attention"] = "own: occupancy needs the slots (the batch cap), which were not found";
+      }
+      p.attention = *decided;
     }
+    ro.attention = *decided;
     if (ro.attention == engine::AttentionSpan::kOccupancy && !ro.batch_cap) {
-      ro.attention = engine::AttentionSpan::kOwnContext;
-      p.found["attention"] = "own: occupancy needs the slots (the batch cap), which were not found";
+      log << fmt::format("  {}: left out (its slots are not known, and the fit is over occupancy)\n",
+                         dir.string());
+      continue;
     }
-    p.attention = ro.attention;
+    // Runs back to back on one server: each begins with the slots the one before left.
+    ro.slots = &slot_state;
     const auto rec = reconstruct_steps(read_records(dir), ro);
     clusters += rec.clusters;
     pending += rec.left_out_pending;

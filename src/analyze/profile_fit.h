@@ -56,6 +56,10 @@ struct ReconstructOptions {
   // sequences' tokens and what the idle slots keep. Needs batch_cap (the
   // slots); without it, own contexts.
   engine::AttentionSpan attention = engine::AttentionSpan::kOwnContext;
+  // The idle slots' kept tokens when the run began, least recently used
+  // first (runs back to back on one server: the one before left them); the
+  // run's end state is written back. nullptr: every slot empty.
+  std::vector<double>* slots = nullptr;
 };
 
 struct StepReconstruction {

@@ -75,30 +75,38 @@ void print_fidelity(std::ostream& os, const nlohmann::json& f) {
 }
 
 // The first real run as sim replays it (a native trace, docs/workloads.md):
-// each request at its scheduled time, with the prompt length the server
-// counted (a text the server tokenizes otherwise than planned is priced as
-// the server saw it) and the output it produced; in id order, so that sim's
-// request ids are the real ones.
-void write_replay_trace(const std::filesystem::path& real, const std::filesystem::path& out) {
+// the requests that completed, each when it was sent, with the prompt
+// length the server counted (a text the server tokenizes otherwise than
+// planned is priced as the server saw it), the output it produced and its
+// tenant; in id order. Returns the real id of each row (sim numbers the
+// rows 0, 1, ...).
+std::vector<std::uint64_t> write_replay_trace(const std::filesystem::path& real,
+                                              const std::filesystem::path& out) {
   rundir::RequestsReader reader(real / "requests.jsonl", rundir::BadLines::kFail);
-  std::map<std::uint64_t, nlohmann::json> rows;
+  std::map<std::uint64_t, std::pair<Nanos, nlohmann::json>> rows;
   Nanos first = std::numeric_limits<Nanos>::max();
   RequestRecord r;
-  std::vector<std::pair<std::uint64_t, Nanos>> sched;
   while (reader.next(r)) {
-    const std::int64_t prompt = r.prompt_tokens > 0 ? r.prompt_tokens : r.prompt_tokens_planned;
-    const std::int64_t output = r.output_tokens > 0 ? r.output_tokens : r.output_tokens_planned;
-    if (prompt <= 0 || output <= 0 || r.t_sched < 0)
-      throw InputError((real / "requests.jsonl").string(), reader.line_number(), "prompt_tokens",
-                       "a request without its prompt or output length cannot be replayed");
-    rows[r.id] = {{"input_tokens", prompt}, {"output_tokens", output}};
-    sched.emplace_back(r.id, r.t_sched);
-    first = std::min(first, r.t_sched);
+    if (r.outcome != Outcome::kOk || r.warmup) continue;
+    const Nanos sent = r.t_send >= 0 ? r.t_send : r.t_sched;
+    if (r.prompt_tokens <= 0 || r.output_tokens <= 0 || sent < 0) continue;
+    nlohmann::json row = {{"input_tokens", r.prompt_tokens}, {"output_tokens", r.output_tokens}};
+    if (!r.tenant.empty()) row["tenant"] = r.tenant;
+    rows[r.id] = {sent, std::move(row)};
+    first = std::min(first, sent);
   }
-  for (const auto& [id, t] : sched) rows[id]["t_ms"] = static_cast<double>(t - first) / 1e6;
+  if (rows.empty())
+    throw TargetError(
+        fmt::format("{}: no request completed with its token counts: nothing to replay", real.string()));
   std::string text;
-  for (const auto& [id, row] : rows) text += row.dump() + "\n";
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, row] : rows) {
+    row.second["t_ms"] = static_cast<double>(row.first - first) / 1e6;
+    text += row.second.dump() + "\n";
+    ids.push_back(id);
+  }
   write_file_atomic(out, text);
+  return ids;
 }
 
 int run_fidelity(FidelityOptions& o, const Interrupts& in) {
@@ -106,6 +114,10 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
     throw UsageError("fidelity: --profile FILE is required (from `tokenscope profile`)");
   if (o.target.empty()) throw UsageError("fidelity: --target URL is required (the real server)");
   if (o.out.empty()) throw UsageError("fidelity: --out DIR is required");
+  if (o.workload.prefix_groups > 0 || o.workload.prefix_tokens > 0)
+    throw UsageError(
+        "fidelity: shared prefixes (--prefix-groups, --prefix-tokens) are not replayed in sim yet: leave "
+        "them out");
   const engine::Profile profile = engine::read_profile(o.engine.profile_file);
   const std::filesystem::path dir(o.out);
   std::error_code ec;
@@ -114,6 +126,8 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
         fmt::format("fidelity: {} holds an earlier comparison (give --overwrite to replace it)", o.out));
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(fmt::format("{}: cannot create: {}", o.out, ec.message()));
+  // An earlier comparison's results go first: a run that fails now leaves none of them beside its own.
+  for (const char* f : {"fidelity.json", "report.html", "replay.jsonl"}) std::filesystem::remove(dir / f, ec);
 
   // The real server, twice: its own run-to-run spread.
   for (const char* name : {"real-1", "real-2"}) {
@@ -149,7 +163,7 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
   }
   // The planner: sim with the profile, and with the defaults at the same limits.
   const auto replay = dir / "replay.jsonl";
-  write_replay_trace(dir / "real-1", replay);
+  const std::vector<std::uint64_t> replay_ids = write_replay_trace(dir / "real-1", replay);
   const auto simulate = [&](const char* name, engine::EngineOptions e) {
     session::SimRunSettings s;
     s.workload.trace = replay.string();
@@ -177,8 +191,9 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
           UINT32_MAX));
     if (!simulate("sim-defaults", d)) return kExitInterrupted;
   }
+  if (in.interrupted->load()) return kExitInterrupted;
   analyze::FidelityRuns runs{dir / "real-1", dir / "real-2", dir / "sim-profile",
-                             o.no_defaults ? std::filesystem::path() : dir / "sim-defaults"};
+                             o.no_defaults ? std::filesystem::path() : dir / "sim-defaults", replay_ids};
   nlohmann::json f = analyze::fidelity(runs);
   f["profile"] = o.engine.profile_file;
   f["target"] = o.target;

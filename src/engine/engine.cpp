@@ -101,6 +101,9 @@ nlohmann::json EffectiveEngine::to_json() const {
     j["lora_adapter_bytes"] = lora_adapter_bytes;
     j["lora_load_ms"] = lora_load_ms;
   }
+  j["max_num_seqs"] = max_num_seqs;
+  j["max_num_batched_tokens"] = max_num_batched_tokens;
+  j["attention"] = name_of(attention);
   j["notes"] = notes;
   return j;
 }
@@ -108,6 +111,9 @@ nlohmann::json EffectiveEngine::to_json() const {
 // Long: every setting checked and resolved in one pass, each with its message.
 EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) {
   EffectiveEngine e;
+  e.max_num_seqs = s.max_num_seqs;
+  e.max_num_batched_tokens = s.max_num_batched_tokens;
+  e.attention = s.attention;
   e.model = catalog.model(s.model);
   e.gpu = catalog.gpu(s.gpu);
   if (s.tensor_parallel < 1 || s.tensor_parallel > 64)
@@ -202,9 +208,11 @@ EffectiveEngine resolve_engine(const EngineSettings& s, const Catalog& catalog) 
       e.notes.push_back(
           fmt::format("perturbation kv: {} of {} KV blocks (fraction {})", after, before, kv->fraction));
     }
-    if (const auto* cap = std::get_if<BatchCapParams>(&p.params))
+    if (const auto* cap = std::get_if<BatchCapParams>(&p.params)) {
       e.notes.push_back(
           fmt::format("perturbation batch_cap: max_num_seqs {} (was {})", cap->max_num_seqs, s.max_num_seqs));
+      e.max_num_seqs = cap->max_num_seqs;
+    }
   }
   if (s.max_loras > 0) {
     if (s.max_loras > 1024)
@@ -253,6 +261,7 @@ struct Engine::Seq {
   std::uint32_t preemptions = 0;
   std::uint32_t cached_tokens = 0;
   bool admitted_once = false;
+  bool holds_slot = false;  // AttentionSpan::kOccupancy: it holds one of the slots
   std::uint64_t output_seed = 0;
   bool pooling = false;                     // its one token is the prefill's end, not a generated token
   double image_flops = 0, audio_flops = 0;  // encoders still to run (once, with the first prefill chunk)
@@ -303,8 +312,30 @@ Engine::Engine(EffectiveEngine effective, EngineSettings settings, std::unique_p
   else
     counters_.kv_usage_peak = 0.0;
   // llama.cpp's slots, all idle and empty at the start.
-  if (settings_.attention == AttentionSpan::kOccupancy)
-    for (std::uint32_t i = 0; i < settings_.max_num_seqs; ++i) idle_slots_.emplace(-1, 0);
+  if (settings_.attention == AttentionSpan::kOccupancy) empty_slots_ = settings_.max_num_seqs;
+}
+
+void Engine::take_slot(Seq* s) {
+  if (settings_.attention != AttentionSpan::kOccupancy || s->holds_slot) return;
+  s->holds_slot = true;
+  // The least recently used idle slot: an empty one first; its kept tokens go.
+  if (empty_slots_ > 0) {
+    --empty_slots_;
+  } else if (!idle_slots_.empty()) {
+    idle_slot_tokens_ -= idle_slots_.begin()->second;
+    idle_slots_.erase(idle_slots_.begin());
+  }
+}
+
+void Engine::release_slot(Seq* s, Nanos t, std::uint32_t kept) {
+  if (!s->holds_slot) return;
+  s->holds_slot = false;
+  if (kept == 0) {
+    ++empty_slots_;
+  } else {
+    idle_slots_.emplace(t, kept);
+    idle_slot_tokens_ += kept;
+  }
 }
 
 Engine::~Engine() {
@@ -608,6 +639,7 @@ Engine::Seq* Engine::pick_victim() const {
 
 void Engine::preempt(Seq* v, StepStats& st) {
   running_.erase(std::find(running_.begin(), running_.end(), v));
+  release_slot(v, -1, 0);  // its cells are freed (or swapped out): the slot is empty
   auto& pool = pools_[pool_of(*v)];
   pool.release(v->blocks);
   ++v->preemptions;
@@ -686,14 +718,7 @@ bool Engine::ensure_tenant_resident(std::uint32_t tenant, StepStats& st, double&
 void Engine::finish(Seq* s, Nanos t, bool aborted) {
   running_.erase(std::find(running_.begin(), running_.end(), s));
   // Its slot keeps its tokens until a new request takes it (llama.cpp's cache_prompt).
-  if (settings_.attention == AttentionSpan::kOccupancy && s->first_scheduled >= 0) {
-    idle_slots_.emplace(t, s->num_computed);
-    idle_slot_tokens_ += s->num_computed;
-    while (idle_slots_.size() > settings_.max_num_seqs) {
-      idle_slot_tokens_ -= idle_slots_.begin()->second;
-      idle_slots_.erase(idle_slots_.begin());
-    }
-  }
+  release_slot(s, t, s->num_computed);
   pools_[pool_of(*s)].release(s->blocks);
   --tenant_live_seqs_[s->tenant];
   ++counters_.requests_finished;
@@ -812,6 +837,7 @@ Nanos Engine::step(Nanos now) {
       s->swapped_blocks = 0;
       swapped_.pop_front();
       running_.push_back(s);
+      take_slot(s);
       scheduled_.emplace_back(s, n);
       budget -= n;
     }
@@ -876,12 +902,8 @@ Nanos Engine::step(Nanos now) {
       if (s->first_scheduled < 0) {
         s->first_scheduled = now;
         observer_->on_first_scheduled(s->id, now, s->cached_tokens);
-        // It takes the least recently used idle slot, whose kept tokens go.
-        if (settings_.attention == AttentionSpan::kOccupancy && !idle_slots_.empty()) {
-          idle_slot_tokens_ -= idle_slots_.begin()->second;
-          idle_slots_.erase(idle_slots_.begin());
-        }
       }
+      take_slot(s);
       scheduled_.emplace_back(s, n);
       budget -= n;
     }

@@ -138,6 +138,11 @@ struct EffectiveEngine {
   // LoRA (max_loras > 0): one adapter's weights (bytes, all GPUs) and the time to load it.
   double lora_adapter_bytes = 0.0;
   double lora_load_ms = 0.0;
+  // The scheduler as it runs: the batch cap (after a batch_cap
+  // perturbation), the token budget and what attention is priced over.
+  std::uint32_t max_num_seqs = 0;
+  std::uint32_t max_num_batched_tokens = 0;
+  AttentionSpan attention = AttentionSpan::kOwnContext;
 
   nlohmann::json to_json() const;
 };
@@ -390,8 +395,12 @@ class Engine {
   std::vector<std::pair<Seq*, std::uint32_t>> scheduled_;
   // AttentionSpan::kOccupancy: the idle slots' kept tokens by when they were
   // last used (the least recently used is taken first), and their sum.
+  // Never-used or emptied slots are counted, not kept (they go first).
   std::multimap<Nanos, std::uint32_t> idle_slots_;
   std::uint64_t idle_slot_tokens_ = 0;
+  std::uint64_t empty_slots_ = 0;
+  void take_slot(Seq* s);
+  void release_slot(Seq* s, Nanos t, std::uint32_t kept);
 };
 
 }  // namespace tokenscope::engine

@@ -132,11 +132,11 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
           fmt::format("--profile: prompts of up to {} tokens, the profile measured up to {}: longer ones are "
                       "priced by extrapolation",
                       longest, measured.max_prompt_tokens));
-    if (measured.max_batch > 0 && settings.max_num_seqs > measured.max_batch)
+    if (measured.max_batch > 0 && result.engine.max_num_seqs > measured.max_batch)
       result.engine.notes.push_back(fmt::format(
           "--profile: batches may reach {} sequences (max_num_seqs), the profile measured up to {}: "
           "larger ones are priced by extrapolation",
-          settings.max_num_seqs, measured.max_batch));
+          result.engine.max_num_seqs, measured.max_batch));
   }
   const engine::EffectiveEngine& eff = result.engine;
   result.workload_description = bw.w.description;

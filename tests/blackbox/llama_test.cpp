@@ -1622,12 +1622,22 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
   // 1: TTFT on the queue ahead in both; ITL on the batch not in the
   // candidate, whose one slot decodes one request at a time.
   EXPECT_NE(finding(1, "TTFT per request queued ahead")["verdict"], "no-data");
+  // (One slot decodes one request at a time; but llama-server sends a
+  // request's final chunk from another thread than the next request's
+  // first token, so now and then the client sees the two overlap by a
+  // moment, and the model is fitted on too little to bound: inconclusive.)
   const json itl = finding(1, "ITL per request in the batch");
-  EXPECT_EQ(itl["verdict"], "no-data");
-  EXPECT_TRUE(itl["change"].is_null());
-  EXPECT_EQ(itl.value("note", ""),
-            "not fitted in the candidate: every request decoded beside the same number of others (one at a "
-            "time: one slot, or requests that never overlapped)");
+  const bool overlapped = itl["verdict"] == "inconclusive";
+  if (overlapped) {
+    EXPECT_EQ(itl.value("note", ""),
+              "too few blocks of requests (500 requests at least) to bound the change");
+  } else {
+    EXPECT_EQ(itl["verdict"], "no-data");
+    EXPECT_TRUE(itl["change"].is_null());
+    EXPECT_EQ(itl.value("note", ""),
+              "not fitted in the candidate: every request decoded beside the same number of others (one at a "
+              "time: one slot, or requests that never overlapped)");
+  }
   // 2: targets of a minute, met by every request of both runs.
   EXPECT_EQ(item(2)["verdict"], "pass") << item(2).dump().substr(0, 2000);
   EXPECT_EQ(finding(2, "default attainment")["note"], "520 of 520 met every target; base 520 of 520");
@@ -1689,7 +1699,9 @@ TEST_F(Llama, CheckOfTwoRunsAtParallel4And1) {
   // -v: every finding, its note under it.
   r = run_process({kBin, "check", base.string(), cand.string(), "-v", "--out", (dir_ / "v.json").string()},
                   120);
-  EXPECT_NE(r.out.find("note: not fitted in the candidate: every request decoded beside"), std::string::npos)
+  EXPECT_NE(r.out.find(overlapped ? "note: too few blocks of requests"
+                                  : "note: not fitted in the candidate: every request decoded beside"),
+            std::string::npos)
       << r.out;
   // The Markdown table.
   r = run_process(
