@@ -123,17 +123,6 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
     std::multimap<Nanos, double> idle;
     double kept = 0;
     std::uint64_t empty = *o.batch_cap;
-    if (o.slots) {
-      Nanos t = std::numeric_limits<Nanos>::min();
-      for (const double k : *o.slots) {
-        if (empty == 0) break;
-        if (k > 0) {
-          idle.emplace(t++, k);
-          kept += k;
-          --empty;
-        }
-      }
-    }
     idle_kept.emplace_back(std::numeric_limits<Nanos>::min(), kept);
     std::uint32_t active = 0;
     std::size_t queued = 0;  // sent while every slot was busy: they take the next freed ones
@@ -173,10 +162,6 @@ StepReconstruction reconstruct_steps(const std::vector<RequestRecord>& records, 
         }
       }
       idle_kept.emplace_back(c.t, kept);
-    }
-    if (o.slots) {
-      o.slots->clear();
-      for (const auto& [t, k] : idle) o.slots->push_back(k);
     }
   }
   // What the idle slots kept just before time t.
@@ -630,7 +615,6 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
   std::uint32_t max_batch_seen = 0;
   bool cap_reached = false;
   std::optional<engine::AttentionSpan> decided;
-  std::vector<double> slot_state;
   for (const auto& dir : runs) {
     const nlohmann::json run = read_json_file(dir / "run.json");
     const nlohmann::json* info = rundir::json_path(run, {"settings", "effective", "target", "server_info"});
@@ -725,8 +709,6 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
                          dir.string());
       continue;
     }
-    // Runs back to back on one server: each begins with the slots the one before left.
-    ro.slots = &slot_state;
     const auto rec = reconstruct_steps(read_records(dir), ro);
     clusters += rec.clusters;
     pending += rec.left_out_pending;

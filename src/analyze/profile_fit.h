@@ -54,12 +54,10 @@ struct ReconstructOptions {
   // the least recently used idle slot when it is sent, and its slot keeps
   // its tokens after it ended; every token of a step attends over the
   // sequences' tokens and what the idle slots keep. Needs batch_cap (the
-  // slots); without it, own contexts.
+  // slots); without it, own contexts. Each run begins with empty slots:
+  // carrying the slots one sweep cell left into the next fitted llama-server
+  // worse (docs/profile.md).
   engine::AttentionSpan attention = engine::AttentionSpan::kOwnContext;
-  // The idle slots' kept tokens when the run began, least recently used
-  // first (runs back to back on one server: the one before left them); the
-  // run's end state is written back. nullptr: every slot empty.
-  std::vector<double>* slots = nullptr;
 };
 
 struct StepReconstruction {
