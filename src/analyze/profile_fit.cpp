@@ -686,10 +686,6 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
       if (!attention.empty()) {
         decided = engine::parse_attention_span(attention);
         p.found["attention"] = "as asked (--attention)";
-      } else if (info && info->value("engine", std::string()) == "llama.cpp") {
-        decided = engine::AttentionSpan::kOccupancy;
-        p.found["attention"] =
-            "occupancy: the server says it is llama.cpp (one KV cache, slots that keep their cells)";
       } else if (a && a->is_string() && *a == "occupancy") {
         decided = engine::AttentionSpan::kOccupancy;
         p.found["attention"] = "occupancy: the simulated engine's";

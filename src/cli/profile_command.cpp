@@ -166,7 +166,7 @@ Command add_profile_command(CLI::App& app, Interrupts interrupts) {
   p->add_option(
        "--attention", o->attention,
        "What attention is fitted over: own (each sequence's context, vLLM) or occupancy (every occupied "
-       "cell, llama.cpp) [default: occupancy when the server says it is llama.cpp, else own]")
+       "cell, llama.cpp) [default: own; occupancy when the runs simulated it]")
       ->check(CLI::IsMember({"own", "occupancy"}));
   return {p, [o, interrupts] { return run_profile(*o, interrupts); }};
 }
