@@ -611,7 +611,7 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
   engine::Profile p;
   p.created = utc_now();
   std::vector<ObservedStep> steps;
-  std::uint64_t clusters = 0, pending = 0, multi = 0, requests = 0;
+  std::uint64_t clusters = 0, pending = 0, multi = 0;
   std::uint32_t max_batch_seen = 0;
   bool cap_reached = false;
   std::optional<engine::AttentionSpan> decided;
@@ -709,7 +709,6 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
     clusters += rec.clusters;
     pending += rec.left_out_pending;
     multi += rec.left_out_multi_token;
-    requests += rec.requests;
     if (rec.max_batch_seen > max_batch_seen) {
       max_batch_seen = rec.max_batch_seen;
       cap_reached = rec.cap_reached;
