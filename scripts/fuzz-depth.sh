@@ -28,7 +28,7 @@ dict_of() {  # the dictionary of a target, if any
   case "$1" in
     trace_azure) echo fuzz/dict/csv.dict ;;
     trace_mooncake|trace_sharegpt|trace_native|openai_request|chunk_parser|response|hf_tokenizer) echo fuzz/dict/json.dict ;;
-    catalog_yaml|workload_yaml) echo fuzz/dict/yaml.dict ;;
+    catalog_yaml|workload_yaml|profile_yaml) echo fuzz/dict/yaml.dict ;;
     http_request) echo fuzz/dict/http.dict ;;
     sse) echo fuzz/dict/sse.dict ;;
     *) [ -f "fuzz/dict/$1.dict" ] && echo "fuzz/dict/$1.dict" || true ;;
