@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "rundir/readers.h"
+#include "rundir/run_files.h"
 
 namespace tokenscope::analyze {
 
@@ -16,14 +17,8 @@ namespace {
 
 nlohmann::json summary_of(const std::filesystem::path& dir) {
   const auto file = dir / "run.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("{}: cannot open (not a finished run)", file.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().size() > rundir::kMaxRunJsonBytes)
-    throw InputError(file.string(), 0, "", "too large for a run.json");
-  const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (!j.is_object() || !j.contains("summary") || !j["summary"].is_object())
+  const nlohmann::json j = rundir::read_json_file(file);  // bounded size and depth
+  if (!j.contains("summary") || !j["summary"].is_object())
     throw InputError(file.string(), 0, "summary", "missing (expected a finished run's summary)");
   return j["summary"];
 }

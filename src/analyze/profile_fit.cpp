@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "rundir/readers.h"
+#include "rundir/run_files.h"
 #include "rundir/run_set.h"
 
 namespace tokenscope::analyze {
@@ -534,14 +535,11 @@ std::vector<RequestRecord> read_records(const std::filesystem::path& dir) {
   return out;
 }
 
-nlohmann::json read_json_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return nullptr;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().size() > rundir::kMaxRunJsonBytes) return nullptr;
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  return j.is_discarded() ? nlohmann::json(nullptr) : j;
+// run.json when the run has one (the shared reader: bounded size and depth).
+nlohmann::json run_json_of(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "run.json", ec)) return nullptr;
+  return rundir::read_json_file(dir / "run.json");
 }
 
 std::optional<std::uint64_t> uint_at(const nlohmann::json& j, std::initializer_list<const char*> path) {
@@ -616,7 +614,7 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
   bool cap_reached = false;
   std::optional<engine::AttentionSpan> decided;
   for (const auto& dir : runs) {
-    const nlohmann::json run = read_json_file(dir / "run.json");
+    const nlohmann::json run = run_json_of(dir);
     const nlohmann::json* info = rundir::json_path(run, {"settings", "effective", "target", "server_info"});
     // The server's identity, from the first run that names it.
     if (p.server.empty()) {

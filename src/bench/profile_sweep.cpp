@@ -12,6 +12,7 @@
 #include "bench/bench_settings.h"
 #include "core/error.h"
 #include "rundir/readers.h"
+#include "rundir/run_files.h"
 #include "workload/lengths.h"
 
 namespace tokenscope::bench {
@@ -19,12 +20,9 @@ namespace tokenscope::bench {
 namespace {
 
 nlohmann::json read_run_json(const std::filesystem::path& dir) {
-  std::ifstream in(dir / "run.json", std::ios::binary);
-  if (!in) return nullptr;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  return j.is_discarded() ? nlohmann::json(nullptr) : j;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "run.json", ec)) return nullptr;
+  return rundir::read_json_file(dir / "run.json");
 }
 
 std::uint64_t positive_at(const nlohmann::json& j, std::initializer_list<const char*> path) {
