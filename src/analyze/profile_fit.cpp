@@ -384,7 +384,7 @@ Eigen::VectorXd nnls(const Eigen::MatrixXd& a, const Eigen::VectorXd& b, std::ve
 
 }  // namespace
 
-CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string& what) {
+CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string& what, const FitOptions& o) {
   constexpr std::size_t K = engine::kProfileTerms;
   CostFit fit;
   // Steps of one shape: decode count, prefill count and tokens exact; the
@@ -432,7 +432,60 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
                      fmt::format("{} steps of {} shapes could be rebuilt from the records: too few to fit a "
                                  "profile (at least 3 shapes are needed)",
                                  steps.size(), ys.size()));
-  // Which terms the data vary.
+  // The decode curve's points: decode counts the points hold exactly (each
+  // point is then on the curve's support), on a grid that doubles with half
+  // steps (0, 1, 2, 3, 4, 6, 8, 12, ...), and the smallest and the largest.
+  std::vector<std::uint32_t> knots;
+  if (o.decode_curve) {
+    std::vector<std::uint32_t> present;
+    for (const auto& x : xs) present.push_back(static_cast<std::uint32_t>(std::lround(x[3])));
+    std::sort(present.begin(), present.end());
+    present.erase(std::unique(present.begin(), present.end()), present.end());
+    // A point at 0 decodes (a step of prefills alone) is told apart from the
+    // per-prefill term only by steps of different prefill counts; without
+    // them such a step costs the curve's first point, and the per-prefill
+    // term takes the difference.
+    std::vector<double> prefill_counts;
+    for (const auto& x : xs)
+      if (x[3] == 0) prefill_counts.push_back(x[2]);
+    std::sort(prefill_counts.begin(), prefill_counts.end());
+    prefill_counts.erase(std::unique(prefill_counts.begin(), prefill_counts.end()), prefill_counts.end());
+    if (prefill_counts.size() < 2 && present.size() > 1 && present.front() == 0) {
+      present.erase(present.begin());
+      fit.notes.push_back(
+          "decode curve: no point at 0 decodes (prefills were seen one count only); a step of prefills "
+          "alone costs the curve's first point, and prefill_seq_ms takes the difference");
+    }
+    const auto on_grid = [](std::uint32_t d) {
+      if (d <= 4) return true;
+      std::uint32_t p = 4;
+      while (p * 2 <= d) p *= 2;
+      return d == p || d == p + p / 2;
+    };
+    for (const auto d : present)
+      if (d == present.front() || d == present.back() || on_grid(d)) knots.push_back(d);
+    if (knots.size() < 3) {
+      fit.notes.push_back(
+          fmt::format("decode cost: linear (the steps measured had {} decode count{}; a curve needs 3)",
+                      knots.size(), knots.size() == 1 ? "" : "s"));
+      knots.clear();
+    }
+  }
+  const bool curve = !knots.empty();
+  // The hat function of knot j at d (below the first knot, the first's value).
+  const auto hat = [&](std::size_t j, double d) {
+    const double k = knots[j];
+    if (d == k) return 1.0;
+    if (d < k) {
+      if (j == 0) return 1.0;
+      const double a = knots[j - 1];
+      return d > a ? (d - a) / (k - a) : 0.0;
+    }
+    if (j + 1 == knots.size()) return 0.0;
+    const double b = knots[j + 1];
+    return d < b ? (b - d) / (b - k) : 0.0;
+  };
+  // The design's columns: a term (its index) or a knot of the curve (K + j).
   std::vector<std::size_t> cols;
   for (std::size_t k = 0; k < K; ++k) {
     double lo = INFINITY, hi = -INFINITY;
@@ -443,8 +496,13 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
     // The per-step term is there whenever steps ran; another is told apart
     // only when it varied (a constant one is the per-step term again).
     fit.identified[k] = k == 0 ? hi > 0 : hi > lo;
+    if (curve && (k == 0 || k == 3)) continue;
     if (fit.identified[k]) cols.push_back(k);
   }
+  for (std::size_t j = 0; j < knots.size(); ++j) cols.push_back(K + j);
+  const auto feature = [&](std::size_t r, std::size_t c) {
+    return c < K ? xs[r][c] : xs[r][0] * hat(c - K, xs[r][3]);
+  };
   const auto rows = static_cast<Eigen::Index>(ys.size());
   const auto ncol = static_cast<Eigen::Index>(cols.size());
   Eigen::MatrixXd a(rows, ncol);
@@ -452,10 +510,10 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
   Eigen::VectorXd scale = Eigen::VectorXd::Ones(ncol);
   for (Eigen::Index r = 0; r < rows; ++r) {
     // Relative errors, each point weighted by its count.
-    const double w = std::sqrt(ws[static_cast<std::size_t>(r)]) / ys[static_cast<std::size_t>(r)];
-    for (Eigen::Index c = 0; c < ncol; ++c)
-      a(r, c) = xs[static_cast<std::size_t>(r)][cols[static_cast<std::size_t>(c)]] * w;
-    b(r) = ys[static_cast<std::size_t>(r)] * w;
+    const auto ri = static_cast<std::size_t>(r);
+    const double w = std::sqrt(ws[ri]) / ys[ri];
+    for (Eigen::Index c = 0; c < ncol; ++c) a(r, c) = feature(ri, cols[static_cast<std::size_t>(c)]) * w;
+    b(r) = ys[ri] * w;
   }
   for (Eigen::Index c = 0; c < ncol; ++c) {
     const double norm = a.col(c).norm();
@@ -467,34 +525,38 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
   std::vector<bool> passive;
   const Eigen::VectorXd xs_scaled = nnls(a, b, passive);
   const Eigen::VectorXd resid = b - a * xs_scaled;
-  // Standard errors as for the unconstrained fit of every term the data
-  // vary: a term at its bound (0) gets the width the data allow it.
-  std::vector<Eigen::Index> act;
-  for (Eigen::Index c = 0; c < ncol; ++c) act.push_back(c);
+  // Standard errors as for the unconstrained fit of every column: a term at
+  // its bound (0) gets the width the data allow it.
   const auto rank = a.colPivHouseholderQr().rank();
   const double dof = static_cast<double>(rows) - static_cast<double>(rank);
   const double sigma2 = dof > 0 ? resid.squaredNorm() / dof : NAN;
-  Eigen::MatrixXd cov;
-  if (!act.empty()) {
-    Eigen::MatrixXd ap(rows, static_cast<Eigen::Index>(act.size()));
-    for (std::size_t c = 0; c < act.size(); ++c) ap.col(static_cast<Eigen::Index>(c)) = a.col(act[c]);
-    cov = (ap.transpose() * ap).completeOrthogonalDecomposition().pseudoInverse() * sigma2;
-  }
+  const Eigen::MatrixXd cov =
+      ncol > 0
+          ? Eigen::MatrixXd((a.transpose() * a).completeOrthogonalDecomposition().pseudoInverse() * sigma2)
+          : Eigen::MatrixXd();
+  fit.curve.resize(knots.size());
   for (Eigen::Index c = 0; c < ncol; ++c) {
     const std::size_t k = cols[static_cast<std::size_t>(c)];
-    fit.coef[k] = xs_scaled(c) / scale(c);
-  }
-  for (std::size_t c = 0; c < act.size(); ++c) {
-    const std::size_t k = cols[static_cast<std::size_t>(act[c])];
-    const double v = cov(static_cast<Eigen::Index>(c), static_cast<Eigen::Index>(c));
-    fit.se[k] = std::isfinite(v) && v > 0 ? std::sqrt(v) / scale(act[c]) : 0.0;
+    const double v = cov(c, c);
+    const double se = std::isfinite(v) && v > 0 ? std::sqrt(v) / scale(c) : 0.0;
+    if (k < K) {
+      fit.coef[k] = xs_scaled(c) / scale(c);
+      fit.se[k] = se;
+    } else {
+      fit.curve[k - K] = {knots[k - K], xs_scaled(c) / scale(c), se};
+    }
   }
   // Quality over the points.
+  const auto predict = [&](std::size_t r) {
+    double pred = 0;
+    for (std::size_t k = 0; k < K; ++k) pred += fit.coef[k] * xs[r][k];
+    if (curve) pred += xs[r][0] * engine::curve_seconds(fit.curve, xs[r][3]);
+    return pred;
+  };
   double sw = 0, swy = 0, sse = 0, sst = 0, mape = 0;
   std::vector<double> abs_rel;
   for (std::size_t r = 0; r < ys.size(); ++r) {
-    double pred = 0;
-    for (std::size_t k = 0; k < K; ++k) pred += fit.coef[k] * xs[r][k];
+    const double pred = predict(r);
     sw += ws[r];
     swy += ws[r] * ys[r];
     sse += ws[r] * (pred - ys[r]) * (pred - ys[r]);
@@ -509,12 +571,22 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
   fit.quality.p90_abs_rel_error = percentile_of(abs_rel, 0.9);
   for (std::size_t k = 0; k < K; ++k) {
     const auto& t = engine::profile_terms()[k];
+    if (curve && (k == 0 || k == 3)) continue;
     if (!fit.identified[k])
       fit.notes.push_back(fmt::format(
           "{}: the steps measured never varied what it multiplies ({}); left at 0", t.key, t.multiplies));
     else if (fit.coef[k] == 0)
       fit.notes.push_back(
           fmt::format("{}: fitted at its bound, 0 (the data show no cost of {})", t.key, t.multiplies));
+  }
+  if (curve) {
+    std::string at;
+    for (const auto& q : fit.curve)
+      at += fmt::format("{}{}: {:.3g} ms", at.empty() ? "" : ", ", q.seqs, q.seconds * 1e3);
+    fit.notes.push_back(fmt::format(
+        "decode cost: a curve over the decoding sequences in a step ({}), in place of step_overhead_ms and "
+        "decode_seq_us",
+        at));
   }
   if (!(dof > 0)) fit.notes.push_back("as many coefficients as step shapes: no standard errors");
   if (rank < ncol)
@@ -602,7 +674,7 @@ std::string utc_now() {
 }  // namespace
 
 engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inputs, std::ostream& log,
-                                  const std::string& attention) {
+                                  const std::string& attention, const std::string& decode_cost) {
   std::vector<std::filesystem::path> runs;
   for (const auto& p : inputs) expand_runs(p, runs, 0);
   if (runs.empty()) throw UsageError("profile --from: no runs to fit");
@@ -717,8 +789,11 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
                        rec.clusters, rec.steps.size());
     steps.insert(steps.end(), rec.steps.begin(), rec.steps.end());
   }
-  const CostFit fit = fit_step_costs(steps, runs.front().string());
+  FitOptions fo;
+  fo.decode_curve = decode_cost != "linear";
+  const CostFit fit = fit_step_costs(steps, runs.front().string(), fo);
   p.coef = fit.coef;
+  p.decode_curve = fit.curve;
   p.stderr_ = fit.se;
   p.fit = fit.quality;
   p.ranges = fit.ranges;

@@ -16,7 +16,8 @@
 // own handling: parsing, tokenizing, sampling).
 //
 // The fit: steps of one shape are merged into a point (their median
-// duration, weighted by their count); the coefficients are non-negative
+// duration, weighted by their count); the coefficients (and the decode
+// curve's points, when asked: hat functions over the decode count) are non-negative
 // least squares (Lawson–Hanson) on relative errors, with standard errors
 // from the residuals; a term whose feature never varied is left at 0 and
 // said so.
@@ -78,13 +79,23 @@ struct CostFit {
   std::array<double, engine::kProfileTerms> coef{};  // seconds per unit
   std::array<double, engine::kProfileTerms> se{};
   std::array<bool, engine::kProfileTerms> identified{};  // the data varied this term
+  // The decode curve when fitted (coef[0] and coef[3] are 0 then).
+  std::vector<engine::CurvePoint> curve;
   engine::ProfileFitQuality quality;
   engine::ProfileRanges ranges;
   std::vector<std::string> notes;
 };
 
+struct FitOptions {
+  // A decode curve (engine::Profile::decode_curve) in place of the per-step
+  // and per-decoding-sequence terms, when the steps measured hold at least
+  // three decode counts: its points are decode counts the steps hold.
+  bool decode_curve = false;
+};
+
 // Throws InputError (naming `what`) when there are too few steps to fit.
-CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string& what);
+CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string& what,
+                       const FitOptions& o = {});
 
 // A profile from finished runs (bench run directories; a directory of runs
 // such as `profile`'s or a sweep's is read run by run): their records are
@@ -94,8 +105,10 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
 // attention: what to fit the attention terms over ("" : occupancy when a
 // simulated run used it, else own; llama.cpp servers too: fitted over
 // occupancy, two sweeps of one llama-server gave 22% and 80% MAPE, over own
-// contexts 17% and 20%, docs/profile.md).
+// contexts 17% and 20%, docs/profile.md). decode_cost: "curve" (a decode
+// curve where the steps hold three decode counts) or "linear".
 engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& runs, std::ostream& log,
-                                  const std::string& attention = "");
+                                  const std::string& attention = "",
+                                  const std::string& decode_cost = "curve");
 
 }  // namespace tokenscope::analyze

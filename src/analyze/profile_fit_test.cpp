@@ -144,6 +144,73 @@ TEST(ProfileFit, RecoversTheCoefficientsOfAKnownProfileWithinItsIntervals) {
   EXPECT_EQ(fit.ranges.max_batch, 8u);
 }
 
+TEST(ProfileFit, RecoversAKnownDecodeCurveAtEveryDecodeCountMeasured) {
+  // llama.cpp on a CPU: a second decoding sequence costs far more than the
+  // first, the rest little. The curve's points are the decode counts the
+  // steps held; each is the truth's curve there.
+  engine::Profile p = truth();
+  p.coef[0] = p.coef[3] = 0;
+  p.decode_curve = {{1, 1.3e-3, 0}, {2, 4.0e-3, 0}, {4, 5.0e-3, 0}, {8, 7.0e-3, 0}};
+  const auto run = simulate(p, 8, 6.0, 300, 2);
+  ReconstructOptions o;
+  o.batch_cap = 8;
+  const auto rec = reconstruct_steps(records_of(run), o);
+  FitOptions fo;
+  fo.decode_curve = true;
+  const auto fit = fit_step_costs(rec.steps, "sim", fo);
+  // Prefills were seen one at a time here: no point at 0 decodes.
+  ASSERT_GE(fit.curve.size(), 5u);
+  EXPECT_EQ(fit.curve.front().seqs, 1u);
+  EXPECT_EQ(fit.curve.back().seqs, 8u);
+  for (const auto& q : fit.curve) {
+    SCOPED_TRACE(q.seqs);
+    const double want = engine::curve_seconds(p.decode_curve, q.seqs);
+    EXPECT_NEAR(q.seconds, want, 1e-6 * want);
+    EXPECT_LE(std::abs(q.seconds - want), 3 * q.stderr_ + 1e-9 * want);
+  }
+  EXPECT_EQ(fit.coef[0], 0.0);
+  EXPECT_EQ(fit.coef[3], 0.0);
+  for (const std::size_t k : {1, 2, 4, 5}) EXPECT_NEAR(fit.coef[k], p.coef[k], 1e-6 * p.coef[k]) << k;
+  EXPECT_LT(fit.quality.mape, 1e-6);
+  // The linear model cannot follow the step at two sequences.
+  const auto linear = fit_step_costs(rec.steps, "sim");
+  EXPECT_TRUE(linear.curve.empty());
+  EXPECT_GT(linear.quality.mape, 0.05);
+}
+
+TEST(ProfileFit, ADecodeCurveOfALinearServerIsItsLine) {
+  const engine::Profile p = truth();
+  const auto run = simulate(p, 8, 6.0, 300, 2);
+  ReconstructOptions o;
+  o.batch_cap = 8;
+  FitOptions fo;
+  fo.decode_curve = true;
+  const auto fit = fit_step_costs(reconstruct_steps(records_of(run), o).steps, "sim", fo);
+  ASSERT_GE(fit.curve.size(), 3u);
+  for (const auto& q : fit.curve) {
+    const double want = p.coef[0] + p.coef[3] * q.seqs;
+    EXPECT_NEAR(q.seconds, want, 1e-6 * want) << q.seqs;
+  }
+  EXPECT_LT(fit.quality.mape, 1e-6);
+  if (fit.curve.front().seqs > 0) {  // a prefill step's overhead, less the first point's decode
+    EXPECT_NEAR(fit.coef[2], p.coef[2] - p.coef[3] * fit.curve.front().seqs, 1e-6 * p.coef[2]);
+  }
+  // One decode count only: too few for a curve, and said so.
+  std::vector<ObservedStep> steps;
+  for (int c : {100, 1000, 3000}) {
+    ObservedStep s;
+    s.shape.num_seqs = s.shape.decode_tokens = 2;
+    s.shape.decode_attention_pairs = 2.0 * c;
+    s.seconds = 2e-3 + 2.0 * c * 1e-9;
+    steps.push_back(s);
+  }
+  const auto one = fit_step_costs(steps, "decodes", fo);
+  EXPECT_TRUE(one.curve.empty());
+  bool said = false;
+  for (const auto& n : one.notes) said |= n.find("decode cost: linear") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(ProfileFit, LlamaCppOccupancyIsReplayedFromTheRecordsAndItsCoefficientsRecovered) {
   // llama.cpp: every token attends over every occupied cell, and idle slots
   // keep their last sequence's. The engine prices that; the records alone

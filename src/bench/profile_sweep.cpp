@@ -103,6 +103,8 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
     b.tokenizer_file = s.tokenizer_file;
     b.sampling.extra_body = s.extra_body;
     b.timeout_s = s.timeout_s;
+    b.server_cmd = s.server_cmd;
+    b.server_start_timeout_s = s.server_start_timeout_s;
     b.workload.num_requests = c.requests;
     b.workload.input_len = workload::parse_input_len(fmt::format("fixed:{}", c.prompt));
     b.workload.output_len = workload::parse_output_len(fmt::format("fixed:{}", c.output));
@@ -126,6 +128,13 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
         "  [{}/{}] batch {:>3}, prompt {:>5}: TTFT p50 {:>9.2f} ms, ITL p50 {:>7.2f} ms  ({:.0f} s)\n", index,
         total, c.batch, c.prompt, number_at(summary, {"ttft_ms", "p50"}),
         number_at(summary, {"itl_ms", "p50"}), elapsed());
+    if (r.runs.empty() && !interrupted.load()) {  // the server --server-cmd started did not come up
+      std::string why;
+      for (const auto& v : r.verdicts) why += (why.empty() ? "" : "; ") + v;
+      result.failure = fmt::format("cell {} (batch {}, prompt {}) failed: {}", c.name, c.batch, c.prompt,
+                                   why.empty() ? "its server did not start" : why);
+      return false;
+    }
     if (r.runs.empty() || r.runs.front().interrupted || interrupted.load()) {
       result.interrupted = true;
       return false;

@@ -31,6 +31,11 @@ struct ProfileSweepSettings {
   std::vector<std::uint32_t> prompt_tokens = {32, 128, 512, 1024};
   std::vector<std::uint32_t> batch_sizes;  // empty: 1, 2, 4, ... up to the cap
   double timeout_s = 600.0;                // per request
+  // Start the server for each cell with this shell command (bench's
+  // --server-cmd: stopped after it by its process group), so that every
+  // cell begins on a fresh server; "" : the server at target_url is running.
+  std::string server_cmd;
+  double server_start_timeout_s = 600.0;
 };
 
 struct ProfileCell {

@@ -33,6 +33,8 @@ struct FidelityOptions {
   EngineOptions engine;
   std::string target, out, api = "completions", model, api_key, tokenizer, extra_body;
   double timeout_s = 600.0;
+  std::string server_cmd;
+  double server_start_timeout_s = 600.0;
   bool overwrite = false;
   bool no_defaults = false;
 };
@@ -140,6 +142,8 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
     b.tokenizer_file = o.tokenizer;
     b.sampling.extra_body = o.extra_body;
     b.timeout_s = o.timeout_s;
+    b.server_cmd = o.server_cmd;
+    b.server_start_timeout_s = o.server_start_timeout_s;
     b.ignore_eos = true;
     b.no_gpu = true;
     b.no_host = true;
@@ -150,6 +154,13 @@ int run_fidelity(FidelityOptions& o, const Interrupts& in) {
     std::cerr << "fidelity: the real server (" << name << ")\n";
     std::ostringstream sink;
     const auto r = bench::run(b, *in.interrupted, sink);
+    if (r.runs.empty() && !in.interrupted->load()) {  // the server --server-cmd started did not come up
+      std::string why;
+      for (const auto& v : r.verdicts) why += (why.empty() ? "" : "; ") + v;
+      std::cerr << "fidelity: the real run " << name << " failed: " << (why.empty() ? "no run" : why) << "\n"
+                << sink.str();
+      return kExitFailure;
+    }
     if (r.runs.empty() || r.runs.front().interrupted) {
       std::cerr << "fidelity: interrupted; the runs so far are in " << o.out << "\n";
       return kExitInterrupted;
@@ -234,6 +245,12 @@ Command add_fidelity_command(CLI::App& app, Interrupts interrupts) {
                 "A tokenizer.json or SentencePiece model for exact prompt lengths");
   f->add_option("--extra-body", o->extra_body, "A JSON object merged into every request to the server");
   f->add_option("--timeout-s", o->timeout_s, "Per request, seconds")->capture_default_str();
+  f->add_option("--server-cmd", o->server_cmd,
+                "Start the server for each real run with this shell command (stopped after it, as bench "
+                "--server-cmd does): both real runs begin on a fresh server");
+  f->add_option("--server-start-timeout", o->server_start_timeout_s,
+                "Seconds --server-cmd's server may take to answer GET /health")
+      ->capture_default_str();
   f->add_flag("--no-defaults", o->no_defaults, "Leave out the run with the uncalibrated defaults");
   add_workload_options(f, o->workload);
   add_engine_options(f, o->engine);

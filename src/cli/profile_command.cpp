@@ -23,6 +23,7 @@ struct ProfileOptions {
   std::string runs;
   std::vector<std::string> from;
   std::string attention;
+  std::string decode_cost = "curve";
 };
 
 void print_profile(std::ostream& os, const engine::Profile& p) {
@@ -31,6 +32,11 @@ void print_profile(std::ostream& os, const engine::Profile& p) {
     const auto& t = engine::profile_terms()[i];
     os << fmt::format("{:<22} {:>12.4g} {:>12.3g}  {}\n", t.key, p.coef[i] / t.seconds_per_unit,
                       p.stderr_[i] / t.seconds_per_unit, t.multiplies);
+  }
+  if (!p.decode_curve.empty()) {
+    os << "decode curve (in place of step_overhead_ms and decode_seq_us): a step with d decoding sequences\n";
+    for (const auto& q : p.decode_curve)
+      os << fmt::format("  d = {:<5} {:>10.4g} ms {:>10.3g}\n", q.seqs, q.seconds * 1e3, q.stderr_ * 1e3);
   }
   const auto opt = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string("not found"); };
   os << fmt::format("\nbatch cap (max_num_seqs)        {}\n", opt(p.max_num_seqs));
@@ -69,8 +75,10 @@ std::vector<std::uint32_t> parse_list(const std::string& text, const char* optio
 
 int run_profile(ProfileOptions& o, const Interrupts& in) {
   if (o.out.empty()) throw UsageError("profile: --out PROFILE.yaml is required");
-  if (!o.from.empty() && (!o.sweep.target_url.empty() || !o.runs.empty()))
-    throw UsageError("profile: --from fits finished runs; it does not take --target or --runs");
+  if (!o.from.empty() && (!o.sweep.target_url.empty() || !o.runs.empty() || !o.sweep.server_cmd.empty()))
+    throw UsageError("profile: --from fits finished runs; it does not take --target, --runs or --server-cmd");
+  if (!o.sweep.server_cmd.empty() && o.sweep.target_url.empty())
+    throw UsageError("profile: --server-cmd needs --target (where the server it starts listens)");
   std::vector<std::filesystem::path> runs;
   int exit = kExitOk;
   bool over_budget = false;
@@ -101,7 +109,7 @@ int run_profile(ProfileOptions& o, const Interrupts& in) {
   engine::Profile p;
   try {
     if (runs.empty()) throw UsageError("no run was measured");
-    p = analyze::profile_from_runs(runs, std::cerr, o.attention);
+    p = analyze::profile_from_runs(runs, std::cerr, o.attention, o.decode_cost);
   } catch (const std::exception& e) {
     std::cerr << "profile: " << (failure.empty() ? "" : failure + "\n")
               << "profile: no profile written: " << e.what() << "\n";
@@ -163,11 +171,23 @@ Command add_profile_command(CLI::App& app, Interrupts interrupts) {
       "--batch-sizes", [o](const std::string& t) { o->sweep.batch_sizes = parse_list(t, "--batch-sizes"); },
       "Concurrent users per cell [default: 1, 2, 4, ... up to the server's cap]");
   p->add_option("--timeout-s", o->sweep.timeout_s, "Per request, seconds")->capture_default_str();
+  p->add_option("--server-cmd", o->sweep.server_cmd,
+                "Start the server for each cell with this shell command (stopped after it, as bench "
+                "--server-cmd does), so that every cell begins on a fresh server; needs --target");
+  p->add_option("--server-start-timeout", o->sweep.server_start_timeout_s,
+                "Seconds --server-cmd's server may take to answer GET /health")
+      ->capture_default_str();
   p->add_option(
        "--attention", o->attention,
        "What attention is fitted over: own (each sequence's context, vLLM) or occupancy (every occupied "
        "cell, llama.cpp) [default: own; occupancy when the runs simulated it]")
       ->check(CLI::IsMember({"own", "occupancy"}));
+  p->add_option(
+       "--decode-cost", o->decode_cost,
+       "How a step's cost grows with its decoding sequences: curve (a point per batch size measured, "
+       "linear between them) or linear (one coefficient)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"curve", "linear"}));
   return {p, [o, interrupts] { return run_profile(*o, interrupts); }};
 }
 

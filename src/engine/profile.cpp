@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -35,6 +36,29 @@ std::array<double, kProfileTerms> step_features(const StepShape& s) {
           static_cast<double>(s.decode_tokens),
           s.prefill_attention_pairs,
           s.decode_attention_pairs};
+}
+
+double curve_seconds(const std::vector<CurvePoint>& c, double d) {
+  if (c.empty()) return 0.0;
+  if (c.size() == 1) return c.front().seconds;
+  const auto along = [&](std::size_t i, double x) {
+    const auto& a = c[i];
+    const auto& b = c[i + 1];
+    const double slope =
+        (b.seconds - a.seconds) / (static_cast<double>(b.seqs) - static_cast<double>(a.seqs));
+    return a.seconds + slope * (x - static_cast<double>(a.seqs));
+  };
+  if (d <= static_cast<double>(c.front().seqs)) return c.front().seconds;
+  if (d >= static_cast<double>(c.back().seqs)) {
+    const auto& a = c[c.size() - 2];
+    const auto& b = c.back();
+    const double slope =
+        std::max(0.0, (b.seconds - a.seconds) / (static_cast<double>(b.seqs) - static_cast<double>(a.seqs)));
+    return b.seconds + slope * (d - static_cast<double>(b.seqs));
+  }
+  const auto it = std::upper_bound(
+      c.begin(), c.end(), d, [](double x, const CurvePoint& q) { return x < static_cast<double>(q.seqs); });
+  return along(static_cast<std::size_t>(it - c.begin()) - 1, d);
 }
 
 namespace {
@@ -117,7 +141,7 @@ Profile parse_profile_checked(const std::string& text, const std::string& file) 
   {
     f.only_keys(cost, "cost",
                 {"step_overhead_ms", "prefill_token_us", "prefill_seq_ms", "decode_seq_us",
-                 "prefill_attention_ns", "decode_context_ns"});
+                 "prefill_attention_ns", "decode_context_ns", "decode_curve"});
     for (std::size_t i = 0; i < kProfileTerms; ++i) {
       const auto& t = profile_terms()[i];
       const std::string field = std::string("cost.") + t.key;
@@ -135,6 +159,39 @@ Profile parse_profile_checked(const std::string& text, const std::string& file) 
       } else {
         p.coef[i] = f.number(n, field, 0, hi, false, expected) * t.seconds_per_unit;
       }
+    }
+    if (const YAML::Node c = cost["decode_curve"]) {
+      const std::string field = "cost.decode_curve";
+      if (!c.IsSequence() || c.size() == 0 || c.size() > kMaxCurvePoints)
+        f.fail(
+            c, field,
+            fmt::format("expected a list of 1 to {} points {{seqs: decoding sequences, ms: the step's cost}}",
+                        kMaxCurvePoints));
+      const double hi = kMaxStepOverheadS * 1e3;
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        const std::string at = fmt::format("{}[{}]", field, i);
+        const YAML::Node n = c[i];
+        if (!n.IsMap()) f.fail(n, at, "expected a mapping {seqs: N, ms: V, stderr: E}");
+        f.only_keys(n, at, {"seqs", "ms", "stderr"});
+        if (!n["seqs"]) f.fail(n, at + ".seqs", "missing (expected the number of decoding sequences)");
+        if (!n["ms"]) f.fail(n, at + ".ms", "missing (expected the step's cost in ms)");
+        CurvePoint q;
+        q.seqs = static_cast<std::uint32_t>(f.whole(n["seqs"], at + ".seqs", 0, 1e6));
+        if (!p.decode_curve.empty() && q.seqs <= p.decode_curve.back().seqs)
+          f.fail(n["seqs"], at + ".seqs",
+                 fmt::format("expected more than the point before's {} (points by increasing seqs)",
+                             p.decode_curve.back().seqs));
+        q.seconds =
+            f.number(n["ms"], at + ".ms", 0, hi, false, fmt::format("a number of ms in [0, {:g}]", hi)) *
+            1e-3;
+        if (n["stderr"] && !n["stderr"].IsNull())
+          q.stderr_ = f.number(n["stderr"], at + ".stderr", 0, 1e300, false, "a number at least 0") * 1e-3;
+        p.decode_curve.push_back(q);
+      }
+      for (const std::size_t i : {std::size_t{0}, std::size_t{3}})
+        if (p.coef[i] != 0)
+          f.fail(cost[profile_terms()[i].key], std::string("cost.") + profile_terms()[i].key,
+                 "expected 0 with a decode_curve (the curve prices a step and its decoding sequences)");
     }
   }
   if (const YAML::Node s = root["scheduler"]) {
@@ -222,6 +279,14 @@ std::string profile_yaml(const Profile& p) {
                        number(p.coef[i] / t.seconds_per_unit), number(p.stderr_[i] / t.seconds_per_unit),
                        t.multiplies);
   }
+  if (!p.decode_curve.empty()) {
+    out +=
+        "  decode_curve:  # a step with this many decoding sequences costs ms, then the other terms "
+        "(in place of step_overhead_ms and decode_seq_us)\n";
+    for (const auto& q : p.decode_curve)
+      out += fmt::format("    - {{seqs: {}, ms: {}, stderr: {}}}\n", q.seqs, number(q.seconds / 1e-3),
+                         number(q.stderr_ / 1e-3));
+  }
   const auto opt = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string("null"); };
   out += "scheduler:\n";
   out += "  max_num_seqs: " + opt(p.max_num_seqs) + "\n";
@@ -256,6 +321,11 @@ nlohmann::json to_json(const Profile& p) {
     const auto& t = profile_terms()[i];
     cost[t.key] = {{"value", p.coef[i] / t.seconds_per_unit}, {"stderr", p.stderr_[i] / t.seconds_per_unit}};
   }
+  if (!p.decode_curve.empty()) {
+    auto& curve = cost["decode_curve"] = nlohmann::json::array();
+    for (const auto& q : p.decode_curve)
+      curve.push_back({{"seqs", q.seqs}, {"ms", q.seconds / 1e-3}, {"stderr", q.stderr_ / 1e-3}});
+  }
   const auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   return {{"version", p.version},
           {"created", p.created},
@@ -283,13 +353,20 @@ nlohmann::json to_json(const Profile& p) {
 }
 
 ProfileCostModel::ProfileCostModel(const Profile& p, double host_link_gbps)
-    : coef_(p.coef), host_link_bytes_per_s_(host_link_gbps > 0 ? host_link_gbps * 1e9 : 0.0) {}
+    : coef_(p.coef),
+      curve_(p.decode_curve),
+      host_link_bytes_per_s_(host_link_gbps > 0 ? host_link_gbps * 1e9 : 0.0) {}
 
 StepCost ProfileCostModel::step_cost(const StepShape& s) const {
   StepCost c;
   const auto x = step_features(s);
-  c.overhead_s = coef_[0] * x[0] + coef_[2] * x[2];
-  c.linear_s = coef_[1] * x[1] + coef_[3] * x[3];
+  if (curve_.empty()) {
+    c.overhead_s = coef_[0] * x[0] + coef_[2] * x[2];
+    c.linear_s = coef_[1] * x[1] + coef_[3] * x[3];
+  } else {
+    c.overhead_s = (x[0] > 0 ? curve_seconds(curve_, x[3]) : 0.0) + coef_[2] * x[2];
+    c.linear_s = coef_[1] * x[1];
+  }
   c.prefill_attention_s = coef_[4] * x[4];
   c.decode_attention_s = coef_[5] * x[5];
   if (host_link_bytes_per_s_ > 0)

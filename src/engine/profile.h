@@ -11,7 +11,12 @@
 //        + prefill_attention · sum(n·s + n(n+1)/2) over prefill chunks
 //        + decode_context  · sum(c + 1) over decoding sequences
 // with n a chunk's new tokens, s the tokens before it and c a decoding
-// sequence's cached tokens. The file is YAML, versioned (`tokenscope_profile:
+// sequence's cached tokens. A server whose cost per decoding sequence is
+// not linear (llama.cpp on a CPU: 1.3 ms a step at one sequence, 4.0 at two,
+// 5.1 at four) has a decode curve instead: the first and fourth terms are 0
+// and a step that runs any token costs curve(decoding sequences), linear
+// between the curve's points, its first point's value below it, and beyond
+// its last along its last segment (never falling). The file is YAML, versioned (`tokenscope_profile:
 // 1`), with each coefficient's standard error, the server's identity, how
 // each limit was found, the fit's quality and the ranges it measured.
 #pragma once
@@ -48,6 +53,21 @@ const std::array<ProfileTerm, kProfileTerms>& profile_terms();
 // The features of a step, in the order of profile_terms().
 std::array<double, kProfileTerms> step_features(const StepShape& s);
 
+// A point of the decode curve: a step with `seqs` decoding sequences (and
+// any prefill) costs `seconds` before its other terms.
+struct CurvePoint {
+  std::uint32_t seqs = 0;
+  double seconds = 0.0;
+  double stderr_ = 0.0;
+  bool operator==(const CurvePoint&) const = default;
+};
+inline constexpr std::size_t kMaxCurvePoints = 256;
+
+// The curve at d decoding sequences: linear between points, the first
+// point's value below it, along the last segment beyond the last (its slope
+// not below 0); one point is a constant.
+double curve_seconds(const std::vector<CurvePoint>& curve, double d);
+
 struct ProfileFitQuality {
   std::uint64_t observations = 0;  // steps the fit used
   std::uint64_t points = 0;        // distinct step shapes (each a median of its steps)
@@ -72,6 +92,9 @@ struct Profile {
   nlohmann::json server;  // identity: url, model, engine, version, ... (strings and numbers)
   std::array<double, kProfileTerms> coef{};     // seconds per feature unit
   std::array<double, kProfileTerms> stderr_{};  // standard errors, alike
+  // When not empty, prices a step and its decoding sequences in place of
+  // coef[0] and coef[3] (both 0 then); points by increasing seqs.
+  std::vector<CurvePoint> decode_curve;
   // The scheduler as found (nullopt: not found), and how each was found.
   std::optional<std::uint32_t> max_num_seqs;
   std::optional<std::uint32_t> max_num_batched_tokens;
@@ -104,6 +127,7 @@ class ProfileCostModel final : public CostModel {
 
  private:
   std::array<double, kProfileTerms> coef_;
+  std::vector<CurvePoint> curve_;
   double host_link_bytes_per_s_;
 };
 

@@ -124,6 +124,78 @@ TEST(Profile, TheCostIsLinearInTheStepsShape) {
   EXPECT_EQ(m.step_cost(StepShape{}).total_s(), 0.0);
 }
 
+TEST(Profile, ADecodeCurveIsLinearBetweenItsPointsAndNeverFallsBeyondTheLast) {
+  const std::vector<CurvePoint> c = {{1, 1.5e-3, 0}, {2, 4.0e-3, 0}, {4, 5.0e-3, 0}, {8, 4.0e-3, 0}};
+  EXPECT_DOUBLE_EQ(curve_seconds(c, 1), 1.5e-3);
+  EXPECT_DOUBLE_EQ(curve_seconds(c, 2), 4.0e-3);
+  EXPECT_DOUBLE_EQ(curve_seconds(c, 3), 4.5e-3);
+  EXPECT_DOUBLE_EQ(curve_seconds(c, 6), 4.5e-3);
+  // Below the first point, its value.
+  EXPECT_DOUBLE_EQ(curve_seconds(c, 0), 1.5e-3);
+  EXPECT_DOUBLE_EQ(curve_seconds({{2, 3e-3, 0}, {4, 4e-3, 0}}, 0), 3e-3);
+  // Beyond the last: its last segment fell, so it stays flat.
+  EXPECT_DOUBLE_EQ(curve_seconds(c, 16), 4.0e-3);
+  EXPECT_DOUBLE_EQ(curve_seconds({{1, 1e-3, 0}, {2, 3e-3, 0}}, 4), 7e-3);
+  EXPECT_DOUBLE_EQ(curve_seconds({{4, 2e-3, 0}}, 9), 2e-3);
+  EXPECT_DOUBLE_EQ(curve_seconds({}, 3), 0.0);
+}
+
+TEST(Profile, ADecodeCurvePricesTheStepInPlaceOfTwoTermsAndRoundTrips) {
+  Profile p = sample_profile();
+  p.coef[0] = p.coef[3] = 0;
+  p.stderr_[0] = p.stderr_[3] = 0;
+  p.decode_curve = {{0, 0.4e-3, 0.1e-3}, {1, 1.3e-3, 0.02e-3}, {2, 4.0e-3, 0.2e-3}, {4, 5.0e-3, 0.25e-3}};
+  const Profile q = parse_profile(profile_yaml(p), "p.yaml");
+  ASSERT_EQ(q.decode_curve.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(q.decode_curve[i].seqs, p.decode_curve[i].seqs);
+    EXPECT_NEAR(q.decode_curve[i].seconds, p.decode_curve[i].seconds, 1e-15);
+    EXPECT_NEAR(q.decode_curve[i].stderr_, p.decode_curve[i].stderr_, 1e-15);
+  }
+  EXPECT_EQ(to_json(q), to_json(p));
+  const ProfileCostModel m(q, 0.0);
+  StepShape s;
+  s.num_seqs = 5;
+  s.prefill_tokens = 300;
+  s.decode_tokens = 3;  // between the points at 2 and 4
+  s.prefill_attention_pairs = 45150;
+  s.decode_attention_pairs = 1200;
+  const auto x = step_features(s);
+  const double expected = 4.5e-3 + q.coef[1] * x[1] + q.coef[2] * x[2] + q.coef[4] * x[4] + q.coef[5] * x[5];
+  EXPECT_NEAR(m.step_cost(s).total_s(), expected, 1e-15);
+  // A prefill-only step costs the curve at 0 decodes; an empty step nothing.
+  StepShape pre;
+  pre.num_seqs = 1;
+  pre.prefill_tokens = 10;
+  EXPECT_NEAR(m.step_cost(pre).total_s(), 0.4e-3 + q.coef[1] * 10 + q.coef[2], 1e-15);
+  EXPECT_EQ(m.step_cost(StepShape{}).total_s(), 0.0);
+}
+
+TEST(Profile, ABadDecodeCurveNamesItsPoint) {
+  const std::string head =
+      "tokenscope_profile: 1\ncost:\n  step_overhead_ms: 0\n  prefill_token_us: 2\n  prefill_seq_ms: 0\n"
+      "  decode_seq_us: 0\n  prefill_attention_ns: 0\n  decode_context_ns: 4\n";
+  EXPECT_EQ(profile_error(head + "  decode_curve: [{seqs: 1, ms: 1}, {seqs: 2, ms: 3}]\n"), "");
+  const std::string order =
+      profile_error(head + "  decode_curve:\n    - {seqs: 2, ms: 1}\n    - {seqs: 2, ms: 3}\n");
+  EXPECT_NE(order.find("cost.decode_curve[1].seqs"), std::string::npos) << order;
+  EXPECT_NE(order.find(":11:"), std::string::npos) << order;
+  EXPECT_NE(order.find("increasing"), std::string::npos) << order;
+  const std::string ms = profile_error(head + "  decode_curve: [{seqs: 1, ms: -1}]\n");
+  EXPECT_NE(ms.find("cost.decode_curve[0].ms"), std::string::npos) << ms;
+  EXPECT_NE(profile_error(head + "  decode_curve: []\n").find("cost.decode_curve"), std::string::npos);
+  EXPECT_NE(profile_error(head + "  decode_curve: [{seqs: 1}]\n").find("cost.decode_curve[0].ms"),
+            std::string::npos);
+  EXPECT_NE(profile_error(head + "  decode_curve: [{seqs: 1, ms: 1, slope: 2}]\n").find("unknown key"),
+            std::string::npos);
+  // The curve replaces the per-step and per-decoding-sequence terms: both 0.
+  std::string both = head;
+  both.replace(both.find("decode_seq_us: 0"), 16, "decode_seq_us: 5");
+  const std::string twice = profile_error(both + "  decode_curve: [{seqs: 1, ms: 1}]\n");
+  EXPECT_NE(twice.find("cost.decode_seq_us"), std::string::npos) << twice;
+  EXPECT_NE(twice.find("expected 0 with a decode_curve"), std::string::npos) << twice;
+}
+
 TEST(Profile, EngineSettingsTakeTheProfilesLimitsUnlessOptionsAreGiven) {
   const std::string path = testing::TempDir() + "/tokenscope-profile-test.yaml";
   {

@@ -1849,6 +1849,65 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
   EXPECT_TRUE(fs::exists(out / "report.html"));
 }
 
+TEST_F(Llama, ProfileAndFidelityStartAFreshServerForEachRun) {
+  // --server-cmd: every profile cell and both real runs of fidelity begin on
+  // a server of their own (empty slots, a cold cache), as bench's sweeps do.
+  const std::string port = std::to_string(unused_loopback_port());
+  const std::string url = "http://127.0.0.1:" + port;
+  const std::string cmd =
+      peer_.server + " -m " + peer_.model + " -c 2048 -np 2 -cb -t 1 --host 127.0.0.1 --port " + port;
+  const auto profile = dir_ / "fresh.yaml";
+  const auto p = run_process({kBin, "profile", "--target", url, "--server-cmd", cmd, "--out",
+                              profile.string(), "--prompt-lens", "32", "--waves", "2", "--output-len", "8"},
+                             240);
+  ASSERT_EQ(p.exit_code, 0) << describe(p);
+  for (const char* cell : {"probe-b1-p16", "b1-p32", "b2-p32"}) {
+    SCOPED_TRACE(cell);
+    EXPECT_TRUE(fs::exists(dir_ / "fresh.yaml.runs" / cell / "server.log"));
+    const json run = json::parse(slurp(dir_ / "fresh.yaml.runs" / cell / "run.json"));
+    EXPECT_EQ(run["settings"]["requested"]["target"]["server_command"], cmd);
+  }
+  EXPECT_NE(slurp(profile).find("max_num_seqs: 2"), std::string::npos);
+  const auto out = dir_ / "fresh-fidelity";
+  const auto f = run_process({kBin,
+                              "fidelity",
+                              "--target",
+                              url,
+                              "--server-cmd",
+                              cmd,
+                              "--profile",
+                              profile.string(),
+                              "--no-defaults",
+                              "--out",
+                              out.string(),
+                              "--input-len",
+                              "uniform:20:60",
+                              "--output-len",
+                              "fixed:6",
+                              "--rate",
+                              "8",
+                              "--num-requests",
+                              "12",
+                              "--seed",
+                              "5"},
+                             240);
+  ASSERT_EQ(f.exit_code, 0) << describe(f);
+  for (const char* run : {"real-1", "real-2"}) {
+    SCOPED_TRACE(run);
+    EXPECT_TRUE(fs::exists(out / run / "server.log"));
+    const json j = json::parse(slurp(out / run / "run.json"));
+    EXPECT_EQ(j["settings"]["requested"]["target"]["server_command"], cmd);
+    EXPECT_EQ(j["summary"]["requests_completed"], 12);
+  }
+  // A server that does not come up fails the real run clearly (exit 1).
+  const auto bad = run_process({kBin, "fidelity", "--target", url, "--server-cmd", "exit 3", "--profile",
+                                profile.string(), "--no-defaults", "--overwrite", "--out", out.string(),
+                                "--num-requests", "4", "--server-start-timeout", "20"},
+                               60);
+  EXPECT_EQ(bad.exit_code, 1) << describe(bad);
+  EXPECT_NE(bad.err.find("real run real-1 failed"), std::string::npos) << describe(bad);
+}
+
 TEST_F(Llama, ASweepOverParallelSlotsStartsTheServerForEachValue) {
   const std::string port = std::to_string(unused_loopback_port());
   const std::string cmd = peer_.server + " -m " + peer_.model +
