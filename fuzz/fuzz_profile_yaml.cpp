@@ -21,6 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t i = 1; i < p.decode_curve.size(); ++i)
       if (p.decode_curve[i].seqs <= p.decode_curve[i - 1].seqs) __builtin_trap();
     if (!p.decode_curve.empty() && (p.coef[0] != 0 || p.coef[3] != 0)) __builtin_trap();
+    // The curve's extrapolation is bounded as decode_seq_us is: a million
+    // decoding sequences cost at most 60 s plus a second each.
+    if (!p.decode_curve.empty() && !(engine::curve_seconds(p.decode_curve, 1e6) <= 60.0 + 1e6 * 1.0))
+      __builtin_trap();
     // What it writes reads back (a throw here is a failure: it escapes to libFuzzer as a crash).
     const engine::Profile q = engine::parse_profile(engine::profile_yaml(p), "again.yaml");
     for (std::size_t i = 0; i < engine::kProfileTerms; ++i)
@@ -29,7 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t i = 0; i < p.decode_curve.size(); ++i)
       if (q.decode_curve[i].seqs != p.decode_curve[i].seqs ||
           std::abs(q.decode_curve[i].seconds - p.decode_curve[i].seconds) >
-              1e-12 * p.decode_curve[i].seconds + 1e-300)
+              1e-12 * p.decode_curve[i].seconds + 1e-300 ||
+          std::abs(q.decode_curve[i].stderr_ - p.decode_curve[i].stderr_) >
+              1e-12 * p.decode_curve[i].stderr_ + 1e-300)
         __builtin_trap();
     if (q.max_num_seqs != p.max_num_seqs || q.kv_capacity_tokens != p.kv_capacity_tokens ||
         q.attention != p.attention || q.notes.size() != p.notes.size())

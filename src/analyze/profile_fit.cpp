@@ -450,25 +450,26 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
       if (x[3] == 0) prefill_counts.push_back(x[2]);
     std::sort(prefill_counts.begin(), prefill_counts.end());
     prefill_counts.erase(std::unique(prefill_counts.begin(), prefill_counts.end()), prefill_counts.end());
-    if (prefill_counts.size() < 2 && present.size() > 1 && present.front() == 0) {
-      present.erase(present.begin());
-      fit.notes.push_back(
-          "decode curve: no point at 0 decodes (prefills were seen one count only); a step of prefills "
-          "alone costs the curve's first point, and prefill_seq_ms takes the difference");
-    }
+    const bool no_zero = prefill_counts.size() < 2 && present.size() > 1 && present.front() == 0;
+    if (no_zero) present.erase(present.begin());
     const auto on_grid = [](std::uint32_t d) {
       if (d <= 4) return true;
-      std::uint32_t p = 4;
+      std::uint64_t p = 4;
       while (p * 2 <= d) p *= 2;
       return d == p || d == p + p / 2;
     };
     for (const auto d : present)
       if (d == present.front() || d == present.back() || on_grid(d)) knots.push_back(d);
     if (knots.size() < 3) {
-      fit.notes.push_back(
-          fmt::format("decode cost: linear (the steps measured had {} decode count{}; a curve needs 3)",
-                      knots.size(), knots.size() == 1 ? "" : "s"));
+      fit.notes.push_back(fmt::format(
+          "decode cost: linear (the steps measured gave {} point{} for a decode curve; it needs 3)",
+          knots.size(), knots.size() == 1 ? "" : "s"));
       knots.clear();
+    } else if (no_zero) {
+      fit.notes.push_back(
+          "decode curve: no point at 0 decodes (prefills were seen in groups of one size only); a step of "
+          "prefills alone costs the curve's first point, and prefill_seq_ms takes the difference (at 0 when "
+          "that point costs more than such a step)");
     }
   }
   const bool curve = !knots.empty();

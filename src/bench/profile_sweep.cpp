@@ -120,7 +120,23 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
     b.max_error_rate = 0.0;
     b.out_dir = (s.runs_dir / c.name).string();
     std::ostringstream sink;
-    const BenchResult r = run(b, interrupted, sink);
+    BenchResult r;
+    try {
+      r = run(b, interrupted, sink);
+    } catch (const UsageError& e) {
+      // After the probe the options are known good: something else answers
+      // at the target (the last cell's server outlived its stop), and the
+      // cells measured are kept and fitted.
+      if (!fitted) throw;
+      result.failure =
+          fmt::format("cell {} (batch {}, prompt {}) failed: {}", c.name, c.batch, c.prompt, e.what());
+      return false;
+    } catch (const TargetError& e) {
+      if (!fitted) throw;
+      result.failure =
+          fmt::format("cell {} (batch {}, prompt {}) failed: {}", c.name, c.batch, c.prompt, e.what());
+      return false;
+    }
     if (fitted && !r.runs.empty() && std::filesystem::exists(s.runs_dir / c.name / "requests.jsonl"))
       result.runs.push_back(s.runs_dir / c.name);
     const nlohmann::json summary = r.runs.empty() ? nlohmann::json(nullptr) : r.runs.front().summary;

@@ -184,8 +184,8 @@ Command add_profile_command(CLI::App& app, Interrupts interrupts) {
       ->check(CLI::IsMember({"own", "occupancy"}));
   p->add_option(
        "--decode-cost", o->decode_cost,
-       "How a step's cost grows with its decoding sequences: curve (a point per batch size measured, "
-       "linear between them) or linear (one coefficient)")
+       "How a step's cost grows with its decoding sequences: curve (a point per decode count measured, "
+       "on a grid 1-4, 6, 8, 12, ..., linear between them) or linear (one coefficient)")
       ->capture_default_str()
       ->check(CLI::IsMember({"curve", "linear"}));
   return {p, [o, interrupts] { return run_profile(*o, interrupts); }};

@@ -188,6 +188,17 @@ Profile parse_profile_checked(const std::string& text, const std::string& file) 
           q.stderr_ = f.number(n["stderr"], at + ".stderr", 0, 1e300, false, "a number at least 0") * 1e-3;
         p.decode_curve.push_back(q);
       }
+      // The curve goes on along its last segment: that slope is a cost per
+      // decoding sequence, bounded as decode_seq_us is.
+      if (const auto n = p.decode_curve.size(); n >= 2) {
+        const auto& a = p.decode_curve[n - 2];
+        const auto& b = p.decode_curve[n - 1];
+        if ((b.seconds - a.seconds) / static_cast<double>(b.seqs - a.seqs) > kMaxPerUnitS)
+          f.fail(c[n - 1]["ms"], fmt::format("{}[{}].ms", field, n - 1),
+                 fmt::format("expected the last segment to rise at most {:g} ms per decoding sequence (the "
+                             "curve goes on along it)",
+                             kMaxPerUnitS * 1e3));
+      }
       for (const std::size_t i : {std::size_t{0}, std::size_t{3}})
         if (p.coef[i] != 0)
           f.fail(cost[profile_terms()[i].key], std::string("cost.") + profile_terms()[i].key,

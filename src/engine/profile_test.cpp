@@ -188,6 +188,14 @@ TEST(Profile, ABadDecodeCurveNamesItsPoint) {
             std::string::npos);
   EXPECT_NE(profile_error(head + "  decode_curve: [{seqs: 1, ms: 1, slope: 2}]\n").find("unknown key"),
             std::string::npos);
+  // Beyond its last point the curve follows its last segment: that slope is
+  // bounded as decode_seq_us is (1 s per sequence), or a hostile file would
+  // overflow the simulator's clock.
+  const std::string steep =
+      profile_error(head + "  decode_curve: [{seqs: 0, ms: 0}, {seqs: 1, ms: 60000}]\n");
+  EXPECT_NE(steep.find("cost.decode_curve[1].ms"), std::string::npos) << steep;
+  EXPECT_NE(steep.find("at most 1000 ms per decoding sequence"), std::string::npos) << steep;
+  EXPECT_EQ(profile_error(head + "  decode_curve: [{seqs: 0, ms: 59000}, {seqs: 1, ms: 60000}]\n"), "");
   // The curve replaces the per-step and per-decoding-sequence terms: both 0.
   std::string both = head;
   both.replace(both.find("decode_seq_us: 0"), 16, "decode_seq_us: 5");

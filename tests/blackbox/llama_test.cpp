@@ -1906,6 +1906,13 @@ TEST_F(Llama, ProfileAndFidelityStartAFreshServerForEachRun) {
                                60);
   EXPECT_EQ(bad.exit_code, 1) << describe(bad);
   EXPECT_NE(bad.err.find("real run real-1 failed"), std::string::npos) << describe(bad);
+  const auto none = run_process({kBin, "profile", "--target", url, "--server-cmd", "exit 3", "--out",
+                                 (dir_ / "none.yaml").string(), "--server-start-timeout", "20"},
+                                60);
+  EXPECT_EQ(none.exit_code, 1) << describe(none);
+  EXPECT_NE(none.err.find("cell probe-b1-p16"), std::string::npos) << describe(none);
+  EXPECT_EQ(none.err.find("interrupted"), std::string::npos) << describe(none);
+  EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
 }
 
 TEST_F(Llama, ASweepOverParallelSlotsStartsTheServerForEachValue) {
