@@ -598,6 +598,65 @@ CostFit fit_step_costs(const std::vector<ObservedStep>& steps, const std::string
   return fit;
 }
 
+void CounterReadings::merge(const CounterReadings& o) {
+  kv_estimates.insert(kv_estimates.end(), o.kv_estimates.begin(), o.kv_estimates.end());
+  running_while_waiting = std::max(running_while_waiting, o.running_while_waiting);
+  max_running = std::max(max_running, o.max_running);
+  scrapes += o.scrapes;
+}
+
+CounterReadings read_counters(const std::vector<RequestRecord>& records,
+                              const std::vector<observe::Observation>& samples) {
+  CounterReadings out;
+  for (const auto& s : samples) {
+    if (s.source != "server" || !s.error.empty()) continue;
+    double running = 0, waiting = 0, usage = 0;
+    int usage_series = 0;
+    bool has_running = false, has_waiting = false;
+    for (const auto& c : s.canonical) {
+      if (!std::isfinite(c.value)) continue;
+      if (c.name == "requests_running") {
+        running += c.value;
+        has_running = true;
+      } else if (c.name == "requests_waiting") {
+        waiting += c.value;
+        has_waiting = true;
+      } else if (c.name == "kv_cache_usage") {
+        usage += c.value;
+        ++usage_series;
+      }
+    }
+    if (!has_running || !has_waiting || running < 0 || running > 1e6 || waiting < 0) continue;
+    ++out.scrapes;
+    const auto run = static_cast<std::uint32_t>(std::lround(running));
+    out.max_running = std::max(out.max_running, run);
+    if (waiting >= 1) out.running_while_waiting = std::max(out.running_while_waiting, run);
+    if (usage_series == 0 || waiting >= 1 || run == 0) continue;
+    usage /= usage_series;
+    if (!(usage >= 0.02 && usage <= 1.0)) continue;
+    // The server's state about halfway through the read.
+    const Nanos t = s.t_ns - s.rtt_ns / 2;
+    std::uint32_t in_flight = 0;
+    double tokens = 0;
+    bool known = true;
+    for (const auto& r : records) {
+      if (r.t_send < 0 || r.t_send > t) continue;
+      const Nanos end = r.t_close >= 0 ? r.t_close : r.t_last_token;
+      if (end < 0 || end <= t) continue;
+      ++in_flight;
+      if (r.prompt_tokens < 0 || r.event_tokens.size() != r.event_times.size()) {
+        known = false;
+        break;
+      }
+      tokens += static_cast<double>(r.prompt_tokens);
+      for (std::size_t k = 0; k < r.event_times.size() && r.event_times[k] <= t; ++k)
+        tokens += r.event_tokens[k];
+    }
+    if (known && in_flight == run && tokens > 0) out.kv_estimates.push_back(tokens / usage);
+  }
+  return out;
+}
+
 namespace {
 
 std::vector<RequestRecord> read_records(const std::filesystem::path& dir) {
@@ -685,6 +744,7 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
   std::uint64_t clusters = 0, pending = 0, multi = 0;
   std::uint32_t max_batch_seen = 0;
   bool cap_reached = false;
+  CounterReadings counters;  // over every run
   std::optional<engine::AttentionSpan> decided;
   for (const auto& dir : runs) {
     const nlohmann::json run = run_json_of(dir);
@@ -717,6 +777,25 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
     } else if (const auto seqs = engine_setting(run, "max_num_seqs"); seqs && *seqs <= 1'000'000) {
       ro.batch_cap = static_cast<std::uint32_t>(*seqs);
       cap_how = "the simulated engine's --max-num-seqs";
+    }
+    // The server's counters, where it was scraped.
+    const std::vector<RequestRecord> records = read_records(dir);
+    CounterReadings readings;
+    if (std::error_code ec; std::filesystem::exists(dir / "samples.jsonl", ec)) {
+      rundir::SamplesReader reader(dir / "samples.jsonl", rundir::BadLines::kSkip);
+      std::vector<observe::Observation> samples;
+      observe::Observation o;
+      while (reader.next(o))
+        if (o.source == "server") samples.push_back(std::move(o));
+      readings = read_counters(records, samples);
+      counters.merge(readings);
+    }
+    if (!ro.batch_cap && !p.max_num_seqs && readings.running_while_waiting > 0 &&
+        counters.max_running == counters.running_while_waiting) {
+      ro.batch_cap = readings.running_while_waiting;
+      cap_how = fmt::format(
+          "the server's counters: requests waited while {} ran (requests_running), and no scrape saw more",
+          *ro.batch_cap);
     }
     if (ro.batch_cap && !p.max_num_seqs) {
       p.max_num_seqs = *ro.batch_cap;
@@ -776,7 +855,7 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
                          dir.string());
       continue;
     }
-    const auto rec = reconstruct_steps(read_records(dir), ro);
+    const auto rec = reconstruct_steps(records, ro);
     clusters += rec.clusters;
     pending += rec.left_out_pending;
     multi += rec.left_out_multi_token;
@@ -815,6 +894,19 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
         "max_num_batched_tokens: not found (the server does not say; the largest step measured had {} prompt "
         "tokens); sim uses its own default unless --max-num-batched-tokens is given",
         p.ranges.max_prefill_tokens));
+  if (!p.kv_capacity_tokens && counters.kv_estimates.size() >= 3) {
+    auto& e = counters.kv_estimates;
+    const double median = percentile_of(e, 0.5);
+    const double lo = percentile_of(e, 0.1), hi = percentile_of(e, 0.9);
+    if (median >= 1 && median <= 1e12) {
+      p.kv_capacity_tokens = static_cast<std::uint64_t>(std::llround(median));
+      p.found["kv_capacity_tokens"] = fmt::format(
+          "the server's counters: the tokens its running requests held over its KV usage "
+          "(kv_cache_usage), the median of {} scrapes (10th-90th percentile {:.0f}-{:.0f}); paged "
+          "servers round each request up to whole blocks, so this reads low by up to a block per request",
+          e.size(), lo, hi);
+    }
+  }
   if (!p.kv_capacity_tokens)
     p.notes.push_back(
         "kv_capacity_tokens: not found (the server does not say); sim sizes the KV cache itself");

@@ -35,6 +35,7 @@
 #include "core/record.h"
 #include "engine/cost_model.h"
 #include "engine/profile.h"
+#include "observe/observation.h"
 
 namespace tokenscope::analyze {
 
@@ -85,6 +86,23 @@ struct CostFit {
   engine::ProfileRanges ranges;
   std::vector<std::string> notes;
 };
+
+// What a server's own counters (samples.jsonl's canonical requests_running,
+// requests_waiting and kv_cache_usage) say of its limits, over one run's
+// scrapes. A scrape counts toward the KV capacity when no request waited,
+// the server ran exactly the requests the client had in flight, and its KV
+// usage was at least 2%: the tokens those requests held (their prompts and
+// the outputs streamed by then) over that usage is one estimate. The batch
+// cap: the most requests running while some waited.
+struct CounterReadings {
+  std::vector<double> kv_estimates;         // tokens, one per scrape that counts
+  std::uint32_t running_while_waiting = 0;  // the most running at a scrape where some waited
+  std::uint32_t max_running = 0;            // the most running at any scrape
+  std::uint64_t scrapes = 0;                // scrapes with the three series
+  void merge(const CounterReadings& o);
+};
+CounterReadings read_counters(const std::vector<RequestRecord>& records,
+                              const std::vector<observe::Observation>& samples);
 
 struct FitOptions {
   // A decode curve (engine::Profile::decode_curve) in place of the per-step

@@ -329,6 +329,53 @@ TEST(ProfileFit, ATermTheDataNeverVaryIsLeftAtZeroAndSaidSo) {
   EXPECT_TRUE(said);
 }
 
+TEST(ProfileFit, TheServersCountersGiveItsKvCapacityAndCap) {
+  // Two requests: A (100-token prompt) sent at 0 ms, tokens at 10, 20, 30,
+  // closed at 40; B (50 tokens) sent at 5, tokens at 15, 25, closed at 35.
+  const auto ms = [](double v) { return static_cast<Nanos>(v * 1e6); };
+  std::vector<RequestRecord> recs(2);
+  recs[0].t_send = 0;
+  recs[0].prompt_tokens = 100;
+  recs[0].event_times = {ms(10), ms(20), ms(30)};
+  recs[0].event_tokens = {1, 1, 1};
+  recs[0].t_close = ms(40);
+  recs[1].t_send = ms(5);
+  recs[1].prompt_tokens = 50;
+  recs[1].event_times = {ms(15), ms(25)};
+  recs[1].event_tokens = {1, 1};
+  recs[1].t_close = ms(35);
+  const auto scrape = [&](double at, double running, double waiting, double usage) {
+    observe::Observation o;
+    o.source = "server";
+    o.t_ns = ms(at);
+    o.canonical = {
+        {"requests_running", {}, running}, {"requests_waiting", {}, waiting}, {"kv_cache_usage", {}, usage}};
+    return o;
+  };
+  // At 22 ms: A holds 102 tokens, B 51; at 10% usage, 1,530 tokens in all.
+  auto c = read_counters(recs, {scrape(22, 2, 0, 0.1)});
+  ASSERT_EQ(c.kv_estimates.size(), 1u);
+  EXPECT_NEAR(c.kv_estimates[0], 1530.0, 1e-9);
+  EXPECT_EQ(c.running_while_waiting, 0u);
+  // Scrapes that do not count: one waiting (the cap, though), the server
+  // running another count than the client had in flight, a usage under 2%,
+  // another source.
+  auto other = scrape(22, 2, 0, 0.1);
+  other.source = "gpu";
+  c = read_counters(recs, {scrape(22, 2, 1, 0.1), scrape(22, 3, 0, 0.1), scrape(22, 2, 0, 0.01), other});
+  EXPECT_TRUE(c.kv_estimates.empty());
+  EXPECT_EQ(c.running_while_waiting, 2u);
+  EXPECT_EQ(c.max_running, 3u);
+  EXPECT_EQ(c.scrapes, 3u);
+  // Series of several label sets: running and waiting summed, usage averaged.
+  auto labelled = scrape(22, 1, 0, 0.05);
+  labelled.canonical.push_back({"requests_running", {{"engine", "1"}}, 1});
+  labelled.canonical.push_back({"kv_cache_usage", {{"engine", "1"}}, 0.15});
+  c = read_counters(recs, {labelled});
+  ASSERT_EQ(c.kv_estimates.size(), 1u);
+  EXPECT_NEAR(c.kv_estimates[0], 1530.0, 1e-9);
+}
+
 TEST(ProfileFit, TooFewStepsAreAClearError) {
   std::vector<ObservedStep> steps(2);
   steps[0].seconds = steps[1].seconds = 1e-3;

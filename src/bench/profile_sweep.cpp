@@ -105,6 +105,9 @@ ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::a
     b.timeout_s = s.timeout_s;
     b.server_cmd = s.server_cmd;
     b.server_start_timeout_s = s.server_start_timeout_s;
+    // The server's counters four times a second: its KV usage and queue beside
+    // the client's requests (analyze/profile_fit.h read_counters).
+    b.scrape_interval_s = 0.25;
     b.workload.num_requests = c.requests;
     b.workload.input_len = workload::parse_input_len(fmt::format("fixed:{}", c.prompt));
     b.workload.output_len = workload::parse_output_len(fmt::format("fixed:{}", c.output));

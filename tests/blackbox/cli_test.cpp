@@ -9,12 +9,14 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
 
 #include "process.h"
+#include "server.h"
 
 namespace tokenscope::testing {
 namespace {
@@ -729,6 +731,25 @@ TEST_F(Cli, ReplaysThePublicTraces) {
                          "llama-3.1-8b", "--jitter-bucket-ms", "3000", "--json"});
   ASSERT_EQ(moon.exit_code, 0) << moon.err;
   EXPECT_GT(nlohmann::json::parse(moon.out)["prefix_cache_hit_rate"].get<double>(), 0.01);
+}
+
+TEST_F(Cli, ProfileReadsTheKvCapacityAndTheCapFromTheServersCounters) {
+  // `serve` says neither its batch cap nor its KV capacity, but its
+  // /metrics has vLLM's running, waiting and KV usage gauges: 256 blocks of
+  // 16 tokens, 4 sequences at most.
+  Server server(dir_, {"--num-gpu-blocks", "256", "--max-num-seqs", "4"});
+  const auto out = (dir_ / "serve.yaml").string();
+  const auto p = run_process({kBin, "profile", "--target", server.url(""), "--out", out, "--prompt-lens",
+                              "256", "--batch-sizes", "2,4,8", "--waves", "2", "--output-len", "96"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const std::string yaml = slurp(out);
+  EXPECT_NE(yaml.find("max_num_seqs: 4\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("max_num_seqs: \"the server's counters"), std::string::npos) << yaml;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(yaml, m, std::regex("kv_capacity_tokens: ([0-9]+)\n"))) << yaml;
+  // Low by at most a block per running request (paged rounding): within 10%.
+  EXPECT_NEAR(std::stod(m[1].str()), 4096.0, 410.0) << yaml;
+  EXPECT_NE(yaml.find("kv_capacity_tokens: \"the server's counters"), std::string::npos) << yaml;
 }
 
 TEST_F(Cli, ProfileFitsTheBuiltInServerAndSimRunsWithTheProfile) {
