@@ -35,8 +35,10 @@ double number_at(const nlohmann::json& j, std::initializer_list<const char*> pat
   return v && v->is_number() ? v->get<double>() : NAN;
 }
 
-ProfileCell make_cell(std::uint32_t b, std::uint32_t p, std::uint32_t o, std::uint32_t waves) {
-  return {b, p, o, b * waves, fmt::format("b{}-p{}", b, p)};
+ProfileCell make_cell(std::uint32_t b, std::uint32_t p, std::uint32_t o, std::uint32_t waves,
+                      bool named_by_output = false) {
+  return {b, p, o, b * waves,
+          named_by_output ? fmt::format("b{}-p{}-o{}", b, p, o) : fmt::format("b{}-p{}", b, p)};
 }
 
 }  // namespace
@@ -56,21 +58,26 @@ std::vector<ProfileCell> plan_profile_cells(const ProfileSweepSettings& s, std::
   std::vector<std::uint32_t> prompts = s.prompt_tokens;
   std::sort(prompts.begin(), prompts.end());
   prompts.erase(std::unique(prompts.begin(), prompts.end()), prompts.end());
+  std::vector<std::uint32_t> outputs = {s.output_tokens};
+  for (const auto o : s.more_output_tokens)
+    if (std::find(outputs.begin(), outputs.end(), o) == outputs.end()) outputs.push_back(o);
   std::vector<ProfileCell> cells;
-  for (const auto p : prompts) {
-    // What a sequence may hold: the prompt, its output and a margin for
-    // the tokens a server adds (BOS).
-    if (context > 0 && p + s.output_tokens + 8 > context) continue;
-    for (const auto b : batches) cells.push_back(make_cell(b, p, s.output_tokens, s.waves));
-  }
+  for (const auto o : outputs)
+    for (const auto p : prompts) {
+      // What a sequence may hold: the prompt, its output and a margin for
+      // the tokens a server adds (BOS).
+      if (context > 0 && std::uint64_t{p} + o + 8 > context) continue;
+      for (const auto b : batches) cells.push_back(make_cell(b, p, o, s.waves, o != s.output_tokens));
+    }
   return cells;
 }
 
 ProfileSweepResult run_profile_sweep(const ProfileSweepSettings& s, const std::atomic<bool>& interrupted,
                                      std::ostream& log) {
-  if (s.waves == 0 || s.output_tokens < 2)
+  if (s.waves == 0 || s.output_tokens < 2 ||
+      std::any_of(s.more_output_tokens.begin(), s.more_output_tokens.end(), [](auto o) { return o < 2; }))
     throw UsageError(
-        "profile: --waves must be at least 1 and --output-len at least 2 (decodes are measured)");
+        "profile: --waves must be at least 1 and every output length at least 2 (decodes are measured)");
   if (s.prompt_tokens.empty() ||
       std::find(s.prompt_tokens.begin(), s.prompt_tokens.end(), 0u) != s.prompt_tokens.end())
     throw UsageError("profile: --prompt-lens must list prompt lengths of at least 1 token");

@@ -28,6 +28,9 @@ struct ProfileSweepSettings {
   double budget_s = 600.0;         // no cell starts after this long
   std::uint32_t waves = 3;         // requests per cell: B · waves
   std::uint32_t output_tokens = 32;
+  // More output lengths (longer decodes reach longer contexts): each makes
+  // another set of cells, b{B}-p{P}-o{O}. Empty: output_tokens alone.
+  std::vector<std::uint32_t> more_output_tokens;
   std::vector<std::uint32_t> prompt_tokens = {32, 128, 512, 1024};
   std::vector<std::uint32_t> batch_sizes;  // empty: 1, 2, 4, ... up to the cap
   double timeout_s = 600.0;                // per request

@@ -162,8 +162,15 @@ Command add_profile_command(CLI::App& app, Interrupts interrupts) {
   p->add_option("--budget-s", o->sweep.budget_s, "No cell starts after this long, seconds")
       ->capture_default_str();
   p->add_option("--waves", o->sweep.waves, "Requests per cell: batch size times this")->capture_default_str();
-  p->add_option("--output-len", o->sweep.output_tokens, "Output tokens of every request")
-      ->capture_default_str();
+  p->add_option_function<std::string>(
+      "--output-len,--output-lens",
+      [o](const std::string& t) {
+        const auto lens = parse_list(t, "--output-lens");
+        o->sweep.output_tokens = lens.front();
+        o->sweep.more_output_tokens.assign(lens.begin() + 1, lens.end());
+      },
+      "Output tokens of every request; several (N,N,...) make a set of cells each, the later ones named "
+      "b{B}-p{P}-o{O} [default: 32]");
   p->add_option_function<std::string>(
       "--prompt-lens", [o](const std::string& t) { o->sweep.prompt_tokens = parse_list(t, "--prompt-lens"); },
       "Prompt lengths, tokens [default: 32,128,512,1024]");

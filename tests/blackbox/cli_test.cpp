@@ -756,13 +756,15 @@ TEST_F(Cli, ProfileFitsTheBuiltInServerAndSimRunsWithTheProfile) {
   // A short designed sweep against the in-process simulator (real time).
   const auto out = (dir_ / "sim.yaml").string();
   const auto p = run_process({kBin, "profile", "--out", out, "--prompt-lens", "64,512", "--batch-sizes",
-                              "1,4", "--waves", "2", "--output-len", "8"});
+                              "1,4", "--waves", "2", "--output-lens", "8,24"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_NE(p.out.find("decode_seq_us"), std::string::npos) << p.out;
   const std::string yaml = slurp(out);
   EXPECT_NE(yaml.find("tokenscope_profile: 1"), std::string::npos);
   EXPECT_NE(yaml.find("max_num_seqs: 256"), std::string::npos) << yaml;
   EXPECT_TRUE(fs::exists(dir_ / "sim.yaml.runs" / "b4-p512" / "requests.jsonl"));
+  // A second output length: its own cells, longer decodes.
+  EXPECT_TRUE(fs::exists(dir_ / "sim.yaml.runs" / "b4-p512-o24" / "requests.jsonl"));
   // The profile drives sim.
   const auto s = sim({"--profile", out, "--num-requests", "40", "--rate", "4", "--input-len", "fixed:256",
                       "--output-len", "fixed:16", "--json"});
