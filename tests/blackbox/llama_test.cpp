@@ -1799,7 +1799,8 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
   // Every cell ran every request; the probe cell is kept but not fitted.
   EXPECT_TRUE(fs::exists(dir_ / "llama.yaml.runs" / "probe-b1-p16" / "run.json"));
   EXPECT_TRUE(fs::exists(dir_ / "llama.yaml.runs" / "b4-p256" / "run.json"));
-  // Fidelity on a held-out workload: other lengths, gamma arrivals.
+  // Fidelity on a held-out workload: other lengths, gamma arrivals, at a
+  // load where a queue forms (more requests than slots).
   const auto out = dir_ / "fidelity";
   const auto f = run_process({kBin,
                               "fidelity",
@@ -1814,13 +1815,13 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
                               "--input-len",
                               "lognormal:150:0.6:max=600",
                               "--output-len",
-                              "uniform:8:24",
+                              "uniform:48:96",
                               "--arrival",
                               "gamma",
                               "--burstiness",
                               "0.5",
                               "--rate",
-                              "6",
+                              "30",
                               "--num-requests",
                               "40",
                               "--seed",
@@ -1847,6 +1848,54 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
   EXPECT_EQ(fj["mape"]["ttft_ms"]["requests"], 40);
   EXPECT_NE(f.out.find("within their targets"), std::string::npos) << f.out;
   EXPECT_TRUE(fs::exists(out / "report.html"));
+  // A queue formed at the server: more requests in flight than its 4 slots.
+  const auto max_in_flight = [](const fs::path& requests) {
+    std::vector<std::pair<long long, int>> edges;
+    std::ifstream in(requests);
+    for (std::string line; std::getline(in, line);) {
+      const json r = json::parse(line);
+      edges.emplace_back(r["t_send_ns"].get<long long>(), 1);
+      edges.emplace_back(r["t_close_ns"].get<long long>(), -1);
+    }
+    std::sort(edges.begin(), edges.end());
+    int now = 0, most = 0;
+    for (const auto& e : edges) most = std::max(most, now += e.second);
+    return most;
+  };
+  EXPECT_GT(max_in_flight(out / "real-1" / "requests.jsonl"), 4);
+  // A second held-out workload, ShareGPT-shaped: its own texts and lengths,
+  // Poisson arrivals.
+  const auto share = dir_ / "fidelity-sharegpt";
+  const auto g =
+      run_process({kBin,
+                   "fidelity",
+                   "--target",
+                   s->url(),
+                   "--profile",
+                   profile.string(),
+                   "--max-num-batched-tokens",
+                   "2048",
+                   "--no-defaults",
+                   "--out",
+                   share.string(),
+                   "--trace",
+                   (fs::path(TOKENSCOPE_SHARED_DIR) / "traces" / "ShareGPT_V3_filtered_500.json").string(),
+                   "--max-requests",
+                   "40",
+                   "--arrival",
+                   "poisson",
+                   "--rate",
+                   "40",
+                   "--output-len",
+                   "uniform:48:96",
+                   "--seed",
+                   "4"},
+                  240);
+  ASSERT_EQ(g.exit_code, 0) << describe(g);
+  const json gj = json::parse(slurp(share / "fidelity.json"));
+  EXPECT_EQ(gj["mape"]["ttft_ms"]["requests"], 40);
+  EXPECT_TRUE(gj["ttft_ms"]["p50"]["rel_error"].is_number()) << gj.dump();
+  EXPECT_GT(max_in_flight(share / "real-1" / "requests.jsonl"), 4);
 }
 
 TEST_F(Llama, ProfileAndFidelityStartAFreshServerForEachRun) {
