@@ -801,14 +801,23 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
       p.max_num_seqs = *ro.batch_cap;
       p.found["max_num_seqs"] = cap_how;
     }
+    if (!p.max_num_batched_tokens && info)
+      if (const auto c = uint_at(*info, {"chunked_prefill_size"}); c && *c <= 100'000'000) {
+        p.max_num_batched_tokens = static_cast<std::uint32_t>(*c);
+        p.found["max_num_batched_tokens"] = "SGLang's GET /get_server_info: chunked_prefill_size";
+      }
     if (!p.max_num_batched_tokens)
       if (const auto b = engine_setting(run, "max_num_batched_tokens"); b && *b <= 100'000'000) {
         p.max_num_batched_tokens = static_cast<std::uint32_t>(*b);
         p.found["max_num_batched_tokens"] = "the simulated engine's --max-num-batched-tokens";
       }
     if (!p.kv_capacity_tokens && info) {
-      // llama.cpp: n_ctx per slot times the slots; vLLM: cache_config_info's blocks times their size.
-      if (const auto n_ctx = uint_at(*info, {"n_ctx"}); n_ctx && ro.batch_cap && *n_ctx <= 100'000'000) {
+      // llama.cpp: n_ctx per slot times the slots; vLLM: cache_config_info's blocks times their size;
+      // SGLang: its KV pool in tokens.
+      if (const auto pool = uint_at(*info, {"kv_capacity_tokens"}); pool && *pool <= 1'000'000'000'000) {
+        p.kv_capacity_tokens = *pool;
+        p.found["kv_capacity_tokens"] = "SGLang's GET /get_server_info: max_total_num_tokens";
+      } else if (const auto n_ctx = uint_at(*info, {"n_ctx"}); n_ctx && ro.batch_cap && *n_ctx <= 100'000'000) {
         p.kv_capacity_tokens = *n_ctx * *ro.batch_cap;
         p.found["kv_capacity_tokens"] = "llama.cpp's GET /props: n_ctx per slot times total_slots";
       } else if (const auto blocks =

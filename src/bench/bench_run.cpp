@@ -374,6 +374,11 @@ nlohmann::json server_info_record(const net::FetchResult& props, const net::Fetc
     if (const auto v = text(j, "version"); !v.empty()) out["version"] = v;
     if (j.contains("max_running_requests") && j["max_running_requests"].is_number_unsigned())
       out["max_batch"] = j["max_running_requests"];
+    // Its KV pool in tokens (the scheduler's word), and its prefill chunk.
+    if (j.contains("max_total_num_tokens") && j["max_total_num_tokens"].is_number_unsigned())
+      out["kv_capacity_tokens"] = j["max_total_num_tokens"];
+    if (j.contains("chunked_prefill_size") && j["chunked_prefill_size"].is_number_unsigned())
+      out["chunked_prefill_size"] = j["chunked_prefill_size"];
     return out;
   }
   // vLLM: GET /version ({"version": "0.6.3"}).

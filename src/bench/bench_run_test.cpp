@@ -448,9 +448,12 @@ TEST(ServerInfo, EachEnginesSelfDescriptionIsRecorded) {
   EXPECT_EQ(llama["version"], "b5002-c392e509");
   EXPECT_EQ(llama["n_ctx"], 4096);
   const auto sglang = server_info_record(answered("not found", 404), answered(R"({"version": "0.4.1"})"),
-                                         answered(R"({"version": "0.4.1", "max_running_requests": 128})"));
+                                         answered(R"({"version": "0.4.1", "max_running_requests": 128,
+                                                      "max_total_num_tokens": 412000, "chunked_prefill_size": 8192})"));
   EXPECT_EQ(sglang["engine"], "sglang");
   EXPECT_EQ(sglang["max_batch"], 128);
+  EXPECT_EQ(sglang["kv_capacity_tokens"], 412000);
+  EXPECT_EQ(sglang["chunked_prefill_size"], 8192);
   const auto vllm =
       server_info_record(answered("{}", 404), answered(R"({"version": "0.6.3.post1"})"), answered("", 404));
   EXPECT_EQ(vllm["engine"], "vllm");
