@@ -1,0 +1,310 @@
+#include "engine/fleet.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace tokenscope::engine {
+
+namespace {
+
+constexpr std::array<std::pair<RouterPolicy, std::string_view>, 5> kRouterNames = {{
+    {RouterPolicy::kRoundRobin, "round-robin"},
+    {RouterPolicy::kLeastLoaded, "least-loaded"},
+    {RouterPolicy::kPowerOfTwo, "power-of-two"},
+    {RouterPolicy::kPrefixAffinity, "prefix-affinity"},
+    {RouterPolicy::kSessionAffinity, "session-affinity"},
+}};
+
+// The chained hash of a prompt's blocks: block k's hash covers blocks 0..k.
+std::uint64_t chain(std::uint64_t parent, std::span<const tokenizers::TokenId> block) {
+  std::uint64_t h = mix64(parent ^ 0x9e3779b97f4a7c15ULL);
+  for (const auto t : block) h = mix64(h ^ t);
+  return h;
+}
+
+}  // namespace
+
+RouterPolicy parse_router_policy(std::string_view name) {
+  for (const auto& [p, n] : kRouterNames)
+    if (n == name) return p;
+  throw UsageError(fmt::format(
+      "--router: '{}' is not a router (expected round-robin, least-loaded, power-of-two, prefix-affinity or "
+      "session-affinity)",
+      name));
+}
+
+std::string_view name_of(RouterPolicy p) {
+  for (const auto& [q, n] : kRouterNames)
+    if (q == p) return n;
+  return "?";
+}
+
+Router::Router(const RouterSettings& s, std::size_t replicas)
+    : s_(s), n_(replicas), rng_(s.seed ^ 0x5eed0f07e5ULL), index_(replicas) {
+  if (replicas == 0) throw UsageError("--replicas: expected at least 1");
+  if (s_.block_tokens == 0) s_.block_tokens = 16;
+  if (!(s_.load_bound >= 1.0)) throw UsageError("--router-load-bound: expected a number at least 1");
+  for (std::uint32_t r = 0; r < replicas; ++r)
+    for (std::uint32_t k = 0; k < std::max<std::uint32_t>(s_.ring_points, 1); ++k)
+      ring_.emplace_back(mix64((std::uint64_t{r} << 32) ^ k ^ 0xa11ce5ULL), r);
+  std::sort(ring_.begin(), ring_.end());
+}
+
+std::size_t Router::on_ring(std::uint64_t key, std::span<const double> loads, double bound) const {
+  auto it = std::lower_bound(ring_.begin(), ring_.end(), std::make_pair(key, std::uint32_t{0}));
+  for (std::size_t step = 0; step < ring_.size(); ++step, ++it) {
+    if (it == ring_.end()) it = ring_.begin();
+    if (loads[it->second] <= bound) return it->second;
+  }
+  // Every replica over the bound (cannot happen with bound >= the mean): the least loaded.
+  return static_cast<std::size_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
+}
+
+std::size_t Router::route(const RouteKey& k, std::span<const double> loads) {
+  last_match_ = 0;
+  const auto least = [&] {
+    return static_cast<std::size_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
+  };
+  switch (s_.policy) {
+    case RouterPolicy::kRoundRobin:
+      return static_cast<std::size_t>(next_++ % n_);
+    case RouterPolicy::kLeastLoaded:
+      return least();
+    case RouterPolicy::kPowerOfTwo: {
+      if (n_ == 1) return 0;
+      const auto a = static_cast<std::size_t>(rng_.uniform_int(0, n_ - 1));
+      auto b = static_cast<std::size_t>(rng_.uniform_int(0, n_ - 2));
+      if (b >= a) ++b;
+      return loads[b] < loads[a] ? b : a;
+    }
+    case RouterPolicy::kSessionAffinity:
+      return on_ring(mix64(k.session ^ 0x5e55101ULL), loads, std::numeric_limits<double>::infinity());
+    case RouterPolicy::kPrefixAffinity:
+      break;
+  }
+  // Prefix affinity: the blocks' chained hashes, the longest prefix each
+  // replica was sent, among the replicas under the bound.
+  const std::size_t bs = s_.block_tokens;
+  const std::size_t blocks = k.prompt.size() / bs;
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(std::max<std::size_t>(blocks, 1));
+  std::uint64_t h = 0;
+  for (std::size_t b = 0; b < blocks; ++b) hashes.push_back(h = chain(h, k.prompt.subspan(b * bs, bs)));
+  if (hashes.empty()) hashes.push_back(chain(0, k.prompt));  // under a block: the whole prompt
+  const double total = std::accumulate(loads.begin(), loads.end(), 0.0) + k.tokens;
+  const double bound = s_.load_bound * total / static_cast<double>(n_);
+  std::size_t best = n_;
+  std::size_t best_len = 0;
+  for (std::size_t r = 0; r < n_; ++r) {
+    if (loads[r] > bound) continue;  // over the bound: passed over
+    const auto& seen = index_[r].seen;
+    // The longest prefix present (prefixes are remembered whole: binary search).
+    std::size_t lo = 0, hi = hashes.size();
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi + 1) / 2;
+      if (seen.count(hashes[mid - 1]) != 0)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    if (lo > best_len || (lo == best_len && lo > 0 && best < n_ && loads[r] < loads[best])) {
+      best = r;
+      best_len = lo;
+    }
+  }
+  std::size_t chosen;
+  if (best < n_ && best_len > 0) {
+    chosen = best;
+    last_match_ = static_cast<std::uint32_t>(best_len);
+  } else {
+    // Matched nowhere: the first block's point on the ring, under the bound
+    // (the least loaded replica is always under it: bound >= the mean).
+    chosen = on_ring(hashes.front(), loads, bound);
+  }
+  // The chosen replica now holds these blocks (the oldest forgotten past the
+  // bound). Deepest first: a prompt's shorter prefixes are newer than its
+  // longer ones, so a prefix is never forgotten before its extensions.
+  auto& idx = index_[chosen];
+  for (auto it = hashes.rbegin(); it != hashes.rend(); ++it) idx.seen[*it] = ++idx.clock;
+  if (idx.seen.size() > s_.index_blocks) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> by_age(idx.seen.begin(), idx.seen.end());
+    const std::size_t drop = idx.seen.size() - s_.index_blocks / 2;
+    std::nth_element(by_age.begin(), by_age.begin() + static_cast<std::ptrdiff_t>(drop), by_age.end(),
+                     [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (std::size_t i = 0; i < drop; ++i) idx.seen.erase(by_age[i].first);
+  }
+  return chosen;
+}
+
+// Forwards a replica's events to the fleet's observer; a request's end
+// takes its tokens off the replica's load.
+struct Fleet::Tap final : EngineObserver {
+  Fleet* fleet;
+  EngineObserver* down;
+  Tap(Fleet* f, EngineObserver* d) : fleet(f), down(d) {}
+  void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached) override {
+    if (down) down->on_first_scheduled(id, t, cached);
+  }
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override {
+    if (down) down->on_token(id, t, token);
+  }
+  void on_finish(const FinishedRequest& r) override {
+    if (down) down->on_finish(r);
+    fleet->done(r.id);
+  }
+  void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override {
+    if (down) down->on_reject(id, t, reason);
+    fleet->done(id);
+  }
+  void on_step(const StepStats& s) override {
+    if (down) down->on_step(s);
+  }
+};
+
+Fleet::Fleet(std::size_t replicas, const EffectiveEngine& eff, const EngineSettings& s,
+             const std::function<std::unique_ptr<CostModel>()>& make_cost, EngineObserver* observer,
+             const RouterSettings& router)
+    : loads_(replicas, 0.0), router_(router, replicas) {
+  for (std::size_t i = 0; i < replicas; ++i) {
+    taps_.push_back(std::make_unique<Tap>(this, observer));
+    engines_.push_back(std::make_unique<Engine>(eff, s, make_cost(), taps_.back().get()));
+  }
+}
+
+Fleet::~Fleet() = default;
+
+int Fleet::replica_of(std::uint64_t id) const {
+  const auto it = routed_.find(id);
+  return it == routed_.end() ? -1 : static_cast<int>(it->second.first);
+}
+
+void Fleet::done(std::uint64_t id) {
+  const auto it = routed_.find(id);
+  if (it == routed_.end()) return;
+  loads_[it->second.first] = std::max(0.0, loads_[it->second.first] - it->second.second);
+  it->second.second = 0;  // counted off once; the replica stays known
+}
+
+bool Fleet::add_request(EngineRequest r, Nanos t, std::uint64_t session) {
+  RouteKey key;
+  key.id = r.id;
+  key.prompt = r.prompt;
+  key.session = session;
+  key.tokens = static_cast<double>(r.prompt.size()) + r.max_output_tokens;
+  const std::size_t i = router_.route(key, loads_);
+  routed_[r.id] = {static_cast<std::uint32_t>(i), key.tokens};
+  loads_[i] += key.tokens;
+  return engines_[i]->add_request(std::move(r), t);
+}
+
+FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, const std::atomic<bool>* stop) {
+  const std::size_t n_rep = fleet.size();
+  FleetReport report;
+  report.replicas.resize(n_rep);
+  report.routed.assign(n_rep, 0);
+  std::vector<Nanos> now(n_rep, 0);
+  std::size_t next = 0;
+  const std::size_t n = w.requests.size();
+  std::uint64_t iterations = 0;
+  bool interrupted = false;
+  const auto busy = [&](std::size_t i) { return fleet.engine(i).has_work(); };
+  while (true) {
+    if (stop != nullptr && (++iterations & 0xff) == 0 && stop->load(std::memory_order_relaxed)) {
+      interrupted = true;
+      break;
+    }
+    // The busy replica whose clock is earliest.
+    std::size_t first = n_rep;
+    for (std::size_t i = 0; i < n_rep; ++i)
+      if (busy(i) && (first == n_rep || now[i] < now[first])) first = i;
+    const Nanos t_step = first < n_rep ? now[first] : std::numeric_limits<Nanos>::max();
+    if (next < n && w.requests[next].arrival_ns <= t_step) {
+      // An arrival before (or at) the next step: routed and queued on its replica's clock.
+      const auto& req = w.requests[next++];
+      ++report.total.requests_submitted;
+      EngineRequest er;
+      er.id = req.id;
+      workload::append_prompt_tokens(w, req, er.prompt);
+      er.max_output_tokens = req.output_tokens;
+      er.tenant = req.tenant;
+      er.priority = req.priority;
+      er.arrival = req.arrival_ns;
+      er.group = req.task_class;
+      if (req.images > 0 || req.audio_ms > 0)
+        append_media(fleet.engine(0).effective().model, req, w.token_seed, er);
+      // (The same admission check as one engine's, on the replica it would go to.)
+      if (auto problem = fleet.engine(0).admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
+        const std::string origin = workload::prompt_origin(w, req);
+        fleet.engine(0).reject(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
+        continue;
+      }
+      const std::uint64_t session = req.tenant;
+      // Its replica's clock: an idle replica waits for the arrival.
+      const Nanos t = req.arrival_ns;
+      fleet.add_request(std::move(er), t, session);
+      const int r = fleet.replica_of(req.id);
+      if (r >= 0) {
+        ++report.routed[static_cast<std::size_t>(r)];
+        // A busy replica's clock is at or past the arrival (arrivals come
+        // before any later step); an idle one's catches up to it.
+        auto& clock = now[static_cast<std::size_t>(r)];
+        clock = std::max(clock, t);
+        ++report.replicas[static_cast<std::size_t>(r)].requests_submitted;
+      }
+      continue;
+    }
+    if (first == n_rep) break;  // nothing to step, nothing to arrive
+    Engine& e = fleet.engine(first);
+    const std::uint64_t steps_before = e.counters().steps;
+    now[first] += e.step(now[first]);
+    if (e.counters().steps == steps_before && e.has_work() && e.num_running() == 0) {
+      // Nothing could run on it and nothing runs: only a later arrival can change that.
+      if (next < n) {
+        now[first] = std::max(now[first], w.requests[next].arrival_ns);
+        // If its clock passed every other's, the arrival is next either way.
+      } else {
+        e.reject_all_waiting(now[first],
+                             "cannot be scheduled (no KV blocks or tenant slot can ever free up)");
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n_rep; ++i) {
+    auto& r = report.replicas[i];
+    r.virtual_end_ns = now[i];
+    r.counters = fleet.engine(i).counters();
+    r.interrupted = interrupted;
+    auto& c = report.total.counters;
+    const auto& x = r.counters;
+    c.steps += x.steps;
+    c.prefix_queries_tokens += x.prefix_queries_tokens;
+    c.prefix_hits_tokens += x.prefix_hits_tokens;
+    c.preempted_queries_tokens += x.preempted_queries_tokens;
+    c.preempted_hits_tokens += x.preempted_hits_tokens;
+    c.preemptions += x.preemptions;
+    c.tenant_switches += x.tenant_switches;
+    c.swap_out_bytes += x.swap_out_bytes;
+    c.swap_in_bytes += x.swap_in_bytes;
+    c.host_kv_evictions += x.host_kv_evictions;
+    c.host_kv_recomputed_blocks += x.host_kv_recomputed_blocks;
+    c.max_host_kv_blocks = std::max(c.max_host_kv_blocks, x.max_host_kv_blocks);
+    c.lora_loads += x.lora_loads;
+    c.requests_finished += x.requests_finished;
+    c.requests_rejected += x.requests_rejected;
+    c.prompt_tokens += x.prompt_tokens;
+    c.generation_tokens += x.generation_tokens;
+    c.max_batched_tokens_seen = std::max(c.max_batched_tokens_seen, x.max_batched_tokens_seen);
+    c.max_blocks_in_use = std::max(c.max_blocks_in_use, x.max_blocks_in_use);
+    if (x.kv_usage_peak) c.kv_usage_peak = std::max(c.kv_usage_peak.value_or(0.0), *x.kv_usage_peak);
+    report.total.virtual_end_ns = std::max(report.total.virtual_end_ns, now[i]);
+  }
+  report.total.interrupted = interrupted;
+  return report;
+}
+
+}  // namespace tokenscope::engine

@@ -1,0 +1,138 @@
+// A fleet of identical engines behind a router (docs/engine.md "Fleets"):
+// each request is routed once, on arrival, to one replica, which runs it on
+// its own clock; the fleet's loop always steps the replica whose clock is
+// earliest, so that every arrival reaches its replica before any step that
+// starts after it (as run_simulation does for one engine).
+//
+// Routers:
+//   round-robin       request k to replica k mod N;
+//   least-loaded      the replica with the fewest outstanding tokens (prompts
+//                     and outputs of its requests not yet finished);
+//   power-of-two      two replicas at random (seeded), the less loaded;
+//   prefix-affinity   the replica that was sent the longest prefix of the
+//                     prompt (whole blocks, an index of what each replica was
+//                     sent), among those under the load bound (bound x the
+//                     mean load after this request: consistent hashing with
+//                     bounded loads); a prompt that matches nowhere goes to
+//                     its first block's point on a consistent-hash ring (the
+//                     first replica clockwise under the bound), so that
+//                     requests sharing a first block meet;
+//   session-affinity  the session's point on the ring, always (sessions:
+//                     the request's session key; sim's are its tenants).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/random.h"
+#include "engine/engine.h"
+#include "engine/simulator.h"
+#include "workload/workload.h"
+
+namespace tokenscope::engine {
+
+enum class RouterPolicy : std::uint8_t {
+  kRoundRobin,
+  kLeastLoaded,
+  kPowerOfTwo,
+  kPrefixAffinity,
+  kSessionAffinity,
+};
+// UsageError naming --router for an unknown name.
+RouterPolicy parse_router_policy(std::string_view name);
+std::string_view name_of(RouterPolicy p);
+
+struct RouterSettings {
+  RouterPolicy policy = RouterPolicy::kRoundRobin;
+  std::uint64_t seed = 0;              // power-of-two's choices
+  std::uint32_t block_tokens = 16;     // prefix-affinity's blocks
+  double load_bound = 1.25;            // prefix-affinity: at most this x the mean load
+  std::uint32_t ring_points = 64;      // points per replica on the ring
+  std::size_t index_blocks = 1 << 20;  // blocks remembered per replica (oldest forgotten first)
+};
+
+struct RouteKey {
+  std::uint64_t id = 0;
+  std::span<const tokenizers::TokenId> prompt;
+  std::uint64_t session = 0;
+  double tokens = 0;  // what it adds to its replica's load: prompt and output tokens
+};
+
+class Router {
+ public:
+  Router(const RouterSettings& s, std::size_t replicas);
+  // The replica for a request; loads: each replica's outstanding tokens.
+  std::size_t route(const RouteKey& k, std::span<const double> loads);
+  const RouterSettings& settings() const { return s_; }
+  // Prefix-affinity: the blocks of the prompt the chosen replica had been
+  // sent before (0 for other policies).
+  std::uint32_t last_match_blocks() const { return last_match_; }
+
+ private:
+  std::size_t on_ring(std::uint64_t key, std::span<const double> loads, double bound) const;
+  RouterSettings s_;
+  std::size_t n_;
+  std::uint64_t next_ = 0;
+  Rng rng_;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> ring_;  // (point, replica), sorted
+  // Per replica: chained block hashes it was sent, with when (LRU by count).
+  struct Index {
+    std::unordered_map<std::uint64_t, std::uint64_t> seen;  // block hash -> last use
+    std::uint64_t clock = 0;
+  };
+  std::vector<Index> index_;
+  std::uint32_t last_match_ = 0;
+};
+
+// N engines alike, each with its own cost model, their events forwarded to
+// one observer; each replica's outstanding tokens kept for the router.
+class Fleet {
+ public:
+  Fleet(std::size_t replicas, const EffectiveEngine& eff, const EngineSettings& s,
+        const std::function<std::unique_ptr<CostModel>()>& make_cost, EngineObserver* observer,
+        const RouterSettings& router);
+  ~Fleet();
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
+
+  std::size_t size() const { return engines_.size(); }
+  Engine& engine(std::size_t i) { return *engines_[i]; }
+  const Engine& engine(std::size_t i) const { return *engines_[i]; }
+  Router& router() { return router_; }
+  // The replica a request was routed to; -1: not routed.
+  int replica_of(std::uint64_t id) const;
+  std::span<const double> loads() const { return loads_; }
+  // Routes a request arriving at t and queues it on its replica (false:
+  // rejected there). session: its session key.
+  bool add_request(EngineRequest r, Nanos t, std::uint64_t session);
+
+ private:
+  struct Tap;
+  std::vector<std::unique_ptr<Tap>> taps_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::vector<double> loads_;
+  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, double>> routed_;  // id -> (replica, tokens)
+  Router router_;
+  void done(std::uint64_t id);
+};
+
+struct FleetReport {
+  SimReport total;                    // counters summed (peaks: the largest)
+  std::vector<SimReport> replicas;    // each replica's
+  std::vector<std::uint64_t> routed;  // requests routed to each replica
+};
+
+// Runs the whole workload through the fleet (or until *stop). Each
+// request's session key is its tenant. Perturbations are not applied.
+FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet,
+                                 const std::atomic<bool>* stop = nullptr);
+
+}  // namespace tokenscope::engine

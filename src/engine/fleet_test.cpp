@@ -1,0 +1,197 @@
+#include "engine/fleet.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "engine/engine_options.h"
+#include "workload/arrivals.h"
+#include "workload/synthetic.h"
+#include "workload/trace_readers.h"
+
+namespace tokenscope::engine {
+namespace {
+
+const std::string kFleetShared = TOKENSCOPE_SHARED_DIR "/traces/";
+
+// Every request's token times and end, by id.
+struct Times final : EngineObserver {
+  std::map<std::uint64_t, std::vector<Nanos>> tokens;
+  std::map<std::uint64_t, Nanos> finished;
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId) override { tokens[id].push_back(t); }
+  void on_finish(const FinishedRequest& r) override { finished[r.id] = r.finished; }
+};
+
+workload::Workload mixed(std::uint64_t seed, std::uint64_t n, double rate) {
+  workload::SyntheticSettings s;
+  s.arrival.rate_rps = rate;
+  s.num_requests = n;
+  s.input =
+      workload::parse_length_spec("lognormal:800:0.8:max=6000", "--input-len", workload::LengthRole::kInput);
+  s.output = workload::parse_length_spec("lognormal:150:0.7:max=1000", "--output-len",
+                                         workload::LengthRole::kOutput);
+  s.prefix_groups = 4;
+  s.prefix_tokens = 300;
+  return workload::make_synthetic(s, workload::WorkloadSeeds::from_master(seed));
+}
+
+EngineSettings tight() {
+  EngineSettings s;
+  s.num_gpu_blocks_override = 600;  // tight enough to preempt now and then
+  s.max_num_seqs = 32;
+  return s;
+}
+
+TEST(Fleet, RoundRobinOnATraceScaledNTimesIsNSingleRunsOnTheSplitTrace) {
+  constexpr std::size_t kReplicas = 4;
+  const EngineSettings s = tight();
+  const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
+  // The trace at 4x one replica's rate; request k goes to replica k mod 4.
+  const workload::Workload w = mixed(11, 600, 4 * 6.0);
+  Times fleet_times;
+  Fleet fleet(
+      kReplicas, eff, s, [&] { return make_cost_model(s, eff); }, &fleet_times, RouterSettings{});
+  const FleetReport fr = run_fleet_simulation(w, fleet);
+  ASSERT_EQ(fleet_times.finished.size(), w.requests.size());
+  std::uint64_t preemptions = 0;
+  for (std::size_t j = 0; j < kReplicas; ++j) {
+    SCOPED_TRACE(j);
+    workload::Workload part = w;
+    part.requests.clear();
+    for (std::size_t k = j; k < w.requests.size(); k += kReplicas) part.requests.push_back(w.requests[k]);
+    Times alone;
+    Engine e(eff, s, make_cost_model(s, eff), &alone);
+    const SimReport r = run_simulation(part, e);
+    EXPECT_EQ(fr.routed[j], part.requests.size());
+    EXPECT_EQ(fr.replicas[j].counters.steps, r.counters.steps);
+    EXPECT_EQ(fr.replicas[j].counters.prefix_hits_tokens, r.counters.prefix_hits_tokens);
+    EXPECT_EQ(fr.replicas[j].virtual_end_ns, r.virtual_end_ns);
+    preemptions += r.counters.preemptions;
+    for (const auto& q : part.requests) {
+      ASSERT_EQ(fleet.replica_of(q.id), static_cast<int>(j));
+      ASSERT_EQ(fleet_times.tokens[q.id], alone.tokens[q.id]) << "request " << q.id;
+      ASSERT_EQ(fleet_times.finished[q.id], alone.finished[q.id]) << "request " << q.id;
+    }
+  }
+  EXPECT_GT(preemptions, 0u);  // the replicas were under pressure, not idle
+  EXPECT_EQ(fr.total.counters.preemptions, preemptions);
+  EXPECT_EQ(fr.total.requests_submitted, w.requests.size());
+}
+
+double hit_rate(const FleetReport& r) {
+  return static_cast<double>(r.total.counters.prefix_hits_tokens) /
+         static_cast<double>(r.total.counters.prefix_queries_tokens);
+}
+
+TEST(Fleet, PrefixAffinityHitsTheMostOnTheMooncakeConversationTrace) {
+  if (!std::filesystem::exists(kFleetShared + "conversation_trace.jsonl"))
+    GTEST_SKIP() << "shared traces not present";
+  workload::TraceReadOptions ro;
+  ro.max_rows = 1500;
+  const workload::Workload w = workload::read_trace(kFleetShared + "conversation_trace.jsonl", ro);
+  EngineSettings s;
+  s.model = "llama-3.1-8b";
+  s.gpu = "h100";
+  const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
+  std::map<std::string, double> rates;
+  std::map<std::string, std::vector<std::uint64_t>> routed;
+  for (const auto p : {RouterPolicy::kRoundRobin, RouterPolicy::kLeastLoaded, RouterPolicy::kPowerOfTwo,
+                       RouterPolicy::kPrefixAffinity, RouterPolicy::kSessionAffinity}) {
+    RouterSettings rs;
+    rs.policy = p;
+    rs.seed = 3;
+    Fleet fleet(
+        4, eff, s, [&] { return make_cost_model(s, eff); }, nullptr, rs);
+    const FleetReport r = run_fleet_simulation(w, fleet);
+    EXPECT_EQ(r.total.counters.requests_finished, w.requests.size()) << name_of(p);
+    rates[std::string(name_of(p))] = hit_rate(r);
+    routed[std::string(name_of(p))] = r.routed;
+  }
+  // (At 1,500 rows: prefix-affinity 6.6%, round-robin 5.5%, power-of-two
+  // 4.5%, least-loaded 4.4%, session-affinity 4.0%: one replica for all,
+  // its cache evicting.)
+  for (const auto& [name, rate] : rates) {
+    SCOPED_TRACE(name);
+    if (name != "prefix-affinity") {
+      EXPECT_GT(rates["prefix-affinity"], rate);
+    }
+  }
+  // Its load bound spreads the work: no replica is left idle.
+  for (const auto n : routed["prefix-affinity"]) EXPECT_GT(n, w.requests.size() / 16);
+  // One session (the trace has one tenant): session affinity is one replica.
+  std::size_t used = 0;
+  for (const auto n : routed["session-affinity"]) used += n > 0;
+  EXPECT_EQ(used, 1u);
+}
+
+RouteKey key(std::uint64_t id, std::span<const tokenizers::TokenId> prompt = {}, std::uint64_t session = 0,
+             double tokens = 0) {
+  RouteKey k;
+  k.id = id;
+  k.prompt = prompt;
+  k.session = session;
+  k.tokens = tokens;
+  return k;
+}
+
+RouterSettings policy(RouterPolicy p, std::uint64_t seed = 0) {
+  RouterSettings s;
+  s.policy = p;
+  s.seed = seed;
+  return s;
+}
+
+TEST(Router, EachPolicyChoosesAsItSays) {
+  std::vector<tokenizers::TokenId> a(64), b(64), c(8);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<tokenizers::TokenId>(i);
+    b[i] = static_cast<tokenizers::TokenId>(i < 32 ? i : 1000 + i);  // a's first two blocks
+  }
+  const std::vector<double> even = {0, 0, 0};
+  {
+    Router r(policy(RouterPolicy::kRoundRobin), 3);
+    EXPECT_EQ(r.route(key(0), even), 0u);
+    EXPECT_EQ(r.route(key(1), even), 1u);
+    EXPECT_EQ(r.route(key(2), even), 2u);
+    EXPECT_EQ(r.route(key(3), even), 0u);
+  }
+  {
+    Router r(policy(RouterPolicy::kLeastLoaded), 3);
+    EXPECT_EQ(r.route(key(0), std::vector<double>{5, 2, 9}), 1u);
+  }
+  {
+    // Power of two: of the two it draws, the less loaded; never the most
+    // loaded of three (it loses to whichever other is drawn).
+    Router r(policy(RouterPolicy::kPowerOfTwo, 9), 3);
+    for (int i = 0; i < 100; ++i) EXPECT_NE(r.route(key(0), std::vector<double>{1, 100, 2}), 1u);
+  }
+  {
+    Router r(policy(RouterPolicy::kSessionAffinity), 3);
+    const auto first = r.route(key(0, {}, 42), even);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(r.route(key(1, {}, 42), std::vector<double>{7, 8, 9}), first);
+  }
+  {
+    Router r(policy(RouterPolicy::kPrefixAffinity), 3);  // 16-token blocks
+    const std::vector<double> loads = {10, 10, 10};
+    const auto home = r.route(key(0, a, 0, 64), loads);
+    EXPECT_EQ(r.last_match_blocks(), 0u);
+    // b shares a's first two blocks: it goes where a went.
+    EXPECT_EQ(r.route(key(1, b, 0, 64), loads), home);
+    EXPECT_EQ(r.last_match_blocks(), 2u);
+    // Over the bound (1.25 x the mean), the match is passed over.
+    std::vector<double> heavy = {10, 10, 10};
+    heavy[home] = 100;
+    EXPECT_NE(r.route(key(2, a, 0, 64), heavy), home);
+    // A prompt under a block still has a key.
+    const auto small = r.route(key(3, c, 0, 8), loads);
+    EXPECT_EQ(r.route(key(3, c, 0, 8), loads), small);
+  }
+  EXPECT_EQ(parse_router_policy("power-of-two"), RouterPolicy::kPowerOfTwo);
+  EXPECT_THROW(parse_router_policy("random"), UsageError);
+  EXPECT_THROW(Router(RouterSettings{}, 0), UsageError);
+}
+
+}  // namespace
+}  // namespace tokenscope::engine
