@@ -79,6 +79,24 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
          "and write OUT/sweep.json with each headline metric's between-run interval (needs --out)")
       ->check(CLI::Range(1u, 1000u))
       ->group(O);
+  const char* F = "Fleet";
+  sim->add_option("--replicas", o.run.replicas,
+                  "Identical engine replicas behind a router (docs/engine.md \"Fleets\"); records say each "
+                  "request's replica, run.json \"fleet\" each replica's summary")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u))
+      ->group(F);
+  sim->add_option("--router", o.run.router,
+                  "round-robin|least-loaded (outstanding tokens)|power-of-two|prefix-affinity (the replica "
+                  "sent the longest prefix, under the load bound)|session-affinity (by tenant)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
+      ->group(F);
+  sim->add_option("--router-load-bound", o.run.router_load_bound,
+                  "prefix-affinity: a replica over this times the mean load is passed over")
+      ->capture_default_str()
+      ->group(F);
   sim->add_flag("--coupling", o.run.coupling,
                 "After the mix, run each task class alone at its own arrival times (OUT/coupling/CLASS/) and "
                 "report kappa = its latency in the mix / alone (run.json \"coupling\"; needs --out)")
@@ -219,6 +237,7 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
     for (const auto& j : r.perturbations) h.lines.push_back(describe_perturbation(j));
     print_summary_table(std::cout, h, r.summary);
     print_coupling(std::cout, r.coupling);
+    print_fleet(std::cout, r.fleet);
     const double virt = nanos_to_s(report.virtual_end_ns);
     std::cout << fmt::format(
         "simulated {:.1f} s in {:.2f} CPU s ({:.0f}x real time), {} steps, peak RSS {:.0f} MiB\n", virt,

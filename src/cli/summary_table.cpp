@@ -44,6 +44,30 @@ std::string pct(const nlohmann::json& v) {
 }
 }  // namespace
 
+void print_fleet(std::ostream& os, const nlohmann::json& fleet) {
+  if (!fleet.is_object() || !fleet.contains("per_replica")) return;
+  os << fmt::format("fleet: {} replicas, router {}\n", fleet["replicas"].get<std::uint64_t>(),
+                    fleet["router"].get<std::string>());
+  os << fmt::format("  {:>7} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}\n", "replica", "requests",
+                    "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "out tok/s", "prefix hits");
+  const auto num = [](const nlohmann::json& s, const char* a, const char* b) {
+    const auto* v = s.contains(a) && s[a].is_object() && s[a].contains(b) ? &s[a][b] : nullptr;
+    return v && v->is_number() ? fmt::format("{:.1f}", v->get<double>()) : std::string("-");
+  };
+  for (const auto& r : fleet["per_replica"]) {
+    const auto& s = r["summary"];
+    const auto tps = s.contains("output_token_throughput_tps") && s["output_token_throughput_tps"].is_number()
+                         ? fmt::format("{:.0f}", s["output_token_throughput_tps"].get<double>())
+                         : std::string("-");
+    const auto hits = r["prefix_cache_hit_rate"].is_number()
+                          ? fmt::format("{:.1f}%", 100 * r["prefix_cache_hit_rate"].get<double>())
+                          : std::string("-");
+    os << fmt::format("  {:>7} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}\n", r["replica"].get<std::uint64_t>(),
+                      r["routed"].get<std::uint64_t>(), num(s, "ttft_ms", "p50"), num(s, "ttft_ms", "p99"),
+                      num(s, "tpot_ms", "p50"), tps, hits);
+  }
+}
+
 void print_coupling(std::ostream& os, const nlohmann::json& coupling) {
   if (!coupling.is_object() || !coupling.contains("classes")) return;
   os << fmt::format("coupling: kappa = latency in the mix / alone ({:g}% intervals)\n",

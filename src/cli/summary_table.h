@@ -25,6 +25,8 @@ void print_summary_table(std::ostream& os, const SummaryHeader& header, const nl
 // run.json's "coupling" (bench/sim --coupling): kappa per class at p50 and
 // p99 of TTFT, TPOT and E2E with their intervals. Nothing when null.
 void print_coupling(std::ostream& os, const nlohmann::json& coupling);
+// A fleet run's replicas (run.json "fleet"): requests, latency, throughput, prefix hits each.
+void print_fleet(std::ostream& os, const nlohmann::json& fleet);
 
 // The between-run statistics of repeats (rundir/run_set.h
 // repeat_statistics), one line per metric in repeat_metrics() order: the

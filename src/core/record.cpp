@@ -70,6 +70,10 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "turn");
     append_uint(out, turn);
   }
+  if (replica >= 0) {
+    key(out, "replica");
+    append_int(out, replica);
+  }
   if (task >= 0) {
     key(out, "task");
     append_int(out, task);

@@ -42,6 +42,9 @@ struct RequestRecord {
   std::string model;          // in a model mix: the model (or adapter) it was sent to; else empty
   std::int64_t session = -1;  // multi-turn session id (-1: none) and the turn in it
   std::uint32_t turn = 0;
+  // In a simulated fleet (engine/fleet.h): the replica the router sent it
+  // to (-1: none, one engine).
+  std::int64_t replica = -1;
   // A model call of an agentic task (tasks.jsonl): the task's id and the
   // step's (-1 and "": a request of its own).
   std::int64_t task = -1;

@@ -47,6 +47,7 @@ void RecordingObserver::on_token(std::uint64_t id, Nanos t, tokenizers::TokenId)
 }
 
 void RecordingObserver::emit(RequestRecord& r) {
+  if (replica_of_) r.replica = replica_of_(r.id);
   sink_.add_request(r);
 }
 

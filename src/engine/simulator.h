@@ -38,6 +38,8 @@ class RecordingObserver final : public EngineObserver {
 
   // steps.jsonl gets each step's perturbation_ns and stolen_ns (runs with perturbations).
   void write_perturbations(bool on) { write_perturbations_ = on; }
+  // A fleet's records carry the replica each request went to (engine/fleet.h).
+  void set_replica_of(std::function<int(std::uint64_t)> f) { replica_of_ = std::move(f); }
 
  private:
   std::vector<Nanos>* times_of(std::uint64_t id, bool create);
@@ -49,6 +51,7 @@ class RecordingObserver final : public EngineObserver {
   RecordSink& sink_;
   bool write_steps_;
   bool write_perturbations_ = false;
+  std::function<int(std::uint64_t)> replica_of_;
   // Token times of requests in flight, in reusable slots (their buffers keep
   // their capacity): 4 bytes per request for the slot index, and memory for
   // the requests in flight only.

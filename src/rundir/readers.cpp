@@ -350,6 +350,7 @@ void reset_record(RequestRecord& r) {
   r.event_tokens.clear();
   r.id = 0;
   r.session = -1;
+  r.replica = -1;
   r.task = -1;
   r.step.clear();
   r.prompt_tokens_planned = r.output_tokens_client = -1;
@@ -591,6 +592,7 @@ bool fast_parse(const char* p, std::size_t size, RequestRecord& r, std::vector<s
                              : k == "prompt_tokens_planned"   ? &r.prompt_tokens_planned
                              : k == "reasoning_tokens"        ? &r.reasoning_tokens
                              : k == "session"                 ? &r.session
+                             : k == "replica"                 ? &r.replica
                              : k == "task"                    ? &r.task
                              : k == "inputs"                  ? &r.inputs
                              : k == "audio_ms"                ? &r.audio_ms
@@ -672,6 +674,8 @@ void RequestLineParser::parse(std::string_view line, RequestRecord& r) {
       get_string(k, v, r.model);
     } else if (k == "session") {
       r.session = get_int(k, v);
+    } else if (k == "replica") {
+      r.replica = get_int(k, v);
     } else if (k == "task") {
       r.task = get_int(k, v);
     } else if (k == "step") {

@@ -79,6 +79,7 @@ TEST(RequestRecordRoundTrip, EveryWrittenFieldReadsBack) {
   r.dropped_event_tokens = 3;
   r.reasoning_tokens = 2;
   r.t_first_answer = 35;
+  r.replica = 3;
   auto gaps = std::make_shared<LogLinearHistogram>();
   gaps->record(1000, 2);
   r.dropped_gaps_ns = gaps;
@@ -100,6 +101,7 @@ TEST(RequestRecordRoundTrip, EveryWrittenFieldReadsBack) {
   EXPECT_EQ(e.reasoning_tokens, 2);
   EXPECT_EQ(e.first_answer(), 35);
   EXPECT_EQ(e.answer_tokens(), 2);
+  EXPECT_EQ(e.replica, 3);
   EXPECT_EQ(e.start(), 10);
   EXPECT_EQ(e.end(), 41);
   std::string again;
@@ -197,7 +199,7 @@ TEST(RequestLineFastPath, GivesTheDomsRecordForEveryPlainLine) {
       R"("t_first_token_ns":13924538,"t_last_token_ns":1063108513,"t_close_ns":1063108513,"prompt_tokens":566,)"
       R"("output_tokens":3,"output_tokens_client":3,"cached_tokens":0,"preemptions":0,"outcome":"ok",)"
       R"("event_offsets_ns":[13924538,19948956,1063108513]})",
-      R"({ "id" : 7 , "class":"chat","model":"m","session":3,"turn":2,"warmup":true,"cancel_planned":false,)"
+      R"({ "id" : 7 , "class":"chat","model":"m","session":3,"turn":2,"replica":2,"warmup":true,"cancel_planned":false,)"
       R"("t_send_ns":100,"http_status":200,"detail":"fine","outcome":"cancelled","event_offsets_ns":[ 0 , 5 ],)"
       R"("event_tokens":[1,4],"output_tokens_from":"client","reasoning_tokens":-1,"events_dropped":2} )",
       R"({"id":9,"outcome":"http_error","t_send_ns":-1,"event_offsets_ns":[],"prompt_tokens":-1})",

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
+#include "engine/fleet.h"
 #include "engine/profile.h"
 #include "observe/sim_samples.h"
 #include "rundir/run_cache.h"
@@ -66,9 +67,26 @@ nlohmann::json observe_json(const SimRunSettings& o, const observe::SimSampler& 
 
 }  // namespace
 
+// Each record to the run's sink, and to its replica's summary.
+struct ReplicaSink final : RecordSink {
+  RecordSink& down;
+  std::vector<SummaryBuilder> per;
+  ReplicaSink(RecordSink& d, std::size_t replicas) : down(d), per(replicas) {}
+  void add_request(const RequestRecord& r) override {
+    if (r.replica >= 0 && static_cast<std::size_t>(r.replica) < per.size())
+      per[static_cast<std::size_t>(r.replica)].add(r);
+    down.add_request(r);
+  }
+  void add_step(const StepRecord& s) override { down.add_step(s); }
+};
+
 nlohmann::json requested_settings(const SimRunSettings& o) {
   return {
       {"workload", workload::to_json(o.workload)},
+      {"fleet", o.replicas > 1 ? nlohmann::json{{"replicas", o.replicas},
+                                                {"router", o.router},
+                                                {"router_load_bound", o.router_load_bound}}
+                               : nlohmann::json(nullptr)},
       {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
       {"engine", engine::to_json(o.engine)},
       {"output",
@@ -139,6 +157,22 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
           result.engine.max_num_seqs, measured.max_batch));
   }
   const engine::EffectiveEngine& eff = result.engine;
+  // A fleet: its router, checked before anything is written.
+  if (o.replicas == 0 || o.replicas > 4096) throw UsageError("--replicas: expected 1 to 4096");
+  const bool fleet_run = o.replicas > 1;
+  engine::RouterSettings router;
+  if (fleet_run) {
+    router.policy = engine::parse_router_policy(o.router);
+    router.seed = o.workload.seed;
+    if (!(o.router_load_bound >= 1.0 && o.router_load_bound <= 1000.0))
+      throw UsageError(
+          fmt::format("--router-load-bound: expected a number in [1, 1000], got {}", o.router_load_bound));
+    router.load_bound = o.router_load_bound;
+    if (o.coupling) throw UsageError("--coupling and --replicas cannot be combined yet");
+    if (!settings.perturbations.empty())
+      throw UsageError(
+          "--perturb and --replicas cannot be combined yet (the perturbations act on one engine)");
+  }
   result.workload_description = bw.w.description;
   result.read_report = bw.w.read_report;
 
@@ -155,31 +189,70 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
                               .cache = !o.out.empty() && o.cache ? rundir::run_cache_writer() : nullptr});
   const bool out = session.has_dir();
   session.summary().set_slos(slos);
-  if (out && o.samples) session.open_samples();
+  if (out && o.samples && !fleet_run) session.open_samples();
   analyze::LatencyTap tap(session);  // the latencies by class, for --coupling
   const bool tapped = o.coupling || !o.only_class.empty();
-  engine::RecordingObserver observer(bw.w, tapped ? static_cast<RecordSink&>(tap) : session, out && o.steps);
+  RecordSink& records = tapped ? static_cast<RecordSink&>(tap) : session;
+  ReplicaSink by_replica(records, fleet_run ? o.replicas : 0);
+  // A fleet writes no steps.jsonl: each replica's steps would share one file (docs/engine.md "Fleets").
+  engine::RecordingObserver observer(bw.w, fleet_run ? static_cast<RecordSink&>(by_replica) : records,
+                                     out && o.steps && !fleet_run);
   observer.write_perturbations(!settings.perturbations.empty());
-  auto cost = engine::make_cost_model(settings, eff);
   // The server's canonical series on virtual time, as bench's scrapes give them (docs/observe.md).
   observe::SimSampler sampler(
       observer,
-      out && o.samples ? [&session](const observe::Observation& ob) { session.add_observation(ob); }
-                       : std::function<void(const observe::Observation&)>(),
+      out && o.samples && !fleet_run
+          ? [&session](const observe::Observation& ob) { session.add_observation(ob); }
+          : std::function<void(const observe::Observation&)>(),
       seconds_to_nanos(o.sample_interval_s));
   const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),
                                  [](const auto& p) { return p.kind() == engine::PerturbationKind::kSteal; });
   if (steal) sampler.enable_contention_series();
   settings.track_coupling = o.coupling;  // the design's kappa terms per class (docs/metrics.md "Coupling")
-  engine::Engine eng(eff, settings, std::move(cost), &sampler);
-  sampler.attach(&eng);
-
-  result.report = engine::run_simulation(bw.w, eng, &interrupted);
+  std::unique_ptr<engine::Engine> engine_one;
+  std::unique_ptr<engine::Fleet> fleet;
+  engine::FleetReport fleet_report;
+  if (fleet_run) {
+    fleet = std::make_unique<engine::Fleet>(
+        o.replicas, eff, settings, [&] { return engine::make_cost_model(settings, eff); }, &observer, router);
+    observer.set_replica_of([f = fleet.get()](std::uint64_t id) { return f->replica_of(id); });
+    fleet_report = engine::run_fleet_simulation(bw.w, *fleet, &interrupted);
+    result.report = fleet_report.total;
+  } else {
+    engine_one =
+        std::make_unique<engine::Engine>(eff, settings, engine::make_cost_model(settings, eff), &sampler);
+    sampler.attach(engine_one.get());
+    result.report = engine::run_simulation(bw.w, *engine_one, &interrupted);
+    sampler.finish(result.report.virtual_end_ns);
+  }
   const engine::SimReport& report = result.report;
-  sampler.finish(report.virtual_end_ns);
   session.summary().set_server_counters(engine::server_counters(report.counters));
   result.summary = session.summary().build();
-  if (eng.perturber()) result.perturbations = eng.perturber()->to_json();
+  if (engine_one && engine_one->perturber()) result.perturbations = engine_one->perturber()->to_json();
+  if (fleet_run) {
+    nlohmann::json replicas = nlohmann::json::array();
+    for (std::size_t i = 0; i < o.replicas; ++i) {
+      const auto& c = fleet_report.replicas[i].counters;
+      nlohmann::json sum = by_replica.per[i].build();
+      replicas.push_back(
+          {{"replica", i},
+           {"routed", fleet_report.routed[i]},
+           {"virtual_end_s", nanos_to_s(fleet_report.replicas[i].virtual_end_ns)},
+           {"summary", sum},
+           {"prefix_cache_hit_rate", c.prefix_queries_tokens > 0
+                                         ? nlohmann::json(static_cast<double>(c.prefix_hits_tokens) /
+                                                          static_cast<double>(c.prefix_queries_tokens))
+                                         : nlohmann::json(nullptr)},
+           {"engine_counters", counters_json(c)}});
+    }
+    result.fleet = {{"replicas", o.replicas},
+                    {"router", engine::name_of(router.policy)},
+                    {"load_bound", router.policy == engine::RouterPolicy::kPrefixAffinity
+                                       ? nlohmann::json(router.load_bound)
+                                       : nlohmann::json(nullptr)},
+                    {"session_key", "tenant"},
+                    {"per_replica", replicas}};
+  }
   result.cpu_s = process_cpu_seconds() - cpu_start;
   if (!out) return result;
 
@@ -195,9 +268,16 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   run["engine_counters"] = counters_json(report.counters);
   // The ground truth for tokenscope check: what was injected (docs/engine.md "Perturbations").
   run["perturbations"] = result.perturbations;
-  if (eng.perturber()) run["perturbation_seed"] = settings.perturbation_seed;
+  if (engine_one && engine_one->perturber()) run["perturbation_seed"] = settings.perturbation_seed;
   run["virtual_end_s"] = nanos_to_s(report.virtual_end_ns);
-  run["observe"] = observe_json(o, sampler, steal);
+  if (fleet_run) {
+    run["fleet"] = result.fleet;
+    run["observe"] = {{"samples_file", nullptr},
+                      {"sources", nlohmann::json::array()},
+                      {"note", "a fleet run writes no samples or steps yet (docs/engine.md \"Fleets\")"}};
+  } else {
+    run["observe"] = observe_json(o, sampler, steal);
+  }
   if (tapped) result.latencies = tap.latencies;
   if (o.coupling && !report.interrupted) {
     // Each class alone at its own arrival times (virtual time: deterministic), then kappa per class.
@@ -222,7 +302,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     result.coupling = analyze::coupling_json(result.latencies, alone, alone_runs);
     // The design's kappa = rho_shared x dt_align / tau_base, from the engine's traffic by class.
     nlohmann::json design = nlohmann::json::object();
-    for (const auto& [g, t] : eng.coupling_terms()) {
+    for (const auto& [g, t] : engine_one->coupling_terms()) {
       if (g >= bw.w.classes.size()) continue;
       design[bw.w.classes[g].empty() ? "default" : bw.w.classes[g]] = {{"rho_shared", t.rho_shared},
                                                                        {"dt_align_ms", t.dt_align_s * 1e3},

@@ -36,6 +36,11 @@ struct SimRunSettings {
   bool coupling = false;
   std::string only_class;  // the workload's requests of this class only ("" : all)
   engine::EngineOptions engine;
+  // A fleet (engine/fleet.h, docs/engine.md "Fleets"): this many identical
+  // replicas behind a router; 1: one engine.
+  std::uint32_t replicas = 1;
+  std::string router = "round-robin";
+  double router_load_bound = 1.25;
   // Output: a run directory (empty: the summary only).
   std::string out;
   bool overwrite = false;          // replace the run already in `out`
@@ -58,6 +63,7 @@ struct SimRunResult {
   double cpu_s = 0.0;                                      // the process's CPU time over the run
   bool report_written = false;
   nlohmann::json coupling;  // --coupling: run.json "coupling"; null otherwise
+  nlohmann::json fleet;     // --replicas > 1: run.json "fleet" (the router, each replica); null otherwise
   std::map<std::string, analyze::ClassLatencies> latencies;  // by class (with --coupling or only_class)
 };
 

@@ -733,6 +733,43 @@ TEST_F(Cli, ReplaysThePublicTraces) {
   EXPECT_GT(nlohmann::json::parse(moon.out)["prefix_cache_hit_rate"].get<double>(), 0.01);
 }
 
+TEST_F(Cli, SimRunsAFleetBehindARouterAndSaysEachRequestsReplica) {
+  const auto out = dir_ / "fleet";
+  const auto r = sim({"--replicas", "3", "--router", "round-robin", "--num-requests", "60", "--rate", "20",
+                      "--input-len", "fixed:200", "--output-len", "fixed:20", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("fleet: 3 replicas, router round-robin"), std::string::npos) << r.out;
+  // Round-robin: the k-th request to arrive went to replica k mod 3, and its record says so.
+  std::vector<std::tuple<long long, long long, int>> order;  // arrival, id, replica
+  std::ifstream in(out / "requests.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    order.emplace_back(j["t_sched_ns"].get<long long>(), j["id"].get<long long>(), j["replica"].get<int>());
+  }
+  ASSERT_EQ(order.size(), 60u);
+  std::sort(order.begin(), order.end());
+  for (std::size_t k = 0; k < order.size(); ++k)
+    EXPECT_EQ(std::get<2>(order[k]), static_cast<int>(k % 3)) << k;
+  const auto run = nlohmann::json::parse(slurp(out / "run.json"));
+  ASSERT_EQ(run["fleet"]["per_replica"].size(), 3u);
+  std::uint64_t completed = 0;
+  for (const auto& rep : run["fleet"]["per_replica"]) {
+    EXPECT_EQ(rep["routed"], 20);
+    completed += rep["summary"]["requests_completed"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(completed, 60u);
+  EXPECT_EQ(run["summary"]["requests_completed"], 60);
+  EXPECT_EQ(run["settings"]["requested"]["fleet"]["router"], "round-robin");
+  // A fleet writes no steps or samples yet, and says so.
+  EXPECT_FALSE(fs::exists(out / "steps.jsonl"));
+  EXPECT_TRUE(run["observe"]["note"].is_string());
+  // Refused: an unknown router, perturbations (they act on one engine).
+  EXPECT_EQ(sim({"--replicas", "2", "--router", "random", "--num-requests", "5"}).exit_code, 2);
+  const auto perturbed = sim({"--replicas", "2", "--perturb", "leak:per_min=2%", "--num-requests", "5"});
+  EXPECT_EQ(perturbed.exit_code, 2);
+  EXPECT_NE(perturbed.err.find("--perturb and --replicas"), std::string::npos) << perturbed.err;
+}
+
 TEST_F(Cli, ProfileReadsTheKvCapacityAndTheCapFromTheServersCounters) {
   // `serve` says neither its batch cap nor its KV capacity, but its
   // /metrics has vLLM's running, waiting and KV usage gauges: 256 blocks of
