@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -94,9 +95,12 @@ std::size_t Router::route(const RouteKey& k, std::span<const double> loads) {
   const std::size_t blocks = k.prompt.size() / bs;
   std::vector<std::uint64_t> hashes;
   hashes.reserve(std::max<std::size_t>(blocks, 1));
-  std::uint64_t h = 0;
+  // Seeded by the tenant and adapter, as the engine's prefix cache is keyed:
+  // one tenant's prompt never matches another's.
+  const std::uint64_t root = mix64(k.prefix_seed ^ 0x7e4a47ULL);
+  std::uint64_t h = root;
   for (std::size_t b = 0; b < blocks; ++b) hashes.push_back(h = chain(h, k.prompt.subspan(b * bs, bs)));
-  if (hashes.empty()) hashes.push_back(chain(0, k.prompt));  // under a block: the whole prompt
+  if (hashes.empty()) hashes.push_back(chain(root, k.prompt));  // under a block: the whole prompt
   const double total = std::accumulate(loads.begin(), loads.end(), 0.0) + k.tokens;
   const double bound = s_.load_bound * total / static_cast<double>(n_);
   std::size_t best = n_;
@@ -154,13 +158,15 @@ struct Fleet::Tap final : EngineObserver {
   void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override {
     if (down) down->on_token(id, t, token);
   }
+  // A request's end reaches the router when the fleet's time passes it: a
+  // replica's step is computed whole, ahead of the arrivals inside it.
   void on_finish(const FinishedRequest& r) override {
     if (down) down->on_finish(r);
-    fleet->done(r.id);
+    fleet->ends_.emplace(r.finished, r.id);
   }
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override {
     if (down) down->on_reject(id, t, reason);
-    fleet->done(id);
+    fleet->ends_.emplace(t, id);
   }
   void on_step(const StepStats& s) override {
     if (down) down->on_step(s);
@@ -170,7 +176,7 @@ struct Fleet::Tap final : EngineObserver {
 Fleet::Fleet(std::size_t replicas, const EffectiveEngine& eff, const EngineSettings& s,
              const std::function<std::unique_ptr<CostModel>()>& make_cost, EngineObserver* observer,
              const RouterSettings& router)
-    : loads_(replicas, 0.0), router_(router, replicas) {
+    : loads_(replicas, 0.0), router_(router, replicas), observer_(observer) {
   for (std::size_t i = 0; i < replicas; ++i) {
     taps_.push_back(std::make_unique<Tap>(this, observer));
     engines_.push_back(std::make_unique<Engine>(eff, s, make_cost(), taps_.back().get()));
@@ -191,11 +197,25 @@ void Fleet::done(std::uint64_t id) {
   it->second.second = 0;  // counted off once; the replica stays known
 }
 
+void Fleet::settle(Nanos t) {
+  while (!ends_.empty() && ends_.top().first <= t) {
+    done(ends_.top().second);
+    ends_.pop();
+  }
+}
+
+void Fleet::reject_unrouted(std::uint64_t id, Nanos t, std::string_view reason) {
+  ++unrouted_rejects_;
+  if (observer_) observer_->on_reject(id, t, reason);
+}
+
 bool Fleet::add_request(EngineRequest r, Nanos t, std::uint64_t session) {
+  settle(t);  // what ended by t is off its replica's load
   RouteKey key;
   key.id = r.id;
   key.prompt = r.prompt;
   key.session = session;
+  key.prefix_seed = (std::uint64_t{r.tenant} << 32) ^ r.adapter;
   key.tokens = static_cast<double>(r.prompt.size()) + r.max_output_tokens;
   const std::size_t i = router_.route(key, loads_);
   routed_[r.id] = {static_cast<std::uint32_t>(i), key.tokens};
@@ -209,11 +229,24 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
   report.replicas.resize(n_rep);
   report.routed.assign(n_rep, 0);
   std::vector<Nanos> now(n_rep, 0);
+  // A replica that could not step with nothing running waits for its own
+  // next arrival (as one engine waits for the next), out of the scan.
+  std::vector<char> parked(n_rep, 0);
   std::size_t next = 0;
   const std::size_t n = w.requests.size();
+  // Images or audio for a model without the encoder: refused before the run, as one engine does.
+  bool images = false, audio = false;
+  for (const auto& r : w.requests) {
+    if ((r.images > 0 && !images) || (r.audio_ms > 0 && !audio)) {
+      EngineRequest probe;
+      append_media(fleet.engine(0).effective().model, r, 0, probe);
+    }
+    images |= r.images > 0;
+    audio |= r.audio_ms > 0;
+  }
   std::uint64_t iterations = 0;
   bool interrupted = false;
-  const auto busy = [&](std::size_t i) { return fleet.engine(i).has_work(); };
+  const auto busy = [&](std::size_t i) { return parked[i] == 0 && fleet.engine(i).has_work(); };
   while (true) {
     if (stop != nullptr && (++iterations & 0xff) == 0 && stop->load(std::memory_order_relaxed)) {
       interrupted = true;
@@ -228,6 +261,12 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
       // An arrival before (or at) the next step: routed and queued on its replica's clock.
       const auto& req = w.requests[next++];
       ++report.total.requests_submitted;
+      // A row may claim up to 2^30 tokens: rejected before its tokens are made, as one engine does.
+      if (auto problem = fleet.engine(0).admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
+        const std::string origin = workload::prompt_origin(w, req);
+        fleet.reject_unrouted(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
+        continue;
+      }
       EngineRequest er;
       er.id = req.id;
       workload::append_prompt_tokens(w, req, er.prompt);
@@ -238,42 +277,42 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
       er.group = req.task_class;
       if (req.images > 0 || req.audio_ms > 0)
         append_media(fleet.engine(0).effective().model, req, w.token_seed, er);
-      // (The same admission check as one engine's, on the replica it would go to.)
-      if (auto problem = fleet.engine(0).admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
-        const std::string origin = workload::prompt_origin(w, req);
-        fleet.engine(0).reject(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
-        continue;
-      }
-      const std::uint64_t session = req.tenant;
-      // Its replica's clock: an idle replica waits for the arrival.
       const Nanos t = req.arrival_ns;
-      fleet.add_request(std::move(er), t, session);
+      fleet.add_request(std::move(er), t, req.tenant);
       const int r = fleet.replica_of(req.id);
       if (r >= 0) {
-        ++report.routed[static_cast<std::size_t>(r)];
+        const auto i = static_cast<std::size_t>(r);
+        ++report.routed[i];
+        ++report.replicas[i].requests_submitted;
         // A busy replica's clock is at or past the arrival (arrivals come
-        // before any later step); an idle one's catches up to it.
-        auto& clock = now[static_cast<std::size_t>(r)];
-        clock = std::max(clock, t);
-        ++report.replicas[static_cast<std::size_t>(r)].requests_submitted;
+        // before any later step); an idle or parked one's catches up to it.
+        now[i] = std::max(now[i], t);
+        parked[i] = 0;
       }
       continue;
     }
-    if (first == n_rep) break;  // nothing to step, nothing to arrive
+    if (first == n_rep) {
+      // No arrival is left: what waits on a parked replica can never run.
+      bool any = false;
+      for (std::size_t i = 0; i < n_rep; ++i)
+        if (parked[i] != 0) {
+          parked[i] = 0;
+          if (fleet.engine(i).has_work()) {
+            fleet.engine(i).reject_all_waiting(
+                now[i], "cannot be scheduled (no KV blocks or tenant slot can ever free up)");
+            any = true;
+          }
+        }
+      if (!any) break;
+      continue;
+    }
     Engine& e = fleet.engine(first);
     const std::uint64_t steps_before = e.counters().steps;
     now[first] += e.step(now[first]);
-    if (e.counters().steps == steps_before && e.has_work() && e.num_running() == 0) {
-      // Nothing could run on it and nothing runs: only a later arrival can change that.
-      if (next < n) {
-        now[first] = std::max(now[first], w.requests[next].arrival_ns);
-        // If its clock passed every other's, the arrival is next either way.
-      } else {
-        e.reject_all_waiting(now[first],
-                             "cannot be scheduled (no KV blocks or tenant slot can ever free up)");
-      }
-    }
+    // Nothing could run on it and nothing runs: only its next arrival can change that.
+    if (e.counters().steps == steps_before && e.has_work() && e.num_running() == 0) parked[first] = 1;
   }
+  fleet.settle(std::numeric_limits<Nanos>::max());
   for (std::size_t i = 0; i < n_rep; ++i) {
     auto& r = report.replicas[i];
     r.virtual_end_ns = now[i];
@@ -303,6 +342,7 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
     if (x.kv_usage_peak) c.kv_usage_peak = std::max(c.kv_usage_peak.value_or(0.0), *x.kv_usage_peak);
     report.total.virtual_end_ns = std::max(report.total.virtual_end_ns, now[i]);
   }
+  report.total.counters.requests_rejected += fleet.unrouted_rejects();
   report.total.interrupted = interrupted;
   return report;
 }

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <queue>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,7 +64,8 @@ struct RouteKey {
   std::uint64_t id = 0;
   std::span<const tokenizers::TokenId> prompt;
   std::uint64_t session = 0;
-  double tokens = 0;  // what it adds to its replica's load: prompt and output tokens
+  double tokens = 0;              // what it adds to its replica's load: prompt and output tokens
+  std::uint64_t prefix_seed = 0;  // its tenant and adapter: prefixes match within one only
 };
 
 class Router {
@@ -111,8 +113,16 @@ class Fleet {
   int replica_of(std::uint64_t id) const;
   std::span<const double> loads() const { return loads_; }
   // Routes a request arriving at t and queues it on its replica (false:
-  // rejected there). session: its session key.
+  // rejected there). session: its session key. Requests that ended by t
+  // are off their replicas' loads first.
   bool add_request(EngineRequest r, Nanos t, std::uint64_t session);
+  // Takes the requests that ended by t off their replicas' loads (a
+  // replica's step is computed whole, ahead of the arrivals within it).
+  void settle(Nanos t);
+  // A request refused before routing (too long for any replica): its record
+  // through the observer, counted apart from every replica.
+  void reject_unrouted(std::uint64_t id, Nanos t, std::string_view reason);
+  std::uint64_t unrouted_rejects() const { return unrouted_rejects_; }
 
  private:
   struct Tap;
@@ -121,6 +131,12 @@ class Fleet {
   std::vector<double> loads_;
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, double>> routed_;  // id -> (replica, tokens)
   Router router_;
+  EngineObserver* observer_;
+  // Ends not yet seen by the router: (when, id), earliest first.
+  std::priority_queue<std::pair<Nanos, std::uint64_t>, std::vector<std::pair<Nanos, std::uint64_t>>,
+                      std::greater<>>
+      ends_;
+  std::uint64_t unrouted_rejects_ = 0;
   void done(std::uint64_t id);
 };
 
@@ -131,7 +147,9 @@ struct FleetReport {
 };
 
 // Runs the whole workload through the fleet (or until *stop). Each
-// request's session key is its tenant. Perturbations are not applied.
+// request's session key is its tenant. Request holds (a perturbation's
+// request tail) are not applied; step perturbations act on each replica
+// (sim refuses --perturb with replicas).
 FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet,
                                  const std::atomic<bool>* stop = nullptr);
 

@@ -65,8 +65,6 @@ nlohmann::json observe_json(const SimRunSettings& o, const observe::SimSampler& 
           {"sources", sources}};
 }
 
-}  // namespace
-
 // Each record to the run's sink, and to its replica's summary.
 struct ReplicaSink final : RecordSink {
   RecordSink& down;
@@ -79,6 +77,8 @@ struct ReplicaSink final : RecordSink {
   }
   void add_step(const StepRecord& s) override { down.add_step(s); }
 };
+
+}  // namespace
 
 nlohmann::json requested_settings(const SimRunSettings& o) {
   return {
@@ -194,6 +194,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   const bool tapped = o.coupling || !o.only_class.empty();
   RecordSink& records = tapped ? static_cast<RecordSink&>(tap) : session;
   ReplicaSink by_replica(records, fleet_run ? o.replicas : 0);
+  for (auto& b : by_replica.per) b.set_slos(slos);  // each replica's goodput and attainment
   // A fleet writes no steps.jsonl: each replica's steps would share one file (docs/engine.md "Fleets").
   engine::RecordingObserver observer(bw.w, fleet_run ? static_cast<RecordSink&>(by_replica) : records,
                                      out && o.steps && !fleet_run);
