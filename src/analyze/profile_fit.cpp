@@ -817,7 +817,8 @@ engine::Profile profile_from_runs(const std::vector<std::filesystem::path>& inpu
       if (const auto pool = uint_at(*info, {"kv_capacity_tokens"}); pool && *pool <= 1'000'000'000'000) {
         p.kv_capacity_tokens = *pool;
         p.found["kv_capacity_tokens"] = "SGLang's GET /get_server_info: max_total_num_tokens";
-      } else if (const auto n_ctx = uint_at(*info, {"n_ctx"}); n_ctx && ro.batch_cap && *n_ctx <= 100'000'000) {
+      } else if (const auto n_ctx = uint_at(*info, {"n_ctx"});
+                 n_ctx && ro.batch_cap && *n_ctx <= 100'000'000) {
         p.kv_capacity_tokens = *n_ctx * *ro.batch_cap;
         p.found["kv_capacity_tokens"] = "llama.cpp's GET /props: n_ctx per slot times total_slots";
       } else if (const auto blocks =
