@@ -44,6 +44,20 @@ using Metrics = std::map<std::string, double>;
 const char* kPredicted = "llamacpp:tokens_predicted_total";
 const char* kPrompt = "llamacpp:prompt_tokens_total";
 
+// A request the server answered in full whose tokens never reached the
+// client as text: llama-server holds back output that ends inside a UTF-8
+// character, and random weights now and then pick only such byte tokens (a
+// lead byte after a lead byte), so every event of the answer is empty. The
+// client rightly refuses to time a first token it never saw (as vLLM's
+// benchmark does); the server counted the request and its tokens all the same.
+bool answered_without_text(const json& rec) {
+  return rec.value("outcome", "") == "validation_error" && rec.value("http_status", 0) == 200 &&
+         rec.value("detail", "").find("output tokens but no event carried output") != std::string::npos;
+}
+bool served(const json& rec) {
+  return rec.value("outcome", "") == "ok" || answered_without_text(rec);
+}
+
 class Llama : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -157,7 +171,7 @@ class Llama : public ::testing::Test {
     int ok = 0;
     bool client_counted = true;  // whole responses have no events to count (-1)
     for (const auto& r : recs) {
-      if (r["outcome"] != "ok") continue;
+      if (!served(r)) continue;
       ++ok;
       output += r["output_tokens"].get<long>();
       const long own = r.value("output_tokens_client", -1L);
@@ -212,9 +226,15 @@ class Llama : public ::testing::Test {
     EXPECT_EQ(run["partial"], false);
     EXPECT_EQ(recs.size(), planned);
     const auto n = outcomes(recs);
-    EXPECT_EQ(n.count("ok") ? n.at("ok") : 0, static_cast<int>(planned)) << json(n).dump();
+    const int without_text = static_cast<int>(std::count_if(recs.begin(), recs.end(), answered_without_text));
+    EXPECT_EQ((n.count("ok") ? n.at("ok") : 0) + without_text, static_cast<int>(planned)) << json(n).dump();
+    // Now and then, not often: more would be a client that loses events.
+    EXPECT_LE(without_text * 10, static_cast<int>(planned)) << json(n).dump();
     for (const auto& rec : recs)
-      if (rec["outcome"] == "ok") {
+      if (answered_without_text(rec)) {
+        EXPECT_EQ(rec["output_tokens"], output_len) << rec.dump().substr(0, 600);
+        EXPECT_EQ(rec["event_offsets_ns"].size(), 0u) << rec.dump().substr(0, 600);
+      } else if (rec["outcome"] == "ok") {
         EXPECT_EQ(rec["output_tokens"], output_len) << rec.dump().substr(0, 600);  // ignore_eos + max_tokens
         EXPECT_GT(rec["prompt_tokens"].get<int>(), 0);
         // Streamed: the usage count spread over the events (an event may carry several tokens).
@@ -233,9 +253,9 @@ class Llama : public ::testing::Test {
       }
     const auto& s = run["summary"];
     EXPECT_EQ(s["requests_total"].get<std::size_t>(), planned);
-    EXPECT_EQ(s["requests_completed"].get<std::size_t>(), planned);
-    EXPECT_EQ(s["requests_failed"], 0);
-    EXPECT_EQ(s["output_tokens_total"].get<long>(), static_cast<long>(planned) * output_len);
+    EXPECT_EQ(s["requests_completed"].get<std::size_t>(), planned - static_cast<std::size_t>(without_text));
+    EXPECT_EQ(s["requests_failed"], without_text);
+    EXPECT_EQ(s["output_tokens_total"].get<long>(), (static_cast<long>(planned) - without_text) * output_len);
     // output_token_mismatches counts requests whose events carried more than one token: not asserted.
     EXPECT_EQ(run["client"]["requests_not_sent"], 0);
   }
@@ -1239,7 +1259,7 @@ std::vector<int> expect_prompts_as_planned(const std::vector<json>& recs, const 
   std::vector<int> planned;
   int wrong = 0;
   for (const auto& rec : recs) {
-    if (rec["outcome"] != "ok") continue;
+    if (!served(rec)) continue;
     if (!rec.contains("prompt_tokens_planned")) {
       ADD_FAILURE() << what << ": no prompt_tokens_planned: " << rec.dump().substr(0, 600);
       continue;
@@ -1901,14 +1921,18 @@ TEST_F(Llama, AProfileOfTheServerDrivesFidelityAgainstIt) {
 TEST_F(Llama, ProfileAndFidelityStartAFreshServerForEachRun) {
   // --server-cmd: every profile cell and both real runs of fidelity begin on
   // a server of their own (empty slots, a cold cache), as bench's sweeps do.
+  // Enough cells and tokens that the fit has its shapes even when a loaded
+  // machine delays the server's sending thread and its events come in bursts
+  // (the periods of a burst are not steps, and are left out).
   const std::string port = std::to_string(unused_loopback_port());
   const std::string url = "http://127.0.0.1:" + port;
   const std::string cmd =
       peer_.server + " -m " + peer_.model + " -c 2048 -np 2 -cb -t 1 --host 127.0.0.1 --port " + port;
   const auto profile = dir_ / "fresh.yaml";
-  const auto p = run_process({kBin, "profile", "--target", url, "--server-cmd", cmd, "--out",
-                              profile.string(), "--prompt-lens", "32", "--waves", "2", "--output-len", "8"},
-                             240);
+  const auto p =
+      run_process({kBin, "profile", "--target", url, "--server-cmd", cmd, "--out", profile.string(),
+                   "--prompt-lens", "32,64", "--waves", "3", "--output-len", "16"},
+                  240);
   ASSERT_EQ(p.exit_code, 0) << describe(p);
   for (const char* cell : {"probe-b1-p16", "b1-p32", "b2-p32"}) {
     SCOPED_TRACE(cell);
