@@ -30,6 +30,7 @@
 #include "bench/schedule.h"
 #include "bench/server_prompts.h"
 #include "bench/server_sweep.h"
+#include "bench/shard.h"
 #include "bench/task_driver.h"
 #include "bench/task_replay.h"
 #include "bench/vllm_compat.h"
@@ -45,6 +46,7 @@
 #include "rundir/run_json.h"
 #include "rundir/run_session.h"
 #include "rundir/run_set.h"
+#include "rundir/shard_info.h"
 #include "serve/faults.h"
 #include "serve/metrics.h"
 #include "serve/server_app.h"
@@ -60,6 +62,16 @@ std::string utc_stamp(const char* format) {
   char buf[64];
   std::strftime(buf, sizeof buf, format, &tm);
   return buf;
+}
+
+// A Unix time in ns as UTC, to the millisecond (2026-12-05T12:00:00.000Z).
+std::string utc_of_unix_ns(std::int64_t ns) {
+  const std::time_t t = static_cast<std::time_t>(ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ns / 1'000'000 % 1000));
 }
 
 std::string local_stamp() {
@@ -84,6 +96,7 @@ struct Prepared {
   // whether it is the schedule's average (trace timestamps, stages).
   std::optional<double> rate_rps;
   bool rate_is_offered_average = false;
+  std::uint64_t shard_share = 0;  // a shard's requests (open loop) or most users (closed loop)
 };
 
 // Long: the load plan in one place (workload, open or closed loop, stages,
@@ -231,6 +244,23 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
     std::stable_sort(p.plan.schedule.begin(), p.plan.schedule.end(),
                      [](const auto& a, const auto& b) { return a.second < b.second; });
     p.plan.max_concurrency = o.max_concurrency;
+  }
+  // A shard sends its share of the plan (bench/shard.h): the rest of this
+  // function describes that share.
+  if (o.shard.sharded()) {
+    if (p.bw.tasks)
+      throw UsageError(fmt::format(
+          "{}: --shard: runs of task classes are not sharded; run them from one process", o.workload_file));
+    if (o.target_url.empty())
+      throw UsageError(
+          "--shard: the shards share one server: give --target (the in-process simulator would be each "
+          "process's own)");
+    if (!o.start_at_unix_ns)
+      throw UsageError(
+          "--shard: give --start-at, the instant every shard starts its schedule (Unix seconds or UTC, the "
+          "same "
+          "for all shards; e.g. --start-at $(( $(date +%s) + 30 )))");
+    p.shard_share = keep_share(p.plan, o.shard);
   }
   p.plan.max_connections = o.max_connections;
   p.plan.max_connecting = o.max_connecting;
@@ -885,24 +915,6 @@ nlohmann::json clock_anchor() {
           {"definition", "unix_ns = monotonic_ns + (unix_ns - monotonic_ns) for every t_* and t_ns"}};
 }
 
-// Why the run failed when more than max_error_rate of its requests failed
-// (the counts by outcome, and the first failure's detail); "" otherwise.
-std::string error_rate_failure(const nlohmann::json& s, double max_error_rate, const std::string& url,
-                               const std::string& first_error) {
-  const auto total = s["requests_total"].get<std::uint64_t>();
-  const auto failed = s["requests_failed"].get<std::uint64_t>();
-  if (total == 0 || !(static_cast<double>(failed) > max_error_rate * static_cast<double>(total))) return "";
-  std::string top;
-  for (const auto& [name, n] : s["requests_by_outcome"].items())
-    if (name != "ok" && n.get<std::uint64_t>() > 0)
-      top += fmt::format("{}{} {}", top.empty() ? "" : ", ", n.get<std::uint64_t>(), name);
-  std::string failure = fmt::format(
-      "{} of {} requests to {} failed ({:.1f}%, over --max-error-rate {:g}%): {}", failed, total, url,
-      100.0 * static_cast<double>(failed) / static_cast<double>(total), 100.0 * max_error_rate, top);
-  if (!first_error.empty()) failure += "; the first: " + first_error;
-  return failure;
-}
-
 // The in-process server's ground truth in run.json: the faults it injected
 // and the perturbations it applied (docs/engine.md); a remote target's
 // perturbations are its GET /perturbations (null here).
@@ -1067,11 +1079,32 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // Written now, partial and without a summary, so that the settings and
   // seeds survive whatever ends the run (SIGKILL, a full disk); rewritten
   // with the results at the end.
+  const nlohmann::json anchor = clock_anchor();
+  std::optional<rundir::ShardInfo> shard;
+  if (o.shard.sharded()) {
+    shard.emplace();
+    shard->index = o.shard.index;
+    shard->count = o.shard.count;
+    shard->source = o.shard.source;
+    shard->start_at_unix_ns = *o.start_at_unix_ns;
+    // The agreed start on this host's monotonic clock.
+    shard->epoch_monotonic_ns =
+        anchor["monotonic_ns"].get<Nanos>() + (*o.start_at_unix_ns - anchor["unix_ns"].get<std::int64_t>());
+    p.plan.epoch_at = shard->epoch_monotonic_ns;
+    if (p.plan.closed_loop)
+      shard->users = p.shard_share;
+    else
+      shard->planned_requests = p.shard_share;
+    shard->clock_sync = read_clock_sync();
+    shard->slos = p.slos;
+    shard->slo_from_schedule = !p.plan.closed_loop;
+  }
   nlohmann::json run = rundir::run_json_head({.command = "bench",
-                                              .clock = clock_anchor(),
+                                              .clock = anchor,
                                               .tags = o.tags,
                                               .requested = requested_settings(o),
                                               .effective = std::move(effective)});
+  if (shard) run["shard"] = rundir::to_json(*shard);
   session.start(run);
 
   RecordQueue queue;
@@ -1128,9 +1161,29 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   static const SteadyClock observe_clock;
   // The collectors write samples.jsonl themselves (line by line durable);
   // the session hands each line to the run cache.
+  if (shard) {
+    // Until two seconds before the agreed start (the pool's connections
+    // then open and wait for it), Ctrl-C still stops the run.
+    const Nanos until = shard->epoch_monotonic_ns - 2 * kNanosPerSecond;
+    if (!o.quiet && observe_clock.now_ns() < until)
+      log << fmt::format("bench: shard {} of {}: starting at {} ({:.1f} s from now)\n", shard->index,
+                         shard->count, utc_of_unix_ns(shard->start_at_unix_ns),
+                         nanos_to_s(shard->epoch_monotonic_ns - observe_clock.now_ns()));
+    while (observe_clock.now_ns() < until && !interrupted.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(
+          std::clamp<Nanos>((until - observe_clock.now_ns()) / kNanosPerMilli, 1, 50)));
+  }
   RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log,
                        [&session](const observe::Observation& ob) { session.observed(ob); });
   runner.start();
+  if (shard) {
+    shard->ready_late_ns = runner.ready_late();
+    if (shard->ready_late_ns > 0)
+      log << fmt::format(
+          "warning: shard {} was ready {:.1f} ms after the agreed start; the requests due before "
+          "then are sent late (their send lag shows it), and merge marks the shard\n",
+          shard->index, nanos_to_ms(shard->ready_late_ns));
+  }
   if (task_driver) task_driver->start(runner.epoch());
   const LiveRun live_run(live, {out_dir, rs.model, endpoint.url()}, runner);  // --metrics-port
 
@@ -1235,9 +1288,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
 
   // The error-rate verdict: more than max_error_rate of the requests failed.
   if (!was_interrupted)
-    report.failure = error_rate_failure(s, o.max_error_rate, report.url, sink.first_error);
+    report.failure = rundir::error_rate_failure(s, o.max_error_rate, report.url, sink.first_error);
 
   run["partial"] = was_interrupted || !io_error.empty();
+  if (shard) run["shard"] = rundir::to_json(*shard);
   run["summary"] = s;
   run["client"] = report.client;
   run["verdict"] = {
@@ -1508,7 +1562,10 @@ BenchResult run(const BenchSettings& o, const std::atomic<bool>& interrupted, st
     require_port_free(server_endpoint, server_client);
   }
   BenchResult result;
-  result.out_dir = o.out_dir.empty() ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") : o.out_dir;
+  result.out_dir = !o.out_dir.empty() ? o.out_dir
+                   : o.shard.sharded()
+                       ? utc_stamp("runs/bench-%Y%m%d-%H%M%S") + fmt::format("-shard{}", o.shard.index)
+                       : utc_stamp("runs/bench-%Y%m%d-%H%M%S");
   const std::string& out = result.out_dir;
   const std::unique_ptr<LiveMetrics> live =
       start_live_metrics(o, log);  // before the directory: a busy port is exit 2

@@ -73,6 +73,15 @@ Compat parse_compat(std::string_view text);  // "" | vllm
 // --api transcriptions: the audio per request when the workload's class has none.
 inline constexpr const char* kDefaultAudioDurationMs = "uniform:5000:30000";
 
+// One shard of a run spread over processes or hosts (bench/shard.h):
+// shard `index` of `count`; source "" when the run is not sharded.
+struct ShardSpec {
+  std::uint32_t index = 0;
+  std::uint32_t count = 1;
+  std::string source;  // "--shard", or the variable the index came from
+  bool sharded() const { return !source.empty(); }
+};
+
 struct BenchSettings {
   // ---- workload: the options shared with sim, or a YAML workload file
   workload::WorkloadSpec workload;
@@ -156,6 +165,10 @@ struct BenchSettings {
   Sweep sweep;
   // The run fails (exit 1) when more than this share of its requests failed.
   double max_error_rate = 0.1;
+  // --shard and --start-at (bench/shard.h): this process's share of the
+  // schedule, and the Unix time (ns) every shard starts it at.
+  ShardSpec shard;
+  std::optional<std::int64_t> start_at_unix_ns;
 
   // ---- in-process server (no target_url)
   engine::EngineOptions engine;

@@ -572,9 +572,17 @@ struct Runner::Shard {
     User& u = *users[static_cast<std::size_t>(id)];
     if (stopping || u.retire) return user_stopped(id);
     std::uint64_t position = r.next_closed_++;
-    // Sessions start at their first turn; later turns follow it.
-    while (!r.plan_.turns.empty() && !r.w_.requests.empty() &&
-           r.plan_.turns[position % r.w_.requests.size()].turn > 0)
+    // Sessions start at their first turn; later turns follow it. A shard
+    // starts its own share of them (every shard_count-th).
+    const auto others = [&](std::uint64_t p) {
+      if (r.w_.requests.empty()) return false;
+      const std::size_t size = r.w_.requests.size();
+      if (!r.plan_.turns.empty() && r.plan_.turns[p % size].turn > 0) return true;
+      if (r.plan_.shard_count <= 1) return false;
+      const std::uint64_t rank = (p / size) * r.first_turns_ + r.first_turn_rank_[p % size];
+      return rank % r.plan_.shard_count != r.plan_.shard_index;
+    };
+    while (others(position) && !(r.plan_.max_requests > 0 && position >= r.plan_.max_requests))
       position = r.next_closed_++;
     if ((r.plan_.max_requests > 0 && position >= r.plan_.max_requests) || r.w_.requests.empty()) {
       exhausted = true;
@@ -650,6 +658,13 @@ Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoin
   }
   for (std::size_t i = 0; i < plan_.schedule.size(); ++i)
     shards_[i % threads]->jobs.push_back(plan_.schedule[i]);
+  if (plan_.closed_loop && plan_.shard_count > 1) {
+    first_turn_rank_.resize(w_.requests.size());
+    for (std::size_t i = 0; i < w_.requests.size(); ++i) {
+      first_turn_rank_[i] = first_turns_;
+      if (plan_.turns.empty() || plan_.turns[i].turn == 0) ++first_turns_;
+    }
+  }
   gate_.cap = plan_.closed_loop ? 0 : plan_.max_concurrency;
 }
 
@@ -683,7 +698,13 @@ void Runner::start() {
                       [&] { return warm->left == 0; });
   }
   SteadyClock clock;
-  epoch_ = clock.now_ns() + plan_.lead_in_ns;
+  const Nanos ready = clock.now_ns();
+  if (plan_.epoch_at) {
+    epoch_ = *plan_.epoch_at;
+    ready_late_ = std::max<Nanos>(0, ready - epoch_);
+  } else {
+    epoch_ = ready + plan_.lead_in_ns;
+  }
   for (auto& s : shards_) asio::post(s->ioc, [sh = s.get()] { sh->begin(); });
 }
 

@@ -78,6 +78,11 @@ struct LoadPlan {
   // (wrapping around with fresh ids when the workload runs out).
   std::vector<Stage> user_stages;
   std::uint64_t max_requests = 0;  // closed loop: stop after this many (0: stages decide)
+  // A shard of a run (bench/shard.h): its users start the sessions (first
+  // turns, or requests without sessions) of rank shard_index, shard_index +
+  // shard_count, ... in workload order (max_requests counts every shard's).
+  std::uint32_t shard_index = 0;
+  std::uint32_t shard_count = 1;
   double think_ms = 0.0;
   bool think_exponential = false;
   std::uint64_t think_seed = 0;
@@ -102,6 +107,10 @@ struct LoadPlan {
   // send is lead_in_ns later (epoch()).
   Nanos preconnect_timeout_ns = 10 * kNanosPerSecond;
   Nanos lead_in_ns = 50 * kNanosPerMilli;
+  // The epoch itself (a monotonic time: the start the shards of a run agreed
+  // on) instead of lead_in_ns after the pool is ready; one already past
+  // leaves the requests due before now late (their send lag).
+  std::optional<Nanos> epoch_at;
 };
 
 // Finished records, pushed by client threads, drained by the caller.
@@ -147,6 +156,8 @@ class Runner {
 
   const RunCounters& counters() const { return counters_; }
   Nanos epoch() const { return epoch_; }
+  // With LoadPlan::epoch_at: how long after it the pool was ready (0: in time).
+  Nanos ready_late() const { return ready_late_; }
   // Requests of the plan that were never sent (after stop_sending).
   std::uint64_t not_sent() const;
   // The connection limit in effect (all threads together).
@@ -168,7 +179,12 @@ class Runner {
   RecordQueue& out_;
   RunCounters counters_;
   Nanos epoch_ = 0;
-  std::atomic<std::uint64_t> next_closed_{0};  // closed loop: the next workload position
+  Nanos ready_late_ = 0;
+  std::atomic<std::uint64_t> next_closed_{0};
+  // Closed loop, sharded: each workload position's rank among the first
+  // turns (sessions start there), and how many there are.
+  std::vector<std::uint64_t> first_turn_rank_;
+  std::uint64_t first_turns_ = 0;  // closed loop: the next workload position
   // The concurrency cap, shared by the client threads: a request that finds
   // it full waits here (FIFO) and is sent by whichever thread frees a slot.
   struct Gate {

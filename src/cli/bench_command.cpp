@@ -9,6 +9,7 @@
 #include "bench/bench_run.h"
 #include "bench/bench_workload.h"
 #include "bench/runner.h"
+#include "bench/shard.h"
 #include "cli/engine_options.h"
 #include "cli/history_command.h"
 #include "cli/report_command.h"
@@ -38,8 +39,9 @@ struct BenchOptions {
   // line is read (bench/bench_settings.h).
   std::string stages, user_stages, think_dist = "fixed", sweep_rates, sweep_search, progress = "auto", compat;
   std::vector<std::string> slo;
-  bool no_cache = false;      // --no-cache: no run cache written at the end
-  session::Finishers finish;  // --report, the history
+  bool no_cache = false;        // --no-cache: no run cache written at the end
+  std::string shard, start_at;  // --shard I/N | env, --start-at (bench/shard.h)
+  session::Finishers finish;    // --report, the history
   bool json = false;
   bool model_given = false;  // --model on the command line (else the server's first model)
 };
@@ -623,7 +625,24 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->group(OB);
 
   const char* O = "Output";
-  bench->add_option("--out", s.out_dir, "Run directory [default: runs/bench-UTCDATE-TIME]")->group(O);
+  bench
+      ->add_option("--out", s.out_dir,
+                   "Run directory [default: runs/bench-UTCDATE-TIME]; {shard} is the shard's index")
+      ->group(O);
+  bench
+      ->add_option(
+          "--shard", options->shard,
+          "Send shard I of N of the schedule (I/N, from 0), or env: the index and count from "
+          "TOKENSCOPE_SHARD_INDEX/_COUNT, JOB_COMPLETION_INDEX (Kubernetes), SLURM_PROCID/SLURM_NTASKS "
+          "or OMPI_COMM_WORLD_RANK/_SIZE; every shard builds the same schedule from the seed, shard 0 "
+          "alone observes the server and host; `tokenscope merge` joins the run directories "
+          "(docs/fleet.md)")
+      ->group(O);
+  bench
+      ->add_option("--start-at", options->start_at,
+                   "With --shard: when every shard starts its schedule, Unix seconds or UTC "
+                   "(2026-12-05T12:00:00Z), the same for all")
+      ->group(O);
   bench
       ->add_flag("--overwrite", s.overwrite,
                  "Replace the run already in --out (without it, a directory holding a run is refused)")
@@ -734,6 +753,22 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   if (!o.sweep_search.empty()) s.sweep.search = bench::parse_sweep_search(o.sweep_search);
   s.progress = bench::parse_progress(o.progress);
   s.compat = bench::parse_compat(o.compat);
+  if (!o.start_at.empty() && o.shard.empty())
+    throw UsageError("--start-at goes with --shard (the instant every shard starts at)");
+  if (!o.shard.empty()) {
+    s.shard = bench::parse_shard(o.shard, [](const char* name) { return std::getenv(name); });
+    if (!s.sweep.empty() || s.repeat > 1 || !s.server_cmd.empty() || !s.server_sweep.empty() || s.coupling)
+      throw UsageError(
+          "--shard: one run per shard; sweeps, repeats, --coupling and --server-cmd are not sharded");
+    if (!o.start_at.empty()) s.start_at_unix_ns = bench::parse_start_at(o.start_at);
+    // Shard 0 alone scrapes the server and samples the host (one, not all).
+    if (s.shard.index > 0) {
+      s.no_scrape = s.no_gpu = s.no_host = true;
+      s.gpu_sampler_urls.clear();
+      s.server_pid = -1;
+    }
+    s.out_dir = bench::shard_out_dir(s.out_dir, s.shard);
+  }
 
   // The run cache, for the check that comes next: built from each run's
   // lines as they are written, saved when the run reaches its end.

@@ -14,6 +14,7 @@
 #include "cli/check_command.h"
 #include "cli/fidelity_command.h"
 #include "cli/history_command.h"
+#include "cli/merge_command.h"
 #include "cli/probe_command.h"
 #include "cli/profile_command.h"
 #include "cli/report_command.h"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
       "  tokenscope check BASE CAND   the regression checklist: verdicts with their statistics, exit\n"
       "                               1 when something regressed (check RUN: one run's health)\n"
       "  tokenscope history           the runs bench and sim registered, newest first\n"
+      "  tokenscope merge DIR...      the run directories of a sharded bench (bench --shard) as one\n"
       "  tokenscope profile           fit a server's step costs from the outside, for --profile\n"
       "  tokenscope fidelity          the planner's error against a real server, beside its own spread\n\n"
       "Run 'tokenscope COMMAND --help' for the options of a command.",
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
                                    cli::add_report_command(app),
                                    cli::add_check_command(app),
                                    cli::add_history_command(app),
+                                   cli::add_merge_command(app),
                                    cli::add_profile_command(app, interrupts),
                                    cli::add_fidelity_command(app, interrupts)};
   const CLI::App* const sim = commands[0].app;

@@ -36,4 +36,10 @@ nlohmann::json run_json_head(const RunHead& head);
 // their own.
 nlohmann::json virtual_clock();
 
+// Why a run failed when more than max_error_rate of its requests failed
+// (the counts by outcome from its summary, and the first failure's detail
+// when given); "" otherwise. bench's verdict, and merge's over the shards.
+std::string error_rate_failure(const nlohmann::json& summary, double max_error_rate, const std::string& url,
+                               const std::string& first_error);
+
 }  // namespace tokenscope::rundir

@@ -1,0 +1,321 @@
+#include "rundir/merge.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "core/record.h"
+#include "core/run_dir.h"
+#include "core/summary.h"
+#include "core/text_reader.h"
+#include "rundir/readers.h"
+#include "rundir/run_files.h"
+#include "rundir/run_json.h"
+#include "rundir/shard_info.h"
+
+namespace tokenscope::rundir {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Shard {
+  fs::path dir;
+  nlohmann::json run;
+  ShardInfo info;
+  bool partial = false;
+  Nanos shift = 0;  // added to every time: onto the first shard's clock
+  std::uint64_t records = 0;
+  std::uint64_t skipped = 0;  // a cut last line of a shard cut short
+  int fd = -1;
+};
+
+// A record's place: which shard's requests.jsonl, where its line is.
+struct Entry {
+  std::uint64_t id;
+  std::uint64_t offset;
+  std::uint32_t shard;
+  std::uint32_t length;
+};
+
+void shift_record(RequestRecord& r, Nanos d) {
+  for (Nanos* t : {&r.t_sched, &r.t_dispatch, &r.t_send, &r.t_headers, &r.t_first_scheduled, &r.t_first_token,
+                   &r.t_last_token, &r.t_close, &r.t_first_answer})
+    if (*t >= 0) *t += d;
+  for (auto& t : r.event_times) t += d;
+}
+
+// The first place where two settings differ, for the message.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  const auto patch = nlohmann::json::diff(a, b);
+  if (patch.empty()) return "";
+  const auto& op = patch.front();
+  return op.value("path", std::string("/"));
+}
+
+void read_index(Shard& s, std::uint32_t which, std::vector<Entry>& index) {
+  const fs::path file = s.dir / "requests.jsonl";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    if (s.partial) return;  // cut short before its first record
+    throw InputError(file.string(), 0, "",
+                     "missing: a shard's run that reached its end writes requests.jsonl");
+  }
+  auto reader = TextReader::open_regular(file.string(), "requests file");
+  RequestLineParser parser;
+  RequestRecord r;
+  std::string_view line;
+  std::optional<std::string> bad;  // a bad line: fatal unless it is a cut short shard's last
+  std::uint64_t bad_line = 0;
+  while (reader.next_line(line)) {
+    if (bad) throw InputError(file.string(), bad_line, "", *bad);
+    if (const auto flaw = reader.flaw_message()) {
+      bad = *flaw;
+      bad_line = reader.line_number();
+      continue;
+    }
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    try {
+      parser.parse(line, r);
+    } catch (const LineError& e) {
+      bad = fmt::format("field '{}': {}", e.field(), e.what());
+      bad_line = reader.line_number();
+      continue;
+    }
+    if (line.size() > UINT32_MAX) throw InputError(file.string(), reader.line_number(), "", "line too long");
+    index.push_back({r.id, reader.line_offset(), which, static_cast<std::uint32_t>(line.size())});
+    ++s.records;
+  }
+  if (bad) {
+    if (!s.partial) throw InputError(file.string(), bad_line, "", *bad);
+    ++s.skipped;  // the line a shard that was cut short was writing
+  }
+}
+
+}  // namespace
+
+MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out, bool overwrite,
+                          std::ostream& log) {
+  if (dirs.empty()) throw UsageError("merge: name the shards' run directories");
+  std::vector<Shard> shards;
+  for (const auto& dir : dirs) {
+    Shard s;
+    s.dir = dir;
+    const fs::path file = dir / "run.json";
+    s.run = read_json_file(file);
+    const auto* command = json_path(s.run, {"tool", "command"});
+    if (!command || *command != "bench")
+      throw InputError(file.string(), 0, "tool.command",
+                       "expected a run of bench (only bench runs are sharded)");
+    const auto it = s.run.find("shard");
+    if (it == s.run.end() || it->is_null())
+      throw InputError(file.string(), 0, "shard",
+                       "missing: not a shard of a sharded bench run (bench --shard I/N or --shard env)");
+    s.info = shard_info_from_json(*it, file.string());
+    s.partial = s.run.value("partial", true);
+    shards.push_back(std::move(s));
+  }
+  std::sort(shards.begin(), shards.end(),
+            [](const Shard& a, const Shard& b) { return a.info.index < b.info.index; });
+  const Shard& first = shards.front();
+  const std::string first_file = (first.dir / "run.json").string();
+  for (std::size_t k = 1; k < shards.size(); ++k) {
+    const Shard& s = shards[k];
+    const std::string file = (s.dir / "run.json").string();
+    if (s.info.index == shards[k - 1].info.index)
+      throw InputError(file, 0, "shard.index",
+                       fmt::format("shard {} is also {}: one directory per shard", s.info.index,
+                                   shards[k - 1].dir.string()));
+    if (s.info.count != first.info.count)
+      throw InputError(file, 0, "shard.count",
+                       fmt::format("{} shards, where {} has {}: shards of different runs", s.info.count,
+                                   first_file, first.info.count));
+    if (s.info.start_at_unix_ns != first.info.start_at_unix_ns)
+      throw InputError(file, 0, "shard.start_at_unix_ns",
+                       fmt::format("{}, where {} has {}: shards of different runs (bench --start-at)",
+                                   s.info.start_at_unix_ns, first_file, first.info.start_at_unix_ns));
+    const auto* a = json_path(first.run, {"settings", "requested"});
+    const auto* b = json_path(s.run, {"settings", "requested"});
+    if (!a || !b || *a != *b)
+      throw InputError(
+          file, 0, "settings.requested" + (a && b ? first_difference(*a, *b) : std::string()),
+          fmt::format("differs from {}: shards of one run are started with the same settings", first_file));
+  }
+  MergeOutcome outcome;
+  outcome.count = first.info.count;
+  {
+    std::uint32_t next = 0;
+    for (const auto& s : shards) {
+      for (; next < s.info.index; ++next) outcome.missing.push_back(next);
+      next = s.info.index + 1;
+      if (s.partial) outcome.partial.push_back(s.info.index);
+      if (s.info.ready_late_ns > 0) outcome.late.push_back(s.info.index);
+    }
+    for (; next < outcome.count; ++next) outcome.missing.push_back(next);
+  }
+  for (auto& s : shards) s.shift = first.info.epoch_monotonic_ns - s.info.epoch_monotonic_ns;
+
+  // Pass 1: where every record is; then the canonical order.
+  std::vector<Entry> index;
+  for (std::uint32_t k = 0; k < shards.size(); ++k) read_index(shards[k], k, index);
+  std::sort(index.begin(), index.end(), [](const Entry& a, const Entry& b) { return a.id < b.id; });
+  for (std::size_t i = 1; i < index.size(); ++i)
+    if (index[i].id == index[i - 1].id)
+      throw InputError(
+          (shards[index[i].shard].dir / "requests.jsonl").string(), 0, "id",
+          fmt::format("request {} is also in {}: the shards' shares overlap (shards of different "
+                      "runs, or one shard run twice)",
+                      index[i].id, (shards[index[i - 1].shard].dir / "requests.jsonl").string()));
+
+  // Pass 2: the records in that order, onto the merged clock, into the
+  // merged requests.jsonl and the summary.
+  claim_run_directory(out, overwrite, "--out");
+  RunDirectory dir(out, false);
+  for (auto& s : shards) {
+    const auto file = s.dir / "requests.jsonl";
+    if (s.records == 0) continue;
+    s.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (s.fd < 0) throw IoError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
+  }
+  struct Closer {
+    std::vector<Shard>& shards;
+    ~Closer() {
+      for (auto& s : shards)
+        if (s.fd >= 0) ::close(s.fd);
+    }
+  } closer{shards};
+  SummaryBuilder summary;
+  summary.set_slos(first.info.slos);
+  summary.set_slo_from_schedule(first.info.slo_from_schedule);
+  RequestLineParser parser;
+  RequestRecord r;
+  std::string buffer;
+  std::uint64_t written = 0;
+  for (const auto& e : index) {
+    Shard& s = shards[e.shard];
+    buffer.resize(e.length);
+    std::size_t got = 0;
+    while (got < e.length) {
+      const auto n = ::pread(s.fd, buffer.data() + got, e.length - got, static_cast<off_t>(e.offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw IoError(fmt::format("{}: changed while it was merged (a line could not be read again)",
+                                  (s.dir / "requests.jsonl").string()));
+      got += static_cast<std::size_t>(n);
+    }
+    parser.parse(buffer, r);
+    shift_record(r, s.shift);
+    summary.add(r);
+    r.append_json(dir.requests().begin_line());
+    dir.requests().end_line();
+    if (++written % 4096 == 0) dir.requests().flush();
+  }
+  dir.requests().flush();
+  outcome.records = written;
+
+  // Shard 0's observations (only it observes), on the merged clock already.
+  const bool observed = first.info.index == 0 && fs::exists(first.dir / "samples.jsonl");
+  if (observed) {
+    auto reader = TextReader::open_regular((first.dir / "samples.jsonl").string(), "samples file");
+    for (std::string_view line; reader.next_line(line);)
+      if (!line.empty()) dir.samples().append_line(line);
+    dir.samples().flush();
+  }
+
+  // run.json: the first shard's, with the union's summary and the shards said.
+  nlohmann::json run = first.run;
+  run.erase("shard");
+  run.erase("kv_locality");
+  if (run.contains("server") && run["server"].is_object()) run["server"].erase("hidden_queue");
+  const nlohmann::json s = summary.build();
+  run["summary"] = s;
+  nlohmann::json client = nlohmann::json::object();
+  for (const auto& sh : shards)
+    if (const auto it = sh.run.find("client"); it != sh.run.end() && it->is_object())
+      for (const auto& [k, v] : it->items()) {
+        if (!v.is_number()) continue;
+        if (v.is_number_float() || (client.contains(k) && client[k].is_number_float()))
+          client[k] = client.value(k, 0.0) + v.get<double>();
+        else
+          client[k] = client.value(k, std::uint64_t{0}) + v.get<std::uint64_t>();
+      }
+  run["client"] = client;
+  const auto* url = json_path(first.run, {"settings", "requested", "target", "url"});
+  const auto* max_error_rate = json_path(first.run, {"settings", "requested", "load", "max_error_rate"});
+  const std::string failure = error_rate_failure(
+      s, max_error_rate && max_error_rate->is_number() ? max_error_rate->get<double>() : 1.0,
+      url && url->is_string() ? url->get<std::string>() : "the target", "");
+  run["verdict"] = {{"failed", !failure.empty()},
+                    {"reason", failure.empty() ? nlohmann::json(nullptr) : nlohmann::json(failure)}};
+  run["partial"] = !outcome.complete();
+  nlohmann::json list = nlohmann::json::array();
+  double clock_error_us = 0;
+  bool clocks_known = true;
+  for (const auto& sh : shards) {
+    clocks_known = clocks_known && sh.info.clock_sync.available && sh.info.clock_sync.synchronized;
+    clock_error_us = std::max(clock_error_us, sh.info.clock_sync.max_error_us);
+    list.push_back({{"index", sh.info.index},
+                    {"dir", sh.dir.string()},
+                    {"source", sh.info.source},
+                    {"planned_requests", sh.info.planned_requests},
+                    {"users", sh.info.users ? nlohmann::json(*sh.info.users) : nlohmann::json(nullptr)},
+                    {"records", sh.records},
+                    {"lines_skipped", sh.skipped},
+                    {"partial", sh.partial},
+                    {"ready_late_ms", nanos_to_ms(sh.info.ready_late_ns)},
+                    {"shift_ns", sh.shift},
+                    {"clock_sync", to_json(sh.info).at("clock_sync")}});
+  }
+  run["shards"] = {
+      {"count", outcome.count},
+      {"merged", list},
+      {"missing", outcome.missing},
+      {"partial", outcome.partial},
+      {"late", outcome.late},
+      {"start_at_unix_ns", first.info.start_at_unix_ns},
+      {"clock",
+       "the first shard's monotonic clock; each shard's times moved by the difference of its epoch "
+       "(the agreed start on its own clock)"},
+      // Two hosts' starts differ by at most the sum of their clocks' errors.
+      {"start_alignment_error_us",
+       clocks_known ? nlohmann::json(2 * clock_error_us) : nlohmann::json(nullptr)},
+      {"observed_by", observed ? nlohmann::json(0) : nlohmann::json(nullptr)},
+      {"not_merged",
+       "the server's counters in the summary (shard 0's scrapes end with its own share), the hidden queue "
+       "and "
+       "the KV-cache locality fit (computed on one shard's records)"}};
+  dir.write_run_json(run);
+  dir.close();
+
+  log << fmt::format("merge: {} records from {} of {} shards into {}\n", written, shards.size(),
+                     outcome.count, out.string());
+  if (!outcome.missing.empty())
+    log << fmt::format("merge: shards missing: {} (their share of the schedule is not in the run)\n",
+                       fmt::join(outcome.missing, ", "));
+  if (!outcome.partial.empty())
+    log << fmt::format("merge: shards cut short: {} (their records so far are in the run)\n",
+                       fmt::join(outcome.partial, ", "));
+  for (const auto& sh : shards)
+    if (sh.info.ready_late_ns > 0)
+      log << fmt::format(
+          "merge: shard {} was ready {:.1f} ms after the agreed start: its requests due before then went "
+          "late "
+          "(their send lag shows it)\n",
+          sh.info.index, nanos_to_ms(sh.info.ready_late_ns));
+  if (!clocks_known)
+    log << "merge: a shard's host clock is not known to be synchronized (NTP): the shards' starts may differ "
+           "by "
+           "its error\n";
+  return outcome;
+}
+
+}  // namespace tokenscope::rundir

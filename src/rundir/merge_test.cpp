@@ -1,0 +1,296 @@
+// merge (rundir/merge.h): shards made here, each on a clock of its own, are
+// merged into the records and the summary one process computes on their
+// union; shards of different runs, overlapping shares, missing and cut
+// short shards are said, never averaged in.
+#include "rundir/merge.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "core/summary.h"
+#include "core/temp_dir.h"
+#include "rundir/readers.h"
+#include "rundir/shard_info.h"
+
+namespace tokenscope::rundir {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr Nanos kEpoch0 = 5'000'000'000;  // shard 0's agreed start on its clock
+
+// Request id's record as shard `shard` saw it, on its own clock (epoch its
+// agreed start): a schedule the same on every shard, a server's answer
+// drawn from the id.
+RequestRecord record_of(std::uint64_t id, Nanos epoch) {
+  Rng rng(id * 7919 + 1);
+  RequestRecord r;
+  r.id = id;
+  r.tenant = id % 3 == 0 ? "a" : "b";
+  r.task_class = id % 2 == 0 ? "chat" : "code";
+  r.t_sched = epoch + static_cast<Nanos>(id) * 10'000'000;
+  r.t_send = r.t_sched + static_cast<Nanos>(rng.uniform01() * 200'000);
+  r.t_headers = r.t_send + 1'000'000;
+  Nanos t = r.t_send + 20'000'000 + static_cast<Nanos>(rng.uniform01() * 80'000'000);
+  r.t_first_token = t;
+  for (int k = 0; k < 8; ++k) {
+    r.event_times.push_back(t);
+    r.event_tokens.push_back(1);
+    t += 5'000'000 + static_cast<Nanos>(rng.uniform01() * 10'000'000);
+  }
+  r.t_last_token = r.event_times.back();
+  r.t_close = r.t_last_token + 100'000;
+  r.prompt_tokens = 100 + static_cast<std::int64_t>(id % 50);
+  r.prompt_tokens_planned = r.prompt_tokens;
+  r.output_tokens = 8;
+  r.output_tokens_planned = 8;
+  r.output_tokens_client = 8;
+  r.http_status = 200;
+  if (id % 17 == 5) {
+    r.outcome = Outcome::kHttpError;
+    r.http_status = 503;
+    r.event_times.clear();
+    r.event_tokens.clear();
+    r.t_first_token = r.t_last_token = -1;
+    r.output_tokens = r.output_tokens_client = -1;
+  }
+  return r;
+}
+
+std::map<std::string, Slo> slos() {
+  Slo s;
+  s.ttft_ms = 60;
+  s.tpot_ms = 9;
+  s.percentile = 90;
+  return {{"chat", s}, {"code", s}};
+}
+
+nlohmann::json run_json(const ShardInfo& info, bool partial, std::uint64_t seed = 7) {
+  return {{"tool", {{"name", "tokenscope"}, {"command", "bench"}}},
+          {"partial", partial},
+          {"settings",
+           {{"requested", {{"workload", {{"seed", seed}}}, {"load", {{"max_error_rate", 0.5}}}}},
+            {"effective", nlohmann::json::object()}}},
+          {"client", {{"connections_opened", 3 + info.index}, {"process_cpu_s", 0.25}}},
+          {"kv_locality", {{"fit", 1}}},
+          {"shard", to_json(info)},
+          {"summary", nullptr}};
+}
+
+ShardInfo info_of(std::uint32_t index, std::uint32_t count, Nanos epoch) {
+  ShardInfo s;
+  s.index = index;
+  s.count = count;
+  s.source = "--shard";
+  s.start_at_unix_ns = 1'767'225'600'000'000'000;
+  s.epoch_monotonic_ns = epoch;
+  s.clock_sync = {
+      .available = true, .synchronized = true, .max_error_us = 400, .est_error_us = 20, .source = "t"};
+  s.slo_from_schedule = true;
+  s.slos = slos();
+  return s;
+}
+
+// A shard's directory: its share (ids with id % count == index) in the
+// order they finished (not by id), on a clock whose epoch is `epoch`.
+fs::path write_shard(const fs::path& root, std::uint32_t index, std::uint32_t count, Nanos epoch,
+                     std::uint64_t n, bool partial = false, const std::string& tail = "") {
+  const fs::path dir = root / ("shard-" + std::to_string(index));
+  fs::create_directories(dir);
+  std::vector<RequestRecord> recs;
+  for (std::uint64_t id = index; id < n; id += count) recs.push_back(record_of(id, epoch));
+  std::sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.t_close < b.t_close; });
+  std::ofstream f(dir / "requests.jsonl");
+  for (const auto& r : recs) {
+    std::string line;
+    r.append_json(line);
+    f << line << "\n";
+  }
+  f << tail;
+  ShardInfo info = info_of(index, count, epoch);
+  info.planned_requests = recs.size();
+  std::ofstream(dir / "run.json") << run_json(info, partial).dump(1);
+  return dir;
+}
+
+std::vector<RequestRecord> read_all(const fs::path& file) {
+  std::vector<RequestRecord> out;
+  RequestsReader reader(file, BadLines::kFail);
+  for (RequestRecord r; reader.next(r);) out.push_back(r);
+  return out;
+}
+
+nlohmann::json read_json(const fs::path& file) {
+  std::ifstream f(file);
+  return nlohmann::json::parse(f);
+}
+
+TEST(Merge, TheUnionOnOneClockHasTheSummaryOneProcessComputes) {
+  TempDir tmp("merge");
+  constexpr std::uint64_t n = 301;
+  // Three hosts, three monotonic clocks: the same agreed start reads differently on each.
+  const Nanos epochs[] = {kEpoch0, 123'456'789'012, 42};
+  std::vector<fs::path> dirs;
+  for (std::uint32_t k = 0; k < 3; ++k) dirs.push_back(write_shard(tmp.path(), k, 3, epochs[k], n));
+  std::ofstream(dirs[0] / "samples.jsonl") << "{\"source\":\"server\",\"t_ns\":1}\n";
+  std::ostringstream log;
+  // Named in any order.
+  const auto outcome = merge_shards({dirs[2], dirs[0], dirs[1]}, tmp.path() / "merged", false, log);
+  EXPECT_TRUE(outcome.complete()) << log.str();
+  EXPECT_EQ(outcome.records, n);
+  EXPECT_TRUE(outcome.late.empty());
+
+  // One process's view: every record on shard 0's clock, in id order.
+  SummaryBuilder one;
+  one.set_slos(slos());
+  one.set_slo_from_schedule(true);
+  std::vector<RequestRecord> expected;
+  for (std::uint64_t id = 0; id < n; ++id) {
+    expected.push_back(record_of(id, kEpoch0));
+    one.add(expected.back());
+  }
+  const auto merged = read_all(tmp.path() / "merged" / "requests.jsonl");
+  ASSERT_EQ(merged.size(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    SCOPED_TRACE(i);
+    std::string a, b;
+    merged[i].append_json(a);
+    expected[i].append_json(b);
+    EXPECT_EQ(a, b);  // the same record, times and all, byte for byte
+  }
+  const auto run = read_json(tmp.path() / "merged" / "run.json");
+  EXPECT_EQ(run["summary"], one.build());  // summary, percentiles, histograms, SLO verdicts: exact
+  EXPECT_EQ(run["summary"]["requests_total"], n);
+  EXPECT_FALSE(run["summary"]["slo_attainment"].empty());
+  EXPECT_EQ(run["partial"], false);
+  EXPECT_FALSE(run.contains("shard"));
+  EXPECT_FALSE(run.contains("kv_locality"));  // one shard's fit is not the run's
+  EXPECT_EQ(run["shards"]["count"], 3);
+  EXPECT_EQ(run["shards"]["merged"].size(), 3u);
+  EXPECT_EQ(run["shards"]["merged"][1]["shift_ns"], kEpoch0 - epochs[1]);
+  EXPECT_EQ(run["shards"]["observed_by"], 0);
+  EXPECT_DOUBLE_EQ(run["shards"]["start_alignment_error_us"].get<double>(), 800.0);
+  EXPECT_EQ(run["client"]["connections_opened"], 3 + 4 + 5);
+  EXPECT_DOUBLE_EQ(run["client"]["process_cpu_s"].get<double>(), 0.75);
+  EXPECT_EQ(run["verdict"]["failed"], false);
+  std::ifstream samples(tmp.path() / "merged" / "samples.jsonl");
+  std::string line;
+  std::getline(samples, line);
+  EXPECT_EQ(line, "{\"source\":\"server\",\"t_ns\":1}");
+
+  // The merged directory is a run directory: it is not merged over.
+  EXPECT_THROW(merge_shards(dirs, tmp.path() / "merged", false, log), UsageError);
+}
+
+TEST(Merge, AMissingOrCutShortShardMakesThePartialRunItNames) {
+  TempDir tmp("merge");
+  const auto d0 = write_shard(tmp.path(), 0, 3, kEpoch0, 90);
+  // Shard 2 was cut short while writing a line: the line is left out.
+  const auto d2 = write_shard(tmp.path(), 2, 3, 77, 60, true, "{\"id\": 5, \"tenant\"");
+  std::ostringstream log;
+  const auto outcome = merge_shards({d0, d2}, tmp.path() / "merged", false, log);
+  EXPECT_FALSE(outcome.complete());
+  EXPECT_EQ(outcome.missing, std::vector<std::uint32_t>{1});
+  EXPECT_EQ(outcome.partial, std::vector<std::uint32_t>{2});
+  EXPECT_EQ(outcome.records, 30u + 20u);
+  const auto run = read_json(tmp.path() / "merged" / "run.json");
+  EXPECT_EQ(run["partial"], true);
+  EXPECT_EQ(run["shards"]["missing"], nlohmann::json::array({1}));
+  EXPECT_EQ(run["shards"]["merged"][1]["lines_skipped"], 1);
+  EXPECT_NE(log.str().find("shards missing: 1"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("cut short: 2"), std::string::npos) << log.str();
+}
+
+TEST(Merge, ALateShardIsMarked) {
+  TempDir tmp("merge");
+  const auto d0 = write_shard(tmp.path(), 0, 2, kEpoch0, 20);
+  const auto d1 = write_shard(tmp.path(), 1, 2, 9, 20);
+  auto run1 = read_json(d1 / "run.json");
+  run1["shard"]["ready_late_ns"] = 250'000'000;
+  std::ofstream(d1 / "run.json") << run1.dump();
+  std::ostringstream log;
+  const auto outcome = merge_shards({d0, d1}, tmp.path() / "merged", false, log);
+  EXPECT_TRUE(outcome.complete());
+  EXPECT_EQ(outcome.late, std::vector<std::uint32_t>{1});
+  const auto run = read_json(tmp.path() / "merged" / "run.json");
+  EXPECT_EQ(run["shards"]["late"], nlohmann::json::array({1}));
+  EXPECT_DOUBLE_EQ(run["shards"]["merged"][1]["ready_late_ms"].get<double>(), 250.0);
+  EXPECT_NE(log.str().find("shard 1 was ready 250.0 ms after the agreed start"), std::string::npos)
+      << log.str();
+}
+
+// The message of what merge_shards throws, "" when it does not.
+std::string refusal(const std::vector<fs::path>& dirs, const fs::path& out) {
+  std::ostringstream log;
+  try {
+    merge_shards(dirs, out, false, log);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Merge, ShardsOfDifferentRunsAreRefusedNamingWhatDiffers) {
+  TempDir tmp("merge");
+  const auto d0 = write_shard(tmp.path(), 0, 2, kEpoch0, 20);
+  const auto d1 = write_shard(tmp.path(), 1, 2, 9, 20);
+  const auto out = tmp.path() / "merged";
+  {
+    auto run = read_json(d1 / "run.json");
+    run["settings"]["requested"]["workload"]["seed"] = 8;
+    std::ofstream(d1 / "run.json") << run.dump();
+    const auto why = refusal({d0, d1}, out);
+    EXPECT_NE(why.find("settings.requested/workload/seed"), std::string::npos) << why;
+    EXPECT_NE(why.find("shard-1/run.json"), std::string::npos) << why;
+  }
+  {
+    auto run = read_json(d1 / "run.json");
+    run["settings"]["requested"]["workload"]["seed"] = 7;
+    run["shard"]["count"] = 3;
+    std::ofstream(d1 / "run.json") << run.dump();
+    EXPECT_NE(refusal({d0, d1}, out).find("shard.count"), std::string::npos);
+    run["shard"]["count"] = 2;
+    run["shard"]["start_at_unix_ns"] = 5;
+    std::ofstream(d1 / "run.json") << run.dump();
+    EXPECT_NE(refusal({d0, d1}, out).find("shard.start_at_unix_ns"), std::string::npos);
+    run["shard"]["start_at_unix_ns"] = info_of(0, 2, 0).start_at_unix_ns;
+    run["shard"]["index"] = 0;
+    std::ofstream(d1 / "run.json") << run.dump();
+    EXPECT_NE(refusal({d0, d1}, out).find("shard 0 is also"), std::string::npos);
+    run["shard"]["index"] = "one";
+    std::ofstream(d1 / "run.json") << run.dump();
+    EXPECT_NE(refusal({d0, d1}, out).find("field 'shard.index': expected an integer"), std::string::npos)
+        << refusal({d0, d1}, out);
+    run.erase("shard");
+    std::ofstream(d1 / "run.json") << run.dump();
+    EXPECT_NE(refusal({d0, d1}, out).find("not a shard of a sharded bench run"), std::string::npos);
+  }
+  // Overlapping shares: the same request on two shards.
+  const auto e0 = write_shard(tmp.path() / "x", 0, 2, kEpoch0, 20);
+  const auto e1 = write_shard(tmp.path() / "x", 1, 2, 9, 20);
+  {
+    std::ofstream f(e1 / "requests.jsonl", std::ios::app);
+    std::string line;
+    record_of(4, 9).append_json(line);
+    f << line << "\n";
+  }
+  const auto why = refusal({e0, e1}, out);
+  EXPECT_NE(why.find("request 4 is also in"), std::string::npos) << why;
+  // A bad line in a shard that reached its end: named by file and line.
+  {
+    std::ofstream f(e0 / "requests.jsonl", std::ios::app);
+    f << "{\"id\": \"x\"}\n";
+  }
+  const auto bad = refusal({e0, e1}, out);
+  EXPECT_NE(bad.find("shard-0/requests.jsonl:11:"), std::string::npos) << bad;
+  EXPECT_FALSE(fs::exists(out / "run.json"));
+}
+
+}  // namespace
+}  // namespace tokenscope::rundir
