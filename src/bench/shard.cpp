@@ -116,18 +116,25 @@ std::int64_t parse_start_at(std::string_view text) {
       if (rest[0] != '.') throw bad();
       ns = fraction_ns(rest.substr(1));
     }
-    seconds = static_cast<std::int64_t>(timegm(&tm));
+    const std::tm asked = tm;
+    const std::time_t t = timegm(&tm);
+    std::tm back{};
+    gmtime_r(&t, &back);  // a day the month does not have (02-30) comes back as another
+    if (back.tm_mday != asked.tm_mday || back.tm_mon != asked.tm_mon || back.tm_year != asked.tm_year)
+      throw bad();
+    seconds = static_cast<std::int64_t>(t);
   } else {
     const auto dot = text.find('.');
     std::uint64_t big = 0;
     const std::string_view w = text.substr(0, dot);
     const auto* end = w.data() + w.size();
     const auto r = std::from_chars(w.data(), end, big);
-    if (w.empty() || r.ec != std::errc() || r.ptr != end) throw bad();
-    if (big > 253402300799ULL) throw bad();  // after 9999-12-31
+    if (w.empty() || r.ec != std::errc() || r.ptr != end || big > 9'223'372'035) throw bad();
     seconds = static_cast<std::int64_t>(big);
     if (dot != std::string_view::npos) ns = fraction_ns(text.substr(dot + 1));
   }
+  // Nanoseconds in 64 bits reach 2262-04-11.
+  if (seconds < 0 || seconds > 9'223'372'035) throw bad();
   return seconds * 1'000'000'000 + ns;
 }
 

@@ -238,6 +238,24 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
   if (run.contains("server") && run["server"].is_object()) run["server"].erase("hidden_queue");
   const nlohmann::json s = summary.build();
   run["summary"] = s;
+  // The load planned is the shards' together: each shard's effective load is its share.
+  if (const auto* load = json_path(first.run, {"settings", "effective", "load"});
+      load && load->is_object() && load->value("mode", "") == "open") {
+    std::uint64_t planned = 0;
+    double last_s = 0;
+    for (const auto& sh : shards) {
+      planned += sh.info.planned_requests;
+      if (const auto* l = json_path(sh.run, {"settings", "effective", "load", "last_offset_s"});
+          l && l->is_number())
+        last_s = std::max(last_s, l->get<double>());
+    }
+    auto& merged_load = run["settings"]["effective"]["load"];
+    merged_load["planned_requests"] = planned;
+    merged_load["last_offset_s"] = last_s;
+    if (load->value("rate_is_offered_average", false))
+      merged_load["rate_rps"] =
+          last_s > 0 ? nlohmann::json(static_cast<double>(planned - 1) / last_s) : nlohmann::json("inf");
+  }
   nlohmann::json client = nlohmann::json::object();
   for (const auto& sh : shards)
     if (const auto it = sh.run.find("client"); it != sh.run.end() && it->is_object())
