@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -656,6 +657,59 @@ TEST_F(Llama, ClosedLoopTheServerClosesAfterEveryStream) {
     EXPECT_EQ(run["client"]["connections_opened"], 40) << run["client"].dump();
   }
   expect_exact_accounting(*s, before, s->metrics(), lines(out / "requests.jsonl"), "closed loop, stream");
+}
+
+// A sharded bench against llama-server (docs/fleet.md "Load from many
+// hosts"): two shards, each its own process as a scheduler starts them, from
+// one agreed start; merged, their records are every request the server
+// finished, and the tokens its counters count.
+TEST_F(Llama, TwoShardsMergeToWhatTheServerCounted) {
+  auto s = start();
+  const auto before = s->metrics();
+  const std::string start_at = std::to_string(std::time(nullptr) + 2);
+  std::vector<std::unique_ptr<Child>> shards;
+  for (int k = 0; k < 2; ++k)
+    shards.push_back(std::make_unique<Child>(std::vector<std::string>{kBin,
+                                                                      "bench",
+                                                                      "--progress",
+                                                                      "none",
+                                                                      "--no-history",
+                                                                      "--target",
+                                                                      s->url(),
+                                                                      "--model",
+                                                                      "tiny",
+                                                                      "--shard",
+                                                                      std::to_string(k) + "/2",
+                                                                      "--start-at",
+                                                                      start_at,
+                                                                      "--num-requests",
+                                                                      "24",
+                                                                      "--rate",
+                                                                      "20",
+                                                                      "--input-len",
+                                                                      "uniform:16:64",
+                                                                      "--output-len",
+                                                                      "fixed:8",
+                                                                      "--seed",
+                                                                      "9",
+                                                                      "--out",
+                                                                      (dir_ / "shard-{shard}").string()},
+                                             (dir_ / ("out" + std::to_string(k))).string(),
+                                             (dir_ / ("err" + std::to_string(k))).string()));
+  for (int k = 0; k < 2; ++k) {
+    const auto r = shards[static_cast<std::size_t>(k)]->wait(120);
+    ASSERT_EQ(r.exit_code, 0) << slurp(dir_ / ("err" + std::to_string(k)));
+  }
+  const auto out = dir_ / "merged";
+  const auto m = run_process(
+      {kBin, "merge", (dir_ / "shard-0").string(), (dir_ / "shard-1").string(), "--out", out.string()}, 60);
+  ASSERT_EQ(m.exit_code, 0) << describe(m);
+  ProcessResult merged;
+  merged.exit_code = 0;
+  expect_all_ok(merged, out, 24, 8);
+  const auto recs = lines(out / "requests.jsonl");
+  for (std::size_t i = 1; i < recs.size(); ++i) EXPECT_LT(recs[i - 1]["id"], recs[i]["id"]);
+  expect_exact_accounting(*s, before, s->metrics(), recs, "two shards, merged");
 }
 
 // Whole responses are kept alive by llama-server (cpp-httplib: up to 100

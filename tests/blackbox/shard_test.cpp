@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "process.h"
 #include "server.h"
 
@@ -236,6 +238,111 @@ TEST_F(Shards, BadOptionsAndMissingShardsAreSaid) {
   const auto p = merge({(dir_ / "plain").string()}, dir_ / "merged2");
   EXPECT_EQ(p.exit_code, 2);
   EXPECT_NE(p.err.find("not a shard of a sharded bench run"), std::string::npos) << p.err;
+}
+
+// The shipped Kubernetes manifests (deploy/k8s), read as the API server
+// would and their pods run here as the Indexed Job controller runs them:
+// JOB_COMPLETION_INDEX per pod, $(VAR) expanded from the container's env;
+// only the target, the load's size and the volume's path are changed.
+TEST_F(Shards, TheKubernetesIndexedJobRunsAndItsMergeJoinsIt) {
+  Server server(dir_, {});
+  const fs::path deploy = fs::path(TOKENSCOPE_SOURCE_DIR) / "deploy" / "k8s";
+  const YAML::Node job = YAML::LoadFile((deploy / "bench-indexed-job.yaml").string());
+  ASSERT_EQ(job["kind"].as<std::string>(), "Job");
+  const auto spec = job["spec"];
+  EXPECT_EQ(spec["completionMode"].as<std::string>(), "Indexed");
+  const int completions = spec["completions"].as<int>();
+  EXPECT_EQ(spec["parallelism"].as<int>(), completions) << "every shard runs at once";
+  EXPECT_EQ(spec["backoffLimit"].as<int>(), 0) << "a rerun shard would start late";
+  EXPECT_EQ(spec["template"]["spec"]["restartPolicy"].as<std::string>(), "Never");
+  const auto container = spec["template"]["spec"]["containers"][0];
+  std::map<std::string, std::string> env;
+  for (const auto& e : container["env"]) env[e["name"].as<std::string>()] = e["value"].as<std::string>();
+  EXPECT_EQ(env.at("TOKENSCOPE_SHARD_COUNT"), std::to_string(completions)) << "the shards: one per pod";
+  env["TOKENSCOPE_START_AT"] = soon();
+  std::vector<std::string> command;
+  for (const auto& c : container["command"]) command.push_back(c.as<std::string>());
+  ASSERT_EQ(command.at(0), "tokenscope");
+  const std::string results = container["volumeMounts"][0]["mountPath"].as<std::string>();
+  const auto set_value = [&](const std::string& option, const std::string& value) {
+    const auto it = std::find(command.begin(), command.end(), option);
+    ASSERT_NE(it, command.end()) << option;
+    *(it + 1) = value;
+  };
+  set_value("--target", server.url(""));
+  set_value("--num-requests", "12");
+  set_value("--rate", "40");
+  for (auto& arg : command) {
+    for (const auto& [name, value] : env)
+      for (std::size_t at; (at = arg.find("$(" + name + ")")) != std::string::npos;)
+        arg.replace(at, name.size() + 3, value);
+    if (arg.rfind(results, 0) == 0) arg = (dir_ / "results").string() + arg.substr(results.size());
+  }
+  command[0] = kBin;
+  std::vector<std::unique_ptr<Child>> pods;
+  for (int k = 0; k < completions; ++k) {
+    std::vector<std::string> argv = {"/usr/bin/env", "JOB_COMPLETION_INDEX=" + std::to_string(k)};
+    for (const auto& [name, value] : env) argv.push_back(name + "=" + value);
+    argv.insert(argv.end(), command.begin(), command.end());
+    pods.push_back(std::make_unique<Child>(argv, (dir_ / ("pod" + std::to_string(k))).string(),
+                                           (dir_ / ("pod" + std::to_string(k) + ".err")).string()));
+  }
+  for (int k = 0; k < completions; ++k)
+    ASSERT_EQ(pods[static_cast<std::size_t>(k)]->wait(120).exit_code, 0)
+        << slurp(dir_ / ("pod" + std::to_string(k) + ".err"));
+  // The merge Job: its shell line, with the volume here and tokenscope this build.
+  const YAML::Node merge_job = YAML::LoadFile((deploy / "merge-job.yaml").string());
+  const auto merge_command = merge_job["spec"]["template"]["spec"]["containers"][0]["command"];
+  ASSERT_EQ(merge_command[0].as<std::string>(), "sh");
+  std::string line = merge_command[2].as<std::string>();
+  const std::string here = (dir_ / "results").string();
+  for (std::size_t at = 0; (at = line.find(results + "/", at)) != std::string::npos; at += here.size())
+    line.replace(at, results.size(), here);
+  ASSERT_EQ(line.rfind("tokenscope ", 0), 0u) << line;
+  line.replace(0, std::string("tokenscope").size(), kBin);
+  const auto m = run_process({"/bin/sh", "-c", line}, 60);
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const auto run = json::parse(slurp(dir_ / "results" / "merged" / "run.json"));
+  EXPECT_EQ(run["shards"]["count"], completions);
+  EXPECT_EQ(run["summary"]["requests_total"], 12);
+  EXPECT_EQ(run["shards"]["merged"][0]["source"], "JOB_COMPLETION_INDEX");
+}
+
+// The shipped Slurm batch script (deploy/slurm/bench.sbatch), run with an
+// srun that starts its tasks here as Slurm would (SLURM_PROCID each,
+// SLURM_NTASKS): the shards and the merge, one merged run.
+TEST_F(Shards, TheSlurmBatchScriptRunsItsTasksAndMerges) {
+  Server server(dir_, {});
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  fs::create_symlink(kBin, bin / "tokenscope");
+  {
+    std::ofstream srun(bin / "srun");
+    srun << "#!/bin/sh\n"
+            "# srun's part here: SLURM_NTASKS tasks of the command, each with its SLURM_PROCID.\n"
+            "pids=''\n"
+            "k=0\n"
+            "while [ \"$k\" -lt \"$SLURM_NTASKS\" ]; do SLURM_PROCID=$k \"$@\" & pids=\"$pids $!\"; "
+            "k=$((k+1)); done\n"
+            "status=0\n"
+            "for p in $pids; do wait $p || status=1; done\n"
+            "exit $status\n";
+  }
+  fs::permissions(bin / "srun", fs::perms::owner_all);
+  const fs::path script = fs::path(TOKENSCOPE_SOURCE_DIR) / "deploy" / "slurm" / "bench.sbatch";
+  const std::string text = slurp(script);
+  EXPECT_NE(text.find("--shard env"), std::string::npos);
+  EXPECT_EQ(run_process({"/bin/bash", "-n", script.string()}, 10).exit_code, 0) << "bash syntax";
+  const auto r = run_process({"/usr/bin/env", "PATH=" + bin.string() + ":/usr/bin:/bin", "SLURM_NTASKS=2",
+                              "SLURM_JOB_ID=7", "TARGET=" + server.url(""), "OUT=" + (dir_ / "runs").string(),
+                              "NUM_REQUESTS=10", "RATE=40", "START_LEAD_S=2", "/bin/bash", script.string()},
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(dir_ / "runs" / "merged" / "run.json"));
+  EXPECT_EQ(run["partial"], false);
+  EXPECT_EQ(run["shards"]["count"], 2);
+  EXPECT_EQ(run["summary"]["requests_total"], 10);
+  EXPECT_EQ(run["shards"]["merged"][1]["source"], "SLURM_PROCID");
 }
 
 }  // namespace
