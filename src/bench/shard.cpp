@@ -175,6 +175,16 @@ std::uint64_t keep_share(LoadPlan& plan, const ShardSpec& shard) {
     plan.shard_count = shard.count;
     return most;
   }
+  // A cap on the requests in flight is the run's: each shard holds its part.
+  if (plan.max_concurrency > 0) {
+    if (plan.max_concurrency < n)
+      throw UsageError(
+          fmt::format("--max-concurrency {} is the whole run's cap: below the {} shards, a shard "
+                      "would hold none of it",
+                      plan.max_concurrency, n));
+    plan.max_concurrency =
+        static_cast<std::uint32_t>(plan.max_concurrency / n + (k < plan.max_concurrency % n ? 1 : 0));
+  }
   std::vector<std::pair<std::uint32_t, Nanos>> kept;
   kept.reserve(plan.schedule.size() / n + 1);
   for (std::size_t j = k; j < plan.schedule.size(); j += n) kept.push_back(plan.schedule[j]);

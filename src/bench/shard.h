@@ -43,8 +43,10 @@ std::string shard_out_dir(std::string out, const ShardSpec& shard);
 // j % count == index, in schedule order (a session's later turns follow
 // its first, so sessions stay whole); the closed loop's users split
 // (index < users % count gets one more) and its workload positions
-// index, index + count, ... Returns the requests (open loop) or the most
-// users (closed loop) this shard has.
+// index, index + count, ... A --max-concurrency cap is split as the
+// users are (UsageError when there are more shards than it allows).
+// Returns the requests (open loop) or the most users (closed loop) this
+// shard has.
 std::uint64_t keep_share(LoadPlan& plan, const ShardSpec& shard);
 
 }  // namespace tokenscope::bench

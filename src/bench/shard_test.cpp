@@ -102,6 +102,18 @@ TEST(Shard, OpenLoopSharesCoverTheScheduleOnceInItsOrder) {
     }
   }
   EXPECT_EQ(total, 103u);
+  // The run's cap on requests in flight, split between the shards.
+  plan.max_concurrency = 10;
+  std::uint32_t cap = 0;
+  for (std::uint32_t k = 0; k < 4; ++k) {
+    LoadPlan share = plan;
+    keep_share(share, {k, 4, "--shard"});
+    EXPECT_GE(share.max_concurrency, 2u);
+    cap += share.max_concurrency;
+  }
+  EXPECT_EQ(cap, 10u);
+  plan.max_concurrency = 3;
+  EXPECT_THROW(keep_share(plan, {0, 4, "--shard"}), UsageError);
   EXPECT_EQ(seen.size(), 103u);
   EXPECT_EQ(std::set<std::uint32_t>(seen.begin(), seen.end()).size(), 103u);
 }
