@@ -1172,6 +1172,13 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     while (observe_clock.now_ns() < until && !interrupted.load())
       std::this_thread::sleep_for(std::chrono::milliseconds(
           std::clamp<Nanos>((until - observe_clock.now_ns()) / kNanosPerMilli, 1, 50)));
+    // The wall clock read again: NTP may have stepped it during the wait.
+    const nlohmann::json now_anchor = clock_anchor();
+    shard->epoch_monotonic_ns = now_anchor["monotonic_ns"].get<Nanos>() +
+                                (*o.start_at_unix_ns - now_anchor["unix_ns"].get<std::int64_t>());
+    shard->clock_sync = read_clock_sync();
+    runner.set_epoch_at(shard->epoch_monotonic_ns);
+    run["clock"] = now_anchor;
   }
   RunObserver observer(o, endpoint, copt, side.server != nullptr, out_dir, observe_clock, log,
                        [&session](const observe::Observation& ob) { session.observed(ob); });

@@ -114,6 +114,7 @@ struct Runner::Shard {
   // What a request in flight needs once it ends.
   struct Context {
     std::uint32_t request = 0;
+    std::uint64_t id_offset = 0;  // closed loop: the workload's size times its wraps (fresh ids)
     int user = -1;
     bool closed_loop_user() const { return user >= 0; }
     std::vector<ChatMessage> history;                  // chat: the conversation before this turn
@@ -285,7 +286,8 @@ struct Runner::Shard {
       client.set_idle_target(active + followups.size());
       return;
     }
-    const Nanos until = now() - r.epoch_ + kIdleHorizon;
+    // Before the epoch (an agreed start ahead): the pool kept for the first sends.
+    const Nanos until = std::max(now(), r.epoch_) - r.epoch_ + kIdleHorizon;
     horizon = std::max(horizon, next);
     while (horizon < jobs.size() && jobs[horizon].second <= until) ++horizon;
     client.set_idle_target(horizon - next + followups.size());
@@ -496,6 +498,7 @@ struct Runner::Shard {
   void schedule_followup(const Context& ctx, std::string output, const TurnLink& link, Nanos t_end) {
     Context next_ctx;
     next_ctx.request = static_cast<std::uint32_t>(link.next);
+    next_ctx.id_offset = ctx.id_offset;
     next_ctx.user = ctx.user;
     const workload::Request& next_req = r.w_.requests[next_ctx.request];
     const std::string next_prompt = r.prompts_->text(next_req);
@@ -520,7 +523,7 @@ struct Runner::Shard {
         if (next_ctx.user >= 0) user_stopped(next_ctx.user);
         return;
       }
-      const std::uint64_t id = r.w_.requests[next_ctx.request].id;
+      const std::uint64_t id = r.w_.requests[next_ctx.request].id + next_ctx.id_offset;
       if (r.gate_.cap > 0) {  // a session's next turn is never held back, but it counts
         std::lock_guard lock(r.gate_.mutex);
         ++r.gate_.in_flight;
@@ -592,8 +595,8 @@ struct Runner::Shard {
     ctx.request = static_cast<std::uint32_t>(position % r.w_.requests.size());
     ctx.user = id;
     const std::uint64_t wraps = position / r.w_.requests.size();
-    const std::uint64_t request_id =
-        r.w_.requests[ctx.request].id + wraps * static_cast<std::uint64_t>(r.w_.requests.size());
+    ctx.id_offset = wraps * static_cast<std::uint64_t>(r.w_.requests.size());
+    const std::uint64_t request_id = r.w_.requests[ctx.request].id + ctx.id_offset;
     send(std::move(ctx), t_ready, -1, nullptr, request_id);
   }
 
@@ -640,7 +643,15 @@ Runner::Runner(const workload::Workload& w, LoadPlan plan, net::Endpoint endpoin
       own_prompts_(prompts ? nullptr : std::make_unique<PromptBuilder>(w, nullptr, true)),
       prompts_(prompts ? prompts : own_prompts_.get()),
       out_(out) {
-  const unsigned threads = std::max(1u, plan_.threads);
+  // A closed loop's threads each hold some users: never more threads than
+  // the largest stage's users (a thread without one would wait out its
+  // stage, which lasts for ever under --num-requests).
+  unsigned threads = std::max(1u, plan_.threads);
+  if (plan_.closed_loop) {
+    double users = 0;
+    for (const auto& s : plan_.user_stages) users = std::max(users, s.value);
+    threads = std::clamp(static_cast<unsigned>(std::llround(users)), 1u, threads);
+  }
   // The connection limit: as asked, else the default, and never more than
   // the descriptors left (the run directory and the writer need a few).
   max_connections_ = plan_.max_connections > 0 ? plan_.max_connections : kDefaultMaxConnections;

@@ -156,6 +156,9 @@ class Runner {
 
   const RunCounters& counters() const { return counters_; }
   Nanos epoch() const { return epoch_; }
+  // Sets LoadPlan::epoch_at before start() (the agreed start read again
+  // from the wall clock when the wait for it ends).
+  void set_epoch_at(Nanos t) { plan_.epoch_at = t; }
   // With LoadPlan::epoch_at: how long after it the pool was ready (0: in time).
   Nanos ready_late() const { return ready_late_; }
   // Requests of the plan that were never sent (after stop_sending).
@@ -180,11 +183,11 @@ class Runner {
   RunCounters counters_;
   Nanos epoch_ = 0;
   Nanos ready_late_ = 0;
-  std::atomic<std::uint64_t> next_closed_{0};
+  std::atomic<std::uint64_t> next_closed_{0};  // closed loop: the next workload position
   // Closed loop, sharded: each workload position's rank among the first
   // turns (sessions start there), and how many there are.
   std::vector<std::uint64_t> first_turn_rank_;
-  std::uint64_t first_turns_ = 0;  // closed loop: the next workload position
+  std::uint64_t first_turns_ = 0;
   // The concurrency cap, shared by the client threads: a request that finds
   // it full waits here (FIFO) and is sent by whichever thread frees a slot.
   struct Gate {

@@ -164,13 +164,19 @@ std::string shard_out_dir(std::string out, const ShardSpec& shard) {
 std::uint64_t keep_share(LoadPlan& plan, const ShardSpec& shard) {
   const std::uint64_t n = shard.count, k = shard.index;
   if (plan.closed_loop) {
-    std::uint64_t most = 0;
+    std::uint64_t most = 0, largest = 0;
     for (auto& stage : plan.user_stages) {
       const auto total = static_cast<std::uint64_t>(std::llround(stage.value));
+      largest = std::max(largest, total);
       const std::uint64_t mine = total / n + (k < total % n ? 1 : 0);
       stage.value = static_cast<double>(mine);
       most = std::max(most, mine);
     }
+    if (most == 0)
+      throw UsageError(
+          fmt::format("--concurrency (or --user-stages): at most {} users for {} shards: shard {} "
+                      "would have none (fewer shards, or more users)",
+                      largest, n, k));
     plan.shard_index = shard.index;
     plan.shard_count = shard.count;
     return most;

@@ -135,6 +135,9 @@ TEST(Shard, ClosedLoopSharesSplitTheUsers) {
   }
   EXPECT_EQ(users[0], 10u);
   EXPECT_EQ(users[1], 3u);
+  // A shard without a user would have nothing to send.
+  plan.user_stages = {{1, 1e9}};
+  EXPECT_THROW(keep_share(plan, {1, 2, "--shard"}), UsageError);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 
@@ -15,6 +16,7 @@
 #include "cli/report_command.h"
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/metrics.h"
 #include "rundir/readers.h"
@@ -760,12 +762,24 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     if (!s.sweep.empty() || s.repeat > 1 || !s.server_cmd.empty() || !s.server_sweep.empty() || s.coupling)
       throw UsageError(
           "--shard: one run per shard; sweeps, repeats, --coupling and --server-cmd are not sharded");
-    if (!o.start_at.empty()) s.start_at_unix_ns = bench::parse_start_at(o.start_at);
+    if (!o.start_at.empty()) {
+      s.start_at_unix_ns = bench::parse_start_at(o.start_at);
+      // A start long past (a stale manifest, a rerun pod) would send the
+      // share's past-due requests as one burst: refused; a shard a little
+      // late (scheduling, an image pull) runs, marked late.
+      const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      if (now_ns - *s.start_at_unix_ns > 10 * kNanosPerSecond)
+        throw UsageError(fmt::format("--start-at {}: {:.0f} s ago; a shard may start at most 10 s late",
+                                     o.start_at, nanos_to_s(now_ns - *s.start_at_unix_ns)));
+    }
     // Shard 0 alone scrapes the server and samples the host (one, not all).
     if (s.shard.index > 0) {
       s.no_scrape = s.no_gpu = s.no_host = true;
       s.gpu_sampler_urls.clear();
       s.server_pid = -1;
+      s.cgroup.clear();
     }
     s.out_dir = bench::shard_out_dir(s.out_dir, s.shard);
   }

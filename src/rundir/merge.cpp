@@ -47,11 +47,15 @@ struct Entry {
   std::uint32_t length;
 };
 
-void shift_record(RequestRecord& r, Nanos d) {
+// false when a time would leave 64 bits or turn negative (not a time then).
+bool shift_record(RequestRecord& r, Nanos d) {
+  bool ok = true;
+  const auto move = [&](Nanos& t) { ok = ok && !__builtin_add_overflow(t, d, &t) && t >= 0; };
   for (Nanos* t : {&r.t_sched, &r.t_dispatch, &r.t_send, &r.t_headers, &r.t_first_scheduled, &r.t_first_token,
                    &r.t_last_token, &r.t_close, &r.t_first_answer})
-    if (*t >= 0) *t += d;
-  for (auto& t : r.event_times) t += d;
+    if (*t >= 0) move(*t);
+  for (auto& t : r.event_times) move(t);
+  return ok;
 }
 
 // The first place where two settings differ, for the message.
@@ -107,10 +111,21 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
                           std::ostream& log) {
   if (dirs.empty()) throw UsageError("merge: name the shards' run directories");
   std::vector<Shard> shards;
+  std::error_code ec;
   for (const auto& dir : dirs) {
+    if (fs::exists(out, ec) && fs::exists(dir, ec) && fs::equivalent(out, dir, ec))
+      throw UsageError(fmt::format("merge: --out {} is one of the shards: merge into a directory of its own",
+                                   out.string()));
     Shard s;
     s.dir = dir;
     const fs::path file = dir / "run.json";
+    // A shard that failed before its run began leaves a directory without
+    // run.json: it is missing (named below), not a reason to merge nothing.
+    if (fs::is_directory(dir, ec) && !fs::exists(file, ec)) {
+      log << fmt::format("merge: {}: no run.json (a shard that failed before its run began): left out\n",
+                         dir.string());
+      continue;
+    }
     s.run = read_json_file(file);
     const auto* command = json_path(s.run, {"tool", "command"});
     if (!command || *command != "bench")
@@ -121,9 +136,13 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
       throw InputError(file.string(), 0, "shard",
                        "missing: not a shard of a sharded bench run (bench --shard I/N or --shard env)");
     s.info = shard_info_from_json(*it, file.string());
-    s.partial = s.run.value("partial", true);
+    const auto partial = s.run.find("partial");
+    if (partial == s.run.end() || !partial->is_boolean())
+      throw InputError(file.string(), 0, "partial", "expected true or false");
+    s.partial = partial->get<bool>();
     shards.push_back(std::move(s));
   }
+  if (shards.empty()) throw UsageError("merge: none of the directories holds a shard's run.json");
   std::sort(shards.begin(), shards.end(),
             [](const Shard& a, const Shard& b) { return a.info.index < b.info.index; });
   const Shard& first = shards.front();
@@ -169,23 +188,20 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
   for (std::uint32_t k = 0; k < shards.size(); ++k) read_index(shards[k], k, index);
   std::sort(index.begin(), index.end(), [](const Entry& a, const Entry& b) { return a.id < b.id; });
   for (std::size_t i = 1; i < index.size(); ++i)
-    if (index[i].id == index[i - 1].id)
+    if (index[i].id == index[i - 1].id) {
+      const auto file = (shards[index[i].shard].dir / "requests.jsonl").string();
+      if (index[i].shard == index[i - 1].shard)
+        throw InputError(file, 0, "id",
+                         fmt::format("request {} is there twice: one id, two records", index[i].id));
       throw InputError(
-          (shards[index[i].shard].dir / "requests.jsonl").string(), 0, "id",
+          file, 0, "id",
           fmt::format("request {} is also in {}: the shards' shares overlap (shards of different "
                       "runs, or one shard run twice)",
                       index[i].id, (shards[index[i - 1].shard].dir / "requests.jsonl").string()));
+    }
 
   // Pass 2: the records in that order, onto the merged clock, into the
   // merged requests.jsonl and the summary.
-  claim_run_directory(out, overwrite, "--out");
-  RunDirectory dir(out, false);
-  for (auto& s : shards) {
-    const auto file = s.dir / "requests.jsonl";
-    if (s.records == 0) continue;
-    s.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (s.fd < 0) throw IoError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
-  }
   struct Closer {
     std::vector<Shard>& shards;
     ~Closer() {
@@ -193,6 +209,14 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
         if (s.fd >= 0) ::close(s.fd);
     }
   } closer{shards};
+  for (auto& s : shards) {
+    const auto file = s.dir / "requests.jsonl";
+    if (s.records == 0) continue;
+    s.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (s.fd < 0) throw IoError(fmt::format("{}: cannot open: {}", file.string(), std::strerror(errno)));
+  }
+  claim_run_directory(out, overwrite, "--out");
+  RunDirectory dir(out, false);
   SummaryBuilder summary;
   summary.set_slos(first.info.slos);
   summary.set_slo_from_schedule(first.info.slo_from_schedule);
@@ -213,7 +237,12 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
       got += static_cast<std::size_t>(n);
     }
     parser.parse(buffer, r);
-    shift_record(r, s.shift);
+    if (!shift_record(r, s.shift))
+      throw InputError(
+          (s.dir / "requests.jsonl").string(), 0, "t_*",
+          fmt::format("request {}: its times, moved by {} ns onto the first shard's clock, leave the "
+                      "clock's range (a time or an epoch that is not this run's)",
+                      r.id, s.shift));
     summary.add(r);
     r.append_json(dir.requests().begin_line());
     dir.requests().end_line();
@@ -240,7 +269,7 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
   run["summary"] = s;
   // The load planned is the shards' together: each shard's effective load is its share.
   if (const auto* load = json_path(first.run, {"settings", "effective", "load"});
-      load && load->is_object() && load->value("mode", "") == "open") {
+      load && load->is_object() && load->contains("mode") && (*load)["mode"] == "open") {
     std::uint64_t planned = 0;
     double last_s = 0;
     for (const auto& sh : shards) {
@@ -252,7 +281,7 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
     auto& merged_load = run["settings"]["effective"]["load"];
     merged_load["planned_requests"] = planned;
     merged_load["last_offset_s"] = last_s;
-    if (load->value("rate_is_offered_average", false))
+    if (const auto it = load->find("rate_is_offered_average"); it != load->end() && *it == true)
       merged_load["rate_rps"] =
           last_s > 0 ? nlohmann::json(static_cast<double>(planned - 1) / last_s) : nlohmann::json("inf");
   }
@@ -261,10 +290,10 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
     if (const auto it = sh.run.find("client"); it != sh.run.end() && it->is_object())
       for (const auto& [k, v] : it->items()) {
         if (!v.is_number()) continue;
-        if (v.is_number_float() || (client.contains(k) && client[k].is_number_float()))
-          client[k] = client.value(k, 0.0) + v.get<double>();
-        else
+        if (v.is_number_unsigned() && (!client.contains(k) || client[k].is_number_unsigned()))
           client[k] = client.value(k, std::uint64_t{0}) + v.get<std::uint64_t>();
+        else
+          client[k] = (client.contains(k) ? client[k].get<double>() : 0.0) + v.get<double>();
       }
   run["client"] = client;
   const auto* url = json_path(first.run, {"settings", "requested", "target", "url"});

@@ -207,6 +207,21 @@ TEST(Merge, AMissingOrCutShortShardMakesThePartialRunItNames) {
   EXPECT_NE(log.str().find("cut short: 2"), std::string::npos) << log.str();
 }
 
+TEST(Merge, AShardThatNeverBeganIsMissingAndNoShardIsOverwritten) {
+  TempDir tmp("merge");
+  const auto d0 = write_shard(tmp.path(), 0, 2, kEpoch0, 20);
+  const auto d1 = tmp.path() / "shard-1";
+  fs::create_directories(d1);  // its bench failed before run.json
+  std::ofstream(d1 / "requests.jsonl") << "";
+  std::ostringstream log;
+  EXPECT_THROW(merge_shards({d0, d1}, d0, true, log), UsageError);  // --out one of the shards
+  EXPECT_TRUE(fs::exists(d0 / "requests.jsonl"));
+  const auto outcome = merge_shards({d0, d1}, tmp.path() / "merged", false, log);
+  EXPECT_EQ(outcome.missing, std::vector<std::uint32_t>{1});
+  EXPECT_EQ(outcome.records, 10u);
+  EXPECT_NE(log.str().find("shard-1: no run.json"), std::string::npos) << log.str();
+}
+
 TEST(Merge, ALateShardIsMarked) {
   TempDir tmp("merge");
   const auto d0 = write_shard(tmp.path(), 0, 2, kEpoch0, 20);
@@ -282,6 +297,15 @@ TEST(Merge, ShardsOfDifferentRunsAreRefusedNamingWhatDiffers) {
   }
   const auto why = refusal({e0, e1}, out);
   EXPECT_NE(why.find("request 4 is also in"), std::string::npos) << why;
+  // One shard with one id twice.
+  const auto f0 = write_shard(tmp.path() / "y", 0, 1, kEpoch0, 6);
+  {
+    std::ofstream f(f0 / "requests.jsonl", std::ios::app);
+    std::string line;
+    record_of(2, kEpoch0).append_json(line);
+    f << line << "\n";
+  }
+  EXPECT_NE(refusal({f0}, out).find("request 2 is there twice"), std::string::npos) << refusal({f0}, out);
   // A bad line in a shard that reached its end: named by file and line.
   {
     std::ofstream f(e0 / "requests.jsonl", std::ios::app);

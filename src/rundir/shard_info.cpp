@@ -110,7 +110,9 @@ ShardInfo shard_info_from_json(const nlohmann::json& j, const std::string& file)
   if (!src.is_string()) throw InputError(file, 0, f + ".source", "expected a string");
   s.source = src.get<std::string>();
   s.start_at_unix_ns = integer(j, "start_at_unix_ns", file, f, 0, kMax);
-  s.epoch_monotonic_ns = integer(j, "epoch_monotonic_ns", file, f, 0, kMax);
+  // Monotonic times within 2^62 ns (146 years): a shift between two shards'
+  // clocks, added to a record's time, stays in 64 bits.
+  s.epoch_monotonic_ns = integer(j, "epoch_monotonic_ns", file, f, 0, std::int64_t{1} << 62);
   s.ready_late_ns = integer(j, "ready_late_ns", file, f, 0, kMax);
   s.planned_requests = static_cast<std::uint64_t>(integer(j, "planned_requests", file, f, 0, kMax));
   if (const auto it = j.find("users"); it != j.end() && !it->is_null())

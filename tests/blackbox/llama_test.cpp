@@ -666,7 +666,7 @@ TEST_F(Llama, ClosedLoopTheServerClosesAfterEveryStream) {
 TEST_F(Llama, TwoShardsMergeToWhatTheServerCounted) {
   auto s = start();
   const auto before = s->metrics();
-  const std::string start_at = std::to_string(std::time(nullptr) + 2);
+  const std::string start_at = std::to_string(std::time(nullptr) + 3);
   std::vector<std::unique_ptr<Child>> shards;
   for (int k = 0; k < 2; ++k)
     shards.push_back(std::make_unique<Child>(std::vector<std::string>{kBin,
@@ -692,6 +692,8 @@ TEST_F(Llama, TwoShardsMergeToWhatTheServerCounted) {
                                                                       "fixed:8",
                                                                       "--seed",
                                                                       "9",
+                                                                      "--max-error-rate",
+                                                                      "0.5",
                                                                       "--out",
                                                                       (dir_ / "shard-{shard}").string()},
                                              (dir_ / ("out" + std::to_string(k))).string(),

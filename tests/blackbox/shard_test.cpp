@@ -44,8 +44,8 @@ class Shards : public ::testing::Test {
       if (!line.empty()) out.push_back(json::parse(line));
     return out;
   }
-  // A start every shard can still make: two seconds from now.
-  static std::string soon() { return std::to_string(std::time(nullptr) + 2); }
+  // A start every shard can still make: three seconds from now.
+  static std::string soon() { return std::to_string(std::time(nullptr) + 3); }
 
   // The shards of one run, started together as a scheduler starts its
   // tasks (each its own process), waited for.
@@ -222,6 +222,10 @@ TEST_F(Shards, BadOptionsAndMissingShardsAreSaid) {
   expect_usage({"--shard", "0/2", "--start-at", soon()}, "give --target");
   expect_usage({"--target", url, "--start-at", soon()}, "--start-at goes with --shard");
   expect_usage({"--target", url, "--shard", "0/2", "--start-at", "tomorrow"}, "expected Unix seconds");
+  expect_usage({"--target", url, "--shard", "0/2", "--start-at", std::to_string(std::time(nullptr) - 60)},
+               "may start at most 10 s late");
+  expect_usage({"--target", url, "--shard", "0/2", "--start-at", soon(), "--concurrency", "1"},
+               "would have none");
   expect_usage({"--target", url, "--shard", "0/2", "--start-at", soon(), "--repeat", "2"}, "not sharded");
 
   // One shard of two: the merge is written, partial, and says which is missing (exit 1).
@@ -253,7 +257,9 @@ TEST_F(Shards, TheKubernetesIndexedJobRunsAndItsMergeJoinsIt) {
   EXPECT_EQ(spec["completionMode"].as<std::string>(), "Indexed");
   const int completions = spec["completions"].as<int>();
   EXPECT_EQ(spec["parallelism"].as<int>(), completions) << "every shard runs at once";
-  EXPECT_EQ(spec["backoffLimit"].as<int>(), 0) << "a rerun shard would start late";
+  EXPECT_EQ(spec["backoffLimitPerIndex"].as<int>(), 0) << "a rerun shard would send its share twice";
+  EXPECT_EQ(spec["maxFailedIndexes"].as<int>(), completions) << "one shard's failure does not end the others";
+  EXPECT_FALSE(spec["backoffLimit"]) << "backoffLimit ends every pod at the first failure";
   EXPECT_EQ(spec["template"]["spec"]["restartPolicy"].as<std::string>(), "Never");
   const auto container = spec["template"]["spec"]["containers"][0];
   std::map<std::string, std::string> env;
@@ -320,6 +326,7 @@ TEST_F(Shards, TheSlurmBatchScriptRunsItsTasksAndMerges) {
     std::ofstream srun(bin / "srun");
     srun << "#!/bin/sh\n"
             "# srun's part here: SLURM_NTASKS tasks of the command, each with its SLURM_PROCID.\n"
+            "while [ \"${1#-}\" != \"$1\" ]; do shift; done  # srun's own options\n"
             "pids=''\n"
             "k=0\n"
             "while [ \"$k\" -lt \"$SLURM_NTASKS\" ]; do SLURM_PROCID=$k \"$@\" & pids=\"$pids $!\"; "
