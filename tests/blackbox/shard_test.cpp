@@ -224,7 +224,7 @@ TEST_F(Shards, BadOptionsAndMissingShardsAreSaid) {
   expect_usage({"--target", url, "--shard", "0/2", "--start-at", "tomorrow"}, "expected Unix seconds");
   expect_usage({"--target", url, "--shard", "0/2", "--start-at", std::to_string(std::time(nullptr) - 60)},
                "may start at most 10 s late");
-  expect_usage({"--target", url, "--shard", "0/2", "--start-at", soon(), "--concurrency", "1"},
+  expect_usage({"--target", url, "--shard", "1/2", "--start-at", soon(), "--concurrency", "1"},
                "would have none");
   expect_usage({"--target", url, "--shard", "0/2", "--start-at", soon(), "--repeat", "2"}, "not sharded");
 
