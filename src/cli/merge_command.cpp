@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "cli/history_command.h"
 #include "core/error.h"
 #include "rundir/merge.h"
+#include "session/finishers.h"
 
 namespace tokenscope::cli {
 
@@ -19,11 +21,16 @@ struct MergeOptions {
   std::vector<std::string> dirs;
   std::string out;
   bool overwrite = false;
+  session::Finishers finish;
+  std::vector<std::string> tags;
 };
 
 int run_merge(const MergeOptions& o) {
   std::vector<std::filesystem::path> dirs(o.dirs.begin(), o.dirs.end());
-  const auto outcome = rundir::merge_shards(dirs, o.out, o.overwrite, std::cerr);
+  const auto outcome = rundir::merge_shards(dirs, o.out, o.overwrite, std::cerr, o.tags);
+  // As bench's runs: the page, and the history (one entry: the merged run).
+  if (session::finish_run(o.finish, o.out, {o.out}, std::nullopt, std::cerr))
+    std::cout << "report: " << display_text((std::filesystem::path(o.out) / "report.html").string()) << "\n";
   std::cout << "run directory: " << display_text(o.out) << "\n";
   if (!outcome.complete()) {
     std::cerr << fmt::format(
@@ -50,6 +57,10 @@ Command add_merge_command(CLI::App& app) {
   cmd->add_option("--out", options->out, "The merged run directory")->required();
   cmd->add_flag("--overwrite", options->overwrite,
                 "--out may hold an earlier run: its files are removed first");
+  cmd->add_flag(
+      "--report", options->finish.report,
+      "Write report.html in the merged run directory: the page of tokenscope report (docs/report.md)");
+  add_run_history_options(cmd, options->finish.history, options->tags, "Options");
   return {cmd, [options] { return run_merge(*options); }};
 }
 

@@ -108,7 +108,7 @@ void read_index(Shard& s, std::uint32_t which, std::vector<Entry>& index) {
 }  // namespace
 
 MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out, bool overwrite,
-                          std::ostream& log) {
+                          std::ostream& log, const std::vector<std::string>& tags) {
   if (dirs.empty()) throw UsageError("merge: name the shards' run directories");
   std::vector<Shard> shards;
   std::error_code ec;
@@ -264,6 +264,10 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
   nlohmann::json run = first.run;
   run.erase("shard");
   run.erase("kv_locality");
+  if (!tags.empty()) {
+    if (!run.contains("tags") || !run["tags"].is_array()) run["tags"] = nlohmann::json::array();
+    for (const auto& t : tags) run["tags"].push_back(t);
+  }
   if (run.contains("server") && run["server"].is_object()) run["server"].erase("hidden_queue");
   const nlohmann::json s = summary.build();
   run["summary"] = s;

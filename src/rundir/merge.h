@@ -42,10 +42,10 @@ struct MergeOutcome {
 };
 
 // Merges `shards` into `out` (claimed as bench claims --out: refused when it
-// holds a run unless overwrite). Throws InputError (a directory that is not
-// a shard, shards of different runs, a duplicate shard or record),
-// UsageError, IoError.
+// holds a run unless overwrite); `tags` are added to the first shard's in
+// run.json. Throws InputError (a directory that is not a shard, shards of
+// different runs, a duplicate shard or record), UsageError, IoError.
 MergeOutcome merge_shards(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out,
-                          bool overwrite, std::ostream& log);
+                          bool overwrite, std::ostream& log, const std::vector<std::string>& tags = {});
 
 }  // namespace tokenscope::rundir

@@ -70,10 +70,13 @@ class Shards : public ::testing::Test {
     }
     return results;
   }
-  ProcessResult merge(std::vector<std::string> dirs, const fs::path& out) {
+  ProcessResult merge(std::vector<std::string> dirs, const fs::path& out,
+                      std::vector<std::string> more = {}) {
     std::vector<std::string> argv = {kBin, "merge"};
     argv.insert(argv.end(), dirs.begin(), dirs.end());
     argv.insert(argv.end(), {"--out", out.string()});
+    if (more.empty()) more = {"--no-history"};
+    argv.insert(argv.end(), more.begin(), more.end());
     return run_process(argv, 60);
   }
   fs::path dir_;
@@ -106,9 +109,17 @@ TEST_F(Shards, TwoShardsMergeIntoTheScheduleOneProcessPlans) {
   EXPECT_FALSE(slurp(dir_ / "shard-0" / "samples.jsonl").empty());
   EXPECT_TRUE(slurp(dir_ / "shard-1" / "samples.jsonl").empty());
 
-  const auto m = merge({(dir_ / "shard-1").string(), (dir_ / "shard-0").string()}, dir_ / "merged");
+  const auto m = merge({(dir_ / "shard-1").string(), (dir_ / "shard-0").string()}, dir_ / "merged",
+                       {"--report", "--history", (dir_ / "history.db").string(), "--tag", "sharded"});
   ASSERT_EQ(m.exit_code, 0) << m.err;
   EXPECT_NE(m.err.find("merge: 40 records from 2 of 2 shards"), std::string::npos) << m.err;
+  // As a run of bench: its page, and one entry in the history (the merged run).
+  EXPECT_TRUE(fs::exists(dir_ / "merged" / "report.html"));
+  const auto h = run_process({kBin, "history", "--history", (dir_ / "history.db").string(), "--json"}, 30);
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  const auto runs = json::parse(h.out)["runs"];
+  ASSERT_EQ(runs.size(), 1u) << h.out;
+  EXPECT_NE(runs[0].dump().find("sharded"), std::string::npos) << runs[0].dump();
   const auto run = json::parse(slurp(dir_ / "merged" / "run.json"));
   EXPECT_EQ(run["partial"], false);
   EXPECT_EQ(run["summary"]["requests_total"], 40);
@@ -306,7 +317,7 @@ TEST_F(Shards, TheKubernetesIndexedJobRunsAndItsMergeJoinsIt) {
     line.replace(at, results.size(), here);
   ASSERT_EQ(line.rfind("tokenscope ", 0), 0u) << line;
   line.replace(0, std::string("tokenscope").size(), kBin);
-  const auto m = run_process({"/bin/sh", "-c", line}, 60);
+  const auto m = run_process({"/usr/bin/env", "XDG_DATA_HOME=" + dir_.string(), "/bin/sh", "-c", line}, 60);
   ASSERT_EQ(m.exit_code, 0) << m.err;
   const auto run = json::parse(slurp(dir_ / "results" / "merged" / "run.json"));
   EXPECT_EQ(run["shards"]["count"], completions);
@@ -340,10 +351,11 @@ TEST_F(Shards, TheSlurmBatchScriptRunsItsTasksAndMerges) {
   const std::string text = slurp(script);
   EXPECT_NE(text.find("--shard env"), std::string::npos);
   EXPECT_EQ(run_process({"/bin/bash", "-n", script.string()}, 10).exit_code, 0) << "bash syntax";
-  const auto r = run_process({"/usr/bin/env", "PATH=" + bin.string() + ":/usr/bin:/bin", "SLURM_NTASKS=2",
-                              "SLURM_JOB_ID=7", "TARGET=" + server.url(""), "OUT=" + (dir_ / "runs").string(),
-                              "NUM_REQUESTS=10", "RATE=40", "START_LEAD_S=2", "/bin/bash", script.string()},
-                             120);
+  const auto r = run_process(
+      {"/usr/bin/env", "PATH=" + bin.string() + ":/usr/bin:/bin", "SLURM_NTASKS=2", "SLURM_JOB_ID=7",
+       "XDG_DATA_HOME=" + dir_.string(), "TARGET=" + server.url(""), "OUT=" + (dir_ / "runs").string(),
+       "NUM_REQUESTS=10", "RATE=40", "START_LEAD_S=2", "/bin/bash", script.string()},
+      120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto run = json::parse(slurp(dir_ / "runs" / "merged" / "run.json"));
   EXPECT_EQ(run["partial"], false);
