@@ -19,6 +19,7 @@
 #include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "rundir/run_set.h"
+#include "session/sim_plan.h"
 #include "session/sim_run.h"
 
 namespace tokenscope::cli {
@@ -31,6 +32,9 @@ struct SimOptions {
   bool no_steps = false, no_samples = false, no_cache = false;  // into run's steps, samples, cache
   bool json = false;
   bool quiet = false;
+  std::vector<std::string> slo;  // --slo, parsed into run.slo
+  bool plan = false;             // --plan (session/sim_plan.h)
+  session::PlanSettings plan_settings;
   unsigned repeat = 1;  // > 1: OUT/repeat-K/ with seeds seed, seed + 1, ... and OUT/sweep.json
 };
 
@@ -96,6 +100,23 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
   sim->add_option("--router-load-bound", o.run.router_load_bound,
                   "prefix-affinity: a replica over this times the mean load is passed over")
       ->capture_default_str()
+      ->group(F);
+  sim->add_option(
+         "--slo", o.slo,
+         "SLO as in bench: [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,ttfo_ms=W,p=P (repeatable; default p "
+         "99): the summary's goodput and attainment, and what --plan must meet")
+      ->group(F);
+  sim->add_flag("--plan", o.plan,
+                "Find the fewest replicas (behind --router) that meet every SLO on this workload: the "
+                "replicas doubled, then bisected; prints each fleet tried (GPUs, goodput, p99s) and, with "
+                "--out, runs the smallest into it with run.json \"plan\" (docs/engine.md \"Planning a "
+                "fleet\")")
+      ->group(F);
+  sim->add_option("--plan-max-replicas", o.plan_settings.max_replicas, "--plan: the most replicas tried")
+      ->capture_default_str()
+      ->group(F);
+  sim->add_option("--gpu-cost-per-hour", o.plan_settings.gpu_cost_per_hour,
+                  "--plan: a GPU's price per hour, for a cost column")
       ->group(F);
   sim->add_flag("--coupling", o.run.coupling,
                 "After the mix, run each task class alone at its own arrival times (OUT/coupling/CLASS/) and "
@@ -211,6 +232,24 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   run.steps = !o.no_steps;
   run.samples = !o.no_samples;
   run.cache = !o.no_cache;
+  for (const auto& text : o.slo) run.slo.push_back(bench::parse_slo_spec(text));
+  if (o.plan) {
+    if (o.run.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
+    if (o.run.coupling) throw UsageError("--plan and --coupling cannot be combined");
+    const session::PlanResult plan = session::plan_fleet(run, o.plan_settings, interrupted, std::cerr);
+    const nlohmann::json plan_json = plan.to_json(o.plan_settings, run);
+    if (o.json && (o.run.out.empty() || !plan.smallest)) std::cout << plan_json.dump(2) << "\n";
+    if (!o.json && !o.quiet) print_plan(std::cout, plan_json);
+    if (plan.interrupted) {
+      std::cerr << "interrupted: the fleets tried so far are above\n";
+      return kExitInterrupted;
+    }
+    if (!plan.smallest) return kExitFailure;
+    if (o.run.out.empty()) return kExitOk;
+    // The smallest fleet, run into --out, with the plan that chose it.
+    run.replicas = *plan.smallest;
+    run.plan = plan_json;
+  }
   const session::SimRunResult r = session::run_sim(run, interrupted, std::cerr);
   const engine::EffectiveEngine& eff = r.engine;
   const engine::SimReport& report = r.report;

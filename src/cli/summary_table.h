@@ -27,6 +27,8 @@ void print_summary_table(std::ostream& os, const SummaryHeader& header, const nl
 void print_coupling(std::ostream& os, const nlohmann::json& coupling);
 // A fleet run's replicas (run.json "fleet"): requests, latency, throughput, prefix hits each.
 void print_fleet(std::ostream& os, const nlohmann::json& fleet);
+// sim --plan (run.json "plan"): a row per fleet tried, and the choice.
+void print_plan(std::ostream& os, const nlohmann::json& plan);
 
 // The between-run statistics of repeats (rundir/run_set.h
 // repeat_statistics), one line per metric in repeat_metrics() order: the

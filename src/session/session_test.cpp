@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "core/error.h"
 #include "core/temp_dir.h"
 #include "session/finishers.h"
+#include "session/sim_plan.h"
 #include "session/sim_run.h"
 
 namespace tokenscope::session {
@@ -250,6 +252,76 @@ TEST(Finishers, AFailureIsToldAndDoesNotThrow) {
   EXPECT_FALSE(finish_run(f, (tmp / "empty").string(), {(tmp / "empty").string()}, std::nullopt, log));
   EXPECT_NE(log.str().find("was not registered in the history"), std::string::npos) << log.str();
   EXPECT_NE(log.str().find("report.html not written"), std::string::npos) << log.str();
+}
+
+// sim --plan: a load one replica cannot carry within a TTFT SLO. The plan's
+// smallest fleet meets every SLO and the fleet one replica smaller does not,
+// each checked here by a run of its own; every fleet tried at or above the
+// smallest met them (passing was monotone), and the fleets tried are the
+// doubling and the bisection.
+SimRunSettings overloaded() {
+  SimRunSettings s;
+  s.workload.num_requests = 600;
+  s.workload.rate_rps = 60.0;
+  s.workload.input_len = workload::parse_input_len("fixed:2000");
+  s.workload.output_len = workload::parse_output_len("fixed:64");
+  s.workload.seed = 3;
+  s.slo = {bench::parse_slo_spec("ttft_ms=300,p=95")};
+  return s;
+}
+
+bool meets(const nlohmann::json& summary) {
+  for (const auto& [cls, a] : summary["slo_attainment"].items())
+    if (!a["pass"].get<bool>()) return false;
+  return !summary["slo_attainment"].empty();
+}
+
+TEST(SimPlan, TheSmallestFleetMeetsTheSloAndOneReplicaLessDoesNot) {
+  std::atomic<bool> stop{false};
+  std::ostringstream log;
+  const SimRunSettings base = overloaded();
+  PlanSettings ps;
+  ps.max_replicas = 32;
+  ps.gpu_cost_per_hour = 2.5;
+  const PlanResult plan = plan_fleet(base, ps, stop, log);
+  ASSERT_TRUE(plan.smallest) << log.str();
+  const std::uint32_t n = *plan.smallest;
+  ASSERT_GT(n, 1u) << "one replica must not carry this load, or the search is not exercised";
+  EXPECT_TRUE(plan.monotone);
+  for (const auto& p : plan.points) EXPECT_EQ(p.pass, p.replicas >= n) << p.replicas;
+  // Doubling until the first pass, then bisection: the fleet one smaller was tried.
+  std::set<std::uint32_t> tried;
+  for (const auto& p : plan.points) tried.insert(p.replicas);
+  EXPECT_TRUE(tried.contains(n - 1));
+  for (std::uint32_t k = 1; k < n; k *= 2) EXPECT_TRUE(tried.contains(k)) << k;
+  // Independent runs of the two fleets on each side.
+  SimRunSettings a = base, b = base;
+  a.replicas = n;
+  b.replicas = n - 1;
+  std::ostringstream quiet;
+  EXPECT_TRUE(meets(run_sim(a, stop, quiet).summary));
+  EXPECT_FALSE(meets(run_sim(b, stop, quiet).summary));
+  // run.json's plan: the choice, GPUs and cost.
+  const auto j = plan.to_json(ps, base);
+  EXPECT_EQ(j["smallest_replicas"], n);
+  EXPECT_EQ(j["smallest_gpus"], n * plan.gpus_per_replica);
+  EXPECT_EQ(j["points"].size(), plan.points.size());
+  EXPECT_DOUBLE_EQ(j["points"][0]["cost_per_hour"].get<double>(), 2.5 * plan.gpus_per_replica);
+  EXPECT_EQ(j["slo"], nlohmann::json::array({"ttft_ms=300,p=95"}));
+  // Too few replicas allowed: no fleet meets it, said as none.
+  ps.max_replicas = n - 1;
+  const PlanResult none = plan_fleet(base, ps, stop, log);
+  EXPECT_FALSE(none.smallest);
+  EXPECT_FALSE(none.points.empty());
+  for (const auto& p : none.points) EXPECT_FALSE(p.pass);
+}
+
+TEST(SimPlan, APlanWithoutAnSloIsRefused) {
+  std::atomic<bool> stop{false};
+  std::ostringstream log;
+  SimRunSettings s = overloaded();
+  s.slo.clear();
+  EXPECT_THROW(plan_fleet(s, {}, stop, log), UsageError);
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ struct ReplicaSink final : RecordSink {
 }  // namespace
 
 nlohmann::json requested_settings(const SimRunSettings& o) {
-  return {
+  nlohmann::json requested = {
       {"workload", workload::to_json(o.workload)},
       {"fleet", o.replicas > 1 ? nlohmann::json{{"replicas", o.replicas},
                                                 {"router", o.router},
@@ -95,6 +95,13 @@ nlohmann::json requested_settings(const SimRunSettings& o) {
         {"samples", o.samples},
         {"sample_interval_s", o.sample_interval_s}}},
   };
+  // Only when given: the settings (and their hash) of runs without SLOs stay as they were.
+  if (!o.slo.empty()) {
+    std::vector<std::string> texts;
+    for (const auto& s : o.slo) texts.push_back(s.text);
+    requested["slo"] = texts;
+  }
+  return requested;
 }
 
 SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupted, std::ostream& log) {
@@ -123,6 +130,17 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     bw.w = std::move(file.workload);
     bw.effective = std::move(file.effective);
     slos = std::move(file.slos);
+  }
+  // --slo: per class, or for every class the workload file gave none (as bench's).
+  for (const auto& spec : o.slo) {
+    if (!spec.task_class.empty()) {
+      slos[spec.task_class] = spec.slo;
+    } else if (bw.w.classes.empty()) {
+      if (!slos.contains("")) slos[""] = spec.slo;
+    } else {
+      for (const auto& c : bw.w.classes)
+        if (!slos.contains(c)) slos[c] = spec.slo;
+    }
   }
   if (!o.only_class.empty()) {  // --coupling: one class alone, at its own arrival times
     std::vector<workload::Request> kept;
@@ -271,6 +289,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   run["perturbations"] = result.perturbations;
   if (engine_one && engine_one->perturber()) run["perturbation_seed"] = settings.perturbation_seed;
   run["virtual_end_s"] = nanos_to_s(report.virtual_end_ns);
+  if (!o.plan.is_null()) run["plan"] = o.plan;
   if (fleet_run) {
     run["fleet"] = result.fleet;
     run["observe"] = {{"samples_file", nullptr},

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyze/coupling.h"
+#include "bench/bench_settings.h"
 #include "engine/engine.h"
 #include "engine/engine_options.h"
 #include "engine/simulator.h"
@@ -41,6 +42,13 @@ struct SimRunSettings {
   std::uint32_t replicas = 1;
   std::string router = "round-robin";
   double router_load_bound = 1.25;
+  // --slo (bench's grammar, bench/bench_settings.h): SLOs per class, or for
+  // every class without one from the workload file; the summary's goodput
+  // and attainment.
+  std::vector<bench::SloSpec> slo;
+  // sim --plan (session/sim_plan.h): the plan that chose this fleet, as
+  // run.json "plan"; null: none.
+  nlohmann::json plan;
   // Output: a run directory (empty: the summary only).
   std::string out;
   bool overwrite = false;          // replace the run already in `out`

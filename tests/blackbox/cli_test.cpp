@@ -733,6 +733,50 @@ TEST_F(Cli, ReplaysThePublicTraces) {
   EXPECT_GT(nlohmann::json::parse(moon.out)["prefix_cache_hit_rate"].get<double>(), 0.01);
 }
 
+// sim --plan: the fleets tried printed, the smallest that meets the SLO run
+// into --out with run.json "plan"; refusals for a plan without an SLO and
+// with --replicas.
+TEST_F(Cli, SimPlanFindsTheSmallestFleetAndRunsIt) {
+  const auto out = dir_ / "plan";
+  const std::vector<std::string> load = {"--num-requests", "600",        "--rate",       "60",
+                                         "--input-len",    "fixed:2000", "--output-len", "fixed:64",
+                                         "--seed",         "3"};
+  auto args = load;
+  args.insert(args.end(),
+              {"--plan", "--slo", "ttft_ms=300,p=95", "--gpu-cost-per-hour", "2", "--out", out.string()});
+  const auto r = sim(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: the fewest replicas"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("smallest: "), std::string::npos) << r.out;
+  const auto run = nlohmann::json::parse(slurp(out / "run.json"));
+  const auto n = run["plan"]["smallest_replicas"].get<int>();
+  EXPECT_GT(n, 1);
+  EXPECT_EQ(run["fleet"]["replicas"], n) << "the run in --out is the smallest fleet";
+  for (const auto& [cls, a] : run["summary"]["slo_attainment"].items())
+    EXPECT_TRUE(a["pass"].get<bool>()) << cls;
+  EXPECT_EQ(run["settings"]["requested"]["slo"], nlohmann::json::array({"ttft_ms=300,p=95"}));
+  for (const auto& p : run["plan"]["points"])
+    EXPECT_DOUBLE_EQ(p["cost_per_hour"].get<double>(), 2.0 * p["gpus"].get<double>());
+  // Up to too few replicas: none meets it (exit 1), and nothing is written.
+  auto few = load;
+  few.insert(few.end(), {"--plan", "--slo", "ttft_ms=300,p=95", "--plan-max-replicas", std::to_string(n - 1),
+                         "--out", (dir_ / "none").string()});
+  const auto f = sim(few);
+  EXPECT_EQ(f.exit_code, 1) << f.err;
+  EXPECT_NE(f.out.find("no fleet of up to"), std::string::npos) << f.out;
+  EXPECT_FALSE(fs::exists(dir_ / "none" / "run.json"));
+  auto no_slo = load;
+  no_slo.push_back("--plan");
+  const auto e = sim(no_slo);
+  EXPECT_EQ(e.exit_code, 2);
+  EXPECT_NE(e.err.find("give --slo"), std::string::npos) << e.err;
+  auto with_replicas = load;
+  with_replicas.insert(with_replicas.end(), {"--plan", "--slo", "ttft_ms=300", "--replicas", "4"});
+  const auto w = sim(with_replicas);
+  EXPECT_EQ(w.exit_code, 2);
+  EXPECT_NE(w.err.find("drop --replicas"), std::string::npos) << w.err;
+}
+
 TEST_F(Cli, SimRunsAFleetBehindARouterAndSaysEachRequestsReplica) {
   const auto out = dir_ / "fleet";
   const auto r = sim({"--replicas", "3", "--router", "round-robin", "--num-requests", "60", "--rate", "20",
