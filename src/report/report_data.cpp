@@ -958,6 +958,8 @@ nlohmann::json report_data(const ReportInput& in, const ReportOptions& options) 
     // Agentic tasks (docs/tasks.md): only for runs that have them, so that
     // the data of a run without tasks is as it was.
     if (auto tasks = tasks_json(run); !tasks.is_null()) r["tasks"] = std::move(tasks);
+    // sim --plan: the fleets tried (docs/engine.md "Planning a fleet"), as run.json has them.
+    if (const auto& plan = json_at(run.run_json, {"plan"}); plan.is_object()) r["plan"] = plan;
     // The regression checklist of `check` (check.json), as it wrote it.
     if (!run.check.is_null()) r["check"] = run.check;
     runs.push_back(std::move(r));

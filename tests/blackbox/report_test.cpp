@@ -206,6 +206,27 @@ TEST_F(Report, ASimRunWithPhasesAndProbesInTheBrowser) {
   EXPECT_NE(html.find("\"phase\":\"warm-up\""), std::string::npos);
 }
 
+// sim --plan's run in the page: the fleets tried as a table and two charts
+// (goodput and p99s by GPUs), in a real browser without console errors.
+TEST_F(Report, AFleetPlanInThePage) {
+  const auto sim = dir_ / "plan";
+  auto r = run_process({kBin, "sim", "--quiet", "--num-requests", "600", "--rate", "60", "--input-len",
+                        "fixed:2000", "--output-len", "fixed:64", "--seed", "3", "--plan", "--slo",
+                        "ttft_ms=300,p=95", "--out", sim.string(), "--no-history"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = report({sim.string(), "--out", (dir_ / "page.html").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json page = browser_check(dir_ / "page.html");
+  std::string titles;
+  for (const auto& t : page["titles"]) titles += t.get<std::string>() + "\n";
+  for (const char* want : {"Goodput by GPUs", "p99 latency by GPUs"})
+    EXPECT_NE(titles.find(want), std::string::npos) << want << " not in\n" << titles;
+  const auto run = json::parse(slurp(sim / "run.json"));
+  EXPECT_NE(
+      slurp(dir_ / "page.html").find("\"smallest_replicas\":" + run["plan"]["smallest_replicas"].dump()),
+      std::string::npos);
+}
+
 // Agentic tasks: two benches of a workload whose tool fails 40% of the
 // time (no retries, so tasks fail at it), reported together: the data has
 // each run's tasks, the text their summary lines, and the page, in a real

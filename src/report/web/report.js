@@ -1147,6 +1147,37 @@
     if (!drawn) seriesBox.append(el("div", {class: "empty"}, "No sampled series: no run has samples.jsonl."));
   }
 
+  // ---- sim --plan: the fleets tried, GPUs against goodput and the p99s
+  const planRuns = runs.map((r, i) => [r, i]).filter(([r]) => r.plan && (r.plan.points || []).length);
+  for (const [r, i] of planRuns) {
+    const p = r.plan, pts = p.points;
+    const cost = isNum(p.gpu_cost_per_hour);
+    const box = el("div", {class: "charts"});
+    const rows = pts.map((q) => [fmt(q.replicas, 0), fmt(q.gpus, 0)].concat(cost ? [fmt(q.cost_per_hour, 2)] : [])
+                     .concat([fmt(q.goodput_rps, 2), fmt(q.request_throughput_rps, 2), fmt(q.ttft_p99_ms, 1),
+                              fmt(q.tpot_p99_ms, 1), fmt(q.e2e_p99_ms, 1), q.pass ? "met" : "missed"]));
+    const choice = isNum(p.smallest_replicas)
+        ? "The fewest replicas meeting every SLO: " + fmt(p.smallest_replicas, 0) + " (" + fmt(p.smallest_gpus, 0) +
+          " GPUs)."
+        : "No fleet of up to " + fmt(p.max_replicas, 0) + " replicas met every SLO.";
+    section("Fleet plan" + (multi ? ": " + r.name : ""),
+            "sim --plan, router " + p.router + ", SLO " + (p.slo || []).join("; ") + ": each fleet tried " +
+            "(replicas doubled, then bisected). " + choice +
+            (p.monotone === false ? " A fleet missed with more replicas than one that met: the search may not " +
+                                    "have found the smallest." : ""),
+            table(["replicas", "GPUs"].concat(cost ? ["$/hour"] : []).concat(["goodput (req/s)", "req/s",
+                  "TTFT p99 (ms)", "TPOT p99 (ms)", "E2E p99 (ms)", "SLOs"]), rows), box);
+    const gpus = pts.map((q) => q.gpus);
+    const lk = look(i, 0);
+    lineChart(box, "Goodput by GPUs", "Requests per second that met every SLO, by the fleet's GPUs.", "GPUs",
+              "req/s", [{label: "goodput", x: gpus, y: pts.map((q) => q.goodput_rps), color: lk.color},
+                        {label: "throughput", x: gpus, y: pts.map((q) => q.request_throughput_rps),
+                         color: lk.color, dash: [6, 4]}]);
+    lineChart(box, "p99 latency by GPUs", "TTFT (solid) and E2E (dashed) p99 of each fleet tried.", "GPUs", "ms",
+              [{label: "TTFT p99", x: gpus, y: pts.map((q) => q.ttft_p99_ms), color: lk.color},
+               {label: "E2E p99", x: gpus, y: pts.map((q) => q.e2e_p99_ms), color: lk.color, dash: [6, 4]}]);
+  }
+
   // ---- sim: per engine step (steps.jsonl)
   const stepRuns = runs.map((r, i) => [r, i]).filter(([r]) => r.steps && (r.steps.series || []).length);
   if (stepRuns.length) {
