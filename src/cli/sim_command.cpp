@@ -106,17 +106,21 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
          "SLO as in bench: [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,ttfo_ms=W,p=P (repeatable; default p "
          "99): the summary's goodput and attainment, and what --plan must meet")
       ->group(F);
-  sim->add_flag("--plan", o.plan,
-                "Find the fewest replicas (behind --router) that meet every SLO on this workload: the "
-                "replicas doubled, then bisected; prints each fleet tried (GPUs, goodput, p99s) and, with "
-                "--out, runs the smallest into it with run.json \"plan\" (docs/engine.md \"Planning a "
-                "fleet\")")
-      ->group(F);
+  CLI::Option* plan_flag =
+      sim->add_flag(
+             "--plan", o.plan,
+             "Find the fewest replicas (behind --router) that meet every SLO on this workload: the "
+             "replicas doubled, then bisected; prints each fleet tried (GPUs, goodput, p99s) and, with "
+             "--out, runs the smallest into it with run.json \"plan\" (docs/engine.md \"Planning a "
+             "fleet\")")
+          ->group(F);
   sim->add_option("--plan-max-replicas", o.plan_settings.max_replicas, "--plan: the most replicas tried")
       ->capture_default_str()
+      ->needs(plan_flag)
       ->group(F);
   sim->add_option("--gpu-cost-per-hour", o.plan_settings.gpu_cost_per_hour,
                   "--plan: a GPU's price per hour, for a cost column")
+      ->needs(plan_flag)
       ->group(F);
   sim->add_flag("--coupling", o.run.coupling,
                 "After the mix, run each task class alone at its own arrival times (OUT/coupling/CLASS/) and "
@@ -141,7 +145,11 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
                 "the run then reads its JSON Lines (docs/check.md)")
       ->group(O);
   add_run_history_options(sim, o.run.finish.history, o.run.tags, O);
-  sim->add_flag("--json", o.json, "Print the summary as JSON instead of a table")->group(O);
+  sim->add_flag(
+         "--json", o.json,
+         "Print the summary as JSON instead of a table (--plan: {\"plan\", \"summary\"} of the fleet it "
+         "chose, the plan alone when it ran none)")
+      ->group(O);
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
 
   std::string footer = "\nSummary metrics (run.json \"summary\"):\n";
@@ -149,7 +157,10 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
     footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
   for (const auto& k : metrics::kDistributionKeys)
     footer += fmt::format("  {:<30} {:<8} {}\n", k.key, k.unit, k.definition);
-  footer += "\nExit codes: 0 ok, 1 I/O failure, 2 bad input or options, 130 interrupted (results kept).\n";
+  footer +=
+      "\nExit codes: 0 ok, 1 I/O failure or --plan found no fleet meeting the SLOs, 2 bad input or options, "
+      "130 "
+      "interrupted (results kept).\n";
   sim->footer(footer);
   return {sim, [options, interrupts] { return run_sim(*options, *interrupts.interrupted); }};
 }
@@ -164,6 +175,7 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted);
 int run_sim_repeats(const SimOptions& o, const std::atomic<bool>& interrupted) {
   if (o.run.out.empty()) throw UsageError("--repeat: needs --out (the directory of the repeats)");
   if (o.run.coupling) throw UsageError("--repeat and --coupling cannot be combined");
+  if (o.plan) throw UsageError("--repeat and --plan cannot be combined (plan once, then repeat its fleet)");
   const std::filesystem::path out = o.run.out;
   claim_run_directory(out, o.run.overwrite, "--out");
   std::filesystem::create_directories(out);
@@ -236,16 +248,21 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   if (o.plan) {
     if (o.run.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
     if (o.run.coupling) throw UsageError("--plan and --coupling cannot be combined");
-    const session::PlanResult plan = session::plan_fleet(run, o.plan_settings, interrupted, std::cerr);
+    // A directory that holds a run is refused now, not after the search.
+    if (!o.run.out.empty() && !o.run.overwrite) claim_run_directory(o.run.out, false, "--out");
+    std::ostringstream quiet_log;
+    const session::PlanResult plan =
+        session::plan_fleet(run, o.plan_settings, interrupted, o.quiet ? quiet_log : std::cerr);
     const nlohmann::json plan_json = plan.to_json(o.plan_settings, run);
-    if (o.json && (o.run.out.empty() || !plan.smallest)) std::cout << plan_json.dump(2) << "\n";
+    const bool final_run = !o.run.out.empty() && plan.smallest && !interrupted.load();
+    if (o.json && !final_run) std::cout << nlohmann::json{{"plan", plan_json}}.dump(2) << "\n";
     if (!o.json && !o.quiet) print_plan(std::cout, plan_json);
-    if (plan.interrupted) {
-      std::cerr << "interrupted: the fleets tried so far are above\n";
+    if (plan.interrupted || interrupted.load()) {
+      std::cerr << "interrupted: the search stopped, and chose no fleet\n";
       return kExitInterrupted;
     }
     if (!plan.smallest) return kExitFailure;
-    if (o.run.out.empty()) return kExitOk;
+    if (!final_run) return kExitOk;
     // The smallest fleet, run into --out, with the plan that chose it.
     run.replicas = *plan.smallest;
     run.plan = plan_json;
@@ -255,7 +272,9 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   const engine::SimReport& report = r.report;
   const std::string& out = o.run.out;
   if (o.json) {
-    std::cout << r.summary.dump(2) << "\n";
+    // --plan: the plan, and the summary of the fleet it chose.
+    std::cout << (o.plan ? nlohmann::json{{"plan", run.plan}, {"summary", r.summary}} : r.summary).dump(2)
+              << "\n";
   } else if (!o.quiet) {
     SummaryHeader h;
     h.title = fmt::format("tokenscope sim: {} on {}x {} (TP={})", eff.model.name, eff.tensor_parallel,

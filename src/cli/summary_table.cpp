@@ -74,25 +74,34 @@ void print_plan(std::ostream& os, const nlohmann::json& plan) {
   os << fmt::format("plan: the fewest replicas ({} GPUs each, router {}) meeting every SLO\n",
                     plan["gpus_per_replica"].get<std::uint64_t>(),
                     display_text(plan["router"].get<std::string>()));
-  os << fmt::format("  {:>8} {:>5} {:>9} {:>11} {:>11} {:>12} {:>12} {:>12}  {}\n", "replicas", "GPUs",
-                    cost ? "$/hour" : "", "goodput/s", "req/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms",
-                    "SLOs");
+  os << fmt::format("  {:>8} {:>5} {:>9} {:>11} {:>11} {:>8} {:>12} {:>12} {:>12}  {}\n", "replicas", "GPUs",
+                    cost ? "$/hour" : "", "goodput/s", "req/s", "failed", "TTFT p99 ms", "TPOT p99 ms",
+                    "E2E p99 ms", "SLOs");
   const auto num = [](const nlohmann::json& v, const char* f) {
     return v.is_number() ? fmt::format(fmt::runtime(f), v.get<double>()) : std::string("-");
   };
-  for (const auto& p : plan["points"])
-    os << fmt::format("  {:>8} {:>5} {:>9} {:>11} {:>11} {:>12} {:>12} {:>12}  {}\n",
+  bool failures = false;
+  for (const auto& p : plan["points"]) {
+    failures |= p.value("requests_failed", 0) > 0;
+    os << fmt::format("  {:>8} {:>5} {:>9} {:>11} {:>11} {:>8} {:>12} {:>12} {:>12}  {}\n",
                       p["replicas"].get<std::uint64_t>(), p["gpus"].get<std::uint64_t>(),
                       cost ? num(p["cost_per_hour"], "{:.2f}") : "", num(p["goodput_rps"], "{:.2f}"),
-                      num(p["request_throughput_rps"], "{:.2f}"), num(p["ttft_p99_ms"], "{:.1f}"),
-                      num(p["tpot_p99_ms"], "{:.1f}"), num(p["e2e_p99_ms"], "{:.1f}"),
-                      p["pass"].get<bool>() ? "met" : "missed");
-  if (plan["smallest_replicas"].is_number())
+                      num(p["request_throughput_rps"], "{:.2f}"), num(p["requests_failed"], "{:.0f}"),
+                      num(p["ttft_p99_ms"], "{:.1f}"), num(p["tpot_p99_ms"], "{:.1f}"),
+                      num(p["e2e_p99_ms"], "{:.1f}"), p["pass"].get<bool>() ? "met" : "missed");
+  }
+  if (plan.value("interrupted", false))
+    os << fmt::format("  interrupted after {} fleets: no fleet chosen\n", plan["points"].size());
+  else if (plan["smallest_replicas"].is_number())
     os << fmt::format("  smallest: {} replicas, {} GPUs\n", plan["smallest_replicas"].get<std::uint64_t>(),
                       plan["smallest_gpus"].get<std::uint64_t>());
   else
     os << fmt::format("  no fleet of up to {} replicas met every SLO\n",
                       plan["max_replicas"].get<std::uint64_t>());
+  if (failures)
+    os << "  note: failed requests (rejected: too long for a replica) count as missing every SLO target, "
+          "whatever "
+          "the replicas\n";
   if (!plan.value("monotone", true))
     os << "  note: a fleet missed with more replicas than one that met: the search assumes more replicas "
           "never "

@@ -322,6 +322,33 @@ TEST(SimPlan, APlanWithoutAnSloIsRefused) {
   SimRunSettings s = overloaded();
   s.slo.clear();
   EXPECT_THROW(plan_fleet(s, {}, stop, log), UsageError);
+  // An SLO without a target, or for a class the workload does not have.
+  s.slo = {bench::parse_slo_spec("p=95")};
+  EXPECT_THROW(plan_fleet(s, {}, stop, log), UsageError);
+  s.slo = {bench::parse_slo_spec("chat:ttft_ms=300")};
+  try {
+    plan_fleet(s, {}, stop, log);
+    ADD_FAILURE() << "an SLO of a class the workload does not have";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no class 'chat' (its classes: default)"), std::string::npos)
+        << e.what();
+  }
+  // "default" names the class of requests that name none.
+  s.slo = {bench::parse_slo_spec("default:ttft_ms=300,p=95")};
+  PlanSettings ps;
+  ps.max_replicas = 32;
+  const PlanResult p = plan_fleet(s, ps, stop, log);
+  ASSERT_TRUE(p.smallest);
+  EXPECT_EQ(*p.smallest, *plan_fleet(overloaded(), ps, stop, log).smallest);
+}
+
+TEST(SimPlan, AnInterruptedSearchChoosesNothing) {
+  std::atomic<bool> stop{true};
+  std::ostringstream log;
+  const PlanResult p = plan_fleet(overloaded(), {}, stop, log);
+  EXPECT_TRUE(p.interrupted);
+  EXPECT_FALSE(p.smallest);
+  EXPECT_EQ(p.to_json({}, overloaded())["smallest_replicas"], nullptr);
 }
 
 }  // namespace

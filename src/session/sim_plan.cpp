@@ -12,13 +12,19 @@ namespace tokenscope::session {
 
 namespace {
 
-// Every SLO of the fleet's summary met (false when it has none).
+// Every SLO of the fleet's summary met (false when it has none). A class
+// with an SLO and no request in the run (a share too small for a short run)
+// has nothing to meet: no number of replicas would change it.
 bool passes(const nlohmann::json& summary) {
   const auto it = summary.find("slo_attainment");
   if (it == summary.end() || !it->is_object() || it->empty()) return false;
-  for (const auto& [cls, a] : it->items())
+  bool any = false;
+  for (const auto& [cls, a] : it->items()) {
+    if (a.value("requests", 0) == 0) continue;
+    any = true;
     if (!a.value("pass", false)) return false;
-  return true;
+  }
+  return any;
 }
 
 nlohmann::json p99(const nlohmann::json& summary, const char* key) {
@@ -34,10 +40,21 @@ PlanResult plan_fleet(const SimRunSettings& base, const PlanSettings& settings,
   if (settings.max_replicas < 1 || settings.max_replicas > 4096)
     throw UsageError(fmt::format("--plan-max-replicas {}: expected 1 to 4096", settings.max_replicas));
   if (!(settings.gpu_cost_per_hour >= 0)) throw UsageError("--gpu-cost-per-hour: expected a price >= 0");
+  if (base.slo.empty() && base.workload_file.empty())
+    throw UsageError(
+        "--plan: the fleet must meet an SLO: give --slo (e.g. --slo ttft_ms=500,tpot_ms=50) or a "
+        "workload file with SLOs");
+  if (!base.engine.perturb.items.empty())
+    throw UsageError("--plan and --perturb cannot be combined yet (the perturbations act on one engine)");
+  if (base.coupling) throw UsageError("--plan and --coupling cannot be combined");
   PlanResult result;
   std::map<std::uint32_t, PlanPoint> tried;
   const auto evaluate = [&](std::uint32_t n) -> bool {
     if (const auto it = tried.find(n); it != tried.end()) return it->second.pass;
+    if (interrupted.load()) {
+      result.interrupted = true;
+      return false;
+    }
     SimRunSettings one = base;
     one.replicas = n;
     one.out.clear();
@@ -63,6 +80,7 @@ PlanResult plan_fleet(const SimRunSettings& base, const PlanSettings& settings,
     p.pass = passes(r.summary);
     p.summary = r.summary;
     p.cpu_s = r.cpu_s;
+    if (tried.empty()) result.slos = r.slos;
     log << fmt::format("plan: {:>4} replicas ({} GPUs): {} ({:.2f} CPU s)\n", n, p.gpus,
                        p.pass ? "meets every SLO" : "misses", p.cpu_s);
     tried[n] = std::move(p);
@@ -86,7 +104,8 @@ PlanResult plan_fleet(const SimRunSettings& base, const PlanSettings& settings,
     else if (!result.interrupted)
       fail = mid;
   }
-  if (pass > 0) result.smallest = pass;
+  // An interrupted search proved nothing about the fleets it did not settle.
+  if (pass > 0 && !result.interrupted) result.smallest = pass;
   for (auto& [n, p] : tried) result.points.push_back(std::move(p));
   // Monotone as far as was tried: no failure above a pass.
   std::uint32_t lowest_pass = 0;
@@ -113,6 +132,7 @@ nlohmann::json PlanResult::to_json(const PlanSettings& settings, const SimRunSet
                            {"goodput_rps", p.summary.value("goodput_rps", 0.0)},
                            {"request_throughput_rps", p.summary.value("request_throughput_rps", 0.0)},
                            {"requests_failed", p.summary.value("requests_failed", 0)},
+                           {"requests_total", p.summary.value("requests_total", 0)},
                            {"ttft_p99_ms", p99(p.summary, "ttft_ms")},
                            {"tpot_p99_ms", p99(p.summary, "tpot_ms")},
                            {"e2e_p99_ms", p99(p.summary, "e2e_ms")},
@@ -121,8 +141,19 @@ nlohmann::json PlanResult::to_json(const PlanSettings& settings, const SimRunSet
   }
   std::vector<std::string> slo_texts;
   for (const auto& s : base.slo) slo_texts.push_back(s.text);
+  // The SLOs the fleets were held to, per class: --slo's and the workload file's.
+  nlohmann::json applied = nlohmann::json::object();
+  for (const auto& [cls, slo] : slos) {
+    nlohmann::json t = {{"percentile", slo.percentile}};
+    if (slo.ttft_ms) t["ttft_ms"] = *slo.ttft_ms;
+    if (slo.tpot_ms) t["tpot_ms"] = *slo.tpot_ms;
+    if (slo.e2e_ms) t["e2e_ms"] = *slo.e2e_ms;
+    if (slo.ttfo_ms) t["ttfo_ms"] = *slo.ttfo_ms;
+    applied[cls.empty() ? "default" : cls] = t;
+  }
   return {
       {"router", base.router},
+      {"slos", applied},
       {"max_replicas", settings.max_replicas},
       {"gpus_per_replica", gpus_per_replica},
       {"gpu_cost_per_hour",

@@ -13,8 +13,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -41,8 +43,9 @@ struct PlanResult {
   std::vector<PlanPoint> points;          // by replicas
   std::optional<std::uint32_t> smallest;  // the fewest replicas that met every SLO
   std::uint32_t gpus_per_replica = 1;
-  bool monotone = true;  // no fleet failed with more replicas than one that passed
-  bool interrupted = false;
+  bool monotone = true;             // no fleet failed with more replicas than one that passed
+  bool interrupted = false;         // Ctrl-C: the search stopped, and chose nothing
+  std::map<std::string, Slo> slos;  // the SLOs the fleets were held to, by class ("" : default)
   // run.json "plan": the settings, every point (replicas, gpus, cost, pass,
   // goodput, throughput, p99s, each class's attainment) and the choice.
   nlohmann::json to_json(const PlanSettings& settings, const SimRunSettings& base) const;

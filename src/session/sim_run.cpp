@@ -133,8 +133,19 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   }
   // --slo: per class, or for every class the workload file gave none (as bench's).
   for (const auto& spec : o.slo) {
+    if (spec.slo.empty())
+      throw UsageError(
+          fmt::format("--slo '{}': no target: give ttft_ms, tpot_ms, e2e_ms or ttfo_ms", spec.text));
     if (!spec.task_class.empty()) {
-      slos[spec.task_class] = spec.slo;
+      // The class as the summary names it: "default" is the class of requests that name none.
+      const std::string cls = spec.task_class == "default" ? "" : spec.task_class;
+      if (std::find(bw.w.classes.begin(), bw.w.classes.end(), cls) == bw.w.classes.end()) {
+        std::string names;
+        for (const auto& c : bw.w.classes) names += (names.empty() ? "" : ", ") + (c.empty() ? "default" : c);
+        throw UsageError(fmt::format("--slo '{}': the workload has no class '{}' (its classes: {})",
+                                     spec.text, spec.task_class, names));
+      }
+      slos[cls] = spec.slo;
     } else if (bw.w.classes.empty()) {
       if (!slos.contains("")) slos[""] = spec.slo;
     } else {
@@ -207,6 +218,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
                               .cache = !o.out.empty() && o.cache ? rundir::run_cache_writer() : nullptr});
   const bool out = session.has_dir();
   session.summary().set_slos(slos);
+  result.slos = slos;
   if (out && o.samples && !fleet_run) session.open_samples();
   analyze::LatencyTap tap(session);  // the latencies by class, for --coupling
   const bool tapped = o.coupling || !o.only_class.empty();

@@ -73,6 +73,7 @@ struct SimRunResult {
   nlohmann::json coupling;  // --coupling: run.json "coupling"; null otherwise
   nlohmann::json fleet;     // --replicas > 1: run.json "fleet" (the router, each replica); null otherwise
   std::map<std::string, analyze::ClassLatencies> latencies;  // by class (with --coupling or only_class)
+  std::map<std::string, Slo> slos;  // the SLOs the summary held the requests to, by class ("" : default)
 };
 
 // Throws UsageError for bad settings or input, IoError when the run

@@ -775,6 +775,29 @@ TEST_F(Cli, SimPlanFindsTheSmallestFleetAndRunsIt) {
   const auto w = sim(with_replicas);
   EXPECT_EQ(w.exit_code, 2);
   EXPECT_NE(w.err.find("drop --replicas"), std::string::npos) << w.err;
+  // --json: the plan and the summary of the fleet it chose.
+  auto as_json = load;
+  as_json.insert(as_json.end(), {"--plan", "--slo", "ttft_ms=300,p=95", "--json", "--quiet", "--out",
+                                 (dir_ / "json").string()});
+  const auto j = sim(as_json);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto printed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(printed["plan"]["smallest_replicas"], n);
+  EXPECT_EQ(printed["summary"]["requests_total"], 600);
+  EXPECT_EQ(j.err.find("plan: "), std::string::npos) << "--quiet: no progress lines";
+  // Refused before any fleet runs: a directory holding a run, --repeat, the plan's options without --plan.
+  auto again = load;
+  again.insert(again.end(), {"--plan", "--slo", "ttft_ms=300,p=95", "--out", out.string()});
+  const auto a = sim(again);
+  EXPECT_EQ(a.exit_code, 2);
+  EXPECT_EQ(a.out.find("plan: the fewest"), std::string::npos) << a.out;
+  auto repeat = load;
+  repeat.insert(repeat.end(),
+                {"--plan", "--slo", "ttft_ms=300", "--repeat", "2", "--out", (dir_ / "r").string()});
+  EXPECT_EQ(sim(repeat).exit_code, 2);
+  auto cost_alone = load;
+  cost_alone.insert(cost_alone.end(), {"--gpu-cost-per-hour", "2"});
+  EXPECT_EQ(sim(cost_alone).exit_code, 2);
 }
 
 TEST_F(Cli, SimRunsAFleetBehindARouterAndSaysEachRequestsReplica) {

@@ -1154,19 +1154,24 @@
     const cost = isNum(p.gpu_cost_per_hour);
     const box = el("div", {class: "charts"});
     const rows = pts.map((q) => [fmt(q.replicas, 0), fmt(q.gpus, 0)].concat(cost ? [fmt(q.cost_per_hour, 2)] : [])
-                     .concat([fmt(q.goodput_rps, 2), fmt(q.request_throughput_rps, 2), fmt(q.ttft_p99_ms, 1),
-                              fmt(q.tpot_p99_ms, 1), fmt(q.e2e_p99_ms, 1), q.pass ? "met" : "missed"]));
-    const choice = isNum(p.smallest_replicas)
+                     .concat([fmt(q.goodput_rps, 2), fmt(q.request_throughput_rps, 2), fmt(q.requests_failed, 0),
+                              fmt(q.ttft_p99_ms, 1), fmt(q.tpot_p99_ms, 1), fmt(q.e2e_p99_ms, 1),
+                              q.pass ? "met" : "missed"]));
+    const choice = p.interrupted ? "The search was interrupted: no fleet chosen."
+        : isNum(p.smallest_replicas)
         ? "The fewest replicas meeting every SLO: " + fmt(p.smallest_replicas, 0) + " (" + fmt(p.smallest_gpus, 0) +
           " GPUs)."
         : "No fleet of up to " + fmt(p.max_replicas, 0) + " replicas met every SLO.";
+    const sloText = Object.entries(p.slos || {}).map(([cls, t]) => cls + ": " + Object.entries(t)
+        .filter(([k]) => k !== "percentile").map(([k, v]) => k.replace(/_ms$/, "") + " p" + fmt(t.percentile, 0) +
+                                                   " ≤ " + fmt(v, 0) + " ms").join(", ")).join("; ");
     section("Fleet plan" + (multi ? ": " + r.name : ""),
-            "sim --plan, router " + p.router + ", SLO " + (p.slo || []).join("; ") + ": each fleet tried " +
+            "sim --plan, router " + p.router + ", SLOs " + (sloText || "-") + ": each fleet tried " +
             "(replicas doubled, then bisected). " + choice +
             (p.monotone === false ? " A fleet missed with more replicas than one that met: the search may not " +
                                     "have found the smallest." : ""),
             table(["replicas", "GPUs"].concat(cost ? ["$/hour"] : []).concat(["goodput (req/s)", "req/s",
-                  "TTFT p99 (ms)", "TPOT p99 (ms)", "E2E p99 (ms)", "SLOs"]), rows), box);
+                  "failed", "TTFT p99 (ms)", "TPOT p99 (ms)", "E2E p99 (ms)", "SLOs"]), rows), box);
     const gpus = pts.map((q) => q.gpus);
     const lk = look(i, 0);
     lineChart(box, "Goodput by GPUs", "Requests per second that met every SLO, by the fleet's GPUs.", "GPUs",
