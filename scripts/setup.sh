@@ -32,6 +32,7 @@ packages=(
   libsqlite3-dev                      # analyze: the history of runs
   libvalijson-dev json-schema-test-suite  # core/json_schema: JSON Schema validation, and the official suite as its oracle
   python3-scipy python3-pandas        # analyze's reference values in tests; benchmarks/check_speed.sh's peer
+  libopenmpi-dev openmpi-bin          # bench --mpi: the shards as the ranks of one mpirun (docs/fleet.md)
 )
 
 # Node.js and npm may come from elsewhere than Debian (NodeSource ships npm

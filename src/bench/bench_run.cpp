@@ -255,7 +255,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
       throw UsageError(
           "--shard: the shards share one server: give --target (the in-process simulator would be each "
           "process's own)");
-    if (!o.start_at_unix_ns)
+    if (!o.start_at_unix_ns && !o.agree_start)
       throw UsageError(
           "--shard: give --start-at, the instant every shard starts its schedule (Unix seconds or UTC, the "
           "same "
@@ -1079,6 +1079,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // Written now, partial and without a summary, so that the settings and
   // seeds survive whatever ends the run (SIGKILL, a full disk); rewritten
   // with the results at the end.
+  // Under --mpi the ranks agree on the start now, every plan built.
+  const std::optional<std::int64_t> start_at =
+      o.shard.sharded() && o.agree_start ? std::optional<std::int64_t>(o.agree_start()) : o.start_at_unix_ns;
+  const std::int64_t start_shift = o.clock_offset ? o.clock_offset->offset_ns : 0;
   const nlohmann::json anchor = clock_anchor();
   std::optional<rundir::ShardInfo> shard;
   if (o.shard.sharded()) {
@@ -1086,10 +1090,12 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     shard->index = o.shard.index;
     shard->count = o.shard.count;
     shard->source = o.shard.source;
-    shard->start_at_unix_ns = *o.start_at_unix_ns;
-    // The agreed start on this host's monotonic clock.
-    shard->epoch_monotonic_ns =
-        anchor["monotonic_ns"].get<Nanos>() + (*o.start_at_unix_ns - anchor["unix_ns"].get<std::int64_t>());
+    shard->start_at_unix_ns = *start_at;
+    shard->clock_offset = o.clock_offset;
+    // The agreed start on this host's monotonic clock (under --mpi the start
+    // is on rank 0's clock: moved by the offset measured to it).
+    shard->epoch_monotonic_ns = anchor["monotonic_ns"].get<Nanos>() +
+                                (*start_at - start_shift - anchor["unix_ns"].get<std::int64_t>());
     p.plan.epoch_at = shard->epoch_monotonic_ns;
     if (p.plan.closed_loop)
       shard->users = p.shard_share;
@@ -1175,7 +1181,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     // The wall clock read again: NTP may have stepped it during the wait.
     const nlohmann::json now_anchor = clock_anchor();
     shard->epoch_monotonic_ns = now_anchor["monotonic_ns"].get<Nanos>() +
-                                (*o.start_at_unix_ns - now_anchor["unix_ns"].get<std::int64_t>());
+                                (*start_at - start_shift - now_anchor["unix_ns"].get<std::int64_t>());
     shard->clock_sync = read_clock_sync();
     runner.set_epoch_at(shard->epoch_monotonic_ns);
     run["clock"] = now_anchor;
@@ -1240,6 +1246,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   if (progress && tty) log << "\r\x1b[K" << std::flush;
   // The final reads, after the last response and before the in-process
   // server stops (skipped after a second Ctrl-C: stop now).
+  if (shard && o.all_done) {
+    // --mpi: every shard's last response before shard 0's last scrape.
+    o.all_done();
+    shard->counters_span_all_shards = shard->index == 0;
+  }
   observer.stop(!(hurry && hurry->load()));
 
   if (side.server) {

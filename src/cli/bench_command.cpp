@@ -11,6 +11,7 @@
 #include "bench/bench_workload.h"
 #include "bench/runner.h"
 #include "bench/shard.h"
+#include "cli/bench_mpi.h"
 #include "cli/engine_options.h"
 #include "cli/history_command.h"
 #include "cli/report_command.h"
@@ -43,12 +44,16 @@ struct BenchOptions {
   std::vector<std::string> slo;
   bool no_cache = false;        // --no-cache: no run cache written at the end
   std::string shard, start_at;  // --shard I/N | env, --start-at (bench/shard.h)
+  bool mpi = false;             // --mpi: the ranks of an mpirun as the shards (cli/bench_mpi.h)
+  std::string mpi_shards;       // --mpi-shards ROOT: each rank's run directory ROOT/RANK
   session::Finishers finish;    // --report, the history
   bool json = false;
   bool model_given = false;  // --model on the command line (else the server's first model)
 };
 
 int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry);
+int run_bench_process(BenchOptions& o, const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry,
+                      MpiBench* mpi);
 
 // A sweep's table: one line per rate.
 void print_curve(const nlohmann::json& curve) {
@@ -641,6 +646,17 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
           "(docs/fleet.md)")
       ->group(O);
   bench
+      ->add_flag("--mpi", options->mpi,
+                 "Run as one rank of mpirun -n K: the ranks are the K shards, measure their clocks against "
+                 "rank 0's, agree on the start, and rank 0 merges every rank's run into --out (the ranks' "
+                 "own in OUT.shards/RANK); docs/fleet.md \"Under Open MPI\"")
+      ->group(O);
+  bench
+      ->add_option("--mpi-shards", options->mpi_shards,
+                   "With --mpi: each rank's run directory is ROOT/RANK [default: OUT.shards]; a path local "
+                   "to each host makes the ranks send their records to rank 0 over MPI")
+      ->group(O);
+  bench
       ->add_option("--start-at", options->start_at,
                    "With --shard: when every shard starts its schedule, Unix seconds or UTC "
                    "(2026-12-05T12:00:00Z), the same for all")
@@ -713,6 +729,45 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
 namespace {
 
 int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry) {
+  if (!o.mpi) {
+    if (!o.mpi_shards.empty()) throw UsageError("--mpi-shards goes with --mpi");
+    return run_bench_process(o, interrupted, hurry, nullptr);
+  }
+  if (!o.shard.empty() || !o.start_at.empty())
+    throw UsageError("--mpi: the ranks are the shards and agree on the start: drop --shard and --start-at");
+  if (o.s.out_dir.find("{shard}") != std::string::npos)
+    throw UsageError(
+        "--mpi: --out names the merged run (each rank's own is in OUT.shards/RANK): drop {shard}");
+  MpiBench mpi(o.s.out_dir, o.mpi_shards);
+  // The merged run gets the page and the history; the ranks' own do not.
+  const session::Finishers finish = o.finish;
+  const bool json = o.json, quiet = o.s.quiet;
+  o.finish = session::Finishers{};
+  o.finish.history.disabled = true;
+  if (mpi.rank() > 0) {
+    o.s.quiet = true;  // one voice on mpirun's output: rank 0's
+    o.json = false;
+  }
+  std::string error;
+  std::exception_ptr failure;
+  int rc = kExitOk;
+  try {
+    rc = run_bench_process(o, interrupted, hurry, &mpi);
+  } catch (const std::exception& e) {
+    failure = std::current_exception();
+    error = e.what();
+  }
+  // The tags are in every rank's run.json already (the merged run's come from rank 0's).
+  const int merged = mpi.finish(error, o.s.overwrite, finish, {}, json, quiet, std::cout, std::cerr);
+  // A rank's own failure is its exit (with its message); rank 0's exit is
+  // the merged run's, or its own failure when nothing was merged.
+  if (failure && (mpi.rank() > 0 || !mpi.merged())) std::rethrow_exception(failure);
+  if (mpi.rank() > 0) return rc;
+  return interrupted.load() ? kExitInterrupted : merged;
+}
+
+int run_bench_process(BenchOptions& o, const std::atomic<bool>& interrupted, const std::atomic<bool>* hurry,
+                      MpiBench* mpi) {
   auto& s = o.s;
   // One descriptor per connection: raise the soft limit to the hard one.
   rlimit nofile{};
@@ -757,11 +812,21 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   s.compat = bench::parse_compat(o.compat);
   if (!o.start_at.empty() && o.shard.empty())
     throw UsageError("--start-at goes with --shard (the instant every shard starts at)");
-  if (!o.shard.empty()) {
+  if (mpi) {
+    s.shard = {.index = static_cast<std::uint32_t>(mpi->rank()),
+               .count = static_cast<std::uint32_t>(mpi->size()),
+               .source = "mpi"};
+    s.agree_start = [mpi] { return mpi->agree_start(); };
+    s.all_done = [mpi] { mpi->all_done(); };
+    s.clock_offset = mpi->clock_offset();
+  } else if (!o.shard.empty()) {
     s.shard = bench::parse_shard(o.shard, [](const char* name) { return std::getenv(name); });
+  }
+  if (s.shard.sharded()) {
     if (!s.sweep.empty() || s.repeat > 1 || !s.server_cmd.empty() || !s.server_sweep.empty() || s.coupling)
       throw UsageError(
-          "--shard: one run per shard; sweeps, repeats, --coupling and --server-cmd are not sharded");
+          fmt::format("{}: one run per shard; sweeps, repeats, --coupling and --server-cmd are not sharded",
+                      mpi ? "--mpi" : "--shard"));
     if (!o.start_at.empty()) {
       s.start_at_unix_ns = bench::parse_start_at(o.start_at);
       // A start long past (a stale manifest, a rerun pod) would send the
@@ -781,7 +846,7 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
       s.server_pid = -1;
       s.cgroup.clear();
     }
-    s.out_dir = bench::shard_out_dir(s.out_dir, s.shard);
+    s.out_dir = mpi ? mpi->shard_dir() : bench::shard_out_dir(s.out_dir, s.shard);
   }
 
   // The run cache, for the check that comes next: built from each run's
@@ -793,6 +858,8 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
                  "whoever sits between this machine and the target can read and change the requests, the "
                  "answers and the API key\n";
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry, cache);
+  // --mpi: rank 0 prints the merged run once the ranks have gathered.
+  if (mpi) return result.exit_code;
   // Every run directory in the history (a sweep's each), interrupted ones
   // too; the page of the run or of the sweep.
   std::vector<std::string> runs;

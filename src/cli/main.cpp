@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
         std::signal(SIGTERM, on_signal);
         std::signal(SIGHUP, on_signal);  // the terminal closed: as Ctrl-C (a started server is stopped)
       }
+      // mpirun passes SIGUSR1 on to every rank, while its Ctrl-C is SIGTERM
+      // then SIGKILL a second later: bench --mpi stops early on it, and the
+      // ranks still gather and merge (docs/fleet.md "Under Open MPI").
+      if (command.app == bench) std::signal(SIGUSR1, on_signal);
       return command.run();
     }
   } catch (const CLI::CallForHelp& e) {

@@ -107,8 +107,36 @@ void read_index(Shard& s, std::uint32_t which, std::vector<Entry>& index) {
 
 }  // namespace
 
+namespace {
+
+// The summary's server keys of shard 0's run.json (null: not known).
+ServerCounters server_counters_of(const nlohmann::json& run, const std::string& file) {
+  ServerCounters c;
+  const auto* sm = json_path(run, {"summary"});
+  if (!sm || !sm->is_object()) return c;
+  const auto count = [&](const char* key) -> std::optional<std::uint64_t> {
+    const auto it = sm->find(key);
+    if (it == sm->end() || it->is_null()) return std::nullopt;
+    if (!it->is_number_unsigned())
+      throw InputError(file, 0, std::string("summary.") + key, "expected a count (an integer of at least 0)");
+    return it->get<std::uint64_t>();
+  };
+  c.prefix_cache_queries_tokens = count("prefix_cache_queries_tokens");
+  c.prefix_cache_hits_tokens = count("prefix_cache_hits_tokens");
+  c.preemptions_total = count("preemptions_total");
+  if (const auto it = sm->find("kv_cache_usage_peak"); it != sm->end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 1))
+      throw InputError(file, 0, "summary.kv_cache_usage_peak", "expected a share from 0 to 1");
+    c.kv_cache_usage_peak = it->get<double>();
+  }
+  return c;
+}
+
+}  // namespace
+
 MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out, bool overwrite,
-                          std::ostream& log, const std::vector<std::string>& tags) {
+                          std::ostream& log, const std::vector<std::string>& tags,
+                          const nlohmann::json& launcher) {
   if (dirs.empty()) throw UsageError("merge: name the shards' run directories");
   std::vector<Shard> shards;
   std::error_code ec;
@@ -220,6 +248,11 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
   SummaryBuilder summary;
   summary.set_slos(first.info.slos);
   summary.set_slo_from_schedule(first.info.slo_from_schedule);
+  // Shard 0's counters span the whole run when its last scrape came after
+  // every shard's last response (bench --mpi): kept, as one process's.
+  const bool counters_kept = first.info.index == 0 && first.info.counters_span_all_shards;
+  if (counters_kept)
+    summary.set_server_counters(server_counters_of(first.run, (first.dir / "run.json").string()));
   RequestLineParser parser;
   RequestRecord r;
   std::string buffer;
@@ -340,10 +373,10 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
       {"start_alignment_error_us",
        clocks_known ? nlohmann::json(2 * clock_error_us) : nlohmann::json(nullptr)},
       {"observed_by", observed ? nlohmann::json(0) : nlohmann::json(nullptr)},
-      {"not_merged",
-       "the server's counters in the summary (shard 0's scrapes end with its own share), the hidden queue "
-       "and "
-       "the KV-cache locality fit (computed on one shard's records)"}};
+      {"server_counters", counters_kept ? "shard 0's: its last scrape came after every shard's last response"
+                                        : "not merged: shard 0's scrapes end with its own share"},
+      {"not_merged", "the hidden queue and the KV-cache locality fit (computed on one shard's records)"}};
+  if (!launcher.is_null()) run["shards"]["launcher"] = launcher;
   dir.write_run_json(run);
   dir.close();
 

@@ -16,7 +16,9 @@
 // What is not merged: shard 0's samples.jsonl (the server's scrapes and the
 // host samples: only shard 0 observes) is copied as it is, on the merged
 // clock already; the summary's server counters are left null (shard 0's
-// scrapes end when its own share does, not when the others' do); the hidden
+// scrapes end when its own share does, not when the others' do) unless
+// shard 0 says its last scrape came after every shard's last response
+// (bench --mpi's barrier: "counters_span_all_shards"); the hidden
 // queue and the KV-cache locality fit, computed on a shard's own records,
 // are dropped. Shards that are missing, cut short or ready late are listed
 // in run.json's "shards" and make the merged run partial (missing, cut
@@ -45,7 +47,10 @@ struct MergeOutcome {
 // holds a run unless overwrite); `tags` are added to the first shard's in
 // run.json. Throws InputError (a directory that is not a shard, shards of
 // different runs, a duplicate shard or record), UsageError, IoError.
+// `launcher`: what started the shards (bench --mpi: its ranks, hosts,
+// clocks and failures), written as run.json "shards"."launcher" (null: none).
 MergeOutcome merge_shards(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out,
-                          bool overwrite, std::ostream& log, const std::vector<std::string>& tags = {});
+                          bool overwrite, std::ostream& log, const std::vector<std::string>& tags = {},
+                          const nlohmann::json& launcher = nullptr);
 
 }  // namespace tokenscope::rundir

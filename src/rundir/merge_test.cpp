@@ -240,6 +240,77 @@ TEST(Merge, ALateShardIsMarked) {
       << log.str();
 }
 
+std::string refusal(const std::vector<fs::path>& dirs, const fs::path& out);
+
+TEST(Merge, ShardZerosCountersAreKeptOnlyWhenTheySpanEveryShard) {
+  for (const bool span : {false, true}) {
+    SCOPED_TRACE(span);
+    TempDir tmp("merge");
+    const auto d0 = write_shard(tmp.path(), 0, 2, kEpoch0, 20);
+    const auto d1 = write_shard(tmp.path(), 1, 2, 9, 20);
+    auto run0 = read_json(d0 / "run.json");
+    run0["summary"] = {{"prefix_cache_queries_tokens", 4000},
+                       {"prefix_cache_hits_tokens", 1000},
+                       {"preemptions_total", 2},
+                       {"kv_cache_usage_peak", 0.5}};
+    run0["shard"]["counters_span_all_shards"] = span;
+    run0["shard"]["clock_offset"] = {{"offset_ns", -1200}, {"error_ns", 40}, {"rtt_ns", 80},
+                                     {"rounds", 32},       {"to", "rank 0"}, {"by", "mpi"}};
+    std::ofstream(d0 / "run.json") << run0.dump();
+    std::ostringstream log;
+    const nlohmann::json launcher = {{"by", "mpi"}, {"ranks", 2}};
+    merge_shards({d0, d1}, tmp.path() / "merged", false, log, {}, launcher);
+    const auto run = read_json(tmp.path() / "merged" / "run.json");
+    const auto& sm = run["summary"];
+    if (span) {
+      EXPECT_EQ(sm["prefix_cache_queries_tokens"], 4000);
+      EXPECT_EQ(sm["prefix_cache_hits_tokens"], 1000);
+      EXPECT_DOUBLE_EQ(sm["prefix_cache_hit_rate"].get<double>(), 0.25);
+      EXPECT_EQ(sm["preemptions_total"], 2);
+      EXPECT_DOUBLE_EQ(sm["kv_cache_usage_peak"].get<double>(), 0.5);
+      EXPECT_NE(run["shards"]["server_counters"].get<std::string>().find("every shard"), std::string::npos);
+    } else {
+      EXPECT_TRUE(sm["prefix_cache_queries_tokens"].is_null());
+      EXPECT_TRUE(sm["preemptions_total"].is_null());
+      EXPECT_NE(run["shards"]["server_counters"].get<std::string>().find("not merged"), std::string::npos);
+    }
+    EXPECT_EQ(run["shards"]["launcher"], launcher);
+    // The measured offset travels with the shard's entry.
+    const auto info = shard_info_from_json(run0["shard"], "run.json");
+    ASSERT_TRUE(info.clock_offset);
+    EXPECT_EQ(info.clock_offset->offset_ns, -1200);
+    EXPECT_EQ(info.clock_offset->error_ns, 40);
+    EXPECT_EQ(to_json(info)["clock_offset"], run0["shard"]["clock_offset"]);
+  }
+}
+
+TEST(Merge, ABadClockOffsetOrCounterIsNamed) {
+  auto j = to_json(info_of(0, 2, kEpoch0));
+  j["clock_offset"] = {{"offset_ns", 18446744073709551615ULL}, {"error_ns", 1}, {"rtt_ns", 2}, {"rounds", 1}};
+  try {
+    shard_info_from_json(j, "r.json");
+    FAIL() << "an offset past int64";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "shard.clock_offset.offset_ns");
+  }
+  j["clock_offset"] = {{"offset_ns", 1}, {"error_ns", -1}, {"rtt_ns", 2}, {"rounds", 1}};
+  EXPECT_THROW(shard_info_from_json(j, "r.json"), InputError);
+  j["clock_offset"] = "soon";
+  EXPECT_THROW(shard_info_from_json(j, "r.json"), InputError);
+  j.erase("clock_offset");
+  j["counters_span_all_shards"] = "yes";
+  EXPECT_THROW(shard_info_from_json(j, "r.json"), InputError);
+
+  TempDir tmp("merge");
+  const auto d0 = write_shard(tmp.path(), 0, 1, kEpoch0, 4);
+  auto run0 = read_json(d0 / "run.json");
+  run0["shard"]["counters_span_all_shards"] = true;
+  run0["summary"] = {{"prefix_cache_queries_tokens", -5}};
+  std::ofstream(d0 / "run.json") << run0.dump();
+  EXPECT_NE(refusal({d0}, tmp.path() / "merged").find("summary.prefix_cache_queries_tokens"),
+            std::string::npos);
+}
+
 // The message of what merge_shards throws, "" when it does not.
 std::string refusal(const std::vector<fs::path>& dirs, const fs::path& out) {
   std::ostringstream log;

@@ -28,9 +28,11 @@ std::int64_t integer(const nlohmann::json& j, const char* key, const std::string
   const auto& v = member(j, key, file, field);
   if (!v.is_number_integer())
     throw InputError(file, 0, field + "." + key, fmt::format("expected an integer, got {}", v.type_name()));
+  // An unsigned value past int64's range would wrap to a negative one.
+  const bool too_big = v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi);
   const auto x = v.get<std::int64_t>();
-  if (x < lo || x > hi)
-    throw InputError(file, 0, field + "." + key, fmt::format("expected {} to {}, got {}", lo, hi, x));
+  if (too_big || x < lo || x > hi)
+    throw InputError(file, 0, field + "." + key, fmt::format("expected {} to {}, got {}", lo, hi, v.dump()));
   return x;
 }
 
@@ -81,22 +83,31 @@ Slo slo_from_json(const nlohmann::json& j, const std::string& file, const std::s
 nlohmann::json to_json(const ShardInfo& s) {
   nlohmann::json slos = nlohmann::json::object();
   for (const auto& [cls, slo] : s.slos) slos[cls] = slo_to_json(slo);
-  return {{"index", s.index},
-          {"count", s.count},
-          {"source", s.source},
-          {"start_at_unix_ns", s.start_at_unix_ns},
-          {"epoch_monotonic_ns", s.epoch_monotonic_ns},
-          {"ready_late_ns", s.ready_late_ns},
-          {"planned_requests", s.planned_requests},
-          {"users", s.users ? nlohmann::json(*s.users) : nlohmann::json(nullptr)},
-          {"clock_sync",
-           {{"available", s.clock_sync.available},
-            {"synchronized", s.clock_sync.synchronized},
-            {"max_error_us", s.clock_sync.max_error_us},
-            {"est_error_us", s.clock_sync.est_error_us},
-            {"source", s.clock_sync.source}}},
-          {"slo_from_schedule", s.slo_from_schedule},
-          {"slos", std::move(slos)}};
+  nlohmann::json j = {{"index", s.index},
+                      {"count", s.count},
+                      {"source", s.source},
+                      {"start_at_unix_ns", s.start_at_unix_ns},
+                      {"epoch_monotonic_ns", s.epoch_monotonic_ns},
+                      {"ready_late_ns", s.ready_late_ns},
+                      {"planned_requests", s.planned_requests},
+                      {"users", s.users ? nlohmann::json(*s.users) : nlohmann::json(nullptr)},
+                      {"clock_sync",
+                       {{"available", s.clock_sync.available},
+                        {"synchronized", s.clock_sync.synchronized},
+                        {"max_error_us", s.clock_sync.max_error_us},
+                        {"est_error_us", s.clock_sync.est_error_us},
+                        {"source", s.clock_sync.source}}},
+                      {"slo_from_schedule", s.slo_from_schedule},
+                      {"slos", std::move(slos)}};
+  if (s.clock_offset)
+    j["clock_offset"] = {{"offset_ns", s.clock_offset->offset_ns},
+                         {"error_ns", s.clock_offset->error_ns},
+                         {"rtt_ns", s.clock_offset->rtt_ns},
+                         {"rounds", s.clock_offset->rounds},
+                         {"to", "rank 0"},
+                         {"by", "mpi"}};
+  if (s.counters_span_all_shards) j["counters_span_all_shards"] = true;
+  return j;
 }
 
 ShardInfo shard_info_from_json(const nlohmann::json& j, const std::string& file) {
@@ -126,6 +137,21 @@ ShardInfo shard_info_from_json(const nlohmann::json& j, const std::string& file)
   s.clock_sync.est_error_us =
       number(member(cs, "est_error_us", file, fc), file, fc + ".est_error_us", 0, 1e15);
   if (const auto it = cs.find("source"); it != cs.end() && it->is_string()) s.clock_sync.source = *it;
+  if (const auto it = j.find("clock_offset"); it != j.end() && !it->is_null()) {
+    const std::string fo = f + ".clock_offset";
+    if (!it->is_object())
+      throw InputError(file, 0, fo, "expected an object (offset_ns, error_ns, rtt_ns, rounds)");
+    // Offsets within 2^62 ns, as the epochs: a shift stays in 64 bits.
+    constexpr std::int64_t kBound = std::int64_t{1} << 62;
+    ClockOffsetInfo c;
+    c.offset_ns = integer(*it, "offset_ns", file, fo, -kBound, kBound);
+    c.error_ns = integer(*it, "error_ns", file, fo, 0, kBound);
+    c.rtt_ns = integer(*it, "rtt_ns", file, fo, 0, kBound);
+    c.rounds = static_cast<std::uint32_t>(integer(*it, "rounds", file, fo, 0, 1 << 20));
+    s.clock_offset = c;
+  }
+  if (const auto it = j.find("counters_span_all_shards"); it != j.end())
+    s.counters_span_all_shards = boolean(j, "counters_span_all_shards", file, f);
   s.slo_from_schedule = boolean(j, "slo_from_schedule", file, f);
   const auto& slos = member(j, "slos", file, f);
   if (!slos.is_object()) throw InputError(file, 0, f + ".slos", "expected an object of task classes");

@@ -12,6 +12,11 @@
 //     "users": N | null,                 // closed loop: this shard's users (largest stage)
 //     "clock_sync": {"available": bool, "synchronized": bool,
 //                    "max_error_us": X, "est_error_us": X, "source": "adjtimex"},
+//     "clock_offset": {"offset_ns": N, "error_ns": N, "rtt_ns": N, "rounds": N,
+//                      "to": "rank 0", "by": "mpi"},   // bench --mpi only: rank 0's clock
+//                                                      // minus this host's, measured
+//     "counters_span_all_shards": bool,  // bench --mpi, shard 0: its last scrape came after
+//                                        // every shard's last response (an MPI barrier)
 //     "slo_from_schedule": bool,         // what the summary needs to be rebuilt
 //     "slos": {"CLASS": {"ttft_ms": X|null, "tpot_ms": ..., "e2e_ms": ...,
 //                        "ttfo_ms": ..., "percentile": X}}}
@@ -39,6 +44,15 @@ struct ClockSync {
   std::string source;  // "adjtimex", or why it is not available
 };
 
+// Rank 0's clock against this shard's host, measured by round trips
+// (bench --mpi; cluster/clock_offset.h).
+struct ClockOffsetInfo {
+  std::int64_t offset_ns = 0;  // rank 0's clock minus this host's
+  std::int64_t error_ns = 0;   // the bound on |true - offset_ns|
+  std::int64_t rtt_ns = 0;
+  std::uint32_t rounds = 0;
+};
+
 struct ShardInfo {
   std::uint32_t index = 0;
   std::uint32_t count = 1;
@@ -49,6 +63,8 @@ struct ShardInfo {
   std::uint64_t planned_requests = 0;
   std::optional<std::uint64_t> users;
   ClockSync clock_sync;
+  std::optional<ClockOffsetInfo> clock_offset;
+  bool counters_span_all_shards = false;
   bool slo_from_schedule = false;
   std::map<std::string, Slo> slos;
 };

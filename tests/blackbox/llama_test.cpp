@@ -715,6 +715,69 @@ TEST_F(Llama, TwoShardsMergeToWhatTheServerCounted) {
   expect_exact_accounting(*s, before, s->metrics(), recs, "two shards, merged");
 }
 
+// bench --mpi against llama-server: two ranks of a real mpirun send the one
+// schedule between them, rank 0 merges, and what the merged run counted is
+// what the server counted; rank 0's counters of the server span both
+// ranks (the barrier before its last scrape).
+TEST_F(Llama, MpiRanksMergeToWhatTheServerCounted) {
+#ifndef TOKENSCOPE_HAVE_MPI
+  GTEST_FAIL() << "built without Open MPI: scripts/setup.sh installs libopenmpi-dev and openmpi-bin";
+#else
+  auto s = start();
+  const auto before = s->metrics();
+  const auto out = dir_ / "merged";
+  std::vector<std::string> rank = {"-n",
+                                   "1",
+                                   kBin,
+                                   "bench",
+                                   "--mpi",
+                                   "--progress",
+                                   "none",
+                                   "--no-history",
+                                   "--target",
+                                   s->url(),
+                                   "--model",
+                                   "tiny",
+                                   "--num-requests",
+                                   "24",
+                                   "--rate",
+                                   "20",
+                                   "--input-len",
+                                   "uniform:16:64",
+                                   "--output-len",
+                                   "fixed:8",
+                                   "--seed",
+                                   "9",
+                                   "--max-error-rate",
+                                   "0.5",
+                                   "--out",
+                                   out.string()};
+  std::vector<std::string> argv = {TOKENSCOPE_MPIRUN, "--allow-run-as-root", "--oversubscribe"};
+  argv.insert(argv.end(), rank.begin(), rank.end());
+  argv.push_back(":");
+  argv.insert(argv.end(), rank.begin(), rank.end());
+  const auto m = run_process(argv, 180);
+  expect_all_ok(m, out, 24, 8);
+  const auto recs = lines(out / "requests.jsonl");
+  for (std::size_t i = 1; i < recs.size(); ++i) EXPECT_LT(recs[i - 1]["id"], recs[i]["id"]);
+  const auto after = s->metrics();
+  expect_exact_accounting(*s, before, after, recs, "two MPI ranks, merged");
+  const auto run = json::parse(slurp(out / "run.json"));
+  EXPECT_EQ(run["shards"]["launcher"]["ranks"], 2);
+  EXPECT_EQ(run["shards"]["count"], 2);
+  // The server's own view of the run, from rank 0's scrapes alone, counts
+  // every rank's tokens: what the server's counters rose by around the run.
+  long output = 0;
+  for (const auto& r : recs)
+    if (served(r)) output += r["output_tokens"].get<long>();
+  ASSERT_TRUE(run["server"].is_object()) << run.dump().substr(0, 2000);
+  EXPECT_EQ(std::lround(run["server"]["generation_tokens"].get<double>()), output) << run["server"].dump();
+  EXPECT_EQ(std::lround(run["server"]["prompt_tokens"].get<double>()),
+            std::lround(metric_delta(before, after, kPrompt)))
+      << run["server"].dump();
+#endif
+}
+
 // Whole responses are kept alive by llama-server (cpp-httplib: up to 100
 // requests a connection, 5 s idle), and it has no switch to stop that; it
 // closes after answering a request that says `Connection: close`, which
