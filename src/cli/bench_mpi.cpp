@@ -132,6 +132,7 @@ int MpiBench::finish(const std::string& error, bool overwrite, const session::Fi
   if (rank() != 0) {
     world_->send(0, status.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     if (run_json && world_->receive(0) == "send") world_->send_file(0, mine / "requests.jsonl");
+    world_->barrier();  // rank 0's merge
     return kExitOk;
   }
 
@@ -219,6 +220,7 @@ int MpiBench::finish(const std::string& error, bool overwrite, const session::Fi
                        fmt::join(not_ready_, ", "));
   if (dirs.empty()) {
     log << "bench --mpi: no rank has a run to merge\n";
+    world_->barrier();
     return kExitFailure;
   }
   const nlohmann::json launcher = {{"by", "mpi"},
@@ -227,8 +229,18 @@ int MpiBench::finish(const std::string& error, bool overwrite, const session::Fi
                                    {"start_lead_ns", kMpiStartLeadNs},
                                    {"not_ready", not_ready_},
                                    {"rank_runs", ranks}};
-  const rundir::MergeOutcome outcome = rundir::merge_shards(dirs, out_, overwrite, log, tags, launcher);
-  merged_ = true;
+  // The ranks wait for rank 0's merge (mpirun ends the job when a rank
+  // exits with an error; a rank whose own run failed exits so after this).
+  std::exception_ptr merge_failure;
+  rundir::MergeOutcome outcome;
+  try {
+    outcome = rundir::merge_shards(dirs, out_, overwrite, log, tags, launcher);
+    merged_ = true;
+  } catch (...) {
+    merge_failure = std::current_exception();
+  }
+  world_->barrier();
+  if (merge_failure) std::rethrow_exception(merge_failure);
   const bool report_written = session::finish_run(finishers, out_, {out_}, std::nullopt, log);
   const nlohmann::json run = rundir::read_json_file(fs::path(out_) / "run.json");
   const nlohmann::json summary = run.value("summary", nlohmann::json::object());

@@ -1,11 +1,15 @@
 #include "cli/sim_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -13,12 +17,14 @@
 #include "cli/history_command.h"
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
+#include "cluster/mpi_world.h"
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/metrics.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "rundir/run_set.h"
+#include "session/sim_grid.h"
 #include "session/sim_plan.h"
 #include "session/sim_run.h"
 
@@ -36,6 +42,8 @@ struct SimOptions {
   bool plan = false;             // --plan (session/sim_plan.h)
   session::PlanSettings plan_settings;
   unsigned repeat = 1;  // > 1: OUT/repeat-K/ with seeds seed, seed + 1, ... and OUT/sweep.json
+  std::string grid;     // --grid FILE (session/sim_grid.h)
+  bool mpi = false;     // --mpi: the grid's runs spread over mpirun's ranks
 };
 
 }  // namespace
@@ -53,18 +61,13 @@ std::string describe_perturbation(const nlohmann::json& p) {
 
 namespace {
 int run_sim(const SimOptions& o, const std::atomic<bool>& interrupted);
+int run_sim_grid(const SimOptions& o, const CLI::App* sim, const std::atomic<bool>& interrupted);
 }  // namespace
 
-Command add_sim_command(CLI::App& app, Interrupts interrupts) {
-  const auto options = std::make_shared<SimOptions>();
-  auto& o = *options;
-  CLI::App* sim = app.add_subcommand(
-      "sim",
-      "Replay a trace or a synthetic workload through the serving simulator in virtual time\n"
-      "(capacity planning, what-if). Prints a summary; --out DIR writes run.json, requests.jsonl\n"
-      "and steps.jsonl. Deterministic for a given seed.");
-  sim->get_formatter()->column_width(44);
+namespace {
 
+// Every option of one simulator run (sim's own, and each point of a grid's).
+void add_sim_options(CLI::App* sim, SimOptions& o) {
   add_workload_options(sim, o.run.workload);
 
   add_engine_options(sim, o.run.engine);
@@ -151,6 +154,31 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
          "chose, the plan alone when it ran none)")
       ->group(O);
   sim->add_flag("--quiet", o.quiet, "Print nothing on success")->group(O);
+}
+
+}  // namespace
+
+Command add_sim_command(CLI::App& app, Interrupts interrupts) {
+  const auto options = std::make_shared<SimOptions>();
+  auto& o = *options;
+  CLI::App* sim = app.add_subcommand(
+      "sim",
+      "Replay a trace or a synthetic workload through the serving simulator in virtual time\n"
+      "(capacity planning, what-if). Prints a summary; --out DIR writes run.json, requests.jsonl\n"
+      "and steps.jsonl. Deterministic for a given seed.");
+  sim->get_formatter()->column_width(44);
+  add_sim_options(sim, o);
+  sim->add_option(
+         "--grid", o.grid,
+         "A what-if grid from a YAML file: a base of sim options, axes whose product are the points, "
+         "and seeds; every point runs with every seed, one table of the seeds' means and the "
+         "frontier (GPUs vs goodput) is printed, and --out DIR gets grid.json. Under mpirun the "
+         "runs are spread over the ranks (docs/engine.md \"What-if grids\")")
+      ->group("Fleet");
+  sim->add_flag("--mpi", o.mpi,
+                "With --grid: spread the runs over the ranks of mpirun (the default when mpirun started "
+                "this process)")
+      ->group("Fleet");
 
   std::string footer = "\nSummary metrics (run.json \"summary\"):\n";
   for (const auto& k : metrics::kScalarKeys)
@@ -162,7 +190,11 @@ Command add_sim_command(CLI::App& app, Interrupts interrupts) {
       "130 "
       "interrupted (results kept).\n";
   sim->footer(footer);
-  return {sim, [options, interrupts] { return run_sim(*options, *interrupts.interrupted); }};
+  return {sim, [options, interrupts, sim] {
+            if (!options->grid.empty()) return run_sim_grid(*options, sim, *interrupts.interrupted);
+            if (options->mpi) throw UsageError("--mpi goes with --grid (bench --mpi shards a bench run)");
+            return run_sim(*options, *interrupts.interrupted);
+          }};
 }
 
 namespace {
@@ -239,12 +271,18 @@ int run_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   return run_one_sim(o, interrupted);
 }
 
-int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
+// The run's settings from the options.
+session::SimRunSettings settings_of(const SimOptions& o) {
   session::SimRunSettings run = o.run;
   run.steps = !o.no_steps;
   run.samples = !o.no_samples;
   run.cache = !o.no_cache;
   for (const auto& text : o.slo) run.slo.push_back(bench::parse_slo_spec(text));
+  return run;
+}
+
+int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
+  session::SimRunSettings run = settings_of(o);
   if (o.plan) {
     if (o.run.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
     if (o.run.coupling) throw UsageError("--plan and --coupling cannot be combined");
@@ -317,6 +355,199 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   if (report.interrupted) {
     std::cerr << "interrupted: results so far are kept" << (out.empty() ? "" : " in " + out) << "\n";
     return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
+// ---- sim --grid (session/sim_grid.h)
+
+void parse_sim_args(const std::vector<std::string>& args, SimOptions& o) {
+  CLI::App app;
+  CLI::App* sim = app.add_subcommand("sim");
+  add_sim_options(sim, o);
+  std::vector<std::string> argv(args.rbegin(), args.rend());  // CLI11 takes them last first
+  argv.push_back("sim");
+  app.parse(argv);
+}
+
+// A point's options as sim reads its command line; a bad one is named by
+// the grid file's line and field (the first option whose addition fails).
+SimOptions parse_point(const session::Grid& g, const session::GridPoint& point) {
+  SimOptions o;
+  try {
+    parse_sim_args(point.args(), o);
+    return o;
+  } catch (const CLI::ParseError& e) {
+    for (std::size_t k = 1; k <= point.options.size(); ++k) {
+      session::GridPoint prefix;
+      prefix.options.assign(point.options.begin(), point.options.begin() + static_cast<std::ptrdiff_t>(k));
+      SimOptions scratch;
+      try {
+        parse_sim_args(prefix.args(), scratch);
+      } catch (const CLI::ParseError& first) {
+        const auto& bad = point.options[k - 1];
+        throw InputError(g.file, bad.line, bad.field, first.what());
+      } catch (const UsageError& first) {
+        const auto& bad = point.options[k - 1];
+        throw InputError(g.file, bad.line, bad.field, first.what());
+      }
+    }
+    throw InputError(g.file, 0, "", e.what());
+  } catch (const InputError&) {
+    throw;
+  } catch (const UsageError& e) {
+    for (std::size_t k = 1; k <= point.options.size(); ++k) {
+      session::GridPoint prefix;
+      prefix.options.assign(point.options.begin(), point.options.begin() + static_cast<std::ptrdiff_t>(k));
+      SimOptions scratch;
+      try {
+        parse_sim_args(prefix.args(), scratch);
+      } catch (const std::exception& first) {
+        const auto& bad = point.options[k - 1];
+        throw InputError(g.file, bad.line, bad.field, first.what());
+      }
+    }
+    throw InputError(g.file, 0, "", e.what());
+  }
+}
+
+void print_grid(std::ostream& os, const nlohmann::json& table) {
+  std::vector<std::size_t> widths;
+  for (const auto& a : table["axes"]) widths.push_back(std::max<std::size_t>(a.get<std::string>().size(), 4));
+  for (const auto& p : table["points"])
+    for (std::size_t a = 0; a < widths.size(); ++a)
+      widths[a] = std::max(widths[a], display_text(p["labels"][a].get<std::string>()).size());
+  const auto cell = [](const nlohmann::json& v, int width, int digits) {
+    return v.is_number() ? fmt::format("{:>{}.{}f}", v.get<double>(), width, digits)
+                         : fmt::format("{:>{}}", "-", width);
+  };
+  std::string head;
+  for (std::size_t a = 0; a < widths.size(); ++a)
+    head += fmt::format("{:<{}}  ", display_text(table["axes"][a].get<std::string>()), widths[a]);
+  os << head
+     << fmt::format("{:>5}{:>10}{:>10}{:>11}{:>11}{:>11}{:>6}{:>6}  {}\n", "GPUs", "goodput", "req/s",
+                    "TTFT p99", "TPOT p99", "E2E p99", "runs", "SLO", "frontier");
+  for (const auto& p : table["points"]) {
+    std::string line;
+    for (std::size_t a = 0; a < widths.size(); ++a)
+      line += fmt::format("{:<{}}  ", display_text(p["labels"][a].get<std::string>()), widths[a]);
+    const std::string slo = p["slo_met"].is_null() ? "-" : (p["slo_met"].get<bool>() ? "met" : "miss");
+    os << line
+       << fmt::format("{:>5}{}{}{}{}{}{:>6}{:>6}  {}\n",
+                      p["gpus"].is_null() ? std::string("-") : std::to_string(p["gpus"].get<std::uint32_t>()),
+                      cell(p["goodput_rps"], 10, 2), cell(p["throughput_rps"], 10, 2),
+                      cell(p["ttft_p99_ms"], 11, 1), cell(p["tpot_p99_ms"], 11, 2),
+                      cell(p["e2e_p99_ms"], 11, 1),
+                      fmt::format("{}/{}", p["runs"].get<std::size_t>(), table["seeds"].size()), slo,
+                      p["frontier"].get<bool>() ? "*" : "");
+  }
+  os << fmt::format(
+      "{} points x {} seeds; frontier (* : no point has as few GPUs and as much {}): {} points\n",
+      table["points"].size(), table["seeds"].size(), table["frontier_metric"].get<std::string>(),
+      table["frontier"].size());
+}
+
+int run_sim_grid(const SimOptions& top, const CLI::App* sim, const std::atomic<bool>& interrupted) {
+  // The points' options come from the file alone.
+  for (const CLI::Option* opt : sim->get_options()) {
+    if (opt->count() == 0) continue;
+    const std::string name = opt->get_name();
+    if (name != "--grid" && name != "--mpi" && name != "--out" && name != "--overwrite" && name != "--json" &&
+        name != "--quiet")
+      throw UsageError(fmt::format(
+          "--grid: {} goes in the grid file (base: for every point, axes: for some); on the command line "
+          "only --out, --overwrite, --json, --quiet and --mpi",
+          name));
+  }
+  const session::Grid grid = session::load_grid(top.grid);
+  // Every point read before anything runs: a bad value fails now, not hours in.
+  std::vector<SimOptions> points;
+  for (const auto& point : grid.points) points.push_back(parse_point(grid, point));
+
+  const char* world_size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const bool spread = top.mpi || (world_size && std::atoi(world_size) > 1);
+  std::unique_ptr<cluster::MpiWorld> world;
+  if (spread) world = std::make_unique<cluster::MpiWorld>();
+  const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
+  if (rank == 0 && !top.run.out.empty()) claim_run_directory(top.run.out, top.run.overwrite, "--out");
+
+  std::vector<nlohmann::json> figures(grid.runs());
+  const bool talk = !top.quiet && !top.json;
+  for (std::size_t j = static_cast<std::size_t>(rank); j < grid.runs() && !interrupted.load();
+       j += static_cast<std::size_t>(size)) {
+    const std::size_t p = j / grid.seeds.size();
+    const std::uint64_t seed = grid.seeds[j % grid.seeds.size()];
+    SimOptions one = points[p];
+    one.run.workload.seed = seed;
+    one.run.out.clear();
+    one.run.finish = session::Finishers{};
+    one.run.finish.history.disabled = true;
+    std::ostringstream quiet_log;
+    try {
+      const session::SimRunResult r = session::run_sim(settings_of(one), interrupted, quiet_log);
+      if (r.report.interrupted) break;
+      figures[j] = session::grid_figures(r.summary, one.run.replicas * r.engine.tensor_parallel);
+    } catch (const std::exception& e) {
+      figures[j] = {{"error", e.what()}};
+    }
+    if (talk)
+      std::cerr << fmt::format(
+          "grid{}: run {}/{} ({}; seed {}): {}\n", size > 1 ? fmt::format(" rank {}", rank) : std::string(),
+          j + 1, grid.runs(), display_text(fmt::format("{}", fmt::join(grid.points[p].labels, ", "))), seed,
+          figures[j].contains("error")
+              ? "failed: " + display_text(figures[j]["error"].get<std::string>())
+              : fmt::format("{:.2f} req/s", figures[j]["throughput_rps"].is_number()
+                                                ? figures[j]["throughput_rps"].get<double>()
+                                                : 0.0));
+  }
+  // The ranks' figures to rank 0, which alone prints and writes.
+  if (world) {
+    if (rank != 0) {
+      nlohmann::json mine = nlohmann::json::array();
+      for (std::size_t j = 0; j < figures.size(); ++j)
+        if (!figures[j].is_null()) mine.push_back({j, figures[j]});
+      world->send(0, mine.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      world->barrier();
+      return interrupted.load() ? kExitInterrupted : kExitOk;
+    }
+    for (int r = 1; r < size; ++r)
+      for (const auto& pair : nlohmann::json::parse(world->receive(r)))
+        figures[pair[0].get<std::size_t>()] = pair[1];
+  }
+  const nlohmann::json table = session::grid_table(grid, figures);
+  std::size_t failed = 0, missing = 0;
+  for (const auto& f : figures) {
+    if (f.is_null())
+      ++missing;
+    else if (f.contains("error"))
+      ++failed;
+  }
+  nlohmann::json out = table;
+  out["ranks"] = size;
+  out["runs_not_run"] = missing;
+  out["runs_failed"] = failed;
+  if (!top.run.out.empty()) {
+    std::filesystem::create_directories(top.run.out);
+    write_file_atomic(std::filesystem::path(top.run.out) / "grid.json", out.dump(2) + "\n");
+  }
+  if (top.json) {
+    std::cout << out.dump(2) << "\n";
+  } else if (!top.quiet) {
+    print_grid(std::cout, table);
+    if (!top.run.out.empty())
+      std::cout << "wrote " << display_text((std::filesystem::path(top.run.out) / "grid.json").string())
+                << "\n";
+  }
+  if (world) world->barrier();
+  if (missing > 0 && interrupted.load()) {
+    std::cerr << fmt::format("interrupted: {} of {} runs not run; the table is of those that ran\n", missing,
+                             grid.runs());
+    return kExitInterrupted;
+  }
+  if (failed > 0) {
+    std::cerr << fmt::format("{} of {} runs failed (grid.json's points name their errors)\n", failed,
+                             grid.runs());
+    return kExitFailure;
   }
   return kExitOk;
 }
