@@ -54,12 +54,13 @@ class Mpi : public ::testing::Test {
 #ifdef TOKENSCOPE_HAVE_MPI
     argv = {kMpirun, "--allow-run-as-root", "--oversubscribe"};
 #endif
-    // Under ASan the ranks run without leak checking: Open MPI unloads its
-    // components at MPI_Finalize, and the allocations they leave have
-    // stacks no suppression can name (docs/testing.md).
-    if (kSanitized) argv.insert(argv.end(), {"-x", "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"});
     for (std::size_t k = 0; k < ranks.size(); ++k) {
       if (k > 0) argv.push_back(":");
+      // Under ASan the ranks run without leak checking: Open MPI unloads its
+      // components at MPI_Finalize, and the allocations they leave have
+      // stacks no suppression can name (docs/testing.md). Given to each
+      // program of the MPMD form: -x holds for its own.
+      if (kSanitized) argv.insert(argv.end(), {"-x", "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"});
       argv.insert(argv.end(), ranks[k].begin(), ranks[k].end());
     }
     return run_process(argv, timeout_s);
