@@ -1094,8 +1094,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     shard->clock_offset = o.clock_offset;
     // The agreed start on this host's monotonic clock (under --mpi the start
     // is on rank 0's clock: moved by the offset measured to it).
-    shard->epoch_monotonic_ns = anchor["monotonic_ns"].get<Nanos>() +
-                                (*start_at - start_shift - anchor["unix_ns"].get<std::int64_t>());
+    shard->epoch_monotonic_ns = epoch_of_start(*start_at, start_shift, anchor["monotonic_ns"].get<Nanos>(),
+                                               anchor["unix_ns"].get<std::int64_t>());
     p.plan.epoch_at = shard->epoch_monotonic_ns;
     if (p.plan.closed_loop)
       shard->users = p.shard_share;
@@ -1180,8 +1180,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
           std::clamp<Nanos>((until - observe_clock.now_ns()) / kNanosPerMilli, 1, 50)));
     // The wall clock read again: NTP may have stepped it during the wait.
     const nlohmann::json now_anchor = clock_anchor();
-    shard->epoch_monotonic_ns = now_anchor["monotonic_ns"].get<Nanos>() +
-                                (*start_at - start_shift - now_anchor["unix_ns"].get<std::int64_t>());
+    shard->epoch_monotonic_ns =
+        epoch_of_start(*start_at, start_shift, now_anchor["monotonic_ns"].get<Nanos>(),
+                       now_anchor["unix_ns"].get<std::int64_t>());
     shard->clock_sync = read_clock_sync();
     runner.set_epoch_at(shard->epoch_monotonic_ns);
     run["clock"] = now_anchor;
@@ -1246,12 +1247,11 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   if (progress && tty) log << "\r\x1b[K" << std::flush;
   // The final reads, after the last response and before the in-process
   // server stops (skipped after a second Ctrl-C: stop now).
-  if (shard && o.all_done) {
-    // --mpi: every shard's last response before shard 0's last scrape.
-    o.all_done();
-    shard->counters_span_all_shards = shard->index == 0;
-  }
-  observer.stop(!(hurry && hurry->load()));
+  if (shard && o.all_done) o.all_done();  // --mpi: every shard's last response before shard 0's last scrape
+  const bool final_reads = !(hurry && hurry->load());
+  // The counters span every shard only when that last scrape is taken.
+  if (shard && o.all_done) shard->counters_span_all_shards = shard->index == 0 && final_reads;
+  observer.stop(final_reads);
 
   if (side.server) {
     side.server->stop(0.0);

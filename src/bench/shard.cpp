@@ -198,4 +198,11 @@ std::uint64_t keep_share(LoadPlan& plan, const ShardSpec& shard) {
   return plan.schedule.size();
 }
 
+Nanos epoch_of_start(std::int64_t start_at_unix_ns, std::int64_t offset_ns, Nanos anchor_monotonic_ns,
+                     std::int64_t anchor_unix_ns) {
+  // The start on this host's wall clock is the setter's reading less the
+  // setter's lead over this clock; from the anchor, as far on the monotonic clock.
+  return anchor_monotonic_ns + ((start_at_unix_ns - offset_ns) - anchor_unix_ns);
+}
+
 }  // namespace tokenscope::bench

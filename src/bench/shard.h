@@ -32,6 +32,14 @@ ShardSpec parse_shard(std::string_view text, const EnvLookup& env);
 // optional fractional seconds); Unix nanoseconds. Throws UsageError.
 std::int64_t parse_start_at(std::string_view text);
 
+// The agreed start on this host's monotonic clock: start_at_unix_ns is on
+// the wall clock of the host that set it (this one, or rank 0's under
+// --mpi), offset_ns that host's wall clock minus this one's (0: the same
+// clock), and (anchor_monotonic_ns, anchor_unix_ns) one reading of this
+// host's two clocks.
+Nanos epoch_of_start(std::int64_t start_at_unix_ns, std::int64_t offset_ns, Nanos anchor_monotonic_ns,
+                     std::int64_t anchor_unix_ns);
+
 // The host's clock discipline (Linux adjtimex).
 rundir::ClockSync read_clock_sync();
 

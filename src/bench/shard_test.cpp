@@ -77,6 +77,17 @@ TEST(Shard, StartAtIsUnixSecondsOrUtc) {
     EXPECT_THROW(parse_start_at(bad), UsageError) << bad;
 }
 
+TEST(Shard, TheStartOnThisHostsClockIsMovedByTheMeasuredOffset) {
+  // This host: wall 1,000,000 at monotonic 50. The start was set for wall
+  // 1,003,000 on rank 0's clock, which runs 700 ns ahead of this one: on
+  // this host's wall clock it is 1,002,300, which is monotonic 2,350.
+  EXPECT_EQ(epoch_of_start(1'003'000, 700, 50, 1'000'000), 2'350);
+  // Rank 0 behind: later here.
+  EXPECT_EQ(epoch_of_start(1'003'000, -700, 50, 1'000'000), 3'750);
+  // Its own start (no offset): the anchor's distance.
+  EXPECT_EQ(epoch_of_start(1'003'000, 0, 50, 1'000'000), 3'050);
+}
+
 TEST(Shard, OutDirNamesTheShard) {
   ShardSpec s{3, 4, "--shard"};
   EXPECT_EQ(shard_out_dir("runs/{shard}/x-{shard}", s), "runs/3/x-3");

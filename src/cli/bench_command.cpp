@@ -738,7 +738,7 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   if (o.s.out_dir.find("{shard}") != std::string::npos)
     throw UsageError(
         "--mpi: --out names the merged run (each rank's own is in OUT.shards/RANK): drop {shard}");
-  MpiBench mpi(o.s.out_dir, o.mpi_shards);
+  MpiBench mpi(o.s.out_dir, o.mpi_shards, o.s.overwrite);
   // The merged run gets the page and the history; the ranks' own do not.
   const session::Finishers finish = o.finish;
   const bool json = o.json, quiet = o.s.quiet;
@@ -759,10 +759,14 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
   }
   // The tags are in every rank's run.json already (the merged run's come from rank 0's).
   const int merged = mpi.finish(error, o.s.overwrite, finish, {}, json, quiet, std::cout, std::cerr);
-  // A rank's own failure is its exit (with its message); rank 0's exit is
-  // the merged run's, or its own failure when nothing was merged.
-  if (failure && (mpi.rank() > 0 || !mpi.merged())) std::rethrow_exception(failure);
-  if (mpi.rank() > 0) return rc;
+  // mpirun's exit is the first non-zero rank's: the other ranks exit 0
+  // (rank 0 has named their failures and counted their shares), and rank
+  // 0's exit is the merged run's, or its own failure when nothing was merged.
+  if (mpi.rank() > 0) {
+    (void)rc;
+    return kExitOk;
+  }
+  if (failure && !mpi.merged()) std::rethrow_exception(failure);
   return interrupted.load() ? kExitInterrupted : merged;
 }
 

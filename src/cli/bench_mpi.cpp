@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,6 +15,7 @@
 
 #include "cli/summary_table.h"
 #include "core/error.h"
+#include "core/run_dir.h"
 #include "rundir/merge.h"
 #include "rundir/readers.h"
 #include "rundir/run_files.h"
@@ -54,19 +56,9 @@ std::optional<std::string> file_bytes(const fs::path& p) {
   return s;
 }
 
-void write_whole(const fs::path& p, const std::string& bytes) {
-  const fs::path part = p.string() + ".part";
-  {
-    std::ofstream out(part, std::ios::binary | std::ios::trunc);
-    if (!out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !out.flush())
-      throw IoError(fmt::format("{}: cannot write (disk full?)", part.string()));
-  }
-  fs::rename(part, p);
-}
-
 }  // namespace
 
-MpiBench::MpiBench(const std::string& out, const std::string& shard_root)
+MpiBench::MpiBench(const std::string& out, const std::string& shard_root, bool overwrite)
     : world_(std::make_unique<cluster::MpiWorld>()) {
   const cluster::ClockOffset c = world_->offset_to_root(32);
   offset_ = {.offset_ns = c.offset_ns, .error_ns = c.error_ns, .rtt_ns = c.rtt_ns, .rounds = c.rounds};
@@ -75,6 +67,19 @@ MpiBench::MpiBench(const std::string& out, const std::string& shard_root)
   out_ = world_->broadcast(rank() == 0 ? mine : std::string());
   root_ =
       world_->broadcast(rank() == 0 ? (shard_root.empty() ? out_ + ".shards" : shard_root) : std::string());
+  // The merged run's directory claimed now, not found taken after the run:
+  // every rank gets rank 0's verdict, and all stop alike.
+  std::string problem;
+  if (rank() == 0) {
+    try {
+      claim_run_directory(out_, overwrite, "--out");
+    } catch (const std::exception& e) {
+      problem = e.what();
+      if (problem.empty()) problem = "--out: cannot be claimed";
+    }
+  }
+  problem = world_->broadcast(problem);
+  if (!problem.empty()) throw UsageError(problem);
 }
 
 MpiBench::~MpiBench() = default;
@@ -175,12 +180,17 @@ int MpiBench::finish(const std::string& error, bool overwrite, const session::Fi
       continue;
     }
     const std::string theirs = st.value("run_json", "");
-    const fs::path local = st.value("dir", "");
-    // A shared file system: this host reads the very directory.
-    if (!local.empty() && file_bytes(local / "run.json") == theirs) {
+    // A shared file system: this host reads the very directory (the rank's
+    // path as given, from this working directory: ranks in other working
+    // directories send their files, as ranks on hosts that share none).
+    std::optional<fs::path> seen;
+    if (const fs::path local = st.value("dir", "");
+        !local.empty() && file_bytes(local / "run.json") == theirs)
+      seen = local;
+    if (seen) {
       world_->send(r, "have");
-      dirs.push_back(local);
-      note_rank(st, local.string(), false, "");
+      dirs.push_back(*seen);
+      note_rank(st, seen->string(), false, "");
       continue;
     }
     const fs::path target = fs::absolute(fs::path(root_) / std::to_string(r));
@@ -192,11 +202,11 @@ int MpiBench::finish(const std::string& error, bool overwrite, const session::Fi
         note_rank(st, target.string(), false, "");
         continue;
       }
-      if (fs::exists(target / "run.json") && !overwrite)
-        throw IoError(fmt::format("{} holds another run (give --overwrite to replace it)", target.string()));
+      // As bench claims a run directory: another run there is refused unless
+      // --overwrite, which removes its files (never through a link).
+      claim_run_directory(target, overwrite, "--mpi-shards");
       fs::create_directories(target);
-      fs::remove(target / "requests.jsonl");
-      write_whole(target / "run.json", theirs);
+      write_file_atomic(target / "run.json", theirs);
     } catch (const std::exception& e) {
       problem = fmt::format("not gathered: {}", e.what());
     }

@@ -47,8 +47,9 @@ inline constexpr std::int64_t kMpiStartLeadNs = 3'000'000'000;
 class MpiBench {
  public:
   // Collective: MPI started, clocks measured, rank 0's out (default
-  // runs/bench-UTC) and shard root given to every rank.
-  MpiBench(const std::string& out, const std::string& shard_root);
+  // runs/bench-UTC) and shard root given to every rank, and the out
+  // claimed by rank 0 (UsageError on every rank when it cannot be).
+  MpiBench(const std::string& out, const std::string& shard_root, bool overwrite);
   ~MpiBench();
 
   int rank() const { return world_->rank(); }

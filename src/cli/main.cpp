@@ -102,8 +102,9 @@ int main(int argc, char** argv) {
       }
       // mpirun passes SIGUSR1 on to every rank, while its Ctrl-C is SIGTERM
       // then SIGKILL a second later: bench --mpi stops early on it, and the
-      // ranks still gather and merge (docs/fleet.md "Under Open MPI").
-      if (command.app == bench) std::signal(SIGUSR1, on_signal);
+      // ranks still gather and merge (docs/fleet.md "Under Open MPI"; sim
+      // --grid's ranks gather what ran).
+      if (command.app == bench || command.app == sim) std::signal(SIGUSR1, on_signal);
       return command.run();
     }
   } catch (const CLI::CallForHelp& e) {

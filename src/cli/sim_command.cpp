@@ -100,6 +100,11 @@ void add_sim_options(CLI::App* sim, SimOptions& o) {
       ->check(CLI::IsMember(
           {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
       ->group(F);
+  sim->add_option("--pools", o.run.pools_file,
+                  "A fleet of pools from YAML (each a GPU, a tensor-parallel degree and a count of replicas, "
+                  "optionally a name and a price per GPU-hour) behind --router, in place of --replicas "
+                  "(docs/engine.md \"Heterogeneous pools\")")
+      ->group(F);
   sim->add_option("--router-load-bound", o.run.router_load_bound,
                   "prefix-affinity: a replica over this times the mean load is passed over")
       ->capture_default_str()
@@ -285,6 +290,8 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   session::SimRunSettings run = settings_of(o);
   if (o.plan) {
     if (o.run.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
+    if (!o.run.pools_file.empty())
+      throw UsageError("--plan chooses the replicas of one GPU kind: drop --pools (a grid compares pools)");
     if (o.run.coupling) throw UsageError("--plan and --coupling cannot be combined");
     // A directory that holds a run is refused now, not after the search.
     if (!o.run.out.empty() && !o.run.overwrite) claim_run_directory(o.run.out, false, "--out");
@@ -376,6 +383,13 @@ SimOptions parse_point(const session::Grid& g, const session::GridPoint& point) 
   SimOptions o;
   try {
     parse_sim_args(point.args(), o);
+    // The values read only when the run starts (the SLOs' grammar), read now.
+    for (const auto& opt : point.options)
+      if (opt.name == "slo") try {
+          bench::parse_slo_spec(opt.value);
+        } catch (const UsageError& e) {
+          throw InputError(g.file, opt.line, opt.field, e.what());
+        }
     return o;
   } catch (const CLI::ParseError& e) {
     for (std::size_t k = 1; k <= point.options.size(); ++k) {
@@ -447,6 +461,9 @@ void print_grid(std::ostream& os, const nlohmann::json& table) {
       table["frontier"].size());
 }
 
+int finish_grid(const SimOptions& top, const session::Grid& grid, const std::vector<nlohmann::json>& figures,
+                int size, const std::atomic<bool>& interrupted);
+
 int run_sim_grid(const SimOptions& top, const CLI::App* sim, const std::atomic<bool>& interrupted) {
   // The points' options come from the file alone.
   for (const CLI::Option* opt : sim->get_options()) {
@@ -469,7 +486,18 @@ int run_sim_grid(const SimOptions& top, const CLI::App* sim, const std::atomic<b
   std::unique_ptr<cluster::MpiWorld> world;
   if (spread) world = std::make_unique<cluster::MpiWorld>();
   const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
-  if (rank == 0 && !top.run.out.empty()) claim_run_directory(top.run.out, top.run.overwrite, "--out");
+  // --out claimed by rank 0, its verdict given to every rank (a rank that
+  // left alone would leave the others waiting at the gather).
+  std::string problem;
+  if (rank == 0 && !top.run.out.empty()) {
+    try {
+      claim_run_directory(top.run.out, top.run.overwrite, "--out");
+    } catch (const std::exception& e) {
+      problem = std::string(e.what()).empty() ? "--out: cannot be claimed" : e.what();
+    }
+  }
+  if (world) problem = world->broadcast(problem);
+  if (!problem.empty()) throw UsageError(problem);
 
   std::vector<nlohmann::json> figures(grid.runs());
   const bool talk = !top.quiet && !top.json;
@@ -486,7 +514,7 @@ int run_sim_grid(const SimOptions& top, const CLI::App* sim, const std::atomic<b
     try {
       const session::SimRunResult r = session::run_sim(settings_of(one), interrupted, quiet_log);
       if (r.report.interrupted) break;
-      figures[j] = session::grid_figures(r.summary, one.run.replicas * r.engine.tensor_parallel);
+      figures[j] = session::grid_figures(r.summary, r.gpus);
     } catch (const std::exception& e) {
       figures[j] = {{"error", e.what()}};
     }
@@ -510,10 +538,31 @@ int run_sim_grid(const SimOptions& top, const CLI::App* sim, const std::atomic<b
       world->barrier();
       return interrupted.load() ? kExitInterrupted : kExitOk;
     }
-    for (int r = 1; r < size; ++r)
-      for (const auto& pair : nlohmann::json::parse(world->receive(r)))
-        figures[pair[0].get<std::size_t>()] = pair[1];
   }
+  // Rank 0's gather, table and files; the ranks wait at the barrier for
+  // them, and an error is rethrown after it.
+  std::exception_ptr error;
+  int rc = kExitOk;
+  std::vector<std::string> messages;
+  if (world)  // every rank's message taken first, whatever comes of one
+    for (int r = 1; r < size; ++r) messages.push_back(world->receive(r));
+  try {
+    for (const auto& text : messages)
+      for (const auto& pair : nlohmann::json::parse(text)) {
+        const auto j = pair.at(0).get<std::size_t>();
+        if (j < figures.size()) figures[j] = pair.at(1);
+      }
+    rc = finish_grid(top, grid, figures, size, interrupted);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (world) world->barrier();
+  if (error) std::rethrow_exception(error);
+  return rc;
+}
+
+int finish_grid(const SimOptions& top, const session::Grid& grid, const std::vector<nlohmann::json>& figures,
+                int size, const std::atomic<bool>& interrupted) {
   const nlohmann::json table = session::grid_table(grid, figures);
   std::size_t failed = 0, missing = 0;
   for (const auto& f : figures) {
@@ -538,7 +587,6 @@ int run_sim_grid(const SimOptions& top, const CLI::App* sim, const std::atomic<b
       std::cout << "wrote " << display_text((std::filesystem::path(top.run.out) / "grid.json").string())
                 << "\n";
   }
-  if (world) world->barrier();
   if (missing > 0 && interrupted.load()) {
     std::cerr << fmt::format("interrupted: {} of {} runs not run; the table is of those that ran\n", missing,
                              grid.runs());

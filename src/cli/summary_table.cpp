@@ -48,8 +48,23 @@ void print_fleet(std::ostream& os, const nlohmann::json& fleet) {
   if (!fleet.is_object() || !fleet.contains("per_replica")) return;
   os << fmt::format("fleet: {} replicas, router {}\n", fleet["replicas"].get<std::uint64_t>(),
                     fleet["router"].get<std::string>());
-  os << fmt::format("  {:>7} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}\n", "replica", "requests",
-                    "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "out tok/s", "prefix hits");
+  const bool pooled = fleet.contains("pools") && fleet["pools"].is_array();
+  if (pooled) {
+    for (const auto& p : fleet["pools"])
+      os << fmt::format("  pool {}: {} x {} (TP {}), {} GPUs{}\n", display_text(p["name"].get<std::string>()),
+                        p["count"].get<std::uint64_t>(), display_text(p["gpu"].get<std::string>()),
+                        p["tensor_parallel"].get<std::uint64_t>(), p["gpus"].get<std::uint64_t>(),
+                        p["gpu_cost_per_hour"].is_number()
+                            ? fmt::format(", ${:.2f}/GPU-hour", p["gpu_cost_per_hour"].get<double>())
+                            : std::string());
+    os << fmt::format("  {} GPUs in all{}\n", fleet["gpus"].get<std::uint64_t>(),
+                      fleet["cost_per_hour"].is_number()
+                          ? fmt::format(", ${:.2f} an hour", fleet["cost_per_hour"].get<double>())
+                          : std::string());
+  }
+  os << fmt::format("  {:>7} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}{}\n", "replica", "requests",
+                    "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "out tok/s", "prefix hits",
+                    pooled ? "  pool" : "");
   const auto num = [](const nlohmann::json& s, const char* a, const char* b) {
     const auto* v = s.contains(a) && s[a].is_object() && s[a].contains(b) ? &s[a][b] : nullptr;
     return v && v->is_number() ? fmt::format("{:.1f}", v->get<double>()) : std::string("-");
@@ -62,9 +77,12 @@ void print_fleet(std::ostream& os, const nlohmann::json& fleet) {
     const auto hits = r["prefix_cache_hit_rate"].is_number()
                           ? fmt::format("{:.1f}%", 100 * r["prefix_cache_hit_rate"].get<double>())
                           : std::string("-");
-    os << fmt::format("  {:>7} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}\n", r["replica"].get<std::uint64_t>(),
+    os << fmt::format("  {:>7} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}", r["replica"].get<std::uint64_t>(),
                       r["routed"].get<std::uint64_t>(), num(s, "ttft_ms", "p50"), num(s, "ttft_ms", "p99"),
                       num(s, "tpot_ms", "p50"), tps, hits);
+    if (pooled && r.contains("pool") && r["pool"].is_string())
+      os << "  " << display_text(r["pool"].get<std::string>());
+    os << "\n";
   }
 }
 

@@ -1,13 +1,19 @@
 #include "cluster/mpi_world.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/run_dir.h"
 
 #ifdef TOKENSCOPE_HAVE_MPI
 #include <mpi.h>
@@ -98,15 +104,26 @@ ClockOffset MpiWorld::offset_to_root(int rounds) {
     barrier();
     return {.rounds = static_cast<std::uint32_t>(rounds)};
   }
-  std::vector<PingRound> measured(static_cast<std::size_t>(rounds));
-  for (auto& m : measured) {
+  std::vector<PingRound> measured;
+  for (int k = 0; k < rounds; ++k) {
+    PingRound m;
     m.t_send_ns = wall_ns();
     check(MPI_Send(&m.t_send_ns, 1, MPI_INT64_T, 0, kTagPing, MPI_COMM_WORLD), "MPI_Send");
     check(MPI_Recv(&m.t_peer_ns, 1, MPI_INT64_T, 0, kTagPing, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
     m.t_recv_ns = wall_ns();
+    // A round the wall clock was stepped back in (NTP) measures nothing:
+    // left out, never thrown on (the other ranks go on to the barrier).
+    if (m.t_recv_ns >= m.t_send_ns) measured.push_back(m);
   }
   barrier();
-  return estimate_offset(measured);
+  if (measured.empty())  // every round stepped back: the offset is not known
+    return {.offset_ns = 0,
+            .error_ns = std::int64_t{1} << 62,
+            .rtt_ns = 0,
+            .rounds = static_cast<std::uint32_t>(rounds)};
+  ClockOffset c = estimate_offset(measured);
+  c.rounds = static_cast<std::uint32_t>(rounds);
+  return c;
 }
 
 std::int64_t MpiWorld::broadcast(std::int64_t value) {
@@ -177,10 +194,16 @@ void MpiWorld::receive_file(int from, const std::filesystem::path& to) {
   check(MPI_Recv(&length, 1, MPI_INT64_T, from, kTagLength, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
   if (length < 0)
     throw IoError(fmt::format("rank {} could not read the file it was to send as {}", from, to.string()));
-  const auto part = std::filesystem::path(to.string() + ".part");
-  std::ofstream out(part, std::ios::binary | std::ios::trunc);
+  // A temporary of its own beside `to` (never through a planted link),
+  // renamed into place when whole.
+  std::optional<TempFile> part;
+  std::string problem;
+  try {
+    part = create_temp_beside(to);
+  } catch (const IoError& e) {
+    problem = e.what();
+  }
   std::string piece;
-  bool written = static_cast<bool>(out);
   for (std::int64_t at = 0; at < length; at += kPiece) {
     const auto n = std::min(kPiece, length - at);
     piece.resize(static_cast<std::size_t>(n));
@@ -188,16 +211,29 @@ void MpiWorld::receive_file(int from, const std::filesystem::path& to) {
     check(MPI_Recv(piece.data(), static_cast<int>(n), MPI_BYTE, from, kTagBytes, MPI_COMM_WORLD,
                    MPI_STATUS_IGNORE),
           "MPI_Recv");
-    if (written) written = static_cast<bool>(out.write(piece.data(), n));
+    for (std::size_t done = 0; part && problem.empty() && done < piece.size();) {
+      const ssize_t w = ::write(part->fd, piece.data() + done, piece.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        problem = fmt::format("{}: cannot write rank {}'s file: {}", part->path.string(), from,
+                              std::strerror(errno));
+        break;
+      }
+      done += static_cast<std::size_t>(w);
+    }
   }
-  if (written) written = static_cast<bool>(out.flush());
-  out.close();
-  if (!written) {
+  if (part) {
+    if (::close(part->fd) != 0 && problem.empty())
+      problem =
+          fmt::format("{}: cannot write rank {}'s file: {}", part->path.string(), from, std::strerror(errno));
     std::error_code ec;
-    std::filesystem::remove(part, ec);
-    throw IoError(fmt::format("{}: cannot write rank {}'s file (disk full?)", part.string(), from));
+    if (problem.empty()) {
+      std::filesystem::rename(part->path, to, ec);
+      if (ec) problem = fmt::format("{}: cannot rename into place: {}", to.string(), ec.message());
+    }
+    if (!problem.empty()) std::filesystem::remove(part->path, ec);
   }
-  std::filesystem::rename(part, to);
+  if (!problem.empty()) throw IoError(problem);
 }
 
 #else  // no MPI in this build

@@ -167,7 +167,7 @@ void claim_run_directory(const std::filesystem::path& dir, bool overwrite, std::
   static constexpr const char* kRunFiles[] = {
       "run.json",         "run.json.tmp",      "requests.jsonl", "requests.csv",  "steps.jsonl",
       "vllm_result.json", "sweep.json",        "sweep.json.tmp", "samples.jsonl", "trace.json",
-      "otlp_traces.json", "otlp_metrics.json", "server.log"};
+      "otlp_traces.json", "otlp_metrics.json", "server.log",     "grid.json"};
   std::vector<fs::path> found;
   // symlink_status: a link in a run file's place is found whether or not
   // what it points to exists.

@@ -74,7 +74,7 @@ class RunDirectory {
 };
 
 // Before a run writes into dir: refuses (UsageError naming `option`) when dir
-// already holds a run (run.json, requests.jsonl, sweep.json, a sweep's
+// already holds a run (run.json, requests.jsonl, sweep.json, grid.json, a sweep's
 // rate-* runs...) unless overwrite, which removes those files first, so that
 // two runs never mix in one directory. A symbolic link in a run file's
 // place, dangling or not, counts as one (overwrite removes the link, never

@@ -176,11 +176,39 @@ struct Fleet::Tap final : EngineObserver {
 Fleet::Fleet(std::size_t replicas, const EffectiveEngine& eff, const EngineSettings& s,
              const std::function<std::unique_ptr<CostModel>()>& make_cost, EngineObserver* observer,
              const RouterSettings& router)
-    : loads_(replicas, 0.0), router_(router, replicas), observer_(observer) {
+    : loads_(replicas, 0.0),
+      pools_(replicas, 0),
+      representatives_{0},
+      router_(router, replicas),
+      observer_(observer) {
   for (std::size_t i = 0; i < replicas; ++i) {
     taps_.push_back(std::make_unique<Tap>(this, observer));
     engines_.push_back(std::make_unique<Engine>(eff, s, make_cost(), taps_.back().get()));
   }
+}
+
+Fleet::Fleet(std::vector<ReplicaSpec> replicas,
+             const std::function<std::unique_ptr<CostModel>(const ReplicaSpec&)>& make_cost,
+             EngineObserver* observer, const RouterSettings& router)
+    : loads_(replicas.size(), 0.0), router_(router, replicas.size()), observer_(observer) {
+  for (std::size_t i = 0; i < replicas.size(); ++i) {
+    const ReplicaSpec& r = replicas[i];
+    if (i == 0 || r.pool != replicas[i - 1].pool) representatives_.push_back(i);
+    pools_.push_back(r.pool);
+    taps_.push_back(std::make_unique<Tap>(this, observer));
+    engines_.push_back(std::make_unique<Engine>(r.eff, r.settings, make_cost(r), taps_.back().get()));
+  }
+}
+
+std::optional<std::string> Fleet::admission_problem(std::uint64_t input_tokens, std::uint32_t output_tokens,
+                                                    std::uint32_t tenant) const {
+  std::optional<std::string> first;
+  for (const std::size_t i : representatives_) {
+    auto problem = engines_[i]->admission_problem(input_tokens, output_tokens, tenant);
+    if (!problem) return std::nullopt;
+    if (!first) first = std::move(problem);
+  }
+  return first;
 }
 
 Fleet::~Fleet() = default;
@@ -262,7 +290,7 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
       const auto& req = w.requests[next++];
       ++report.total.requests_submitted;
       // A row may claim up to 2^30 tokens: rejected before its tokens are made, as one engine does.
-      if (auto problem = fleet.engine(0).admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
+      if (auto problem = fleet.admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
         const std::string origin = workload::prompt_origin(w, req);
         fleet.reject_unrouted(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
         continue;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <span>
 #include <string>
@@ -94,13 +95,26 @@ class Router {
   std::uint32_t last_match_ = 0;
 };
 
-// N engines alike, each with its own cost model, their events forwarded to
-// one observer; each replica's outstanding tokens kept for the router.
+// One replica's engine: its resolved engine and settings (a pool's GPU and
+// TP degree, engine/pools.h), and its pool.
+struct ReplicaSpec {
+  EffectiveEngine eff;
+  EngineSettings settings;
+  std::size_t pool = 0;
+};
+
+// N engines, each with its own cost model, their events forwarded to one
+// observer; each replica's outstanding tokens kept for the router.
 class Fleet {
  public:
+  // N engines alike.
   Fleet(std::size_t replicas, const EffectiveEngine& eff, const EngineSettings& s,
         const std::function<std::unique_ptr<CostModel>()>& make_cost, EngineObserver* observer,
         const RouterSettings& router);
+  // Engines of several pools (heterogeneous fleets); make_cost: each replica's cost model.
+  Fleet(std::vector<ReplicaSpec> replicas,
+        const std::function<std::unique_ptr<CostModel>(const ReplicaSpec&)>& make_cost,
+        EngineObserver* observer, const RouterSettings& router);
   ~Fleet();
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;
@@ -123,12 +137,19 @@ class Fleet {
   // through the observer, counted apart from every replica.
   void reject_unrouted(std::uint64_t id, Nanos t, std::string_view reason);
   std::uint64_t unrouted_rejects() const { return unrouted_rejects_; }
+  // Why no replica could take a request (nullopt: one of the pools can).
+  std::optional<std::string> admission_problem(std::uint64_t input_tokens, std::uint32_t output_tokens,
+                                               std::uint32_t tenant) const;
+  // The pool of replica i.
+  std::size_t pool_of(std::size_t i) const { return pools_[i]; }
 
  private:
   struct Tap;
   std::vector<std::unique_ptr<Tap>> taps_;
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<double> loads_;
+  std::vector<std::size_t> pools_;            // each replica's pool
+  std::vector<std::size_t> representatives_;  // the first replica of each pool
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, double>> routed_;  // id -> (replica, tokens)
   Router router_;
   EngineObserver* observer_;

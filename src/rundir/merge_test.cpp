@@ -257,6 +257,11 @@ TEST(Merge, ShardZerosCountersAreKeptOnlyWhenTheySpanEveryShard) {
     run0["shard"]["clock_offset"] = {{"offset_ns", -1200}, {"error_ns", 40}, {"rtt_ns", 80},
                                      {"rounds", 32},       {"to", "rank 0"}, {"by", "mpi"}};
     std::ofstream(d0 / "run.json") << run0.dump();
+    if (span) {  // both measured: the starts' alignment is the two bounds'
+      auto run1 = read_json(d1 / "run.json");
+      run1["shard"]["clock_offset"] = {{"offset_ns", 900}, {"error_ns", 25}, {"rtt_ns", 50}, {"rounds", 32}};
+      std::ofstream(d1 / "run.json") << run1.dump();
+    }
     std::ostringstream log;
     const nlohmann::json launcher = {{"by", "mpi"}, {"ranks", 2}};
     merge_shards({d0, d1}, tmp.path() / "merged", false, log, {}, launcher);
@@ -275,7 +280,15 @@ TEST(Merge, ShardZerosCountersAreKeptOnlyWhenTheySpanEveryShard) {
       EXPECT_NE(run["shards"]["server_counters"].get<std::string>().find("not merged"), std::string::npos);
     }
     EXPECT_EQ(run["shards"]["launcher"], launcher);
-    // The measured offset travels with the shard's entry.
+    // The measured offset travels with the shard's entry in the merged run.
+    EXPECT_EQ(run["shards"]["merged"][0]["clock_offset"]["offset_ns"], -1200);
+    if (span) {
+      EXPECT_EQ(run["shards"]["merged"][1]["clock_offset"]["error_ns"], 25);
+      EXPECT_DOUBLE_EQ(run["shards"]["start_alignment_error_us"].get<double>(), 0.065);
+    } else {
+      EXPECT_TRUE(run["shards"]["merged"][1]["clock_offset"].is_null());
+      EXPECT_DOUBLE_EQ(run["shards"]["start_alignment_error_us"].get<double>(), 800.0) << "adjtimex's bound";
+    }
     const auto info = shard_info_from_json(run0["shard"], "run.json");
     ASSERT_TRUE(info.clock_offset);
     EXPECT_EQ(info.clock_offset->offset_ns, -1200);

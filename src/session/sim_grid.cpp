@@ -62,6 +62,7 @@ void add_option(const yaml::Fields& f, const std::string& name, const YAML::Node
     o.value.clear();
   }
   if (o.value.size() > 4096) f.fail(value, field, "expected a value of at most 4096 bytes");
+  if (!o.flag && o.value.empty()) f.fail(value, field, "expected a value (this one is empty)");
   out.push_back(std::move(o));
 }
 
@@ -167,6 +168,20 @@ Grid parse_grid(const std::string& text, const std::string& file) {
   if (points > kMaxGridRuns / g.seeds.size())
     f.fail(root, "seeds",
            fmt::format("{} points x {} seeds: more than {} runs", points, g.seeds.size(), kMaxGridRuns));
+  // Each point holds its options: their count over all points is bounded
+  // too (a base of a thousand options times a large product).
+  std::size_t per_point = base.size();
+  for (const auto& values : axis_values) {
+    std::size_t most = 0;
+    for (const auto& v : values) most = std::max(most, v.size());
+    per_point += most;
+  }
+  if (per_point > kMaxGridPointOptions)
+    f.fail(root, "base", fmt::format("{} options in a point: at most {}", per_point, kMaxGridPointOptions));
+  if (points * per_point > kMaxGridOptions)
+    f.fail(root, "axes",
+           fmt::format("{} points of up to {} options each: more than {} options in all", points, per_point,
+                       kMaxGridOptions));
   std::vector<std::size_t> at(axis_values.size(), 0);
   for (std::size_t p = 0; p < points; ++p) {
     GridPoint point;

@@ -13,8 +13,8 @@
 //     replicas: [1, 2, 4]              # an axis of one option
 //     router: [round-robin, prefix-affinity]
 //     hardware:                        # an axis of several options at once
-//       - {gpu: h100-80gb}
-//       - {gpu: a100-80gb, tensor-parallel: 2}
+//       - {gpu: h100}
+//       - {gpu: a100, tensor-parallel: 2}
 //
 // A plain `true` is a flag given, `false` a flag left out. The options that
 // write files or decide the runs themselves (out, seed, plan, repeat, ...)
@@ -57,6 +57,9 @@ struct Grid {
 
 // At most this many runs (points × seeds) in one grid.
 inline constexpr std::size_t kMaxGridRuns = 100'000;
+// At most this many options in one point, and over all points.
+inline constexpr std::size_t kMaxGridPointOptions = 1'000;
+inline constexpr std::size_t kMaxGridOptions = 2'000'000;
 
 // Throws InputError naming the file, line and field.
 Grid parse_grid(const std::string& text, const std::string& file);

@@ -87,6 +87,14 @@ TEST(SimGrid, BadFilesAreNamedByLineAndField) {
   EXPECT_NE(refusal("seeds: 10000\naxes: {x: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}\n").find("runs"),
             std::string::npos);
   EXPECT_NE(refusal("base: [").find("g.yaml"), std::string::npos);
+  EXPECT_NE(refusal("base: {rate: ''}\n").find("this one is empty"), std::string::npos);
+  // Options over all points are bounded: 500 repeated SLOs times 10,000 points.
+  std::string wide = "base:\n  slo: [";
+  for (int k = 0; k < 500; ++k) wide += std::string(k ? ", " : "") + "p=9" + std::to_string(k % 10);
+  wide +=
+      "]\naxes:\n  a: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n  b: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+      "  c: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n  d: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  EXPECT_NE(refusal(wide).find("options in all"), std::string::npos) << refusal(wide);
 }
 
 TEST(SimGrid, TheTableAveragesTheSeedsAndTheFrontierKeepsWhatNothingBeats) {

@@ -16,6 +16,7 @@
 #include "core/process_usage.h"
 #include "core/run_dir.h"
 #include "engine/fleet.h"
+#include "engine/pools.h"
 #include "engine/profile.h"
 #include "observe/sim_samples.h"
 #include "rundir/run_cache.h"
@@ -83,10 +84,13 @@ struct ReplicaSink final : RecordSink {
 nlohmann::json requested_settings(const SimRunSettings& o) {
   nlohmann::json requested = {
       {"workload", workload::to_json(o.workload)},
-      {"fleet", o.replicas > 1 ? nlohmann::json{{"replicas", o.replicas},
-                                                {"router", o.router},
-                                                {"router_load_bound", o.router_load_bound}}
-                               : nlohmann::json(nullptr)},
+      {"fleet", o.replicas > 1 || !o.pools_file.empty()
+                    ? nlohmann::json{{"replicas", o.replicas},
+                                     {"pools", o.pools_file.empty() ? nlohmann::json(nullptr)
+                                                                    : nlohmann::json(o.pools_file)},
+                                     {"router", o.router},
+                                     {"router_load_bound", o.router_load_bound}}
+                    : nlohmann::json(nullptr)},
       {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
       {"engine", engine::to_json(o.engine)},
       {"output",
@@ -188,7 +192,36 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   const engine::EffectiveEngine& eff = result.engine;
   // A fleet: its router, checked before anything is written.
   if (o.replicas == 0 || o.replicas > 4096) throw UsageError("--replicas: expected 1 to 4096");
-  const bool fleet_run = o.replicas > 1;
+  // Heterogeneous pools: each resolved on its GPU and TP degree.
+  std::vector<engine::PoolSpec> pools;
+  std::vector<engine::EffectiveEngine> pool_engines;
+  if (!o.pools_file.empty()) {
+    if (o.replicas != 1) throw UsageError("--pools gives the replicas (each pool's count): drop --replicas");
+    if (settings.profile)
+      throw UsageError("--pools and --profile cannot be combined (a profile is measured on one GPU)");
+    pools = engine::load_pools(o.pools_file);
+    for (std::size_t k = 0; k < pools.size(); ++k) {
+      engine::EngineSettings ps = settings;
+      ps.gpu = pools[k].gpu;
+      ps.tensor_parallel = pools[k].tensor_parallel;
+      try {
+        pool_engines.push_back(engine::resolve_engine(ps, catalog));
+      } catch (const UsageError& e) {
+        throw InputError(o.pools_file, pools[k].line, fmt::format("pools[{}]", k), e.what());
+      }
+    }
+  }
+  std::uint32_t n_replicas = o.replicas;
+  if (!pools.empty()) {
+    n_replicas = 0;
+    for (const auto& p : pools) n_replicas += p.count;
+  }
+  const bool fleet_run = n_replicas > 1 || !pools.empty();
+  result.gpus = n_replicas * eff.tensor_parallel;
+  if (!pools.empty()) {
+    result.gpus = 0;
+    for (const auto& p : pools) result.gpus += p.count * p.tensor_parallel;
+  }
   engine::RouterSettings router;
   if (fleet_run) {
     router.policy = engine::parse_router_policy(o.router);
@@ -223,7 +256,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   analyze::LatencyTap tap(session);  // the latencies by class, for --coupling
   const bool tapped = o.coupling || !o.only_class.empty();
   RecordSink& records = tapped ? static_cast<RecordSink&>(tap) : session;
-  ReplicaSink by_replica(records, fleet_run ? o.replicas : 0);
+  ReplicaSink by_replica(records, fleet_run ? n_replicas : 0);
   for (auto& b : by_replica.per) b.set_slos(slos);  // each replica's goodput and attainment
   // A fleet writes no steps.jsonl: each replica's steps would share one file (docs/engine.md "Fleets").
   engine::RecordingObserver observer(bw.w, fleet_run ? static_cast<RecordSink&>(by_replica) : records,
@@ -244,8 +277,24 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   std::unique_ptr<engine::Fleet> fleet;
   engine::FleetReport fleet_report;
   if (fleet_run) {
-    fleet = std::make_unique<engine::Fleet>(
-        o.replicas, eff, settings, [&] { return engine::make_cost_model(settings, eff); }, &observer, router);
+    if (pools.empty()) {
+      fleet = std::make_unique<engine::Fleet>(
+          n_replicas, eff, settings, [&] { return engine::make_cost_model(settings, eff); }, &observer,
+          router);
+    } else {
+      std::vector<engine::ReplicaSpec> specs;
+      for (std::size_t k = 0; k < pools.size(); ++k)
+        for (std::uint32_t c = 0; c < pools[k].count; ++c) {
+          engine::ReplicaSpec r{.eff = pool_engines[k], .settings = settings, .pool = k};
+          r.settings.gpu = pools[k].gpu;
+          r.settings.tensor_parallel = pools[k].tensor_parallel;
+          specs.push_back(std::move(r));
+        }
+      fleet = std::make_unique<engine::Fleet>(
+          std::move(specs),
+          [](const engine::ReplicaSpec& r) { return engine::make_cost_model(r.settings, r.eff); }, &observer,
+          router);
+    }
     observer.set_replica_of([f = fleet.get()](std::uint64_t id) { return f->replica_of(id); });
     fleet_report = engine::run_fleet_simulation(bw.w, *fleet, &interrupted);
     result.report = fleet_report.total;
@@ -262,11 +311,12 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   if (engine_one && engine_one->perturber()) result.perturbations = engine_one->perturber()->to_json();
   if (fleet_run) {
     nlohmann::json replicas = nlohmann::json::array();
-    for (std::size_t i = 0; i < o.replicas; ++i) {
+    for (std::size_t i = 0; i < fleet->size(); ++i) {
       const auto& c = fleet_report.replicas[i].counters;
       nlohmann::json sum = by_replica.per[i].build();
       replicas.push_back(
           {{"replica", i},
+           {"pool", pools.empty() ? nlohmann::json(nullptr) : nlohmann::json(pools[fleet->pool_of(i)].name)},
            {"routed", fleet_report.routed[i]},
            {"virtual_end_s", nanos_to_s(fleet_report.replicas[i].virtual_end_ns)},
            {"summary", sum},
@@ -276,7 +326,34 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
                                          : nlohmann::json(nullptr)},
            {"engine_counters", counters_json(c)}});
     }
-    result.fleet = {{"replicas", o.replicas},
+    nlohmann::json pool_list = nullptr;
+    double cost = 0.0;
+    bool cost_known = !pools.empty();  // every pool has a price
+    if (!pools.empty()) {
+      pool_list = nlohmann::json::array();
+      for (std::size_t k = 0; k < pools.size(); ++k) {
+        const auto& p = pools[k];
+        const std::uint32_t gpus = p.count * p.tensor_parallel;
+        if (p.gpu_cost_per_hour)
+          cost += *p.gpu_cost_per_hour * gpus;
+        else
+          cost_known = false;
+        pool_list.push_back({{"name", p.name},
+                             {"gpu", pool_engines[k].gpu.name},
+                             {"tensor_parallel", p.tensor_parallel},
+                             {"count", p.count},
+                             {"gpus", gpus},
+                             {"gpu_cost_per_hour", p.gpu_cost_per_hour ? nlohmann::json(*p.gpu_cost_per_hour)
+                                                                       : nlohmann::json(nullptr)},
+                             {"kv_cache_blocks_per_replica",
+                              pool_engines[k].num_gpu_blocks ? nlohmann::json(*pool_engines[k].num_gpu_blocks)
+                                                             : nlohmann::json(nullptr)}});
+      }
+    }
+    result.fleet = {{"replicas", n_replicas},
+                    {"gpus", result.gpus},
+                    {"pools", pool_list},
+                    {"cost_per_hour", cost_known ? nlohmann::json(cost) : nlohmann::json(nullptr)},
                     {"router", engine::name_of(router.policy)},
                     {"load_bound", router.policy == engine::RouterPolicy::kPrefixAffinity
                                        ? nlohmann::json(router.load_bound)

@@ -40,6 +40,9 @@ struct SimRunSettings {
   // A fleet (engine/fleet.h, docs/engine.md "Fleets"): this many identical
   // replicas behind a router; 1: one engine.
   std::uint32_t replicas = 1;
+  // --pools FILE (engine/pools.h): replicas of several GPUs and TP degrees
+  // behind the router, in place of --replicas.
+  std::string pools_file;
   std::string router = "round-robin";
   double router_load_bound = 1.25;
   // --slo (bench's grammar, bench/bench_settings.h): SLOs per class, or for
@@ -71,7 +74,9 @@ struct SimRunResult {
   double cpu_s = 0.0;                                      // the process's CPU time over the run
   bool report_written = false;
   nlohmann::json coupling;  // --coupling: run.json "coupling"; null otherwise
-  nlohmann::json fleet;     // --replicas > 1: run.json "fleet" (the router, each replica); null otherwise
+  nlohmann::json
+      fleet;  // --replicas > 1 or --pools: run.json "fleet" (the router, each replica); null otherwise
+  std::uint32_t gpus = 1;  // the GPUs the run's engines hold (replicas x TP, summed over the pools)
   std::map<std::string, analyze::ClassLatencies> latencies;  // by class (with --coupling or only_class)
   std::map<std::string, Slo> slos;  // the SLOs the summary held the requests to, by class ("" : default)
 };

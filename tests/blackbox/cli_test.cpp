@@ -837,6 +837,68 @@ TEST_F(Cli, SimRunsAFleetBehindARouterAndSaysEachRequestsReplica) {
   EXPECT_NE(perturbed.err.find("--perturb and --replicas"), std::string::npos) << perturbed.err;
 }
 
+// sim --pools: one pool of N alike is the fleet of --replicas N, record for
+// record; pools of different GPUs behind round-robin share the requests
+// alike, and the faster GPU's replica decodes faster.
+TEST_F(Cli, SimPoolsOfOneKindAreTheFleetOfReplicasAndAFasterGpuDecodesFaster) {
+  const std::vector<std::string> load = {"--num-requests", "90",          "--rate",       "12",
+                                         "--input-len",    "fixed:600",   "--output-len", "fixed:64",
+                                         "--router",       "round-robin", "--seed",       "2"};
+  auto replicas = load;
+  replicas.insert(replicas.end(), {"--replicas", "3", "--out", (dir_ / "replicas").string()});
+  ASSERT_EQ(sim(replicas).exit_code, 0);
+  auto one_pool = load;
+  one_pool.insert(one_pool.end(), {"--pools", file("one.yaml", "pools:\n  - {gpu: h100, count: 3}\n"),
+                                   "--out", (dir_ / "pool").string()});
+  const auto p = sim(one_pool);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(slurp(dir_ / "replicas" / "requests.jsonl"), slurp(dir_ / "pool" / "requests.jsonl"));
+  const auto a = nlohmann::json::parse(slurp(dir_ / "replicas" / "run.json"));
+  const auto b = nlohmann::json::parse(slurp(dir_ / "pool" / "run.json"));
+  EXPECT_EQ(a["summary"], b["summary"]);
+  EXPECT_EQ(b["fleet"]["gpus"], 3);
+  EXPECT_EQ(b["fleet"]["pools"][0]["name"], "h100x1");
+
+  auto mixed = load;
+  mixed.insert(mixed.end(), {"--pools",
+                             file("mixed.yaml",
+                                  "pools:\n"
+                                  "  - {name: new, gpu: h100, count: 1, gpu-cost-per-hour: 4}\n"
+                                  "  - {name: old, gpu: a100, count: 1, gpu-cost-per-hour: 1.5}\n"),
+                             "--out", (dir_ / "mixed").string()});
+  const auto m = sim(mixed);
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_NE(m.out.find("pool new: 1 x h100-sxm (TP 1), 1 GPUs, $4.00/GPU-hour"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("2 GPUs in all, $5.50 an hour"), std::string::npos) << m.out;
+  const auto run = nlohmann::json::parse(slurp(dir_ / "mixed" / "run.json"));
+  EXPECT_EQ(run["fleet"]["gpus"], 2);
+  EXPECT_DOUBLE_EQ(run["fleet"]["cost_per_hour"].get<double>(), 5.5);
+  const auto& reps = run["fleet"]["per_replica"];
+  ASSERT_EQ(reps.size(), 2u);
+  EXPECT_EQ(reps[0]["pool"], "new");
+  EXPECT_EQ(reps[1]["pool"], "old");
+  EXPECT_EQ(reps[0]["routed"], 45);
+  EXPECT_EQ(reps[1]["routed"], 45);
+  // Decoding is bound by memory bandwidth: an H100 (3.35 TB/s) against an
+  // A100 (2.04 TB/s) reading the same weights each step.
+  const double tpot_new = reps[0]["summary"]["tpot_ms"]["p50"].get<double>();
+  const double tpot_old = reps[1]["summary"]["tpot_ms"]["p50"].get<double>();
+  EXPECT_LT(tpot_new, tpot_old);
+  EXPECT_EQ(run["fleet"]["pools"][1]["gpu"], "a100-80g-sxm");
+
+  // Refused: --pools with --replicas or --plan; an unknown GPU named by its line.
+  auto both = load;
+  both.insert(both.end(), {"--pools", dir_.string() + "/one.yaml", "--replicas", "2"});
+  EXPECT_EQ(sim(both).exit_code, 2);
+  auto unknown = load;
+  unknown.insert(
+      unknown.end(),
+      {"--pools", file("bad.yaml", "pools:\n  - {gpu: h100, count: 1}\n  - {gpu: tpu9, count: 1}\n")});
+  const auto u = sim(unknown);
+  EXPECT_EQ(u.exit_code, 2);
+  EXPECT_NE(u.err.find("bad.yaml:3: field 'pools[1]'"), std::string::npos) << u.err;
+}
+
 TEST_F(Cli, ProfileReadsTheKvCapacityAndTheCapFromTheServersCounters) {
   // `serve` says neither its batch cap nor its KV capacity, but its
   // /metrics has vLLM's running, waiting and KV usage gauges: 256 blocks of
