@@ -52,7 +52,12 @@ print("%.1f" % (1e6 * r["client"]["process_cpu_s"] / r["summary"]["requests_tota
 # (Two shards at once on this machine's two cores would also share them
 # with each other and the server: their CPU per request would measure
 # that contention, not sharding.)
-single=(); shard0=(); shard1=()
+single=(); shard0=(); shard1=(); rank0=(); rank1=()
+# 3. The same NUM requests at RATE as the two ranks of `mpirun -n 2 bench
+#    --mpi` (when Open MPI is installed): the ranks run together, so they
+#    share the two cores with each other and the server; their CPU per
+#    request is each rank's run.json client.process_cpu_s.
+mpirun_bin="$(command -v mpirun || true)"
 for i in $(seq "$repeats"); do
   "$bin" bench "${common[@]}" --num-requests "$half" --rate "$half_rate" --out "$work/single-$i" > /dev/null
   for k in 0 1; do
@@ -61,7 +66,15 @@ for i in $(seq "$repeats"); do
   done
   a=$(cpu_per_request "$work/single-$i"); b=$(cpu_per_request "$work/s$i-0"); c=$(cpu_per_request "$work/s$i-1")
   single+=("$a"); shard0+=("$b"); shard1+=("$c")
-  echo "repeat $i: client CPU per request: one process ${a} us, shard 0 ${b} us, shard 1 ${c} us"
+  line="repeat $i: client CPU per request: one process ${a} us, shard 0 ${b} us, shard 1 ${c} us"
+  if [ -n "$mpirun_bin" ]; then
+    "$mpirun_bin" --allow-run-as-root --oversubscribe -n 2 "$bin" bench --mpi "${common[@]}" \
+      --num-requests "$num" --rate "$rate" --out "$work/m$i" > /dev/null
+    d=$(cpu_per_request "$work/m$i.shards/0"); e=$(cpu_per_request "$work/m$i.shards/1")
+    rank0+=("$d"); rank1+=("$e")
+    line="$line, MPI rank 0 ${d} us, rank 1 ${e} us"
+  fi
+  echo "$line"
 done
 kill "$server_pid"; server_pid=""
 
@@ -109,6 +122,11 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? 
 ms=$(median "${single[@]}"); m0=$(median "${shard0[@]}"); m1=$(median "${shard1[@]}")
 echo "median client CPU per request: one process ${ms} us, shard 0 ${m0} us ($(echo "scale=3; $m0 / $ms" | bc)x)," \
      "shard 1 ${m1} us ($(echo "scale=3; $m1 / $ms" | bc)x)"
+if [ ${#rank0[@]} -gt 0 ]; then
+  r0=$(median "${rank0[@]}"); r1=$(median "${rank1[@]}")
+  echo "median client CPU per request under mpirun -n 2 (ranks together): rank 0 ${r0} us" \
+       "($(echo "scale=3; $r0 / $ms" | bc)x), rank 1 ${r1} us ($(echo "scale=3; $r1 / $ms" | bc)x)"
+fi
 mw=$(median "${wall[@]}"); mc=$(median "${cpu[@]}"); mr=$(median "${rss[@]}")
 echo "median merge: ${mw} s wall, ${mc} s CPU for $records records" \
      "($(echo "scale=2; $mc * 1000000 / $records" | bc) CPU s per million), peak RSS $((${mr%.*} / 1024)) MiB"
