@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -243,9 +244,12 @@ int MpiBench::finish(const std::string& error, bool overwrite, const session::Fi
   // exits with an error; a rank whose own run failed exits so after this).
   std::exception_ptr merge_failure;
   rundir::MergeOutcome outcome;
+  // --quiet: the merge's lines only when it is not whole.
+  std::ostringstream merge_log;
   try {
-    outcome = rundir::merge_shards(dirs, out_, overwrite, log, tags, launcher);
+    outcome = rundir::merge_shards(dirs, out_, overwrite, quiet ? merge_log : log, tags, launcher);
     merged_ = true;
+    if (quiet && !outcome.complete()) log << merge_log.str();
   } catch (...) {
     merge_failure = std::current_exception();
   }
