@@ -52,7 +52,7 @@ print("%.1f" % (1e6 * r["client"]["process_cpu_s"] / r["summary"]["requests_tota
 # (Two shards at once on this machine's two cores would also share them
 # with each other and the server: their CPU per request would measure
 # that contention, not sharding.)
-single=(); shard0=(); shard1=(); rank0=(); rank1=()
+single=(); shard0=(); shard1=(); rank0=(); rank1=(); together0=(); together1=()
 # 3. The same NUM requests at RATE as the two ranks of `mpirun -n 2 bench
 #    --mpi` (when Open MPI is installed): the ranks run together, so they
 #    share the two cores with each other and the server; their CPU per
@@ -73,6 +73,17 @@ for i in $(seq "$repeats"); do
     d=$(cpu_per_request "$work/m$i.shards/0"); e=$(cpu_per_request "$work/m$i.shards/1")
     rank0+=("$d"); rank1+=("$e")
     line="$line, MPI rank 0 ${d} us, rank 1 ${e} us"
+    # The same two shards as plain processes at once: the contention the
+    # ranks meet, without MPI.
+    start=$(( $(date +%s) + 2 ))
+    for k in 0 1; do
+      "$bin" bench "${common[@]}" --num-requests "$num" --rate "$rate" --shard "$k/2" --start-at "$start" \
+        --out "$work/t$i-$k" > /dev/null &
+    done
+    wait
+    f=$(cpu_per_request "$work/t$i-0"); g=$(cpu_per_request "$work/t$i-1")
+    together0+=("$f"); together1+=("$g")
+    line="$line, shards at once ${f} us, ${g} us"
   fi
   echo "$line"
 done
@@ -124,8 +135,12 @@ echo "median client CPU per request: one process ${ms} us, shard 0 ${m0} us ($(e
      "shard 1 ${m1} us ($(echo "scale=3; $m1 / $ms" | bc)x)"
 if [ ${#rank0[@]} -gt 0 ]; then
   r0=$(median "${rank0[@]}"); r1=$(median "${rank1[@]}")
+  t0=$(median "${together0[@]}"); t1=$(median "${together1[@]}")
   echo "median client CPU per request under mpirun -n 2 (ranks together): rank 0 ${r0} us" \
-       "($(echo "scale=3; $r0 / $ms" | bc)x), rank 1 ${r1} us ($(echo "scale=3; $r1 / $ms" | bc)x)"
+       "($(echo "scale=3; $r0 / $ms" | bc)x), rank 1 ${r1} us ($(echo "scale=3; $r1 / $ms" | bc)x);" \
+       "two --shard processes at once: ${t0} us ($(echo "scale=3; $t0 / $ms" | bc)x), ${t1} us" \
+       "($(echo "scale=3; $t1 / $ms" | bc)x); rank against shard at once: $(echo "scale=3; $r0 / $t0" | bc)x," \
+       "$(echo "scale=3; $r1 / $t1" | bc)x"
 fi
 mw=$(median "${wall[@]}"); mc=$(median "${cpu[@]}"); mr=$(median "${rss[@]}")
 echo "median merge: ${mw} s wall, ${mc} s CPU for $records records" \
