@@ -76,11 +76,13 @@ for i in $(seq "$repeats"); do
     # The same two shards as plain processes at once: the contention the
     # ranks meet, without MPI.
     start=$(( $(date +%s) + 2 ))
+    pids=()
     for k in 0 1; do
       "$bin" bench "${common[@]}" --num-requests "$num" --rate "$rate" --shard "$k/2" --start-at "$start" \
         --out "$work/t$i-$k" > /dev/null &
+      pids+=($!)
     done
-    wait
+    wait "${pids[@]}"  # these two, not the server
     f=$(cpu_per_request "$work/t$i-0"); g=$(cpu_per_request "$work/t$i-1")
     together0+=("$f"); together1+=("$g")
     line="$line, shards at once ${f} us, ${g} us"
