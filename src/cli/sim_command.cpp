@@ -379,50 +379,45 @@ void parse_sim_args(const std::vector<std::string>& args, SimOptions& o) {
 
 // A point's options as sim reads its command line; a bad one is named by
 // the grid file's line and field (the first option whose addition fails).
+// The first option of a point whose addition makes the parse fail, named
+// by the grid file's line and field (`whole`: the whole point's message,
+// when no prefix fails alone).
+[[noreturn]] void name_bad_option(const session::Grid& g, const session::GridPoint& point,
+                                  const char* whole) {
+  for (std::size_t k = 1; k <= point.options.size(); ++k) {
+    session::GridPoint prefix;
+    prefix.options.assign(point.options.begin(), point.options.begin() + static_cast<std::ptrdiff_t>(k));
+    SimOptions scratch;
+    try {
+      parse_sim_args(prefix.args(), scratch);
+    } catch (const CLI::ParseError& first) {
+      const auto& bad = point.options[k - 1];
+      throw InputError(g.file, bad.line, bad.field, first.what());
+    } catch (const UsageError& first) {
+      const auto& bad = point.options[k - 1];
+      throw InputError(g.file, bad.line, bad.field, first.what());
+    }
+  }
+  throw InputError(g.file, 0, "", whole);
+}
+
 SimOptions parse_point(const session::Grid& g, const session::GridPoint& point) {
   SimOptions o;
   try {
     parse_sim_args(point.args(), o);
-    // The values read only when the run starts (the SLOs' grammar), read now.
-    for (const auto& opt : point.options)
-      if (opt.name == "slo") try {
-          bench::parse_slo_spec(opt.value);
-        } catch (const UsageError& e) {
-          throw InputError(g.file, opt.line, opt.field, e.what());
-        }
-    return o;
   } catch (const CLI::ParseError& e) {
-    for (std::size_t k = 1; k <= point.options.size(); ++k) {
-      session::GridPoint prefix;
-      prefix.options.assign(point.options.begin(), point.options.begin() + static_cast<std::ptrdiff_t>(k));
-      SimOptions scratch;
-      try {
-        parse_sim_args(prefix.args(), scratch);
-      } catch (const CLI::ParseError& first) {
-        const auto& bad = point.options[k - 1];
-        throw InputError(g.file, bad.line, bad.field, first.what());
-      } catch (const UsageError& first) {
-        const auto& bad = point.options[k - 1];
-        throw InputError(g.file, bad.line, bad.field, first.what());
-      }
-    }
-    throw InputError(g.file, 0, "", e.what());
-  } catch (const InputError&) {
-    throw;
+    name_bad_option(g, point, e.what());
   } catch (const UsageError& e) {
-    for (std::size_t k = 1; k <= point.options.size(); ++k) {
-      session::GridPoint prefix;
-      prefix.options.assign(point.options.begin(), point.options.begin() + static_cast<std::ptrdiff_t>(k));
-      SimOptions scratch;
-      try {
-        parse_sim_args(prefix.args(), scratch);
-      } catch (const std::exception& first) {
-        const auto& bad = point.options[k - 1];
-        throw InputError(g.file, bad.line, bad.field, first.what());
-      }
-    }
-    throw InputError(g.file, 0, "", e.what());
+    name_bad_option(g, point, e.what());
   }
+  // The values read only when the run starts (the SLOs' grammar), read now.
+  for (const auto& opt : point.options)
+    if (opt.name == "slo") try {
+        bench::parse_slo_spec(opt.value);
+      } catch (const UsageError& e) {
+        throw InputError(g.file, opt.line, opt.field, e.what());
+      }
+  return o;
 }
 
 void print_grid(std::ostream& os, const nlohmann::json& table) {
