@@ -11,7 +11,9 @@
 
 namespace tokenscope::engine {
 
-std::vector<PoolSpec> parse_pools(const std::string& text, const std::string& file) {
+namespace {
+
+std::vector<PoolSpec> parse_pools_checked(const std::string& text, const std::string& file) {
   const YAML::Node root = yaml::load(text, file);
   const yaml::Fields f(file);
   if (!root.IsMap()) f.fail(root, "", "expected a mapping with pools: a list of pools");
@@ -54,6 +56,18 @@ std::vector<PoolSpec> parse_pools(const std::string& text, const std::string& fi
     pools.push_back(std::move(s));
   }
   return pools;
+}
+
+}  // namespace
+
+// A YAML exception (a key that is not a scalar, a bad conversion) is an
+// InputError at the line yaml-cpp names, as every YAML reader's.
+std::vector<PoolSpec> parse_pools(const std::string& text, const std::string& file) {
+  try {
+    return parse_pools_checked(text, file);
+  } catch (const YAML::Exception& e) {
+    throw yaml::load_error(e, file);
+  }
 }
 
 std::vector<PoolSpec> load_pools(const std::string& path) {

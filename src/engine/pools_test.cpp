@@ -58,6 +58,8 @@ TEST(Pools, BadFilesAreNamedByLineAndField) {
   EXPECT_NE(refusal("pools:\n  - {gpu: h100, count: 4000}\n  - {gpu: a100, count: 97}\n").find("4096"),
             std::string::npos);
   EXPECT_NE(refusal("pools: [").find("p.yaml"), std::string::npos);
+  // A key that is not a scalar (found by fuzz_pools_yaml): named, not thrown through.
+  EXPECT_NE(refusal("? [a, b]\n: 1\n").find("p.yaml"), std::string::npos);
 }
 
 }  // namespace

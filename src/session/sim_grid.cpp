@@ -94,7 +94,9 @@ std::vector<std::string> GridPoint::args() const {
   return out;
 }
 
-Grid parse_grid(const std::string& text, const std::string& file) {
+namespace {
+
+Grid parse_grid_checked(const std::string& text, const std::string& file) {
   const YAML::Node root = yaml::load(text, file);
   const yaml::Fields f(file);
   if (!root.IsMap()) f.fail(root, "", "expected a mapping with base, seeds and axes");
@@ -198,6 +200,18 @@ Grid parse_grid(const std::string& text, const std::string& file) {
     }
   }
   return g;
+}
+
+}  // namespace
+
+// A YAML exception (a key that is not a scalar, a bad conversion) is an
+// InputError at the line yaml-cpp names, as every YAML reader's.
+Grid parse_grid(const std::string& text, const std::string& file) {
+  try {
+    return parse_grid_checked(text, file);
+  } catch (const YAML::Exception& e) {
+    throw yaml::load_error(e, file);
+  }
 }
 
 Grid load_grid(const std::string& path) {

@@ -88,6 +88,8 @@ TEST(SimGrid, BadFilesAreNamedByLineAndField) {
             std::string::npos);
   EXPECT_NE(refusal("base: [").find("g.yaml"), std::string::npos);
   EXPECT_NE(refusal("base: {rate: ''}\n").find("this one is empty"), std::string::npos);
+  // A key that is not a scalar (found by fuzz_grid_yaml): named, not thrown through.
+  EXPECT_NE(refusal("? [a, b]\n: 1\n").find("g.yaml"), std::string::npos);
   // Options over all points are bounded: 500 repeated SLOs times 10,000 points.
   std::string wide = "base:\n  slo: [";
   for (int k = 0; k < 500; ++k) wide += std::string(k ? ", " : "") + "p=9" + std::to_string(k % 10);
