@@ -1076,13 +1076,13 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                                       {"reason", !o.exact_prompts ? "not asked (--exact-prompts off)"
                                                                   : "--tokenizer given"}}},
       {"server_check", prompt_check}};
-  // Written now, partial and without a summary, so that the settings and
-  // seeds survive whatever ends the run (SIGKILL, a full disk); rewritten
-  // with the results at the end.
   // Under --mpi the ranks agree on the start now, every plan built.
   const std::optional<std::int64_t> start_at =
       o.shard.sharded() && o.agree_start ? std::optional<std::int64_t>(o.agree_start()) : o.start_at_unix_ns;
   const std::int64_t start_shift = o.clock_offset ? o.clock_offset->offset_ns : 0;
+  // Written now, partial and without a summary, so that the settings and
+  // seeds survive whatever ends the run (SIGKILL, a full disk); rewritten
+  // with the results at the end.
   const nlohmann::json anchor = clock_anchor();
   std::optional<rundir::ShardInfo> shard;
   if (o.shard.sharded()) {

@@ -173,11 +173,11 @@ struct BenchSettings {
   std::optional<std::int64_t> start_at_unix_ns;
   // bench --mpi (docs/fleet.md "Under Open MPI"): the ranks agree on the
   // start and wait for each other themselves. agree_start is called once
-  // this shard's plan is built and returns the start (Unix ns on this host's
-  // clock, or rank 0's when clock_offset is set) in place of start_at_unix_ns; all_done is called after this
-  // shard's last response, before its final reads, and returns once every
-  // shard has had its last (shard 0's last scrape then spans every shard's
-  // requests); clock_offset is rank 0's clock against this host's.
+  // this shard's plan is built and returns the start (Unix ns on rank 0's
+  // clock) in place of start_at_unix_ns; clock_offset is rank 0's clock
+  // against this host's; all_done is called after this shard's last
+  // response, before its final reads, and returns once every shard has had
+  // its last (shard 0's last scrape then spans every shard's requests).
   std::function<std::int64_t()> agree_start;
   std::function<void()> all_done;
   std::optional<rundir::ClockOffsetInfo> clock_offset;

@@ -739,33 +739,24 @@ int run_bench(BenchOptions& o, const std::atomic<bool>& interrupted, const std::
     throw UsageError(
         "--mpi: --out names the merged run (each rank's own is in OUT.shards/RANK): drop {shard}");
   MpiBench mpi(o.s.out_dir, o.mpi_shards, o.s.overwrite);
-  // The merged run gets the page and the history; the ranks' own do not.
-  const session::Finishers finish = o.finish;
+  // The merged run gets the page and the history (run_bench_process skips
+  // them for a rank's own run), and rank 0 alone prints.
   const bool json = o.json, quiet = o.s.quiet;
-  o.finish = session::Finishers{};
-  o.finish.history.disabled = true;
-  if (mpi.rank() > 0) {
-    o.s.quiet = true;  // one voice on mpirun's output: rank 0's
-    o.json = false;
-  }
+  if (mpi.rank() > 0) o.s.quiet = true;
   std::string error;
   std::exception_ptr failure;
-  int rc = kExitOk;
   try {
-    rc = run_bench_process(o, interrupted, hurry, &mpi);
+    run_bench_process(o, interrupted, hurry, &mpi);
   } catch (const std::exception& e) {
     failure = std::current_exception();
     error = e.what();
   }
   // The tags are in every rank's run.json already (the merged run's come from rank 0's).
-  const int merged = mpi.finish(error, o.s.overwrite, finish, {}, json, quiet, std::cout, std::cerr);
+  const int merged = mpi.finish(error, o.s.overwrite, o.finish, {}, json, quiet, std::cout, std::cerr);
   // mpirun's exit is the first non-zero rank's: the other ranks exit 0
   // (rank 0 has named their failures and counted their shares), and rank
   // 0's exit is the merged run's, or its own failure when nothing was merged.
-  if (mpi.rank() > 0) {
-    (void)rc;
-    return kExitOk;
-  }
+  if (mpi.rank() > 0) return kExitOk;
   if (failure && !mpi.merged()) std::rethrow_exception(failure);
   return interrupted.load() ? kExitInterrupted : merged;
 }
@@ -862,7 +853,8 @@ int run_bench_process(BenchOptions& o, const std::atomic<bool>& interrupted, con
                  "whoever sits between this machine and the target can read and change the requests, the "
                  "answers and the API key\n";
   const bench::BenchResult result = bench::run(s, interrupted, std::cerr, hurry, cache);
-  // --mpi: rank 0 prints the merged run once the ranks have gathered.
+  // --mpi: a rank's own run has no page, history entry or printout; rank 0
+  // gives the merged run those once the ranks have gathered.
   if (mpi) return result.exit_code;
   // Every run directory in the history (a sweep's each), interrupted ones
   // too; the page of the run or of the sweep.
