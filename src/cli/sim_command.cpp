@@ -105,6 +105,31 @@ void add_sim_options(CLI::App* sim, SimOptions& o) {
                   "optionally a name and a price per GPU-hour) behind --router, in place of --replicas "
                   "(docs/engine.md \"Heterogeneous pools\")")
       ->group(F);
+  sim->add_option("--prefill-replicas", o.run.prefill_replicas,
+                  "Disaggregated prefill (docs/engine.md \"Disaggregated prefill\"): this many replicas only "
+                  "prefill (behind --router), then send the prompt's KV over their link to a decode replica; "
+                  "with --decode-replicas, in place of --replicas")
+      ->check(CLI::Range(1u, 4096u))
+      ->group(F);
+  sim->add_option("--decode-replicas", o.run.decode_replicas,
+                  "Disaggregated prefill: this many replicas only decode (behind --decode-router)")
+      ->check(CLI::Range(1u, 4096u))
+      ->group(F);
+  sim->add_option("--decode-router", o.run.decode_router,
+                  "Disaggregated prefill: the router to the decode replicas (--router's names)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
+      ->group(F);
+  sim->add_option("--kv-link-gb-s", o.run.kv_link_gb_s,
+                  "Disaggregated prefill: each prefill replica's link for KV, GB/s (10^9 bytes a second; "
+                  "transfers leave one at a time)")
+      ->capture_default_str()
+      ->group(F);
+  sim->add_option("--kv-link-latency-us", o.run.kv_link_latency_us,
+                  "Disaggregated prefill: a KV transfer's one-way latency, microseconds")
+      ->capture_default_str()
+      ->group(F);
   sim->add_option("--router-load-bound", o.run.router_load_bound,
                   "prefix-affinity: a replica over this times the mean load is passed over")
       ->capture_default_str()
@@ -290,6 +315,8 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   session::SimRunSettings run = settings_of(o);
   if (o.plan) {
     if (o.run.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
+    if (o.run.prefill_replicas > 0 || o.run.decode_replicas > 0)
+      throw UsageError("--plan chooses colocated replicas: drop --prefill-replicas and --decode-replicas");
     if (!o.run.pools_file.empty())
       throw UsageError("--plan chooses the replicas of one GPU kind: drop --pools (a grid compares pools)");
     if (o.run.coupling) throw UsageError("--plan and --coupling cannot be combined");

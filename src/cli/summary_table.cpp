@@ -62,9 +62,25 @@ void print_fleet(std::ostream& os, const nlohmann::json& fleet) {
                           ? fmt::format(", ${:.2f} an hour", fleet["cost_per_hour"].get<double>())
                           : std::string());
   }
+  const bool split = fleet.contains("disaggregation") && fleet["disaggregation"].is_object();
+  if (split) {
+    const auto& d = fleet["disaggregation"];
+    const auto ms = [&](const char* a, const char* b) {
+      return d[a].is_object() && d[a][b].is_number() ? fmt::format("{:.2f}", d[a][b].get<double>())
+                                                     : std::string("-");
+    };
+    os << fmt::format(
+        "  disaggregated: {} prefill, {} decode (decode router {}); KV link {} GB/s, {} us: {} transfers, "
+        "{:.2f} GB, transfer p50 {} ms, p99 {} ms (waiting for the link p99 {} ms)\n",
+        d["prefill_replicas"].get<std::uint64_t>(), d["decode_replicas"].get<std::uint64_t>(),
+        display_text(d["decode_router"].get<std::string>()), d["kv_link_gb_s"].get<double>(),
+        d["kv_link_latency_us"].get<double>(), d["transfers"].get<std::uint64_t>(),
+        d["transfer_bytes"].get<double>() / 1e9, ms("transfer_ms", "p50"), ms("transfer_ms", "p99"),
+        ms("link_wait_ms", "p99"));
+  }
   os << fmt::format("  {:>7} {:>9} {:>12} {:>12} {:>12} {:>10} {:>11}{}\n", "replica", "requests",
                     "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "out tok/s", "prefix hits",
-                    pooled ? "  pool" : "");
+                    pooled ? "  pool" : (split ? "  role" : ""));
   const auto num = [](const nlohmann::json& s, const char* a, const char* b) {
     const auto* v = s.contains(a) && s[a].is_object() && s[a].contains(b) ? &s[a][b] : nullptr;
     return v && v->is_number() ? fmt::format("{:.1f}", v->get<double>()) : std::string("-");
@@ -82,6 +98,7 @@ void print_fleet(std::ostream& os, const nlohmann::json& fleet) {
                       num(s, "tpot_ms", "p50"), tps, hits);
     if (pooled && r.contains("pool") && r["pool"].is_string())
       os << "  " << display_text(r["pool"].get<std::string>());
+    if (split && r.contains("role") && r["role"].is_string()) os << "  " << r["role"].get<std::string>();
     os << "\n";
   }
 }

@@ -267,6 +267,8 @@ struct Engine::Seq {
   double image_flops = 0, audio_flops = 0;  // encoders still to run (once, with the first prefill chunk)
   std::uint32_t adapter = 0;                // LoRA adapter, 0: none
   std::uint16_t group = 0;                  // EngineRequest::group
+  std::uint32_t preloaded = 0;              // EngineRequest::preloaded_tokens, until a recompute
+  bool transferred = false;                 // it came with preloaded KV: its prompt was counted elsewhere
   enum class State { kWaiting, kRunning, kSwapped } state = State::kWaiting;
 
   std::uint32_t num_tokens() const { return prompt_len + num_output; }
@@ -593,6 +595,8 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->pooling = r.pooling;
   s->image_flops = r.image_encoder_flops;
   s->audio_flops = r.audio_encoder_flops;
+  s->preloaded = std::min<std::uint32_t>(r.preloaded_tokens, s->prompt_len > 0 ? s->prompt_len - 1 : 0);
+  s->transferred = s->preloaded > 0;
   s->hashes.reserve(prompt_len / B + 1);
   for (auto t : r.prompt) append_known_token(*s, t);
   waiting_push_back(s);
@@ -612,9 +616,10 @@ void Engine::cache_full_blocks(Seq& s, std::uint32_t tokens) {
 bool Engine::allocate_slots(Seq& s, std::uint32_t n, std::size_t hit_blocks, std::size_t host_blocks) {
   auto& pool = pools_[pool_of(s)];
   const std::uint32_t B = eff_.block_size_tokens;
-  const std::uint64_t base = s.blocks.empty() && s.swapped_blocks == 0
-                                 ? (hit_blocks + host_blocks) * static_cast<std::uint64_t>(B)
-                                 : s.num_computed;
+  const std::uint64_t base =
+      s.blocks.empty() && s.swapped_blocks == 0
+          ? std::max<std::uint64_t>((hit_blocks + host_blocks) * static_cast<std::uint64_t>(B), s.preloaded)
+          : s.num_computed;
   const std::uint64_t required = (base + n + B - 1) / B;
   const std::uint64_t have = s.blocks.size() + hit_blocks;
   const std::uint64_t fresh = required > have ? required - have : 0;
@@ -657,6 +662,7 @@ void Engine::preempt(Seq* v, StepStats& st) {
     v->blocks.clear();
     v->num_cached_blocks = 0;
     v->num_computed = 0;
+    v->preloaded = 0;  // its transferred KV is gone: recomputed here
     --tenant_live_seqs_[v->tenant];
     waiting_push_front(v);
   }
@@ -862,12 +868,14 @@ Nanos Engine::step(Nanos now) {
       if (host_pool_.size() > 0 && settings_.enable_prefix_caching)
         while (gpu_hits + host_hits < max_hit_blocks && host_pool_.contains(candidates[gpu_hits + host_hits]))
           ++host_hits;
-      const auto computed = static_cast<std::uint32_t>((gpu_hits + host_hits) * B);
+      const auto computed = std::max(static_cast<std::uint32_t>((gpu_hits + host_hits) * B), s->preloaded);
       const std::uint32_t remaining = s->num_tokens() - computed;
       if (!settings_.enable_chunked_prefill && remaining > budget) break;
       const std::uint32_t n = cap(remaining);
       if (!allocate_slots(*s, n, gpu_hits, host_hits)) break;
-      if (!s->admitted_once) {
+      if (!s->admitted_once && s->transferred) {
+        s->admitted_once = true;  // its prompt was a query where it was computed
+      } else if (!s->admitted_once) {
         s->admitted_once = true;
         s->cached_tokens = computed;
         counters_.prefix_queries_tokens += s->prompt_len;
@@ -993,7 +1001,7 @@ Nanos Engine::step(Nanos now) {
     s->num_computed += n;
     if (s->num_computed != s->num_tokens()) continue;
     const tokenizers::TokenId token = workload::generated_token(s->output_seed, s->num_output);
-    if (s->num_output == 0) counters_.prompt_tokens += s->prompt_len;
+    if (s->num_output == 0 && !s->transferred) counters_.prompt_tokens += s->prompt_len;
     ++s->num_output;
     if (!s->pooling) ++counters_.generation_tokens;
     append_known_token(*s, token);

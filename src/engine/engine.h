@@ -173,6 +173,12 @@ struct EngineRequest {
   std::uint32_t adapter = 0;
   // Its group (sim: the task class) for Engine::coupling_terms.
   std::uint16_t group = 0;
+  // Prompt tokens whose KV arrives computed (a decode replica of a
+  // disaggregated fleet: the prefill replica's KV, engine/fleet.h); at most
+  // the prompt's length less one (the last is computed here and samples the
+  // first token). They take KV blocks on admission but no compute, and are
+  // not prefix-cache queries; a preemption by recompute forgets them.
+  std::uint32_t preloaded_tokens = 0;
 };
 
 // The terms of the design's coupling coefficient kappa = rho_shared x

@@ -147,26 +147,56 @@ std::size_t Router::route(const RouteKey& k, std::span<const double> loads) {
 }
 
 // Forwards a replica's events to the fleet's observer; a request's end
-// takes its tokens off the replica's load.
+// takes its tokens off the replica's load. In a disaggregated fleet a
+// prefill replica's token is not delivered and its end starts the KV
+// transfer; a decode replica's first schedule is not the request's (its
+// prefill's is) and its end is the request's, merged with its prefill.
 struct Fleet::Tap final : EngineObserver {
   Fleet* fleet;
   EngineObserver* down;
-  Tap(Fleet* f, EngineObserver* d) : fleet(f), down(d) {}
+  std::size_t index;
+  Tap(Fleet* f, EngineObserver* d, std::size_t i) : fleet(f), down(d), index(i) {}
+  bool prefill() const { return fleet->is_prefill(index); }
+  bool decode() const { return fleet->pd_.has_value() && !prefill(); }
   void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached) override {
+    if (decode()) return;
+    if (prefill())
+      if (const auto it = fleet->pending_.find(id); it != fleet->pending_.end()) {
+        it->second.first_scheduled = t;
+        it->second.cached_tokens = cached;
+      }
     if (down) down->on_first_scheduled(id, t, cached);
   }
   void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override {
+    if (prefill()) return;
     if (down) down->on_token(id, t, token);
   }
   // A request's end reaches the router when the fleet's time passes it: a
   // replica's step is computed whole, ahead of the arrivals inside it.
   void on_finish(const FinishedRequest& r) override {
-    if (down) down->on_finish(r);
     fleet->ends_.emplace(r.finished, r.id);
+    if (prefill() && !r.aborted) {
+      fleet->prefill_done(r, index);
+      return;
+    }
+    const auto it = decode() ? fleet->pending_.find(r.id) : fleet->pending_.end();
+    if (it != fleet->pending_.end()) {
+      FinishedRequest merged = r;
+      merged.arrival = it->second.arrival;
+      merged.first_scheduled = it->second.first_scheduled;
+      merged.cached_tokens = it->second.cached_tokens;
+      merged.preemptions += it->second.preemptions;
+      if (down) down->on_finish(merged);
+      fleet->pending_.erase(it);
+      return;
+    }
+    if (down) down->on_finish(r);
+    fleet->pending_.erase(r.id);
   }
   void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override {
-    if (down) down->on_reject(id, t, reason);
     fleet->ends_.emplace(t, id);
+    if (down) down->on_reject(id, t, reason);
+    fleet->pending_.erase(id);
   }
   void on_step(const StepStats& s) override {
     if (down) down->on_step(s);
@@ -182,7 +212,7 @@ Fleet::Fleet(std::size_t replicas, const EffectiveEngine& eff, const EngineSetti
       router_(router, replicas),
       observer_(observer) {
   for (std::size_t i = 0; i < replicas; ++i) {
-    taps_.push_back(std::make_unique<Tap>(this, observer));
+    taps_.push_back(std::make_unique<Tap>(this, observer, i));
     engines_.push_back(std::make_unique<Engine>(eff, s, make_cost(), taps_.back().get()));
   }
 }
@@ -195,7 +225,7 @@ Fleet::Fleet(std::vector<ReplicaSpec> replicas,
     const ReplicaSpec& r = replicas[i];
     if (i == 0 || r.pool != replicas[i - 1].pool) representatives_.push_back(i);
     pools_.push_back(r.pool);
-    taps_.push_back(std::make_unique<Tap>(this, observer));
+    taps_.push_back(std::make_unique<Tap>(this, observer, i));
     engines_.push_back(std::make_unique<Engine>(r.eff, r.settings, make_cost(r), taps_.back().get()));
   }
 }
@@ -245,10 +275,102 @@ bool Fleet::add_request(EngineRequest r, Nanos t, std::uint64_t session) {
   key.session = session;
   key.prefix_seed = (std::uint64_t{r.tenant} << 32) ^ r.adapter;
   key.tokens = static_cast<double>(r.prompt.size()) + r.max_output_tokens;
-  const std::size_t i = router_.route(key, loads_);
+  if (!pd_) {
+    const std::size_t i = router_.route(key, loads_);
+    routed_[r.id] = {static_cast<std::uint32_t>(i), key.tokens};
+    loads_[i] += key.tokens;
+    return engines_[i]->add_request(std::move(r), t);
+  }
+  // Disaggregated: to a prefill replica, for one token; the request is kept for its decode.
+  const std::size_t p = pd_->prefill_replicas;
+  key.tokens = static_cast<double>(r.prompt.size()) + 1.0;
+  const std::size_t i = router_.route(key, std::span<const double>(loads_).first(p));
+  routed_[r.id] = {static_cast<std::uint32_t>(i), key.tokens};
+  prefill_of_[r.id] = static_cast<std::uint32_t>(i);
+  loads_[i] += key.tokens;
+  EngineRequest prefill = r;
+  prefill.max_output_tokens = 1;
+  Pending& pending = pending_[r.id];
+  pending.prefill_replica = static_cast<std::uint32_t>(i);
+  pending.arrival = r.arrival >= 0 && r.arrival < t ? r.arrival : t;
+  pending.session = session;
+  pending.request = std::move(r);
+  pending.request.image_encoder_flops = pending.request.audio_encoder_flops = 0;  // run by the prefill
+  return engines_[i]->add_request(std::move(prefill), t);
+}
+
+void Fleet::disaggregate(const Disaggregation& d) {
+  if (d.prefill_replicas == 0 || d.prefill_replicas >= engines_.size())
+    throw UsageError(fmt::format(
+        "--prefill-replicas: a disaggregated fleet needs at least one prefill and one decode replica (got {} "
+        "prefill of {} replicas)",
+        d.prefill_replicas, engines_.size()));
+  if (!(d.link_bytes_per_s > 0) || !std::isfinite(d.link_bytes_per_s))
+    throw UsageError("--kv-link-gb-s: expected a positive bandwidth");
+  if (d.link_latency_ns < 0) throw UsageError("--kv-link-latency-us: expected a latency of at least 0");
+  if (!routed_.empty()) throw UsageError("a fleet is disaggregated before its first request");
+  pd_ = d;
+  RouterSettings prefill = router_.settings();
+  router_ = Router(prefill, d.prefill_replicas);
+  RouterSettings decode = prefill;
+  decode.policy = d.decode_policy;
+  decode.seed = prefill.seed ^ 0xdec0deULL;
+  decode_router_ = std::make_unique<Router>(decode, engines_.size() - d.prefill_replicas);
+  link_free_.assign(d.prefill_replicas, 0);
+  link_bytes_.assign(d.prefill_replicas, 0.0);
+}
+
+int Fleet::prefill_replica_of(std::uint64_t id) const {
+  const auto it = prefill_of_.find(id);
+  return it == prefill_of_.end() ? -1 : static_cast<int>(it->second);
+}
+
+void Fleet::prefill_done(const FinishedRequest& f, std::size_t replica) {
+  const auto it = pending_.find(f.id);
+  if (it == pending_.end()) return;
+  it->second.preemptions = f.preemptions;
+  KvTransfer x;
+  x.id = f.id;
+  x.prefill_replica = static_cast<std::uint32_t>(replica);
+  x.bytes = static_cast<double>(f.prompt_tokens) * engines_[replica]->effective().kv_bytes_per_token;
+  x.ready = f.finished;
+  // One transfer at a time on the link; the latency does not hold it.
+  x.start = std::max(x.ready, link_free_[replica]);
+  const Nanos wire = seconds_to_nanos(x.bytes / pd_->link_bytes_per_s);
+  link_free_[replica] = x.start + wire;
+  x.arrive = x.start + wire + pd_->link_latency_ns;
+  link_bytes_[replica] += x.bytes;
+  transfers_.push_back(x);
+  in_flight_.emplace(x.arrive, transfers_.size() - 1);
+}
+
+std::optional<Nanos> Fleet::next_transfer() const {
+  if (in_flight_.empty()) return std::nullopt;
+  return in_flight_.top().first;
+}
+
+int Fleet::deliver_next_transfer() {
+  const auto [t, k] = in_flight_.top();
+  in_flight_.pop();
+  const auto it = pending_.find(transfers_[k].id);
+  if (it == pending_.end()) return -1;
+  settle(t);  // its prefill's end, and what else ended by t, are off the loads
+  EngineRequest r = std::move(it->second.request);
+  const std::size_t p = pd_->prefill_replicas;
+  RouteKey key;
+  key.id = r.id;
+  key.prompt = r.prompt;
+  key.session = it->second.session;
+  key.prefix_seed = (std::uint64_t{r.tenant} << 32) ^ r.adapter;
+  key.tokens = static_cast<double>(r.prompt.size()) + r.max_output_tokens;
+  const std::size_t i = p + decode_router_->route(key, std::span<const double>(loads_).subspan(p));
   routed_[r.id] = {static_cast<std::uint32_t>(i), key.tokens};
   loads_[i] += key.tokens;
-  return engines_[i]->add_request(std::move(r), t);
+  transfers_[k].decode_replica = static_cast<std::int32_t>(i);
+  r.preloaded_tokens = static_cast<std::uint32_t>(r.prompt.size());  // the engine computes the last one
+  r.arrival = -1;                                                    // it arrives at the decode replica now
+  // (A rejection there reaches the observer at once and ends the pending request.)
+  return engines_[i]->add_request(std::move(r), t) ? static_cast<int>(i) : -1;
 }
 
 FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, const std::atomic<bool>* stop) {
@@ -285,6 +407,20 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
     for (std::size_t i = 0; i < n_rep; ++i)
       if (busy(i) && (first == n_rep || now[i] < now[first])) first = i;
     const Nanos t_step = first < n_rep ? now[first] : std::numeric_limits<Nanos>::max();
+    // A KV transfer that reaches the decode side before the next step and
+    // the next arrival (disaggregated fleets): routed and queued there.
+    if (const auto t_kv = fleet.next_transfer();
+        t_kv && *t_kv <= t_step && (next >= n || *t_kv <= w.requests[next].arrival_ns)) {
+      const int r = fleet.deliver_next_transfer();
+      if (r >= 0) {
+        const auto i = static_cast<std::size_t>(r);
+        ++report.routed[i];
+        ++report.replicas[i].requests_submitted;
+        now[i] = std::max(now[i], *t_kv);
+        parked[i] = 0;
+      }
+      continue;
+    }
     if (next < n && w.requests[next].arrival_ns <= t_step) {
       // An arrival before (or at) the next step: routed and queued on its replica's clock.
       const auto& req = w.requests[next++];
@@ -361,10 +497,13 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
     c.host_kv_recomputed_blocks += x.host_kv_recomputed_blocks;
     c.max_host_kv_blocks = std::max(c.max_host_kv_blocks, x.max_host_kv_blocks);
     c.lora_loads += x.lora_loads;
-    c.requests_finished += x.requests_finished;
     c.requests_rejected += x.requests_rejected;
     c.prompt_tokens += x.prompt_tokens;
-    c.generation_tokens += x.generation_tokens;
+    // A prefill replica's one token per request is not delivered; the request ends on its decode replica.
+    if (!fleet.is_prefill(i)) {
+      c.requests_finished += x.requests_finished;
+      c.generation_tokens += x.generation_tokens;
+    }
     c.max_batched_tokens_seen = std::max(c.max_batched_tokens_seen, x.max_batched_tokens_seen);
     c.max_blocks_in_use = std::max(c.max_blocks_in_use, x.max_blocks_in_use);
     if (x.kv_usage_peak) c.kv_usage_peak = std::max(c.kv_usage_peak.value_or(0.0), *x.kv_usage_peak);

@@ -103,6 +103,39 @@ struct ReplicaSpec {
   std::size_t pool = 0;
 };
 
+// Prefill/decode disaggregation (docs/engine.md "Disaggregated prefill"),
+// as Splitwise and DistServe run it and vLLM's disaggregated serving does:
+// replicas [0, P) only prefill, the rest only decode. A request is routed to
+// a prefill replica (the fleet's router) and runs there with one output
+// token (vLLM's max_tokens 1 to the prefill instance; that token is not
+// delivered). When it ends, its prompt's KV (prompt tokens x the prefill
+// replica's KV bytes per token) goes over that replica's link: transfers
+// leave one at a time (bandwidth), each arrives a latency after it left.
+// On arrival it is routed to a decode replica (decode_policy over the decode
+// replicas' loads), which admits it with the KV in place (blocks taken, no
+// compute; the last prompt token is computed and samples the first token)
+// and generates every output token. The first token the client sees is the
+// decode replica's: TTFT counts the prefill, the transfer and the decode
+// queue. A decode replica short of blocks keeps it waiting, KV held
+// elsewhere (no back-pressure on the link is modelled).
+struct Disaggregation {
+  std::size_t prefill_replicas = 0;  // 0: off
+  double link_bytes_per_s = 50e9;    // per prefill replica (400 Gb/s)
+  Nanos link_latency_ns = 10'000;
+  RouterPolicy decode_policy = RouterPolicy::kLeastLoaded;
+};
+
+// One KV transfer of a disaggregated fleet.
+struct KvTransfer {
+  std::uint64_t id = 0;
+  std::uint32_t prefill_replica = 0;
+  std::int32_t decode_replica = -1;  // its index in the fleet once delivered (-1: in flight or rejected)
+  double bytes = 0;
+  Nanos ready = 0;   // the prefill ended
+  Nanos start = 0;   // it left (the link was free)
+  Nanos arrive = 0;  // it reached the decode side
+};
+
 // N engines, each with its own cost model, their events forwarded to one
 // observer; each replica's outstanding tokens kept for the router.
 class Fleet {
@@ -143,6 +176,24 @@ class Fleet {
   // The pool of replica i.
   std::size_t pool_of(std::size_t i) const { return pools_[i]; }
 
+  // Disaggregates the fleet (before any request): the first
+  // d.prefill_replicas replicas prefill, the others decode. Throws
+  // UsageError unless both sides have a replica.
+  void disaggregate(const Disaggregation& d);
+  const std::optional<Disaggregation>& disaggregation() const { return pd_; }
+  bool is_prefill(std::size_t i) const { return pd_ && i < pd_->prefill_replicas; }
+  // The prefill replica of a request of a disaggregated fleet; -1: none.
+  int prefill_replica_of(std::uint64_t id) const;
+  // When the next KV transfer reaches the decode side (nullopt: none in flight).
+  std::optional<Nanos> next_transfer() const;
+  // Delivers the next transfer to its decode replica and returns that
+  // replica (-1: it was rejected there).
+  int deliver_next_transfer();
+  // Every transfer, in the order the prefills ended.
+  const std::vector<KvTransfer>& transfers() const { return transfers_; }
+  // Bytes each prefill replica's link carried.
+  std::span<const double> link_bytes() const { return link_bytes_; }
+
  private:
   struct Tap;
   std::vector<std::unique_ptr<Tap>> taps_;
@@ -159,6 +210,30 @@ class Fleet {
       ends_;
   std::uint64_t unrouted_rejects_ = 0;
   void done(std::uint64_t id);
+
+  // Disaggregation: the decode side's router, the requests between their
+  // prefill and their decode (the request as it came, the prefill's first
+  // schedule), the links and the transfers in flight.
+  std::optional<Disaggregation> pd_;
+  std::unique_ptr<Router> decode_router_;
+  struct Pending {
+    EngineRequest request;
+    std::uint32_t prefill_replica = 0;
+    Nanos first_scheduled = -1;
+    std::uint32_t cached_tokens = 0;
+    std::uint32_t preemptions = 0;
+    Nanos arrival = 0;
+    std::uint64_t session = 0;
+  };
+  std::unordered_map<std::uint64_t, Pending> pending_;
+  std::unordered_map<std::uint64_t, std::uint32_t> prefill_of_;  // id -> its prefill replica
+  std::vector<Nanos> link_free_;
+  std::vector<double> link_bytes_;
+  std::priority_queue<std::pair<Nanos, std::uint64_t>, std::vector<std::pair<Nanos, std::uint64_t>>,
+                      std::greater<>>
+      in_flight_;  // (arrival, index in transfers_)
+  std::vector<KvTransfer> transfers_;
+  void prefill_done(const FinishedRequest& f, std::size_t replica);
 };
 
 struct FleetReport {

@@ -138,6 +138,181 @@ TEST(Fleet, ARowTooLongForAnyReplicaIsRefusedBeforeItsTokensAreMade) {
   EXPECT_EQ(seen.finished.size(), 1u);
 }
 
+// Every event of every request, as the fleet's observer hears them.
+struct Heard final : EngineObserver {
+  std::map<std::uint64_t, std::vector<Nanos>> tokens;
+  std::map<std::uint64_t, FinishedRequest> finished;
+  std::map<std::uint64_t, int> first_scheduled_calls;
+  void on_first_scheduled(std::uint64_t id, Nanos, std::uint32_t) override { ++first_scheduled_calls[id]; }
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId) override { tokens[id].push_back(t); }
+  void on_finish(const FinishedRequest& r) override {
+    EXPECT_EQ(finished.count(r.id), 0u) << "request " << r.id << " ended twice";
+    finished[r.id] = r;
+  }
+};
+
+constexpr Nanos kMsec = 1'000'000;  // a millisecond
+
+// Every step costs 5 ms: the times below follow from the schedule alone.
+EngineSettings five_ms_steps() {
+  EngineSettings s;
+  s.fixed_step_ms = 5.0;
+  return s;
+}
+
+TEST(Disaggregated, TheFirstTokenWaitsForThePrefillTheTransferAndADecodeStep) {
+  const EngineSettings s = five_ms_steps();
+  const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
+  workload::Workload w;
+  w.requests = {request(0, 2 * kMsec, 1000, 4)};
+  Heard heard;
+  Fleet fleet(
+      2, eff, s, [&] { return make_cost_model(s, eff); }, &heard, RouterSettings{});
+  Disaggregation d;
+  d.prefill_replicas = 1;
+  d.link_bytes_per_s = 1e9;  // 1 GB/s
+  d.link_latency_ns = 100'000;
+  fleet.disaggregate(d);
+  const FleetReport r = run_fleet_simulation(w, fleet);
+  // The prefill: one 5 ms step from its arrival. Its KV (1000 tokens) then
+  // leaves at once, and arrives bytes/bandwidth and the latency later.
+  const double bytes = 1000 * eff.kv_bytes_per_token;
+  ASSERT_EQ(fleet.transfers().size(), 1u);
+  const KvTransfer& x = fleet.transfers()[0];
+  EXPECT_EQ(x.prefill_replica, 0u);
+  EXPECT_EQ(x.decode_replica, 1);
+  EXPECT_DOUBLE_EQ(x.bytes, bytes);
+  EXPECT_EQ(x.ready, 7 * kMsec);
+  EXPECT_EQ(x.start, 7 * kMsec);
+  const Nanos arrive = 7 * kMsec + seconds_to_nanos(bytes / 1e9) + 100'000;
+  EXPECT_EQ(x.arrive, arrive);
+  // The decode replica: the last prompt token and then one token a step;
+  // the prefill's own token is never delivered.
+  EXPECT_EQ(heard.tokens[0], (std::vector<Nanos>{arrive + 5 * kMsec, arrive + 10 * kMsec, arrive + 15 * kMsec,
+                                                 arrive + 20 * kMsec}));
+  const FinishedRequest& f = heard.finished.at(0);
+  EXPECT_EQ(f.arrival, 2 * kMsec);          // the client's arrival, not the decode side's
+  EXPECT_EQ(f.first_scheduled, 2 * kMsec);  // the prefill's first schedule
+  EXPECT_EQ(f.first_token, arrive + 5 * kMsec);
+  EXPECT_EQ(f.finished, arrive + 20 * kMsec);
+  EXPECT_EQ(f.prompt_tokens, 1000u);
+  EXPECT_EQ(f.output_tokens, 4u);
+  EXPECT_EQ(heard.first_scheduled_calls[0], 1);
+  EXPECT_EQ(fleet.replica_of(0), 1);
+  EXPECT_EQ(fleet.prefill_replica_of(0), 0);
+  // The prompt is counted where it was computed, the output where it was generated.
+  EXPECT_EQ(r.replicas[0].counters.prompt_tokens, 1000u);
+  EXPECT_EQ(r.replicas[0].counters.prefix_queries_tokens, 1000u);
+  EXPECT_EQ(r.replicas[1].counters.prompt_tokens, 0u);
+  EXPECT_EQ(r.replicas[1].counters.prefix_queries_tokens, 0u);
+  EXPECT_EQ(r.total.counters.prompt_tokens, 1000u);
+  EXPECT_EQ(r.total.counters.generation_tokens, 4u);
+  EXPECT_EQ(r.total.counters.requests_finished, 1u);
+  EXPECT_EQ(r.routed, (std::vector<std::uint64_t>{1, 1}));
+  // The decode replica holds the prompt's KV: 1000 tokens and the 4 generated, in 16-token blocks.
+  EXPECT_EQ(r.replicas[1].counters.max_blocks_in_use, (1000u + 4u + 15u) / 16u);
+  for (const double l : fleet.loads()) EXPECT_EQ(l, 0.0);
+}
+
+TEST(Disaggregated, TransfersLeaveOneAtATimeOnTheirPrefillReplicasLink) {
+  const EngineSettings s = five_ms_steps();
+  const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
+  const auto run = [&](std::size_t prefill, Heard& heard) {
+    workload::Workload w;
+    w.requests = {request(0, 0, 2000, 2), request(1, 0, 2000, 2)};  // prefilled in one step
+    Fleet fleet(
+        prefill + 2, eff, s, [&] { return make_cost_model(s, eff); }, &heard, RouterSettings{});
+    Disaggregation d;
+    d.prefill_replicas = prefill;
+    d.link_bytes_per_s = 2e9;
+    d.link_latency_ns = 0;
+    fleet.disaggregate(d);
+    run_fleet_simulation(w, fleet);
+    return std::pair{fleet.transfers(),
+                     std::vector<double>(fleet.link_bytes().begin(), fleet.link_bytes().end())};
+  };
+  const Nanos wire = seconds_to_nanos(2000 * eff.kv_bytes_per_token / 2e9);
+  Heard one_link;
+  const auto [shared, shared_bytes] = run(1, one_link);
+  ASSERT_EQ(shared.size(), 2u);
+  EXPECT_EQ(shared[0].start, 5 * kMsec);
+  EXPECT_EQ(shared[1].ready, 5 * kMsec);
+  EXPECT_EQ(shared[1].start, 5 * kMsec + wire);  // it waited for the first
+  EXPECT_EQ(shared[1].arrive, 5 * kMsec + 2 * wire);
+  EXPECT_DOUBLE_EQ(shared_bytes[0], 2 * 2000 * eff.kv_bytes_per_token);
+  // Two prefill replicas (round-robin): a link each, no wait; the same
+  // request's first token comes a transfer sooner.
+  Heard two_links;
+  const auto [apart, apart_bytes] = run(2, two_links);
+  ASSERT_EQ(apart.size(), 2u);
+  for (const auto& x : apart) EXPECT_EQ(x.start, x.ready);
+  EXPECT_EQ(apart_bytes.size(), 2u);
+  const std::uint64_t late = shared[1].id;
+  EXPECT_EQ(one_link.finished.at(late).first_token - two_links.finished.at(late).first_token, wire);
+}
+
+TEST(Disaggregated, EveryRequestEndsOnceWithItsTokensAndTheCountersAddUp) {
+  // Decode replicas short of blocks: they preempt, and recompute what they
+  // were sent.
+  EngineSettings s = tight();
+  const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
+  const workload::Workload w = mixed(5, 400, 40.0);
+  Heard heard;
+  RouterSettings rs;
+  rs.policy = RouterPolicy::kPrefixAffinity;
+  Fleet fleet(
+      5, eff, s, [&] { return make_cost_model(s, eff); }, &heard, rs);
+  Disaggregation d;
+  d.prefill_replicas = 2;
+  fleet.disaggregate(d);
+  const FleetReport r = run_fleet_simulation(w, fleet);
+  ASSERT_EQ(heard.finished.size(), w.requests.size());
+  std::uint64_t prompt = 0, output = 0;
+  std::map<std::uint64_t, const KvTransfer*> transfer;
+  for (const auto& x : fleet.transfers()) transfer[x.id] = &x;
+  for (const auto& q : w.requests) {
+    SCOPED_TRACE(q.id);
+    const FinishedRequest& f = heard.finished.at(q.id);
+    ASSERT_EQ(heard.tokens[q.id].size(), q.output_tokens);
+    EXPECT_EQ(f.output_tokens, q.output_tokens);
+    EXPECT_EQ(f.arrival, q.arrival_ns);
+    ASSERT_EQ(transfer.count(q.id), 1u);
+    EXPECT_GT(f.first_token, transfer[q.id]->arrive);  // a decode step after the KV arrived
+    EXPECT_LT(f.first_scheduled, transfer[q.id]->ready);
+    EXPECT_LT(fleet.prefill_replica_of(q.id), 2);
+    EXPECT_GE(fleet.replica_of(q.id), 2);
+    prompt += q.input_tokens;
+    output += q.output_tokens;
+  }
+  std::uint64_t decode_preemptions = 0;
+  for (std::size_t i = 2; i < 5; ++i) {
+    decode_preemptions += r.replicas[i].counters.preemptions;
+    EXPECT_TRUE(fleet.engine(i).check_invariants());
+  }
+  EXPECT_GT(decode_preemptions, 0u);  // the decode side was under pressure
+  EXPECT_EQ(r.total.counters.prompt_tokens, prompt);
+  EXPECT_EQ(r.total.counters.generation_tokens, output);
+  EXPECT_EQ(r.total.counters.requests_finished, w.requests.size());
+  EXPECT_EQ(r.routed[0] + r.routed[1], w.requests.size());
+  EXPECT_EQ(r.routed[2] + r.routed[3] + r.routed[4], w.requests.size());
+  for (const double l : fleet.loads()) EXPECT_EQ(l, 0.0);
+}
+
+TEST(Disaggregated, AFleetWithoutBothSidesIsRefused) {
+  EngineSettings s;
+  const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
+  Fleet fleet(
+      2, eff, s, [&] { return make_cost_model(s, eff); }, nullptr, RouterSettings{});
+  Disaggregation d;
+  d.prefill_replicas = 2;
+  EXPECT_THROW(fleet.disaggregate(d), UsageError);
+  d.prefill_replicas = 0;
+  EXPECT_THROW(fleet.disaggregate(d), UsageError);
+  d.prefill_replicas = 1;
+  d.link_bytes_per_s = 0;
+  EXPECT_THROW(fleet.disaggregate(d), UsageError);
+}
+
 double hit_rate(const FleetReport& r) {
   return static_cast<double>(r.total.counters.prefix_hits_tokens) /
          static_cast<double>(r.total.counters.prefix_queries_tokens);

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <numeric>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -15,6 +18,7 @@
 #include "core/error.h"
 #include "core/process_usage.h"
 #include "core/run_dir.h"
+#include "core/stats.h"
 #include "engine/fleet.h"
 #include "engine/pools.h"
 #include "engine/profile.h"
@@ -70,21 +74,63 @@ nlohmann::json observe_json(const SimRunSettings& o, const observe::SimSampler& 
 struct ReplicaSink final : RecordSink {
   RecordSink& down;
   std::vector<SummaryBuilder> per;
+  // A disaggregated fleet: a request's prefill replica, whose summary has it
+  // too (its record's replica is its decode replica).
+  std::function<int(std::uint64_t)> prefill_of;
   ReplicaSink(RecordSink& d, std::size_t replicas) : down(d), per(replicas) {}
   void add_request(const RequestRecord& r) override {
     if (r.replica >= 0 && static_cast<std::size_t>(r.replica) < per.size())
       per[static_cast<std::size_t>(r.replica)].add(r);
+    if (prefill_of) {
+      const int p = prefill_of(r.id);
+      if (p >= 0 && p != r.replica && static_cast<std::size_t>(p) < per.size())
+        per[static_cast<std::size_t>(p)].add(r);
+    }
     down.add_request(r);
   }
   void add_step(const StepRecord& s) override { down.add_step(s); }
 };
+
+// run.json fleet.disaggregation: the split, the link, and what the transfers took.
+nlohmann::json disaggregation_json(const engine::Fleet& fleet, const SimRunSettings& o) {
+  std::vector<double> total_ms, wait_ms;
+  double bytes = 0;
+  std::uint64_t delivered = 0;
+  for (const auto& x : fleet.transfers()) {
+    bytes += x.bytes;
+    total_ms.push_back(nanos_to_ms(x.arrive - x.ready));
+    wait_ms.push_back(nanos_to_ms(x.start - x.ready));
+    delivered += x.decode_replica >= 0;
+  }
+  const auto quantiles = [](std::vector<double>& v) {
+    if (v.empty()) return nlohmann::json(nullptr);
+    nlohmann::json q;
+    q["mean"] = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    for (const auto& [name, p] : {std::pair{"p50", 0.5}, {"p99", 0.99}, {"max", 1.0}})
+      q[name] = nearest_rank_select(v, p);
+    return q;
+  };
+  nlohmann::json links = nlohmann::json::array();
+  for (const double b : fleet.link_bytes()) links.push_back(b);
+  return {{"prefill_replicas", o.prefill_replicas},
+          {"decode_replicas", o.decode_replicas},
+          {"decode_router", o.decode_router},
+          {"kv_link_gb_s", o.kv_link_gb_s},
+          {"kv_link_latency_us", o.kv_link_latency_us},
+          {"transfers", fleet.transfers().size()},
+          {"transfers_delivered", delivered},
+          {"transfer_bytes", bytes},
+          {"link_bytes", links},
+          {"transfer_ms", quantiles(total_ms)},
+          {"link_wait_ms", quantiles(wait_ms)}};
+}
 
 }  // namespace
 
 nlohmann::json requested_settings(const SimRunSettings& o) {
   nlohmann::json requested = {
       {"workload", workload::to_json(o.workload)},
-      {"fleet", o.replicas > 1 || !o.pools_file.empty()
+      {"fleet", o.replicas > 1 || !o.pools_file.empty() || o.prefill_replicas > 0
                     ? nlohmann::json{{"replicas", o.replicas},
                                      {"pools", o.pools_file.empty() ? nlohmann::json(nullptr)
                                                                     : nlohmann::json(o.pools_file)},
@@ -99,6 +145,13 @@ nlohmann::json requested_settings(const SimRunSettings& o) {
         {"samples", o.samples},
         {"sample_interval_s", o.sample_interval_s}}},
   };
+  // Only when given, as the SLOs below: the settings of fleets without it stay as they were.
+  if (o.prefill_replicas > 0)
+    requested["fleet"]["disaggregation"] = {{"prefill_replicas", o.prefill_replicas},
+                                            {"decode_replicas", o.decode_replicas},
+                                            {"decode_router", o.decode_router},
+                                            {"kv_link_gb_s", o.kv_link_gb_s},
+                                            {"kv_link_latency_us", o.kv_link_latency_us}};
   // Only when given: the settings (and their hash) of runs without SLOs stay as they were.
   if (!o.slo.empty()) {
     std::vector<std::string> texts;
@@ -216,6 +269,28 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     n_replicas = 0;
     for (const auto& p : pools) n_replicas += p.count;
   }
+  std::optional<engine::Disaggregation> pd;
+  if (o.prefill_replicas > 0 || o.decode_replicas > 0) {
+    if (o.prefill_replicas == 0 || o.decode_replicas == 0)
+      throw UsageError("--prefill-replicas and --decode-replicas go together (each at least 1)");
+    if (o.replicas != 1)
+      throw UsageError("--prefill-replicas and --decode-replicas make the fleet: drop --replicas");
+    if (!pools.empty()) throw UsageError("--prefill-replicas and --pools cannot be combined yet");
+    if (o.prefill_replicas > 4096 || o.decode_replicas > 4096)
+      throw UsageError("--prefill-replicas, --decode-replicas: at most 4096 each");
+    if (!(o.kv_link_gb_s > 0 && o.kv_link_gb_s <= 1e6))
+      throw UsageError(
+          fmt::format("--kv-link-gb-s: expected a bandwidth in (0, 1e6] GB/s, got {}", o.kv_link_gb_s));
+    if (!(o.kv_link_latency_us >= 0 && o.kv_link_latency_us <= 1e9))
+      throw UsageError(fmt::format("--kv-link-latency-us: expected a latency in [0, 1e9] us, got {}",
+                                   o.kv_link_latency_us));
+    pd.emplace();
+    pd->prefill_replicas = o.prefill_replicas;
+    pd->link_bytes_per_s = o.kv_link_gb_s * 1e9;
+    pd->link_latency_ns = seconds_to_nanos(o.kv_link_latency_us * 1e-6);
+    pd->decode_policy = engine::parse_router_policy(o.decode_router);
+    n_replicas = o.prefill_replicas + o.decode_replicas;
+  }
   const bool fleet_run = n_replicas > 1 || !pools.empty();
   result.gpus = n_replicas * eff.tensor_parallel;
   if (!pools.empty()) {
@@ -295,6 +370,10 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
           [](const engine::ReplicaSpec& r) { return engine::make_cost_model(r.settings, r.eff); }, &observer,
           router);
     }
+    if (pd) {
+      fleet->disaggregate(*pd);
+      by_replica.prefill_of = [f = fleet.get()](std::uint64_t id) { return f->prefill_replica_of(id); };
+    }
     observer.set_replica_of([f = fleet.get()](std::uint64_t id) { return f->replica_of(id); });
     fleet_report = engine::run_fleet_simulation(bw.w, *fleet, &interrupted);
     result.report = fleet_report.total;
@@ -317,6 +396,8 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
       replicas.push_back(
           {{"replica", i},
            {"pool", pools.empty() ? nlohmann::json(nullptr) : nlohmann::json(pools[fleet->pool_of(i)].name)},
+           {"role",
+            pd ? nlohmann::json(fleet->is_prefill(i) ? "prefill" : "decode") : nlohmann::json(nullptr)},
            {"routed", fleet_report.routed[i]},
            {"virtual_end_s", nanos_to_s(fleet_report.replicas[i].virtual_end_ns)},
            {"summary", sum},
@@ -359,6 +440,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
                                        ? nlohmann::json(router.load_bound)
                                        : nlohmann::json(nullptr)},
                     {"session_key", "tenant"},
+                    {"disaggregation", pd ? disaggregation_json(*fleet, o) : nlohmann::json(nullptr)},
                     {"per_replica", replicas}};
   }
   result.cpu_s = process_cpu_seconds() - cpu_start;

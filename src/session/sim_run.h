@@ -45,6 +45,16 @@ struct SimRunSettings {
   std::string pools_file;
   std::string router = "round-robin";
   double router_load_bound = 1.25;
+  // Prefill/decode disaggregation (engine/fleet.h Disaggregation, docs/engine.md
+  // "Disaggregated prefill"): this many prefill and decode replicas, in place
+  // of --replicas (0: off); --router routes to the prefill replicas,
+  // decode_router to the decode ones; the KV goes over each prefill
+  // replica's link (GB/s, 10^9 bytes a second; one-way latency).
+  std::uint32_t prefill_replicas = 0;
+  std::uint32_t decode_replicas = 0;
+  std::string decode_router = "least-loaded";
+  double kv_link_gb_s = 50.0;
+  double kv_link_latency_us = 10.0;
   // --slo (bench's grammar, bench/bench_settings.h): SLOs per class, or for
   // every class without one from the workload file; the summary's goodput
   // and attainment.

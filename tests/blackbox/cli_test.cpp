@@ -840,6 +840,73 @@ TEST_F(Cli, SimRunsAFleetBehindARouterAndSaysEachRequestsReplica) {
 // sim --pools: one pool of N alike is the fleet of --replicas N, record for
 // record; pools of different GPUs behind round-robin share the requests
 // alike, and the faster GPU's replica decodes faster.
+TEST_F(Cli, SimDisaggregatedPrefillSendsTheKvAndDecodesWithoutPrefillChunks) {
+  const std::vector<std::string> load = {"--num-requests", "120",        "--rate",       "9",
+                                         "--input-len",    "fixed:3000", "--output-len", "fixed:96",
+                                         "--seed",         "4"};
+  auto split = load;
+  split.insert(split.end(), {"--prefill-replicas", "1", "--decode-replicas", "2", "--kv-link-gb-s", "25",
+                             "--kv-link-latency-us", "20", "--out", (dir_ / "pd").string()});
+  const auto p = sim(split);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(
+      p.out.find("disaggregated: 1 prefill, 2 decode (decode router least-loaded); KV link 25 GB/s, 20 us: "
+                 "120 transfers"),
+      std::string::npos)
+      << p.out;
+  const auto run = nlohmann::json::parse(slurp(dir_ / "pd" / "run.json"));
+  const auto& d = run["fleet"]["disaggregation"];
+  EXPECT_EQ(run["fleet"]["replicas"], 3);
+  EXPECT_EQ(run["fleet"]["gpus"], 3);
+  EXPECT_EQ(d["transfers"], 120);
+  EXPECT_EQ(d["transfers_delivered"], 120);
+  // Every prompt's KV went over the one prefill replica's link.
+  const double per_token = run["settings"]["effective"]["engine"]["kv_bytes_per_token"].get<double>();
+  EXPECT_DOUBLE_EQ(d["transfer_bytes"].get<double>(), 120 * 3000 * per_token);
+  EXPECT_DOUBLE_EQ(d["link_bytes"][0].get<double>(), 120 * 3000 * per_token);
+  // A transfer takes at least its bytes over the link and the latency.
+  EXPECT_GE(d["transfer_ms"]["p50"].get<double>(), 3000 * per_token / 25e9 * 1e3 + 0.02 - 1e-9);
+  const auto& reps = run["fleet"]["per_replica"];
+  EXPECT_EQ(reps[0]["role"], "prefill");
+  EXPECT_EQ(reps[1]["role"], "decode");
+  EXPECT_EQ(reps[0]["routed"], 120);
+  EXPECT_EQ(reps[1]["routed"].get<int>() + reps[2]["routed"].get<int>(), 120);
+  EXPECT_EQ(run["engine_counters"]["prompt_tokens"], 120 * 3000);
+  EXPECT_EQ(run["engine_counters"]["generation_tokens"], 120 * 96);
+  // Each record names its decode replica.
+  std::istringstream lines(slurp(dir_ / "pd" / "requests.jsonl"));
+  std::string line;
+  int records = 0;
+  while (std::getline(lines, line)) {
+    const auto r = nlohmann::json::parse(line);
+    EXPECT_GE(r["replica"].get<int>(), 1) << line;
+    ++records;
+  }
+  EXPECT_EQ(records, 120);
+  // The same load on three colocated replicas: their decode steps carry
+  // 3000-token prefill chunks, the decode replicas' never do (DistServe's
+  // case for splitting).
+  auto colocated = load;
+  colocated.insert(colocated.end(), {"--replicas", "3", "--out", (dir_ / "co").string()});
+  ASSERT_EQ(sim(colocated).exit_code, 0);
+  const auto co = nlohmann::json::parse(slurp(dir_ / "co" / "run.json"));
+  EXPECT_LT(run["summary"]["tpot_ms"]["p99"].get<double>(), co["summary"]["tpot_ms"]["p99"].get<double>());
+
+  // Refused: one side alone, with --replicas, --pools or --plan.
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--prefill-replicas", "1"},
+        {"--prefill-replicas", "1", "--decode-replicas", "1", "--replicas", "2"},
+        {"--prefill-replicas", "1", "--decode-replicas", "1", "--pools",
+         file("pd-pools.yaml", "pools:\n  - {gpu: h100, count: 1}\n")},
+        {"--prefill-replicas", "1", "--decode-replicas", "1", "--plan", "--slo", "ttft_ms=500"},
+        {"--prefill-replicas", "1", "--decode-replicas", "1", "--kv-link-gb-s", "0"}}) {
+    auto bad = load;
+    bad.insert(bad.end(), extra.begin(), extra.end());
+    const auto b = sim(bad);
+    EXPECT_EQ(b.exit_code, 2) << extra.back() << ": " << b.err;
+  }
+}
+
 TEST_F(Cli, SimPoolsOfOneKindAreTheFleetOfReplicasAndAFasterGpuDecodesFaster) {
   const std::vector<std::string> load = {"--num-requests", "90",          "--rate",       "12",
                                          "--input-len",    "fixed:600",   "--output-len", "fixed:64",
