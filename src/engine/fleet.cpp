@@ -396,67 +396,54 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
   }
   std::uint64_t iterations = 0;
   bool interrupted = false;
+  constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
   const auto busy = [&](std::size_t i) { return parked[i] == 0 && fleet.engine(i).has_work(); };
-  while (true) {
-    if (stop != nullptr && (++iterations & 0xff) == 0 && stop->load(std::memory_order_relaxed)) {
-      interrupted = true;
-      break;
+  // Steps replica i while its clock is before `limit` (false: interrupted).
+  // Between two events (arrivals, KV transfers) the replicas are
+  // independent, so each runs its steps of the window in one go, its
+  // engine's memory warm, rather than the fleet's steps in time order: the
+  // same steps, in another order.
+  const auto run_to = [&](std::size_t i, Nanos limit) {
+    Engine& e = fleet.engine(i);
+    while (busy(i) && now[i] < limit) {
+      if (stop != nullptr && (++iterations & 0xff) == 0 && stop->load(std::memory_order_relaxed))
+        return false;
+      const std::uint64_t steps_before = e.counters().steps;
+      now[i] += e.step(now[i]);
+      // Nothing could run on it: only its next arrival can change that.
+      if (e.counters().steps == steps_before) parked[i] = 1;
     }
-    // The busy replica whose clock is earliest.
-    std::size_t first = n_rep;
-    for (std::size_t i = 0; i < n_rep; ++i)
-      if (busy(i) && (first == n_rep || now[i] < now[first])) first = i;
-    const Nanos t_step = first < n_rep ? now[first] : std::numeric_limits<Nanos>::max();
-    // A KV transfer that reaches the decode side before the next step and
-    // the next arrival (disaggregated fleets): routed and queued there.
-    if (const auto t_kv = fleet.next_transfer();
-        t_kv && *t_kv <= t_step && (next >= n || *t_kv <= w.requests[next].arrival_ns)) {
-      const int r = fleet.deliver_next_transfer();
-      if (r >= 0) {
-        const auto i = static_cast<std::size_t>(r);
-        ++report.routed[i];
-        ++report.replicas[i].requests_submitted;
-        now[i] = std::max(now[i], *t_kv);
-        parked[i] = 0;
-      }
-      continue;
+    return true;
+  };
+  const std::size_t n_prefill = fleet.disaggregation() ? fleet.disaggregation()->prefill_replicas : n_rep;
+  const auto on_arrival = [&](std::size_t i, Nanos t) {
+    ++report.routed[i];
+    ++report.replicas[i].requests_submitted;
+    // A busy replica's clock is at or past the arrival (its step was
+    // computed whole); an idle or parked one's catches up to it.
+    now[i] = std::max(now[i], t);
+    parked[i] = 0;
+  };
+  while (!interrupted) {
+    // The next arrival: every step that starts before it is run first (a
+    // step that starts at its time runs after it).
+    const Nanos t = next < n ? w.requests[next].arrival_ns : kNever;
+    // The replicas that take arrivals from the router (all of them, or the
+    // prefill replicas of a disaggregated fleet).
+    for (std::size_t i = 0; i < n_prefill && !interrupted; ++i) interrupted = !run_to(i, t);
+    // Decode replicas: their steps up to each KV transfer that arrives by t,
+    // then the transfer (every transfer that arrives before t is known now:
+    // it left after a prefill step that started before t).
+    while (n_prefill < n_rep && !interrupted) {
+      const auto t_kv = fleet.next_transfer();
+      const Nanos limit = t_kv && *t_kv <= t ? *t_kv : t;
+      for (std::size_t i = n_prefill; i < n_rep && !interrupted; ++i) interrupted = !run_to(i, limit);
+      if (interrupted || !t_kv || *t_kv > t) break;
+      if (const int r = fleet.deliver_next_transfer(); r >= 0) on_arrival(static_cast<std::size_t>(r), *t_kv);
     }
-    if (next < n && w.requests[next].arrival_ns <= t_step) {
-      // An arrival before (or at) the next step: routed and queued on its replica's clock.
-      const auto& req = w.requests[next++];
-      ++report.total.requests_submitted;
-      // A row may claim up to 2^30 tokens: rejected before its tokens are made, as one engine does.
-      if (auto problem = fleet.admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
-        const std::string origin = workload::prompt_origin(w, req);
-        fleet.reject_unrouted(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
-        continue;
-      }
-      EngineRequest er;
-      er.id = req.id;
-      workload::append_prompt_tokens(w, req, er.prompt);
-      er.max_output_tokens = req.output_tokens;
-      er.tenant = req.tenant;
-      er.priority = req.priority;
-      er.arrival = req.arrival_ns;
-      er.group = req.task_class;
-      if (req.images > 0 || req.audio_ms > 0)
-        append_media(fleet.engine(0).effective().model, req, w.token_seed, er);
-      const Nanos t = req.arrival_ns;
-      fleet.add_request(std::move(er), t, req.tenant);
-      const int r = fleet.replica_of(req.id);
-      if (r >= 0) {
-        const auto i = static_cast<std::size_t>(r);
-        ++report.routed[i];
-        ++report.replicas[i].requests_submitted;
-        // A busy replica's clock is at or past the arrival (arrivals come
-        // before any later step); an idle or parked one's catches up to it.
-        now[i] = std::max(now[i], t);
-        parked[i] = 0;
-      }
-      continue;
-    }
-    if (first == n_rep) {
-      // No arrival is left: what waits on a parked replica can never run.
+    if (interrupted) break;
+    if (t == kNever) {
+      // Nothing is left to arrive: what waits on a parked replica can never run.
       bool any = false;
       for (std::size_t i = 0; i < n_rep; ++i)
         if (parked[i] != 0) {
@@ -470,11 +457,27 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
       if (!any) break;
       continue;
     }
-    Engine& e = fleet.engine(first);
-    const std::uint64_t steps_before = e.counters().steps;
-    now[first] += e.step(now[first]);
-    // Nothing could run on it and nothing runs: only its next arrival can change that.
-    if (e.counters().steps == steps_before && e.has_work() && e.num_running() == 0) parked[first] = 1;
+    // The arrival: routed and queued on its replica's clock.
+    const auto& req = w.requests[next++];
+    ++report.total.requests_submitted;
+    // A row may claim up to 2^30 tokens: rejected before its tokens are made, as one engine does.
+    if (auto problem = fleet.admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
+      const std::string origin = workload::prompt_origin(w, req);
+      fleet.reject_unrouted(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
+      continue;
+    }
+    EngineRequest er;
+    er.id = req.id;
+    workload::append_prompt_tokens(w, req, er.prompt);
+    er.max_output_tokens = req.output_tokens;
+    er.tenant = req.tenant;
+    er.priority = req.priority;
+    er.arrival = req.arrival_ns;
+    er.group = req.task_class;
+    if (req.images > 0 || req.audio_ms > 0)
+      append_media(fleet.engine(0).effective().model, req, w.token_seed, er);
+    fleet.add_request(std::move(er), t, req.tenant);
+    if (const int r = fleet.replica_of(req.id); r >= 0) on_arrival(static_cast<std::size_t>(r), t);
   }
   fleet.settle(std::numeric_limits<Nanos>::max());
   for (std::size_t i = 0; i < n_rep; ++i) {
