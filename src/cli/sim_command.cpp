@@ -105,6 +105,12 @@ void add_sim_options(CLI::App* sim, SimOptions& o) {
                   "optionally a name and a price per GPU-hour) behind --router, in place of --replicas "
                   "(docs/engine.md \"Heterogeneous pools\")")
       ->group(F);
+  sim->add_option("--router-weights", o.run.router_weights,
+                  "--pools: speed (least-loaded, power-of-two and prefix-affinity's bound weigh a replica's "
+                  "load by its speed) or equal (outstanding tokens alone)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"speed", "equal"}))
+      ->group(F);
   sim->add_option("--prefill-replicas", o.run.prefill_replicas,
                   "Disaggregated prefill (docs/engine.md \"Disaggregated prefill\"): this many replicas only "
                   "prefill (behind --router), then send the prompt's KV over their link to a decode replica; "

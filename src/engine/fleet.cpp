@@ -57,32 +57,63 @@ Router::Router(const RouterSettings& s, std::size_t replicas)
   std::sort(ring_.begin(), ring_.end());
 }
 
+double reference_tokens_per_s(const CostModel& cost) {
+  StepShape shape;
+  shape.num_seqs = 65;
+  shape.prefill_tokens = 2048;
+  shape.prefill_attention_pairs = 2048.0 * 2049.0 / 2.0;
+  shape.prefill_kv_read_tokens = 2048;
+  shape.decode_tokens = 64;
+  shape.decode_attention_pairs = 64.0 * 1025.0;
+  shape.logit_tokens = 65;
+  const double t = cost.step_cost(shape).total_s();
+  return t > 0 ? (2048.0 + 64.0) / t : 0.0;
+}
+
+void Router::set_speeds(std::span<const double> speeds) {
+  weights_.clear();
+  if (!s_.speed_weighted || speeds.size() != n_) return;
+  const double mean = std::accumulate(speeds.begin(), speeds.end(), 0.0) / static_cast<double>(n_);
+  if (!(mean > 0) || !std::isfinite(mean)) return;
+  bool alike = true;
+  for (const double v : speeds) {
+    if (!(v > 0) || !std::isfinite(v)) return;  // a speed unknown: every replica alike
+    alike = alike && v == speeds[0];
+  }
+  if (alike) return;  // the same arithmetic as without weights
+  for (const double v : speeds) weights_.push_back(v / mean);
+}
+
+std::size_t Router::least(std::span<const double> loads) const {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < loads.size(); ++i)
+    if (weighted(loads, i) < weighted(loads, best)) best = i;
+  return best;
+}
+
 std::size_t Router::on_ring(std::uint64_t key, std::span<const double> loads, double bound) const {
   auto it = std::lower_bound(ring_.begin(), ring_.end(), std::make_pair(key, std::uint32_t{0}));
   for (std::size_t step = 0; step < ring_.size(); ++step, ++it) {
     if (it == ring_.end()) it = ring_.begin();
-    if (loads[it->second] <= bound) return it->second;
+    if (weighted(loads, it->second) <= bound) return it->second;
   }
   // Every replica over the bound (cannot happen with bound >= the mean): the least loaded.
-  return static_cast<std::size_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
+  return least(loads);
 }
 
 std::size_t Router::route(const RouteKey& k, std::span<const double> loads) {
   last_match_ = 0;
-  const auto least = [&] {
-    return static_cast<std::size_t>(std::min_element(loads.begin(), loads.end()) - loads.begin());
-  };
   switch (s_.policy) {
     case RouterPolicy::kRoundRobin:
       return static_cast<std::size_t>(next_++ % n_);
     case RouterPolicy::kLeastLoaded:
-      return least();
+      return least(loads);
     case RouterPolicy::kPowerOfTwo: {
       if (n_ == 1) return 0;
       const auto a = static_cast<std::size_t>(rng_.uniform_int(0, n_ - 1));
       auto b = static_cast<std::size_t>(rng_.uniform_int(0, n_ - 2));
       if (b >= a) ++b;
-      return loads[b] < loads[a] ? b : a;
+      return weighted(loads, b) < weighted(loads, a) ? b : a;
     }
     case RouterPolicy::kSessionAffinity:
       return on_ring(mix64(k.session ^ 0x5e55101ULL), loads, std::numeric_limits<double>::infinity());
@@ -101,12 +132,14 @@ std::size_t Router::route(const RouteKey& k, std::span<const double> loads) {
   std::uint64_t h = root;
   for (std::size_t b = 0; b < blocks; ++b) hashes.push_back(h = chain(h, k.prompt.subspan(b * bs, bs)));
   if (hashes.empty()) hashes.push_back(chain(root, k.prompt));  // under a block: the whole prompt
+  // The bound on a replica's load over its weight: the weights' mean is 1,
+  // so without weights this is load_bound x the mean load.
   const double total = std::accumulate(loads.begin(), loads.end(), 0.0) + k.tokens;
   const double bound = s_.load_bound * total / static_cast<double>(n_);
   std::size_t best = n_;
   std::size_t best_len = 0;
   for (std::size_t r = 0; r < n_; ++r) {
-    if (loads[r] > bound) continue;  // over the bound: passed over
+    if (weighted(loads, r) > bound) continue;  // over the bound: passed over
     const auto& seen = index_[r].seen;
     // The longest prefix present (prefixes are remembered whole: binary search).
     std::size_t lo = 0, hi = hashes.size();
@@ -117,7 +150,8 @@ std::size_t Router::route(const RouteKey& k, std::span<const double> loads) {
       else
         hi = mid - 1;
     }
-    if (lo > best_len || (lo == best_len && lo > 0 && best < n_ && loads[r] < loads[best])) {
+    if (lo > best_len ||
+        (lo == best_len && lo > 0 && best < n_ && weighted(loads, r) < weighted(loads, best))) {
       best = r;
       best_len = lo;
     }
@@ -226,8 +260,11 @@ Fleet::Fleet(std::vector<ReplicaSpec> replicas,
     if (i == 0 || r.pool != replicas[i - 1].pool) representatives_.push_back(i);
     pools_.push_back(r.pool);
     taps_.push_back(std::make_unique<Tap>(this, observer, i));
-    engines_.push_back(std::make_unique<Engine>(r.eff, r.settings, make_cost(r), taps_.back().get()));
+    auto cost = make_cost(r);
+    speeds_.push_back(reference_tokens_per_s(*cost));
+    engines_.push_back(std::make_unique<Engine>(r.eff, r.settings, std::move(cost), taps_.back().get()));
   }
+  router_.set_speeds(speeds_);
 }
 
 std::optional<std::string> Fleet::admission_problem(std::uint64_t input_tokens, std::uint32_t output_tokens,

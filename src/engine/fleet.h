@@ -59,7 +59,17 @@ struct RouterSettings {
   double load_bound = 1.25;            // prefix-affinity: at most this x the mean load
   std::uint32_t ring_points = 64;      // points per replica on the ring
   std::size_t index_blocks = 1 << 20;  // blocks remembered per replica (oldest forgotten first)
+  // Pools of different speeds: least-loaded, power-of-two and
+  // prefix-affinity's bound compare each replica's load over its speed
+  // (reference_tokens_per_s), the time its outstanding tokens take to
+  // drain, not the tokens alone. Round-robin and session-affinity ignore it.
+  bool speed_weighted = true;
 };
+
+// A replica's speed for the routers: the tokens of a reference step (a
+// 2,048-token prefill chunk beside 64 sequences decoding at 1,024 tokens of
+// context) over the step's time under its cost model.
+double reference_tokens_per_s(const CostModel& cost);
 
 struct RouteKey {
   std::uint64_t id = 0;
@@ -78,10 +88,20 @@ class Router {
   // Prefix-affinity: the blocks of the prompt the chosen replica had been
   // sent before (0 for other policies).
   std::uint32_t last_match_blocks() const { return last_match_; }
+  // Each replica's speed (any unit; > 0); the routers weigh loads by them
+  // when settings().speed_weighted. Equal speeds change nothing.
+  void set_speeds(std::span<const double> speeds);
+  std::span<const double> weights() const { return weights_; }
 
  private:
   std::size_t on_ring(std::uint64_t key, std::span<const double> loads, double bound) const;
+  // A replica's load over its weight (its speed over the mean speed).
+  double weighted(std::span<const double> loads, std::size_t i) const {
+    return weights_.empty() ? loads[i] : loads[i] / weights_[i];
+  }
+  std::size_t least(std::span<const double> loads) const;
   RouterSettings s_;
+  std::vector<double> weights_;  // empty: every replica alike
   std::size_t n_;
   std::uint64_t next_ = 0;
   Rng rng_;
@@ -175,6 +195,8 @@ class Fleet {
                                                std::uint32_t tenant) const;
   // The pool of replica i.
   std::size_t pool_of(std::size_t i) const { return pools_[i]; }
+  // Each replica's reference speed (reference_tokens_per_s; pooled fleets only, else empty).
+  std::span<const double> speeds() const { return speeds_; }
 
   // Disaggregates the fleet (before any request): the first
   // d.prefill_replicas replicas prefill, the others decode. Throws
@@ -200,6 +222,7 @@ class Fleet {
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<double> loads_;
   std::vector<std::size_t> pools_;            // each replica's pool
+  std::vector<double> speeds_;                // each replica's reference speed (pooled fleets)
   std::vector<std::size_t> representatives_;  // the first replica of each pool
   std::unordered_map<std::uint64_t, std::pair<std::uint32_t, double>> routed_;  // id -> (replica, tokens)
   Router router_;

@@ -376,6 +376,61 @@ RouterSettings policy(RouterPolicy p, std::uint64_t seed = 0) {
   return s;
 }
 
+TEST(Router, SpeedsWeighTheLoadAwarePoliciesAndEqualSpeedsChangeNothing) {
+  // Replica 1 twice as fast: 15 outstanding tokens there drain sooner than 10 on replica 0.
+  const std::vector<double> loads = {10, 15};
+  const std::vector<double> speeds = {1, 2};
+  {
+    Router r(policy(RouterPolicy::kLeastLoaded), 2);
+    r.set_speeds(speeds);
+    ASSERT_EQ(r.weights().size(), 2u);
+    EXPECT_DOUBLE_EQ(r.weights()[0] + r.weights()[1], 2.0);  // the mean weight is 1
+    EXPECT_EQ(r.route(key(0), loads), 1u);
+  }
+  {
+    RouterSettings equal = policy(RouterPolicy::kLeastLoaded);
+    equal.speed_weighted = false;  // --router-weights equal
+    Router r(equal, 2);
+    r.set_speeds(speeds);
+    EXPECT_TRUE(r.weights().empty());
+    EXPECT_EQ(r.route(key(0), loads), 0u);
+  }
+  {
+    Router r(policy(RouterPolicy::kLeastLoaded), 2);
+    r.set_speeds(std::vector<double>{3, 3});  // alike: no weights at all
+    EXPECT_TRUE(r.weights().empty());
+    EXPECT_EQ(r.route(key(0), loads), 0u);
+  }
+  {
+    // Power of two with two replicas draws both: the faster drains first.
+    Router r(policy(RouterPolicy::kPowerOfTwo, 5), 2);
+    r.set_speeds(speeds);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(r.route(key(0), loads), 1u);
+  }
+  {
+    // Prefix affinity: the bound is on load over weight. Loads {30, 10}
+    // with the mean 20 and bound 1.25 x 20 = 25: replica 0 is over it
+    // unweighted, but at weight 4/3 (30 / (4/3) = 22.5) it is under.
+    std::vector<tokenizers::TokenId> prompt(32);
+    for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<tokenizers::TokenId>(7 * i + 1);
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(weighted);
+      Router r(policy(RouterPolicy::kPrefixAffinity), 2);
+      const std::size_t home = r.route(key(0, prompt, 0, 0), std::vector<double>{0, 0});
+      std::vector<double> fast_home = {1, 1};
+      fast_home[home] = 2;  // the replica the prompt went to is the faster
+      if (weighted) r.set_speeds(fast_home);
+      std::vector<double> busy = {10, 10};
+      busy[home] = 30;
+      EXPECT_EQ(r.route(key(1, prompt, 0, 0), busy) == home, weighted);
+    }
+  }
+  // A speed of 0 or not finite: every replica alike.
+  Router r(policy(RouterPolicy::kLeastLoaded), 2);
+  r.set_speeds(std::vector<double>{0, 2});
+  EXPECT_TRUE(r.weights().empty());
+}
+
 TEST(Router, EachPolicyChoosesAsItSays) {
   std::vector<tokenizers::TokenId> a(64), b(64), c(8);
   for (std::size_t i = 0; i < a.size(); ++i) {

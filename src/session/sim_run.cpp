@@ -145,6 +145,7 @@ nlohmann::json requested_settings(const SimRunSettings& o) {
         {"samples", o.samples},
         {"sample_interval_s", o.sample_interval_s}}},
   };
+  if (!o.pools_file.empty()) requested["fleet"]["router_weights"] = o.router_weights;
   // Only when given, as the SLOs below: the settings of fleets without it stay as they were.
   if (o.prefill_replicas > 0)
     requested["fleet"]["disaggregation"] = {{"prefill_replicas", o.prefill_replicas},
@@ -305,6 +306,9 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
       throw UsageError(
           fmt::format("--router-load-bound: expected a number in [1, 1000], got {}", o.router_load_bound));
     router.load_bound = o.router_load_bound;
+    if (o.router_weights != "speed" && o.router_weights != "equal")
+      throw UsageError(fmt::format("--router-weights: expected speed or equal, got '{}'", o.router_weights));
+    router.speed_weighted = o.router_weights == "speed";
     if (o.coupling) throw UsageError("--coupling and --replicas cannot be combined yet");
     if (!settings.perturbations.empty())
       throw UsageError(
@@ -398,6 +402,11 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
            {"pool", pools.empty() ? nlohmann::json(nullptr) : nlohmann::json(pools[fleet->pool_of(i)].name)},
            {"role",
             pd ? nlohmann::json(fleet->is_prefill(i) ? "prefill" : "decode") : nlohmann::json(nullptr)},
+           {"speed_tokens_per_s",
+            fleet->speeds().empty() ? nlohmann::json(nullptr) : nlohmann::json(fleet->speeds()[i])},
+           {"router_weight", fleet->router().weights().empty()
+                                 ? nlohmann::json(nullptr)
+                                 : nlohmann::json(fleet->router().weights()[i])},
            {"routed", fleet_report.routed[i]},
            {"virtual_end_s", nanos_to_s(fleet_report.replicas[i].virtual_end_ns)},
            {"summary", sum},

@@ -45,6 +45,9 @@ struct SimRunSettings {
   std::string pools_file;
   std::string router = "round-robin";
   double router_load_bound = 1.25;
+  // --router-weights: "speed" (pools: load-aware routers weigh each
+  // replica's load by its speed, RouterSettings::speed_weighted) or "equal".
+  std::string router_weights = "speed";
   // Prefill/decode disaggregation (engine/fleet.h Disaggregation, docs/engine.md
   // "Disaggregated prefill"): this many prefill and decode replicas, in place
   // of --replicas (0: off); --router routes to the prefill replicas,

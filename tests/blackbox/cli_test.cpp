@@ -952,6 +952,24 @@ TEST_F(Cli, SimPoolsOfOneKindAreTheFleetOfReplicasAndAFasterGpuDecodesFaster) {
   const double tpot_old = reps[1]["summary"]["tpot_ms"]["p50"].get<double>();
   EXPECT_LT(tpot_new, tpot_old);
   EXPECT_EQ(run["fleet"]["pools"][1]["gpu"], "a100-80g-sxm");
+  // Each replica's speed (tokens a second of a reference step); round-robin ignores them.
+  EXPECT_GT(reps[0]["speed_tokens_per_s"].get<double>(), reps[1]["speed_tokens_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(reps[0]["router_weight"].get<double>() + reps[1]["router_weight"].get<double>(), 2.0);
+  // Least-loaded weighs the loads by the speeds: the H100 takes more than
+  // with outstanding tokens alone.
+  std::map<std::string, int> to_new;
+  for (const std::string w : {"speed", "equal"}) {
+    auto ll = load;
+    *(std::find(ll.begin(), ll.end(), "--router") + 1) = "least-loaded";
+    ll.insert(ll.end(), {"--pools", dir_.string() + "/mixed.yaml", "--router-weights", w, "--out",
+                         (dir_ / ("ll-" + w)).string()});
+    const auto r = sim(ll);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(slurp(dir_ / ("ll-" + w) / "run.json"));
+    to_new[w] = j["fleet"]["per_replica"][0]["routed"].get<int>();
+    EXPECT_EQ(j["fleet"]["per_replica"][0]["router_weight"].is_null(), w == "equal");
+  }
+  EXPECT_GT(to_new["speed"], to_new["equal"]);
 
   // Refused: --pools with --replicas or --plan; an unknown GPU named by its line.
   auto both = load;
