@@ -323,8 +323,6 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
     if (o.run.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
     if (o.run.prefill_replicas > 0 || o.run.decode_replicas > 0)
       throw UsageError("--plan chooses colocated replicas: drop --prefill-replicas and --decode-replicas");
-    if (!o.run.pools_file.empty())
-      throw UsageError("--plan chooses the replicas of one GPU kind: drop --pools (a grid compares pools)");
     if (o.run.coupling) throw UsageError("--plan and --coupling cannot be combined");
     // A directory that holds a run is refused now, not after the search.
     if (!o.run.out.empty() && !o.run.overwrite) claim_run_directory(o.run.out, false, "--out");
@@ -332,17 +330,20 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
     const session::PlanResult plan =
         session::plan_fleet(run, o.plan_settings, interrupted, o.quiet ? quiet_log : std::cerr);
     const nlohmann::json plan_json = plan.to_json(o.plan_settings, run);
-    const bool final_run = !o.run.out.empty() && plan.smallest && !interrupted.load();
+    const bool final_run = !o.run.out.empty() && (plan.smallest || plan.cheapest) && !interrupted.load();
     if (o.json && !final_run) std::cout << nlohmann::json{{"plan", plan_json}}.dump(2) << "\n";
     if (!o.json && !o.quiet) print_plan(std::cout, plan_json);
     if (plan.interrupted || interrupted.load()) {
       std::cerr << "interrupted: the search stopped, and chose no fleet\n";
       return kExitInterrupted;
     }
-    if (!plan.smallest) return kExitFailure;
+    if (!plan.smallest && !plan.cheapest) return kExitFailure;
     if (!final_run) return kExitOk;
-    // The smallest fleet, run into --out, with the plan that chose it.
-    run.replicas = *plan.smallest;
+    // The smallest (or cheapest) fleet, run into --out, with the plan that chose it.
+    if (plan.cheapest)
+      run.pool_counts = *plan.cheapest;
+    else
+      run.replicas = *plan.smallest;
     run.plan = plan_json;
   }
   const session::SimRunResult r = session::run_sim(run, interrupted, std::cerr);

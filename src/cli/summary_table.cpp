@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "core/error.h"
@@ -103,8 +105,62 @@ void print_fleet(std::ostream& os, const nlohmann::json& fleet) {
   }
 }
 
+namespace {
+
+// sim --plan over pools: a row per mix tried, and the cheapest.
+void print_pool_plan(std::ostream& os, const nlohmann::json& plan) {
+  const bool priced = plan.value("objective", "") == "cost_per_hour";
+  std::string limits;
+  for (const auto& p : plan["pools"])
+    limits += fmt::format("{}{} up to {}", limits.empty() ? "" : ", ",
+                          display_text(p["name"].get<std::string>()), p["max_count"].get<std::uint64_t>());
+  os << fmt::format("plan: the {} mix of pools ({}; router {}) meeting every SLO\n",
+                    priced ? "cheapest" : "fewest-GPU", limits,
+                    display_text(plan["router"].get<std::string>()));
+  const auto mix = [](const nlohmann::json& counts) {
+    std::string out;
+    for (const auto& [name, n] : counts.items())
+      out += fmt::format("{}{}={}", out.empty() ? "" : " ", display_text(name), n.get<std::uint64_t>());
+    return out;
+  };
+  const auto num = [](const nlohmann::json& v, const char* f) {
+    return v.is_number() ? fmt::format(fmt::runtime(f), v.get<double>()) : std::string("-");
+  };
+  std::size_t width = 4;
+  for (const auto& p : plan["points"]) width = std::max(width, mix(p["counts"]).size());
+  os << fmt::format("  {:<{}} {:>5} {:>9} {:>11} {:>11} {:>8} {:>12} {:>12} {:>12}  {}\n", "mix", width,
+                    "GPUs", priced ? "$/hour" : "", "goodput/s", "req/s", "failed", "TTFT p99 ms",
+                    "TPOT p99 ms", "E2E p99 ms", "SLOs");
+  for (const auto& p : plan["points"])
+    os << fmt::format("  {:<{}} {:>5} {:>9} {:>11} {:>11} {:>8} {:>12} {:>12} {:>12}  {}\n", mix(p["counts"]),
+                      width, p["gpus"].get<std::uint64_t>(), priced ? num(p["cost_per_hour"], "{:.2f}") : "",
+                      num(p["goodput_rps"], "{:.2f}"), num(p["request_throughput_rps"], "{:.2f}"),
+                      num(p["requests_failed"], "{:.0f}"), num(p["ttft_p99_ms"], "{:.1f}"),
+                      num(p["tpot_p99_ms"], "{:.1f}"), num(p["e2e_p99_ms"], "{:.1f}"),
+                      p["pass"].get<bool>() ? "met" : "missed");
+  if (plan.value("interrupted", false))
+    os << fmt::format("  interrupted after {} fleets: no fleet chosen\n", plan["points"].size());
+  else if (plan["cheapest_counts"].is_object())
+    os << fmt::format("  {}: {}, {} GPUs{}\n", priced ? "cheapest" : "fewest GPUs",
+                      mix(plan["cheapest_counts"]), plan["smallest_gpus"].get<std::uint64_t>(),
+                      plan["cheapest_cost_per_hour"].is_number()
+                          ? fmt::format(", ${:.2f} an hour", plan["cheapest_cost_per_hour"].get<double>())
+                          : std::string());
+  else
+    os << "  no mix of the pools met every SLO\n";
+  if (!plan.value("monotone", true))
+    os << "  note: a mix missed with at least as many replicas of every pool as one that met: the search "
+          "assumes more replicas never miss, and may not have found the cheapest\n";
+}
+
+}  // namespace
+
 void print_plan(std::ostream& os, const nlohmann::json& plan) {
   if (!plan.is_object() || !plan.contains("points")) return;
+  if (plan.contains("pools")) {
+    print_pool_plan(os, plan);
+    return;
+  }
   const bool cost = plan["gpu_cost_per_hour"].is_number();
   os << fmt::format("plan: the fewest replicas ({} GPUs each, router {}) meeting every SLO\n",
                     plan["gpus_per_replica"].get<std::uint64_t>(),

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -314,6 +316,64 @@ TEST(SimPlan, TheSmallestFleetMeetsTheSloAndOneReplicaLessDoesNot) {
   EXPECT_FALSE(none.smallest);
   EXPECT_FALSE(none.points.empty());
   for (const auto& p : none.points) EXPECT_FALSE(p.pass);
+}
+
+// sim --plan over pools: the choice is the cheapest mix of every mix up
+// to the pools' counts that meets the SLO, checked against all of them run
+// one by one (35 runs), and one fewer of its last pool misses.
+TEST(SimPlan, OverPoolsTheCheapestMixIsTheCheapestOfEveryMixThatMeetsTheSlo) {
+  const TempDir tmp("session");
+  std::ofstream(tmp / "pools.yaml") << "pools:\n"
+                                       "  - {name: new, gpu: h100, count: 4, gpu-cost-per-hour: 4}\n"
+                                       "  - {name: old, gpu: a100, count: 6, gpu-cost-per-hour: 1.6}\n";
+  std::atomic<bool> stop{false};
+  std::ostringstream log;
+  SimRunSettings base = overloaded();
+  base.workload.rate_rps = 40.0;
+  base.slo = {bench::parse_slo_spec("ttft_ms=500,p=95")};
+  base.pools_file = (tmp / "pools.yaml").string();
+  base.router = "least-loaded";
+  const PlanResult plan = plan_fleet(base, {}, stop, log);
+  ASSERT_TRUE(plan.cheapest) << log.str();
+  EXPECT_TRUE(plan.priced);
+  EXPECT_EQ(plan.pool_names, (std::vector<std::string>{"new", "old"}));
+  const auto cost = [](std::uint32_t n, std::uint32_t o) { return 4.0 * n + 1.6 * o; };
+  // Every mix, run by itself.
+  std::optional<double> best;
+  std::ostringstream quiet;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, bool> meets_of;
+  for (std::uint32_t n = 0; n <= 4; ++n)
+    for (std::uint32_t o = 0; o <= 6; ++o) {
+      if (n + o == 0) continue;
+      SimRunSettings one = base;
+      one.pool_counts = {n, o};
+      const bool m = meets(run_sim(one, stop, quiet).summary);
+      meets_of[{n, o}] = m;
+      if (m && (!best || cost(n, o) < *best)) best = cost(n, o);
+    }
+  ASSERT_TRUE(best);
+  const auto& c = *plan.cheapest;
+  EXPECT_TRUE(meets_of.at({c[0], c[1]}));
+  EXPECT_DOUBLE_EQ(cost(c[0], c[1]), *best) << "the plan chose new=" << c[0] << " old=" << c[1];
+  // Its points are those runs' verdicts, and fewer runs than every mix.
+  for (const auto& p : plan.points) EXPECT_EQ(p.pass, meets_of.at({p.counts[0], p.counts[1]}));
+  EXPECT_LT(plan.points.size(), meets_of.size());
+  if (c[1] > 0) {
+    EXPECT_FALSE(meets_of.at({c[0], c[1] - 1}));
+  }
+  const auto j = plan.to_json({}, base);
+  EXPECT_EQ(j["objective"], "cost_per_hour");
+  EXPECT_EQ(j["cheapest_counts"]["new"], c[0]);
+  EXPECT_EQ(j["cheapest_counts"]["old"], c[1]);
+  EXPECT_DOUBLE_EQ(j["cheapest_cost_per_hour"].get<double>(), *best);
+  // Refused: a plan price beside the pools' own, and too many mixes.
+  PlanSettings priced;
+  priced.gpu_cost_per_hour = 2;
+  EXPECT_THROW(plan_fleet(base, priced, stop, log), UsageError);
+  std::ofstream(tmp / "many.yaml") << "pools:\n  - {gpu: h100, count: 100}\n  - {gpu: a100, count: 100}\n"
+                                      "  - {gpu: l40s, count: 3}\n";
+  base.pools_file = (tmp / "many.yaml").string();
+  EXPECT_THROW(plan_fleet(base, {}, stop, log), UsageError);
 }
 
 TEST(SimPlan, APlanWithoutAnSloIsRefused) {

@@ -34,6 +34,10 @@ struct PlanSettings {
 struct PlanPoint {
   std::uint32_t replicas = 0;
   std::uint32_t gpus = 0;
+  // A plan over pools: each pool's replicas, and the fleet's cost per hour
+  // when every pool has a price.
+  std::vector<std::uint32_t> counts;
+  std::optional<double> cost_per_hour;
   bool pass = false;
   nlohmann::json summary;  // the fleet's summary (run.json "summary" of that fleet)
   double cpu_s = 0;
@@ -46,11 +50,26 @@ struct PlanResult {
   bool monotone = true;             // no fleet failed with more replicas than one that passed
   bool interrupted = false;         // Ctrl-C: the search stopped, and chose nothing
   std::map<std::string, Slo> slos;  // the SLOs the fleets were held to, by class ("" : default)
+  // A plan over pools (--pools): the pools' names and their most replicas
+  // (the file's counts), and the cheapest mix that met every SLO: the least
+  // cost per hour when every pool has a price, else the fewest GPUs (ties:
+  // the most goodput).
+  std::vector<std::string> pool_names;
+  std::vector<std::uint32_t> pool_max;
+  bool priced = false;
+  std::optional<std::vector<std::uint32_t>> cheapest;
   // run.json "plan": the settings, every point (replicas, gpus, cost, pass,
   // goodput, throughput, p99s, each class's attainment) and the choice.
   nlohmann::json to_json(const PlanSettings& settings, const SimRunSettings& base) const;
 };
 
+// With base.pools_file, the search is over the mixes of the pools: each
+// pool's count in the file is the most replicas of it the plan may use.
+// For every mix of all the pools but the last (at most 4,096 mixes), the
+// fewest replicas of the last pool that meet every SLO are bisected
+// (taking meeting them to be monotone in those replicas); a mix that costs
+// more without the last pool than the cheapest found is passed over.
+//
 // Runs the search on `base` (its replicas are the plan's to choose; nothing
 // is written: each fleet's summary only). Throws UsageError when base has no
 // SLO (--slo, or a workload file's).

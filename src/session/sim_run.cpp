@@ -254,6 +254,19 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     if (settings.profile)
       throw UsageError("--pools and --profile cannot be combined (a profile is measured on one GPU)");
     pools = engine::load_pools(o.pools_file);
+    if (!o.pool_counts.empty()) {
+      if (o.pool_counts.size() != pools.size())
+        throw UsageError(fmt::format("{}: {} pools, but {} counts were given", o.pools_file, pools.size(),
+                                     o.pool_counts.size()));
+      std::vector<engine::PoolSpec> kept;
+      for (std::size_t k = 0; k < pools.size(); ++k)
+        if (o.pool_counts[k] > 0) {
+          kept.push_back(pools[k]);
+          kept.back().count = o.pool_counts[k];
+        }
+      if (kept.empty()) throw UsageError(fmt::format("{}: every pool's count is 0", o.pools_file));
+      pools = std::move(kept);
+    }
     for (std::size_t k = 0; k < pools.size(); ++k) {
       engine::EngineSettings ps = settings;
       ps.gpu = pools[k].gpu;

@@ -43,6 +43,10 @@ struct SimRunSettings {
   // --pools FILE (engine/pools.h): replicas of several GPUs and TP degrees
   // behind the router, in place of --replicas.
   std::string pools_file;
+  // The replicas of each pool of pools_file in place of its counts (sim
+  // --plan over pools, session/sim_plan.h); a pool of 0 is left out. Empty:
+  // the file's counts.
+  std::vector<std::uint32_t> pool_counts;
   std::string router = "round-robin";
   double router_load_bound = 1.25;
   // --router-weights: "speed" (pools: load-aware routers weigh each

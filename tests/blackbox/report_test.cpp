@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -214,17 +215,45 @@ TEST_F(Report, AFleetPlanInThePage) {
                         "fixed:2000", "--output-len", "fixed:64", "--seed", "3", "--plan", "--slo",
                         "ttft_ms=300,p=95", "--out", sim.string(), "--no-history"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = report({sim.string(), "--out", (dir_ / "page.html").string()});
+  // And a plan over two pools (the cheapest mix), run into its directory.
+  const auto pools = dir_ / "pools.yaml";
+  std::ofstream(pools) << "pools:\n  - {name: new, gpu: h100, count: 4, gpu-cost-per-hour: 4}\n"
+                          "  - {name: old, gpu: a100, count: 3, gpu-cost-per-hour: 1.6}\n";
+  const auto mix = dir_ / "mix";
+  r = run_process(
+      {kBin,           "sim",        "--num-requests",   "600",         "--rate",       "40",
+       "--input-len",  "fixed:2000", "--output-len",     "fixed:64",    "--seed",       "3",
+       "--plan",       "--slo",      "ttft_ms=500,p=95", "--pools",     pools.string(), "--router",
+       "least-loaded", "--out",      mix.string(),       "--no-history"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("plan: the cheapest mix of pools (new up to 4, old up to 3; router least-loaded)"),
+            std::string::npos)
+      << r.out;
+  const auto mixed = json::parse(slurp(mix / "run.json"));
+  const auto& chosen = mixed["plan"]["cheapest_counts"];
+  ASSERT_TRUE(chosen.is_object()) << mixed["plan"].dump();
+  EXPECT_NE(r.out.find("cheapest: new=" + chosen["new"].dump() + " old=" + chosen["old"].dump()),
+            std::string::npos)
+      << r.out;
+  // The fleet run into --out is the chosen mix (a pool of 0 left out).
+  std::map<std::string, int> ran;
+  for (const auto& p : mixed["fleet"]["pools"]) ran[p["name"].get<std::string>()] = p["count"].get<int>();
+  for (const char* name : {"new", "old"})
+    EXPECT_EQ(ran.contains(name) ? ran[name] : 0, chosen[name].get<int>()) << name;
+  r = report({sim.string(), mix.string(), "--out", (dir_ / "page.html").string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json page = browser_check(dir_ / "page.html");
   std::string titles;
   for (const auto& t : page["titles"]) titles += t.get<std::string>() + "\n";
   for (const char* want : {"Goodput by GPUs", "p99 latency by GPUs"})
     EXPECT_NE(titles.find(want), std::string::npos) << want << " not in\n" << titles;
+  int plans = 0;  // a section per run's plan, the pools' too
+  for (const auto& h : page["sections"]) plans += h.get<std::string>().rfind("Fleet plan", 0) == 0;
+  EXPECT_EQ(plans, 2) << page["sections"].dump();
   const auto run = json::parse(slurp(sim / "run.json"));
-  EXPECT_NE(
-      slurp(dir_ / "page.html").find("\"smallest_replicas\":" + run["plan"]["smallest_replicas"].dump()),
-      std::string::npos);
+  const std::string html = slurp(dir_ / "page.html");
+  EXPECT_NE(html.find("\"smallest_replicas\":" + run["plan"]["smallest_replicas"].dump()), std::string::npos);
+  EXPECT_NE(html.find("\"cheapest_counts\":" + chosen.dump()), std::string::npos);
 }
 
 // Agentic tasks: two benches of a workload whose tool fails 40% of the

@@ -1151,13 +1151,20 @@
   const planRuns = runs.map((r, i) => [r, i]).filter(([r]) => r.plan && (r.plan.points || []).length);
   for (const [r, i] of planRuns) {
     const p = r.plan, pts = p.points;
-    const cost = isNum(p.gpu_cost_per_hour);
+    const pooled = Array.isArray(p.pools);
+    const cost = isNum(p.gpu_cost_per_hour) || p.objective === "cost_per_hour";
     const box = el("div", {class: "charts"});
-    const rows = pts.map((q) => [fmt(q.replicas, 0), fmt(q.gpus, 0)].concat(cost ? [fmt(q.cost_per_hour, 2)] : [])
+    const mix = (c) => Object.entries(c || {}).map(([k, v]) => k + "=" + fmt(v, 0)).join(" ");
+    const rows = pts.map((q) => (pooled ? [mix(q.counts)] : []).concat([fmt(q.replicas, 0), fmt(q.gpus, 0)])
+                     .concat(cost ? [fmt(q.cost_per_hour, 2)] : [])
                      .concat([fmt(q.goodput_rps, 2), fmt(q.request_throughput_rps, 2), fmt(q.requests_failed, 0),
                               fmt(q.ttft_p99_ms, 1), fmt(q.tpot_p99_ms, 1), fmt(q.e2e_p99_ms, 1),
                               q.pass ? "met" : "missed"]));
     const choice = p.interrupted ? "The search was interrupted: no fleet chosen."
+        : pooled ? (p.cheapest_counts ? "The " + (p.objective === "cost_per_hour" ? "cheapest" : "fewest-GPU") +
+                    " mix meeting every SLO: " + mix(p.cheapest_counts) + " (" + fmt(p.smallest_gpus, 0) + " GPUs" +
+                    (isNum(p.cheapest_cost_per_hour) ? ", $" + fmt(p.cheapest_cost_per_hour, 2) + " an hour" : "") +
+                    ")." : "No mix of the pools met every SLO.")
         : isNum(p.smallest_replicas)
         ? "The fewest replicas meeting every SLO: " + fmt(p.smallest_replicas, 0) + " (" + fmt(p.smallest_gpus, 0) +
           " GPUs)."
@@ -1167,10 +1174,11 @@
                                                    " ≤ " + fmt(v, 0) + " ms").join(", ")).join("; ");
     section("Fleet plan" + (multi ? ": " + r.name : ""),
             "sim --plan, router " + p.router + ", SLOs " + (sloText || "-") + ": each fleet tried " +
-            "(replicas doubled, then bisected). " + choice +
+            (pooled ? "(each mix of the pools but the last, the last pool's replicas bisected). "
+                    : "(replicas doubled, then bisected). ") + choice +
             (p.monotone === false ? " A fleet missed with more replicas than one that met: the search may not " +
                                     "have found the smallest." : ""),
-            table(["replicas", "GPUs"].concat(cost ? ["$/hour"] : []).concat(["goodput (req/s)", "req/s",
+            table((pooled ? ["mix"] : []).concat(["replicas", "GPUs"]).concat(cost ? ["$/hour"] : []).concat(["goodput (req/s)", "req/s",
                   "failed", "TTFT p99 (ms)", "TPOT p99 (ms)", "E2E p99 (ms)", "SLOs"]), rows), box);
     const gpus = pts.map((q) => q.gpus);
     const lk = look(i, 0);

@@ -152,7 +152,7 @@ try {
     // Headings that span a grid of charts (what a group of charts shows).
     const headings = [...document.querySelectorAll(".charts > .span")].map((e) => e.textContent);
     return {charts: out, boxes: boxes, empty: empty, data_charts: document.body.getAttribute("data-charts"),
-            headings: headings,
+            headings: headings, sections: [...document.querySelectorAll("section > h2")].map((e) => e.textContent),
             runs: (data.runs || []).length, bad_text: bad,
             page_width: document.documentElement.scrollWidth, view_width: window.innerWidth};
   });
@@ -163,6 +163,7 @@ try {
   result.titles = charts.charts.map((c) => c.title);
   result.series = charts.charts.map((c) => c.series);  // each chart's series, the x values not counted
   result.headings = charts.headings;
+  result.sections = charts.sections;
   if (charts.charts.length === 0 && charts.runs > 0) failures.push("no chart on the page");
   for (const b of charts.bad_text) failures.push(`the page shows "${b}"`);
   if (charts.page_width > charts.view_width + 1)
