@@ -245,7 +245,8 @@ TEST_F(Report, AFleetPlanInThePage) {
   const json page = browser_check(dir_ / "page.html");
   std::string titles;
   for (const auto& t : page["titles"]) titles += t.get<std::string>() + "\n";
-  for (const char* want : {"Goodput by GPUs", "p99 latency by GPUs"})
+  for (const char* want :
+       {"Goodput by GPUs", "p99 latency by GPUs", "Goodput by $/hour", "p99 latency by $/hour"})
     EXPECT_NE(titles.find(want), std::string::npos) << want << " not in\n" << titles;
   int plans = 0;  // a section per run's plan, the pools' too
   for (const auto& h : page["sections"]) plans += h.get<std::string>().rfind("Fleet plan", 0) == 0;

@@ -1180,15 +1180,21 @@
                                     "have found the smallest." : ""),
             table((pooled ? ["mix"] : []).concat(["replicas", "GPUs"]).concat(cost ? ["$/hour"] : []).concat(["goodput (req/s)", "req/s",
                   "failed", "TTFT p99 (ms)", "TPOT p99 (ms)", "E2E p99 (ms)", "SLOs"]), rows), box);
-    const gpus = pts.map((q) => q.gpus);
+    // By GPUs; a plan over priced pools by the cost per hour (mixes of one
+    // price differ in their GPUs): the points in the order of the axis.
+    const byCost = pooled && p.objective === "cost_per_hour";
+    const xOf = (q) => byCost ? q.cost_per_hour : q.gpus;
+    const sorted = pts.slice().sort((a, b) => xOf(a) - xOf(b));
+    const xs = sorted.map(xOf), axis = byCost ? "$/hour" : "GPUs", what = byCost ? "cost per hour" : "GPUs";
     const lk = look(i, 0);
-    lineChart(box, "Goodput by GPUs", "Requests per second that met every SLO, by the fleet's GPUs.", "GPUs",
-              "req/s", [{label: "goodput", x: gpus, y: pts.map((q) => q.goodput_rps), color: lk.color},
-                        {label: "throughput", x: gpus, y: pts.map((q) => q.request_throughput_rps),
-                         color: lk.color, dash: [6, 4]}]);
-    lineChart(box, "p99 latency by GPUs", "TTFT (solid) and E2E (dashed) p99 of each fleet tried.", "GPUs", "ms",
-              [{label: "TTFT p99", x: gpus, y: pts.map((q) => q.ttft_p99_ms), color: lk.color},
-               {label: "E2E p99", x: gpus, y: pts.map((q) => q.e2e_p99_ms), color: lk.color, dash: [6, 4]}]);
+    lineChart(box, "Goodput by " + axis, "Requests per second that met every SLO, by the fleet's " + what + ".",
+              axis, "req/s",
+              [{label: "goodput", x: xs, y: sorted.map((q) => q.goodput_rps), color: lk.color},
+               {label: "throughput", x: xs, y: sorted.map((q) => q.request_throughput_rps), color: lk.color,
+                dash: [6, 4]}]);
+    lineChart(box, "p99 latency by " + axis, "TTFT (solid) and E2E (dashed) p99 of each fleet tried.", axis, "ms",
+              [{label: "TTFT p99", x: xs, y: sorted.map((q) => q.ttft_p99_ms), color: lk.color},
+               {label: "E2E p99", x: xs, y: sorted.map((q) => q.e2e_p99_ms), color: lk.color, dash: [6, 4]}]);
   }
 
   // ---- sim: per engine step (steps.jsonl)
