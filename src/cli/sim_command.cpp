@@ -100,23 +100,28 @@ void add_sim_options(CLI::App* sim, SimOptions& o) {
       ->check(CLI::IsMember(
           {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
       ->group(F);
-  sim->add_option("--pools", o.run.pools_file,
-                  "A fleet of pools from YAML (each a GPU, a tensor-parallel degree and a count of replicas, "
-                  "optionally a name and a price per GPU-hour) behind --router, in place of --replicas "
-                  "(docs/engine.md \"Heterogeneous pools\")")
-      ->group(F);
+  CLI::Option* pools_opt =
+      sim->add_option(
+             "--pools", o.run.pools_file,
+             "A fleet of pools from YAML (each a GPU, a tensor-parallel degree and a count of replicas, "
+             "optionally a name and a price per GPU-hour) behind --router, in place of --replicas "
+             "(docs/engine.md \"Heterogeneous pools\")")
+          ->group(F);
   sim->add_option("--router-weights", o.run.router_weights,
                   "--pools: speed (least-loaded, power-of-two and prefix-affinity's bound weigh a replica's "
                   "load by its speed) or equal (outstanding tokens alone)")
       ->capture_default_str()
       ->check(CLI::IsMember({"speed", "equal"}))
+      ->needs(pools_opt)
       ->group(F);
-  sim->add_option("--prefill-replicas", o.run.prefill_replicas,
-                  "Disaggregated prefill (docs/engine.md \"Disaggregated prefill\"): this many replicas only "
-                  "prefill (behind --router), then send the prompt's KV over their link to a decode replica; "
-                  "with --decode-replicas, in place of --replicas")
-      ->check(CLI::Range(1u, 4096u))
-      ->group(F);
+  CLI::Option* prefill_opt =
+      sim->add_option(
+             "--prefill-replicas", o.run.prefill_replicas,
+             "Disaggregated prefill (docs/engine.md \"Disaggregated prefill\"): this many replicas only "
+             "prefill (behind --router), then send the prompt's KV over their link to a decode replica; "
+             "with --decode-replicas, in place of --replicas")
+          ->check(CLI::Range(1u, 4096u))
+          ->group(F);
   sim->add_option("--decode-replicas", o.run.decode_replicas,
                   "Disaggregated prefill: this many replicas only decode (behind --decode-router)")
       ->check(CLI::Range(1u, 4096u))
@@ -126,15 +131,18 @@ void add_sim_options(CLI::App* sim, SimOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember(
           {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
+      ->needs(prefill_opt)
       ->group(F);
   sim->add_option("--kv-link-gb-s", o.run.kv_link_gb_s,
                   "Disaggregated prefill: each prefill replica's link for KV, GB/s (10^9 bytes a second; "
                   "transfers leave one at a time)")
       ->capture_default_str()
+      ->needs(prefill_opt)
       ->group(F);
   sim->add_option("--kv-link-latency-us", o.run.kv_link_latency_us,
                   "Disaggregated prefill: a KV transfer's one-way latency, microseconds")
       ->capture_default_str()
+      ->needs(prefill_opt)
       ->group(F);
   sim->add_option("--router-load-bound", o.run.router_load_bound,
                   "prefix-affinity: a replica over this times the mean load is passed over")
@@ -153,9 +161,11 @@ void add_sim_options(CLI::App* sim, SimOptions& o) {
              "--out, runs the smallest into it with run.json \"plan\" (docs/engine.md \"Planning a "
              "fleet\")")
           ->group(F);
-  sim->add_option("--plan-max-replicas", o.plan_settings.max_replicas, "--plan: the most replicas tried")
+  sim->add_option("--plan-max-replicas", o.plan_settings.max_replicas,
+                  "--plan: the most replicas tried (with --pools, each pool's count is its most)")
       ->capture_default_str()
       ->needs(plan_flag)
+      ->excludes(pools_opt)
       ->group(F);
   sim->add_option("--gpu-cost-per-hour", o.plan_settings.gpu_cost_per_hour,
                   "--plan: a GPU's price per hour, for a cost column")

@@ -117,10 +117,15 @@ void print_pool_plan(std::ostream& os, const nlohmann::json& plan) {
   os << fmt::format("plan: the {} mix of pools ({}; router {}) meeting every SLO\n",
                     priced ? "cheapest" : "fewest-GPU", limits,
                     display_text(plan["router"].get<std::string>()));
-  const auto mix = [](const nlohmann::json& counts) {
+  // In the pools file's order (a JSON object's keys are sorted).
+  const auto mix = [&](const nlohmann::json& counts) {
     std::string out;
-    for (const auto& [name, n] : counts.items())
-      out += fmt::format("{}{}={}", out.empty() ? "" : " ", display_text(name), n.get<std::uint64_t>());
+    for (const auto& p : plan["pools"]) {
+      const std::string name = p["name"].get<std::string>();
+      if (counts.is_object() && counts.contains(name))
+        out += fmt::format("{}{}={}", out.empty() ? "" : " ", display_text(name),
+                           counts[name].get<std::uint64_t>());
+    }
     return out;
   };
   const auto num = [](const nlohmann::json& v, const char* f) {

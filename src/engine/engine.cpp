@@ -596,7 +596,7 @@ bool Engine::add_request(EngineRequest r, Nanos now) {
   s->image_flops = r.image_encoder_flops;
   s->audio_flops = r.audio_encoder_flops;
   s->preloaded = std::min<std::uint32_t>(r.preloaded_tokens, s->prompt_len > 0 ? s->prompt_len - 1 : 0);
-  s->transferred = s->preloaded > 0;
+  s->transferred = r.preloaded_tokens > 0;  // even a one-token prompt, whose last token is all it computes
   s->hashes.reserve(prompt_len / B + 1);
   for (auto t : r.prompt) append_known_token(*s, t);
   waiting_push_back(s);

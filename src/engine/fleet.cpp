@@ -342,8 +342,9 @@ void Fleet::disaggregate(const Disaggregation& d) {
         "--prefill-replicas: a disaggregated fleet needs at least one prefill and one decode replica (got {} "
         "prefill of {} replicas)",
         d.prefill_replicas, engines_.size()));
-  if (!(d.link_bytes_per_s > 0) || !std::isfinite(d.link_bytes_per_s))
-    throw UsageError("--kv-link-gb-s: expected a positive bandwidth");
+  // At least 1 MB/s: a transfer's time stays far inside the nanosecond clock's range.
+  if (!(d.link_bytes_per_s >= 1e6) || !std::isfinite(d.link_bytes_per_s))
+    throw UsageError("--kv-link-gb-s: expected a bandwidth of at least 0.001 GB/s");
   if (d.link_latency_ns < 0) throw UsageError("--kv-link-latency-us: expected a latency of at least 0");
   if (!routed_.empty()) throw UsageError("a fleet is disaggregated before its first request");
   pd_ = d;
@@ -353,6 +354,10 @@ void Fleet::disaggregate(const Disaggregation& d) {
   decode.policy = d.decode_policy;
   decode.seed = prefill.seed ^ 0xdec0deULL;
   decode_router_ = std::make_unique<Router>(decode, engines_.size() - d.prefill_replicas);
+  if (!speeds_.empty()) {  // pools: each side weighs its own replicas
+    router_.set_speeds(std::span<const double>(speeds_).first(d.prefill_replicas));
+    decode_router_->set_speeds(std::span<const double>(speeds_).subspan(d.prefill_replicas));
+  }
   link_free_.assign(d.prefill_replicas, 0);
   link_bytes_.assign(d.prefill_replicas, 0.0);
 }
@@ -406,8 +411,10 @@ int Fleet::deliver_next_transfer() {
   transfers_[k].decode_replica = static_cast<std::int32_t>(i);
   r.preloaded_tokens = static_cast<std::uint32_t>(r.prompt.size());  // the engine computes the last one
   r.arrival = -1;                                                    // it arrives at the decode replica now
-  // (A rejection there reaches the observer at once and ends the pending request.)
-  return engines_[i]->add_request(std::move(r), t) ? static_cast<int>(i) : -1;
+  // A rejection there reaches the observer at once and ends the pending
+  // request; it still counts as routed there, as a colocated fleet's does.
+  engines_[i]->add_request(std::move(r), t);
+  return static_cast<int>(i);
 }
 
 FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, const std::atomic<bool>* stop) {
@@ -462,6 +469,10 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
     parked[i] = 0;
   };
   while (!interrupted) {
+    if (stop != nullptr && (++iterations & 0xff) == 0 && stop->load(std::memory_order_relaxed)) {
+      interrupted = true;  // also between arrivals that run no step (all refused before routing)
+      break;
+    }
     // The next arrival: every step that starts before it is run first (a
     // step that starts at its time runs after it).
     const Nanos t = next < n ? w.requests[next].arrival_ns : kNever;

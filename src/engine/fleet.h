@@ -1,7 +1,8 @@
-// A fleet of identical engines behind a router (docs/engine.md "Fleets"):
-// each request is routed once, on arrival, to one replica, which runs it on
-// its own clock; the fleet's loop always steps the replica whose clock is
-// earliest, so that every arrival reaches its replica before any step that
+// A fleet of engines behind a router (docs/engine.md "Fleets"): each
+// request is routed once, on arrival, to one replica, which runs it on its
+// own clock. Between two arrivals the replicas are independent: each runs
+// every step that starts before the next arrival, and only then is the
+// arrival routed, so that it reaches its replica before any step that
 // starts after it (as run_simulation does for one engine).
 //
 // Routers:
@@ -149,7 +150,8 @@ struct Disaggregation {
 struct KvTransfer {
   std::uint64_t id = 0;
   std::uint32_t prefill_replica = 0;
-  std::int32_t decode_replica = -1;  // its index in the fleet once delivered (-1: in flight or rejected)
+  std::int32_t decode_replica =
+      -1;  // its index in the fleet once delivered, even if rejected there (-1: in flight)
   double bytes = 0;
   Nanos ready = 0;   // the prefill ended
   Nanos start = 0;   // it left (the link was free)
@@ -209,7 +211,7 @@ class Fleet {
   // When the next KV transfer reaches the decode side (nullopt: none in flight).
   std::optional<Nanos> next_transfer() const;
   // Delivers the next transfer to its decode replica and returns that
-  // replica (-1: it was rejected there).
+  // replica (a rejection there included; -1: its request had ended).
   int deliver_next_transfer();
   // Every transfer, in the order the prefills ended.
   const std::vector<KvTransfer>& transfers() const { return transfers_; }

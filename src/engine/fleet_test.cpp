@@ -298,6 +298,27 @@ TEST(Disaggregated, EveryRequestEndsOnceWithItsTokensAndTheCountersAddUp) {
   for (const double l : fleet.loads()) EXPECT_EQ(l, 0.0);
 }
 
+// A one-token prompt: nothing to preload (its last token is all the decode
+// replica computes), and still counted once, on its prefill replica.
+TEST(Disaggregated, AOneTokenPromptIsCountedOnce) {
+  const EngineSettings s = five_ms_steps();
+  const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
+  workload::Workload w;
+  w.requests = {request(0, 0, 1, 3)};
+  Heard heard;
+  Fleet fleet(
+      2, eff, s, [&] { return make_cost_model(s, eff); }, &heard, RouterSettings{});
+  Disaggregation d;
+  d.prefill_replicas = 1;
+  fleet.disaggregate(d);
+  const FleetReport r = run_fleet_simulation(w, fleet);
+  ASSERT_EQ(heard.tokens[0].size(), 3u);
+  EXPECT_EQ(r.total.counters.prompt_tokens, 1u);
+  EXPECT_EQ(r.total.counters.prefix_queries_tokens, 1u);
+  EXPECT_EQ(r.total.counters.generation_tokens, 3u);
+  EXPECT_EQ(r.total.counters.requests_finished, 1u);
+}
+
 TEST(Disaggregated, AFleetWithoutBothSidesIsRefused) {
   EngineSettings s;
   const EffectiveEngine eff = resolve_engine(s, Catalog::builtin());
@@ -310,6 +331,8 @@ TEST(Disaggregated, AFleetWithoutBothSidesIsRefused) {
   EXPECT_THROW(fleet.disaggregate(d), UsageError);
   d.prefill_replicas = 1;
   d.link_bytes_per_s = 0;
+  EXPECT_THROW(fleet.disaggregate(d), UsageError);
+  d.link_bytes_per_s = 1e5;  // under 1 MB/s: a transfer's time could leave the clock's range
   EXPECT_THROW(fleet.disaggregate(d), UsageError);
 }
 

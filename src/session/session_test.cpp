@@ -320,7 +320,7 @@ TEST(SimPlan, TheSmallestFleetMeetsTheSloAndOneReplicaLessDoesNot) {
 
 // sim --plan over pools: the choice is the cheapest mix of every mix up
 // to the pools' counts that meets the SLO, checked against all of them run
-// one by one (35 runs), and one fewer of its last pool misses.
+// one by one (34 runs), and one fewer of its last pool misses.
 TEST(SimPlan, OverPoolsTheCheapestMixIsTheCheapestOfEveryMixThatMeetsTheSlo) {
   const TempDir tmp("session");
   std::ofstream(tmp / "pools.yaml") << "pools:\n"

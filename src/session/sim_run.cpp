@@ -146,6 +146,7 @@ nlohmann::json requested_settings(const SimRunSettings& o) {
         {"sample_interval_s", o.sample_interval_s}}},
   };
   if (!o.pools_file.empty()) requested["fleet"]["router_weights"] = o.router_weights;
+  if (!o.pool_counts.empty()) requested["fleet"]["pool_counts"] = o.pool_counts;  // a plan's choice
   // Only when given, as the SLOs below: the settings of fleets without it stay as they were.
   if (o.prefill_replicas > 0)
     requested["fleet"]["disaggregation"] = {{"prefill_replicas", o.prefill_replicas},
@@ -292,9 +293,9 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
     if (!pools.empty()) throw UsageError("--prefill-replicas and --pools cannot be combined yet");
     if (o.prefill_replicas > 4096 || o.decode_replicas > 4096)
       throw UsageError("--prefill-replicas, --decode-replicas: at most 4096 each");
-    if (!(o.kv_link_gb_s > 0 && o.kv_link_gb_s <= 1e6))
+    if (!(o.kv_link_gb_s >= 1e-3 && o.kv_link_gb_s <= 1e6))
       throw UsageError(
-          fmt::format("--kv-link-gb-s: expected a bandwidth in (0, 1e6] GB/s, got {}", o.kv_link_gb_s));
+          fmt::format("--kv-link-gb-s: expected a bandwidth in [0.001, 1e6] GB/s, got {}", o.kv_link_gb_s));
     if (!(o.kv_link_latency_us >= 0 && o.kv_link_latency_us <= 1e9))
       throw UsageError(fmt::format("--kv-link-latency-us: expected a latency in [0, 1e9] us, got {}",
                                    o.kv_link_latency_us));

@@ -837,9 +837,9 @@ TEST_F(Cli, SimRunsAFleetBehindARouterAndSaysEachRequestsReplica) {
   EXPECT_NE(perturbed.err.find("--perturb and --replicas"), std::string::npos) << perturbed.err;
 }
 
-// sim --pools: one pool of N alike is the fleet of --replicas N, record for
-// record; pools of different GPUs behind round-robin share the requests
-// alike, and the faster GPU's replica decodes faster.
+// sim --prefill-replicas/--decode-replicas: every prompt's KV over the
+// prefill replica's link, records by decode replica, a lower TPOT than
+// colocated replicas on the same load, and the refusals.
 TEST_F(Cli, SimDisaggregatedPrefillSendsTheKvAndDecodesWithoutPrefillChunks) {
   const std::vector<std::string> load = {"--num-requests", "120",        "--rate",       "9",
                                          "--input-len",    "fixed:3000", "--output-len", "fixed:96",
@@ -899,7 +899,10 @@ TEST_F(Cli, SimDisaggregatedPrefillSendsTheKvAndDecodesWithoutPrefillChunks) {
         {"--prefill-replicas", "1", "--decode-replicas", "1", "--pools",
          file("pd-pools.yaml", "pools:\n  - {gpu: h100, count: 1}\n")},
         {"--prefill-replicas", "1", "--decode-replicas", "1", "--plan", "--slo", "ttft_ms=500"},
-        {"--prefill-replicas", "1", "--decode-replicas", "1", "--kv-link-gb-s", "0"}}) {
+        {"--prefill-replicas", "1", "--decode-replicas", "1", "--kv-link-gb-s", "0"},
+        {"--kv-link-gb-s", "10"},
+        {"--decode-router", "round-robin"},
+        {"--router-weights", "equal"}}) {
     auto bad = load;
     bad.insert(bad.end(), extra.begin(), extra.end());
     const auto b = sim(bad);
@@ -907,6 +910,9 @@ TEST_F(Cli, SimDisaggregatedPrefillSendsTheKvAndDecodesWithoutPrefillChunks) {
   }
 }
 
+// sim --pools: one pool of N alike is the fleet of --replicas N, record for
+// record; pools of different GPUs behind round-robin share the requests
+// alike, and the faster GPU's replica decodes faster.
 TEST_F(Cli, SimPoolsOfOneKindAreTheFleetOfReplicasAndAFasterGpuDecodesFaster) {
   const std::vector<std::string> load = {"--num-requests", "90",          "--rate",       "12",
                                          "--input-len",    "fixed:600",   "--output-len", "fixed:64",
@@ -971,10 +977,15 @@ TEST_F(Cli, SimPoolsOfOneKindAreTheFleetOfReplicasAndAFasterGpuDecodesFaster) {
   }
   EXPECT_GT(to_new["speed"], to_new["equal"]);
 
-  // Refused: --pools with --replicas or --plan; an unknown GPU named by its line.
+  // Refused: --pools with --replicas, --plan-max-replicas with a plan over
+  // pools; an unknown GPU named by its line.
   auto both = load;
   both.insert(both.end(), {"--pools", dir_.string() + "/one.yaml", "--replicas", "2"});
   EXPECT_EQ(sim(both).exit_code, 2);
+  auto plan_max = load;
+  plan_max.insert(plan_max.end(), {"--pools", dir_.string() + "/one.yaml", "--plan", "--slo", "ttft_ms=500",
+                                   "--plan-max-replicas", "8"});
+  EXPECT_EQ(sim(plan_max).exit_code, 2);
   auto unknown = load;
   unknown.insert(
       unknown.end(),

@@ -1154,7 +1154,9 @@
     const pooled = Array.isArray(p.pools);
     const cost = isNum(p.gpu_cost_per_hour) || p.objective === "cost_per_hour";
     const box = el("div", {class: "charts"});
-    const mix = (c) => Object.entries(c || {}).map(([k, v]) => k + "=" + fmt(v, 0)).join(" ");
+    // In the pools file's order (run.json's objects have their keys sorted).
+    const mix = (c) => (p.pools || []).filter((q) => c && q.name in c).map((q) => q.name + "=" + fmt(c[q.name], 0))
+        .join(" ");
     const rows = pts.map((q) => (pooled ? [mix(q.counts)] : []).concat([fmt(q.replicas, 0), fmt(q.gpus, 0)])
                      .concat(cost ? [fmt(q.cost_per_hour, 2)] : [])
                      .concat([fmt(q.goodput_rps, 2), fmt(q.request_throughput_rps, 2), fmt(q.requests_failed, 0),
