@@ -9,6 +9,8 @@
 # replica beyond the one engine's.
 #   benchmarks/fleet_speed.sh [REPEATS]   (default 3, at least 3)
 # N=16 benchmarks/fleet_speed.sh: another fleet size.
+# BASE=path/to/another/tokenscope: that build's fleet run too, in the same
+# rounds (its median and its ratio to this build's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeats="${1:-3}"
@@ -44,6 +46,10 @@ for _ in $(seq "$repeats"); do
   once one "$bin" sim --no-history --trace "$trace" --quiet
   once fleet "$bin" sim --no-history --trace "$work/many.jsonl" --trace-format native --replicas "$n" \
     --router round-robin --quiet
+  if [ -n "${BASE:-}" ]; then
+    once base "$BASE" sim --no-history --trace "$work/many.jsonl" --trace-format native --replicas "$n" \
+      --router round-robin --quiet
+  fi
 done
 python3 - "$work/results" "$n" <<'PY'
 import sys, statistics as st
@@ -61,4 +67,7 @@ print(f"| {n} replicas, the trace {n}x at {n}x its rate | {fleet_cpu:.2f} | {fle
 print()
 print(f"fleet / one engine: {fleet_cpu / one_cpu:.1f}x the CPU time (the bound: {n}x); "
       f"memory per replica beyond one engine's: {(fleet_rss - one_rss) / (n - 1):.1f} MiB")
+if any(r[0] == "base" for r in rows):
+    base_cpu = med("base", 1)
+    print(f"the BASE build's fleet: {base_cpu:.2f} CPU s (median); this build / BASE: {fleet_cpu / base_cpu:.3f}")
 PY
