@@ -16,19 +16,7 @@ command -v perf >/dev/null || { echo "needs perf" >&2; exit 2; }
 [ -x "$bin" ] || bash scripts/build.sh release >/dev/null
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-/usr/bin/python3 - "$trace" "$n" > "$work/many.jsonl" <<'PY'
-import csv, sys, datetime
-rows = list(csv.DictReader(open(sys.argv[1])))
-n = int(sys.argv[2])
-t0 = None
-for row in rows:
-    t = datetime.datetime.strptime(row["TIMESTAMP"][:26], "%Y-%m-%d %H:%M:%S.%f")
-    t0 = t0 or t
-    ms = (t - t0).total_seconds() * 1e3
-    line = '{"t_ms":%.3f,"input_tokens":%s,"output_tokens":%s}' % (ms, row["ContextTokens"], row["GeneratedTokens"])
-    for _ in range(n):
-        print(line)
-PY
+/usr/bin/python3 benchmarks/azure_times_n.py "$trace" "$n" > "$work/many.jsonl"
 perf record -q -e cpu-clock -o "$work/one.data" taskset -c 0 "$bin" sim --no-history --trace "$trace" --quiet \
   >/dev/null 2>&1
 perf record -q -e cpu-clock -o "$work/fleet.data" taskset -c 0 "$bin" sim --no-history --trace "$work/many.jsonl" \

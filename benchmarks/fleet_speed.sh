@@ -23,19 +23,7 @@ bin="${BIN:-build/release/src/cli/tokenscope}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # The trace N times over at its own times (a native trace: t_ms, lengths).
-/usr/bin/python3 - "$trace" "$n" > "$work/many.jsonl" <<'PY'
-import csv, sys, datetime
-rows = list(csv.DictReader(open(sys.argv[1])))
-n = int(sys.argv[2])
-t0 = None
-for row in rows:
-    t = datetime.datetime.strptime(row["TIMESTAMP"][:26], "%Y-%m-%d %H:%M:%S.%f")
-    t0 = t0 or t
-    ms = (t - t0).total_seconds() * 1e3
-    line = '{"t_ms":%.3f,"input_tokens":%s,"output_tokens":%s}' % (ms, row["ContextTokens"], row["GeneratedTokens"])
-    for _ in range(n):
-        print(line)
-PY
+/usr/bin/python3 benchmarks/azure_times_n.py "$trace" "$n" > "$work/many.jsonl"
 echo "fleet_speed: $repeats repeats, N=$n, $(wc -l < "$work/many.jsonl") requests in the fleet's trace, load average $(cut -d' ' -f1 /proc/loadavg), $(date '+%F %T')"
 once() {  # label, command...
   /usr/bin/time -f "$1 %U %S %e %M" -o "$work/time" taskset -c 0 "${@:2}" > "$work/out" 2>"$work/err" || {

@@ -78,7 +78,8 @@ PlanResult plan_pools(const SimRunSettings& base, const PlanSettings& settings,
                       const std::atomic<bool>& interrupted, std::ostream& log) {
   if (settings.gpu_cost_per_hour > 0)
     throw UsageError(
-        "--gpu-cost-per-hour and --pools: each pool's gpu-cost-per-hour prices it (set it in the pools file)");
+        "--gpu-cost-per-hour and --pools: each pool's gpu-cost-per-hour prices it (set it in the pools "
+        "file)");
   const std::vector<engine::PoolSpec> pools = engine::load_pools(base.pools_file);
   const std::size_t k = pools.size();
   PlanResult result;
