@@ -754,6 +754,7 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     side.eff = engine::resolve_engine(s2, catalog);
     serve::ServerAppSettings ss;
     serve::apply(o.server, ss);
+    ss.fleet = engine::resolve_fleet(o.fleet, s2, *side.eff, catalog, derive_seed(o.workload.seed, "router"));
     ss.api_key = o.api_key;
     ss.core.natural_length.reset();  // ignore_eos decides; without it the model runs to max_tokens
     // The simulated logprobs (bench --logprobs): drawn per token from the
@@ -783,6 +784,10 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
       throw UsageError(
           "--perturb applies to the in-process server (no --target); give it to `tokenscope serve --perturb` "
           "and read the ground truth from its GET /perturbations");
+    if (o.fleet.fleet())
+      throw UsageError(
+          "--replicas, --pools and --prefill-replicas make the in-process server a fleet (no --target); "
+          "give them to `tokenscope serve` to put a fleet behind a URL");
     endpoint = net::Endpoint::parse_url(o.target_url);
     const net::FetchResult model_list = fetch_model_list(endpoint, copt, o.api_key);
     rs.model = !o.model.empty() ? o.model : discover_model(endpoint, model_list);
@@ -879,6 +884,7 @@ nlohmann::json requested_settings(const BenchSettings& o) {
                                     {"parallel", o.server.parallel_tool_calls},
                                     {"cite_prob", o.server.cite_prob}};
   if (!o.model_mix.empty()) requested["model_mix"] = o.model_mix;
+  if (o.target_url.empty() && o.fleet.fleet()) requested["server"]["fleet"] = engine::requested_json(o.fleet);
   if (o.target_url.empty() && !o.server.lora_modules.empty())
     requested["server"]["lora_modules"] = o.server.lora_modules;
   return requested;
@@ -931,6 +937,17 @@ void add_in_process_truth(nlohmann::json& run, const ServerSide& side) {
   const nlohmann::json p = side.server->perturbations();
   run["perturbations"] = p["perturbations"];
   if (!p["perturbation_seed"].is_null()) run["perturbation_seed"] = p["perturbation_seed"];
+}
+
+// run.json "fleet" of a fleet behind the in-process server (null otherwise):
+// its shape, its router, each replica's series, the KV transfers.
+nlohmann::json in_process_fleet(const BenchSettings& o, const ServerSide& side) {
+  if (!side.server || side.server->fleet() == nullptr) return nullptr;
+  nlohmann::json f = side.server->fleet_json();
+  f["disaggregation"] = side.server->fleet()->disaggregation()
+                            ? engine::disaggregation_json(*side.server->fleet(), o.fleet)
+                            : nlohmann::json(nullptr);
+  return f;
 }
 
 // --compat vllm: vllm_result.json with vLLM's benchmark keys and definitions.
@@ -1331,6 +1348,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   run["kv_locality"] = analyze::kv_locality(w, std::move(sink.locality));
   run["kv_locality"]["prefix_cache_hit_rate_over_time"] = observer.hit_rate_over_time(runner.epoch());
   add_in_process_truth(run, side);
+  if (const nlohmann::json f = in_process_fleet(o, side); !f.is_null()) run["fleet"] = f;
   if (task_summary) {
     run["tasks"] = task_summary->build();
     run["tasks"]["judge"]["configured"] = !o.judge_target.empty();

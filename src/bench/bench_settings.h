@@ -24,6 +24,7 @@
 #include "bench/schedule.h"
 #include "core/summary.h"
 #include "engine/engine_options.h"
+#include "engine/fleet_setup.h"
 #include "rundir/shard_info.h"
 #include "serve/sim_server_options.h"
 #include "workload/workload_spec.h"
@@ -187,6 +188,9 @@ struct BenchSettings {
   // --server-threads, --faults, --fault-seed, --trace-emissions,
   // --logprob-shift: as serve's (serve/server_app.h).
   serve::SimServerOptions server;
+  // --replicas, --router, --pools, --prefill-replicas, ...: a fleet behind
+  // the in-process server (engine/fleet_setup.h; run.json "fleet").
+  engine::FleetOptions fleet;
 
   // ---- observe: the server's /metrics, GPUs, host and the server's process
   // and cgroup, sampled on the client's clock into samples.jsonl

@@ -480,6 +480,7 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
 
   add_workload_options(bench, s.workload);
   add_engine_options(bench, s.engine);
+  add_fleet_options(bench, s.fleet);
   // --model names the model in every request: the target's when given,
   // else its GET /v1/models; in-process, the simulated model.
   if (CLI::Option* m = bench->get_option_no_throw("--model")) {

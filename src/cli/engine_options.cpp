@@ -134,4 +134,71 @@ nlohmann::json engine_options_json(const EngineOptions& o) {
   return engine::to_json(o);
 }
 
+// Long by nature: every fleet option, in --help order.
+CLI::Option* add_fleet_options(CLI::App* app, engine::FleetOptions& o) {
+  const char* F = "Fleet";
+  app->add_option("--replicas", o.replicas,
+                  "Identical engine replicas behind a router (docs/engine.md \"Fleets\"): sim's records "
+                  "name each request's replica; serve's /metrics label each engine=\"N\"")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u))
+      ->group(F);
+  app->add_option("--router", o.router,
+                  "round-robin|least-loaded (outstanding tokens)|power-of-two|prefix-affinity (the replica "
+                  "sent the longest prefix, under the load bound)|session-affinity (by tenant)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
+      ->group(F);
+  CLI::Option* pools_opt =
+      app->add_option(
+             "--pools", o.pools_file,
+             "A fleet of pools from YAML (each a GPU, a tensor-parallel degree and a count of replicas, "
+             "optionally a name and a price per GPU-hour) behind --router, in place of --replicas "
+             "(docs/engine.md \"Heterogeneous pools\")")
+          ->group(F);
+  app->add_option("--router-weights", o.router_weights,
+                  "--pools: speed (least-loaded, power-of-two and prefix-affinity's bound weigh a replica's "
+                  "load by its speed) or equal (outstanding tokens alone)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"speed", "equal"}))
+      ->needs(pools_opt)
+      ->group(F);
+  CLI::Option* prefill_opt =
+      app->add_option(
+             "--prefill-replicas", o.prefill_replicas,
+             "Disaggregated prefill (docs/engine.md \"Disaggregated prefill\"): this many replicas only "
+             "prefill (behind --router), then send the prompt's KV over their link to a decode replica; "
+             "with --decode-replicas, in place of --replicas")
+          ->check(CLI::Range(1u, 4096u))
+          ->group(F);
+  app->add_option("--decode-replicas", o.decode_replicas,
+                  "Disaggregated prefill: this many replicas only decode (behind --decode-router)")
+      ->check(CLI::Range(1u, 4096u))
+      ->group(F);
+  app->add_option("--decode-router", o.decode_router,
+                  "Disaggregated prefill: the router to the decode replicas (--router's names)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
+      ->needs(prefill_opt)
+      ->group(F);
+  app->add_option("--kv-link-gb-s", o.kv_link_gb_s,
+                  "Disaggregated prefill: each prefill replica's link for KV, GB/s (10^9 bytes a second; "
+                  "transfers leave one at a time)")
+      ->capture_default_str()
+      ->needs(prefill_opt)
+      ->group(F);
+  app->add_option("--kv-link-latency-us", o.kv_link_latency_us,
+                  "Disaggregated prefill: a KV transfer's one-way latency, microseconds")
+      ->capture_default_str()
+      ->needs(prefill_opt)
+      ->group(F);
+  app->add_option("--router-load-bound", o.router_load_bound,
+                  "prefix-affinity: a replica over this times the mean load is passed over")
+      ->capture_default_str()
+      ->group(F);
+  return pools_opt;
+}
+
 }  // namespace tokenscope::cli

@@ -32,6 +32,7 @@ struct ServeOptions {
   std::uint32_t default_completion_max_tokens = 16;
   std::uint64_t seed = 0;
   EngineOptions engine_options;
+  engine::FleetOptions fleet;
 };
 
 int run_serve(ServeOptions& o);
@@ -193,6 +194,7 @@ Command add_serve_command(CLI::App& app) {
                    "Write one JSON line per streamed token: engine time and socket write time (ns)")
       ->group(T);
   add_engine_options(serve, o.engine_options);
+  add_fleet_options(serve, o.fleet);
   serve->footer(
       "\nExit codes: 0 after a graceful shutdown, 1 I/O failure, 2 bad options (or the port is taken).\n");
   return {serve, [options] { return run_serve(*options); }};
@@ -214,6 +216,7 @@ int run_serve(ServeOptions& o) {
   if (o.limits.max_connections == 0) throw UsageError("--max-connections: expected at least 1");
 
   serve::ServerAppSettings ss;
+  ss.fleet = engine::resolve_fleet(o.fleet, settings, eff, catalog, o.seed);
   ss.host = o.host;
   ss.port = o.port;
   ss.api_key = o.api_key;
@@ -259,6 +262,16 @@ int run_serve(ServeOptions& o) {
                    eff.num_gpu_blocks ? fmt::format("{} KV blocks", *eff.num_gpu_blocks) : "unlimited KV",
                    eff.tensor_parallel, eff.gpu.name, o.api_key.empty() ? "" : ", API key required")
             << std::endl;
+  if (ss.fleet.fleet())
+    std::cout << fmt::format(
+                     "tokenscope serve: a fleet of {} replicas ({} GPUs) behind {}{}{}; /metrics per "
+                     "replica, engine=\"N\"",
+                     ss.fleet.replicas, ss.fleet.gpus, engine::name_of(ss.fleet.router.policy),
+                     ss.fleet.pools.empty() ? "" : fmt::format(", {} pools", ss.fleet.pools.size()),
+                     ss.fleet.pd ? fmt::format(", replicas 0-{} prefill, the rest decode",
+                                               ss.fleet.pd->prefill_replicas - 1)
+                                 : "")
+              << std::endl;
   if (o.api_key.empty() && !net::is_loopback_host(o.host))
     std::cerr << fmt::format(
                      "tokenscope serve: warning: --host {} is not the loopback interface and no API key is "

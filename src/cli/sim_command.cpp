@@ -87,67 +87,7 @@ void add_sim_options(CLI::App* sim, SimOptions& o) {
       ->check(CLI::Range(1u, 1000u))
       ->group(O);
   const char* F = "Fleet";
-  sim->add_option("--replicas", o.run.replicas,
-                  "Identical engine replicas behind a router (docs/engine.md \"Fleets\"); records say each "
-                  "request's replica, run.json \"fleet\" each replica's summary")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 4096u))
-      ->group(F);
-  sim->add_option("--router", o.run.router,
-                  "round-robin|least-loaded (outstanding tokens)|power-of-two|prefix-affinity (the replica "
-                  "sent the longest prefix, under the load bound)|session-affinity (by tenant)")
-      ->capture_default_str()
-      ->check(CLI::IsMember(
-          {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
-      ->group(F);
-  CLI::Option* pools_opt =
-      sim->add_option(
-             "--pools", o.run.pools_file,
-             "A fleet of pools from YAML (each a GPU, a tensor-parallel degree and a count of replicas, "
-             "optionally a name and a price per GPU-hour) behind --router, in place of --replicas "
-             "(docs/engine.md \"Heterogeneous pools\")")
-          ->group(F);
-  sim->add_option("--router-weights", o.run.router_weights,
-                  "--pools: speed (least-loaded, power-of-two and prefix-affinity's bound weigh a replica's "
-                  "load by its speed) or equal (outstanding tokens alone)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"speed", "equal"}))
-      ->needs(pools_opt)
-      ->group(F);
-  CLI::Option* prefill_opt =
-      sim->add_option(
-             "--prefill-replicas", o.run.prefill_replicas,
-             "Disaggregated prefill (docs/engine.md \"Disaggregated prefill\"): this many replicas only "
-             "prefill (behind --router), then send the prompt's KV over their link to a decode replica; "
-             "with --decode-replicas, in place of --replicas")
-          ->check(CLI::Range(1u, 4096u))
-          ->group(F);
-  sim->add_option("--decode-replicas", o.run.decode_replicas,
-                  "Disaggregated prefill: this many replicas only decode (behind --decode-router)")
-      ->check(CLI::Range(1u, 4096u))
-      ->group(F);
-  sim->add_option("--decode-router", o.run.decode_router,
-                  "Disaggregated prefill: the router to the decode replicas (--router's names)")
-      ->capture_default_str()
-      ->check(CLI::IsMember(
-          {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))
-      ->needs(prefill_opt)
-      ->group(F);
-  sim->add_option("--kv-link-gb-s", o.run.kv_link_gb_s,
-                  "Disaggregated prefill: each prefill replica's link for KV, GB/s (10^9 bytes a second; "
-                  "transfers leave one at a time)")
-      ->capture_default_str()
-      ->needs(prefill_opt)
-      ->group(F);
-  sim->add_option("--kv-link-latency-us", o.run.kv_link_latency_us,
-                  "Disaggregated prefill: a KV transfer's one-way latency, microseconds")
-      ->capture_default_str()
-      ->needs(prefill_opt)
-      ->group(F);
-  sim->add_option("--router-load-bound", o.run.router_load_bound,
-                  "prefix-affinity: a replica over this times the mean load is passed over")
-      ->capture_default_str()
-      ->group(F);
+  CLI::Option* pools_opt = add_fleet_options(sim, o.run.fleet);
   sim->add_option(
          "--slo", o.slo,
          "SLO as in bench: [CLASS:]ttft_ms=X,tpot_ms=Y,e2e_ms=Z,ttfo_ms=W,p=P (repeatable; default p "
@@ -330,8 +270,8 @@ session::SimRunSettings settings_of(const SimOptions& o) {
 int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
   session::SimRunSettings run = settings_of(o);
   if (o.plan) {
-    if (o.run.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
-    if (o.run.prefill_replicas > 0 || o.run.decode_replicas > 0)
+    if (o.run.fleet.replicas != 1) throw UsageError("--plan chooses the replicas: drop --replicas");
+    if (o.run.fleet.prefill_replicas > 0 || o.run.fleet.decode_replicas > 0)
       throw UsageError("--plan chooses colocated replicas: drop --prefill-replicas and --decode-replicas");
     if (o.run.coupling) throw UsageError("--plan and --coupling cannot be combined");
     // A directory that holds a run is refused now, not after the search.
@@ -351,9 +291,9 @@ int run_one_sim(const SimOptions& o, const std::atomic<bool>& interrupted) {
     if (!final_run) return kExitOk;
     // The smallest (or cheapest) fleet, run into --out, with the plan that chose it.
     if (plan.cheapest)
-      run.pool_counts = *plan.cheapest;
+      run.fleet.pool_counts = *plan.cheapest;
     else
-      run.replicas = *plan.smallest;
+      run.fleet.replicas = *plan.smallest;
     run.plan = plan_json;
   }
   const session::SimRunResult r = session::run_sim(run, interrupted, std::cerr);

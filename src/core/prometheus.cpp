@@ -77,6 +77,10 @@ void TextWriter::sample(std::string_view name, std::string_view labels, std::uin
 void TextWriter::histogram(std::string_view name, std::string_view help, std::string_view labels,
                            const Histogram& h) {
   family(name, "histogram", help);
+  histogram_samples(name, labels, h);
+}
+
+void TextWriter::histogram_samples(std::string_view name, std::string_view labels, const Histogram& h) {
   const std::string base(name);
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < h.bounds().size(); ++i) {

@@ -66,6 +66,8 @@ class TextWriter {
   // A whole histogram family: its # lines, its cumulative buckets (+Inf
   // last), its _count and _sum in the layout's order.
   void histogram(std::string_view name, std::string_view help, std::string_view labels, const Histogram& h);
+  // Its buckets, _count and _sum alone (one label set of a family whose # lines were written).
+  void histogram_samples(std::string_view name, std::string_view labels, const Histogram& h);
 
  private:
   void line(std::string_view name, std::string_view labels, std::string_view extra_label,

@@ -290,6 +290,23 @@ void Fleet::done(std::uint64_t id) {
   if (it == routed_.end()) return;
   loads_[it->second.first] = std::max(0.0, loads_[it->second.first] - it->second.second);
   it->second.second = 0;  // counted off once; the replica stays known
+  // Forgotten unless it waits for its decode (a prefill's end: the transfer routes it again).
+  if (forget_ended_ && !pending_.contains(id)) {
+    routed_.erase(it);
+    prefill_of_.erase(id);
+  }
+}
+
+bool Fleet::abort(std::uint64_t id, Nanos t) {
+  const int r = replica_of(id);
+  // On its replica: the engine's end (aborted) reaches the observer through the tap.
+  if (r >= 0 && engines_[static_cast<std::size_t>(r)]->abort(id, t)) return true;
+  if (pending_.erase(id) > 0 && forget_ended_) {  // its KV in flight delivers nothing
+    settle(t);                                    // its prefill's end is off the load
+    routed_.erase(id);
+    prefill_of_.erase(id);
+  }
+  return false;
 }
 
 void Fleet::settle(Nanos t) {

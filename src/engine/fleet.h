@@ -188,6 +188,12 @@ class Fleet {
   // Takes the requests that ended by t off their replicas' loads (a
   // replica's step is computed whole, ahead of the arrivals within it).
   void settle(Nanos t);
+  // Aborts a request wherever it is (its replica, or its KV in flight: the
+  // transfer then delivers nothing). False: no engine held it.
+  bool abort(std::uint64_t id, Nanos t);
+  // A long-running fleet (serve): a request's route is forgotten once its
+  // end is settled (replica_of then answers -1), so that memory stays bounded.
+  void forget_ended(bool on) { forget_ended_ = on; }
   // A request refused before routing (too long for any replica): its record
   // through the observer, counted apart from every replica.
   void reject_unrouted(std::uint64_t id, Nanos t, std::string_view reason);
@@ -234,6 +240,7 @@ class Fleet {
                       std::greater<>>
       ends_;
   std::uint64_t unrouted_rejects_ = 0;
+  bool forget_ended_ = false;
   void done(std::uint64_t id);
 
   // Disaggregation: the decode side's router, the requests between their

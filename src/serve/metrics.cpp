@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace tokenscope::serve {
 
@@ -44,22 +45,30 @@ std::vector<double> lag_buckets() {
 }
 }  // namespace
 
-ServeMetrics::ServeMetrics(std::string model_name, std::uint32_t max_model_len)
-    : labels_(fmt::format("model_name=\"{}\",engine=\"0\"", model_name)),
-      ttft_(ttft_buckets()),
-      itl_(inter_token_buckets()),
-      tpot_(inter_token_buckets()),
-      e2e_(request_latency_buckets()),
-      queue_(request_latency_buckets()),
-      prefill_(request_latency_buckets()),
-      decode_(request_latency_buckets()),
-      inference_(request_latency_buckets()),
-      iteration_tokens_(iteration_tokens_buckets()),
-      prompt_hist_(buckets_1_2_5(max_model_len)),
-      generation_hist_(buckets_1_2_5(max_model_len)),
-      batch_size_({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}),
-      emission_lag_(lag_buckets()) {
-  for (const char* r : {"stop", "length", "abort"}) success_[r] = 0;
+ServeMetrics::EngineSeries::EngineSeries(std::string l, std::uint32_t max_model_len)
+    : labels(std::move(l)),
+      ttft(ttft_buckets()),
+      itl(inter_token_buckets()),
+      tpot(inter_token_buckets()),
+      e2e(request_latency_buckets()),
+      queue(request_latency_buckets()),
+      prefill(request_latency_buckets()),
+      decode(request_latency_buckets()),
+      inference(request_latency_buckets()),
+      iteration_tokens(iteration_tokens_buckets()),
+      prompt_hist(buckets_1_2_5(max_model_len)),
+      generation_hist(buckets_1_2_5(max_model_len)),
+      batch_size({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}) {
+  for (const char* r : {"stop", "length", "abort"}) success[r] = 0;
+}
+
+ServeMetrics::ServeMetrics(std::string model_name, std::uint32_t max_model_len, std::size_t engines)
+    : emission_lag_(lag_buckets()) {
+  const std::size_t n = std::max<std::size_t>(1, engines);
+  engines_.reserve(n);
+  for (std::size_t e = 0; e < n; ++e)
+    engines_.emplace_back(fmt::format("model_name=\"{}\",engine=\"{}\"", model_name, e), max_model_len);
+  labels_ = n == 1 ? engines_[0].labels : fmt::format("model_name=\"{}\"", model_name);
 }
 
 void ServeMetrics::on_step(std::uint32_t running, std::uint32_t waiting, double kv_usage,
@@ -67,70 +76,75 @@ void ServeMetrics::on_step(std::uint32_t running, std::uint32_t waiting, double 
                            std::uint64_t prompt_tokens_delta, std::uint64_t generation_tokens_delta,
                            std::uint64_t queries_delta, std::uint64_t hits_delta,
                            std::uint64_t preemptions_delta, std::uint64_t tenant_switches_delta,
-                           std::uint64_t swap_out_delta, std::uint64_t swap_in_delta) {
+                           std::uint64_t swap_out_delta, std::uint64_t swap_in_delta, std::size_t e) {
   std::lock_guard lock(mutex_);
-  running_ = running;
-  waiting_ = waiting;
-  kv_usage_ = kv_usage;
-  kv_usage_peak_ = std::max(kv_usage_peak_, kv_usage);
-  ++steps_;
-  if (step_tokens > 0) iteration_tokens_.observe(static_cast<double>(step_tokens));
-  if (batch_size > 0) batch_size_.observe(batch_size);
-  prompt_tokens_ += prompt_tokens_delta;
-  generation_tokens_ += generation_tokens_delta;
-  prefix_queries_ += queries_delta;
-  prefix_hits_ += hits_delta;
-  preemptions_ += preemptions_delta;
-  tenant_switches_ += tenant_switches_delta;
-  swap_out_bytes_ += swap_out_delta;
-  swap_in_bytes_ += swap_in_delta;
+  EngineSeries& s = at(e);
+  s.running = running;
+  s.waiting = waiting;
+  s.kv_usage = kv_usage;
+  s.kv_usage_peak = std::max(s.kv_usage_peak, kv_usage);
+  ++s.steps;
+  if (step_tokens > 0) s.iteration_tokens.observe(static_cast<double>(step_tokens));
+  if (batch_size > 0) s.batch_size.observe(batch_size);
+  s.prompt_tokens += prompt_tokens_delta;
+  s.generation_tokens += generation_tokens_delta;
+  s.prefix_queries += queries_delta;
+  s.prefix_hits += hits_delta;
+  s.preemptions += preemptions_delta;
+  s.tenant_switches += tenant_switches_delta;
+  s.swap_out_bytes += swap_out_delta;
+  s.swap_in_bytes += swap_in_delta;
 }
 
 void ServeMetrics::set_host_kv(std::uint64_t blocks, std::uint64_t capacity_blocks,
-                               std::uint64_t evictions_total, std::uint64_t recomputed_total) {
+                               std::uint64_t evictions_total, std::uint64_t recomputed_total, std::size_t e) {
   std::lock_guard lock(mutex_);
-  host_kv_blocks_ = blocks;
-  host_kv_capacity_ = capacity_blocks;
-  host_kv_evictions_ = evictions_total;
-  host_kv_recomputed_ = recomputed_total;
+  EngineSeries& s = at(e);
+  s.host_kv_blocks = blocks;
+  s.host_kv_capacity = capacity_blocks;
+  s.host_kv_evictions = evictions_total;
+  s.host_kv_recomputed = recomputed_total;
 }
 
 void ServeMetrics::set_lora(std::string running, std::string waiting, std::uint32_t max_lora,
-                            std::uint64_t loads_total) {
+                            std::uint64_t loads_total, std::size_t e) {
   std::lock_guard lock(mutex_);
-  lora_ = true;
-  lora_running_ = std::move(running);
-  lora_waiting_ = std::move(waiting);
-  max_lora_ = max_lora;
-  lora_loads_ = loads_total;
-  lora_updated_unix_ =
+  EngineSeries& s = at(e);
+  s.lora = true;
+  s.lora_running = std::move(running);
+  s.lora_waiting = std::move(waiting);
+  s.max_lora = max_lora;
+  s.lora_loads = loads_total;
+  s.lora_updated_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void ServeMetrics::set_queue(std::uint32_t running, std::uint32_t waiting) {
+void ServeMetrics::set_queue(std::uint32_t running, std::uint32_t waiting, std::size_t e) {
   std::lock_guard lock(mutex_);
-  running_ = running;
-  waiting_ = waiting;
+  EngineSeries& s = at(e);
+  s.running = running;
+  s.waiting = waiting;
 }
 
-void ServeMetrics::on_inter_token(double s) {
+void ServeMetrics::on_inter_token(double seconds, std::size_t e) {
   std::lock_guard lock(mutex_);
-  itl_.observe(s);
+  at(e).itl.observe(seconds);
 }
 
-void ServeMetrics::on_finished(const FinishedTimes& t) {
+void ServeMetrics::on_finished(const FinishedTimes& t, std::size_t e) {
   std::lock_guard lock(mutex_);
-  ++success_[t.finish_reason];
+  EngineSeries& s = at(e);
+  ++s.success[t.finish_reason];
   if (t.finish_reason == "abort") return;  // vLLM records latencies of completed requests only
-  ttft_.observe(t.ttft_s);
-  e2e_.observe(t.e2e_s);
-  queue_.observe(t.queue_s);
-  prefill_.observe(t.prefill_s);
-  decode_.observe(t.decode_s);
-  inference_.observe(t.inference_s);
-  if (t.tpot_s >= 0) tpot_.observe(t.tpot_s);
-  prompt_hist_.observe(static_cast<double>(t.prompt_tokens));
-  generation_hist_.observe(static_cast<double>(t.generation_tokens));
+  s.ttft.observe(t.ttft_s);
+  s.e2e.observe(t.e2e_s);
+  s.queue.observe(t.queue_s);
+  s.prefill.observe(t.prefill_s);
+  s.decode.observe(t.decode_s);
+  s.inference.observe(t.inference_s);
+  if (t.tpot_s >= 0) s.tpot.observe(t.tpot_s);
+  s.prompt_hist.observe(static_cast<double>(t.prompt_tokens));
+  s.generation_hist.observe(static_cast<double>(t.generation_tokens));
 }
 
 void ServeMetrics::on_emission_lag(double s) {
@@ -163,6 +177,43 @@ void ServeMetrics::set_perturbation_source(std::function<engine::PerturbationCou
   perturbation_source_ = std::move(source);
 }
 
+namespace {
+double host_kv_usage(std::uint64_t blocks, std::uint64_t capacity) {
+  return capacity ? static_cast<double>(blocks) / static_cast<double>(capacity) : 0.0;
+}
+}  // namespace
+
+// An engine-side series of one engine; NaN: not an engine-side series.
+double ServeMetrics::value_locked(const std::string& name, const std::string& label,
+                                  const EngineSeries& s) const {
+  if (name == "vllm:num_requests_running") return s.running;
+  if (name == "vllm:num_requests_waiting") return s.waiting;
+  if (name == "vllm:kv_cache_usage_perc") return s.kv_usage;
+  if (name == "tokenscope:kv_cache_usage_peak") return s.kv_usage_peak;  // not exported; for bench's summary
+  if (name == "vllm:prefix_cache_queries_total") return static_cast<double>(s.prefix_queries);
+  if (name == "vllm:prefix_cache_hits_total") return static_cast<double>(s.prefix_hits);
+  if (name == "vllm:prompt_tokens_total") return static_cast<double>(s.prompt_tokens);
+  if (name == "vllm:generation_tokens_total") return static_cast<double>(s.generation_tokens);
+  if (name == "vllm:num_preemptions_total") return static_cast<double>(s.preemptions);
+  if (name == "tokenscope:steps_total") return static_cast<double>(s.steps);
+  if (name == "tokenscope:host_kv_usage_perc") return host_kv_usage(s.host_kv_blocks, s.host_kv_capacity);
+  if (name == "tokenscope:host_kv_blocks") return static_cast<double>(s.host_kv_blocks);
+  if (name == "tokenscope:host_kv_evictions_total") return static_cast<double>(s.host_kv_evictions);
+  if (name == "tokenscope:host_kv_recomputed_blocks_total") return static_cast<double>(s.host_kv_recomputed);
+  if (name == "vllm:request_success_total") {
+    const auto it = s.success.find(label);
+    return it == s.success.end() ? 0.0 : static_cast<double>(it->second);
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+double ServeMetrics::value(const std::string& name, const std::string& label, std::size_t e) const {
+  std::lock_guard lock(mutex_);
+  if (e >= engines_.size()) return 0.0;
+  const double v = value_locked(name, label, engines_[e]);
+  return std::isnan(v) ? 0.0 : v;
+}
+
 double ServeMetrics::value(const std::string& name, const std::string& label) const {
   std::lock_guard lock(mutex_);
   if (name == "tokenscope:perturbations_injected_total") {
@@ -172,24 +223,15 @@ double ServeMetrics::value(const std::string& name, const std::string& label) co
       if (label == engine::name_of(kind)) return static_cast<double>(counts[static_cast<std::size_t>(kind)]);
     return 0.0;
   }
-  if (name == "vllm:num_requests_running") return running_;
-  if (name == "vllm:num_requests_waiting") return waiting_;
-  if (name == "vllm:kv_cache_usage_perc") return kv_usage_;
-  if (name == "tokenscope:kv_cache_usage_peak") return kv_usage_peak_;  // not exported; for bench's summary
-  if (name == "vllm:prefix_cache_queries_total") return static_cast<double>(prefix_queries_);
-  if (name == "vllm:prefix_cache_hits_total") return static_cast<double>(prefix_hits_);
-  if (name == "vllm:prompt_tokens_total") return static_cast<double>(prompt_tokens_);
-  if (name == "vllm:generation_tokens_total") return static_cast<double>(generation_tokens_);
-  if (name == "vllm:num_preemptions_total") return static_cast<double>(preemptions_);
-  if (name == "tokenscope:host_kv_usage_perc")
-    return host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
-                             : 0.0;
-  if (name == "tokenscope:host_kv_blocks") return static_cast<double>(host_kv_blocks_);
-  if (name == "tokenscope:host_kv_evictions_total") return static_cast<double>(host_kv_evictions_);
-  if (name == "tokenscope:host_kv_recomputed_blocks_total") return static_cast<double>(host_kv_recomputed_);
-  if (name == "vllm:request_success_total") {
-    const auto it = success_.find(label);
-    return it == success_.end() ? 0.0 : static_cast<double>(it->second);
+  if (!std::isnan(value_locked(name, label, engines_[0]))) {
+    const bool largest = name == "vllm:kv_cache_usage_perc" || name == "tokenscope:kv_cache_usage_peak" ||
+                         name == "tokenscope:host_kv_usage_perc";
+    double out = 0.0;
+    for (const auto& s : engines_) {
+      const double v = value_locked(name, label, s);
+      out = largest ? std::max(out, v) : out + v;
+    }
+    return out;
   }
   if (name == "tokenscope:audio_input_seconds_total") return audio_seconds_;
   if (name == "tokenscope:faults_injected_total") {
@@ -211,99 +253,114 @@ double ServeMetrics::value(const std::string& name, const std::string& label) co
   return 0.0;
 }
 
-// Long by nature: one block per metric family of /metrics.
+namespace {
+// Label values escaped as the exposition format wants.
+std::string escape_label(const std::string& v) {
+  std::string o;
+  for (const char c : v) {
+    if (c == '\\' || c == '"') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+}  // namespace
+
+// Long by nature: one block per metric family of /metrics, each engine's
+// sample of an engine-side family after its # lines.
 std::string ServeMetrics::render() const {
   std::lock_guard lock(mutex_);
   std::string out;
-  out.reserve(32768);
-  const std::string& l = labels_;
+  out.reserve(32768 * engines_.size());
   prometheus::TextWriter w(out, prometheus::Layout::kPythonClient);
-  w.family("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
-  w.sample("vllm:num_requests_running", l, running_);
-  w.family("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-  w.sample("vllm:num_requests_waiting", l, waiting_);
-  w.family("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-  w.sample("vllm:kv_cache_usage_perc", l, kv_usage_);
-  w.family("vllm:prefix_cache_queries_total", "counter",
-           "Prefix cache queries, in terms of number of queried tokens.");
-  w.sample("vllm:prefix_cache_queries_total", l, static_cast<double>(prefix_queries_));
-  w.family("vllm:prefix_cache_hits_total", "counter",
-           "Prefix cache hits, in terms of number of cached tokens.");
-  w.sample("vllm:prefix_cache_hits_total", l, static_cast<double>(prefix_hits_));
-  w.family("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
-  w.sample("vllm:num_preemptions_total", l, static_cast<double>(preemptions_));
-  w.family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
-  w.sample("vllm:prompt_tokens_total", l, static_cast<double>(prompt_tokens_));
-  w.family("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
-  w.sample("vllm:generation_tokens_total", l, static_cast<double>(generation_tokens_));
+  const auto gauge = [&](const char* name, const char* type, const char* help, auto get) {
+    w.family(name, type, help);
+    for (const auto& s : engines_) w.sample(name, s.labels, static_cast<double>(get(s)));
+  };
+  using S = EngineSeries;
+  gauge("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+        [](const S& s) { return s.running; });
+  gauge("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+        [](const S& s) { return s.waiting; });
+  gauge("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+        [](const S& s) { return s.kv_usage; });
+  gauge("vllm:prefix_cache_queries_total", "counter",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        [](const S& s) { return s.prefix_queries; });
+  gauge("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+        [](const S& s) { return s.prefix_hits; });
+  gauge("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+        [](const S& s) { return s.preemptions; });
+  gauge("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+        [](const S& s) { return s.prompt_tokens; });
+  gauge("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+        [](const S& s) { return s.generation_tokens; });
   w.family("vllm:request_success_total", "counter", "Count of successfully processed requests.");
-  for (const auto& [reason, n] : success_)
-    w.sample("vllm:request_success_total", fmt::format("{},finished_reason=\"{}\"", l, reason),
-             static_cast<double>(n));
-  w.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", l, prompt_hist_);
-  w.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", l,
-              generation_hist_);
-  w.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", l,
-              iteration_tokens_);
-  w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", l, ttft_);
-  w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", l, itl_);
-  w.histogram("vllm:request_time_per_output_token_seconds",
-              "Histogram of time_per_output_token_seconds per request.", l, tpot_);
-  w.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", l, e2e_);
-  w.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", l,
-              queue_);
-  w.histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
-              l, inference_);
-  w.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", l,
-              prefill_);
-  w.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", l,
-              decode_);
+  for (const auto& s : engines_)
+    for (const auto& [reason, n] : s.success)
+      w.sample("vllm:request_success_total", fmt::format("{},finished_reason=\"{}\"", s.labels, reason),
+               static_cast<double>(n));
+  const auto histogram = [&](const char* name, const char* help, prometheus::Histogram S::*h) {
+    w.family(name, "histogram", help);
+    for (const auto& s : engines_) w.histogram_samples(name, s.labels, s.*h);
+  };
+  histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", &S::prompt_hist);
+  histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", &S::generation_hist);
+  histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+            &S::iteration_tokens);
+  histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &S::ttft);
+  histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &S::itl);
+  histogram("vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.", &S::tpot);
+  histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", &S::e2e);
+  histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+            &S::queue);
+  histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+            &S::inference);
+  histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+            &S::prefill);
+  histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+            &S::decode);
   // tokenscope's own series.
-  w.family("tokenscope:steps_total", "counter", "Engine steps run.");
-  w.sample("tokenscope:steps_total", l, static_cast<double>(steps_));
-  w.histogram("tokenscope:batch_size", "Sequences scheduled per engine step.", l, batch_size_);
-  w.family("tokenscope:tenant_switches_total", "counter", "Tenant contexts brought in.");
-  w.sample("tokenscope:tenant_switches_total", l, static_cast<double>(tenant_switches_));
-  w.family("tokenscope:kv_swap_out_bytes_total", "counter", "KV bytes moved from GPU to host memory.");
-  w.sample("tokenscope:kv_swap_out_bytes_total", l, static_cast<double>(swap_out_bytes_));
-  w.family("tokenscope:kv_swap_in_bytes_total", "counter", "KV bytes moved from host to GPU memory.");
-  w.sample("tokenscope:kv_swap_in_bytes_total", l, static_cast<double>(swap_in_bytes_));
-  w.family("tokenscope:host_kv_usage_perc", "gauge",
-           "Host KV pool usage (dynamic tenant reuse). 1 means 100 percent usage.");
-  w.sample("tokenscope:host_kv_usage_perc", l,
-           host_kv_capacity_ ? static_cast<double>(host_kv_blocks_) / static_cast<double>(host_kv_capacity_)
-                             : 0.0);
-  if (lora_) {
-    // Label values escaped as the exposition format wants (names are checked
-    // at --lora-modules already: this is the second line of defence).
-    const auto esc = [](const std::string& v) {
-      std::string o;
-      for (const char c : v) {
-        if (c == '\\' || c == '"') o += '\\';
-        if (c == '\n') {
-          o += "\\n";
-          continue;
-        }
-        o += c;
-      }
-      return o;
-    };
+  gauge("tokenscope:steps_total", "counter", "Engine steps run.", [](const S& s) { return s.steps; });
+  histogram("tokenscope:batch_size", "Sequences scheduled per engine step.", &S::batch_size);
+  gauge("tokenscope:tenant_switches_total", "counter", "Tenant contexts brought in.",
+        [](const S& s) { return s.tenant_switches; });
+  gauge("tokenscope:kv_swap_out_bytes_total", "counter", "KV bytes moved from GPU to host memory.",
+        [](const S& s) { return s.swap_out_bytes; });
+  gauge("tokenscope:kv_swap_in_bytes_total", "counter", "KV bytes moved from host to GPU memory.",
+        [](const S& s) { return s.swap_in_bytes; });
+  gauge("tokenscope:host_kv_usage_perc", "gauge",
+        "Host KV pool usage (dynamic tenant reuse). 1 means 100 percent usage.",
+        [](const S& s) { return host_kv_usage(s.host_kv_blocks, s.host_kv_capacity); });
+  if (engines_[0].lora) {
+    // Label values escaped (names are checked at --lora-modules already: this is the second line of defence).
+    const bool fleet = engines_.size() > 1;
     w.family("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
-    w.sample("vllm:lora_requests_info",
-             fmt::format("max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"",
-                         max_lora_, esc(lora_running_), esc(lora_waiting_)),
-             lora_updated_unix_);
-    w.family("tokenscope:lora_loads_total", "counter", "LoRA adapters brought onto the GPU.");
-    w.sample("tokenscope:lora_loads_total", l, static_cast<double>(lora_loads_));
+    for (std::size_t e = 0; e < engines_.size(); ++e) {
+      const auto& s = engines_[e];
+      w.sample("vllm:lora_requests_info",
+               fmt::format("{}max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"",
+                           fleet ? fmt::format("engine=\"{}\",", e) : std::string(), s.max_lora,
+                           escape_label(s.lora_running), escape_label(s.lora_waiting)),
+               s.lora_updated_unix);
+    }
+    gauge("tokenscope:lora_loads_total", "counter", "LoRA adapters brought onto the GPU.",
+          [](const S& s) { return s.lora_loads; });
   }
-  w.family("tokenscope:host_kv_blocks", "gauge", "KV blocks held in the host pool.");
-  w.sample("tokenscope:host_kv_blocks", l, static_cast<double>(host_kv_blocks_));
-  w.family("tokenscope:host_kv_evictions_total", "counter",
-           "KV blocks evicted from the full host pool, least recently used first.");
-  w.sample("tokenscope:host_kv_evictions_total", l, static_cast<double>(host_kv_evictions_));
-  w.family("tokenscope:host_kv_recomputed_blocks_total", "counter",
-           "Evicted host KV blocks that a request needed again and recomputed.");
-  w.sample("tokenscope:host_kv_recomputed_blocks_total", l, static_cast<double>(host_kv_recomputed_));
+  gauge("tokenscope:host_kv_blocks", "gauge", "KV blocks held in the host pool.",
+        [](const S& s) { return s.host_kv_blocks; });
+  gauge("tokenscope:host_kv_evictions_total", "counter",
+        "KV blocks evicted from the full host pool, least recently used first.",
+        [](const S& s) { return s.host_kv_evictions; });
+  gauge("tokenscope:host_kv_recomputed_blocks_total", "counter",
+        "Evicted host KV blocks that a request needed again and recomputed.",
+        [](const S& s) { return s.host_kv_recomputed; });
+  // The server-wide series.
+  const std::string& l = labels_;
   w.family("tokenscope:audio_input_seconds_total", "counter",
            "Seconds of audio the requests brought (transcription uploads, input_audio parts).");
   w.sample("tokenscope:audio_input_seconds_total", l, audio_seconds_);

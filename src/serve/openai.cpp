@@ -657,6 +657,10 @@ std::variant<GenerationRequest, ApiError> parse_generation_request(Api api, std:
       return bad("priority", "'priority' must be a 32-bit integer");
     r.priority = static_cast<std::int32_t>(p);
   }
+  if (const auto it = body.find("user"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return bad("user", "'user' must be a string");
+    r.user = it->get<std::string>();
+  }
   if (const auto it = body.find("stop"); it != body.end() && !it->is_null()) {
     if (it->is_string()) {
       r.stop.push_back(it->get<std::string>());

@@ -63,6 +63,9 @@ struct GenerationRequest {
   std::optional<std::uint64_t> seed;
   std::vector<std::string> stop;
   std::int32_t priority = 0;
+  // "user": a stable id of the end user (OpenAI's API); a fleet's session
+  // key (serve --router session-affinity). Empty: none given.
+  std::string user;
   // Log-probabilities asked for, with this many top alternatives per token
   // (completions: "logprobs": N; chat: "logprobs": true, "top_logprobs": N);
   // nullopt: none.

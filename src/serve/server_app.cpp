@@ -86,11 +86,12 @@ struct ServerApp::Impl {
         engine_settings(settings_in),
         ioc(static_cast<int>(settings.threads)),
         executor(ioc),
-        metrics(settings.model_names.front(), eff.max_model_len),
+        metrics(settings.model_names.front(), eff.max_model_len,
+                settings.fleet.fleet() ? settings.fleet.replicas : 1),
         trace(settings.trace_emissions.empty() ? nullptr
                                                : std::make_unique<EmissionTrace>(settings.trace_emissions)),
         core(executor, effective, engine_settings, std::move(cost), metrics, trace.get(), settings.core,
-             settings.model_names.front()),
+             settings.model_names.front(), &settings.fleet),
         faults(settings.faults, settings.fault_seed),
         router(core, metrics, faults, router_settings(effective)),  // its own copy: the pointer lives as long
         server(ioc, server_options(), settings.limits, router, executor.clock()) {
@@ -136,6 +137,8 @@ struct ServerApp::Impl {
 ServerApp::ServerApp(const engine::EffectiveEngine& effective, const engine::EngineSettings& settings,
                      std::unique_ptr<engine::CostModel> cost, ServerAppSettings s) {
   if (s.model_names.empty()) s.model_names.push_back(effective.model.name);
+  if (s.fleet.fleet() && !settings.perturbations.empty())
+    throw UsageError("--perturb and --replicas cannot be combined yet (the perturbations act on one engine)");
   if (!s.lora_modules.empty() && settings.max_loras == 0)
     throw UsageError("LoRA modules need adapters on in the engine (--max-loras)");
   s.core.adapters.clear();
@@ -167,6 +170,49 @@ const ServeMetrics& ServerApp::metrics() const {
 
 nlohmann::json ServerApp::perturbations() const {
   return impl_->core.perturbations_json();
+}
+
+const engine::Fleet* ServerApp::fleet() const {
+  return impl_->core.fleet();
+}
+
+nlohmann::json ServerApp::fleet_json() const {
+  const engine::Fleet* f = fleet();
+  if (f == nullptr) return nullptr;
+  const engine::FleetSetup& fs = impl_->settings.fleet;
+  const ServeMetrics& m = impl_->metrics;
+  nlohmann::json per = nlohmann::json::array();
+  for (std::size_t i = 0; i < f->size(); ++i) {
+    const auto v = [&](const char* name, const char* label = "") { return m.value(name, label, i); };
+    const double queries = v("vllm:prefix_cache_queries_total");
+    per.push_back(
+        {{"replica", i},
+         {"pool", fs.pools.empty() ? nlohmann::json(nullptr) : nlohmann::json(fs.pools[f->pool_of(i)].name)},
+         {"role", f->disaggregation() ? nlohmann::json(f->is_prefill(i) ? "prefill" : "decode")
+                                      : nlohmann::json(nullptr)},
+         {"speed_tokens_per_s",
+          f->speeds().empty() ? nlohmann::json(nullptr) : nlohmann::json(f->speeds()[i])},
+         {"requests_finished",
+          v("vllm:request_success_total", "stop") + v("vllm:request_success_total", "length")},
+         {"requests_aborted", v("vllm:request_success_total", "abort")},
+         {"prompt_tokens", v("vllm:prompt_tokens_total")},
+         {"generation_tokens", v("vllm:generation_tokens_total")},
+         {"prefix_cache_hit_rate", queries > 0 ? nlohmann::json(v("vllm:prefix_cache_hits_total") / queries)
+                                               : nlohmann::json(nullptr)},
+         {"preemptions", v("vllm:num_preemptions_total")},
+         {"kv_cache_usage_peak", v("tokenscope:kv_cache_usage_peak")},
+         {"steps", v("tokenscope:steps_total")}});
+  }
+  return {{"replicas", fs.replicas},
+          {"gpus", fs.gpus},
+          {"pools", fs.pools_json()},
+          {"cost_per_hour", fs.cost_per_hour()},
+          {"router", engine::name_of(fs.router.policy)},
+          {"load_bound", fs.router.policy == engine::RouterPolicy::kPrefixAffinity
+                             ? nlohmann::json(fs.router.load_bound)
+                             : nlohmann::json(nullptr)},
+          {"session_key", "user"},
+          {"per_replica", per}};
 }
 
 void ServerApp::stop(double grace_s, double linger_s) {

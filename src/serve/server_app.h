@@ -16,6 +16,7 @@
 
 #include "engine/cost_model.h"
 #include "engine/engine.h"
+#include "engine/fleet_setup.h"
 #include "net/http.h"
 #include "serve/faults.h"
 #include "serve/serving_core.h"
@@ -33,6 +34,9 @@ struct ServerAppSettings {
   std::string api_key;
   net::ServerLimits limits;
   CoreSettings core;
+  // A fleet behind the server (serve --replicas, --pools, --prefill-replicas):
+  // its replicas in place of the one engine (ServingCore); one engine by default.
+  engine::FleetSetup fleet;
   std::vector<FaultRule> faults;
   std::uint64_t fault_seed = 0;
   std::string trace_emissions;  // path, or empty
@@ -59,6 +63,13 @@ class ServerApp {
   const ServeMetrics& metrics() const;
   // The engine's injected perturbations and what they did (ServingCore::perturbations_json).
   nlohmann::json perturbations() const;
+  // The fleet (null: one engine); read it after stop().
+  const engine::Fleet* fleet() const;
+  // run.json "fleet" of a run on this server (null: one engine), after
+  // stop(): the fleet's shape and router, and each replica's series of
+  // /metrics (requests finished and aborted, tokens, prefix hits,
+  // preemptions, the KV peak, steps).
+  nlohmann::json fleet_json() const;
 
  private:
   struct Impl;

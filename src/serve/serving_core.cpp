@@ -79,6 +79,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
  public:
   struct Choice {
     std::uint64_t engine_id = 0;
+    std::size_t replica = 0;  // a fleet's replica that runs it (its decode replica once there)
     std::vector<tokenizers::TokenId> prompt;
     std::uint32_t target = 0;  // tokens it will generate unless a stop string ends it
     bool natural_end = false;  // target < max_tokens: the model stopped on its own
@@ -150,7 +151,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     if (finished_) return;
     Choice& c = choices_[index];
     if (c.done) return;
-    if (c.last_token_t >= 0) core_.metrics().on_inter_token(nanos_to_s(t - c.last_token_t));
+    if (c.tokens == 0 && core_.fleet() != nullptr) c.replica = core_.replica_of(c.engine_id);
+    if (c.last_token_t >= 0) core_.metrics().on_inter_token(nanos_to_s(t - c.last_token_t), c.replica);
     c.last_token_t = t;
     const std::uint32_t token_index = c.tokens++;
     const std::size_t before = c.text.size();
@@ -207,6 +209,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
     Choice& c = choices_[index];
     c.prompt_tokens = f.prompt_tokens;
     c.cached_tokens = f.cached_tokens;
+    if (core_.fleet() != nullptr) c.replica = core_.replica_of(f.id);
     if (f.aborted && !c.stop_reason) return;  // counted as "abort" by cancel(), or a fault
     FinishedTimes t;
     t.ttft_s = nanos_to_s(f.first_token - f.arrival);
@@ -224,7 +227,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       t.tpot_s = -1.0;
       t.finish_reason = "stop";
     }
-    core_.metrics().on_finished(t);
+    core_.metrics().on_finished(t, c.replica);
     if (!c.done && !finished_) complete_choice(index, t.finish_reason);
   }
 
@@ -272,7 +275,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       core_.abort_request(c.engine_id);
       FinishedTimes t;
       t.finish_reason = "abort";
-      core_.metrics().on_finished(t);
+      core_.metrics().on_finished(t, c.replica);
     }
     finish_task();
   }
@@ -641,21 +644,40 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
 ServingCore::ServingCore(Executor& executor, const engine::EffectiveEngine& effective,
                          const engine::EngineSettings& settings, std::unique_ptr<engine::CostModel> cost,
                          ServeMetrics& metrics, EmissionTrace* trace, CoreSettings core_settings,
-                         std::string model_name)
+                         std::string model_name, const engine::FleetSetup* fleet)
     : executor_(executor),
-      engine_(std::make_unique<engine::Engine>(effective, settings, std::move(cost), this)),
       metrics_(metrics),
       trace_(trace),
       settings_(std::move(core_settings)),
       model_name_(std::move(model_name)) {
-  if (const auto* p = engine_->perturber())
+  if (fleet != nullptr && fleet->fleet()) {
+    fleet_ = fleet->make(effective, settings, this);
+    for (std::size_t i = 0; i < fleet_->size(); ++i) engines_.push_back(&fleet_->engine(i));
+    fleet_->forget_ended(true);  // a server runs for long: a request's route goes once it ended
+  } else {
+    engine_ = std::make_unique<engine::Engine>(effective, settings, std::move(cost), this);
+    engines_.push_back(engine_.get());
+  }
+  replicas_.resize(engines_.size());
+  if (const auto* p = engines_[0]->perturber(); p != nullptr && !fleet_)
     metrics_.set_perturbation_source([p] { return p->counts_by_kind(); });
+}
+
+std::size_t ServingCore::replica_of(std::uint64_t engine_id) const {
+  if (!fleet_) return 0;
+  const int r = fleet_->replica_of(engine_id);
+  return r >= 0 ? static_cast<std::size_t>(r) : 0;
+}
+
+void ServingCore::set_queue(std::size_t i) {
+  metrics_.set_queue(static_cast<std::uint32_t>(engines_[i]->num_running()),
+                     static_cast<std::uint32_t>(engines_[i]->num_waiting()), i);
 }
 
 ServingCore::~ServingCore() = default;
 
 nlohmann::json ServingCore::perturbations_json() const {
-  const engine::Perturber* p = engine_->perturber();
+  const engine::Perturber* p = fleet_ ? nullptr : engines_[0]->perturber();
   return {{"perturbations", p != nullptr ? p->to_json() : nlohmann::json::array()},
           {"perturbation_seed", p != nullptr ? nlohmann::json(p->seed()) : nlohmann::json(nullptr)}};
 }
@@ -688,9 +710,9 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
       for (const auto& m : req.media) {
         if (m.audio && i == 0) metrics_.on_audio(m.seconds);
         if (m.audio)
-          engine::append_audio(engine_->effective().model, m.seconds, m.hash, media);
+          engine::append_audio(engines_[0]->effective().model, m.seconds, m.hash, media);
         else
-          engine::append_image(engine_->effective().model, m.width, m.height, m.hash, media);
+          engine::append_image(engines_[0]->effective().model, m.width, m.height, m.hash, media);
       }
       c.prompt = std::move(media.prompt);
       c.image_flops = media.image_encoder_flops;
@@ -745,7 +767,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
   // A request tail holds the request before it enters the queue, as slow
   // pre-processing would; it arrived now.
   Nanos hold = 0;
-  if (auto* p = engine_->perturber(); p != nullptr && p->holds_requests())
+  if (auto* p = fleet_ ? nullptr : engine_->perturber(); p != nullptr && p->holds_requests())
     hold = p->request_hold(requests_received_);
   ++requests_received_;
   Nanos delay = hold;
@@ -788,12 +810,19 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
       if (settings_.adapters[a] == req.model) er.adapter = static_cast<std::uint32_t>(a + 1);
     if (req.seed) er.output_seed = hash_combine64(*req.seed, i);
     direct_delivery_ = true;
-    engine_->add_request(std::move(er), now);
+    if (fleet_) {
+      // The session key: the body's "user" (a stable end-user id, as OpenAI's API defines it), else
+      // the request's own serial (no two requests alike).
+      const std::uint64_t session = req.user.empty() ? mix64(requests_received_) : hash_string64(req.user);
+      fleet_->add_request(std::move(er), now, session);
+      c.replica = replica_of(c.engine_id);
+    } else {
+      engine_->add_request(std::move(er), now);
+    }
     direct_delivery_ = false;
+    set_queue(c.replica);
+    ensure_stepping(c.replica);
   }
-  metrics_.set_queue(static_cast<std::uint32_t>(engine_->num_running()),
-                     static_cast<std::uint32_t>(engine_->num_waiting()));
-  ensure_stepping();
 }
 
 std::string ServingCore::new_response_id(Api api) {
@@ -813,20 +842,23 @@ void ServingCore::record_fault(FaultKind kind, const std::string& response_id,
     trace_->record_fault(fault_name(kind), response_id, executor_.clock().now_ns(), client_request_id);
 }
 
-void ServingCore::ensure_stepping() {
-  if (stepping_) return;
-  stepping_ = true;
-  executor_.post([this] { step(); });
+void ServingCore::ensure_stepping(std::size_t i) {
+  if (replicas_[i].stepping) return;
+  replicas_[i].stepping = true;
+  executor_.post([this, i] { step(i); });
 }
 
-void ServingCore::step() {
+void ServingCore::step(std::size_t i) {
+  engine::Engine& engine = *engines_[i];
   const Nanos t0 = executor_.clock().now_ns();
-  const std::uint64_t steps_before = engine_->counters().steps;
-  const Nanos d = engine_->step(t0);
-  if (engine_->counters().steps == steps_before) {
-    stepping_ = false;
+  const std::uint64_t steps_before = engine.counters().steps;
+  current_ = i;
+  const Nanos d = engine.step(t0);
+  if (engine.counters().steps == steps_before) {
+    replicas_[i].stepping = false;
     return;
   }
+  if (fleet_ && fleet_->is_prefill(i)) arm_transfers();  // the prefills that ended send their KV
   // Process the step's events now, while it "runs"; their bytes leave at t0 + d.
   std::vector<Event> events = std::move(pending_);
   pending_.clear();
@@ -835,13 +867,36 @@ void ServingCore::step() {
   deferring_ = false;
   auto out = std::make_shared<std::vector<Outgoing>>(std::move(outbox_));
   outbox_.clear();
-  executor_.post_at(t0 + d, [this, out] {
+  executor_.post_at(t0 + d, [this, out, i] {
     flush(*out);
-    if (engine_->has_work())
-      step();
+    if (engines_[i]->has_work())
+      step(i);
     else
-      stepping_ = false;
+      replicas_[i].stepping = false;
   });
+}
+
+void ServingCore::arm_transfers() {
+  const auto next = fleet_->next_transfer();
+  if (!next || (transfer_timer_at_ >= 0 && transfer_timer_at_ <= *next)) return;
+  transfer_timer_at_ = *next;
+  executor_.post_at(*next, [this, at = *next] {
+    if (transfer_timer_at_ == at) transfer_timer_at_ = -1;
+    deliver_transfers();
+  });
+}
+
+void ServingCore::deliver_transfers() {
+  const Nanos now = executor_.clock().now_ns();
+  for (auto t = fleet_->next_transfer(); t && *t <= now; t = fleet_->next_transfer()) {
+    direct_delivery_ = true;  // a rejection by the decode replica is answered at once
+    const int r = fleet_->deliver_next_transfer();
+    direct_delivery_ = false;
+    if (r < 0) continue;  // its request ended meanwhile (the client left)
+    set_queue(static_cast<std::size_t>(r));
+    ensure_stepping(static_cast<std::size_t>(r));
+  }
+  arm_transfers();
 }
 
 void ServingCore::send(const std::shared_ptr<net::Responder>& r, std::string bytes,
@@ -941,22 +996,25 @@ void ServingCore::on_reject(std::uint64_t id, Nanos t, std::string_view reason) 
 }
 
 void ServingCore::on_step(const engine::StepStats& s) {
-  const auto& c = engine_->counters();
-  metrics_.on_step(
-      s.num_running, s.num_waiting, s.kv_usage, s.prefill_tokens + s.decode_tokens, s.num_seqs,
-      c.prompt_tokens - last_counters_.prompt_tokens, c.generation_tokens - last_counters_.generation_tokens,
-      c.prefix_queries_tokens - last_counters_.prefix_queries_tokens,
-      c.prefix_hits_tokens - last_counters_.prefix_hits_tokens, c.preemptions - last_counters_.preemptions,
-      c.tenant_switches - last_counters_.tenant_switches, c.swap_out_bytes - last_counters_.swap_out_bytes,
-      c.swap_in_bytes - last_counters_.swap_in_bytes);
-  metrics_.set_host_kv(s.host_kv_blocks, engine_->effective().num_host_kv_blocks, c.host_kv_evictions,
-                       c.host_kv_recomputed_blocks);
-  update_lora_metrics();
-  last_counters_ = c;
+  const std::size_t i = current_;
+  const engine::Engine& engine = *engines_[i];
+  const auto& c = engine.counters();
+  const engine::EngineCounters& last = replicas_[i].last_counters;
+  metrics_.on_step(s.num_running, s.num_waiting, s.kv_usage, s.prefill_tokens + s.decode_tokens, s.num_seqs,
+                   c.prompt_tokens - last.prompt_tokens, c.generation_tokens - last.generation_tokens,
+                   c.prefix_queries_tokens - last.prefix_queries_tokens,
+                   c.prefix_hits_tokens - last.prefix_hits_tokens, c.preemptions - last.preemptions,
+                   c.tenant_switches - last.tenant_switches, c.swap_out_bytes - last.swap_out_bytes,
+                   c.swap_in_bytes - last.swap_in_bytes, i);
+  metrics_.set_host_kv(s.host_kv_blocks, engine.effective().num_host_kv_blocks, c.host_kv_evictions,
+                       c.host_kv_recomputed_blocks, i);
+  update_lora_metrics(i);
+  replicas_[i].last_counters = c;
 }
 
-void ServingCore::update_lora_metrics() {
-  if (engine_->effective().lora_adapter_bytes <= 0) return;
+void ServingCore::update_lora_metrics(std::size_t i) {
+  const engine::Engine& engine = *engines_[i];
+  if (engine.effective().lora_adapter_bytes <= 0) return;
   auto names = [this](const std::vector<std::uint32_t>& ids) {
     std::string out;
     for (const auto id : ids) {
@@ -966,15 +1024,17 @@ void ServingCore::update_lora_metrics() {
     }
     return out;
   };
-  metrics_.set_lora(names(engine_->running_adapters()), names(engine_->waiting_adapters()),
-                    engine_->settings_max_loras(), engine_->counters().lora_loads);
+  metrics_.set_lora(names(engine.running_adapters()), names(engine.waiting_adapters()),
+                    engine.settings_max_loras(), engine.counters().lora_loads, i);
 }
 
 void ServingCore::abort_request(std::uint64_t engine_id) {
   if (engine_id == 0) return;
-  if (!engine_->abort(engine_id, executor_.clock().now_ns())) by_engine_id_.erase(engine_id);
-  metrics_.set_queue(static_cast<std::uint32_t>(engine_->num_running()),
-                     static_cast<std::uint32_t>(engine_->num_waiting()));
+  const Nanos now = executor_.clock().now_ns();
+  const std::size_t i = replica_of(engine_id);
+  if (!(fleet_ ? fleet_->abort(engine_id, now) : engine_->abort(engine_id, now)))
+    by_engine_id_.erase(engine_id);
+  set_queue(i);
 }
 
 void ServingCore::task_done(const std::shared_ptr<ResponseTask>& task) {

@@ -19,6 +19,8 @@
 
 #include "core/run_dir.h"
 #include "engine/engine.h"
+#include "engine/fleet.h"
+#include "engine/fleet_setup.h"
 #include "net/http.h"
 #include "serve/executor.h"
 #include "serve/faults.h"
@@ -75,12 +77,20 @@ struct CoreSettings {
 
 class ResponseTask;
 
+// A fleet (serve --replicas, --pools, --prefill-replicas; docs/serve.md
+// "Fleets"): every replica steps on its own in wall-clock time on the one
+// executor; a request is routed on admission (its session key: the body's
+// "user", else its own serial); a disaggregated fleet's KV transfers reach
+// their decode replica at their arrival times; metrics per replica
+// (ServeMetrics' engine label).
 class ServingCore final : public engine::EngineObserver {
  public:
+  // fleet: null or one engine: the one engine of `cost`; else the fleet it
+  // makes (each replica's cost model from its settings; cost is unused).
   ServingCore(Executor& executor, const engine::EffectiveEngine& effective,
               const engine::EngineSettings& settings, std::unique_ptr<engine::CostModel> cost,
-              ServeMetrics& metrics, EmissionTrace* trace, CoreSettings core_settings,
-              std::string model_name);
+              ServeMetrics& metrics, EmissionTrace* trace, CoreSettings core_settings, std::string model_name,
+              const engine::FleetSetup* fleet = nullptr);
   ~ServingCore() override;
 
   // Thread-safe: starts generating for a validated request and answers it
@@ -103,6 +113,11 @@ class ServingCore final : public engine::EngineObserver {
   nlohmann::json perturbations_json() const;
   // Requests in progress (engine context; for tests).
   std::size_t active() const { return tasks_.size(); }
+  // The engines (one, or the fleet's replicas); the fleet (null: one engine).
+  std::size_t engines() const { return engines_.size(); }
+  const engine::Fleet* fleet() const { return fleet_.get(); }
+  // The replica a request is on (its decode replica once its KV arrived); 0: one engine or unknown.
+  std::size_t replica_of(std::uint64_t engine_id) const;
 
   // EngineObserver: events are buffered and delivered at the step's end time,
   // except the cached prompt tokens of a request (known when it is first
@@ -151,21 +166,33 @@ class ServingCore final : public engine::EngineObserver {
   // Into the engine's queue now; arrival >= 0: when it arrived (a request
   // tail held it since).
   void admit(std::shared_ptr<ResponseTask> task, Nanos arrival = -1);
-  void ensure_stepping();
-  void step();
+  void ensure_stepping(std::size_t replica);
+  void step(std::size_t replica);
+  void set_queue(std::size_t replica);
+  // A disaggregated fleet: a timer at the next KV transfer's arrival, and the arrivals due.
+  void arm_transfers();
+  void deliver_transfers();
   void deliver(std::vector<Event>& events);
   void check_shutdown();
-  void update_lora_metrics();
+  void update_lora_metrics(std::size_t replica);
 
   Executor& executor_;
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<engine::Engine> engine_;  // one engine
+  std::unique_ptr<engine::Fleet> fleet_;    // or a fleet
+  std::vector<engine::Engine*> engines_;    // either's
+  struct Replica {
+    bool stepping = false;
+    engine::EngineCounters last_counters;
+  };
+  std::vector<Replica> replicas_;
+  std::size_t current_ = 0;       // the replica whose step runs (its on_step)
+  Nanos transfer_timer_at_ = -1;  // the earliest KV-transfer timer set (-1: none)
   ServeMetrics& metrics_;
   EmissionTrace* trace_;
   CoreSettings settings_;
   std::string model_name_;
   std::atomic<bool> accepting_{true};
   std::atomic<std::uint64_t> response_serial_{1};
-  bool stepping_ = false;
   bool direct_delivery_ = false;  // events outside a step (rejects in add_request) go out at once
   std::uint64_t next_engine_id_ = 1;
   std::uint64_t requests_received_ = 0;  // keys a request tail's draw
@@ -174,7 +201,6 @@ class ServingCore final : public engine::EngineObserver {
   std::vector<Outgoing> outbox_;
   std::unordered_map<std::uint64_t, std::pair<std::shared_ptr<ResponseTask>, std::uint32_t>> by_engine_id_;
   std::vector<std::shared_ptr<ResponseTask>> tasks_;
-  engine::EngineCounters last_counters_;
   std::function<void()> on_drained_;
   bool shutting_down_ = false;
 };

@@ -298,8 +298,8 @@ TEST(SimPlan, TheSmallestFleetMeetsTheSloAndOneReplicaLessDoesNot) {
   for (std::uint32_t k = 1; k < n; k *= 2) EXPECT_TRUE(tried.contains(k)) << k;
   // Independent runs of the two fleets on each side.
   SimRunSettings a = base, b = base;
-  a.replicas = n;
-  b.replicas = n - 1;
+  a.fleet.replicas = n;
+  b.fleet.replicas = n - 1;
   std::ostringstream quiet;
   EXPECT_TRUE(meets(run_sim(a, stop, quiet).summary));
   EXPECT_FALSE(meets(run_sim(b, stop, quiet).summary));
@@ -331,8 +331,8 @@ TEST(SimPlan, OverPoolsTheCheapestMixIsTheCheapestOfEveryMixThatMeetsTheSlo) {
   SimRunSettings base = overloaded();
   base.workload.rate_rps = 40.0;
   base.slo = {bench::parse_slo_spec("ttft_ms=500,p=95")};
-  base.pools_file = (tmp / "pools.yaml").string();
-  base.router = "least-loaded";
+  base.fleet.pools_file = (tmp / "pools.yaml").string();
+  base.fleet.router = "least-loaded";
   const PlanResult plan = plan_fleet(base, {}, stop, log);
   ASSERT_TRUE(plan.cheapest) << log.str();
   EXPECT_TRUE(plan.priced);
@@ -346,7 +346,7 @@ TEST(SimPlan, OverPoolsTheCheapestMixIsTheCheapestOfEveryMixThatMeetsTheSlo) {
     for (std::uint32_t o = 0; o <= 6; ++o) {
       if (n + o == 0) continue;
       SimRunSettings one = base;
-      one.pool_counts = {n, o};
+      one.fleet.pool_counts = {n, o};
       const bool m = meets(run_sim(one, stop, quiet).summary);
       meets_of[{n, o}] = m;
       if (m && (!best || cost(n, o) < *best)) best = cost(n, o);
@@ -372,7 +372,7 @@ TEST(SimPlan, OverPoolsTheCheapestMixIsTheCheapestOfEveryMixThatMeetsTheSlo) {
   EXPECT_THROW(plan_fleet(base, priced, stop, log), UsageError);
   std::ofstream(tmp / "many.yaml") << "pools:\n  - {gpu: h100, count: 100}\n  - {gpu: a100, count: 100}\n"
                                       "  - {gpu: l40s, count: 3}\n";
-  base.pools_file = (tmp / "many.yaml").string();
+  base.fleet.pools_file = (tmp / "many.yaml").string();
   EXPECT_THROW(plan_fleet(base, {}, stop, log), UsageError);
 }
 

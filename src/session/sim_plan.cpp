@@ -80,7 +80,7 @@ PlanResult plan_pools(const SimRunSettings& base, const PlanSettings& settings,
     throw UsageError(
         "--gpu-cost-per-hour and --pools: each pool's gpu-cost-per-hour prices it (set it in the pools "
         "file)");
-  const std::vector<engine::PoolSpec> pools = engine::load_pools(base.pools_file);
+  const std::vector<engine::PoolSpec> pools = engine::load_pools(base.fleet.pools_file);
   const std::size_t k = pools.size();
   PlanResult result;
   result.priced = true;
@@ -95,7 +95,7 @@ PlanResult plan_pools(const SimRunSettings& base, const PlanSettings& settings,
     throw UsageError(fmt::format(
         "--plan with --pools: the counts of all the pools but the last give {} mixes to try, at most 4,096 "
         "(lower the counts in {})",
-        mixes, base.pools_file));
+        mixes, base.fleet.pools_file));
   const auto gpus_of = [&](const std::vector<std::uint32_t>& c) {
     std::uint32_t g = 0;
     for (std::size_t j = 0; j < k; ++j) g += c[j] * pools[j].tensor_parallel;
@@ -115,7 +115,7 @@ PlanResult plan_pools(const SimRunSettings& base, const PlanSettings& settings,
       return false;
     }
     SimRunSettings one = base;
-    one.pool_counts = c;
+    one.fleet.pool_counts = c;
     const SimRunResult r = run_candidate(std::move(one), interrupted);
     if (r.report.interrupted) {
       result.interrupted = true;
@@ -201,7 +201,7 @@ PlanResult plan_pools(const SimRunSettings& base, const PlanSettings& settings,
 PlanResult plan_fleet(const SimRunSettings& base, const PlanSettings& settings,
                       const std::atomic<bool>& interrupted, std::ostream& log) {
   check_plan_settings(base, settings);
-  if (!base.pools_file.empty()) return plan_pools(base, settings, interrupted, log);
+  if (!base.fleet.pools_file.empty()) return plan_pools(base, settings, interrupted, log);
   PlanResult result;
   std::map<std::uint32_t, PlanPoint> tried;
   const auto evaluate = [&](std::uint32_t n) -> bool {
@@ -211,7 +211,7 @@ PlanResult plan_fleet(const SimRunSettings& base, const PlanSettings& settings,
       return false;
     }
     SimRunSettings one = base;
-    one.replicas = n;
+    one.fleet.replicas = n;
     const SimRunResult r = run_candidate(std::move(one), interrupted);
     if (r.report.interrupted) {
       result.interrupted = true;
@@ -324,10 +324,10 @@ nlohmann::json PlanResult::to_json(const PlanSettings& settings, const SimRunSet
     std::uint32_t replicas = 0;
     if (cheapest)
       for (const auto n : *cheapest) replicas += n;
-    return {{"router", base.router},
+    return {{"router", base.fleet.router},
             {"slos", applied},
             {"pools", pools},
-            {"pools_file", base.pools_file},
+            {"pools_file", base.fleet.pools_file},
             {"objective", priced ? "cost_per_hour" : "gpus"},
             {"gpu_cost_per_hour", nullptr},
             {"slo", slo_texts},
@@ -344,7 +344,7 @@ nlohmann::json PlanResult::to_json(const PlanSettings& settings, const SimRunSet
             {"points", points_json}};
   }
   return {
-      {"router", base.router},
+      {"router", base.fleet.router},
       {"slos", applied},
       {"max_replicas", settings.max_replicas},
       {"gpus_per_replica", gpus_per_replica},

@@ -20,6 +20,7 @@
 #include "core/run_dir.h"
 #include "core/stats.h"
 #include "engine/fleet.h"
+#include "engine/fleet_setup.h"
 #include "engine/pools.h"
 #include "engine/profile.h"
 #include "observe/sim_samples.h"
@@ -91,52 +92,12 @@ struct ReplicaSink final : RecordSink {
   void add_step(const StepRecord& s) override { down.add_step(s); }
 };
 
-// run.json fleet.disaggregation: the split, the link, and what the transfers took.
-nlohmann::json disaggregation_json(const engine::Fleet& fleet, const SimRunSettings& o) {
-  std::vector<double> total_ms, wait_ms;
-  double bytes = 0;
-  std::uint64_t delivered = 0;
-  for (const auto& x : fleet.transfers()) {
-    bytes += x.bytes;
-    total_ms.push_back(nanos_to_ms(x.arrive - x.ready));
-    wait_ms.push_back(nanos_to_ms(x.start - x.ready));
-    delivered += x.decode_replica >= 0;
-  }
-  const auto quantiles = [](std::vector<double>& v) {
-    if (v.empty()) return nlohmann::json(nullptr);
-    nlohmann::json q;
-    q["mean"] = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-    for (const auto& [name, p] : {std::pair{"p50", 0.5}, {"p99", 0.99}, {"max", 1.0}})
-      q[name] = nearest_rank_select(v, p);
-    return q;
-  };
-  nlohmann::json links = nlohmann::json::array();
-  for (const double b : fleet.link_bytes()) links.push_back(b);
-  return {{"prefill_replicas", o.prefill_replicas},
-          {"decode_replicas", o.decode_replicas},
-          {"decode_router", o.decode_router},
-          {"kv_link_gb_s", o.kv_link_gb_s},
-          {"kv_link_latency_us", o.kv_link_latency_us},
-          {"transfers", fleet.transfers().size()},
-          {"transfers_delivered", delivered},
-          {"transfer_bytes", bytes},
-          {"link_bytes", links},
-          {"transfer_ms", quantiles(total_ms)},
-          {"link_wait_ms", quantiles(wait_ms)}};
-}
-
 }  // namespace
 
 nlohmann::json requested_settings(const SimRunSettings& o) {
   nlohmann::json requested = {
       {"workload", workload::to_json(o.workload)},
-      {"fleet", o.replicas > 1 || !o.pools_file.empty() || o.prefill_replicas > 0
-                    ? nlohmann::json{{"replicas", o.replicas},
-                                     {"pools", o.pools_file.empty() ? nlohmann::json(nullptr)
-                                                                    : nlohmann::json(o.pools_file)},
-                                     {"router", o.router},
-                                     {"router_load_bound", o.router_load_bound}}
-                    : nlohmann::json(nullptr)},
+      {"fleet", engine::requested_json(o.fleet)},
       {"workload_file", o.workload_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.workload_file)},
       {"engine", engine::to_json(o.engine)},
       {"output",
@@ -145,15 +106,6 @@ nlohmann::json requested_settings(const SimRunSettings& o) {
         {"samples", o.samples},
         {"sample_interval_s", o.sample_interval_s}}},
   };
-  if (!o.pools_file.empty()) requested["fleet"]["router_weights"] = o.router_weights;
-  if (!o.pool_counts.empty()) requested["fleet"]["pool_counts"] = o.pool_counts;  // a plan's choice
-  // Only when given, as the SLOs below: the settings of fleets without it stay as they were.
-  if (o.prefill_replicas > 0)
-    requested["fleet"]["disaggregation"] = {{"prefill_replicas", o.prefill_replicas},
-                                            {"decode_replicas", o.decode_replicas},
-                                            {"decode_router", o.decode_router},
-                                            {"kv_link_gb_s", o.kv_link_gb_s},
-                                            {"kv_link_latency_us", o.kv_link_latency_us}};
   // Only when given: the settings (and their hash) of runs without SLOs stay as they were.
   if (!o.slo.empty()) {
     std::vector<std::string> texts;
@@ -245,84 +197,15 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
           result.engine.max_num_seqs, measured.max_batch));
   }
   const engine::EffectiveEngine& eff = result.engine;
-  // A fleet: its router, checked before anything is written.
-  if (o.replicas == 0 || o.replicas > 4096) throw UsageError("--replicas: expected 1 to 4096");
-  // Heterogeneous pools: each resolved on its GPU and TP degree.
-  std::vector<engine::PoolSpec> pools;
-  std::vector<engine::EffectiveEngine> pool_engines;
-  if (!o.pools_file.empty()) {
-    if (o.replicas != 1) throw UsageError("--pools gives the replicas (each pool's count): drop --replicas");
-    if (settings.profile)
-      throw UsageError("--pools and --profile cannot be combined (a profile is measured on one GPU)");
-    pools = engine::load_pools(o.pools_file);
-    if (!o.pool_counts.empty()) {
-      if (o.pool_counts.size() != pools.size())
-        throw UsageError(fmt::format("{}: {} pools, but {} counts were given", o.pools_file, pools.size(),
-                                     o.pool_counts.size()));
-      std::vector<engine::PoolSpec> kept;
-      for (std::size_t k = 0; k < pools.size(); ++k)
-        if (o.pool_counts[k] > 0) {
-          kept.push_back(pools[k]);
-          kept.back().count = o.pool_counts[k];
-        }
-      if (kept.empty()) throw UsageError(fmt::format("{}: every pool's count is 0", o.pools_file));
-      pools = std::move(kept);
-    }
-    for (std::size_t k = 0; k < pools.size(); ++k) {
-      engine::EngineSettings ps = settings;
-      ps.gpu = pools[k].gpu;
-      ps.tensor_parallel = pools[k].tensor_parallel;
-      try {
-        pool_engines.push_back(engine::resolve_engine(ps, catalog));
-      } catch (const UsageError& e) {
-        throw InputError(o.pools_file, pools[k].line, fmt::format("pools[{}]", k), e.what());
-      }
-    }
-  }
-  std::uint32_t n_replicas = o.replicas;
-  if (!pools.empty()) {
-    n_replicas = 0;
-    for (const auto& p : pools) n_replicas += p.count;
-  }
-  std::optional<engine::Disaggregation> pd;
-  if (o.prefill_replicas > 0 || o.decode_replicas > 0) {
-    if (o.prefill_replicas == 0 || o.decode_replicas == 0)
-      throw UsageError("--prefill-replicas and --decode-replicas go together (each at least 1)");
-    if (o.replicas != 1)
-      throw UsageError("--prefill-replicas and --decode-replicas make the fleet: drop --replicas");
-    if (!pools.empty()) throw UsageError("--prefill-replicas and --pools cannot be combined yet");
-    if (o.prefill_replicas > 4096 || o.decode_replicas > 4096)
-      throw UsageError("--prefill-replicas, --decode-replicas: at most 4096 each");
-    if (!(o.kv_link_gb_s >= 1e-3 && o.kv_link_gb_s <= 1e6))
-      throw UsageError(
-          fmt::format("--kv-link-gb-s: expected a bandwidth in [0.001, 1e6] GB/s, got {}", o.kv_link_gb_s));
-    if (!(o.kv_link_latency_us >= 0 && o.kv_link_latency_us <= 1e9))
-      throw UsageError(fmt::format("--kv-link-latency-us: expected a latency in [0, 1e9] us, got {}",
-                                   o.kv_link_latency_us));
-    pd.emplace();
-    pd->prefill_replicas = o.prefill_replicas;
-    pd->link_bytes_per_s = o.kv_link_gb_s * 1e9;
-    pd->link_latency_ns = seconds_to_nanos(o.kv_link_latency_us * 1e-6);
-    pd->decode_policy = engine::parse_router_policy(o.decode_router);
-    n_replicas = o.prefill_replicas + o.decode_replicas;
-  }
-  const bool fleet_run = n_replicas > 1 || !pools.empty();
-  result.gpus = n_replicas * eff.tensor_parallel;
-  if (!pools.empty()) {
-    result.gpus = 0;
-    for (const auto& p : pools) result.gpus += p.count * p.tensor_parallel;
-  }
-  engine::RouterSettings router;
+  // A fleet: its pools, split and router, checked before anything is written.
+  const engine::FleetSetup fs = engine::resolve_fleet(o.fleet, settings, eff, catalog, o.workload.seed);
+  const std::vector<engine::PoolSpec>& pools = fs.pools;
+  const std::optional<engine::Disaggregation>& pd = fs.pd;
+  const engine::RouterSettings& router = fs.router;
+  const std::uint32_t n_replicas = fs.replicas;
+  const bool fleet_run = fs.fleet();
+  result.gpus = fs.gpus;
   if (fleet_run) {
-    router.policy = engine::parse_router_policy(o.router);
-    router.seed = o.workload.seed;
-    if (!(o.router_load_bound >= 1.0 && o.router_load_bound <= 1000.0))
-      throw UsageError(
-          fmt::format("--router-load-bound: expected a number in [1, 1000], got {}", o.router_load_bound));
-    router.load_bound = o.router_load_bound;
-    if (o.router_weights != "speed" && o.router_weights != "equal")
-      throw UsageError(fmt::format("--router-weights: expected speed or equal, got '{}'", o.router_weights));
-    router.speed_weighted = o.router_weights == "speed";
     if (o.coupling) throw UsageError("--coupling and --replicas cannot be combined yet");
     if (!settings.perturbations.empty())
       throw UsageError(
@@ -370,26 +253,8 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   std::unique_ptr<engine::Fleet> fleet;
   engine::FleetReport fleet_report;
   if (fleet_run) {
-    if (pools.empty()) {
-      fleet = std::make_unique<engine::Fleet>(
-          n_replicas, eff, settings, [&] { return engine::make_cost_model(settings, eff); }, &observer,
-          router);
-    } else {
-      std::vector<engine::ReplicaSpec> specs;
-      for (std::size_t k = 0; k < pools.size(); ++k)
-        for (std::uint32_t c = 0; c < pools[k].count; ++c) {
-          engine::ReplicaSpec r{.eff = pool_engines[k], .settings = settings, .pool = k};
-          r.settings.gpu = pools[k].gpu;
-          r.settings.tensor_parallel = pools[k].tensor_parallel;
-          specs.push_back(std::move(r));
-        }
-      fleet = std::make_unique<engine::Fleet>(
-          std::move(specs),
-          [](const engine::ReplicaSpec& r) { return engine::make_cost_model(r.settings, r.eff); }, &observer,
-          router);
-    }
+    fleet = fs.make(eff, settings, &observer);
     if (pd) {
-      fleet->disaggregate(*pd);
       by_replica.prefill_of = [f = fleet.get()](std::uint64_t id) { return f->prefill_replica_of(id); };
     }
     observer.set_replica_of([f = fleet.get()](std::uint64_t id) { return f->replica_of(id); });
@@ -430,41 +295,18 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
                                          : nlohmann::json(nullptr)},
            {"engine_counters", counters_json(c)}});
     }
-    nlohmann::json pool_list = nullptr;
-    double cost = 0.0;
-    bool cost_known = !pools.empty();  // every pool has a price
-    if (!pools.empty()) {
-      pool_list = nlohmann::json::array();
-      for (std::size_t k = 0; k < pools.size(); ++k) {
-        const auto& p = pools[k];
-        const std::uint32_t gpus = p.count * p.tensor_parallel;
-        if (p.gpu_cost_per_hour)
-          cost += *p.gpu_cost_per_hour * gpus;
-        else
-          cost_known = false;
-        pool_list.push_back({{"name", p.name},
-                             {"gpu", pool_engines[k].gpu.name},
-                             {"tensor_parallel", p.tensor_parallel},
-                             {"count", p.count},
-                             {"gpus", gpus},
-                             {"gpu_cost_per_hour", p.gpu_cost_per_hour ? nlohmann::json(*p.gpu_cost_per_hour)
-                                                                       : nlohmann::json(nullptr)},
-                             {"kv_cache_blocks_per_replica",
-                              pool_engines[k].num_gpu_blocks ? nlohmann::json(*pool_engines[k].num_gpu_blocks)
-                                                             : nlohmann::json(nullptr)}});
-      }
-    }
-    result.fleet = {{"replicas", n_replicas},
-                    {"gpus", result.gpus},
-                    {"pools", pool_list},
-                    {"cost_per_hour", cost_known ? nlohmann::json(cost) : nlohmann::json(nullptr)},
-                    {"router", engine::name_of(router.policy)},
-                    {"load_bound", router.policy == engine::RouterPolicy::kPrefixAffinity
-                                       ? nlohmann::json(router.load_bound)
-                                       : nlohmann::json(nullptr)},
-                    {"session_key", "tenant"},
-                    {"disaggregation", pd ? disaggregation_json(*fleet, o) : nlohmann::json(nullptr)},
-                    {"per_replica", replicas}};
+    result.fleet = {
+        {"replicas", n_replicas},
+        {"gpus", result.gpus},
+        {"pools", fs.pools_json()},
+        {"cost_per_hour", fs.cost_per_hour()},
+        {"router", engine::name_of(router.policy)},
+        {"load_bound", router.policy == engine::RouterPolicy::kPrefixAffinity
+                           ? nlohmann::json(router.load_bound)
+                           : nlohmann::json(nullptr)},
+        {"session_key", "tenant"},
+        {"disaggregation", pd ? engine::disaggregation_json(*fleet, o.fleet) : nlohmann::json(nullptr)},
+        {"per_replica", replicas}};
   }
   result.cpu_s = process_cpu_seconds() - cpu_start;
   if (!out) return result;

@@ -18,6 +18,7 @@
 #include "bench/bench_settings.h"
 #include "engine/engine.h"
 #include "engine/engine_options.h"
+#include "engine/fleet_setup.h"
 #include "engine/simulator.h"
 #include "session/finishers.h"
 #include "workload/workload.h"
@@ -37,31 +38,9 @@ struct SimRunSettings {
   bool coupling = false;
   std::string only_class;  // the workload's requests of this class only ("" : all)
   engine::EngineOptions engine;
-  // A fleet (engine/fleet.h, docs/engine.md "Fleets"): this many identical
-  // replicas behind a router; 1: one engine.
-  std::uint32_t replicas = 1;
-  // --pools FILE (engine/pools.h): replicas of several GPUs and TP degrees
-  // behind the router, in place of --replicas.
-  std::string pools_file;
-  // The replicas of each pool of pools_file in place of its counts (sim
-  // --plan over pools, session/sim_plan.h); a pool of 0 is left out. Empty:
-  // the file's counts.
-  std::vector<std::uint32_t> pool_counts;
-  std::string router = "round-robin";
-  double router_load_bound = 1.25;
-  // --router-weights: "speed" (pools: load-aware routers weigh each
-  // replica's load by its speed, RouterSettings::speed_weighted) or "equal".
-  std::string router_weights = "speed";
-  // Prefill/decode disaggregation (engine/fleet.h Disaggregation, docs/engine.md
-  // "Disaggregated prefill"): this many prefill and decode replicas, in place
-  // of --replicas (0: off); --router routes to the prefill replicas,
-  // decode_router to the decode ones; the KV goes over each prefill
-  // replica's link (GB/s, 10^9 bytes a second; one-way latency).
-  std::uint32_t prefill_replicas = 0;
-  std::uint32_t decode_replicas = 0;
-  std::string decode_router = "least-loaded";
-  double kv_link_gb_s = 50.0;
-  double kv_link_latency_us = 10.0;
+  // A fleet (engine/fleet_setup.h, docs/engine.md "Fleets"): --replicas,
+  // --router, --pools, --prefill-replicas, ...; one engine by default.
+  engine::FleetOptions fleet;
   // --slo (bench's grammar, bench/bench_settings.h): SLOs per class, or for
   // every class without one from the workload file; the summary's goodput
   // and attainment.
