@@ -131,6 +131,47 @@ TEST_F(BenchRun, InProcessRunWritesTheRunDirectory) {
   EXPECT_FALSE(fs::exists(dir_ / "ok" / "requests.csv"));
 }
 
+// A fleet behind the in-process server (bench --replicas): the requests are
+// spread over the replicas by the router, run.json "fleet" has each
+// replica's series from the server's own /metrics, and they add up to what
+// the client counted; the scraped /metrics (one series per engine="N")
+// sum to the same totals in the canonical series.
+TEST_F(BenchRun, AFleetBehindTheInProcessServerReportsEachReplica) {
+  BenchSettings o = settings("fleet");
+  o.fleet.replicas = 3;
+  const BenchResult r = run(o);
+  ASSERT_EQ(r.exit_code, 0) << log_;
+  const json run_json = read_json(dir_ / "fleet" / "run.json");
+  EXPECT_EQ(run_json["settings"]["requested"]["server"]["fleet"]["replicas"], 3);
+  const json& f = run_json["fleet"];
+  ASSERT_TRUE(f.is_object()) << run_json.dump(1);
+  EXPECT_EQ(f["router"], "round-robin");
+  EXPECT_EQ(f["replicas"], 3);
+  ASSERT_EQ(f["per_replica"].size(), 3u);
+  double finished = 0, prompt = 0, output = 0;
+  for (const auto& rep : f["per_replica"]) {
+    finished += rep["requests_finished"].get<double>();
+    prompt += rep["prompt_tokens"].get<double>();
+    output += rep["generation_tokens"].get<double>();
+    EXPECT_EQ(rep["requests_finished"], rep["replica"] == 2 ? 6.0 : 7.0);  // request k on replica k mod 3
+  }
+  EXPECT_EQ(finished, 20);
+  EXPECT_EQ(prompt, 20 * 16);
+  EXPECT_EQ(output, 20 * 4);
+  EXPECT_EQ(run_json["summary"]["requests_completed"], 20);
+  // The scrapes of /metrics, summed over engine="0".."2" (docs/observe.md "Canonical series").
+  const json& server = run_json["server"];
+  ASSERT_TRUE(server.is_object());
+  EXPECT_EQ(server["requests_finished"], 20.0);
+  EXPECT_EQ(server["generation_tokens"], 20 * 4.0);
+  EXPECT_EQ(server["prompt_tokens"], 20 * 16.0);
+  // The fleet options are the in-process server's: refused with a target.
+  BenchSettings t = settings("target");
+  t.target_url = "http://127.0.0.1:9";
+  t.fleet.replicas = 2;
+  EXPECT_THROW(run(t), UsageError);
+}
+
 // bench --logprobs against the in-process server over loopback: every
 // request asks for logprobs, the server answers one per output token (its
 // simulated model, serve/logprobs.h), and each record keeps their histogram;

@@ -73,7 +73,9 @@ class Api : public ::testing::Test {
     s.model = model;
     eff_ = std::make_unique<engine::EffectiveEngine>(engine::resolve_engine(s, engine::Catalog::builtin()));
     const auto& eff = *eff_;
-    metrics = std::make_unique<ServeMetrics>(model, eff.max_model_len);
+    const engine::FleetSetup fleet =
+        engine::resolve_fleet(fleet_options, s, eff, engine::Catalog::builtin(), /*router_seed=*/7);
+    metrics = std::make_unique<ServeMetrics>(model, eff.max_model_len, fleet.fleet() ? fleet.replicas : 1);
     faults = std::make_unique<FaultPlan>(parse_fault_spec(fault_spec), 5);
     CoreSettings cs;
     cs.reasoning_share = reasoning_share;
@@ -84,7 +86,7 @@ class Api : public ::testing::Test {
           workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
     core = std::make_unique<ServingCore>(
         exec, eff, s, std::make_unique<engine::RooflineCostModel>(eff.model, eff.gpu, 1, s.cost), *metrics,
-        nullptr, cs, model);
+        nullptr, cs, model, &fleet);
     RouterSettings rs;
     rs.parse.model_names = {model};
     rs.parse.model = &eff.model;
@@ -120,7 +122,19 @@ class Api : public ::testing::Test {
     return r;
   }
 
+  // Sends a request without running the executor (several then run together).
+  std::shared_ptr<FakeResponder> send(const json& body, std::string target = "/v1/completions") {
+    auto r = std::make_shared<FakeResponder>(exec.clock());
+    net::HttpRequest req;
+    req.method = "POST";
+    req.target = std::move(target);
+    req.body = body.dump();
+    router->handle(std::move(req), r);
+    return r;
+  }
+
   ToolPolicy tool_policy;
+  engine::FleetOptions fleet_options;  // a fleet behind the server (build())
   ManualExecutor exec{1'000'000'000};
   std::unique_ptr<engine::EffectiveEngine> eff_;
   std::unique_ptr<ServeMetrics> metrics;
@@ -978,6 +992,138 @@ TEST_F(Api, ShutdownEndsStreamsAfterTheGracePeriod) {
   const auto ev = r->events();
   EXPECT_TRUE(ev.back().contains("error"));
   EXPECT_EQ(call("POST", "/v1/completions", R"({"prompt": "x"})")->status, 503);
+}
+
+// ---- Fleets (serve --replicas, --router, --prefill-replicas) -------------------
+
+// Round-robin over two replicas: requests alternate, each replica's engine
+// series carry engine="N" (vLLM's data-parallel label) and count its own
+// requests alone, the server-wide series carry model_name alone, and the
+// sums over the engines are what one engine would have counted.
+TEST_F(Api, AFleetsMetricsAreLabelledPerReplica) {
+  fleet_options.replicas = 2;
+  build();
+  ASSERT_NE(core->fleet(), nullptr);
+  EXPECT_EQ(core->engines(), 2u);
+  std::vector<std::shared_ptr<FakeResponder>> rs;
+  for (int i = 0; i < 4; ++i)
+    rs.push_back(send({{"prompt", "a b c"}, {"max_tokens", 3 + i}, {"ignore_eos", true}}));
+  exec.run_until_idle();
+  for (const auto& r : rs) EXPECT_EQ(r->status, 200);
+  // Requests 0 and 2 (3 + 5 tokens) on replica 0, 1 and 3 (4 + 6) on replica 1.
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "length", 0), 2.0);
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "length", 1), 2.0);
+  EXPECT_EQ(metrics->value("vllm:generation_tokens_total", "", 0), 8.0);
+  EXPECT_EQ(metrics->value("vllm:generation_tokens_total", "", 1), 10.0);
+  EXPECT_EQ(metrics->value("vllm:generation_tokens_total"), 18.0);
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "length"), 4.0);
+  const std::string m = call("GET", "/metrics")->response->body;
+  for (const char* needle :
+       {"vllm:generation_tokens_total{model_name=\"llama-3-8b\",engine=\"0\"} 8.0",
+        "vllm:generation_tokens_total{model_name=\"llama-3-8b\",engine=\"1\"} 10.0",
+        "vllm:time_to_first_token_seconds_count{model_name=\"llama-3-8b\",engine=\"1\"} 2.0",
+        "vllm:inter_token_latency_seconds_count{model_name=\"llama-3-8b\",engine=\"0\"} 6.0",
+        "tokenscope:steps_total{model_name=\"llama-3-8b\",engine=\"1\"}",
+        "tokenscope:http_responses_total{model_name=\"llama-3-8b\",code=\"200\"} 4.0"})
+    EXPECT_NE(m.find(needle), std::string::npos) << needle;
+  // One # TYPE line per family, however many engines.
+  std::size_t types = 0;
+  for (std::size_t at = m.find("# TYPE vllm:time_to_first_token_seconds "); at != std::string::npos;
+       at = m.find("# TYPE vllm:time_to_first_token_seconds ", at + 1))
+    ++types;
+  EXPECT_EQ(types, 1u);
+}
+
+// Session affinity on the body's "user": a user's requests all reach one
+// replica; requests without one are spread.
+TEST_F(Api, SessionAffinityKeepsAUsersRequestsOnOneReplica) {
+  fleet_options.replicas = 4;
+  fleet_options.router = "session-affinity";
+  build();
+  for (int i = 0; i < 6; ++i)
+    send({{"prompt", "hello"}, {"max_tokens", 2}, {"ignore_eos", true}, {"user", "alice"}});
+  exec.run_until_idle();
+  std::vector<double> per;
+  for (std::size_t e = 0; e < 4; ++e)
+    per.push_back(metrics->value("vllm:request_success_total", "length", e));
+  EXPECT_EQ(std::count(per.begin(), per.end(), 6.0), 1) << per[0] << per[1] << per[2] << per[3];
+  for (int i = 0; i < 16; ++i) send({{"prompt", "hello"}, {"max_tokens", 2}, {"ignore_eos", true}});
+  exec.run_until_idle();
+  std::size_t used = 0;
+  for (std::size_t e = 0; e < 4; ++e)
+    used += metrics->value("vllm:request_success_total", "length", e) > per[e];
+  EXPECT_GE(used, 2u);
+  EXPECT_EQ(call("POST", "/v1/completions", R"({"prompt": "a", "user": 5})")->status, 400);
+}
+
+// Disaggregated prefill on wall-clock time: the prompt's KV crosses a 1 MB/s
+// link before the decode replica's first token, so the stream's first token
+// comes the transfer's time later than on a colocated fleet; prompt tokens
+// are counted where they were computed, outputs and the finish where the
+// request decoded.
+TEST_F(Api, ADisaggregatedFleetsFirstTokenWaitsForTheKvTransfer) {
+  const auto first_token_after = [&](bool split) {
+    fleet_options = {};
+    if (split) {
+      fleet_options.prefill_replicas = 1;
+      fleet_options.decode_replicas = 1;
+      fleet_options.kv_link_gb_s = 0.001;  // 1 MB/s
+      fleet_options.kv_link_latency_us = 500;
+    } else {
+      fleet_options.replicas = 2;
+    }
+    build();
+    const Nanos t0 = exec.clock().now_ns();
+    auto r = send({{"prompt", "a b c d"},
+                   {"max_tokens", 4},
+                   {"ignore_eos", true},
+                   {"stream", true},
+                   {"stream_options", {{"include_usage", true}}}});
+    exec.run_until_idle();
+    EXPECT_TRUE(r->ended);
+    const auto ev = r->events();
+    EXPECT_EQ(ev.back(), "[DONE]");
+    const std::uint32_t prompt_tokens = ev[ev.size() - 2]["usage"]["prompt_tokens"].get<std::uint32_t>();
+    return std::pair{r->write_times.front() - t0, prompt_tokens};
+  };
+  const auto [colocated, n] = first_token_after(false);
+  const auto [split, n2] = first_token_after(true);
+  ASSERT_EQ(n, n2);
+  const double bytes = static_cast<double>(n) * eff_->kv_bytes_per_token;
+  const Nanos transfer = static_cast<Nanos>(bytes / 1e6 * 1e9) + 500'000;
+  ASSERT_EQ(core->fleet()->transfers().size(), 1u);
+  EXPECT_EQ(core->fleet()->transfers()[0].decode_replica, 1);
+  EXPECT_NEAR(core->fleet()->transfers()[0].bytes, bytes, 1.0);
+  // The split pays the transfer, and one decode step for the last prompt token at most more.
+  EXPECT_GE(split - colocated, transfer - 1'000);
+  EXPECT_LE(split - colocated, transfer + (colocated > 0 ? colocated : 0) + 1'000'000);
+  EXPECT_EQ(metrics->value("vllm:prompt_tokens_total", "", 0), n);
+  EXPECT_EQ(metrics->value("vllm:generation_tokens_total", "", 1), 4.0);
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "length", 0), 0.0);
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "length", 1), 1.0);
+}
+
+// A client leaving while its KV is on the link: the transfer delivers
+// nothing, the request ends once (aborted), nothing is left running.
+TEST_F(Api, AClientLeavingDuringItsKvTransferEndsItOnce) {
+  fleet_options.prefill_replicas = 1;
+  fleet_options.decode_replicas = 1;
+  fleet_options.kv_link_gb_s = 0.001;
+  build();
+  auto r = send({{"prompt", "a b c d"}, {"max_tokens", 50}, {"ignore_eos", true}, {"stream", true}});
+  for (int i = 0; i < 10'000 && core->fleet()->transfers().empty(); ++i) exec.run_until_idle(1);
+  ASSERT_EQ(core->fleet()->transfers().size(), 1u);
+  ASSERT_TRUE(r->disconnect);
+  r->disconnect();
+  exec.run_until_idle();
+  EXPECT_EQ(core->active(), 0u);
+  EXPECT_EQ(core->fleet()->transfers()[0].decode_replica, -1);
+  EXPECT_EQ(metrics->value("vllm:request_success_total", "abort"), 1.0);
+  // The prefill replica's one token (as vLLM's prefill instance counts it), none decoded.
+  EXPECT_EQ(metrics->value("vllm:generation_tokens_total", "", 0), 1.0);
+  EXPECT_EQ(metrics->value("vllm:generation_tokens_total", "", 1), 0.0);
+  EXPECT_EQ(metrics->value("vllm:num_requests_running"), 0.0);
+  EXPECT_EQ(core->fleet()->replica_of(1), -1);  // its route is forgotten
 }
 
 }  // namespace
