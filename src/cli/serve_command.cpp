@@ -268,9 +268,11 @@ int run_serve(ServeOptions& o) {
                      "replica, engine=\"N\"",
                      ss.fleet.replicas, ss.fleet.gpus, engine::name_of(ss.fleet.router.policy),
                      ss.fleet.pools.empty() ? "" : fmt::format(", {} pools", ss.fleet.pools.size()),
-                     ss.fleet.pd ? fmt::format(", replicas 0-{} prefill, the rest decode",
-                                               ss.fleet.pd->prefill_replicas - 1)
-                                 : "")
+                     !ss.fleet.pd ? std::string()
+                     : ss.fleet.pd->prefill_replicas == 1
+                         ? std::string(", replica 0 prefills, the rest decode")
+                         : fmt::format(", replicas 0-{} prefill, the rest decode",
+                                       ss.fleet.pd->prefill_replicas - 1))
               << std::endl;
   if (o.api_key.empty() && !net::is_loopback_host(o.host))
     std::cerr << fmt::format(
