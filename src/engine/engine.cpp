@@ -769,6 +769,7 @@ void Engine::reject_all_waiting(Nanos now, std::string_view reason) {
 Nanos Engine::step(Nanos now) {
   StepStats st;
   st.index = counters_.steps;
+  st.replica = replica_;
   st.start = now;
   scheduled_.clear();
   double extra_seconds = 0.0;

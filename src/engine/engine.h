@@ -227,6 +227,7 @@ struct FinishedRequest {
 
 struct StepStats {
   std::uint64_t index = 0;
+  std::uint32_t replica = 0;  // a fleet's replica that ran it (Engine::set_replica; 0: one engine)
   Nanos start = 0;
   Nanos duration = 0;
   std::uint32_t num_seqs = 0;
@@ -336,6 +337,8 @@ class Engine {
   bool check_invariants() const;
   // The perturbations this engine applies; nullptr without any.
   Perturber* perturber() { return perturber_.get(); }
+  // Its index in a fleet, carried by its steps (StepStats::replica).
+  void set_replica(std::uint32_t i) { replica_ = i; }
   const Perturber* perturber() const { return perturber_.get(); }
 
  private:
@@ -373,6 +376,7 @@ class Engine {
   EngineSettings settings_;
   std::unique_ptr<CostModel> cost_;
   std::unique_ptr<Perturber> perturber_;
+  std::uint32_t replica_ = 0;
   EngineObserver* observer_;
   std::vector<KvBlockPool> pools_;
   std::vector<Seq*> running_;

@@ -248,6 +248,7 @@ Fleet::Fleet(std::size_t replicas, const EffectiveEngine& eff, const EngineSetti
   for (std::size_t i = 0; i < replicas; ++i) {
     taps_.push_back(std::make_unique<Tap>(this, observer, i));
     engines_.push_back(std::make_unique<Engine>(eff, s, make_cost(), taps_.back().get()));
+    engines_.back()->set_replica(static_cast<std::uint32_t>(i));
   }
 }
 
@@ -263,6 +264,7 @@ Fleet::Fleet(std::vector<ReplicaSpec> replicas,
     auto cost = make_cost(r);
     speeds_.push_back(reference_tokens_per_s(*cost));
     engines_.push_back(std::make_unique<Engine>(r.eff, r.settings, std::move(cost), taps_.back().get()));
+    engines_.back()->set_replica(static_cast<std::uint32_t>(i));
   }
   router_.set_speeds(speeds_);
 }
@@ -434,7 +436,8 @@ int Fleet::deliver_next_transfer() {
   return static_cast<int>(i);
 }
 
-FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, const std::atomic<bool>* stop) {
+FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, const std::atomic<bool>* stop,
+                                 const std::function<void(Nanos)>& on_window) {
   const std::size_t n_rep = fleet.size();
   FleetReport report;
   report.replicas.resize(n_rep);
@@ -507,6 +510,7 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
       if (const int r = fleet.deliver_next_transfer(); r >= 0) on_arrival(static_cast<std::size_t>(r), *t_kv);
     }
     if (interrupted) break;
+    if (on_window && t != kNever) on_window(t);
     if (t == kNever) {
       // Nothing is left to arrive: what waits on a parked replica can never run.
       bool any = false;

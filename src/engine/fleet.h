@@ -278,7 +278,11 @@ struct FleetReport {
 // request's session key is its tenant. Request holds (a perturbation's
 // request tail) are not applied; step perturbations act on each replica
 // (sim refuses --perturb with replicas).
+// on_window(t), when given, is called whenever every replica has run every
+// step that starts before t (before each arrival is routed): a sampler's
+// moment to write the samples up to t (observe/sim_samples.h FleetSampler).
 FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet,
-                                 const std::atomic<bool>* stop = nullptr);
+                                 const std::atomic<bool>* stop = nullptr,
+                                 const std::function<void(Nanos)>& on_window = {});
 
 }  // namespace tokenscope::engine

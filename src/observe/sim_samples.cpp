@@ -10,6 +10,10 @@
 namespace tokenscope::observe {
 
 void SimSampler::append(std::vector<Sample>& out, const prometheus::Histogram& h, const std::string& name) {
+  append_histogram(out, h, name);
+}
+
+void append_histogram(std::vector<Sample>& out, const prometheus::Histogram& h, const std::string& name) {
   std::uint64_t cum = 0;
   for (std::size_t i = 0; i < h.counts().size(); ++i) {
     cum += h.counts()[i];
@@ -196,6 +200,146 @@ void SimSampler::emit_contention(Nanos t) {
   cgroup.raw.push_back({"cpu.pressure.some.total_us", {}, stalled_us});
   write(cgroup, cgroup_tracker_);
   ++contention_observations_;
+}
+
+// ---- FleetSampler -----------------------------------------------------------
+
+FleetSampler::FleetSampler(engine::EngineObserver& inner, std::function<void(const Observation&)> sink,
+                           Nanos interval_ns)
+    : inner_(inner), sink_(std::move(sink)), interval_ns_(std::max<Nanos>(interval_ns, 1)) {}
+
+void FleetSampler::attach(const engine::Fleet* fleet) {
+  fleet_ = fleet;
+  replicas_.assign(fleet->size(), Replica{});
+  emit(0);  // the baseline: nothing has run yet
+  next_ns_ = interval_ns_;
+  for (auto& r : replicas_) r.next_ns = interval_ns_;
+}
+
+void FleetSampler::on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) {
+  inner_.on_first_scheduled(id, t, cached_tokens);
+}
+
+void FleetSampler::on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) {
+  inner_.on_token(id, t, token);
+}
+
+void FleetSampler::on_reject(std::uint64_t id, Nanos t, std::string_view reason) {
+  inner_.on_reject(id, t, reason);
+}
+
+void FleetSampler::on_finish(const engine::FinishedRequest& r) {
+  inner_.on_finish(r);
+  Ended e;
+  e.finished = r.finished;
+  if (r.first_token >= 0) e.ttft_s = nanos_to_s(r.first_token - r.arrival);
+  e.e2e_s = nanos_to_s(r.finished - r.arrival);
+  if (r.first_scheduled >= 0) e.queue_s = nanos_to_s(r.first_scheduled - r.arrival);
+  e.replica = fleet_ != nullptr ? fleet_->replica_of(r.id) : -1;
+  ended_.push_back(e);
+  std::push_heap(ended_.begin(), ended_.end(), std::greater<>());
+}
+
+void FleetSampler::on_step(const engine::StepStats& s) {
+  inner_.on_step(s);
+  if (fleet_ == nullptr || s.replica >= replicas_.size()) return;
+  Replica& r = replicas_[s.replica];
+  // The sample times before this step see the state after the replica's previous one.
+  if (s.start >= r.next_ns) {
+    const Nanos last = r.next_ns + (s.start - r.next_ns) / interval_ns_ * interval_ns_;
+    r.captured.push_back({r.next_ns, last, r.state});
+    r.next_ns = last + interval_ns_;
+  }
+  State& st = r.state;
+  st.running = s.num_running;
+  st.waiting = s.num_waiting;
+  st.kv_usage = s.kv_usage;
+  // The engine's own counters, as its /metrics counts them.
+  const auto& c = fleet_->engine(s.replica).counters();
+  st.prefix_queries = c.prefix_queries_tokens;
+  st.prefix_hits = c.prefix_hits_tokens;
+  st.preemptions = c.preemptions;
+  st.prompt_tokens = c.prompt_tokens;
+  st.generation_tokens = c.generation_tokens;
+  iteration_tokens_.observe(static_cast<double>(s.prefill_tokens + s.decode_tokens));
+}
+
+void FleetSampler::advance(Nanos t) {
+  while (fleet_ != nullptr && next_ns_ <= t) {
+    emit(next_ns_);
+    next_ns_ += interval_ns_;
+    // An idle gap (no replica stepped, nothing ended): jump to the last sample time before t.
+    bool quiet = ended_.empty() || ended_.front().finished > t;
+    for (const auto& r : replicas_) quiet = quiet && r.captured.empty();
+    if (quiet && t - next_ns_ > interval_ns_) next_ns_ += (t - next_ns_) / interval_ns_ * interval_ns_;
+  }
+}
+
+void FleetSampler::finish(Nanos end_ns) {
+  advance(end_ns);
+  if (fleet_ != nullptr && end_ns > last_emit_ns_) emit(end_ns);
+}
+
+void FleetSampler::emit(Nanos t) {
+  while (!ended_.empty() && ended_.front().finished <= t) {
+    std::pop_heap(ended_.begin(), ended_.end(), std::greater<>());
+    const Ended& e = ended_.back();
+    ++finished_;
+    if (e.replica >= 0 && static_cast<std::size_t>(e.replica) < replicas_.size())
+      ++replicas_[static_cast<std::size_t>(e.replica)].finished;
+    if (e.ttft_s >= 0) ttft_.observe(e.ttft_s);
+    e2e_.observe(e.e2e_s);
+    if (e.queue_s >= 0) queue_.observe(e.queue_s);
+    ended_.pop_back();
+  }
+  Observation o;
+  o.t_ns = t;
+  o.source = "sim";
+  State sum;
+  for (std::size_t i = 0; i < replicas_.size(); ++i) {
+    Replica& r = replicas_[i];
+    while (!r.captured.empty() && r.captured.front().to < t) r.captured.pop_front();
+    const State& st =
+        !r.captured.empty() && r.captured.front().from <= t ? r.captured.front().state : r.state;
+    sum.running += st.running;
+    sum.waiting += st.waiting;
+    sum.kv_usage += st.kv_usage;
+    sum.prefix_queries += st.prefix_queries;
+    sum.prefix_hits += st.prefix_hits;
+    sum.preemptions += st.preemptions;
+    sum.prompt_tokens += st.prompt_tokens;
+    sum.generation_tokens += st.generation_tokens;
+    const Labels l{{"engine", std::to_string(i)}};
+    auto& raw = o.raw;
+    raw.push_back({"vllm:num_requests_running", l, st.running});
+    raw.push_back({"vllm:num_requests_waiting", l, st.waiting});
+    raw.push_back({"vllm:kv_cache_usage_perc", l, st.kv_usage});
+    raw.push_back({"vllm:prefix_cache_queries_total", l, static_cast<double>(st.prefix_queries)});
+    raw.push_back({"vllm:prefix_cache_hits_total", l, static_cast<double>(st.prefix_hits)});
+    raw.push_back({"vllm:num_preemptions_total", l, static_cast<double>(st.preemptions)});
+    raw.push_back({"vllm:prompt_tokens_total", l, static_cast<double>(st.prompt_tokens)});
+    raw.push_back({"vllm:generation_tokens_total", l, static_cast<double>(st.generation_tokens)});
+    raw.push_back({"vllm:request_success_total", l, static_cast<double>(r.finished)});
+  }
+  auto& c = o.canonical;
+  c.push_back({"requests_running", {}, sum.running});
+  c.push_back({"requests_waiting", {}, sum.waiting});
+  c.push_back(
+      {"kv_cache_usage", {}, replicas_.empty() ? 0.0 : sum.kv_usage / static_cast<double>(replicas_.size())});
+  c.push_back({"prefix_cache_queries_tokens", {}, static_cast<double>(sum.prefix_queries)});
+  c.push_back({"prefix_cache_hits_tokens", {}, static_cast<double>(sum.prefix_hits)});
+  c.push_back({"preemptions", {}, static_cast<double>(sum.preemptions)});
+  c.push_back({"prompt_tokens", {}, static_cast<double>(sum.prompt_tokens)});
+  c.push_back({"generation_tokens", {}, static_cast<double>(sum.generation_tokens)});
+  c.push_back({"requests_finished", {}, static_cast<double>(finished_)});
+  append_histogram(c, iteration_tokens_, "iteration_tokens");
+  append_histogram(c, ttft_, "server_ttft_seconds");
+  append_histogram(c, e2e_, "server_e2e_seconds");
+  append_histogram(c, queue_, "server_queue_seconds");
+  last_emit_ns_ = t;
+  tracker_.feed(o);
+  if (sink_) sink_(o);
+  ++observations_;
 }
 
 }  // namespace tokenscope::observe

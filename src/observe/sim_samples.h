@@ -15,6 +15,7 @@
 
 #include "core/prometheus.h"
 #include "engine/engine.h"
+#include "engine/fleet.h"
 #include "observe/derived.h"
 #include "observe/observation.h"
 #include "serve/metrics.h"
@@ -58,6 +59,10 @@ class StolenTimeSeries {
   std::uint64_t periods_ = 0;
   std::int64_t last_period_ = -1;
 };
+
+// A histogram's series as a scrape of /metrics gives them: its cumulative
+// buckets (le), _sum and _count, appended to out.
+void append_histogram(std::vector<Sample>& out, const prometheus::Histogram& h, const std::string& name);
 
 class SimSampler final : public engine::EngineObserver {
  public:
@@ -118,6 +123,76 @@ class SimSampler final : public engine::EngineObserver {
   SeriesTracker host_tracker_, cgroup_tracker_;
   std::uint64_t contention_observations_ = 0;
   std::string line_;
+};
+
+// A fleet's samples (sim --replicas, --pools, --prefill-replicas): one
+// source "sim" as a scrape of a fleet's /metrics gives it (serve --replicas,
+// one engine="N" per replica): the canonical series summed over the
+// replicas (the KV usage: their mean; histograms merged), and each
+// replica's own gauges and counters in the raw part under vLLM's names,
+// labelled engine="N". The fleet runs its replicas window by window, not in
+// one time order (engine/fleet.h): a replica's state is captured when its
+// steps cross a sample's time, and a sample is written once every replica
+// is past it (advance()). A request's end counts in the samples from its
+// finish time on.
+class FleetSampler final : public engine::EngineObserver {
+ public:
+  FleetSampler(engine::EngineObserver& inner, std::function<void(const Observation&)> sink,
+               Nanos interval_ns);
+  // The fleet whose replicas' counters the samples carry; writes the baseline at 0.
+  void attach(const engine::Fleet* fleet);
+
+  void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
+  void on_token(std::uint64_t id, Nanos t, tokenizers::TokenId token) override;
+  void on_finish(const engine::FinishedRequest& r) override;
+  void on_reject(std::uint64_t id, Nanos t, std::string_view reason) override;
+  void on_step(const engine::StepStats& s) override;
+
+  // Every replica has run every step that starts before t: the samples up
+  // to t are written.
+  void advance(Nanos t);
+  // Writes the samples up to end_ns and one at end_ns, if later than the last.
+  void finish(Nanos end_ns);
+  std::uint64_t observations() const { return observations_; }
+  const SeriesTracker& tracker() const { return tracker_; }
+
+ private:
+  struct State {
+    double running = 0, waiting = 0, kv_usage = 0;
+    std::uint64_t prefix_queries = 0, prefix_hits = 0, preemptions = 0, prompt_tokens = 0,
+                  generation_tokens = 0;
+  };
+  // A replica's state over the sample times [from, to] (a step crossed them).
+  struct Captured {
+    Nanos from = 0, to = 0;
+    State state;
+  };
+  struct Replica {
+    State state;  // after its last step
+    Nanos next_ns = 0;
+    std::deque<Captured> captured;
+    std::uint64_t finished = 0;  // its requests counted so far in the samples
+  };
+  struct Ended {
+    Nanos finished = 0;
+    double ttft_s = -1, e2e_s = 0, queue_s = -1;
+    int replica = -1;
+    bool operator>(const Ended& o) const { return finished > o.finished; }
+  };
+  void emit(Nanos t);
+  const engine::Fleet* fleet_ = nullptr;
+  engine::EngineObserver& inner_;
+  std::function<void(const Observation&)> sink_;
+  Nanos interval_ns_;
+  Nanos next_ns_ = 0;
+  Nanos last_emit_ns_ = -1;
+  std::vector<Replica> replicas_;
+  std::vector<Ended> ended_;  // a min-heap on the finish time
+  std::uint64_t finished_ = 0;
+  prometheus::Histogram iteration_tokens_{serve::iteration_tokens_buckets()}, ttft_{serve::ttft_buckets()},
+      e2e_{serve::request_latency_buckets()}, queue_{serve::request_latency_buckets()};
+  SeriesTracker tracker_;
+  std::uint64_t observations_ = 0;
 };
 
 }  // namespace tokenscope::observe

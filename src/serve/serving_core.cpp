@@ -852,7 +852,6 @@ void ServingCore::step(std::size_t i) {
   engine::Engine& engine = *engines_[i];
   const Nanos t0 = executor_.clock().now_ns();
   const std::uint64_t steps_before = engine.counters().steps;
-  current_ = i;
   const Nanos d = engine.step(t0);
   if (engine.counters().steps == steps_before) {
     replicas_[i].stepping = false;
@@ -996,7 +995,7 @@ void ServingCore::on_reject(std::uint64_t id, Nanos t, std::string_view reason) 
 }
 
 void ServingCore::on_step(const engine::StepStats& s) {
-  const std::size_t i = current_;
+  const std::size_t i = s.replica < engines_.size() ? s.replica : 0;
   const engine::Engine& engine = *engines_[i];
   const auto& c = engine.counters();
   const engine::EngineCounters& last = replicas_[i].last_counters;

@@ -185,7 +185,6 @@ class ServingCore final : public engine::EngineObserver {
     engine::EngineCounters last_counters;
   };
   std::vector<Replica> replicas_;
-  std::size_t current_ = 0;       // the replica whose step runs (its on_step)
   Nanos transfer_timer_at_ = -1;  // the earliest KV-transfer timer set (-1: none)
   ServeMetrics& metrics_;
   EmissionTrace* trace_;

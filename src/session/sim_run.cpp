@@ -54,17 +54,16 @@ nlohmann::json counters_json(const engine::EngineCounters& c) {
 }
 
 // run.json "observe": the samples file and its sources, on virtual time.
-nlohmann::json observe_json(const SimRunSettings& o, const observe::SimSampler& sampler, bool steal) {
-  nlohmann::json sources = {{{"source", "sim"},
-                             {"interval_s", o.sample_interval_s},
-                             {"reads", sampler.observations()},
-                             {"clock", "virtual"}}};
+nlohmann::json observe_json(const SimRunSettings& o, std::uint64_t reads, std::uint64_t contention_reads,
+                            bool steal) {
+  nlohmann::json sources = {
+      {{"source", "sim"}, {"interval_s", o.sample_interval_s}, {"reads", reads}, {"clock", "virtual"}}};
   // A steal perturbation's stolen time as a host and a cgroup would show it.
   if (steal)
     for (const char* source : {"host", "cgroup"})
       sources.push_back({{"source", source},
                          {"interval_s", o.sample_interval_s},
-                         {"reads", sampler.contention_observations()},
+                         {"reads", contention_reads},
                          {"clock", "virtual"},
                          {"simulated", "steal perturbation"}});
   return {{"samples_file", o.samples ? nlohmann::json("samples.jsonl") : nlohmann::json(nullptr)},
@@ -228,7 +227,7 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   const bool out = session.has_dir();
   session.summary().set_slos(slos);
   result.slos = slos;
-  if (out && o.samples && !fleet_run) session.open_samples();
+  if (out && o.samples) session.open_samples();
   analyze::LatencyTap tap(session);  // the latencies by class, for --coupling
   const bool tapped = o.coupling || !o.only_class.empty();
   RecordSink& records = tapped ? static_cast<RecordSink&>(tap) : session;
@@ -248,17 +247,31 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   const bool steal = std::any_of(settings.perturbations.begin(), settings.perturbations.end(),
                                  [](const auto& p) { return p.kind() == engine::PerturbationKind::kSteal; });
   if (steal) sampler.enable_contention_series();
+  // A fleet's: its replicas' series summed, and each replica's labelled engine="N".
+  observe::FleetSampler fleet_sampler(
+      observer,
+      out && o.samples && fleet_run
+          ? [&session](const observe::Observation& ob) { session.add_observation(ob); }
+          : std::function<void(const observe::Observation&)>(),
+      seconds_to_nanos(o.sample_interval_s));
   settings.track_coupling = o.coupling;  // the design's kappa terms per class (docs/metrics.md "Coupling")
   std::unique_ptr<engine::Engine> engine_one;
   std::unique_ptr<engine::Fleet> fleet;
   engine::FleetReport fleet_report;
   if (fleet_run) {
-    fleet = fs.make(eff, settings, &observer);
+    const bool sampled = out && o.samples;  // else no sampler between the fleet and the records
+    fleet =
+        fs.make(eff, settings, sampled ? static_cast<engine::EngineObserver*>(&fleet_sampler) : &observer);
+    if (sampled) fleet_sampler.attach(fleet.get());
     if (pd) {
       by_replica.prefill_of = [f = fleet.get()](std::uint64_t id) { return f->prefill_replica_of(id); };
     }
     observer.set_replica_of([f = fleet.get()](std::uint64_t id) { return f->replica_of(id); });
-    fleet_report = engine::run_fleet_simulation(bw.w, *fleet, &interrupted);
+    fleet_report = engine::run_fleet_simulation(
+        bw.w, *fleet, &interrupted,
+        sampled ? std::function<void(Nanos)>([&fleet_sampler](Nanos t) { fleet_sampler.advance(t); })
+                : nullptr);
+    if (sampled) fleet_sampler.finish(fleet_report.total.virtual_end_ns);
     result.report = fleet_report.total;
   } else {
     engine_one =
@@ -328,11 +341,10 @@ SimRunResult run_sim(const SimRunSettings& o, const std::atomic<bool>& interrupt
   if (!o.plan.is_null()) run["plan"] = o.plan;
   if (fleet_run) {
     run["fleet"] = result.fleet;
-    run["observe"] = {{"samples_file", nullptr},
-                      {"sources", nlohmann::json::array()},
-                      {"note", "a fleet run writes no samples or steps yet (docs/engine.md \"Fleets\")"}};
+    run["observe"] = observe_json(o, fleet_sampler.observations(), 0, false);
+    run["observe"]["note"] = "a fleet run writes no steps.jsonl yet (docs/engine.md \"Fleets\")";
   } else {
-    run["observe"] = observe_json(o, sampler, steal);
+    run["observe"] = observe_json(o, sampler.observations(), sampler.contention_observations(), steal);
   }
   if (tapped) result.latencies = tap.latencies;
   if (o.coupling && !report.interrupted) {
