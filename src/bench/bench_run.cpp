@@ -248,9 +248,15 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
   // A shard sends its share of the plan (bench/shard.h): the rest of this
   // function describes that share.
   if (o.shard.sharded()) {
-    if (p.bw.tasks)
-      throw UsageError(fmt::format(
-          "{}: --shard: runs of task classes are not sharded; run them from one process", o.workload_file));
+    if (p.bw.tasks) {
+      // Tasks stay whole on one shard: the k-th to arrive on shard k mod count (their ids and warm-up
+      // marks are the whole run's).
+      auto share = std::make_shared<TaskSet>(*p.bw.tasks);
+      share->arrivals.clear();
+      for (std::size_t k = 0; k < p.bw.tasks->arrivals.size(); ++k)
+        if (k % o.shard.count == o.shard.index) share->arrivals.push_back(p.bw.tasks->arrivals[k]);
+      p.bw.tasks = std::move(share);
+    }
     if (o.target_url.empty())
       throw UsageError(
           "--shard: the shards share one server: give --target (the in-process simulator would be each "
@@ -1149,7 +1155,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     ts.client = copt;
     ts.tools = net::Endpoint::parse_url(fmt::format("http://127.0.0.1:{}", mock_tools->port()));
     ts.seed = derive_seed(o.workload.seed, "tasks");
-    ts.first_request_id = kTaskRequestIdBase;
+    // A shard's model calls get ids of their own (2^32 per shard): the merged records stay unique.
+    ts.first_request_id = kTaskRequestIdBase + (o.shard.sharded() ? std::uint64_t{o.shard.index} << 32 : 0);
     ts.warmup_s = o.warmup_s;
     ts.max_events = o.max_events;
     // A replay sizes its prompts without the chat template's tokens: learned from the target's /tokenize.

@@ -1055,6 +1055,29 @@ struct TaskDriver::Impl {
   }
 };
 
+nlohmann::json summarize_task_records(const nlohmann::json& first_tasks,
+                                      const std::vector<nlohmann::json>& tasks) {
+  TaskSet set;
+  std::vector<std::string> classes;
+  if (const auto it = first_tasks.find("by_class"); it != first_tasks.end() && it->is_object())
+    for (const auto& [name, c] : it->items()) {
+      classes.push_back(name);
+      set.by_class.push_back(std::make_shared<TaskSpec>());  // a task class; its graph is not needed
+      TaskSlo slo;
+      if (const auto s = c.find("slo"); s != c.end() && s->is_object()) {
+        if (s->contains("percentile") && (*s)["percentile"].is_number()) slo.percentile = (*s)["percentile"];
+        if (s->contains("task_ms") && (*s)["task_ms"].is_number())
+          slo.task_ms = (*s)["task_ms"].get<double>();
+        if (s->contains("pass_rate") && (*s)["pass_rate"].is_number())
+          slo.pass_rate = (*s)["pass_rate"].get<double>();
+      }
+      set.slo_by_class.push_back(slo);
+    }
+  TaskSummary summary(set, classes);
+  for (const auto& t : tasks) summary.add(t);
+  return summary.build();
+}
+
 TaskSummary::TaskSummary(const TaskSet& set, std::vector<std::string> classes)
     : set_(set), classes_(std::move(classes)) {}
 

@@ -100,6 +100,13 @@ class TaskSummary {
   Nanos first_sched_ = -1, last_end_ = -1;
 };
 
+// run.json "tasks" rebuilt from task records (tokenscope merge of a sharded
+// run, rundir/merge.h TaskSummarizer): the task classes and their SLOs from
+// first_tasks (a shard's run.json "tasks": its by_class and their slo), the
+// records in any order.
+nlohmann::json summarize_task_records(const nlohmann::json& first_tasks,
+                                      const std::vector<nlohmann::json>& tasks);
+
 // The request ids of task model calls start here: apart from the
 // workload's requests (closed loops wrap past the workload's size).
 inline constexpr std::uint64_t kTaskRequestIdBase = std::uint64_t{1} << 40;

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/task_driver.h"
 #include "cli/summary_table.h"
 #include "core/error.h"
 #include "core/run_dir.h"
@@ -247,7 +248,8 @@ int MpiBench::finish(const std::string& error, bool overwrite, const session::Fi
   // --quiet: the merge's lines only when it is not whole.
   std::ostringstream merge_log;
   try {
-    outcome = rundir::merge_shards(dirs, out_, overwrite, quiet ? merge_log : log, tags, launcher);
+    outcome = rundir::merge_shards(dirs, out_, overwrite, quiet ? merge_log : log, tags, launcher,
+                                   bench::summarize_task_records);
     merged_ = true;
     if (quiet && !outcome.complete()) log << merge_log.str();
   } catch (...) {

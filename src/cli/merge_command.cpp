@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/task_driver.h"
 #include "cli/history_command.h"
 #include "core/error.h"
 #include "rundir/merge.h"
@@ -27,7 +28,8 @@ struct MergeOptions {
 
 int run_merge(const MergeOptions& o) {
   std::vector<std::filesystem::path> dirs(o.dirs.begin(), o.dirs.end());
-  const auto outcome = rundir::merge_shards(dirs, o.out, o.overwrite, std::cerr, o.tags);
+  const auto outcome = rundir::merge_shards(dirs, o.out, o.overwrite, std::cerr, o.tags, nullptr,
+                                            bench::summarize_task_records);
   // As bench's runs: the page, and the history (one entry: the merged run).
   if (session::finish_run(o.finish, o.out, {o.out}, std::nullopt, std::cerr))
     std::cout << "report: " << display_text((std::filesystem::path(o.out) / "report.html").string()) << "\n";

@@ -60,6 +60,28 @@ bool shift_record(RequestRecord& r, Nanos d) {
 }
 
 // The first place where two settings differ, for the message.
+// Every time of a task record (its t_*_ns at any depth: the task's, its
+// steps', their judges') moved by d; false when one would leave the clock.
+bool shift_task(nlohmann::json& j, Nanos d) {
+  bool ok = true;
+  if (j.is_array()) {
+    for (auto& v : j) ok = shift_task(v, d) && ok;
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string& k = it.key();
+      if (k.size() > 5 && k.rfind("t_", 0) == 0 && k.ends_with("_ns") && it->is_number_integer()) {
+        Nanos t = it->get<Nanos>();
+        if (t < 0) continue;  // not known
+        ok = ok && !__builtin_add_overflow(t, d, &t) && t >= 0;
+        *it = t;
+      } else if (it->is_structured()) {
+        ok = shift_task(*it, d) && ok;
+      }
+    }
+  }
+  return ok;
+}
+
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
   const auto patch = nlohmann::json::diff(a, b);
   if (patch.empty()) return "";
@@ -137,7 +159,7 @@ ServerCounters server_counters_of(const nlohmann::json& run, const std::string& 
 
 MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out, bool overwrite,
                           std::ostream& log, const std::vector<std::string>& tags,
-                          const nlohmann::json& launcher) {
+                          const nlohmann::json& launcher, const TaskSummarizer& summarize_tasks) {
   if (dirs.empty()) throw UsageError("merge: name the shards' run directories");
   std::vector<Shard> shards;
   std::error_code ec;
@@ -294,8 +316,79 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
     dir.samples().flush();
   }
 
+  // Tasks (task classes; each task whole on one shard): their records on the
+  // merged clock, by id, and the summary rebuilt from them.
+  std::vector<nlohmann::json> tasks;
+  bool any_tasks = false;
+  for (auto& sh : shards) {
+    const fs::path file = sh.dir / "tasks.jsonl";
+    if (!fs::exists(file)) continue;
+    any_tasks = true;
+    auto reader = TextReader::open_regular(file.string(), "tasks file");
+    std::size_t line_no = 0, cut = 0;
+    for (std::string_view line; reader.next_line(line);) {
+      ++line_no;
+      if (line.empty()) continue;
+      if (cut > 0) break;  // a bad line followed by more: said below
+      nlohmann::json t = nlohmann::json::parse(line, nullptr, false);
+      if (t.is_discarded() || !t.is_object() || !t.contains("id") || !t["id"].is_number_unsigned()) {
+        if (sh.partial) {  // the cut last line of a shard cut short, if nothing follows it
+          cut = line_no;
+          continue;
+        }
+        throw InputError(file.string(), line_no, "id", "expected a task record: a JSON object with an id");
+      }
+      if (!shift_task(t, sh.shift))
+        throw InputError(
+            file.string(), line_no, "t_*_ns",
+            fmt::format("task {}: its times, moved by {} ns onto the first shard's clock, leave the "
+                        "clock's range",
+                        t["id"].get<std::uint64_t>(), sh.shift));
+      tasks.push_back(std::move(t));
+    }
+    if (cut > 0 && cut < line_no)
+      throw InputError(file.string(), cut, "id", "expected a task record: a JSON object with an id");
+  }
+  std::sort(tasks.begin(), tasks.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["id"].get<std::uint64_t>() < b["id"].get<std::uint64_t>();
+  });
+  for (std::size_t k = 1; k < tasks.size(); ++k)
+    if (tasks[k]["id"] == tasks[k - 1]["id"])
+      throw InputError((first.dir / "tasks.jsonl").string(), 0, "id",
+                       fmt::format("task {} is in two shards: the shards are not one run's",
+                                   tasks[k]["id"].get<std::uint64_t>()));
+  if (any_tasks) {
+    JsonlWriter out_tasks(out / "tasks.jsonl", false);
+    for (const auto& t : tasks) out_tasks.append_line(t.dump());
+    out_tasks.close();
+  }
+
   // run.json: the first shard's, with the union's summary and the shards said.
   nlohmann::json run = first.run;
+  if (any_tasks) {
+    const nlohmann::json first_tasks = first.run.value("tasks", nlohmann::json(nullptr));
+    if (summarize_tasks && first_tasks.is_object()) {
+      nlohmann::json merged = summarize_tasks(first_tasks, tasks);
+      // The judge's settings are the run's; the mock tools' faults are each shard's, summed.
+      if (const auto it = first_tasks.find("judge"); it != first_tasks.end() && it->is_object())
+        for (const char* k : {"configured", "steps", "target", "model"})
+          if (it->contains(k)) merged["judge"][k] = (*it)[k];
+      nlohmann::json injected = nlohmann::json::object();
+      for (const auto& sh : shards)
+        if (const auto* ti = json_path(sh.run, {"tasks", "tools_injected"}); ti && ti->is_object())
+          for (const auto& [tool, counts] : ti->items())
+            for (const auto& [k, v] : counts.items())
+              if (v.is_number_unsigned()) {
+                nlohmann::json& slot = injected[tool][k];
+                slot = (slot.is_number_unsigned() ? slot.get<std::uint64_t>() : 0) + v.get<std::uint64_t>();
+              }
+      if (!injected.empty()) merged["tools_injected"] = injected;
+      run["tasks"] = merged;
+    } else {
+      run["tasks"] = nullptr;
+      run["tasks_note"] = "the task records are merged in tasks.jsonl; no summary was rebuilt";
+    }
+  }
   run.erase("shard");
   run.erase("kv_locality");
   if (!tags.empty()) {

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 #include <vector>
 
@@ -43,14 +44,25 @@ struct MergeOutcome {
   bool complete() const { return missing.empty() && partial.empty(); }
 };
 
+// The task summary (run.json "tasks") of the merged task records: bench's
+// TaskSummary, which this module does not see. first_tasks: the first
+// shard's run.json "tasks" (its classes, their SLOs, the judge's settings);
+// tasks: every shard's task records on the merged clock, in id order.
+using TaskSummarizer = std::function<nlohmann::json(const nlohmann::json& first_tasks,
+                                                    const std::vector<nlohmann::json>& tasks)>;
+
 // Merges `shards` into `out` (claimed as bench claims --out: refused when it
 // holds a run unless overwrite); `tags` are added to the first shard's in
 // run.json. Throws InputError (a directory that is not a shard, shards of
 // different runs, a duplicate shard or record), UsageError, IoError.
 // `launcher`: what started the shards (bench --mpi: its ranks, hosts,
 // clocks and failures), written as run.json "shards"."launcher" (null: none).
+// Runs of task classes (each task whole on one shard): tasks.jsonl merged
+// (times on the merged clock, by id) and run.json "tasks" rebuilt by
+// summarize_tasks (none: "tasks" is null and says why).
 MergeOutcome merge_shards(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out,
                           bool overwrite, std::ostream& log, const std::vector<std::string>& tags = {},
-                          const nlohmann::json& launcher = nullptr);
+                          const nlohmann::json& launcher = nullptr,
+                          const TaskSummarizer& summarize_tasks = {});
 
 }  // namespace tokenscope::rundir

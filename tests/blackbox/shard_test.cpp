@@ -160,6 +160,103 @@ TEST_F(Shards, TwoShardsMergeIntoTheScheduleOneProcessPlans) {
   }
 }
 
+// Agentic tasks in a sharded run: each task whole on one shard (task k on
+// shard k mod 2), its model calls under ids of that shard's own, and the
+// merge's tasks.jsonl and task summary are the union's: the same tasks as
+// one process runs, due at the same offsets from the start.
+TEST_F(Shards, TasksStayWholeOnOneShardAndTheirSummaryIsRebuilt) {
+  Server server(dir_, {});
+  const auto file = dir_ / "tasks.yaml";
+  std::ofstream(file) << R"(duration_s: 1
+seed: 5
+arrival: {process: constant, rate_rps: 12}
+tools:
+  - {name: lookup, parameters: {type: object}, latency_ms: fixed:5}
+classes:
+  - name: chat
+    share: 0.5
+    input_len: fixed:40
+    output_len: fixed:6
+  - name: agent
+    share: 0.5
+    slo: {task_ms: 60000, pass_rate: 0.5, percentile: 90}
+    task:
+      steps:
+        - {id: think, model: {prompt: "{{input}}", output_len: fixed:5}}
+        - {id: act, tool: lookup, after: [think]}
+        - {id: answer, model: {prompt: "{{act}}", output_len: fixed:5}, after: [act]}
+)";
+  const std::vector<std::string> load = {"--target", server.url(""), "--workload", file.string()};
+  auto single_args = load;
+  single_args.insert(single_args.begin(), {kBin, "bench", "--progress", "none", "--no-history", "--out",
+                                           (dir_ / "single").string()});
+  const auto single = run_process(single_args, 120);
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  const auto shards = run_shards(load, 2);
+  for (const auto& r : shards) ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto m = merge({(dir_ / "shard-0").string(), (dir_ / "shard-1").string()}, dir_ / "merged");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+
+  const auto one = lines(dir_ / "single" / "tasks.jsonl");
+  const auto merged = lines(dir_ / "merged" / "tasks.jsonl");
+  ASSERT_GE(one.size(), 4u);
+  ASSERT_EQ(merged.size(), one.size());
+  std::map<std::uint64_t, json> by_id;
+  std::int64_t one_start = INT64_MAX, merged_start = INT64_MAX;
+  for (const auto& t : one) {
+    by_id[t["id"]] = t;
+    one_start = std::min<std::int64_t>(one_start, t["t_sched_ns"]);
+  }
+  for (const auto& t : merged) merged_start = std::min<std::int64_t>(merged_start, t["t_sched_ns"]);
+  // Each shard ran its share of the tasks, whole.
+  std::set<std::uint64_t> shard_tasks[2];
+  for (int k = 0; k < 2; ++k)
+    for (const auto& t : lines(dir_ / ("shard-" + std::to_string(k)) / "tasks.jsonl"))
+      shard_tasks[k].insert(t["id"].get<std::uint64_t>());
+  EXPECT_EQ(shard_tasks[0].size() + shard_tasks[1].size(), one.size());
+  EXPECT_FALSE(shard_tasks[0].empty());
+  EXPECT_FALSE(shard_tasks[1].empty());
+  std::uint64_t previous = 0;
+  for (std::size_t i = 0; i < merged.size(); ++i) {
+    const auto& t = merged[i];
+    const std::uint64_t id = t["id"];
+    if (i > 0) {
+      EXPECT_GT(id, previous) << "merged tasks are in id order";
+    }
+    previous = id;
+    ASSERT_TRUE(by_id.contains(id)) << id;
+    EXPECT_EQ(t["outcome"], "ok") << t.dump();
+    EXPECT_EQ(t["steps"].size(), 3u) << t.dump();
+    const double due = (t["t_sched_ns"].get<std::int64_t>() - merged_start) / 1e6;
+    const double due_one = (by_id[id]["t_sched_ns"].get<std::int64_t>() - one_start) / 1e6;
+    EXPECT_NEAR(due, due_one, 0.1) << id;
+  }
+  // Their model calls: under their task, with ids of their shard's range.
+  std::size_t calls = 0;
+  for (const auto& r : lines(dir_ / "merged" / "requests.jsonl")) {
+    if (!r.contains("task") || r["task"].is_null()) continue;
+    ++calls;
+    const std::uint64_t task = r["task"], id = r["id"];
+    const int shard = shard_tasks[0].contains(task) ? 0 : 1;
+    EXPECT_TRUE(shard_tasks[shard].contains(task)) << task;
+    EXPECT_EQ((id - (std::uint64_t{1} << 40)) >> 32, static_cast<std::uint64_t>(shard)) << id;
+  }
+  EXPECT_EQ(calls, 2 * one.size());
+  // The summary of the union: every task, the class's SLO held.
+  const auto run = json::parse(slurp(dir_ / "merged" / "run.json"));
+  const auto run_one = json::parse(slurp(dir_ / "single" / "run.json"));
+  ASSERT_TRUE(run["tasks"].is_object()) << run.dump(1);
+  EXPECT_EQ(run["tasks"]["tasks"], one.size());
+  EXPECT_EQ(run["tasks"]["ok"], run_one["tasks"]["ok"]);
+  EXPECT_EQ(run["tasks"]["by_class"]["agent"]["tasks"], one.size());
+  EXPECT_EQ(run["tasks"]["by_class"]["agent"]["slo"]["task_ms"], 60000.0);
+  EXPECT_EQ(run["tasks"]["by_class"]["agent"]["slo"]["met"],
+            run_one["tasks"]["by_class"]["agent"]["slo"]["met"]);
+  EXPECT_EQ(run["tasks"]["judge"]["configured"], false);
+  EXPECT_EQ(run["tasks"]["tools_injected"]["lookup"]["calls"],
+            run_one["tasks"]["tools_injected"]["lookup"]["calls"]);
+}
+
 TEST_F(Shards, ClosedLoopShardsShareTheUsersAndTheRequests) {
   Server server(dir_, {});
   const auto shards = run_shards({"--target", server.url(""), "--concurrency", "3", "--num-requests", "21",
