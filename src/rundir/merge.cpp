@@ -320,24 +320,33 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
   // merged clock, by id, and the summary rebuilt from them.
   std::vector<nlohmann::json> tasks;
   bool any_tasks = false;
+  TaskLineParser task_parser;
+  TaskRecord task_record;
   for (auto& sh : shards) {
     const fs::path file = sh.dir / "tasks.jsonl";
     if (!fs::exists(file)) continue;
     any_tasks = true;
     auto reader = TextReader::open_regular(file.string(), "tasks file");
     std::size_t line_no = 0, cut = 0;
+    std::string cut_message;
     for (std::string_view line; reader.next_line(line);) {
       ++line_no;
       if (line.empty()) continue;
       if (cut > 0) break;  // a bad line followed by more: said below
-      nlohmann::json t = nlohmann::json::parse(line, nullptr, false);
-      if (t.is_discarded() || !t.is_object() || !t.contains("id") || !t["id"].is_number_unsigned()) {
+      // Checked as every reader of tasks.jsonl checks it (fields, types, depth), then kept whole.
+      try {
+        task_parser.parse(line, task_record);
+      } catch (const LineError& e) {
         if (sh.partial) {  // the cut last line of a shard cut short, if nothing follows it
           cut = line_no;
+          cut_message = e.what();
           continue;
         }
-        throw InputError(file.string(), line_no, "id", "expected a task record: a JSON object with an id");
+        throw InputError(file.string(), line_no, e.field(), e.what());
       }
+      nlohmann::json t = nlohmann::json::parse(line, nullptr, false);
+      if (t.is_discarded() || !t.is_object() || !t.contains("id") || !t["id"].is_number_unsigned())
+        throw InputError(file.string(), line_no, "id", "expected a task record: a JSON object with an id");
       if (!shift_task(t, sh.shift))
         throw InputError(
             file.string(), line_no, "t_*_ns",
@@ -346,8 +355,7 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
                         t["id"].get<std::uint64_t>(), sh.shift));
       tasks.push_back(std::move(t));
     }
-    if (cut > 0 && cut < line_no)
-      throw InputError(file.string(), cut, "id", "expected a task record: a JSON object with an id");
+    if (cut > 0 && cut < line_no) throw InputError(file.string(), cut, "", cut_message);
   }
   std::sort(tasks.begin(), tasks.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
     return a["id"].get<std::uint64_t>() < b["id"].get<std::uint64_t>();
@@ -368,7 +376,13 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
   if (any_tasks) {
     const nlohmann::json first_tasks = first.run.value("tasks", nlohmann::json(nullptr));
     if (summarize_tasks && first_tasks.is_object()) {
-      nlohmann::json merged = summarize_tasks(first_tasks, tasks);
+      nlohmann::json merged;
+      try {
+        merged = summarize_tasks(first_tasks, tasks);
+      } catch (const nlohmann::json::exception& e) {  // a field no reader checks, of the wrong type
+        throw InputError((first.dir / "tasks.jsonl").string(), 0, "tasks",
+                         fmt::format("a task record the summary cannot read: {}", e.what()));
+      }
       // The judge's settings are the run's; the mock tools' faults are each shard's, summed.
       if (const auto it = first_tasks.find("judge"); it != first_tasks.end() && it->is_object())
         for (const char* k : {"configured", "steps", "target", "model"})

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -205,6 +207,89 @@ TEST(Merge, AMissingOrCutShortShardMakesThePartialRunItNames) {
   EXPECT_EQ(run["shards"]["merged"][1]["lines_skipped"], 1);
   EXPECT_NE(log.str().find("shards missing: 1"), std::string::npos) << log.str();
   EXPECT_NE(log.str().find("cut short: 2"), std::string::npos) << log.str();
+}
+
+// A task record as bench writes it: due at `sched` on its shard's clock.
+std::string task_line(std::uint64_t id, Nanos sched, const std::string& outcome = "ok") {
+  nlohmann::json t = {{"class", "agent"},
+                      {"id", id},
+                      {"mode", "scripted"},
+                      {"outcome", outcome},
+                      {"duration_ms", 5.0},
+                      {"tenant", "default"},
+                      {"t_sched_ns", sched},
+                      {"t_start_ns", sched},
+                      {"t_end_ns", sched + 5'000'000},
+                      {"steps",
+                       {{{"id", "think"},
+                         {"kind", "model"},
+                         {"name", "model"},
+                         {"outcome", outcome},
+                         {"attempts", 1},
+                         {"requests", {id + 1000}},
+                         {"t_ready_ns", sched},
+                         {"t_start_ns", sched},
+                         {"t_end_ns", sched + 5'000'000}}}}};
+  return t.dump();
+}
+
+// Task classes: every shard's tasks.jsonl on the merged clock (every t_*_ns,
+// the steps' too), by id; the summary rebuilt by the summarizer from the
+// union with shard 0's classes; a bad line names its file and line; a task
+// in two shards is refused.
+TEST(Merge, TheTasksOfEveryShardJoinOnOneClock) {
+  TempDir tmp("merge");
+  const Nanos e1 = kEpoch0 + 777;
+  const auto d0 = write_shard(tmp.path(), 0, 2, kEpoch0, 10);
+  const auto d1 = write_shard(tmp.path(), 1, 2, e1, 10);
+  for (const auto& [dir, epoch, ids] : {std::tuple{d0, kEpoch0, std::vector<std::uint64_t>{2, 0}},
+                                        std::tuple{d1, e1, std::vector<std::uint64_t>{3, 1}}}) {
+    std::ofstream f(dir / "tasks.jsonl");
+    for (const auto id : ids) f << task_line(id, epoch + static_cast<Nanos>(id) * 1'000'000) << "\n";
+    auto run = read_json(dir / "run.json");
+    run["tasks"] = {{"by_class", {{"agent", {{"slo", {{"task_ms", 10.0}, {"percentile", 90.0}}}}}}},
+                    {"judge", {{"configured", false}, {"steps", 0}}},
+                    {"tools_injected", {{"lookup", {{"calls", 2}}}}}};
+    std::ofstream(dir / "run.json") << run.dump();
+  }
+  std::vector<std::uint64_t> seen;
+  const TaskSummarizer summarize = [&](const nlohmann::json& first,
+                                       const std::vector<nlohmann::json>& tasks) {
+    for (const auto& t : tasks) seen.push_back(t["id"]);
+    return nlohmann::json{{"tasks", tasks.size()}, {"classes", first["by_class"].size()}};
+  };
+  std::ostringstream log;
+  merge_shards({d1, d0}, tmp.path() / "merged", false, log, {}, nullptr, summarize);
+  EXPECT_EQ(seen, (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  std::ifstream in(tmp.path() / "merged" / "tasks.jsonl");
+  std::vector<nlohmann::json> merged;
+  for (std::string line; std::getline(in, line);) merged.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(merged.size(), 4u);
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(merged[k]["id"], k);
+    // On shard 0's clock: due k ms after its epoch, whichever shard ran it.
+    EXPECT_EQ(merged[k]["t_sched_ns"], kEpoch0 + static_cast<Nanos>(k) * 1'000'000);
+    EXPECT_EQ(merged[k]["steps"][0]["t_end_ns"], kEpoch0 + static_cast<Nanos>(k) * 1'000'000 + 5'000'000);
+  }
+  const auto run = read_json(tmp.path() / "merged" / "run.json");
+  EXPECT_EQ(run["tasks"]["tasks"], 4);
+  EXPECT_EQ(run["tasks"]["classes"], 1);
+  EXPECT_EQ(run["tasks"]["tools_injected"]["lookup"]["calls"], 4);  // the shards' sum
+  EXPECT_EQ(run["tasks"]["judge"]["configured"], false);
+
+  // A bad line of a whole shard: its file and line.
+  std::ofstream(d1 / "tasks.jsonl", std::ios::app) << "{\"id\": \"x\"}\n";
+  try {
+    merge_shards({d0, d1}, tmp.path() / "merged2", false, log, {}, nullptr, summarize);
+    ADD_FAILURE() << "a bad task line was merged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("tasks.jsonl"), std::string::npos) << e.what();
+    EXPECT_EQ(e.line(), 3u) << e.what();
+  }
+  // The same task in two shards.
+  std::ofstream(d1 / "tasks.jsonl") << task_line(2, e1) << "\n";
+  EXPECT_THROW(merge_shards({d0, d1}, tmp.path() / "merged3", false, log, {}, nullptr, summarize),
+               InputError);
 }
 
 TEST(Merge, AShardThatNeverBeganIsMissingAndNoShardIsOverwritten) {
