@@ -355,6 +355,21 @@ bool Fleet::add_request(EngineRequest r, Nanos t, std::uint64_t session) {
   return engines_[i]->add_request(std::move(prefill), t);
 }
 
+std::size_t Fleet::route_only(std::uint64_t id, std::uint64_t session) {
+  RouteKey key;
+  key.id = id;
+  key.session = session;
+  return router_.route(key, loads_);
+}
+
+bool Fleet::add_request_to(std::size_t i, EngineRequest r, Nanos t) {
+  settle(t);
+  const double tokens = static_cast<double>(r.prompt.size()) + r.max_output_tokens;
+  routed_[r.id] = {static_cast<std::uint32_t>(i), tokens};
+  loads_[i] += tokens;
+  return engines_[i]->add_request(std::move(r), t);
+}
+
 void Fleet::disaggregate(const Disaggregation& d) {
   if (d.prefill_replicas == 0 || d.prefill_replicas >= engines_.size())
     throw UsageError(fmt::format(
@@ -488,6 +503,57 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
     now[i] = std::max(now[i], t);
     parked[i] = 0;
   };
+  const auto make_request = [&](const workload::Request& req) {
+    EngineRequest er;
+    er.id = req.id;
+    workload::append_prompt_tokens(w, req, er.prompt);
+    er.max_output_tokens = req.output_tokens;
+    er.tenant = req.tenant;
+    er.priority = req.priority;
+    er.arrival = req.arrival_ns;
+    er.group = req.task_class;
+    if (req.images > 0 || req.audio_ms > 0)
+      append_media(fleet.engine(0).effective().model, req, w.token_seed, er);
+    return er;
+  };
+  // A refusal before routing (a row may claim up to 2^30 tokens: rejected
+  // before its tokens are made, as one engine does); true: refused.
+  const auto refused = [&](const workload::Request& req) {
+    auto problem = fleet.admission_problem(req.input_tokens, req.output_tokens, req.tenant);
+    if (!problem) return false;
+    const std::string origin = workload::prompt_origin(w, req);
+    fleet.reject_unrouted(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
+    return true;
+  };
+  // A router that reads no replica's state (round-robin, session-affinity)
+  // on a colocated fleet: the replicas never interact, so the arrivals of a
+  // stretch of virtual time are routed first, and then each replica runs
+  // the whole stretch in one go, its engine's memory warm, where the loop
+  // below must stop every replica at every arrival. The same steps, in
+  // another order (docs/performance.md "Fleets").
+  if (!fleet.disaggregation() && !fleet.router().reads_state()) {
+    constexpr Nanos kStretch = 10 * kNanosPerSecond;
+    std::vector<std::vector<std::pair<Nanos, std::size_t>>> share(n_rep);
+    while (next < n && !interrupted) {
+      const Nanos end = w.requests[next].arrival_ns + kStretch;
+      for (auto& sh : share) sh.clear();
+      for (; next < n && w.requests[next].arrival_ns < end; ++next) {
+        const auto& req = w.requests[next];
+        ++report.total.requests_submitted;
+        if (!refused(req)) share[fleet.route_only(req.id, req.tenant)].emplace_back(req.arrival_ns, next);
+      }
+      for (std::size_t i = 0; i < n_rep && !interrupted; ++i) {
+        for (const auto& [t, k] : share[i]) {
+          interrupted = !run_to(i, t);
+          if (interrupted) break;
+          fleet.add_request_to(i, make_request(w.requests[k]), t);
+          on_arrival(i, t);
+        }
+        if (!interrupted) interrupted = !run_to(i, end);
+      }
+      if (!interrupted && on_window) on_window(end);
+    }
+  }
   while (!interrupted) {
     if (stop != nullptr && (++iterations & 0xff) == 0 && stop->load(std::memory_order_relaxed)) {
       interrupted = true;  // also between arrivals that run no step (all refused before routing)
@@ -529,23 +595,8 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
     // The arrival: routed and queued on its replica's clock.
     const auto& req = w.requests[next++];
     ++report.total.requests_submitted;
-    // A row may claim up to 2^30 tokens: rejected before its tokens are made, as one engine does.
-    if (auto problem = fleet.admission_problem(req.input_tokens, req.output_tokens, req.tenant)) {
-      const std::string origin = workload::prompt_origin(w, req);
-      fleet.reject_unrouted(req.id, req.arrival_ns, origin.empty() ? *problem : origin + ": " + *problem);
-      continue;
-    }
-    EngineRequest er;
-    er.id = req.id;
-    workload::append_prompt_tokens(w, req, er.prompt);
-    er.max_output_tokens = req.output_tokens;
-    er.tenant = req.tenant;
-    er.priority = req.priority;
-    er.arrival = req.arrival_ns;
-    er.group = req.task_class;
-    if (req.images > 0 || req.audio_ms > 0)
-      append_media(fleet.engine(0).effective().model, req, w.token_seed, er);
-    fleet.add_request(std::move(er), t, req.tenant);
+    if (refused(req)) continue;
+    fleet.add_request(make_request(req), t, req.tenant);
     if (const int r = fleet.replica_of(req.id); r >= 0) on_arrival(static_cast<std::size_t>(r), t);
   }
   fleet.settle(std::numeric_limits<Nanos>::max());

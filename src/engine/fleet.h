@@ -93,6 +93,12 @@ class Router {
   // when settings().speed_weighted. Equal speeds change nothing.
   void set_speeds(std::span<const double> speeds);
   std::span<const double> weights() const { return weights_; }
+  // Whether route() reads the replicas' loads or what they were sent
+  // (false: round-robin and session-affinity, whose choice depends on the
+  // arrivals alone).
+  bool reads_state() const {
+    return s_.policy != RouterPolicy::kRoundRobin && s_.policy != RouterPolicy::kSessionAffinity;
+  }
 
  private:
   std::size_t on_ring(std::uint64_t key, std::span<const double> loads, double bound) const;
@@ -185,6 +191,11 @@ class Fleet {
   // rejected there). session: its session key. Requests that ended by t
   // are off their replicas' loads first.
   bool add_request(EngineRequest r, Nanos t, std::uint64_t session);
+  // A router that reads no state (Router::reads_state false): routes a
+  // request, then queues it on that replica (add_request in two halves, for
+  // a loop that routes a stretch of arrivals before it runs the replicas).
+  std::size_t route_only(std::uint64_t id, std::uint64_t session);
+  bool add_request_to(std::size_t replica, EngineRequest r, Nanos t);
   // Takes the requests that ended by t off their replicas' loads (a
   // replica's step is computed whole, ahead of the arrivals within it).
   void settle(Nanos t);

@@ -10,18 +10,17 @@ namespace tokenscope::engine {
 std::optional<BlockId> BlockHashMap::find(std::uint64_t hash) const {
   if (size_ == 0) return std::nullopt;
   for (std::size_t i = slot_of(hash);; i = (i + 1) & mask_) {
-    if (keys_[i] == hash) return values_[i];
-    if (keys_[i] == 0) return std::nullopt;
+    if (slots_[i].key == hash) return slots_[i].value;
+    if (slots_[i].key == 0) return std::nullopt;
   }
 }
 
 bool BlockHashMap::insert(std::uint64_t hash, BlockId block) {
-  if ((size_ + 1) * 4 > keys_.size() * 3 || keys_.empty()) grow();
+  if ((size_ + 1) * 4 > slots_.size() * 3 || slots_.empty()) grow();
   for (std::size_t i = slot_of(hash);; i = (i + 1) & mask_) {
-    if (keys_[i] == hash) return false;
-    if (keys_[i] == 0) {
-      keys_[i] = hash;
-      values_[i] = block;
+    if (slots_[i].key == hash) return false;
+    if (slots_[i].key == 0) {
+      slots_[i] = {hash, block};
       ++size_;
       return true;
     }
@@ -31,37 +30,34 @@ bool BlockHashMap::insert(std::uint64_t hash, BlockId block) {
 void BlockHashMap::erase(std::uint64_t hash, BlockId block) {
   if (size_ == 0) return;
   std::size_t i = slot_of(hash);
-  while (keys_[i] != hash) {
-    if (keys_[i] == 0) return;
+  while (slots_[i].key != hash) {
+    if (slots_[i].key == 0) return;
     i = (i + 1) & mask_;
   }
-  if (values_[i] != block) return;
+  if (slots_[i].value != block) return;
   // Backward-shift deletion keeps probe chains intact without tombstones.
   std::size_t hole = i;
-  for (std::size_t j = (i + 1) & mask_; keys_[j] != 0; j = (j + 1) & mask_) {
-    const std::size_t home = slot_of(keys_[j]);
+  for (std::size_t j = (i + 1) & mask_; slots_[j].key != 0; j = (j + 1) & mask_) {
+    const std::size_t home = slot_of(slots_[j].key);
     // Move j into the hole if its home is not cyclically in (hole, j].
     const bool in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
     if (!in_range) {
-      keys_[hole] = keys_[j];
-      values_[hole] = values_[j];
+      slots_[hole] = slots_[j];
       hole = j;
     }
   }
-  keys_[hole] = 0;
+  slots_[hole].key = 0;
   --size_;
 }
 
 void BlockHashMap::grow() {
-  const std::size_t new_cap = keys_.empty() ? 1024 : keys_.size() * 2;
-  std::vector<std::uint64_t> old_keys(new_cap, 0);
-  std::vector<BlockId> old_values(new_cap, 0);
-  old_keys.swap(keys_);
-  old_values.swap(values_);
+  const std::size_t new_cap = slots_.empty() ? 1024 : slots_.size() * 2;
+  std::vector<Slot> old(new_cap);
+  old.swap(slots_);
   mask_ = new_cap - 1;
   size_ = 0;
-  for (std::size_t i = 0; i < old_keys.size(); ++i)
-    if (old_keys[i] != 0) insert(old_keys[i], old_values[i]);
+  for (const Slot& s : old)
+    if (s.key != 0) insert(s.key, s.value);
 }
 
 // ---- KvBlockPool ---------------------------------------------------------------
@@ -69,27 +65,23 @@ void BlockHashMap::grow() {
 KvBlockPool::KvBlockPool(std::optional<std::uint32_t> num_blocks, bool prefix_caching)
     : capacity_(num_blocks), prefix_caching_(prefix_caching) {
   if (capacity_) {
-    ref_.reserve(*capacity_);
+    blocks_.reserve(*capacity_);
     for (std::uint32_t i = 0; i < *capacity_; ++i) queue_push_back(new_block());
   }
 }
 
 BlockId KvBlockPool::new_block() {
-  const auto id = static_cast<BlockId>(ref_.size());
-  ref_.push_back(0);
-  hash_.push_back(0);
-  tag_.push_back(0);
-  prev_.push_back(kNone);
-  next_.push_back(kNone);
+  const auto id = static_cast<BlockId>(blocks_.size());
+  blocks_.emplace_back();
   return id;
 }
 
 void KvBlockPool::queue_push_back(BlockId b) {
-  const auto i = static_cast<std::size_t>(b);
-  prev_[i] = tail_;
-  next_[i] = kNone;
+  Block& k = blocks_[static_cast<std::size_t>(b)];
+  k.prev = tail_;
+  k.next = kNone;
   if (tail_ != kNone)
-    next_[static_cast<std::size_t>(tail_)] = b;
+    blocks_[static_cast<std::size_t>(tail_)].next = b;
   else
     head_ = b;
   tail_ = b;
@@ -97,16 +89,16 @@ void KvBlockPool::queue_push_back(BlockId b) {
 }
 
 void KvBlockPool::queue_remove(BlockId b) {
-  const auto i = static_cast<std::size_t>(b);
-  if (prev_[i] != kNone)
-    next_[static_cast<std::size_t>(prev_[i])] = next_[i];
+  Block& k = blocks_[static_cast<std::size_t>(b)];
+  if (k.prev != kNone)
+    blocks_[static_cast<std::size_t>(k.prev)].next = k.next;
   else
-    head_ = next_[i];
-  if (next_[i] != kNone)
-    prev_[static_cast<std::size_t>(next_[i])] = prev_[i];
+    head_ = k.next;
+  if (k.next != kNone)
+    blocks_[static_cast<std::size_t>(k.next)].prev = k.prev;
   else
-    tail_ = prev_[i];
-  prev_[i] = next_[i] = kNone;
+    tail_ = k.prev;
+  k.prev = k.next = kNone;
   --free_count_;
 }
 
@@ -117,7 +109,7 @@ BlockId KvBlockPool::queue_pop_front() {
 }
 
 void KvBlockPool::forget_hash(BlockId b) {
-  auto& h = hash_[static_cast<std::size_t>(b)];
+  auto& h = blocks_[static_cast<std::size_t>(b)].hash;
   if (h != 0) {
     index_.erase(h, b);
     h = 0;
@@ -130,7 +122,8 @@ std::uint64_t KvBlockPool::num_free() const {
 }
 
 double KvBlockPool::usage() const {
-  if (!capacity_) return ref_.empty() ? 0.0 : static_cast<double>(in_use_) / static_cast<double>(ref_.size());
+  if (!capacity_)
+    return blocks_.empty() ? 0.0 : static_cast<double>(in_use_) / static_cast<double>(blocks_.size());
   if (*capacity_ == 0) return 0.0;
   return 1.0 - static_cast<double>(free_count_) / static_cast<double>(*capacity_);
 }
@@ -146,7 +139,7 @@ std::size_t KvBlockPool::free_among_cached(std::span<const std::uint64_t> hashes
   std::size_t n = 0;
   for (std::uint64_t h : hashes) {
     const auto b = index_.find(h);
-    if (b && ref_[static_cast<std::size_t>(*b)] == 0) ++n;
+    if (b && blocks_[static_cast<std::size_t>(*b)].ref == 0) ++n;
   }
   return n;
 }
@@ -155,12 +148,12 @@ void KvBlockPool::touch(std::span<const std::uint64_t> hashes, std::vector<Block
   for (std::uint64_t h : hashes) {
     const auto b = index_.find(h);
     assert(b);
-    const auto i = static_cast<std::size_t>(*b);
-    if (ref_[i] == 0) {
+    Block& k = blocks_[static_cast<std::size_t>(*b)];
+    if (k.ref == 0) {
       queue_remove(*b);
       ++in_use_;
     }
-    ++ref_[i];
+    ++k.ref;
     out.push_back(*b);
   }
 }
@@ -181,7 +174,7 @@ void KvBlockPool::allocate(std::size_t n, std::vector<BlockId>& out) {
       b = queue_pop_front();
       forget_hash(b);
     }
-    ref_[static_cast<std::size_t>(b)] = 1;
+    blocks_[static_cast<std::size_t>(b)].ref = 1;
     ++in_use_;
     out.push_back(b);
   }
@@ -189,19 +182,19 @@ void KvBlockPool::allocate(std::size_t n, std::vector<BlockId>& out) {
 
 void KvBlockPool::cache(BlockId block, std::uint64_t hash, std::uint32_t tag) {
   if (!prefix_caching_ || hash == 0) return;
-  const auto i = static_cast<std::size_t>(block);
-  if (hash_[i] != 0) return;  // already holds cached content
+  Block& k = blocks_[static_cast<std::size_t>(block)];
+  if (k.hash != 0) return;  // already holds cached content
   if (index_.insert(hash, block)) {
-    hash_[i] = hash;
-    tag_[i] = tag;
+    k.hash = hash;
+    k.tag = tag;
   }
 }
 
 std::size_t KvBlockPool::drop_cached_with_tag(std::uint32_t tag) {
   std::size_t dropped = 0;
-  for (BlockId b = head_; b != kNone; b = next_[static_cast<std::size_t>(b)]) {
-    const auto i = static_cast<std::size_t>(b);
-    if (hash_[i] != 0 && tag_[i] == tag) {
+  for (BlockId b = head_; b != kNone; b = blocks_[static_cast<std::size_t>(b)].next) {
+    const Block& k = blocks_[static_cast<std::size_t>(b)];
+    if (k.hash != 0 && k.tag == tag) {
       forget_hash(b);
       ++dropped;
     }
@@ -211,9 +204,9 @@ std::size_t KvBlockPool::drop_cached_with_tag(std::uint32_t tag) {
 
 std::vector<std::uint64_t> KvBlockPool::cached_hashes_with_tag(std::uint32_t tag) const {
   std::vector<std::uint64_t> out;
-  for (BlockId b = head_; b != kNone; b = next_[static_cast<std::size_t>(b)]) {
-    const auto i = static_cast<std::size_t>(b);
-    if (hash_[i] != 0 && tag_[i] == tag) out.push_back(hash_[i]);
+  for (BlockId b = head_; b != kNone; b = blocks_[static_cast<std::size_t>(b)].next) {
+    const Block& k = blocks_[static_cast<std::size_t>(b)];
+    if (k.hash != 0 && k.tag == tag) out.push_back(k.hash);
   }
   return out;
 }
@@ -221,11 +214,11 @@ std::vector<std::uint64_t> KvBlockPool::cached_hashes_with_tag(std::uint32_t tag
 void KvBlockPool::release(std::span<const BlockId> blocks) {
   for (std::size_t k = blocks.size(); k-- > 0;) {
     const BlockId b = blocks[k];
-    auto& r = ref_[static_cast<std::size_t>(b)];
-    assert(r > 0);
-    if (--r == 0) {
+    Block& blk = blocks_[static_cast<std::size_t>(b)];
+    assert(blk.ref > 0);
+    if (--blk.ref == 0) {
       --in_use_;
-      if (!capacity_ && hash_[static_cast<std::size_t>(b)] == 0)
+      if (!capacity_ && blk.hash == 0)
         spare_.push_back(b);
       else
         queue_push_back(b);
@@ -235,21 +228,23 @@ void KvBlockPool::release(std::span<const BlockId> blocks) {
 
 bool KvBlockPool::check_invariants() const {
   std::size_t queued = 0;
-  for (BlockId b = head_; b != kNone; b = next_[static_cast<std::size_t>(b)]) {
-    if (ref_[static_cast<std::size_t>(b)] != 0) return false;
-    if (++queued > ref_.size()) return false;
+  for (BlockId b = head_; b != kNone; b = blocks_[static_cast<std::size_t>(b)].next) {
+    if (blocks_[static_cast<std::size_t>(b)].ref != 0) return false;
+    if (++queued > blocks_.size()) return false;
   }
   if (queued != free_count_) return false;
   for (BlockId b : spare_)
-    if (ref_[static_cast<std::size_t>(b)] != 0 || hash_[static_cast<std::size_t>(b)] != 0) return false;
-  if (!capacity_ && queued + spare_.size() + in_use_ != ref_.size()) return false;
+    if (blocks_[static_cast<std::size_t>(b)].ref != 0 || blocks_[static_cast<std::size_t>(b)].hash != 0)
+      return false;
+  if (!capacity_ && queued + spare_.size() + in_use_ != blocks_.size()) return false;
   std::size_t in_use = 0, hashed = 0;
-  for (std::size_t i = 0; i < ref_.size(); ++i) {
-    if (ref_[i] < 0) return false;
-    if (ref_[i] > 0) ++in_use;
-    if (hash_[i] != 0) {
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& k = blocks_[i];
+    if (k.ref < 0) return false;
+    if (k.ref > 0) ++in_use;
+    if (k.hash != 0) {
       ++hashed;
-      const auto found = index_.find(hash_[i]);
+      const auto found = index_.find(k.hash);
       if (!found || *found != static_cast<BlockId>(i)) return false;
     }
   }

@@ -27,7 +27,10 @@ namespace tokenscope::engine {
 using BlockId = std::int32_t;
 
 // Open-addressing map from non-zero 64-bit hashes to block ids (linear
-// probing, backward-shift deletion): the prefix cache's index.
+// probing, backward-shift deletion): the prefix cache's index. A slot holds
+// its key and value side by side: a lookup is one cache line, which is what
+// a fleet of replicas, whose indexes do not all fit in the core's cache,
+// pays for (docs/performance.md "Fleets").
 class BlockHashMap {
  public:
   std::optional<BlockId> find(std::uint64_t hash) const;
@@ -40,8 +43,11 @@ class BlockHashMap {
  private:
   void grow();
   std::size_t slot_of(std::uint64_t hash) const { return static_cast<std::size_t>(hash) & mask_; }
-  std::vector<std::uint64_t> keys_;  // 0 = empty
-  std::vector<BlockId> values_;
+  struct Slot {
+    std::uint64_t key = 0;  // 0 = empty
+    BlockId value = 0;
+  };
+  std::vector<Slot> slots_;
   std::size_t size_ = 0;
   std::size_t mask_ = 0;
 };
@@ -58,7 +64,7 @@ class KvBlockPool {
   // Free blocks (cached or not) available to allocate; unlimited: effectively infinite.
   std::uint64_t num_free() const;
   std::uint32_t num_in_use() const { return in_use_; }
-  std::uint32_t num_allocated_ever() const { return static_cast<std::uint32_t>(ref_.size()); }
+  std::uint32_t num_allocated_ever() const { return static_cast<std::uint32_t>(blocks_.size()); }
   // 1 - free/total; for an unlimited pool: in use / blocks created.
   double usage() const;
 
@@ -98,10 +104,15 @@ class KvBlockPool {
 
   std::optional<std::uint32_t> capacity_;
   bool prefix_caching_;
-  std::vector<std::int32_t> ref_;
-  std::vector<std::uint64_t> hash_;  // 0 = no cached content
-  std::vector<std::uint32_t> tag_;
-  std::vector<BlockId> prev_, next_;
+  // A block's state in one place (24 bytes): allocating, freeing or
+  // evicting a block touches one cache line of it, not one per field.
+  struct Block {
+    std::uint64_t hash = 0;  // 0 = no cached content
+    std::int32_t ref = 0;
+    std::uint32_t tag = 0;
+    BlockId prev = kNone, next = kNone;  // the free queue
+  };
+  std::vector<Block> blocks_;
   BlockId head_ = kNone, tail_ = kNone;
   std::uint32_t free_count_ = 0;
   std::vector<BlockId> spare_;  // unlimited pools: free blocks without cached content

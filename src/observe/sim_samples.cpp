@@ -211,7 +211,7 @@ FleetSampler::FleetSampler(engine::EngineObserver& inner, std::function<void(con
 void FleetSampler::attach(const engine::Fleet* fleet) {
   fleet_ = fleet;
   replicas_.assign(fleet->size(), Replica{});
-  emit(0);  // the baseline: nothing has run yet
+  offer(build(0));  // the baseline: nothing has run yet
   next_ns_ = interval_ns_;
   for (auto& r : replicas_) r.next_ns = interval_ns_;
 }
@@ -261,26 +261,60 @@ void FleetSampler::on_step(const engine::StepStats& s) {
   st.preemptions = c.preemptions;
   st.prompt_tokens = c.prompt_tokens;
   st.generation_tokens = c.generation_tokens;
-  iteration_tokens_.observe(static_cast<double>(s.prefill_tokens + s.decode_tokens));
+  r.steps.emplace_back(s.start, s.prefill_tokens + s.decode_tokens);
+}
+
+bool FleetSampler::quiet_until(Nanos t) const {
+  if (!ended_.empty() && ended_.front().finished <= t) return false;
+  for (const auto& r : replicas_)
+    if (!r.captured.empty() || (!r.steps.empty() && r.steps.front().first < t)) return false;
+  return true;
 }
 
 void FleetSampler::advance(Nanos t) {
   while (fleet_ != nullptr && next_ns_ <= t) {
-    emit(next_ns_);
+    offer(build(next_ns_));
     next_ns_ += interval_ns_;
-    // An idle gap (no replica stepped, nothing ended): jump to the last sample time before t.
-    bool quiet = ended_.empty() || ended_.front().finished > t;
-    for (const auto& r : replicas_) quiet = quiet && r.captured.empty();
-    if (quiet && t - next_ns_ > interval_ns_) next_ns_ += (t - next_ns_) / interval_ns_ * interval_ns_;
+    // Nothing happens before t: every sample time up to t has the values just built, so only the
+    // last of them can be written (the end of their run).
+    if (next_ns_ < t && quiet_until(t)) next_ns_ += (t - next_ns_) / interval_ns_ * interval_ns_;
   }
 }
 
 void FleetSampler::finish(Nanos end_ns) {
+  if (fleet_ == nullptr) return;
   advance(end_ns);
-  if (fleet_ != nullptr && end_ns > last_emit_ns_) emit(end_ns);
+  if (end_ns > last_built_ns_) offer(build(end_ns));
+  if (held_ && !held_written_) write(*held_);
+  held_written_ = true;
 }
 
-void FleetSampler::emit(Nanos t) {
+namespace {
+bool same_samples(const std::vector<Sample>& a, const std::vector<Sample>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].value != b[i].value || a[i].name != b[i].name || !(a[i].labels == b[i].labels)) return false;
+  return true;
+}
+}  // namespace
+
+void FleetSampler::offer(Observation o) {
+  const bool same = held_ && same_samples(held_->canonical, o.canonical) && same_samples(held_->raw, o.raw);
+  if (held_ && !same && !held_written_) write(*held_);  // the end of its run
+  held_ = std::move(o);
+  held_written_ = !same;
+  if (held_written_) write(*held_);  // the start of a run
+}
+
+void FleetSampler::write(const Observation& o) {
+  Observation fed = o;  // the tracker adds its derived series; the one held stays as built, to compare
+  tracker_.feed(fed);
+  if (sink_) sink_(fed);
+  ++observations_;
+}
+
+Observation FleetSampler::build(Nanos t) {
+  last_built_ns_ = t;
   while (!ended_.empty() && ended_.front().finished <= t) {
     std::pop_heap(ended_.begin(), ended_.end(), std::greater<>());
     const Ended& e = ended_.back();
@@ -298,6 +332,10 @@ void FleetSampler::emit(Nanos t) {
   State sum;
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     Replica& r = replicas_[i];
+    while (!r.steps.empty() && r.steps.front().first < t) {
+      iteration_tokens_.observe(static_cast<double>(r.steps.front().second));
+      r.steps.pop_front();
+    }
     while (!r.captured.empty() && r.captured.front().to < t) r.captured.pop_front();
     const State& st =
         !r.captured.empty() && r.captured.front().from <= t ? r.captured.front().state : r.state;
@@ -336,10 +374,7 @@ void FleetSampler::emit(Nanos t) {
   append_histogram(c, ttft_, "server_ttft_seconds");
   append_histogram(c, e2e_, "server_e2e_seconds");
   append_histogram(c, queue_, "server_queue_seconds");
-  last_emit_ns_ = t;
-  tracker_.feed(o);
-  if (sink_) sink_(o);
-  ++observations_;
+  return o;
 }
 
 }  // namespace tokenscope::observe

@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,16 +131,18 @@ class SimSampler final : public engine::EngineObserver {
 // one engine="N" per replica): the canonical series summed over the
 // replicas (the KV usage: their mean; histograms merged), and each
 // replica's own gauges and counters in the raw part under vLLM's names,
-// labelled engine="N". The fleet runs its replicas window by window, not in
+// labelled engine="N". The fleet runs its replicas in stretches, not in
 // one time order (engine/fleet.h): a replica's state is captured when its
-// steps cross a sample's time, and a sample is written once every replica
-// is past it (advance()). A request's end counts in the samples from its
-// finish time on.
+// steps cross a sample's time, its steps' tokens and the requests' ends
+// count from their times on, and a sample is built once every replica is
+// past it (advance()). Which samples are written depends on their values
+// alone, not on how the fleet ran: every sample time's, except those inside
+// a run of identical values (the first and the last of a run are kept).
 class FleetSampler final : public engine::EngineObserver {
  public:
   FleetSampler(engine::EngineObserver& inner, std::function<void(const Observation&)> sink,
                Nanos interval_ns);
-  // The fleet whose replicas' counters the samples carry; writes the baseline at 0.
+  // The fleet whose replicas' counters the samples carry; the baseline at 0.
   void attach(const engine::Fleet* fleet);
 
   void on_first_scheduled(std::uint64_t id, Nanos t, std::uint32_t cached_tokens) override;
@@ -149,11 +152,11 @@ class FleetSampler final : public engine::EngineObserver {
   void on_step(const engine::StepStats& s) override;
 
   // Every replica has run every step that starts before t: the samples up
-  // to t are written.
+  // to t are built.
   void advance(Nanos t);
-  // Writes the samples up to end_ns and one at end_ns, if later than the last.
+  // The samples up to end_ns, one at end_ns, and the last one held.
   void finish(Nanos end_ns);
-  std::uint64_t observations() const { return observations_; }
+  std::uint64_t observations() const { return observations_; }  // written
   const SeriesTracker& tracker() const { return tracker_; }
 
  private:
@@ -171,7 +174,8 @@ class FleetSampler final : public engine::EngineObserver {
     State state;  // after its last step
     Nanos next_ns = 0;
     std::deque<Captured> captured;
-    std::uint64_t finished = 0;  // its requests counted so far in the samples
+    std::deque<std::pair<Nanos, std::uint32_t>> steps;  // (start, tokens) not yet in a sample
+    std::uint64_t finished = 0;                         // its requests counted so far in the samples
   };
   struct Ended {
     Nanos finished = 0;
@@ -179,18 +183,27 @@ class FleetSampler final : public engine::EngineObserver {
     int replica = -1;
     bool operator>(const Ended& o) const { return finished > o.finished; }
   };
-  void emit(Nanos t);
+  // The fleet at t (sample times in order).
+  Observation build(Nanos t);
+  // Writes a sample unless it sits inside a run of identical ones.
+  void offer(Observation o);
+  void write(const Observation& o);
+  // Nothing happens before t that a sample has not taken in yet.
+  bool quiet_until(Nanos t) const;
+
   const engine::Fleet* fleet_ = nullptr;
   engine::EngineObserver& inner_;
   std::function<void(const Observation&)> sink_;
   Nanos interval_ns_;
   Nanos next_ns_ = 0;
-  Nanos last_emit_ns_ = -1;
+  Nanos last_built_ns_ = -1;
   std::vector<Replica> replicas_;
   std::vector<Ended> ended_;  // a min-heap on the finish time
   std::uint64_t finished_ = 0;
   prometheus::Histogram iteration_tokens_{serve::iteration_tokens_buckets()}, ttft_{serve::ttft_buckets()},
       e2e_{serve::request_latency_buckets()}, queue_{serve::request_latency_buckets()};
+  std::optional<Observation> held_;  // the last built, written or not
+  bool held_written_ = false;
   SeriesTracker tracker_;
   std::uint64_t observations_ = 0;
 };

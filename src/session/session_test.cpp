@@ -173,59 +173,67 @@ TEST(SimRun, WritesTheRunDirectoryAndItsCacheAndReturnsTheSummary) {
 // finished by then are exactly the records that ended by then, the sums of
 // the replicas' raw series (engine="N") are the canonical series, and the
 // last sample has the engine counters of the run.
+// Both of the fleet's loops: least-loaded reads the replicas' loads (every
+// replica stops at every arrival), round-robin does not (each replica runs
+// a stretch of arrivals in one go).
 TEST(SimRun, AFleetsSamplesAreTheFleetAtEachSampleTime) {
-  const TempDir tmp("session");
-  std::atomic<bool> stop{false};
-  std::ostringstream log;
-  SimRunSettings s = small_run(tmp / "fleet");
-  s.workload.num_requests = 120;
-  s.workload.rate_rps = 40.0;
-  s.sample_interval_s = 0.25;
-  s.fleet.replicas = 3;
-  s.fleet.router = "least-loaded";
-  const SimRunResult r = run_sim(s, stop, log);
-  const nlohmann::json run = read_json(tmp / "fleet" / "run.json");
-  EXPECT_EQ(run["observe"]["samples_file"], "samples.jsonl");
-  std::vector<Nanos> ends;
-  {
-    std::ifstream in(tmp / "fleet" / "requests.jsonl");
-    for (std::string line; std::getline(in, line);) ends.push_back(nlohmann::json::parse(line)["t_close_ns"]);
-  }
-  ASSERT_EQ(ends.size(), 120u);
-  std::ifstream in(tmp / "fleet" / "samples.jsonl");
-  std::size_t samples = 0;
-  Nanos last_t = -1;
-  nlohmann::json last;
-  for (std::string line; std::getline(in, line);) {
-    const auto o = nlohmann::json::parse(line);
-    if (o["source"] != "sim") continue;
-    ++samples;
-    const Nanos t = o["t_ns"];
-    EXPECT_GT(t, last_t);
-    last_t = t;
-    std::map<std::string, double> canonical, summed;
-    for (const auto& c : o["canonical"]) canonical[c[0]] = c[2];
-    std::set<std::string> engines;
-    for (const auto& raw : o["raw"]) {
-      summed[raw[0]] += raw[2].get<double>();
-      engines.insert(raw[1]["engine"]);
+  for (const char* router : {"least-loaded", "round-robin"}) {
+    SCOPED_TRACE(router);
+    const TempDir tmp("session");
+    std::atomic<bool> stop{false};
+    std::ostringstream log;
+    SimRunSettings s = small_run(tmp / "fleet");
+    s.workload.num_requests = 120;
+    s.workload.rate_rps = 40.0;
+    s.sample_interval_s = 0.25;
+    s.fleet.replicas = 3;
+    s.fleet.router = router;
+    const SimRunResult r = run_sim(s, stop, log);
+    const nlohmann::json run = read_json(tmp / "fleet" / "run.json");
+    EXPECT_EQ(run["observe"]["samples_file"], "samples.jsonl");
+    std::vector<Nanos> ends;
+    {
+      std::ifstream in(tmp / "fleet" / "requests.jsonl");
+      for (std::string line; std::getline(in, line);)
+        ends.push_back(nlohmann::json::parse(line)["t_close_ns"]);
     }
-    EXPECT_EQ(engines.size(), 3u);
-    const auto ended = std::count_if(ends.begin(), ends.end(), [t](Nanos e) { return e <= t; });
-    EXPECT_EQ(canonical["requests_finished"], static_cast<double>(ended)) << t;
-    EXPECT_EQ(summed["vllm:request_success_total"], canonical["requests_finished"]) << t;
-    EXPECT_EQ(summed["vllm:num_requests_running"], canonical["requests_running"]) << t;
-    EXPECT_EQ(summed["vllm:generation_tokens_total"], canonical["generation_tokens"]) << t;
-    EXPECT_EQ(summed["vllm:prompt_tokens_total"], canonical["prompt_tokens"]) << t;
-    EXPECT_NEAR(summed["vllm:kv_cache_usage_perc"] / 3, canonical["kv_cache_usage"], 1e-12) << t;
-    last = canonical;
+    ASSERT_EQ(ends.size(), 120u);
+    std::ifstream in(tmp / "fleet" / "samples.jsonl");
+    std::size_t samples = 0;
+    Nanos last_t = -1;
+    nlohmann::json last;
+    for (std::string line; std::getline(in, line);) {
+      const auto o = nlohmann::json::parse(line);
+      if (o["source"] != "sim") continue;
+      ++samples;
+      const Nanos t = o["t_ns"];
+      EXPECT_GT(t, last_t);
+      last_t = t;
+      std::map<std::string, double> canonical, summed;
+      for (const auto& c : o["canonical"]) canonical[c[0]] = c[2];
+      std::set<std::string> engines;
+      for (const auto& raw : o["raw"]) {
+        summed[raw[0]] += raw[2].get<double>();
+        engines.insert(raw[1]["engine"]);
+      }
+      EXPECT_EQ(engines.size(), 3u);
+      const auto ended = std::count_if(ends.begin(), ends.end(), [t](Nanos e) { return e <= t; });
+      EXPECT_EQ(canonical["requests_finished"], static_cast<double>(ended)) << t;
+      EXPECT_EQ(summed["vllm:request_success_total"], canonical["requests_finished"]) << t;
+      EXPECT_EQ(summed["vllm:num_requests_running"], canonical["requests_running"]) << t;
+      EXPECT_EQ(summed["vllm:generation_tokens_total"], canonical["generation_tokens"]) << t;
+      EXPECT_EQ(summed["vllm:prompt_tokens_total"], canonical["prompt_tokens"]) << t;
+      EXPECT_NEAR(summed["vllm:kv_cache_usage_perc"] / 3, canonical["kv_cache_usage"], 1e-12) << t;
+      last = canonical;
+    }
+    EXPECT_GE(samples, 10u);
+    EXPECT_EQ(last["requests_finished"], 120.0);
+    EXPECT_EQ(last["generation_tokens"], run["engine_counters"]["generation_tokens"].get<double>());
+    EXPECT_EQ(last["prompt_tokens"], run["engine_counters"]["prompt_tokens"].get<double>());
+    EXPECT_EQ(last["requests_running"], 0.0);
+    EXPECT_EQ(last["iteration_tokens_count"], run["engine_counters"]["steps"].get<double>());
+    (void)r;
   }
-  EXPECT_GE(samples, 10u);
-  EXPECT_EQ(last["requests_finished"], 120.0);
-  EXPECT_EQ(last["generation_tokens"], run["engine_counters"]["generation_tokens"].get<double>());
-  EXPECT_EQ(last["prompt_tokens"], run["engine_counters"]["prompt_tokens"].get<double>());
-  EXPECT_EQ(last["requests_running"], 0.0);
-  (void)r;
 }
 
 TEST(SimRun, WithoutADirectoryOnlyTheSummaryAndWithoutStepsSamplesOrCacheNoneOfThem) {
