@@ -532,7 +532,7 @@ FleetReport run_fleet_simulation(const workload::Workload& w, Fleet& fleet, cons
   // below must stop every replica at every arrival. The same steps, in
   // another order (docs/performance.md "Fleets").
   if (!fleet.disaggregation() && !fleet.router().reads_state()) {
-    constexpr Nanos kStretch = 10 * kNanosPerSecond;
+    constexpr Nanos kStretch = 60 * kNanosPerSecond;
     std::vector<std::vector<std::pair<Nanos, std::size_t>>> share(n_rep);
     while (next < n && !interrupted) {
       const Nanos end = w.requests[next].arrival_ns + kStretch;
