@@ -3,7 +3,10 @@
 // own clock. Between two arrivals the replicas are independent: each runs
 // every step that starts before the next arrival, and only then is the
 // arrival routed, so that it reaches its replica before any step that
-// starts after it (as run_simulation does for one engine).
+// starts after it (as run_simulation does for one engine). A router that
+// reads no replica's state (round-robin, session-affinity) lets the
+// replicas run apart: run_fleet_simulation routes 60 s of arrivals first,
+// then runs each replica through them in one go (the same steps).
 //
 // Routers:
 //   round-robin       request k to replica k mod N;
