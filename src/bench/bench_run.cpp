@@ -761,6 +761,7 @@ Target open_target(const BenchSettings& o, const workload::Workload& w) {
     serve::ServerAppSettings ss;
     serve::apply(o.server, ss);
     ss.fleet = engine::resolve_fleet(o.fleet, s2, *side.eff, catalog, derive_seed(o.workload.seed, "router"));
+    ss.core.fleet_history = true;  // run.json "fleet" has the KV transfers
     ss.api_key = o.api_key;
     ss.core.natural_length.reset();  // ignore_eos decides; without it the model runs to max_tokens
     // The simulated logprobs (bench --logprobs): drawn per token from the

@@ -1065,7 +1065,13 @@ nlohmann::json summarize_task_records(const nlohmann::json& first_tasks,
       set.by_class.push_back(std::make_shared<TaskSpec>());  // a task class; its graph is not needed
       TaskSlo slo;
       if (const auto s = c.find("slo"); s != c.end() && s->is_object()) {
-        if (s->contains("percentile") && (*s)["percentile"].is_number()) slo.percentile = (*s)["percentile"];
+        if (s->contains("percentile")) {
+          const auto& p = (*s)["percentile"];
+          if (!p.is_number() || !(p.get<double>() > 0 && p.get<double>() <= 100))
+            throw std::invalid_argument(
+                fmt::format("tasks.by_class.{}.slo.percentile: expected a number in (0, 100]", name));
+          slo.percentile = p.get<double>();
+        }
         if (s->contains("task_ms") && (*s)["task_ms"].is_number())
           slo.task_ms = (*s)["task_ms"].get<double>();
         if (s->contains("pass_rate") && (*s)["pass_rate"].is_number())
@@ -1114,7 +1120,10 @@ void TaskSummary::add(const nlohmann::json& t) {
     ++tasks_failed_by_class_[t.value("failure", "")];
     ++failures_by_step_[t.value("failed_step", "")];
   }
-  for (const auto& s : t["steps"]) {
+  static const nlohmann::json kNoSteps = nlohmann::json::array();
+  const auto steps_it = t.find("steps");
+  const nlohmann::json& steps = steps_it != t.end() && steps_it->is_array() ? *steps_it : kNoSteps;
+  for (const auto& s : steps) {
     steps_ += 1;
     const std::string kind = s.value("kind", "");
     if (kind == "model") {
@@ -1143,11 +1152,13 @@ void TaskSummary::add(const nlohmann::json& t) {
     if (s.value("outcome", "") == "failed" && s.value("failure", "") != "cancelled")
       ++failures_by_class_[s.value("failure", "")];
   }
-  const auto& cp = t["critical_path"];
-  cp_model_ += cp.value("model_ms", 0.0);
-  cp_tool_ += cp.value("tool_ms", 0.0);
-  cp_client_ += cp.value("client_ms", 0.0);
-  cp_queue_ += cp.value("queue_ms", 0.0);
+  // A record without one (a merge of hand-made or cut records) adds nothing to it.
+  if (const auto cp = t.find("critical_path"); cp != t.end() && cp->is_object()) {
+    cp_model_ += cp->value("model_ms", 0.0);
+    cp_tool_ += cp->value("tool_ms", 0.0);
+    cp_client_ += cp->value("client_ms", 0.0);
+    cp_queue_ += cp->value("queue_ms", 0.0);
+  }
 }
 
 namespace {

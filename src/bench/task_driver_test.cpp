@@ -665,5 +665,45 @@ TEST(TaskSummary, PercentilesPassRateAndSlos) {
   EXPECT_NEAR(j["goodput"]["per_s"].get<double>(), 95.0, 1e-9);
 }
 
+// The summary of a merged run's task records (tokenscope merge): the classes
+// and their SLOs from a shard's run.json "tasks"; records as merge reads
+// them, even ones without a critical path or steps, summarised without a
+// crash; a percentile out of (0, 100] refused with the field named.
+TEST(TaskSummary, RebuiltFromRecordsAndAShardsClasses) {
+  const nlohmann::json first = {
+      {"by_class",
+       {{"agent", {{"slo", {{"task_ms", 100.0}, {"percentile", 50.0}}}}}, {"other", {{"tasks", 0}}}}}};
+  std::vector<nlohmann::json> tasks;
+  for (int i = 0; i < 4; ++i)
+    tasks.push_back({{"id", i},
+                     {"class", "agent"},
+                     {"outcome", "ok"},
+                     {"duration_ms", 50.0 * (i + 1)},
+                     {"t_sched_ns", 1000 * i},
+                     {"t_end_ns", 1000 * i + 500},
+                     {"steps", {{{"id", "think"}, {"kind", "model"}, {"requests", {1, 2}}}}},
+                     {"critical_path", {{"model_ms", 10.0}}}});
+  tasks.push_back({{"id", 9}, {"class", "agent"}, {"outcome", "failed"}});  // no steps, no critical path
+  const nlohmann::json j = summarize_task_records(first, tasks);
+  EXPECT_EQ(j["tasks"], 5);
+  EXPECT_EQ(j["ok"], 4);
+  EXPECT_EQ(j["failed"], 1);
+  EXPECT_EQ(j["by_class"]["agent"]["tasks"], 5);
+  EXPECT_TRUE(j["by_class"].contains("other"));
+  // p50 over every finished task (the failed one at infinity): 50, 100, 150, 200, inf -> 150.
+  EXPECT_EQ(j["by_class"]["agent"]["slo"]["task_ms_at_percentile"], 150.0);
+  EXPECT_EQ(j["by_class"]["agent"]["slo"]["met"], false);
+  EXPECT_EQ(j["goodput"]["tasks"], 2);  // ok within 100 ms
+  nlohmann::json bad = first;
+  bad["by_class"]["agent"]["slo"]["percentile"] = 150;
+  try {
+    summarize_task_records(bad, tasks);
+    ADD_FAILURE() << "a percentile of 150 was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("tasks.by_class.agent.slo.percentile"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tokenscope::bench

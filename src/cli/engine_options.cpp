@@ -145,7 +145,9 @@ CLI::Option* add_fleet_options(CLI::App* app, engine::FleetOptions& o) {
       ->group(F);
   app->add_option("--router", o.router,
                   "round-robin|least-loaded (outstanding tokens)|power-of-two|prefix-affinity (the replica "
-                  "sent the longest prefix, under the load bound)|session-affinity (by tenant)")
+                  "sent the longest prefix, under the load bound)|session-affinity (sim: by tenant; serve: "
+                  "by the body's "
+                  "\"user\")")
       ->capture_default_str()
       ->check(CLI::IsMember(
           {"round-robin", "least-loaded", "power-of-two", "prefix-affinity", "session-affinity"}))

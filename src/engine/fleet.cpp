@@ -304,9 +304,12 @@ bool Fleet::abort(std::uint64_t id, Nanos t) {
   // On its replica: the engine's end (aborted) reaches the observer through the tap.
   if (r >= 0 && engines_[static_cast<std::size_t>(r)]->abort(id, t)) return true;
   if (pending_.erase(id) > 0 && forget_ended_) {  // its KV in flight delivers nothing
-    settle(t);                                    // its prefill's end is off the load
-    routed_.erase(id);
-    prefill_of_.erase(id);
+    settle(t);
+    // Forgotten now if its prefill's end is off the load; else done() forgets it when it is.
+    if (const auto it = routed_.find(id); it != routed_.end() && it->second.second == 0) {
+      routed_.erase(it);
+      prefill_of_.erase(id);
+    }
   }
   return false;
 }
@@ -416,8 +419,13 @@ void Fleet::prefill_done(const FinishedRequest& f, std::size_t replica) {
   link_free_[replica] = x.start + wire;
   x.arrive = x.start + wire + pd_->link_latency_ns;
   link_bytes_[replica] += x.bytes;
-  transfers_.push_back(x);
-  in_flight_.emplace(x.arrive, transfers_.size() - 1);
+  if (forget_ended_) {
+    flying_.emplace(next_flying_, x);
+    in_flight_.emplace(x.arrive, next_flying_++);
+  } else {
+    transfers_.push_back(x);
+    in_flight_.emplace(x.arrive, transfers_.size() - 1);
+  }
 }
 
 std::optional<Nanos> Fleet::next_transfer() const {
@@ -428,7 +436,10 @@ std::optional<Nanos> Fleet::next_transfer() const {
 int Fleet::deliver_next_transfer() {
   const auto [t, k] = in_flight_.top();
   in_flight_.pop();
-  const auto it = pending_.find(transfers_[k].id);
+  // A long-running fleet keeps no history: the transfer goes once delivered.
+  const std::uint64_t id = forget_ended_ ? flying_.at(k).id : transfers_[k].id;
+  if (forget_ended_) flying_.erase(k);
+  const auto it = pending_.find(id);
   if (it == pending_.end()) return -1;
   settle(t);  // its prefill's end, and what else ended by t, are off the loads
   EngineRequest r = std::move(it->second.request);
@@ -442,7 +453,7 @@ int Fleet::deliver_next_transfer() {
   const std::size_t i = p + decode_router_->route(key, std::span<const double>(loads_).subspan(p));
   routed_[r.id] = {static_cast<std::uint32_t>(i), key.tokens};
   loads_[i] += key.tokens;
-  transfers_[k].decode_replica = static_cast<std::int32_t>(i);
+  if (!forget_ended_) transfers_[k].decode_replica = static_cast<std::int32_t>(i);
   r.preloaded_tokens = static_cast<std::uint32_t>(r.prompt.size());  // the engine computes the last one
   r.arrival = -1;                                                    // it arrives at the decode replica now
   // A rejection there reaches the observer at once and ends the pending

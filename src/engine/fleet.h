@@ -206,7 +206,9 @@ class Fleet {
   // transfer then delivers nothing). False: no engine held it.
   bool abort(std::uint64_t id, Nanos t);
   // A long-running fleet (serve): a request's route is forgotten once its
-  // end is settled (replica_of then answers -1), so that memory stays bounded.
+  // end is settled (replica_of then answers -1), and a KV transfer once it
+  // is delivered (transfers() stays empty; link_bytes() still counts), so
+  // that memory stays bounded. Set before the first request.
   void forget_ended(bool on) { forget_ended_ = on; }
   // A request refused before routing (too long for any replica): its record
   // through the observer, counted apart from every replica.
@@ -279,6 +281,8 @@ class Fleet {
                       std::greater<>>
       in_flight_;  // (arrival, index in transfers_)
   std::vector<KvTransfer> transfers_;
+  std::unordered_map<std::uint64_t, KvTransfer> flying_;  // forget_ended: the transfers in flight
+  std::uint64_t next_flying_ = 0;
   void prefill_done(const FinishedRequest& f, std::size_t replica);
 };
 

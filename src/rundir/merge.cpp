@@ -59,7 +59,6 @@ bool shift_record(RequestRecord& r, Nanos d) {
   return ok;
 }
 
-// The first place where two settings differ, for the message.
 // Every time of a task record (its t_*_ns at any depth: the task's, its
 // steps', their judges') moved by d; false when one would leave the clock.
 bool shift_task(nlohmann::json& j, Nanos d) {
@@ -82,6 +81,7 @@ bool shift_task(nlohmann::json& j, Nanos d) {
   return ok;
 }
 
+// The first place where two settings differ, for the message.
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b) {
   const auto patch = nlohmann::json::diff(a, b);
   if (patch.empty()) return "";
@@ -382,6 +382,8 @@ MergeOutcome merge_shards(const std::vector<fs::path>& dirs, const fs::path& out
       } catch (const nlohmann::json::exception& e) {  // a field no reader checks, of the wrong type
         throw InputError((first.dir / "tasks.jsonl").string(), 0, "tasks",
                          fmt::format("a task record the summary cannot read: {}", e.what()));
+      } catch (const std::invalid_argument& e) {  // the classes' SLOs of the first shard's run.json
+        throw InputError((first.dir / "run.json").string(), 0, "tasks", e.what());
       }
       // The judge's settings are the run's; the mock tools' faults are each shard's, summed.
       if (const auto it = first_tasks.find("judge"); it != first_tasks.end() && it->is_object())

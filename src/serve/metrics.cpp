@@ -336,12 +336,13 @@ std::string ServeMetrics::render() const {
   gauge("tokenscope:host_kv_usage_perc", "gauge",
         "Host KV pool usage (dynamic tenant reuse). 1 means 100 percent usage.",
         [](const S& s) { return host_kv_usage(s.host_kv_blocks, s.host_kv_capacity); });
-  if (engines_[0].lora) {
+  if (std::any_of(engines_.begin(), engines_.end(), [](const S& s) { return s.lora; })) {
     // Label values escaped (names are checked at --lora-modules already: this is the second line of defence).
     const bool fleet = engines_.size() > 1;
     w.family("vllm:lora_requests_info", "gauge", "Running stats on lora requests.");
     for (std::size_t e = 0; e < engines_.size(); ++e) {
       const auto& s = engines_[e];
+      if (!s.lora) continue;  // a replica that has not stepped yet
       w.sample("vllm:lora_requests_info",
                fmt::format("{}max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"",
                            fleet ? fmt::format("engine=\"{}\",", e) : std::string(), s.max_lora,

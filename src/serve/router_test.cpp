@@ -81,6 +81,7 @@ class Api : public ::testing::Test {
     cs.reasoning_share = reasoning_share;
     cs.reasoning_field = std::move(reasoning_field);
     cs.tools = tool_policy;
+    cs.fleet_history = fleet_history;
     if (natural)
       cs.natural_length =
           workload::parse_length_spec(*natural, "--natural-output-len", workload::LengthRole::kOutput);
@@ -135,6 +136,7 @@ class Api : public ::testing::Test {
 
   ToolPolicy tool_policy;
   engine::FleetOptions fleet_options;  // a fleet behind the server (build())
+  bool fleet_history = false;          // its routes and transfers kept (bench's in-process server)
   ManualExecutor exec{1'000'000'000};
   std::unique_ptr<engine::EffectiveEngine> eff_;
   std::unique_ptr<ServeMetrics> metrics;
@@ -1069,6 +1071,7 @@ TEST_F(Api, ADisaggregatedFleetsFirstTokenWaitsForTheKvTransfer) {
       fleet_options.decode_replicas = 1;
       fleet_options.kv_link_gb_s = 0.001;  // 1 MB/s
       fleet_options.kv_link_latency_us = 500;
+      fleet_history = true;  // the transfers kept, as bench's in-process server keeps them
     } else {
       fleet_options.replicas = 2;
     }
@@ -1111,13 +1114,22 @@ TEST_F(Api, AClientLeavingDuringItsKvTransferEndsItOnce) {
   fleet_options.kv_link_gb_s = 0.001;
   build();
   auto r = send({{"prompt", "a b c d"}, {"max_tokens", 50}, {"ignore_eos", true}, {"stream", true}});
-  for (int i = 0; i < 10'000 && core->fleet()->transfers().empty(); ++i) exec.run_until_idle(1);
-  ASSERT_EQ(core->fleet()->transfers().size(), 1u);
+  // Until the prefill's step was computed (the manual clock at its start: its end, and the
+  // transfer, are still ahead).
+  for (int i = 0; i < 10'000 && !core->fleet()->next_transfer(); ++i) exec.run_until_idle(1);
+  ASSERT_TRUE(core->fleet()->next_transfer().has_value());
   ASSERT_TRUE(r->disconnect);
   r->disconnect();
   exec.run_until_idle();
   EXPECT_EQ(core->active(), 0u);
-  EXPECT_EQ(core->fleet()->transfers()[0].decode_replica, -1);
+  EXPECT_TRUE(core->fleet()->transfers().empty());  // serve keeps no history
+  EXPECT_FALSE(core->fleet()->next_transfer().has_value());
+  // Its prefill's load comes off the replica once its end is reached (the next routing
+  // decision settles it), though the client left before it: the next request alike finds
+  // the prefill replica carrying its own load alone.
+  send({{"prompt", "a b c d"}, {"max_tokens", 50}, {"ignore_eos", true}});
+  exec.run_until_idle(1);  // admitted and routed, nothing run
+  EXPECT_EQ(core->fleet()->loads()[0], 5.0);  // its 4 prompt tokens and the prefill's 1 token
   EXPECT_EQ(metrics->value("vllm:request_success_total", "abort"), 1.0);
   // The prefill replica's one token (as vLLM's prefill instance counts it), none decoded.
   EXPECT_EQ(metrics->value("vllm:generation_tokens_total", "", 0), 1.0);

@@ -126,6 +126,8 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
   const std::string& id() const { return id_; }
   std::vector<Choice>& choices() { return choices_; }
   const Fault& fault() const { return fault_; }
+  // Its place among the requests the server received (a fleet's session key without a "user").
+  std::uint64_t serial = 0;
   bool finished() const { return finished_; }
   std::shared_ptr<net::Responder>& responder() { return responder_; }
 
@@ -653,7 +655,8 @@ ServingCore::ServingCore(Executor& executor, const engine::EffectiveEngine& effe
   if (fleet != nullptr && fleet->fleet()) {
     fleet_ = fleet->make(effective, settings, this);
     for (std::size_t i = 0; i < fleet_->size(); ++i) engines_.push_back(&fleet_->engine(i));
-    fleet_->forget_ended(true);  // a server runs for long: a request's route goes once it ended
+    // A server runs for long: a request's route and transfer go once it ended (bench keeps them).
+    fleet_->forget_ended(!settings_.fleet_history);
   } else {
     engine_ = std::make_unique<engine::Engine>(effective, settings, std::move(cost), this);
     engines_.push_back(engine_.get());
@@ -769,7 +772,7 @@ void ServingCore::start(std::shared_ptr<ResponseTask> task) {
   Nanos hold = 0;
   if (auto* p = fleet_ ? nullptr : engine_->perturber(); p != nullptr && p->holds_requests())
     hold = p->request_hold(requests_received_);
-  ++requests_received_;
+  task->serial = requests_received_++;
   Nanos delay = hold;
   if (task->fault().kind == FaultKind::kSlowFirstByte) {
     record_fault(FaultKind::kSlowFirstByte, task->id(), task->request().client_request_id);
@@ -813,7 +816,7 @@ void ServingCore::admit(std::shared_ptr<ResponseTask> task, Nanos arrival) {
     if (fleet_) {
       // The session key: the body's "user" (a stable end-user id, as OpenAI's API defines it), else
       // the request's own serial (no two requests alike).
-      const std::uint64_t session = req.user.empty() ? mix64(requests_received_) : hash_string64(req.user);
+      const std::uint64_t session = req.user.empty() ? mix64(task->serial) : hash_string64(req.user);
       fleet_->add_request(std::move(er), now, session);
       c.replica = replica_of(c.engine_id);
     } else {

@@ -73,6 +73,10 @@ struct CoreSettings {
   std::vector<std::string> adapters;
   // How the simulated model calls the tools a chat request declares (serve/tools.h).
   ToolPolicy tools;
+  // A fleet keeps every route and KV transfer (bench's in-process server:
+  // run.json "fleet" reads them; a run is bounded). Off (serve): each is
+  // forgotten once its request ended (engine::Fleet::forget_ended).
+  bool fleet_history = false;
 };
 
 class ResponseTask;
