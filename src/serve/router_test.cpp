@@ -1128,7 +1128,7 @@ TEST_F(Api, AClientLeavingDuringItsKvTransferEndsItOnce) {
   // decision settles it), though the client left before it: the next request alike finds
   // the prefill replica carrying its own load alone.
   send({{"prompt", "a b c d"}, {"max_tokens", 50}, {"ignore_eos", true}});
-  exec.run_until_idle(1);  // admitted and routed, nothing run
+  exec.run_until_idle(1);                     // admitted and routed, nothing run
   EXPECT_EQ(core->fleet()->loads()[0], 5.0);  // its 4 prompt tokens and the prefill's 1 token
   EXPECT_EQ(metrics->value("vllm:request_success_total", "abort"), 1.0);
   // The prefill replica's one token (as vLLM's prefill instance counts it), none decoded.
