@@ -5,13 +5,36 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "bench/chunk_parser.h"
 
+namespace {
+bool same(const tokenscope::bench::ChunkInfo& a, const tokenscope::bench::ChunkInfo& b) {
+  if (a.tool_calls.size() != b.tool_calls.size()) return false;
+  for (std::size_t i = 0; i < a.tool_calls.size(); ++i)
+    if (a.tool_calls[i].index != b.tool_calls[i].index || a.tool_calls[i].id != b.tool_calls[i].id ||
+        a.tool_calls[i].name != b.tool_calls[i].name ||
+        a.tool_calls[i].arguments != b.tool_calls[i].arguments)
+      return false;
+  return a.valid == b.valid && a.is_error == b.is_error && a.error_message == b.error_message &&
+         a.has_output == b.has_output && a.has_reasoning == b.has_reasoning && a.has_answer == b.has_answer &&
+         a.role_only == b.role_only && a.text == b.text && a.reasoning_bytes == b.reasoning_bytes &&
+         a.choices == b.choices && a.finish_reason == b.finish_reason && a.id == b.id &&
+         a.usage.has_value() == b.usage.has_value() && a.timings.has_value() == b.timings.has_value() &&
+         a.logprobs.size() == b.logprobs.size();
+}
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static tokenscope::bench::ChunkParser parser(true);  // reused, as one connection reuses it
   const auto info = parser.parse(std::string_view(reinterpret_cast<const char*>(data), size));
+  // Parsed where it lies, with bytes of any value after it (the SSE
+  // decoder's padding), the event reads the same.
+  std::string padded(reinterpret_cast<const char*>(data), size);
+  padded.append(64, size > 0 ? static_cast<char>(data[0]) : '"');
+  if (!same(info, parser.parse(std::string_view(padded).substr(0, size), 64))) __builtin_trap();
   if (info.role_only && info.has_output) __builtin_trap();
   if (!info.valid && (info.has_output && info.choices == 0)) __builtin_trap();
   for (const double lp : info.logprobs)

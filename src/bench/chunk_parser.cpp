@@ -4,12 +4,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tokenscope::bench {
 
 namespace dom = simdjson::dom;
 
 namespace {
+
+// An object key against a literal: a length check and a compare of known
+// size, inlined (a key walk compares every key of an event with several).
+template <std::size_t N>
+inline bool is_key(std::string_view k, const char (&literal)[N]) {
+  return k.size() == N - 1 && std::memcmp(k.data(), literal, N - 1) == 0;
+}
 
 // Appends a string element's value; true when it was a non-empty string.
 bool take_string(dom::element v, std::string& out) {
@@ -241,13 +249,33 @@ void take_transcript_event(std::string_view type, dom::object root, ChunkInfo& i
 
 // Long: the one pass over a streamed chunk, field by field, that keeps the
 // client fast (no DOM); splitting it would add calls on the hot path.
-ChunkInfo ChunkParser::parse(std::string_view data) {
-  ChunkInfo info;
+void ChunkInfo::reset() {
+  valid = is_error = false;
+  error_message.clear();
+  has_output = has_reasoning = has_answer = role_only = false;
+  text.clear();
+  reasoning_bytes = 0;
+  choices = 0;
+  finish_reason.clear();
+  id.clear();
+  usage.reset();
+  timings.reset();
+  tool_calls.clear();
+  logprobs = {};
+}
+
+const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) {
+  ChunkInfo& info = info_;
+  info.reset();
   logprobs_.clear();
-  buffer_.assign(data);
-  buffer_.append(simdjson::SIMDJSON_PADDING, '\0');
+  const char* json = data.data();
+  if (padding < simdjson::SIMDJSON_PADDING) {
+    buffer_.assign(data);
+    buffer_.append(simdjson::SIMDJSON_PADDING, '\0');
+    json = buffer_.data();
+  }
   dom::element doc;
-  if (parser_.parse(buffer_.data(), data.size(), false).get(doc) != simdjson::SUCCESS) return info;
+  if (parser_.parse(json, data.size(), false).get(doc) != simdjson::SUCCESS) return info;
   dom::object root;
   if (doc.get_object().get(root) != simdjson::SUCCESS) return info;
 
@@ -259,19 +287,19 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
        has_type = false, has_object = false;
   for (dom::key_value_pair kv : root) {
     const std::string_view k = kv.key;
-    if (k == "type") {
+    if (is_key(k, "type")) {
       if (!has_type) type_el = kv.value, has_type = true;
-    } else if (k == "object") {
+    } else if (is_key(k, "object")) {
       if (!has_object) object_el = kv.value, has_object = true;
-    } else if (k == "choices") {
+    } else if (is_key(k, "choices")) {
       if (!has_choices) choices_el = kv.value, has_choices = true;
-    } else if (k == "id") {
+    } else if (is_key(k, "id")) {
       if (!has_id) id = kv.value, has_id = true;
-    } else if (k == "usage") {
+    } else if (is_key(k, "usage")) {
       if (!has_usage) usage = kv.value, has_usage = true;
-    } else if (k == "error") {
+    } else if (is_key(k, "error")) {
       if (!has_error) error = kv.value, has_error = true;
-    } else if (k == "timings") {
+    } else if (is_key(k, "timings")) {
       if (!has_timings) timings = kv.value, has_timings = true;
     }
   }
@@ -340,21 +368,24 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
   if (saw_choices) {
     for (dom::element element : choices) {
       dom::object choice;
-      if (element.get_object().get(choice) != simdjson::SUCCESS) return ChunkInfo{};
+      if (element.get_object().get(choice) != simdjson::SUCCESS) {
+        info.reset();
+        return info;
+      }
       ++info.choices;
       dom::element text, finish, delta_el[2], logprobs;
       bool has_text = false, has_finish = false, has_delta[2] = {false, false}, has_logprobs = false;
       for (dom::key_value_pair kv : choice) {
         const std::string_view k = kv.key;
-        if (k == "delta") {
+        if (is_key(k, "delta")) {
           if (!has_delta[0]) delta_el[0] = kv.value, has_delta[0] = true;
-        } else if (k == "text") {
+        } else if (is_key(k, "text")) {
           if (!has_text) text = kv.value, has_text = true;
-        } else if (k == "finish_reason") {
+        } else if (is_key(k, "finish_reason")) {
           if (!has_finish) finish = kv.value, has_finish = true;
-        } else if (k == "message") {
+        } else if (is_key(k, "message")) {
           if (!has_delta[1]) delta_el[1] = kv.value, has_delta[1] = true;
-        } else if (k == "logprobs" && logprobs_on_) {
+        } else if (is_key(k, "logprobs") && logprobs_on_) {
           if (!has_logprobs) logprobs = kv.value, has_logprobs = true;
         }
       }
@@ -371,15 +402,15 @@ ChunkInfo ChunkParser::parse(std::string_view data) {
         bool has_content = false, has_reasoning = false, has_calls = false;
         for (dom::key_value_pair kv : delta) {
           const std::string_view k = kv.key;
-          if (k == "content") {
+          if (is_key(k, "content")) {
             if (!has_content) content = kv.value, has_content = true;
-          } else if (k == "role") {
+          } else if (is_key(k, "role")) {
             role = true;
-          } else if (k == "reasoning" || k == "reasoning_content") {
+          } else if (is_key(k, "reasoning") || is_key(k, "reasoning_content")) {
             // vLLM renamed reasoning_content to reasoning (and dropped the
             // old name); a server that sends both carries one text twice.
             if (!has_reasoning) reasoning = kv.value, has_reasoning = true;
-          } else if (k == "tool_calls") {
+          } else if (is_key(k, "tool_calls")) {
             if (!has_calls) calls_el = kv.value, has_calls = true;
           }
         }

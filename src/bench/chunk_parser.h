@@ -114,6 +114,9 @@ struct ChunkInfo {
   // The output tokens' logprobs of every choice, in order (parser with
   // logprobs on); valid until the parser's next parse().
   std::span<const double> logprobs;
+
+  // Back to an empty event, keeping the strings' and lists' storage.
+  void reset();
 };
 
 // A pooling answer (/v1/embeddings, /v1/rerank), checked item by item.
@@ -151,8 +154,12 @@ class ChunkParser {
  public:
   explicit ChunkParser(bool logprobs = false) : logprobs_on_(logprobs) {}
   bool logprobs_on() const { return logprobs_on_; }
-  // data: the event's data field (not "[DONE]").
-  ChunkInfo parse(std::string_view data);
+  // data: the event's data field (not "[DONE]"). padding: how many bytes
+  // after the end of data are allocated (of any value); with at least
+  // simdjson's padding there (SseDecoder::kDataPadding) the data is parsed
+  // where it lies, else copied first. The answer is the parser's own, valid
+  // until its next parse() (no allocation per event).
+  const ChunkInfo& parse(std::string_view data, std::size_t padding = 0);
   // A whole pooling answer. Embeddings: {"data": [{"embedding": [numbers]
   // or a base64 string, "index"}...]}, every vector of one size. Rerank:
   // {"results": [{"index", "relevance_score" (or "score")}...]}, each index
@@ -165,6 +172,7 @@ class ChunkParser {
   simdjson::dom::parser parser_;
   std::string buffer_;  // data plus simdjson's padding
   std::vector<double> logprobs_;
+  ChunkInfo info_;  // parse()'s answer
 };
 
 }  // namespace tokenscope::bench

@@ -332,8 +332,7 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   parser_ = parser;
   done_ = std::move(done);
   if (parser_ && parser_->logprobs_on()) record_.logprobs.emplace();  // n = 0 until some arrive
-  decoder_ = net::SseDecoder();
-  events_.clear();
+  decoder_.reset();
   event_chars_.clear();
   event_reasoning_chars_.clear();
   usage_reasoning_ = -1;
@@ -416,9 +415,9 @@ void ResponseCollector::on_body(std::string_view data, Nanos t) {
     if (body_.size() < cap) body_.append(data.substr(0, cap - body_.size()));
   } else if (!failed_ || record_.outcome != Outcome::kProtocolError) {  // else the stream is already broken
     if (stream_head_.size() < 256) stream_head_.append(data.substr(0, 256 - stream_head_.size()));
-    events_.clear();
-    const bool ok = decoder_.feed(data, t, events_);
-    for (const auto& e : events_) on_event(e);
+    const bool ok = decoder_.feed(
+        data, t,
+        [](void* self, const net::SseEvent& e) { static_cast<ResponseCollector*>(self)->on_event(e); }, this);
     if (!ok) fail(Outcome::kProtocolError, "SSE: " + decoder_.error());
   }
   if (tick_) tick_(tick_ctx_);
@@ -444,6 +443,9 @@ static std::string error_message(std::string_view text) {
   return std::string(text);
 }
 
+static_assert(net::SseDecoder::kDataPadding >= simdjson::SIMDJSON_PADDING,
+              "events are parsed where the decoder keeps them");
+
 void ResponseCollector::on_event(const net::SseEvent& e) {
   // An error inside a 200 stream: llama.cpp's "error: {...}" field, or an
   // "event: error" event; the request failed whatever follows ([DONE]).
@@ -456,7 +458,7 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     return;
   }
   if (saw_done_) return fail(Outcome::kProtocolError, "SSE: event after [DONE]");
-  const ChunkInfo c = parser_->parse(e.data);
+  const ChunkInfo& c = parser_->parse(e.data, e.data.capacity() - e.data.size());
   if (!c.valid) return fail(Outcome::kProtocolError, "malformed stream event: " + excerpt(e.data));
   if (record_.response_id.empty() && !c.id.empty()) record_.response_id = c.id;
   if (c.is_error) return fail(Outcome::kHttpError, "error event in the stream: " + excerpt(c.error_message));
@@ -642,7 +644,7 @@ void ResponseCollector::finish_body(Nanos t) {
   if (body_.size() >= kBodyCap) return fail(Outcome::kProtocolError, "response body over 64 MiB");
   if (pooling_inputs_ > 0) return finish_pooling(t);
   if (transcription_) return finish_transcription(t);
-  const ChunkInfo c = parser_->parse(body_);
+  const ChunkInfo& c = parser_->parse(body_, body_.capacity() - body_.size());
   if (!c.valid)
     return fail(Outcome::kProtocolError, "response is not a completion object: " + excerpt(body_));
   if (c.is_error) return fail(Outcome::kHttpError, "error object: " + excerpt(c.error_message));

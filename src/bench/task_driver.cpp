@@ -1203,7 +1203,11 @@ nlohmann::json TaskSummary::build() const {
   };
   // The pass rate's exact 95% (Clopper-Pearson) interval.
   auto pass_ci = [](const Group& g) {
-    using B = boost::math::binomial_distribution<double>;
+    // In double throughout: the default policy's long double would bring in
+    // a static initializer that valgrind (which runs long double as double)
+    // cannot run, and the profiles in benchmarks/ run under valgrind.
+    using B = boost::math::binomial_distribution<
+        double, boost::math::policies::policy<boost::math::policies::promote_double<false>>>;
     const auto n = static_cast<double>(g.ok + g.failed), k = static_cast<double>(g.ok);
     if (n == 0) return nlohmann::json(nullptr);
     return nlohmann::json::array(

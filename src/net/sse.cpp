@@ -21,7 +21,16 @@ std::string encode_sse(std::string_view payload) {
 }
 
 bool SseDecoder::feed(std::string_view bytes, Nanos t, std::vector<SseEvent>& out) {
+  return feed(
+      bytes, t,
+      [](void* events, const SseEvent& e) { static_cast<std::vector<SseEvent>*>(events)->push_back(e); },
+      &out);
+}
+
+bool SseDecoder::feed(std::string_view bytes, Nanos t, Sink sink, void* context) {
   if (failed_) return false;
+  sink_ = sink;
+  context_ = context;
   std::size_t i = 0;
   if (skip_lf_ && !bytes.empty()) {
     skip_lf_ = false;
@@ -56,7 +65,7 @@ bool SseDecoder::feed(std::string_view bytes, Nanos t, std::vector<SseEvent>& ou
       line_.append(line);
       line = line_;
     }
-    process_line(line, t, out);
+    process_line(line, t);
     line_.clear();
     if (failed_) return false;
     // Consume the terminator (CRLF counts once, also across reads).
@@ -72,15 +81,36 @@ bool SseDecoder::feed(std::string_view bytes, Nanos t, std::vector<SseEvent>& ou
   return true;
 }
 
-void SseDecoder::process_line(std::string_view line, Nanos t, std::vector<SseEvent>& out) {
+void SseDecoder::reset() {
+  line_.clear();
+  skip_lf_ = false;
+  in_event_ = false;
+  t_first_ = 0;
+  event_bytes_ = 0;
+  clear_event();
+  has_data_ = false;
+  has_error_ = false;
+  error_.clear();
+  failed_ = false;
+}
+
+void SseDecoder::clear_event() {
+  current_.event.clear();
+  current_.data.clear();
+  current_.error.clear();
+  current_.id.clear();
+  current_.t_first_byte = current_.t_complete = 0;
+}
+
+void SseDecoder::process_line(std::string_view line, Nanos t) {
   if (line.empty()) {
     // Blank line: dispatch (only events with data are dispatched).
     if (has_data_ || has_error_) {
       current_.t_first_byte = t_first_;
       current_.t_complete = t;
-      out.push_back(std::move(current_));
+      sink_(context_, current_);
     }
-    current_ = SseEvent{};
+    clear_event();
     has_data_ = false;
     has_error_ = false;
     in_event_ = false;
@@ -105,8 +135,11 @@ void SseDecoder::process_line(std::string_view line, Nanos t, std::vector<SseEve
     if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   }
   if (field == "data") {
-    if (has_data_) current_.data += '\n';
-    current_.data.append(value);
+    std::string& data = current_.data;
+    const std::size_t size = data.size() + (has_data_ ? 1 : 0) + value.size();
+    if (data.capacity() < size + kDataPadding) data.reserve(size + kDataPadding);
+    if (has_data_) data += '\n';
+    data.append(value);
     has_data_ = true;
   } else if (field == "event") {
     current_.event.assign(value);

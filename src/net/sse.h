@@ -36,15 +36,29 @@ class SseDecoder {
  public:
   explicit SseDecoder(std::size_t max_event_bytes = 1u << 20) : max_event_bytes_(max_event_bytes) {}
 
-  // Feeds bytes that arrived at time t; complete events are appended to out.
+  // Room kept after the end of an event's data (allocated, of no set
+  // value): a JSON parser that reads ahead (simdjson's padding) can parse
+  // the data where it lies.
+  static constexpr std::size_t kDataPadding = 64;
+  // Called with each complete event; the event is the decoder's own, valid
+  // during the call (its strings keep their storage for the next one: no
+  // allocation per event).
+  using Sink = void (*)(void* context, const SseEvent& event);
+
+  // Feeds bytes that arrived at time t; complete events go to sink, in order.
   // Returns false (and stops decoding) when an event exceeds max_event_bytes.
+  bool feed(std::string_view bytes, Nanos t, Sink sink, void* context);
+  // The same, the events copied into out.
   bool feed(std::string_view bytes, Nanos t, std::vector<SseEvent>& out);
+  // Back to a fresh decoder's state, keeping the storage of its strings.
+  void reset();
   const std::string& error() const { return error_; }
   // Bytes of an unfinished event at the end of the stream (0 when clean).
   std::size_t pending_bytes() const { return line_.size() + event_bytes_; }
 
  private:
-  void process_line(std::string_view line, Nanos t, std::vector<SseEvent>& out);
+  void process_line(std::string_view line, Nanos t);
+  void clear_event();
 
   std::size_t max_event_bytes_;
   std::string line_;       // a line split across reads
@@ -57,6 +71,8 @@ class SseDecoder {
   bool has_error_ = false;
   std::string error_;
   bool failed_ = false;
+  Sink sink_ = nullptr;  // during feed()
+  void* context_ = nullptr;
 };
 
 }  // namespace tokenscope::net

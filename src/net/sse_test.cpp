@@ -80,6 +80,52 @@ TEST(Sse, OversizedEventsStopTheDecoder) {
   EXPECT_TRUE(out.empty());
 }
 
+// The sink gets the decoder's own event, whose strings keep their storage
+// from one event to the next: each event still reads exactly as a fresh
+// decoder gives it (no field of an earlier one left behind), its data has
+// kDataPadding bytes allocated after it, and after reset() (one request to
+// the next) the decoder starts afresh with its storage kept.
+TEST(Sse, ReusedEventsReadAsFreshOnesAndKeepTheirPadding) {
+  const std::string stream =
+      "event: delta\nid: 9\ndata: " + std::string(300, 'a') +
+      "\n\ndata: b\n\nerror: {\"message\":\"x\"}\n\ndata: c\ndata: d\n\ndata: [DONE]\n\n";
+  const auto expected = decode(stream, 5);
+  ASSERT_EQ(expected.size(), 5u);
+  struct Seen {
+    std::vector<SseEvent> events;
+    std::vector<const char*> storage;
+    bool padded = true;
+  } seen;
+  SseDecoder d;
+  const auto sink = [](void* context, const SseEvent& e) {
+    auto& s = *static_cast<Seen*>(context);
+    s.events.push_back(e);
+    s.storage.push_back(e.data.data());
+    if (!e.data.empty() && e.data.capacity() < e.data.size() + SseDecoder::kDataPadding) s.padded = false;
+  };
+  for (int round = 0; round < 2; ++round) {
+    seen.events.clear();
+    d.reset();
+    // One byte at a time, then whole: the same events.
+    for (std::size_t i = 0; i < stream.size(); ++i) ASSERT_TRUE(d.feed(stream.substr(i, 1), 5, sink, &seen));
+    d.reset();
+    ASSERT_TRUE(d.feed(stream, 5, sink, &seen));
+    ASSERT_EQ(seen.events.size(), 2 * expected.size());
+    for (std::size_t k = 0; k < seen.events.size(); ++k) {
+      const SseEvent& want = expected[k % expected.size()];
+      EXPECT_EQ(seen.events[k].data, want.data) << k;
+      EXPECT_EQ(seen.events[k].event, want.event) << k;
+      EXPECT_EQ(seen.events[k].id, want.id) << k;
+      EXPECT_EQ(seen.events[k].error, want.error) << k;
+      EXPECT_EQ(seen.events[k].t_first_byte, 5) << k;
+    }
+  }
+  EXPECT_TRUE(seen.padded);
+  // The later events' data lay in the first one's storage (300 bytes and
+  // its padding hold all of them): no allocation per event.
+  for (std::size_t k = 1; k < seen.storage.size(); ++k) EXPECT_EQ(seen.storage[k], seen.storage[0]) << k;
+}
+
 TEST(Sse, EncoderRoundTrips) {
   EXPECT_EQ(encode_sse("{}"), "data: {}\n\n");
   EXPECT_EQ(encode_sse("a\nb"), "data: a\ndata: b\n\n");
