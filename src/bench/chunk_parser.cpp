@@ -274,6 +274,13 @@ const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) 
     buffer_.append(simdjson::SIMDJSON_PADDING, '\0');
     json = buffer_.data();
   }
+  if (fast_path_) {
+    if (parse_fast(json, data.size(), info)) {
+      ++fast_reads_;
+      return info;
+    }
+    info.reset();  // what the fast path took before it gave up
+  }
   dom::element doc;
   if (parser_.parse(json, data.size(), false).get(doc) != simdjson::SUCCESS) return info;
   dom::object root;
@@ -435,6 +442,309 @@ const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) 
   info.logprobs = logprobs_;
   if (info.has_output) info.role_only = false;
   return info;
+}
+
+namespace {
+
+namespace od = simdjson::ondemand;
+constexpr auto kOk = simdjson::SUCCESS;
+
+// A value the fast path does not use, checked whole as the DOM parser
+// checks it. False when it is not valid, or not surely so: the DOM path
+// then reads the event and decides.
+bool check_value(od::value v, int depth) {
+  if (depth > 64) return false;
+  od::json_type type;
+  if (v.type().get(type) != kOk) return false;
+  switch (type) {
+    case od::json_type::object: {
+      od::object o;
+      if (v.get_object().get(o) != kOk) return false;
+      for (auto f : o) {
+        od::field field;
+        std::string_view key;
+        if (std::move(f).get(field) != kOk || field.unescaped_key().get(key) != kOk) return false;
+        if (!check_value(field.value(), depth + 1)) return false;
+      }
+      return true;
+    }
+    case od::json_type::array: {
+      od::array a;
+      if (v.get_array().get(a) != kOk) return false;
+      for (auto e : a) {
+        od::value x;
+        if (e.get(x) != kOk || !check_value(x, depth + 1)) return false;
+      }
+      return true;
+    }
+    case od::json_type::number: {
+      od::number n;
+      return v.get_number().get(n) == kOk;
+    }
+    case od::json_type::string: {
+      std::string_view text;
+      return v.get_string().get(text) == kOk;
+    }
+    case od::json_type::boolean: {
+      bool b = false;
+      return v.get_bool().get(b) == kOk;
+    }
+    case od::json_type::null: {
+      bool null = false;
+      return v.is_null().get(null) == kOk && null;
+    }
+  }
+  return false;
+}
+
+// A field's key: its raw bytes when it has no escape (the keys servers
+// send), else unescaped.
+bool key_of(od::field& f, std::string_view& out) {
+  const char* k = f.key().raw();
+  const char* e = k;
+  while (*e != '"' && *e != '\\') ++e;  // stage 1 checked that the string ends
+  if (*e == '"') {
+    out = std::string_view(k, static_cast<std::size_t>(e - k));
+    return true;
+  }
+  return f.unescaped_key().get(out) == kOk;
+}
+
+// A string value into out (set = true), else the value checked.
+bool string_or_check(od::value& v, std::string_view& out, bool& set) {
+  od::json_type type;
+  if (v.type().get(type) != kOk) return false;
+  if (type != od::json_type::string) return check_value(v, 2);
+  set = true;
+  return v.get_string().get(out) == kOk;
+}
+
+// An integer as DOM's get_int64 gives it (-1 for floats, integers past
+// int64 and anything else), the value checked.
+bool int_or_check(od::value& v, std::int64_t& out) {
+  od::json_type type;
+  if (v.type().get(type) != kOk) return false;
+  if (type != od::json_type::number) return check_value(v, 2);
+  od::number n;
+  if (v.get_number().get(n) != kOk) return false;
+  out = n.is_int64() ? n.get_int64() : -1;
+  return true;
+}
+
+// The first of each key wins, as with the DOM path's lookups.
+bool take_usage_fast(od::value& v, ChunkUsage& u) {
+  od::object o;
+  if (v.get_object().get(o) != kOk) return false;
+  bool prompt = false, completion = false, prompt_details = false, completion_details = false;
+  for (auto f : o) {
+    od::field field;
+    std::string_view k;
+    if (std::move(f).get(field) != kOk || !key_of(field, k)) return false;
+    od::value& x = field.value();
+    bool ok = true;
+    if (is_key(k, "prompt_tokens") && !prompt) {
+      prompt = true;
+      ok = int_or_check(x, u.prompt_tokens);
+    } else if (is_key(k, "completion_tokens") && !completion) {
+      completion = true;
+      ok = int_or_check(x, u.completion_tokens);
+    } else if ((is_key(k, "prompt_tokens_details") && !prompt_details) ||
+               (is_key(k, "completion_tokens_details") && !completion_details)) {
+      const bool is_prompt = k.size() == 21;
+      (is_prompt ? prompt_details : completion_details) = true;
+      od::json_type type;
+      if (x.type().get(type) != kOk) return false;
+      if (type != od::json_type::object) {
+        ok = check_value(x, 2);
+      } else {
+        od::object details;
+        if (x.get_object().get(details) != kOk) return false;
+        bool seen = false;
+        for (auto d : details) {
+          od::field df;
+          std::string_view dk;
+          if (std::move(d).get(df) != kOk || !key_of(df, dk)) return false;
+          if (!seen && (is_prompt ? is_key(dk, "cached_tokens") : is_key(dk, "reasoning_tokens"))) {
+            seen = true;
+            ok = int_or_check(df.value(), is_prompt ? u.cached_tokens : u.reasoning_tokens);
+          } else {
+            ok = check_value(df.value(), 3);
+          }
+          if (!ok) return false;
+        }
+      }
+    } else {
+      ok = check_value(x, 2);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The text of a choice's delta or message: its content and reasoning, and
+// whether it names a role.
+struct DeltaText {
+  std::string_view content, reasoning;
+  bool has_content = false, has_reasoning = false, content_set = false, reasoning_set = false;
+  bool role = false;
+};
+
+bool take_delta_fast(od::value& v, DeltaText& d) {
+  od::object o;
+  if (v.get_object().get(o) != kOk) return false;
+  for (auto f : o) {
+    od::field field;
+    std::string_view k;
+    if (std::move(f).get(field) != kOk || !key_of(field, k)) return false;
+    od::value& x = field.value();
+    bool ok = true;
+    if (is_key(k, "content") && !d.has_content) {
+      d.has_content = true;
+      ok = string_or_check(x, d.content, d.content_set);
+    } else if ((is_key(k, "reasoning") || is_key(k, "reasoning_content")) && !d.has_reasoning) {
+      d.has_reasoning = true;
+      ok = string_or_check(x, d.reasoning, d.reasoning_set);
+    } else if (is_key(k, "tool_calls")) {
+      return false;  // the DOM path assembles them
+    } else {
+      if (is_key(k, "role")) d.role = true;
+      ok = check_value(x, 3);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool append_text(std::string_view s, std::string& out) {
+  out.append(s);
+  return !s.empty();
+}
+
+bool take_choice_fast(od::value& v, ChunkInfo& info, bool logprobs_on) {
+  od::object choice;
+  if (v.get_object().get(choice) != kOk) return false;  // the DOM path's answer: not valid
+  ++info.choices;
+  std::string_view text, finish;
+  bool has_text = false, text_set = false, has_finish = false, finish_set = false, has_delta = false,
+       has_message = false, has_logprobs = false;
+  DeltaText delta;
+  for (auto f : choice) {
+    od::field field;
+    std::string_view k;
+    if (std::move(f).get(field) != kOk || !key_of(field, k)) return false;
+    od::value& x = field.value();
+    bool ok = true;
+    if (is_key(k, "delta") || is_key(k, "message")) {
+      bool& seen = k.size() == 5 ? has_delta : has_message;
+      if (seen) {
+        ok = check_value(x, 2);
+      } else {
+        seen = true;
+        if (has_delta && has_message) return false;  // both: the DOM path keeps their order
+        od::json_type type;
+        if (x.type().get(type) != kOk) return false;
+        ok = type == od::json_type::object ? take_delta_fast(x, delta) : check_value(x, 2);
+      }
+    } else if (is_key(k, "text") && !has_text) {
+      has_text = true;
+      ok = string_or_check(x, text, text_set);
+    } else if (is_key(k, "finish_reason") && !has_finish) {
+      has_finish = true;
+      ok = string_or_check(x, finish, finish_set);
+    } else if (is_key(k, "logprobs") && logprobs_on && !has_logprobs) {
+      has_logprobs = true;
+      bool null = false;
+      if (x.is_null().get(null) != kOk || !null) return false;  // logprobs: the DOM path reads them
+    } else {
+      ok = check_value(x, 2);
+    }
+    if (!ok) return false;
+  }
+  // In the DOM path's order: text, finish reason, reasoning, content.
+  if (text_set) info.has_answer |= append_text(text, info.text);
+  if (finish_set) info.finish_reason.assign(finish);
+  if (delta.reasoning_set) {
+    const std::size_t before = info.text.size();
+    info.has_reasoning |= append_text(delta.reasoning, info.text);
+    info.reasoning_bytes += static_cast<std::uint32_t>(
+        std::min<std::size_t>(info.text.size() - before, UINT32_MAX - info.reasoning_bytes));
+  }
+  if (delta.content_set) info.has_answer |= append_text(delta.content, info.text);
+  info.role_only |= delta.role;
+  return true;
+}
+
+bool json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+}  // namespace
+
+bool ChunkParser::parse_fast(const char* json, std::size_t size, ChunkInfo& info) {
+  od::document doc;
+  if (on_demand_.iterate(json, size, size + simdjson::SIMDJSON_PADDING).get(doc) != kOk) return false;
+  // The document ends where its object does (On-Demand stops reading
+  // there): what follows the object is the end, or white space to the end.
+  std::string_view whole;
+  if (doc.raw_json().get(whole) != kOk) return false;
+  std::size_t end = size;
+  while (end > 0 && json_space(json[end - 1])) --end;
+  const char* after = whole.data() + whole.size();
+  if (after != json + end && after != json + size) return false;
+  doc.rewind();
+  od::object root;
+  if (doc.get_object().get(root) != kOk) return false;
+  bool has_id = false, has_object = false, has_choices = false, has_usage = false;
+  for (auto r : root) {
+    od::field field;
+    std::string_view k;
+    if (std::move(r).get(field) != kOk || !key_of(field, k)) return false;
+    od::value& v = field.value();
+    bool ok = true;
+    if (is_key(k, "choices")) {
+      if (has_choices) return false;
+      has_choices = true;
+      od::array choices;
+      if (v.get_array().get(choices) != kOk) return false;
+      for (auto c : choices) {
+        od::value cv;
+        if (c.get(cv) != kOk || !take_choice_fast(cv, info, logprobs_on_)) return false;
+      }
+    } else if (is_key(k, "id") && !has_id) {
+      has_id = true;
+      std::string_view id;
+      bool set = false;
+      ok = string_or_check(v, id, set);
+      if (set) info.id.assign(id);
+    } else if (is_key(k, "object") && !has_object) {
+      has_object = true;
+      std::string_view object;
+      bool set = false;
+      ok = string_or_check(v, object, set) && !(set && object == "response");
+    } else if (is_key(k, "usage") && !has_usage) {
+      has_usage = true;
+      od::json_type type;
+      if (v.type().get(type) != kOk) return false;
+      if (type == od::json_type::object) {
+        ChunkUsage u;
+        ok = take_usage_fast(v, u);
+        info.usage = u;
+      } else {
+        ok = check_value(v, 1);
+      }
+    } else if (is_key(k, "type") || is_key(k, "error") || is_key(k, "timings")) {
+      return false;
+    } else {
+      ok = check_value(v, 1);
+    }
+    if (!ok) return false;
+  }
+  if (!has_choices) return false;
+  info.has_output = info.has_reasoning || info.has_answer;
+  info.valid = true;
+  info.logprobs = logprobs_;
+  if (info.has_output) info.role_only = false;
+  return true;
 }
 
 void ToolCallAssembler::add(const ToolCallPart& part, std::size_t position) {

@@ -72,6 +72,89 @@ TEST(ChunkParser, InPlaceWithAnyPaddingAndNothingLeftFromTheEventBefore) {
   EXPECT_EQ(error.finish_reason, "");
 }
 
+// The On-Demand fast path answers the usual chunks and gives every event
+// the answer the DOM path gives: servers' real chunk shapes, nulls, keys
+// repeated or escaped, values of other types, usage in its forms, and
+// documents that are not valid JSON in the parts the fast path does not use.
+TEST(ChunkParser, TheFastPathAnswersAsTheDomPathDoes) {
+  const std::vector<std::string> events = {
+      // vLLM chat, first and middle chunks, and the usage chunk of include_usage.
+      R"({"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1733000000,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]})",
+      R"({"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1733000000,"model":"m","choices":[{"index":0,"delta":{"content":" the"},"logprobs":null,"finish_reason":null}]})",
+      R"({"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1733000000,"model":"m","choices":[],"usage":{"prompt_tokens":12,"total_tokens":140,"completion_tokens":128,"prompt_tokens_details":{"cached_tokens":8}}})",
+      R"({"id":"chatcmpl-7f3a","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" end"},"finish_reason":"length","stop_reason":null}],"usage":null})",
+      // Reasoning under both names, and both in one delta (the first wins).
+      R"({"choices":[{"index":0,"delta":{"reasoning":"hm"}}]})",
+      R"({"choices":[{"index":0,"delta":{"reasoning_content":"hm","content":null}}]})",
+      R"({"choices":[{"index":0,"delta":{"reasoning_content":"a","reasoning":"b","content":"c"}}]})",
+      R"({"choices":[{"index":0,"delta":{"content":"c","reasoning":"r"},"text":"t"}]})",
+      // Completions, llama-server's shapes, a whole message with usage details.
+      R"({"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null}]})",
+      R"({"choices":[{"text":" b","index":0,"logprobs":null,"finish_reason":null}],"created":1,"model":"tiny","system_fingerprint":"b1-x","object":"text_completion","id":"chatcmpl-q"})",
+      R"({"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":" tok"},"finish_reason":"length"}],"usage":{"prompt_tokens":64,"completion_tokens":1,"total_tokens":65,"completion_tokens_details":{"reasoning_tokens":0}}})",
+      // Repeated keys (the first wins), escaped keys, values of other types.
+      R"({"id":"a","id":"b","choices":[{"delta":{"content":"x","content":"y"},"finish_reason":null,"finish_reason":"stop"}]})",
+      R"({"id":7,"choices":[{"text":5,"finish_reason":3,"delta":[1,2]}]})",
+      R"({"i\u0064":"esc","ch\u006fices":[{"delt\u0061":{"c\u006fntent":"e"}}]})",
+      R"({"choices":[{"delta":{"content":"\u00e9\ud83d\ude00\n\"q\""}}]})",
+      R"({"usage":{"prompt_tokens":1.0,"completion_tokens":18446744073709551615,"prompt_tokens":5},"choices":[]})",
+      R"({"usage":{"prompt_tokens":-3,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning_tokens":2,"reasoning_tokens":9}},"choices":[]})",
+      R"({"usage":5,"choices":[]})", R"({"usage":null,"usage":{"prompt_tokens":1},"choices":[]})",
+      R"({"delta":{},"choices":[{"delta":{"role":"assistant"}}],"extra":{"a":[true,false,null,-0,1e5,{"b":[]}]}})",
+      R"({"object":"chat.completion.chunk","object":"response","choices":[{"text":"z"}]})",
+      "  {\"choices\":[{\"text\":\"w\"}]}  \n",
+      // Not valid, or not the fast path's: the DOM path's answer in every case.
+      R"({"object":"response","choices":[]})", R"({"choices":[{"delta":{"content":"x"}}]}})",
+      R"({"choices":[{"delta":{"content":"x"}}]} {})", R"({"choices":[{"delta":{"content":"x"}}],"n":01})",
+      R"({"choices":[{"delta":{"content":"x"}}],"n":tru})",
+      R"({"choices":[{"delta":{"content":"x"}}],"n":nul})",
+      R"({"choices":[{"delta":{"content":"x"}}],"n":"\x"})",
+      R"({"choices":[{"delta":{"content":"x"}}],"n":[1,]})",
+      R"({"choices":[{"delta":{"content":"x"}}],"n" 1})", R"({"choices":[{"delta":{"content":"x"}}],"n":1,})",
+      R"({"choices":[1]})", R"({"choices":{}})", R"({"choices":[],"choices":[{"text":"x"}]})",
+      R"({"choices":[{"delta":{"content":"x"},"message":{"content":"y"}}]})",
+      R"({"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":""}}]}}]})",
+      R"({"error":{"message":"no"}})", R"({"type":"response.output_text.delta","delta":"x"})",
+      R"({"choices":[{"text":"x"}],"timings":{"prompt_ms":1}})",
+      R"({"choices":[{"text":"x"}],"timings":null})", R"([1,2])", R"("choices")",
+      R"({"choices":[{"text":"x"}])", R"({})", ""};
+  for (const bool logprobs : {false, true}) {
+    ChunkParser fast(logprobs), dom(logprobs);
+    dom.set_fast_path(false);
+    std::string slow;  // the usual chunks that did not take the fast path
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const std::string& e = events[i];
+      const std::uint64_t before = fast.fast_reads();
+      const ChunkInfo a = fast.parse(e);
+      if (i < 22 && fast.fast_reads() == before) slow += e + "\n";
+      const ChunkInfo& b = dom.parse(e);
+      EXPECT_EQ(a.valid, b.valid) << e;
+      EXPECT_EQ(a.is_error, b.is_error) << e;
+      EXPECT_EQ(a.has_output, b.has_output) << e;
+      EXPECT_EQ(a.has_reasoning, b.has_reasoning) << e;
+      EXPECT_EQ(a.has_answer, b.has_answer) << e;
+      EXPECT_EQ(a.role_only, b.role_only) << e;
+      EXPECT_EQ(a.text, b.text) << e;
+      EXPECT_EQ(a.reasoning_bytes, b.reasoning_bytes) << e;
+      EXPECT_EQ(a.choices, b.choices) << e;
+      EXPECT_EQ(a.finish_reason, b.finish_reason) << e;
+      EXPECT_EQ(a.id, b.id) << e;
+      ASSERT_EQ(a.usage.has_value(), b.usage.has_value()) << e;
+      if (a.usage) {
+        EXPECT_EQ(a.usage->prompt_tokens, b.usage->prompt_tokens) << e;
+        EXPECT_EQ(a.usage->completion_tokens, b.usage->completion_tokens) << e;
+        EXPECT_EQ(a.usage->cached_tokens, b.usage->cached_tokens) << e;
+        EXPECT_EQ(a.usage->reasoning_tokens, b.usage->reasoning_tokens) << e;
+      }
+      EXPECT_EQ(a.tool_calls.size(), b.tool_calls.size()) << e;
+    }
+    // The usual chunks (the first 22) took the fast path.
+    EXPECT_EQ(slow, "");
+    EXPECT_GE(fast.fast_reads(), 22u);
+    EXPECT_EQ(dom.fast_reads(), 0u);
+  }
+}
+
 // Tool calls as servers stream them: the first fragment of a call brings
 // its index, id and function name with empty arguments, later fragments the
 // arguments in pieces; two calls in parallel interleave by index. A whole
