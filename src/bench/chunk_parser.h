@@ -160,19 +160,6 @@ class ChunkParser {
   // where it lies, else copied first. The answer is the parser's own, valid
   // until its next parse() (no allocation per event).
   const ChunkInfo& parse(std::string_view data, std::size_t padding = 0);
-  // Chat and completions chunks of the usual shape (choices of delta,
-  // message or text with string content and reasoning, usage counts) are
-  // read with simdjson's On-Demand API, which builds no tape; every value
-  // it does not use is still checked whole (numbers parsed, atoms matched,
-  // strings unescaped, containers walked), and the document must end where
-  // its object does. Anything else (tool calls, logprobs, errors, timings,
-  // the Responses and transcription events, duplicate keys it is unsure of,
-  // any error) goes to the DOM path from the start, which decides. The
-  // answers are the same; off, every event takes the DOM path (tests and
-  // the fuzz target compare the two).
-  void set_fast_path(bool on) { fast_path_ = on; }
-  // Events the fast path answered (the others took the DOM path).
-  std::uint64_t fast_reads() const { return fast_reads_; }
   // A whole pooling answer. Embeddings: {"data": [{"embedding": [numbers]
   // or a base64 string, "index"}...]}, every vector of one size. Rerank:
   // {"results": [{"index", "relevance_score" (or "score")}...]}, each index
@@ -186,10 +173,6 @@ class ChunkParser {
   std::string buffer_;  // data plus simdjson's padding
   std::vector<double> logprobs_;
   ChunkInfo info_;  // parse()'s answer
-  bool fast_path_ = true;
-  std::uint64_t fast_reads_ = 0;
-  simdjson::ondemand::parser on_demand_;
-  bool parse_fast(const char* json, std::size_t size, ChunkInfo& info);
 };
 
 }  // namespace tokenscope::bench
