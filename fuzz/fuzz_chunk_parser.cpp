@@ -35,6 +35,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string padded(reinterpret_cast<const char*>(data), size);
   padded.append(64, size > 0 ? static_cast<char>(data[0]) : '"');
   if (!same(info, parser.parse(std::string_view(padded).substr(0, size), 64))) __builtin_trap();
+  // A stream's frame: the input's lines as one stream's events (the first
+  // that may become the frame, the next read from it), each read as the
+  // DOM path reads it alone.
+  {
+    static tokenscope::bench::ChunkParser framed(true), alone(true);
+    tokenscope::bench::ChunkFrame frame;
+    const std::string_view all(reinterpret_cast<const char*>(data), size);
+    std::size_t from = 0;
+    while (from <= all.size()) {
+      std::size_t nl = all.find('\n', from);
+      if (nl == std::string_view::npos) nl = all.size();
+      const std::string_view line = all.substr(from, nl - from);
+      const auto a = framed.parse(line, 0, &frame);
+      if (!same(a, alone.parse(line))) __builtin_trap();
+      from = nl + 1;
+    }
+  }
   if (info.role_only && info.has_output) __builtin_trap();
   if (!info.valid && (info.has_output && info.choices == 0)) __builtin_trap();
   for (const double lp : info.logprobs)

@@ -264,10 +264,167 @@ void ChunkInfo::reset() {
   logprobs = {};
 }
 
-const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) {
+const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding, ChunkFrame* frame) {
   ChunkInfo& info = info_;
   info.reset();
   logprobs_.clear();
+  bool framed = false;  // the event is the frame around a text the DOM path must read
+  if (frame && frame->active_) {
+    if (read_framed(data, *frame, info, framed)) {
+      ++frame->hits_;
+      frame->hit_since_learned_ = true;
+      return info;
+    }
+    info.reset();
+  }
+  parse_dom(data, padding, info);
+  if (frame && !framed) learn_frame(data, *frame, info);
+  return info;
+}
+
+namespace {
+
+// A JSON string's body (between its quotes) unescaped into out, exactly as
+// the DOM parser reads it: false for what it would refuse (an unescaped
+// quote or control character, an unknown escape, invalid UTF-8) and for
+// \u escapes (left to it).
+bool unescape_plain(std::string_view raw, std::string& out) {
+  bool ascii = true;
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const auto c = static_cast<unsigned char>(raw[i]);
+    if (c == '"' || c < 0x20) return false;
+    if (c >= 0x80) ascii = false;
+    if (c != '\\') continue;
+    out.append(raw.substr(from, i - from));
+    if (++i == raw.size()) return false;
+    switch (raw[i]) {
+      case '"':
+      case '\\':
+      case '/':
+        out += raw[i];
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      default:
+        return false;
+    }
+    from = i + 1;
+  }
+  out.append(raw.substr(from));
+  return ascii || simdjson::validate_utf8(raw.data(), raw.size());
+}
+
+// Whether the text can stand in an event as it is (no byte JSON must escape).
+bool plain_text(std::string_view text) {
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\' || c < 0x20) return false;
+  }
+  return true;
+}
+
+constexpr std::string_view kFrameMarker = "tokenscope frame probe";
+
+}  // namespace
+
+bool ChunkParser::read_framed(std::string_view data, const ChunkFrame& frame, ChunkInfo& info, bool& framed) {
+  const std::string& prefix = frame.prefix_;
+  const std::string& suffix = frame.suffix_;
+  if (data.size() < prefix.size() + suffix.size()) return false;
+  if (std::memcmp(data.data(), prefix.data(), prefix.size()) != 0 ||
+      std::memcmp(data.data() + data.size() - suffix.size(), suffix.data(), suffix.size()) != 0)
+    return false;
+  if (data.size() == prefix.size() + suffix.size()) {  // an empty text: no output, the DOM path's answer
+    framed = true;
+    return false;
+  }
+  const std::string_view raw = data.substr(prefix.size(), data.size() - prefix.size() - suffix.size());
+  info = frame.base_;
+  info.text.clear();
+  if (!unescape_plain(raw, info.text)) {  // the frame stays: the next event may fit it
+    framed = true;
+    return false;
+  }
+  if (info.has_reasoning)  // a frame of reasoning: all its text is
+    info.reasoning_bytes = static_cast<std::uint32_t>(std::min<std::size_t>(info.text.size(), UINT32_MAX));
+  info.logprobs = logprobs_;
+  return true;
+}
+
+void ChunkParser::learn_frame(std::string_view data, ChunkFrame& frame, const ChunkInfo& info) {
+  // A frame that read nothing before the stream changed it: after two,
+  // this stream's events differ in more than their text (a server that
+  // sends per-event timings or counters): no more learning.
+  if (frame.active_ && !frame.hit_since_learned_) ++frame.wasted_;
+  if (frame.wasted_ >= 2) return;
+  frame.active_ = false;
+  if (!info.valid || info.is_error || !info.has_output || !info.tool_calls.empty() || !logprobs_.empty() ||
+      info.text.empty() || info.has_answer == info.has_reasoning ||
+      info.reasoning_bytes != (info.has_reasoning ? info.text.size() : 0) || !plain_text(info.text))
+    return;
+  // The text, in quotes, once in the event: the bytes around it are the frame.
+  std::string& needle = frame.scratch_;
+  needle.assign(1, '"');
+  needle += info.text;
+  needle += '"';
+  const std::size_t at = data.find(needle);
+  if (at == std::string_view::npos || data.find(needle, at + 1) != std::string_view::npos) return;
+  const std::string_view prefix = data.substr(0, at + 1);
+  const std::string_view suffix = data.substr(at + 1 + info.text.size());
+  // The frame with a marker for a text must read as the event with the
+  // marker as its text (so that the text is where it was found, and only there).
+  std::string& probe_text = frame.scratch_;
+  probe_text.assign(prefix);
+  probe_text += kFrameMarker;
+  probe_text += suffix;
+  const std::size_t probe_size = probe_text.size();
+  probe_text.append(simdjson::SIMDJSON_PADDING, '\0');
+  ChunkInfo& probe = frame.base_;
+  probe.reset();
+  parse_dom(std::string_view(probe_text.data(), probe_size), simdjson::SIMDJSON_PADDING, probe);
+  const bool same = probe.valid && probe.text == kFrameMarker && !probe.is_error &&
+                    probe.has_output == info.has_output && probe.has_answer == info.has_answer &&
+                    probe.has_reasoning == info.has_reasoning && probe.role_only == info.role_only &&
+                    probe.choices == info.choices && probe.finish_reason == info.finish_reason &&
+                    probe.id == info.id && probe.usage.has_value() == info.usage.has_value() &&
+                    probe.timings.has_value() == info.timings.has_value() && probe.tool_calls.empty() &&
+                    probe.reasoning_bytes == (probe.has_reasoning ? kFrameMarker.size() : 0) &&
+                    logprobs_.empty();
+  if (!same) return;
+  if (probe.usage) {
+    const ChunkUsage &a = *probe.usage, &b = *info.usage;
+    if (a.prompt_tokens != b.prompt_tokens || a.completion_tokens != b.completion_tokens ||
+        a.cached_tokens != b.cached_tokens || a.reasoning_tokens != b.reasoning_tokens)
+      return;
+  }
+  if (probe.timings) {
+    const ChunkTimings &a = *probe.timings, &b = *info.timings;
+    if (a.prompt_ms != b.prompt_ms || a.prompt_n != b.prompt_n || a.predicted_ms != b.predicted_ms ||
+        a.predicted_n != b.predicted_n)
+      return;
+  }
+  frame.prefix_.assign(prefix);
+  frame.suffix_.assign(suffix);
+  frame.active_ = true;
+  frame.hit_since_learned_ = false;
+  ++frame.learned_;
+}
+
+void ChunkParser::parse_dom(std::string_view data, std::size_t padding, ChunkInfo& info) {
   const char* json = data.data();
   if (padding < simdjson::SIMDJSON_PADDING) {
     buffer_.assign(data);
@@ -275,9 +432,9 @@ const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) 
     json = buffer_.data();
   }
   dom::element doc;
-  if (parser_.parse(json, data.size(), false).get(doc) != simdjson::SUCCESS) return info;
+  if (parser_.parse(json, data.size(), false).get(doc) != simdjson::SUCCESS) return;
   dom::object root;
-  if (doc.get_object().get(root) != simdjson::SUCCESS) return info;
+  if (doc.get_object().get(root) != simdjson::SUCCESS) return;
 
   // One pass over each object (a lookup by key is a linear scan, and an
   // event is looked up for a dozen keys); the first of duplicate keys wins,
@@ -310,19 +467,19 @@ const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) 
       (type.starts_with("response.") || type == "error")) {
     take_responses_event(type, root, info);
     info.logprobs = logprobs_;
-    return info;
+    return;
   }
   if (has_type && type_el.get_string().get(type) == simdjson::SUCCESS && type.starts_with("transcript.")) {
     take_transcript_event(type, root, info);
     info.logprobs = logprobs_;
-    return info;
+    return;
   }
   if (has_object && object_el.get_string().get(type) == simdjson::SUCCESS && type == "response") {
     take_response_object(root, info, true);
     info.has_output = info.has_reasoning || info.has_answer;
     info.valid = true;
     info.logprobs = logprobs_;
-    return info;
+    return;
   }
 
   if (has_error) {
@@ -370,7 +527,7 @@ const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) 
       dom::object choice;
       if (element.get_object().get(choice) != simdjson::SUCCESS) {
         info.reset();
-        return info;
+        return;
       }
       ++info.choices;
       dom::element text, finish, delta_el[2], logprobs;
@@ -434,7 +591,7 @@ const ChunkInfo& ChunkParser::parse(std::string_view data, std::size_t padding) 
   info.valid = saw_choices || info.usage.has_value() || info.is_error;
   info.logprobs = logprobs_;
   if (info.has_output) info.role_only = false;
-  return info;
+  return;
 }
 
 void ToolCallAssembler::add(const ToolCallPart& part, std::size_t position) {

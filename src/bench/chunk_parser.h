@@ -150,6 +150,44 @@ struct TranscriptionInfo {
   double audio_seconds = -1;
 };
 
+class ChunkParser;
+
+// A stream's repeated frame. The events of one stream differ mostly in
+// their text: vLLM's and SGLang's chat chunks repeat the id, the creation
+// time, the model and every other field byte for byte. When an event's
+// text stands in it as a plain string (nothing JSON escapes) found once,
+// the bytes before and after it are kept as the frame, checked once: the
+// frame with a marker in place of the text reads, on the DOM path, as the
+// same event with the marker as its text. A later event that is the frame
+// around a JSON string body (no unescaped quote or control character,
+// valid UTF-8, the simple escapes) is answered from the frame, that string
+// as its text, without parsing the rest again: the answer the DOM path
+// gives (tests and the fuzz target compare them). Any other event takes
+// the DOM path, and may become the frame. A stream whose frame changes
+// twice before it reads anything (a server with per-event timings) stops
+// learning. One per stream (ResponseCollector keeps it); reset() between
+// requests.
+class ChunkFrame {
+ public:
+  void reset() {
+    active_ = hit_since_learned_ = false;
+    wasted_ = 0;
+    hits_ = learned_ = 0;
+  }
+  std::uint64_t hits() const { return hits_; }        // events read from the frame
+  std::uint64_t learned() const { return learned_; }  // frames taken
+
+ private:
+  friend class ChunkParser;
+  std::string prefix_, suffix_;  // the bytes before the text's string body, after it
+  ChunkInfo base_;               // the answer of the frame (its text replaced by each event's)
+  std::string scratch_;
+  bool active_ = false;
+  bool hit_since_learned_ = false;
+  std::uint32_t wasted_ = 0;
+  std::uint64_t hits_ = 0, learned_ = 0;
+};
+
 class ChunkParser {
  public:
   explicit ChunkParser(bool logprobs = false) : logprobs_on_(logprobs) {}
@@ -159,7 +197,8 @@ class ChunkParser {
   // simdjson's padding there (SseDecoder::kDataPadding) the data is parsed
   // where it lies, else copied first. The answer is the parser's own, valid
   // until its next parse() (no allocation per event).
-  const ChunkInfo& parse(std::string_view data, std::size_t padding = 0);
+  // frame: the stream's (ChunkFrame), or none.
+  const ChunkInfo& parse(std::string_view data, std::size_t padding = 0, ChunkFrame* frame = nullptr);
   // A whole pooling answer. Embeddings: {"data": [{"embedding": [numbers]
   // or a base64 string, "index"}...]}, every vector of one size. Rerank:
   // {"results": [{"index", "relevance_score" (or "score")}...]}, each index
@@ -173,6 +212,9 @@ class ChunkParser {
   std::string buffer_;  // data plus simdjson's padding
   std::vector<double> logprobs_;
   ChunkInfo info_;  // parse()'s answer
+  void parse_dom(std::string_view data, std::size_t padding, ChunkInfo& info);
+  bool read_framed(std::string_view data, const ChunkFrame& frame, ChunkInfo& info, bool& framed);
+  void learn_frame(std::string_view data, ChunkFrame& frame, const ChunkInfo& info);
 };
 
 }  // namespace tokenscope::bench

@@ -72,6 +72,105 @@ TEST(ChunkParser, InPlaceWithAnyPaddingAndNothingLeftFromTheEventBefore) {
   EXPECT_EQ(error.finish_reason, "");
 }
 
+// The fields of two answers, compared.
+void expect_same(const ChunkInfo& a, const ChunkInfo& b, const std::string& e) {
+  EXPECT_EQ(a.valid, b.valid) << e;
+  EXPECT_EQ(a.is_error, b.is_error) << e;
+  EXPECT_EQ(a.error_message, b.error_message) << e;
+  EXPECT_EQ(a.has_output, b.has_output) << e;
+  EXPECT_EQ(a.has_reasoning, b.has_reasoning) << e;
+  EXPECT_EQ(a.has_answer, b.has_answer) << e;
+  EXPECT_EQ(a.role_only, b.role_only) << e;
+  EXPECT_EQ(a.text, b.text) << e;
+  EXPECT_EQ(a.reasoning_bytes, b.reasoning_bytes) << e;
+  EXPECT_EQ(a.choices, b.choices) << e;
+  EXPECT_EQ(a.finish_reason, b.finish_reason) << e;
+  EXPECT_EQ(a.id, b.id) << e;
+  ASSERT_EQ(a.usage.has_value(), b.usage.has_value()) << e;
+  if (a.usage) {
+    EXPECT_EQ(a.usage->prompt_tokens, b.usage->prompt_tokens) << e;
+    EXPECT_EQ(a.usage->completion_tokens, b.usage->completion_tokens) << e;
+    EXPECT_EQ(a.usage->cached_tokens, b.usage->cached_tokens) << e;
+    EXPECT_EQ(a.usage->reasoning_tokens, b.usage->reasoning_tokens) << e;
+  }
+  ASSERT_EQ(a.timings.has_value(), b.timings.has_value()) << e;
+  EXPECT_EQ(a.tool_calls.size(), b.tool_calls.size()) << e;
+  EXPECT_EQ(a.logprobs.size(), b.logprobs.size()) << e;
+}
+
+// A stream's frame: the events of a stream that differ only in their text
+// are read from the frame, with the answer the DOM path gives for every
+// text — plain, escaped, raw UTF-8 — and for every text it must refuse or
+// read itself (an unescaped quote or control character, invalid UTF-8, a
+// \u escape, a lone backslash, an empty text).
+TEST(ChunkParser, AStreamsFrameAnswersAsTheDomPathDoes) {
+  const std::vector<std::string> frames = {
+      // vLLM chat, completions, reasoning (both names), llama-server, a whole message.
+      R"({"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1733000000,"model":"m","choices":[{"index":0,"delta":{"content":"@"},"logprobs":null,"finish_reason":null}]})",
+      R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"@","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null})",
+      R"({"id":"c","choices":[{"index":0,"delta":{"reasoning":"@"},"finish_reason":null}]})",
+      R"({"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"@","content":null}}]})",
+      R"({"choices":[{"finish_reason":null,"index":0,"delta":{"content":"@"}}],"created":1,"id":"chatcmpl-q","model":"tiny","system_fingerprint":"b1-x","object":"chat.completion.chunk"})",
+      R"({"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"@"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1}})"};
+  const std::vector<std::string> texts = {
+      " tok", " the", "x", "\\n", " a\\\"b\\\\c\\/d\\te\\r\\b\\f", "\xc3\xa9\xf0\x9f\x98\x80", " two words ",
+      // Not the frame's to read: the DOM path answers.
+      "\\u00e9", "a\"b", "a\x01", "\xff\xfe", "\xed\xa0\x80", "trail\\", "\\x", ""};
+  for (const std::string& frame_text : frames) {
+    const std::size_t at = frame_text.find('@');
+    ChunkParser framed, dom;
+    ChunkFrame frame;
+    std::uint64_t plain = 0;
+    for (int round = 0; round < 2; ++round)
+      for (std::size_t i = 0; i < texts.size(); ++i) {
+        const std::string e = frame_text.substr(0, at) + texts[i] + frame_text.substr(at + 1);
+        const ChunkInfo a = framed.parse(e, 0, &frame);
+        expect_same(a, dom.parse(e), e);
+        if (i < 7) ++plain;
+      }
+    // Every text the frame may read was read from it, but the first (which made it).
+    EXPECT_EQ(frame.learned(), 1u) << frame_text;
+    EXPECT_EQ(frame.hits(), plain - 1) << frame_text;
+  }
+}
+
+// Learning a frame: the text must be found once, where the event's answer
+// takes it from; a frame that does not hold (a key, another field, two
+// choices, repeated keys) is not taken, and every event still reads as
+// the DOM path reads it. A stream whose frame changes before it is used,
+// twice, stops learning.
+TEST(ChunkParser, AFrameIsTakenOnlyWhereTheTextIs) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"id":"A","choices":[{"delta":{"content":"A"}}]})", "A"},            // twice: no frame
+      {R"({"id":"B","choices":[{"delta":{"content":"\u0042"}}]})", "B"},       // found in the id
+      {R"({"choices":[{"delta":{"content":"C","content":"D"}}]})", "C"},       // the first wins
+      {R"({"choices":[{"delta":{"content":"E","content":"F"}}]})", "F"},       // the second: ignored
+      {R"({"choices":[{"text":"G"},{"text":"H"}]})", "G"},                     // two choices
+      {R"({"choices":[{"text":"","delta":{"content":"I"}}]})", "I"},           // an empty text beside
+      {R"({"J":1,"choices":[{"delta":{"content":"\u004a"}}]})", "J"},          // found as a key
+      {R"({"choices":[{"delta":{"content":"K","role":"assistant"}}]})", "K"},  // a role beside the text
+      {R"({"choices":[{"delta":{"content":"L"},"finish_reason":"stop"}]})", "L"}};
+  for (const auto& [event, text] : cases) {
+    ChunkParser framed, dom;
+    ChunkFrame frame;
+    const std::string quoted = "\"" + text + "\"";
+    for (const std::string& other : {text, std::string("zz"), std::string("y y"), std::string("")}) {
+      std::string e = event;
+      if (const std::size_t at = e.find(quoted); at != std::string::npos)
+        e.replace(at + 1, text.size(), other);
+      expect_same(framed.parse(e, 0, &frame), dom.parse(e), e);
+    }
+  }
+  // Per-event timings change the frame each time: two frames wasted, then none.
+  ChunkParser p;
+  ChunkFrame frame;
+  for (int i = 0; i < 10; ++i)
+    p.parse(R"({"choices":[{"delta":{"content":"t"}}],"timings":{"predicted_n":)" + std::to_string(i) + "}}",
+            0, &frame);
+  EXPECT_EQ(frame.learned(), 2u);
+  EXPECT_EQ(frame.hits(), 0u);
+}
+
 // Tool calls as servers stream them: the first fragment of a call brings
 // its index, id and function name with empty arguments, later fragments the
 // arguments in pieces; two calls in parallel interleave by index. A whole

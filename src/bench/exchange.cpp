@@ -333,6 +333,7 @@ void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, 
   done_ = std::move(done);
   if (parser_ && parser_->logprobs_on()) record_.logprobs.emplace();  // n = 0 until some arrive
   decoder_.reset();
+  frame_.reset();
   event_chars_.clear();
   event_reasoning_chars_.clear();
   usage_reasoning_ = -1;
@@ -458,7 +459,7 @@ void ResponseCollector::on_event(const net::SseEvent& e) {
     return;
   }
   if (saw_done_) return fail(Outcome::kProtocolError, "SSE: event after [DONE]");
-  const ChunkInfo& c = parser_->parse(e.data, e.data.capacity() - e.data.size());
+  const ChunkInfo& c = parser_->parse(e.data, e.data.capacity() - e.data.size(), &frame_);
   if (!c.valid) return fail(Outcome::kProtocolError, "malformed stream event: " + excerpt(e.data));
   if (record_.response_id.empty() && !c.id.empty()) record_.response_id = c.id;
   if (c.is_error) return fail(Outcome::kHttpError, "error event in the stream: " + excerpt(c.error_message));

@@ -267,6 +267,7 @@ class ResponseCollector final : public net::ExchangeHandler {
   void* tick_ctx_ = nullptr;
   const tokenizers::TextTokenizer* counter_ = nullptr;
   net::SseDecoder decoder_;
+  ChunkFrame frame_;  // the stream's repeated frame
   std::vector<std::uint32_t> event_chars_;
   std::vector<std::uint32_t> event_reasoning_chars_;  // of event_chars_, the reasoning text's
   std::string body_;                                  // non-streamed body or an error body (capped)
