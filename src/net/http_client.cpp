@@ -13,7 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 
@@ -115,12 +115,50 @@ std::string Endpoint::url() const {
 namespace {
 
 constexpr std::size_t kReadChunk = 16u << 10;
-constexpr std::size_t kBodyScratch = 64u << 10;
 // An idle connection is checked for a close by the server (a system call)
 // only when it has been idle this long: one freed a moment ago is reused at
 // once (a server that closes a connection within a millisecond of answering
 // on it says Connection: close).
 constexpr Nanos kStaleCheckAfter = kNanosPerMilli;
+
+// A response's parser: Beast's HTTP/1.1 parsing, keeping of the header only
+// the status and the Content-Type, and handing every piece of the body
+// (chunked or not) to a sink where it lies in the read buffer: no header
+// container and no copy of the body.
+class ResponseReader final : public http::basic_parser<false> {
+ public:
+  using Sink = void (*)(void* context, std::string_view piece);
+  ResponseReader(Sink sink, void* context) : sink_(sink), context_(context) {}
+  int status() const { return status_; }
+  const std::string& content_type() const { return content_type_; }
+  bool has_content_type() const { return has_content_type_; }
+
+ private:
+  void on_request_impl(http::verb, beast::string_view, beast::string_view, int, beast::error_code&) override {}
+  void on_response_impl(int code, beast::string_view, int, beast::error_code&) override { status_ = code; }
+  void on_field_impl(http::field name, beast::string_view, beast::string_view value, beast::error_code&) override {
+    if (name != http::field::content_type || has_content_type_) return;  // the first, as a lookup finds it
+    has_content_type_ = true;
+    content_type_.assign(value.data(), value.size());
+  }
+  void on_header_impl(beast::error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
+  std::size_t on_body_impl(beast::string_view body, beast::error_code&) override {
+    if (!body.empty()) sink_(context_, std::string_view(body.data(), body.size()));
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code& ec) override {
+    return on_body_impl(body, ec);
+  }
+  void on_finish_impl(beast::error_code&) override {}
+
+  Sink sink_;
+  void* context_;
+  int status_ = 0;
+  bool has_content_type_ = false;
+  std::string content_type_;
+};
 
 class ConnectionBase {
  public:
@@ -179,7 +217,6 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   // no operation of theirs is pending yet.
   std::deque<std::shared_ptr<ConnectionBase>> connect_queue;
   ClientCounters counters;
-  std::vector<char> scratch = std::vector<char>(kBodyScratch);
   std::string host_header;
 
   bool below_limit() const { return options.max_connections == 0 || open.size() < options.max_connections; }
@@ -251,7 +288,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     response_bytes_ = 0;
     headers_reported_ = false;
     failure_ = ExchangeError::kNone;
-    parser_.emplace();
+    parser_.emplace(
+        [](void* self, std::string_view piece) { static_cast<Connection*>(self)->on_piece(piece); }, this);
     parser_->eager(true);
     parser_->header_limit(static_cast<std::uint32_t>(client_->options.max_header_bytes));
     // An explicit limit: Boost 1.74 compares the Content-Length with an
@@ -525,26 +563,27 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     read();
   }
 
+  void report_headers(Nanos t) {
+    if (headers_reported_ || !parser_->is_header_done()) return;
+    headers_reported_ = true;
+    if (parser_->has_content_type()) handler_->on_content_type(parser_->content_type());
+    handler_->on_headers(parser_->status(), t);
+  }
+
+  // A piece of the body, inside the parser's put(), with the time of its read.
+  void on_piece(std::string_view piece) {
+    report_headers(read_time_);  // the header and a first piece may come in one put()
+    handler_->on_body(piece, read_time_);
+  }
+
   // Feeds buffered bytes to the parser; returns false when the exchange ended.
   bool parse(Nanos t) {
-    auto& scratch = client_->scratch;
+    read_time_ = t;
     for (;;) {
-      auto& body = parser_->get().body();
-      body.data = scratch.data();
-      body.size = scratch.size();
       boost::system::error_code ec;
       const std::size_t used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
-      if (!headers_reported_ && parser_->is_header_done()) {
-        headers_reported_ = true;
-        const auto& head = parser_->get();
-        if (const auto it = head.find(http::field::content_type); it != head.end())
-          handler_->on_content_type(std::string_view(it->value().data(), it->value().size()));
-        handler_->on_headers(static_cast<int>(head.result_int()), t);
-      }
-      const std::size_t got = scratch.size() - body.size;
-      if (got > 0) handler_->on_body(std::string_view(scratch.data(), got), t);
-      if (ec == http::error::need_buffer) continue;
+      report_headers(t);
       if (ec == http::error::need_more) return true;
       if (ec) {
         finish(ExchangeError::kProtocol, "invalid HTTP response: " + ec.message());
@@ -555,7 +594,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
         complete(t);
         return false;
       }
-      if (used == 0 && got == 0) return true;
+      if (used == 0) return true;
     }
   }
 
@@ -621,7 +660,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   Stream stream_;
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;
-  std::optional<http::response_parser<http::buffer_body>> parser_;
+  std::optional<ResponseReader> parser_;
   std::shared_ptr<const std::string> request_;
   ExchangeHandler* handler_ = nullptr;
   bool connected_ = false;
@@ -642,6 +681,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   std::uint64_t attempts_ = 0;
   Nanos retry_after_ = 0;
   Nanos handshake_started_ = 0;
+  Nanos read_time_ = 0;  // of the read being parsed
 };
 
 }  // namespace
