@@ -77,10 +77,22 @@ inline void append_string(std::string& out, std::string_view s) {
 
 // Appends `,"name":` (or `"name":` when first).
 inline void key(std::string& out, std::string_view name, bool first = false) {
-  if (!first) out += ',';
-  out += '"';
-  out += name;
-  out += "\":";
+  char buf[64];  // one append: keys are short
+  if (name.size() + 4 > sizeof buf) {
+    if (!first) out += ',';
+    out += '"';
+    out += name;
+    out += "\":";
+    return;
+  }
+  char* p = buf;
+  if (!first) *p++ = ',';
+  *p++ = '"';
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  *p++ = '"';
+  *p++ = ':';
+  out.append(buf, static_cast<std::size_t>(p - buf));
 }
 
 // Writes a part of a line whose length has a known bound straight into the

@@ -104,23 +104,22 @@ void RequestRecord::append_json(std::string& out) const {
     key(out, "response_id");
     append_escaped(out, response_id);
   }
-  const std::pair<std::string_view, std::int64_t> fields[] = {
-      {"t_sched_ns", t_sched},
-      {"t_send_ns", t_send},
-      {"t_headers_ns", t_headers},
-      {"t_first_scheduled_ns", t_first_scheduled},
-      {"t_first_token_ns", t_first_token},
-      {"t_last_token_ns", t_last_token},
-      {"t_close_ns", t_close},
-      {"prompt_tokens", prompt_tokens},
-      {"output_tokens", output_tokens},
-      {"output_tokens_client", output_tokens_client},
-      {"cached_tokens", cached_tokens},
-      {"preemptions", preemptions},
-  };
-  for (const auto& [name, value] : fields) {
-    key(out, name);
-    append_int(out, value);
+  {
+    // The fields every record has, written in one go (the keys are 210
+    // bytes, each integer at most 20).
+    BoundedWriter w(out, 210 + 12 * 20);
+    w.lit(",\"t_sched_ns\":").i(t_sched);
+    w.lit(",\"t_send_ns\":").i(t_send);
+    w.lit(",\"t_headers_ns\":").i(t_headers);
+    w.lit(",\"t_first_scheduled_ns\":").i(t_first_scheduled);
+    w.lit(",\"t_first_token_ns\":").i(t_first_token);
+    w.lit(",\"t_last_token_ns\":").i(t_last_token);
+    w.lit(",\"t_close_ns\":").i(t_close);
+    w.lit(",\"prompt_tokens\":").i(prompt_tokens);
+    w.lit(",\"output_tokens\":").i(output_tokens);
+    w.lit(",\"output_tokens_client\":").i(output_tokens_client);
+    w.lit(",\"cached_tokens\":").i(cached_tokens);
+    w.lit(",\"preemptions\":").i(preemptions);
   }
   if (server_prompt_ms >= 0) {
     key(out, "server_prompt_ms");
