@@ -134,9 +134,11 @@ class ResponseReader final : public http::basic_parser<false> {
   bool has_content_type() const { return has_content_type_; }
 
  private:
-  void on_request_impl(http::verb, beast::string_view, beast::string_view, int, beast::error_code&) override {}
+  void on_request_impl(http::verb, beast::string_view, beast::string_view, int, beast::error_code&) override {
+  }
   void on_response_impl(int code, beast::string_view, int, beast::error_code&) override { status_ = code; }
-  void on_field_impl(http::field name, beast::string_view, beast::string_view value, beast::error_code&) override {
+  void on_field_impl(http::field name, beast::string_view, beast::string_view value,
+                     beast::error_code&) override {
     if (name != http::field::content_type || has_content_type_) return;  // the first, as a lookup finds it
     has_content_type_ = true;
     content_type_.assign(value.data(), value.size());
