@@ -16,9 +16,7 @@ std::string prompt_text(const workload::Workload& w, const workload::Request& r)
   workload::append_prompt_tokens(w, r, tokens);
   std::string text;
   text.reserve(tokens.size() * 5);
-  for (const auto t : tokens) {
-    if (auto piece = tokenizers::piece_text(t)) text += *piece;
-  }
+  for (const auto t : tokens) tokenizers::append_piece_text(t, text);
   return text;
 }
 

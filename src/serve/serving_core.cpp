@@ -163,7 +163,7 @@ class ResponseTask : public std::enable_shared_from_this<ResponseTask> {
       const std::size_t from = token_index ? c.plan->ends[token_index - 1] : 0;
       c.text.append(c.plan->text, from, c.plan->ends[token_index] - from);
     } else {
-      c.text += tokenizers::piece_text(token).value_or("");
+      tokenizers::append_piece_text(token, c.text);
     }
     if (token_index < c.reasoning_tokens) c.reasoning_bytes = c.text.size();
     if (req_.logprobs)

@@ -87,9 +87,8 @@ std::size_t count_tokens(std::string_view text) {
   return scratch.size();
 }
 
-std::optional<std::string> piece_text(TokenId id) {
-  if (id >= kInvertibleIds) return std::nullopt;
-  std::string out;
+bool append_piece_text(TokenId id, std::string& out) {
+  if (id >= kInvertibleIds) return false;
   TokenId rest = id;
   if (rest >= kLetterPieces) {
     out.push_back(' ');
@@ -98,12 +97,19 @@ std::optional<std::string> piece_text(TokenId id) {
   std::size_t len = 4;
   while (len > 1 && rest < kOffsetByLength[len]) --len;
   TokenId v = rest - kOffsetByLength[len];
-  std::string letters(len, 'a');
+  char letters[4];
   for (std::size_t k = len; k-- > 0;) {
     letters[k] = static_cast<char>('a' + v % 26);
     v /= 26;
   }
-  return out + letters;
+  out.append(letters, len);
+  return true;
+}
+
+std::optional<std::string> piece_text(TokenId id) {
+  std::string out;
+  if (!append_piece_text(id, out)) return std::nullopt;
+  return out;
 }
 
 TokenId spaced_word_id(std::string_view lowercase_word) {

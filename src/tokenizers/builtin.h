@@ -46,6 +46,10 @@ std::size_t count_tokens(std::string_view text);
 
 // The text of a token, for ids below kInvertibleIds; nullopt for hashed ids.
 std::optional<std::string> piece_text(TokenId id);
+// The same appended to out (no string made per token: the prompt builder's
+// and the server's hot loops); false, and nothing appended, when the id
+// has no text.
+bool append_piece_text(TokenId id, std::string& out);
 // The id of " " + word for a lowercase word of 1..4 letters.
 TokenId spaced_word_id(std::string_view lowercase_word);
 // A token whose text is " " + one of the prompt words (prompt_words.h),
