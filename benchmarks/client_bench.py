@@ -29,6 +29,10 @@ the drift of a noisy machine hits every section alike:
           beside the Python peer.
   closed  closed-loop non-streaming requests/s, 64 connections, tokenscope
           beside wrk, against the zero-cost server and the canned nginx.
+  tls     the events section and the closed loop against nginx over TLS:
+          the same canned nginx also listening with TLS 1.3 and a
+          self-signed certificate (openssl, RSA 2048, made per run);
+          tokenscope (--insecure), the Python peer (--insecure) and wrk.
   media   client CPU per request for multimodal chat bodies beside text
           bodies: open loop (Poisson, 500 req/s), --media-requests non-streaming
           chat requests to the canned nginx (/v1/json) from workload files of
@@ -47,7 +51,7 @@ in the middle of a schedule.
 Prints every measurement as it happens, then per section the median, the
 spread (min-max) and the runs. --out DIR keeps results.json there.
 
-usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,stream,closed,media]
+usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,stream,closed,tls,media]
 """
 import argparse
 import json
@@ -261,7 +265,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3, help="schedule length of each open-loop run, wrk's -d")
-    ap.add_argument("--only", default="events,rate,stream,closed,media")
+    ap.add_argument("--only", default="events,rate,stream,closed,tls,media")
     ap.add_argument("--media-requests", type=int, default=2000, help="section media: requests per body kind")
     ap.add_argument("--streams", type=int, default=20000, help="section events: tokenscope's streams per round")
     ap.add_argument("--py-streams", type=int, default=2000, help="section events: the Python peer's streams")
@@ -298,6 +302,18 @@ def main():
         nginx_port = free_port()
         NGINX = f"http://127.0.0.1:{nginx_port}"
         text = open(conf).read().replace("$CANNED_DIR", canned).replace("127.0.0.1:8090", f"127.0.0.1:{nginx_port}")
+        tls_url = None
+        if "tls" in sections:  # the same server block, also over TLS with a self-signed certificate
+            crt, key = os.path.join(work, "tls.crt"), os.path.join(work, "tls.key")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", crt,
+                            "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+            tls_port = free_port()
+            listen = f"listen 127.0.0.1:{nginx_port} backlog=4096;"
+            assert listen in text, "the canned nginx.conf's listen line changed"
+            text = text.replace(listen, listen + f"\n        listen 127.0.0.1:{tls_port} ssl backlog=4096;"
+                                f"\n        ssl_certificate {crt};\n        ssl_certificate_key {key};"
+                                f"\n        ssl_protocols TLSv1.3;")
+            tls_url = f"https://127.0.0.1:{tls_port}"
         open(conf, "w").write(text)
         subprocess.run(NICE + ["taskset", "-c", SERVER_CORE, "nginx", "-c", conf, "-p", canned + "/"], check=True)
         port = None
@@ -443,6 +459,35 @@ def main():
                         f"{t['failed']} failed), ratio {t['rps'] / w['rps']:.2f}")
                 results["closed"].append(row)
 
+            if "tls" in sections:
+                log(f"## TLS: events and the closed loop on {tls_url}, round {rnd} (load {loadavg():.2f})")
+                t = b.tokenscope(["--target", tls_url, "--insecure", "--api", "chat", "--model", "m",
+                                  "--concurrency", "64", "--num-requests", str(a.streams), "--input-len", "fixed:8",
+                                  "--output-len", "fixed:128"])
+                p = b.python([tls_url + "/v1/chat/completions", "--insecure", "--chat", "--concurrency", "64",
+                              "--num-requests", str(a.py_streams), "--max-tokens", "128"])
+                w = b.wrk(tls_url + "/v1/chat/completions", secs, post_lua)
+                wc = b.wrk(tls_url + "/v1/json", secs, post_lua)
+                tc = b.tokenscope(["--target", tls_url, "--insecure", "--endpoint", "/v1/json", "--api", "chat",
+                                   "--model", "m", "--no-stream", "--concurrency", "64", "--duration-s", str(secs),
+                                   "--input-len", "fixed:8", "--output-len", "fixed:1"])
+                r = {"ts_events_per_cpu_s": t["output_events"] / t["cpu_s"],
+                     "py_events_per_cpu_s": p["output_events"] / p["cpu_s"],
+                     "ts_streams_per_cpu_s": t["ok"] / t["cpu_s"],
+                     "wrk_streams_per_cpu_s": w["requests"] / w["cpu_s"],
+                     "closed_wrk_rps": wc["rps"], "closed_ts_rps": tc["rps"], "closed_ratio": tc["rps"] / wc["rps"],
+                     "ts": t, "py": p, "wrk": w, "load": loadavg()}
+                r["ts_over_py"] = r["ts_events_per_cpu_s"] / r["py_events_per_cpu_s"]
+                r["ts_over_wrk"] = r["ts_streams_per_cpu_s"] / r["wrk_streams_per_cpu_s"]
+                results["tls"].append(r)
+                log(f"tokenscope: {t['ok']:,} of {t['planned']:,} streams ok, {t['cpu_s']:.3f} CPU s, "
+                    f"{r['ts_events_per_cpu_s']:,.0f} events/CPU-s; python: {p['completed']:,} ok, {p['errors']} errors, "
+                    f"{r['py_events_per_cpu_s']:,.0f} events/CPU-s; wrk {r['wrk_streams_per_cpu_s']:,.0f} streams/CPU-s"
+                    f"{', ' + w['errors'] if w['errors'] else ''}")
+                log(f"ratios: tokenscope/python {r['ts_over_py']:.1f}, tokenscope/wrk streams per CPU-s "
+                    f"{r['ts_over_wrk']:.2f}; closed loop: wrk {wc['rps']:,.0f} req/s, tokenscope {tc['rps']:,.0f} "
+                    f"req/s ({tc['failed']} failed), ratio {r['closed_ratio']:.2f}")
+
             if "media" in sections:
                 log(f"## media, round {rnd} (load {loadavg():.2f})")
                 row = {"load": loadavg()}
@@ -511,6 +556,16 @@ def main():
             log(f"  python req/s:      {spread([r['py_sustained'] for r in e])}")
             log("tokenscope per rate:\n" + per_rate_table(e, "ts_trials"))
             log("python per rate:\n" + per_rate_table(e, "py_trials"))
+        if results.get("tls"):
+            e = results["tls"]
+            log("over TLS (TLS 1.3, self-signed, the canned nginx):")
+            log(f"  tokenscope output events/CPU-s: {spread([r['ts_events_per_cpu_s'] for r in e])}")
+            log(f"  python output events/CPU-s:     {spread([r['py_events_per_cpu_s'] for r in e])}")
+            log(f"  ratio tokenscope/python:        {spread([r['ts_over_py'] for r in e])}")
+            log(f"  ratio tokenscope/wrk (streams per CPU-s): {spread([r['ts_over_wrk'] for r in e])}")
+            log(f"  closed loop: wrk req/s {spread([r['closed_wrk_rps'] for r in e])}")
+            log(f"  closed loop: tokenscope req/s {spread([r['closed_ts_rps'] for r in e])}")
+            log(f"  closed loop: ratio {spread([r['closed_ratio'] for r in e])}")
         if results.get("closed"):
             e = results["closed"]
             log("closed loop, 64 connections, non-streaming:")

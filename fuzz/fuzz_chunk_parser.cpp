@@ -23,7 +23,13 @@ bool same(const tokenscope::bench::ChunkInfo& a, const tokenscope::bench::ChunkI
          a.role_only == b.role_only && a.text == b.text && a.reasoning_bytes == b.reasoning_bytes &&
          a.choices == b.choices && a.finish_reason == b.finish_reason && a.id == b.id &&
          a.usage.has_value() == b.usage.has_value() && a.timings.has_value() == b.timings.has_value() &&
-         a.logprobs.size() == b.logprobs.size();
+         a.logprobs.size() == b.logprobs.size() &&
+         (!a.usage || (a.usage->prompt_tokens == b.usage->prompt_tokens &&
+                       a.usage->completion_tokens == b.usage->completion_tokens &&
+                       a.usage->cached_tokens == b.usage->cached_tokens &&
+                       a.usage->reasoning_tokens == b.usage->reasoning_tokens)) &&
+         (!a.timings ||
+          (a.timings->prompt_n == b.timings->prompt_n && a.timings->predicted_n == b.timings->predicted_n));
 }
 }  // namespace
 

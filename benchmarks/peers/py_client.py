@@ -9,7 +9,7 @@ that docs/performance.md can show tokenscope's client beside a typical one, on
 the same machine, against the same server, in the same run.
 
 usage: py_client.py URL --rate R --num-requests N [--chat] [--max-tokens K]
-       [--concurrency C (closed loop)] [--seed S]
+       [--concurrency C (closed loop)] [--seed S] [--insecure]
 Prints one JSON line: offered and achieved rate, send lag percentiles
 (launch time - intended time), events parsed (every data: line but [DONE]),
 output events (those that carry text), client CPU seconds.
@@ -78,6 +78,7 @@ async def main():
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--concurrency", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--insecure", action="store_true", help="https: no certificate check (a self-signed server)")
     a = ap.parse_args()
     if a.chat:
         payload = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
@@ -88,7 +89,7 @@ async def main():
         payload["stream_options"] = {"include_usage": True}
     stats = {"lag_ms": [], "events": 0, "output_events": 0, "done": 0, "errors": 0}
     rng = random.Random(a.seed)
-    connector = aiohttp.TCPConnector(limit=0)
+    connector = aiohttp.TCPConnector(limit=0, ssl=False) if a.insecure else aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=600)
     cpu0 = cpu_seconds()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:

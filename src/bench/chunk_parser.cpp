@@ -247,8 +247,6 @@ void take_transcript_event(std::string_view type, dom::object root, ChunkInfo& i
 
 }  // namespace
 
-// Long: the one pass over a streamed chunk, field by field, that keeps the
-// client fast (no DOM); splitting it would add calls on the hot path.
 void ChunkInfo::reset() {
   valid = is_error = false;
   error_message.clear();
@@ -337,7 +335,7 @@ bool plain_text(std::string_view text) {
   return true;
 }
 
-constexpr std::string_view kFrameMarker = "tokenscope frame probe";
+constexpr std::string_view kFrameMarkers[2] = {"tokenscope frame probe", "a second marker"};
 
 }  // namespace
 
@@ -386,36 +384,40 @@ void ChunkParser::learn_frame(std::string_view data, ChunkFrame& frame, const Ch
   const std::string_view prefix = data.substr(0, at + 1);
   const std::string_view suffix = data.substr(at + 1 + info.text.size());
   // The frame with a marker for a text must read as the event with the
-  // marker as its text (so that the text is where it was found, and only there).
-  std::string& probe_text = frame.scratch_;
-  probe_text.assign(prefix);
-  probe_text += kFrameMarker;
-  probe_text += suffix;
-  const std::size_t probe_size = probe_text.size();
-  probe_text.append(simdjson::SIMDJSON_PADDING, '\0');
+  // marker as its text, for two markers (so that the text is where it was
+  // found, and only there: an event may hold one marker already, escaped,
+  // or the place found may be a key whose renaming brings another value).
+  // The answer of the second probe is the frame's.
   ChunkInfo& probe = frame.base_;
-  probe.reset();
-  parse_dom(std::string_view(probe_text.data(), probe_size), simdjson::SIMDJSON_PADDING, probe);
-  const bool same = probe.valid && probe.text == kFrameMarker && !probe.is_error &&
-                    probe.has_output == info.has_output && probe.has_answer == info.has_answer &&
-                    probe.has_reasoning == info.has_reasoning && probe.role_only == info.role_only &&
-                    probe.choices == info.choices && probe.finish_reason == info.finish_reason &&
-                    probe.id == info.id && probe.usage.has_value() == info.usage.has_value() &&
-                    probe.timings.has_value() == info.timings.has_value() && probe.tool_calls.empty() &&
-                    probe.reasoning_bytes == (probe.has_reasoning ? kFrameMarker.size() : 0) &&
-                    logprobs_.empty();
-  if (!same) return;
-  if (probe.usage) {
-    const ChunkUsage &a = *probe.usage, &b = *info.usage;
-    if (a.prompt_tokens != b.prompt_tokens || a.completion_tokens != b.completion_tokens ||
-        a.cached_tokens != b.cached_tokens || a.reasoning_tokens != b.reasoning_tokens)
-      return;
-  }
-  if (probe.timings) {
-    const ChunkTimings &a = *probe.timings, &b = *info.timings;
-    if (a.prompt_ms != b.prompt_ms || a.prompt_n != b.prompt_n || a.predicted_ms != b.predicted_ms ||
-        a.predicted_n != b.predicted_n)
-      return;
+  for (const std::string_view marker : kFrameMarkers) {
+    std::string& probe_text = frame.scratch_;
+    probe_text.assign(prefix);
+    probe_text += marker;
+    probe_text += suffix;
+    const std::size_t probe_size = probe_text.size();
+    probe_text.append(simdjson::SIMDJSON_PADDING, '\0');
+    probe.reset();
+    parse_dom(std::string_view(probe_text.data(), probe_size), simdjson::SIMDJSON_PADDING, probe);
+    const bool same = probe.valid && probe.text == marker && !probe.is_error &&
+                      probe.has_output == info.has_output && probe.has_answer == info.has_answer &&
+                      probe.has_reasoning == info.has_reasoning && probe.role_only == info.role_only &&
+                      probe.choices == info.choices && probe.finish_reason == info.finish_reason &&
+                      probe.id == info.id && probe.usage.has_value() == info.usage.has_value() &&
+                      probe.timings.has_value() == info.timings.has_value() && probe.tool_calls.empty() &&
+                      probe.reasoning_bytes == (probe.has_reasoning ? marker.size() : 0) && logprobs_.empty();
+    if (!same) return;
+    if (probe.usage) {
+      const ChunkUsage &a = *probe.usage, &b = *info.usage;
+      if (a.prompt_tokens != b.prompt_tokens || a.completion_tokens != b.completion_tokens ||
+          a.cached_tokens != b.cached_tokens || a.reasoning_tokens != b.reasoning_tokens)
+        return;
+    }
+    if (probe.timings) {
+      const ChunkTimings &a = *probe.timings, &b = *info.timings;
+      if (a.prompt_ms != b.prompt_ms || a.prompt_n != b.prompt_n || a.predicted_ms != b.predicted_ms ||
+          a.predicted_n != b.predicted_n)
+        return;
+    }
   }
   frame.prefix_.assign(prefix);
   frame.suffix_.assign(suffix);
@@ -424,6 +426,8 @@ void ChunkParser::learn_frame(std::string_view data, ChunkFrame& frame, const Ch
   ++frame.learned_;
 }
 
+// Long: the one pass over a streamed chunk, field by field, that keeps the
+// client fast (no DOM); splitting it would add calls on the hot path.
 void ChunkParser::parse_dom(std::string_view data, std::size_t padding, ChunkInfo& info) {
   const char* json = data.data();
   if (padding < simdjson::SIMDJSON_PADDING) {

@@ -149,7 +149,13 @@ TEST(ChunkParser, AFrameIsTakenOnlyWhereTheTextIs) {
       {R"({"choices":[{"text":"","delta":{"content":"I"}}]})", "I"},           // an empty text beside
       {R"({"J":1,"choices":[{"delta":{"content":"\u004a"}}]})", "J"},          // found as a key
       {R"({"choices":[{"delta":{"content":"K","role":"assistant"}}]})", "K"},  // a role beside the text
-      {R"({"choices":[{"delta":{"content":"L"},"finish_reason":"stop"}]})", "L"}};
+      {R"({"choices":[{"delta":{"content":"L"},"finish_reason":"stop"}]})", "L"},
+      // The marker already in the event, escaped: found once, but not the text.
+      {R"({"choices":[{"text":"tokenscope frame prob\u0065"}],"x":"tokenscope frame probe"})",
+       "tokenscope frame probe"},
+      // The place found is a key: renamed, another (escaped) key brings the marker.
+      {R"({"choices":[{"delta":{"content":"\u0063ontent","c\u006fntent":"tokenscope frame probe"}}]})",
+       "content"}};
   for (const auto& [event, text] : cases) {
     ChunkParser framed, dom;
     ChunkFrame frame;
