@@ -21,57 +21,6 @@ TEST(ChunkParser, CompletionTextAndFinishReason) {
   EXPECT_EQ(last.finish_reason, "length");
 }
 
-// An event parsed where it lies (padding of any value after it, as the
-// SSE decoder keeps it) reads as the same bytes copied; the answer is the
-// parser's own and carries nothing of the event before.
-TEST(ChunkParser, InPlaceWithAnyPaddingAndNothingLeftFromTheEventBefore) {
-  const std::vector<std::string> events = {
-      R"({"id":"chatcmpl-abcdefghijklmnopqrstuvwxyz","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"id":"call_1","function":{"name":"f","arguments":"{\"a\""}}]},"finish_reason":null}],"usage":{"prompt_tokens":5,"completion_tokens":1},"timings":{"prompt_ms":1.5,"prompt_n":5,"predicted_ms":2.5,"predicted_n":1}})",
-      R"({"choices":[{"index":0,"delta":{"content":" x"},"finish_reason":"stop"}]})",
-      R"({"error":{"message":"boom"}})",
-      R"({"choices":[{"index":0,"delta":{"reasoning_content":"think"},"finish_reason":null}]})",
-      R"({"choices":[{"index":0,"delta":{"content":" y"}}],"x":tru})",  // invalid JSON
-      R"({"choices":[{"index":0,"text":" z"}]})"};
-  for (const char fill : {'\0', '"', '}', '\\', '9', 't'}) {
-    ChunkParser copied, in_place;
-    for (const std::string& e : events) {
-      const ChunkInfo want = copied.parse(e);
-      std::string padded = e + std::string(64, fill);
-      const ChunkInfo& got = in_place.parse(std::string_view(padded).substr(0, e.size()), 64);
-      EXPECT_EQ(got.valid, want.valid) << e;
-      EXPECT_EQ(got.is_error, want.is_error) << e;
-      EXPECT_EQ(got.error_message, want.error_message) << e;
-      EXPECT_EQ(got.has_output, want.has_output) << e;
-      EXPECT_EQ(got.has_reasoning, want.has_reasoning) << e;
-      EXPECT_EQ(got.role_only, want.role_only) << e;
-      EXPECT_EQ(got.text, want.text) << e;
-      EXPECT_EQ(got.finish_reason, want.finish_reason) << e;
-      EXPECT_EQ(got.id, want.id) << e;
-      EXPECT_EQ(got.usage.has_value(), want.usage.has_value()) << e;
-      EXPECT_EQ(got.timings.has_value(), want.timings.has_value()) << e;
-      EXPECT_EQ(got.tool_calls.size(), want.tool_calls.size()) << e;
-    }
-  }
-  // Each answer is of its own event alone.
-  ChunkParser p;
-  const ChunkInfo first = p.parse(events[0]);
-  EXPECT_EQ(first.id, "chatcmpl-abcdefghijklmnopqrstuvwxyz");
-  EXPECT_EQ(first.tool_calls.size(), 1u);
-  EXPECT_TRUE(first.usage && first.timings);
-  EXPECT_FALSE(first.role_only);  // a tool call is output
-  const ChunkInfo& second = p.parse(events[1]);
-  EXPECT_TRUE(second.valid);
-  EXPECT_EQ(second.text, " x");
-  EXPECT_EQ(second.id, "");
-  EXPECT_TRUE(second.tool_calls.empty());
-  EXPECT_FALSE(second.usage || second.timings);
-  EXPECT_EQ(p.parse(events[4]).valid, false);
-  EXPECT_EQ(p.parse(events[4]).text, "");
-  const ChunkInfo& error = p.parse(events[2]);
-  EXPECT_TRUE(error.is_error);
-  EXPECT_EQ(error.finish_reason, "");
-}
-
 // The fields of two answers, compared.
 void expect_same(const ChunkInfo& a, const ChunkInfo& b, const std::string& e) {
   EXPECT_EQ(a.valid, b.valid) << e;
@@ -96,6 +45,46 @@ void expect_same(const ChunkInfo& a, const ChunkInfo& b, const std::string& e) {
   ASSERT_EQ(a.timings.has_value(), b.timings.has_value()) << e;
   EXPECT_EQ(a.tool_calls.size(), b.tool_calls.size()) << e;
   EXPECT_EQ(a.logprobs.size(), b.logprobs.size()) << e;
+}
+
+// An event parsed where it lies (padding of any value after it, as the
+// SSE decoder keeps it) reads as the same bytes copied; the answer is the
+// parser's own and carries nothing of the event before.
+TEST(ChunkParser, InPlaceWithAnyPaddingAndNothingLeftFromTheEventBefore) {
+  const std::vector<std::string> events = {
+      R"({"id":"chatcmpl-abcdefghijklmnopqrstuvwxyz","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"id":"call_1","function":{"name":"f","arguments":"{\"a\""}}]},"finish_reason":null}],"usage":{"prompt_tokens":5,"completion_tokens":1},"timings":{"prompt_ms":1.5,"prompt_n":5,"predicted_ms":2.5,"predicted_n":1}})",
+      R"({"choices":[{"index":0,"delta":{"content":" x"},"finish_reason":"stop"}]})",
+      R"({"error":{"message":"boom"}})",
+      R"({"choices":[{"index":0,"delta":{"reasoning_content":"think"},"finish_reason":null}]})",
+      R"({"choices":[{"index":0,"delta":{"content":" y"}}],"x":tru})",  // invalid JSON
+      R"({"choices":[{"index":0,"text":" z"}]})"};
+  for (const char fill : {'\0', '"', '}', '\\', '9', 't'}) {
+    ChunkParser copied, in_place;
+    for (const std::string& e : events) {
+      const ChunkInfo want = copied.parse(e);
+      std::string padded = e + std::string(64, fill);
+      const ChunkInfo& got = in_place.parse(std::string_view(padded).substr(0, e.size()), 64);
+      expect_same(got, want, e);
+    }
+  }
+  // Each answer is of its own event alone.
+  ChunkParser p;
+  const ChunkInfo first = p.parse(events[0]);
+  EXPECT_EQ(first.id, "chatcmpl-abcdefghijklmnopqrstuvwxyz");
+  EXPECT_EQ(first.tool_calls.size(), 1u);
+  EXPECT_TRUE(first.usage && first.timings);
+  EXPECT_FALSE(first.role_only);  // a tool call is output
+  const ChunkInfo& second = p.parse(events[1]);
+  EXPECT_TRUE(second.valid);
+  EXPECT_EQ(second.text, " x");
+  EXPECT_EQ(second.id, "");
+  EXPECT_TRUE(second.tool_calls.empty());
+  EXPECT_FALSE(second.usage || second.timings);
+  EXPECT_EQ(p.parse(events[4]).valid, false);
+  EXPECT_EQ(p.parse(events[4]).text, "");
+  const ChunkInfo& error = p.parse(events[2]);
+  EXPECT_TRUE(error.is_error);
+  EXPECT_EQ(error.finish_reason, "");
 }
 
 // A stream's frame: the events of a stream that differ only in their text
