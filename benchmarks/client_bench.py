@@ -23,7 +23,16 @@ the drift of a noisy machine hits every section alike:
           sent and ok at 95% of the offered rate or more, whatever the lag.
           Rates are tried in ascending order until two in a row are not
           sustained. Beside it: wrk's closed-loop ceiling on the same URL
-          (wrk -t1 -c64 post.lua) and the Python peer searched the same way.
+          (wrk -t1 -c64 post.lua), the Python peer searched the same way,
+          and the floor: benchmarks/open_loop_floor.cpp, the least an open-
+          loop client can do per request (raw epoll, one timerfd, the same
+          request bytes sent as prepared, the response found by its length
+          and not read), searched the same way: the rate any client could
+          hold on this core. CPU per request is printed per rate.
+  prompts the rate search again with tokenscope's default prompt lengths
+          (lognormal, mean 1,155 tokens) instead of 8 tokens, beside the
+          floor sending a body of the mean size of tokenscope's (measured
+          first by a capture server): what the prompt bytes cost.
   stream  the same search with 4-token streams against `tokenscope serve
           --fixed-step-ms 0 --threads 1` (a zero-cost engine on core 0),
           beside the Python peer.
@@ -32,7 +41,8 @@ the drift of a noisy machine hits every section alike:
   tls     the events section and the closed loop against nginx over TLS:
           the same canned nginx also listening with TLS 1.3 and a
           self-signed certificate (openssl, RSA 2048, made per run);
-          tokenscope (--insecure), the Python peer (--insecure) and wrk.
+          tokenscope (--insecure), the Python peer (--insecure) and wrk;
+          and the rate search with tokenscope over TLS.
   media   client CPU per request for multimodal chat bodies beside text
           bodies: open loop (Poisson, 500 req/s), --media-requests non-streaming
           chat requests to the canned nginx (/v1/json) from workload files of
@@ -51,7 +61,7 @@ in the middle of a schedule.
 Prints every measurement as it happens, then per section the median, the
 spread (min-max) and the runs. --out DIR keeps results.json there.
 
-usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,stream,closed,tls,media]
+usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,prompts,stream,closed,tls,media]
 """
 import argparse
 import json
@@ -67,7 +77,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("TOKENSCOPE_BIN", os.path.join(ROOT, "build/release/src/cli/tokenscope"))  # env: another build
+FLOOR = os.path.join(ROOT, "build/release/benchmarks/open_loop_floor")
 CANNED = os.path.join(ROOT, "../shared/bench/canned-sse")
+DEFAULT_INPUT_LEN = "lognormal:1155:0.9:max=7000"  # bench's default --input-len (src/workload/workload_spec.h)
 PY = "/usr/bin/python3"  # Debian's, with python3-aiohttp
 NGINX = None  # http://127.0.0.1:PORT of the canned nginx: its 8090 moved to a free port (two runs can coexist)
 SERVER_CORE, CLIENT_CORE = "0", "1"
@@ -159,6 +171,16 @@ class Bench:
         return {"requests": req, "rps": rps, "cpu_s": cpu, "wall_s": wall, "errors": errors}
 
     @staticmethod
+    def floor(args):
+        """One run of the open-loop floor (benchmarks/open_loop_floor.cpp)."""
+        p, _, _ = timed([FLOOR] + args)
+        if not p.stdout.strip():
+            raise SystemExit(f"open_loop_floor failed (exit {p.returncode}): {p.stderr}")
+        f = json.loads(p.stdout)
+        f["cpu_us_per_request"] = 1e6 * f["cpu_s"] / max(1, f["completed"])
+        return f
+
+    @staticmethod
     def python(args):
         p, _, _ = timed([PY, os.path.join(ROOT, "benchmarks/peers/py_client.py")] + args)
         if p.returncode != 0:
@@ -178,6 +200,51 @@ while last - t0 < 3:
 print(json.dumps({"wall_s": last - t0, "cpu_s": time.process_time() - c0, "gaps": len(gaps),
                   "gap_ms_total": sum(gaps) * 1e3, "gap_ms_max": max(gaps, default=0) * 1e3}))
 """
+
+
+def mean_request_body(argv):
+    """The mean Content-Length of the POST /v1/json requests `tokenscope bench argv` sends, read by a capture
+    server that answers them with a small JSON body (and every other path with 404)."""
+    import http.server
+    import threading
+    sizes = []
+    reply = json.dumps({"id": "x", "object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+
+    class Capture(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", 0))
+            self.rfile.read(n)
+            ok = self.path == "/v1/json"
+            if ok:
+                sizes.append(n)
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply) if ok else 0))
+            self.end_headers()
+            if ok:
+                self.wfile.write(reply)
+
+        do_GET = do_POST
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Capture)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    out = tempfile.mkdtemp(prefix="capture.")
+    try:
+        p = run([BIN, "bench", "--progress", "none", "--quiet", "--max-error-rate", "1", "--out", out,
+                 "--target", f"http://127.0.0.1:{srv.server_address[1]}"] + argv)
+        if not sizes:
+            raise SystemExit(f"the capture server saw no request: {p.stderr}")
+    finally:
+        srv.shutdown()
+        shutil.rmtree(out, ignore_errors=True)
+    return statistics.mean(sizes), len(sizes)
 
 
 def stalls():
@@ -232,14 +299,16 @@ def per_rate_table(rounds, key, held_key="held"):
         for t in r[key]:
             rows.setdefault(t["rate"], []).append(t)
     out = ["| offered req/s | rounds | held | achieved req/s (median) | send lag p50 ms (median) | "
-           "p99 ms (median) | p99 runs ms |", "|---:|---:|---:|---:|---:|---:|---|"]
+           "p99 ms (median) | p99 runs ms | CPU us/request (median) |", "|---:|---:|---:|---:|---:|---:|---|---:|"]
     for rate in sorted(rows):
         ts = rows[rate]
         ach = statistics.median(t.get("rps", t.get("achieved_rps")) for t in ts)
         p50 = statistics.median(t.get("lag_p50_ms", t.get("send_lag_p50_ms")) for t in ts)
         p99s = [t.get("lag_p99_ms", t.get("send_lag_p99_ms")) for t in ts]
+        cpu = [t["cpu_us_per_request"] for t in ts if "cpu_us_per_request" in t]
         out.append(f"| {rate:,} | {len(ts)} | {sum(t[held_key] for t in ts)} | {ach:,.0f} | {p50:.3f} | "
-                   f"{statistics.median(p99s):.3f} | {', '.join(f'{x:.3f}' for x in p99s)} |")
+                   f"{statistics.median(p99s):.3f} | {', '.join(f'{x:.3f}' for x in p99s)} | "
+                   f"{statistics.median(cpu) if cpu else float('nan'):.1f} |")
     return "\n".join(out)
 
 
@@ -265,7 +334,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=3, help="schedule length of each open-loop run, wrk's -d")
-    ap.add_argument("--only", default="events,rate,stream,closed,tls,media")
+    ap.add_argument("--only", default="events,rate,prompts,stream,closed,tls,media")
     ap.add_argument("--media-requests", type=int, default=2000, help="section media: requests per body kind")
     ap.add_argument("--streams", type=int, default=20000, help="section events: tokenscope's streams per round")
     ap.add_argument("--py-streams", type=int, default=2000, help="section events: the Python peer's streams")
@@ -284,6 +353,9 @@ def main():
     if not os.access(BIN, os.X_OK):
         subprocess.run(["bash", "scripts/build.sh", "release", "tokenscope"], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
+    if not os.access(FLOOR, os.X_OK) and ("rate" in sections or "prompts" in sections):
+        subprocess.run(["cmake", "--build", os.path.join(ROOT, "build/release"), "--target", "open_loop_floor"],
+                       check=True, stdout=subprocess.DEVNULL)
     resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     if a.nice and run(["nice", "-n", str(a.nice), "true"]).stderr == "":
         NICE[:] = ["nice", "-n", str(a.nice)]
@@ -342,6 +414,52 @@ def main():
             f"load average {loadavg():.2f}, {time.strftime('%Y-%m-%d %H:%M:%S')}, "
             f"servers and clients at nice {NICE[-1] if NICE else 'unchanged'}")
         results["stalls"] = []
+        rates = [int(x) for x in a.rates.split(",")]
+
+        def rate_of_ts(extra, target=None):
+            """One tokenscope open-loop trial per rate, non-streaming chat to /v1/json (8-token prompts unless
+            `extra` says otherwise)."""
+            def measure(rate):
+                t = b.tokenscope(["--target", target or NGINX, "--endpoint", "/v1/json", "--no-stream", "--api",
+                                  "chat", "--model", "m", "--rate", str(rate), "--num-requests",
+                                  str(int(rate * secs)), "--output-len", "fixed:1"]
+                                 + (extra if "--input-len" in extra else ["--input-len", "fixed:8"] + extra))
+                ok, sus = held_ts(t), sustained_ts(t, rate)
+                t["cpu_us_per_request"] = 1e6 * t["cpu_s"] / max(1, t["ok"])
+                log(f"tokenscope {rate:>6,}/s: {verdict(ok, sus)}: planned {t['planned']:,}, "
+                    f"ok {t['ok']:,}, failed {t['failed']:,} {t['outcomes']}, not sent {t['not_sent']:,}, "
+                    f"achieved {t['rps']:,.0f}/s, send lag p50 {t['lag_p50_ms']:.3f} ms p99 {t['lag_p99_ms']:.3f} ms, "
+                    f"CPU {t['cpu_s']:.2f} s ({t['cpu_us_per_request']:.1f} us/request)")
+                return ok, sus, {"rate": rate, "held": ok, "sustained": sus, **t}
+            return measure
+
+        def rate_of_floor(extra):
+            """One trial of the open-loop floor per rate against the canned nginx's /v1/json."""
+            def measure(rate):
+                n = int(rate * secs)
+                f = b.floor(["--port", str(nginx_port), "--rate", str(rate), "--num-requests", str(n),
+                             "--seed", str(rate)] + extra)
+                ok = (f["completed"] == n and f["errors"] == 0 and f["not_sent"] == 0
+                      and f["send_lag_p99_ms"] < LAG_LIMIT_MS)
+                sus = f["completed"] == n and f["errors"] == 0 and f["achieved_rps"] >= 0.95 * rate
+                log(f"floor      {rate:>6,}/s: {verdict(ok, sus)}: planned {n:,}, ok {f['completed']:,}, "
+                    f"errors {f['errors']:,}, achieved {f['achieved_rps']:,.0f}/s, send lag p50 "
+                    f"{f['send_lag_p50_ms']:.3f} ms p99 {f['send_lag_p99_ms']:.3f} ms, CPU {f['cpu_s']:.2f} s "
+                    f"({f['cpu_us_per_request']:.1f} us/request)")
+                return ok, sus, {"rate": rate, "held": ok, "sustained": sus, **f}
+            return measure
+
+        if "prompts" in sections:  # the floor sends a body of the mean size of tokenscope's
+            prompt_bytes, captured = mean_request_body(
+                ["--endpoint", "/v1/json", "--no-stream", "--api", "chat", "--model", "m", "--rate", "2000",
+                 "--num-requests", "2000", "--input-len", DEFAULT_INPUT_LEN, "--output-len", "fixed:1"])
+            words = "lorem ipsum dolor sit amet " * (int(prompt_bytes) // 27 + 1)
+            stub = json.dumps({"model": "m", "messages": [{"role": "user", "content": ""}], "max_tokens": 1,
+                               "ignore_eos": True, "stream": False})
+            prompt_body = stub.replace('"content": ""', '"content": "' +
+                                       words[:max(0, int(round(prompt_bytes)) - len(stub))] + '"')
+            log(f"tokenscope's request bodies with default-length prompts: {prompt_bytes:,.0f} bytes on average "
+                f"over {captured:,} requests; the floor sends {len(prompt_body):,}")
 
         for rnd in range(1, a.rounds + 1):
             st = stalls()
@@ -382,35 +500,46 @@ def main():
                 log(f"wrk -t1 -c64: {w['rps']:,.0f} req/s, {w['cpu_s']:.2f} CPU s"
                     f"{', ' + w['errors'] if w['errors'] else ''}")
 
-                def ts_rate(rate):
-                    t = b.tokenscope(["--target", NGINX, "--endpoint", "/v1/json", "--no-stream", "--api", "chat",
-                                      "--model", "m", "--rate", str(rate), "--num-requests", str(int(rate * secs)),
-                                      "--input-len", "fixed:8", "--output-len", "fixed:1"])
-                    ok, sus = held_ts(t), sustained_ts(t, rate)
-                    log(f"tokenscope {rate:>6,}/s: {verdict(ok, sus)}: planned {t['planned']:,}, "
-                        f"ok {t['ok']:,}, failed {t['failed']:,} {t['outcomes']}, not sent {t['not_sent']:,}, "
-                        f"achieved {t['rps']:,.0f}/s, send lag p50 {t['lag_p50_ms']:.3f} ms p99 {t['lag_p99_ms']:.3f} ms, "
-                        f"CPU {t['cpu_s']:.2f} s")
-                    return ok, sus, {"rate": rate, "held": ok, "sustained": sus, **t}
+                ts_rate = rate_of_ts([])
+                floor_rate = rate_of_floor([])
 
                 def py_rate(rate):
                     n = int(rate * secs)
                     p = b.python([NGINX + "/v1/json", "--chat", "--no-stream", "--rate", str(rate),
                                   "--num-requests", str(n), "--max-tokens", "1"])
                     ok, sus = held_py(p, n), sustained_py(p, n, rate)
+                    p["cpu_us_per_request"] = 1e6 * p["cpu_s"] / max(1, p["completed"])
                     log(f"python     {rate:>6,}/s: {verdict(ok, sus)}: planned {n:,}, ok {p['completed']:,}, "
                         f"errors {p['errors']:,}, achieved {p['achieved_rps']:,.0f}/s, send lag p50 "
                         f"{p['send_lag_p50_ms']:.3f} ms p99 {p['send_lag_p99_ms']:.3f} ms, CPU {p['cpu_s']:.2f} s")
                     return ok, sus, {"rate": rate, "held": ok, "sustained": sus, **p}
 
-                best, sus, trials = search([int(x) for x in a.rates.split(",")], ts_rate)
+                best, sus, trials = search(rates, ts_rate)
+                fl_best, fl_sus, fl_trials = search(rates, floor_rate)
                 py_best, py_sus, py_trials = search([int(x) for x in a.py_rates.split(",")], py_rate)
                 results["rate"].append({"wrk": w, "ts_held": best, "ts_sustained": sus, "py_held": py_best,
                                         "py_sustained": py_sus, "ts_over_wrk": best / w["rps"],
                                         "ts_sustained_over_wrk": sus / w["rps"], "ts_trials": trials,
+                                        "floor_held": fl_best, "floor_sustained": fl_sus, "floor_trials": fl_trials,
+                                        "floor_over_wrk": fl_best / w["rps"],
+                                        "ts_over_floor": best / fl_best if fl_best else None,
                                         "py_trials": py_trials, "load": loadavg()})
                 log(f"highest held: tokenscope {best:,}/s = {best / w['rps']:.2f} of wrk's {w['rps']:,.0f}/s "
-                    f"(sustained: {sus:,}/s = {sus / w['rps']:.2f}); python {py_best:,}/s (sustained: {py_sus:,}/s)")
+                    f"(sustained: {sus:,}/s = {sus / w['rps']:.2f}); floor {fl_best:,}/s "
+                    f"(sustained: {fl_sus:,}/s); python {py_best:,}/s (sustained: {py_sus:,}/s)")
+
+            if "prompts" in sections:
+                log(f"## prompts: the rate search with default-length prompts ({prompt_bytes:,.0f}-byte bodies on "
+                    f"average), round {rnd} (load {loadavg():.2f})")
+                best, sus, trials = search(rates, rate_of_ts(["--input-len", DEFAULT_INPUT_LEN]))
+                fl_best, fl_sus, fl_trials = search(rates, rate_of_floor(["--body", prompt_body]))
+                results["prompts"].append({"ts_held": best, "ts_sustained": sus, "ts_trials": trials,
+                                           "floor_held": fl_best, "floor_sustained": fl_sus,
+                                           "floor_trials": fl_trials, "body_bytes": prompt_bytes,
+                                           "ts_over_floor": best / fl_best if fl_best else None,
+                                           "load": loadavg()})
+                log(f"highest held with default-length prompts: tokenscope {best:,}/s (sustained {sus:,}/s), "
+                    f"floor {fl_best:,}/s (sustained {fl_sus:,}/s)")
 
             if "stream" in sections:
                 log(f"## stream, 4-token streams open loop on the zero-cost simulator, round {rnd} (load {loadavg():.2f})")
@@ -479,6 +608,9 @@ def main():
                      "ts": t, "py": p, "wrk": w, "load": loadavg()}
                 r["ts_over_py"] = r["ts_events_per_cpu_s"] / r["py_events_per_cpu_s"]
                 r["ts_over_wrk"] = r["ts_streams_per_cpu_s"] / r["wrk_streams_per_cpu_s"]
+                r["rate_held"], r["rate_sustained"], r["rate_trials"] = search(
+                    rates, rate_of_ts(["--insecure"], target=tls_url))
+                r["rate_held_over_wrk"] = r["rate_held"] / wc["rps"]
                 results["tls"].append(r)
                 log(f"tokenscope: {t['ok']:,} of {t['planned']:,} streams ok, {t['cpu_s']:.3f} CPU s, "
                     f"{r['ts_events_per_cpu_s']:,.0f} events/CPU-s; python: {p['completed']:,} ok, {p['errors']} errors, "
@@ -486,7 +618,8 @@ def main():
                     f"{', ' + w['errors'] if w['errors'] else ''}")
                 log(f"ratios: tokenscope/python {r['ts_over_py']:.1f}, tokenscope/wrk streams per CPU-s "
                     f"{r['ts_over_wrk']:.2f}; closed loop: wrk {wc['rps']:,.0f} req/s, tokenscope {tc['rps']:,.0f} "
-                    f"req/s ({tc['failed']} failed), ratio {r['closed_ratio']:.2f}")
+                    f"req/s ({tc['failed']} failed), ratio {r['closed_ratio']:.2f}; open loop held "
+                    f"{r['rate_held']:,}/s = {r['rate_held_over_wrk']:.2f} of wrk's closed loop over TLS")
 
             if "media" in sections:
                 log(f"## media, round {rnd} (load {loadavg():.2f})")
@@ -540,12 +673,25 @@ def main():
             log(f"  wrk -c64 req/s:    {spread([r['wrk']['rps'] for r in e])}")
             log(f"  tokenscope / wrk:  {spread([r['ts_over_wrk'] for r in e])}")
             log(f"  python req/s:      {spread([r['py_held'] for r in e])}")
+            log(f"  floor req/s:       {spread([r['floor_held'] for r in e])}")
+            log(f"  floor / wrk:       {spread([r['floor_over_wrk'] for r in e])}")
+            log(f"  tokenscope / floor: {spread([r['ts_over_floor'] for r in e])}")
             log("highest rate sustained (all sent and ok, achieved >= 95% of offered; any send lag):")
             log(f"  tokenscope req/s:  {spread([r['ts_sustained'] for r in e])}")
             log(f"  tokenscope / wrk:  {spread([r['ts_sustained_over_wrk'] for r in e])}")
             log(f"  python req/s:      {spread([r['py_sustained'] for r in e])}")
+            log(f"  floor req/s:       {spread([r['floor_sustained'] for r in e])}")
             log("tokenscope per rate:\n" + per_rate_table(e, "ts_trials"))
+            log("floor per rate:\n" + per_rate_table(e, "floor_trials"))
             log("python per rate:\n" + per_rate_table(e, "py_trials"))
+        if results.get("prompts"):
+            e = results["prompts"]
+            log(f"default-length prompts ({e[0]['body_bytes']:,.0f}-byte bodies on average), highest rate held:")
+            log(f"  tokenscope req/s:  {spread([r['ts_held'] for r in e])}")
+            log(f"  floor req/s:       {spread([r['floor_held'] for r in e])}")
+            log(f"  tokenscope / floor: {spread([r['ts_over_floor'] for r in e])}")
+            log("tokenscope per rate:\n" + per_rate_table(e, "ts_trials"))
+            log("floor per rate:\n" + per_rate_table(e, "floor_trials"))
         if results.get("stream"):
             e = results["stream"]
             log("highest open-loop rate of 4-token streams held against the zero-cost simulator:")
@@ -566,6 +712,9 @@ def main():
             log(f"  closed loop: wrk req/s {spread([r['closed_wrk_rps'] for r in e])}")
             log(f"  closed loop: tokenscope req/s {spread([r['closed_ts_rps'] for r in e])}")
             log(f"  closed loop: ratio {spread([r['closed_ratio'] for r in e])}")
+            log(f"  open loop held req/s: {spread([r['rate_held'] for r in e])}")
+            log(f"  open loop held / wrk's closed loop: {spread([r['rate_held_over_wrk'] for r in e])}")
+            log("tokenscope per rate over TLS:\n" + per_rate_table(e, "rate_trials"))
         if results.get("closed"):
             e = results["closed"]
             log("closed loop, 64 connections, non-streaming:")
