@@ -11,6 +11,8 @@
 //
 // usage: open_loop_floor --port P --rate R --num-requests N [--path /v1/json]
 //        [--body JSON] [--connections C (kept open, default 64)] [--seed S]
+//        [--max-connections M (default 10,000; past it a request waits for
+//        a free connection, its lag growing)]
 // Prints one JSON line: planned, completed, errors, not_sent, achieved rate,
 // send lag p50/p99 (ms), CPU seconds (user + system), wake-ups.
 #include <arpa/inet.h>
@@ -29,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <string>
 #include <string_view>
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
       R"({"model":"m","messages":[{"role":"user","content":"av spir jun wid lan por fin void"}],)"
       R"("max_tokens":1,"ignore_eos":true,"stream":false})";
   std::uint32_t keep = 64;
+  std::size_t max_connections = 10'000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view k = argv[i];
     const char* v = argv[i + 1];
@@ -122,6 +126,8 @@ int main(int argc, char** argv) {
       keep = static_cast<std::uint32_t>(std::atoi(v));
     else if (k == "--seed")
       seed = std::strtoull(v, nullptr, 10);
+    else if (k == "--max-connections")
+      max_connections = std::strtoull(v, nullptr, 10);
     else {
       std::fprintf(stderr, "open_loop_floor: unknown option %s\n", argv[i]);
       return 2;
@@ -181,8 +187,11 @@ int main(int argc, char** argv) {
     its.it_value.tv_nsec = at % 1'000'000'000;
     timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, nullptr);
   };
+  std::deque<std::uint64_t> waiting;  // due, with no connection free (max_connections open)
+  std::uint64_t sent = 0;
   auto send_due = [&](std::int64_t t_now) {
-    while (next < planned && epoch + due[next] <= t_now) {
+    while (next < planned && epoch + due[next] <= t_now) waiting.push_back(next++);
+    while (!waiting.empty() && (!idle.empty() || conns.size() < max_connections)) {
       std::uint32_t c;
       if (idle.empty()) {  // more in flight than kept: one more connection
         c = static_cast<std::uint32_t>(conns.size());
@@ -197,8 +206,9 @@ int main(int argc, char** argv) {
           static_cast<ssize_t>(request.size()))
         die("send");
       conns[c].busy = true;
-      lag.push_back(t_send - (epoch + due[next]));
-      ++next;
+      lag.push_back(t_send - (epoch + due[waiting.front()]));
+      waiting.pop_front();
+      ++sent;
     }
   };
   arm();
@@ -255,7 +265,7 @@ int main(int argc, char** argv) {
       "\"send_lag_p50_ms\": %.4f, \"send_lag_p99_ms\": %.4f, \"cpu_s\": %.4f, \"wakeups\": %llu, "
       "\"connections\": %zu}\n",
       static_cast<unsigned long long>(planned), static_cast<unsigned long long>(done),
-      static_cast<unsigned long long>(errors), static_cast<unsigned long long>(planned - next),
+      static_cast<unsigned long long>(errors), static_cast<unsigned long long>(planned - sent),
       static_cast<double>(done) / wall, pct(0.5), pct(0.99), cpu, static_cast<unsigned long long>(wakeups),
       conns.size());
   return done == planned ? 0 : 1;

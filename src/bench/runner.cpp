@@ -43,6 +43,13 @@ void RecordQueue::push(RequestRecord&& r) {
 
 void RecordQueue::drain(std::vector<RequestRecord>& out) {
   std::lock_guard lock(mutex_);
+  if (out.empty()) {
+    // The usual caller (the writer, with its emptied batch): the two vectors
+    // trade places, each keeping its capacity, so that the lock a client
+    // thread waits for is held for a swap, not for a batch's moves.
+    out.swap(pending_);
+    return;
+  }
   for (auto& r : pending_) out.push_back(std::move(r));
   pending_.clear();
 }

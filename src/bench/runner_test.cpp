@@ -115,6 +115,41 @@ TEST(CancelPlan, ParsesAndChoosesTheShare) {
     EXPECT_THROW(parse_cancel_plan(bad, 0), UsageError) << bad;
 }
 
+// The writer's empty batch trades places with the queue; a batch that holds
+// records already gets the new ones after them. Either way each record comes
+// out once, in the order pushed, and the queue is left empty.
+TEST(RecordQueue, DrainsEveryRecordOnceInOrderIntoAnEmptyOrAFilledBatch) {
+  RecordQueue q;
+  const auto push = [&](std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t id = from; id < to; ++id) {
+      RequestRecord r;
+      r.id = id;
+      q.push(std::move(r));
+    }
+  };
+  const auto ids = [](const std::vector<RequestRecord>& v) {
+    std::vector<std::uint64_t> out;
+    for (const auto& r : v) out.push_back(r.id);
+    return out;
+  };
+  std::vector<RequestRecord> batch;
+  push(0, 3);
+  q.drain(batch);
+  EXPECT_EQ(ids(batch), (std::vector<std::uint64_t>{0, 1, 2}));
+  push(3, 5);
+  q.drain(batch);  // appended after what the batch holds
+  EXPECT_EQ(ids(batch), (std::vector<std::uint64_t>{0, 1, 2, 3, 4}));
+  q.drain(batch);  // nothing new
+  EXPECT_EQ(batch.size(), 5u);
+  batch.clear();
+  push(5, 6);
+  q.drain(batch);  // the swap again: only what was pushed since
+  EXPECT_EQ(ids(batch), (std::vector<std::uint64_t>{5}));
+  batch.clear();
+  q.drain(batch);
+  EXPECT_TRUE(batch.empty());
+}
+
 TEST(Runner, OpenLoopSendsOnScheduleAndCountsEveryToken) {
   Target target(0.5);
   const auto w = small_workload(60, 20, 6);

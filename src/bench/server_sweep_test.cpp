@@ -164,8 +164,12 @@ TEST(ServerSweep, StoppingWaitsForTheWholeGroupWithinTheGrace) {
       "(trap 'sleep 0.3; echo child done; exit 0' TERM; echo up; while :; do sleep 0.05; done) & "
       "echo child $!; wait",
       dir.path() / "server.log");
-  for (int i = 0; i < 400 && log_tail(dir.path() / "server.log").find("up") == std::string::npos; ++i)
-    ::usleep(10'000);
+  // "up" (the child's) and "child PID" (the leader's) come in either order.
+  const auto started = [&] {
+    const std::string l = log_tail(dir.path() / "server.log");
+    return l.find("up") != std::string::npos && l.find("child ") != std::string::npos;
+  };
+  for (int i = 0; i < 400 && !started(); ++i) ::usleep(10'000);
   const std::string log = log_tail(dir.path() / "server.log");
   const auto at = log.find("child ");
   ASSERT_NE(at, std::string::npos) << log;

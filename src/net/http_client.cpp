@@ -179,6 +179,9 @@ class ConnectionBase {
   virtual void start_connect() = 0;
   // The handler of the exchange in progress (nullptr when idle).
   virtual ExchangeHandler* handler() const = 0;
+  // An idle connection leaves no timer waiting, so that an io_context with
+  // nothing else to do can finish (the timer outlives exchanges otherwise).
+  virtual void drop_timer() = 0;
   Nanos idle_since = 0;  // when it last joined the idle pool
 };
 
@@ -227,6 +230,9 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
              bool retry);
   // A kept-alive connection is free: the next waiting request, else the idle pool.
   void release(std::shared_ptr<ConnectionBase> c);
+  // When every open connection is idle: their timers go (ConnectionBase::drop_timer).
+  void drop_idle_timers_when_quiet();
+  std::vector<std::weak_ptr<ConnectionBase>> timed;  // set a timer's wait since the last quiet moment
   // A preconnect finished connecting with no request assigned.
   void preconnected(const std::shared_ptr<ConnectionBase>& c);
   void opened(ConnectionBase* c) {
@@ -299,7 +305,6 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     // whose header is parsed before its body arrives ("body limit exceeded").
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     if (connecting_) return;  // a preconnect: written once connected (its connect timer still runs)
-    ++generation_;
     if (!connected_) return connect();
     arm_timer(deadline);
     write();
@@ -318,7 +323,6 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   }
 
   void preconnect() override {
-    ++generation_;
     deadline_ = 0;
     preconnect_ = true;
     connect();
@@ -351,7 +355,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     boost::system::error_code ignored;
     lowest().cancel(ignored);
     lowest().close(ignored);
-    timer_.cancel();
+    drop_timer();
     retry_timer_.cancel();
     connected_ = false;
     if (connecting_ && !in_handshake_) connecting_ = false;  // queued for a handshake: never starts
@@ -373,17 +377,40 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
       return stream_;
   }
 
+  // The connect's or the exchange's deadline (0: none). The wait is kept
+  // across the exchanges of a kept-alive connection: a later deadline (each
+  // request's is later than the one before) only becomes the target, and the
+  // wait, when it fires, waits again for the target or ends what is running.
+  // An earlier deadline sets the wait at once. No timer is set or cancelled
+  // per request (each would be a heap update and, cancelled, a handler).
   void arm_timer(Nanos t) {
-    if (t <= 0) {
-      timer_.cancel();
-      return;
-    }
-    timer_.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(t)));
-    timer_.async_wait(
-        [self = this->shared_from_this(), gen = generation_](const boost::system::error_code& ec) {
-          if (ec || self->generation_ != gen || (!self->handler_ && !self->connecting_)) return;
-          self->fail_later(self->connecting_ ? ExchangeError::kConnect : ExchangeError::kTimeout);
-        });
+    timer_target_ = t;
+    if (t <= 0 || (timer_due_ > 0 && timer_due_ <= t)) return;
+    wait_timer(t);
+  }
+
+  void wait_timer(Nanos t) {
+    if (timer_due_ == 0) client_->timed.push_back(this->shared_from_this());
+    timer_due_ = t;
+    timer_.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(t)));  // cancels a wait set
+    timer_.async_wait([self = this->shared_from_this(), token = ++timer_token_](
+                          const boost::system::error_code& ec) { self->on_timer(ec, token); });
+  }
+
+  void on_timer(const boost::system::error_code& ec, std::uint64_t token) {
+    if (token != timer_token_) return;  // a wait set again since
+    timer_due_ = 0;
+    if (ec || timer_target_ <= 0 || (!handler_ && !connecting_)) return;
+    if (timer_target_ > client_->clock.now_ns()) return wait_timer(timer_target_);
+    fail_later(connecting_ ? ExchangeError::kConnect : ExchangeError::kTimeout);
+  }
+
+  void drop_timer() override {
+    timer_target_ = 0;
+    if (timer_due_ == 0) return;
+    timer_due_ = 0;
+    ++timer_token_;
+    timer_.cancel();
   }
 
   // Records why the exchange ends and closes the socket; the pending
@@ -520,7 +547,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     connected_ = true;
     end_preconnect();
     if (!handler_) {  // preconnected: wait in the pool
-      timer_.cancel();
+      drop_timer();
       client_->preconnected(this->shared_from_this());
       return;
     }
@@ -603,7 +630,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   void complete(Nanos t) {
     const bool keep = parser_->keep_alive() && buffer_.size() == 0 && connected_;
     if (served_++ > 0) ++client_->counters.reused;
-    timer_.cancel();
+    timer_target_ = 0;  // the wait stays (see arm_timer); the pool drops it once nothing runs
     ExchangeHandler* h = handler_;
     handler_ = nullptr;
     request_.reset();
@@ -661,6 +688,9 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   std::shared_ptr<HttpClient::Impl> client_;
   Stream stream_;
   asio::steady_timer timer_;
+  Nanos timer_due_ = 0;     // when the wait set fires (0: none set)
+  Nanos timer_target_ = 0;  // the deadline of what runs (0: none)
+  std::uint64_t timer_token_ = 0;
   beast::flat_buffer buffer_;
   std::optional<ResponseReader> parser_;
   std::shared_ptr<const std::string> request_;
@@ -671,7 +701,6 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   bool connecting_ = false;
   bool deadline_while_connecting_ = false;
   Nanos deadline_ = 0;
-  std::uint64_t generation_ = 0;
   std::size_t response_bytes_ = 0;
   ExchangeError failure_ = ExchangeError::kNone;
   bool counted_ = true;        // in the client's open set
@@ -724,6 +753,7 @@ void HttpClient::Impl::release(std::shared_ptr<ConnectionBase> c) {
   }
   c->idle_since = clock.now_ns();
   idle.push_back(std::move(c));
+  drop_idle_timers_when_quiet();
   schedule_trim();
 }
 
@@ -737,11 +767,23 @@ void HttpClient::Impl::preconnected(const std::shared_ptr<ConnectionBase>& c) {
   }
   c->idle_since = clock.now_ns();
   idle.push_back(c);
+  drop_idle_timers_when_quiet();
   schedule_trim();
+}
+
+void HttpClient::Impl::drop_idle_timers_when_quiet() {
+  if (idle.size() != open.size() || timed.empty()) return;  // something runs or connects
+  // Those that set a wait since the last quiet moment (a wait that fired or
+  // was dropped since is dropped again at no cost).
+  std::vector<std::weak_ptr<ConnectionBase>> waits;
+  waits.swap(timed);
+  for (auto& w : waits)
+    if (auto c = w.lock()) c->drop_timer();
 }
 
 void HttpClient::Impl::closed(ConnectionBase* c) {
   open.erase(c);
+  drop_idle_timers_when_quiet();
   for (auto it = unassigned.begin(); it != unassigned.end(); ++it)
     if (it->get() == c) {
       unassigned.erase(it);

@@ -450,6 +450,68 @@ TEST_F(Client, DeadlineEndsTheExchange) {
   EXPECT_EQ(client.counters().open, 0u);
 }
 
+// A connection keeps one timer wait across its exchanges (none is set or
+// cancelled per request) while others run, and drops it once none does. The
+// next request's earlier deadline sets it at once; a later one waits on: the
+// wait that fires first waits again for it. The long connect timeout keeps a
+// connect's wait out of the way; a slow exchange on a second connection
+// keeps the client busy (its waits are dropped only when nothing runs).
+ClientOptions long_connect_timeout() {
+  ClientOptions o;
+  o.connect_timeout_s = 600;
+  return o;
+}
+
+TEST_F(Client, AnEarlierDeadlineOnAKeptAliveConnectionEndsItsExchange) {
+  ScriptServer server(2, /*concurrent=*/true);
+  HttpClient client(ioc, endpoint(server.port()), long_connect_timeout(), clock);
+  Recorder busy, a, b;
+  Nanos b_deadline = 0;
+  a.next = [&] {
+    b_deadline = clock.now_ns() + 50 * kNanosPerMilli;
+    client.start(get("/hang"), &b, b_deadline);  // on a's connection, its wait set for 600 s
+  };
+  client.start(get("/slow"), &busy, 0);
+  client.start(get("/ok"), &a, clock.now_ns() + 600 * kNanosPerSecond);
+  ioc.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(ioc.stopped()) << "the second deadline was missed, or a wait was left behind";
+  EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  EXPECT_EQ(busy.error, ExchangeError::kNone) << busy.message;
+  EXPECT_EQ(b.error, ExchangeError::kTimeout) << b.message;
+  EXPECT_GE(b.t_done, b_deadline);
+  EXPECT_EQ(client.counters().connects, 2u);  // b ran on a's kept-alive connection
+}
+
+TEST_F(Client, ALaterDeadlineOnAKeptAliveConnectionDoesNotEndItsExchangeEarly) {
+  ScriptServer server(2, /*concurrent=*/true);
+  HttpClient client(ioc, endpoint(server.port()), long_connect_timeout(), clock);
+  Recorder busy, a, b;
+  // a's wait (20 ms) fires while b (100 ms of server time) runs on a's connection.
+  a.next = [&] { client.start(get("/slow"), &b, clock.now_ns() + 600 * kNanosPerSecond); };
+  client.start(get("/slow"), &busy, 0);
+  client.start(get("/ok"), &a, clock.now_ns() + 20 * kNanosPerMilli);
+  ioc.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(ioc.stopped());
+  EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  EXPECT_EQ(b.error, ExchangeError::kNone) << b.message;
+  EXPECT_EQ(b.body, "slow");
+  EXPECT_EQ(client.counters().connects, 2u);
+}
+
+// Once nothing runs, the idle connections' waits go: an io_context with
+// nothing else to do finishes (a bench thread's end).
+TEST_F(Client, NoTimerWaitOutlivesTheLastExchange) {
+  ScriptServer server(1);
+  HttpClient client(ioc, endpoint(server.port()), long_connect_timeout(), clock);
+  Recorder a, b;
+  a.next = [&] { client.start(get("/ok"), &b, clock.now_ns() + 600 * kNanosPerSecond); };
+  client.start(get("/ok"), &a, clock.now_ns() + 600 * kNanosPerSecond);
+  ioc.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(ioc.stopped()) << "an idle connection's timer kept the io_context running";
+  EXPECT_EQ(b.error, ExchangeError::kNone) << b.message;
+  EXPECT_EQ(client.counters().idle, 1u);
+}
+
 TEST_F(Client, RefusedConnectionIsAConnectError) {
   std::uint16_t port;
   {
