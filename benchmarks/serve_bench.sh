@@ -7,18 +7,24 @@
 #     alternating rounds;
 #  2. emission lag (socket write time - engine time) at 100, 1,000 and 5,000
 #     concurrent streams, Llama-3-8B on one H100 (roofline model), one I/O
-#     thread; and 1,000 streams with two I/O threads;
+#     thread; and 1,000 streams with two I/O threads; beside each, the floor
+#     (benchmarks/emission_floor.cpp): the same number of loopback streams
+#     written one chunk each per step by as many bare writer threads on the
+#     server's core, read by a reader on wrk's core, nothing else done;
 #  3. memory per idle connection and per active stream.
 # Server on core 0, wrk on core 1, both at nice $NICE (default -20, where
 # permitted; the same for every server and client) so that other work on a
 # shared machine does not take their cores in the middle of a measurement.
-# usage: [NICE=N] benchmarks/serve_bench.sh [SECONDS] [ROUNDS]     (default 10 s, 3 rounds)
+# usage: [NICE=N] [SECTIONS="1 2 3"] benchmarks/serve_bench.sh [SECONDS] [ROUNDS]   (default 10 s, 3 rounds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
 rounds="${2:-3}"
 bin="$(pwd)/build/release/src/cli/tokenscope"
 [ -x "$bin" ] || bash scripts/build.sh release tokenscope >/dev/null
+floor="$(pwd)/build/release/benchmarks/emission_floor"
+[ -x "$floor" ] || cmake --build build/release --target emission_floor >/dev/null
+sections=" ${SECTIONS:-1 2 3} "
 work="$(mktemp -d)"; chmod 755 "$work"
 ulimit -n "$(ulimit -Hn)"  # 5,000 streams need more than the usual 1,024 descriptors
 nice=()
@@ -47,6 +53,7 @@ stop_server() {  # waits until the server has exited
 }
 rps() { awk '/Requests\/sec/ {print $2}' "$1"; }
 
+if [[ "$sections" == *" 1 "* ]]; then
 echo "## 1. Non-streaming requests/s, one server core, wrk -t1 -c64 -d${secs}s"
 start_server --fixed-step-ms 0 --threads 1 --natural-output-len none
 body=$(curl -s -d '{"prompt": "Hello", "max_tokens": 1, "ignore_eos": true}' "http://127.0.0.1:$port/v1/completions")
@@ -80,9 +87,20 @@ print(f"ratio per round:  median {statistics.median(ratio):.2f} (min {min(ratio)
 PY
 kill "$(cat "$work/nginx.pid")"; rm -f "$work/nginx.pid"
 stop_server
+fi
 
 echo
+if [[ "$sections" == *" 2 "* ]]; then
 echo "## 2. Emission lag, streams of 50 tokens, Llama-3-8B / H100 roofline, server on core 0"
+# The floor writes chunks of the size of serve's: one token's SSE event of a completions stream.
+start_server --threads 1 --natural-output-len none
+chunk=$(curl -s -N -d '{"prompt": "Hello", "max_tokens": 8, "ignore_eos": true, "stream": true}' \
+  "http://127.0.0.1:$port/v1/completions" | python3 -c '
+import sys
+ev = [e for e in sys.stdin.read().split("\n\n") if e.startswith("data: {") and "\"text\"" in e]
+print(round(sum(len(e) + 2 for e in ev) / len(ev)))')
+stop_server
+echo "one token's SSE event from serve: $chunk bytes (the floor writes chunks of this size)"
 for round in $(seq "$rounds"); do
   for case in 100:1 1000:1 5000:1 1000:2; do
     conns=${case%:*}; threads=${case#*:}
@@ -92,38 +110,47 @@ for round in $(seq "$rounds"); do
     TOKENS=50 "${nice[@]}" taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --timeout 30s -s benchmarks/serve/stream.lua \
       "http://127.0.0.1:$port/v1/completions" > "$work/wrk.out"
     stop_server
-    python3 - "$trace" "$conns" "$threads" "$round" "$work/wrk.out" "$work/lag.jsonl" <<'PY'
+    "${nice[@]}" "$floor" --streams "$conns" --writers "$threads" --writer-cpu 0 --reader-cpu 1 \
+      --chunk-bytes "$chunk" --steps 100 --step-ms 50 > "$work/floor.json"
+    python3 - "$trace" "$conns" "$threads" "$round" "$work/wrk.out" "$work/lag.jsonl" "$work/floor.json" <<'PY'
 import json, math, os, re, sys
 trace, conns, threads, rnd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-wrk, out = open(sys.argv[5]).read(), sys.argv[6]
+wrk, out, floor = open(sys.argv[5]).read(), sys.argv[6], json.load(open(sys.argv[7]))
 # token lines only (the trace also has one line per admitted request)
 lags = sorted(e["write_ns"] - e["engine_ns"] for e in map(json.loads, open(trace)) if "write_ns" in e)
 def nr(p): return lags[max(0, math.ceil(p * len(lags)) - 1)] / 1e6  # nearest rank
 r = {"conns": conns, "threads": threads, "round": rnd, "tokens": len(lags),
      "streams": int(re.search(r"(\d+) requests in", wrk).group(1)), "p50": nr(0.5), "p90": nr(0.9),
-     "p99": nr(0.99), "max": lags[-1] / 1e6, "load": os.getloadavg()[0]}
+     "p99": nr(0.99), "max": lags[-1] / 1e6, "load": os.getloadavg()[0], "floor_p50": floor["lag_p50_ms"],
+     "floor_p99": floor["lag_p99_ms"], "floor_us_per_write": floor["writer_cpu_us_per_write"]}
 open(out, "a").write(json.dumps(r) + "\n")
 print(f"round {rnd}, {conns} streams, {threads} I/O thread(s): {r['tokens']:,} tokens, {r['streams']:,} streams "
       f"completed; lag p50 {r['p50']:.3f} ms, p90 {r['p90']:.3f} ms, p99 {r['p99']:.3f} ms, max {r['max']:.3f} ms "
-      f"(load {r['load']:.2f})")
+      f"(load {r['load']:.2f}); the floor: p50 {r['floor_p50']:.3f} ms, p99 {r['floor_p99']:.3f} ms, "
+      f"{r['floor_us_per_write']:.2f} us of CPU per write")
 PY
   done
 done
 python3 - "$work/lag.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| concurrent streams | I/O threads | tokens (median) | p50 ms | p90 ms | p99 ms | max ms | p99 runs |")
-print("|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| concurrent streams | I/O threads | tokens (median) | p50 ms | p90 ms | p99 ms | max ms | p99 runs | "
+      "floor p50 ms | floor p99 ms | floor p99 runs | floor CPU us/write |")
+print("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|")
 for key in dict.fromkeys((r["conns"], r["threads"]) for r in rows):
     rs = [r for r in rows if (r["conns"], r["threads"]) == key]
     med = lambda k: statistics.median(r[k] for r in rs)
     runs = ", ".join(f"{r['p99']:.2f}" for r in rs)
+    fruns = ", ".join(f"{r['floor_p99']:.2f}" for r in rs)
     print(f"| {key[0]:,} | {key[1]} | {med('tokens'):,.0f} | {med('p50'):.2f} | {med('p90'):.2f} | {med('p99'):.2f} | "
-          f"{med('max'):.1f} | {runs} |")
+          f"{med('max'):.1f} | {runs} | {med('floor_p50'):.2f} | {med('floor_p99'):.2f} | {fruns} | "
+          f"{med('floor_us_per_write'):.2f} |")
 print(f"(medians over {len(rs)} rounds)")
 PY
+fi
 
 echo
+if [[ "$sections" == *" 3 "* ]]; then
 echo "## 3. Memory per idle connection and per active stream"
 rss() { awk '/VmRSS/ {print $2}' "/proc/$server_pid/status"; }
 for round in $(seq "$rounds"); do
@@ -163,3 +190,4 @@ idle, active = [r[0] for r in rows], [r[1] for r in rows]
 print(f"bytes per idle connection: median {statistics.median(idle):,.0f} (runs: {', '.join(f'{x:,}' for x in idle)})")
 print(f"bytes per active stream:   median {statistics.median(active):,.0f} (runs: {', '.join(f'{x:,}' for x in active)})")
 PY
+fi
