@@ -28,7 +28,9 @@ the drift of a noisy machine hits every section alike:
           loop client can do per request (raw epoll, one timerfd, the same
           request bytes sent as prepared, the response found by its length
           and not read), searched the same way: the rate any client could
-          hold on this core. CPU per request is printed per rate.
+          hold on this core. CPU per request is printed per rate: each
+          client's whole process (/usr/bin/time: start-up, schedule, prompts,
+          the writer and the summary included) over the requests completed.
   prompts the rate search again with tokenscope's default prompt lengths
           (lognormal, mean 1,155 tokens) instead of 8 tokens, beside the
           floor sending a body of the mean size of tokenscope's (measured
@@ -173,19 +175,22 @@ class Bench:
     @staticmethod
     def floor(args):
         """One run of the open-loop floor (benchmarks/open_loop_floor.cpp)."""
-        p, _, _ = timed([FLOOR] + args)
+        p, cpu, _ = timed([FLOOR] + args)
         if not p.stdout.strip():
             raise SystemExit(f"open_loop_floor failed (exit {p.returncode}): {p.stderr}")
         f = json.loads(p.stdout)
-        f["cpu_us_per_request"] = 1e6 * f["cpu_s"] / max(1, f["completed"])
+        f["time_cpu_s"] = cpu  # the whole process, as for tokenscope and the Python peer
+        f["cpu_us_per_request"] = 1e6 * cpu / max(1, f["completed"])
         return f
 
     @staticmethod
     def python(args):
-        p, _, _ = timed([PY, os.path.join(ROOT, "benchmarks/peers/py_client.py")] + args)
+        p, cpu, _ = timed([PY, os.path.join(ROOT, "benchmarks/peers/py_client.py")] + args)
         if p.returncode != 0:
             raise SystemExit(f"py_client failed: {p.stderr}")
-        return json.loads(p.stdout)
+        r = json.loads(p.stdout)
+        r["time_cpu_s"] = cpu
+        return r
 
 
 STALL_PROBE = r"""
@@ -425,7 +430,7 @@ def main():
                                   str(int(rate * secs)), "--output-len", "fixed:1"]
                                  + (extra if "--input-len" in extra else ["--input-len", "fixed:8"] + extra))
                 ok, sus = held_ts(t), sustained_ts(t, rate)
-                t["cpu_us_per_request"] = 1e6 * t["cpu_s"] / max(1, t["ok"])
+                t["cpu_us_per_request"] = 1e6 * t["time_cpu_s"] / max(1, t["ok"])
                 log(f"tokenscope {rate:>6,}/s: {verdict(ok, sus)}: planned {t['planned']:,}, "
                     f"ok {t['ok']:,}, failed {t['failed']:,} {t['outcomes']}, not sent {t['not_sent']:,}, "
                     f"achieved {t['rps']:,.0f}/s, send lag p50 {t['lag_p50_ms']:.3f} ms p99 {t['lag_p99_ms']:.3f} ms, "
@@ -508,7 +513,7 @@ def main():
                     p = b.python([NGINX + "/v1/json", "--chat", "--no-stream", "--rate", str(rate),
                                   "--num-requests", str(n), "--max-tokens", "1"])
                     ok, sus = held_py(p, n), sustained_py(p, n, rate)
-                    p["cpu_us_per_request"] = 1e6 * p["cpu_s"] / max(1, p["completed"])
+                    p["cpu_us_per_request"] = 1e6 * p["time_cpu_s"] / max(1, p["completed"])
                     log(f"python     {rate:>6,}/s: {verdict(ok, sus)}: planned {n:,}, ok {p['completed']:,}, "
                         f"errors {p['errors']:,}, achieved {p['achieved_rps']:,.0f}/s, send lag p50 "
                         f"{p['send_lag_p50_ms']:.3f} ms p99 {p['send_lag_p99_ms']:.3f} ms, CPU {p['cpu_s']:.2f} s")

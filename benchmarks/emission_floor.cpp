@@ -6,7 +6,8 @@
 // continuous-batching server does when a decode step ends; a reader thread
 // drains every stream's client side with epoll, as wrk does. A stream's lag
 // is the time from the step's start to the end of its write: the i-th
-// write of a step waits for the i-1 before it, so the lag's p99 is what
+// write of a step waits for the i-1 before it (and for the writer's own
+// wake-up, and for the other writers on its core), so the lag's p99 is what
 // the writes themselves cost, with nothing else done (no engine, no JSON,
 // no HTTP).
 //
@@ -174,10 +175,12 @@ int main(int argc, char** argv) {
         ts.tv_nsec = t0 % 1'000'000'000;
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
         }
-        const std::int64_t begun = std::max(t0, now_ns());  // a late wake-up is not the writes' cost
+        // From the step's instant, as a server's lag counts from its engine's:
+        // a late wake-up, and a writer waiting for another on the same core,
+        // are part of it.
         for (std::size_t i = w; i < streams; i += writers) {
           if (write(server[i], data.data(), data.size()) != static_cast<ssize_t>(data.size())) die("write");
-          lag.push_back(now_ns() - begun);
+          lag.push_back(now_ns() - t0);
         }
       }
       cpu[w] = thread_cpu_s() - cpu0;

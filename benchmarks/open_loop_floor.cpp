@@ -230,11 +230,12 @@ int main(int argc, char** argv) {
       Conn& c = conns[evs[i].data.u64];
       const ssize_t r = recv(c.fd, buf, sizeof buf, 0);
       if (r <= 0) {
-        ++errors;  // a closed connection: what was on it failed
+        if (c.busy) ++errors;  // closed with a request on it: that request failed (an idle one is reopened)
         epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
         close(c.fd);
+        const bool was_idle = !c.busy;
         c = Conn{open_conn(port, ep, static_cast<std::uint32_t>(&c - conns.data())), false, {}};
-        idle.push_back(static_cast<std::uint32_t>(&c - conns.data()));
+        if (!was_idle) idle.push_back(static_cast<std::uint32_t>(&c - conns.data()));
         continue;
       }
       c.in.append(buf, static_cast<std::size_t>(r));

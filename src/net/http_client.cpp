@@ -182,6 +182,7 @@ class ConnectionBase {
   // An idle connection leaves no timer waiting, so that an io_context with
   // nothing else to do can finish (the timer outlives exchanges otherwise).
   virtual void drop_timer() = 0;
+  virtual bool timer_waiting() const = 0;
   Nanos idle_since = 0;  // when it last joined the idle pool
 };
 
@@ -232,7 +233,18 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   void release(std::shared_ptr<ConnectionBase> c);
   // When every open connection is idle: their timers go (ConnectionBase::drop_timer).
   void drop_idle_timers_when_quiet();
-  std::vector<std::weak_ptr<ConnectionBase>> timed;  // set a timer's wait since the last quiet moment
+  // Connections that set a timer's wait since the last quiet moment (those
+  // that closed or whose wait ended since are pruned when it outgrows the
+  // open ones), and the list they are dropped from.
+  std::vector<std::weak_ptr<ConnectionBase>> timed, timed_scratch;
+  void timer_set(const std::shared_ptr<ConnectionBase>& c) {
+    if (timed.size() >= 2 * open.size() + 16)
+      std::erase_if(timed, [](const std::weak_ptr<ConnectionBase>& w) {
+        const auto c = w.lock();
+        return !c || !c->timer_waiting();
+      });
+    timed.push_back(c);
+  }
   // A preconnect finished connecting with no request assigned.
   void preconnected(const std::shared_ptr<ConnectionBase>& c);
   void opened(ConnectionBase* c) {
@@ -390,7 +402,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   }
 
   void wait_timer(Nanos t) {
-    if (timer_due_ == 0) client_->timed.push_back(this->shared_from_this());
+    if (timer_due_ == 0) client_->timer_set(this->shared_from_this());
     timer_due_ = t;
     timer_.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(t)));  // cancels a wait set
     timer_.async_wait([self = this->shared_from_this(), token = ++timer_token_](
@@ -404,6 +416,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     if (timer_target_ > client_->clock.now_ns()) return wait_timer(timer_target_);
     fail_later(connecting_ ? ExchangeError::kConnect : ExchangeError::kTimeout);
   }
+
+  bool timer_waiting() const override { return timer_due_ != 0; }
 
   void drop_timer() override {
     timer_target_ = 0;
@@ -775,10 +789,10 @@ void HttpClient::Impl::drop_idle_timers_when_quiet() {
   if (idle.size() != open.size() || timed.empty()) return;  // something runs or connects
   // Those that set a wait since the last quiet moment (a wait that fired or
   // was dropped since is dropped again at no cost).
-  std::vector<std::weak_ptr<ConnectionBase>> waits;
-  waits.swap(timed);
-  for (auto& w : waits)
+  timed_scratch.swap(timed);  // drop_timer() sets no wait: `timed` stays empty meanwhile
+  for (auto& w : timed_scratch)
     if (auto c = w.lock()) c->drop_timer();
+  timed_scratch.clear();
 }
 
 void HttpClient::Impl::closed(ConnectionBase* c) {
@@ -839,8 +853,9 @@ HttpClient::~HttpClient() {
   impl_->shutting_down = true;
   impl_->waiting.clear();
   impl_->connect_queue.clear();
-  for (auto& c : impl_->idle) c->close();
+  std::vector<std::shared_ptr<ConnectionBase>> idle(impl_->idle.begin(), impl_->idle.end());
   impl_->idle.clear();
+  for (auto& c : idle) c->close();
   for (auto& c : std::deque<std::shared_ptr<ConnectionBase>>(impl_->unassigned)) c->close();
   impl_->unassigned.clear();
 }
@@ -899,8 +914,11 @@ void HttpClient::cancel_all() {
       h->on_complete(ExchangeError::kCancelled, "cancelled before a connection was free",
                      self->clock.now_ns());
     });
-  for (auto& c : impl_->idle) c->close();
+  // Out of the pool before they close: closed() must not take the pool for
+  // quiet while those still in it close one by one.
+  std::vector<std::shared_ptr<ConnectionBase>> idle(impl_->idle.begin(), impl_->idle.end());
   impl_->idle.clear();
+  for (auto& c : idle) c->close();
   std::vector<ConnectionBase*> open(impl_->open.begin(), impl_->open.end());
   for (ConnectionBase* c : open) c->cancel();
 }

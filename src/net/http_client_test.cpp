@@ -512,6 +512,21 @@ TEST_F(Client, NoTimerWaitOutlivesTheLastExchange) {
   EXPECT_EQ(client.counters().idle, 1u);
 }
 
+// The same when the last exchange running ends by closing its connection
+// (a timeout here): the idle one's wait goes then.
+TEST_F(Client, NoTimerWaitOutlivesAConnectionThatClosedLast) {
+  ScriptServer server(2, /*concurrent=*/true);
+  HttpClient client(ioc, endpoint(server.port()), long_connect_timeout(), clock);
+  Recorder hangs, a;
+  client.start(get("/hang"), &hangs, clock.now_ns() + 50 * kNanosPerMilli);
+  client.start(get("/ok"), &a, clock.now_ns() + 600 * kNanosPerSecond);  // done first, idle with its wait
+  ioc.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(ioc.stopped()) << "the idle connection's timer kept the io_context running";
+  EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  EXPECT_EQ(hangs.error, ExchangeError::kTimeout) << hangs.message;
+  EXPECT_EQ(client.counters().idle, 1u);
+}
+
 TEST_F(Client, RefusedConnectionIsAConnectError) {
   std::uint16_t port;
   {
