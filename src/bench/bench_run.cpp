@@ -1,6 +1,7 @@
 #include "bench/bench_run.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -1252,6 +1253,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   std::atomic<bool> writer_stop{false}, writer_failed{false};
   std::string io_error;  // what stopped the writer (a full disk), read after it is joined
   std::thread writer([&] {
+    pthread_setname_np(pthread_self(), "ts-writer");
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
     try {
       while (!writer_stop.load()) {

@@ -5,6 +5,7 @@
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -244,6 +245,8 @@ struct Runner::Shard {
       client.preconnect(warm_connections(), std::move(warm));
     });
     thread = std::thread([this] {
+      // Named for top, perf and gdb: ts-client-N.
+      pthread_setname_np(pthread_self(), fmt::format("ts-client-{}", index % 1000).c_str());
       ioc.run();
       std::lock_guard lock(r.done_mutex_);
       --r.running_;

@@ -3,6 +3,7 @@
 #include "core/stats.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -199,6 +200,7 @@ struct Observer::Impl {
   // A source's thread: the baseline read at once, then one read per
   // interval, and when stopping the final read (unless told to skip it).
   void loop(Source& s) {
+    pthread_setname_np(pthread_self(), "ts-observe");
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);
     const bool keep = read_once(s, true);
     {
