@@ -13,15 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 4 ] || { echo "usage: $0 RATE ROUNDS BIN_A BIN_B [BIN ...]" >&2; exit 2; }
 rate="$1"; rounds="$2"; shift 2
-nice=()
-if [ -z "$(nice -n -20 true 2>&1)" ]; then nice=(nice -n -20); fi
-work="$(mktemp -d)"; chmod 755 "$work"
-cp -r ../shared/bench/canned-sse/. "$work/"
-(cd "$work" && mkdir -p logs tmp www/v1/chat www/compat/v1/chat && python3 make_bodies.py 128 >/dev/null)
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-sed -i "s#\$CANNED_DIR#$work#g; s#127.0.0.1:8090#127.0.0.1:$port#" "$work/nginx.conf"
-"${nice[@]}" taskset -c 0 nginx -c "$work/nginx.conf" -p "$work/"
-trap 'kill "$(cat "$work/logs/nginx.pid")" 2>/dev/null; rm -rf "$work"' EXIT
+source benchmarks/canned_nginx.sh  # work, port, nice; nginx on core 0
 sleep 0.3
 for round in $(seq "$rounds"); do
   i=0
