@@ -8,12 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench/exchange.h"
+#include "bench/prompt_text.h"
 #include "core/histogram.h"
 #include "core/random.h"
 #include "engine/engine.h"
 #include "tokenizers/builtin.h"
 #include "tokenizers/text_tokenizer.h"
 #include "workload/synthetic.h"
+#include "workload/workload_spec.h"
 
 namespace {
 using namespace tokenscope;
@@ -157,6 +160,54 @@ void BM_EngineDecodeStep(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_EngineDecodeStep)->Arg(16)->Arg(256);
+
+// What bench does on its client thread before each send of its default
+// workload (no tokenizer: the built-in prompt words): the prompt's text,
+// then the whole HTTP request with it (chat, streaming). Items are requests,
+// bytes the prompt text.
+struct DefaultPrompts {
+  workload::Workload w;
+  DefaultPrompts() {
+    workload::SyntheticSettings s;
+    s.num_requests = 4096;
+    s.arrival.rate_rps = 1000;
+    s.input = workload::WorkloadSpec().input_len;
+    s.output = workload::parse_output_len("fixed:64");
+    w = workload::make_synthetic(s, workload::WorkloadSeeds::from_master(7));
+  }
+};
+
+void BM_DefaultPromptText(benchmark::State& state) {
+  static const DefaultPrompts p;
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string text = bench::prompt_text(p.w, p.w.requests[i++ & 4095]);
+    bytes += text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_DefaultPromptText);
+
+void BM_DefaultPromptRequest(benchmark::State& state) {
+  static const DefaultPrompts p;
+  bench::RequestSettings rs;
+  rs.api = bench::Api::kChat;
+  rs.model = "m";
+  const bench::RequestEncoder encoder(rs);
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const auto& r = p.w.requests[i++ & 4095];
+    const std::string text = bench::prompt_text(p.w, r);
+    const auto body = encoder.encode(text, r.output_tokens, nullptr, r.id);
+    bytes += text.size();
+    benchmark::DoNotOptimize(body->data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_DefaultPromptRequest);
 
 }  // namespace
 

@@ -15,8 +15,7 @@ std::string prompt_text(const workload::Workload& w, const workload::Request& r)
   std::vector<tokenizers::TokenId> tokens;
   workload::append_prompt_tokens(w, r, tokens);
   std::string text;
-  text.reserve(tokens.size() * 5);
-  for (const auto t : tokens) tokenizers::append_piece_text(t, text);
+  tokenizers::append_pieces_text(tokens, text);
   return text;
 }
 

@@ -55,6 +55,33 @@ TEST(Tokenizer, SpacedTokensRoundTripThroughText) {
   EXPECT_EQ(piece_text(spaced_word_id("the")), std::optional<std::string>(" the"));
 }
 
+TEST(Tokenizer, PiecesTextInOnePassIsPieceByPiece) {
+  // Ids of every length, spaced or not, and hashed ids (no text: skipped),
+  // appended after text already there; then an empty list.
+  Rng rng(41);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<TokenId> ids;
+    const auto n = rng.uniform_int(0, 300);
+    for (std::uint64_t i = 0; i < n; ++i)
+      ids.push_back(trial % 3 == 0 ? spaced_token_from_key(rng.next_u64())
+                    : i % 17 == 5  ? kInvertibleIds + static_cast<TokenId>(rng.uniform_int(0, 1000))
+                                   : static_cast<TokenId>(rng.uniform_int(0, kInvertibleIds - 1)));
+    std::string expected = "start", got = "start";
+    for (const auto id : ids) append_piece_text(id, expected);
+    append_pieces_text(ids, got);
+    ASSERT_EQ(got, expected) << "trial " << trial;
+  }
+  for (TokenId id : {0u, 25u, 26u, 701u, 702u, 18277u, 18278u, kLetterPieces - 1, kLetterPieces,
+                     kInvertibleIds - 1, kInvertibleIds}) {
+    std::string one;
+    append_pieces_text(std::vector<TokenId>{id, id}, one);
+    EXPECT_EQ(one, piece_text(id) ? *piece_text(id) + *piece_text(id) : "") << id;
+  }
+  std::string none = "x";
+  append_pieces_text({}, none);
+  EXPECT_EQ(none, "x");
+}
+
 TEST(Tokenizer, InvertibleIdsRoundTrip) {
   for (TokenId id :
        {0u, 25u, 26u, 701u, 702u, 18277u, 18278u, kLetterPieces - 1, kLetterPieces, kInvertibleIds - 1}) {
