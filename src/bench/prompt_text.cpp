@@ -12,10 +12,14 @@ namespace tokenscope::bench {
 
 std::string prompt_text(const workload::Workload& w, const workload::Request& r) {
   if (r.source == workload::PromptSource::kText) return w.prompts[r.source_begin];
-  std::vector<tokenizers::TokenId> tokens;
-  workload::append_prompt_tokens(w, r, tokens);
+  // The words of the prompt's tokens, written from their keys (the tokens
+  // are not made), then the first word's space taken off, as
+  // append_prompt_tokens takes it off the first token.
   std::string text;
-  tokenizers::append_pieces_text(tokens, text);
+  workload::for_each_token_run(w, r, [&](std::uint64_t key, std::uint32_t from, std::uint32_t to) {
+    tokenizers::append_spaced_words_from_keys(key, workload::kTokenKeyStep, from, to, text);
+  });
+  if (!text.empty()) text.erase(0, 1);
   return text;
 }
 

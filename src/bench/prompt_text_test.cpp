@@ -31,6 +31,43 @@ TEST(PromptText, RetokenizesToTheWorkloadTokens) {
   EXPECT_LE(shared_tokens, 513u);
 }
 
+TEST(PromptText, IsTheTextOfTheWorkloadTokensForEverySource) {
+  // The text is written from the tokens' keys, not from the tokens: it must
+  // be, byte for byte, the pieces of append_prompt_tokens' tokens.
+  workload::Workload w;
+  w.token_seed = 0x1234;
+  w.hash_pool = {11, 12, 11, 13};
+  w.hash_block_tokens = 64;
+  std::vector<workload::Request> requests;
+  for (std::uint32_t n : {0u, 1u, 2u, 63u, 64u, 65u, 300u}) {
+    workload::Request r;
+    r.id = 1000 + n;
+    r.input_tokens = n;
+    r.source = workload::PromptSource::kUnique;
+    requests.push_back(r);
+    r.source = workload::PromptSource::kPrefixGroup;
+    r.source_begin = 3;
+    r.source_count = 40;  // shared tokens, more or fewer than the prompt's
+    requests.push_back(r);
+    r.source = workload::PromptSource::kHashIds;
+    r.source_begin = 1;
+    r.source_count = 3;  // 192 tokens of blocks, then a unique tail
+    requests.push_back(r);
+  }
+  for (const auto& r : requests) {
+    std::vector<tokenizers::TokenId> tokens;
+    workload::append_prompt_tokens(w, r, tokens);
+    ASSERT_EQ(tokens.size(), r.input_tokens);
+    std::string expected;
+    for (const auto t : tokens) tokenizers::append_piece_text(t, expected);
+    EXPECT_EQ(prompt_text(w, r), expected)
+        << "source " << static_cast<int>(r.source) << ", " << r.input_tokens << " tokens";
+    if (!expected.empty()) {
+      EXPECT_NE(expected.front(), ' ');
+    }
+  }
+}
+
 TEST(PromptText, SyntheticPrefixGroupsAndTextPrompts) {
   workload::SyntheticSettings s;
   s.num_requests = 20;

@@ -1,9 +1,5 @@
 #include "tokenizers/builtin.h"
 
-#include <array>
-#include <bit>
-#include <cstring>
-
 #include "core/random.h"
 
 namespace tokenscope::tokenizers {
@@ -108,45 +104,6 @@ bool append_piece_text(TokenId id, std::string& out) {
   }
   out.append(letters, len);
   return true;
-}
-
-static_assert(std::endian::native == std::endian::little, "append_pieces_text stores letters little-endian");
-// Two letters in the low bytes of a word, the first in the lowest: index
-// 26 * first + second.
-constexpr auto kLetterPairs = [] {
-  std::array<std::uint16_t, 676> t{};
-  for (std::size_t i = 0; i < t.size(); ++i)
-    t[i] = static_cast<std::uint16_t>(('a' + i / 26) | ('a' + i % 26) << 8);
-  return t;
-}();
-
-void append_pieces_text(std::span<const TokenId> ids, std::string& out) {
-  const std::size_t at = out.size();
-  // Each token takes a slot of five bytes at most (a space, four letters),
-  // so the four letters' bytes are always written whole.
-  out.resize(at + 5 * ids.size());
-  char* p = out.data() + at;
-  for (const TokenId id : ids) {
-    if (id >= kInvertibleIds) continue;
-    // No branch on what the token is (a prompt's words come in random
-    // lengths): the space is stored always and kept when spaced; the
-    // letters are the last `len` of the four base-26 digits of v, the
-    // first the most significant, from a table of letter pairs (the
-    // leading digits of a shorter word are 0, 'a', and shift out).
-    const TokenId spaced = id >= kLetterPieces;
-    const TokenId rest = id - spaced * kLetterPieces;
-    const TokenId len =
-        1 + (rest >= kOffsetByLength[2]) + (rest >= kOffsetByLength[3]) + (rest >= kOffsetByLength[4]);
-    const TokenId v = rest - kOffsetByLength[len];
-    const std::uint32_t four = kLetterPairs[v / 676] | static_cast<std::uint32_t>(kLetterPairs[v % 676])
-                                                           << 16;
-    const std::uint32_t letters = four >> (8 * (4 - len));
-    *p = ' ';
-    p += spaced;
-    std::memcpy(p, &letters, sizeof letters);
-    p += len;
-  }
-  out.resize(static_cast<std::size_t>(p - out.data()));
 }
 
 std::optional<std::string> piece_text(TokenId id) {

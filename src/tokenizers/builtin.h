@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,10 +50,6 @@ std::optional<std::string> piece_text(TokenId id);
 // and the server's hot loops); false, and nothing appended, when the id
 // has no text.
 bool append_piece_text(TokenId id, std::string& out);
-// The texts of many tokens appended to out, those without text skipped:
-// what a loop of append_piece_text appends, written in one pass (a prompt
-// of thousands of tokens per request on bench's client thread).
-void append_pieces_text(std::span<const TokenId> ids, std::string& out);
 // The id of " " + word for a lowercase word of 1..4 letters.
 TokenId spaced_word_id(std::string_view lowercase_word);
 // A token whose text is " " + one of the prompt words (prompt_words.h),

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/random.h"
+#include "tokenizers/prompt_words.h"
 
 namespace tokenscope::tokenizers {
 namespace {
@@ -55,31 +56,17 @@ TEST(Tokenizer, SpacedTokensRoundTripThroughText) {
   EXPECT_EQ(piece_text(spaced_word_id("the")), std::optional<std::string>(" the"));
 }
 
-TEST(Tokenizer, PiecesTextInOnePassIsPieceByPiece) {
-  // Ids of every length, spaced or not, and hashed ids (no text: skipped),
-  // appended after text already there; then an empty list.
-  Rng rng(41);
-  for (int trial = 0; trial < 200; ++trial) {
-    std::vector<TokenId> ids;
-    const auto n = rng.uniform_int(0, 300);
-    for (std::uint64_t i = 0; i < n; ++i)
-      ids.push_back(trial % 3 == 0 ? spaced_token_from_key(rng.next_u64())
-                    : i % 17 == 5  ? kInvertibleIds + static_cast<TokenId>(rng.uniform_int(0, 1000))
-                                   : static_cast<TokenId>(rng.uniform_int(0, kInvertibleIds - 1)));
-    std::string expected = "start", got = "start";
-    for (const auto id : ids) append_piece_text(id, expected);
-    append_pieces_text(ids, got);
-    ASSERT_EQ(got, expected) << "trial " << trial;
+TEST(Tokenizer, SpacedWordsFromKeysAreTheTextsOfTheirTokens) {
+  for (const std::uint64_t key : {0ULL, 7ULL, 0xfedcba9876543210ULL}) {
+    for (const auto& [from, to] :
+         {std::pair{0u, 0u}, std::pair{0u, 1u}, std::pair{5u, 3u}, std::pair{3u, 700u}}) {
+      std::string expected = "x", got = "x";
+      for (std::uint32_t i = from; i < to; ++i)
+        append_piece_text(spaced_token_from_key(key + i * 0x9e3779b97f4a7c15ULL), expected);
+      append_spaced_words_from_keys(key, 0x9e3779b97f4a7c15ULL, from, to, got);
+      ASSERT_EQ(got, expected) << key << " [" << from << ", " << to << ")";
+    }
   }
-  for (TokenId id : {0u, 25u, 26u, 701u, 702u, 18277u, 18278u, kLetterPieces - 1, kLetterPieces,
-                     kInvertibleIds - 1, kInvertibleIds}) {
-    std::string one;
-    append_pieces_text(std::vector<TokenId>{id, id}, one);
-    EXPECT_EQ(one, piece_text(id) ? *piece_text(id) + *piece_text(id) : "") << id;
-  }
-  std::string none = "x";
-  append_pieces_text({}, none);
-  EXPECT_EQ(none, "x");
 }
 
 TEST(Tokenizer, InvertibleIdsRoundTrip) {

@@ -1,5 +1,8 @@
 #include "tokenizers/prompt_words.h"
 
+#include <bit>
+#include <cstring>
+
 namespace tokenscope::tokenizers {
 
 namespace {
@@ -24,6 +27,27 @@ constexpr std::array<TokenId, kCount> make_ids() {
 }
 constexpr std::array<TokenId, kCount> kIds = make_ids();
 
+// " " + each word in the low bytes of a word (byte k is character k), its
+// length with the space in the top byte.
+constexpr std::array<std::uint64_t, kCount> make_packed() {
+  std::array<std::uint64_t, kCount> packed{};
+  for (std::size_t i = 0; i < kCount; ++i) {
+    std::uint64_t v = ' ';
+    for (std::size_t k = 0; k < kWords[i].size(); ++k)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(kWords[i][k])) << (8 * (k + 1));
+    packed[i] = v | static_cast<std::uint64_t>(kWords[i].size() + 1) << 56;
+  }
+  return packed;
+}
+constexpr std::array<std::uint64_t, kCount> kPacked = make_packed();
+static_assert(std::endian::native == std::endian::little, "kPacked holds its characters little-endian");
+
+// The word a key picks: multiply-shift range reduction of the top 32 bits
+// (Lemire), no division.
+std::size_t word_from_key(std::uint64_t key) {
+  return static_cast<std::size_t>(((mix64(key) >> 32) * kCount) >> 32);
+}
+
 constexpr bool all_short_lowercase() {
   for (std::string_view w : kWords) {
     if (w.empty() || w.size() > 4) return false;
@@ -45,8 +69,23 @@ TokenId prompt_word_id(std::size_t i) {
 }
 
 TokenId spaced_token_from_key(std::uint64_t key) {
-  // Multiply-shift range reduction of the top 32 bits (Lemire): no division.
-  return kIds[((mix64(key) >> 32) * kCount) >> 32];
+  return kIds[word_from_key(key)];
+}
+
+void append_spaced_words_from_keys(std::uint64_t key, std::uint64_t step, std::uint32_t from,
+                                   std::uint32_t to, std::string& out) {
+  if (from >= to) return;
+  const std::size_t at = out.size();
+  // Five bytes at most per word; each word is stored as eight, so three
+  // more at the end.
+  out.resize(at + 5 * static_cast<std::size_t>(to - from) + 3);
+  char* p = out.data() + at;
+  for (std::uint32_t i = from; i < to; ++i) {
+    const std::uint64_t w = kPacked[word_from_key(key + i * step)];
+    std::memcpy(p, &w, sizeof w);
+    p += w >> 56;
+  }
+  out.resize(static_cast<std::size_t>(p - out.data()));
 }
 
 }  // namespace tokenscope::tokenizers

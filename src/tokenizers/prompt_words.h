@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "tokenizers/builtin.h"
@@ -21,5 +22,11 @@ std::span<const std::string_view> prompt_words();
 
 // The id (builtin.h) of " " + prompt_words()[i].
 TokenId prompt_word_id(std::size_t i);
+
+// The text of the tokens spaced_token_from_key(key + i * step), i in
+// [from, to), appended to out (" word" each) in one pass: what a loop of
+// append_piece_text over them appends, without the tokens.
+void append_spaced_words_from_keys(std::uint64_t key, std::uint64_t step, std::uint32_t from,
+                                   std::uint32_t to, std::string& out);
 
 }  // namespace tokenscope::tokenizers

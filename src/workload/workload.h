@@ -4,11 +4,13 @@
 // (arrivals.h) set or rewrite its timing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/random.h"
 #include "tokenizers/builtin.h"
 
 namespace tokenscope::workload {
@@ -74,6 +76,41 @@ tokenizers::TokenId hash_block_token(std::uint64_t hash_id, std::uint32_t offset
 
 // Appends the request's prompt tokens (exactly input_tokens of them) to out.
 void append_prompt_tokens(const Workload& w, const Request& r, std::vector<tokenizers::TokenId>& out);
+
+// A generated prompt (any source but kText) as runs of keys: run(key, from,
+// to) for each, in order, whose tokens are
+// tokenizers::spaced_token_from_key(key + i * kTokenKeyStep) for i in
+// [from, to). append_prompt_tokens appends those tokens, the first with its
+// space taken off; bench builds the prompt's text from the same runs.
+inline constexpr std::uint64_t kTokenKeyStep = 0x9e3779b97f4a7c15ULL;
+template <class Run>
+void for_each_token_run(const Workload& w, const Request& r, Run&& run) {
+  const std::uint64_t unique_key = hash_combine64(w.token_seed, r.id);
+  switch (r.source) {
+    case PromptSource::kUnique:
+      run(unique_key, 0u, r.input_tokens);
+      return;
+    case PromptSource::kPrefixGroup: {
+      const std::uint32_t shared = std::min(r.source_count, r.input_tokens);
+      run(hash_combine64(w.token_seed ^ 0x5052454649584752ULL, r.source_begin), 0u, shared);
+      run(unique_key, shared, r.input_tokens);
+      return;
+    }
+    case PromptSource::kHashIds: {
+      std::uint32_t done = 0;
+      for (std::uint32_t b = 0; b < r.source_count && done < r.input_tokens; ++b) {
+        const std::uint32_t take = std::min(w.hash_block_tokens, r.input_tokens - done);
+        run(mix64(w.hash_pool[r.source_begin + b] ^ 0x6861736869647321ULL), 0u, take);
+        done += take;
+      }
+      // Fewer ids than tokens: the tail is unique to the request.
+      if (done < r.input_tokens) run(unique_key, done, r.input_tokens);
+      return;
+    }
+    case PromptSource::kText:
+      return;
+  }
+}
 
 // Where a request's prompt comes from, for messages about it: the message
 // prefix "FILE:LINE: field 'NAME'" of a trace row (as InputError writes it),
