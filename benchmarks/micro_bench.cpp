@@ -1,4 +1,4 @@
-// Micro-benchmarks of the simulator's hot paths. Not tests: timing is never
+// Micro-benchmarks of the simulator's and bench's hot paths. Not tests: timing is never
 // asserted; numbers go to docs/performance.md.
 #include <benchmark/benchmark.h>
 
@@ -10,10 +10,12 @@
 
 #include "bench/exchange.h"
 #include "bench/prompt_text.h"
+#include "bench/server_prompts.h"
 #include "core/histogram.h"
 #include "core/random.h"
 #include "engine/engine.h"
 #include "tokenizers/builtin.h"
+#include "tokenizers/prompt_words.h"
 #include "tokenizers/text_tokenizer.h"
 #include "workload/synthetic.h"
 #include "workload/workload_spec.h"
@@ -189,6 +191,49 @@ void BM_DefaultPromptText(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 BENCHMARK(BM_DefaultPromptText);
+
+// The peer, in the same binary: the same text made as it was before
+// issue 29 part 3 (and as PromptBuilder's exact mode still starts): the
+// prompt's tokens first, then each token's text appended.
+void BM_DefaultPromptTextFromTokens(benchmark::State& state) {
+  static const DefaultPrompts p;
+  std::size_t i = 0, bytes = 0;
+  std::vector<tokenizers::TokenId> tokens;
+  for (auto _ : state) {
+    tokens.clear();
+    workload::append_prompt_tokens(p.w, p.w.requests[i++ & 4095], tokens);
+    std::string text;
+    text.reserve(tokens.size() * 5);
+    for (const auto t : tokens) tokenizers::append_piece_text(t, text);
+    bytes += text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_DefaultPromptTextFromTokens);
+
+// The same prompts sized to a server's vocabulary (PromptBuilder's exact
+// mode, as against a server with /tokenize): here a server whose every
+// prompt word is one token and that adds one token (BOS).
+void BM_DefaultPromptTextExact(benchmark::State& state) {
+  static const DefaultPrompts p;
+  bench::ServerPromptFacts facts;
+  facts.available = true;
+  facts.words_method = "pieces";
+  facts.completion_added = 1;
+  facts.one_token.assign(tokenizers::prompt_words().size(), true);
+  const bench::PromptBuilder builder(p.w, nullptr, true, &facts);
+  std::size_t i = 0, bytes = 0;
+  for (auto _ : state) {
+    const std::string text = builder.text(p.w.requests[i++ & 4095]);
+    bytes += text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_DefaultPromptTextExact);
 
 void BM_DefaultPromptRequest(benchmark::State& state) {
   static const DefaultPrompts p;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "core/random.h"
@@ -86,6 +88,13 @@ PromptBuilder::PromptBuilder(const workload::Workload& w, const tokenizers::Text
               : std::string(words[server->first_words[mix64(i) % server->first_words.size()]]);
     }
   }
+  for (const auto& word : word_for_) {
+    if (word.size() > 6) throw std::logic_error("a prompt word of more than six letters");
+    std::uint64_t v = ' ';
+    for (std::size_t k = 0; k < word.size(); ++k)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(word[k])) << (8 * (k + 1));
+    spaced_for_.push_back(v | static_cast<std::uint64_t>(word.size() + 1) << 56);
+  }
   // Trace texts are sent as written; their planned length is their count
   // (with a tokenizer; else the workload's).
   if (!tokenizer_) return;
@@ -100,25 +109,33 @@ PromptBuilder::PromptBuilder(const workload::Workload& w, const tokenizers::Text
 std::string PromptBuilder::text(const workload::Request& r) const {
   if (!exact_) return prompt_text(w_, r);
   if (r.source == workload::PromptSource::kText) return w_.prompts[r.source_begin];
-  std::vector<tokenizers::TokenId> tokens;
-  workload::append_prompt_tokens(w_, r, tokens);
-  // One word per token, less one per special token the server counts (the
-  // last ones go, so that shared prefixes stay shared); at least one word.
-  const std::size_t n = std::max<std::size_t>(1, tokens.size() > specials_ ? tokens.size() - specials_ : 1);
-  const auto words = tokenizers::prompt_words();
-  std::string text;
-  text.reserve(n * 5);
-  for (std::size_t k = 0; k < n; ++k) {
-    // The token is a prompt word, spaced or not: find its index by its letters.
-    const auto piece = tokenizers::piece_text(tokens[k]);
-    std::string_view letters = piece ? std::string_view(*piece) : std::string_view("the");
-    if (!letters.empty() && letters.front() == ' ') letters.remove_prefix(1);
-    const auto it = std::lower_bound(words.begin(), words.end(), letters);
-    const std::size_t index =
-        it != words.end() && *it == letters ? static_cast<std::size_t>(it - words.begin()) : 0;
-    if (k) text += ' ';
-    text += k == 0 && !first_word_for_.empty() ? first_word_for_[index] : word_for_[index];
-  }
+  // One word per token of the prompt (append_prompt_tokens' tokens, each a
+  // prompt word, picked here by its index from its key: no token is made),
+  // less one per special token the server counts (the last ones go, so
+  // that shared prefixes stay shared); at least one word.
+  const std::size_t n = r.input_tokens > specials_ ? r.input_tokens - specials_ : 1;
+  // Each word takes seven bytes at most (a space, six letters) and is
+  // stored as eight: one more at the end.
+  std::string text(7 * n + 1, '\0');
+  char* p = text.data();
+  std::size_t k = 0;
+  auto add = [&](std::size_t index) {
+    if (k++ == 0) {  // the first word: no space, and the server's word for a text's start
+      const std::string& word = first_word_for_.empty() ? word_for_[index] : first_word_for_[index];
+      std::memcpy(p, word.data(), word.size());
+      p += word.size();
+      return;
+    }
+    const std::uint64_t v = spaced_for_[index];
+    std::memcpy(p, &v, sizeof v);
+    p += v >> 56;
+  };
+  workload::for_each_token_run(w_, r, [&](std::uint64_t key, std::uint32_t from, std::uint32_t to) {
+    for (std::uint32_t i = from; i < to && k < n; ++i)
+      add(tokenizers::prompt_word_from_key(key + i * workload::kTokenKeyStep));
+  });
+  if (k == 0) add(0);  // a prompt of no tokens: one word
+  text.resize(static_cast<std::size_t>(p - text.data()));
   return text;
 }
 

@@ -100,6 +100,9 @@ class PromptBuilder {
   // The same for a prompt's first word, where it must be one token at the
   // start of a text too (from the server; empty: word_for_ serves).
   std::vector<std::string> first_word_for_;
+  // " " + word_for_[i] in the low bytes of a word (byte k is character k),
+  // its length in the top byte: stored whole, one per prompt word.
+  std::vector<std::uint64_t> spaced_for_;
   std::vector<std::int64_t> text_tokens_;  // per workload prompt: its count (with a tokenizer)
 };
 

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "bench/server_prompts.h"
+#include "tokenizers/prompt_words.h"
 #include "workload/synthetic.h"
 
 namespace tokenscope::bench {
@@ -66,6 +70,76 @@ TEST(PromptText, IsTheTextOfTheWorkloadTokensForEverySource) {
       EXPECT_NE(expected.front(), ' ');
     }
   }
+}
+
+// Splits a prompt at its single spaces.
+std::vector<std::string> words_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i)
+    if (i == text.size() || text[i] == ' ') {
+      out.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+TEST(PromptText, ExactPromptsAreTheWorkloadWordsLessTheServersSpecials) {
+  // A server whose /tokenize said every prompt word is one token, and that
+  // a completions prompt gets one token added (BOS): the exact prompt is
+  // the workload's text less its last word (at least one word).
+  workload::SyntheticSettings s;
+  s.num_requests = 40;
+  s.input = workload::parse_length_spec("uniform:1:700", "--input-len", workload::LengthRole::kInput);
+  s.output = workload::parse_length_spec("fixed:5", "--output-len", workload::LengthRole::kOutput);
+  s.prefix_groups = 3;
+  s.prefix_tokens = 100;
+  const auto w = workload::make_synthetic(s, workload::WorkloadSeeds::from_master(5));
+  const auto all_words = tokenizers::prompt_words();
+  ServerPromptFacts facts;
+  facts.available = true;
+  facts.words_method = "pieces";
+  facts.completion_added = 1;
+  facts.one_token.assign(all_words.size(), true);
+  const PromptBuilder every(w, nullptr, /*specials_counted=*/true, &facts);
+  ASSERT_TRUE(every.exact());
+  for (const auto& r : w.requests) {
+    auto expected = words_of(prompt_text(w, r));
+    ASSERT_EQ(expected.size(), r.input_tokens);
+    if (expected.size() > 1) expected.pop_back();
+    EXPECT_EQ(words_of(every.text(r)), expected) << r.input_tokens << " tokens";
+  }
+  workload::Request none;  // no tokens at all: still one word
+  none.id = 77;
+  const std::string one = every.text(none);
+  EXPECT_FALSE(one.empty());
+  EXPECT_EQ(words_of(one).size(), 1u);
+  // Every third word is not one token there, and only some words are one
+  // token at the start of a text: the others stand in for them, the same
+  // stand-in everywhere, and the first word is one of those.
+  for (std::size_t i = 0; i < facts.one_token.size(); i += 3) facts.one_token[i] = false;
+  facts.first_words = {1, 2, 4, 5, 7, 8, 10, 11};
+  const PromptBuilder some(w, nullptr, true, &facts);
+  std::map<std::string, std::string> stand_in;
+  for (const auto& r : w.requests) {
+    const auto plain = words_of(prompt_text(w, r));
+    const auto got = words_of(some.text(r));
+    ASSERT_EQ(got.size(), std::max<std::size_t>(1, r.input_tokens - 1));
+    bool first_ok = false;
+    for (const auto f : facts.first_words) first_ok |= got[0] == all_words[f];
+    EXPECT_TRUE(first_ok) << got[0];
+    for (std::size_t k = 1; k < got.size(); ++k) {
+      const auto at = std::lower_bound(all_words.begin(), all_words.end(), plain[k]) - all_words.begin();
+      if (facts.one_token[static_cast<std::size_t>(at)]) {
+        EXPECT_EQ(got[k], plain[k]);
+      } else {
+        const auto [it, fresh] = stand_in.emplace(plain[k], got[k]);
+        EXPECT_EQ(it->second, got[k]) << plain[k];
+        EXPECT_NE(got[k], plain[k]);
+      }
+    }
+  }
+  EXPECT_GT(stand_in.size(), 10u);
 }
 
 TEST(PromptText, SyntheticPrefixGroupsAndTextPrompts) {

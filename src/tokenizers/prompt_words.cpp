@@ -42,12 +42,6 @@ constexpr std::array<std::uint64_t, kCount> make_packed() {
 constexpr std::array<std::uint64_t, kCount> kPacked = make_packed();
 static_assert(std::endian::native == std::endian::little, "kPacked holds its characters little-endian");
 
-// The word a key picks: multiply-shift range reduction of the top 32 bits
-// (Lemire), no division.
-std::size_t word_from_key(std::uint64_t key) {
-  return static_cast<std::size_t>(((mix64(key) >> 32) * kCount) >> 32);
-}
-
 constexpr bool all_short_lowercase() {
   for (std::string_view w : kWords) {
     if (w.empty() || w.size() > 4) return false;
@@ -68,8 +62,13 @@ TokenId prompt_word_id(std::size_t i) {
   return kIds[i];
 }
 
+std::size_t prompt_word_from_key(std::uint64_t key) {
+  // Multiply-shift range reduction of the top 32 bits (Lemire): no division.
+  return static_cast<std::size_t>(((mix64(key) >> 32) * kCount) >> 32);
+}
+
 TokenId spaced_token_from_key(std::uint64_t key) {
-  return kIds[word_from_key(key)];
+  return kIds[prompt_word_from_key(key)];
 }
 
 void append_spaced_words_from_keys(std::uint64_t key, std::uint64_t step, std::uint32_t from,
@@ -81,7 +80,7 @@ void append_spaced_words_from_keys(std::uint64_t key, std::uint64_t step, std::u
   out.resize(at + 5 * static_cast<std::size_t>(to - from) + 3);
   char* p = out.data() + at;
   for (std::uint32_t i = from; i < to; ++i) {
-    const std::uint64_t w = kPacked[word_from_key(key + i * step)];
+    const std::uint64_t w = kPacked[prompt_word_from_key(key + i * step)];
     std::memcpy(p, &w, sizeof w);
     p += w >> 56;
   }

@@ -23,6 +23,10 @@ std::span<const std::string_view> prompt_words();
 // The id (builtin.h) of " " + prompt_words()[i].
 TokenId prompt_word_id(std::size_t i);
 
+// The index in prompt_words() of the word spaced_token_from_key(key) is:
+// spaced_token_from_key(key) == prompt_word_id(prompt_word_from_key(key)).
+std::size_t prompt_word_from_key(std::uint64_t key);
+
 // The text of the tokens spaced_token_from_key(key + i * step), i in
 // [from, to), appended to out (" word" each) in one pass: what a loop of
 // append_piece_text over them appends, without the tokens.
