@@ -193,8 +193,8 @@ void BM_DefaultPromptText(benchmark::State& state) {
 BENCHMARK(BM_DefaultPromptText);
 
 // The peer, in the same binary: the same text made as it was before
-// issue 29 part 3 (and as PromptBuilder's exact mode still starts): the
-// prompt's tokens first, then each token's text appended.
+// issue 29 part 3: the prompt's tokens first, then each token's text
+// appended.
 void BM_DefaultPromptTextFromTokens(benchmark::State& state) {
   static const DefaultPrompts p;
   std::size_t i = 0, bytes = 0;

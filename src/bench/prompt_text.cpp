@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -11,6 +12,8 @@
 #include "tokenizers/prompt_words.h"
 
 namespace tokenscope::bench {
+
+static_assert(std::endian::native == std::endian::little, "spaced_for_ holds its characters little-endian");
 
 std::string prompt_text(const workload::Workload& w, const workload::Request& r) {
   if (r.source == workload::PromptSource::kText) return w.prompts[r.source_begin];
@@ -88,8 +91,14 @@ PromptBuilder::PromptBuilder(const workload::Workload& w, const tokenizers::Text
               : std::string(words[server->first_words[mix64(i) % server->first_words.size()]]);
     }
   }
+  // text() stores each word as eight bytes in a slot of seven (the first
+  // word, copied on its own, in seven too): prompt words have 1 to 4
+  // letters (prompt_words.cpp), every stand-in is one of them.
+  for (const auto& words_for : {&word_for_, &first_word_for_})
+    for (const auto& word : *words_for)
+      if (word.empty() || word.size() > 6)
+        throw std::logic_error("a prompt word of 0 or more than 6 letters");
   for (const auto& word : word_for_) {
-    if (word.size() > 6) throw std::logic_error("a prompt word of more than six letters");
     std::uint64_t v = ' ';
     for (std::size_t k = 0; k < word.size(); ++k)
       v |= static_cast<std::uint64_t>(static_cast<unsigned char>(word[k])) << (8 * (k + 1));

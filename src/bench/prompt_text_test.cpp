@@ -58,18 +58,22 @@ TEST(PromptText, IsTheTextOfTheWorkloadTokensForEverySource) {
     r.source_count = 3;  // 192 tokens of blocks, then a unique tail
     requests.push_back(r);
   }
-  for (const auto& r : requests) {
-    std::vector<tokenizers::TokenId> tokens;
-    workload::append_prompt_tokens(w, r, tokens);
-    ASSERT_EQ(tokens.size(), r.input_tokens);
-    std::string expected;
-    for (const auto t : tokens) tokenizers::append_piece_text(t, expected);
-    EXPECT_EQ(prompt_text(w, r), expected)
-        << "source " << static_cast<int>(r.source) << ", " << r.input_tokens << " tokens";
-    if (!expected.empty()) {
-      EXPECT_NE(expected.front(), ' ');
+  workload::Workload no_blocks = w;  // blocks of no tokens: the whole prompt is the unique tail
+  no_blocks.hash_block_tokens = 0;
+  for (const auto* wl : {&w, &no_blocks})
+    for (const auto& r : requests) {
+      std::vector<tokenizers::TokenId> tokens;
+      workload::append_prompt_tokens(*wl, r, tokens);
+      ASSERT_EQ(tokens.size(), r.input_tokens);
+      std::string expected;
+      for (const auto t : tokens) tokenizers::append_piece_text(t, expected);
+      EXPECT_EQ(prompt_text(*wl, r), expected)
+          << "source " << static_cast<int>(r.source) << ", " << r.input_tokens << " tokens, blocks of "
+          << wl->hash_block_tokens;
+      if (!expected.empty()) {
+        EXPECT_NE(expected.front(), ' ');
+      }
     }
-  }
 }
 
 // Splits a prompt at its single spaces.
@@ -120,7 +124,7 @@ TEST(PromptText, ExactPromptsAreTheWorkloadWordsLessTheServersSpecials) {
   for (std::size_t i = 0; i < facts.one_token.size(); i += 3) facts.one_token[i] = false;
   facts.first_words = {1, 2, 4, 5, 7, 8, 10, 11};
   const PromptBuilder some(w, nullptr, true, &facts);
-  std::map<std::string, std::string> stand_in;
+  std::map<std::string, std::string> stand_in, first_stand_in;
   for (const auto& r : w.requests) {
     const auto plain = words_of(prompt_text(w, r));
     const auto got = words_of(some.text(r));
@@ -128,6 +132,8 @@ TEST(PromptText, ExactPromptsAreTheWorkloadWordsLessTheServersSpecials) {
     bool first_ok = false;
     for (const auto f : facts.first_words) first_ok |= got[0] == all_words[f];
     EXPECT_TRUE(first_ok) << got[0];
+    const auto [first, fresh_first] = first_stand_in.emplace(plain[0], got[0]);
+    EXPECT_EQ(first->second, got[0]) << plain[0];
     for (std::size_t k = 1; k < got.size(); ++k) {
       const auto at = std::lower_bound(all_words.begin(), all_words.end(), plain[k]) - all_words.begin();
       if (facts.one_token[static_cast<std::size_t>(at)]) {
@@ -140,6 +146,36 @@ TEST(PromptText, ExactPromptsAreTheWorkloadWordsLessTheServersSpecials) {
     }
   }
   EXPECT_GT(stand_in.size(), 10u);
+}
+
+TEST(PromptText, ExactPromptsOfHashIdsAndOfNoMoreTokensThanTheSpecials) {
+  // Hash-id prompts (shared blocks, a unique tail) in the exact mode: the
+  // workload's words less the server's three added tokens; a prompt of
+  // three tokens or fewer is one word.
+  workload::Workload w;
+  w.token_seed = 9;
+  w.hash_pool = {21, 22, 21, 23};
+  w.hash_block_tokens = 32;
+  for (std::uint32_t n : {1u, 2u, 3u, 4u, 31u, 32u, 33u, 64u, 65u, 200u}) {
+    workload::Request r;
+    r.id = n;
+    r.input_tokens = n;
+    r.source = workload::PromptSource::kHashIds;
+    r.source_begin = n % 2 ? 0 : 2;
+    r.source_count = 2;
+    w.requests.push_back(r);
+  }
+  ServerPromptFacts facts;
+  facts.available = true;
+  facts.words_method = "pieces";
+  facts.completion_added = 3;
+  facts.one_token.assign(tokenizers::prompt_words().size(), true);
+  const PromptBuilder builder(w, nullptr, /*specials_counted=*/true, &facts);
+  for (const auto& r : w.requests) {
+    auto expected = words_of(prompt_text(w, r));
+    expected.resize(r.input_tokens > 3 ? r.input_tokens - 3 : 1);
+    EXPECT_EQ(words_of(builder.text(r)), expected) << r.input_tokens << " tokens";
+  }
 }
 
 TEST(PromptText, SyntheticPrefixGroupsAndTextPrompts) {

@@ -51,7 +51,7 @@ std::string reference_literal(std::string_view s) {
 }
 
 TEST(JsonOut, EveryByteAtEveryPlaceOfAWordIsEscapedAsOneByOne) {
-  // Each byte value, alone and at each of the first 19 places of clean text
+  // Each byte value, alone and at each of the first 20 places of clean text
   // (inside the first, the second and the third eight-byte word, and in the
   // tail), and two of them in one word.
   for (int b = 0; b < 256; ++b) {

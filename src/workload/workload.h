@@ -77,12 +77,12 @@ tokenizers::TokenId hash_block_token(std::uint64_t hash_id, std::uint32_t offset
 // Appends the request's prompt tokens (exactly input_tokens of them) to out.
 void append_prompt_tokens(const Workload& w, const Request& r, std::vector<tokenizers::TokenId>& out);
 
+inline constexpr std::uint64_t kTokenKeyStep = 0x9e3779b97f4a7c15ULL;
 // A generated prompt (any source but kText) as runs of keys: run(key, from,
 // to) for each, in order, whose tokens are
 // tokenizers::spaced_token_from_key(key + i * kTokenKeyStep) for i in
 // [from, to). append_prompt_tokens appends those tokens, the first with its
 // space taken off; bench builds the prompt's text from the same runs.
-inline constexpr std::uint64_t kTokenKeyStep = 0x9e3779b97f4a7c15ULL;
 template <class Run>
 void for_each_token_run(const Workload& w, const Request& r, Run&& run) {
   const std::uint64_t unique_key = hash_combine64(w.token_seed, r.id);
