@@ -303,7 +303,8 @@ std::shared_ptr<const std::string> RequestEncoder::finish(std::string& body,
                                                           std::optional<std::uint64_t> request_id,
                                                           std::string_view content_type) const {
   auto out = std::make_shared<std::string>();
-  out->reserve(head_.size() + body.size() + 32 + content_type.size());
+  // The head, the lines added here (each name, its value, CRLF) and the body.
+  out->reserve(head_.size() + content_type.size() + body.size() + 96);
   *out += head_;
   if (!content_type.empty()) {
     *out += "Content-Type: ";

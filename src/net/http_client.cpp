@@ -128,7 +128,12 @@ constexpr Nanos kStaleCheckAfter = kNanosPerMilli;
 class ResponseReader final : public http::basic_parser<false> {
  public:
   using Sink = void (*)(void* context, std::string_view piece);
-  ResponseReader(Sink sink, void* context) : sink_(sink), context_(context) {}
+  // content_type: where the Content-Type goes (cleared here), kept by the
+  // connection so that its storage serves every exchange on it.
+  ResponseReader(Sink sink, void* context, std::string& content_type)
+      : sink_(sink), context_(context), content_type_(content_type) {
+    content_type_.clear();
+  }
   int status() const { return status_; }
   const std::string& content_type() const { return content_type_; }
   bool has_content_type() const { return has_content_type_; }
@@ -159,7 +164,7 @@ class ResponseReader final : public http::basic_parser<false> {
   void* context_;
   int status_ = 0;
   bool has_content_type_ = false;
-  std::string content_type_;
+  std::string& content_type_;
 };
 
 class ConnectionBase {
@@ -309,7 +314,8 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     headers_reported_ = false;
     failure_ = ExchangeError::kNone;
     parser_.emplace(
-        [](void* self, std::string_view piece) { static_cast<Connection*>(self)->on_piece(piece); }, this);
+        [](void* self, std::string_view piece) { static_cast<Connection*>(self)->on_piece(piece); }, this,
+        content_type_);
     parser_->eager(true);
     parser_->header_limit(static_cast<std::uint32_t>(client_->options.max_header_bytes));
     // An explicit limit: Boost 1.74 compares the Content-Length with an
@@ -706,6 +712,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
   Nanos timer_target_ = 0;  // the deadline of what runs (0: none)
   std::uint64_t timer_token_ = 0;
   beast::flat_buffer buffer_;
+  std::string content_type_;  // the parser's, kept across exchanges (declared first: it outlives the parser)
   std::optional<ResponseReader> parser_;
   std::shared_ptr<const std::string> request_;
   ExchangeHandler* handler_ = nullptr;
