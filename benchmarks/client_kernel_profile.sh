@@ -13,13 +13,7 @@ rate="${1:-20000}"
 bin="$(pwd)/build/release/src/cli/tokenscope"
 [ -x "$bin" ] || bash scripts/build.sh release tokenscope >/dev/null
 command -v perf >/dev/null || { echo "needs perf (apt-get install linux-perf)" >&2; exit 2; }
-work="$(mktemp -d)"; chmod 755 "$work"
-cp -r ../shared/bench/canned-sse/. "$work/"
-(cd "$work" && mkdir -p logs tmp www/v1/chat www/compat/v1/chat && python3 make_bodies.py 128 >/dev/null)
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-sed -i "s#\$CANNED_DIR#$work#g; s#127.0.0.1:8090#127.0.0.1:$port#" "$work/nginx.conf"
-taskset -c 0 nginx -c "$work/nginx.conf" -p "$work/"
-trap 'kill "$(cat "$work/logs/nginx.pid")" 2>/dev/null; rm -rf "$work"' EXIT
+source benchmarks/canned_nginx.sh  # work, port, nice; nginx on core 0
 sleep 0.3
 args=(bench --target "http://127.0.0.1:$port" --endpoint /v1/json --no-stream --api chat --model m
       --rate "$rate" --num-requests "$((rate * 3))" --input-len fixed:8 --output-len fixed:1 --quiet
