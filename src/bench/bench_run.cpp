@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -86,6 +88,24 @@ std::string local_stamp() {
 
 // Transcriptions: the most audio a request may carry (as a workload file's).
 constexpr std::uint32_t kMaxTranscriptionAudioMs = 120'000;
+
+// Records pending for the writer at most (about 4 MB of non-streaming
+// records; 40 ms of them at 100,000 requests/s): TOKENSCOPE_RECORD_QUEUE_LIMIT
+// (a whole number from 1), or 4,096.
+std::size_t record_queue_limit() {
+  constexpr std::size_t kDefault = 4'096;
+  const char* env = std::getenv("TOKENSCOPE_RECORD_QUEUE_LIMIT");
+  if (!env || !*env) return kDefault;
+  std::size_t v = 0;
+  const std::string_view text(env);
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > 100'000'000)
+    throw UsageError(
+        fmt::format("TOKENSCOPE_RECORD_QUEUE_LIMIT={}: expected a whole number of records from 1 "
+                    "to 100000000",
+                    quote_input(text)));
+  return v;
+}
 
 // Everything one run needs, built from the settings (and a rate override in sweeps).
 struct Prepared {
@@ -994,6 +1014,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                   const std::atomic<bool>* hurry, std::ostream& log, LiveMetrics* live,
                   const RunListenerFactory& listeners) {
   const double cpu_start = process_cpu_seconds();
+  const std::size_t queue_limit = record_queue_limit();
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
 
@@ -1146,6 +1167,10 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   session.start(run);
 
   RecordQueue queue;
+  // Bounded: a client thread that outruns the writer (a saturated closed
+  // loop on the core they share) waits for it rather than holding every
+  // record in memory (client.records_waited_for_writer counts the waits).
+  queue.set_limit(queue_limit);
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
   // Agentic tasks (bench/task_driver.h): beside the requests, on the same
   // epoch, their model calls into the same records, their own to tasks.jsonl.
@@ -1258,12 +1283,13 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     try {
       while (!writer_stop.load()) {
         drain();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        queue.wait_full(std::chrono::milliseconds(50));  // sooner when a client thread waits
       }
     } catch (const std::exception& e) {
       io_error = e.what();
       writer_failed = true;
     }
+    queue.close();  // no client thread may wait for a writer that is gone
   });
   const bool was_interrupted = wait_for_run(runner, task_driver.get(), o, {interrupted, hurry, writer_failed},
                                             {progress, tty, planned_s}, log);
@@ -1336,6 +1362,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                    {"idle_connections_closed", cc.idle_closed},
                    {"waited_for_connection", cc.waited},
                    {"requests_not_sent", runner.not_sent()},
+                   {"records_waited_for_writer", queue.waits()},
                    {"process_cpu_s", cpu}};  // with the in-process server, when there is one
 
   // The error-rate verdict: more than max_error_rate of the requests failed.

@@ -37,22 +37,55 @@ constexpr std::size_t kPrepareAhead = 64;
 constexpr Nanos kIdleHorizon = kNanosPerSecond;
 }  // namespace
 
-void RecordQueue::push(RequestRecord&& r) {
+void RecordQueue::set_limit(std::size_t limit) {
   std::lock_guard lock(mutex_);
+  limit_ = limit;
+  if (limit_ > 0) pending_.reserve(limit_);
+}
+
+void RecordQueue::push(RequestRecord&& r) {
+  std::unique_lock lock(mutex_);
+  if (limit_ > 0 && !closed_ && pending_.size() >= limit_) {
+    ++waits_;
+    full_.notify_one();
+    drained_.wait(lock, [this] { return closed_ || pending_.size() < limit_; });
+  }
   pending_.push_back(std::move(r));
 }
 
 void RecordQueue::drain(std::vector<RequestRecord>& out) {
-  std::lock_guard lock(mutex_);
-  if (out.empty()) {
-    // The usual caller (the writer, with its emptied batch): the two vectors
-    // trade places, each keeping its capacity, so that the lock a client
-    // thread waits for is held for a swap, not for a batch's moves.
-    out.swap(pending_);
-    return;
+  {
+    std::lock_guard lock(mutex_);
+    if (out.empty()) {
+      // The usual caller (the writer, with its emptied batch): the two
+      // vectors trade places, each keeping its capacity, so that the lock a
+      // client thread waits for is held for a swap, not for a batch's moves.
+      out.swap(pending_);
+    } else {
+      for (auto& r : pending_) out.push_back(std::move(r));
+      pending_.clear();
+    }
   }
-  for (auto& r : pending_) out.push_back(std::move(r));
-  pending_.clear();
+  drained_.notify_all();
+}
+
+void RecordQueue::wait_full(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  full_.wait_for(lock, timeout, [this] { return closed_ || (limit_ > 0 && pending_.size() >= limit_); });
+}
+
+void RecordQueue::close() {
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  drained_.notify_all();
+  full_.notify_all();
+}
+
+std::uint64_t RecordQueue::waits() const {
+  std::lock_guard lock(mutex_);
+  return waits_;
 }
 
 bool CancelPlan::chosen(std::uint64_t id) const {

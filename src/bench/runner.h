@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -114,14 +115,31 @@ struct LoadPlan {
 };
 
 // Finished records, pushed by client threads, drained by the caller.
+//
+// With a limit, the queue is bounded: a push that finds `limit` records
+// pending wakes the drainer (wait_full) and waits until a drain takes them
+// or close(). A client core that the writer shares (nice 10, yielding) then
+// gives the writer the time it needs instead of holding every record of a
+// saturated closed loop in memory; each such wait is counted (waits()).
 class RecordQueue {
  public:
+  void set_limit(std::size_t limit);  // 0: unbounded (the default)
   void push(RequestRecord&& r);
   void drain(std::vector<RequestRecord>& out);  // appends and empties
+  // The drainer's pause: returns when `limit` records are pending, after
+  // close(), or after `timeout`.
+  void wait_full(std::chrono::milliseconds timeout);
+  // No push waits any more (the drainer is gone or stopping).
+  void close();
+  std::uint64_t waits() const;  // pushes that waited for a drain
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::condition_variable drained_, full_;
   std::vector<RequestRecord> pending_;
+  std::size_t limit_ = 0;
+  bool closed_ = false;
+  std::uint64_t waits_ = 0;
 };
 
 struct RunCounters {

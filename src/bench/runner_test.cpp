@@ -11,13 +11,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "bench/bench_workload.h"
 #include "engine/catalog.h"
@@ -148,6 +152,83 @@ TEST(RecordQueue, DrainsEveryRecordOnceInOrderIntoAnEmptyOrAFilledBatch) {
   batch.clear();
   q.drain(batch);
   EXPECT_TRUE(batch.empty());
+}
+
+// A bounded queue: a push that finds the limit pending waits (counted) until
+// a drain takes them, wakes the drainer's pause, and lands after the drain;
+// close() frees a waiting push and stops later ones from waiting.
+TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
+  RecordQueue q;
+  q.set_limit(3);
+  const auto record = [](std::uint64_t id) {
+    RequestRecord r;
+    r.id = id;
+    return r;
+  };
+  // What another thread does, polled until it happens (the bound only ends
+  // a test that fails: the queue is closed and the thread joined).
+  const auto eventually = [](const std::function<bool()>& done) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    return done();
+  };
+  for (std::uint64_t id = 0; id < 3; ++id) q.push(record(id));
+  EXPECT_EQ(q.waits(), 0u);
+  q.wait_full(std::chrono::hours(1));  // full already: returns at once
+  std::atomic<bool> pushed{false};
+  std::thread pusher([&] {
+    q.push(record(3));
+    pushed = true;
+  });
+  if (!eventually([&] { return q.waits() == 1; })) {  // it waits (counted before it sleeps)
+    q.close();
+    pusher.join();
+    FAIL() << "the push beyond the limit did not wait";
+  }
+  EXPECT_FALSE(pushed.load());
+  q.wait_full(std::chrono::hours(1));
+  std::vector<RequestRecord> batch;
+  q.drain(batch);  // only the three: the waiting push cannot land while they are pending
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_EQ(batch.back().id, 2u);
+  const bool freed = eventually([&] { return pushed.load(); });
+  if (!freed) q.close();
+  pusher.join();
+  ASSERT_TRUE(freed) << "the drain did not free the waiting push";
+  EXPECT_EQ(q.waits(), 1u);
+  batch.clear();
+  q.drain(batch);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].id, 3u);
+
+  // Full again, and nobody drains: close() lets the waiting push through.
+  for (std::uint64_t id = 4; id < 7; ++id) q.push(record(id));
+  pushed = false;
+  std::thread blocked([&] {
+    q.push(record(7));
+    pushed = true;
+  });
+  const bool waited = eventually([&] { return q.waits() == 2; });
+  EXPECT_TRUE(waited);
+  EXPECT_FALSE(pushed.load());
+  q.close();
+  const bool released = eventually([&] { return pushed.load(); });
+  std::vector<RequestRecord> taken;
+  if (!released) q.drain(taken);  // frees it another way, to end the test
+  blocked.join();
+  ASSERT_TRUE(released) << "close() did not free the waiting push";
+  q.push(record(8));                   // five pending, over the limit: a closed queue never waits
+  q.wait_full(std::chrono::hours(1));  // nor does its drainer
+  EXPECT_EQ(q.waits(), 2u);
+  batch.clear();
+  q.drain(batch);
+  ASSERT_EQ(batch.size(), 5u);
+  EXPECT_EQ(batch.back().id, 8u);
+
+  // Unbounded (the default): no push ever waits.
+  RecordQueue open;
+  for (std::uint64_t id = 0; id < 10'000; ++id) open.push(record(id));
+  EXPECT_EQ(open.waits(), 0u);
 }
 
 TEST(Runner, OpenLoopSendsOnScheduleAndCountsEveryToken) {

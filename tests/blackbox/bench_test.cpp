@@ -652,6 +652,49 @@ TEST_F(Bench, AFullDiskKeepsWholeLinesAndRunJson) {
   EXPECT_EQ(run["partial"], true);
 }
 
+// The writer's queue bounded (here at 8 records): client threads that outrun
+// the writer wait for it (counted in run.json), and every record is written
+// once. When the writer fails (a full disk), the queue stops holding pushes:
+// the run ends with the clear message, not a client thread waiting forever.
+TEST_F(Bench, ABoundedWriterQueueHoldsTheClientBackAndNeverHangsIt) {
+  Server server(dir_, {"--fixed-step-ms", "0"});
+  const auto out = dir_ / "bounded";
+  const auto r =
+      run_process({"/usr/bin/env", "TOKENSCOPE_RECORD_QUEUE_LIMIT=8", kBin, "bench", "--progress", "none",
+                   "--target", server.url(""), "--num-requests", "400", "--rate", "1000", "--no-stream",
+                   "--input-len", "fixed:8", "--output-len", "fixed:2", "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto recs = lines(out / "requests.jsonl");
+  ASSERT_EQ(recs.size(), 400u);
+  std::set<std::uint64_t> ids;
+  for (const auto& rec : recs) ids.insert(rec["id"].get<std::uint64_t>());
+  EXPECT_EQ(ids.size(), 400u);
+  const auto run = json::parse(slurp(out / "run.json"));
+  // 400 records in about 0.4 s, a drain every 50 ms unless a full queue
+  // wakes it: some 50 ms held more than 8.
+  EXPECT_GT(run["client"]["records_waited_for_writer"].get<std::uint64_t>(), 0u);
+
+  const auto full = dir_ / "full";
+  const auto f =
+      run_process({"/bin/sh", "-c",
+                   "trap '' XFSZ; exec /usr/bin/env TOKENSCOPE_RECORD_QUEUE_LIMIT=8 /usr/bin/prlimit "
+                   "--fsize=30000 \"$0\" bench --progress none --target \"$2\" --num-requests 2000 "
+                   "--rate 2000 --no-stream --input-len fixed:8 --output-len fixed:2 --out \"$1\"",
+                   kBin, full.string(), server.url("")},
+                  60);
+  EXPECT_EQ(f.exit_code, 1) << f.err;
+  EXPECT_NE(f.err.find("requests.jsonl: cannot write: File too large"), std::string::npos) << f.err;
+  EXPECT_EQ(json::parse(slurp(full / "run.json"))["partial"], true);
+
+  const auto bad =
+      run_process({"/usr/bin/env", "TOKENSCOPE_RECORD_QUEUE_LIMIT=0", kBin, "bench", "--progress", "none",
+                   "--num-requests", "1", "--out", (dir_ / "bad").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("TOKENSCOPE_RECORD_QUEUE_LIMIT='0': expected a whole number of records"),
+            std::string::npos)
+      << bad.err;
+}
+
 // Whole (non-streamed) responses on kept-alive connections: a reset the
 // server injects after reading a request comes before any response byte.
 // It is that request's connect_error, never resent (a resend hid every such
