@@ -194,6 +194,8 @@ struct Runner::Shard {
   std::vector<std::shared_ptr<asio::steady_timer>> followups;
   // Closed loop.
   std::vector<std::unique_ptr<User>> users;
+  std::size_t active_users = 0;  // users active and not retiring, when !users_changed
+  bool users_changed = true;
   std::size_t stage = 0;
   bool exhausted = false;  // closed loop: max_requests reached
   Rng think_rng;
@@ -327,9 +329,12 @@ struct Runner::Shard {
   // thread-per-connection server does not keep a worker on each.
   void update_idle_target() {
     if (r.plan_.closed_loop) {
-      std::size_t active = 0;
-      for (const auto& u : users) active += u->active && !u->retire;
-      client.set_idle_target(active + followups.size());
+      if (users_changed) {  // counted again only after a change, not per request
+        users_changed = false;
+        active_users = 0;
+        for (const auto& u : users) active_users += u->active && !u->retire;
+      }
+      client.set_idle_target(active_users + followups.size());
       return;
     }
     // Before the epoch (an agreed start ahead): the pool kept for the first sends.
@@ -601,6 +606,7 @@ struct Runner::Shard {
     const std::uint64_t threads = r.shards_.size();
     const std::uint64_t mine = total / threads + (index < total % threads ? 1 : 0);
     while (users.size() < mine) users.push_back(std::make_unique<User>(ioc));
+    users_changed = true;
     for (std::size_t i = 0; i < users.size(); ++i) {
       User& u = *users[i];
       u.retire = i >= mine;
@@ -621,6 +627,7 @@ struct Runner::Shard {
   // A user sends no more; when none is left the stage timer has nothing to do.
   void user_stopped(int id) {
     users[static_cast<std::size_t>(id)]->active = false;
+    users_changed = true;
     for (const auto& u : users)
       if (u->active) return;
     if (exhausted) timer.cancel();
