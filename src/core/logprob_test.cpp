@@ -1,9 +1,12 @@
 #include "core/logprob.h"
 
+#include "core/boxed.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +72,35 @@ TEST(LogprobHistogram, CountsSumsWithTheFloorAndWritesTrimmedBins) {
   EXPECT_EQ(small.bins[0], 3u);
   EXPECT_EQ(small.bins[2], 1u);
   EXPECT_EQ(small.bins[80], 1u);
+}
+
+
+// A record's histogram is boxed: a pointer's size in the record, a copy that
+// copies the value (the two then apart), a move that leaves the source empty.
+TEST(BoxedLogprobs, CopiesTheValueMovesThePointerAndEmptiesOnReset) {
+  static_assert(sizeof(Boxed<LogprobHistogram>) == sizeof(void*));
+  Boxed<LogprobHistogram> a;
+  EXPECT_FALSE(a.has_value());
+  EXPECT_FALSE(static_cast<bool>(a));
+  a.emplace().add(-0.1);
+  ASSERT_TRUE(a.has_value());
+  Boxed<LogprobHistogram> copy = a;
+  copy->add(-30.0);
+  EXPECT_EQ(a->count, 1u);  // the copy is its own
+  EXPECT_EQ(copy->count, 2u);
+  EXPECT_EQ((*copy).bins[LogprobHistogram::kRangeBins], 1u);
+  const LogprobHistogram* held = &*a;
+  Boxed<LogprobHistogram> moved = std::move(a);
+  EXPECT_EQ(&*moved, held);     // the same value, not a copy of it
+  EXPECT_FALSE(a.has_value());  // NOLINT(bugprone-use-after-move): a move empties
+  copy = moved;
+  EXPECT_EQ(copy->count, 1u);
+  EXPECT_NE(&*copy, &*moved);
+  Boxed<LogprobHistogram> empty;
+  copy = empty;
+  EXPECT_FALSE(copy.has_value());
+  moved.reset();
+  EXPECT_FALSE(moved.has_value());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/boxed.h"
 #include "core/clock.h"
 #include "core/histogram.h"
 #include "core/logprob.h"
@@ -103,7 +104,7 @@ struct RequestRecord {
   // bench --logprobs: the log-probabilities the server gave the output
   // tokens (core/logprob.h); nullopt when they were not asked for (written
   // as `logprobs` then, even when the server sent none: n = 0).
-  std::optional<LogprobHistogram> logprobs;
+  Boxed<LogprobHistogram> logprobs;  // on the heap: a record moves four times per request
   Outcome outcome = Outcome::kOk;
   std::string detail;
   // Cancelled on purpose by the client (bench --cancel), as a user closing
