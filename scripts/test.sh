@@ -88,7 +88,7 @@ stage "tsan build"
 bash scripts/build.sh tsan net_test serve_test bench_test probe_test observe_test report_test blackbox_test tokenscope
 stage "tsan tests"
 TSAN_OPTIONS=halt_on_error=1:exitcode=66:second_deadlock_stack=1 \
-  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder|ObserverTest|Observe|LiveMetrics|PushOtlp|LoadRun|SimRun)\.'
+  ctest --test-dir build/tsan -j "$jobs" --output-on-failure --timeout 1800 -R '^(Serve|ServerApp|Api|Connection|Abuse|Client|Runner|RecordQueue|Bench|CounterUpdates|CacheLineProbe|KvLayoutProbe|AccessRecorder|ObserverTest|Observe|LiveMetrics|PushOtlp|LoadRun|SimRun)\.'
 
 echo "== fuzz targets, ${fuzz_seconds}s each"
 stage "fuzz build"
