@@ -154,7 +154,8 @@ class Bench:
                 "failed": s["requests_failed"], "not_sent": c.get("requests_not_sent", 0),
                 "rps": s["request_throughput_rps"], "lag_p50_ms": s["send_lag_ms"]["p50"],
                 "lag_p99_ms": s["send_lag_ms"]["p99"], "cpu_s": c["process_cpu_s"], "time_cpu_s": time_cpu,
-                "wall_s": wall, "output_events": events, "output_tokens": tokens}
+                "wall_s": wall, "output_events": events, "output_tokens": tokens,
+                "writer_waits": c.get("records_waited_for_writer")}
 
     @staticmethod
     def wrk(url, seconds, script, conns=64):
@@ -434,7 +435,8 @@ def main():
                 log(f"tokenscope {rate:>6,}/s: {verdict(ok, sus)}: planned {t['planned']:,}, "
                     f"ok {t['ok']:,}, failed {t['failed']:,} {t['outcomes']}, not sent {t['not_sent']:,}, "
                     f"achieved {t['rps']:,.0f}/s, send lag p50 {t['lag_p50_ms']:.3f} ms p99 {t['lag_p99_ms']:.3f} ms, "
-                    f"CPU {t['cpu_s']:.2f} s ({t['cpu_us_per_request']:.1f} us/request)")
+                    f"CPU {t['cpu_s']:.2f} s ({t['cpu_us_per_request']:.1f} us/request)"
+                    + (f", {t['writer_waits']} waits for the writer" if t["writer_waits"] else ""))
                 return ok, sus, {"rate": rate, "held": ok, "sustained": sus, **t}
             return measure
 
