@@ -1,5 +1,5 @@
-# Sourced by the client benchmarks (client_ab.sh, client_sched.sh,
-# client_kernel_profile.sh): starts the canned-SSE nginx of
+# Sourced by the client benchmarks (client_ab.sh, client_closed_ab.sh,
+# client_sched.sh, client_kernel_profile.sh): starts the canned-SSE nginx of
 # ../shared/bench/canned-sse as its README says, on a free port, on core 0,
 # at nice -20 where permitted, in a scratch directory that goes when the
 # sourcing script exits. Sets: work (the scratch directory), port, nice

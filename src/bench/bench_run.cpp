@@ -89,7 +89,7 @@ std::string local_stamp() {
 // Transcriptions: the most audio a request may carry (as a workload file's).
 constexpr std::uint32_t kMaxTranscriptionAudioMs = 120'000;
 
-// Records pending for the writer at most (about 4 MB of non-streaming
+// Records pending for the writer at most (about 2 MB of non-streaming
 // records; 40 ms of them at 100,000 requests/s): TOKENSCOPE_RECORD_QUEUE_LIMIT
 // (a whole number from 1), or 4,096.
 std::size_t record_queue_limit() {
@@ -99,10 +99,10 @@ std::size_t record_queue_limit() {
   std::size_t v = 0;
   const std::string_view text(env);
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > 100'000'000)
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > 10'000'000)
     throw UsageError(
         fmt::format("TOKENSCOPE_RECORD_QUEUE_LIMIT={}: expected a whole number of records from 1 "
-                    "to 100000000",
+                    "to 10000000",
                     quote_input(text)));
   return v;
 }
@@ -1215,6 +1215,13 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     tasks_out = std::make_unique<JsonlWriter>(std::filesystem::path(out_dir) / "tasks.jsonl", false);
     task_summary.emplace(*p.bw.tasks, w.classes);
   }
+  // Whatever ends this function, the queue is closed before the driver and
+  // the runner go (destroyed after this guard): their cancelled requests'
+  // records never wait for a writer that an exception left unstarted.
+  struct CloseQueue {
+    RecordQueue& queue;
+    ~CloseQueue() { queue.close(); }
+  } const close_queue{queue};
   const bool tty = o.progress == Progress::kAuto ? isatty(STDERR_FILENO) != 0 : o.progress == Progress::kTty;
   const bool progress = !o.quiet && o.progress != Progress::kNone;
   const double planned_s = p.plan.closed_loop

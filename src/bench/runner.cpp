@@ -40,7 +40,6 @@ constexpr Nanos kIdleHorizon = kNanosPerSecond;
 void RecordQueue::set_limit(std::size_t limit) {
   std::lock_guard lock(mutex_);
   limit_ = limit;
-  if (limit_ > 0) pending_.reserve(limit_);
 }
 
 void RecordQueue::push(RequestRecord&& r) {
@@ -51,6 +50,9 @@ void RecordQueue::push(RequestRecord&& r) {
     drained_.wait(lock, [this] { return closed_ || pending_.size() < limit_; });
   }
   pending_.push_back(std::move(r));
+  // The push that fills the queue wakes the drainer, so that the next one
+  // need not wait for it if it keeps up.
+  if (limit_ > 0 && pending_.size() == limit_) full_.notify_one();
 }
 
 void RecordQueue::drain(std::vector<RequestRecord>& out) {
@@ -69,9 +71,15 @@ void RecordQueue::drain(std::vector<RequestRecord>& out) {
   drained_.notify_all();
 }
 
-void RecordQueue::wait_full(std::chrono::milliseconds timeout) {
+bool RecordQueue::wait_full(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lock(mutex_);
-  full_.wait_for(lock, timeout, [this] { return closed_ || (limit_ > 0 && pending_.size() >= limit_); });
+  const auto due = [this] { return closed_ || (limit_ > 0 && pending_.size() >= limit_); };
+  ++pausing_;
+  bool woken = true;
+  while (woken && !due()) woken = full_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+  --pausing_;
+  return woken;
 }
 
 void RecordQueue::close() {
@@ -86,6 +94,11 @@ void RecordQueue::close() {
 std::uint64_t RecordQueue::waits() const {
   std::lock_guard lock(mutex_);
   return waits_;
+}
+
+unsigned RecordQueue::pausing() const {
+  std::lock_guard lock(mutex_);
+  return pausing_;
 }
 
 bool CancelPlan::chosen(std::uint64_t id) const {

@@ -116,9 +116,9 @@ struct LoadPlan {
 
 // Finished records, pushed by client threads, drained by the caller.
 //
-// With a limit, the queue is bounded: a push that finds `limit` records
-// pending wakes the drainer (wait_full) and waits until a drain takes them
-// or close(). A client core that the writer shares (nice 10, yielding) then
+// With a limit, the queue is bounded: the push that makes `limit` records
+// pending wakes the drainer (wait_full), and a push that finds them pending
+// waits until a drain takes them or close(). A client core that the writer shares (nice 10, yielding) then
 // gives the writer the time it needs instead of holding every record of a
 // saturated closed loop in memory; each such wait is counted (waits()).
 class RecordQueue {
@@ -127,11 +127,13 @@ class RecordQueue {
   void push(RequestRecord&& r);
   void drain(std::vector<RequestRecord>& out);  // appends and empties
   // The drainer's pause: returns when `limit` records are pending, after
-  // close(), or after `timeout`.
-  void wait_full(std::chrono::milliseconds timeout);
+  // close(), or after `timeout`; true for the first two (false: it timed
+  // out, whatever the queue held by then).
+  bool wait_full(std::chrono::milliseconds timeout);
   // No push waits any more (the drainer is gone or stopping).
   void close();
   std::uint64_t waits() const;  // pushes that waited for a drain
+  unsigned pausing() const;     // drainers inside wait_full's wait now
 
  private:
   mutable std::mutex mutex_;
@@ -140,6 +142,7 @@ class RecordQueue {
   std::size_t limit_ = 0;
   bool closed_ = false;
   std::uint64_t waits_ = 0;
+  unsigned pausing_ = 0;
 };
 
 struct RunCounters {

@@ -172,9 +172,12 @@ TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
     while (!done() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
     return done();
   };
+  // The drainer's pause returns before its timeout for a full or closed
+  // queue (it would return false at the timeout).
+  const auto patience = std::chrono::seconds(20);
   for (std::uint64_t id = 0; id < 3; ++id) q.push(record(id));
   EXPECT_EQ(q.waits(), 0u);
-  q.wait_full(std::chrono::hours(1));  // full already: returns at once
+  EXPECT_TRUE(q.wait_full(patience));  // full already: returns at once
   std::atomic<bool> pushed{false};
   std::thread pusher([&] {
     q.push(record(3));
@@ -186,7 +189,7 @@ TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
     FAIL() << "the push beyond the limit did not wait";
   }
   EXPECT_FALSE(pushed.load());
-  q.wait_full(std::chrono::hours(1));
+  EXPECT_TRUE(q.wait_full(patience));
   std::vector<RequestRecord> batch;
   q.drain(batch);  // only the three: the waiting push cannot land while they are pending
   ASSERT_EQ(batch.size(), 3u);
@@ -217,13 +220,32 @@ TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
   if (!released) q.drain(taken);  // frees it another way, to end the test
   blocked.join();
   ASSERT_TRUE(released) << "close() did not free the waiting push";
-  q.push(record(8));                   // five pending, over the limit: a closed queue never waits
-  q.wait_full(std::chrono::hours(1));  // nor does its drainer
+  q.push(record(8));  // five pending, over the limit: a closed queue never waits
   EXPECT_EQ(q.waits(), 2u);
   batch.clear();
   q.drain(batch);
   ASSERT_EQ(batch.size(), 5u);
   EXPECT_EQ(batch.back().id, 8u);
+
+  // A drainer pausing on a queue that is not full is woken by the push
+  // that fills it, and by a close.
+  RecordQueue woken;
+  woken.set_limit(2);
+  bool woke = false;
+  std::thread drainer([&] { woke = woken.wait_full(patience); });
+  EXPECT_TRUE(eventually([&] { return woken.pausing() == 1; }));
+  woken.push(record(0));
+  woken.push(record(1));  // full: wakes the drainer
+  drainer.join();
+  EXPECT_TRUE(woke);
+  RecordQueue closing;
+  closing.set_limit(2);
+  std::thread closed_drainer([&] { woke = closing.wait_full(patience); });
+  EXPECT_TRUE(eventually([&] { return closing.pausing() == 1; }));
+  closing.close();  // nothing pending: the close alone ends the pause
+  closed_drainer.join();
+  EXPECT_TRUE(woke);
+  EXPECT_TRUE(closing.wait_full(patience));
 
   // Unbounded (the default): no push ever waits.
   RecordQueue open;

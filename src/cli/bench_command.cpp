@@ -149,8 +149,9 @@ void print_run(const bench::BenchSettings& o, const bench::RunReport& r) {
         c["waited_for_connection"].get<std::uint64_t>(), c["max_connections"].get<std::uint64_t>());
   if (c.contains("records_waited_for_writer") && c["records_waited_for_writer"].get<std::uint64_t>() > 0)
     std::cout << fmt::format(
-        "client: the client threads waited {} times for the record writer to catch up (the core they share "
-        "is saturated): their waits are in the latencies measured\n",
+        "client: {} record pushes waited for the writer to catch up (a core shared with it, or slow "
+        "storage); a waiting client thread neither sends nor reads: its waits are in the send lag and the "
+        "latencies\n",
         c["records_waited_for_writer"].get<std::uint64_t>());
   // What was sampled beside the requests (samples.jsonl), one line.
   if (r.observe.is_object() && r.observe.contains("sources")) {
