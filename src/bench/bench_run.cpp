@@ -1290,7 +1290,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     try {
       while (!writer_stop.load()) {
         drain();
-        queue.wait_full(std::chrono::milliseconds(50));  // sooner when a client thread waits
+        queue.wait_full(std::chrono::milliseconds(50));  // sooner when the queue fills
       }
     } catch (const std::exception& e) {
       io_error = e.what();

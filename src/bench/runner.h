@@ -118,9 +118,10 @@ struct LoadPlan {
 //
 // With a limit, the queue is bounded: the push that makes `limit` records
 // pending wakes the drainer (wait_full), and a push that finds them pending
-// waits until a drain takes them or close(). A client core that the writer shares (nice 10, yielding) then
-// gives the writer the time it needs instead of holding every record of a
-// saturated closed loop in memory; each such wait is counted (waits()).
+// waits until a drain takes them or close(). A client core that the writer
+// shares (nice 10, yielding) then gives the writer the time it needs
+// instead of holding every record of a saturated closed loop in memory;
+// each such wait is counted (waits()).
 class RecordQueue {
  public:
   void set_limit(std::size_t limit);  // 0: unbounded (the default)
