@@ -74,7 +74,6 @@ TEST(LogprobHistogram, CountsSumsWithTheFloorAndWritesTrimmedBins) {
   EXPECT_EQ(small.bins[80], 1u);
 }
 
-
 // A record's histogram is boxed: a pointer's size in the record, a copy that
 // copies the value (the two then apart), a move that leaves the source empty.
 TEST(BoxedLogprobs, CopiesTheValueMovesThePointerAndEmptiesOnReset) {
