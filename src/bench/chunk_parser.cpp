@@ -502,13 +502,30 @@ void ChunkParser::parse_dom(std::string_view data, std::size_t padding, ChunkInf
 
   dom::object u;
   if (has_usage && usage.get_object().get(u) == simdjson::SUCCESS) {  // "usage": null is no usage
+    // One pass over its members; the first of duplicate keys wins, as with a lookup.
+    dom::element prompt, completion, prompt_details, completion_details;
+    bool has_prompt = false, has_completion = false, has_prompt_details = false,
+         has_completion_details = false;
+    for (dom::key_value_pair kv : u) {
+      const std::string_view k = kv.key;
+      if (is_key(k, "prompt_tokens")) {
+        if (!has_prompt) prompt = kv.value, has_prompt = true;
+      } else if (is_key(k, "completion_tokens")) {
+        if (!has_completion) completion = kv.value, has_completion = true;
+      } else if (is_key(k, "prompt_tokens_details")) {
+        if (!has_prompt_details) prompt_details = kv.value, has_prompt_details = true;
+      } else if (is_key(k, "completion_tokens_details")) {
+        if (!has_completion_details) completion_details = kv.value, has_completion_details = true;
+      }
+    }
     ChunkUsage cu;
-    cu.prompt_tokens = int_or(u, "prompt_tokens");
-    cu.completion_tokens = int_or(u, "completion_tokens");
+    std::int64_t v = 0;
+    if (has_prompt && prompt.get_int64().get(v) == simdjson::SUCCESS) cu.prompt_tokens = v;
+    if (has_completion && completion.get_int64().get(v) == simdjson::SUCCESS) cu.completion_tokens = v;
     dom::object details;
-    if (u["prompt_tokens_details"].get_object().get(details) == simdjson::SUCCESS)
+    if (has_prompt_details && prompt_details.get_object().get(details) == simdjson::SUCCESS)
       cu.cached_tokens = int_or(details, "cached_tokens");
-    if (u["completion_tokens_details"].get_object().get(details) == simdjson::SUCCESS)
+    if (has_completion_details && completion_details.get_object().get(details) == simdjson::SUCCESS)
       cu.reasoning_tokens = int_or(details, "reasoning_tokens");
     info.usage = cu;
   }

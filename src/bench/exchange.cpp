@@ -17,8 +17,17 @@
 namespace tokenscope::bench {
 
 namespace {
-constexpr std::size_t kErrorBodyCap = 4096;  // bytes of an error body kept for the detail
-constexpr std::size_t kBodyCap = 64u << 20;  // a non-streamed body larger than this is a protocol error
+
+// A string literal appended with its length known at compile time (no
+// strlen per append on the request path).
+template <std::size_t N>
+void append_lit(std::string& s, const char (&text)[N]) {
+  s.append(text, N - 1);
+}
+
+constexpr std::size_t kScratchKeep = 1u << 20;  // bytes of a request body's scratch kept between requests
+constexpr std::size_t kErrorBodyCap = 4096;     // bytes of an error body kept for the detail
+constexpr std::size_t kBodyCap = 64u << 20;     // a non-streamed body larger than this is a protocol error
 
 // What a server sent, quoted for a record's detail: control bytes and NULs
 // escaped, at most n bytes.
@@ -122,7 +131,7 @@ RequestEncoder::RequestEncoder(RequestSettings s) : s_(std::move(s)) {
   }
 }
 
-bool RequestEncoder::overridden(std::string_view field) const {
+bool RequestEncoder::overridden_by_extra(std::string_view field) const {
   return std::find(extra_names_.begin(), extra_names_.end(), field) != extra_names_.end();
 }
 
@@ -132,7 +141,10 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
                                                           const std::vector<std::string>* media,
                                                           std::string_view model) const {
   if (model.empty()) model = s_.model;
-  std::string body;
+  // The body is built in this thread's scratch string (finish() copies it
+  // after the head): no allocation of its own per request.
+  thread_local std::string body;
+  body.clear();
   std::size_t media_bytes = 0;
   const bool parts = media && !media->empty();
   if (parts)
@@ -144,9 +156,9 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
       jsonout::append_string(body, prompt);
       return;
     }
-    body += "[{\"type\":\"";
+    append_lit(body, "[{\"type\":\"");
     body += text_type;
-    body += "\",\"text\":";
+    append_lit(body, "\",\"text\":");
     jsonout::append_string(body, prompt);
     body += '}';
     for (const auto& m : *media) {
@@ -157,7 +169,7 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
   };
   body += '{';
   if (!overridden("model")) {
-    body += "\"model\":";
+    append_lit(body, "\"model\":");
     jsonout::append_string(body, model);
     body += ',';
   }
@@ -166,46 +178,48 @@ std::shared_ptr<const std::string> RequestEncoder::encode(std::string_view promp
     body += '[';
     if (history)
       for (const auto& m : *history) {
-        body += "{\"role\":";
+        append_lit(body, "{\"role\":");
         jsonout::append_string(body, m.role);
-        body += ",\"content\":";
+        append_lit(body, ",\"content\":");
         jsonout::append_string(body, m.content);
-        body += "},";
+        append_lit(body, "},");
       }
-    body += "{\"role\":\"user\",\"content\":";
+    append_lit(body, "{\"role\":\"user\",\"content\":");
     content(text_type);
-    body += "}]";
+    append_lit(body, "}]");
   };
   if (s_.api == Api::kChat) {
-    body += "\"messages\":";
+    append_lit(body, "\"messages\":");
     messages("text");
   } else if (s_.api == Api::kResponses) {
     // "input": the prompt, or the conversation as messages.
-    body += "\"input\":";
+    append_lit(body, "\"input\":");
     if ((history && !history->empty()) || parts) {
       messages("input_text");
     } else {
       jsonout::append_string(body, prompt);
     }
   } else {
-    body += "\"prompt\":";
+    append_lit(body, "\"prompt\":");
     jsonout::append_string(body, prompt);
   }
   const char* max_name = s_.api == Api::kResponses ? "max_output_tokens" : "max_tokens";
   if (!overridden(max_name)) {
-    body += ",\"";
+    append_lit(body, ",\"");
     body += max_name;
-    body += "\":";
+    append_lit(body, "\":");
     jsonout::append_uint(body, max_tokens);
   }
-  if (s_.ignore_eos && !overridden("ignore_eos")) body += ",\"ignore_eos\":true";
+  if (s_.ignore_eos && !overridden("ignore_eos")) append_lit(body, ",\"ignore_eos\":true");
   if (!overridden("stream")) body += s_.stream ? ",\"stream\":true" : ",\"stream\":false";
   if (s_.stream && s_.include_usage && s_.api != Api::kResponses && !overridden("stream_options"))
-    body += ",\"stream_options\":{\"include_usage\":true}";
+    append_lit(body, ",\"stream_options\":{\"include_usage\":true}");
   body += sampling_fields_;
   body += extra_fields_;
   body += '}';
-  return finish(body, request_id);
+  auto out = finish(body, request_id);
+  if (body.capacity() > kScratchKeep) std::string().swap(body);  // a media body's megabytes are not kept
+  return out;
 }
 
 std::shared_ptr<const std::string> RequestEncoder::encode_chat(
@@ -215,20 +229,20 @@ std::shared_ptr<const std::string> RequestEncoder::encode_chat(
   body.reserve(messages_json.size() + extra.size() + 256 + extra_fields_.size());
   body += '{';
   if (!overridden("model")) {
-    body += "\"model\":";
+    append_lit(body, "\"model\":");
     jsonout::append_string(body, s_.model);
     body += ',';
   }
-  body += "\"messages\":";
+  append_lit(body, "\"messages\":");
   body += messages_json;
   if (!overridden("max_tokens")) {
-    body += ",\"max_tokens\":";
+    append_lit(body, ",\"max_tokens\":");
     jsonout::append_uint(body, max_tokens);
   }
-  if (ignore_eos && !overridden("ignore_eos")) body += ",\"ignore_eos\":true";
+  if (ignore_eos && !overridden("ignore_eos")) append_lit(body, ",\"ignore_eos\":true");
   if (!overridden("stream")) body += stream ? ",\"stream\":true" : ",\"stream\":false";
   if (stream && s_.include_usage && !overridden("stream_options"))
-    body += ",\"stream_options\":{\"include_usage\":true}";
+    append_lit(body, ",\"stream_options\":{\"include_usage\":true}");
   body += extra;
   body += sampling_fields_;
   body += extra_fields_;
@@ -247,14 +261,14 @@ std::shared_ptr<const std::string> RequestEncoder::encode_pooling(const std::vec
   body.reserve(size);
   body += '{';
   if (!overridden("model")) {
-    body += "\"model\":";
+    append_lit(body, "\"model\":");
     jsonout::append_string(body, model);
     body += ',';
   }
   auto list = [&](const char* name) {
     body += '"';
     body += name;
-    body += "\":[";
+    append_lit(body, "\":[");
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (i) body += ',';
       jsonout::append_string(body, inputs[i]);
@@ -262,18 +276,18 @@ std::shared_ptr<const std::string> RequestEncoder::encode_pooling(const std::vec
     body += ']';
   };
   if (s_.api == Api::kRerank) {
-    body += "\"query\":";
+    append_lit(body, "\"query\":");
     jsonout::append_string(body, query);
     body += ',';
     list("documents");
   } else {
     if (inputs.size() == 1) {
-      body += "\"input\":";
+      append_lit(body, "\"input\":");
       jsonout::append_string(body, inputs.front());
     } else {
       list("input");
     }
-    if (!overridden("encoding_format")) body += ",\"encoding_format\":\"float\"";
+    if (!overridden("encoding_format")) append_lit(body, ",\"encoding_format\":\"float\"");
   }
   body += extra_fields_;
   body += '}';
@@ -307,23 +321,23 @@ std::shared_ptr<const std::string> RequestEncoder::finish(std::string& body,
   out->reserve(head_.size() + content_type.size() + body.size() + 96);
   *out += head_;
   if (!content_type.empty()) {
-    *out += "Content-Type: ";
+    append_lit(*out, "Content-Type: ");
     *out += content_type;
-    *out += "\r\n";
+    append_lit(*out, "\r\n");
   }
   if (request_id && s_.send_request_id) {
-    *out += "X-Request-Id: ";
+    append_lit(*out, "X-Request-Id: ");
     jsonout::append_uint(*out, *request_id);
-    *out += "\r\n";
+    append_lit(*out, "\r\n");
   }
-  *out += "Content-Length: ";
+  append_lit(*out, "Content-Length: ");
   jsonout::append_uint(*out, body.size());
-  *out += "\r\n\r\n";
+  append_lit(*out, "\r\n\r\n");
   *out += body;
   return out;
 }
 
-void ResponseCollector::init(RequestRecord record, bool stream, bool keep_text, ChunkParser* parser,
+void ResponseCollector::init(RequestRecord&& record, bool stream, bool keep_text, ChunkParser* parser,
                              Done done) {
   record_ = std::move(record);
   stream_ = stream;

@@ -149,7 +149,11 @@ class RequestEncoder {
       std::string_view model = {}) const;
 
  private:
-  bool overridden(std::string_view field) const;
+  // Whether the extra body sets this field (tokenscope's own is left out).
+  bool overridden(std::string_view field) const {
+    return !extra_names_.empty() && overridden_by_extra(field);
+  }
+  bool overridden_by_extra(std::string_view field) const;
   std::shared_ptr<const std::string> finish(std::string& body, std::optional<std::uint64_t> request_id,
                                             std::string_view content_type = {}) const;
 
@@ -171,7 +175,7 @@ class ResponseCollector final : public net::ExchangeHandler {
 
   // record: ids and t_sched already set. keep_text: keep the output text
   // (multi-turn sessions send it back in the next turn).
-  void init(RequestRecord record, bool stream, bool keep_text, ChunkParser* parser, Done done);
+  void init(RequestRecord&& record, bool stream, bool keep_text, ChunkParser* parser, Done done);
   // Called after each piece of body and after completion: the runner checks
   // there whether a scheduled send is due, so that a long run of read
   // completions cannot delay it (set once; survives init()).

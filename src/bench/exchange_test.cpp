@@ -113,7 +113,7 @@ class Collector : public ::testing::Test {
     RequestRecord r;
     r.id = 9;
     r.t_sched = 100;
-    c.init(r, stream, true, &parser, [this](ResponseCollector& done) {
+    c.init(std::move(r), stream, true, &parser, [this](ResponseCollector& done) {
       ++calls;
       record = done.record();
     });
@@ -658,7 +658,7 @@ TEST(CollectorLogprobs, LlamaServerCompletionsStream) {
   RequestRecord record;
   RequestRecord r;
   r.id = 1;
-  c.init(r, true, false, &parser, [&](ResponseCollector& done) { record = done.record(); });
+  c.init(std::move(r), true, false, &parser, [&](ResponseCollector& done) { record = done.record(); });
   c.on_sent(10);
   c.on_headers(200, 20);
   c.on_content_type("text/event-stream");

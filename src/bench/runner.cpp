@@ -521,7 +521,10 @@ struct Runner::Shard {
     free_context_nodes.push_back(std::move(node));
     if (ctx.cancel_timer) ctx.cancel_timer->cancel();
     RequestRecord rec = std::move(c.record());
-    std::string text = c.text();
+    // A follow-up turn of the session.
+    const TurnLink* link = r.plan_.turns.empty() ? nullptr : &r.plan_.turns[ctx.request];
+    std::string text;
+    if (link && link->next >= 0) text = c.text();  // the next turn's history
     free_collectors.push_back(&c);
     --in_flight;
     --r.counters_.in_flight;
@@ -533,8 +536,6 @@ struct Runner::Shard {
     const bool ok = rec.outcome == Outcome::kOk;
     r.out_.push(std::move(rec));
 
-    // A follow-up turn of the session.
-    const TurnLink* link = r.plan_.turns.empty() ? nullptr : &r.plan_.turns[ctx.request];
     bool session_goes_on = false;
     if (link && link->next >= 0) {
       if (ok && !stopping) {
