@@ -343,6 +343,24 @@ TEST(ChunkParser, UsageInBothForms) {
   EXPECT_EQ(compat.usage->cached_tokens, -1);
   EXPECT_FALSE(compat.has_output);
   EXPECT_FALSE(p.parse(R"({"choices":[{"text":"a"}],"usage":null})").usage);
+  // The usage's members in any order; the first of duplicate keys wins, as
+  // with a lookup; a count that is no integer, or details that are no
+  // object, count as absent.
+  const auto odd = p.parse(
+      R"({"choices":[],"usage":{"completion_tokens_details":{"reasoning_tokens":2},"prompt_tokens":5,)"
+      R"("prompt_tokens":6,"completion_tokens":"7","prompt_tokens_details":null,"total_tokens":12}})");
+  ASSERT_TRUE(odd.usage);
+  EXPECT_EQ(odd.usage->prompt_tokens, 5);
+  EXPECT_EQ(odd.usage->completion_tokens, -1);
+  EXPECT_EQ(odd.usage->cached_tokens, -1);
+  EXPECT_EQ(odd.usage->reasoning_tokens, 2);
+  const auto twice =
+      p.parse(R"({"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":3},"completion_tokens":4,)"
+              R"("completion_tokens":1.5,"prompt_tokens_details":{"cached_tokens":9},"prompt_tokens":8}})");
+  ASSERT_TRUE(twice.usage);
+  EXPECT_EQ(twice.usage->prompt_tokens, 8);
+  EXPECT_EQ(twice.usage->completion_tokens, 4);
+  EXPECT_EQ(twice.usage->cached_tokens, 3);
 }
 
 TEST(ChunkParser, ErrorsAndGarbage) {
