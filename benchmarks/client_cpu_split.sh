@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The open loop's CPU per request split into user and system time, per
+# rate: the floor (benchmarks/open_loop_floor.cpp, sleeping in epoll_wait
+# between sends), the floor with --spin (never sleeps: no wake-ups, no
+# timer), and each tokenscope build given, all sending RATE non-streaming
+# requests/s for 3 s (POST /v1/json on the canned-SSE nginx of
+# ../shared/bench/canned-sse; nginx on core 0, every client on core 1, at
+# nice -20 where permitted), in turn within each round. What it shows: the
+# kernel's part that any client pays here (the floor's system time), what
+# is left of a core for a client's own work at each rate, and what
+# tokenscope's own work (its user time) is. CPU is the whole process's
+# (/usr/bin/time), start-up and summary included.
+# Usage: benchmarks/client_cpu_split.sh ROUNDS "RATE [RATE ...]" [BIN ...]
+#   (BIN defaults to build/release/src/cli/tokenscope)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { echo "usage: $0 ROUNDS \"RATE [RATE ...]\" [BIN ...]" >&2; exit 2; }
+rounds="$1"; rates="$2"; shift 2
+bins=("$@")
+[ ${#bins[@]} -gt 0 ] || bins=("$(pwd)/build/release/src/cli/tokenscope")
+floor="$(pwd)/build/release/benchmarks/open_loop_floor"
+[ -x "$floor" ] || cmake --build build/release --target open_loop_floor >/dev/null
+source benchmarks/canned_nginx.sh  # work, port, nice; nginx on core 0
+sleep 0.3
+row() {  # client rate round json-of-run time-file
+  python3 - "$@" >> "$work/rows.jsonl" <<'PY'
+import json, sys
+client, rate, rnd, path, tfile = sys.argv[1:6]
+user, system = map(float, open(tfile).read().split())
+d = json.load(open(path))
+if "summary" in d:
+    s = d["summary"]
+    n, p99, planned = s["requests_completed"], s["send_lag_ms"]["p99"], int(rate) * 3
+else:
+    n, p99, planned = d["completed"], d["send_lag_p99_ms"], d["planned"]
+held = n == planned and p99 < 1.0
+print(json.dumps({"client": client, "rate": int(rate), "round": int(rnd), "user_us": 1e6 * user / max(1, n),
+                  "sys_us": 1e6 * system / max(1, n), "p99_ms": p99, "held": held}))
+PY
+  tail -1 "$work/rows.jsonl" | python3 -c 'import json, sys
+r = json.loads(sys.stdin.read())
+print("round %d, %-14s %7s req/s: user %5.2f + system %5.2f us/request, send lag p99 %9.3f ms%s"
+      % (r["round"], r["client"], format(r["rate"], ","), r["user_us"], r["sys_us"], r["p99_ms"],
+         "" if r["held"] else "  (not held)"))'
+}
+for round in $(seq "$rounds"); do
+  for rate in $rates; do
+    for mode in sleep spin; do
+      extra=(); [ "$mode" = spin ] && extra=(--spin)
+      /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" taskset -c 1 "$floor" "${extra[@]}" \
+        --port "$port" --rate "$rate" --num-requests "$((rate * 3))" --seed "$rate" > "$work/floor.json" || true
+      row "floor-$mode" "$rate" "$round" "$work/floor.json" "$work/time.txt"
+    done
+    i=0
+    for bin in "${bins[@]}"; do
+      i=$((i + 1))
+      /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" taskset -c 1 "$bin" bench \
+        --target "http://127.0.0.1:$port" --endpoint /v1/json --no-stream --api chat --model m --rate "$rate" \
+        --num-requests "$((rate * 3))" --input-len fixed:8 --output-len fixed:1 --quiet --progress none \
+        --client-threads 1 --max-error-rate 1 --out "$work/run" >/dev/null 2>&1 || true
+      row "tokenscope-$i" "$rate" "$round" "$work/run/run.json" "$work/time.txt"
+      rm -rf "$work/run"
+    done
+  done
+done
+python3 - "$work/rows.jsonl" "${bins[@]}" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for i, b in enumerate(sys.argv[2:], 1):
+    print(f"tokenscope-{i}: {b}")
+rounds = max(r["round"] for r in rows)
+print(f"medians over {rounds} rounds (held: rounds with every request answered and p99 send lag < 1 ms):")
+print("| client | req/s | user us/request | system us/request | total | held |")
+print("|---|---:|---:|---:|---:|---:|")
+for client in dict.fromkeys(r["client"] for r in rows):
+    for rate in sorted({r["rate"] for r in rows}):
+        rs = [r for r in rows if r["client"] == client and r["rate"] == rate]
+        u = statistics.median(r["user_us"] for r in rs)
+        s = statistics.median(r["sys_us"] for r in rs)
+        t = statistics.median(r["user_us"] + r["sys_us"] for r in rs)
+        print(f"| {client} | {rate:,} | {u:.2f} | {s:.2f} | {t:.2f} | {sum(r['held'] for r in rs)} of {len(rs)} |")
+PY
