@@ -3,11 +3,15 @@
 # machine's speed: system calls per request (strace -c -f, 6,000
 # non-streaming requests at 2,000 req/s) and instructions per output event
 # (valgrind --tool=callgrind, 1,000 streams of 128 events, 16 in flight),
-# both against the canned-SSE nginx of ../shared/bench/canned-sse.
+# both against the canned-SSE nginx of ../shared/bench/canned-sse; and
+# instructions per non-streaming request on each thread (callgrind
+# --separate-threads: 20,000 requests of POST /v1/json, 16 in flight): the
+# client thread's, and the record writer's, that shares its core.
 # Usage: benchmarks/client_profile.sh   (needs strace and valgrind)
+#   TOKENSCOPE_BIN=path: another build (default build/release's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin="$(pwd)/build/release/src/cli/tokenscope"
+bin="${TOKENSCOPE_BIN:-$(pwd)/build/release/src/cli/tokenscope}"
 [ -x "$bin" ] || bash scripts/build.sh release tokenscope >/dev/null
 command -v strace >/dev/null || { echo "needs strace (apt-get install strace)" >&2; exit 2; }
 work="$(mktemp -d)"; chmod 755 "$work"
@@ -32,4 +36,22 @@ if command -v valgrind >/dev/null; then
     --quiet --prompt-check 0 --out "$work/cg-run" >/dev/null 2>&1
   total="$(callgrind_annotate "$work/cg.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
   echo "instructions for 1,000 streams of 128 output events: $total ($((total / 128000)) per event, everything included)"
+  valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$work/nj.out" "$bin" bench \
+    --target http://127.0.0.1:18097 --endpoint /v1/json --no-stream --api chat --model m --concurrency 16 \
+    --num-requests 20000 --input-len fixed:8 --output-len fixed:1 --quiet --prompt-check 0 \
+    --out "$work/nj-run" >/dev/null 2>&1
+  echo "instructions per non-streaming request, by thread (20,000 requests, 16 in flight):"
+  for f in "$work"/nj.out-*; do
+    listing="$(callgrind_annotate --inclusive=yes "$f" 2>/dev/null)"
+    if grep -q '(below main)' <<<"$listing"; then continue; fi  # the main thread: start-up and summary
+    if grep -q 'Runner::Shard::launch' <<<"$listing"; then
+      label="client thread"
+    elif grep -q 'RecordDrain::drain' <<<"$listing"; then
+      label="record writer"
+    else
+      continue
+    fi
+    n="$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
+    echo "  $label: $n ($((n / 20000)) per request)"
+  done
 fi
