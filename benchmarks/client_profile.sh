@@ -53,5 +53,15 @@ if command -v valgrind >/dev/null; then
     fi
     n="$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')"
     echo "  $label: $n ($((n / 20000)) per request)"
+    [ "$label" = "client thread" ] || continue
+    # Its largest parts, each with what it calls (the first, largest, line of each).
+    for part in "HTTP response parse (Beast)|basic_parser<false>::put(boost::asio::const_buffer" \
+                "body JSON parse and walk (simdjson)|ChunkParser::parse_dom(" \
+                "request built|Runner::Shard::encode(" \
+                "record queued|RecordQueue::push("; do
+      what="${part%%|*}"; pattern="${part#*|}"
+      m="$(grep -F -m1 "$pattern" <<<"$listing" | awk '{gsub(",", "", $1); print $1}')"
+      [ -n "$m" ] && echo "    of which $what: $((m / 20000)) per request"
+    done
   done
 fi
