@@ -19,14 +19,15 @@ rounds="$1"; rates="$2"; shift 2
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=("$(pwd)/build/release/src/cli/tokenscope")
 floor="$(pwd)/build/release/benchmarks/open_loop_floor"
-[ -x "$floor" ] || cmake --build build/release --target open_loop_floor >/dev/null
+cmake --build build/release --target open_loop_floor >/dev/null  # incremental; an old one lacks --spin
 source benchmarks/canned_nginx.sh  # work, port, nice; nginx on core 0
 sleep 0.3
 row() {  # client rate round json-of-run time-file
   python3 - "$@" >> "$work/rows.jsonl" <<'PY'
 import json, sys
 client, rate, rnd, path, tfile = sys.argv[1:6]
-user, system = map(float, open(tfile).read().split())
+# The last line: GNU time puts "Command exited with non-zero status N" before it.
+user, system = map(float, open(tfile).read().splitlines()[-1].split())
 d = json.load(open(path))
 if "summary" in d:
     s = d["summary"]

@@ -60,8 +60,8 @@ if command -v valgrind >/dev/null; then
                 "request built|Runner::Shard::encode(" \
                 "record queued|RecordQueue::push("; do
       what="${part%%|*}"; pattern="${part#*|}"
-      m="$(grep -F -m1 "$pattern" <<<"$listing" | awk '{gsub(",", "", $1); print $1}')"
-      [ -n "$m" ] && echo "    of which $what: $((m / 20000)) per request"
+      m="$(awk -v p="$pattern" 'index($0, p) { gsub(",", "", $1); print $1; exit }' <<<"$listing")"
+      if [ -n "$m" ]; then echo "    of which $what: $((m / 20000)) per request"; fi
     done
   done
 fi
