@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t piece = (data[1] % 64) + 1;
   bool done = false;
   if (data[0] & 8) c.set_max_events(3);
-  c.init(base, stream, (data[0] & 2) != 0, &parser, [&](bench::ResponseCollector&) { done = true; });
+  c.init(std::move(base), stream, (data[0] & 2) != 0, &parser,
+         [&](bench::ResponseCollector&) { done = true; });
   if (data[0] & 32) c.expect_transcription(2.5, (data[0] & 64) ? "text" : "json");  // a transcription answer
   c.on_sent(1);
   if (data[0] & 16) c.on_content_type("application/json");
