@@ -13,16 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 4 ] || { echo "usage: $0 RATE ROUNDS BIN_A BIN_B [BIN ...]" >&2; exit 2; }
 rate="$1"; rounds="$2"; shift 2
-source benchmarks/canned_nginx.sh  # work, port, nice; nginx on core 0
+source benchmarks/canned_nginx.sh  # work, port, nice, open_loop_run; nginx on core 0
 sleep 0.3
 for round in $(seq "$rounds"); do
   i=0
   for bin in "$@"; do
     i=$((i + 1))
-    /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" taskset -c 1 "$bin" bench \
-      --target "http://127.0.0.1:$port" --endpoint /v1/json --no-stream --api chat --model m --rate "$rate" \
-      --num-requests "$((rate * 3))" --input-len fixed:8 --output-len fixed:1 --quiet --progress none \
-      --client-threads 1 --max-error-rate 1 --out "$work/run" >/dev/null 2>&1
+    open_loop_run "$bin" "$rate"
     python3 - "$work/run/run.json" "$work/time.txt" "$i" "$bin" "$round" >> "$work/rows.jsonl" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]

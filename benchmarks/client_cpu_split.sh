@@ -20,7 +20,7 @@ bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=("$(pwd)/build/release/src/cli/tokenscope")
 floor="$(pwd)/build/release/benchmarks/open_loop_floor"
 cmake --build build/release --target open_loop_floor >/dev/null  # incremental; an old one lacks --spin
-source benchmarks/canned_nginx.sh  # work, port, nice; nginx on core 0
+source benchmarks/canned_nginx.sh  # work, port, nice, open_loop_run; nginx on core 0
 sleep 0.3
 row() {  # client rate round json-of-run time-file
   python3 - "$@" >> "$work/rows.jsonl" <<'PY'
@@ -55,10 +55,7 @@ for round in $(seq "$rounds"); do
     i=0
     for bin in "${bins[@]}"; do
       i=$((i + 1))
-      /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" taskset -c 1 "$bin" bench \
-        --target "http://127.0.0.1:$port" --endpoint /v1/json --no-stream --api chat --model m --rate "$rate" \
-        --num-requests "$((rate * 3))" --input-len fixed:8 --output-len fixed:1 --quiet --progress none \
-        --client-threads 1 --max-error-rate 1 --out "$work/run" >/dev/null 2>&1 || true
+      open_loop_run "$bin" "$rate" || true
       row "tokenscope-$i" "$rate" "$round" "$work/run/run.json" "$work/time.txt"
       rm -rf "$work/run"
     done
