@@ -11,7 +11,7 @@ seconds="${2:-30}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 shared="../shared/traces"
-for t in trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer gguf_tokenizer length_spec http_request openai_request multipart sse chunk_parser workload_yaml response access_trace nccl_tests event_names json_schema openapi task_replay profile_yaml exposition proc_files export_run report_run thresholds_yaml check_run activations run_cache kernels shard grid_yaml pools_yaml; do
+for t in trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer gguf_tokenizer length_spec http_request response_reader openai_request multipart sse chunk_parser workload_yaml response access_trace nccl_tests event_names json_schema openapi task_replay profile_yaml exposition proc_files export_run report_run thresholds_yaml check_run activations run_cache kernels shard grid_yaml pools_yaml; do
   mkdir -p "$work/$t"
   cp fuzz/corpus/$t/* "$work/$t/" 2>/dev/null || true
 done
@@ -34,7 +34,7 @@ run_one() {
   fi
   echo "fuzz_$t: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t.log" | grep -o '[0-9]*$') runs, no failure"
 }
-targets=(trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer gguf_tokenizer length_spec http_request
+targets=(trace_azure trace_mooncake trace_sharegpt trace_native catalog_yaml tokenizer hf_tokenizer gguf_tokenizer length_spec http_request response_reader
          openai_request multipart sse chunk_parser workload_yaml response access_trace nccl_tests event_names json_schema openapi task_replay profile_yaml exposition proc_files export_run report_run thresholds_yaml check_run activations run_cache kernels shard grid_yaml pools_yaml)
 pids=()
 targets+=(canonical)

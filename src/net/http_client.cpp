@@ -13,9 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,6 +26,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "net/response_reader.h"
 
 namespace tokenscope::net {
 
@@ -120,52 +119,6 @@ constexpr std::size_t kReadChunk = 16u << 10;
 // once (a server that closes a connection within a millisecond of answering
 // on it says Connection: close).
 constexpr Nanos kStaleCheckAfter = kNanosPerMilli;
-
-// A response's parser: Beast's HTTP/1.1 parsing, keeping of the header only
-// the status and the Content-Type, and handing every piece of the body
-// (chunked or not) to a sink where it lies in the read buffer: no header
-// container and no copy of the body.
-class ResponseReader final : public http::basic_parser<false> {
- public:
-  using Sink = void (*)(void* context, std::string_view piece);
-  // content_type: where the Content-Type goes (cleared here), kept by the
-  // connection so that its storage serves every exchange on it.
-  ResponseReader(Sink sink, void* context, std::string& content_type)
-      : sink_(sink), context_(context), content_type_(content_type) {
-    content_type_.clear();
-  }
-  int status() const { return status_; }
-  const std::string& content_type() const { return content_type_; }
-  bool has_content_type() const { return has_content_type_; }
-
- private:
-  void on_request_impl(http::verb, beast::string_view, beast::string_view, int, beast::error_code&) override {
-  }
-  void on_response_impl(int code, beast::string_view, int, beast::error_code&) override { status_ = code; }
-  void on_field_impl(http::field name, beast::string_view, beast::string_view value,
-                     beast::error_code&) override {
-    if (name != http::field::content_type || has_content_type_) return;  // the first, as a lookup finds it
-    has_content_type_ = true;
-    content_type_.assign(value.data(), value.size());
-  }
-  void on_header_impl(beast::error_code&) override {}
-  void on_body_init_impl(const boost::optional<std::uint64_t>&, beast::error_code&) override {}
-  std::size_t on_body_impl(beast::string_view body, beast::error_code&) override {
-    if (!body.empty()) sink_(context_, std::string_view(body.data(), body.size()));
-    return body.size();
-  }
-  void on_chunk_header_impl(std::uint64_t, beast::string_view, beast::error_code&) override {}
-  std::size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code& ec) override {
-    return on_body_impl(body, ec);
-  }
-  void on_finish_impl(beast::error_code&) override {}
-
-  Sink sink_;
-  void* context_;
-  int status_ = 0;
-  bool has_content_type_ = false;
-  std::string& content_type_;
-};
 
 class ConnectionBase {
  public:
@@ -315,13 +268,7 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     failure_ = ExchangeError::kNone;
     parser_.emplace(
         [](void* self, std::string_view piece) { static_cast<Connection*>(self)->on_piece(piece); }, this,
-        content_type_);
-    parser_->eager(true);
-    parser_->header_limit(static_cast<std::uint32_t>(client_->options.max_header_bytes));
-    // An explicit limit: Boost 1.74 compares the Content-Length with an
-    // empty optional (boost::none) as if it were 0 and fails every response
-    // whose header is parsed before its body arrives ("body limit exceeded").
-    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+        content_type_, client_->options.max_header_bytes);
     if (connecting_) return;  // a preconnect: written once connected (its connect timer still runs)
     if (!connected_) return connect();
     arm_timer(deadline);
@@ -630,7 +577,9 @@ class Connection final : public ConnectionBase, public std::enable_shared_from_t
     read_time_ = t;
     for (;;) {
       boost::system::error_code ec;
-      const std::size_t used = parser_->put(buffer_.data(), ec);
+      const auto bytes = buffer_.data();
+      const std::size_t used =
+          parser_->put(std::string_view(static_cast<const char*>(bytes.data()), bytes.size()), ec);
       buffer_.consume(used);
       report_headers(t);
       if (ec == http::error::need_more) return true;
