@@ -1,6 +1,7 @@
 #include "net/response_reader.h"
 
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include <boost/beast/http/error.hpp>
@@ -32,26 +33,59 @@ bool is(char c, std::uint8_t cls) {
   return (kClasses[static_cast<unsigned char>(c)] & cls) != 0;
 }
 
-// ASCII case-insensitive equality with a lower-case literal.
+// Case-insensitive equality with a literal of lower-case letters and '-',
+// eight bytes at a time. s must hold no control byte (its bytes are a
+// field name's or a value's, checked before): a byte ORed with 0x20 is then
+// a lower-case letter only if it was that letter in either case, and '-'
+// only if it was '-' (CR, the other byte that maps there, is excluded).
 bool iequals_lower(std::string_view s, std::string_view lower) {
   if (s.size() != lower.size()) return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != lower[i]) return false;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t a = 0, b = 0;
+    std::memcpy(&a, s.data() + i, 8);
+    std::memcpy(&b, lower.data() + i, 8);
+    if ((a | 0x2020202020202020ull) != b) return false;
   }
+  for (; i < s.size(); ++i)
+    if ((s[i] | 0x20) != lower[i]) return false;
   return true;
+}
+
+// The first byte at or after p that is not text (a control byte other than
+// HTAB, or DEL), eight bytes at a time: in a word, the lowest byte flagged
+// by the below-0x20 and DEL tests is exactly the first such byte (a borrow
+// can flag only bytes above a true one); an HTAB there is text, and the
+// search goes on after it.
+std::size_t find_control(std::string_view data, std::size_t p) {
+  static_assert(std::endian::native == std::endian::little, "the lowest byte of a word is its first");
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  while (p + 8 <= data.size()) {
+    std::uint64_t x = 0;
+    std::memcpy(&x, data.data() + p, 8);
+    const std::uint64_t below_space = (x - kOnes * 0x20) & ~x & kHigh;
+    const std::uint64_t y = x ^ (kOnes * 0x7f);
+    const std::uint64_t del = (y - kOnes) & ~y & kHigh;
+    const std::uint64_t flagged = below_space | del;
+    if (flagged == 0) {
+      p += 8;
+      continue;
+    }
+    const std::size_t at = p + static_cast<std::size_t>(__builtin_ctzll(flagged)) / 8;
+    if (data[at] != '\t') return at;
+    p = at + 1;
+  }
+  for (; p < data.size(); ++p)
+    if (!is(data[p], kText)) return p;
+  return data.size();
 }
 
 // The end of the line that starts at p: the index of its CR when every byte
 // before it is text and the CR is followed by LF; npos otherwise (a control
 // byte, a bare CR, or no CR within data).
 std::size_t text_line_end(std::string_view data, std::size_t p) {
-  for (std::size_t i = p; i < data.size(); ++i) {
-    if (is(data[i], kText)) continue;
-    if (data[i] == '\r' && i + 1 < data.size() && data[i + 1] == '\n') return i;
-    return std::string_view::npos;
-  }
+  const std::size_t i = find_control(data, p);
+  if (i + 1 < data.size() && data[i] == '\r' && data[i + 1] == '\n') return i;
   return std::string_view::npos;
 }
 
@@ -100,7 +134,7 @@ std::optional<PlainHeader> scan_plain_header(std::string_view data, std::size_t 
     // forms only. The first letter sorts out most names at once.
     switch (name[0] | 0x20) {
       case 'c':
-        if (iequals_lower(name, "content-length")) {
+        if (name.size() == 14 && iequals_lower(name, "content-length")) {
           if (has_length || value.empty() || value.size() > 15) return std::nullopt;
           std::uint64_t n = 0;
           for (const char c : value) {
@@ -109,9 +143,9 @@ std::optional<PlainHeader> scan_plain_header(std::string_view data, std::size_t 
           }
           has_length = true;
           h.content_length = n;
-        } else if (iequals_lower(name, "content-type")) {
+        } else if (name.size() == 12 && iequals_lower(name, "content-type")) {
           if (!h.has_content_type) h.has_content_type = true, h.content_type = value;
-        } else if (iequals_lower(name, "connection")) {
+        } else if (name.size() == 10 && iequals_lower(name, "connection")) {
           if (iequals_lower(value, "close"))
             close = true;
           else if (iequals_lower(value, "keep-alive"))
