@@ -37,6 +37,7 @@
 #include "bench/task_driver.h"
 #include "bench/task_replay.h"
 #include "bench/vllm_compat.h"
+#include "core/cpu_set.h"
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/process_usage.h"
@@ -174,6 +175,7 @@ Prepared prepare(const BenchSettings& o, std::optional<double> rate) {
                       r.input_tokens, o.max_prompt_tokens));
     }
   p.plan.threads = o.client_threads;
+  p.plan.cpus = o.client_cpus;
   p.plan.timeout_s = o.timeout_s;
   p.plan.max_events = o.max_events;
   if (!o.cancel.empty()) p.plan.cancel = parse_cancel_plan(o.cancel, derive_seed(wo.seed, "cancel"));
@@ -1004,6 +1006,44 @@ void write_vllm_result(const BenchSettings& o, const Prepared& p, const RequestS
 
 void export_run(const BenchSettings& o, rundir::FinishedRun& r);
 
+// --client-cpus for the length of a run: the client threads pin themselves
+// (Runner), and this thread, with every thread it starts from here on (the
+// in-process simulator, the samplers, the record writer), keeps to the
+// CPUs it may use but theirs. Where the list leaves none, they share the
+// client threads' CPUs, as without the option. Restored at the end, for the
+// next run of a sweep.
+class ClientCpuSplit {
+ public:
+  ClientCpuSplit(const std::vector<int>& client, std::ostream& log) {
+    if (client.empty()) return;
+    before_ = thread_cpus();
+    std::vector<int> rest;
+    for (const int c : before_)
+      if (!std::binary_search(client.begin(), client.end(), c)) rest.push_back(c);
+    for (const int c : client)
+      if (!before_.empty() && !std::binary_search(before_.begin(), before_.end(), c))
+        throw UsageError(fmt::format("--client-cpus: CPU {} is not one this process may run on ({})", c,
+                                     format_cpu_list(before_)));
+    if (rest.empty()) {
+      log << fmt::format(
+          "note: --client-cpus {} leaves no other CPU to this process ({}): the record writer and the "
+          "samplers share the client threads' CPUs\n",
+          format_cpu_list(client), format_cpu_list(before_));
+      return;
+    }
+    if (set_thread_cpus(rest)) restore_ = true;
+  }
+  ~ClientCpuSplit() {
+    if (restore_) set_thread_cpus(before_);
+  }
+  ClientCpuSplit(const ClientCpuSplit&) = delete;
+  ClientCpuSplit& operator=(const ClientCpuSplit&) = delete;
+
+ private:
+  std::vector<int> before_;
+  bool restore_ = false;
+};
+
 // Long: one run in the order it happens (plan, target, directory, run.json
 // at the start, load, final reads, results, run.json at the end, exports);
 // its pieces are the functions above (open_target, requested_settings,
@@ -1015,6 +1055,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                   const RunListenerFactory& listeners) {
   const double cpu_start = process_cpu_seconds();
   const std::size_t queue_limit = record_queue_limit();
+  const ClientCpuSplit cpu_split(o.client_cpus, log);
   Prepared p = prepare(o, rate);
   const auto& w = p.bw.workload;
 
@@ -1370,6 +1411,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                    {"waited_for_connection", cc.waited},
                    {"requests_not_sent", runner.not_sent()},
                    {"records_waited_for_writer", queue.waits()},
+                   {"thread_cpus", runner.thread_cpus()},
+                   {"other_cpus", format_cpu_list(thread_cpus())},
                    {"process_cpu_s", cpu}};  // with the in-process server, when there is one
 
   // The error-rate verdict: more than max_error_rate of the requests failed.

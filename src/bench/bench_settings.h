@@ -161,6 +161,9 @@ struct BenchSettings {
   ThinkDist think_dist = ThinkDist::kFixed;
   double warmup_s = 0.0;
   unsigned client_threads = 1;
+  // --client-cpus: client thread i on client_cpus[i % size], every other
+  // thread of the process on the CPUs it may use but these (empty: no pinning).
+  std::vector<int> client_cpus;
   std::uint32_t max_connections = 0;  // connections open at most, all client threads together (0: default)
   std::uint32_t max_connecting =
       kDefaultMaxConnecting;  // TCP handshakes in progress at most, per client thread (0: no limit)

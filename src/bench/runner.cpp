@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "bench/prompt_text.h"
+#include "core/cpu_set.h"
 #include "core/error.h"
 #include "core/random.h"
 
@@ -194,6 +195,7 @@ struct Runner::Shard {
   asio::steady_timer timer;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;  // until begin()
   std::thread thread;
+  std::string cpus;  // where the thread ran (set on it before it runs anything; read after join)
   bool stopping = false;
   std::atomic<std::uint64_t> not_sent{0};
   std::uint32_t in_flight = 0;
@@ -298,6 +300,8 @@ struct Runner::Shard {
     thread = std::thread([this] {
       // Named for top, perf and gdb: ts-client-N.
       pthread_setname_np(pthread_self(), fmt::format("ts-client-{}", index % 1000).c_str());
+      if (!r.plan_.cpus.empty()) set_thread_cpus({r.plan_.cpus[index % r.plan_.cpus.size()]});
+      cpus = format_cpu_list(tokenscope::thread_cpus());
       ioc.run();
       std::lock_guard lock(r.done_mutex_);
       --r.running_;
@@ -813,6 +817,12 @@ void Runner::stop_sending() {
 
 void Runner::cancel_in_flight() {
   for (auto& s : shards_) asio::post(s->ioc, [sh = s.get()] { sh->client.cancel_all(); });
+}
+
+std::vector<std::string> Runner::thread_cpus() const {
+  std::vector<std::string> out;
+  for (const auto& s : shards_) out.push_back(s->cpus);
+  return out;
 }
 
 void Runner::join() {

@@ -104,6 +104,9 @@ struct LoadPlan {
   // TCP handshakes in progress at most, per client thread (0: no limit).
   std::uint32_t max_connecting = kDefaultMaxConnecting;
   unsigned threads = 1;
+  // Client thread i runs on cpus[i % size] alone (empty: wherever the
+  // process may; bench --client-cpus).
+  std::vector<int> cpus;
   // start() waits up to this long for the preconnected pool, then the first
   // send is lead_in_ns later (epoch()).
   Nanos preconnect_timeout_ns = 10 * kNanosPerSecond;
@@ -190,6 +193,10 @@ class Runner {
   // Planned open-loop requests (0 for closed loop).
   std::uint64_t planned() const;
   net::ClientCounters client_counters() const;
+  // After join(): the CPUs each client thread ran on, as the kernel had
+  // them once the thread had pinned itself (LoadPlan::cpus), in the Linux
+  // list syntax ("1", "0-3").
+  std::vector<std::string> thread_cpus() const;
 
   struct Shard;
 

@@ -18,6 +18,7 @@
 #include "cli/summary_table.h"
 #include "cli/workload_options.h"
 #include "core/clock.h"
+#include "core/cpu_set.h"
 #include "core/error.h"
 #include "core/metrics.h"
 #include "rundir/readers.h"
@@ -41,6 +42,7 @@ struct BenchOptions {
   // The load's small languages as given, parsed into `s` once the command
   // line is read (bench/bench_settings.h).
   std::string stages, user_stages, think_dist = "fixed", sweep_rates, sweep_search, progress = "auto", compat;
+  std::string client_cpus;
   std::vector<std::string> slo;
   bool no_cache = false;        // --no-cache: no run cache written at the end
   std::string shard, start_at;  // --shard I/N | env, --start-at (bench/shard.h)
@@ -429,6 +431,12 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->check(CLI::Range(1u, 64u))
       ->group(L);
   bench
+      ->add_option("--client-cpus", o.client_cpus,
+                   "Pin client thread i to the i-th CPU of this list (0-3,8 as taskset reads it; "
+                   "round robin when threads outnumber them); every other thread of the process (the "
+                   "record writer, the samplers, the in-process simulator) runs on the CPUs left")
+      ->group(L);
+  bench
       ->add_option("--max-connections", s.max_connections,
                    fmt::format("Connections open at most (all client threads); requests beyond wait for one, "
                                "as send lag [default: {}, or fewer if the descriptor limit is lower]",
@@ -806,6 +814,7 @@ int run_bench_process(BenchOptions& o, const std::atomic<bool>& interrupted, con
   s.stages = bench::parse_stage_list(o.stages, "--stages");
   s.user_stages = bench::parse_stage_list(o.user_stages, "--user-stages");
   s.think_dist = bench::parse_think_dist(o.think_dist);
+  s.client_cpus = parse_cpu_list(o.client_cpus, "--client-cpus");
   s.slo.clear();
   for (const auto& spec : o.slo) s.slo.push_back(bench::parse_slo_spec(spec));
   if (!o.sweep_rates.empty()) s.sweep.rates = bench::parse_sweep_rates(o.sweep_rates);

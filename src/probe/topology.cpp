@@ -10,21 +10,13 @@
 #include <set>
 #include <sstream>
 
+#include "core/cpu_set.h"
 #include "core/error.h"
 #include "core/strings.h"
 
 namespace tokenscope::probe {
 
 namespace {
-
-int parse_int(std::string_view s, const std::string& what, std::string_view whole) {
-  int v = 0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || v < 0)
-    throw InputError(what, 0, "cpu list",
-                     "expected comma-separated cpu numbers or ranges like 0-3,8, got " + quote_input(whole));
-  return v;
-}
 
 std::optional<std::string> read_text(const std::filesystem::path& p) {
   std::ifstream in(p);
@@ -63,34 +55,6 @@ std::uint64_t parse_size(std::string_view s, const std::string& file) {
 }
 
 }  // namespace
-
-std::vector<int> parse_cpu_list(std::string_view text, const std::string& what) {
-  std::vector<int> out;
-  const std::string_view whole = trim(text);
-  std::string_view rest = whole;
-  if (rest.empty()) return out;
-  while (true) {
-    const auto comma = rest.find(',');
-    const std::string_view item = trim(rest.substr(0, comma));
-    const auto dash = item.find('-');
-    if (dash == std::string_view::npos) {
-      out.push_back(parse_int(item, what, whole));
-    } else {
-      const int lo = parse_int(trim(item.substr(0, dash)), what, whole);
-      const int hi = parse_int(trim(item.substr(dash + 1)), what, whole);
-      if (hi < lo || hi - lo > 65536)
-        throw InputError(what, 0, "cpu list",
-                         "range " + quote_input(item) + " must run upwards, at most 65536 cpus");
-      for (int c = lo; c <= hi; ++c) out.push_back(c);
-    }
-    if (out.size() > 1'000'000) throw InputError(what, 0, "cpu list", "more than a million cpus");
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
 
 std::optional<int> Topology::reported_line_size() const {
   for (const auto& c : caches)
@@ -214,11 +178,7 @@ Topology read_topology(const std::filesystem::path& root) {
 }
 
 bool pin_current_thread(int cpu) {
-  if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+  return set_thread_cpus({cpu});
 }
 
 std::vector<int> choose_cpus(const Topology& topo, int count, bool& siblings_used) {

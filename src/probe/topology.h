@@ -13,6 +13,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/cpu_set.h"
+
 namespace tokenscope::probe {
 
 // The most threads a CPU probe runs (cache-line, kv-layout): kv-layout's line
@@ -20,9 +22,8 @@ namespace tokenscope::probe {
 // probes run one thread per physical core, clamped to 2..64.
 inline constexpr int kMaxProbeThreads = 64;
 
-// Parses a Linux CPU list ("0-3,8,10-11"); throws InputError naming `what`
-// and what was expected. An empty (or all-whitespace) list is empty.
-std::vector<int> parse_cpu_list(std::string_view text, const std::string& what = "cpu list");
+// Linux CPU lists ("0-3,8,10-11"): core/cpu_set.h.
+using tokenscope::parse_cpu_list;
 
 struct CacheLevel {
   int level = 0;

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -694,6 +695,56 @@ TEST_F(Bench, ABoundedWriterQueueHoldsTheClientBackAndNeverHangsIt) {
   EXPECT_NE(bad.err.find("TOKENSCOPE_RECORD_QUEUE_LIMIT='0': expected a whole number of records"),
             std::string::npos)
       << bad.err;
+}
+
+// --client-cpus: each client thread on its CPU, the rest of the process
+// (here the in-process simulator and the writer) on the others; run.json
+// says where each ran. A CPU the process may not use, or a bad list, is a
+// clear usage error.
+TEST_F(Bench, ClientCpusPinTheClientThreadsAndKeepTheRestOffThem) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::vector<int> allowed;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) allowed.push_back(c);
+  ASSERT_FALSE(allowed.empty());
+  const std::string last = std::to_string(allowed.back());
+  const auto out = dir_ / "pinned";
+  const auto r = run_process({kBin, "bench", "--progress", "none", "--num-requests", "40", "--rate", "200",
+                              "--input-len", "fixed:8", "--output-len", "fixed:2", "--client-threads", "2",
+                              "--client-cpus", last, "--out", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = json::parse(slurp(out / "run.json"));
+  const auto& client = run["client"];
+  EXPECT_EQ(client["thread_cpus"], json::array({last, last})) << client;
+  const std::string others = client["other_cpus"].get<std::string>();
+  if (allowed.size() > 1) {
+    EXPECT_EQ(others.find(last), std::string::npos) << others;
+    EXPECT_FALSE(others.empty());
+  } else {
+    EXPECT_EQ(others, last);
+    EXPECT_NE(r.err.find("leaves no other CPU"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(lines(out / "requests.jsonl").size(), 40u);
+
+  const auto unpinned = dir_ / "unpinned";
+  ASSERT_EQ(
+      run_process({kBin, "bench", "--progress", "none", "--num-requests", "4", "--out", unpinned.string()})
+          .exit_code,
+      0);
+  EXPECT_EQ(json::parse(slurp(unpinned / "run.json"))["client"]["thread_cpus"].size(), 1u);
+
+  const auto outside = run_process({kBin, "bench", "--progress", "none", "--num-requests", "4",
+                                    "--client-cpus", "4000", "--out", (dir_ / "outside").string()});
+  EXPECT_EQ(outside.exit_code, 2) << outside.err;
+  EXPECT_NE(outside.err.find("--client-cpus: CPU 4000 is not one this process may run on"), std::string::npos)
+      << outside.err;
+  const auto bad = run_process({kBin, "bench", "--progress", "none", "--num-requests", "4", "--client-cpus",
+                                "1-x", "--out", (dir_ / "bad").string()});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--client-cpus"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("0-3,8"), std::string::npos) << bad.err;
 }
 
 // Whole (non-streamed) responses on kept-alive connections: a reset the
