@@ -20,10 +20,14 @@ for _ in $(seq 100); do [ -s "$work/logs/nginx.pid" ] && break; sleep 0.01; done
 # for 3 s against this nginx (POST /v1/json, 8-token prompts, the client on
 # core 1): its run directory is $work/run, and the last line of
 # $work/time.txt holds its user and system CPU seconds. Returns the client's
-# exit status. The same run for every script that compares builds.
+# exit status. The same run for every script that compares builds. With a
+# third argument, split: the client thread alone on core 1 (--client-cpus
+# 1), the rest of the process (the record writer) on core 0 beside nginx.
 open_loop_run() {
-  /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" taskset -c 1 "$1" bench \
+  local cpus=(taskset -c 1) pin=()
+  if [ "${3:-}" = split ]; then cpus=(taskset -c 0,1); pin=(--client-cpus 1); fi
+  /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" "${cpus[@]}" "$1" bench \
     --target "http://127.0.0.1:$port" --endpoint /v1/json --no-stream --api chat --model m --rate "$2" \
     --num-requests "$(($2 * 3))" --input-len fixed:8 --output-len fixed:1 --quiet --progress none \
-    --client-threads 1 --max-error-rate 1 --out "$work/run" >/dev/null 2>&1
+    --client-threads 1 "${pin[@]}" --max-error-rate 1 --out "$work/run" >/dev/null 2>&1
 }

@@ -11,7 +11,10 @@
 # tokenscope's own work (its user time) is. CPU is the whole process's
 # (/usr/bin/time), start-up and summary included.
 # Usage: benchmarks/client_cpu_split.sh ROUNDS "RATE [RATE ...]" [BIN ...]
-#   (BIN defaults to build/release/src/cli/tokenscope)
+#   (BIN defaults to build/release/src/cli/tokenscope; split:BIN runs that
+#   build with its client thread alone on core 1 and the rest of it, the
+#   record writer, on core 0 beside nginx: --client-cpus 1. Its CPU is
+#   still the whole process's, on both cores.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 ROUNDS \"RATE [RATE ...]\" [BIN ...]" >&2; exit 2; }
@@ -55,7 +58,11 @@ for round in $(seq "$rounds"); do
     i=0
     for bin in "${bins[@]}"; do
       i=$((i + 1))
-      open_loop_run "$bin" "$rate" || true
+      if [[ "$bin" == split:* ]]; then
+        open_loop_run "${bin#split:}" "$rate" split || true
+      else
+        open_loop_run "$bin" "$rate" || true
+      fi
       row "tokenscope-$i" "$rate" "$round" "$work/run/run.json" "$work/time.txt"
       rm -rf "$work/run"
     done
