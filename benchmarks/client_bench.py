@@ -31,6 +31,10 @@ the drift of a noisy machine hits every section alike:
           hold on this core. CPU per request is printed per rate: each
           client's whole process (/usr/bin/time: start-up, schedule, prompts,
           the writer and the summary included) over the requests completed.
+          With --split, tokenscope is searched a second time with its client
+          thread alone on core 1 and the rest of the process (the record
+          writer) on core 0 beside the server: `--client-cpus 1`, the
+          process allowed both cores. Its CPU is still the whole process's.
   prompts the rate search again with tokenscope's default prompt lengths
           (lognormal, mean 1,155 tokens) instead of 8 tokens, beside the
           floor sending a body of the mean size of tokenscope's (measured
@@ -63,7 +67,7 @@ in the middle of a schedule.
 Prints every measurement as it happens, then per section the median, the
 spread (min-max) and the runs. --out DIR keeps results.json there.
 
-usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,prompts,stream,closed,tls,media]
+usage: python3 benchmarks/client_bench.py [--rounds 3] [--seconds 3] [--only events,rate,prompts,stream,closed,tls,media] [--split]
 """
 import argparse
 import json
@@ -109,11 +113,11 @@ def run(cmd, **kw):
 NICE = []  # ["nice", "-n", "-20"] when --nice is allowed here: every server and client alike
 
 
-def timed(cmd):
-    """Runs cmd under /usr/bin/time on the client core: (CompletedProcess, cpu_s, wall_s)."""
+def timed(cmd, cores=None):
+    """Runs cmd under /usr/bin/time on the client core (or on `cores`): (CompletedProcess, cpu_s, wall_s)."""
     tf = tempfile.NamedTemporaryFile(delete=False)
     tf.close()
-    p = run(["/usr/bin/time", "-f", "%U %S %e", "-o", tf.name] + NICE + ["taskset", "-c", CLIENT_CORE] + cmd)
+    p = run(["/usr/bin/time", "-f", "%U %S %e", "-o", tf.name] + NICE + ["taskset", "-c", cores or CLIENT_CORE] + cmd)
     u, s, e = open(tf.name).read().split()[-3:]
     os.unlink(tf.name)
     return p, float(u) + float(s), float(e)
@@ -124,12 +128,15 @@ class Bench:
         self.work = work
         self.n = 0
 
-    def tokenscope(self, args):
-        """One `tokenscope bench` run; counts what arrived from requests.jsonl."""
+    def tokenscope(self, args, split=False):
+        """One `tokenscope bench` run; counts what arrived from requests.jsonl. split: the client thread alone on
+        the client core, the rest of the process on the server core (--client-cpus)."""
         self.n += 1
         out = os.path.join(self.work, f"run{self.n}")
+        pin = ["--client-cpus", CLIENT_CORE] if split else []
         p, time_cpu, wall = timed([BIN, "bench", "--progress", "none", "--quiet", "--max-error-rate", "1",
-                                   "--client-threads", "1", "--out", out] + args)
+                                   "--client-threads", "1", "--out", out] + pin + args,
+                                  cores=f"{SERVER_CORE},{CLIENT_CORE}" if split else None)
         if not os.path.exists(os.path.join(out, "run.json")):
             raise SystemExit(f"tokenscope bench failed (exit {p.returncode}): {p.stderr.strip()}\nargs: {args}")
         run_json = json.load(open(os.path.join(out, "run.json")))
@@ -352,6 +359,8 @@ def main():
                     help="priority of every server and client (the same for all), so that other work on a shared "
                          "machine does not take their cores mid-schedule; ignored where not permitted")
     ap.add_argument("--out", help="keep results.json here")
+    ap.add_argument("--split", action="store_true",
+                    help="section rate: search tokenscope again with --client-cpus (its writer on the server core)")
     a = ap.parse_args()
     sections = a.only.split(",")
     if a.rounds < 3:
@@ -422,17 +431,18 @@ def main():
         results["stalls"] = []
         rates = [int(x) for x in a.rates.split(",")]
 
-        def rate_of_ts(extra, target=None):
+        def rate_of_ts(extra, target=None, split=False):
             """One tokenscope open-loop trial per rate, non-streaming chat to /v1/json (8-token prompts unless
             `extra` says otherwise)."""
             def measure(rate):
                 t = b.tokenscope(["--target", target or NGINX, "--endpoint", "/v1/json", "--no-stream", "--api",
                                   "chat", "--model", "m", "--rate", str(rate), "--num-requests",
                                   str(int(rate * secs)), "--output-len", "fixed:1"]
-                                 + (extra if "--input-len" in extra else ["--input-len", "fixed:8"] + extra))
+                                 + (extra if "--input-len" in extra else ["--input-len", "fixed:8"] + extra),
+                                 split=split)
                 ok, sus = held_ts(t), sustained_ts(t, rate)
                 t["cpu_us_per_request"] = 1e6 * t["time_cpu_s"] / max(1, t["ok"])
-                log(f"tokenscope {rate:>6,}/s: {verdict(ok, sus)}: planned {t['planned']:,}, "
+                log(f"{'ts split' if split else 'tokenscope':10} {rate:>6,}/s: {verdict(ok, sus)}: planned {t['planned']:,}, "
                     f"ok {t['ok']:,}, failed {t['failed']:,} {t['outcomes']}, not sent {t['not_sent']:,}, "
                     f"achieved {t['rps']:,.0f}/s, send lag p50 {t['lag_p50_ms']:.3f} ms p99 {t['lag_p99_ms']:.3f} ms, "
                     f"CPU {t['cpu_s']:.2f} s ({t['cpu_us_per_request']:.1f} us/request)"
@@ -522,6 +532,8 @@ def main():
                     return ok, sus, {"rate": rate, "held": ok, "sustained": sus, **p}
 
                 best, sus, trials = search(rates, ts_rate)
+                if a.split:
+                    sp_best, sp_sus, sp_trials = search(rates, rate_of_ts([], split=True))
                 fl_best, fl_sus, fl_trials = search(rates, floor_rate)
                 py_best, py_sus, py_trials = search([int(x) for x in a.py_rates.split(",")], py_rate)
                 results["rate"].append({"wrk": w, "ts_held": best, "ts_sustained": sus, "py_held": py_best,
@@ -531,6 +543,13 @@ def main():
                                         "floor_over_wrk": fl_best / w["rps"],
                                         "ts_over_floor": best / fl_best if fl_best else None,
                                         "py_trials": py_trials, "load": loadavg()})
+                if a.split:
+                    results["rate"][-1].update({"split_held": sp_best, "split_sustained": sp_sus,
+                                                "split_over_wrk": sp_best / w["rps"], "split_trials": sp_trials,
+                                                "split_every_lower_held": all(
+                                                    t["held"] for t in sp_trials if t["rate"] <= sp_best)})
+                    log(f"highest held, client thread alone on its core: {sp_best:,}/s = "
+                        f"{sp_best / w['rps']:.2f} of wrk's (sustained: {sp_sus:,}/s)")
                 log(f"highest held: tokenscope {best:,}/s = {best / w['rps']:.2f} of wrk's {w['rps']:,.0f}/s "
                     f"(sustained: {sus:,}/s = {sus / w['rps']:.2f}); floor {fl_best:,}/s "
                     f"(sustained: {fl_sus:,}/s); python {py_best:,}/s (sustained: {py_sus:,}/s)")
@@ -682,6 +701,12 @@ def main():
             log(f"  python req/s:      {spread([r['py_held'] for r in e])}")
             log(f"  floor req/s:       {spread([r['floor_held'] for r in e])}")
             log(f"  floor / wrk:       {spread([r['floor_over_wrk'] for r in e])}")
+            if "split_held" in e[0]:
+                log(f"  tokenscope, client thread alone on its core (--split) req/s: "
+                    f"{spread([r['split_held'] for r in e])}")
+                log(f"  the same / wrk:    {spread([r['split_over_wrk'] for r in e])}")
+                log(f"  the same, every lower rate tried held too: "
+                    f"{sum(r['split_every_lower_held'] for r in e)} of {len(e)} rounds")
             log(f"  tokenscope / floor: {spread([r['ts_over_floor'] for r in e])}")
             log("highest rate sustained (all sent and ok, achieved >= 95% of offered; any send lag):")
             log(f"  tokenscope req/s:  {spread([r['ts_sustained'] for r in e])}")
@@ -690,6 +715,8 @@ def main():
             log(f"  floor req/s:       {spread([r['floor_sustained'] for r in e])}")
             log("tokenscope per rate:\n" + per_rate_table(e, "ts_trials"))
             log("floor per rate:\n" + per_rate_table(e, "floor_trials"))
+            if "split_trials" in e[0]:
+                log("tokenscope, client thread alone on its core, per rate:\n" + per_rate_table(e, "split_trials"))
             log("python per rate:\n" + per_rate_table(e, "py_trials"))
         if results.get("prompts"):
             e = results["prompts"]

@@ -55,7 +55,11 @@ if command -v valgrind >/dev/null; then
     echo "  $label: $n ($((n / 20000)) per request)"
     [ "$label" = "client thread" ] || continue
     # Its largest parts, each with what it calls (the first, largest, line of each).
-    for part in "HTTP response parse (Beast)|basic_parser<false>::put(boost::asio::const_buffer" \
+    # The response's reader (net/response_reader.h) where the build has it,
+    # else Beast's parser alone (builds before it).
+    reader="ResponseReader::put("
+    grep -qF "$reader" <<<"$listing" || reader="basic_parser<false>::put(boost::asio::const_buffer"
+    for part in "HTTP response parse|$reader" \
                 "body JSON parse and walk (simdjson)|ChunkParser::parse_dom(" \
                 "request built|Runner::Shard::encode(" \
                 "record queued|RecordQueue::push("; do
