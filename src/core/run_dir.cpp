@@ -21,6 +21,10 @@ namespace tokenscope {
 
 namespace {
 constexpr std::size_t kBufferBytes = 1 << 16;
+// The buffer's room: twice the flush threshold, so that the line that
+// crosses the threshold fits without the buffer growing (a reallocation
+// and a copy of all of it, once per flush, before).
+constexpr std::size_t kBufferRoom = 2 * kBufferBytes;
 
 [[noreturn]] void throw_io(const std::filesystem::path& path, std::string_view action, int err) {
   throw IoError(fmt::format("{}: cannot {}: {}", path.string(), action, std::strerror(err)));
@@ -37,7 +41,7 @@ JsonlWriter::JsonlWriter(std::filesystem::path path, bool line_durable)
                     "write the run elsewhere)",
                     path_.string()));
   if (fd_ < 0) throw_io(path_, "create", errno);
-  buffer_.reserve(kBufferBytes);
+  buffer_.reserve(kBufferRoom);
 }
 
 JsonlWriter::~JsonlWriter() {
@@ -96,11 +100,16 @@ void JsonlWriter::end_line() {
 void JsonlWriter::flush() {
   if (fd_ < 0 || buffer_.empty()) return;
   // Clear the buffer even when the write fails, so a failing disk does not
-  // make every later call re-raise for the same bytes.
-  std::string pending;
-  pending.swap(buffer_);
-  buffer_.reserve(kBufferBytes);
-  write_all(pending.data(), pending.size());
+  // make every later call re-raise for the same bytes. Its storage stays
+  // (one that grew for a long line is let go).
+  struct ClearAfter {
+    std::string& b;
+    ~ClearAfter() {
+      b.clear();
+      if (b.capacity() > kBufferRoom) std::string().swap(b);
+    }
+  } clear_after{buffer_};
+  write_all(buffer_.data(), buffer_.size());
 }
 
 void JsonlWriter::close() {
