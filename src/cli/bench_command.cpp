@@ -431,10 +431,11 @@ Command add_bench_command(CLI::App& app, Interrupts interrupts) {
       ->check(CLI::Range(1u, 64u))
       ->group(L);
   bench
-      ->add_option("--client-cpus", o.client_cpus,
-                   "Pin client thread i to the i-th CPU of this list (0-3,8 as taskset reads it; "
-                   "round robin when threads outnumber them); every other thread of the process (the "
-                   "record writer, the samplers, the in-process simulator) runs on the CPUs left")
+      ->add_option(
+          "--client-cpus", o.client_cpus,
+          "Pin client thread i to the i-th CPU of this list, in ascending order (0-3,8 as taskset reads it; "
+          "round robin when threads outnumber them); every other thread of the process (the "
+          "record writer, the samplers, the in-process simulator) runs on the CPUs left")
       ->group(L);
   bench
       ->add_option("--max-connections", s.max_connections,
@@ -815,6 +816,7 @@ int run_bench_process(BenchOptions& o, const std::atomic<bool>& interrupted, con
   s.user_stages = bench::parse_stage_list(o.user_stages, "--user-stages");
   s.think_dist = bench::parse_think_dist(o.think_dist);
   s.client_cpus = parse_cpu_list(o.client_cpus, "--client-cpus");
+  check_cpus_allowed(s.client_cpus, "--client-cpus");
   s.slo.clear();
   for (const auto& spec : o.slo) s.slo.push_back(bench::parse_slo_spec(spec));
   if (!o.sweep_rates.empty()) s.sweep.rates = bench::parse_sweep_rates(o.sweep_rates);

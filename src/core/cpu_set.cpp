@@ -76,6 +76,15 @@ std::vector<int> thread_cpus() {
   return out;
 }
 
+void check_cpus_allowed(const std::vector<int>& cpus, std::string_view what) {
+  const std::vector<int> allowed = thread_cpus();
+  if (allowed.empty()) return;
+  for (const int c : cpus)
+    if (!std::binary_search(allowed.begin(), allowed.end(), c))
+      throw UsageError(fmt::format("{}: CPU {} is not one this process may run on ({})", what, c,
+                                   format_cpu_list(allowed)));
+}
+
 bool set_thread_cpus(const std::vector<int>& cpus) {
   if (cpus.empty()) return false;
   cpu_set_t set;

@@ -19,6 +19,10 @@ std::string format_cpu_list(const std::vector<int>& cpus);
 // The CPUs the calling thread may run on (empty when the kernel will not say).
 std::vector<int> thread_cpus();
 
+// Throws UsageError naming `what` for the first of cpus the calling thread
+// may not run on (nothing when the kernel will not say which it may).
+void check_cpus_allowed(const std::vector<int>& cpus, std::string_view what);
+
 // Restricts the calling thread to these CPUs; false (and nothing changed)
 // when the list is empty or the kernel refuses it. Threads the caller starts
 // afterwards inherit the set.

@@ -43,5 +43,20 @@ TEST(CpuSet, AThreadSetStaysWithItAndIsInherited) {
   EXPECT_FALSE(set_thread_cpus({-1}));
 }
 
+TEST(CpuSet, ACpuOutsideTheThreadsSetIsAUsageError) {
+  const std::vector<int> all = thread_cpus();
+  ASSERT_FALSE(all.empty());
+  EXPECT_NO_THROW(check_cpus_allowed(all, "--client-cpus"));
+  EXPECT_NO_THROW(check_cpus_allowed({}, "--client-cpus"));
+  try {
+    check_cpus_allowed({all.back() + 1}, "--client-cpus");
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--client-cpus: CPU " + std::to_string(all.back() + 1) +
+                                         " is not one this process may run on (" + format_cpu_list(all) +
+                                         ")");
+  }
+}
+
 }  // namespace
 }  // namespace tokenscope

@@ -106,7 +106,12 @@ void JsonlWriter::flush() {
     std::string& b;
     ~ClearAfter() {
       b.clear();
-      if (b.capacity() > kBufferRoom) std::string().swap(b);
+      if (b.capacity() <= kBufferRoom) return;
+      std::string().swap(b);
+      try {
+        b.reserve(kBufferRoom);
+      } catch (...) {  // a destructor, perhaps while a write's error unwinds: grown again as lines come
+      }
     }
   } clear_after{buffer_};
   write_all(buffer_.data(), buffer_.size());

@@ -1,8 +1,10 @@
 #include "net/response_reader.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
+#include <limits>
 
 #include <boost/beast/http/error.hpp>
 

@@ -7,7 +7,8 @@
 // 1.1, a status from 200 to 599 other than 204 and 304, one Content-Length,
 // no Transfer-Encoding or Upgrade, Connection at most close or keep-alive,
 // every byte of the kind the grammar allows) is read by a scan of its own,
-// about a fifth of Beast's instructions for a typical server's header. Any
+// a little over half of Beast's instructions for a typical server's header
+// (docs/performance.md, issue 29 part 6). Any
 // other header, or one still arriving, goes to Beast from its first byte,
 // so that what is refused and how is Beast's alone. The scan accepts only
 // what Beast accepts, with the same status, Content-Type, length and
@@ -88,8 +89,11 @@ class ResponseReader {
   // connection so that its storage serves every exchange on it.
   ResponseReader(Sink sink, void* context, std::string& content_type, std::size_t header_limit);
 
-  // As Beast's basic_parser::put (eager): the bytes used; need_more when
-  // the message is not complete and the bytes given are used up.
+  // As Beast's basic_parser::put (eager): the bytes used, and an error
+  // code for what could not be read. Where the message is not complete,
+  // Beast may return success or need_more with bytes used, and the fast
+  // path returns need_more: a caller reads more in either case (as
+  // Connection::parse does), and calls again with what is buffered.
   std::size_t put(std::string_view data, boost::beast::error_code& ec);
   void put_eof(boost::beast::error_code& ec);
 

@@ -740,6 +740,7 @@ TEST_F(Bench, ClientCpusPinTheClientThreadsAndKeepTheRestOffThem) {
   EXPECT_EQ(outside.exit_code, 2) << outside.err;
   EXPECT_NE(outside.err.find("--client-cpus: CPU 4000 is not one this process may run on"), std::string::npos)
       << outside.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "outside"));  // refused before anything started
   const auto bad = run_process({kBin, "bench", "--progress", "none", "--num-requests", "4", "--client-cpus",
                                 "1-x", "--out", (dir_ / "bad").string()});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
