@@ -1035,6 +1035,9 @@ class ClientCpuSplit {
     }
     if (set_thread_cpus(rest)) restore_ = true;
   }
+  // Whether this thread, and the threads it starts from now on (the record
+  // writer, the samplers), run on CPUs no client thread runs on.
+  bool apart() const { return restore_; }
   ~ClientCpuSplit() {
     if (restore_) set_thread_cpus(before_);
   }
@@ -1323,17 +1326,22 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
     }
     if (!task_batch.empty()) tasks_out->flush();
   };
-  // The writer thread drains records every 50 ms at a lower priority than
-  // the client threads, so that its bursts of work never delay a send.
+  // The writer thread drains records every 50 ms, at a lower priority than
+  // the client threads where it shares their CPUs, so that its bursts of
+  // work never delay a send.
   std::atomic<bool> writer_stop{false}, writer_failed{false};
   std::string io_error;  // what stopped the writer (a full disk), read after it is joined
   std::thread writer([&] {
     pthread_setname_np(pthread_self(), "ts-writer");
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+    // Below the client threads where it shares their CPUs; beside them
+    // (--client-cpus left it others) at the process's own priority, so that
+    // whatever else runs there (a server on the same host) cannot starve it
+    // until the bounded queue makes a client thread wait.
+    if (!cpu_split.apart()) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
     try {
       while (!writer_stop.load()) {
         drain();
-        queue.wait_full(std::chrono::milliseconds(50));  // sooner when the queue fills
+        queue.wait_half_full(std::chrono::milliseconds(50));  // sooner when the queue fills
       }
     } catch (const std::exception& e) {
       io_error = e.what();

@@ -41,6 +41,7 @@ constexpr Nanos kIdleHorizon = kNanosPerSecond;
 void RecordQueue::set_limit(std::size_t limit) {
   std::lock_guard lock(mutex_);
   limit_ = limit;
+  wake_at_ = (limit + 1) / 2;
 }
 
 void RecordQueue::push(RequestRecord&& r) {
@@ -51,9 +52,11 @@ void RecordQueue::push(RequestRecord&& r) {
     drained_.wait(lock, [this] { return closed_ || pending_.size() < limit_; });
   }
   pending_.push_back(std::move(r));
-  // The push that fills the queue wakes the drainer, so that the next one
-  // need not wait for it if it keeps up.
-  if (limit_ > 0 && pending_.size() == limit_) full_.notify_one();
+  // The push that half fills the queue wakes the drainer: a client thread
+  // never waits for it unless it takes longer than the other half's pushes
+  // to come and drain (waking it only at the limit made the next push wait
+  // for its wake-up whenever it came later than that push).
+  if (limit_ > 0 && pending_.size() == wake_at_) full_.notify_one();
 }
 
 void RecordQueue::drain(std::vector<RequestRecord>& out) {
@@ -72,10 +75,10 @@ void RecordQueue::drain(std::vector<RequestRecord>& out) {
   drained_.notify_all();
 }
 
-bool RecordQueue::wait_full(std::chrono::milliseconds timeout) {
+bool RecordQueue::wait_half_full(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lock(mutex_);
-  const auto due = [this] { return closed_ || (limit_ > 0 && pending_.size() >= limit_); };
+  const auto due = [this] { return closed_ || (limit_ > 0 && pending_.size() >= wake_at_); };
   ++pausing_;
   bool woken = true;
   while (woken && !due()) woken = full_.wait_until(lock, deadline) == std::cv_status::no_timeout;
@@ -358,6 +361,11 @@ struct Runner::Shard {
     const Nanos until = std::max(now(), r.epoch_) - r.epoch_ + kIdleHorizon;
     horizon = std::max(horizon, next);
     while (horizon < jobs.size() && jobs[horizon].second <= until) ++horizon;
+    // The schedule ends within the horizon: the pool stays as it is. Every
+    // connection closes when the run ends; closing them as it neared its
+    // end put one close after another on the sending core (hundreds in its
+    // last milliseconds at a high rate).
+    if (horizon == jobs.size() && followups.empty()) return;
     client.set_idle_target(horizon - next + followups.size());
   }
 

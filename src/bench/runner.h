@@ -119,8 +119,9 @@ struct LoadPlan {
 
 // Finished records, pushed by client threads, drained by the caller.
 //
-// With a limit, the queue is bounded: the push that makes `limit` records
-// pending wakes the drainer (wait_full), and a push that finds them pending
+// With a limit, the queue is bounded: the push that makes half of `limit`
+// records pending wakes the drainer (wait_half_full), so that it has the
+// time of the other half to come, and a push that finds `limit` pending
 // waits until a drain takes them or close(). A client core that the writer
 // shares (nice 10, yielding) then gives the writer the time it needs
 // instead of holding every record of a saturated closed loop in memory;
@@ -130,20 +131,21 @@ class RecordQueue {
   void set_limit(std::size_t limit);  // 0: unbounded (the default)
   void push(RequestRecord&& r);
   void drain(std::vector<RequestRecord>& out);  // appends and empties
-  // The drainer's pause: returns when `limit` records are pending, after
-  // close(), or after `timeout`; true for the first two (false: it timed
-  // out, whatever the queue held by then).
-  bool wait_full(std::chrono::milliseconds timeout);
+  // The drainer's pause: returns when half of `limit` records (rounded up)
+  // are pending, after close(), or after `timeout`; true for the first two
+  // (false: it timed out, whatever the queue held by then).
+  bool wait_half_full(std::chrono::milliseconds timeout);
   // No push waits any more (the drainer is gone or stopping).
   void close();
   std::uint64_t waits() const;  // pushes that waited for a drain
-  unsigned pausing() const;     // drainers inside wait_full's wait now
+  unsigned pausing() const;     // drainers inside wait_half_full's wait now
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable drained_, full_;
   std::vector<RequestRecord> pending_;
   std::size_t limit_ = 0;
+  std::size_t wake_at_ = 0;  // (limit_ + 1) / 2
   bool closed_ = false;
   std::uint64_t waits_ = 0;
   unsigned pausing_ = 0;

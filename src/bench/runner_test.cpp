@@ -155,8 +155,9 @@ TEST(RecordQueue, DrainsEveryRecordOnceInOrderIntoAnEmptyOrAFilledBatch) {
 }
 
 // A bounded queue: a push that finds the limit pending waits (counted) until
-// a drain takes them, wakes the drainer's pause, and lands after the drain;
-// close() frees a waiting push and stops later ones from waiting.
+// a drain takes them, and lands after the drain; the push that half fills it
+// wakes the drainer's pause; close() frees a waiting push and stops later
+// ones from waiting.
 TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
   RecordQueue q;
   q.set_limit(3);
@@ -177,7 +178,7 @@ TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
   const auto patience = std::chrono::seconds(20);
   for (std::uint64_t id = 0; id < 3; ++id) q.push(record(id));
   EXPECT_EQ(q.waits(), 0u);
-  EXPECT_TRUE(q.wait_full(patience));  // full already: returns at once
+  EXPECT_TRUE(q.wait_half_full(patience));  // full already: returns at once
   std::atomic<bool> pushed{false};
   std::thread pusher([&] {
     q.push(record(3));
@@ -189,7 +190,7 @@ TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
     FAIL() << "the push beyond the limit did not wait";
   }
   EXPECT_FALSE(pushed.load());
-  EXPECT_TRUE(q.wait_full(patience));
+  EXPECT_TRUE(q.wait_half_full(patience));
   std::vector<RequestRecord> batch;
   q.drain(batch);  // only the three: the waiting push cannot land while they are pending
   ASSERT_EQ(batch.size(), 3u);
@@ -227,25 +228,27 @@ TEST(RecordQueue, APushBeyondTheLimitWaitsForADrainOrAClose) {
   ASSERT_EQ(batch.size(), 5u);
   EXPECT_EQ(batch.back().id, 8u);
 
-  // A drainer pausing on a queue that is not full is woken by the push
-  // that fills it, and by a close.
+  // A drainer pausing on a queue that is not half full is woken by the push
+  // that half fills it (long before the limit, so that no push need wait
+  // for its wake-up), and by a close.
   RecordQueue woken;
-  woken.set_limit(2);
+  woken.set_limit(4);
   bool woke = false;
-  std::thread drainer([&] { woke = woken.wait_full(patience); });
+  std::thread drainer([&] { woke = woken.wait_half_full(patience); });
   EXPECT_TRUE(eventually([&] { return woken.pausing() == 1; }));
   woken.push(record(0));
-  woken.push(record(1));  // full: wakes the drainer
+  woken.push(record(1));  // half full: wakes the drainer (the join would wait out its patience)
   drainer.join();
   EXPECT_TRUE(woke);
+  EXPECT_EQ(woken.waits(), 0u);
   RecordQueue closing;
   closing.set_limit(2);
-  std::thread closed_drainer([&] { woke = closing.wait_full(patience); });
+  std::thread closed_drainer([&] { woke = closing.wait_half_full(patience); });
   EXPECT_TRUE(eventually([&] { return closing.pausing() == 1; }));
   closing.close();  // nothing pending: the close alone ends the pause
   closed_drainer.join();
   EXPECT_TRUE(woke);
-  EXPECT_TRUE(closing.wait_full(patience));
+  EXPECT_TRUE(closing.wait_half_full(patience));
 
   // Unbounded (the default): no push ever waits.
   RecordQueue open;
@@ -278,6 +281,33 @@ TEST(Runner, OpenLoopSendsOnScheduleAndCountsEveryToken) {
       EXPECT_EQ(r.t_sched - rs[i - 1].t_sched, 5 * kNanosPerMilli);
     }
   }
+}
+
+// Open loop: idle connections beyond the requests due within a second are
+// closed (a quiet stretch of the schedule), but not once the schedule ends
+// within that second: they close with the run, after its last send.
+TEST(Runner, IdleConnectionsCloseForAQuietStretchNotForTheEnd) {
+  Target target(1.0);
+  const auto w = small_workload(9, 10, 5);
+  const auto idle_closed = [&](Nanos last) {
+    LoadPlan plan;
+    for (std::uint32_t i = 0; i < 8; ++i) plan.schedule.emplace_back(i, 0);  // 8 in flight at once
+    plan.schedule.emplace_back(8, last);
+    RecordQueue q;
+    Runner runner(w, std::move(plan), target.endpoint, {}, completions(), q);
+    runner.start();
+    while (!runner.wait_for(1000)) {
+    }
+    runner.join();
+    std::vector<RequestRecord> out;
+    q.drain(out);
+    EXPECT_EQ(out.size(), 9u);
+    for (const auto& r : out) EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+    EXPECT_GE(runner.client_counters().connects, 8u);
+    return runner.client_counters().idle_closed;
+  };
+  EXPECT_EQ(idle_closed(20 * kNanosPerMilli), 0u);    // the end is near from the start
+  EXPECT_GE(idle_closed(1200 * kNanosPerMilli), 7u);  // a quiet 1.2 s: all but one go
 }
 
 TEST(Runner, ConcurrencyCapQueuesTheRest) {

@@ -170,9 +170,25 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   std::vector<std::shared_ptr<ConnectionBase>> idle;       // LIFO
   std::deque<std::shared_ptr<ConnectionBase>> unassigned;  // preconnects still connecting, no request yet
   std::deque<Waiting> waiting;
+  // The last `unlimited` of `waiting` came while the connection limit
+  // allowed them one and wait for open_for_waiting's turn; the others were
+  // held by the limit, each counted once in counters.waited.
+  std::size_t unlimited = 0;
+  Waiting take_waiting() {  // the oldest
+    Waiting w = std::move(waiting.front());
+    if (waiting.size() == unlimited) --unlimited;
+    waiting.pop_front();
+    return w;
+  }
+  // Every request waiting now is held by the connection limit.
+  void count_limited() {
+    counters.waited += unlimited;
+    unlimited = 0;
+  }
   std::unordered_set<ConnectionBase*> open;  // every connection not closed yet
   std::size_t idle_target = std::numeric_limits<std::size_t>::max();
   bool trim_posted = false;
+  bool open_posted = false;  // open_for_waiting's turn is queued
   bool shutting_down = false;
   std::size_t connecting = 0;  // TCP handshakes in progress
   std::size_t preconnects_pending = 0;
@@ -212,6 +228,10 @@ struct HttpClient::Impl : std::enable_shared_from_this<HttpClient::Impl> {
   }
   // A connection closed (once per connection): a waiting request may open a new one.
   void closed(ConnectionBase* c);
+  // After the handlers ready now (the reads the same wake-up brought, which
+  // may free connections for the waiting requests): each request still
+  // waiting opens a connection while the limit allows.
+  void open_for_waiting();
   void schedule_trim();
   // Handshake times seen (an exponential moving average), and how long an
   // attempt may take before it is started afresh: 8 times that average,
@@ -709,16 +729,40 @@ void HttpClient::Impl::start(std::shared_ptr<const std::string> request, Exchang
       return c->run(std::move(request), handler, deadline, /*reused=*/false);
     }
   }
-  if (below_limit() || retry) return make_connection()->run(std::move(request), handler, deadline, false);
-  ++counters.waited;
+  if (retry) return make_connection()->run(std::move(request), handler, deadline, false);
+  // No connection free: the request waits for one. Below the limit it
+  // waits only until the handlers ready now have run: a response among
+  // them frees a connection that it then takes, and otherwise it opens one.
+  // A schedule that fell behind (a client paused by the machine, then many
+  // sends due at once) so sends on the connections those responses free
+  // instead of opening one per send, each a handshake on the sending core
+  // and on the server's.
   waiting.push_back(
       {std::move(request), handler, deadline > 0 ? std::max<Nanos>(1, deadline - clock.now_ns()) : 0});
+  ++unlimited;
+  if (below_limit())
+    open_for_waiting();
+  else
+    count_limited();
+}
+
+void HttpClient::Impl::open_for_waiting() {
+  if (open_posted) return;
+  open_posted = true;
+  asio::post(ioc, [self = shared_from_this()] {
+    self->open_posted = false;
+    if (self->shutting_down) return;
+    while (!self->waiting.empty() && self->below_limit()) {
+      Waiting w = self->take_waiting();
+      self->make_connection()->run(std::move(w.request), w.handler, self->deadline_of(w.timeout), false);
+    }
+    self->count_limited();  // those left wait for a connection to close or be freed
+  });
 }
 
 void HttpClient::Impl::release(std::shared_ptr<ConnectionBase> c) {
   if (!waiting.empty()) {
-    Waiting w = std::move(waiting.front());
-    waiting.pop_front();
+    Waiting w = take_waiting();
     return c->run(std::move(w.request), w.handler, deadline_of(w.timeout), /*reused=*/true);
   }
   c->idle_since = clock.now_ns();
@@ -731,12 +775,15 @@ void HttpClient::Impl::preconnected(const std::shared_ptr<ConnectionBase>& c) {
   const auto it = std::find(unassigned.begin(), unassigned.end(), c);
   if (it != unassigned.end()) unassigned.erase(it);
   if (!waiting.empty()) {
-    Waiting w = std::move(waiting.front());
-    waiting.pop_front();
+    Waiting w = take_waiting();
     return c->run(std::move(w.request), w.handler, deadline_of(w.timeout), /*reused=*/false);
   }
   c->idle_since = clock.now_ns();
-  idle.push_back(c);
+  // At the cold end of the pool (it is LIFO), behind those made before it:
+  // the first made go first. A server accepts connections in the order they
+  // were made, so the last made may still wait in its accept queue when the
+  // first requests go out (a few hundred made just before a run's start).
+  idle.insert(idle.begin(), c);
   drop_idle_timers_when_quiet();
   schedule_trim();
 }
@@ -762,12 +809,7 @@ void HttpClient::Impl::closed(ConnectionBase* c) {
   if (shutting_down || waiting.empty() || !below_limit()) return;
   // A slot is free: the oldest waiting request opens a connection, after
   // the current handler (close() runs inside other connections' callbacks).
-  asio::post(ioc, [self = shared_from_this()] {
-    if (self->shutting_down || self->waiting.empty() || !self->below_limit()) return;
-    Waiting w = std::move(self->waiting.front());
-    self->waiting.pop_front();
-    self->make_connection()->run(std::move(w.request), w.handler, self->deadline_of(w.timeout), false);
-  });
+  open_for_waiting();
 }
 
 void HttpClient::Impl::schedule_trim() {
@@ -808,6 +850,7 @@ HttpClient::HttpClient(asio::io_context& ioc, Endpoint endpoint, ClientOptions o
 HttpClient::~HttpClient() {
   impl_->shutting_down = true;
   impl_->waiting.clear();
+  impl_->unlimited = 0;
   impl_->connect_queue.clear();
   std::vector<std::shared_ptr<ConnectionBase>> idle(impl_->idle.begin(), impl_->idle.end());
   impl_->idle.clear();
@@ -845,6 +888,7 @@ bool HttpClient::cancel(ExchangeHandler* handler) {
   if (!handler) return false;
   for (auto it = impl_->waiting.begin(); it != impl_->waiting.end(); ++it) {
     if (it->handler != handler) continue;
+    if (static_cast<std::size_t>(impl_->waiting.end() - it) <= impl_->unlimited) --impl_->unlimited;
     impl_->waiting.erase(it);
     asio::post(impl_->ioc, [handler, self = impl_] {
       handler->on_complete(ExchangeError::kCancelled, "cancelled before a connection was free",
@@ -865,6 +909,7 @@ void HttpClient::cancel_all() {
   // connection closed below hands its slot to one of them.
   std::deque<Impl::Waiting> waiting;
   waiting.swap(impl_->waiting);
+  impl_->unlimited = 0;
   for (auto& w : waiting)
     asio::post(impl_->ioc, [h = w.handler, self = impl_] {
       h->on_complete(ExchangeError::kCancelled, "cancelled before a connection was free",

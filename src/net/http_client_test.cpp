@@ -15,6 +15,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -43,12 +44,12 @@ class ScriptServer {
         acceptor_.accept(*s, ec);
         if (ec || stop_.load()) return;
         ++accepted_;
-        auto serve_one = [this, s] {
+        auto serve_one = [this, s, i] {
           const int now = ++active_;
           int seen = max_active_.load();
           while (now > seen && !max_active_.compare_exchange_weak(seen, now)) {
           }
-          serve(*s);
+          serve(*s, i);
           --active_;
         };
         if (concurrent) {
@@ -78,9 +79,17 @@ class ScriptServer {
   int max_active() const { return max_active_; }
   // Connections the server has closed so far.
   int closed() const { return closed_; }
+  // Requests the server has answered (written whole) so far.
+  int answered() const { return answered_; }
+  // For each request answered, in order: the connection's place in the
+  // order they were accepted (0: the first).
+  std::vector<int> answered_on() const {
+    std::lock_guard lock(answered_mutex_);
+    return answered_on_;
+  }
 
  private:
-  void serve(tcp::socket& s) {
+  void serve(tcp::socket& s, int accepted_as) {
     std::string in;
     char buf[4096];
     for (;;) {
@@ -95,7 +104,13 @@ class ScriptServer {
       in.erase(0, end + 4);  // requests in these tests have no body
       const std::string path =
           head.substr(head.find(' ') + 1, head.find(' ', head.find(' ') + 1) - head.find(' ') - 1);
-      if (!respond(s, path, in)) break;
+      const bool goes_on = respond(s, path, in);
+      {
+        std::lock_guard lock(answered_mutex_);
+        answered_on_.push_back(accepted_as);
+      }
+      ++answered_;
+      if (!goes_on) break;
     }
     boost::system::error_code ec;
     s.close(ec);
@@ -118,6 +133,15 @@ class ScriptServer {
       put(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       put(s, "hello world");
+      return true;
+    }
+    if (path == "/together") {  // answers once two of these have come (on two connections), or after 10 s
+      std::unique_lock lock(together_mutex_);
+      ++together_;
+      together_cv_.notify_all();
+      together_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return together_ >= 2; });
+      lock.unlock();
+      put(s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
       return true;
     }
     if (path == "/slow") {  // holds the connection a while: requests overlap
@@ -185,7 +209,12 @@ class ScriptServer {
   std::uint16_t port_ = 0;
   std::atomic<int> accepted_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<int> active_{0}, max_active_{0}, closed_{0};
+  std::atomic<int> active_{0}, max_active_{0}, closed_{0}, answered_{0};
+  mutable std::mutex answered_mutex_;
+  std::vector<int> answered_on_;
+  std::mutex together_mutex_;
+  std::condition_variable together_cv_;
+  int together_ = 0;
   std::mutex workers_mutex_;
   std::vector<std::thread> workers_;
   std::thread thread_;
@@ -352,6 +381,38 @@ TEST_F(Client, ContentLengthBodyArrivingAfterItsHead) {
   EXPECT_EQ(client.counters().idle, 1u);   // and the connection is kept
 }
 
+// Requests started when no connection is free take the connections that
+// the responses ready in the same turn free, rather than opening their own
+// (a schedule that fell behind, then many sends due at once).
+TEST_F(Client, RequestsWithNoConnectionFreeTakeThoseTheReadyResponsesFree) {
+  ScriptServer server(3, /*concurrent=*/true);  // room for a third: the test fails, it does not hang
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  std::vector<Recorder> first(2), then(2);
+  bool started = false;
+  for (auto& x : first) {
+    x.next = [&] {  // the first response read starts two more: one connection is free, one is not yet
+      if (std::exchange(started, true)) return;
+      for (auto& y : then) client.start(get("/ok"), &y, 0);
+    };
+    client.start(get("/together"), &x, 0);
+  }
+  // Both written (the server answers neither before it has both), then
+  // both answers in this client's sockets before it reads either.
+  while (first[0].sends == 0 || first[1].sends == 0) ASSERT_GT(ioc.run_one(), 0u);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.answered() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  ASSERT_EQ(server.answered(), 2);
+  ioc.run();
+  for (auto* x : {&first[0], &first[1], &then[0], &then[1]}) {
+    EXPECT_EQ(x->error, ExchangeError::kNone) << x->message;
+    EXPECT_EQ(x->body, "ok");
+  }
+  EXPECT_EQ(client.counters().connects, 2u);
+  EXPECT_EQ(client.counters().reused, 2u);
+  EXPECT_EQ(client.counters().waited, 0u);  // no limit held them
+  EXPECT_EQ(server.accepted(), 2);
+}
+
 // At most max_connections open: the others wait and go out on the
 // connections that free up, in order.
 TEST_F(Client, ConnectionLimitQueuesRequestsInsteadOfOpeningMore) {
@@ -379,6 +440,31 @@ TEST_F(Client, ConnectionLimitQueuesRequestsInsteadOfOpeningMore) {
 
 // A request started while a preconnect is still connecting takes it rather
 // than opening a connection of its own.
+// The first requests after a preconnect go on the first connection made:
+// the one a server accepted first (the last made may still wait in its
+// accept queue).
+TEST_F(Client, PreconnectedPoolIsUsedFirstMadeFirst) {
+  ScriptServer server(3, /*concurrent=*/true);
+  HttpClient client(ioc, endpoint(server.port()), {}, clock);
+  bool warm = false;
+  client.preconnect(3, [&] { warm = true; });
+  ioc.run();
+  ASSERT_TRUE(warm);
+  ASSERT_EQ(client.counters().idle, 3u);
+  for (int i = 0; i < 2; ++i) {
+    ioc.restart();
+    Recorder a;
+    client.start(get("/ok"), &a, 0);
+    ioc.run();
+    EXPECT_EQ(a.error, ExchangeError::kNone) << a.message;
+  }
+  // The server counts an answer after writing it: wait for its count.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.answered() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  EXPECT_EQ(server.answered_on(), (std::vector<int>{0, 0}));  // then the same one again (LIFO)
+  EXPECT_EQ(client.counters().connects, 3u);
+}
+
 TEST_F(Client, RequestTakesAPreconnectStillConnecting) {
   ScriptServer server(1);
   HttpClient client(ioc, endpoint(server.port()), {}, clock);
