@@ -9,7 +9,9 @@
 # kernel's part that any client pays here (the floor's system time), what
 # is left of a core for a client's own work at each rate, and what
 # tokenscope's own work (its user time) is. CPU is the whole process's
-# (/usr/bin/time), start-up and summary included.
+# (/usr/bin/time), start-up and summary included. For tokenscope it also
+# prints the connections each run opened and how often a client thread
+# waited for the record writer (run.json's client section).
 # Usage: benchmarks/client_cpu_split.sh ROUNDS "RATE [RATE ...]" [BIN ...]
 #   (BIN defaults to build/release/src/cli/tokenscope; split:BIN runs that
 #   build with its client thread alone on core 1 and the rest of it, the
@@ -32,20 +34,24 @@ client, rate, rnd, path, tfile = sys.argv[1:6]
 # The last line: GNU time puts "Command exited with non-zero status N" before it.
 user, system = map(float, open(tfile).read().splitlines()[-1].split())
 d = json.load(open(path))
+extra = {}
 if "summary" in d:
     s = d["summary"]
     n, p99, planned = s["requests_completed"], s["send_lag_ms"]["p99"], int(rate) * 3
+    c = d.get("client", {})
+    extra = {"conns": c.get("connections_opened", -1), "writer_waits": c.get("records_waited_for_writer", -1)}
 else:
     n, p99, planned = d["completed"], d["send_lag_p99_ms"], d["planned"]
 held = n == planned and p99 < 1.0
 print(json.dumps({"client": client, "rate": int(rate), "round": int(rnd), "user_us": 1e6 * user / max(1, n),
-                  "sys_us": 1e6 * system / max(1, n), "p99_ms": p99, "held": held}))
+                  "sys_us": 1e6 * system / max(1, n), "p99_ms": p99, "held": held, **extra}))
 PY
   tail -1 "$work/rows.jsonl" | python3 -c 'import json, sys
 r = json.loads(sys.stdin.read())
-print("round %d, %-14s %7s req/s: user %5.2f + system %5.2f us/request, send lag p99 %9.3f ms%s"
+print("round %d, %-14s %7s req/s: user %5.2f + system %5.2f us/request, send lag p99 %9.3f ms%s%s"
       % (r["round"], r["client"], format(r["rate"], ","), r["user_us"], r["sys_us"], r["p99_ms"],
-         "" if r["held"] else "  (not held)"))'
+         "" if r["held"] else "  (not held)",
+         ", %d connections opened, %d waits for the writer" % (r["conns"], r["writer_waits"]) if "conns" in r else ""))'
 }
 for round in $(seq "$rounds"); do
   for rate in $rates; do
@@ -84,4 +90,12 @@ for client in dict.fromkeys(r["client"] for r in rows):
         s = statistics.median(r["sys_us"] for r in rs)
         t = statistics.median(r["user_us"] + r["sys_us"] for r in rs)
         print(f"| {client} | {rate:,} | {u:.2f} | {s:.2f} | {t:.2f} | {sum(r['held'] for r in rs)} of {len(rs)} |")
+print("tokenscope's connections opened and waits for its record writer (per run: median, min-max):")
+print("| client | req/s | connections opened | waits for the writer |")
+print("|---|---:|---:|---:|")
+for client in dict.fromkeys(r["client"] for r in rows if "conns" in r):
+    for rate in sorted({r["rate"] for r in rows}):
+        rs = [r for r in rows if r["client"] == client and r["rate"] == rate]
+        cell = lambda k: "%g (%g-%g)" % (statistics.median(r[k] for r in rs), min(r[k] for r in rs), max(r[k] for r in rs))
+        print(f"| {client} | {rate:,} | {cell('conns')} | {cell('writer_waits')} |")
 PY
