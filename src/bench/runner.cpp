@@ -117,6 +117,20 @@ Nanos CancelPlan::delay_ns(std::uint64_t id) const {
   return static_cast<Nanos>(ms->sample(rng)) * kNanosPerMilli;
 }
 
+std::optional<std::size_t> open_loop_idle_target(std::size_t jobs, std::size_t next, std::size_t horizon,
+                                                 std::size_t followups, bool queued) {
+  if (horizon < jobs) return horizon - next + followups;
+  // The schedule ends within the horizon: the pool stays as it is while
+  // anything remains to be sent. Closing it as the end neared put one close
+  // after another on the sending core (hundreds in the run's last
+  // milliseconds at a high rate).
+  if (next < jobs || followups > 0 || queued) return std::nullopt;
+  // Everything sent: no send waits for these closes, and a server with a
+  // worker per connection gets its workers back for what still runs (its
+  // metrics scrapes among them).
+  return 0;
+}
+
 CancelPlan parse_cancel_plan(std::string_view spec, std::uint64_t seed) {
   CancelPlan p;
   p.spec = std::string(spec);
@@ -361,12 +375,9 @@ struct Runner::Shard {
     const Nanos until = std::max(now(), r.epoch_) - r.epoch_ + kIdleHorizon;
     horizon = std::max(horizon, next);
     while (horizon < jobs.size() && jobs[horizon].second <= until) ++horizon;
-    // The schedule ends within the horizon: the pool stays as it is. Every
-    // connection closes when the run ends; closing them as it neared its
-    // end put one close after another on the sending core (hundreds in its
-    // last milliseconds at a high rate).
-    if (horizon == jobs.size() && followups.empty()) return;
-    client.set_idle_target(horizon - next + followups.size());
+    const auto target = open_loop_idle_target(jobs.size(), next, horizon, followups.size(),
+                                              r.counters_.queued.load(std::memory_order_relaxed) > 0);
+    if (target) client.set_idle_target(*target);
   }
 
   void dispatch_due(Nanos t) {

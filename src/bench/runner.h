@@ -66,6 +66,16 @@ struct CancelPlan {
 // (SPEC a length spec in ms, e.g. fixed:200, uniform:50:500). Throws UsageError.
 CancelPlan parse_cancel_plan(std::string_view spec, std::uint64_t seed);
 
+// Open loop: how many idle connections a client thread keeps (the others
+// are closed, so that a thread-per-connection server does not keep a
+// worker on each) when `next` of its `jobs` requests have been sent and
+// the first `horizon` of them are due within a second; `followups`
+// follow-up turns wait for their think time, and `queued`: requests wait
+// for a concurrency slot. nullopt: the target stays as it is (the schedule
+// ends within the second and something remains to be sent).
+std::optional<std::size_t> open_loop_idle_target(std::size_t jobs, std::size_t next, std::size_t horizon,
+                                                 std::size_t followups, bool queued);
+
 inline constexpr std::uint32_t kDefaultMaxConnections = 4096;
 inline constexpr std::uint32_t kDefaultMaxConnecting = 8;
 

@@ -283,31 +283,46 @@ TEST(Runner, OpenLoopSendsOnScheduleAndCountsEveryToken) {
   }
 }
 
-// Open loop: idle connections beyond the requests due within a second are
-// closed (a quiet stretch of the schedule), but not once the schedule ends
-// within that second: they close with the run, after its last send.
-TEST(Runner, IdleConnectionsCloseForAQuietStretchNotForTheEnd) {
+// Open loop: the idle connections kept are those due within a second
+// (and the follow-up turns waiting), except once the schedule ends within
+// that second: then none is closed while anything remains to be sent
+// (closing them one after another on the sending core as the end neared
+// delayed the last sends), and all may go once everything is sent.
+TEST(Runner, IdleTargetKeepsThePoolToTheLastSend) {
+  // 100 requests, 40 sent, the first 70 due within the second: 30 kept, and the turns waiting.
+  EXPECT_EQ(open_loop_idle_target(100, 40, 70, 0, false), 30u);
+  EXPECT_EQ(open_loop_idle_target(100, 40, 70, 5, false), 35u);
+  EXPECT_EQ(open_loop_idle_target(100, 70, 70, 0, false), 0u);  // a quiet stretch ahead: none
+  // The end within the second: kept as it is while sends remain.
+  EXPECT_EQ(open_loop_idle_target(100, 40, 100, 0, false), std::nullopt);
+  EXPECT_EQ(open_loop_idle_target(100, 99, 100, 0, false), std::nullopt);
+  EXPECT_EQ(open_loop_idle_target(100, 100, 100, 2, false), std::nullopt);  // follow-up turns to come
+  EXPECT_EQ(open_loop_idle_target(100, 100, 100, 0, true), std::nullopt);   // requests waiting for a slot
+  EXPECT_EQ(open_loop_idle_target(100, 100, 100, 0, false), 0u);            // everything sent
+}
+
+// Idle connections beyond the requests due within a second go in a quiet
+// stretch of the schedule: the next request after it opens a connection.
+TEST(Runner, IdleConnectionsCloseForAQuietStretch) {
   Target target(1.0);
   const auto w = small_workload(9, 10, 5);
-  const auto idle_closed = [&](Nanos last) {
-    LoadPlan plan;
-    for (std::uint32_t i = 0; i < 8; ++i) plan.schedule.emplace_back(i, 0);  // 8 in flight at once
-    plan.schedule.emplace_back(8, last);
-    RecordQueue q;
-    Runner runner(w, std::move(plan), target.endpoint, {}, completions(), q);
-    runner.start();
-    while (!runner.wait_for(1000)) {
-    }
-    runner.join();
-    std::vector<RequestRecord> out;
-    q.drain(out);
-    EXPECT_EQ(out.size(), 9u);
-    for (const auto& r : out) EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
-    EXPECT_GE(runner.client_counters().connects, 8u);
-    return runner.client_counters().idle_closed;
-  };
-  EXPECT_EQ(idle_closed(20 * kNanosPerMilli), 0u);    // the end is near from the start
-  EXPECT_GE(idle_closed(1200 * kNanosPerMilli), 7u);  // a quiet 1.2 s: all but one go
+  LoadPlan plan;
+  for (std::uint32_t i = 0; i < 8; ++i) plan.schedule.emplace_back(i, 0);  // 8 in flight at once
+  plan.schedule.emplace_back(8, 2 * kNanosPerSecond);  // then none for 2 s (beyond the horizon for 1 s)
+  RecordQueue q;
+  Runner runner(w, std::move(plan), target.endpoint, {}, completions(), q);
+  runner.start();
+  while (!runner.wait_for(1000)) {
+  }
+  runner.join();
+  std::vector<RequestRecord> out;
+  q.drain(out);
+  EXPECT_EQ(out.size(), 9u);
+  for (const auto& r : out) EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
+  const auto c = runner.client_counters();
+  EXPECT_GE(c.idle_closed, 8u);
+  EXPECT_EQ(c.connects, 9u);  // the 8 warm ones, then one for the last request
+  EXPECT_EQ(c.reused, 0u);
 }
 
 TEST(Runner, ConcurrencyCapQueuesTheRest) {

@@ -734,7 +734,7 @@ void HttpClient::Impl::start(std::shared_ptr<const std::string> request, Exchang
   // waits only until the handlers ready now have run: a response among
   // them frees a connection that it then takes, and otherwise it opens one.
   // A schedule that fell behind (a client paused by the machine, then many
-  // sends due at once) so sends on the connections those responses free
+  // sends due at once) then sends on the connections those responses free
   // instead of opening one per send, each a handshake on the sending core
   // and on the server's.
   waiting.push_back(
@@ -849,6 +849,9 @@ HttpClient::HttpClient(asio::io_context& ioc, Endpoint endpoint, ClientOptions o
 
 HttpClient::~HttpClient() {
   impl_->shutting_down = true;
+  // Their handlers are not called: an owner destroys its client only when
+  // no exchange of its own runs (or after cancel_all()). That includes one
+  // started this turn that waits for open_for_waiting's.
   impl_->waiting.clear();
   impl_->unlimited = 0;
   impl_->connect_queue.clear();

@@ -438,8 +438,6 @@ TEST_F(Client, ConnectionLimitQueuesRequestsInsteadOfOpeningMore) {
   for (std::size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].t_sent, r[i].t_sent);
 }
 
-// A request started while a preconnect is still connecting takes it rather
-// than opening a connection of its own.
 // The first requests after a preconnect go on the first connection made:
 // the one a server accepted first (the last made may still wait in its
 // accept queue).
@@ -465,6 +463,8 @@ TEST_F(Client, PreconnectedPoolIsUsedFirstMadeFirst) {
   EXPECT_EQ(client.counters().connects, 3u);
 }
 
+// A request started while a preconnect is still connecting takes it rather
+// than opening a connection of its own.
 TEST_F(Client, RequestTakesAPreconnectStillConnecting) {
   ScriptServer server(1);
   HttpClient client(ioc, endpoint(server.port()), {}, clock);
