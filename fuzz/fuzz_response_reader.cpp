@@ -13,62 +13,14 @@
 #include <boost/beast/http/error.hpp>
 
 #include "net/response_reader.h"
+#include "net/response_reader_test_util.h"
 
 namespace {
 using namespace tokenscope::net;
 
-void append_piece(void* body, std::string_view piece) {
-  static_cast<std::string*>(body)->append(piece);
-}
-
-struct Result {
-  bool error = false, header_done = false, done = false, keep_alive = false, has_content_type = false;
-  int status = 0;
-  std::string body, content_type;
-  std::size_t used = 0;
-  bool operator==(const Result&) const = default;
-};
-
-template <typename Parser>
-std::size_t put(Parser& p, std::string_view data, boost::beast::error_code& ec) {
-  if constexpr (std::is_same_v<Parser, ResponseReader>)
-    return p.put(data, ec);
-  else
-    return p.put(boost::asio::const_buffer(data.data(), data.size()), ec);
-}
-
-template <typename Parser>
-Result feed(Parser& p, std::string_view bytes, std::size_t cut, const std::string& body,
-            const std::string& content_type) {
-  Result r;
-  std::string buffered;
-  for (const std::string_view piece : {bytes.substr(0, cut), bytes.substr(cut)}) {
-    buffered.append(piece);
-    for (;;) {
-      boost::beast::error_code ec;
-      const std::size_t used = put(p, buffered, ec);
-      buffered.erase(0, used);
-      r.used += used;
-      if (ec == boost::beast::http::error::need_more) break;
-      if (ec) {
-        r.error = true;
-        break;
-      }
-      if (p.is_done() || used == 0) break;
-    }
-    if (r.error || p.is_done()) break;
-  }
-  r.header_done = p.is_header_done();
-  r.done = p.is_done();
-  if (r.header_done) {
-    r.keep_alive = p.keep_alive();
-    r.status = p.status();
-    r.has_content_type = p.has_content_type();
-    if (r.has_content_type) r.content_type = content_type;
-  }
-  r.body = body;
-  return r;
-}
+using reader_test::append_piece;
+using reader_test::feed;
+using reader_test::Read;
 
 detail::BeastResponseParser::Sink sink() {
   return append_piece;
@@ -107,8 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   beast.eager(true);
   beast.header_limit(static_cast<std::uint32_t>(limit));
   beast.body_limit(std::numeric_limits<std::uint64_t>::max());
-  const Result r = feed(reader, bytes, cut, body_r, type_r);
-  const Result b = feed(beast, bytes, cut, body_b, type_b);
+  const Read r = feed(reader, bytes, {cut}, body_r, type_r);
+  const Read b = feed(beast, bytes, {cut}, body_b, type_b);
   if (!(r == b)) __builtin_trap();
   if (r.header_done && !r.done && reader.need_eof() != beast.need_eof()) __builtin_trap();
   return 0;

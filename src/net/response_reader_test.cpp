@@ -7,76 +7,20 @@
 
 #include <boost/beast/http/error.hpp>
 
+#include "net/response_reader_test_util.h"
+
 namespace tokenscope::net {
 namespace {
 
-// What a reader made of a response fed in pieces: everything the client
-// reads from it.
-struct Read {
-  bool error = false;
-  bool header_done = false;
-  bool done = false;
-  bool keep_alive = false;
-  int status = 0;
-  bool has_content_type = false;
-  std::string content_type;
-  std::string body;
-  std::size_t used = 0;  // bytes taken from the input
-  bool fast = false;
-  bool operator==(const Read&) const = default;
-};
-
-void append_piece(void* body, std::string_view piece) {
-  static_cast<std::string*>(body)->append(piece);
-}
-
-// Feeds the bytes in pieces cut at splits (offsets), as the client does:
-// each put gets what is buffered and not yet used.
-template <typename Parser>
-Read feed(Parser& parser, std::string_view bytes, const std::vector<std::size_t>& splits, std::string& body) {
-  Read r;
-  std::string buffered;
-  std::size_t from = 0;
-  std::vector<std::size_t> cuts = splits;
-  cuts.push_back(bytes.size());
-  for (const std::size_t cut : cuts) {
-    buffered.append(bytes.substr(from, cut - from));
-    from = cut;
-    for (;;) {
-      boost::beast::error_code ec;
-      std::size_t used = 0;
-      if constexpr (std::is_same_v<Parser, ResponseReader>)
-        used = parser.put(buffered, ec);
-      else
-        used = parser.put(boost::asio::const_buffer(buffered.data(), buffered.size()), ec);
-      buffered.erase(0, used);
-      r.used += used;
-      if (ec == boost::beast::http::error::need_more) break;
-      if (ec) {
-        r.error = true;
-        break;
-      }
-      if (parser.is_done() || used == 0) break;
-    }
-    if (r.error || parser.is_done()) break;
-  }
-  r.header_done = parser.is_header_done();
-  r.done = parser.is_done();
-  if (r.header_done) {
-    r.keep_alive = parser.keep_alive();
-    r.status = parser.status();
-    r.has_content_type = parser.has_content_type();
-  }
-  r.body = body;
-  return r;
-}
+using reader_test::append_piece;
+using reader_test::feed;
+using reader_test::Read;
 
 Read with_reader(std::string_view bytes, const std::vector<std::size_t>& splits, std::size_t limit = 8192) {
   std::string body, content_type = "left from before";
   ResponseReader reader(append_piece, &body, content_type, limit);
-  Read r = feed(reader, bytes, splits, body);
+  Read r = feed(reader, bytes, splits, body, content_type);
   r.fast = reader.read_fast();
-  if (r.has_content_type) r.content_type = content_type;
   return r;
 }
 
@@ -86,9 +30,7 @@ Read with_beast(std::string_view bytes, const std::vector<std::size_t>& splits, 
   beast.eager(true);
   beast.header_limit(static_cast<std::uint32_t>(limit));
   beast.body_limit(std::numeric_limits<std::uint64_t>::max());
-  Read r = feed(beast, bytes, splits, body);
-  if (r.has_content_type) r.content_type = content_type;
-  return r;
+  return feed(beast, bytes, splits, body, content_type);
 }
 
 constexpr std::string_view kNginx =
