@@ -69,14 +69,16 @@ RequestSettings completions() {
   return rs;
 }
 
+// counters: when given, the client's counters after the run.
 std::vector<RequestRecord> run(const workload::Workload& w, LoadPlan plan, const Target& t,
-                               RequestSettings rs = completions()) {
+                               RequestSettings rs = completions(), net::ClientCounters* counters = nullptr) {
   RecordQueue q;
   Runner runner(w, std::move(plan), t.endpoint, {}, std::move(rs), q);
   runner.start();
   while (!runner.wait_for(1000)) {
   }
   runner.join();
+  if (counters) *counters = runner.client_counters();
   std::vector<RequestRecord> out;
   q.drain(out);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
@@ -309,17 +311,10 @@ TEST(Runner, IdleConnectionsCloseForAQuietStretch) {
   LoadPlan plan;
   for (std::uint32_t i = 0; i < 8; ++i) plan.schedule.emplace_back(i, 0);  // 8 in flight at once
   plan.schedule.emplace_back(8, 2 * kNanosPerSecond);  // then none for 2 s (beyond the horizon for 1 s)
-  RecordQueue q;
-  Runner runner(w, std::move(plan), target.endpoint, {}, completions(), q);
-  runner.start();
-  while (!runner.wait_for(1000)) {
-  }
-  runner.join();
-  std::vector<RequestRecord> out;
-  q.drain(out);
+  net::ClientCounters c;
+  const auto out = run(w, std::move(plan), target, completions(), &c);
   EXPECT_EQ(out.size(), 9u);
   for (const auto& r : out) EXPECT_EQ(r.outcome, Outcome::kOk) << r.detail;
-  const auto c = runner.client_counters();
   EXPECT_GE(c.idle_closed, 8u);
   EXPECT_EQ(c.connects, 9u);  // the 8 warm ones, then one for the last request
   EXPECT_EQ(c.reused, 0u);
