@@ -38,7 +38,9 @@ the drift of a noisy machine hits every section alike:
   prompts the rate search again with tokenscope's default prompt lengths
           (lognormal, mean 1,155 tokens) instead of 8 tokens, beside the
           floor sending a body of the mean size of tokenscope's (measured
-          first by a capture server): what the prompt bytes cost.
+          first by a capture server): what the prompt bytes cost. With
+          --split, tokenscope is searched again here too, its client
+          thread alone on core 1.
   stream  the same search with 4-token streams against `tokenscope serve
           --fixed-step-ms 0 --threads 1` (a zero-cost engine on core 0),
           beside the Python peer.
@@ -351,7 +353,7 @@ def main():
     ap.add_argument("--media-requests", type=int, default=2000, help="section media: requests per body kind")
     ap.add_argument("--streams", type=int, default=20000, help="section events: tokenscope's streams per round")
     ap.add_argument("--py-streams", type=int, default=2000, help="section events: the Python peer's streams")
-    ap.add_argument("--rates", default=",".join(str(r) for r in [1000, 2000] + list(range(5000, 80001, 5000))),
+    ap.add_argument("--rates", default=",".join(str(r) for r in [1000, 2000] + list(range(5000, 150001, 5000))),
                     help="section rate: rates to try, req/s")
     ap.add_argument("--py-rates", default="250,500,1000,2000,5000,10000", help="the Python peer's rates, req/s")
     ap.add_argument("--stream-rates", default="1000,2000,4000,6000,8000,10000,12000,15000,20000")
@@ -360,7 +362,7 @@ def main():
                          "machine does not take their cores mid-schedule; ignored where not permitted")
     ap.add_argument("--out", help="keep results.json here")
     ap.add_argument("--split", action="store_true",
-                    help="section rate: search tokenscope again with --client-cpus (its writer on the server core)")
+                    help="sections rate and prompts: search tokenscope again with --client-cpus (its writer on the server core)")
     a = ap.parse_args()
     sections = a.only.split(",")
     if a.rounds < 3:
@@ -559,11 +561,20 @@ def main():
                     f"average), round {rnd} (load {loadavg():.2f})")
                 best, sus, trials = search(rates, rate_of_ts(["--input-len", DEFAULT_INPUT_LEN]))
                 fl_best, fl_sus, fl_trials = search(rates, rate_of_floor(["--body", prompt_body]))
+                if a.split:
+                    sp_best, sp_sus, sp_trials = search(rates, rate_of_ts(["--input-len", DEFAULT_INPUT_LEN],
+                                                                          split=True))
                 results["prompts"].append({"ts_held": best, "ts_sustained": sus, "ts_trials": trials,
                                            "floor_held": fl_best, "floor_sustained": fl_sus,
                                            "floor_trials": fl_trials, "body_bytes": prompt_bytes,
                                            "ts_over_floor": best / fl_best if fl_best else None,
                                            "load": loadavg()})
+                if a.split:
+                    results["prompts"][-1].update({"split_held": sp_best, "split_sustained": sp_sus,
+                                                   "split_trials": sp_trials,
+                                                   "split_over_floor": sp_best / fl_best if fl_best else None})
+                    log(f"highest held with default-length prompts, client thread alone on its core: "
+                        f"{sp_best:,}/s (sustained {sp_sus:,}/s)")
                 log(f"highest held with default-length prompts: tokenscope {best:,}/s (sustained {sus:,}/s), "
                     f"floor {fl_best:,}/s (sustained {fl_sus:,}/s)")
 
@@ -724,8 +735,14 @@ def main():
             log(f"  tokenscope req/s:  {spread([r['ts_held'] for r in e])}")
             log(f"  floor req/s:       {spread([r['floor_held'] for r in e])}")
             log(f"  tokenscope / floor: {spread([r['ts_over_floor'] for r in e])}")
+            if "split_held" in e[0]:
+                log(f"  tokenscope, client thread alone on its core (--split) req/s: "
+                    f"{spread([r['split_held'] for r in e])}")
+                log(f"  the same / floor:  {spread([r['split_over_floor'] for r in e])}")
             log("tokenscope per rate:\n" + per_rate_table(e, "ts_trials"))
             log("floor per rate:\n" + per_rate_table(e, "floor_trials"))
+            if "split_trials" in e[0]:
+                log("tokenscope, client thread alone on its core, per rate:\n" + per_rate_table(e, "split_trials"))
         if results.get("stream"):
             e = results["stream"]
             log("highest open-loop rate of 4-token streams held against the zero-cost simulator:")
