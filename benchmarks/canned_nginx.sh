@@ -17,7 +17,8 @@ trap 'kill "$(cat "$work/logs/nginx.pid")" 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [ -s "$work/logs/nginx.pid" ] && break; sleep 0.01; done
 
 # One open-loop run of the tokenscope build $1 at $2 non-streaming requests/s
-# for 3 s against this nginx (POST /v1/json, 8-token prompts, the client on
+# for 3 s against this nginx (POST /v1/json, 8-token prompts or
+# $TS_INPUT_LEN's (a --input-len, e.g. bench's default), the client on
 # core 1): its run directory is $work/run, and the last line of
 # $work/time.txt holds its user and system CPU seconds. Returns the client's
 # exit status. The same run for every script that compares builds. With a
@@ -28,6 +29,6 @@ open_loop_run() {
   if [ "${3:-}" = split ]; then cpus=(taskset -c 0,1); pin=(--client-cpus 1); fi
   /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" "${cpus[@]}" "$1" bench \
     --target "http://127.0.0.1:$port" --endpoint /v1/json --no-stream --api chat --model m --rate "$2" \
-    --num-requests "$(($2 * 3))" --input-len fixed:8 --output-len fixed:1 --quiet --progress none \
+    --num-requests "$(($2 * 3))" --input-len "${TS_INPUT_LEN:-fixed:8}" --output-len fixed:1 --quiet --progress none \
     --client-threads 1 "${pin[@]}" --max-error-rate 1 --out "$work/run" >/dev/null 2>&1
 }

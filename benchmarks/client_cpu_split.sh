@@ -20,7 +20,9 @@
 #   (BIN defaults to build/release/src/cli/tokenscope; split:BIN runs that
 #   build with its client thread alone on core 1 and the rest of it, the
 #   record writer, on core 0 beside nginx: --client-cpus 1. Its CPU is
-#   still the whole process's, on both cores.)
+#   still the whole process's, on both cores.) TS_INPUT_LEN=SPEC: the
+#   tokenscope runs' --input-len (default fixed:8; the floor's body stays
+#   the small one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 ROUNDS \"RATE [RATE ...]\" [BIN ...]" >&2; exit 2; }

@@ -1217,6 +1217,9 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   // loop on the core they share) waits for it rather than holding every
   // record in memory (client.records_waited_for_writer counts the waits).
   queue.set_limit(queue_limit);
+  // Where the client threads have CPUs to themselves, their request bodies
+  // are written on the others (a thread per client thread, started here).
+  p.plan.bodies_apart = cpu_split.apart();
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
   // Agentic tasks (bench/task_driver.h): beside the requests, on the same
   // epoch, their model calls into the same records, their own to tasks.jsonl.
@@ -1430,6 +1433,8 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
                    {"waited_for_connection", cc.waited},
                    {"requests_not_sent", runner.not_sent()},
                    {"records_waited_for_writer", queue.waits()},
+                   {"request_bodies_written_apart", runner.bodies_written_apart()},
+                   {"request_bodies_written_by_client_threads", runner.bodies_written_by_client_threads()},
                    {"thread_cpus", runner.thread_cpus()},
                    {"other_cpus", format_cpu_list(thread_cpus())},
                    {"process_cpu_s", cpu}};  // with the in-process server, when there is one

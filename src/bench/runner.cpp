@@ -176,6 +176,104 @@ CancelPlan parse_cancel_plan(std::string_view spec, std::uint64_t seed) {
   return p;
 }
 
+BodiesAhead::BodiesAhead(std::size_t jobs, std::function<Body(std::size_t)> build, std::size_t max_items,
+                         std::size_t max_bytes)
+    : jobs_(jobs),
+      build_(std::move(build)),
+      max_items_(std::max<std::size_t>(1, max_items)),
+      max_bytes_(max_bytes) {}
+
+BodiesAhead::~BodiesAhead() {
+  finish();
+}
+
+void BodiesAhead::finish() {
+  stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BodiesAhead::start() {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "ts-bodies");
+    run();
+  });
+}
+
+void BodiesAhead::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  room_.notify_one();
+}
+
+// Batches of up to 16 bodies (256 KB) are written without the lock and
+// handed over under it.
+void BodiesAhead::run() {
+  constexpr std::size_t kBatch = 16, kBatchBytes = 256 * 1024;
+  std::vector<Item> batch;
+  std::size_t k = 0;
+  for (;;) {
+    k = std::max(k, asked_.load(std::memory_order_relaxed));
+    if (k >= jobs_) return;
+    std::size_t bytes = 0;
+    while (k < jobs_ && batch.size() < kBatch && bytes < kBatchBytes) {
+      Body b = build_(k);
+      bytes += b ? b->size() : 0;
+      batch.emplace_back(k++, std::move(b));
+    }
+    std::unique_lock lock(mutex_);
+    while (!stop_ && (ready_.size() >= max_items_ || ready_bytes_ >= max_bytes_)) {
+      waiting_ = true;
+      room_.wait(lock);
+    }
+    if (stop_) return;
+    for (auto& item : batch) {
+      ready_bytes_ += item.second ? item.second->size() : 0;
+      ready_.push_back(std::move(item));
+    }
+    ready_count_.store(ready_.size(), std::memory_order_release);
+    batch.clear();
+  }
+}
+
+// Everything written so far moves to the taker's side in one hold of the
+// lock; the thread, if it waited for room, goes on.
+void BodiesAhead::refill() {
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& item : ready_) local_.push_back(std::move(item));
+    ready_.clear();
+    ready_bytes_ = 0;
+    ready_count_.store(0, std::memory_order_relaxed);
+    wake = std::exchange(waiting_, false);
+  }
+  if (wake) room_.notify_one();
+}
+
+BodiesAhead::Body BodiesAhead::take(std::size_t k) {
+  asked_.store(k, std::memory_order_relaxed);
+  // Moved over before the taker's side runs out, so that the thread
+  // writes on while these are sent.
+  if (local_.size() < max_items_ / 4 + 1 && ready_count_.load(std::memory_order_acquire) > 0) refill();
+  for (int pass = 0; pass < 2; ++pass) {
+    while (!local_.empty() && local_.front().first < k) local_.pop_front();
+    if (!local_.empty()) {
+      if (local_.front().first != k) break;  // the thread was late for k and went past it
+      Body b = std::move(local_.front().second);
+      local_.pop_front();
+      if (!b) break;  // left to the taker (images, audio)
+      ++taken_;
+      return b;
+    }
+    if (pass > 0 || ready_count_.load(std::memory_order_acquire) == 0) break;
+    refill();
+  }
+  ++missed_;
+  return nullptr;
+}
+
 struct Runner::Shard {
   struct User {
     explicit User(asio::io_context& ioc) : timer(ioc) {}
@@ -221,7 +319,8 @@ struct Runner::Shard {
   std::size_t next = 0;
   bool in_tick = false;
   std::deque<std::shared_ptr<const std::string>> prepared;  // encoded jobs[next ...]
-  std::size_t horizon = 0;                                  // jobs[next, horizon) are due within kIdleHorizon
+  std::unique_ptr<BodiesAhead> ahead;  // LoadPlan::bodies_apart: written on another thread
+  std::size_t horizon = 0;             // jobs[next, horizon) are due within kIdleHorizon
   // Follow-up turns waiting for their think time.
   std::vector<std::shared_ptr<asio::steady_timer>> followups;
   // Closed loop.
@@ -310,6 +409,12 @@ struct Runner::Shard {
   // Starts the thread and opens the warm connections; warm() runs on this
   // thread once they are open (or failed). Nothing is sent before begin().
   void launch(std::function<void()> warm) {
+    // Started from this thread (Runner::start's), so on its CPUs, not the
+    // client thread's.
+    if (r.plan_.bodies_apart && !r.plan_.closed_loop && !jobs.empty()) {
+      ahead = std::make_unique<BodiesAhead>(jobs.size(), [this](std::size_t k) { return body_ahead(k); });
+      ahead->start();
+    }
     guard.emplace(ioc.get_executor());
     asio::post(ioc, [this, warm = std::move(warm)]() mutable {
       client.preconnect(warm_connections(), std::move(warm));
@@ -384,7 +489,9 @@ struct Runner::Shard {
     while (!stopping && next < jobs.size() && r.epoch_ + jobs[next].second <= t) {
       const auto [request, offset] = jobs[next++];
       std::shared_ptr<const std::string> bytes;
-      if (!prepared.empty()) {
+      if (ahead) {
+        bytes = ahead->take(next - 1);
+      } else if (!prepared.empty()) {
         bytes = std::move(prepared.front());
         prepared.pop_front();
       }
@@ -404,7 +511,18 @@ struct Runner::Shard {
     in_tick = false;
   }
 
+  // Job k's body, on BodiesAhead's thread: what prepare_ahead() would write
+  // (nothing of this shard's that the client thread changes: the jobs, the
+  // workload, the encoder and the prompts, all read-only by now).
+  std::shared_ptr<const std::string> body_ahead(std::size_t k) {
+    const std::uint32_t index = jobs[k].first;
+    const auto& req = r.w_.requests[index];
+    if (req.images > 0 || req.audio_ms > 0 || transcription()) return nullptr;  // this thread's MediaMaker
+    return encode(index, pooling() ? std::string() : r.prompts_->text(req), nullptr, req.id);
+  }
+
   void prepare_ahead() {
+    if (ahead) return;  // written on its own thread
     while (prepared.size() < kPrepareAhead && next + prepared.size() < jobs.size()) {
       const std::uint32_t index = jobs[next + prepared.size()].first;
       const auto& req = r.w_.requests[index];
@@ -720,6 +838,7 @@ struct Runner::Shard {
     timer.cancel();
     not_sent += jobs.size() - next;
     prepared.clear();
+    if (ahead) ahead->stop();
     next = jobs.size();
     for (auto& t : followups) t->cancel();
     for (auto& u : users) u->timer.cancel();
@@ -845,11 +964,25 @@ std::vector<std::string> Runner::thread_cpus() const {
 }
 
 void Runner::join() {
-  for (auto& s : shards_)
+  for (auto& s : shards_) {
     if (s->thread.joinable()) {
       s->thread.join();
       s->client.cancel_all();  // closes the idle connections: their descriptors are free again
     }
+    if (s->ahead) s->ahead->finish();  // it ends by itself once every body is written
+  }
+}
+
+std::uint64_t Runner::bodies_written_apart() const {
+  std::uint64_t n = 0;
+  for (const auto& s : shards_) n += s->ahead ? s->ahead->taken() : 0;
+  return n;
+}
+
+std::uint64_t Runner::bodies_written_by_client_threads() const {
+  std::uint64_t n = 0;
+  for (const auto& s : shards_) n += s->ahead ? s->ahead->missed() : 0;
+  return n;
 }
 
 std::uint64_t Runner::not_sent() const {

@@ -20,11 +20,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "bench/exchange.h"
@@ -117,6 +119,13 @@ struct LoadPlan {
   // Client thread i runs on cpus[i % size] alone (empty: wherever the
   // process may; bench --client-cpus).
   std::vector<int> cpus;
+  // Open loop: each client thread's request bodies are written ahead on a
+  // thread of their own (BodiesAhead), started by start() and so on the
+  // CPUs of the thread that calls it. bench sets it where --client-cpus
+  // leaves the rest of the process CPUs of its own: the client threads
+  // then only send and read. Off, a client thread writes them itself
+  // between sends.
+  bool bodies_apart = false;
   // start() waits up to this long for the preconnected pool, then the first
   // send is lead_in_ns later (epoch()).
   Nanos preconnect_timeout_ns = 10 * kNanosPerSecond;
@@ -159,6 +168,59 @@ class RecordQueue {
   bool closed_ = false;
   std::uint64_t waits_ = 0;
   unsigned pausing_ = 0;
+};
+
+// Request bodies written ahead of an open loop's schedule on a thread of
+// their own (LoadPlan::bodies_apart), for one client thread that takes
+// them in schedule order. build(k) writes job k's body (null: a body the
+// client thread writes itself when it sends, one with images or audio).
+// The thread stays at most max_items bodies or max_bytes bytes ahead of
+// what was taken, and skips what the client thread has passed: a body it
+// was too late for is written by the client thread instead, as without
+// this class. The bytes are build(k)'s whichever thread writes them.
+class BodiesAhead {
+ public:
+  using Body = std::shared_ptr<const std::string>;
+  BodiesAhead(std::size_t jobs, std::function<Body(std::size_t)> build, std::size_t max_items = 256,
+              std::size_t max_bytes = std::size_t{16} << 20);
+  ~BodiesAhead();  // finish()
+  BodiesAhead(const BodiesAhead&) = delete;
+  BodiesAhead& operator=(const BodiesAhead&) = delete;
+
+  // Starts the thread; it runs on the CPUs the calling thread may use.
+  void start();
+  // Job k's body, where the thread wrote it in time; else null. k grows
+  // from call to call; what was written for earlier jobs is dropped. One
+  // thread calls it (the client thread).
+  Body take(std::size_t k);
+  // The thread writes nothing more (it finishes the batch it is on).
+  void stop();
+  // stop(), and waits for the thread.
+  void finish();
+  // Bodies take() handed over, and jobs it found no body written for
+  // (read on the thread that calls take(), or after it is joined).
+  std::uint64_t taken() const { return taken_; }
+  std::uint64_t missed() const { return missed_; }
+
+ private:
+  using Item = std::pair<std::size_t, Body>;
+  void run();
+  void refill();
+
+  const std::size_t jobs_;
+  const std::function<Body(std::size_t)> build_;
+  const std::size_t max_items_, max_bytes_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable room_;  // the thread waits here while max_items/max_bytes are ready
+  std::deque<Item> ready_;        // written, not yet moved to the taker
+  std::size_t ready_bytes_ = 0;
+  bool stop_ = false;
+  bool waiting_ = false;                     // the thread waits for room
+  std::atomic<std::size_t> ready_count_{0};  // ready_.size(), read without the lock
+  std::atomic<std::size_t> asked_{0};        // the job the taker is at: the thread starts no earlier
+  std::deque<Item> local_;                   // the taker's own
+  std::uint64_t taken_ = 0, missed_ = 0;
 };
 
 struct RunCounters {
@@ -209,6 +271,11 @@ class Runner {
   // them once the thread had pinned itself (LoadPlan::cpus), in the Linux
   // list syntax ("1", "0-3").
   std::vector<std::string> thread_cpus() const;
+  // LoadPlan::bodies_apart: request bodies the client threads took written
+  // ahead, and those they wrote themselves because none was ready (after
+  // join()).
+  std::uint64_t bodies_written_apart() const;
+  std::uint64_t bodies_written_by_client_threads() const;
 
   struct Shard;
 

@@ -13,11 +13,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -69,9 +71,11 @@ RequestSettings completions() {
   return rs;
 }
 
-// counters: when given, the client's counters after the run.
+// counters: when given, the client's counters after the run; bodies: the
+// bodies written apart and those not ready (LoadPlan::bodies_apart).
 std::vector<RequestRecord> run(const workload::Workload& w, LoadPlan plan, const Target& t,
-                               RequestSettings rs = completions(), net::ClientCounters* counters = nullptr) {
+                               RequestSettings rs = completions(), net::ClientCounters* counters = nullptr,
+                               std::pair<std::uint64_t, std::uint64_t>* bodies = nullptr) {
   RecordQueue q;
   Runner runner(w, std::move(plan), t.endpoint, {}, std::move(rs), q);
   runner.start();
@@ -79,6 +83,7 @@ std::vector<RequestRecord> run(const workload::Workload& w, LoadPlan plan, const
   }
   runner.join();
   if (counters) *counters = runner.client_counters();
+  if (bodies) *bodies = {runner.bodies_written_apart(), runner.bodies_written_by_client_threads()};
   std::vector<RequestRecord> out;
   q.drain(out);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
@@ -318,6 +323,109 @@ TEST(Runner, IdleConnectionsCloseForAQuietStretch) {
   EXPECT_GE(c.idle_closed, 8u);
   EXPECT_EQ(c.connects, 9u);  // the 8 warm ones, then one for the last request
   EXPECT_EQ(c.reused, 0u);
+}
+
+// Bodies written ahead on their own thread: each job gets its own body or
+// none (never another's), the thread stays within its bound, and a jump of
+// the taker moves the thread past the jobs skipped. Every wait is for the
+// thread's own progress, bounded.
+TEST(BodiesAhead, EachJobGetsItsOwnBodyAndTheThreadFollowsTheTaker) {
+  std::mutex m;
+  std::vector<std::size_t> built;
+  std::condition_variable more;
+  auto body = [](std::size_t k) { return "body-" + std::to_string(k); };
+  BodiesAhead ahead(
+      2000,
+      [&](std::size_t k) -> BodiesAhead::Body {
+        {
+          std::lock_guard lock(m);
+          built.push_back(k);
+        }
+        more.notify_all();
+        if (k % 7 == 3) return nullptr;  // left to the taker
+        return std::make_shared<const std::string>(body(k));
+      },
+      8);
+  // Waits until job k was written (the thread's own pace; 30 s bound).
+  auto wait_built = [&](std::size_t k) {
+    std::unique_lock lock(m);
+    return more.wait_for(lock, std::chrono::seconds(30),
+                         [&] { return std::find(built.begin(), built.end(), k) != built.end(); });
+  };
+  ahead.start();
+  // Jobs 16-31 written means 0-15 were handed over (batches of 16): each
+  // of them comes out as its own body, but those left to the taker.
+  ASSERT_TRUE(wait_built(31));
+  for (std::size_t k = 0; k < 16; ++k) {
+    const auto b = ahead.take(k);
+    if (k % 7 == 3) {
+      EXPECT_EQ(b, nullptr) << k;
+    } else {
+      ASSERT_NE(b, nullptr) << k;
+      EXPECT_EQ(*b, body(k));
+    }
+  }
+  EXPECT_EQ(ahead.taken(), 14u);
+  EXPECT_EQ(ahead.missed(), 2u);
+  // Bounded by 8 ready (and a batch in hand): far from job 100 until asked.
+  {
+    std::lock_guard lock(m);
+    EXPECT_LT(*std::max_element(built.begin(), built.end()), 100u);
+  }
+  // The taker jumps to 1000: whatever comes out is its own or nothing, and
+  // the thread goes on from there, not from where it was. Each take hands
+  // over what is ready (the stale bodies too), which makes room.
+  for (const std::size_t k : {1000, 1001}) {
+    if (k == 1001) {
+      ASSERT_TRUE(wait_built(1015));  // its batch made after the stale one was handed over
+    }
+    const auto b = ahead.take(k);
+    if (b) {
+      EXPECT_EQ(*b, body(k));
+    }
+  }
+  ASSERT_TRUE(wait_built(1031));  // so 1000-1015 were handed over
+  const auto b = ahead.take(1002);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(*b, body(1002));
+  {
+    std::lock_guard lock(m);
+    for (const auto k : built) EXPECT_TRUE(k < 100 || k >= 1000) << k;
+  }
+  ahead.finish();  // wakes the thread from its wait for room
+}
+
+// An open loop whose bodies are written apart sends every request with its
+// own prompt: the server counts each one's own planned length (lengths all
+// different, so a body sent for another request would show), as it does
+// when the client thread writes them; every job was either taken written
+// or written by the client thread.
+TEST(Runner, BodiesWrittenApartAreEachRequestsOwn) {
+  Target target(0.2);
+  auto w = small_workload(80, 10, 2);
+  for (std::size_t i = 0; i < w.requests.size(); ++i)
+    w.requests[i].input_tokens = 8 + static_cast<std::uint32_t>(i);
+  LoadPlan plan;
+  // From 100 ms after the epoch: the thread has written the first bodies by then.
+  for (std::uint32_t i = 0; i < 80; ++i) plan.schedule.emplace_back(i, (100 + i) * kNanosPerMilli);
+  plan.threads = 2;
+  auto apart_plan = plan;
+  apart_plan.bodies_apart = true;
+  std::pair<std::uint64_t, std::uint64_t> bodies{0, 0}, none{9, 9};
+  const auto apart = run(w, apart_plan, target, completions(), nullptr, &bodies);
+  const auto own = run(w, plan, target, completions(), nullptr, &none);
+  ASSERT_EQ(apart.size(), 80u);
+  ASSERT_EQ(own.size(), 80u);
+  for (std::size_t i = 0; i < 80; ++i) {
+    ASSERT_EQ(apart[i].outcome, Outcome::kOk) << apart[i].detail;
+    ASSERT_EQ(own[i].outcome, Outcome::kOk) << own[i].detail;
+    EXPECT_EQ(apart[i].prompt_tokens, static_cast<std::int64_t>(8 + i));
+    EXPECT_EQ(apart[i].prompt_tokens, own[i].prompt_tokens);
+    EXPECT_EQ(apart[i].prompt_tokens_planned, own[i].prompt_tokens_planned);
+  }
+  EXPECT_EQ(bodies.first + bodies.second, 80u);
+  EXPECT_GT(bodies.first, 0u);
+  EXPECT_EQ(none, (std::pair<std::uint64_t, std::uint64_t>{0, 0}));  // off: no thread, nothing counted
 }
 
 TEST(Runner, ConcurrencyCapQueuesTheRest) {

@@ -719,12 +719,20 @@ TEST_F(Bench, ClientCpusPinTheClientThreadsAndKeepTheRestOffThem) {
   const auto& client = run["client"];
   EXPECT_EQ(client["thread_cpus"], json::array({last, last})) << client;
   const std::string others = client["other_cpus"].get<std::string>();
+  const auto apart = client["request_bodies_written_apart"].get<std::uint64_t>();
+  const auto own = client["request_bodies_written_by_client_threads"].get<std::uint64_t>();
   if (allowed.size() > 1) {
     EXPECT_EQ(others.find(last), std::string::npos) << others;
     EXPECT_FALSE(others.empty());
+    // The bodies written on the other CPUs, ahead of the schedule (the
+    // first send is 50 ms after the pool is ready); the client threads
+    // wrote any the thread was late for.
+    EXPECT_EQ(apart + own, 40u) << client;
+    EXPECT_GT(apart, 0u) << client;
   } else {
     EXPECT_EQ(others, last);
     EXPECT_NE(r.err.find("leaves no other CPU"), std::string::npos) << r.err;
+    EXPECT_EQ(apart + own, 0u) << client;  // nowhere else to write them
   }
   EXPECT_EQ(lines(out / "requests.jsonl").size(), 40u);
 
