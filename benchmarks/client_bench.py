@@ -569,14 +569,14 @@ def main():
                                            "floor_trials": fl_trials, "body_bytes": prompt_bytes,
                                            "ts_over_floor": best / fl_best if fl_best else None,
                                            "load": loadavg()})
+                log(f"highest held with default-length prompts: tokenscope {best:,}/s (sustained {sus:,}/s), "
+                    f"floor {fl_best:,}/s (sustained {fl_sus:,}/s)")
                 if a.split:
                     results["prompts"][-1].update({"split_held": sp_best, "split_sustained": sp_sus,
                                                    "split_trials": sp_trials,
                                                    "split_over_floor": sp_best / fl_best if fl_best else None})
                     log(f"highest held with default-length prompts, client thread alone on its core: "
                         f"{sp_best:,}/s (sustained {sp_sus:,}/s)")
-                log(f"highest held with default-length prompts: tokenscope {best:,}/s (sustained {sus:,}/s), "
-                    f"floor {fl_best:,}/s (sustained {fl_sus:,}/s)")
 
             if "stream" in sections:
                 log(f"## stream, 4-token streams open loop on the zero-cost simulator, round {rnd} (load {loadavg():.2f})")

@@ -33,7 +33,7 @@ floor="$(pwd)/build/release/benchmarks/open_loop_floor"
 cmake --build build/release --target open_loop_floor >/dev/null  # incremental; an old one lacks --spin
 source benchmarks/canned_nginx.sh  # work, port, nice, open_loop_run; nginx on core 0
 sleep 0.3
-stat() { grep -E '^cpu[01] ' /proc/stat > "$1"; }
+cpu_ticks() { grep -E '^cpu[01] ' /proc/stat > "$1"; }
 row() {  # client rate round json-of-run time-file
   python3 - "$@" "$work/stat0" "$work/stat1" >> "$work/rows.jsonl" <<'PY'
 import json, sys
@@ -75,22 +75,22 @@ for round in $(seq "$rounds"); do
   for rate in $rates; do
     for mode in sleep spin; do
       extra=(); [ "$mode" = spin ] && extra=(--spin)
-      stat "$work/stat0"
+      cpu_ticks "$work/stat0"
       /usr/bin/time -f "%U %S" -o "$work/time.txt" "${nice[@]}" taskset -c 1 "$floor" "${extra[@]}" \
         --port "$port" --rate "$rate" --num-requests "$((rate * 3))" --seed "$rate" > "$work/floor.json" || true
-      stat "$work/stat1"
+      cpu_ticks "$work/stat1"
       row "floor-$mode" "$rate" "$round" "$work/floor.json" "$work/time.txt"
     done
     i=0
     for bin in "${bins[@]}"; do
       i=$((i + 1))
-      stat "$work/stat0"
+      cpu_ticks "$work/stat0"
       if [[ "$bin" == split:* ]]; then
         open_loop_run "${bin#split:}" "$rate" split || true
       else
         open_loop_run "$bin" "$rate" || true
       fi
-      stat "$work/stat1"
+      cpu_ticks "$work/stat1"
       row "tokenscope-$i" "$rate" "$round" "$work/run/run.json" "$work/time.txt"
       rm -rf "$work/run"
     done

@@ -1219,7 +1219,7 @@ RunReport run_one(const BenchSettings& o, std::optional<double> rate, const std:
   queue.set_limit(queue_limit);
   // Where the client threads have CPUs to themselves, their request bodies
   // are written on the others (a thread per client thread, started here).
-  p.plan.bodies_apart = cpu_split.apart();
+  p.plan.bodies_apart = cpu_split.apart() && !p.plan.closed_loop;
   Runner runner(w, p.plan, endpoint, copt, rs, queue, &prompts);
   // Agentic tasks (bench/task_driver.h): beside the requests, on the same
   // epoch, their model calls into the same records, their own to tasks.jsonl.

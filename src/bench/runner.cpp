@@ -196,6 +196,11 @@ void BodiesAhead::start() {
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "ts-bodies");
     run();
+    {
+      std::lock_guard lock(mutex_);
+      published_ = true;  // nothing more to wait for
+    }
+    first_.notify_all();
   });
 }
 
@@ -205,16 +210,23 @@ void BodiesAhead::stop() {
     stop_ = true;
   }
   room_.notify_one();
+  first_.notify_all();
+}
+
+bool BodiesAhead::wait_ready(std::chrono::nanoseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return first_.wait_for(lock, timeout, [&] { return published_ || stop_; }) && !ready_.empty();
 }
 
 // Batches of up to 16 bodies (256 KB) are written without the lock and
-// handed over under it.
+// handed over under it. The thread starts no earlier than the job after
+// the one the taker is at (that one it writes itself when it is missing).
 void BodiesAhead::run() {
   constexpr std::size_t kBatch = 16, kBatchBytes = 256 * 1024;
   std::vector<Item> batch;
   std::size_t k = 0;
   for (;;) {
-    k = std::max(k, asked_.load(std::memory_order_relaxed));
+    k = std::max(k, asked_.load());
     if (k >= jobs_) return;
     std::size_t bytes = 0;
     while (k < jobs_ && batch.size() < kBatch && bytes < kBatchBytes) {
@@ -222,17 +234,22 @@ void BodiesAhead::run() {
       bytes += b ? b->size() : 0;
       batch.emplace_back(k++, std::move(b));
     }
-    std::unique_lock lock(mutex_);
-    while (!stop_ && (ready_.size() >= max_items_ || ready_bytes_ >= max_bytes_)) {
-      waiting_ = true;
-      room_.wait(lock);
+    bool first = false;
+    {
+      std::unique_lock lock(mutex_);
+      while (!stop_ && (ready_.size() >= max_items_ || ready_bytes_ >= max_bytes_)) {
+        waiting_ = true;
+        room_.wait(lock);
+      }
+      if (stop_) return;
+      for (auto& item : batch) {
+        ready_bytes_ += item.second ? item.second->size() : 0;
+        ready_.push_back(std::move(item));
+      }
+      ready_count_.store(ready_.size());
+      first = !std::exchange(published_, true);
     }
-    if (stop_) return;
-    for (auto& item : batch) {
-      ready_bytes_ += item.second ? item.second->size() : 0;
-      ready_.push_back(std::move(item));
-    }
-    ready_count_.store(ready_.size(), std::memory_order_release);
+    if (first) first_.notify_all();
     batch.clear();
   }
 }
@@ -243,31 +260,43 @@ void BodiesAhead::refill() {
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
-    for (auto& item : ready_) local_.push_back(std::move(item));
+    for (auto& item : ready_) {
+      local_bytes_ += item.second ? item.second->size() : 0;
+      local_.push_back(std::move(item));
+    }
     ready_.clear();
     ready_bytes_ = 0;
-    ready_count_.store(0, std::memory_order_relaxed);
+    ready_count_.store(0);
     wake = std::exchange(waiting_, false);
   }
   if (wake) room_.notify_one();
 }
 
+void BodiesAhead::pop_local() {
+  local_bytes_ -= local_.front().second ? local_.front().second->size() : 0;
+  local_.pop_front();
+}
+
 BodiesAhead::Body BodiesAhead::take(std::size_t k) {
-  asked_.store(k, std::memory_order_relaxed);
-  // Moved over before the taker's side runs out, so that the thread
-  // writes on while these are sent.
-  if (local_.size() < max_items_ / 4 + 1 && ready_count_.load(std::memory_order_acquire) > 0) refill();
+  // Sequentially consistent with the thread's load of it and its store of
+  // ready_count_: either this take sees the bodies the thread published,
+  // or the thread sees that it must start after k.
+  asked_.store(k + 1);
+  // Moved over once the taker's side is down to a quarter (of the items
+  // and of the bytes), so that the thread writes on while these are sent:
+  // at most max_items/max_bytes (and a batch) on each side.
+  if (local_.size() <= max_items_ / 4 && local_bytes_ <= max_bytes_ / 4 && ready_count_.load() > 0) refill();
   for (int pass = 0; pass < 2; ++pass) {
-    while (!local_.empty() && local_.front().first < k) local_.pop_front();
+    while (!local_.empty() && local_.front().first < k) pop_local();
     if (!local_.empty()) {
       if (local_.front().first != k) break;  // the thread was late for k and went past it
       Body b = std::move(local_.front().second);
-      local_.pop_front();
+      pop_local();
       if (!b) break;  // left to the taker (images, audio)
       ++taken_;
       return b;
     }
-    if (pass > 0 || ready_count_.load(std::memory_order_acquire) == 0) break;
+    if (pass > 0 || ready_count_.load() == 0) break;
     refill();
   }
   ++missed_;
@@ -319,8 +348,13 @@ struct Runner::Shard {
   std::size_t next = 0;
   bool in_tick = false;
   std::deque<std::shared_ptr<const std::string>> prepared;  // encoded jobs[next ...]
-  std::unique_ptr<BodiesAhead> ahead;  // LoadPlan::bodies_apart: written on another thread
-  std::size_t horizon = 0;             // jobs[next, horizon) are due within kIdleHorizon
+  std::unique_ptr<BodiesAhead> ahead;
+  // LoadPlan::bodies_apart: bodies sent as written apart, and written on
+  // this thread (none was ready; images or audio; a request that waited
+  // for a concurrency slot; a later turn).
+  std::uint64_t bodies_taken = 0,
+                bodies_written_here = 0;  // LoadPlan::bodies_apart: written on another thread
+  std::size_t horizon = 0;                // jobs[next, horizon) are due within kIdleHorizon
   // Follow-up turns waiting for their think time.
   std::vector<std::shared_ptr<asio::steady_timer>> followups;
   // Closed loop.
@@ -556,6 +590,9 @@ struct Runner::Shard {
     if (!bytes) {
       if (ctx.prompt.empty() && !pooling() && !transcription()) ctx.prompt = r.prompts_->text(req);
       bytes = encode(ctx.request, ctx.prompt, ctx.history.empty() ? nullptr : &ctx.history, id);
+      bodies_written_here += r.plan_.bodies_apart;
+    } else {
+      bodies_taken += r.plan_.bodies_apart;
     }
     if (keep_text && ctx.prompt.empty()) ctx.prompt = r.prompts_->text(req);
     ResponseCollector* c;
@@ -926,6 +963,10 @@ void Runner::start() {
     warm->cv.wait_for(lock, std::chrono::nanoseconds(plan_.preconnect_timeout_ns),
                       [&] { return warm->left == 0; });
   }
+  // The first bodies written apart are ready before the first send (they
+  // were written while the pool opened).
+  for (auto& s : shards_)
+    if (s->ahead) s->ahead->wait_ready(std::chrono::nanoseconds(plan_.preconnect_timeout_ns));
   SteadyClock clock;
   const Nanos ready = clock.now_ns();
   if (plan_.epoch_at) {
@@ -975,13 +1016,13 @@ void Runner::join() {
 
 std::uint64_t Runner::bodies_written_apart() const {
   std::uint64_t n = 0;
-  for (const auto& s : shards_) n += s->ahead ? s->ahead->taken() : 0;
+  for (const auto& s : shards_) n += s->bodies_taken;
   return n;
 }
 
 std::uint64_t Runner::bodies_written_by_client_threads() const {
   std::uint64_t n = 0;
-  for (const auto& s : shards_) n += s->ahead ? s->ahead->missed() : 0;
+  for (const auto& s : shards_) n += s->bodies_written_here;
   return n;
 }
 

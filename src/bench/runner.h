@@ -174,9 +174,10 @@ class RecordQueue {
 // their own (LoadPlan::bodies_apart), for one client thread that takes
 // them in schedule order. build(k) writes job k's body (null: a body the
 // client thread writes itself when it sends, one with images or audio).
-// The thread stays at most max_items bodies or max_bytes bytes ahead of
-// what was taken, and skips what the client thread has passed: a body it
-// was too late for is written by the client thread instead, as without
+// Ahead of what was taken: at most max_items bodies or max_bytes bytes
+// (and a batch of 16) on the thread's side, and as much again handed to
+// the taker. The thread skips what the client thread has passed: a body
+// it was too late for is written by the client thread instead, as without
 // this class. The bytes are build(k)'s whichever thread writes them.
 class BodiesAhead {
  public:
@@ -189,6 +190,9 @@ class BodiesAhead {
 
   // Starts the thread; it runs on the CPUs the calling thread may use.
   void start();
+  // Waits up to timeout for the thread's first bodies; whether any are
+  // ready (false: the thread was stopped or is late).
+  bool wait_ready(std::chrono::nanoseconds timeout);
   // Job k's body, where the thread wrote it in time; else null. k grows
   // from call to call; what was written for earlier jobs is dropped. One
   // thread calls it (the client thread).
@@ -206,20 +210,24 @@ class BodiesAhead {
   using Item = std::pair<std::size_t, Body>;
   void run();
   void refill();
+  void pop_local();
 
   const std::size_t jobs_;
   const std::function<Body(std::size_t)> build_;
   const std::size_t max_items_, max_bytes_;
   std::thread thread_;
   std::mutex mutex_;
-  std::condition_variable room_;  // the thread waits here while max_items/max_bytes are ready
-  std::deque<Item> ready_;        // written, not yet moved to the taker
+  std::condition_variable room_;   // the thread waits here while max_items/max_bytes are ready
+  std::condition_variable first_;  // wait_ready() waits here for the first bodies
+  std::deque<Item> ready_;         // written, not yet moved to the taker
   std::size_t ready_bytes_ = 0;
   bool stop_ = false;
   bool waiting_ = false;                     // the thread waits for room
+  bool published_ = false;                   // the first bodies are ready (or the thread ended)
   std::atomic<std::size_t> ready_count_{0};  // ready_.size(), read without the lock
-  std::atomic<std::size_t> asked_{0};        // the job the taker is at: the thread starts no earlier
+  std::atomic<std::size_t> asked_{0};        // the job after the taker's: the thread starts no earlier
   std::deque<Item> local_;                   // the taker's own
+  std::size_t local_bytes_ = 0;
   std::uint64_t taken_ = 0, missed_ = 0;
 };
 
@@ -271,9 +279,10 @@ class Runner {
   // them once the thread had pinned itself (LoadPlan::cpus), in the Linux
   // list syntax ("1", "0-3").
   std::vector<std::string> thread_cpus() const;
-  // LoadPlan::bodies_apart: request bodies the client threads took written
-  // ahead, and those they wrote themselves because none was ready (after
-  // join()).
+  // LoadPlan::bodies_apart: the request bodies sent as written apart, and
+  // those the client threads wrote themselves (none was ready in time;
+  // images or audio; a request that waited for a concurrency slot; a later
+  // turn of a session); after join().
   std::uint64_t bodies_written_apart() const;
   std::uint64_t bodies_written_by_client_threads() const;
 

@@ -398,16 +398,17 @@ TEST(BodiesAhead, EachJobGetsItsOwnBodyAndTheThreadFollowsTheTaker) {
 // An open loop whose bodies are written apart sends every request with its
 // own prompt: the server counts each one's own planned length (lengths all
 // different, so a body sent for another request would show), as it does
-// when the client thread writes them; every job was either taken written
-// or written by the client thread.
+// when the client thread writes them; every body sent was either written
+// apart or by the client thread, and the first ones were ready before the
+// first send.
 TEST(Runner, BodiesWrittenApartAreEachRequestsOwn) {
   Target target(0.2);
   auto w = small_workload(80, 10, 2);
   for (std::size_t i = 0; i < w.requests.size(); ++i)
     w.requests[i].input_tokens = 8 + static_cast<std::uint32_t>(i);
   LoadPlan plan;
-  // From 100 ms after the epoch: the thread has written the first bodies by then.
-  for (std::uint32_t i = 0; i < 80; ++i) plan.schedule.emplace_back(i, (100 + i) * kNanosPerMilli);
+  // The first at the epoch: start() waits for the first bodies written apart.
+  for (std::uint32_t i = 0; i < 80; ++i) plan.schedule.emplace_back(i, i * kNanosPerMilli);
   plan.threads = 2;
   auto apart_plan = plan;
   apart_plan.bodies_apart = true;

@@ -725,8 +725,8 @@ TEST_F(Bench, ClientCpusPinTheClientThreadsAndKeepTheRestOffThem) {
     EXPECT_EQ(others.find(last), std::string::npos) << others;
     EXPECT_FALSE(others.empty());
     // The bodies written on the other CPUs, ahead of the schedule (the
-    // first send is 50 ms after the pool is ready); the client threads
-    // wrote any the thread was late for.
+    // first send waits for the first ones); the client threads wrote any
+    // the thread was late for.
     EXPECT_EQ(apart + own, 40u) << client;
     EXPECT_GT(apart, 0u) << client;
   } else {
