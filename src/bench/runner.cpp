@@ -348,13 +348,12 @@ struct Runner::Shard {
   std::size_t next = 0;
   bool in_tick = false;
   std::deque<std::shared_ptr<const std::string>> prepared;  // encoded jobs[next ...]
-  std::unique_ptr<BodiesAhead> ahead;
+  std::unique_ptr<BodiesAhead> ahead;  // LoadPlan::bodies_apart: bodies written on another thread
   // LoadPlan::bodies_apart: bodies sent as written apart, and written on
   // this thread (none was ready; images or audio; a request that waited
   // for a concurrency slot; a later turn).
-  std::uint64_t bodies_taken = 0,
-                bodies_written_here = 0;  // LoadPlan::bodies_apart: written on another thread
-  std::size_t horizon = 0;                // jobs[next, horizon) are due within kIdleHorizon
+  std::uint64_t bodies_taken = 0, bodies_written_here = 0;
+  std::size_t horizon = 0;  // jobs[next, horizon) are due within kIdleHorizon
   // Follow-up turns waiting for their think time.
   std::vector<std::shared_ptr<asio::steady_timer>> followups;
   // Closed loop.
