@@ -544,24 +544,30 @@ struct Runner::Shard {
     in_tick = false;
   }
 
-  // Job k's body, on BodiesAhead's thread: what prepare_ahead() would write
-  // (nothing of this shard's that the client thread changes: the jobs, the
-  // workload, the encoder and the prompts, all read-only by now).
-  std::shared_ptr<const std::string> body_ahead(std::size_t k) {
+  // Job k's body as sent with no history: what prepare_ahead() holds
+  // ahead, and what BodiesAhead's thread writes (there it reads nothing of
+  // this shard that the client thread changes: the jobs, the workload, the
+  // encoder and the prompts, all read-only by now).
+  std::shared_ptr<const std::string> job_body(std::size_t k) {
     const std::uint32_t index = jobs[k].first;
     const auto& req = r.w_.requests[index];
-    if (req.images > 0 || req.audio_ms > 0 || transcription()) return nullptr;  // this thread's MediaMaker
     return encode(index, pooling() ? std::string() : r.prompts_->text(req), nullptr, req.id);
+  }
+  // A body with images or audio (megabytes, and this thread's MediaMaker)
+  // is built when it is sent, not ahead.
+  bool written_when_sent(std::size_t k) const {
+    const auto& req = r.w_.requests[jobs[k].first];
+    return req.images > 0 || req.audio_ms > 0;
+  }
+  std::shared_ptr<const std::string> body_ahead(std::size_t k) {
+    return written_when_sent(k) || transcription() ? nullptr : job_body(k);
   }
 
   void prepare_ahead() {
     if (ahead) return;  // written on its own thread
     while (prepared.size() < kPrepareAhead && next + prepared.size() < jobs.size()) {
-      const std::uint32_t index = jobs[next + prepared.size()].first;
-      const auto& req = r.w_.requests[index];
-      // A body with images or audio (megabytes) is built when it is sent, not held ahead.
-      if (req.images > 0 || req.audio_ms > 0) break;
-      prepared.push_back(encode(index, pooling() ? std::string() : r.prompts_->text(req), nullptr, req.id));
+      if (written_when_sent(next + prepared.size())) break;
+      prepared.push_back(job_body(next + prepared.size()));
     }
   }
 
